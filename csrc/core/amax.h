@@ -1,0 +1,28 @@
+/*
+ * amax.h - maximum absolute value reductions (NaN propagates).
+ */
+#ifndef FP8Q_CORE_AMAX_H
+#define FP8Q_CORE_AMAX_H
+
+#include "core/status.h"
+#include "core/view.h"
+
+/*
+ * destination = max |source| over the reduced axes, as float32. destination
+ * has source's ndim, extent 1 on every reduced axis and source's extent on
+ * every kept axis (NumPy keepdims layout; any strides). A NaN anywhere in a
+ * group makes that group's result NaN; an empty group gives 0. Multithreaded
+ * for large inputs.
+ */
+fp8q_status fp8q_amax(const fp8q_view *source, const fp8q_view *destination,
+                      fp8q_error *error);
+
+/*
+ * Block amax of a 2-D source (M, N): destination is float32 of shape
+ * (ceil(M / block_rows), ceil(N / block_cols)); edge blocks may be partial.
+ */
+fp8q_status fp8q_block_amax(const fp8q_view *source, int64_t block_rows,
+                            int64_t block_cols, const fp8q_view *destination,
+                            fp8q_error *error);
+
+#endif /* FP8Q_CORE_AMAX_H */

@@ -1,0 +1,27 @@
+/*
+ * convert.h - element-wise conversion of runs of any dtype through float32.
+ *
+ * Every dtype fp8q stores converts to float32 exactly, so any cast is "load to
+ * float32, optionally divide or multiply by a float32 scale, store with one
+ * rounding". These run-level loops are the only place that loops over the
+ * scalar codec (core/float_codec.h); cast, amax and quantize are built on them.
+ */
+#ifndef FP8Q_CORE_CONVERT_H
+#define FP8Q_CORE_CONVERT_H
+
+#include <stdint.h>
+
+#include "core/dtype.h"
+
+/* Loads `count` elements of `dtype` starting at `source`, `byte_stride`
+ * apart, into the contiguous float32 array `values` (exact). */
+void fp8q_load_float32(fp8q_dtype dtype, const char *source,
+                       int64_t byte_stride, float *values, int64_t count);
+
+/* Stores `count` float32 values into `dtype` at `destination`, `byte_stride`
+ * apart, rounding once (see core/float_codec.h; `saturate` applies to FP8). */
+void fp8q_store_float32(fp8q_dtype dtype, const float *values,
+                        char *destination, int64_t byte_stride, int64_t count,
+                        int saturate);
+
+#endif /* FP8Q_CORE_CONVERT_H */

@@ -1,0 +1,71 @@
+/*
+ * quantize.h - scaled FP8 quantization and dequantization by granularity.
+ *
+ * Scale convention (DESIGN.md): scale is the float32 dequantization scale,
+ * x ~= q * scale. quantize computes q = fp8(float32(x) / scale);
+ * dequantize computes float32(q) * scale, rounded once to the output dtype.
+ */
+#ifndef FP8Q_CORE_QUANTIZE_H
+#define FP8Q_CORE_QUANTIZE_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+#include "core/view.h"
+
+typedef enum fp8q_granularity_kind {
+    FP8Q_GRANULARITY_TENSOR, /* scale shape ()                            */
+    FP8Q_GRANULARITY_ROW,    /* x.shape[:-1] + (1,)                       */
+    FP8Q_GRANULARITY_COL,    /* (1,) * (ndim - 1) + (x.shape[-1],)        */
+    FP8Q_GRANULARITY_BLOCK   /* 2-D x: (ceil(M / rows), ceil(N / cols))   */
+} fp8q_granularity_kind;
+
+typedef struct fp8q_granularity {
+    fp8q_granularity_kind kind;
+    int64_t block_rows; /* FP8Q_GRANULARITY_BLOCK only, >= 1 */
+    int64_t block_cols;
+} fp8q_granularity;
+
+/* Computes the scale shape for data of shape (ndim, shape). Fails with
+ * FP8Q_ERROR_VALUE for a block granularity on non-2-D data, a block extent
+ * < 1, or row/col granularity on 0-d data. */
+fp8q_status fp8q_scale_shape(const fp8q_granularity *granularity, int ndim,
+                             const int64_t *shape, int *scale_ndim,
+                             int64_t *scale_shape, fp8q_error *error);
+
+/*
+ * Turns amax values into scales in place (contiguous float32 view):
+ * scale = float32(amax) / float32(finfo(target).max), 1.0 where amax is 0,
+ * rounded up to a power of two when power_of_2 != 0. Fails with
+ * FP8Q_ERROR_VALUE naming the first group whose amax is NaN or infinite.
+ */
+fp8q_status fp8q_scales_from_amax(const fp8q_view *amax, fp8q_dtype target,
+                                  int power_of_2, fp8q_error *error);
+
+typedef struct fp8q_quantize_options {
+    fp8q_granularity granularity;
+    int compute_scale; /* nonzero: compute `scale` from amax; zero: use it */
+    int power_of_2;    /* with compute_scale */
+    int saturate;
+} fp8q_quantize_options;
+
+/*
+ * Quantizes `source` (any dtype) into the FP8 view `destination` (same
+ * shape). `scale` is a float32 view of exactly the granularity's scale shape
+ * (fp8q_scale_shape): written when options->compute_scale, read otherwise,
+ * in which case every value must be finite and > 0 (FP8Q_ERROR_VALUE naming
+ * the first bad one otherwise).
+ */
+fp8q_status fp8q_quantize(const fp8q_view *source,
+                          const fp8q_view *destination,
+                          const fp8q_view *scale,
+                          const fp8q_quantize_options *options,
+                          fp8q_error *error);
+
+/* destination = float32(data) * scale with the granularity's broadcast,
+ * rounded once into destination's dtype. */
+fp8q_status fp8q_dequantize(const fp8q_view *data, const fp8q_view *scale,
+                            const fp8q_granularity *granularity,
+                            const fp8q_view *destination, fp8q_error *error);
+
+#endif /* FP8Q_CORE_QUANTIZE_H */

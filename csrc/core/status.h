@@ -1,0 +1,33 @@
+/*
+ * status.h - how every fp8q C function reports failure.
+ *
+ * Functions return an fp8q_status; when it is not FP8Q_OK they have written a
+ * human-readable message (naming the argument, what was expected and what was
+ * received) into the caller's fp8q_error. The Python binding maps the status
+ * to an exception class; nothing in the library aborts or exits.
+ */
+#ifndef FP8Q_CORE_STATUS_H
+#define FP8Q_CORE_STATUS_H
+
+typedef enum fp8q_status {
+    FP8Q_OK = 0,
+    FP8Q_ERROR_TYPE,    /* unsupported dtype or kind of object: TypeError   */
+    FP8Q_ERROR_VALUE,   /* bad shape, scale, value or option: ValueError    */
+    FP8Q_ERROR_BUFFER,  /* memory layout / export problem: BufferError      */
+    FP8Q_ERROR_MEMORY,  /* allocation failed: MemoryError                   */
+    FP8Q_ERROR_RUNTIME  /* anything else: RuntimeError                      */
+} fp8q_status;
+
+#define FP8Q_ERROR_MESSAGE_SIZE 512
+
+typedef struct fp8q_error {
+    fp8q_status status;
+    char message[FP8Q_ERROR_MESSAGE_SIZE];
+} fp8q_error;
+
+/* Records `status` and a printf-style message in `error` (which may be NULL)
+ * and returns `status`, so callers can write `return fp8q_fail(...)`. */
+fp8q_status fp8q_fail(fp8q_error *error, fp8q_status status,
+                      const char *format, ...);
+
+#endif /* FP8Q_CORE_STATUS_H */

@@ -1,0 +1,97 @@
+/*
+ * view.h - strided N-d views of memory, the currency of every core operation.
+ *
+ * A view never owns its memory. Strides are in elements (as in DLPack and
+ * PyTorch) and may be zero (broadcast) or negative. Core operations take
+ * views, check their shapes, and walk them with fp8q_for_each_row().
+ */
+#ifndef FP8Q_CORE_VIEW_H
+#define FP8Q_CORE_VIEW_H
+
+#include <stdint.h>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+#define FP8Q_MAX_DIMS 16
+
+typedef struct fp8q_view {
+    void *data; /* address of element (0, ..., 0) */
+    fp8q_dtype dtype;
+    int ndim;
+    int64_t shape[FP8Q_MAX_DIMS];
+    int64_t strides[FP8Q_MAX_DIMS]; /* in elements */
+} fp8q_view;
+
+/* Number of elements (1 for a 0-d view, 0 if any extent is 0). */
+int64_t fp8q_view_size(const fp8q_view *view);
+
+/* Nonzero when the view is C-contiguous (extents of 1 may have any stride). */
+int fp8q_view_is_contiguous(const fp8q_view *view);
+
+/* Fills `view` with a C-contiguous layout of `shape` over `data`. Fails with
+ * FP8Q_ERROR_VALUE on ndim outside [0, FP8Q_MAX_DIMS] or a negative extent,
+ * and on a byte size that overflows int64. */
+fp8q_status fp8q_view_init_contiguous(fp8q_view *view, void *data,
+                                      fp8q_dtype dtype, int ndim,
+                                      const int64_t *shape, fp8q_error *error);
+
+/* Bytes spanned by the view's elements: writes the lowest and one-past-the-
+ * highest byte offsets, relative to data, that any element touches (both 0 for
+ * an empty view). Used for bounds and overlap checks. */
+void fp8q_view_byte_extent(const fp8q_view *view, int64_t *low, int64_t *high);
+
+/*
+ * NumPy broadcasting: makes `out` a view of `in` with the given target shape
+ * (extents of 1 and missing leading dims get stride 0). Fails with
+ * FP8Q_ERROR_VALUE naming `argument_name`, both shapes and the first axis that
+ * does not match.
+ */
+fp8q_status fp8q_view_broadcast_to(const fp8q_view *in, int ndim,
+                                   const int64_t *shape, fp8q_view *out,
+                                   const char *argument_name,
+                                   fp8q_error *error);
+
+/* Writes "(2, 3, 4)" into buffer (always NUL-terminated); for messages. */
+void fp8q_format_shape(char *buffer, size_t buffer_size, int ndim,
+                       const int64_t *shape);
+
+/* ------------------------------------------------------------------------- */
+/* Iteration                                                                 */
+
+#define FP8Q_MAX_OPERANDS 4
+
+/*
+ * Called for one innermost run of `count` elements: pointers[k] is the
+ * address of operand k's first element of the run and byte_strides[k] its
+ * step in bytes (0 for a broadcast operand).
+ */
+typedef void (*fp8q_row_fn)(void *context, char *const *pointers,
+                            const int64_t *byte_strides, int64_t count);
+
+/*
+ * Walks the common shape of `n_operands` views (all with the same ndim and
+ * shape; use fp8q_view_broadcast_to first) and calls `row` for every
+ * innermost run. Dimensions are coalesced where every operand allows it, so
+ * contiguous data arrives as a single long run. With parallel != 0, large
+ * iteration spaces are split across fp8q_num_threads() threads; `row` must
+ * then be safe to call concurrently on disjoint parts (no operand written at
+ * the same element from two runs, i.e. no stride-0 output).
+ */
+fp8q_status fp8q_for_each_row(int n_operands, const fp8q_view *const *views,
+                              fp8q_row_fn row, void *context, int parallel,
+                              fp8q_error *error);
+
+/* ------------------------------------------------------------------------- */
+/* Threading policy                                                          */
+
+/* Threads core operations may use (default: fp8q_cpu_count(), or the
+ * FP8Q_NUM_THREADS environment variable read at first use). */
+int fp8q_num_threads(void);
+/* Sets it; n < 1 restores the default. */
+void fp8q_set_num_threads(int n);
+
+/* Work below this many elements runs on the calling thread only. */
+#define FP8Q_PARALLEL_MIN_ELEMENTS ((int64_t)1 << 18)
+
+#endif /* FP8Q_CORE_VIEW_H */

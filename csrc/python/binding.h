@@ -1,0 +1,129 @@
+/*
+ * binding.h - what the files of the CPython binding share.
+ *
+ * The binding turns Python objects into core views (without copying where the
+ * layout allows), calls csrc/core with the GIL released, and maps fp8q_status
+ * codes to exceptions. It does no arithmetic on data itself.
+ *
+ * Files: module.c (module init), errors.c (status -> exception),
+ * dtype_object.c (fp8q.dtype, dtype parsing), tensor_object.c (fp8q.Tensor),
+ * tensor_buffer.c (PEP 3118), dlpack.c (producer and consumer),
+ * asarray.c (any object -> Tensor), ops.c (cast, amax, quantize, ...).
+ */
+#ifndef FP8Q_PYTHON_BINDING_H
+#define FP8Q_PYTHON_BINDING_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* One NumPy C-API table for the whole extension; module.c imports it. */
+#define NPY_NO_DEPRECATED_API NPY_1_23_API_VERSION
+#define NPY_TARGET_VERSION NPY_1_23_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL fp8q_ARRAY_API
+#ifndef FP8Q_BINDING_IMPORTS_NUMPY
+#define NO_IMPORT_ARRAY
+#endif
+#include <numpy/arrayobject.h>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "core/view.h"
+
+/* ------------------------------------------------------------------------- */
+/* errors.c                                                                  */
+
+/* Raises the exception matching error->status with error->message. */
+void fp8q_py_raise(const fp8q_error *error);
+
+/* ------------------------------------------------------------------------- */
+/* dtype_object.c                                                            */
+
+typedef struct fp8q_DtypeObject {
+    PyObject_HEAD
+    fp8q_dtype dtype;
+} fp8q_DtypeObject;
+
+extern PyTypeObject fp8q_Dtype_Type;
+
+/* New reference to the singleton fp8q.dtype object for `dtype`. */
+PyObject *fp8q_py_dtype_object(fp8q_dtype dtype);
+
+/*
+ * Parses anything a `dtype=` argument accepts: fp8q.dtype objects, canonical
+ * names and aliases, NumPy and ml_dtypes dtypes (and their scalar types), and
+ * torch dtypes (by str(), torch is never imported). Returns 0 and sets
+ * *dtype, or -1 with TypeError naming `argument_name` and what was received.
+ */
+int fp8q_py_parse_dtype(PyObject *object, const char *argument_name,
+                        fp8q_dtype *dtype);
+
+/* ------------------------------------------------------------------------- */
+/* tensor_object.c                                                           */
+
+/* Device types use DLPack's DLDeviceType numbering. */
+#define FP8Q_DEVICE_CPU 1
+#define FP8Q_DEVICE_CUDA 2
+
+typedef struct fp8q_TensorObject {
+    PyObject_HEAD
+    fp8q_view view;
+    int device_type;  /* FP8Q_DEVICE_* */
+    int device_index; /* 0 for the CPU */
+    int readonly;     /* writes through buffer/DLPack/out= are refused */
+    void *allocation; /* owned FP8Q_ALIGNMENT-aligned block, or NULL */
+    PyObject *owner;  /* object keeping borrowed memory alive, or NULL */
+    PyObject *weakrefs;
+} fp8q_TensorObject;
+
+extern PyTypeObject fp8q_Tensor_Type;
+
+#define fp8q_Tensor_Check(object) PyObject_TypeCheck(object, &fp8q_Tensor_Type)
+
+/* A new C-contiguous CPU tensor with uninitialised, owned, 64-byte aligned
+ * memory. Raises ValueError (bad shape) or MemoryError. */
+fp8q_TensorObject *fp8q_tensor_new_empty(fp8q_dtype dtype, int ndim,
+                                         const int64_t *shape);
+
+/* A new CPU tensor over borrowed memory described by `view`; `owner` (may be
+ * NULL) is kept alive as long as the tensor. */
+fp8q_TensorObject *fp8q_tensor_new_view(const fp8q_view *view,
+                                        PyObject *owner, int readonly);
+
+/* ------------------------------------------------------------------------- */
+/* asarray.c                                                                 */
+
+/* copy= semantics of the array API: */
+#define FP8Q_COPY_IF_NEEDED -1 /* None  */
+#define FP8Q_COPY_NEVER 0      /* False: BufferError if a copy is needed */
+#define FP8Q_COPY_ALWAYS 1     /* True  */
+
+/*
+ * fp8q.asarray semantics: returns a new reference to a Tensor for `object`
+ * (Tensor, DLPack producer, NumPy array, buffer-protocol object, Python
+ * scalar or nested sequence). `dtype` is a dtype to convert to, or -1 to keep
+ * the object's own (float64 and integer inputs become float32). Errors name
+ * `argument_name`.
+ */
+fp8q_TensorObject *fp8q_tensor_from_object(PyObject *object,
+                                           const char *argument_name,
+                                           int dtype, int copy);
+
+/* ------------------------------------------------------------------------- */
+/* dlpack.c                                                                  */
+
+/* fp8q.from_dlpack(object, *, dtype=None). */
+PyObject *fp8q_py_from_dlpack(PyObject *module, PyObject *args,
+                              PyObject *kwargs);
+
+/* ------------------------------------------------------------------------- */
+/* Per-file module initialisation, called by module.c in this order. Each    */
+/* adds its types/functions to `module` and returns 0, or -1 with an error. */
+
+int fp8q_py_errors_init(PyObject *module);
+int fp8q_py_dtype_init(PyObject *module);
+int fp8q_py_tensor_init(PyObject *module);
+int fp8q_py_dlpack_init(PyObject *module);
+int fp8q_py_asarray_init(PyObject *module);
+int fp8q_py_ops_init(PyObject *module);
+
+#endif /* FP8Q_PYTHON_BINDING_H */
