@@ -58,6 +58,13 @@ void fp8q_parallel_for(int64_t n_tasks, int n_threads, fp8q_task_fn task,
                        void *context);
 
 /* ------------------------------------------------------------------------- */
+/* Processor features                                                        */
+
+/* Nonzero when the processor and the OS support AVX2 (x86 only; 0 on other
+ * processors). Core code compiled for AVX2 runs only when this says so. */
+int fp8q_cpu_has_avx2(void);
+
+/* ------------------------------------------------------------------------- */
 /* Atomics (sequentially consistent)                                         */
 
 int64_t fp8q_atomic_load_i64(const volatile int64_t *address);

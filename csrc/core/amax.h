@@ -12,7 +12,10 @@
  * has source's ndim, extent 1 on every reduced axis and source's extent on
  * every kept axis (NumPy keepdims layout; any strides). A NaN anywhere in a
  * group makes that group's result NaN; an empty group gives 0. Multithreaded
- * for large inputs.
+ * for large inputs (each thread reduces its own part or its own partial
+ * result; no two threads write one element). FP8Q_ERROR_TYPE for a
+ * non-float32 destination, FP8Q_ERROR_VALUE for a shape that is not the
+ * keepdims shape or a stride-0 destination axis of extent > 1.
  */
 fp8q_status fp8q_amax(const fp8q_view *source, const fp8q_view *destination,
                       fp8q_error *error);

@@ -15,9 +15,13 @@ typedef enum fp8q_scale_op {
 /*
  * destination[i] = store(load(source[i]) op scale[i]), rounding once on store.
  * source and destination have the same shape (any dtypes, any strides; they
- * must not partially overlap). `scale` is NULL (no scaling) or a float32 view
- * broadcastable to that shape. The division and multiplication are correctly
- * rounded float32 operations. Multithreaded for large inputs.
+ * must not partially overlap; the very same view for both is fine). `scale`
+ * is NULL (no scaling) or a float32 view broadcastable to that shape. The
+ * division and multiplication are correctly rounded float32 operations. A
+ * same-dtype cast without a scale copies the bits (NaN payloads kept).
+ * FP8Q_ERROR_VALUE for mismatched shapes, an unbroadcastable scale, or a
+ * destination with stride 0 on an axis of extent > 1; FP8Q_ERROR_TYPE for a
+ * non-float32 scale. Multithreaded for large inputs.
  */
 fp8q_status fp8q_cast(const fp8q_view *source, const fp8q_view *destination,
                       const fp8q_view *scale, fp8q_scale_op op, int saturate,

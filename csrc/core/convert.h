@@ -24,4 +24,12 @@ void fp8q_store_float32(fp8q_dtype dtype, const float *values,
                         char *destination, int64_t byte_stride, int64_t count,
                         int saturate);
 
+/* The stores run loops compiled for AVX2 where the processor supports it
+ * (the default, allow != 0), or the baseline loops (allow == 0), e.g. to
+ * test both. The results are identical. */
+void fp8q_convert_allow_avx2(int allow);
+
+/* Nonzero when the stores use the AVX2 loops. */
+int fp8q_convert_uses_avx2(void);
+
 #endif /* FP8Q_CORE_CONVERT_H */

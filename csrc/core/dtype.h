@@ -35,7 +35,9 @@ int fp8q_dtype_is_fp8(fp8q_dtype dtype);
 int fp8q_dtype_is_float(fp8q_dtype dtype);
 
 /* Looks up a canonical name or alias (case-sensitive, optional "torch."
- * prefix). Returns 1 and sets *dtype when found, 0 otherwise. */
+ * prefix). Aliases: "fp32", "fp16", "half", "bf16", "e4m3", "e4m3fn",
+ * "e5m2", "e4m3fnuz", "e5m2fnuz". Returns 1 and sets *dtype when found, 0
+ * otherwise. */
 int fp8q_dtype_from_name(const char *name, fp8q_dtype *dtype);
 
 /* Numeric limits of a floating-point dtype (all values exact). */

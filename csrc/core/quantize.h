@@ -34,10 +34,14 @@ fp8q_status fp8q_scale_shape(const fp8q_granularity *granularity, int ndim,
                              int64_t *scale_shape, fp8q_error *error);
 
 /*
- * Turns amax values into scales in place (contiguous float32 view):
+ * Turns amax values into scales in place (float32 view, any strides):
  * scale = float32(amax) / float32(finfo(target).max), 1.0 where amax is 0,
- * rounded up to a power of two when power_of_2 != 0. Fails with
- * FP8Q_ERROR_VALUE naming the first group whose amax is NaN or infinite.
+ * rounded up to a power of two when power_of_2 != 0 (exactly, on the bits;
+ * subnormal scales round up on the subnormal grid). A positive amax so small
+ * that the division underflows to 0 gets the smallest positive float32
+ * (2^-149), so a scale is never 0. Fails with FP8Q_ERROR_VALUE naming the
+ * first group (flat C-order index) whose amax is NaN, infinite or negative,
+ * before writing anything; FP8Q_ERROR_TYPE for a non-FP8 target.
  */
 fp8q_status fp8q_scales_from_amax(const fp8q_view *amax, fp8q_dtype target,
                                   int power_of_2, fp8q_error *error);
@@ -52,9 +56,12 @@ typedef struct fp8q_quantize_options {
 /*
  * Quantizes `source` (any dtype) into the FP8 view `destination` (same
  * shape). `scale` is a float32 view of exactly the granularity's scale shape
- * (fp8q_scale_shape): written when options->compute_scale, read otherwise,
- * in which case every value must be finite and > 0 (FP8Q_ERROR_VALUE naming
- * the first bad one otherwise).
+ * (fp8q_scale_shape; any strides): written when options->compute_scale, read
+ * otherwise, in which case every value must be finite and > 0
+ * (FP8Q_ERROR_VALUE naming the first bad one, by flat C-order index, and its
+ * value). Tensor, row and col scales come from fp8q_amax and fp8q_cast with
+ * the scale broadcast; block scales from fp8q_block_amax and
+ * fp8q_block_cast.
  */
 fp8q_status fp8q_quantize(const fp8q_view *source,
                           const fp8q_view *destination,

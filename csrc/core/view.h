@@ -94,4 +94,9 @@ void fp8q_set_num_threads(int n);
 /* Work below this many elements runs on the calling thread only. */
 #define FP8Q_PARALLEL_MIN_ELEMENTS ((int64_t)1 << 18)
 
+/* Threads worth using for `n_elements` of work: the smaller of
+ * fp8q_num_threads() and n_elements / FP8Q_PARALLEL_MIN_ELEMENTS, at least 1.
+ * For operations that split their work themselves. */
+int fp8q_threads_for(int64_t n_elements);
+
 #endif /* FP8Q_CORE_VIEW_H */

@@ -35,6 +35,29 @@
 /* Raises the exception matching error->status with error->message. */
 void fp8q_py_raise(const fp8q_error *error);
 
+/* The error indicator, saved aside (the spelling differs from Python 3.12
+ * on, where PyErr_Fetch is deprecated). */
+typedef struct fp8q_py_saved_error {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exception;
+#else
+    PyObject *type;
+    PyObject *value;
+    PyObject *traceback;
+#endif
+} fp8q_py_saved_error;
+
+/* Moves the current exception (if any) into *saved, clearing it. */
+void fp8q_py_error_save(fp8q_py_saved_error *saved);
+/* Makes the saved exception current again (replacing any other). */
+void fp8q_py_error_restore(fp8q_py_saved_error *saved);
+/* Drops the saved exception. */
+void fp8q_py_error_discard(fp8q_py_saved_error *saved);
+
+/* Re-raises the current exception as the same type with its message
+ * prefixed by the PyUnicode_FromFormat-style text. */
+void fp8q_py_error_add_prefix(const char *format, ...);
+
 /* ------------------------------------------------------------------------- */
 /* dtype_object.c                                                            */
 
@@ -56,6 +79,22 @@ PyObject *fp8q_py_dtype_object(fp8q_dtype dtype);
  */
 int fp8q_py_parse_dtype(PyObject *object, const char *argument_name,
                         fp8q_dtype *dtype);
+
+/*
+ * Recognises a NumPy dtype whose elements fp8q stores unchanged: native byte
+ * order float32, float16 and uint8, and the ml_dtypes bfloat16 and FP8 dtypes
+ * (by name). Returns 1 and sets *dtype, 0 for any other dtype (no exception
+ * set), -1 with an exception on failure.
+ */
+int fp8q_py_dtype_from_numpy(PyArray_Descr *descr, fp8q_dtype *dtype);
+
+/*
+ * New reference to the NumPy dtype that views `dtype`'s elements: float32,
+ * float16 and uint8 natively; bfloat16 and the FP8 dtypes as the ml_dtypes
+ * dtype when ml_dtypes is importable, else as raw uint16 / uint8 codes.
+ * NULL with an exception on failure.
+ */
+PyArray_Descr *fp8q_py_numpy_descr(fp8q_dtype dtype);
 
 /* ------------------------------------------------------------------------- */
 /* tensor_object.c                                                           */
@@ -89,12 +128,27 @@ fp8q_TensorObject *fp8q_tensor_new_empty(fp8q_dtype dtype, int ndim,
 fp8q_TensorObject *fp8q_tensor_new_view(const fp8q_view *view,
                                         PyObject *owner, int readonly);
 
+/*
+ * A new C-contiguous CPU tensor holding `source`'s elements converted to
+ * `dtype`: a bit-exact copy when the dtypes are equal, otherwise core
+ * fp8q_cast without a scale, saturating (as fp8q.cast's default). The GIL is
+ * released while the data moves.
+ */
+fp8q_TensorObject *fp8q_tensor_copy_as(fp8q_TensorObject *source,
+                                       fp8q_dtype dtype);
+
+/* ------------------------------------------------------------------------- */
+/* tensor_buffer.c                                                           */
+
+/* PEP 3118 export of CPU tensors (fp8q.Tensor's tp_as_buffer). */
+extern PyBufferProcs fp8q_tensor_buffer_procs;
+
 /* ------------------------------------------------------------------------- */
 /* asarray.c                                                                 */
 
 /* copy= semantics of the array API: */
 #define FP8Q_COPY_IF_NEEDED -1 /* None  */
-#define FP8Q_COPY_NEVER 0      /* False: BufferError if a copy is needed */
+#define FP8Q_COPY_NEVER 0      /* False: ValueError if a copy is needed */
 #define FP8Q_COPY_ALWAYS 1     /* True  */
 
 /*
@@ -114,6 +168,25 @@ fp8q_TensorObject *fp8q_tensor_from_object(PyObject *object,
 /* fp8q.from_dlpack(object, *, dtype=None). */
 PyObject *fp8q_py_from_dlpack(PyObject *module, PyObject *args,
                               PyObject *kwargs);
+
+/*
+ * Zero-copy Tensor over the memory `object` (a DLPack producer or a DLPack
+ * capsule) exports; the Tensor keeps the producer's managed tensor alive.
+ * `reinterpret_dtype` is -1, or a dtype of the same itemsize to view the
+ * bytes as. On failure returns NULL with an exception set; *unsupported_dtype
+ * (may be NULL) is then 1 exactly when the only problem was a DLPack dtype
+ * fp8q does not store (the TypeError that says so is set).
+ */
+fp8q_TensorObject *fp8q_tensor_from_dlpack(PyObject *object,
+                                           const char *argument_name,
+                                           int reinterpret_dtype,
+                                           int *unsupported_dtype);
+
+/* Tensor.__dlpack__(*, stream=None, max_version=None, dl_device=None,
+ * copy=None) and Tensor.__dlpack_device__() (methods of fp8q.Tensor). */
+PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args,
+                             PyObject *kwargs);
+PyObject *fp8q_tensor_dlpack_device(PyObject *self, PyObject *unused);
 
 /* ------------------------------------------------------------------------- */
 /* Per-file module initialisation, called by module.c in this order. Each    */

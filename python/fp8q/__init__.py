@@ -1,6 +1,71 @@
 """fp8q: exact FP8 casts, quantization, scaled matmul and calibration.
 
 Everything numeric runs in the C extension fp8q._C; this package re-exports it
-and adds thin Python helpers.
+and adds thin Python helpers: fp8q.QTensor, fp8q.finfo, and the quantize /
+dequantize wrappers that build and take QTensor objects.
 """
 from fp8q._C import *  # noqa: F401,F403
+from fp8q import _C
+from fp8q._finfo import finfo  # noqa: F401 (re-exported)
+from fp8q._qtensor import QTensor
+
+__version__ = _C._build_info()["version"]
+
+
+def quantize(x, dtype="float8_e4m3fn", *, granularity="tensor", scale=None,
+             saturate=True, power_of_2=False):
+    """Quantizes x to an FP8 format with float32 scales; returns a QTensor.
+
+    x: anything fp8q.asarray accepts (fp8q.Tensor, NumPy or ml_dtypes array,
+    torch tensor, DLPack producer, buffer, scalar, nested list), any dtype.
+    dtype: the FP8 format ("float8_e4m3fn" / "e4m3", "float8_e5m2" / "e5m2",
+    "float8_e4m3fnuz", "float8_e5m2fnuz" or an equivalent dtype object).
+
+    granularity: which elements share one scale, and the shape of .scale:
+
+    - "tensor": all of x; scale shape ().
+    - "row": one scale per index of all but the last axis; scale shape
+      x.shape[:-1] + (1,).
+    - "col": one scale per index of the last axis; scale shape
+      (1,) * (x.ndim - 1) + (x.shape[-1],).
+    - (bm, bn): blocks of bm x bn elements of a 2-D x of shape (M, N); scale
+      shape (ceil(M / bm), ceil(N / bn)); edge blocks may be partial.
+      (1, 128) and (128, 128) are the common choices.
+
+    scale is the float32 dequantization scale (x ~= q * scale). With
+    scale=None each group's scale is float32(amax) / float32(finfo(dtype).max)
+    (correctly rounded float32 division), 1.0 for an all-zero group, and
+    rounded up to the next power of two when power_of_2=True; a group whose
+    amax is NaN or infinite raises ValueError. A given scale (float32, finite,
+    > 0) must have the granularity's scale shape or broadcast to it; it is
+    copied into the result.
+
+    The data are float32(x) / scale, rounded once to nearest-even;
+    saturate=True maps overflow to +-max, saturate=False to NaN (or +-inf for
+    float8_e5m2), exactly as fp8q.cast.
+    """
+    data, scale = _C._quantize(x, dtype, granularity=granularity,
+                               scale=scale, saturate=saturate,
+                               power_of_2=power_of_2)
+    return QTensor(data, scale, granularity)
+
+
+def dequantize(q, dtype="float32"):
+    """Returns decode(q.data) * q.scale, rounded once into `dtype`.
+
+    q: an fp8q.QTensor (from fp8q.quantize). The product is a correctly
+    rounded float32 multiplication with each element's group scale; dtype is
+    float32 (exact product), float16 or bfloat16 (rounded to nearest-even).
+    Same as q.dequantize(dtype).
+    """
+    if not isinstance(q, QTensor):
+        raise TypeError(
+            "dequantize: q must be an fp8q.QTensor (the result of "
+            f"fp8q.quantize), got an object of type {type(q).__name__}; "
+            "to cast plain data use fp8q.cast")
+    return q.dequantize(dtype)
+
+
+__all__ = sorted(
+    {name for name in vars(_C) if not name.startswith("_")}
+    | {"QTensor", "dequantize", "finfo", "quantize"})

@@ -1,0 +1,468 @@
+/*
+ * amax.c - max |x| reductions over axes (NumPy keepdims layout) and over 2-D
+ * blocks, as float32, with NaN propagating.
+ *
+ * The maximum is taken over the float32 bits with the sign cleared, compared
+ * as int32: for non-negative floats the bit order is the value order, and
+ * every NaN lies above infinity, so a NaN anywhere wins without a branch.
+ * Parallel reductions give each task its own part of the output, or its own
+ * partial result that is combined afterwards; no two threads write one place.
+ */
+#include <inttypes.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/amax.h"
+#include "core/convert.h"
+#include "platform.h"
+
+/* float32 values staged per step of a run (L1-sized). */
+#define STAGE 512
+
+/* ------------------------------------------------------------------------- */
+/* Run kernels                                                               */
+
+FP8Q_FORCE_INLINE int32_t magnitude_bits(float value)
+{
+    uint32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    return (int32_t)(bits & 0x7FFFFFFFu);
+}
+
+/* Largest magnitude of `count` values and `best`. Called with constant
+ * counts, the loop vectorises under gcc -O2 (see convert.c). */
+FP8Q_FORCE_INLINE int32_t block_max_bits(const float *values, int64_t count,
+                                         int32_t best)
+{
+    int64_t i;
+    for (i = 0; i < count; i++) {
+        const int32_t magnitude = magnitude_bits(values[i]);
+        best = magnitude > best ? magnitude : best;
+    }
+    return best;
+}
+
+static int32_t max_magnitude_bits(const float *values, int64_t count,
+                                  int32_t best)
+{
+    for (; count >= STAGE; count -= STAGE, values += STAGE) {
+        best = block_max_bits(values, STAGE, best);
+    }
+    for (; count >= 16; count -= 16, values += 16) {
+        best = block_max_bits(values, 16, best);
+    }
+    return block_max_bits(values, count, best);
+}
+
+/* Largest magnitude (as bits) of a run of any dtype. */
+static int32_t run_amax_bits(fp8q_dtype dtype, const char *source,
+                             int64_t byte_stride, int64_t count)
+{
+    float values[STAGE];
+    int32_t best = 0;
+    int64_t done;
+
+    if (dtype == FP8Q_FLOAT32 && byte_stride == (int64_t)sizeof(float) &&
+        (uintptr_t)source % sizeof(float) == 0) {
+        return max_magnitude_bits((const float *)source, count, 0);
+    }
+    for (done = 0; done < count; done += STAGE) {
+        const int64_t step = count - done < STAGE ? count - done : STAGE;
+        fp8q_load_float32(dtype, source + done * byte_stride, byte_stride,
+                          values, step);
+        best = max_magnitude_bits(values, step, best);
+    }
+    return best;
+}
+
+/* Raises the float32 accumulator at `destination` to `magnitude`. */
+static void raise_to(char *destination, int32_t magnitude)
+{
+    float current;
+    memcpy(&current, destination, sizeof current);
+    if (magnitude > magnitude_bits(current)) {
+        memcpy(destination, &magnitude, sizeof magnitude);
+    }
+}
+
+/* fp8q_row_fn: operand 0 is the source (dtype in *context), operand 1 the
+ * float32 accumulator: stride 0 for a reduced run, else one per element. */
+static void amax_row(void *context, char *const *pointers,
+                     const int64_t *byte_strides, int64_t count)
+{
+    const fp8q_dtype dtype = *(const fp8q_dtype *)context;
+    float values[STAGE];
+    int64_t done;
+    int64_t i;
+
+    if (byte_strides[1] == 0) {
+        raise_to(pointers[1],
+                 run_amax_bits(dtype, pointers[0], byte_strides[0], count));
+        return;
+    }
+    for (done = 0; done < count; done += STAGE) {
+        const int64_t step = count - done < STAGE ? count - done : STAGE;
+        char *accumulator = pointers[1] + done * byte_strides[1];
+        fp8q_load_float32(dtype, pointers[0] + done * byte_strides[0],
+                          byte_strides[0], values, step);
+        for (i = 0; i < step; i++) {
+            raise_to(accumulator + i * byte_strides[1],
+                     magnitude_bits(values[i]));
+        }
+    }
+}
+
+static void zero_row(void *context, char *const *pointers,
+                     const int64_t *byte_strides, int64_t count)
+{
+    const float zero = 0.0f;
+    int64_t i;
+    (void)context;
+    for (i = 0; i < count; i++) {
+        memcpy(pointers[0] + i * byte_strides[0], &zero, sizeof zero);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Checks                                                                    */
+
+static fp8q_status check_output(const fp8q_view *destination,
+                                fp8q_error *error)
+{
+    int axis;
+    if (destination->dtype != FP8Q_FLOAT32) {
+        return fp8q_fail(error, FP8Q_ERROR_TYPE,
+                         "out: amax results are float32, got dtype %s",
+                         fp8q_dtype_name(destination->dtype));
+    }
+    for (axis = 0; axis < destination->ndim; axis++) {
+        if (destination->strides[axis] == 0 && destination->shape[axis] > 1) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "out: axis %d has stride 0, so several results "
+                             "would land on the same element",
+                             axis);
+        }
+    }
+    return FP8Q_OK;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Reduction over axes                                                       */
+
+/*
+ * The parallel plan: the source is cut along `axis` into n_tasks slices.
+ * Along a kept axis each slice owns its outputs. Along a reduced axis each
+ * task accumulates into its own zeroed copy of the output (`partials`, one
+ * contiguous block of n_outputs per task), combined at the end.
+ */
+typedef struct amax_job {
+    fp8q_view source;      /* the input */
+    fp8q_view accumulator; /* the output, broadcast (stride 0) to source */
+    int axis;
+    int64_t n_tasks;
+    float *partials;
+    int64_t n_outputs;
+} amax_job;
+
+static void amax_task(void *context, int64_t task_index)
+{
+    const amax_job *job = (const amax_job *)context;
+    const int64_t extent = job->source.shape[job->axis];
+    const int64_t first = extent * task_index / job->n_tasks;
+    const int64_t end = extent * (task_index + 1) / job->n_tasks;
+    const int64_t source_size =
+        (int64_t)fp8q_dtype_itemsize(job->source.dtype);
+    fp8q_view source = job->source;
+    fp8q_view accumulator = job->accumulator;
+    const fp8q_view *operands[2];
+    fp8q_dtype dtype = source.dtype;
+
+    if (job->partials != NULL) {
+        accumulator.data = job->partials + task_index * job->n_outputs;
+    }
+    source.data = (char *)source.data +
+                  first * source.strides[job->axis] * source_size;
+    accumulator.data = (char *)accumulator.data +
+                       first * accumulator.strides[job->axis] *
+                           (int64_t)sizeof(float);
+    source.shape[job->axis] = end - first;
+    accumulator.shape[job->axis] = end - first;
+    operands[0] = &source;
+    operands[1] = &accumulator;
+    fp8q_for_each_row(2, operands, amax_row, &dtype, 0, NULL);
+}
+
+/* Picks the axis to cut and how many slices; returns 0 to run serially. */
+static int plan_split(amax_job *job, int threads, const fp8q_view *destination)
+{
+    int kept_axis = -1;
+    int reduced_axis = -1;
+    int axis;
+
+    for (axis = 0; axis < job->source.ndim; axis++) {
+        const int64_t extent = job->source.shape[axis];
+        if (extent < 2) {
+            continue;
+        }
+        if (job->accumulator.strides[axis] == 0) {
+            if (reduced_axis < 0 || extent > job->source.shape[reduced_axis]) {
+                reduced_axis = axis;
+            }
+        }
+        else if (kept_axis < 0 || extent > job->source.shape[kept_axis]) {
+            kept_axis = axis;
+        }
+    }
+    job->partials = NULL;
+    if (kept_axis >= 0 && (reduced_axis < 0 ||
+                           job->source.shape[kept_axis] >= threads)) {
+        const int64_t extent = job->source.shape[kept_axis];
+        job->axis = kept_axis;
+        job->n_tasks = extent < threads * 4 ? extent : (int64_t)threads * 4;
+        return 1;
+    }
+    if (reduced_axis < 0) {
+        return 0;
+    }
+    job->axis = reduced_axis;
+    job->n_tasks = job->source.shape[reduced_axis] < threads
+                       ? job->source.shape[reduced_axis]
+                       : threads;
+    job->n_outputs = fp8q_view_size(destination);
+    job->partials = (float *)fp8q_aligned_alloc(
+        (size_t)(job->n_tasks * job->n_outputs) * sizeof(float));
+    if (job->partials == NULL) {
+        return 0; /* no memory for partials: reduce on this thread */
+    }
+    memset(job->partials, 0,
+           (size_t)(job->n_tasks * job->n_outputs) * sizeof(float));
+    /* Each task's partial output: C-contiguous over the kept axes. */
+    {
+        int64_t stride = 1;
+        for (axis = job->source.ndim - 1; axis >= 0; axis--) {
+            if (job->accumulator.strides[axis] != 0) {
+                job->accumulator.strides[axis] = stride;
+                stride *= job->source.shape[axis];
+            }
+        }
+    }
+    return 1;
+}
+
+/* Folds every task's partial output into the destination. */
+static void combine_partials(const amax_job *job,
+                             const fp8q_view *destination)
+{
+    fp8q_view partial;
+    const fp8q_view *operands[2];
+    fp8q_dtype dtype = FP8Q_FLOAT32;
+    int64_t task;
+
+    fp8q_view_init_contiguous(&partial, NULL, FP8Q_FLOAT32,
+                              destination->ndim, destination->shape, NULL);
+    operands[0] = &partial;
+    operands[1] = destination;
+    for (task = 0; task < job->n_tasks; task++) {
+        partial.data = job->partials + task * job->n_outputs;
+        fp8q_for_each_row(2, operands, amax_row, &dtype, 0, NULL);
+    }
+}
+
+fp8q_status fp8q_amax(const fp8q_view *source, const fp8q_view *destination,
+                      fp8q_error *error)
+{
+    amax_job job;
+    const fp8q_view *operands[2];
+    fp8q_dtype dtype = source->dtype;
+    int threads;
+    int axis;
+    fp8q_status status;
+
+    status = check_output(destination, error);
+    if (status != FP8Q_OK) {
+        return status;
+    }
+    if (destination->ndim != source->ndim) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "out: expected %d dimensions (the input's, with "
+                         "extent 1 on reduced axes), got %d",
+                         source->ndim, destination->ndim);
+    }
+    for (axis = 0; axis < source->ndim; axis++) {
+        if (destination->shape[axis] != source->shape[axis] &&
+            destination->shape[axis] != 1) {
+            char expected[256];
+            char received[256];
+            fp8q_format_shape(expected, sizeof expected, source->ndim,
+                              source->shape);
+            fp8q_format_shape(received, sizeof received, destination->ndim,
+                              destination->shape);
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "out: shape %s does not fit the reduction of "
+                             "shape %s: axis %d has extent %" PRId64
+                             ", expected %" PRId64 " or 1",
+                             received, expected, axis,
+                             destination->shape[axis], source->shape[axis]);
+        }
+    }
+
+    /* Empty groups keep this 0. */
+    operands[0] = destination;
+    status = fp8q_for_each_row(1, operands, zero_row, NULL, 1, error);
+    if (status != FP8Q_OK || fp8q_view_size(source) == 0) {
+        return status;
+    }
+
+    job.source = *source;
+    job.accumulator = *destination;
+    for (axis = 0; axis < source->ndim; axis++) {
+        job.accumulator.shape[axis] = source->shape[axis];
+        if (destination->shape[axis] != source->shape[axis]) {
+            job.accumulator.strides[axis] = 0;
+        }
+    }
+
+    threads = fp8q_threads_for(fp8q_view_size(source));
+    if (threads > 1 && plan_split(&job, threads, destination)) {
+        fp8q_parallel_for(job.n_tasks, threads, amax_task, &job);
+        if (job.partials != NULL) {
+            combine_partials(&job, destination);
+            fp8q_aligned_free(job.partials);
+        }
+        return FP8Q_OK;
+    }
+    operands[0] = &job.source;
+    operands[1] = &job.accumulator;
+    return fp8q_for_each_row(2, operands, amax_row, &dtype, 0, error);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Block reduction                                                           */
+
+/* Work units are blocks, numbered row-major; each writes its own output. */
+typedef struct block_amax_job {
+    const fp8q_view *source;
+    const fp8q_view *destination;
+    int64_t block_rows;
+    int64_t block_cols;
+    int64_t blocks_per_row;
+    int64_t n_units;
+    int64_t units_per_task;
+} block_amax_job;
+
+static void block_amax_units(const block_amax_job *job, int64_t first,
+                             int64_t end)
+{
+    const fp8q_view *source = job->source;
+    const int64_t itemsize = (int64_t)fp8q_dtype_itemsize(source->dtype);
+    const int64_t col_byte_stride = source->strides[1] * itemsize;
+    int64_t unit;
+
+    for (unit = first; unit < end; unit++) {
+        const int64_t block_row = unit / job->blocks_per_row;
+        const int64_t block_col = unit % job->blocks_per_row;
+        const int64_t row_begin = block_row * job->block_rows;
+        const int64_t col = block_col * job->block_cols;
+        const int64_t rows_left = source->shape[0] - row_begin;
+        const int64_t cols_left = source->shape[1] - col;
+        const int64_t n_rows =
+            rows_left < job->block_rows ? rows_left : job->block_rows;
+        const int64_t n_cols =
+            cols_left < job->block_cols ? cols_left : job->block_cols;
+        int32_t best = 0;
+        int64_t row;
+        float result;
+
+        for (row = row_begin; row < row_begin + n_rows; row++) {
+            const char *run = (const char *)source->data +
+                              (row * source->strides[0] +
+                               col * source->strides[1]) *
+                                  itemsize;
+            const int32_t run_best =
+                run_amax_bits(source->dtype, run, col_byte_stride, n_cols);
+            best = run_best > best ? run_best : best;
+        }
+        memcpy(&result, &best, sizeof result);
+        memcpy((char *)job->destination->data +
+                   (block_row * job->destination->strides[0] +
+                    block_col * job->destination->strides[1]) *
+                       (int64_t)sizeof(float),
+               &result, sizeof result);
+    }
+}
+
+static void block_amax_task(void *context, int64_t task_index)
+{
+    const block_amax_job *job = (const block_amax_job *)context;
+    const int64_t first = task_index * job->units_per_task;
+    const int64_t end = first + job->units_per_task;
+    block_amax_units(job, first, end < job->n_units ? end : job->n_units);
+}
+
+fp8q_status fp8q_block_amax(const fp8q_view *source, int64_t block_rows,
+                            int64_t block_cols, const fp8q_view *destination,
+                            fp8q_error *error)
+{
+    block_amax_job job;
+    int64_t expected[2];
+    int64_t n_tasks;
+    int threads;
+    fp8q_status status;
+
+    if (source->ndim != 2) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "block amax needs 2-D input, got %d dimensions",
+                         source->ndim);
+    }
+    if (block_rows < 1 || block_cols < 1) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "block: extents must be >= 1, got (%" PRId64
+                         ", %" PRId64 ")",
+                         block_rows, block_cols);
+    }
+    status = check_output(destination, error);
+    if (status != FP8Q_OK) {
+        return status;
+    }
+    expected[0] = (source->shape[0] + block_rows - 1) / block_rows;
+    expected[1] = (source->shape[1] + block_cols - 1) / block_cols;
+    if (destination->ndim != 2 || destination->shape[0] != expected[0] ||
+        destination->shape[1] != expected[1]) {
+        char expected_text[256];
+        char received_text[256];
+        fp8q_format_shape(expected_text, sizeof expected_text, 2, expected);
+        fp8q_format_shape(received_text, sizeof received_text,
+                          destination->ndim, destination->shape);
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "out: expected shape %s for blocks of (%" PRId64
+                         ", %" PRId64 ") over shape (%" PRId64 ", %" PRId64
+                         "), got %s",
+                         expected_text, block_rows, block_cols,
+                         source->shape[0], source->shape[1], received_text);
+    }
+    if (fp8q_view_size(source) == 0) {
+        return FP8Q_OK;
+    }
+
+    job.source = source;
+    job.destination = destination;
+    job.block_rows = block_rows;
+    job.block_cols = block_cols;
+    job.blocks_per_row = expected[1];
+    job.n_units = expected[0] * expected[1];
+
+    threads = fp8q_threads_for(fp8q_view_size(source));
+    n_tasks = threads > 1 ? (int64_t)threads * 4 : 1;
+    if (n_tasks > job.n_units) {
+        n_tasks = job.n_units;
+    }
+    job.units_per_task = (job.n_units + n_tasks - 1) / n_tasks;
+    n_tasks = (job.n_units + job.units_per_task - 1) / job.units_per_task;
+    if (threads > 1 && n_tasks > 1) {
+        fp8q_parallel_for(n_tasks, threads, block_amax_task, &job);
+    }
+    else {
+        block_amax_units(&job, 0, job.n_units);
+    }
+    return FP8Q_OK;
+}

@@ -1,0 +1,467 @@
+/*
+ * cast.c - casts between any two dtypes, unscaled, with a broadcast float32
+ * scale, or with one scale per 2-D block.
+ *
+ * Every element goes load -> float32 -> (divide or multiply by its scale) ->
+ * store, rounding once on the store. Runs are processed through a small stack
+ * buffer of float32 values; float32 sources without a scale skip the buffer.
+ */
+#include <inttypes.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/cast.h"
+#include "core/convert.h"
+#include "platform.h"
+
+/* float32 values staged per step of a run: small enough for L1. */
+#define STAGE 512
+
+typedef struct cast_plan {
+    fp8q_dtype source_dtype;
+    fp8q_dtype destination_dtype;
+    int has_scale;
+    fp8q_scale_op op;
+    int saturate;
+} cast_plan;
+
+/* ------------------------------------------------------------------------- */
+/* Run kernels                                                               */
+
+/* The scale loops work in blocks of BLOCK elements with a constant trip
+ * count, which gcc -O2 vectorises (see convert.c). */
+#define BLOCK 16
+
+FP8Q_FORCE_INLINE void divide_block_by(float *values, float scale)
+{
+    int i;
+    for (i = 0; i < BLOCK; i++) {
+        values[i] = values[i] / scale;
+    }
+}
+
+FP8Q_FORCE_INLINE void multiply_block_by(float *values, float scale)
+{
+    int i;
+    for (i = 0; i < BLOCK; i++) {
+        values[i] = values[i] * scale;
+    }
+}
+
+FP8Q_FORCE_INLINE void divide_block_each(float *FP8Q_RESTRICT values,
+                                         const float *FP8Q_RESTRICT scales)
+{
+    int i;
+    for (i = 0; i < BLOCK; i++) {
+        values[i] = values[i] / scales[i];
+    }
+}
+
+FP8Q_FORCE_INLINE void multiply_block_each(float *FP8Q_RESTRICT values,
+                                           const float *FP8Q_RESTRICT scales)
+{
+    int i;
+    for (i = 0; i < BLOCK; i++) {
+        values[i] = values[i] * scales[i];
+    }
+}
+
+/* values[i] = values[i] op scale (one scale for all, stride 0). */
+static void apply_one_scale(fp8q_scale_op op, float *values, float scale,
+                            int64_t count)
+{
+    int64_t i;
+    if (op == FP8Q_SCALE_DIVIDE) {
+        for (; count >= BLOCK; count -= BLOCK, values += BLOCK) {
+            divide_block_by(values, scale);
+        }
+        for (i = 0; i < count; i++) {
+            values[i] = values[i] / scale;
+        }
+    }
+    else {
+        for (; count >= BLOCK; count -= BLOCK, values += BLOCK) {
+            multiply_block_by(values, scale);
+        }
+        for (i = 0; i < count; i++) {
+            values[i] = values[i] * scale;
+        }
+    }
+}
+
+/* values[i] = values[i] op scales[i]. */
+static void apply_each_scale(fp8q_scale_op op, float *values,
+                             const float *scales, int64_t count)
+{
+    int64_t i;
+    if (op == FP8Q_SCALE_DIVIDE) {
+        for (; count >= BLOCK; count -= BLOCK) {
+            divide_block_each(values, scales);
+            values += BLOCK;
+            scales += BLOCK;
+        }
+        for (i = 0; i < count; i++) {
+            values[i] = values[i] / scales[i];
+        }
+    }
+    else {
+        for (; count >= BLOCK; count -= BLOCK) {
+            multiply_block_each(values, scales);
+            values += BLOCK;
+            scales += BLOCK;
+        }
+        for (i = 0; i < count; i++) {
+            values[i] = values[i] * scales[i];
+        }
+    }
+}
+
+/* Applies the scale run (`scale`, `scale_byte_stride` apart, possibly 0) to
+ * `count` staged values. */
+static void apply_scale(fp8q_scale_op op, float *values, const char *scale,
+                        int64_t scale_byte_stride, int64_t count)
+{
+    float scales[STAGE];
+
+    if (scale_byte_stride == 0) {
+        float factor;
+        memcpy(&factor, scale, sizeof factor);
+        apply_one_scale(op, values, factor, count);
+        return;
+    }
+    fp8q_load_float32(FP8Q_FLOAT32, scale, scale_byte_stride, scales, count);
+    apply_each_scale(op, values, scales, count);
+}
+
+/* A same-dtype cast without a scale is a copy of the bits (this keeps NaN
+ * payloads that a trip through float32 would canonicalise). */
+static void copy_run(size_t itemsize, char *const *pointers,
+                     const int64_t *byte_strides, int64_t count)
+{
+    const char *source = pointers[0];
+    char *destination = pointers[1];
+    int64_t i;
+
+    if (byte_strides[0] == (int64_t)itemsize &&
+        byte_strides[1] == (int64_t)itemsize) {
+        memmove(destination, source, (size_t)count * itemsize);
+        return;
+    }
+    for (i = 0; i < count; i++) {
+        memmove(destination + i * byte_strides[1],
+                source + i * byte_strides[0], itemsize);
+    }
+}
+
+/* The fp8q_row_fn of every cast: operands are source, destination and (when
+ * plan->has_scale) the scale, possibly with a zero stride. */
+static void cast_row(void *context, char *const *pointers,
+                     const int64_t *byte_strides, int64_t count)
+{
+    const cast_plan *plan = (const cast_plan *)context;
+    float values[STAGE];
+    int64_t done;
+
+    if (!plan->has_scale && plan->source_dtype == plan->destination_dtype) {
+        copy_run(fp8q_dtype_itemsize(plan->source_dtype), pointers,
+                 byte_strides, count);
+        return;
+    }
+    if (!plan->has_scale && plan->source_dtype == FP8Q_FLOAT32 &&
+        byte_strides[0] == (int64_t)sizeof(float) &&
+        (uintptr_t)pointers[0] % sizeof(float) == 0) {
+        /* Contiguous, aligned float32 needs no staging. */
+        fp8q_store_float32(plan->destination_dtype,
+                           (const float *)pointers[0], pointers[1],
+                           byte_strides[1], count, plan->saturate);
+        return;
+    }
+    if (!plan->has_scale && plan->destination_dtype == FP8Q_FLOAT32 &&
+        byte_strides[1] == (int64_t)sizeof(float) &&
+        (uintptr_t)pointers[1] % sizeof(float) == 0) {
+        /* Contiguous, aligned float32 output: decode straight into it. */
+        fp8q_load_float32(plan->source_dtype, pointers[0], byte_strides[0],
+                          (float *)pointers[1], count);
+        return;
+    }
+    for (done = 0; done < count; done += STAGE) {
+        const int64_t step = count - done < STAGE ? count - done : STAGE;
+        fp8q_load_float32(plan->source_dtype,
+                          pointers[0] + done * byte_strides[0],
+                          byte_strides[0], values, step);
+        if (plan->has_scale) {
+            apply_scale(plan->op, values,
+                        pointers[2] + done * byte_strides[2], byte_strides[2],
+                        step);
+        }
+        fp8q_store_float32(plan->destination_dtype, values,
+                           pointers[1] + done * byte_strides[1],
+                           byte_strides[1], step, plan->saturate);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Checks                                                                    */
+
+static fp8q_status check_same_shape(const fp8q_view *source,
+                                    const fp8q_view *destination,
+                                    fp8q_error *error)
+{
+    int same = source->ndim == destination->ndim;
+    int axis;
+
+    for (axis = 0; same && axis < source->ndim; axis++) {
+        same = source->shape[axis] == destination->shape[axis];
+    }
+    if (!same) {
+        char expected[256];
+        char received[256];
+        fp8q_format_shape(expected, sizeof expected, source->ndim,
+                          source->shape);
+        fp8q_format_shape(received, sizeof received, destination->ndim,
+                          destination->shape);
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "out: expected shape %s (the input's), got %s",
+                         expected, received);
+    }
+    return FP8Q_OK;
+}
+
+/* Rejects destinations that would write one element from two places. */
+static fp8q_status check_writable_layout(const fp8q_view *destination,
+                                         fp8q_error *error)
+{
+    int axis;
+    for (axis = 0; axis < destination->ndim; axis++) {
+        if (destination->strides[axis] == 0 && destination->shape[axis] > 1) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "out: axis %d has stride 0, so several results "
+                             "would land on the same element",
+                             axis);
+        }
+    }
+    return FP8Q_OK;
+}
+
+static fp8q_status check_scale_dtype(const fp8q_view *scale,
+                                     fp8q_error *error)
+{
+    if (scale->dtype != FP8Q_FLOAT32) {
+        return fp8q_fail(error, FP8Q_ERROR_TYPE,
+                         "scale: expected dtype float32, got %s",
+                         fp8q_dtype_name(scale->dtype));
+    }
+    return FP8Q_OK;
+}
+
+static void init_plan(cast_plan *plan, const fp8q_view *source,
+                      const fp8q_view *destination, int has_scale,
+                      fp8q_scale_op op, int saturate)
+{
+    plan->source_dtype = source->dtype;
+    plan->destination_dtype = destination->dtype;
+    plan->has_scale = has_scale;
+    plan->op = op;
+    plan->saturate = saturate;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Element-wise cast                                                         */
+
+fp8q_status fp8q_cast(const fp8q_view *source, const fp8q_view *destination,
+                      const fp8q_view *scale, fp8q_scale_op op, int saturate,
+                      fp8q_error *error)
+{
+    const fp8q_view *operands[3];
+    fp8q_view broadcast_scale;
+    cast_plan plan;
+    fp8q_status status;
+
+    status = check_same_shape(source, destination, error);
+    if (status != FP8Q_OK) {
+        return status;
+    }
+    status = check_writable_layout(destination, error);
+    if (status != FP8Q_OK) {
+        return status;
+    }
+    operands[0] = source;
+    operands[1] = destination;
+    if (scale != NULL) {
+        status = check_scale_dtype(scale, error);
+        if (status != FP8Q_OK) {
+            return status;
+        }
+        status = fp8q_view_broadcast_to(scale, source->ndim, source->shape,
+                                        &broadcast_scale, "scale", error);
+        if (status != FP8Q_OK) {
+            return status;
+        }
+        operands[2] = &broadcast_scale;
+    }
+    init_plan(&plan, source, destination, scale != NULL, op, saturate);
+    return fp8q_for_each_row(scale != NULL ? 3 : 2, operands, cast_row, &plan,
+                             1, error);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Block-scaled cast                                                         */
+
+/* Work units are (row, column block) runs of at most block_cols elements,
+ * numbered row-major; a task takes a range of them. */
+typedef struct block_cast_job {
+    cast_plan plan;
+    const fp8q_view *source;
+    const fp8q_view *destination;
+    const fp8q_view *scale;
+    int64_t block_rows;
+    int64_t block_cols;
+    int64_t blocks_per_row;
+    int64_t n_units;
+    int64_t units_per_task;
+} block_cast_job;
+
+static void block_cast_units(const block_cast_job *job, int64_t first,
+                             int64_t end)
+{
+    const int64_t source_size =
+        (int64_t)fp8q_dtype_itemsize(job->source->dtype);
+    const int64_t destination_size =
+        (int64_t)fp8q_dtype_itemsize(job->destination->dtype);
+    const int64_t n_cols = job->source->shape[1];
+    int64_t byte_strides[3];
+    int64_t unit;
+
+    byte_strides[0] = job->source->strides[1] * source_size;
+    byte_strides[1] = job->destination->strides[1] * destination_size;
+    byte_strides[2] = 0;
+    for (unit = first; unit < end; unit++) {
+        const int64_t row = unit / job->blocks_per_row;
+        const int64_t block_col = unit % job->blocks_per_row;
+        const int64_t col = block_col * job->block_cols;
+        const int64_t remaining = n_cols - col;
+        const int64_t count =
+            remaining < job->block_cols ? remaining : job->block_cols;
+        char *pointers[3];
+
+        pointers[0] = (char *)job->source->data +
+                      (row * job->source->strides[0] +
+                       col * job->source->strides[1]) *
+                          source_size;
+        pointers[1] = (char *)job->destination->data +
+                      (row * job->destination->strides[0] +
+                       col * job->destination->strides[1]) *
+                          destination_size;
+        pointers[2] = (char *)job->scale->data +
+                      ((row / job->block_rows) * job->scale->strides[0] +
+                       block_col * job->scale->strides[1]) *
+                          (int64_t)sizeof(float);
+        cast_row((void *)&job->plan, pointers, byte_strides, count);
+    }
+}
+
+static void block_cast_task(void *context, int64_t task_index)
+{
+    const block_cast_job *job = (const block_cast_job *)context;
+    const int64_t first = task_index * job->units_per_task;
+    const int64_t end = first + job->units_per_task;
+    block_cast_units(job, first, end < job->n_units ? end : job->n_units);
+}
+
+/* Checks a 2-D (M, N) input, its block extents and its (ceil(M / rows),
+ * ceil(N / cols)) float32 per-block view. */
+static fp8q_status check_block_layout(const fp8q_view *source,
+                                      int64_t block_rows, int64_t block_cols,
+                                      const fp8q_view *blocks,
+                                      const char *blocks_name,
+                                      fp8q_error *error)
+{
+    int64_t expected[2];
+
+    if (source->ndim != 2) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "block scaling needs 2-D input, got %d dimensions",
+                         source->ndim);
+    }
+    if (block_rows < 1 || block_cols < 1) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "block: extents must be >= 1, got (%" PRId64
+                         ", %" PRId64 ")",
+                         block_rows, block_cols);
+    }
+    if (blocks->dtype != FP8Q_FLOAT32) {
+        return fp8q_fail(error, FP8Q_ERROR_TYPE,
+                         "%s: expected dtype float32, got %s", blocks_name,
+                         fp8q_dtype_name(blocks->dtype));
+    }
+    expected[0] = (source->shape[0] + block_rows - 1) / block_rows;
+    expected[1] = (source->shape[1] + block_cols - 1) / block_cols;
+    if (blocks->ndim != 2 || blocks->shape[0] != expected[0] ||
+        blocks->shape[1] != expected[1]) {
+        char expected_text[256];
+        char received_text[256];
+        fp8q_format_shape(expected_text, sizeof expected_text, 2, expected);
+        fp8q_format_shape(received_text, sizeof received_text, blocks->ndim,
+                          blocks->shape);
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "%s: expected shape %s for blocks of (%" PRId64
+                         ", %" PRId64 ") over shape (%" PRId64 ", %" PRId64
+                         "), got %s",
+                         blocks_name, expected_text, block_rows, block_cols,
+                         source->shape[0], source->shape[1], received_text);
+    }
+    return FP8Q_OK;
+}
+
+fp8q_status fp8q_block_cast(const fp8q_view *source,
+                            const fp8q_view *destination,
+                            const fp8q_view *scale, int64_t block_rows,
+                            int64_t block_cols, fp8q_scale_op op, int saturate,
+                            fp8q_error *error)
+{
+    block_cast_job job;
+    int64_t n_tasks;
+    int threads;
+    fp8q_status status;
+
+    status = check_block_layout(source, block_rows, block_cols, scale,
+                                "scale", error);
+    if (status != FP8Q_OK) {
+        return status;
+    }
+    status = check_same_shape(source, destination, error);
+    if (status != FP8Q_OK) {
+        return status;
+    }
+    status = check_writable_layout(destination, error);
+    if (status != FP8Q_OK) {
+        return status;
+    }
+    if (fp8q_view_size(source) == 0) {
+        return FP8Q_OK;
+    }
+
+    init_plan(&job.plan, source, destination, 1, op, saturate);
+    job.source = source;
+    job.destination = destination;
+    job.scale = scale;
+    job.block_rows = block_rows;
+    job.block_cols = block_cols;
+    job.blocks_per_row = scale->shape[1];
+    job.n_units = source->shape[0] * job.blocks_per_row;
+
+    threads = fp8q_threads_for(fp8q_view_size(source));
+    n_tasks = threads > 1 ? (int64_t)threads * 4 : 1;
+    if (n_tasks > job.n_units) {
+        n_tasks = job.n_units;
+    }
+    job.units_per_task = (job.n_units + n_tasks - 1) / n_tasks;
+    n_tasks = (job.n_units + job.units_per_task - 1) / job.units_per_task;
+    if (threads > 1) {
+        fp8q_parallel_for(n_tasks, threads, block_cast_task, &job);
+    }
+    else {
+        block_cast_units(&job, 0, job.n_units);
+    }
+    return FP8Q_OK;
+}

@@ -1,0 +1,260 @@
+/*
+ * convert.c - run loops between every dtype and float32, over the scalar
+ * codec of core/float_codec.h.
+ *
+ * Loads are written here; stores live in convert_loops.h, compiled twice
+ * (baseline here, AVX2 in convert_avx2.c) and chosen once at run time by
+ * what the processor supports. See convert_loops.h for how the loops are
+ * shaped so that compilers vectorise them.
+ */
+#include <string.h>
+
+#include "core/convert.h"
+#include "core/convert_loops.h"
+#include "core/float_codec.h"
+#include "platform.h"
+
+/* Elements per vectorised block (see convert_loops.h). */
+#define BLOCK FP8Q_CONVERT_BLOCK
+
+/* ------------------------------------------------------------------------- */
+/* Loads into float32                                                        */
+
+/*
+ * FP8 decodes through a 256-entry table per format, filled from the codec on
+ * first use: one load per element beats the arithmetic decode with every
+ * compiler. The first caller fills the tables; any other caller that arrives
+ * meanwhile waits the few microseconds that takes.
+ */
+enum { FP8_FORMAT_COUNT = 4 };
+
+static float fp8_tables[FP8_FORMAT_COUNT][256];
+static volatile int64_t fp8_tables_claimed = 0;
+static volatile int64_t fp8_tables_ready = 0;
+
+static void fill_fp8_tables(void)
+{
+    int code;
+    for (code = 0; code < 256; code++) {
+        fp8_tables[0][code] = fp8q_decode_e4m3fn((uint8_t)code);
+        fp8_tables[1][code] = fp8q_decode_e5m2((uint8_t)code);
+        fp8_tables[2][code] = fp8q_decode_e4m3fnuz((uint8_t)code);
+        fp8_tables[3][code] = fp8q_decode_e5m2fnuz((uint8_t)code);
+    }
+}
+
+/* The decode table of FP8 format `format` (0: E4M3FN, 1: E5M2,
+ * 2: E4M3FNUZ, 3: E5M2FNUZ). */
+static const float *fp8_table(int format)
+{
+    if (!fp8q_atomic_load_i64(&fp8_tables_ready)) {
+        if (fp8q_atomic_fetch_add_i64(&fp8_tables_claimed, 1) == 0) {
+            fill_fp8_tables();
+            fp8q_atomic_store_i64(&fp8_tables_ready, 1);
+        }
+        else {
+            while (!fp8q_atomic_load_i64(&fp8_tables_ready)) {
+                /* another thread is filling them */
+            }
+        }
+    }
+    return fp8_tables[format];
+}
+
+static void load_fp8(const char *source, int64_t byte_stride, float *values,
+                     int64_t count, int format)
+{
+    const float *FP8Q_RESTRICT table = fp8_table(format);
+    const uint8_t *codes = (const uint8_t *)source;
+    int64_t i;
+
+    if (byte_stride == 1) {
+        for (i = 0; i < count; i++) {
+            values[i] = table[codes[i]];
+        }
+        return;
+    }
+    for (i = 0; i < count; i++) {
+        values[i] = table[codes[i * byte_stride]];
+    }
+}
+
+/* float16 and bfloat16 elements may be unaligned: read them with memcpy. */
+FP8Q_FORCE_INLINE void decode_float16_block(const char *FP8Q_RESTRICT source,
+                                            float *FP8Q_RESTRICT values,
+                                            int64_t count)
+{
+    int64_t i;
+    for (i = 0; i < count; i++) {
+        uint16_t code;
+        memcpy(&code, source + 2 * i, sizeof code);
+        values[i] = fp8q_decode_float16(code);
+    }
+}
+
+static void load_float16(const char *source, int64_t byte_stride,
+                         float *values, int64_t count)
+{
+    int64_t i;
+    if (byte_stride == 2) {
+        for (; count >= BLOCK; count -= BLOCK) {
+            decode_float16_block(source, values, BLOCK);
+            source += 2 * BLOCK;
+            values += BLOCK;
+        }
+        decode_float16_block(source, values, count);
+        return;
+    }
+    for (i = 0; i < count; i++) {
+        uint16_t code;
+        memcpy(&code, source + i * byte_stride, sizeof code);
+        values[i] = fp8q_decode_float16(code);
+    }
+}
+
+FP8Q_FORCE_INLINE void decode_bfloat16_block(const char *FP8Q_RESTRICT source,
+                                             float *FP8Q_RESTRICT values,
+                                             int64_t count)
+{
+    int64_t i;
+    for (i = 0; i < count; i++) {
+        uint16_t code;
+        memcpy(&code, source + 2 * i, sizeof code);
+        values[i] = fp8q_decode_bfloat16(code);
+    }
+}
+
+static void load_bfloat16(const char *source, int64_t byte_stride,
+                          float *values, int64_t count)
+{
+    int64_t i;
+    if (byte_stride == 2) {
+        for (; count >= BLOCK; count -= BLOCK) {
+            decode_bfloat16_block(source, values, BLOCK);
+            source += 2 * BLOCK;
+            values += BLOCK;
+        }
+        decode_bfloat16_block(source, values, count);
+        return;
+    }
+    for (i = 0; i < count; i++) {
+        uint16_t code;
+        memcpy(&code, source + i * byte_stride, sizeof code);
+        values[i] = fp8q_decode_bfloat16(code);
+    }
+}
+
+FP8Q_FORCE_INLINE void decode_uint8_block(const uint8_t *FP8Q_RESTRICT bytes,
+                                          float *FP8Q_RESTRICT values,
+                                          int64_t count)
+{
+    int64_t i;
+    for (i = 0; i < count; i++) {
+        values[i] = (float)bytes[i];
+    }
+}
+
+static void load_uint8(const char *source, int64_t byte_stride, float *values,
+                       int64_t count)
+{
+    const uint8_t *bytes = (const uint8_t *)source;
+    int64_t i;
+    if (byte_stride == 1) {
+        for (; count >= BLOCK; count -= BLOCK) {
+            decode_uint8_block(bytes, values, BLOCK);
+            bytes += BLOCK;
+            values += BLOCK;
+        }
+        decode_uint8_block(bytes, values, count);
+        return;
+    }
+    for (i = 0; i < count; i++) {
+        values[i] = (float)bytes[i * byte_stride];
+    }
+}
+
+static void load_float32(const char *source, int64_t byte_stride,
+                         float *values, int64_t count)
+{
+    int64_t i;
+    if (byte_stride == (int64_t)sizeof(float)) {
+        memcpy(values, source, (size_t)count * sizeof(float));
+        return;
+    }
+    for (i = 0; i < count; i++) {
+        memcpy(&values[i], source + i * byte_stride, sizeof(float));
+    }
+}
+
+void fp8q_load_float32(fp8q_dtype dtype, const char *source,
+                       int64_t byte_stride, float *values, int64_t count)
+{
+    switch (dtype) {
+    case FP8Q_FLOAT32:
+        load_float32(source, byte_stride, values, count);
+        break;
+    case FP8Q_FLOAT16:
+        load_float16(source, byte_stride, values, count);
+        break;
+    case FP8Q_BFLOAT16:
+        load_bfloat16(source, byte_stride, values, count);
+        break;
+    case FP8Q_UINT8:
+        load_uint8(source, byte_stride, values, count);
+        break;
+    case FP8Q_FLOAT8_E4M3FN:
+        load_fp8(source, byte_stride, values, count, 0);
+        break;
+    case FP8Q_FLOAT8_E5M2:
+        load_fp8(source, byte_stride, values, count, 1);
+        break;
+    case FP8Q_FLOAT8_E4M3FNUZ:
+        load_fp8(source, byte_stride, values, count, 2);
+        break;
+    case FP8Q_FLOAT8_E5M2FNUZ:
+        load_fp8(source, byte_stride, values, count, 3);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Stores from float32: the loops of convert_loops.h, for AVX2 or baseline   */
+
+/* 0 until first use, then 1 (baseline loops) or 2 (AVX2 loops). */
+static volatile int64_t store_variant = 0;
+
+static int stores_use_avx2(void)
+{
+    int64_t variant = fp8q_atomic_load_i64(&store_variant);
+    if (variant == 0) {
+        variant = fp8q_cpu_has_avx2() ? 2 : 1;
+        fp8q_atomic_store_i64(&store_variant, variant);
+    }
+    return variant == 2;
+}
+
+void fp8q_convert_allow_avx2(int allow)
+{
+    fp8q_atomic_store_i64(&store_variant, allow ? 0 : 1);
+}
+
+int fp8q_convert_uses_avx2(void)
+{
+    return stores_use_avx2();
+}
+
+void fp8q_store_float32(fp8q_dtype dtype, const float *values,
+                        char *destination, int64_t byte_stride, int64_t count,
+                        int saturate)
+{
+    if (stores_use_avx2()) {
+        fp8q_store_float32_avx2(dtype, values, destination, byte_stride,
+                                count, saturate);
+    }
+    else {
+        store_float32_loops(dtype, values, destination, byte_stride, count,
+                            saturate);
+    }
+}

@@ -1,0 +1,269 @@
+/*
+ * convert_loops.h - the float32 -> any dtype store loops, shared by
+ * convert.c (compiled for the baseline instruction set) and convert_avx2.c
+ * (the same loops compiled for AVX2, chosen at run time).
+ *
+ * Each dtype gets its own loop with constant format arguments, so the
+ * compiler folds the codec into straight-line, branch-free code, and each
+ * loop has a contiguous variant that works in blocks of FP8Q_CONVERT_BLOCK
+ * elements: a constant trip count and restrict-qualified pointers are what
+ * lets gcc -O2 (whose "very cheap" cost model refuses loops that need a
+ * scalar epilogue or alias checks) and clang vectorise them. gcc also needs
+ * -fno-trapping-math to if-convert the codec's float addition; that flag
+ * changes no result. Only convert.c and convert_avx2.c include this file.
+ */
+#ifndef FP8Q_CORE_CONVERT_LOOPS_H
+#define FP8Q_CORE_CONVERT_LOOPS_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/float_codec.h"
+#include "platform.h"
+
+/* Elements per vectorised block: a multiple of every vector width (32
+ * one-byte codes fill an AVX2 register), and small, so that short runs are
+ * vectorised too; only the last FP8Q_CONVERT_BLOCK - 1 elements of a run
+ * take the scalar loop. */
+#define FP8Q_CONVERT_BLOCK 32
+
+/* fp8q_store_float32 compiled for AVX2 (convert_avx2.c). */
+void fp8q_store_float32_avx2(fp8q_dtype dtype, const float *values,
+                             char *destination, int64_t byte_stride,
+                             int64_t count, int saturate);
+
+/* ------------------------------------------------------------------------- */
+/* Stores from float32                                                       */
+
+FP8Q_FORCE_INLINE void encode_fp8_block(const float *FP8Q_RESTRICT values,
+                                        uint8_t *FP8Q_RESTRICT codes,
+                                        int64_t count, int mantissa_bits,
+                                        int exponent_bias, uint32_t max_code,
+                                        int kind, int saturate)
+{
+    int64_t i;
+    for (i = 0; i < count; i++) {
+        codes[i] = fp8q_encode_fp8(values[i], mantissa_bits, exponent_bias,
+                                   max_code, kind, saturate);
+    }
+}
+
+FP8Q_FORCE_INLINE void store_fp8(const float *values, char *destination,
+                                 int64_t byte_stride, int64_t count,
+                                 int mantissa_bits, int exponent_bias,
+                                 uint32_t max_code, int kind, int saturate)
+{
+    uint8_t *codes = (uint8_t *)destination;
+    int64_t i;
+
+    if (byte_stride == 1) {
+        for (; count >= FP8Q_CONVERT_BLOCK; count -= FP8Q_CONVERT_BLOCK) {
+            encode_fp8_block(values, codes, FP8Q_CONVERT_BLOCK, mantissa_bits,
+                             exponent_bias, max_code, kind, saturate);
+            values += FP8Q_CONVERT_BLOCK;
+            codes += FP8Q_CONVERT_BLOCK;
+        }
+        encode_fp8_block(values, codes, count, mantissa_bits, exponent_bias,
+                         max_code, kind, saturate);
+        return;
+    }
+    for (i = 0; i < count; i++) {
+        codes[i * byte_stride] = fp8q_encode_fp8(
+            values[i], mantissa_bits, exponent_bias, max_code, kind, saturate);
+    }
+}
+
+/* One function per format and saturation mode, so every codec argument is a
+ * compile-time constant inside the loops. */
+FP8Q_INLINE void store_e4m3fn(const float *values, char *destination,
+                              int64_t byte_stride, int64_t count, int saturate)
+{
+    if (saturate) {
+        store_fp8(values, destination, byte_stride, count, 3, 7, 0x7Eu,
+                  FP8Q_FP8_KIND_FN, 1);
+    }
+    else {
+        store_fp8(values, destination, byte_stride, count, 3, 7, 0x7Eu,
+                  FP8Q_FP8_KIND_FN, 0);
+    }
+}
+
+FP8Q_INLINE void store_e5m2(const float *values, char *destination,
+                            int64_t byte_stride, int64_t count, int saturate)
+{
+    if (saturate) {
+        store_fp8(values, destination, byte_stride, count, 2, 15, 0x7Bu,
+                  FP8Q_FP8_KIND_IEEE, 1);
+    }
+    else {
+        store_fp8(values, destination, byte_stride, count, 2, 15, 0x7Bu,
+                  FP8Q_FP8_KIND_IEEE, 0);
+    }
+}
+
+FP8Q_INLINE void store_e4m3fnuz(const float *values, char *destination,
+                                int64_t byte_stride, int64_t count,
+                                int saturate)
+{
+    if (saturate) {
+        store_fp8(values, destination, byte_stride, count, 3, 8, 0x7Fu,
+                  FP8Q_FP8_KIND_FNUZ, 1);
+    }
+    else {
+        store_fp8(values, destination, byte_stride, count, 3, 8, 0x7Fu,
+                  FP8Q_FP8_KIND_FNUZ, 0);
+    }
+}
+
+FP8Q_INLINE void store_e5m2fnuz(const float *values, char *destination,
+                                int64_t byte_stride, int64_t count,
+                                int saturate)
+{
+    if (saturate) {
+        store_fp8(values, destination, byte_stride, count, 2, 16, 0x7Fu,
+                  FP8Q_FP8_KIND_FNUZ, 1);
+    }
+    else {
+        store_fp8(values, destination, byte_stride, count, 2, 16, 0x7Fu,
+                  FP8Q_FP8_KIND_FNUZ, 0);
+    }
+}
+
+FP8Q_FORCE_INLINE void encode_float16_block(const float *FP8Q_RESTRICT values,
+                                            char *FP8Q_RESTRICT destination,
+                                            int64_t count)
+{
+    int64_t i;
+    for (i = 0; i < count; i++) {
+        const uint16_t code = fp8q_encode_float16(values[i]);
+        memcpy(destination + 2 * i, &code, sizeof code);
+    }
+}
+
+FP8Q_INLINE void store_float16(const float *values, char *destination,
+                               int64_t byte_stride, int64_t count)
+{
+    int64_t i;
+    if (byte_stride == 2) {
+        for (; count >= FP8Q_CONVERT_BLOCK; count -= FP8Q_CONVERT_BLOCK) {
+            encode_float16_block(values, destination, FP8Q_CONVERT_BLOCK);
+            values += FP8Q_CONVERT_BLOCK;
+            destination += 2 * FP8Q_CONVERT_BLOCK;
+        }
+        encode_float16_block(values, destination, count);
+        return;
+    }
+    for (i = 0; i < count; i++) {
+        const uint16_t code = fp8q_encode_float16(values[i]);
+        memcpy(destination + i * byte_stride, &code, sizeof code);
+    }
+}
+
+FP8Q_FORCE_INLINE void encode_bfloat16_block(
+    const float *FP8Q_RESTRICT values, char *FP8Q_RESTRICT destination,
+    int64_t count)
+{
+    int64_t i;
+    for (i = 0; i < count; i++) {
+        const uint16_t code = fp8q_encode_bfloat16(values[i]);
+        memcpy(destination + 2 * i, &code, sizeof code);
+    }
+}
+
+FP8Q_INLINE void store_bfloat16(const float *values, char *destination,
+                                int64_t byte_stride, int64_t count)
+{
+    int64_t i;
+    if (byte_stride == 2) {
+        for (; count >= FP8Q_CONVERT_BLOCK; count -= FP8Q_CONVERT_BLOCK) {
+            encode_bfloat16_block(values, destination, FP8Q_CONVERT_BLOCK);
+            values += FP8Q_CONVERT_BLOCK;
+            destination += 2 * FP8Q_CONVERT_BLOCK;
+        }
+        encode_bfloat16_block(values, destination, count);
+        return;
+    }
+    for (i = 0; i < count; i++) {
+        const uint16_t code = fp8q_encode_bfloat16(values[i]);
+        memcpy(destination + i * byte_stride, &code, sizeof code);
+    }
+}
+
+FP8Q_FORCE_INLINE void encode_uint8_block(const float *FP8Q_RESTRICT values,
+                                          uint8_t *FP8Q_RESTRICT bytes,
+                                          int64_t count)
+{
+    int64_t i;
+    for (i = 0; i < count; i++) {
+        bytes[i] = fp8q_encode_uint8(values[i]);
+    }
+}
+
+FP8Q_INLINE void store_uint8(const float *values, char *destination,
+                             int64_t byte_stride, int64_t count)
+{
+    uint8_t *bytes = (uint8_t *)destination;
+    int64_t i;
+    if (byte_stride == 1) {
+        for (; count >= FP8Q_CONVERT_BLOCK; count -= FP8Q_CONVERT_BLOCK) {
+            encode_uint8_block(values, bytes, FP8Q_CONVERT_BLOCK);
+            values += FP8Q_CONVERT_BLOCK;
+            bytes += FP8Q_CONVERT_BLOCK;
+        }
+        encode_uint8_block(values, bytes, count);
+        return;
+    }
+    for (i = 0; i < count; i++) {
+        bytes[i * byte_stride] = fp8q_encode_uint8(values[i]);
+    }
+}
+
+FP8Q_INLINE void store_float32(const float *values, char *destination,
+                               int64_t byte_stride, int64_t count)
+{
+    int64_t i;
+    if (byte_stride == (int64_t)sizeof(float)) {
+        memmove(destination, values, (size_t)count * sizeof(float));
+        return;
+    }
+    for (i = 0; i < count; i++) {
+        memcpy(destination + i * byte_stride, &values[i], sizeof(float));
+    }
+}
+
+FP8Q_INLINE void store_float32_loops(fp8q_dtype dtype, const float *values,
+                                     char *destination, int64_t byte_stride,
+                                     int64_t count, int saturate)
+{
+    switch (dtype) {
+    case FP8Q_FLOAT32:
+        store_float32(values, destination, byte_stride, count);
+        break;
+    case FP8Q_FLOAT16:
+        store_float16(values, destination, byte_stride, count);
+        break;
+    case FP8Q_BFLOAT16:
+        store_bfloat16(values, destination, byte_stride, count);
+        break;
+    case FP8Q_UINT8:
+        store_uint8(values, destination, byte_stride, count);
+        break;
+    case FP8Q_FLOAT8_E4M3FN:
+        store_e4m3fn(values, destination, byte_stride, count, saturate);
+        break;
+    case FP8Q_FLOAT8_E5M2:
+        store_e5m2(values, destination, byte_stride, count, saturate);
+        break;
+    case FP8Q_FLOAT8_E4M3FNUZ:
+        store_e4m3fnuz(values, destination, byte_stride, count, saturate);
+        break;
+    case FP8Q_FLOAT8_E5M2FNUZ:
+        store_e5m2fnuz(values, destination, byte_stride, count, saturate);
+        break;
+    default:
+        break;
+    }
+}
+
+#endif /* FP8Q_CORE_CONVERT_LOOPS_H */

@@ -1,0 +1,418 @@
+/*
+ * quantize.c - FP8 quantization and dequantization with per-tensor, per-row,
+ * per-column or per-block float32 scales, and the amax -> scale rule.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "core/amax.h"
+#include "core/cast.h"
+#include "core/float_codec.h"
+#include "core/quantize.h"
+
+/* ------------------------------------------------------------------------- */
+/* Scale shapes                                                              */
+
+static const char *granularity_name(fp8q_granularity_kind kind)
+{
+    switch (kind) {
+    case FP8Q_GRANULARITY_TENSOR:
+        return "tensor";
+    case FP8Q_GRANULARITY_ROW:
+        return "row";
+    case FP8Q_GRANULARITY_COL:
+        return "col";
+    case FP8Q_GRANULARITY_BLOCK:
+        return "block";
+    }
+    return "unknown";
+}
+
+fp8q_status fp8q_scale_shape(const fp8q_granularity *granularity, int ndim,
+                             const int64_t *shape, int *scale_ndim,
+                             int64_t *scale_shape, fp8q_error *error)
+{
+    int axis;
+
+    switch (granularity->kind) {
+    case FP8Q_GRANULARITY_TENSOR:
+        *scale_ndim = 0;
+        return FP8Q_OK;
+    case FP8Q_GRANULARITY_ROW:
+    case FP8Q_GRANULARITY_COL:
+        if (ndim < 1) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "granularity: \"%s\" needs at least 1 "
+                             "dimension, got a 0-d input",
+                             granularity_name(granularity->kind));
+        }
+        *scale_ndim = ndim;
+        for (axis = 0; axis < ndim - 1; axis++) {
+            scale_shape[axis] =
+                granularity->kind == FP8Q_GRANULARITY_ROW ? shape[axis] : 1;
+        }
+        scale_shape[ndim - 1] =
+            granularity->kind == FP8Q_GRANULARITY_ROW ? 1 : shape[ndim - 1];
+        return FP8Q_OK;
+    case FP8Q_GRANULARITY_BLOCK:
+        if (ndim != 2) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "granularity: blocks need 2-D input, got %d "
+                             "dimensions",
+                             ndim);
+        }
+        if (granularity->block_rows < 1 || granularity->block_cols < 1) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "granularity: block extents must be >= 1, got "
+                             "(%" PRId64 ", %" PRId64 ")",
+                             granularity->block_rows,
+                             granularity->block_cols);
+        }
+        *scale_ndim = 2;
+        scale_shape[0] = (shape[0] + granularity->block_rows - 1) /
+                         granularity->block_rows;
+        scale_shape[1] = (shape[1] + granularity->block_cols - 1) /
+                         granularity->block_cols;
+        return FP8Q_OK;
+    }
+    return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                     "granularity: unknown kind %d", (int)granularity->kind);
+}
+
+static fp8q_status check_same_shape(const fp8q_view *source,
+                                    const fp8q_view *destination,
+                                    fp8q_error *error)
+{
+    int same = source->ndim == destination->ndim;
+    int axis;
+
+    for (axis = 0; same && axis < source->ndim; axis++) {
+        same = source->shape[axis] == destination->shape[axis];
+    }
+    if (!same) {
+        char expected[256];
+        char received[256];
+        fp8q_format_shape(expected, sizeof expected, source->ndim,
+                          source->shape);
+        fp8q_format_shape(received, sizeof received, destination->ndim,
+                          destination->shape);
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "out: expected shape %s (the input's), got %s",
+                         expected, received);
+    }
+    return FP8Q_OK;
+}
+
+/* Checks that `scale` is float32 with exactly the granularity's scale shape
+ * for data of `data`'s shape. */
+static fp8q_status check_scale(const fp8q_granularity *granularity,
+                               const fp8q_view *data, const fp8q_view *scale,
+                               fp8q_error *error)
+{
+    int64_t expected[FP8Q_MAX_DIMS];
+    int expected_ndim = 0;
+    int same;
+    int axis;
+    fp8q_status status;
+
+    status = fp8q_scale_shape(granularity, data->ndim, data->shape,
+                              &expected_ndim, expected, error);
+    if (status != FP8Q_OK) {
+        return status;
+    }
+    if (scale->dtype != FP8Q_FLOAT32) {
+        return fp8q_fail(error, FP8Q_ERROR_TYPE,
+                         "scale: expected dtype float32, got %s",
+                         fp8q_dtype_name(scale->dtype));
+    }
+    same = scale->ndim == expected_ndim;
+    for (axis = 0; same && axis < expected_ndim; axis++) {
+        same = scale->shape[axis] == expected[axis];
+    }
+    if (!same) {
+        char expected_text[256];
+        char received_text[256];
+        char data_text[256];
+        fp8q_format_shape(expected_text, sizeof expected_text, expected_ndim,
+                          expected);
+        fp8q_format_shape(received_text, sizeof received_text, scale->ndim,
+                          scale->shape);
+        fp8q_format_shape(data_text, sizeof data_text, data->ndim,
+                          data->shape);
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "scale: expected shape %s for \"%s\" granularity on "
+                         "input of shape %s, got %s",
+                         expected_text, granularity_name(granularity->kind),
+                         data_text, received_text);
+    }
+    return FP8Q_OK;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Scale values, walked in C order (they are few: serial and simple)        */
+
+typedef enum scale_pass {
+    SCALE_PASS_CHECK_AMAX,  /* every value finite and >= 0 */
+    SCALE_PASS_CHECK_GIVEN, /* every value finite and > 0 */
+    SCALE_PASS_AMAX_TO_SCALE
+} scale_pass;
+
+typedef struct scale_walk {
+    scale_pass pass;
+    float max;       /* finfo(target).max, as float32 */
+    int power_of_2;
+    int64_t index;   /* C-order index of the next value */
+    int64_t bad_index;
+    float bad_value; /* the first value a check rejected */
+} scale_walk;
+
+static int is_finite(float value)
+{
+    return (fp8q_float_to_bits(value) & 0x7F800000u) != 0x7F800000u;
+}
+
+/* The smallest power of two >= `value` (positive and finite), exactly. */
+static float round_up_to_power_of_2(float value)
+{
+    const uint32_t bits = fp8q_float_to_bits(value);
+    const uint32_t exponent = bits & 0x7F800000u;
+    const uint32_t fraction = bits & 0x007FFFFFu;
+    uint32_t power;
+
+    if (exponent != 0u) {
+        /* Normal: already a power of two, or the next binade's start. */
+        return fp8q_bits_to_float(fraction == 0u ? bits
+                                                 : exponent + 0x00800000u);
+    }
+    /* Subnormal: the power-of-two bit pattern at or above the fraction
+     * (0x00800000 is the smallest normal, which is also a power of two). */
+    power = 1u;
+    while (power < fraction) {
+        power <<= 1;
+    }
+    return fp8q_bits_to_float(power);
+}
+
+static float scale_from_amax(float amax, float max, int power_of_2)
+{
+    float scale;
+    if (amax == 0.0f) {
+        return 1.0f;
+    }
+    scale = amax / max;
+    if (scale == 0.0f) {
+        /* amax below max * 2^-150: keep the scale positive. */
+        scale = fp8q_bits_to_float(1u);
+    }
+    return power_of_2 ? round_up_to_power_of_2(scale) : scale;
+}
+
+/* Checks or converts one value; records the first value a check rejects. */
+static void visit_scale(scale_walk *walk, char *address)
+{
+    float value;
+    int good = 1;
+
+    memcpy(&value, address, sizeof value);
+    switch (walk->pass) {
+    case SCALE_PASS_CHECK_AMAX:
+        good = is_finite(value) && value >= 0.0f;
+        break;
+    case SCALE_PASS_CHECK_GIVEN:
+        good = is_finite(value) && value > 0.0f;
+        break;
+    case SCALE_PASS_AMAX_TO_SCALE:
+        value = scale_from_amax(value, walk->max, walk->power_of_2);
+        memcpy(address, &value, sizeof value);
+        break;
+    }
+    if (!good && walk->bad_index < 0) {
+        walk->bad_index = walk->index;
+        walk->bad_value = value;
+    }
+}
+
+/* Runs one pass over the float32 view `scales` (any strides) in C order, so
+ * that walk->index is the flat C-order position of each value. */
+static void walk_scales(scale_walk *walk, const fp8q_view *scales)
+{
+    const int64_t size = fp8q_view_size(scales);
+    int64_t index[FP8Q_MAX_DIMS];
+    int64_t offset = 0;
+    int axis;
+
+    for (axis = 0; axis < scales->ndim; axis++) {
+        index[axis] = 0;
+    }
+    walk->bad_index = -1;
+    for (walk->index = 0; walk->index < size; walk->index++) {
+        visit_scale(walk, (char *)scales->data +
+                              offset * (int64_t)sizeof(float));
+        for (axis = scales->ndim - 1; axis >= 0; axis--) {
+            index[axis]++;
+            offset += scales->strides[axis];
+            if (index[axis] < scales->shape[axis]) {
+                break;
+            }
+            offset -= scales->shape[axis] * scales->strides[axis];
+            index[axis] = 0;
+        }
+    }
+}
+
+fp8q_status fp8q_scales_from_amax(const fp8q_view *amax, fp8q_dtype target,
+                                  int power_of_2, fp8q_error *error)
+{
+    fp8q_finfo info;
+    scale_walk walk;
+
+    if (amax->dtype != FP8Q_FLOAT32) {
+        return fp8q_fail(error, FP8Q_ERROR_TYPE,
+                         "amax: expected dtype float32, got %s",
+                         fp8q_dtype_name(amax->dtype));
+    }
+    if (!fp8q_dtype_is_fp8(target) || !fp8q_dtype_finfo(target, &info)) {
+        return fp8q_fail(error, FP8Q_ERROR_TYPE,
+                         "dtype: expected an FP8 dtype, got %s",
+                         fp8q_dtype_name(target));
+    }
+
+    /* Check everything first, so a failure leaves the values untouched. */
+    walk.pass = SCALE_PASS_CHECK_AMAX;
+    walk_scales(&walk, amax);
+    if (walk.bad_index >= 0) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "cannot compute a scale for group %" PRId64
+                         ": its amax is %g (the input contains NaN or "
+                         "infinity)",
+                         walk.bad_index, (double)walk.bad_value);
+    }
+    walk.pass = SCALE_PASS_AMAX_TO_SCALE;
+    walk.max = (float)info.max;
+    walk.power_of_2 = power_of_2;
+    walk_scales(&walk, amax);
+    return FP8Q_OK;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Quantize and dequantize                                                   */
+
+/* `scale` seen with data's ndim and extent 1 everywhere: the keepdims
+ * destination of a whole-tensor amax. */
+static void as_tensor_amax_output(const fp8q_view *scale, int ndim,
+                                  fp8q_view *out)
+{
+    int axis;
+    *out = *scale;
+    out->ndim = ndim;
+    for (axis = 0; axis < ndim; axis++) {
+        out->shape[axis] = 1;
+        out->strides[axis] = 0;
+    }
+}
+
+static fp8q_status compute_scales(const fp8q_view *source,
+                                  const fp8q_view *scale,
+                                  const fp8q_granularity *granularity,
+                                  fp8q_dtype target, int power_of_2,
+                                  fp8q_error *error)
+{
+    fp8q_status status;
+
+    if (granularity->kind == FP8Q_GRANULARITY_BLOCK) {
+        status = fp8q_block_amax(source, granularity->block_rows,
+                                 granularity->block_cols, scale, error);
+    }
+    else if (granularity->kind == FP8Q_GRANULARITY_TENSOR) {
+        fp8q_view whole;
+        as_tensor_amax_output(scale, source->ndim, &whole);
+        status = fp8q_amax(source, &whole, error);
+    }
+    else {
+        /* Row and col scale shapes are exactly amax's keepdims layout. */
+        status = fp8q_amax(source, scale, error);
+    }
+    if (status != FP8Q_OK) {
+        return status;
+    }
+    return fp8q_scales_from_amax(scale, target, power_of_2, error);
+}
+
+static fp8q_status check_given_scales(const fp8q_view *scale,
+                                      fp8q_error *error)
+{
+    scale_walk walk;
+    walk.pass = SCALE_PASS_CHECK_GIVEN;
+    walk_scales(&walk, scale);
+    if (walk.bad_index >= 0) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "scale: every value must be finite and > 0, but "
+                         "element %" PRId64 " (C order) is %g",
+                         walk.bad_index, (double)walk.bad_value);
+    }
+    return FP8Q_OK;
+}
+
+/* Casts with the scale laid out for `granularity`. */
+static fp8q_status scaled_cast(const fp8q_view *source,
+                               const fp8q_view *destination,
+                               const fp8q_view *scale,
+                               const fp8q_granularity *granularity,
+                               fp8q_scale_op op, int saturate,
+                               fp8q_error *error)
+{
+    if (granularity->kind == FP8Q_GRANULARITY_BLOCK) {
+        return fp8q_block_cast(source, destination, scale,
+                               granularity->block_rows,
+                               granularity->block_cols, op, saturate, error);
+    }
+    return fp8q_cast(source, destination, scale, op, saturate, error);
+}
+
+fp8q_status fp8q_quantize(const fp8q_view *source,
+                          const fp8q_view *destination,
+                          const fp8q_view *scale,
+                          const fp8q_quantize_options *options,
+                          fp8q_error *error)
+{
+    fp8q_status status;
+
+    if (!fp8q_dtype_is_fp8(destination->dtype)) {
+        return fp8q_fail(error, FP8Q_ERROR_TYPE,
+                         "dtype: quantize produces an FP8 dtype, got %s",
+                         fp8q_dtype_name(destination->dtype));
+    }
+    status = check_same_shape(source, destination, error);
+    if (status != FP8Q_OK) {
+        return status;
+    }
+    status = check_scale(&options->granularity, source, scale, error);
+    if (status != FP8Q_OK) {
+        return status;
+    }
+    if (options->compute_scale) {
+        status = compute_scales(source, scale, &options->granularity,
+                                destination->dtype, options->power_of_2,
+                                error);
+    }
+    else {
+        status = check_given_scales(scale, error);
+    }
+    if (status != FP8Q_OK) {
+        return status;
+    }
+    return scaled_cast(source, destination, scale, &options->granularity,
+                       FP8Q_SCALE_DIVIDE, options->saturate, error);
+}
+
+fp8q_status fp8q_dequantize(const fp8q_view *data, const fp8q_view *scale,
+                            const fp8q_granularity *granularity,
+                            const fp8q_view *destination, fp8q_error *error)
+{
+    fp8q_status status = check_scale(granularity, data, scale, error);
+    if (status != FP8Q_OK) {
+        return status;
+    }
+    return scaled_cast(data, destination, scale, granularity,
+                       FP8Q_SCALE_MULTIPLY, 1, error);
+}

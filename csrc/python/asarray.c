@@ -1,0 +1,343 @@
+/*
+ * asarray.c - any Python object to an fp8q.Tensor: fp8q.asarray and
+ * fp8q_tensor_from_object, which every operation uses for its inputs.
+ *
+ * Zero-copy where the layout allows (Tensors, NumPy arrays, DLPack producers,
+ * buffer-protocol objects); NumPy converts what fp8q does not store
+ * (float64, integers, bool, big-endian data) to float32 or float16, and the
+ * core's fp8q_cast converts between fp8q dtypes. No arithmetic happens here.
+ */
+#include <string.h>
+
+#include "python/binding.h"
+
+/* Applies the requested dtype and copy= to a tensor made from the input
+ * (stolen). `fresh`: the tensor's memory is already a private copy. */
+static fp8q_TensorObject *finish(fp8q_TensorObject *tensor,
+                                 const char *argument_name, int dtype,
+                                 int copy, int fresh)
+{
+    fp8q_TensorObject *result;
+
+    if (dtype >= 0 && (fp8q_dtype)dtype != tensor->view.dtype) {
+        if (copy == FP8Q_COPY_NEVER) {
+            PyErr_Format(PyExc_ValueError,
+                         "Unable to avoid copy while converting %s from %s to "
+                         "%s as requested (copy=False)",
+                         argument_name, fp8q_dtype_name(tensor->view.dtype),
+                         fp8q_dtype_name((fp8q_dtype)dtype));
+            Py_DECREF(tensor);
+            return NULL;
+        }
+        result = fp8q_tensor_copy_as(tensor, (fp8q_dtype)dtype);
+        Py_DECREF(tensor);
+        return result;
+    }
+    if (copy == FP8Q_COPY_ALWAYS && !fresh) {
+        result = fp8q_tensor_copy_as(tensor, tensor->view.dtype);
+        Py_DECREF(tensor);
+        return result;
+    }
+    return tensor;
+}
+
+/* A zero-copy tensor over a NumPy array whose dtype fp8q stores; NULL with
+ * *needs_copy set (and no exception) when the array's layout needs a copy:
+ * misaligned data, or byte strides that are not whole elements. */
+static fp8q_TensorObject *view_numpy_array(PyArrayObject *array,
+                                           fp8q_dtype dtype, int *needs_copy)
+{
+    const int ndim = PyArray_NDIM(array);
+    const int64_t itemsize = (int64_t)fp8q_dtype_itemsize(dtype);
+    fp8q_view view;
+    int axis;
+
+    *needs_copy = 0;
+    if (!PyArray_ISALIGNED(array)) {
+        *needs_copy = 1;
+        return NULL;
+    }
+    memset(&view, 0, sizeof view);
+    view.data = PyArray_DATA(array);
+    view.dtype = dtype;
+    view.ndim = ndim;
+    for (axis = 0; axis < ndim; axis++) {
+        const int64_t byte_stride = (int64_t)PyArray_STRIDE(array, axis);
+
+        view.shape[axis] = (int64_t)PyArray_DIM(array, axis);
+        if (byte_stride % itemsize == 0) {
+            view.strides[axis] = byte_stride / itemsize;
+        }
+        else if (view.shape[axis] <= 1) {
+            /* The stride of an extent of 0 or 1 is never applied. */
+            view.strides[axis] = 0;
+        }
+        else {
+            *needs_copy = 1;
+            return NULL;
+        }
+    }
+    return fp8q_tensor_new_view(&view, (PyObject *)array,
+                                !PyArray_ISWRITEABLE(array));
+}
+
+/* The NumPy type an unsupported built-in dtype converts to, or -1 when it
+ * does not convert (complex, strings, objects, dates, structured, ...). */
+static int numpy_conversion_target(PyArray_Descr *descr)
+{
+    switch (descr->kind) {
+    case 'b':
+    case 'i':
+    case 'u':
+        return NPY_FLOAT32;
+    case 'f':
+        /* Big-endian float16 stays float16; every other float is float32. */
+        return descr->type_num == NPY_FLOAT16 ? NPY_FLOAT16 : NPY_FLOAT32;
+    default:
+        return -1;
+    }
+}
+
+/* A tensor for a NumPy array: viewed, or converted by NumPy first. `fresh`:
+ * the array is a private copy already. `original`: the non-array object the
+ * array was made from, or NULL when the caller passed an array. */
+static fp8q_TensorObject *from_numpy_array(PyArrayObject *array,
+                                           const char *argument_name,
+                                           int dtype, int copy, int fresh,
+                                           PyObject *original)
+{
+    PyArray_Descr *descr = PyArray_DESCR(array);
+    fp8q_TensorObject *tensor;
+    PyArrayObject *converted;
+    PyArray_Descr *target;
+    fp8q_dtype own;
+    int found;
+    int needs_copy = 0;
+
+    if (PyArray_NDIM(array) > FP8Q_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: fp8q tensors have at most %d dims, got %d",
+                     argument_name, FP8Q_MAX_DIMS, PyArray_NDIM(array));
+        return NULL;
+    }
+    found = fp8q_py_dtype_from_numpy(descr, &own);
+    if (found < 0) {
+        return NULL;
+    }
+    if (found == 1) {
+        tensor = view_numpy_array(array, own, &needs_copy);
+        if (tensor != NULL) {
+            return finish(tensor, argument_name, dtype, copy, fresh);
+        }
+        if (!needs_copy) {
+            return NULL;
+        }
+        /* Same dtype, a layout fp8q cannot view: an aligned copy. */
+        Py_INCREF(descr);
+        target = descr;
+    }
+    else {
+        const int target_type = descr->type_num < NPY_USERDEF
+                                    ? numpy_conversion_target(descr)
+                                    : -1;
+
+        if (target_type < 0) {
+            if (original != NULL &&
+                (descr->kind == 'O' || descr->kind == 'U' ||
+                 descr->kind == 'S')) {
+                PyErr_Format(PyExc_TypeError,
+                             "%s: expected a Tensor, a NumPy array, a DLPack "
+                             "or buffer-protocol object, a number or a "
+                             "nested sequence of numbers, got %s",
+                             argument_name, Py_TYPE(original)->tp_name);
+            }
+            else {
+                PyErr_Format(PyExc_TypeError,
+                             "%s: unsupported NumPy dtype %S; fp8q stores "
+                             "float32, float16, bfloat16, uint8 and the FP8 "
+                             "dtypes (bool, integer and other float input is "
+                             "converted to float32)",
+                             argument_name, (PyObject *)descr);
+            }
+            return NULL;
+        }
+        target = PyArray_DescrFromType(target_type);
+        if (target == NULL) {
+            return NULL;
+        }
+    }
+    if (copy == FP8Q_COPY_NEVER) {
+        PyErr_Format(PyExc_ValueError,
+                     "Unable to avoid copy while converting %s (a NumPy array "
+                     "of dtype %S%s) as requested (copy=False)",
+                     argument_name, (PyObject *)descr,
+                     needs_copy ? " whose layout needs a copy" : "");
+        Py_DECREF(target);
+        return NULL;
+    }
+    converted = (PyArrayObject *)PyArray_FromArray(
+        array, target,
+        NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE |
+            NPY_ARRAY_FORCECAST | NPY_ARRAY_ENSURECOPY);
+    if (converted == NULL) {
+        return NULL;
+    }
+    tensor = from_numpy_array(converted, argument_name, dtype, copy, 1, NULL);
+    Py_DECREF(converted);
+    return tensor;
+}
+
+/* A NumPy array for any other input (buffer-protocol objects through a
+ * memoryview, scalars and nested sequences through NumPy). *fresh tells
+ * whether its memory is new. */
+static PyArrayObject *numpy_from_other(PyObject *object,
+                                       const char *argument_name, int *fresh)
+{
+    PyObject *array;
+
+    *fresh = 0;
+    if (PyObject_CheckBuffer(object)) {
+        /* Zero-copy, by format character: bytes, bytearray, memoryview,
+         * array.array, ... (np.asarray(bytes) would give an 'S' scalar). */
+        PyObject *memoryview = PyMemoryView_FromObject(object);
+
+        if (memoryview == NULL) {
+            return NULL;
+        }
+        array = PyArray_FromAny(memoryview, NULL, 0, 0, 0, NULL);
+        Py_DECREF(memoryview);
+        return (PyArrayObject *)array;
+    }
+    array = PyArray_FromAny(object, NULL, 0, 0, 0, NULL);
+    if (array == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_ValueError) ||
+            PyErr_ExceptionMatches(PyExc_TypeError)) {
+            fp8q_py_error_add_prefix("%s: cannot convert %s to a tensor: ",
+                                     argument_name, Py_TYPE(object)->tp_name);
+        }
+        return NULL;
+    }
+    *fresh = PyList_Check(object) || PyTuple_Check(object) ||
+             PyLong_Check(object) || PyFloat_Check(object) ||
+             PyArray_IsScalar(object, Generic);
+    return (PyArrayObject *)array;
+}
+
+fp8q_TensorObject *fp8q_tensor_from_object(PyObject *object,
+                                           const char *argument_name,
+                                           int dtype, int copy)
+{
+    PyArrayObject *array;
+    fp8q_TensorObject *tensor;
+    int fresh;
+
+    if (fp8q_Tensor_Check(object)) {
+        Py_INCREF(object);
+        return finish((fp8q_TensorObject *)object, argument_name, dtype, copy,
+                      0);
+    }
+    if (PyArray_Check(object)) {
+        return from_numpy_array((PyArrayObject *)object, argument_name, dtype,
+                                copy, 0, NULL);
+    }
+    if (PyCapsule_CheckExact(object) ||
+        PyObject_HasAttrString(object, "__dlpack__")) {
+        int unsupported_dtype = 0;
+
+        tensor = fp8q_tensor_from_dlpack(object, argument_name, -1,
+                                         &unsupported_dtype);
+        if (tensor != NULL) {
+            return finish(tensor, argument_name, dtype, copy, 0);
+        }
+        if (!unsupported_dtype || PyCapsule_CheckExact(object)) {
+            return NULL;
+        }
+        /* A dtype fp8q does not store (float64, int32, bool, ...): let NumPy
+         * convert through the producer's array protocols. */
+        PyErr_Clear();
+    }
+    array = numpy_from_other(object, argument_name, &fresh);
+    if (array == NULL) {
+        return NULL;
+    }
+    tensor = from_numpy_array(array, argument_name, dtype, copy, fresh,
+                              object);
+    Py_DECREF(array);
+    return tensor;
+}
+
+/* ------------------------------------------------------------------------- */
+/* fp8q.asarray                                                              */
+
+static PyObject *asarray(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"obj", "dtype", "copy", NULL};
+    PyObject *object;
+    PyObject *dtype_object = Py_None;
+    PyObject *copy_object = Py_None;
+    fp8q_dtype dtype;
+    int target = -1;
+    int copy = FP8Q_COPY_IF_NEEDED;
+
+    (void)module;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:asarray", keywords,
+                                     &object, &dtype_object, &copy_object)) {
+        return NULL;
+    }
+    if (dtype_object != Py_None) {
+        if (fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0) {
+            return NULL;
+        }
+        target = (int)dtype;
+    }
+    if (copy_object == Py_True) {
+        copy = FP8Q_COPY_ALWAYS;
+    }
+    else if (copy_object == Py_False) {
+        copy = FP8Q_COPY_NEVER;
+    }
+    else if (copy_object != Py_None) {
+        PyErr_Format(PyExc_TypeError,
+                     "copy: expected None, True or False, got %R",
+                     copy_object);
+        return NULL;
+    }
+    return (PyObject *)fp8q_tensor_from_object(object, "obj", target, copy);
+}
+
+static PyMethodDef asarray_functions[] = {
+    {"asarray", (PyCFunction)(void (*)(void))asarray,
+     METH_VARARGS | METH_KEYWORDS,
+     "asarray(obj, dtype=None, copy=None)\n--\n\n"
+     "obj as an fp8q.Tensor, sharing its memory whenever possible. obj may "
+     "be:\n"
+     "- an fp8q.Tensor (returned itself when nothing changes);\n"
+     "- a NumPy array: float32, float16, uint8 and the ml_dtypes bfloat16 "
+     "and FP8 arrays in native byte order are viewed without copying (a "
+     "read-only array gives a read-only tensor);\n"
+     "- a DLPack producer such as a PyTorch tensor, or an unconsumed DLPack "
+     "capsule (see from_dlpack); producers of dtypes fp8q does not store "
+     "are converted through NumPy;\n"
+     "- a buffer-protocol object (bytes, bytearray, memoryview, "
+     "array.array), typed by its format character;\n"
+     "- a Python or NumPy scalar, or a nested sequence of numbers.\n"
+     "Input of a dtype fp8q does not store is converted by NumPy: bool, "
+     "integers, float64 and other floats to float32, big-endian float16 to "
+     "float16 (so a Python float or list gives float32).\n"
+     "dtype: None keeps the input's (converted) dtype; any other dtype "
+     "converts the values with the fp8q cast (exact where representable, "
+     "else rounded to nearest-even, saturating to the FP8 range as "
+     "fp8q.cast does by default).\n"
+     "copy: None copies only when needed; True always returns new memory; "
+     "False never copies and raises ValueError ('Unable to avoid copy ...') "
+     "when a conversion or copy would be needed.\n"
+     "Errors name the argument 'obj': TypeError for unsupported objects and "
+     "dtypes (complex, strings, objects, ...), ValueError for more than 16 "
+     "dims and ragged sequences, BufferError for non-CPU data."},
+    {NULL, NULL, 0, NULL},
+};
+
+int fp8q_py_asarray_init(PyObject *module)
+{
+    return PyModule_AddFunctions(module, asarray_functions);
+}

@@ -1,0 +1,877 @@
+/*
+ * dlpack.c - DLPack interchange: fp8q.Tensor.__dlpack__ / __dlpack_device__
+ * (producer) and fp8q.from_dlpack (consumer).
+ *
+ * Ownership rules (DLPack Python specification): a capsule named "dltensor"
+ * or "dltensor_versioned" owns its managed tensor; its destructor calls the
+ * deleter. A consumer takes ownership by renaming the capsule to
+ * "used_dltensor[_versioned]" and later calls the deleter exactly once
+ * itself. Capsule destructors and deleters never raise.
+ */
+#include <string.h>
+
+#include "python/binding.h"
+#include "python/dlpack_abi.h"
+
+/* Names of the capsules that hold a consumed managed tensor inside an
+ * fp8q.Tensor (its owner); their destructors call the producer's deleter. */
+#define OWNER_LEGACY "fp8q.dlpack_owner"
+#define OWNER_VERSIONED "fp8q.dlpack_versioned_owner"
+
+/* ------------------------------------------------------------------------- */
+/* dtype codes                                                               */
+
+static fp8q_dl_data_type dl_data_type(fp8q_dtype dtype)
+{
+    fp8q_dl_data_type result;
+
+    result.bits = (uint8_t)(8 * fp8q_dtype_itemsize(dtype));
+    result.lanes = 1;
+    switch (dtype) {
+    case FP8Q_FLOAT32:
+    case FP8Q_FLOAT16:
+        result.code = FP8Q_DL_FLOAT;
+        break;
+    case FP8Q_BFLOAT16:
+        result.code = FP8Q_DL_BFLOAT;
+        break;
+    case FP8Q_FLOAT8_E4M3FN:
+        result.code = FP8Q_DL_FLOAT8_E4M3FN;
+        break;
+    case FP8Q_FLOAT8_E5M2:
+        result.code = FP8Q_DL_FLOAT8_E5M2;
+        break;
+    case FP8Q_FLOAT8_E4M3FNUZ:
+        result.code = FP8Q_DL_FLOAT8_E4M3FNUZ;
+        break;
+    case FP8Q_FLOAT8_E5M2FNUZ:
+        result.code = FP8Q_DL_FLOAT8_E5M2FNUZ;
+        break;
+    default:
+        result.code = FP8Q_DL_UINT;
+        break;
+    }
+    return result;
+}
+
+/* Maps a DLPack dtype to an fp8q dtype: 1 found, 0 not stored by fp8q. */
+static int dtype_from_dl(fp8q_dl_data_type type, fp8q_dtype *dtype)
+{
+    fp8q_dtype candidate;
+
+    if (type.lanes != 1) {
+        return 0;
+    }
+    switch (type.code) {
+    case FP8Q_DL_FLOAT:
+        candidate = type.bits == 32 ? FP8Q_FLOAT32 : FP8Q_FLOAT16;
+        break;
+    case FP8Q_DL_BFLOAT:
+        candidate = FP8Q_BFLOAT16;
+        break;
+    case FP8Q_DL_UINT:
+        candidate = FP8Q_UINT8;
+        break;
+    case FP8Q_DL_FLOAT8_E4M3FN:
+        candidate = FP8Q_FLOAT8_E4M3FN;
+        break;
+    case FP8Q_DL_FLOAT8_E5M2:
+        candidate = FP8Q_FLOAT8_E5M2;
+        break;
+    case FP8Q_DL_FLOAT8_E4M3FNUZ:
+        candidate = FP8Q_FLOAT8_E4M3FNUZ;
+        break;
+    case FP8Q_DL_FLOAT8_E5M2FNUZ:
+        candidate = FP8Q_FLOAT8_E5M2FNUZ;
+        break;
+    default:
+        return 0;
+    }
+    if ((size_t)type.bits != 8 * fp8q_dtype_itemsize(candidate)) {
+        return 0;
+    }
+    *dtype = candidate;
+    return 1;
+}
+
+/* A readable name of a DLPack type code, for messages. */
+static const char *dl_code_name(uint8_t code)
+{
+    switch (code) {
+    case FP8Q_DL_INT:
+        return "int";
+    case FP8Q_DL_UINT:
+        return "uint";
+    case FP8Q_DL_FLOAT:
+        return "float";
+    case FP8Q_DL_OPAQUE_HANDLE:
+        return "opaque handle";
+    case FP8Q_DL_BFLOAT:
+        return "bfloat";
+    case FP8Q_DL_COMPLEX:
+        return "complex";
+    case FP8Q_DL_BOOL:
+        return "bool";
+    case FP8Q_DL_FLOAT8_E3M4:
+        return "float8_e3m4";
+    case FP8Q_DL_FLOAT8_E4M3:
+        return "float8_e4m3";
+    case FP8Q_DL_FLOAT8_E4M3B11FNUZ:
+        return "float8_e4m3b11fnuz";
+    case FP8Q_DL_FLOAT8_E8M0FNU:
+        return "float8_e8m0fnu";
+    case FP8Q_DL_FLOAT6_E2M3FN:
+        return "float6_e2m3fn";
+    case FP8Q_DL_FLOAT6_E3M2FN:
+        return "float6_e3m2fn";
+    case FP8Q_DL_FLOAT4_E2M1FN:
+        return "float4_e2m1fn";
+    default:
+        return "unknown";
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Producer                                                                  */
+
+/* One allocation per export: the managed tensor first (so the deleter can
+ * free the block from its argument), then the shape and strides it points
+ * to. manager_ctx is the exported fp8q.Tensor (a strong reference). */
+typedef struct export_legacy {
+    fp8q_dl_managed_tensor managed;
+    int64_t shape[FP8Q_MAX_DIMS];
+    int64_t strides[FP8Q_MAX_DIMS];
+} export_legacy;
+
+typedef struct export_versioned {
+    fp8q_dl_managed_tensor_versioned managed;
+    int64_t shape[FP8Q_MAX_DIMS];
+    int64_t strides[FP8Q_MAX_DIMS];
+} export_versioned;
+
+/* Drops the export's reference to the tensor. Deleters may be called from
+ * any thread, with or without the GIL; after interpreter shutdown the
+ * reference is leaked rather than touched. */
+static void release_exported_tensor(void *manager_ctx)
+{
+    PyGILState_STATE state;
+
+    if (manager_ctx == NULL || !Py_IsInitialized()) {
+        return;
+    }
+    state = PyGILState_Ensure();
+    Py_DECREF((PyObject *)manager_ctx);
+    PyGILState_Release(state);
+}
+
+static void export_legacy_deleter(fp8q_dl_managed_tensor *managed)
+{
+    if (managed == NULL) {
+        return;
+    }
+    release_exported_tensor(managed->manager_ctx);
+    PyMem_RawFree(managed);
+}
+
+static void export_versioned_deleter(fp8q_dl_managed_tensor_versioned *managed)
+{
+    if (managed == NULL) {
+        return;
+    }
+    release_exported_tensor(managed->manager_ctx);
+    PyMem_RawFree(managed);
+}
+
+/* Destructors of exported capsules: free only what nobody consumed. */
+static void legacy_capsule_destructor(PyObject *capsule)
+{
+    fp8q_py_saved_error saved;
+    fp8q_dl_managed_tensor *managed;
+
+    if (PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_LEGACY_USED)) {
+        return;
+    }
+    fp8q_py_error_save(&saved);
+    managed = (fp8q_dl_managed_tensor *)PyCapsule_GetPointer(
+        capsule, FP8Q_DLPACK_CAPSULE_LEGACY);
+    if (managed == NULL) {
+        PyErr_WriteUnraisable(capsule);
+    }
+    else if (managed->deleter != NULL) {
+        managed->deleter(managed);
+    }
+    fp8q_py_error_restore(&saved);
+}
+
+static void versioned_capsule_destructor(PyObject *capsule)
+{
+    fp8q_py_saved_error saved;
+    fp8q_dl_managed_tensor_versioned *managed;
+
+    if (PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_VERSIONED_USED)) {
+        return;
+    }
+    fp8q_py_error_save(&saved);
+    managed = (fp8q_dl_managed_tensor_versioned *)PyCapsule_GetPointer(
+        capsule, FP8Q_DLPACK_CAPSULE_VERSIONED);
+    if (managed == NULL) {
+        PyErr_WriteUnraisable(capsule);
+    }
+    else if (managed->deleter != NULL) {
+        managed->deleter(managed);
+    }
+    fp8q_py_error_restore(&saved);
+}
+
+/* Fills dl_tensor from the tensor's view (shape and strides into the given
+ * arrays of the export block). */
+static void fill_dl_tensor(fp8q_dl_tensor *dl_tensor,
+                           const fp8q_TensorObject *tensor, int64_t *shape,
+                           int64_t *strides)
+{
+    int axis;
+
+    for (axis = 0; axis < tensor->view.ndim; axis++) {
+        shape[axis] = tensor->view.shape[axis];
+        strides[axis] = tensor->view.strides[axis];
+    }
+    dl_tensor->data = tensor->view.data;
+    dl_tensor->device.device_type = tensor->device_type;
+    dl_tensor->device.device_id = tensor->device_index;
+    dl_tensor->ndim = tensor->view.ndim;
+    dl_tensor->dtype = dl_data_type(tensor->view.dtype);
+    dl_tensor->shape = shape;
+    dl_tensor->strides = strides;
+    dl_tensor->byte_offset = 0;
+}
+
+/* Parses a (int, int) tuple argument; 0 or -1 with TypeError. */
+static int parse_int_pair(PyObject *object, const char *argument_name,
+                          const char *expected, long long *first,
+                          long long *second)
+{
+    if (!PyTuple_Check(object) || PyTuple_GET_SIZE(object) != 2 ||
+        !PyLong_Check(PyTuple_GET_ITEM(object, 0)) ||
+        !PyLong_Check(PyTuple_GET_ITEM(object, 1))) {
+        PyErr_Format(PyExc_TypeError, "%s: expected %s, got %R",
+                     argument_name, expected, object);
+        return -1;
+    }
+    *first = PyLong_AsLongLong(PyTuple_GET_ITEM(object, 0));
+    if (*first == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *second = PyLong_AsLongLong(PyTuple_GET_ITEM(object, 1));
+    if (*second == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    return 0;
+}
+
+PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"stream", "max_version", "dl_device", "copy",
+                               NULL};
+    fp8q_TensorObject *tensor = (fp8q_TensorObject *)self;
+    fp8q_TensorObject *source;
+    PyObject *stream = Py_None;
+    PyObject *max_version = Py_None;
+    PyObject *dl_device = Py_None;
+    PyObject *copy_object = Py_None;
+    PyObject *capsule;
+    long long major = 0;
+    long long minor = 0;
+    int versioned;
+    int copy = 0;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__",
+                                     keywords, &stream, &max_version,
+                                     &dl_device, &copy_object)) {
+        return NULL;
+    }
+    if (max_version != Py_None &&
+        parse_int_pair(max_version, "max_version",
+                       "None or a (major, minor) tuple of ints",
+                       &major, &minor) < 0) {
+        return NULL;
+    }
+    versioned = max_version != Py_None && major >= 1;
+    if (dl_device != Py_None) {
+        long long device_type, device_id;
+
+        if (parse_int_pair(dl_device, "dl_device",
+                           "None or a (device_type, device_id) tuple of ints",
+                           &device_type, &device_id) < 0) {
+            return NULL;
+        }
+        if (device_type != tensor->device_type ||
+            device_id != tensor->device_index) {
+            PyErr_Format(PyExc_BufferError,
+                         "dl_device: the tensor is on DLPack device (%d, %d) "
+                         "and fp8q cannot export it to (%lld, %lld)",
+                         tensor->device_type, tensor->device_index,
+                         device_type, device_id);
+            return NULL;
+        }
+    }
+    if (stream != Py_None && tensor->device_type == FP8Q_DEVICE_CPU) {
+        PyErr_Format(PyExc_ValueError,
+                     "stream: a CPU tensor accepts only stream=None, got %R",
+                     stream);
+        return NULL;
+    }
+    if (copy_object != Py_None) {
+        copy = PyObject_IsTrue(copy_object);
+        if (copy < 0) {
+            return NULL;
+        }
+    }
+    if (tensor->readonly && !versioned && !copy) {
+        PyErr_SetString(PyExc_BufferError,
+                        "the tensor is read-only and a legacy (unversioned) "
+                        "DLPack capsule cannot say so; pass "
+                        "max_version=(1, 0) or later, or copy=True");
+        return NULL;
+    }
+
+    if (copy) {
+        source = fp8q_tensor_copy_as(tensor, tensor->view.dtype);
+        if (source == NULL) {
+            return NULL;
+        }
+    }
+    else {
+        Py_INCREF(self);
+        source = tensor;
+    }
+
+    if (versioned) {
+        export_versioned *block =
+            (export_versioned *)PyMem_RawMalloc(sizeof(export_versioned));
+
+        if (block == NULL) {
+            Py_DECREF(source);
+            return PyErr_NoMemory();
+        }
+        block->managed.version.major = FP8Q_DLPACK_MAJOR_VERSION;
+        block->managed.version.minor = FP8Q_DLPACK_MINOR_VERSION;
+        block->managed.manager_ctx = source;
+        block->managed.deleter = export_versioned_deleter;
+        block->managed.flags = 0;
+        if (source->readonly) {
+            block->managed.flags |= FP8Q_DLPACK_FLAG_READ_ONLY;
+        }
+        if (copy) {
+            block->managed.flags |= FP8Q_DLPACK_FLAG_IS_COPIED;
+        }
+        fill_dl_tensor(&block->managed.dl_tensor, source, block->shape,
+                       block->strides);
+        capsule = PyCapsule_New(&block->managed, FP8Q_DLPACK_CAPSULE_VERSIONED,
+                                versioned_capsule_destructor);
+        if (capsule == NULL) {
+            export_versioned_deleter(&block->managed);
+        }
+    }
+    else {
+        export_legacy *block =
+            (export_legacy *)PyMem_RawMalloc(sizeof(export_legacy));
+
+        if (block == NULL) {
+            Py_DECREF(source);
+            return PyErr_NoMemory();
+        }
+        block->managed.manager_ctx = source;
+        block->managed.deleter = export_legacy_deleter;
+        fill_dl_tensor(&block->managed.dl_tensor, source, block->shape,
+                       block->strides);
+        capsule = PyCapsule_New(&block->managed, FP8Q_DLPACK_CAPSULE_LEGACY,
+                                legacy_capsule_destructor);
+        if (capsule == NULL) {
+            export_legacy_deleter(&block->managed);
+        }
+    }
+    return capsule;
+}
+
+PyObject *fp8q_tensor_dlpack_device(PyObject *self, PyObject *unused)
+{
+    fp8q_TensorObject *tensor = (fp8q_TensorObject *)self;
+
+    (void)unused;
+    return Py_BuildValue("(ii)", tensor->device_type, tensor->device_index);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Consumer                                                                  */
+
+/* Destructors of the owner capsules of imported tensors: call the
+ * producer's deleter once, never raising. */
+static void legacy_owner_destructor(PyObject *owner)
+{
+    fp8q_py_saved_error saved;
+    fp8q_dl_managed_tensor *managed;
+
+    fp8q_py_error_save(&saved);
+    managed =
+        (fp8q_dl_managed_tensor *)PyCapsule_GetPointer(owner, OWNER_LEGACY);
+    if (managed == NULL) {
+        PyErr_WriteUnraisable(owner);
+    }
+    else if (managed->deleter != NULL) {
+        managed->deleter(managed);
+    }
+    fp8q_py_error_restore(&saved);
+}
+
+static void versioned_owner_destructor(PyObject *owner)
+{
+    fp8q_py_saved_error saved;
+    fp8q_dl_managed_tensor_versioned *managed;
+
+    fp8q_py_error_save(&saved);
+    managed = (fp8q_dl_managed_tensor_versioned *)PyCapsule_GetPointer(
+        owner, OWNER_VERSIONED);
+    if (managed == NULL) {
+        PyErr_WriteUnraisable(owner);
+    }
+    else if (managed->deleter != NULL) {
+        managed->deleter(managed);
+    }
+    fp8q_py_error_restore(&saved);
+}
+
+/*
+ * Builds a view of a managed tensor's dl_tensor after checking everything
+ * fp8q relies on. Sets *unsupported_dtype when the dtype alone is the
+ * problem. 0, or -1 with an exception (nothing is consumed then).
+ */
+static int view_from_dl_tensor(const fp8q_dl_tensor *dl_tensor,
+                               const char *argument_name,
+                               int reinterpret_dtype, fp8q_view *view,
+                               int *unsupported_dtype)
+{
+    const fp8q_dl_data_type type = dl_tensor->dtype;
+    fp8q_dtype dtype;
+    size_t itemsize;
+    int axis;
+
+    if (dl_tensor->device.device_type != FP8Q_DL_CPU) {
+        PyErr_Format(PyExc_BufferError,
+                     "%s: the data is on DLPack device (%d, %d), not the CPU "
+                     "(1, 0); CUDA support arrives with the CUDA backend",
+                     argument_name, (int)dl_tensor->device.device_type,
+                     (int)dl_tensor->device.device_id);
+        return -1;
+    }
+    if (reinterpret_dtype >= 0) {
+        dtype = (fp8q_dtype)reinterpret_dtype;
+        if ((size_t)type.bits * type.lanes != 8 * fp8q_dtype_itemsize(dtype)) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s: dtype=%s (%d bits) cannot reinterpret DLPack "
+                         "elements of %d bits (code %d, %s, lanes %d); the "
+                         "itemsizes must match",
+                         argument_name, fp8q_dtype_name(dtype),
+                         (int)(8 * fp8q_dtype_itemsize(dtype)), (int)type.bits,
+                         (int)type.code, dl_code_name(type.code),
+                         (int)type.lanes);
+            return -1;
+        }
+    }
+    else if (!dtype_from_dl(type, &dtype)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: unsupported DLPack dtype (code %d: %s, bits %d, "
+                     "lanes %d); fp8q stores float32, float16, bfloat16, "
+                     "uint8 and float8_e4m3fn / e5m2 / e4m3fnuz / e5m2fnuz",
+                     argument_name, (int)type.code, dl_code_name(type.code),
+                     (int)type.bits, (int)type.lanes);
+        if (unsupported_dtype != NULL) {
+            *unsupported_dtype = 1;
+        }
+        return -1;
+    }
+    if (dl_tensor->ndim < 0 || dl_tensor->ndim > FP8Q_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: fp8q tensors have 0 to %d dims, got %d",
+                     argument_name, FP8Q_MAX_DIMS, (int)dl_tensor->ndim);
+        return -1;
+    }
+    if (dl_tensor->ndim > 0 && dl_tensor->shape == NULL) {
+        PyErr_Format(PyExc_BufferError, "%s: DLPack tensor without a shape",
+                     argument_name);
+        return -1;
+    }
+    itemsize = fp8q_dtype_itemsize(dtype);
+    memset(view, 0, sizeof *view);
+    view->data = dl_tensor->data == NULL
+                     ? NULL
+                     : (char *)dl_tensor->data + dl_tensor->byte_offset;
+    view->dtype = dtype;
+    view->ndim = (int)dl_tensor->ndim;
+    for (axis = 0; axis < view->ndim; axis++) {
+        if (dl_tensor->shape[axis] < 0) {
+            PyErr_Format(PyExc_BufferError,
+                         "%s: DLPack tensor with a negative extent %lld at "
+                         "axis %d",
+                         argument_name, (long long)dl_tensor->shape[axis],
+                         axis);
+            return -1;
+        }
+        view->shape[axis] = dl_tensor->shape[axis];
+    }
+    if (dl_tensor->strides == NULL) {
+        int64_t stride = 1;
+
+        for (axis = view->ndim - 1; axis >= 0; axis--) {
+            view->strides[axis] = stride;
+            stride *= view->shape[axis] > 0 ? view->shape[axis] : 1;
+        }
+    }
+    else {
+        for (axis = 0; axis < view->ndim; axis++) {
+            view->strides[axis] = dl_tensor->strides[axis];
+        }
+    }
+    if (fp8q_view_size(view) > 0 &&
+        (view->data == NULL || (uintptr_t)view->data % itemsize != 0)) {
+        PyErr_Format(PyExc_BufferError,
+                     "%s: DLPack data pointer %p is not aligned to the "
+                     "%d-byte elements",
+                     argument_name, view->data, (int)itemsize);
+        return -1;
+    }
+    return 0;
+}
+
+/* Takes over a DLPack capsule: a Tensor viewing its data, owning the managed
+ * tensor (the capsule is renamed "used_..."). */
+static fp8q_TensorObject *tensor_from_capsule(PyObject *capsule,
+                                              const char *argument_name,
+                                              int reinterpret_dtype,
+                                              int *unsupported_dtype)
+{
+    fp8q_dl_managed_tensor_versioned *versioned = NULL;
+    fp8q_dl_managed_tensor *legacy = NULL;
+    const fp8q_dl_tensor *dl_tensor;
+    fp8q_TensorObject *tensor;
+    PyObject *owner;
+    fp8q_view view;
+    const char *used_name;
+    int readonly = 0;
+
+    if (PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_VERSIONED)) {
+        versioned = (fp8q_dl_managed_tensor_versioned *)PyCapsule_GetPointer(
+            capsule, FP8Q_DLPACK_CAPSULE_VERSIONED);
+        if (versioned->version.major != 1) {
+            PyErr_Format(PyExc_BufferError,
+                         "%s: DLPack version %u.%u is not supported (fp8q "
+                         "reads 1.x)",
+                         argument_name, (unsigned)versioned->version.major,
+                         (unsigned)versioned->version.minor);
+            return NULL;
+        }
+        dl_tensor = &versioned->dl_tensor;
+        readonly = (versioned->flags & FP8Q_DLPACK_FLAG_READ_ONLY) != 0;
+    }
+    else if (PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_LEGACY)) {
+        legacy = (fp8q_dl_managed_tensor *)PyCapsule_GetPointer(
+            capsule, FP8Q_DLPACK_CAPSULE_LEGACY);
+        dl_tensor = &legacy->dl_tensor;
+    }
+    else if (PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_VERSIONED_USED) ||
+             PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_LEGACY_USED)) {
+        PyErr_Format(PyExc_BufferError,
+                     "%s: the DLPack capsule was already consumed",
+                     argument_name);
+        return NULL;
+    }
+    else {
+        const char *name = PyCapsule_GetName(capsule);
+
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError,
+                     "%s: expected a DLPack capsule named 'dltensor' or "
+                     "'dltensor_versioned', got a capsule named '%s'",
+                     argument_name, name == NULL ? "(null)" : name);
+        return NULL;
+    }
+    if (view_from_dl_tensor(dl_tensor, argument_name, reinterpret_dtype, &view,
+                            unsupported_dtype) < 0) {
+        return NULL;
+    }
+    /* The managed tensor is ours from the rename on. */
+    used_name = versioned != NULL ? FP8Q_DLPACK_CAPSULE_VERSIONED_USED
+                                  : FP8Q_DLPACK_CAPSULE_LEGACY_USED;
+    if (PyCapsule_SetName(capsule, used_name) < 0) {
+        return NULL;
+    }
+    owner = versioned != NULL
+                ? PyCapsule_New(versioned, OWNER_VERSIONED,
+                                versioned_owner_destructor)
+                : PyCapsule_New(legacy, OWNER_LEGACY, legacy_owner_destructor);
+    if (owner == NULL) {
+        fp8q_py_saved_error saved;
+
+        fp8q_py_error_save(&saved);
+        if (versioned != NULL && versioned->deleter != NULL) {
+            versioned->deleter(versioned);
+        }
+        else if (legacy != NULL && legacy->deleter != NULL) {
+            legacy->deleter(legacy);
+        }
+        fp8q_py_error_restore(&saved);
+        return NULL;
+    }
+    tensor = fp8q_tensor_new_view(&view, owner, readonly);
+    Py_DECREF(owner);
+    return tensor;
+}
+
+/* BufferError unless the producer's __dlpack_device__() (when it has one)
+ * is the CPU; checked before exporting so that no device data is touched. */
+static int check_producer_device(PyObject *object, const char *argument_name)
+{
+    PyObject *method = PyObject_GetAttrString(object, "__dlpack_device__");
+    PyObject *device;
+    long long device_type, device_id;
+
+    if (method == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return -1;
+        }
+        PyErr_Clear();
+        return 0;
+    }
+    device = PyObject_CallNoArgs(method);
+    Py_DECREF(method);
+    if (device == NULL) {
+        return -1;
+    }
+    if (parse_int_pair(device, "__dlpack_device__()",
+                       "a (device_type, device_id) tuple of ints",
+                       &device_type, &device_id) < 0) {
+        Py_DECREF(device);
+        return -1;
+    }
+    Py_DECREF(device);
+    if (device_type != FP8Q_DL_CPU) {
+        PyErr_Format(PyExc_BufferError,
+                     "%s: the data is on DLPack device (%lld, %lld), not the "
+                     "CPU (1, 0); CUDA support arrives with the CUDA backend",
+                     argument_name, device_type, device_id);
+        return -1;
+    }
+    return 0;
+}
+
+/* Calls object.__dlpack__(max_version=(1, 1)), or object.__dlpack__() for
+ * producers that predate max_version (TypeError). New reference. */
+static PyObject *export_capsule(PyObject *method, const char *argument_name)
+{
+    PyObject *arguments = PyTuple_New(0);
+    PyObject *keywords;
+    PyObject *capsule;
+
+    if (arguments == NULL) {
+        return NULL;
+    }
+    keywords = Py_BuildValue("{s:(ii)}", "max_version",
+                             FP8Q_DLPACK_MAJOR_VERSION,
+                             FP8Q_DLPACK_MINOR_VERSION);
+    if (keywords == NULL) {
+        Py_DECREF(arguments);
+        return NULL;
+    }
+    capsule = PyObject_Call(method, arguments, keywords);
+    Py_DECREF(arguments);
+    Py_DECREF(keywords);
+    if (capsule == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyErr_Clear();
+        capsule = PyObject_CallNoArgs(method);
+    }
+    if (capsule != NULL && !PyCapsule_CheckExact(capsule)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: __dlpack__() returned %s, not a DLPack capsule",
+                     argument_name, Py_TYPE(capsule)->tp_name);
+        Py_DECREF(capsule);
+        return NULL;
+    }
+    return capsule;
+}
+
+/* Forward: the consumer of any producer or capsule. */
+static fp8q_TensorObject *import_object(PyObject *object,
+                                        const char *argument_name,
+                                        int reinterpret_dtype,
+                                        int *unsupported_dtype,
+                                        int allow_torch_fallback);
+
+/*
+ * After object.__dlpack__() failed: when object is a PyTorch tensor of a
+ * float8 dtype (str(object.dtype) starts with "torch.float8"; PyTorch
+ * versions without float8 DLPack refuse it), imports object.view(torch.uint8)
+ * as that float8 dtype (or as reinterpret_dtype). torch is taken from
+ * sys.modules, never imported. When that does not apply, the original error
+ * is restored; when the uint8 view fails too, its error is raised.
+ */
+static fp8q_TensorObject *from_torch_float8(PyObject *object,
+                                            const char *argument_name,
+                                            int reinterpret_dtype)
+{
+    fp8q_py_saved_error saved;
+    PyObject *dtype_object = NULL;
+    PyObject *dtype_name = NULL;
+    PyObject *torch = NULL;
+    PyObject *uint8 = NULL;
+    PyObject *bytes = NULL;
+    const char *name;
+    fp8q_dtype dtype;
+    fp8q_TensorObject *result = NULL;
+
+    fp8q_py_error_save(&saved);
+    dtype_object = PyObject_GetAttrString(object, "dtype");
+    if (dtype_object != NULL) {
+        dtype_name = PyObject_Str(dtype_object);
+    }
+    name = dtype_name == NULL ? NULL : PyUnicode_AsUTF8(dtype_name);
+    if (name != NULL && strncmp(name, "torch.float8", 12) == 0 &&
+        fp8q_dtype_from_name(name, &dtype) && fp8q_dtype_is_fp8(dtype)) {
+        PyObject *torch_name = PyUnicode_FromString("torch");
+
+        if (torch_name != NULL) {
+            torch = PyImport_GetModule(torch_name);
+            Py_DECREF(torch_name);
+        }
+        if (torch != NULL) {
+            uint8 = PyObject_GetAttrString(torch, "uint8");
+        }
+        if (uint8 != NULL) {
+            bytes = PyObject_CallMethod(object, "view", "O", uint8);
+        }
+    }
+    if (bytes == NULL) {
+        PyErr_Clear();
+        fp8q_py_error_restore(&saved);
+    }
+    else {
+        fp8q_py_error_discard(&saved);
+        result = import_object(
+            bytes, argument_name,
+            reinterpret_dtype >= 0 ? reinterpret_dtype : (int)dtype, NULL, 0);
+    }
+    Py_XDECREF(dtype_object);
+    Py_XDECREF(dtype_name);
+    Py_XDECREF(torch);
+    Py_XDECREF(uint8);
+    Py_XDECREF(bytes);
+    return result;
+}
+
+static fp8q_TensorObject *import_object(PyObject *object,
+                                        const char *argument_name,
+                                        int reinterpret_dtype,
+                                        int *unsupported_dtype,
+                                        int allow_torch_fallback)
+{
+    PyObject *method;
+    PyObject *capsule;
+    fp8q_TensorObject *tensor;
+
+    if (unsupported_dtype != NULL) {
+        *unsupported_dtype = 0;
+    }
+    if (PyCapsule_CheckExact(object)) {
+        return tensor_from_capsule(object, argument_name, reinterpret_dtype,
+                                   unsupported_dtype);
+    }
+    method = PyObject_GetAttrString(object, "__dlpack__");
+    if (method == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError,
+                         "%s: expected a DLPack producer (an object with "
+                         "__dlpack__) or a DLPack capsule, got %s",
+                         argument_name, Py_TYPE(object)->tp_name);
+        }
+        return NULL;
+    }
+    if (check_producer_device(object, argument_name) < 0) {
+        Py_DECREF(method);
+        return NULL;
+    }
+    capsule = export_capsule(method, argument_name);
+    Py_DECREF(method);
+    if (capsule == NULL) {
+        return allow_torch_fallback
+                   ? from_torch_float8(object, argument_name,
+                                       reinterpret_dtype)
+                   : NULL;
+    }
+    tensor = tensor_from_capsule(capsule, argument_name, reinterpret_dtype,
+                                 unsupported_dtype);
+    /* Unless consumed, the capsule's destructor releases the export. */
+    Py_DECREF(capsule);
+    return tensor;
+}
+
+fp8q_TensorObject *fp8q_tensor_from_dlpack(PyObject *object,
+                                           const char *argument_name,
+                                           int reinterpret_dtype,
+                                           int *unsupported_dtype)
+{
+    return import_object(object, argument_name, reinterpret_dtype,
+                         unsupported_dtype, 1);
+}
+
+PyObject *fp8q_py_from_dlpack(PyObject *module, PyObject *args,
+                              PyObject *kwargs)
+{
+    static char *keywords[] = {"", "dtype", NULL};
+    PyObject *object;
+    PyObject *dtype_object = Py_None;
+    fp8q_dtype dtype;
+    int reinterpret_dtype = -1;
+
+    (void)module;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$O:from_dlpack",
+                                     keywords, &object, &dtype_object)) {
+        return NULL;
+    }
+    if (dtype_object != Py_None) {
+        if (fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0) {
+            return NULL;
+        }
+        reinterpret_dtype = (int)dtype;
+    }
+    return (PyObject *)fp8q_tensor_from_dlpack(object, "obj",
+                                               reinterpret_dtype, NULL);
+}
+
+static PyMethodDef dlpack_functions[] = {
+    {"from_dlpack", (PyCFunction)(void (*)(void))fp8q_py_from_dlpack,
+     METH_VARARGS | METH_KEYWORDS,
+     "from_dlpack(obj, /, *, dtype=None)\n--\n\n"
+     "A zero-copy fp8q.Tensor over the memory of a DLPack producer (NumPy, "
+     "PyTorch, CuPy, JAX, fp8q ...) or of an unconsumed DLPack capsule.\n"
+     "obj.__dlpack__(max_version=(1, 1)) is called (obj.__dlpack__() for "
+     "producers that reject max_version with TypeError); versioned and "
+     "legacy capsules are accepted, the capsule is marked consumed, shape "
+     "and strides are kept (no strides means C-contiguous), and the "
+     "producer's deleter is called once when the tensor (and every view of "
+     "it) is gone. A read-only versioned capsule gives a read-only tensor.\n"
+     "dtype: None keeps the DLPack dtype; otherwise a dtype whose itemsize "
+     "equals the element size reinterprets the bytes (e.g. uint8 data as "
+     "float8_e4m3fn); ValueError when the sizes differ.\n"
+     "PyTorch float8 tensors whose __dlpack__ fails are imported through "
+     "tensor.view(torch.uint8).\n"
+     "Errors: TypeError for objects without __dlpack__ and for DLPack dtypes "
+     "fp8q does not store (float64, int32, complex, ...; the message names "
+     "the code and bits); BufferError for data not on the CPU (CUDA support "
+     "arrives with the CUDA backend), for a consumed capsule and for "
+     "unsupported DLPack major versions; ValueError for more than 16 dims."},
+    {NULL, NULL, 0, NULL},
+};
+
+int fp8q_py_dlpack_init(PyObject *module)
+{
+    return PyModule_AddFunctions(module, dlpack_functions);
+}

@@ -1,0 +1,531 @@
+/*
+ * dtype_object.c - the fp8q.dtype type, its eight singletons (fp8q.float32,
+ * ..., fp8q.float8_e5m2fnuz), the parsing of every `dtype=` argument, the
+ * mapping to and from NumPy / ml_dtypes dtypes, and fp8q._C._finfo.
+ */
+#include <string.h>
+
+#include "python/binding.h"
+
+/* ------------------------------------------------------------------------- */
+/* Singletons                                                                */
+
+/* One object per dtype, created at module init and never freed. */
+static PyObject *dtype_singletons[FP8Q_DTYPE_COUNT];
+
+PyObject *fp8q_py_dtype_object(fp8q_dtype dtype)
+{
+    if ((int)dtype < 0 || dtype >= FP8Q_DTYPE_COUNT ||
+        dtype_singletons[dtype] == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "fp8q: no dtype object for code %d",
+                     (int)dtype);
+        return NULL;
+    }
+    Py_INCREF(dtype_singletons[dtype]);
+    return dtype_singletons[dtype];
+}
+
+/* ------------------------------------------------------------------------- */
+/* NumPy and ml_dtypes                                                       */
+
+/* ml_dtypes is imported on first need: 0 not tried yet, 1 imported,
+ * -1 not installed. ml_dtypes_descrs holds its dtypes (NULL where ml_dtypes
+ * lacks one). */
+static int ml_dtypes_state;
+static PyArray_Descr *ml_dtypes_descrs[FP8Q_DTYPE_COUNT];
+
+static int dtype_is_ml_dtypes_type(fp8q_dtype dtype)
+{
+    return dtype == FP8Q_BFLOAT16 || fp8q_dtype_is_fp8(dtype);
+}
+
+/* Imports ml_dtypes once; 0 on success or when it is not installed, -1 with
+ * an exception when importing it fails for another reason. */
+static int load_ml_dtypes(void)
+{
+    PyObject *module;
+    PyArray_Descr *descrs[FP8Q_DTYPE_COUNT] = {NULL};
+    int index;
+
+    if (ml_dtypes_state != 0) {
+        return 0;
+    }
+    module = PyImport_ImportModule("ml_dtypes");
+    if (module == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_ImportError)) {
+            return -1;
+        }
+        PyErr_Clear();
+        ml_dtypes_state = -1;
+        return 0;
+    }
+    for (index = 0; index < FP8Q_DTYPE_COUNT; index++) {
+        PyObject *scalar_type;
+
+        if (!dtype_is_ml_dtypes_type((fp8q_dtype)index)) {
+            continue;
+        }
+        scalar_type =
+            PyObject_GetAttrString(module, fp8q_dtype_name((fp8q_dtype)index));
+        if (scalar_type == NULL) {
+            /* An ml_dtypes too old to have this type: raw codes instead. */
+            PyErr_Clear();
+            continue;
+        }
+        if (!PyArray_DescrConverter(scalar_type, &descrs[index])) {
+            Py_DECREF(scalar_type);
+            Py_DECREF(module);
+            for (index = 0; index < FP8Q_DTYPE_COUNT; index++) {
+                Py_XDECREF(descrs[index]);
+            }
+            return -1;
+        }
+        Py_DECREF(scalar_type);
+    }
+    Py_DECREF(module);
+    /* The import may have released the GIL: another thread may have won. */
+    if (ml_dtypes_state != 0) {
+        for (index = 0; index < FP8Q_DTYPE_COUNT; index++) {
+            Py_XDECREF(descrs[index]);
+        }
+        return 0;
+    }
+    memcpy(ml_dtypes_descrs, descrs, sizeof descrs);
+    ml_dtypes_state = 1;
+    return 0;
+}
+
+PyArray_Descr *fp8q_py_numpy_descr(fp8q_dtype dtype)
+{
+    switch (dtype) {
+    case FP8Q_FLOAT32:
+        return PyArray_DescrFromType(NPY_FLOAT32);
+    case FP8Q_FLOAT16:
+        return PyArray_DescrFromType(NPY_FLOAT16);
+    case FP8Q_UINT8:
+        return PyArray_DescrFromType(NPY_UINT8);
+    default:
+        break;
+    }
+    if (!dtype_is_ml_dtypes_type(dtype)) {
+        PyErr_Format(PyExc_RuntimeError, "fp8q: no NumPy dtype for code %d",
+                     (int)dtype);
+        return NULL;
+    }
+    if (load_ml_dtypes() < 0) {
+        return NULL;
+    }
+    if (ml_dtypes_descrs[dtype] != NULL) {
+        Py_INCREF(ml_dtypes_descrs[dtype]);
+        return ml_dtypes_descrs[dtype];
+    }
+    return PyArray_DescrFromType(dtype == FP8Q_BFLOAT16 ? NPY_UINT16
+                                                        : NPY_UINT8);
+}
+
+int fp8q_py_dtype_from_numpy(PyArray_Descr *descr, fp8q_dtype *dtype)
+{
+    PyObject *name;
+    const char *name_utf8;
+    fp8q_dtype found;
+
+    if (!PyArray_ISNBO(descr->byteorder)) {
+        return 0;
+    }
+    switch (descr->type_num) {
+    case NPY_FLOAT32:
+        *dtype = FP8Q_FLOAT32;
+        return 1;
+    case NPY_FLOAT16:
+        *dtype = FP8Q_FLOAT16;
+        return 1;
+    case NPY_UINT8:
+        *dtype = FP8Q_UINT8;
+        return 1;
+    default:
+        break;
+    }
+    if (descr->type_num < NPY_USERDEF) {
+        return 0;
+    }
+    /* User-defined dtypes (ml_dtypes) are recognised by their name. */
+    name = PyObject_Str((PyObject *)descr);
+    if (name == NULL) {
+        return -1;
+    }
+    name_utf8 = PyUnicode_AsUTF8(name);
+    if (name_utf8 == NULL) {
+        Py_DECREF(name);
+        return -1;
+    }
+    if (!fp8q_dtype_from_name(name_utf8, &found) ||
+        strcmp(name_utf8, fp8q_dtype_name(found)) != 0 ||
+        !dtype_is_ml_dtypes_type(found) ||
+        (size_t)PyDataType_ELSIZE(descr) != fp8q_dtype_itemsize(found)) {
+        Py_DECREF(name);
+        return 0;
+    }
+    Py_DECREF(name);
+    *dtype = found;
+    return 1;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Parsing dtype= arguments                                                  */
+
+/* Parses a string: a name or alias known to the core, else anything
+ * np.dtype() accepts ("f4", "<f2", "B", ...). 1 found, 0 not, -1 error. */
+static int parse_dtype_string(PyObject *string, fp8q_dtype *dtype)
+{
+    const char *text = PyUnicode_AsUTF8(string);
+    PyArray_Descr *descr = NULL;
+    int found;
+
+    if (text == NULL) {
+        return -1;
+    }
+    if (fp8q_dtype_from_name(text, dtype)) {
+        return 1;
+    }
+    if (!PyArray_DescrConverter(string, &descr)) {
+        /* Not a NumPy type string either. */
+        PyErr_Clear();
+        return 0;
+    }
+    found = fp8q_py_dtype_from_numpy(descr, dtype);
+    Py_DECREF(descr);
+    return found;
+}
+
+/* 1 and *dtype for a dtype-like object fp8q supports, 0 for anything else
+ * (no exception), -1 with an exception on an internal failure. */
+static int parse_dtype_quietly(PyObject *object, fp8q_dtype *dtype)
+{
+    if (PyObject_TypeCheck(object, &fp8q_Dtype_Type)) {
+        *dtype = ((fp8q_DtypeObject *)object)->dtype;
+        return 1;
+    }
+    if (PyUnicode_Check(object)) {
+        return parse_dtype_string(object, dtype);
+    }
+    if (PyArray_DescrCheck(object)) {
+        return fp8q_py_dtype_from_numpy((PyArray_Descr *)object, dtype);
+    }
+    if (strcmp(Py_TYPE(object)->tp_name, "torch.dtype") == 0) {
+        /* str(torch.float8_e4m3fn) == "torch.float8_e4m3fn"; torch is never
+         * imported here. */
+        PyObject *text = PyObject_Str(object);
+        int found;
+
+        if (text == NULL) {
+            return -1;
+        }
+        found = parse_dtype_string(text, dtype);
+        Py_DECREF(text);
+        return found;
+    }
+    if (PyType_Check(object) &&
+        PyType_IsSubtype((PyTypeObject *)object, &PyGenericArrType_Type)) {
+        /* NumPy and ml_dtypes scalar types: np.float32, ml_dtypes.bfloat16. */
+        PyArray_Descr *descr = NULL;
+        int found;
+
+        if (!PyArray_DescrConverter(object, &descr)) {
+            PyErr_Clear();
+            return 0;
+        }
+        found = fp8q_py_dtype_from_numpy(descr, dtype);
+        Py_DECREF(descr);
+        return found;
+    }
+    return 0;
+}
+
+int fp8q_py_parse_dtype(PyObject *object, const char *argument_name,
+                        fp8q_dtype *dtype)
+{
+    int found = parse_dtype_quietly(object, dtype);
+
+    if (found < 0) {
+        return -1;
+    }
+    if (found == 0) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: expected a dtype fp8q stores (float32, float16, "
+                     "bfloat16, uint8, float8_e4m3fn, float8_e5m2, "
+                     "float8_e4m3fnuz or float8_e5m2fnuz; an alias such as "
+                     "'e4m3', 'e5m2', 'bf16', 'fp16', 'half' or 'fp32'; an "
+                     "fp8q.dtype, or the NumPy, ml_dtypes or torch dtype of "
+                     "one of those), got %R (%s)",
+                     argument_name, object, Py_TYPE(object)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The fp8q.dtype type                                                       */
+
+static PyObject *dtype_new(PyTypeObject *type, PyObject *args,
+                           PyObject *kwargs)
+{
+    static char *keywords[] = {"", NULL};
+    PyObject *object;
+    fp8q_dtype dtype;
+
+    (void)type;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:dtype", keywords,
+                                     &object)) {
+        return NULL;
+    }
+    if (fp8q_py_parse_dtype(object, "dtype", &dtype) < 0) {
+        return NULL;
+    }
+    return fp8q_py_dtype_object(dtype);
+}
+
+static PyObject *dtype_repr(PyObject *self)
+{
+    return PyUnicode_FromFormat(
+        "fp8q.%s", fp8q_dtype_name(((fp8q_DtypeObject *)self)->dtype));
+}
+
+static PyObject *dtype_str(PyObject *self)
+{
+    return PyUnicode_FromString(
+        fp8q_dtype_name(((fp8q_DtypeObject *)self)->dtype));
+}
+
+static Py_hash_t dtype_hash(PyObject *self)
+{
+    PyObject *name = dtype_str(self);
+    Py_hash_t hash;
+
+    if (name == NULL) {
+        return -1;
+    }
+    hash = PyObject_Hash(name);
+    Py_DECREF(name);
+    return hash;
+}
+
+static PyObject *dtype_richcompare(PyObject *self, PyObject *other, int op)
+{
+    fp8q_dtype other_dtype;
+    int found;
+
+    if (op != Py_EQ && op != Py_NE) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    found = parse_dtype_quietly(other, &other_dtype);
+    if (found < 0) {
+        return NULL;
+    }
+    if (found == 0) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    if ((other_dtype == ((fp8q_DtypeObject *)self)->dtype) == (op == Py_EQ)) {
+        Py_RETURN_TRUE;
+    }
+    Py_RETURN_FALSE;
+}
+
+static PyObject *dtype_get_name(PyObject *self, void *closure)
+{
+    (void)closure;
+    return dtype_str(self);
+}
+
+static PyObject *dtype_get_itemsize(PyObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromSize_t(
+        fp8q_dtype_itemsize(((fp8q_DtypeObject *)self)->dtype));
+}
+
+static PyObject *dtype_get_is_fp8(PyObject *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(
+        fp8q_dtype_is_fp8(((fp8q_DtypeObject *)self)->dtype));
+}
+
+static PyObject *dtype_get_is_floating_point(PyObject *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(
+        fp8q_dtype_is_float(((fp8q_DtypeObject *)self)->dtype));
+}
+
+static PyObject *dtype_reduce(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_BuildValue("(O(s))", (PyObject *)Py_TYPE(self),
+                         fp8q_dtype_name(((fp8q_DtypeObject *)self)->dtype));
+}
+
+static PyGetSetDef dtype_getset[] = {
+    {"name", dtype_get_name, NULL,
+     "The canonical name, e.g. 'float8_e4m3fn' (the same as str(dtype)).",
+     NULL},
+    {"itemsize", dtype_get_itemsize, NULL, "Bytes per element.", NULL},
+    {"is_fp8", dtype_get_is_fp8, NULL,
+     "True for the four 8-bit floating-point formats.", NULL},
+    {"is_floating_point", dtype_get_is_floating_point, NULL,
+     "True for every floating-point dtype (all but uint8).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef dtype_methods[] = {
+    {"__reduce__", dtype_reduce, METH_NOARGS,
+     "Pickles as fp8q.dtype(name), which returns the same singleton."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(
+    dtype_doc,
+    "dtype(obj, /)\n"
+    "--\n"
+    "\n"
+    "An element type fp8q stores. There is exactly one object per type:\n"
+    "fp8q.float32, fp8q.float16, fp8q.bfloat16, fp8q.uint8,\n"
+    "fp8q.float8_e4m3fn, fp8q.float8_e5m2 (OCP OFP8), fp8q.float8_e4m3fnuz\n"
+    "and fp8q.float8_e5m2fnuz. fp8q.dtype(obj) returns that singleton for\n"
+    "obj, which may be an fp8q.dtype, a canonical name, an alias ('e4m3',\n"
+    "'e5m2', 'bf16', 'fp16', 'half', 'fp32', optionally 'torch.'-prefixed),\n"
+    "a NumPy dtype, type or type string of float32, float16 or uint8 in\n"
+    "native byte order (np.float32, np.dtype('f2'), 'u1'), an ml_dtypes\n"
+    "bfloat16 or FP8 dtype or type, or a torch dtype (recognised by its\n"
+    "str(); torch is not imported). Anything else raises TypeError.\n"
+    "Every dtype= argument of fp8q accepts the same objects.\n"
+    "\n"
+    "str(dt) and dt.name are the canonical name; repr(dt) is\n"
+    "'fp8q.<name>'. Equality is NumPy-like: dt == other is True when other\n"
+    "is any object fp8q.dtype() maps to dt (so fp8q.float32 == 'float32'\n"
+    "and fp8q.bfloat16 == torch.bfloat16), and False for objects that are\n"
+    "not dtypes. hash(dt) == hash(dt.name).");
+
+PyTypeObject fp8q_Dtype_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "fp8q.dtype",
+    .tp_basicsize = sizeof(fp8q_DtypeObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = dtype_doc,
+    .tp_new = dtype_new,
+    .tp_repr = dtype_repr,
+    .tp_str = dtype_str,
+    .tp_hash = dtype_hash,
+    .tp_richcompare = dtype_richcompare,
+    .tp_getset = dtype_getset,
+    .tp_methods = dtype_methods,
+};
+
+/* ------------------------------------------------------------------------- */
+/* fp8q._C._finfo                                                            */
+
+static int set_item(PyObject *dict, const char *key, PyObject *value)
+{
+    int status;
+
+    if (value == NULL) {
+        return -1;
+    }
+    status = PyDict_SetItemString(dict, key, value);
+    Py_DECREF(value);
+    return status;
+}
+
+static PyObject *finfo(PyObject *module, PyObject *object)
+{
+    fp8q_dtype dtype;
+    fp8q_finfo info;
+    PyObject *result;
+
+    (void)module;
+    if (fp8q_py_parse_dtype(object, "dtype", &dtype) < 0) {
+        return NULL;
+    }
+    if (!fp8q_dtype_finfo(dtype, &info)) {
+        PyErr_Format(PyExc_TypeError,
+                     "dtype: finfo needs a floating-point dtype, got %s",
+                     fp8q_dtype_name(dtype));
+        return NULL;
+    }
+    result = PyDict_New();
+    if (result == NULL) {
+        return NULL;
+    }
+    if (set_item(result, "dtype", fp8q_py_dtype_object(dtype)) < 0 ||
+        set_item(result, "bits", PyLong_FromLong(info.bits)) < 0 ||
+        set_item(result, "exponent_bits",
+                 PyLong_FromLong(info.exponent_bits)) < 0 ||
+        set_item(result, "mantissa_bits",
+                 PyLong_FromLong(info.mantissa_bits)) < 0 ||
+        set_item(result, "exponent_bias",
+                 PyLong_FromLong(info.exponent_bias)) < 0 ||
+        set_item(result, "max", PyFloat_FromDouble(info.max)) < 0 ||
+        set_item(result, "tiny", PyFloat_FromDouble(info.tiny)) < 0 ||
+        set_item(result, "smallest_subnormal",
+                 PyFloat_FromDouble(info.smallest_subnormal)) < 0 ||
+        set_item(result, "eps", PyFloat_FromDouble(info.eps)) < 0 ||
+        set_item(result, "has_infinity",
+                 PyBool_FromLong(info.has_infinity)) < 0 ||
+        set_item(result, "has_negative_zero",
+                 PyBool_FromLong(info.has_negative_zero)) < 0) {
+        Py_DECREF(result);
+        return NULL;
+    }
+    return result;
+}
+
+static PyMethodDef dtype_functions[] = {
+    {"_finfo", finfo, METH_O,
+     "_finfo(dtype, /)\n"
+     "--\n"
+     "\n"
+     "The numeric limits of a floating-point dtype as a dict (the data\n"
+     "behind fp8q.finfo): 'dtype' (fp8q.dtype), 'bits', 'exponent_bits',\n"
+     "'mantissa_bits' (explicit fraction bits), 'exponent_bias' (ints),\n"
+     "'max' (largest finite value), 'tiny' (smallest positive normal),\n"
+     "'smallest_subnormal', 'eps' (the gap between 1.0 and the next value;\n"
+     "Python floats, all exact), 'has_infinity', 'has_negative_zero'\n"
+     "(bools). TypeError for uint8 or anything that is not a dtype."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* ------------------------------------------------------------------------- */
+/* Module initialisation                                                     */
+
+int fp8q_py_dtype_init(PyObject *module)
+{
+    int index;
+
+    if (PyType_Ready(&fp8q_Dtype_Type) < 0) {
+        return -1;
+    }
+    Py_INCREF(&fp8q_Dtype_Type);
+    if (PyModule_AddObject(module, "dtype", (PyObject *)&fp8q_Dtype_Type) <
+        0) {
+        Py_DECREF(&fp8q_Dtype_Type);
+        return -1;
+    }
+    for (index = 0; index < FP8Q_DTYPE_COUNT; index++) {
+        if (dtype_singletons[index] == NULL) {
+            fp8q_DtypeObject *object =
+                PyObject_New(fp8q_DtypeObject, &fp8q_Dtype_Type);
+
+            if (object == NULL) {
+                return -1;
+            }
+            object->dtype = (fp8q_dtype)index;
+            dtype_singletons[index] = (PyObject *)object;
+        }
+        Py_INCREF(dtype_singletons[index]);
+        if (PyModule_AddObject(module, fp8q_dtype_name((fp8q_dtype)index),
+                               dtype_singletons[index]) < 0) {
+            Py_DECREF(dtype_singletons[index]);
+            return -1;
+        }
+    }
+    return PyModule_AddFunctions(module, dtype_functions);
+}

@@ -1,0 +1,111 @@
+/*
+ * errors.c - turns an fp8q_status reported by the C library into the matching
+ * Python exception (TypeError, ValueError, BufferError, MemoryError,
+ * RuntimeError), carrying the library's message unchanged; and the small
+ * error-indicator helpers the binding shares (saving it around capsule
+ * destructors, prefixing a message with the argument it concerns).
+ */
+#include <stdarg.h>
+
+#include "python/binding.h"
+
+void fp8q_py_raise(const fp8q_error *error)
+{
+    PyObject *exception_type;
+
+    switch (error->status) {
+    case FP8Q_ERROR_TYPE:
+        exception_type = PyExc_TypeError;
+        break;
+    case FP8Q_ERROR_VALUE:
+        exception_type = PyExc_ValueError;
+        break;
+    case FP8Q_ERROR_BUFFER:
+        exception_type = PyExc_BufferError;
+        break;
+    case FP8Q_ERROR_MEMORY:
+        exception_type = PyExc_MemoryError;
+        break;
+    default:
+        exception_type = PyExc_RuntimeError;
+        break;
+    }
+    if (error->message[0] == '\0') {
+        PyErr_Format(exception_type, "fp8q: the C library failed (status %d) "
+                     "without a message", (int)error->status);
+        return;
+    }
+    PyErr_SetString(exception_type, error->message);
+}
+
+void fp8q_py_error_save(fp8q_py_saved_error *saved)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    saved->exception = PyErr_GetRaisedException();
+#else
+    PyErr_Fetch(&saved->type, &saved->value, &saved->traceback);
+#endif
+}
+
+void fp8q_py_error_restore(fp8q_py_saved_error *saved)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(saved->exception);
+    saved->exception = NULL;
+#else
+    PyErr_Restore(saved->type, saved->value, saved->traceback);
+    saved->type = saved->value = saved->traceback = NULL;
+#endif
+}
+
+void fp8q_py_error_discard(fp8q_py_saved_error *saved)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    Py_CLEAR(saved->exception);
+#else
+    Py_CLEAR(saved->type);
+    Py_CLEAR(saved->value);
+    Py_CLEAR(saved->traceback);
+#endif
+}
+
+void fp8q_py_error_add_prefix(const char *format, ...)
+{
+    PyObject *type;
+    PyObject *value;
+    PyObject *prefix;
+    va_list arguments;
+
+#if PY_VERSION_HEX >= 0x030C0000
+    value = PyErr_GetRaisedException();
+    if (value == NULL) {
+        return;
+    }
+    type = (PyObject *)Py_TYPE(value);
+    Py_INCREF(type);
+#else
+    PyObject *traceback;
+
+    PyErr_Fetch(&type, &value, &traceback);
+    if (type == NULL) {
+        return;
+    }
+    PyErr_NormalizeException(&type, &value, &traceback);
+    Py_XDECREF(traceback);
+#endif
+    va_start(arguments, format);
+    prefix = PyUnicode_FromFormatV(format, arguments);
+    va_end(arguments);
+    if (prefix != NULL) {
+        PyErr_Format(type, "%U%S", prefix, value);
+        Py_DECREF(prefix);
+    }
+    Py_DECREF(type);
+    Py_XDECREF(value);
+}
+
+int fp8q_py_errors_init(PyObject *module)
+{
+    (void)module;
+    return 0;
+}

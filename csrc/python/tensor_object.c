@@ -1,0 +1,846 @@
+/*
+ * tensor_object.c - the fp8q.Tensor type: an N-d strided view of typed
+ * memory that either owns a 64-byte aligned block or keeps the producer of
+ * borrowed memory alive; its attributes, views (.T, .view), copies,
+ * conversion to NumPy (.numpy, __array__), repr, and fp8q.empty / fp8q.zeros.
+ */
+#include <string.h>
+
+#include "core/cast.h"
+#include "platform.h"
+#include "python/binding.h"
+
+/* A valid address for tensors without elements whose producer gave none. */
+static int64_t empty_tensor_storage;
+
+/* ------------------------------------------------------------------------- */
+/* Construction                                                              */
+
+static fp8q_TensorObject *tensor_alloc(void)
+{
+    fp8q_TensorObject *self =
+        (fp8q_TensorObject *)fp8q_Tensor_Type.tp_alloc(&fp8q_Tensor_Type, 0);
+
+    if (self == NULL) {
+        return NULL;
+    }
+    memset(&self->view, 0, sizeof self->view);
+    self->device_type = FP8Q_DEVICE_CPU;
+    self->device_index = 0;
+    self->readonly = 0;
+    self->allocation = NULL;
+    self->owner = NULL;
+    self->weakrefs = NULL;
+    return self;
+}
+
+fp8q_TensorObject *fp8q_tensor_new_empty(fp8q_dtype dtype, int ndim,
+                                         const int64_t *shape)
+{
+    fp8q_view view;
+    fp8q_error error;
+    fp8q_TensorObject *self;
+    int64_t nbytes;
+
+    error.status = FP8Q_OK;
+    error.message[0] = '\0';
+    if (fp8q_view_init_contiguous(&view, NULL, dtype, ndim, shape, &error) !=
+        FP8Q_OK) {
+        fp8q_py_raise(&error);
+        return NULL;
+    }
+    nbytes = fp8q_view_size(&view) * (int64_t)fp8q_dtype_itemsize(dtype);
+    if ((uint64_t)nbytes > (uint64_t)SIZE_MAX) {
+        PyErr_Format(PyExc_MemoryError,
+                     "fp8q: cannot allocate %lld bytes on this platform",
+                     (long long)nbytes);
+        return NULL;
+    }
+    self = tensor_alloc();
+    if (self == NULL) {
+        return NULL;
+    }
+    self->allocation = fp8q_aligned_alloc((size_t)nbytes);
+    if (self->allocation == NULL) {
+        Py_DECREF(self);
+        PyErr_Format(PyExc_MemoryError,
+                     "fp8q: failed to allocate %lld bytes for a tensor",
+                     (long long)nbytes);
+        return NULL;
+    }
+    self->view = view;
+    self->view.data = self->allocation;
+    return self;
+}
+
+fp8q_TensorObject *fp8q_tensor_new_view(const fp8q_view *view,
+                                        PyObject *owner, int readonly)
+{
+    fp8q_TensorObject *self;
+
+    if (view->ndim < 0 || view->ndim > FP8Q_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError,
+                     "fp8q tensors have 0 to %d dims, got %d", FP8Q_MAX_DIMS,
+                     view->ndim);
+        return NULL;
+    }
+    self = tensor_alloc();
+    if (self == NULL) {
+        return NULL;
+    }
+    self->view = *view;
+    if (self->view.data == NULL) {
+        self->view.data = &empty_tensor_storage;
+    }
+    self->readonly = readonly != 0;
+    Py_XINCREF(owner);
+    self->owner = owner;
+    return self;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Copies                                                                    */
+
+/* Copies one run of elements byte for byte (context: the itemsize). Operand
+ * 0 is the destination, operand 1 the source. */
+static void copy_run(void *context, char *const *pointers,
+                     const int64_t *byte_strides, int64_t count)
+{
+    const size_t itemsize = *(const size_t *)context;
+    int64_t index;
+
+    if (byte_strides[0] == (int64_t)itemsize &&
+        byte_strides[1] == (int64_t)itemsize) {
+        memcpy(pointers[0], pointers[1], (size_t)count * itemsize);
+        return;
+    }
+    for (index = 0; index < count; index++) {
+        memcpy(pointers[0] + index * byte_strides[0],
+               pointers[1] + index * byte_strides[1], itemsize);
+    }
+}
+
+fp8q_TensorObject *fp8q_tensor_copy_as(fp8q_TensorObject *source,
+                                       fp8q_dtype dtype)
+{
+    fp8q_TensorObject *result;
+    fp8q_error error;
+    fp8q_status status;
+
+    result = fp8q_tensor_new_empty(dtype, source->view.ndim,
+                                   source->view.shape);
+    if (result == NULL) {
+        return NULL;
+    }
+    error.status = FP8Q_OK;
+    error.message[0] = '\0';
+    if (dtype == source->view.dtype) {
+        const fp8q_view *views[2];
+        size_t itemsize = fp8q_dtype_itemsize(dtype);
+
+        views[0] = &result->view;
+        views[1] = &source->view;
+        Py_BEGIN_ALLOW_THREADS
+        status = fp8q_for_each_row(2, views, copy_run, &itemsize, 1, &error);
+        Py_END_ALLOW_THREADS
+    }
+    else {
+        Py_BEGIN_ALLOW_THREADS
+        status = fp8q_cast(&source->view, &result->view, NULL,
+                           FP8Q_SCALE_DIVIDE, 1, &error);
+        Py_END_ALLOW_THREADS
+    }
+    if (status != FP8Q_OK) {
+        Py_DECREF(result);
+        fp8q_py_raise(&error);
+        return NULL;
+    }
+    return result;
+}
+
+/* ------------------------------------------------------------------------- */
+/* NumPy                                                                     */
+
+/* A NumPy array viewing the tensor's memory with `descr` (stolen), whose base
+ * is the tensor; read-only when the tensor is. */
+static PyObject *tensor_as_numpy(fp8q_TensorObject *self, PyArray_Descr *descr)
+{
+    npy_intp dims[FP8Q_MAX_DIMS];
+    npy_intp strides[FP8Q_MAX_DIMS];
+    const int64_t itemsize = (int64_t)fp8q_dtype_itemsize(self->view.dtype);
+    PyObject *array;
+    int axis;
+
+    for (axis = 0; axis < self->view.ndim; axis++) {
+        dims[axis] = (npy_intp)self->view.shape[axis];
+        strides[axis] = (npy_intp)(self->view.strides[axis] * itemsize);
+    }
+    array = PyArray_NewFromDescr(&PyArray_Type, descr, self->view.ndim, dims,
+                                 strides, self->view.data,
+                                 self->readonly ? 0 : NPY_ARRAY_WRITEABLE,
+                                 NULL);
+    if (array == NULL) {
+        return NULL;
+    }
+    Py_INCREF(self);
+    if (PyArray_SetBaseObject((PyArrayObject *)array, (PyObject *)self) < 0) {
+        Py_DECREF(array);
+        return NULL;
+    }
+    return array;
+}
+
+static PyObject *tensor_numpy(PyObject *object, PyObject *unused)
+{
+    fp8q_TensorObject *self = (fp8q_TensorObject *)object;
+    PyArray_Descr *descr;
+
+    (void)unused;
+    descr = fp8q_py_numpy_descr(self->view.dtype);
+    if (descr == NULL) {
+        return NULL;
+    }
+    return tensor_as_numpy(self, descr);
+}
+
+/* A NumPy array that shows the tensor's values: the zero-copy view when NumPy
+ * (with ml_dtypes) has the dtype, else a float32 copy (exact). */
+static PyObject *tensor_values_as_numpy(fp8q_TensorObject *self)
+{
+    PyArray_Descr *descr = fp8q_py_numpy_descr(self->view.dtype);
+    fp8q_TensorObject *decoded;
+    PyObject *array;
+    int raw_codes;
+
+    if (descr == NULL) {
+        return NULL;
+    }
+    raw_codes = self->view.dtype != FP8Q_UINT8 &&
+                (descr->type_num == NPY_UINT8 ||
+                 descr->type_num == NPY_UINT16);
+    if (!raw_codes) {
+        return tensor_as_numpy(self, descr);
+    }
+    Py_DECREF(descr);
+    decoded = fp8q_tensor_copy_as(self, FP8Q_FLOAT32);
+    if (decoded == NULL) {
+        return NULL;
+    }
+    array = tensor_numpy((PyObject *)decoded, NULL);
+    Py_DECREF(decoded);
+    return array;
+}
+
+static PyObject *tensor_array(PyObject *object, PyObject *args,
+                              PyObject *kwargs)
+{
+    static char *keywords[] = {"dtype", "copy", NULL};
+    fp8q_TensorObject *self = (fp8q_TensorObject *)object;
+    PyObject *dtype_object = Py_None;
+    PyObject *copy_object = Py_None;
+    PyArray_Descr *requested = NULL;
+    fp8q_TensorObject *converted;
+    fp8q_dtype target = self->view.dtype;
+    PyObject *array;
+    PyObject *result;
+    int copy = -1;
+    int found = 1;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:__array__", keywords,
+                                     &dtype_object, &copy_object)) {
+        return NULL;
+    }
+    if (copy_object != Py_None) {
+        copy = PyObject_IsTrue(copy_object);
+        if (copy < 0) {
+            return NULL;
+        }
+    }
+    if (dtype_object != Py_None) {
+        if (!PyArray_DescrConverter(dtype_object, &requested)) {
+            return NULL;
+        }
+        found = fp8q_py_dtype_from_numpy(requested, &target);
+        if (found < 0) {
+            Py_DECREF(requested);
+            return NULL;
+        }
+    }
+    if (found == 1 && target == self->view.dtype) {
+        Py_XDECREF(requested);
+        array = tensor_numpy(object, NULL);
+        if (array == NULL || copy != 1) {
+            return array;
+        }
+        result = PyArray_NewCopy((PyArrayObject *)array, NPY_KEEPORDER);
+        Py_DECREF(array);
+        return result;
+    }
+    if (copy == 0) {
+        Py_DECREF(requested);
+        PyErr_Format(PyExc_ValueError,
+                     "Unable to avoid copy while creating an array as "
+                     "requested: the tensor's dtype is %s and a different "
+                     "dtype was requested with copy=False",
+                     fp8q_dtype_name(self->view.dtype));
+        return NULL;
+    }
+    /* Convert values: into a dtype fp8q stores with the core cast, into any
+     * other from the exact float32 values with NumPy. */
+    converted = fp8q_tensor_copy_as(self, found == 1 ? target : FP8Q_FLOAT32);
+    if (converted == NULL) {
+        Py_DECREF(requested);
+        return NULL;
+    }
+    if (found == 1) {
+        array = tensor_as_numpy(converted, requested);
+        Py_DECREF(converted);
+        return array;
+    }
+    array = tensor_numpy((PyObject *)converted, NULL);
+    Py_DECREF(converted);
+    if (array == NULL) {
+        Py_DECREF(requested);
+        return NULL;
+    }
+    result = PyArray_CastToType((PyArrayObject *)array, requested, 0);
+    Py_DECREF(array);
+    return result;
+}
+
+/* ------------------------------------------------------------------------- */
+/* repr                                                                      */
+
+static PyObject *tensor_repr(PyObject *object)
+{
+    fp8q_TensorObject *self = (fp8q_TensorObject *)object;
+    PyObject *numpy = NULL;
+    PyObject *array = NULL;
+    PyObject *function = NULL;
+    PyObject *call_args = NULL;
+    PyObject *call_kwargs = NULL;
+    PyObject *text = NULL;
+    PyObject *result = NULL;
+    char shape[32 * FP8Q_MAX_DIMS];
+
+    numpy = PyImport_ImportModule("numpy");
+    if (numpy == NULL) {
+        goto done;
+    }
+    array = tensor_values_as_numpy(self);
+    function = PyObject_GetAttrString(numpy, "array2string");
+    if (array == NULL || function == NULL) {
+        goto done;
+    }
+    call_args = PyTuple_Pack(1, array);
+    call_kwargs = Py_BuildValue("{s:s,s:s}", "separator", ", ", "prefix",
+                                "fp8q.Tensor(");
+    if (call_args == NULL || call_kwargs == NULL) {
+        goto done;
+    }
+    text = PyObject_Call(function, call_args, call_kwargs);
+    if (text == NULL) {
+        goto done;
+    }
+    if (fp8q_view_size(&self->view) == 0 && self->view.ndim != 1) {
+        fp8q_format_shape(shape, sizeof shape, self->view.ndim,
+                          self->view.shape);
+        result = PyUnicode_FromFormat("fp8q.Tensor(%U, shape=%s, dtype=%s)",
+                                      text, shape,
+                                      fp8q_dtype_name(self->view.dtype));
+    }
+    else {
+        result = PyUnicode_FromFormat("fp8q.Tensor(%U, dtype=%s)", text,
+                                      fp8q_dtype_name(self->view.dtype));
+    }
+done:
+    Py_XDECREF(numpy);
+    Py_XDECREF(array);
+    Py_XDECREF(function);
+    Py_XDECREF(call_args);
+    Py_XDECREF(call_kwargs);
+    Py_XDECREF(text);
+    return result;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Attributes                                                                */
+
+static PyObject *int64_tuple(int count, const int64_t *values)
+{
+    PyObject *tuple = PyTuple_New(count);
+    int index;
+
+    if (tuple == NULL) {
+        return NULL;
+    }
+    for (index = 0; index < count; index++) {
+        PyObject *item = PyLong_FromLongLong((long long)values[index]);
+
+        if (item == NULL) {
+            Py_DECREF(tuple);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(tuple, index, item);
+    }
+    return tuple;
+}
+
+static PyObject *tensor_get_shape(PyObject *object, void *closure)
+{
+    fp8q_TensorObject *self = (fp8q_TensorObject *)object;
+
+    (void)closure;
+    return int64_tuple(self->view.ndim, self->view.shape);
+}
+
+static PyObject *tensor_get_strides(PyObject *object, void *closure)
+{
+    fp8q_TensorObject *self = (fp8q_TensorObject *)object;
+
+    (void)closure;
+    return int64_tuple(self->view.ndim, self->view.strides);
+}
+
+static PyObject *tensor_get_dtype(PyObject *object, void *closure)
+{
+    (void)closure;
+    return fp8q_py_dtype_object(((fp8q_TensorObject *)object)->view.dtype);
+}
+
+static PyObject *tensor_get_device(PyObject *object, void *closure)
+{
+    fp8q_TensorObject *self = (fp8q_TensorObject *)object;
+
+    (void)closure;
+    if (self->device_type == FP8Q_DEVICE_CPU) {
+        return PyUnicode_FromString("cpu");
+    }
+    return PyUnicode_FromFormat("cuda:%d", self->device_index);
+}
+
+static PyObject *tensor_get_ndim(PyObject *object, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLong(((fp8q_TensorObject *)object)->view.ndim);
+}
+
+static PyObject *tensor_get_size(PyObject *object, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLongLong(
+        (long long)fp8q_view_size(&((fp8q_TensorObject *)object)->view));
+}
+
+static PyObject *tensor_get_nbytes(PyObject *object, void *closure)
+{
+    fp8q_TensorObject *self = (fp8q_TensorObject *)object;
+
+    (void)closure;
+    return PyLong_FromLongLong(
+        (long long)(fp8q_view_size(&self->view) *
+                    (int64_t)fp8q_dtype_itemsize(self->view.dtype)));
+}
+
+static PyObject *tensor_get_data_ptr(PyObject *object, void *closure)
+{
+    (void)closure;
+    return PyLong_FromVoidPtr(((fp8q_TensorObject *)object)->view.data);
+}
+
+static PyObject *tensor_get_readonly(PyObject *object, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(((fp8q_TensorObject *)object)->readonly);
+}
+
+static PyObject *tensor_get_transpose(PyObject *object, void *closure)
+{
+    fp8q_TensorObject *self = (fp8q_TensorObject *)object;
+    fp8q_view view;
+
+    (void)closure;
+    if (self->view.ndim < 2) {
+        Py_INCREF(object);
+        return object;
+    }
+    if (self->view.ndim > 2) {
+        PyErr_Format(PyExc_ValueError,
+                     "Tensor.T: defined for tensors of at most 2 dims, got a "
+                     "tensor of %d dims",
+                     self->view.ndim);
+        return NULL;
+    }
+    view = self->view;
+    view.shape[0] = self->view.shape[1];
+    view.shape[1] = self->view.shape[0];
+    view.strides[0] = self->view.strides[1];
+    view.strides[1] = self->view.strides[0];
+    return (PyObject *)fp8q_tensor_new_view(&view, object, self->readonly);
+}
+
+static PyGetSetDef tensor_getset[] = {
+    {"shape", tensor_get_shape, NULL, "The extents, a tuple of ints.", NULL},
+    {"strides", tensor_get_strides, NULL,
+     "The strides in elements (not bytes), a tuple of ints; they may be zero "
+     "or negative for views of other libraries' memory.",
+     NULL},
+    {"dtype", tensor_get_dtype, NULL, "The element type, an fp8q.dtype.",
+     NULL},
+    {"device", tensor_get_device, NULL,
+     "Where the data lives: 'cpu' (or 'cuda:N' with the CUDA backend).", NULL},
+    {"ndim", tensor_get_ndim, NULL, "The number of dimensions (0 to 16).",
+     NULL},
+    {"size", tensor_get_size, NULL,
+     "The number of elements (1 for a 0-d tensor).", NULL},
+    {"nbytes", tensor_get_nbytes, NULL, "size * dtype.itemsize.", NULL},
+    {"data_ptr", tensor_get_data_ptr, NULL,
+     "The address of element (0, ..., 0) as an int.", NULL},
+    {"readonly", tensor_get_readonly, NULL,
+     "True when the memory came from a read-only producer; writes through "
+     "the buffer protocol, DLPack, .numpy() and out= are refused.",
+     NULL},
+    {"T", tensor_get_transpose, NULL,
+     "The transpose of a 2-D tensor as a view sharing its memory; a 0-d or "
+     "1-d tensor itself; ValueError for more than 2 dims.",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+/* ------------------------------------------------------------------------- */
+/* Methods                                                                   */
+
+static PyObject *tensor_is_contiguous(PyObject *object, PyObject *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(
+        fp8q_view_is_contiguous(&((fp8q_TensorObject *)object)->view));
+}
+
+static PyObject *tensor_copy(PyObject *object, PyObject *unused)
+{
+    fp8q_TensorObject *self = (fp8q_TensorObject *)object;
+
+    (void)unused;
+    return (PyObject *)fp8q_tensor_copy_as(self, self->view.dtype);
+}
+
+static PyObject *tensor_contiguous(PyObject *object, PyObject *unused)
+{
+    if (fp8q_view_is_contiguous(&((fp8q_TensorObject *)object)->view)) {
+        Py_INCREF(object);
+        return object;
+    }
+    return tensor_copy(object, unused);
+}
+
+static PyObject *tensor_view_as(PyObject *object, PyObject *dtype_object)
+{
+    fp8q_TensorObject *self = (fp8q_TensorObject *)object;
+    fp8q_dtype dtype;
+    fp8q_view view;
+
+    if (fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0) {
+        return NULL;
+    }
+    if (fp8q_dtype_itemsize(dtype) != fp8q_dtype_itemsize(self->view.dtype)) {
+        PyErr_Format(PyExc_ValueError,
+                     "Tensor.view: dtype %s has itemsize %d but the tensor's "
+                     "dtype %s has itemsize %d; only a dtype of the same "
+                     "itemsize can reinterpret the bytes",
+                     fp8q_dtype_name(dtype), (int)fp8q_dtype_itemsize(dtype),
+                     fp8q_dtype_name(self->view.dtype),
+                     (int)fp8q_dtype_itemsize(self->view.dtype));
+        return NULL;
+    }
+    view = self->view;
+    view.dtype = dtype;
+    return (PyObject *)fp8q_tensor_new_view(&view, object, self->readonly);
+}
+
+static Py_ssize_t tensor_length(PyObject *object)
+{
+    fp8q_TensorObject *self = (fp8q_TensorObject *)object;
+
+    if (self->view.ndim == 0) {
+        PyErr_SetString(PyExc_TypeError, "len() of a 0-d tensor");
+        return -1;
+    }
+    return (Py_ssize_t)self->view.shape[0];
+}
+
+static PyMethodDef tensor_methods[] = {
+    {"is_contiguous", tensor_is_contiguous, METH_NOARGS,
+     "is_contiguous()\n--\n\n"
+     "True when the elements are laid out in C (row-major) order without "
+     "gaps; the strides of extents of 1 do not matter."},
+    {"contiguous", tensor_contiguous, METH_NOARGS,
+     "contiguous()\n--\n\n"
+     "The tensor itself when is_contiguous(), else a new C-contiguous copy "
+     "(bit-exact) in newly allocated, 64-byte aligned memory."},
+    {"copy", tensor_copy, METH_NOARGS,
+     "copy()\n--\n\n"
+     "A new C-contiguous, writable tensor with the same dtype and a "
+     "bit-exact copy of the elements (NaN payloads included)."},
+    {"view", tensor_view_as, METH_O,
+     "view(dtype, /)\n--\n\n"
+     "A tensor sharing this one's memory, shape and strides whose bytes are "
+     "read as `dtype`, which must have the same itemsize (e.g. uint8 <-> "
+     "float8_e4m3fn, float16 <-> bfloat16); ValueError otherwise."},
+    {"numpy", tensor_numpy, METH_NOARGS,
+     "numpy()\n--\n\n"
+     "A NumPy array sharing the tensor's memory (zero-copy; its base is the "
+     "tensor, which it keeps alive). float32, float16 and uint8 map to the "
+     "NumPy dtypes; bfloat16 and the FP8 dtypes to the ml_dtypes dtypes when "
+     "ml_dtypes is importable, else to uint16 / uint8 arrays of the raw "
+     "codes. The array is read-only when the tensor is."},
+    {"__array__", (PyCFunction)(void (*)(void))tensor_array,
+     METH_VARARGS | METH_KEYWORDS,
+     "__array__(dtype=None, copy=None)\n--\n\n"
+     "NumPy's array protocol. Without dtype (or with the NumPy dtype of the "
+     "tensor's own dtype): the zero-copy array of numpy(), copied when "
+     "copy=True. With another dtype the values are converted (a dtype fp8q "
+     "stores: by the fp8q cast, saturating; any other: from the exact "
+     "float32 values by NumPy), and copy=False raises ValueError. Note that "
+     "np.asarray(tensor) prefers the buffer protocol, which exports bfloat16 "
+     "and FP8 as raw codes: use tensor.numpy() for their values."},
+    {"__dlpack__", (PyCFunction)(void (*)(void))fp8q_tensor_dlpack,
+     METH_VARARGS | METH_KEYWORDS,
+     "__dlpack__(*, stream=None, max_version=None, dl_device=None, "
+     "copy=None)\n--\n\n"
+     "Exports the tensor as a DLPack capsule (the array API protocol).\n"
+     "max_version: None or a (major, minor) below (1, 0) gives a legacy "
+     "'dltensor' capsule; (1, 0) or above a versioned 'dltensor_versioned' "
+     "capsule of DLPack 1.1, whose flags carry READ_ONLY for read-only "
+     "tensors and IS_COPIED for copies. A read-only tensor cannot be "
+     "exported as a legacy capsule (BufferError) unless copy=True.\n"
+     "stream: must be None for CPU tensors (ValueError otherwise).\n"
+     "dl_device: None or the tensor's own __dlpack_device__() (1, 0); any "
+     "other device raises BufferError.\n"
+     "copy: None or False exports the tensor's memory (no copy is ever "
+     "needed on the CPU); True exports a new copy.\n"
+     "Data types: float32 (kDLFloat, 32), float16 (kDLFloat, 16), bfloat16 "
+     "(kDLBfloat, 16), uint8 (kDLUInt, 8), float8_e4m3fn / e4m3fnuz / e5m2 "
+     "/ e5m2fnuz (DLPack 1.1 codes 10 / 11 / 12 / 13, 8 bits). Strides are "
+     "always given, in elements, negative ones included (NumPy reads them; "
+     "PyTorch up to 2.13 aborts on them, pytorch#188023: export "
+     ".contiguous() to PyTorch). The capsule keeps the tensor alive until "
+     "the consumer calls the deleter, or until the capsule is destroyed "
+     "unconsumed."},
+    {"__dlpack_device__", fp8q_tensor_dlpack_device, METH_NOARGS,
+     "__dlpack_device__()\n--\n\n"
+     "The DLPack device of the data as (device_type, device_id): (1, 0) for "
+     "the CPU."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods tensor_as_sequence = {
+    .sq_length = tensor_length,
+};
+
+static void tensor_dealloc(PyObject *object)
+{
+    fp8q_TensorObject *self = (fp8q_TensorObject *)object;
+
+    if (self->weakrefs != NULL) {
+        PyObject_ClearWeakRefs(object);
+    }
+    if (self->allocation != NULL) {
+        fp8q_aligned_free(self->allocation);
+        self->allocation = NULL;
+    }
+    Py_CLEAR(self->owner);
+    Py_TYPE(object)->tp_free(object);
+}
+
+PyDoc_STRVAR(
+    tensor_doc,
+    "An N-d array of fp8q dtype elements (0 to 16 dims) on a device.\n"
+    "\n"
+    "Tensors are made by fp8q.asarray, fp8q.from_dlpack, fp8q.empty,\n"
+    "fp8q.zeros and the fp8q operations, not by calling fp8q.Tensor.\n"
+    "A tensor either owns its memory (64-byte aligned) or is a zero-copy\n"
+    "view of another object's memory (a NumPy array, a DLPack producer such\n"
+    "as a PyTorch tensor, a buffer-protocol object, another tensor), which\n"
+    "it keeps alive. Strides are in elements and may be zero or negative.\n"
+    "\n"
+    "Interchange: the buffer protocol (CPU tensors; formats 'f' float32,\n"
+    "'e' float16, 'B' uint8, and the raw codes as 'B' for the FP8 dtypes\n"
+    "and 'H' for bfloat16; read-only tensors export read-only buffers),\n"
+    "DLPack (__dlpack__, __dlpack_device__) and NumPy (numpy(),\n"
+    "__array__). np.asarray(t) takes the buffer protocol first, so it gives\n"
+    "raw codes for bfloat16 and FP8 tensors: use t.numpy() for values.\n"
+    "len(t) is shape[0] (TypeError for a 0-d tensor). repr(t) shows the\n"
+    "values, exactly decoded, summarised by NumPy for large tensors.");
+
+PyTypeObject fp8q_Tensor_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "fp8q.Tensor",
+    .tp_basicsize = sizeof(fp8q_TensorObject),
+    .tp_dealloc = tensor_dealloc,
+    .tp_repr = tensor_repr,
+    .tp_as_sequence = &tensor_as_sequence,
+    .tp_as_buffer = &fp8q_tensor_buffer_procs,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = tensor_doc,
+    .tp_weaklistoffset = offsetof(fp8q_TensorObject, weakrefs),
+    .tp_methods = tensor_methods,
+    .tp_getset = tensor_getset,
+};
+
+/* ------------------------------------------------------------------------- */
+/* fp8q.empty and fp8q.zeros                                                 */
+
+/* Parses an int or a sequence of ints into (ndim, shape). */
+static int parse_shape(PyObject *object, int *ndim, int64_t *shape)
+{
+    PyObject *sequence;
+    Py_ssize_t count;
+    Py_ssize_t axis;
+
+    if (PyIndex_Check(object)) {
+        PyObject *index = PyNumber_Index(object);
+
+        if (index == NULL) {
+            return -1;
+        }
+        shape[0] = (int64_t)PyLong_AsLongLong(index);
+        Py_DECREF(index);
+        if (shape[0] == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        count = 1;
+    }
+    else {
+        if (!PySequence_Check(object) || PyUnicode_Check(object)) {
+            PyErr_Format(PyExc_TypeError,
+                         "shape: expected an int or a sequence of ints, got "
+                         "%s",
+                         Py_TYPE(object)->tp_name);
+            return -1;
+        }
+        sequence = PySequence_Fast(object, "shape: expected a sequence");
+        if (sequence == NULL) {
+            return -1;
+        }
+        count = PySequence_Fast_GET_SIZE(sequence);
+        if (count > FP8Q_MAX_DIMS) {
+            Py_DECREF(sequence);
+            PyErr_Format(PyExc_ValueError,
+                         "shape: fp8q tensors have at most %d dims, got %zd",
+                         FP8Q_MAX_DIMS, count);
+            return -1;
+        }
+        for (axis = 0; axis < count; axis++) {
+            PyObject *item = PySequence_Fast_GET_ITEM(sequence, axis);
+            PyObject *index;
+
+            if (!PyIndex_Check(item)) {
+                PyErr_Format(PyExc_TypeError,
+                             "shape: expected ints, got %s at axis %zd",
+                             Py_TYPE(item)->tp_name, axis);
+                Py_DECREF(sequence);
+                return -1;
+            }
+            index = PyNumber_Index(item);
+            if (index == NULL) {
+                Py_DECREF(sequence);
+                return -1;
+            }
+            shape[axis] = (int64_t)PyLong_AsLongLong(index);
+            Py_DECREF(index);
+            if (shape[axis] == -1 && PyErr_Occurred()) {
+                Py_DECREF(sequence);
+                return -1;
+            }
+        }
+        Py_DECREF(sequence);
+    }
+    for (axis = 0; axis < count; axis++) {
+        if (shape[axis] < 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "shape: extents must be >= 0, got %lld at axis %zd",
+                         (long long)shape[axis], axis);
+            return -1;
+        }
+    }
+    *ndim = (int)count;
+    return 0;
+}
+
+static fp8q_TensorObject *new_tensor_from_arguments(PyObject *args,
+                                                    PyObject *kwargs,
+                                                    const char *format)
+{
+    static char *keywords[] = {"shape", "dtype", NULL};
+    PyObject *shape_object;
+    PyObject *dtype_object = NULL;
+    int64_t shape[FP8Q_MAX_DIMS];
+    fp8q_dtype dtype = FP8Q_FLOAT32;
+    int ndim;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, keywords,
+                                     &shape_object, &dtype_object)) {
+        return NULL;
+    }
+    if (parse_shape(shape_object, &ndim, shape) < 0) {
+        return NULL;
+    }
+    if (dtype_object != NULL &&
+        fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0) {
+        return NULL;
+    }
+    return fp8q_tensor_new_empty(dtype, ndim, shape);
+}
+
+static PyObject *empty(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    (void)module;
+    return (PyObject *)new_tensor_from_arguments(args, kwargs, "O|O:empty");
+}
+
+static PyObject *zeros(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    fp8q_TensorObject *result =
+        new_tensor_from_arguments(args, kwargs, "O|O:zeros");
+
+    (void)module;
+    if (result != NULL) {
+        /* Zero bits are the value 0 in every fp8q dtype. */
+        memset(result->allocation, 0,
+               (size_t)fp8q_view_size(&result->view) *
+                   fp8q_dtype_itemsize(result->view.dtype));
+    }
+    return (PyObject *)result;
+}
+
+static PyMethodDef tensor_functions[] = {
+    {"empty", (PyCFunction)(void (*)(void))empty,
+     METH_VARARGS | METH_KEYWORDS,
+     "empty(shape, dtype='float32')\n--\n\n"
+     "A new C-contiguous CPU tensor with uninitialised, 64-byte aligned "
+     "memory. shape is an int or a sequence of at most 16 ints >= 0; dtype "
+     "is anything fp8q.dtype() accepts."},
+    {"zeros", (PyCFunction)(void (*)(void))zeros,
+     METH_VARARGS | METH_KEYWORDS,
+     "zeros(shape, dtype='float32')\n--\n\n"
+     "Like empty(), with every element +0."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* ------------------------------------------------------------------------- */
+/* Module initialisation                                                     */
+
+int fp8q_py_tensor_init(PyObject *module)
+{
+    if (PyType_Ready(&fp8q_Tensor_Type) < 0) {
+        return -1;
+    }
+    Py_INCREF(&fp8q_Tensor_Type);
+    if (PyModule_AddObject(module, "Tensor", (PyObject *)&fp8q_Tensor_Type) <
+        0) {
+        Py_DECREF(&fp8q_Tensor_Type);
+        return -1;
+    }
+    return PyModule_AddFunctions(module, tensor_functions);
+}

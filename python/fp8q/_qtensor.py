@@ -1,0 +1,76 @@
+"""fp8q.QTensor: FP8 data with the float32 scales that dequantize it.
+
+A QTensor is what fp8q.quantize returns. It holds two fp8q.Tensor objects and
+the granularity that relates them; all arithmetic happens in fp8q._C.
+"""
+import operator
+
+from fp8q import _C
+
+
+def normalize_granularity(granularity):
+    """Returns "tensor" / "row" / "col" as given, or a block pair as a tuple
+    of two Python ints."""
+    if isinstance(granularity, str):
+        return granularity
+    return tuple(operator.index(extent) for extent in granularity)
+
+
+class QTensor:
+    """Quantized tensor: x ~= decode(data) * scale, per granularity group.
+
+    Attributes:
+        data: fp8q.Tensor of an FP8 dtype, the shape of the original x.
+        scale: float32 fp8q.Tensor of the granularity's scale shape.
+        granularity: "tensor", "row", "col" or a (block_rows, block_cols)
+            tuple (see fp8q.quantize for the scale shapes).
+        dtype: the FP8 dtype of data.
+        shape: the shape of data.
+    """
+
+    __slots__ = ("_data", "_scale", "_granularity")
+
+    def __init__(self, data, scale, granularity):
+        if not isinstance(data, _C.Tensor) or not isinstance(scale, _C.Tensor):
+            raise TypeError(
+                "QTensor: data and scale must be fp8q.Tensor objects, got "
+                f"{type(data).__name__} and {type(scale).__name__}")
+        self._data = data
+        self._scale = scale
+        self._granularity = normalize_granularity(granularity)
+
+    @property
+    def data(self):
+        """The FP8 codes, an fp8q.Tensor of x's shape."""
+        return self._data
+
+    @property
+    def scale(self):
+        """The float32 dequantization scales (x ~= data * scale)."""
+        return self._scale
+
+    @property
+    def granularity(self):
+        """"tensor", "row", "col" or a (block_rows, block_cols) tuple."""
+        return self._granularity
+
+    @property
+    def dtype(self):
+        """The FP8 dtype of data."""
+        return self._data.dtype
+
+    @property
+    def shape(self):
+        """The shape of data (and of the original x)."""
+        return self._data.shape
+
+    def dequantize(self, dtype="float32"):
+        """Returns float32(data) * scale, rounded once into dtype (float32,
+        float16 or bfloat16), as a new fp8q.Tensor of self.shape."""
+        return _C._dequantize(self._data, self._scale, self._granularity,
+                              dtype)
+
+    def __repr__(self):
+        return (f"fp8q.QTensor(shape={self.shape}, dtype={self.dtype}, "
+                f"granularity={self._granularity!r}, "
+                f"scale_shape={self._scale.shape})")

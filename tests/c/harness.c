@@ -1,0 +1,221 @@
+/*
+ * harness.c - check bookkeeping, the random generator and main(): runs every
+ * test, prints each failure, and ends with "N passed, N failed".
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/convert.h"
+#include "harness.h"
+
+/* ------------------------------------------------------------------------- */
+/* Checks                                                                    */
+
+static int current_test_failures;
+static const char *current_test_name = "";
+
+static int report(int passed, const char *file, int line, const char *text,
+                  const char *detail)
+{
+    if (!passed) {
+        current_test_failures++;
+        if (current_test_failures > 20) {
+            return passed; /* the first few say enough */
+        }
+        printf("  FAIL %s (%s:%d): %s%s%s\n", current_test_name, file, line,
+               text, detail[0] != '\0' ? ": " : "", detail);
+    }
+    return passed;
+}
+
+int harness_check(int passed, const char *text, const char *file, int line)
+{
+    return report(passed, file, line, text, "");
+}
+
+int harness_check_int(int64_t actual, int64_t expected, const char *text,
+                      const char *file, int line)
+{
+    char detail[128];
+    snprintf(detail, sizeof detail, "got %" PRId64 ", expected %" PRId64,
+             actual, expected);
+    return report(actual == expected, file, line, text, detail);
+}
+
+int harness_check_bits(uint32_t actual, uint32_t expected, const char *text,
+                       const char *file, int line)
+{
+    char detail[128];
+    snprintf(detail, sizeof detail, "got 0x%" PRIX32 ", expected 0x%" PRIX32,
+             actual, expected);
+    return report(actual == expected, file, line, text, detail);
+}
+
+int harness_check_double(double actual, double expected, const char *text,
+                         const char *file, int line)
+{
+    char detail[128];
+    const int both_nan = actual != actual && expected != expected;
+    snprintf(detail, sizeof detail, "got %.17g, expected %.17g", actual,
+             expected);
+    return report(both_nan || actual == expected, file, line, text, detail);
+}
+
+int harness_check_ok(fp8q_status status, const fp8q_error *error,
+                     const char *text, const char *file, int line)
+{
+    char detail[FP8Q_ERROR_MESSAGE_SIZE + 64];
+    snprintf(detail, sizeof detail, "status %d: %s", (int)status,
+             status != FP8Q_OK ? error->message : "");
+    return report(status == FP8Q_OK, file, line, text, detail);
+}
+
+int harness_check_error(fp8q_status status, const fp8q_error *error,
+                        fp8q_status expected_status, const char *first,
+                        const char *second, const char *third,
+                        const char *text, const char *file, int line)
+{
+    const char *fragments[3];
+    char detail[FP8Q_ERROR_MESSAGE_SIZE + 128];
+    int passed = status == expected_status && error->status == status;
+    int index;
+
+    fragments[0] = first;
+    fragments[1] = second;
+    fragments[2] = third;
+    for (index = 0; passed && index < 3; index++) {
+        if (fragments[index] != NULL &&
+            strstr(error->message, fragments[index]) == NULL) {
+            passed = 0;
+        }
+    }
+    snprintf(detail, sizeof detail,
+             "status %d (expected %d), message \"%s\"", (int)status,
+             (int)expected_status, status != FP8Q_OK ? error->message : "");
+    return report(passed, file, line, text, detail);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Random numbers                                                            */
+
+static uint64_t random_state;
+
+void harness_seed(uint64_t seed)
+{
+    random_state = seed;
+}
+
+uint64_t harness_random(void)
+{
+    uint64_t mixed;
+    random_state += 0x9E3779B97F4A7C15u;
+    mixed = random_state;
+    mixed = (mixed ^ (mixed >> 30)) * 0xBF58476D1CE4E5B9u;
+    mixed = (mixed ^ (mixed >> 27)) * 0x94D049BB133111EBu;
+    return mixed ^ (mixed >> 31);
+}
+
+uint64_t harness_random_below(uint64_t bound)
+{
+    return harness_random() % bound;
+}
+
+float harness_random_bits_float(void)
+{
+    const uint32_t bits = (uint32_t)(harness_random() >> 32);
+    float value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+float harness_random_float(float limit)
+{
+    const double unit = (double)(harness_random() >> 11) / 9007199254740992.0;
+    return (float)((2.0 * unit - 1.0) * (double)limit);
+}
+
+/* ------------------------------------------------------------------------- */
+/* main                                                                      */
+
+static const harness_test tests[] = {
+    {"aligned_alloc", test_aligned_alloc},
+    {"parallel_for", test_parallel_for},
+    {"atomics", test_atomics},
+    {"dtype_names", test_dtype_names},
+    {"finfo", test_finfo},
+    {"codec_hand_values", test_codec_hand_values},
+    {"codec_round_trips", test_codec_round_trips},
+    {"codec_against_brute_force", test_codec_against_brute_force},
+    {"float16_bfloat16_uint8", test_float16_bfloat16_uint8},
+    {"view_layout", test_view_layout},
+    {"broadcast", test_broadcast},
+    {"broadcast_errors", test_broadcast_errors},
+    {"for_each_row_visits", test_for_each_row_visits},
+    {"for_each_row_coalescing", test_for_each_row_coalescing},
+    {"for_each_row_axis_order", test_for_each_row_axis_order},
+    {"for_each_row_parallel", test_for_each_row_parallel},
+    {"thread_settings", test_thread_settings},
+    {"cast_all_dtype_pairs", test_cast_all_dtype_pairs},
+    {"cast_scaled", test_cast_scaled},
+    {"cast_special_layouts", test_cast_special_layouts},
+    {"cast_parallel_equals_serial", test_cast_parallel_equals_serial},
+    {"cast_errors", test_cast_errors},
+    {"block_cast", test_block_cast},
+    {"cast_baseline_loops", test_cast_baseline_loops},
+    {"amax_axes", test_amax_axes},
+    {"amax_nan_and_inf", test_amax_nan_and_inf},
+    {"amax_dtypes_and_strides", test_amax_dtypes_and_strides},
+    {"amax_empty_and_scalar", test_amax_empty_and_scalar},
+    {"amax_parallel_equals_serial", test_amax_parallel_equals_serial},
+    {"block_amax", test_block_amax},
+    {"amax_errors", test_amax_errors},
+    {"scale_shape", test_scale_shape},
+    {"scales_from_amax", test_scales_from_amax},
+    {"quantize_granularities", test_quantize_granularities},
+    {"quantize_round_trip", test_quantize_round_trip},
+    {"quantize_given_scales", test_quantize_given_scales},
+    {"quantize_empty_and_scalar", test_quantize_empty_and_scalar},
+    {"quantize_errors", test_quantize_errors},
+};
+
+/* Usage: fp8q_core_tests [seed] [name-substring] */
+int main(int argc, char **argv)
+{
+    const size_t n_tests = sizeof tests / sizeof tests[0];
+    const char *filter = argc > 2 ? argv[2] : NULL;
+    uint64_t seed = (uint64_t)time(NULL);
+    int passed = 0;
+    int failed = 0;
+    size_t index;
+
+    if (argc > 1) {
+        seed = (uint64_t)strtoull(argv[1], NULL, 10);
+    }
+    printf("fp8q core tests, seed %" PRIu64 ", stores on the %s loops\n",
+           seed, fp8q_convert_uses_avx2() ? "AVX2" : "baseline");
+    for (index = 0; index < n_tests; index++) {
+        if (filter != NULL && strstr(tests[index].name, filter) == NULL) {
+            continue;
+        }
+        current_test_name = tests[index].name;
+        current_test_failures = 0;
+        /* Each test gets its own stream, reproducible from the seed. */
+        harness_seed(seed + index * 1000003u);
+        tests[index].run();
+        if (current_test_failures == 0) {
+            passed++;
+            printf("ok   %s\n", tests[index].name);
+        }
+        else {
+            failed++;
+            printf("FAIL %s (%d checks failed; seed %" PRIu64 ")\n",
+                   tests[index].name, current_test_failures, seed);
+        }
+        fflush(stdout);
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,53 @@
+"""Shared pytest fixtures for fp8q's numerics tests: a fresh random seed per
+test, reported on failure, and a guard that restores the thread count.
+
+Set FP8Q_TEST_SEED=<n> to rerun a failing test with the seed it printed.
+"""
+import os
+
+import pytest
+
+import fp8q
+
+
+def _fresh_seed():
+    configured = os.environ.get("FP8Q_TEST_SEED")
+    if configured:
+        return int(configured)
+    return int.from_bytes(os.urandom(8), "little") >> 1
+
+
+@pytest.fixture
+def seed(request):
+    """A fresh 63-bit seed; failing tests show it in their report."""
+    value = _fresh_seed()
+    request.node.user_properties.append(("seed", value))
+    return value
+
+
+@pytest.fixture
+def rng(seed):
+    """numpy Generator seeded with `seed` (quote the seed in assertion
+    messages: f"seed={seed}")."""
+    import numpy as np
+
+    return np.random.default_rng(seed)
+
+
+@pytest.fixture
+def restore_threads():
+    """Restores fp8q's default thread count after the test."""
+    yield
+    fp8q.set_num_threads(0)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.failed:
+        for name, value in item.user_properties:
+            if name == "seed":
+                report.sections.append(
+                    ("random seed",
+                     f"seed={value} (rerun with FP8Q_TEST_SEED={value})"))
+    return report

@@ -1,0 +1,480 @@
+"""fp8q.Tensor: attributes, fp8q.empty / zeros, 0-d, 0-size and 16-d
+tensors, views (.T, .view), copies, .numpy() and __array__, repr, len, the
+buffer protocol (formats, strides, read-only, contiguity requests) and
+weak references.
+"""
+import ctypes
+import subprocess
+import sys
+import textwrap
+import weakref
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fp8q
+
+DTYPES = ["float32", "float16", "bfloat16", "uint8", "float8_e4m3fn",
+          "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"]
+RAW = {"bfloat16": np.uint16}
+FORMATS = {"float32": "f", "float16": "e", "bfloat16": "H", "uint8": "B"}
+
+
+def numpy_dtype(name):
+    """The NumPy dtype .numpy() gives for an fp8q dtype (ml_dtypes is
+    installed here)."""
+    if name in ("float32", "float16", "uint8"):
+        return np.dtype(name)
+    return np.dtype(getattr(ml_dtypes, name))
+
+
+def sample(name, shape, rng):
+    """A NumPy array of random finite values exactly representable in
+    `name`."""
+    if name == "uint8":
+        return rng.integers(0, 256, size=shape).astype(np.uint8)
+    values = rng.integers(0, 8, size=shape).astype(np.float32) - 3.5
+    return values.astype(numpy_dtype(name))
+
+
+@pytest.mark.parametrize("name", DTYPES)
+def test_empty_attributes(name):
+    t = fp8q.empty((2, 3, 4), dtype=name)
+    assert type(t) is fp8q.Tensor
+    assert t.shape == (2, 3, 4)
+    assert t.strides == (12, 4, 1)
+    assert t.dtype is fp8q.dtype(name)
+    assert t.device == "cpu"
+    assert t.ndim == 3
+    assert t.size == 24
+    assert t.nbytes == 24 * t.dtype.itemsize
+    assert len(t) == 2
+    assert isinstance(t.data_ptr, int)
+    assert t.data_ptr % 64 == 0
+    assert t.is_contiguous()
+    assert t.readonly is False
+    assert t.__dlpack_device__() == (1, 0)
+
+
+def test_empty_shape_forms():
+    assert fp8q.empty(5).shape == (5,)
+    assert fp8q.empty(()).shape == ()
+    assert fp8q.empty([]).shape == ()
+    assert fp8q.empty(np.int64(3)).shape == (3,)
+    assert fp8q.empty((np.int32(2), 3)).shape == (2, 3)
+    assert fp8q.empty(shape=(1,), dtype="e4m3").dtype is fp8q.float8_e4m3fn
+    assert fp8q.empty((2,)).dtype is fp8q.float32
+
+
+def test_empty_shape_errors():
+    with pytest.raises(ValueError, match=r"^shape: .*-1 at axis 1"):
+        fp8q.empty((2, -1))
+    with pytest.raises(ValueError, match=r"^shape: .*at most 16 dims, got 17"):
+        fp8q.empty((1,) * 17)
+    with pytest.raises(TypeError, match=r"^shape: expected ints, got float"):
+        fp8q.empty((2, 1.5))
+    with pytest.raises(TypeError, match=r"^shape: .*got str"):
+        fp8q.empty("23")
+    with pytest.raises(TypeError, match=r"^shape: .*got NoneType"):
+        fp8q.empty(None)
+    with pytest.raises(TypeError, match=r"^dtype: "):
+        fp8q.zeros(3, dtype="float64")
+
+
+@pytest.mark.parametrize("name", DTYPES)
+def test_zeros(name):
+    t = fp8q.zeros((3, 5), dtype=name)
+    assert not np.asarray(t).any()
+    assert (t.numpy().astype(np.float32) == 0).all()
+    assert np.signbit(t.numpy().astype(np.float32)).sum() == 0
+
+
+def test_not_constructible():
+    with pytest.raises(TypeError):
+        fp8q.Tensor()
+    with pytest.raises(TypeError):
+        fp8q.Tensor([1.0])
+
+
+def test_zero_d():
+    t = fp8q.asarray(2.5)
+    assert t.shape == () and t.strides == () and t.ndim == 0
+    assert t.size == 1 and t.nbytes == 4
+    assert t.T is t
+    assert t.is_contiguous()
+    with pytest.raises(TypeError, match="0-d"):
+        len(t)
+    a = t.numpy()
+    assert a.shape == () and a[()] == 2.5
+    assert repr(t) == "fp8q.Tensor(2.5, dtype=float32)"
+    assert float(np.asarray(t.copy())) == 2.5
+    e = fp8q.asarray(2.5, dtype="e4m3")
+    assert repr(e) == "fp8q.Tensor(2.5, dtype=float8_e4m3fn)"
+
+
+@pytest.mark.parametrize("shape", [(0,), (2, 0, 3), (0, 0)])
+def test_zero_size(shape):
+    t = fp8q.zeros(shape, dtype="e4m3")
+    assert t.shape == shape and t.size == 0 and t.nbytes == 0
+    assert t.is_contiguous()
+    assert t.copy().shape == shape
+    assert t.numpy().shape == shape
+    if len(shape) == 1:
+        assert repr(t) == "fp8q.Tensor([], dtype=float8_e4m3fn)"
+    else:
+        assert repr(t) == (f"fp8q.Tensor([], shape={shape}, "
+                           "dtype=float8_e4m3fn)")
+    assert memoryview(t).nbytes == 0
+
+
+def test_sixteen_dims():
+    t = fp8q.zeros((1,) * 15 + (2,), dtype="bf16")
+    assert t.ndim == 16 and t.size == 2
+    assert t.numpy().shape == t.shape
+    assert memoryview(t).ndim == 16
+    assert t.copy().ndim == 16
+
+
+def test_transpose(rng):
+    a = sample("float32", (3, 4), rng)
+    t = fp8q.asarray(a)
+    tt = t.T
+    assert tt.shape == (4, 3) and tt.strides == (1, 4)
+    assert tt.data_ptr == t.data_ptr
+    assert not tt.is_contiguous()
+    np.testing.assert_array_equal(tt.numpy(), a.T)
+    assert tt.T.shape == (3, 4)
+    one = fp8q.zeros(5)
+    assert one.T is one
+    with pytest.raises(ValueError, match=r"Tensor\.T: .*3 dims"):
+        fp8q.zeros((2, 2, 2)).T
+
+
+@pytest.mark.parametrize("name", DTYPES)
+def test_contiguous_and_copy(name, rng):
+    a = sample(name, (4, 6), rng)
+    t = fp8q.asarray(a)
+    assert t.contiguous() is t
+    strided = fp8q.asarray(a[::2, ::-3])
+    assert not strided.is_contiguous()
+    c = strided.contiguous()
+    assert c.is_contiguous() and c.data_ptr != strided.data_ptr
+    assert c.data_ptr % 64 == 0
+    np.testing.assert_array_equal(c.numpy().view(np.uint8),
+                                  np.ascontiguousarray(a[::2, ::-3])
+                                  .view(np.uint8))
+    d = t.copy()
+    assert d.data_ptr != t.data_ptr and d.dtype is t.dtype
+    np.testing.assert_array_equal(d.numpy().view(np.uint8), a.view(np.uint8))
+
+
+def test_copy_is_bit_exact_for_every_code():
+    codes = np.arange(256, dtype=np.uint8)
+    for name in DTYPES:
+        if fp8q.dtype(name).itemsize != 1:
+            continue
+        t = fp8q.asarray(codes).view(name)
+        assert (np.asarray(t.copy()) == codes).all()
+        assert (np.asarray(fp8q.asarray(codes[::-1]).view(name).contiguous())
+                == codes[::-1]).all()
+    halves = np.arange(65536, dtype=np.uint32).astype(np.uint16)
+    for name in ("float16", "bfloat16"):
+        t = fp8q.asarray(halves.view(np.float16)).view(name)
+        assert (t.copy().numpy().view(np.uint16) == halves).all()
+        assert (t.copy().view("float16").numpy().view(np.uint16)
+                == halves).all()
+
+
+def test_view_reinterprets():
+    t = fp8q.asarray(np.array([0x38, 0x40, 0x7E], np.uint8))
+    f = t.view("e4m3")
+    assert f.dtype is fp8q.float8_e4m3fn and f.data_ptr == t.data_ptr
+    np.testing.assert_array_equal(f.numpy().astype(np.float32),
+                                  [1.0, 2.0, 448.0])
+    h = fp8q.asarray(np.array([1.0], np.float16))
+    assert h.view(np.dtype(ml_dtypes.bfloat16)).dtype is fp8q.bfloat16
+    with pytest.raises(ValueError, match=r"Tensor\.view: dtype float32 has "
+                       "itemsize 4"):
+        t.view("float32")
+    with pytest.raises(TypeError, match=r"^dtype: "):
+        t.view("int8")
+
+
+@pytest.mark.parametrize("name", DTYPES)
+def test_numpy_is_zero_copy(name, rng):
+    a = sample(name, (3, 5), rng)
+    t = fp8q.asarray(a)
+    n = t.numpy()
+    assert n.dtype == numpy_dtype(name)
+    assert n.ctypes.data == t.data_ptr == a.ctypes.data
+    assert n.base is t
+    n[1, 2] = n[0, 0]
+    assert a[1, 2] == a[0, 0]
+    a[2, 4] = a[0, 1]
+    assert t.numpy()[2, 4] == a[0, 1]
+
+
+def test_numpy_keeps_tensor_alive():
+    t = fp8q.asarray([1.0, 2.0, 3.0], dtype="e5m2")
+    n = t.numpy()
+    reference = weakref.ref(t)
+    del t
+    assert reference() is not None
+    np.testing.assert_array_equal(n.astype(np.float32), [1, 2, 3])
+    del n
+    assert reference() is None
+
+
+def test_numpy_readonly():
+    source = np.arange(4, dtype=np.float32)
+    source.flags.writeable = False
+    t = fp8q.asarray(source)
+    assert t.readonly
+    n = t.numpy()
+    assert not n.flags.writeable
+    with pytest.raises(ValueError):
+        n[0] = 1
+    assert t.T.readonly and t.view("float32").readonly
+    assert not t.copy().readonly
+
+
+def test_numpy_without_ml_dtypes():
+    """Without ml_dtypes, bfloat16 and FP8 tensors give raw uint16 / uint8
+    arrays; repr still shows the values."""
+    script = textwrap.dedent("""
+        import sys
+        sys.modules["ml_dtypes"] = None  # makes `import ml_dtypes` fail
+        import numpy as np
+        import fp8q
+        t = fp8q.asarray([1.0, -2.0, 448.0], dtype="e4m3")
+        n = t.numpy()
+        assert n.dtype == np.uint8, n.dtype
+        assert n.tolist() == [0x38, 0xC0, 0x7E], n
+        assert n.ctypes.data == t.data_ptr
+        b = fp8q.asarray([1.0], dtype="bf16").numpy()
+        assert b.dtype == np.uint16 and b.tolist() == [0x3F80]
+        print(repr(t))
+        np.testing.assert_array_equal(t.__array__(np.float32), [1, -2, 448])
+    """)
+    result = subprocess.run([sys.executable, "-c", script],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == (
+        "fp8q.Tensor([  1.,  -2., 448.], dtype=float8_e4m3fn)")
+
+
+def test_array_protocol():
+    t = fp8q.asarray([1.0, 2.5, -448.0], dtype="e4m3")
+    same = t.__array__()
+    assert same.dtype == np.dtype(ml_dtypes.float8_e4m3fn)
+    assert same.ctypes.data == t.data_ptr
+    copied = t.__array__(copy=True)
+    assert copied.ctypes.data != t.data_ptr
+    np.testing.assert_array_equal(t.__array__(np.float32), [1, 2.5, -448])
+    np.testing.assert_array_equal(t.__array__(np.float64), [1, 2.5, -448])
+    np.testing.assert_array_equal(t.__array__(np.float16), [1, 2.5, -448])
+    assert t.__array__(np.float64).dtype == np.float64
+    with pytest.raises(ValueError, match="Unable to avoid copy"):
+        t.__array__(np.float32, copy=False)
+    assert t.__array__(ml_dtypes.float8_e4m3fn, copy=False).ctypes.data == \
+        t.data_ptr
+    # uint8 requested from an FP8 tensor converts values, not codes.
+    np.testing.assert_array_equal(fp8q.asarray([3.0], dtype="e5m2")
+                                  .__array__(np.uint8), [3])
+    f = fp8q.asarray(np.arange(3, dtype=np.float32))
+    assert np.asarray(f).ctypes.data == f.data_ptr
+    assert np.array(f, copy=True).ctypes.data != f.data_ptr
+
+
+def test_array_protocol_raw_codes_through_buffer():
+    """np.asarray prefers the buffer protocol: FP8 gives its codes."""
+    t = fp8q.asarray([1.0, 2.0], dtype="e4m3")
+    np.testing.assert_array_equal(np.asarray(t), [0x38, 0x40])
+    assert np.asarray(t).dtype == np.uint8
+
+
+def test_repr_values():
+    assert repr(fp8q.asarray([1.0, 2.5, 448.0, np.nan], dtype="e4m3")) == (
+        "fp8q.Tensor([1, 2.5, 448, nan], dtype=float8_e4m3fn)")
+    assert repr(fp8q.asarray([[1, 2], [3, 4]], dtype="uint8")) == (
+        "fp8q.Tensor([[1, 2],\n             [3, 4]], dtype=uint8)")
+    assert repr(fp8q.asarray([0.5, -1.0])) == (
+        "fp8q.Tensor([ 0.5, -1. ], dtype=float32)")
+    assert repr(fp8q.asarray([1.5], dtype="bf16")) == (
+        "fp8q.Tensor([1.5], dtype=bfloat16)")
+    big = repr(fp8q.zeros((1000, 1000), dtype="e5m2"))
+    assert "..." in big and len(big) < 1000
+
+
+def test_len():
+    assert len(fp8q.zeros((7, 2))) == 7
+    assert len(fp8q.zeros((0, 2))) == 0
+
+
+def test_weakref():
+    t = fp8q.zeros(3)
+    reference = weakref.ref(t)
+    assert reference() is t
+    del t
+    assert reference() is None
+
+
+# --------------------------------------------------------------------------
+# Buffer protocol
+
+
+@pytest.mark.parametrize("name", DTYPES)
+def test_buffer_formats(name, rng):
+    a = sample(name, (2, 3), rng)
+    t = fp8q.asarray(a)
+    m = memoryview(t)
+    assert m.format == FORMATS.get(name, "B")
+    assert m.itemsize == t.dtype.itemsize
+    assert m.shape == (2, 3)
+    assert m.strides == (3 * m.itemsize, m.itemsize)
+    assert not m.readonly
+    assert m.c_contiguous
+    assert m.tobytes() == a.tobytes()
+    raw = np.asarray(m)
+    assert raw.ctypes.data == t.data_ptr
+    if name in ("float32", "float16", "uint8"):
+        np.testing.assert_array_equal(raw, a)
+    else:
+        np.testing.assert_array_equal(raw, a.view(RAW.get(name, np.uint8)))
+
+
+def test_buffer_writes_are_visible():
+    t = fp8q.zeros(4)
+    m = memoryview(t)
+    m[2] = 7.5
+    assert t.numpy()[2] == 7.5
+    t.numpy()[0] = -1.0
+    assert m[0] == -1.0
+    m.release()
+
+
+def test_buffer_strided_and_negative():
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    t = fp8q.asarray(a[::-2, 1::2])
+    m = memoryview(t)
+    assert m.strides == (-48, 8)
+    assert m.shape == (2, 3)
+    assert not m.c_contiguous
+    np.testing.assert_array_equal(np.asarray(m), a[::-2, 1::2])
+    assert m.tolist() == a[::-2, 1::2].tolist()
+
+
+class PyBuffer(ctypes.Structure):
+    """CPython's Py_buffer, to request exact PyBUF_* flags."""
+    _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.c_void_p),
+                ("len", ctypes.c_ssize_t), ("itemsize", ctypes.c_ssize_t),
+                ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("format", ctypes.c_char_p),
+                ("shape", ctypes.POINTER(ctypes.c_ssize_t)),
+                ("strides", ctypes.POINTER(ctypes.c_ssize_t)),
+                ("suboffsets", ctypes.POINTER(ctypes.c_ssize_t)),
+                ("internal", ctypes.c_void_p)]
+
+
+PyBUF_WRITABLE = 0x1
+PyBUF_FORMAT = 0x4
+PyBUF_ND = 0x8
+PyBUF_STRIDES = 0x18
+PyBUF_C_CONTIGUOUS = 0x38
+PyBUF_F_CONTIGUOUS = 0x58
+PyBUF_ANY_CONTIGUOUS = 0x98
+
+
+def get_buffer(obj, flags):
+    """Calls PyObject_GetBuffer(obj, flags); returns what it filled in."""
+    get = ctypes.pythonapi.PyObject_GetBuffer
+    get.argtypes = [ctypes.py_object, ctypes.POINTER(PyBuffer), ctypes.c_int]
+    release = ctypes.pythonapi.PyBuffer_Release
+    release.argtypes = [ctypes.POINTER(PyBuffer)]
+    view = PyBuffer()
+    get(obj, ctypes.byref(view), flags)
+    try:
+        ndim = view.ndim
+        return {
+            "buf": view.buf, "len": view.len, "itemsize": view.itemsize,
+            "readonly": view.readonly, "ndim": ndim,
+            "format": None if view.format is None else view.format.decode(),
+            "shape": None if not view.shape else tuple(view.shape[:ndim]),
+            "strides": (None if not view.strides
+                        else tuple(view.strides[:ndim])),
+        }
+    finally:
+        release(ctypes.byref(view))
+
+
+def test_buffer_flags():
+    t = fp8q.asarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+    simple = get_buffer(t, 0)
+    assert simple["format"] is None and simple["shape"] is None
+    assert simple["strides"] is None and simple["len"] == 24
+    assert simple["itemsize"] == 4 and simple["buf"] == t.data_ptr
+    nd = get_buffer(t, PyBUF_ND | PyBUF_FORMAT)
+    assert nd["shape"] == (2, 3) and nd["strides"] is None
+    assert nd["format"] == "f"
+    strided = get_buffer(t, PyBUF_STRIDES)
+    assert strided["strides"] == (12, 4)
+    for flags in (PyBUF_C_CONTIGUOUS, PyBUF_ANY_CONTIGUOUS,
+                  PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS):
+        assert get_buffer(t, flags)["strides"] == (12, 4)
+    with pytest.raises(BufferError, match="Fortran"):
+        get_buffer(t, PyBUF_F_CONTIGUOUS)
+
+
+def test_buffer_contiguity_requests():
+    t = fp8q.asarray(np.arange(6, dtype=np.float32).reshape(2, 3)).T
+    assert get_buffer(t, PyBUF_F_CONTIGUOUS)["strides"] == (4, 12)
+    assert get_buffer(t, PyBUF_ANY_CONTIGUOUS)["strides"] == (4, 12)
+    assert memoryview(t).f_contiguous
+    for flags in (0, PyBUF_ND, PyBUF_C_CONTIGUOUS):
+        with pytest.raises(BufferError, match="C-contiguous"):
+            get_buffer(t, flags)
+    gapped = fp8q.asarray(np.arange(12, dtype=np.uint8).reshape(3, 4)[:, ::2])
+    assert get_buffer(gapped, PyBUF_STRIDES)["strides"] == (4, 2)
+    with pytest.raises(BufferError, match="neither C- nor Fortran"):
+        get_buffer(gapped, PyBUF_ANY_CONTIGUOUS)
+    # bytes() asks for strides and gathers the elements itself.
+    assert bytes(gapped) == bytes([0, 2, 4, 6, 8, 10])
+    assert bytes(fp8q.asarray(np.arange(3, dtype=np.uint8))) == b"\0\1\2"
+
+
+def test_buffer_readonly():
+    source = np.arange(4, dtype=np.float32)
+    source.flags.writeable = False
+    t = fp8q.asarray(source)
+    m = memoryview(t)
+    assert m.readonly
+    with pytest.raises(TypeError):
+        m[0] = 1.0
+    assert get_buffer(t, PyBUF_STRIDES)["readonly"] == 1
+    with pytest.raises(BufferError, match="read-only"):
+        get_buffer(t, PyBUF_WRITABLE)
+    with pytest.raises(BufferError, match="read-only"):
+        get_buffer(t, PyBUF_WRITABLE | PyBUF_STRIDES | PyBUF_FORMAT)
+    assert get_buffer(fp8q.zeros(2), PyBUF_WRITABLE)["readonly"] == 0
+    ro_bytes = fp8q.asarray(b"\x01\x02")
+    assert ro_bytes.readonly and memoryview(ro_bytes).readonly
+
+
+def test_buffer_zero_d_and_empty():
+    m = memoryview(fp8q.asarray(1.5))
+    assert m.ndim == 0 and m.shape == () and m.format == "f"
+    assert m[()] == 1.5
+    e = memoryview(fp8q.zeros((0, 3), dtype="bf16"))
+    assert e.shape == (0, 3) and e.format == "H" and e.nbytes == 0
+
+
+def test_buffer_keeps_tensor_alive():
+    t = fp8q.asarray([1.0, 2.0])
+    reference = weakref.ref(t)
+    m = memoryview(t)
+    del t
+    assert reference() is not None
+    assert m.tolist() == [1.0, 2.0]
+    m.release()
+    assert reference() is None
