@@ -409,6 +409,25 @@ def test_consumer_refusals_leave_the_capsule_unconsumed():
         assert made.calls == 0
 
 
+@pytest.mark.parametrize("shape,strides", [
+    ((2**62, 4), None), ((2**31, 2**31, 4), None), ((3,), (2**62,)),
+    ((2, 2), (2**61, 2**61)), ((3,), (-2**63,)), ((5, -1), None)])
+def test_layouts_beyond_int64_or_negative_are_refused(shape, strides):
+    # Regression: such shapes used to overflow int64 silently (size 0 or a
+    # wrapped byte span) and were accepted.
+    made = HandMade(np.zeros((1,) * len(shape), dtype=np.float32),
+                    strides="given" if strides else None)
+    for axis, extent in enumerate(shape):
+        made.shape[axis] = extent
+        if strides:
+            made.strides[axis] = strides[axis]
+    capsule = made.capsule()
+    with pytest.raises(BufferError, match="^obj: unusable DLPack tensor"):
+        fp8q.from_dlpack(capsule)
+    assert capsule_name(capsule) == "dltensor_versioned"
+    assert made.calls == 0
+
+
 def test_misaligned_data_is_refused():
     raw = np.zeros(20, dtype=np.uint8)
     made = HandMade(raw[:16].view(np.float32))

@@ -397,3 +397,22 @@ def test_info_command_reports_the_round_trip():
     trip = facts["round_trip"]
     assert trip["max_relative_error_normal_range"] <= 2.0 ** -4
     assert 0 < trip["mean_relative_error"] < 2.0 ** -4
+
+
+@pytest.mark.parametrize("granularity,same_as", [
+    ((1, 2**63 - 1), "row"), ((2**63 - 1, 1), "col"),
+    ((2**63 - 1, 2**63 - 1), "tensor"), ((2**70, 2), (3, 2))])
+def test_huge_blocks_cover_the_input_in_one_block(granularity, same_as):
+    # Regression: ceil(M / bm) was computed as (M + bm - 1) / bm, which
+    # overflowed int64 for huge blocks and crashed (division by zero).
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
+    q = fp8q.quantize(x, granularity=granularity)
+    expected = fp8q.quantize(x, granularity=same_as)
+    assert q.scale.shape == tuple(
+        expected_scale_shape(x.shape, (3, 4) if same_as == "tensor"
+                             else same_as))
+    np.testing.assert_array_equal(q.scale.numpy().ravel(),
+                                  expected.scale.numpy().ravel())
+    np.testing.assert_array_equal(codes(q.data), codes(expected.data))
+    np.testing.assert_array_equal(q.dequantize().numpy(),
+                                  expected.dequantize().numpy())

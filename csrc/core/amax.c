@@ -129,21 +129,12 @@ static void zero_row(void *context, char *const *pointers,
 static fp8q_status check_output(const fp8q_view *destination,
                                 fp8q_error *error)
 {
-    int axis;
     if (destination->dtype != FP8Q_FLOAT32) {
         return fp8q_fail(error, FP8Q_ERROR_TYPE,
                          "out: amax results are float32, got dtype %s",
                          fp8q_dtype_name(destination->dtype));
     }
-    for (axis = 0; axis < destination->ndim; axis++) {
-        if (destination->strides[axis] == 0 && destination->shape[axis] > 1) {
-            return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                             "out: axis %d has stride 0, so several results "
-                             "would land on the same element",
-                             axis);
-        }
-    }
-    return FP8Q_OK;
+    return fp8q_view_check_writable(destination, "out", error);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -346,13 +337,12 @@ typedef struct block_amax_job {
     int64_t block_rows;
     int64_t block_cols;
     int64_t blocks_per_row;
-    int64_t n_units;
-    int64_t units_per_task;
 } block_amax_job;
 
-static void block_amax_units(const block_amax_job *job, int64_t first,
-                             int64_t end)
+/* fp8q_units_fn: reduces blocks [first, end). */
+static void block_amax_units(void *context, int64_t first, int64_t end)
 {
+    const block_amax_job *job = (const block_amax_job *)context;
     const fp8q_view *source = job->source;
     const int64_t itemsize = (int64_t)fp8q_dtype_itemsize(source->dtype);
     const int64_t col_byte_stride = source->strides[1] * itemsize;
@@ -391,54 +381,21 @@ static void block_amax_units(const block_amax_job *job, int64_t first,
     }
 }
 
-static void block_amax_task(void *context, int64_t task_index)
-{
-    const block_amax_job *job = (const block_amax_job *)context;
-    const int64_t first = task_index * job->units_per_task;
-    const int64_t end = first + job->units_per_task;
-    block_amax_units(job, first, end < job->n_units ? end : job->n_units);
-}
-
 fp8q_status fp8q_block_amax(const fp8q_view *source, int64_t block_rows,
                             int64_t block_cols, const fp8q_view *destination,
                             fp8q_error *error)
 {
     block_amax_job job;
-    int64_t expected[2];
-    int64_t n_tasks;
-    int threads;
     fp8q_status status;
 
-    if (source->ndim != 2) {
-        return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                         "block amax needs 2-D input, got %d dimensions",
-                         source->ndim);
-    }
-    if (block_rows < 1 || block_cols < 1) {
-        return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                         "block: extents must be >= 1, got (%" PRId64
-                         ", %" PRId64 ")",
-                         block_rows, block_cols);
+    status = fp8q_view_check_block_grid(source, block_rows, block_cols,
+                                        destination, "out", error);
+    if (status != FP8Q_OK) {
+        return status;
     }
     status = check_output(destination, error);
     if (status != FP8Q_OK) {
         return status;
-    }
-    expected[0] = (source->shape[0] + block_rows - 1) / block_rows;
-    expected[1] = (source->shape[1] + block_cols - 1) / block_cols;
-    if (destination->ndim != 2 || destination->shape[0] != expected[0] ||
-        destination->shape[1] != expected[1]) {
-        char expected_text[256];
-        char received_text[256];
-        fp8q_format_shape(expected_text, sizeof expected_text, 2, expected);
-        fp8q_format_shape(received_text, sizeof received_text,
-                          destination->ndim, destination->shape);
-        return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                         "out: expected shape %s for blocks of (%" PRId64
-                         ", %" PRId64 ") over shape (%" PRId64 ", %" PRId64
-                         "), got %s",
-                         expected_text, block_rows, block_cols,
-                         source->shape[0], source->shape[1], received_text);
     }
     if (fp8q_view_size(source) == 0) {
         return FP8Q_OK;
@@ -448,21 +405,8 @@ fp8q_status fp8q_block_amax(const fp8q_view *source, int64_t block_rows,
     job.destination = destination;
     job.block_rows = block_rows;
     job.block_cols = block_cols;
-    job.blocks_per_row = expected[1];
-    job.n_units = expected[0] * expected[1];
-
-    threads = fp8q_threads_for(fp8q_view_size(source));
-    n_tasks = threads > 1 ? (int64_t)threads * 4 : 1;
-    if (n_tasks > job.n_units) {
-        n_tasks = job.n_units;
-    }
-    job.units_per_task = (job.n_units + n_tasks - 1) / n_tasks;
-    n_tasks = (job.n_units + job.units_per_task - 1) / job.units_per_task;
-    if (threads > 1 && n_tasks > 1) {
-        fp8q_parallel_for(n_tasks, threads, block_amax_task, &job);
-    }
-    else {
-        block_amax_units(&job, 0, job.n_units);
-    }
+    job.blocks_per_row = destination->shape[1];
+    fp8q_for_each_unit_range(destination->shape[0] * job.blocks_per_row,
+                             fp8q_view_size(source), block_amax_units, &job);
     return FP8Q_OK;
 }

@@ -203,46 +203,6 @@ static void cast_row(void *context, char *const *pointers,
 /* ------------------------------------------------------------------------- */
 /* Checks                                                                    */
 
-static fp8q_status check_same_shape(const fp8q_view *source,
-                                    const fp8q_view *destination,
-                                    fp8q_error *error)
-{
-    int same = source->ndim == destination->ndim;
-    int axis;
-
-    for (axis = 0; same && axis < source->ndim; axis++) {
-        same = source->shape[axis] == destination->shape[axis];
-    }
-    if (!same) {
-        char expected[256];
-        char received[256];
-        fp8q_format_shape(expected, sizeof expected, source->ndim,
-                          source->shape);
-        fp8q_format_shape(received, sizeof received, destination->ndim,
-                          destination->shape);
-        return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                         "out: expected shape %s (the input's), got %s",
-                         expected, received);
-    }
-    return FP8Q_OK;
-}
-
-/* Rejects destinations that would write one element from two places. */
-static fp8q_status check_writable_layout(const fp8q_view *destination,
-                                         fp8q_error *error)
-{
-    int axis;
-    for (axis = 0; axis < destination->ndim; axis++) {
-        if (destination->strides[axis] == 0 && destination->shape[axis] > 1) {
-            return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                             "out: axis %d has stride 0, so several results "
-                             "would land on the same element",
-                             axis);
-        }
-    }
-    return FP8Q_OK;
-}
-
 static fp8q_status check_scale_dtype(const fp8q_view *scale,
                                      fp8q_error *error)
 {
@@ -277,11 +237,11 @@ fp8q_status fp8q_cast(const fp8q_view *source, const fp8q_view *destination,
     cast_plan plan;
     fp8q_status status;
 
-    status = check_same_shape(source, destination, error);
+    status = fp8q_view_check_same_shape(source, destination, "out", error);
     if (status != FP8Q_OK) {
         return status;
     }
-    status = check_writable_layout(destination, error);
+    status = fp8q_view_check_writable(destination, "out", error);
     if (status != FP8Q_OK) {
         return status;
     }
@@ -308,7 +268,7 @@ fp8q_status fp8q_cast(const fp8q_view *source, const fp8q_view *destination,
 /* Block-scaled cast                                                         */
 
 /* Work units are (row, column block) runs of at most block_cols elements,
- * numbered row-major; a task takes a range of them. */
+ * numbered row-major. */
 typedef struct block_cast_job {
     cast_plan plan;
     const fp8q_view *source;
@@ -317,13 +277,12 @@ typedef struct block_cast_job {
     int64_t block_rows;
     int64_t block_cols;
     int64_t blocks_per_row;
-    int64_t n_units;
-    int64_t units_per_task;
 } block_cast_job;
 
-static void block_cast_units(const block_cast_job *job, int64_t first,
-                             int64_t end)
+/* fp8q_units_fn: casts units [first, end). */
+static void block_cast_units(void *context, int64_t first, int64_t end)
 {
+    const block_cast_job *job = (const block_cast_job *)context;
     const int64_t source_size =
         (int64_t)fp8q_dtype_itemsize(job->source->dtype);
     const int64_t destination_size =
@@ -360,59 +319,6 @@ static void block_cast_units(const block_cast_job *job, int64_t first,
     }
 }
 
-static void block_cast_task(void *context, int64_t task_index)
-{
-    const block_cast_job *job = (const block_cast_job *)context;
-    const int64_t first = task_index * job->units_per_task;
-    const int64_t end = first + job->units_per_task;
-    block_cast_units(job, first, end < job->n_units ? end : job->n_units);
-}
-
-/* Checks a 2-D (M, N) input, its block extents and its (ceil(M / rows),
- * ceil(N / cols)) float32 per-block view. */
-static fp8q_status check_block_layout(const fp8q_view *source,
-                                      int64_t block_rows, int64_t block_cols,
-                                      const fp8q_view *blocks,
-                                      const char *blocks_name,
-                                      fp8q_error *error)
-{
-    int64_t expected[2];
-
-    if (source->ndim != 2) {
-        return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                         "block scaling needs 2-D input, got %d dimensions",
-                         source->ndim);
-    }
-    if (block_rows < 1 || block_cols < 1) {
-        return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                         "block: extents must be >= 1, got (%" PRId64
-                         ", %" PRId64 ")",
-                         block_rows, block_cols);
-    }
-    if (blocks->dtype != FP8Q_FLOAT32) {
-        return fp8q_fail(error, FP8Q_ERROR_TYPE,
-                         "%s: expected dtype float32, got %s", blocks_name,
-                         fp8q_dtype_name(blocks->dtype));
-    }
-    expected[0] = (source->shape[0] + block_rows - 1) / block_rows;
-    expected[1] = (source->shape[1] + block_cols - 1) / block_cols;
-    if (blocks->ndim != 2 || blocks->shape[0] != expected[0] ||
-        blocks->shape[1] != expected[1]) {
-        char expected_text[256];
-        char received_text[256];
-        fp8q_format_shape(expected_text, sizeof expected_text, 2, expected);
-        fp8q_format_shape(received_text, sizeof received_text, blocks->ndim,
-                          blocks->shape);
-        return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                         "%s: expected shape %s for blocks of (%" PRId64
-                         ", %" PRId64 ") over shape (%" PRId64 ", %" PRId64
-                         "), got %s",
-                         blocks_name, expected_text, block_rows, block_cols,
-                         source->shape[0], source->shape[1], received_text);
-    }
-    return FP8Q_OK;
-}
-
 fp8q_status fp8q_block_cast(const fp8q_view *source,
                             const fp8q_view *destination,
                             const fp8q_view *scale, int64_t block_rows,
@@ -420,25 +326,20 @@ fp8q_status fp8q_block_cast(const fp8q_view *source,
                             fp8q_error *error)
 {
     block_cast_job job;
-    int64_t n_tasks;
-    int threads;
     fp8q_status status;
 
-    status = check_block_layout(source, block_rows, block_cols, scale,
-                                "scale", error);
+    status = fp8q_view_check_block_grid(source, block_rows, block_cols, scale,
+                                        "scale", error);
     if (status != FP8Q_OK) {
         return status;
     }
-    status = check_same_shape(source, destination, error);
+    status = fp8q_view_check_same_shape(source, destination, "out", error);
     if (status != FP8Q_OK) {
         return status;
     }
-    status = check_writable_layout(destination, error);
+    status = fp8q_view_check_writable(destination, "out", error);
     if (status != FP8Q_OK) {
         return status;
-    }
-    if (fp8q_view_size(source) == 0) {
-        return FP8Q_OK;
     }
 
     init_plan(&job.plan, source, destination, 1, op, saturate);
@@ -448,20 +349,7 @@ fp8q_status fp8q_block_cast(const fp8q_view *source,
     job.block_rows = block_rows;
     job.block_cols = block_cols;
     job.blocks_per_row = scale->shape[1];
-    job.n_units = source->shape[0] * job.blocks_per_row;
-
-    threads = fp8q_threads_for(fp8q_view_size(source));
-    n_tasks = threads > 1 ? (int64_t)threads * 4 : 1;
-    if (n_tasks > job.n_units) {
-        n_tasks = job.n_units;
-    }
-    job.units_per_task = (job.n_units + n_tasks - 1) / n_tasks;
-    n_tasks = (job.n_units + job.units_per_task - 1) / job.units_per_task;
-    if (threads > 1) {
-        fp8q_parallel_for(n_tasks, threads, block_cast_task, &job);
-    }
-    else {
-        block_cast_units(&job, 0, job.n_units);
-    }
+    fp8q_for_each_unit_range(source->shape[0] * job.blocks_per_row,
+                             fp8q_view_size(source), block_cast_units, &job);
     return FP8Q_OK;
 }

@@ -69,38 +69,12 @@ fp8q_status fp8q_scale_shape(const fp8q_granularity *granularity, int ndim,
                              granularity->block_cols);
         }
         *scale_ndim = 2;
-        scale_shape[0] = (shape[0] + granularity->block_rows - 1) /
-                         granularity->block_rows;
-        scale_shape[1] = (shape[1] + granularity->block_cols - 1) /
-                         granularity->block_cols;
+        scale_shape[0] = fp8q_block_count(shape[0], granularity->block_rows);
+        scale_shape[1] = fp8q_block_count(shape[1], granularity->block_cols);
         return FP8Q_OK;
     }
     return fp8q_fail(error, FP8Q_ERROR_VALUE,
                      "granularity: unknown kind %d", (int)granularity->kind);
-}
-
-static fp8q_status check_same_shape(const fp8q_view *source,
-                                    const fp8q_view *destination,
-                                    fp8q_error *error)
-{
-    int same = source->ndim == destination->ndim;
-    int axis;
-
-    for (axis = 0; same && axis < source->ndim; axis++) {
-        same = source->shape[axis] == destination->shape[axis];
-    }
-    if (!same) {
-        char expected[256];
-        char received[256];
-        fp8q_format_shape(expected, sizeof expected, source->ndim,
-                          source->shape);
-        fp8q_format_shape(received, sizeof received, destination->ndim,
-                          destination->shape);
-        return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                         "out: expected shape %s (the input's), got %s",
-                         expected, received);
-    }
-    return FP8Q_OK;
 }
 
 /* Checks that `scale` is float32 with exactly the granularity's scale shape
@@ -338,15 +312,22 @@ static fp8q_status compute_scales(const fp8q_view *source,
     return fp8q_scales_from_amax(scale, target, power_of_2, error);
 }
 
-static fp8q_status check_given_scales(const fp8q_view *scale,
-                                      fp8q_error *error)
+fp8q_status fp8q_check_scale_values(const fp8q_view *scale,
+                                    fp8q_error *error)
 {
     scale_walk walk;
+
+    if (scale->dtype != FP8Q_FLOAT32) {
+        return fp8q_fail(error, FP8Q_ERROR_TYPE,
+                         "scale: expected dtype float32, got %s",
+                         fp8q_dtype_name(scale->dtype));
+    }
     walk.pass = SCALE_PASS_CHECK_GIVEN;
     walk_scales(&walk, scale);
     if (walk.bad_index >= 0) {
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                         "scale: every value must be finite and > 0, but "
+                         "scale: every value must be finite and > 0 (it is "
+                         "the dequantization scale, x ~= q * scale), but "
                          "element %" PRId64 " (C order) is %g",
                          walk.bad_index, (double)walk.bad_value);
     }
@@ -382,7 +363,7 @@ fp8q_status fp8q_quantize(const fp8q_view *source,
                          "dtype: quantize produces an FP8 dtype, got %s",
                          fp8q_dtype_name(destination->dtype));
     }
-    status = check_same_shape(source, destination, error);
+    status = fp8q_view_check_same_shape(source, destination, "out", error);
     if (status != FP8Q_OK) {
         return status;
     }
@@ -396,7 +377,7 @@ fp8q_status fp8q_quantize(const fp8q_view *source,
                                 error);
     }
     else {
-        status = check_given_scales(scale, error);
+        status = fp8q_check_scale_values(scale, error);
     }
     if (status != FP8Q_OK) {
         return status;

@@ -46,6 +46,12 @@ fp8q_status fp8q_scale_shape(const fp8q_granularity *granularity, int ndim,
 fp8q_status fp8q_scales_from_amax(const fp8q_view *amax, fp8q_dtype target,
                                   int power_of_2, fp8q_error *error);
 
+/* FP8Q_OK when every value of the float32 view `scale` (any strides) is
+ * finite and > 0; else FP8Q_ERROR_VALUE naming the first bad value by flat
+ * C-order index (FP8Q_ERROR_TYPE for a non-float32 view). */
+fp8q_status fp8q_check_scale_values(const fp8q_view *scale,
+                                    fp8q_error *error);
+
 typedef struct fp8q_quantize_options {
     fp8q_granularity granularity;
     int compute_scale; /* nonzero: compute `scale` from amax; zero: use it */

@@ -97,6 +97,120 @@ fp8q_status fp8q_view_init_contiguous(fp8q_view *view, void *data,
     return FP8Q_OK;
 }
 
+fp8q_status fp8q_view_check_layout(const fp8q_view *view,
+                                   const char *argument_name,
+                                   fp8q_error *error)
+{
+    const int64_t itemsize = (int64_t)fp8q_dtype_itemsize(view->dtype);
+    int64_t size = itemsize; /* bytes of the elements */
+    int64_t span = itemsize; /* bytes from the lowest to the highest one */
+    int empty = 0;
+    int axis;
+
+    if (itemsize == 0) {
+        return fp8q_fail(error, FP8Q_ERROR_TYPE, "%s: invalid dtype code %d",
+                         argument_name, (int)view->dtype);
+    }
+    if (view->ndim < 0 || view->ndim > FP8Q_MAX_DIMS) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "%s: a tensor has between 0 and %d dimensions, got "
+                         "%d",
+                         argument_name, FP8Q_MAX_DIMS, view->ndim);
+    }
+    for (axis = 0; axis < view->ndim; axis++) {
+        if (view->shape[axis] < 0) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "%s: shape extents must be >= 0, got %" PRId64
+                             " at axis %d",
+                             argument_name, view->shape[axis], axis);
+        }
+    }
+    for (axis = 0; axis < view->ndim; axis++) {
+        empty = empty || view->shape[axis] == 0;
+    }
+    for (axis = 0; axis < view->ndim; axis++) {
+        const int64_t extent = view->shape[axis];
+        const int64_t stride = view->strides[axis];
+        const int64_t step = stride == INT64_MIN ? 0
+                             : stride < 0        ? -stride
+                                                 : stride;
+
+        /* Byte strides (and their magnitudes) are formed for every axis,
+         * even of extent 0 or 1; INT64_MIN has no magnitude. */
+        if (stride == INT64_MIN || step > INT64_MAX / itemsize) {
+            break;
+        }
+        if (empty) {
+            continue;
+        }
+        if (size > INT64_MAX / extent) {
+            break;
+        }
+        size *= extent;
+        if (extent > 1) {
+            if (step * itemsize > (INT64_MAX - span) / (extent - 1)) {
+                break;
+            }
+            span += (extent - 1) * step * itemsize;
+        }
+    }
+    if (axis < view->ndim) {
+        char shape_text[256];
+        char strides_text[256];
+        fp8q_format_shape(shape_text, sizeof shape_text, view->ndim,
+                          view->shape);
+        fp8q_format_shape(strides_text, sizeof strides_text, view->ndim,
+                          view->strides);
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "%s: shape %s with strides %s of %s elements spans "
+                         "more bytes than a 64-bit offset holds",
+                         argument_name, shape_text, strides_text,
+                         fp8q_dtype_name(view->dtype));
+    }
+    return FP8Q_OK;
+}
+
+fp8q_status fp8q_view_check_same_shape(const fp8q_view *expected,
+                                       const fp8q_view *received,
+                                       const char *argument_name,
+                                       fp8q_error *error)
+{
+    int same = expected->ndim == received->ndim;
+    int axis;
+
+    for (axis = 0; same && axis < expected->ndim; axis++) {
+        same = expected->shape[axis] == received->shape[axis];
+    }
+    if (!same) {
+        char expected_text[256];
+        char received_text[256];
+        fp8q_format_shape(expected_text, sizeof expected_text, expected->ndim,
+                          expected->shape);
+        fp8q_format_shape(received_text, sizeof received_text,
+                          received->ndim, received->shape);
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "%s: expected shape %s (the input's), got %s",
+                         argument_name, expected_text, received_text);
+    }
+    return FP8Q_OK;
+}
+
+fp8q_status fp8q_view_check_writable(const fp8q_view *view,
+                                     const char *argument_name,
+                                     fp8q_error *error)
+{
+    int axis;
+    for (axis = 0; axis < view->ndim; axis++) {
+        if (view->strides[axis] == 0 && view->shape[axis] > 1) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "%s: axis %d has stride 0, so several results "
+                             "would land on the same element",
+                             argument_name, axis);
+        }
+    }
+    return FP8Q_OK;
+}
+
 void fp8q_view_byte_extent(const fp8q_view *view, int64_t *low, int64_t *high)
 {
     const int64_t itemsize = (int64_t)fp8q_dtype_itemsize(view->dtype);
@@ -140,6 +254,57 @@ void fp8q_format_shape(char *buffer, size_t buffer_size, int ndim,
     used = strlen(buffer);
     snprintf(buffer + used, buffer_size - used, ndim == 1 ? ",)" : ")");
     buffer[buffer_size - 1] = '\0';
+}
+
+/* ------------------------------------------------------------------------- */
+/* 2-D blocks                                                                */
+
+int64_t fp8q_block_count(int64_t extent, int64_t block)
+{
+    return extent == 0 ? 0 : (extent - 1) / block + 1;
+}
+
+fp8q_status fp8q_view_check_block_grid(const fp8q_view *source,
+                                       int64_t block_rows, int64_t block_cols,
+                                       const fp8q_view *blocks,
+                                       const char *blocks_name,
+                                       fp8q_error *error)
+{
+    int64_t expected[2];
+
+    if (source->ndim != 2) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "blocks need 2-D input, got %d dimensions",
+                         source->ndim);
+    }
+    if (block_rows < 1 || block_cols < 1) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "block: extents must be >= 1, got (%" PRId64
+                         ", %" PRId64 ")",
+                         block_rows, block_cols);
+    }
+    if (blocks->dtype != FP8Q_FLOAT32) {
+        return fp8q_fail(error, FP8Q_ERROR_TYPE,
+                         "%s: expected dtype float32, got %s", blocks_name,
+                         fp8q_dtype_name(blocks->dtype));
+    }
+    expected[0] = fp8q_block_count(source->shape[0], block_rows);
+    expected[1] = fp8q_block_count(source->shape[1], block_cols);
+    if (blocks->ndim != 2 || blocks->shape[0] != expected[0] ||
+        blocks->shape[1] != expected[1]) {
+        char expected_text[256];
+        char received_text[256];
+        fp8q_format_shape(expected_text, sizeof expected_text, 2, expected);
+        fp8q_format_shape(received_text, sizeof received_text, blocks->ndim,
+                          blocks->shape);
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "%s: expected shape %s for blocks of (%" PRId64
+                         ", %" PRId64 ") over shape (%" PRId64 ", %" PRId64
+                         "), got %s",
+                         blocks_name, expected_text, block_rows, block_cols,
+                         source->shape[0], source->shape[1], received_text);
+    }
+    return FP8Q_OK;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -250,6 +415,49 @@ int fp8q_threads_for(int64_t n_elements)
         return 1;
     }
     return useful < available ? (int)useful : available;
+}
+
+/* A range of units per task of fp8q_for_each_unit_range. */
+typedef struct unit_ranges {
+    fp8q_units_fn run;
+    void *context;
+    int64_t n_units;
+    int64_t units_per_task;
+} unit_ranges;
+
+static void unit_range_task(void *context, int64_t task_index)
+{
+    const unit_ranges *ranges = (const unit_ranges *)context;
+    const int64_t first = task_index * ranges->units_per_task;
+    const int64_t end = ranges->n_units - first < ranges->units_per_task
+                            ? ranges->n_units
+                            : first + ranges->units_per_task;
+    ranges->run(ranges->context, first, end);
+}
+
+void fp8q_for_each_unit_range(int64_t n_units, int64_t n_elements,
+                              fp8q_units_fn run, void *context)
+{
+    const int threads = fp8q_threads_for(n_elements);
+    unit_ranges ranges;
+    int64_t n_tasks = (int64_t)threads * 4; /* balances uneven progress */
+
+    if (n_units <= 0) {
+        return;
+    }
+    if (threads <= 1 || n_units == 1) {
+        run(context, 0, n_units);
+        return;
+    }
+    if (n_tasks > n_units) {
+        n_tasks = n_units;
+    }
+    ranges.run = run;
+    ranges.context = context;
+    ranges.n_units = n_units;
+    ranges.units_per_task = (n_units - 1) / n_tasks + 1;
+    n_tasks = (n_units - 1) / ranges.units_per_task + 1;
+    fp8q_parallel_for(n_tasks, threads, unit_range_task, &ranges);
 }
 
 /* ------------------------------------------------------------------------- */

@@ -36,6 +36,29 @@ fp8q_status fp8q_view_init_contiguous(fp8q_view *view, void *data,
                                       fp8q_dtype dtype, int ndim,
                                       const int64_t *shape, fp8q_error *error);
 
+/* Checks that a view described by someone else (a DLPack producer) can be
+ * walked with int64 byte offsets: ndim in [0, FP8Q_MAX_DIMS], extents >= 0,
+ * and both the number of bytes and the byte span of its elements within
+ * int64. FP8Q_ERROR_VALUE naming `argument_name` otherwise, FP8Q_ERROR_TYPE
+ * for an invalid dtype. */
+fp8q_status fp8q_view_check_layout(const fp8q_view *view,
+                                   const char *argument_name,
+                                   fp8q_error *error);
+
+/* FP8Q_ERROR_VALUE "<argument_name>: expected shape S (the input's), got T"
+ * unless `received` has the shape of `expected`. */
+fp8q_status fp8q_view_check_same_shape(const fp8q_view *expected,
+                                       const fp8q_view *received,
+                                       const char *argument_name,
+                                       fp8q_error *error);
+
+/* FP8Q_ERROR_VALUE naming `argument_name` when an axis of extent > 1 has
+ * stride 0: an output view that would receive several results in one
+ * element. */
+fp8q_status fp8q_view_check_writable(const fp8q_view *view,
+                                     const char *argument_name,
+                                     fp8q_error *error);
+
 /* Bytes spanned by the view's elements: writes the lowest and one-past-the-
  * highest byte offsets, relative to data, that any element touches (both 0 for
  * an empty view). Used for bounds and overlap checks. */
@@ -51,6 +74,25 @@ fp8q_status fp8q_view_broadcast_to(const fp8q_view *in, int ndim,
                                    const int64_t *shape, fp8q_view *out,
                                    const char *argument_name,
                                    fp8q_error *error);
+
+/* ------------------------------------------------------------------------- */
+/* 2-D blocks                                                                */
+
+/* ceil(extent / block) for extent >= 0 and block >= 1, without overflow:
+ * the number of blocks of `block` elements that cover `extent`. */
+int64_t fp8q_block_count(int64_t extent, int64_t block);
+
+/*
+ * Checks a 2-D source (M, N), block extents (both >= 1) and the float32 view
+ * `blocks` holding one value per block, of shape (ceil(M / block_rows),
+ * ceil(N / block_cols)). FP8Q_ERROR_VALUE / FP8Q_ERROR_TYPE naming
+ * `blocks_name` otherwise.
+ */
+fp8q_status fp8q_view_check_block_grid(const fp8q_view *source,
+                                       int64_t block_rows, int64_t block_cols,
+                                       const fp8q_view *blocks,
+                                       const char *blocks_name,
+                                       fp8q_error *error);
 
 /* Writes "(2, 3, 4)" into buffer (always NUL-terminated); for messages. */
 void fp8q_format_shape(char *buffer, size_t buffer_size, int ndim,
@@ -93,6 +135,16 @@ void fp8q_set_num_threads(int n);
 
 /* Work below this many elements runs on the calling thread only. */
 #define FP8Q_PARALLEL_MIN_ELEMENTS ((int64_t)1 << 18)
+
+/* Calls `run(context, first, end)` over consecutive ranges that together
+ * cover the units [0, n_units) once, spread over fp8q_threads_for(n_elements)
+ * threads (a few ranges per thread), or in one call on the calling thread
+ * for small work. For operations whose units (e.g. 2-D blocks) each write
+ * their own outputs. */
+typedef void (*fp8q_units_fn)(void *context, int64_t first_unit,
+                              int64_t end_unit);
+void fp8q_for_each_unit_range(int64_t n_units, int64_t n_elements,
+                              fp8q_units_fn run, void *context);
 
 /* Threads worth using for `n_elements` of work: the smaller of
  * fp8q_num_threads() and n_elements / FP8Q_PARALLEL_MIN_ELEMENTS, at least 1.

@@ -130,9 +130,9 @@ fp8q_TensorObject *fp8q_tensor_new_view(const fp8q_view *view,
 
 /*
  * A new C-contiguous CPU tensor holding `source`'s elements converted to
- * `dtype`: a bit-exact copy when the dtypes are equal, otherwise core
- * fp8q_cast without a scale, saturating (as fp8q.cast's default). The GIL is
- * released while the data moves.
+ * `dtype` by core fp8q_cast without a scale, saturating (as fp8q.cast's
+ * default): a bit-exact copy when the dtypes are equal. The GIL is released
+ * while the data moves.
  */
 fp8q_TensorObject *fp8q_tensor_copy_as(fp8q_TensorObject *source,
                                        fp8q_dtype dtype);
@@ -192,7 +192,6 @@ PyObject *fp8q_tensor_dlpack_device(PyObject *self, PyObject *unused);
 /* Per-file module initialisation, called by module.c in this order. Each    */
 /* adds its types/functions to `module` and returns 0, or -1 with an error. */
 
-int fp8q_py_errors_init(PyObject *module);
 int fp8q_py_dtype_init(PyObject *module);
 int fp8q_py_tensor_init(PyObject *module);
 int fp8q_py_dlpack_init(PyObject *module);

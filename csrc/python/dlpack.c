@@ -453,6 +453,9 @@ static int view_from_dl_tensor(const fp8q_dl_tensor *dl_tensor,
     const fp8q_dl_data_type type = dl_tensor->dtype;
     fp8q_dtype dtype;
     size_t itemsize;
+    void *data;
+    fp8q_error error;
+    fp8q_status status;
     int axis;
 
     if (dl_tensor->device.device_type != FP8Q_DL_CPU) {
@@ -502,34 +505,31 @@ static int view_from_dl_tensor(const fp8q_dl_tensor *dl_tensor,
     }
     itemsize = fp8q_dtype_itemsize(dtype);
     memset(view, 0, sizeof *view);
-    view->data = dl_tensor->data == NULL
-                     ? NULL
-                     : (char *)dl_tensor->data + dl_tensor->byte_offset;
-    view->dtype = dtype;
-    view->ndim = (int)dl_tensor->ndim;
-    for (axis = 0; axis < view->ndim; axis++) {
-        if (dl_tensor->shape[axis] < 0) {
-            PyErr_Format(PyExc_BufferError,
-                         "%s: DLPack tensor with a negative extent %lld at "
-                         "axis %d",
-                         argument_name, (long long)dl_tensor->shape[axis],
-                         axis);
-            return -1;
-        }
-        view->shape[axis] = dl_tensor->shape[axis];
-    }
+    data = dl_tensor->data == NULL
+               ? NULL
+               : (char *)dl_tensor->data + dl_tensor->byte_offset;
+    error.status = FP8Q_OK;
+    error.message[0] = '\0';
     if (dl_tensor->strides == NULL) {
-        int64_t stride = 1;
-
-        for (axis = view->ndim - 1; axis >= 0; axis--) {
-            view->strides[axis] = stride;
-            stride *= view->shape[axis] > 0 ? view->shape[axis] : 1;
-        }
+        /* C-contiguous; also checks the extents and the byte size. */
+        status = fp8q_view_init_contiguous(view, data, dtype,
+                                           (int)dl_tensor->ndim,
+                                           dl_tensor->shape, &error);
     }
     else {
+        view->data = data;
+        view->dtype = dtype;
+        view->ndim = (int)dl_tensor->ndim;
         for (axis = 0; axis < view->ndim; axis++) {
+            view->shape[axis] = dl_tensor->shape[axis];
             view->strides[axis] = dl_tensor->strides[axis];
         }
+        status = fp8q_view_check_layout(view, "shape and strides", &error);
+    }
+    if (status != FP8Q_OK) {
+        PyErr_Format(PyExc_BufferError, "%s: unusable DLPack tensor: %s",
+                     argument_name, error.message);
+        return -1;
     }
     if (fp8q_view_size(view) > 0 &&
         (view->data == NULL || (uintptr_t)view->data % itemsize != 0)) {

@@ -103,9 +103,3 @@ void fp8q_py_error_add_prefix(const char *format, ...)
     Py_DECREF(type);
     Py_XDECREF(value);
 }
-
-int fp8q_py_errors_init(PyObject *module)
-{
-    (void)module;
-    return 0;
-}

@@ -7,7 +7,6 @@
  * shapes and devices, allocates its result and calls csrc/core with the GIL
  * released. The numerics live in core; nothing here computes on data.
  */
-#include <float.h>
 #include <string.h>
 
 #include "python/binding.h"
@@ -102,68 +101,6 @@ static void raise_shape_mismatch(const char *function, const char *argument,
     PyErr_Format(PyExc_ValueError, "%s: %s= must have %s %s, got shape %s",
                  function, argument, expected_what, expected_text,
                  received_text);
-}
-
-/* ------------------------------------------------------------------------- */
-/* Scale values                                                              */
-
-typedef struct scale_check {
-    int found_bad; /* a value that is not finite and > 0 was seen */
-    float bad_value;
-} scale_check;
-
-static void check_scale_run(void *context, char *const *pointers,
-                            const int64_t *byte_strides, int64_t count)
-{
-    scale_check *check = (scale_check *)context;
-    int64_t index;
-
-    for (index = 0; index < count && !check->found_bad; index++) {
-        float value;
-        memcpy(&value, pointers[0] + index * byte_strides[0], sizeof value);
-        if (!(value > 0.0f && value <= FLT_MAX)) {
-            check->found_bad = 1;
-            check->bad_value = value;
-        }
-    }
-}
-
-/* Checks that every value of the float32 view `scale` is finite and > 0;
- * raises ValueError naming the first bad value otherwise. */
-static int require_valid_scale_values(const fp8q_view *scale,
-                                      const char *function)
-{
-    const fp8q_view *operands[1];
-    scale_check check;
-    fp8q_error error;
-    fp8q_status status;
-    PyObject *bad_value;
-
-    operands[0] = scale;
-    check.found_bad = 0;
-    check.bad_value = 0.0f;
-    init_error(&error);
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_for_each_row(1, operands, check_scale_run, &check, 0,
-                               &error);
-    Py_END_ALLOW_THREADS
-    if (status != FP8Q_OK) {
-        fp8q_py_raise(&error);
-        return -1;
-    }
-    if (!check.found_bad) {
-        return 0;
-    }
-    bad_value = PyFloat_FromDouble((double)check.bad_value);
-    if (bad_value == NULL) {
-        return -1;
-    }
-    PyErr_Format(PyExc_ValueError,
-                 "%s: scale= must contain only finite values > 0 (it is the "
-                 "dequantization scale, x ~= q * scale), got %R",
-                 function, bad_value);
-    Py_DECREF(bad_value);
-    return -1;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -304,7 +241,11 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
             fp8q_py_raise(&error);
             goto fail;
         }
-        if (require_valid_scale_values(&scale->view, "cast") < 0) {
+        Py_BEGIN_ALLOW_THREADS
+        status = fp8q_check_scale_values(&scale->view, &error);
+        Py_END_ALLOW_THREADS
+        if (status != FP8Q_OK) {
+            fp8q_py_raise(&error);
             goto fail;
         }
     }

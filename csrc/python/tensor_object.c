@@ -101,25 +101,6 @@ fp8q_TensorObject *fp8q_tensor_new_view(const fp8q_view *view,
 /* ------------------------------------------------------------------------- */
 /* Copies                                                                    */
 
-/* Copies one run of elements byte for byte (context: the itemsize). Operand
- * 0 is the destination, operand 1 the source. */
-static void copy_run(void *context, char *const *pointers,
-                     const int64_t *byte_strides, int64_t count)
-{
-    const size_t itemsize = *(const size_t *)context;
-    int64_t index;
-
-    if (byte_strides[0] == (int64_t)itemsize &&
-        byte_strides[1] == (int64_t)itemsize) {
-        memcpy(pointers[0], pointers[1], (size_t)count * itemsize);
-        return;
-    }
-    for (index = 0; index < count; index++) {
-        memcpy(pointers[0] + index * byte_strides[0],
-               pointers[1] + index * byte_strides[1], itemsize);
-    }
-}
-
 fp8q_TensorObject *fp8q_tensor_copy_as(fp8q_TensorObject *source,
                                        fp8q_dtype dtype)
 {
@@ -134,22 +115,11 @@ fp8q_TensorObject *fp8q_tensor_copy_as(fp8q_TensorObject *source,
     }
     error.status = FP8Q_OK;
     error.message[0] = '\0';
-    if (dtype == source->view.dtype) {
-        const fp8q_view *views[2];
-        size_t itemsize = fp8q_dtype_itemsize(dtype);
-
-        views[0] = &result->view;
-        views[1] = &source->view;
-        Py_BEGIN_ALLOW_THREADS
-        status = fp8q_for_each_row(2, views, copy_run, &itemsize, 1, &error);
-        Py_END_ALLOW_THREADS
-    }
-    else {
-        Py_BEGIN_ALLOW_THREADS
-        status = fp8q_cast(&source->view, &result->view, NULL,
-                           FP8Q_SCALE_DIVIDE, 1, &error);
-        Py_END_ALLOW_THREADS
-    }
+    /* Between equal dtypes fp8q_cast copies the bits. */
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cast(&source->view, &result->view, NULL, FP8Q_SCALE_DIVIDE,
+                       1, &error);
+    Py_END_ALLOW_THREADS
     if (status != FP8Q_OK) {
         Py_DECREF(result);
         fp8q_py_raise(&error);

@@ -158,6 +158,8 @@ static const harness_test tests[] = {
     {"for_each_row_axis_order", test_for_each_row_axis_order},
     {"for_each_row_parallel", test_for_each_row_parallel},
     {"thread_settings", test_thread_settings},
+    {"view_checks_and_blocks", test_view_checks_and_blocks},
+    {"for_each_unit_range", test_for_each_unit_range},
     {"cast_all_dtype_pairs", test_cast_all_dtype_pairs},
     {"cast_scaled", test_cast_scaled},
     {"cast_special_layouts", test_cast_special_layouts},

@@ -89,6 +89,8 @@ void test_for_each_row_coalescing(void);
 void test_for_each_row_axis_order(void);
 void test_for_each_row_parallel(void);
 void test_thread_settings(void);
+void test_view_checks_and_blocks(void);
+void test_for_each_unit_range(void);
 
 /* test_cast.c */
 void test_cast_all_dtype_pairs(void);

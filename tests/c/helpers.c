@@ -22,7 +22,9 @@ fp8q_view make_view(void *data, fp8q_dtype dtype, int ndim,
     for (axis = ndim - 1; axis >= 0; axis--) {
         view.shape[axis] = shape[axis];
         view.strides[axis] = strides != NULL ? strides[axis] : stride;
-        stride *= shape[axis] > 0 ? shape[axis] : 1;
+        if (strides == NULL) {
+            stride *= shape[axis] > 0 ? shape[axis] : 1;
+        }
     }
     return view;
 }

@@ -53,6 +53,38 @@ void test_scale_shape(void)
                               scale_shape, &error),
              &error);
     CHECK(scale_ndim == 2 && scale_shape[0] == 3 && scale_shape[1] == 3);
+    /* Regression: (M + rows - 1) / rows overflowed for the largest blocks. */
+    granularity = granularity_of(FP8Q_GRANULARITY_BLOCK, INT64_MAX, 1);
+    CHECK_OK(fp8q_scale_shape(&granularity, 2, matrix, &scale_ndim,
+                              scale_shape, &error),
+             &error);
+    CHECK(scale_ndim == 2 && scale_shape[0] == 1 && scale_shape[1] == 257);
+    {   /* ... and fp8q_block_amax divided by zero: one block does it all. */
+        float values[6] = {1.0f, -3.0f, 0.5f, 2.0f, 0.0f, -0.25f};
+        float scale = 0.0f;
+        uint8_t codes[6];
+        const int64_t data_shape[2] = {2, 3};
+        const int64_t one_block[2] = {1, 1};
+        const fp8q_view source =
+            make_view(values, FP8Q_FLOAT32, 2, data_shape, NULL);
+        const fp8q_view destination =
+            make_view(codes, FP8Q_FLOAT8_E4M3FN, 2, data_shape, NULL);
+        const fp8q_view scales =
+            make_view(&scale, FP8Q_FLOAT32, 2, one_block, NULL);
+        fp8q_quantize_options options;
+
+        options.granularity =
+            granularity_of(FP8Q_GRANULARITY_BLOCK, INT64_MAX, INT64_MAX);
+        options.compute_scale = 1;
+        options.power_of_2 = 0;
+        options.saturate = 1;
+        CHECK_OK(fp8q_quantize(&source, &destination, &scales, &options,
+                               &error),
+                 &error);
+        CHECK_BITS(fp8q_float_to_bits(scale),
+                   fp8q_float_to_bits(3.0f / 448.0f));
+        CHECK_INT(codes[1], fp8q_encode_e4m3fn(-3.0f / scale, 1));
+    }
 
     CHECK_ERROR(fp8q_scale_shape(&granularity, 3, shape, &scale_ndim,
                                  scale_shape, &error),

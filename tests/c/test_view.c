@@ -401,3 +401,119 @@ void test_thread_settings(void)
     fp8q_set_num_threads(-5);
     CHECK_INT(fp8q_num_threads(), original);
 }
+
+void test_view_checks_and_blocks(void)
+{
+    static float storage[16];
+    const int64_t shape[2] = {3, 4};
+    const int64_t other[2] = {4, 3};
+    const int64_t huge_shape[2] = {INT64_C(1) << 62, 4};
+    const int64_t huge_strides[2] = {4, 1};
+    const int64_t wide_shape[2] = {2, 2};
+    const int64_t wide_strides[2] = {INT64_C(1) << 61, INT64_C(1) << 61};
+    const int64_t lowest_stride[1] = {INT64_MIN};
+    const int64_t three[1] = {3};
+    const int64_t grid[2] = {1, 1};
+    fp8q_view view;
+    fp8q_view blocks;
+    fp8q_error error;
+
+    /* Layout checks: int64 byte offsets must hold every element. */
+    view = make_view(storage, FP8Q_FLOAT32, 2, shape, NULL);
+    CHECK_OK(fp8q_view_check_layout(&view, "x", &error), &error);
+    view.strides[0] = -4;
+    CHECK_OK(fp8q_view_check_layout(&view, "x", &error), &error);
+    view = make_view(storage, FP8Q_FLOAT32, 2, huge_shape, huge_strides);
+    CHECK_ERROR(fp8q_view_check_layout(&view, "x", &error), &error,
+                FP8Q_ERROR_VALUE, "x: shape (4611686018427387904, 4)",
+                "64-bit", NULL);
+    view = make_view(storage, FP8Q_FLOAT32, 2, wide_shape, wide_strides);
+    CHECK_ERROR(fp8q_view_check_layout(&view, "x", &error), &error,
+                FP8Q_ERROR_VALUE, "64-bit", NULL, NULL);
+    view = make_view(storage, FP8Q_UINT8, 1, three, lowest_stride);
+    CHECK_ERROR(fp8q_view_check_layout(&view, "x", &error), &error,
+                FP8Q_ERROR_VALUE, "64-bit", NULL, NULL);
+    view.shape[0] = 1; /* a byte stride is formed even for extent 1 */
+    CHECK_ERROR(fp8q_view_check_layout(&view, "x", &error), &error,
+                FP8Q_ERROR_VALUE, "64-bit", NULL, NULL);
+    view.shape[0] = -1;
+    CHECK_ERROR(fp8q_view_check_layout(&view, "x", &error), &error,
+                FP8Q_ERROR_VALUE, "x: shape extents must be >= 0", NULL,
+                NULL);
+    view.shape[0] = 0; /* empty: only the byte strides must exist */
+    CHECK_ERROR(fp8q_view_check_layout(&view, "x", &error), &error,
+                FP8Q_ERROR_VALUE, "64-bit", NULL, NULL);
+    view.strides[0] = INT64_MAX;
+    CHECK_OK(fp8q_view_check_layout(&view, "x", &error), &error);
+
+    /* Same shape. */
+    view = make_view(storage, FP8Q_FLOAT32, 2, shape, NULL);
+    blocks = make_view(storage, FP8Q_FLOAT32, 2, other, NULL);
+    CHECK_OK(fp8q_view_check_same_shape(&view, &view, "out", &error), &error);
+    CHECK_ERROR(fp8q_view_check_same_shape(&view, &blocks, "out", &error),
+                &error, FP8Q_ERROR_VALUE, "out: expected shape (3, 4)",
+                "got (4, 3)", NULL);
+
+    /* Writable outputs: no stride 0 on an axis of extent > 1. */
+    CHECK_OK(fp8q_view_check_writable(&view, "out", &error), &error);
+    view.strides[0] = 0;
+    CHECK_ERROR(fp8q_view_check_writable(&view, "out", &error), &error,
+                FP8Q_ERROR_VALUE, "out: axis 0 has stride 0", NULL, NULL);
+    view.shape[0] = 1;
+    CHECK_OK(fp8q_view_check_writable(&view, "out", &error), &error);
+    view = make_view(storage, FP8Q_FLOAT32, 2, shape, NULL);
+
+    /* Block counts never overflow, even for the largest blocks. */
+    CHECK_INT(fp8q_block_count(0, 5), 0);
+    CHECK_INT(fp8q_block_count(10, 5), 2);
+    CHECK_INT(fp8q_block_count(11, 5), 3);
+    CHECK_INT(fp8q_block_count(7, INT64_MAX), 1);
+    CHECK_INT(fp8q_block_count(INT64_MAX, INT64_MAX), 1);
+    CHECK_INT(fp8q_block_count(INT64_MAX, 1), INT64_MAX);
+    blocks = make_view(storage + 12, FP8Q_FLOAT32, 2, grid, NULL);
+    CHECK_OK(fp8q_view_check_block_grid(&view, INT64_MAX, INT64_MAX, &blocks,
+                                        "scale", &error),
+             &error);
+    CHECK_ERROR(fp8q_view_check_block_grid(&view, 2, INT64_MAX, &blocks,
+                                           "scale", &error),
+                &error, FP8Q_ERROR_VALUE, "scale: expected shape (2, 1)",
+                "got (1, 1)", NULL);
+}
+
+/* fp8q_units_fn that counts how often each unit is visited. */
+static void count_units(void *context, int64_t first, int64_t end)
+{
+    int64_t unit;
+    for (unit = first; unit < end; unit++) {
+        fp8q_atomic_fetch_add_i64(&((volatile int64_t *)context)[unit], 1);
+    }
+}
+
+void test_for_each_unit_range(void)
+{
+    static volatile int64_t visits[1000];
+    const int64_t counts[4] = {1, 7, 64, 1000};
+    int saved = fp8q_num_threads();
+    int index;
+    int64_t unit;
+
+    fp8q_set_num_threads(4);
+    for (index = 0; index < 4; index++) {
+        const int64_t n_units = counts[index];
+        for (unit = 0; unit < n_units; unit++) {
+            visits[unit] = 0;
+        }
+        /* Enough elements for 4 threads. */
+        fp8q_for_each_unit_range(n_units, 4 * FP8Q_PARALLEL_MIN_ELEMENTS,
+                                 count_units, (void *)visits);
+        for (unit = 0; unit < n_units; unit++) {
+            CHECK_INT(visits[unit], 1);
+        }
+        fp8q_for_each_unit_range(n_units, 1, count_units, (void *)visits);
+        for (unit = 0; unit < n_units; unit++) {
+            CHECK_INT(visits[unit], 2);
+        }
+    }
+    fp8q_for_each_unit_range(0, 1, count_units, (void *)visits);
+    fp8q_set_num_threads(saved);
+}
