@@ -19,6 +19,9 @@
 #if defined(_MSC_VER) && !defined(__clang__)
 #define FP8Q_RESTRICT __restrict
 #define FP8Q_FORCE_INLINE static __forceinline
+#elif defined(__GNUC__)
+#define FP8Q_RESTRICT restrict
+#define FP8Q_FORCE_INLINE static inline __attribute__((always_inline))
 #else
 #define FP8Q_RESTRICT restrict
 #define FP8Q_FORCE_INLINE static inline

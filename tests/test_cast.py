@@ -16,19 +16,8 @@ import numpy as np
 import pytest
 
 import fp8q
+from helpers import FP8, FP8_MAX
 
-FP8 = {
-    "float8_e4m3fn": ml_dtypes.float8_e4m3fn,
-    "float8_e5m2": ml_dtypes.float8_e5m2,
-    "float8_e4m3fnuz": ml_dtypes.float8_e4m3fnuz,
-    "float8_e5m2fnuz": ml_dtypes.float8_e5m2fnuz,
-}
-FP8_MAX = {
-    "float8_e4m3fn": 448.0,
-    "float8_e5m2": 57344.0,
-    "float8_e4m3fnuz": 240.0,
-    "float8_e5m2fnuz": 57344.0,
-}
 WIDE = {
     "float32": np.dtype(np.float32),
     "float16": np.dtype(np.float16),

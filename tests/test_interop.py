@@ -13,25 +13,9 @@ import numpy as np
 import pytest
 
 import fp8q
+from helpers import ML, same_bits, values
 
-FP8 = ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"]
 NATIVE = ["float32", "float16", "uint8"]
-ML = ["bfloat16"] + FP8
-def np_dtype(name):
-    return np.dtype(getattr(ml_dtypes, name) if name in ML else name)
-
-
-def values(name, shape, rng):
-    """Random values exactly representable in every float dtype here."""
-    if name == "uint8":
-        return rng.integers(0, 256, size=shape).astype(np.uint8)
-    return (rng.integers(-8, 8, size=shape) / 2).astype(np.float32).astype(
-        np_dtype(name))
-
-
-def same_bits(a, b):
-    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-    return a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
 # --------------------------------------------------------------------------

@@ -7,43 +7,22 @@ import gc
 import sys
 import weakref
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 import fp8q
+from helpers import FP8_NAMES, same_bits, values
 
 torch = pytest.importorskip(
     "torch", reason="PyTorch is not installed: pip install torch to run the "
     "PyTorch interop tests")
 
-FP8 = ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"]
-ML = ["bfloat16"] + FP8
 TORCH = {"float32": torch.float32, "float16": torch.float16,
          "bfloat16": torch.bfloat16, "uint8": torch.uint8,
          "float8_e4m3fn": torch.float8_e4m3fn,
          "float8_e5m2": torch.float8_e5m2,
          "float8_e4m3fnuz": torch.float8_e4m3fnuz,
          "float8_e5m2fnuz": torch.float8_e5m2fnuz}
-
-
-def np_dtype(name):
-    return np.dtype(getattr(ml_dtypes, name) if name in ML else name)
-
-
-def values(name, shape, rng):
-    """Random values exactly representable in every float dtype here."""
-    if name == "uint8":
-        return rng.integers(0, 256, size=shape).astype(np.uint8)
-    return (rng.integers(-8, 8, size=shape) / 2).astype(np.float32).astype(
-        np_dtype(name))
-
-
-def same_bits(a, b):
-    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-    return a.shape == b.shape and a.tobytes() == b.tobytes()
-
-
 
 BITS = {1: (np.uint8, torch.uint8), 2: (np.int16, torch.int16),
         4: (np.int32, torch.int32)}
@@ -113,7 +92,7 @@ def test_torch_non_contiguous_views(rng):
 
 def test_torch_float8_round_trip_is_bit_exact():
     codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
-    for name in FP8:
+    for name in FP8_NAMES:
         x = codes.view(TORCH[name])
         t = fp8q.asarray(x)
         assert t.data_ptr == x.data_ptr()
@@ -147,7 +126,7 @@ class RefusesFloat8:
         return self.tensor.view(dtype)
 
 
-@pytest.mark.parametrize("name", FP8)
+@pytest.mark.parametrize("name", FP8_NAMES)
 def test_torch_float8_fallback_through_uint8_view(name):
     x = torch.tensor([1.0, -2.0, 0.5, 448.0 if "e4m3" in name else 4.0]).to(
         TORCH[name])

@@ -364,19 +364,13 @@ static void block_amax_units(void *context, int64_t first, int64_t end)
         float result;
 
         for (row = row_begin; row < row_begin + n_rows; row++) {
-            const char *run = (const char *)source->data +
-                              (row * source->strides[0] +
-                               col * source->strides[1]) *
-                                  itemsize;
+            const char *run = fp8q_view_element_2d(source, row, col);
             const int32_t run_best =
                 run_amax_bits(source->dtype, run, col_byte_stride, n_cols);
             best = run_best > best ? run_best : best;
         }
         memcpy(&result, &best, sizeof result);
-        memcpy((char *)job->destination->data +
-                   (block_row * job->destination->strides[0] +
-                    block_col * job->destination->strides[1]) *
-                       (int64_t)sizeof(float),
+        memcpy(fp8q_view_element_2d(job->destination, block_row, block_col),
                &result, sizeof result);
     }
 }

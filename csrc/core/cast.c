@@ -214,6 +214,20 @@ static fp8q_status check_scale_dtype(const fp8q_view *scale,
     return FP8Q_OK;
 }
 
+/* The output `out` must have the source's shape and take one result per
+ * element. */
+static fp8q_status check_output(const fp8q_view *source,
+                                const fp8q_view *destination,
+                                fp8q_error *error)
+{
+    fp8q_status status =
+        fp8q_view_check_same_shape(source, destination, "out", error);
+    if (status != FP8Q_OK) {
+        return status;
+    }
+    return fp8q_view_check_writable(destination, "out", error);
+}
+
 static void init_plan(cast_plan *plan, const fp8q_view *source,
                       const fp8q_view *destination, int has_scale,
                       fp8q_scale_op op, int saturate)
@@ -237,11 +251,7 @@ fp8q_status fp8q_cast(const fp8q_view *source, const fp8q_view *destination,
     cast_plan plan;
     fp8q_status status;
 
-    status = fp8q_view_check_same_shape(source, destination, "out", error);
-    if (status != FP8Q_OK) {
-        return status;
-    }
-    status = fp8q_view_check_writable(destination, "out", error);
+    status = check_output(source, destination, error);
     if (status != FP8Q_OK) {
         return status;
     }
@@ -303,18 +313,10 @@ static void block_cast_units(void *context, int64_t first, int64_t end)
             remaining < job->block_cols ? remaining : job->block_cols;
         char *pointers[3];
 
-        pointers[0] = (char *)job->source->data +
-                      (row * job->source->strides[0] +
-                       col * job->source->strides[1]) *
-                          source_size;
-        pointers[1] = (char *)job->destination->data +
-                      (row * job->destination->strides[0] +
-                       col * job->destination->strides[1]) *
-                          destination_size;
-        pointers[2] = (char *)job->scale->data +
-                      ((row / job->block_rows) * job->scale->strides[0] +
-                       block_col * job->scale->strides[1]) *
-                          (int64_t)sizeof(float);
+        pointers[0] = fp8q_view_element_2d(job->source, row, col);
+        pointers[1] = fp8q_view_element_2d(job->destination, row, col);
+        pointers[2] = fp8q_view_element_2d(job->scale, row / job->block_rows,
+                                           block_col);
         cast_row((void *)&job->plan, pointers, byte_strides, count);
     }
 }
@@ -333,11 +335,7 @@ fp8q_status fp8q_block_cast(const fp8q_view *source,
     if (status != FP8Q_OK) {
         return status;
     }
-    status = fp8q_view_check_same_shape(source, destination, "out", error);
-    if (status != FP8Q_OK) {
-        return status;
-    }
-    status = fp8q_view_check_writable(destination, "out", error);
+    status = check_output(source, destination, error);
     if (status != FP8Q_OK) {
         return status;
     }

@@ -79,68 +79,45 @@ static void load_fp8(const char *source, int64_t byte_stride, float *values,
     }
 }
 
+/* One float16 (is_bfloat16 == 0) or bfloat16 code, decoded. Callers pass a
+ * constant is_bfloat16, so each inlined loop keeps a single codec. */
+FP8Q_FORCE_INLINE float decode_half(uint16_t code, int is_bfloat16)
+{
+    return is_bfloat16 ? fp8q_decode_bfloat16(code)
+                       : fp8q_decode_float16(code);
+}
+
 /* float16 and bfloat16 elements may be unaligned: read them with memcpy. */
-FP8Q_FORCE_INLINE void decode_float16_block(const char *FP8Q_RESTRICT source,
-                                            float *FP8Q_RESTRICT values,
-                                            int64_t count)
+FP8Q_FORCE_INLINE void decode_half_block(const char *FP8Q_RESTRICT source,
+                                         float *FP8Q_RESTRICT values,
+                                         int64_t count, int is_bfloat16)
 {
     int64_t i;
     for (i = 0; i < count; i++) {
         uint16_t code;
         memcpy(&code, source + 2 * i, sizeof code);
-        values[i] = fp8q_decode_float16(code);
+        values[i] = decode_half(code, is_bfloat16);
     }
 }
 
-static void load_float16(const char *source, int64_t byte_stride,
-                         float *values, int64_t count)
+/* Loads float16 (is_bfloat16 == 0) or bfloat16 elements. */
+FP8Q_FORCE_INLINE void load_half(const char *source, int64_t byte_stride,
+                                 float *values, int64_t count, int is_bfloat16)
 {
     int64_t i;
     if (byte_stride == 2) {
         for (; count >= BLOCK; count -= BLOCK) {
-            decode_float16_block(source, values, BLOCK);
+            decode_half_block(source, values, BLOCK, is_bfloat16);
             source += 2 * BLOCK;
             values += BLOCK;
         }
-        decode_float16_block(source, values, count);
+        decode_half_block(source, values, count, is_bfloat16);
         return;
     }
     for (i = 0; i < count; i++) {
         uint16_t code;
         memcpy(&code, source + i * byte_stride, sizeof code);
-        values[i] = fp8q_decode_float16(code);
-    }
-}
-
-FP8Q_FORCE_INLINE void decode_bfloat16_block(const char *FP8Q_RESTRICT source,
-                                             float *FP8Q_RESTRICT values,
-                                             int64_t count)
-{
-    int64_t i;
-    for (i = 0; i < count; i++) {
-        uint16_t code;
-        memcpy(&code, source + 2 * i, sizeof code);
-        values[i] = fp8q_decode_bfloat16(code);
-    }
-}
-
-static void load_bfloat16(const char *source, int64_t byte_stride,
-                          float *values, int64_t count)
-{
-    int64_t i;
-    if (byte_stride == 2) {
-        for (; count >= BLOCK; count -= BLOCK) {
-            decode_bfloat16_block(source, values, BLOCK);
-            source += 2 * BLOCK;
-            values += BLOCK;
-        }
-        decode_bfloat16_block(source, values, count);
-        return;
-    }
-    for (i = 0; i < count; i++) {
-        uint16_t code;
-        memcpy(&code, source + i * byte_stride, sizeof code);
-        values[i] = fp8q_decode_bfloat16(code);
+        values[i] = decode_half(code, is_bfloat16);
     }
 }
 
@@ -194,10 +171,10 @@ void fp8q_load_float32(fp8q_dtype dtype, const char *source,
         load_float32(source, byte_stride, values, count);
         break;
     case FP8Q_FLOAT16:
-        load_float16(source, byte_stride, values, count);
+        load_half(source, byte_stride, values, count, 0);
         break;
     case FP8Q_BFLOAT16:
-        load_bfloat16(source, byte_stride, values, count);
+        load_half(source, byte_stride, values, count, 1);
         break;
     case FP8Q_UINT8:
         load_uint8(source, byte_stride, values, count);

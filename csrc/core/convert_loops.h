@@ -74,118 +74,64 @@ FP8Q_FORCE_INLINE void store_fp8(const float *values, char *destination,
     }
 }
 
-/* One function per format and saturation mode, so every codec argument is a
- * compile-time constant inside the loops. */
-FP8Q_INLINE void store_e4m3fn(const float *values, char *destination,
-                              int64_t byte_stride, int64_t count, int saturate)
+/* Stores into one FP8 format, with a separate inlined loop per saturation
+ * mode; callers pass the format's codec arguments (those of the
+ * fp8q_encode_<format> functions of float_codec.h) as constants, so every
+ * codec argument is a compile-time constant inside the loops. */
+FP8Q_FORCE_INLINE void store_fp8_format(const float *values, char *destination,
+                                        int64_t byte_stride, int64_t count,
+                                        int saturate, int mantissa_bits,
+                                        int exponent_bias, uint32_t max_code,
+                                        int kind)
 {
     if (saturate) {
-        store_fp8(values, destination, byte_stride, count, 3, 7, 0x7Eu,
-                  FP8Q_FP8_KIND_FN, 1);
+        store_fp8(values, destination, byte_stride, count, mantissa_bits,
+                  exponent_bias, max_code, kind, 1);
     }
     else {
-        store_fp8(values, destination, byte_stride, count, 3, 7, 0x7Eu,
-                  FP8Q_FP8_KIND_FN, 0);
+        store_fp8(values, destination, byte_stride, count, mantissa_bits,
+                  exponent_bias, max_code, kind, 0);
     }
 }
 
-FP8Q_INLINE void store_e5m2(const float *values, char *destination,
-                            int64_t byte_stride, int64_t count, int saturate)
+/* One float32 value encoded as float16 (is_bfloat16 == 0) or bfloat16.
+ * Callers pass a constant is_bfloat16, so each inlined loop keeps a single
+ * codec. */
+FP8Q_FORCE_INLINE uint16_t encode_half(float value, int is_bfloat16)
 {
-    if (saturate) {
-        store_fp8(values, destination, byte_stride, count, 2, 15, 0x7Bu,
-                  FP8Q_FP8_KIND_IEEE, 1);
-    }
-    else {
-        store_fp8(values, destination, byte_stride, count, 2, 15, 0x7Bu,
-                  FP8Q_FP8_KIND_IEEE, 0);
-    }
+    return is_bfloat16 ? fp8q_encode_bfloat16(value)
+                       : fp8q_encode_float16(value);
 }
 
-FP8Q_INLINE void store_e4m3fnuz(const float *values, char *destination,
-                                int64_t byte_stride, int64_t count,
-                                int saturate)
-{
-    if (saturate) {
-        store_fp8(values, destination, byte_stride, count, 3, 8, 0x7Fu,
-                  FP8Q_FP8_KIND_FNUZ, 1);
-    }
-    else {
-        store_fp8(values, destination, byte_stride, count, 3, 8, 0x7Fu,
-                  FP8Q_FP8_KIND_FNUZ, 0);
-    }
-}
-
-FP8Q_INLINE void store_e5m2fnuz(const float *values, char *destination,
-                                int64_t byte_stride, int64_t count,
-                                int saturate)
-{
-    if (saturate) {
-        store_fp8(values, destination, byte_stride, count, 2, 16, 0x7Fu,
-                  FP8Q_FP8_KIND_FNUZ, 1);
-    }
-    else {
-        store_fp8(values, destination, byte_stride, count, 2, 16, 0x7Fu,
-                  FP8Q_FP8_KIND_FNUZ, 0);
-    }
-}
-
-FP8Q_FORCE_INLINE void encode_float16_block(const float *FP8Q_RESTRICT values,
-                                            char *FP8Q_RESTRICT destination,
-                                            int64_t count)
+FP8Q_FORCE_INLINE void encode_half_block(const float *FP8Q_RESTRICT values,
+                                         char *FP8Q_RESTRICT destination,
+                                         int64_t count, int is_bfloat16)
 {
     int64_t i;
     for (i = 0; i < count; i++) {
-        const uint16_t code = fp8q_encode_float16(values[i]);
+        const uint16_t code = encode_half(values[i], is_bfloat16);
         memcpy(destination + 2 * i, &code, sizeof code);
     }
 }
 
-FP8Q_INLINE void store_float16(const float *values, char *destination,
-                               int64_t byte_stride, int64_t count)
+/* Stores float16 (is_bfloat16 == 0) or bfloat16 elements. */
+FP8Q_FORCE_INLINE void store_half(const float *values, char *destination,
+                                  int64_t byte_stride, int64_t count,
+                                  int is_bfloat16)
 {
     int64_t i;
     if (byte_stride == 2) {
         for (; count >= FP8Q_CONVERT_BLOCK; count -= FP8Q_CONVERT_BLOCK) {
-            encode_float16_block(values, destination, FP8Q_CONVERT_BLOCK);
+            encode_half_block(values, destination, FP8Q_CONVERT_BLOCK,
+                              is_bfloat16);
             values += FP8Q_CONVERT_BLOCK;
             destination += 2 * FP8Q_CONVERT_BLOCK;
         }
-        encode_float16_block(values, destination, count);
+        encode_half_block(values, destination, count, is_bfloat16);
         return;
     }
     for (i = 0; i < count; i++) {
-        const uint16_t code = fp8q_encode_float16(values[i]);
-        memcpy(destination + i * byte_stride, &code, sizeof code);
-    }
-}
-
-FP8Q_FORCE_INLINE void encode_bfloat16_block(
-    const float *FP8Q_RESTRICT values, char *FP8Q_RESTRICT destination,
-    int64_t count)
-{
-    int64_t i;
-    for (i = 0; i < count; i++) {
-        const uint16_t code = fp8q_encode_bfloat16(values[i]);
-        memcpy(destination + 2 * i, &code, sizeof code);
-    }
-}
-
-FP8Q_INLINE void store_bfloat16(const float *values, char *destination,
-                                int64_t byte_stride, int64_t count)
-{
-    int64_t i;
-    if (byte_stride == 2) {
-        for (; count >= FP8Q_CONVERT_BLOCK; count -= FP8Q_CONVERT_BLOCK) {
-            encode_bfloat16_block(values, destination, FP8Q_CONVERT_BLOCK);
-            values += FP8Q_CONVERT_BLOCK;
-            destination += 2 * FP8Q_CONVERT_BLOCK;
-        }
-        encode_bfloat16_block(values, destination, count);
-        return;
-    }
-    for (i = 0; i < count; i++) {
-        const uint16_t code = fp8q_encode_bfloat16(values[i]);
+        const uint16_t code = encode_half(values[i], is_bfloat16);
         memcpy(destination + i * byte_stride, &code, sizeof code);
     }
 }
@@ -241,25 +187,29 @@ FP8Q_INLINE void store_float32_loops(fp8q_dtype dtype, const float *values,
         store_float32(values, destination, byte_stride, count);
         break;
     case FP8Q_FLOAT16:
-        store_float16(values, destination, byte_stride, count);
+        store_half(values, destination, byte_stride, count, 0);
         break;
     case FP8Q_BFLOAT16:
-        store_bfloat16(values, destination, byte_stride, count);
+        store_half(values, destination, byte_stride, count, 1);
         break;
     case FP8Q_UINT8:
         store_uint8(values, destination, byte_stride, count);
         break;
     case FP8Q_FLOAT8_E4M3FN:
-        store_e4m3fn(values, destination, byte_stride, count, saturate);
+        store_fp8_format(values, destination, byte_stride, count, saturate, 3,
+                         7, 0x7Eu, FP8Q_FP8_KIND_FN);
         break;
     case FP8Q_FLOAT8_E5M2:
-        store_e5m2(values, destination, byte_stride, count, saturate);
+        store_fp8_format(values, destination, byte_stride, count, saturate, 2,
+                         15, 0x7Bu, FP8Q_FP8_KIND_IEEE);
         break;
     case FP8Q_FLOAT8_E4M3FNUZ:
-        store_e4m3fnuz(values, destination, byte_stride, count, saturate);
+        store_fp8_format(values, destination, byte_stride, count, saturate, 3,
+                         8, 0x7Fu, FP8Q_FP8_KIND_FNUZ);
         break;
     case FP8Q_FLOAT8_E5M2FNUZ:
-        store_e5m2fnuz(values, destination, byte_stride, count, saturate);
+        store_fp8_format(values, destination, byte_stride, count, saturate, 2,
+                         16, 0x7Fu, FP8Q_FP8_KIND_FNUZ);
         break;
     default:
         break;

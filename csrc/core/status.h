@@ -30,4 +30,8 @@ typedef struct fp8q_error {
 fp8q_status fp8q_fail(fp8q_error *error, fp8q_status status,
                       const char *format, ...);
 
+/* Resets `error` to FP8Q_OK with an empty message (before a call that may
+ * fill it). */
+void fp8q_error_clear(fp8q_error *error);
+
 #endif /* FP8Q_CORE_STATUS_H */

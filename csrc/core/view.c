@@ -264,6 +264,13 @@ int64_t fp8q_block_count(int64_t extent, int64_t block)
     return extent == 0 ? 0 : (extent - 1) / block + 1;
 }
 
+char *fp8q_view_element_2d(const fp8q_view *view, int64_t row, int64_t col)
+{
+    return (char *)view->data +
+           (row * view->strides[0] + col * view->strides[1]) *
+               (int64_t)fp8q_dtype_itemsize(view->dtype);
+}
+
 fp8q_status fp8q_view_check_block_grid(const fp8q_view *source,
                                        int64_t block_rows, int64_t block_cols,
                                        const fp8q_view *blocks,

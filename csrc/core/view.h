@@ -82,6 +82,9 @@ fp8q_status fp8q_view_broadcast_to(const fp8q_view *in, int ndim,
  * the number of blocks of `block` elements that cover `extent`. */
 int64_t fp8q_block_count(int64_t extent, int64_t block);
 
+/* Address of element (row, col) of a 2-D view. */
+char *fp8q_view_element_2d(const fp8q_view *view, int64_t row, int64_t col);
+
 /*
  * Checks a 2-D source (M, N), block extents (both >= 1) and the float32 view
  * `blocks` holding one value per block, of shape (ceil(M / block_rows),

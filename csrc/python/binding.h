@@ -35,6 +35,10 @@
 /* Raises the exception matching error->status with error->message. */
 void fp8q_py_raise(const fp8q_error *error);
 
+/* 0 when `status` is FP8Q_OK; otherwise raises as fp8q_py_raise(error) and
+ * returns -1. */
+int fp8q_py_raise_on_failure(fp8q_status status, const fp8q_error *error);
+
 /* The error indicator, saved aside (the spelling differs from Python 3.12
  * on, where PyErr_Fetch is deprecated). */
 typedef struct fp8q_py_saved_error {

@@ -508,8 +508,7 @@ static int view_from_dl_tensor(const fp8q_dl_tensor *dl_tensor,
     data = dl_tensor->data == NULL
                ? NULL
                : (char *)dl_tensor->data + dl_tensor->byte_offset;
-    error.status = FP8Q_OK;
-    error.message[0] = '\0';
+    fp8q_error_clear(&error);
     if (dl_tensor->strides == NULL) {
         /* C-contiguous; also checks the extents and the byte size. */
         status = fp8q_view_init_contiguous(view, data, dtype,

@@ -38,6 +38,15 @@ void fp8q_py_raise(const fp8q_error *error)
     PyErr_SetString(exception_type, error->message);
 }
 
+int fp8q_py_raise_on_failure(fp8q_status status, const fp8q_error *error)
+{
+    if (status == FP8Q_OK) {
+        return 0;
+    }
+    fp8q_py_raise(error);
+    return -1;
+}
+
 void fp8q_py_error_save(fp8q_py_saved_error *saved)
 {
 #if PY_VERSION_HEX >= 0x030C0000

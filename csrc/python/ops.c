@@ -22,12 +22,6 @@
 
 #define SHAPE_TEXT_SIZE 256
 
-static void init_error(fp8q_error *error)
-{
-    error->status = FP8Q_OK;
-    error->message[0] = '\0';
-}
-
 /* Operations run on the CPU only in this build; a tensor from another device
  * (e.g. a CUDA DLPack producer) gets a clear error instead of a bad access. */
 static int require_cpu(const fp8q_TensorObject *tensor, const char *function,
@@ -229,7 +223,7 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
     if (x == NULL || require_cpu(x, "cast", "x") < 0) {
         goto fail;
     }
-    init_error(&error);
+    fp8q_error_clear(&error);
     if (scale_object != Py_None) {
         scale = fp8q_tensor_from_object(scale_object, "scale", FP8Q_FLOAT32,
                                         FP8Q_COPY_IF_NEEDED);
@@ -244,8 +238,7 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
         Py_BEGIN_ALLOW_THREADS
         status = fp8q_check_scale_values(&scale->view, &error);
         Py_END_ALLOW_THREADS
-        if (status != FP8Q_OK) {
-            fp8q_py_raise(&error);
+        if (fp8q_py_raise_on_failure(status, &error) < 0) {
             goto fail;
         }
     }
@@ -270,8 +263,7 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
     status = fp8q_cast(&x->view, &out->view, scale != NULL ? &scale_view : NULL,
                        FP8Q_SCALE_DIVIDE, saturate, &error);
     Py_END_ALLOW_THREADS
-    if (status != FP8Q_OK) {
-        fp8q_py_raise(&error);
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
         goto fail;
     }
     Py_DECREF(x);
@@ -404,12 +396,11 @@ static PyObject *ops_amax(PyObject *module, PyObject *args, PyObject *kwargs)
     if (destination == NULL) {
         goto fail;
     }
-    init_error(&error);
+    fp8q_error_clear(&error);
     Py_BEGIN_ALLOW_THREADS
     status = fp8q_amax(&x->view, &destination->view, &error);
     Py_END_ALLOW_THREADS
-    if (status != FP8Q_OK) {
-        fp8q_py_raise(&error);
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
         goto fail;
     }
     Py_DECREF(x);
@@ -631,7 +622,7 @@ static PyObject *ops_quantize(PyObject *module, PyObject *args,
     if (x == NULL || require_cpu(x, "quantize", "x") < 0) {
         goto fail;
     }
-    init_error(&error);
+    fp8q_error_clear(&error);
     if (fp8q_scale_shape(&options.granularity, x->view.ndim, x->view.shape,
                          &scale_ndim, scale_shape, &error) != FP8Q_OK) {
         fp8q_py_raise(&error);
@@ -664,8 +655,7 @@ static PyObject *ops_quantize(PyObject *module, PyObject *args,
         status = fp8q_cast(&given_view, &scale->view, NULL, FP8Q_SCALE_DIVIDE,
                            1, &error);
         Py_END_ALLOW_THREADS
-        if (status != FP8Q_OK) {
-            fp8q_py_raise(&error);
+        if (fp8q_py_raise_on_failure(status, &error) < 0) {
             goto fail;
         }
     }
@@ -673,8 +663,7 @@ static PyObject *ops_quantize(PyObject *module, PyObject *args,
     status = fp8q_quantize(&x->view, &data->view, &scale->view, &options,
                            &error);
     Py_END_ALLOW_THREADS
-    if (status != FP8Q_OK) {
-        fp8q_py_raise(&error);
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
         goto fail;
     }
     Py_DECREF(x);
@@ -760,13 +749,12 @@ static PyObject *ops_dequantize(PyObject *module, PyObject *args,
     if (result == NULL) {
         goto fail;
     }
-    init_error(&error);
+    fp8q_error_clear(&error);
     Py_BEGIN_ALLOW_THREADS
     status = fp8q_dequantize(&data->view, &scale->view, &granularity,
                              &result->view, &error);
     Py_END_ALLOW_THREADS
-    if (status != FP8Q_OK) {
-        fp8q_py_raise(&error);
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
         goto fail;
     }
     Py_DECREF(data);

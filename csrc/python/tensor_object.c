@@ -42,8 +42,7 @@ fp8q_TensorObject *fp8q_tensor_new_empty(fp8q_dtype dtype, int ndim,
     fp8q_TensorObject *self;
     int64_t nbytes;
 
-    error.status = FP8Q_OK;
-    error.message[0] = '\0';
+    fp8q_error_clear(&error);
     if (fp8q_view_init_contiguous(&view, NULL, dtype, ndim, shape, &error) !=
         FP8Q_OK) {
         fp8q_py_raise(&error);
@@ -113,8 +112,7 @@ fp8q_TensorObject *fp8q_tensor_copy_as(fp8q_TensorObject *source,
     if (result == NULL) {
         return NULL;
     }
-    error.status = FP8Q_OK;
-    error.message[0] = '\0';
+    fp8q_error_clear(&error);
     /* Between equal dtypes fp8q_cast copies the bits. */
     Py_BEGIN_ALLOW_THREADS
     status = fp8q_cast(&source->view, &result->view, NULL, FP8Q_SCALE_DIVIDE,

@@ -1,0 +1,41 @@
+"""Shared test data and helpers for the pytest suite: the FP8 formats with
+their ml_dtypes types and largest finite values, NumPy dtypes by fp8q name,
+exactly representable random values and bit-for-bit comparison.
+
+Imported as `helpers` (pytest's default import mode puts tests/ on sys.path).
+"""
+import ml_dtypes
+import numpy as np
+
+FP8 = {
+    "float8_e4m3fn": ml_dtypes.float8_e4m3fn,
+    "float8_e5m2": ml_dtypes.float8_e5m2,
+    "float8_e4m3fnuz": ml_dtypes.float8_e4m3fnuz,
+    "float8_e5m2fnuz": ml_dtypes.float8_e5m2fnuz,
+}
+FP8_MAX = {
+    "float8_e4m3fn": 448.0,
+    "float8_e5m2": 57344.0,
+    "float8_e4m3fnuz": 240.0,
+    "float8_e5m2fnuz": 57344.0,
+}
+FP8_NAMES = list(FP8)
+# The dtypes NumPy knows only through ml_dtypes.
+ML = ["bfloat16"] + FP8_NAMES
+
+
+def np_dtype(name):
+    return np.dtype(getattr(ml_dtypes, name) if name in ML else name)
+
+
+def values(name, shape, rng):
+    """Random values exactly representable in every float dtype here."""
+    if name == "uint8":
+        return rng.integers(0, 256, size=shape).astype(np.uint8)
+    return (rng.integers(-8, 8, size=shape) / 2).astype(np.float32).astype(
+        np_dtype(name))
+
+
+def same_bits(a, b):
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    return a.shape == b.shape and a.tobytes() == b.tobytes()

@@ -1,0 +1,34 @@
+"""README.md stays true: its Python example runs and prints what its comments
+say, and its two commands are the ones this repository provides."""
+import contextlib
+import io
+import pathlib
+import re
+
+README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+
+
+def python_blocks():
+    return re.findall(r"```python\n(.*?)\n```", README.read_text("utf-8"), re.S)
+
+
+def test_example_runs_and_prints_what_its_comments_say():
+    (example,) = python_blocks()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(example, "README.md", "exec"), {})
+    lines = printed.getvalue().splitlines()
+    promised = [comment for code, comment in
+                re.findall(r"^(print\(.*?\))\s*#\s*(.*)$", example, re.M)]
+    assert len(lines) == 3, lines
+    assert lines[0] == promised[0]
+    assert float(lines[1]) < 0.25  # row-scaled e4m3 error on N(0, 1) data
+    assert lines[2] == promised[2]
+
+
+def test_the_two_commands():
+    text = README.read_text("utf-8")
+    assert "python -m fp8q info" in text
+    test_command = re.search(r"<!-- test-command -->\n```bash\n(.*?)\n```",
+                             text, re.S).group(1)
+    assert "pytest" in test_command and "tests" in test_command
