@@ -545,3 +545,22 @@ def test_bench_command_prints_a_table():
     for text in ("ml_dtypes astype", "fp8q.cast(out=)", "numpy copyto",
                  "fp8q.quantize", "fp8q.dequantize", "criterion >= 10x"):
         assert text in completed.stdout, completed.stdout
+
+
+def test_out_may_be_a_numpy_or_ml_dtypes_array_written_in_place(rng):
+    """out= accepts arrays fp8q can view without copying; the very object is
+    returned, every element written (poisoned first)."""
+    x = rng.standard_normal((5, 7)).astype(np.float32)
+    out = np.full((5, 7), np.nan, np.float16)
+    assert fp8q.cast(x, "float16", out=out) is out
+    np.testing.assert_array_equal(out.view(np.uint16),
+                                  x.astype(np.float16).view(np.uint16))
+    codes = np.full((7, 5), 0x55, np.uint8).view(ml_dtypes.float8_e4m3fn)
+    result = fp8q.cast(x.T, "e4m3", out=codes)
+    assert result is codes
+    np.testing.assert_array_equal(
+        codes.view(np.uint8), x.T.astype(ml_dtypes.float8_e4m3fn).view(np.uint8))
+    readonly = np.empty((5, 7), np.float16)
+    readonly.flags.writeable = False
+    with pytest.raises(ValueError, match="out="):
+        fp8q.cast(x, "float16", out=readonly)

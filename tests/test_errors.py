@@ -98,11 +98,13 @@ def test_cast_scale_of_wrong_type():
         fp8q.cast(X, "e4m3", scale=object())
 
 
-def test_cast_out_must_be_a_tensor():
-    with raises(TypeError, "out=", "fp8q.Tensor", "numpy.ndarray"):
-        fp8q.cast(X, "float32", out=np.empty((3, 4), np.float32))
-    with raises(TypeError, "out=", "list"):
+def test_cast_out_must_be_an_array_written_in_place():
+    with raises(TypeError, "out=", "fp8q.Tensor", "list"):
         fp8q.cast(X, "float32", out=[0.0] * 12)
+    with raises(TypeError, "out=", "float32", "float"):
+        fp8q.cast(X, "float32", out=1.5)
+    with raises(ValueError, "out", "copy"):
+        fp8q.cast(X, "float32", out=np.empty((3, 4), np.float64))
 
 
 def test_cast_out_dtype_must_match():

@@ -219,3 +219,11 @@ def test_refcounts_are_stable():
         torch.from_dlpack(fp8q.asarray(x))
     gc.collect()
     assert sys.getrefcount(x) == before
+
+
+def test_cast_writes_into_a_torch_tensor_in_place():
+    x = torch.linspace(-500, 500, 24).reshape(4, 6)
+    out = torch.full((4, 6), 0x55, dtype=torch.uint8).view(torch.float8_e4m3fn)
+    assert fp8q.cast(x, "e4m3", out=out) is out
+    expected = x.clamp(-448, 448).to(torch.float8_e4m3fn)  # saturate=True
+    assert torch.equal(out.view(torch.uint8), expected.view(torch.uint8))

@@ -100,53 +100,72 @@ static void raise_shape_mismatch(const char *function, const char *argument,
 /* ------------------------------------------------------------------------- */
 /* cast                                                                      */
 
-/* Checks out= for cast and returns a new reference to it. */
+/*
+ * Checks out= for cast and returns a new reference to a Tensor over its
+ * memory: out= itself when it is an fp8q.Tensor, else a zero-copy view of an
+ * array fp8q can write in place (NumPy array, DLPack producer, buffer).
+ */
 static fp8q_TensorObject *check_cast_out(PyObject *out_object,
                                          const fp8q_TensorObject *x,
                                          fp8q_dtype dtype)
 {
     fp8q_TensorObject *out;
 
-    if (!fp8q_Tensor_Check(out_object)) {
+    if (fp8q_Tensor_Check(out_object)) {
+        Py_INCREF(out_object);
+        out = (fp8q_TensorObject *)out_object;
+    }
+    else if (PyArray_Check(out_object) || PyObject_CheckBuffer(out_object) ||
+             PyObject_HasAttrString(out_object, "__dlpack__")) {
+        out = fp8q_tensor_from_object(out_object, "out", -1, FP8Q_COPY_NEVER);
+        if (out == NULL) {
+            return NULL;
+        }
+    }
+    else {
         PyErr_Format(PyExc_TypeError,
-                     "cast: out= must be an fp8q.Tensor of dtype %s, got an "
-                     "object of type %.200s",
+                     "cast: out= must be an fp8q.Tensor, or an array fp8q "
+                     "can write in place (NumPy array, DLPack producer, "
+                     "writable buffer), of dtype %s; got an object of type "
+                     "%.200s",
                      fp8q_dtype_name(dtype), Py_TYPE(out_object)->tp_name);
         return NULL;
     }
-    out = (fp8q_TensorObject *)out_object;
     if (out->view.dtype != dtype) {
         PyErr_Format(PyExc_TypeError,
                      "cast: out= must have dtype %s (the dtype= argument), "
                      "got a tensor of dtype %s",
                      fp8q_dtype_name(dtype), fp8q_dtype_name(out->view.dtype));
-        return NULL;
+        goto fail;
     }
     if (require_cpu(out, "cast", "out") < 0) {
-        return NULL;
+        goto fail;
     }
     if (out->view.ndim != x->view.ndim ||
         memcmp(out->view.shape, x->view.shape,
                (size_t)x->view.ndim * sizeof(int64_t)) != 0) {
         raise_shape_mismatch("cast", "out", "x's shape", x->view.ndim,
                              x->view.shape, &out->view);
-        return NULL;
+        goto fail;
     }
     if (out->readonly) {
         PyErr_SetString(PyExc_ValueError,
                         "cast: out= must be writable, got a read-only "
                         "tensor");
-        return NULL;
+        goto fail;
     }
     if (views_overlap_unsafely(&x->view, &out->view)) {
         PyErr_SetString(PyExc_ValueError,
                         "cast: out= must not overlap x in memory (except as "
                         "the very same elements of the same itemsize), got "
                         "a partially overlapping tensor");
-        return NULL;
+        goto fail;
     }
-    Py_INCREF(out_object);
     return out;
+
+fail:
+    Py_DECREF(out);
+    return NULL;
 }
 
 PyDoc_STRVAR(
@@ -178,8 +197,10 @@ PyDoc_STRVAR(
     "scale: float32 scalar or array broadcastable to x's shape (NumPy\n"
     "rules), only allowed when dtype is an FP8 format (to multiply by a\n"
     "scale use fp8q.dequantize); every value must be finite and > 0.\n"
-    "out: a writable fp8q.Tensor of x's shape and of dtype `dtype` that\n"
-    "receives the result and is returned; it must not partially overlap x.\n"
+    "out: receives the result and is returned: a writable fp8q.Tensor, or\n"
+    "an array fp8q views without copying (NumPy or ml_dtypes array, DLPack\n"
+    "producer such as a torch tensor, writable buffer), of x's shape and of\n"
+    "dtype `dtype`; it must not partially overlap x or scale.\n"
     "\n"
     "Returns a new C-contiguous CPU tensor (or out). The GIL is released\n"
     "and large inputs use get_num_threads() threads.");
@@ -268,6 +289,12 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     Py_DECREF(x);
     Py_XDECREF(scale);
+    if (out_object != Py_None) {
+        /* Like NumPy's out=: the very object the caller passed. */
+        Py_DECREF(out);
+        Py_INCREF(out_object);
+        return out_object;
+    }
     return (PyObject *)out;
 
 fail:
