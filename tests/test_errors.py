@@ -57,13 +57,13 @@ def test_cast_unknown_dtype():
 
 
 def test_cast_unsupported_input_objects():
-    with raises(TypeError, "x"):
+    with raises(TypeError, "x: ", "object"):
         fp8q.cast(object(), "e4m3")
-    with raises(TypeError, "x"):
+    with raises(TypeError, "x: ", "dict"):
         fp8q.cast({"a": 1}, "e4m3")
-    with raises(TypeError, "x"):
+    with raises(TypeError, "x: ", "complex64"):
         fp8q.cast(np.ones(3, dtype=np.complex64), "e4m3")
-    with pytest.raises((TypeError, ValueError)):
+    with raises(ValueError, "x: ", "list"):
         fp8q.cast([[1.0, 2.0], [3.0]], "e4m3")  # ragged
     with pytest.raises(TypeError):
         fp8q.cast(X)  # dtype is required
@@ -160,9 +160,8 @@ def test_cast_big_endian_input_is_converted_or_refused_clearly():
 
 def test_too_many_dimensions():
     x = np.zeros((1,) * 17, np.float32)
-    with pytest.raises((ValueError, TypeError, BufferError)) as raised:
+    with raises(ValueError, "x: ", "16 dims", "17"):
         fp8q.cast(x, "e4m3")
-    assert "x" in str(raised.value)
 
 
 # --------------------------------------------------------------------------
@@ -193,9 +192,9 @@ def test_amax_axis_errors():
 
 
 def test_amax_input_errors():
-    with raises(TypeError, "x"):
+    with raises(TypeError, "x: ", "object"):
         fp8q.amax(object())
-    with raises(TypeError, "x"):
+    with raises(TypeError, "x: ", "complex128"):
         fp8q.amax(np.ones(2, np.complex128))
 
 
@@ -261,9 +260,8 @@ def test_quantize_scale_values(bad):
 def test_quantize_non_finite_input(bad):
     x = X.copy()
     x[2, 3] = bad
-    with pytest.raises(ValueError) as raised:
+    with raises(ValueError, "x: ", "group 2", "scale="):
         fp8q.quantize(x, granularity="row")
-    assert str(raised.value)
 
 
 def test_dequantize_needs_a_qtensor():
@@ -292,19 +290,18 @@ def test_qtensor_with_mismatched_parts():
 
 
 def test_finfo_errors():
-    with pytest.raises((TypeError, ValueError)) as raised:
+    with raises(TypeError, "dtype", "floating-point", "uint8"):
         fp8q.finfo("uint8")
-    assert "uint8" in str(raised.value)
-    with raises(TypeError):
+    with raises(TypeError, "dtype", "'nope'"):
         fp8q.finfo("nope")
 
 
 def test_set_num_threads_errors(restore_threads):
-    with raises(TypeError, "n", "str"):
+    with raises(TypeError, "n must be an int", "str"):
         fp8q.set_num_threads("4")
-    with raises(TypeError, "n"):
+    with raises(TypeError, "n must be an int", "float"):
         fp8q.set_num_threads(2.0)
-    with raises(ValueError, "n"):
+    with raises(ValueError, "n must be at most", str(10 ** 30)):
         fp8q.set_num_threads(10 ** 30)
 
 
@@ -470,6 +467,8 @@ GARBAGE_SCRIPT = textwrap.dedent("""
             result = function(*positional, **named)
             repr(result)
             outcomes["ok"] += 1
+        except SystemError:
+            raise  # a C function returned NULL without an exception, or worse
         except Exception:
             outcomes["raised"] += 1
     fp8q.set_num_threads(0)

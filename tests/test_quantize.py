@@ -225,9 +225,13 @@ def test_given_scale_overflow_follows_saturate():
 def test_non_finite_amax_raises(bad, granularity):
     x = np.ones((4, 4), np.float32)
     x[1, 2] = bad
+    # The group holding x[1, 2], as a C-order index into the scale.
+    group = {"tensor": 0, "row": 1, "col": 2}.get(granularity, 1)
     with pytest.raises(ValueError) as raised:
         fp8q.quantize(x, granularity=granularity)
-    assert str(raised.value)
+    message = str(raised.value)
+    assert message.startswith("x: ") and f"group {group} " in message, message
+    assert ("nan" if np.isnan(bad) else "inf") in message, message
 
 
 def test_non_finite_input_with_a_given_scale_is_cast():

@@ -257,8 +257,8 @@ fp8q_status fp8q_scales_from_amax(const fp8q_view *amax, fp8q_dtype target,
     if (walk.bad_index >= 0) {
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
                          "cannot compute a scale for group %" PRId64
-                         ": its amax is %g (the input contains NaN or "
-                         "infinity)",
+                         " (C-order index into the scale): its amax is %g "
+                         "(the data contain NaN or infinity)",
                          walk.bad_index, (double)walk.bad_value);
     }
     walk.pass = SCALE_PASS_AMAX_TO_SCALE;
@@ -309,7 +309,15 @@ static fp8q_status compute_scales(const fp8q_view *source,
     if (status != FP8Q_OK) {
         return status;
     }
-    return fp8q_scales_from_amax(scale, target, power_of_2, error);
+    status = fp8q_scales_from_amax(scale, target, power_of_2, error);
+    if (status != FP8Q_OK && error != NULL) {
+        /* Say which argument holds the non-finite values, and the way out. */
+        char reason[FP8Q_ERROR_MESSAGE_SIZE];
+        memcpy(reason, error->message, sizeof reason);
+        return fp8q_fail(error, status,
+                         "x: %s; pass scale= to quantize it anyway", reason);
+    }
+    return status;
 }
 
 fp8q_status fp8q_check_scale_values(const fp8q_view *scale,

@@ -170,7 +170,8 @@ fail:
 
 PyDoc_STRVAR(
     cast_doc,
-    "cast(x, dtype, *, scale=None, saturate=True, out=None) -> Tensor\n"
+    "cast(x, dtype, *, scale=None, saturate=True, out=None)\n"
+    "--\n"
     "\n"
     "Converts x (an fp8q.Tensor, NumPy array, DLPack producer such as a\n"
     "torch tensor, buffer, Python scalar or nested list) to `dtype`, any of\n"
@@ -377,7 +378,8 @@ static int parse_axes(PyObject *axis_object, int ndim, int *reduce)
 
 PyDoc_STRVAR(
     amax_doc,
-    "amax(x, axis=None, keepdims=False) -> Tensor\n"
+    "amax(x, axis=None, keepdims=False)\n"
+    "--\n"
     "\n"
     "Maximum absolute value of x over `axis`, as a float32 tensor.\n"
     "\n"
@@ -573,10 +575,11 @@ static void raise_scale_shape_mismatch(PyObject *granularity_object,
 PyDoc_STRVAR(
     quantize_doc,
     "_quantize(x, dtype='float8_e4m3fn', *, granularity='tensor', "
-    "scale=None,\n"
-    "          saturate=True, power_of_2=False) -> (data, scale)\n"
+    "scale=None, saturate=True, power_of_2=False)\n"
+    "--\n"
     "\n"
     "The C half of fp8q.quantize, which wraps the result in fp8q.QTensor.\n"
+    "Returns the pair (data, scale).\n"
     "\n"
     "data = cast(x, dtype, scale=scale broadcast per group, saturate=...),\n"
     "an FP8 tensor of x's shape; scale is a new float32 tensor of the\n"
@@ -707,7 +710,8 @@ fail:
 
 PyDoc_STRVAR(
     dequantize_doc,
-    "_dequantize(data, scale, granularity, dtype='float32') -> Tensor\n"
+    "_dequantize(data, scale, granularity, dtype='float32')\n"
+    "--\n"
     "\n"
     "The C half of fp8q.dequantize / QTensor.dequantize.\n"
     "\n"
@@ -802,13 +806,17 @@ fail:
 #define MAX_THREADS 65536
 
 PyDoc_STRVAR(set_num_threads_doc,
-             "set_num_threads(n)\n"
+             "set_num_threads(n, /)\n"
+             "--\n"
              "\n"
              "Sets how many threads fp8q's CPU operations may use (the\n"
-             "calling thread included). n < 1 restores the default: the\n"
-             "FP8Q_NUM_THREADS environment variable if set, else the number\n"
-             "of logical processors. Inputs below 2**18 elements always run\n"
-             "on the calling thread. Results never depend on the count.");
+             "calling thread included); n is an int, at most 65536.\n"
+             "n < 1 restores the default: the FP8Q_NUM_THREADS environment\n"
+             "variable if set, else the logical processors this process may\n"
+             "run on. An operation on n_elements uses\n"
+             "min(get_num_threads(), n_elements // 2**18) threads, at least\n"
+             "one, so inputs below 2**19 elements run on the calling thread.\n"
+             "Results never depend on the count.");
 
 static PyObject *ops_set_num_threads(PyObject *module, PyObject *argument)
 {
@@ -838,7 +846,8 @@ static PyObject *ops_set_num_threads(PyObject *module, PyObject *argument)
 }
 
 PyDoc_STRVAR(get_num_threads_doc,
-             "get_num_threads() -> int\n"
+             "get_num_threads()\n"
+             "--\n"
              "\n"
              "The number of threads fp8q's CPU operations may use.");
 
@@ -853,9 +862,10 @@ static PyObject *ops_get_num_threads(PyObject *module, PyObject *unused)
 /* Build facts                                                               */
 
 PyDoc_STRVAR(build_info_doc,
-             "_build_info() -> dict\n"
+             "_build_info()\n"
+             "--\n"
              "\n"
-             "How this fp8q._C was built: version, compiler, cuda_kernels\n"
+             "A dict of how this fp8q._C was built: version, compiler, cuda_kernels\n"
              "(bool), cuda_kernels_reason, nvcc_version (None when nvcc was\n"
              "not found), numpy_build_version (the NumPy headers used) and\n"
              "build_system (CMake's system name and processor).");

@@ -1,4 +1,5 @@
-"""fp8q: exact FP8 casts, quantization, scaled matmul and calibration.
+"""fp8q: exact FP8 casts and quantization on the CPU (FP8 scaled matmul,
+calibration and the CUDA backend are planned, not yet here).
 
 Everything numeric runs in the C extension fp8q._C; this package re-exports it
 and adds thin Python helpers: fp8q.QTensor, fp8q.finfo, and the quantize /
