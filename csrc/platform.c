@@ -1,10 +1,12 @@
 /*
  * platform.c - the only OS-specific code in fp8q: aligned allocation, the
- * processor count, a fork-join parallel loop and 64-bit atomics.
+ * processor count, a fork-join parallel loop, 64-bit atomics, one-time
+ * initialisation and shared libraries opened at run time.
  *
- * POSIX builds use posix_memalign, sysconf/sched_getaffinity, pthreads and the
- * GCC/clang __atomic builtins; Windows builds use _aligned_malloc,
- * GetActiveProcessorCount, _beginthreadex and the Interlocked* functions.
+ * POSIX builds use posix_memalign, sysconf/sched_getaffinity, pthreads, the
+ * GCC/clang __atomic builtins and dlopen; Windows builds use _aligned_malloc,
+ * GetActiveProcessorCount, _beginthreadex, the Interlocked* functions, SRW
+ * locks and LoadLibraryExW.
  */
 #if defined(_WIN32)
 #ifndef _WIN32_WINNT
@@ -25,17 +27,23 @@
 #include <sched.h>
 #include <sys/mman.h> /* madvise(MADV_HUGEPAGE) */
 #include <unistd.h>
+#include <dlfcn.h>
+#include <link.h> /* dlinfo(RTLD_DI_LINKMAP) */
 #elif defined(__APPLE__)
 #define _DARWIN_C_SOURCE /* sysconf(_SC_NPROCESSORS_ONLN) */
 #include <pthread.h>
 #include <unistd.h>
+#include <dlfcn.h>
 #else
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <unistd.h>
+#include <dlfcn.h>
 #endif
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "platform.h"
 
@@ -307,3 +315,302 @@ void fp8q_parallel_for(int64_t n_tasks, int n_threads, fp8q_task_fn task,
     }
     free(workers);
 }
+
+/* ------------------------------------------------------------------------- */
+/* One-time initialisation                                                   */
+
+/* The lock held while a once-function runs. Both kinds initialise
+ * statically, so taking it needs no initialisation of its own. */
+#if defined(_WIN32)
+static SRWLOCK once_lock = SRWLOCK_INIT;
+#define ONCE_LOCK() AcquireSRWLockExclusive(&once_lock)
+#define ONCE_UNLOCK() ReleaseSRWLockExclusive(&once_lock)
+#else
+static pthread_mutex_t once_lock = PTHREAD_MUTEX_INITIALIZER;
+#define ONCE_LOCK() pthread_mutex_lock(&once_lock)
+#define ONCE_UNLOCK() pthread_mutex_unlock(&once_lock)
+#endif
+
+void fp8q_once_run(fp8q_once *once, void (*function)(void *context),
+                   void *context)
+{
+    if (fp8q_atomic_load_i64(&once->done) != 0) {
+        return;
+    }
+    ONCE_LOCK();
+    /* Checked again under the lock: another thread may have run it while
+     * this one waited. The store after the call publishes its results to
+     * the lock-free fast path above (sequentially consistent atomics). */
+    if (fp8q_atomic_load_i64(&once->done) == 0) {
+        function(context);
+        fp8q_atomic_store_i64(&once->done, 1);
+    }
+    ONCE_UNLOCK();
+}
+
+/* ------------------------------------------------------------------------- */
+/* Environment and shared libraries                                          */
+
+/* Copies `text` into `buffer` (size `size`), truncated and NUL-terminated. */
+static void copy_text(char *buffer, size_t size, const char *text)
+{
+    if (size == 0) {
+        return;
+    }
+    (void)snprintf(buffer, size, "%s", text);
+}
+
+#if defined(_WIN32)
+
+/* `text` (UTF-8) as a new UTF-16 string (free it), or NULL. */
+static wchar_t *utf8_to_wide(const char *text)
+{
+    wchar_t *wide;
+    const int length = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS,
+                                           text, -1, NULL, 0);
+    if (length <= 0) {
+        return NULL;
+    }
+    wide = (wchar_t *)malloc((size_t)length * sizeof *wide);
+    if (wide == NULL) {
+        return NULL;
+    }
+    if (MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, text, -1, wide,
+                            length) != length) {
+        free(wide);
+        return NULL;
+    }
+    return wide;
+}
+
+/* The system's text for the error code `code`, with the code, in `buffer`. */
+static void describe_windows_error(DWORD code, char *buffer, size_t size)
+{
+    char message[256];
+    DWORD length = FormatMessageA(
+        FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, NULL,
+        code, MAKELANGID(LANG_ENGLISH, SUBLANG_DEFAULT), message,
+        (DWORD)sizeof message, NULL);
+    if (length == 0) {
+        length = FormatMessageA(
+            FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, NULL,
+            code, 0, message, (DWORD)sizeof message, NULL);
+    }
+    /* The system's text ends with ".\r\n": keep the sentence only. */
+    while (length > 0 && (message[length - 1] == '\n' ||
+                          message[length - 1] == '\r' ||
+                          message[length - 1] == '.' ||
+                          message[length - 1] == ' ')) {
+        length--;
+    }
+    message[length] = '\0';
+    if (size > 0) {
+        (void)snprintf(buffer, size, "%s (Windows error %u)",
+                       length > 0 ? message : "unknown error",
+                       (unsigned)code);
+    }
+}
+
+int fp8q_getenv_utf8(const char *name, char *value, size_t value_size)
+{
+    wchar_t wide_value[4096];
+    wchar_t *wide_name = utf8_to_wide(name);
+    DWORD length;
+    int written;
+
+    copy_text(value, value_size, "");
+    if (wide_name == NULL) {
+        return -1;
+    }
+    length = GetEnvironmentVariableW(
+        wide_name, wide_value, (DWORD)(sizeof wide_value / sizeof wide_value[0]));
+    free(wide_name);
+    if (length == 0) {
+        return 0;
+    }
+    if (length >= sizeof wide_value / sizeof wide_value[0] ||
+        value_size == 0 || value_size > 0x7fffffff) {
+        return -1;
+    }
+    written = WideCharToMultiByte(CP_UTF8, 0, wide_value, -1, value,
+                                  (int)value_size, NULL, NULL);
+    if (written <= 0) {
+        copy_text(value, value_size, "");
+        return -1;
+    }
+    return 1;
+}
+
+fp8q_library *fp8q_library_open(const char *path_or_name, int system_only,
+                                char *error_text, size_t error_size)
+{
+    HMODULE module;
+    wchar_t *wide = utf8_to_wide(path_or_name);
+
+    if (wide == NULL) {
+        copy_text(error_text, error_size,
+                  "the name is not valid UTF-8 (or out of memory)");
+        return NULL;
+    }
+    module = LoadLibraryExW(wide, NULL,
+                            system_only ? LOAD_LIBRARY_SEARCH_SYSTEM32 : 0);
+    free(wide);
+    if (module == NULL) {
+        describe_windows_error(GetLastError(), error_text, error_size);
+        return NULL;
+    }
+    return (fp8q_library *)module;
+}
+
+int fp8q_library_is_loaded(const char *name, fp8q_library **library)
+{
+    HMODULE module = NULL;
+    wchar_t *wide = utf8_to_wide(name);
+    /* Without ..._UNCHANGED_REFCOUNT the handle holds a new reference. */
+    const DWORD flags = library != NULL
+                            ? 0
+                            : GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT;
+
+    if (library != NULL) {
+        *library = NULL;
+    }
+    if (wide == NULL) {
+        return 0;
+    }
+    if (!GetModuleHandleExW(flags, wide, &module)) {
+        module = NULL;
+    }
+    free(wide);
+    if (module == NULL) {
+        return 0;
+    }
+    if (library != NULL) {
+        *library = (fp8q_library *)module;
+    }
+    return 1;
+}
+
+void *fp8q_library_symbol(fp8q_library *library, const char *name)
+{
+    /* FARPROC -> void *: the same size on every Windows target. */
+    FARPROC address = GetProcAddress((HMODULE)library, name);
+    void *pointer;
+    memcpy(&pointer, &address, sizeof pointer);
+    return pointer;
+}
+
+int fp8q_library_path(fp8q_library *library, char *path, size_t path_size)
+{
+    wchar_t wide[4096];
+    const DWORD length = GetModuleFileNameW(
+        (HMODULE)library, wide, (DWORD)(sizeof wide / sizeof wide[0]));
+    int written;
+
+    copy_text(path, path_size, "");
+    if (length == 0 || length >= sizeof wide / sizeof wide[0] ||
+        path_size == 0 || path_size > 0x7fffffff) {
+        return -1;
+    }
+    written = WideCharToMultiByte(CP_UTF8, 0, wide, -1, path, (int)path_size,
+                                  NULL, NULL);
+    if (written <= 0) {
+        path[0] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+void fp8q_library_close(fp8q_library *library)
+{
+    if (library != NULL) {
+        FreeLibrary((HMODULE)library);
+    }
+}
+
+#else
+
+int fp8q_getenv_utf8(const char *name, char *value, size_t value_size)
+{
+    const char *text = getenv(name);
+
+    copy_text(value, value_size, "");
+    if (text == NULL || text[0] == '\0') {
+        return 0;
+    }
+    if (strlen(text) >= value_size) {
+        return -1;
+    }
+    copy_text(value, value_size, text);
+    return 1;
+}
+
+fp8q_library *fp8q_library_open(const char *path_or_name, int system_only,
+                                char *error_text, size_t error_size)
+{
+    void *handle;
+
+    (void)system_only;
+    handle = dlopen(path_or_name, RTLD_NOW | RTLD_LOCAL);
+    if (handle == NULL) {
+        const char *reason = dlerror();
+        copy_text(error_text, error_size,
+                  reason != NULL ? reason : "dlopen failed");
+        return NULL;
+    }
+    return (fp8q_library *)handle;
+}
+
+int fp8q_library_is_loaded(const char *name, fp8q_library **library)
+{
+    void *handle = NULL;
+
+    if (library != NULL) {
+        *library = NULL;
+    }
+#if defined(RTLD_NOLOAD)
+    handle = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+#else
+    (void)name;
+#endif
+    if (handle == NULL) {
+        return 0;
+    }
+    if (library != NULL) {
+        *library = (fp8q_library *)handle;
+    }
+    else {
+        dlclose(handle);
+    }
+    return 1;
+}
+
+void *fp8q_library_symbol(fp8q_library *library, const char *name)
+{
+    return dlsym((void *)library, name);
+}
+
+int fp8q_library_path(fp8q_library *library, char *path, size_t path_size)
+{
+#if defined(__linux__)
+    struct link_map *map = NULL;
+
+    if (dlinfo((void *)library, RTLD_DI_LINKMAP, &map) == 0 && map != NULL &&
+        map->l_name != NULL && map->l_name[0] != '\0') {
+        copy_text(path, path_size, map->l_name);
+        return 0;
+    }
+#else
+    (void)library;
+#endif
+    copy_text(path, path_size, "");
+    return -1;
+}
+
+void fp8q_library_close(fp8q_library *library)
+{
+    if (library != NULL) {
+        dlclose((void *)library);
+    }
+}
+
+#endif

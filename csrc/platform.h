@@ -3,8 +3,9 @@
  *
  * Everything outside csrc/platform.{h,c} is the C11 subset that gcc, clang and
  * MSVC (/std:c11) all compile. What differs between them (inline and restrict
- * spellings, aligned allocation, threads, atomics, thread-local storage) is
- * hidden behind the macros and functions below. This header includes no OS
+ * spellings, aligned allocation, threads, atomics, one-time initialisation,
+ * loading shared libraries at run time) is hidden behind the macros and
+ * functions below. This header includes no OS
  * header, so it is safe to include from anywhere, .cu files included.
  */
 #ifndef FP8Q_PLATFORM_H
@@ -74,5 +75,81 @@ int64_t fp8q_atomic_load_i64(const volatile int64_t *address);
 void fp8q_atomic_store_i64(volatile int64_t *address, int64_t value);
 /* Adds `delta` and returns the value before the addition. */
 int64_t fp8q_atomic_fetch_add_i64(volatile int64_t *address, int64_t delta);
+
+/* ------------------------------------------------------------------------- */
+/* One-time initialisation                                                   */
+
+/* A flag for fp8q_once_run; define it static, initialised to FP8Q_ONCE_INIT. */
+typedef struct fp8q_once {
+    volatile int64_t done;
+} fp8q_once;
+
+#define FP8Q_ONCE_INIT {0}
+
+/*
+ * Runs function(context) exactly once per flag, however many threads call
+ * this at the same time: the first caller runs it, the others wait until it
+ * has returned; every call returns only after it has run. Later calls return
+ * at once (one atomic load). Different flags share one process-wide lock
+ * while their function runs, so `function` must not call fp8q_once_run with
+ * a flag that has not completed (it would wait for itself).
+ */
+void fp8q_once_run(fp8q_once *once, void (*function)(void *context),
+                   void *context);
+
+/* ------------------------------------------------------------------------- */
+/* Environment                                                               */
+
+/*
+ * Reads the environment variable `name` as UTF-8 (on Windows from the
+ * UTF-16 environment, so paths with any characters survive). Returns 1 with
+ * the value in `value` (NUL-terminated), 0 when the variable is not set or
+ * empty (`value` is then ""), -1 when the value needs more than `value_size`
+ * bytes or cannot be converted (`value` is then "").
+ */
+int fp8q_getenv_utf8(const char *name, char *value, size_t value_size);
+
+/* ------------------------------------------------------------------------- */
+/* Shared libraries loaded at run time                                       */
+
+/* An open shared library (a dlopen handle or an HMODULE). */
+typedef struct fp8q_library fp8q_library;
+
+/*
+ * Opens the shared library `path_or_name` (UTF-8): a path, or a bare file
+ * name that the system's loader searches for. POSIX: dlopen with RTLD_NOW |
+ * RTLD_LOCAL (the default search: LD_LIBRARY_PATH, the ld.so cache, ...).
+ * Windows: LoadLibraryExW; with `system_only` nonzero the search is limited
+ * to the System32 directory (LOAD_LIBRARY_SEARCH_SYSTEM32), so a DLL planted
+ * in the working directory or on PATH is never picked up; POSIX ignores
+ * `system_only`. Returns the library, or NULL with the loader's reason
+ * (dlerror, or the Windows error text and code) written into `error_text`
+ * (always NUL-terminated, truncated to `error_size` bytes). Close with
+ * fp8q_library_close.
+ */
+fp8q_library *fp8q_library_open(const char *path_or_name, int system_only,
+                                char *error_text, size_t error_size);
+
+/*
+ * Nonzero when a library named `name` (UTF-8; a bare file name such as
+ * "libcublasLt.so.13" or "cublasLt64_13.dll", or a path) is already loaded in
+ * this process; never loads it (dlopen RTLD_NOLOAD / GetModuleHandleExW).
+ * When it is, and `library` is not NULL, *library receives a new reference
+ * to it (close it with fp8q_library_close); otherwise *library is NULL.
+ */
+int fp8q_library_is_loaded(const char *name, fp8q_library **library);
+
+/* The address of the exported symbol `name` in `library`, or NULL when it
+ * does not export it. Cast it to the function pointer type it has. */
+void *fp8q_library_symbol(fp8q_library *library, const char *name);
+
+/* Writes the path of the file `library` was loaded from (UTF-8) into `path`
+ * (always NUL-terminated, truncated to `path_size` bytes); returns 0, or -1
+ * when the system cannot tell (`path` is then ""). */
+int fp8q_library_path(fp8q_library *library, char *path, size_t path_size);
+
+/* Releases one reference to `library` (NULL is allowed); the library is
+ * unloaded when no reference is left. */
+void fp8q_library_close(fp8q_library *library);
 
 #endif /* FP8Q_PLATFORM_H */

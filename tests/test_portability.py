@@ -69,6 +69,19 @@ def test_lint_rejects_planted_violation(tmp_path, rule):
     assert expected in result.stdout, f"expected {expected!r} in:\n{result.stdout}"
 
 
+@pytest.mark.parametrize("suffix", [".cu", ".cuh"])
+@pytest.mark.parametrize("rule", sorted(VIOLATIONS))
+def test_lint_rejects_planted_violation_in_kernels(tmp_path, rule, suffix):
+    """kernels/ gets every rule too: nvcc hosts MSVC on Windows."""
+    source, line = VIOLATIONS[rule]
+    relative = "kernels/planted" + suffix
+    root = plant(tmp_path, {relative: CLEAN_PREFIX + source})
+    result = run_lint(root)
+    assert result.returncode == 1, result.stdout + result.stderr
+    expected = f"{relative}:{line}: {rule}:"
+    assert expected in result.stdout, f"expected {expected!r} in:\n{result.stdout}"
+
+
 @pytest.mark.parametrize("spelling", [
     "asm(\"nop\");",
     "asm volatile(\"\" ::: \"memory\");",

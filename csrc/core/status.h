@@ -15,7 +15,9 @@ typedef enum fp8q_status {
     FP8Q_ERROR_VALUE,   /* bad shape, scale, value or option: ValueError    */
     FP8Q_ERROR_BUFFER,  /* memory layout / export problem: BufferError      */
     FP8Q_ERROR_MEMORY,  /* allocation failed: MemoryError                   */
-    FP8Q_ERROR_RUNTIME  /* anything else: RuntimeError                      */
+    FP8Q_ERROR_RUNTIME, /* anything else: RuntimeError                      */
+    FP8Q_ERROR_CUDA     /* CUDA driver, device or kernel image problem:
+                           fp8q.CudaError (a RuntimeError)                */
 } fp8q_status;
 
 #define FP8Q_ERROR_MESSAGE_SIZE 512

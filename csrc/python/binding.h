@@ -8,7 +8,8 @@
  * Files: module.c (module init), errors.c (status -> exception),
  * dtype_object.c (fp8q.dtype, dtype parsing), tensor_object.c (fp8q.Tensor),
  * tensor_buffer.c (PEP 3118), dlpack.c (producer and consumer),
- * asarray.c (any object -> Tensor), ops.c (cast, amax, quantize, ...).
+ * asarray.c (any object -> Tensor), ops.c (cast, amax, quantize, ...),
+ * cuda_info.c (what the CUDA backend finds, for fp8q.info()).
  */
 #ifndef FP8Q_PYTHON_BINDING_H
 #define FP8Q_PYTHON_BINDING_H
@@ -31,6 +32,10 @@
 
 /* ------------------------------------------------------------------------- */
 /* errors.c                                                                  */
+
+/* fp8q.CudaError (a RuntimeError subclass), raised for FP8Q_ERROR_CUDA;
+ * created by fp8q_py_errors_init. */
+extern PyObject *fp8q_CudaError;
 
 /* Raises the exception matching error->status with error->message. */
 void fp8q_py_raise(const fp8q_error *error);
@@ -196,10 +201,12 @@ PyObject *fp8q_tensor_dlpack_device(PyObject *self, PyObject *unused);
 /* Per-file module initialisation, called by module.c in this order. Each    */
 /* adds its types/functions to `module` and returns 0, or -1 with an error. */
 
+int fp8q_py_errors_init(PyObject *module);
 int fp8q_py_dtype_init(PyObject *module);
 int fp8q_py_tensor_init(PyObject *module);
 int fp8q_py_dlpack_init(PyObject *module);
 int fp8q_py_asarray_init(PyObject *module);
 int fp8q_py_ops_init(PyObject *module);
+int fp8q_py_cuda_info_init(PyObject *module);
 
 #endif /* FP8Q_PYTHON_BINDING_H */

@@ -1,13 +1,41 @@
 /*
  * errors.c - turns an fp8q_status reported by the C library into the matching
  * Python exception (TypeError, ValueError, BufferError, MemoryError,
- * RuntimeError), carrying the library's message unchanged; and the small
+ * RuntimeError, fp8q.CudaError), carrying the library's message unchanged;
+ * defines fp8q.CudaError; and the small
  * error-indicator helpers the binding shares (saving it around capsule
  * destructors, prefixing a message with the argument it concerns).
  */
 #include <stdarg.h>
 
 #include "python/binding.h"
+
+PyObject *fp8q_CudaError;
+
+PyDoc_STRVAR(cuda_error_doc,
+             "Raised when fp8q's GPU backend cannot be used or a CUDA call "
+             "fails:\nno CUDA driver found (the message lists every library "
+             "tried), a driver\nolder than fp8q needs (both versions), no "
+             "CUDA device, no kernel for\nthe GPU's architecture (its sm_XY "
+             "and the architectures built), out of\nmemory, or fp8q built "
+             "without CUDA kernels. A subclass of RuntimeError.");
+
+int fp8q_py_errors_init(PyObject *module)
+{
+    fp8q_CudaError = PyErr_NewExceptionWithDoc(
+        "fp8q.CudaError", cuda_error_doc, PyExc_RuntimeError, NULL);
+    if (fp8q_CudaError == NULL) {
+        return -1;
+    }
+    /* The module's reference; the global stays valid as long as it. */
+    Py_INCREF(fp8q_CudaError);
+    if (PyModule_AddObject(module, "CudaError", fp8q_CudaError) < 0) {
+        Py_DECREF(fp8q_CudaError);
+        Py_CLEAR(fp8q_CudaError);
+        return -1;
+    }
+    return 0;
+}
 
 void fp8q_py_raise(const fp8q_error *error)
 {
@@ -25,6 +53,9 @@ void fp8q_py_raise(const fp8q_error *error)
         break;
     case FP8Q_ERROR_MEMORY:
         exception_type = PyExc_MemoryError;
+        break;
+    case FP8Q_ERROR_CUDA:
+        exception_type = fp8q_CudaError;
         break;
     default:
         exception_type = PyExc_RuntimeError;

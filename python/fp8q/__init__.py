@@ -51,6 +51,35 @@ def quantize(x, dtype="float8_e4m3fn", *, granularity="tensor", scale=None,
     return QTensor(data, scale, granularity)
 
 
+def info():
+    """Facts about this fp8q and where it runs, as a JSON-ready dict (what
+    `python -m fp8q info --json` prints).
+
+    Keys: fp8q (version); build (compiler, cuda_kernels, cuda_kernels_reason,
+    nvcc_version, numpy_headers, build_system, kernel_archs); platform;
+    python; packages (numpy, ml_dtypes, torch: versions, None when not
+    installed; torch is never imported); threads; cuda; cublaslt;
+    round_trip (a 1024x1024 quantize/dequantize and its errors).
+
+    cuda: available (bool: fp8q's kernels load on at least one device),
+    reason (why not, e.g. every driver library tried; else None), driver
+    ({path, version like "13.0"} or None when no driver library was found)
+    and devices: [{index, name, compute_capability like "8.9", memory_bytes,
+    native_fp8 (compute capability 8.9 or newer), kernels (bool),
+    kernels_error, ops: which implementation cast/quantize/amax and
+    scaled_mm use there}].
+
+    The first call loads the CUDA driver (libcuda.so.1 or libcuda.so;
+    nvcuda.dll from System32; or the library the environment variable
+    FP8Q_CUDA_DRIVER names) and loads fp8q's kernels into each device's
+    primary context, as the first GPU operation would; `import fp8q` never
+    touches CUDA.
+    """
+    from fp8q import _info
+
+    return _info.info()
+
+
 def dequantize(q, dtype="float32"):
     """Returns decode(q.data) * q.scale, rounded once into `dtype`.
 
@@ -69,4 +98,4 @@ def dequantize(q, dtype="float32"):
 
 __all__ = sorted(
     {name for name in vars(_C) if not name.startswith("_")}
-    | {"QTensor", "dequantize", "finfo", "quantize"})
+    | {"QTensor", "dequantize", "finfo", "info", "quantize"})

@@ -1,8 +1,11 @@
-"""`python -m fp8q info`: what fp8q is, how it was built, where it runs, and
-whether its main job works here (a small quantize / dequantize round trip).
+"""fp8q.info() and `python -m fp8q info`: what fp8q is, how it was built,
+where it runs (CPU, CUDA driver and devices, which path each operation takes
+on each device), and whether its main job works here (a small quantize /
+dequantize round trip).
 
 Nothing here imports torch: its version is shown if it is already imported,
-otherwise from its installed metadata.
+otherwise from its installed metadata. Nothing here runs at `import fp8q`:
+CUDA is looked at only when info() is called.
 """
 import importlib.metadata
 import json
@@ -16,8 +19,10 @@ import numpy as np
 import fp8q
 from fp8q import _C
 
-CUDA_UNAVAILABLE_REASON = ("fp8q was built without CUDA kernels (CUDA backend "
-                           "arrives in a later release)")
+# What scaled_mm will do on a device; the op arrives with the scaled-mm issue.
+SCALED_MM_NATIVE = "native FP8 GEMM (cuBLASLt) (planned: scaled-mm issue)"
+SCALED_MM_EMULATED = ("emulated (dequantize + half GEMM) (planned: scaled-mm "
+                      "issue)")
 ROUND_TRIP_SHAPE = (1024, 1024)
 ROUND_TRIP_SEED = 0
 
@@ -77,8 +82,31 @@ def round_trip():
     }
 
 
-def collect():
-    """All facts as a JSON-ready dict."""
+def _device_ops(device):
+    """Which implementation each operation uses on `device` (an entry of
+    _C._cuda_info()["devices"]): fp8q's CUDA kernels where they load there,
+    else the CPU; scaled_mm by the device's FP8 support."""
+    path = "cuda kernels" if device.get("kernels") else "cpu"
+    return {
+        "cast": path,
+        "quantize": path,
+        "amax": path,
+        "scaled_mm": (SCALED_MM_NATIVE if device.get("native_fp8")
+                      else SCALED_MM_EMULATED),
+    }
+
+
+def cuda_facts():
+    """The "cuda" section of info(): _C._cuda_info() (available, reason,
+    driver, devices) with each device's `ops`."""
+    cuda = _C._cuda_info()
+    for device in cuda["devices"]:
+        device["ops"] = _device_ops(device)
+    return cuda
+
+
+def info():
+    """All facts as a JSON-ready dict; see fp8q.info."""
     build = _C._build_info()
     return {
         "fp8q": fp8q.__version__,
@@ -89,6 +117,9 @@ def collect():
             "nvcc_version": build["nvcc_version"],
             "numpy_headers": build["numpy_build_version"],
             "build_system": build["build_system"],
+            "kernel_archs": build["kernel_archs"],
+            "cuda_min_driver_version": build["cuda_min_driver_version"],
+            "cuda_ptx_min_driver_version": build["cuda_ptx_min_driver_version"],
         },
         "platform": {
             "system": platform.platform(),
@@ -107,14 +138,45 @@ def collect():
             "torch": _package_version("torch"),
         },
         "threads": fp8q.get_num_threads(),
-        "cuda": {"available": False, "reason": CUDA_UNAVAILABLE_REASON},
+        "cuda": cuda_facts(),
+        "cublaslt": {"found": None,
+                     "note": "looked up by the scaled-mm issue"},
         "round_trip": round_trip(),
     }
 
 
+def _cuda_lines(cuda):
+    """The report's lines (name, value) for info()["cuda"]."""
+    driver = cuda["driver"]
+    lines = []
+    if cuda["available"]:
+        lines.append(("cuda", "available"))
+    else:
+        lines.append(("cuda", f"not available: {cuda['reason']}"))
+    if driver is not None:
+        lines.append(("  driver", f"{driver['version'] or 'unknown version'}"
+                                  f" ({driver['path']})"))
+    for device in cuda["devices"]:
+        name = f"  cuda:{device['index']}"
+        if "error" in device:
+            lines.append((name, device["error"]))
+            continue
+        memory = device["memory_bytes"] / 2**30
+        fp8 = "native FP8" if device["native_fp8"] else "no native FP8"
+        lines.append((name, f"{device['name']}, compute capability "
+                            f"{device['compute_capability']}, "
+                            f"{memory:.1f} GiB, {fp8}"))
+        ops = device["ops"]
+        lines.append(("    cast/quantize/amax", ops["cast"]))
+        lines.append(("    scaled_mm", ops["scaled_mm"]))
+        if device["kernels_error"] and cuda["available"]:
+            lines.append(("    kernels", device["kernels_error"]))
+    return lines
+
+
 def print_info(as_json=False):
-    """Prints the facts, as text or as JSON."""
-    facts = collect()
+    """Prints info(), as a readable report or as JSON."""
+    facts = info()
     if as_json:
         print(json.dumps(facts, indent=2))
         return
@@ -122,12 +184,17 @@ def print_info(as_json=False):
     machine = facts["platform"]
     python = facts["python"]
     trip = facts["round_trip"]
-    kernels = "yes" if build["cuda_kernels"] else "no"
+    if build["cuda_kernels"]:
+        driver = build["cuda_min_driver_version"]
+        kernels = (f"yes: {', '.join(build['kernel_archs'])} (driver >= "
+                   f"{driver // 1000}.{driver % 1000 // 10})")
+    else:
+        kernels = f"no ({build['cuda_kernels_reason']})"
     nvcc = f"; nvcc {build['nvcc_version']}" if build["nvcc_version"] else ""
     lines = [
         ("fp8q", facts["fp8q"]),
         ("compiler", build["compiler"]),
-        ("cuda kernels", f"{kernels} ({build['cuda_kernels_reason']}){nvcc}"),
+        ("cuda kernels", f"{kernels}{nvcc}"),
         ("numpy headers", build["numpy_headers"]),
         ("platform", f"{machine['system']} ({machine['machine']})"),
         ("cpu", f"{machine['cpu']}, {machine['logical_cpus']} logical CPUs"),
@@ -138,7 +205,10 @@ def print_info(as_json=False):
               for name, version in facts["packages"].items()]
     lines += [
         ("threads", str(facts["threads"])),
-        ("cuda", f"not available: {facts['cuda']['reason']}"),
+    ]
+    lines += _cuda_lines(facts["cuda"])
+    lines += [
+        ("cublaslt", facts["cublaslt"]["note"]),
         ("round trip", f"{trip['input']} -> {trip['dtype']} "
                        f"({trip['granularity']} scales) -> float32"),
         ("  max rel error", f"{trip['max_relative_error_normal_range']:.6f} "

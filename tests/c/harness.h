@@ -71,6 +71,9 @@ typedef struct harness_test {
 void test_aligned_alloc(void);
 void test_parallel_for(void);
 void test_atomics(void);
+void test_once(void);
+void test_library_open_and_symbols(void);
+void test_library_open_errors(void);
 
 /* test_codec.c */
 void test_dtype_names(void);

@@ -1,5 +1,6 @@
 /*
- * test_platform.c - aligned allocation, the parallel loop and atomics.
+ * test_platform.c - aligned allocation, the parallel loop, atomics,
+ * one-time initialisation and shared libraries opened at run time.
  */
 #include <stdint.h>
 #include <string.h>
@@ -79,4 +80,125 @@ void test_atomics(void)
     CHECK_INT(fp8q_atomic_load_i64(&value), INT64_C(5000000000));
     CHECK_INT(fp8q_atomic_fetch_add_i64(&value, -7), INT64_C(5000000000));
     CHECK_INT(fp8q_atomic_load_i64(&value), INT64_C(4999999993));
+}
+
+/* ------------------------------------------------------------------------- */
+/* One-time initialisation                                                   */
+
+static fp8q_once once_flag = FP8Q_ONCE_INIT;
+static volatile int64_t once_runs;
+static volatile int64_t once_seen_after;
+
+static void count_run(void *context)
+{
+    fp8q_atomic_fetch_add_i64((volatile int64_t *)context, 1);
+}
+
+/* Every task calls fp8q_once_run and must find the function already run
+ * when the call returns. */
+static void run_once_task(void *context, int64_t task_index)
+{
+    (void)context;
+    (void)task_index;
+    fp8q_once_run(&once_flag, count_run, (void *)&once_runs);
+    if (fp8q_atomic_load_i64(&once_runs) == 1) {
+        fp8q_atomic_fetch_add_i64(&once_seen_after, 1);
+    }
+}
+
+void test_once(void)
+{
+    fp8q_parallel_for(64, 8, run_once_task, NULL);
+    CHECK_INT(fp8q_atomic_load_i64(&once_runs), 1);
+    CHECK_INT(fp8q_atomic_load_i64(&once_seen_after), 64);
+    fp8q_once_run(&once_flag, count_run, (void *)&once_runs);
+    CHECK_INT(fp8q_atomic_load_i64(&once_runs), 1);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Shared libraries                                                          */
+
+#if defined(_WIN32)
+/* Loaded in every Windows process, and found in System32. */
+#define SYSTEM_LIBRARY "kernel32.dll"
+#define SYSTEM_SYMBOL "GetCurrentProcessId"
+#define LOADED_NAME "kernel32.dll"
+#elif defined(__APPLE__)
+#define SYSTEM_LIBRARY "/usr/lib/libSystem.B.dylib"
+#define SYSTEM_SYMBOL "strlen"
+#define LOADED_NAME "/usr/lib/libSystem.B.dylib"
+#else
+#define SYSTEM_LIBRARY "libc.so.6"
+#define SYSTEM_SYMBOL "strlen"
+#define LOADED_NAME "libc.so.6"
+#endif
+
+void test_library_open_and_symbols(void)
+{
+    char error_text[256] = "untouched";
+    char path[1024];
+    fp8q_library *library;
+    fp8q_library *again = NULL;
+
+    library = fp8q_library_open(SYSTEM_LIBRARY, 1, error_text,
+                                sizeof error_text);
+    CHECK(library != NULL);
+    if (library == NULL) {
+        return;
+    }
+    CHECK(strcmp(error_text, "untouched") == 0);
+    CHECK(fp8q_library_symbol(library, SYSTEM_SYMBOL) != NULL);
+    CHECK(fp8q_library_symbol(library, "fp8q_no_such_symbol") == NULL);
+#if defined(__APPLE__)
+    CHECK(fp8q_library_path(library, path, sizeof path) == -1 ||
+          path[0] != '\0');
+#else
+    /* The file the loader found, not the name it was given. */
+    CHECK_INT(fp8q_library_path(library, path, sizeof path), 0);
+    CHECK(strstr(path, SYSTEM_LIBRARY) != NULL ||
+          strstr(path, "KERNEL32") != NULL);
+    CHECK(path[0] != '\0' && strcmp(path, SYSTEM_LIBRARY) != 0);
+#endif
+    /* A tiny buffer truncates, still NUL-terminated. */
+    if (fp8q_library_path(library, path, 4) == 0) {
+        CHECK_INT(strlen(path), 3);
+    }
+    fp8q_library_close(library);
+
+    CHECK(fp8q_library_is_loaded(LOADED_NAME, NULL));
+    CHECK(fp8q_library_is_loaded(LOADED_NAME, &again));
+    CHECK(again != NULL);
+    if (again != NULL) {
+        CHECK(fp8q_library_symbol(again, SYSTEM_SYMBOL) != NULL);
+    }
+    fp8q_library_close(again);
+    fp8q_library_close(NULL);
+}
+
+void test_library_open_errors(void)
+{
+    char error_text[256];
+    char small[8];
+    fp8q_library *library = (fp8q_library *)&error_text;
+
+    error_text[0] = '\0';
+    library = fp8q_library_open("fp8q-no-such-library-1234", 0, error_text,
+                                sizeof error_text);
+    CHECK(library == NULL);
+#if defined(_WIN32)
+    /* ERROR_MOD_NOT_FOUND */
+    CHECK(strstr(error_text, "(Windows error 126)") != NULL);
+#else
+    CHECK(strstr(error_text, "fp8q-no-such-library-1234") != NULL);
+#endif
+    /* Limited to System32 (Windows; POSIX ignores the flag), a missing
+     * library fails the same way; a small buffer truncates the reason. */
+    library = fp8q_library_open("fp8q-no-such-library-1234", 1, small,
+                                sizeof small);
+    CHECK(library == NULL);
+    CHECK_INT(strlen(small), sizeof small - 1);
+    CHECK(!fp8q_library_is_loaded("fp8q-no-such-library-1234", NULL));
+    library = (fp8q_library *)&error_text;
+    CHECK(!fp8q_library_is_loaded("fp8q-no-such-library-1234", &library));
+    CHECK(library == NULL);
 }

@@ -1,0 +1,112 @@
+/*
+ * driver_api.h - the part of the CUDA driver API's binary interface that fp8q
+ * calls, declared from NVIDIA's CUDA Driver API reference (fp8q includes no
+ * CUDA header and links no CUDA library: csrc/cuda/driver.c finds these
+ * functions at run time through cuGetProcAddress).
+ *
+ * Only types, constants and function pointer types are declared here. CUDA's
+ * handles are opaque pointers, CUdevice is an int, enums are int-sized, and
+ * on 64-bit Linux and Windows the driver uses the platform's one C calling
+ * convention.
+ */
+#ifndef FP8Q_CUDA_DRIVER_API_H
+#define FP8Q_CUDA_DRIVER_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ------------------------------------------------------------------------- */
+/* Types                                                                     */
+
+typedef int fp8q_cu_result;          /* CUresult */
+typedef int fp8q_cu_device;          /* CUdevice: an ordinal */
+typedef int fp8q_cu_device_attribute; /* CUdevice_attribute */
+typedef int fp8q_cu_jit_option;      /* CUjit_option */
+typedef int fp8q_cu_library_option;  /* CUlibraryOption */
+typedef int fp8q_cu_proc_address_query_result; /* CUdriverProcAddressQueryResult */
+
+typedef struct fp8q_cu_context_opaque *fp8q_cu_context; /* CUcontext */
+typedef struct fp8q_cu_module_opaque *fp8q_cu_module;   /* CUmodule */
+typedef struct fp8q_cu_library_opaque *fp8q_cu_library; /* CUlibrary */
+
+/* ------------------------------------------------------------------------- */
+/* Constants                                                                 */
+
+/* CUresult values fp8q tells apart. */
+#define FP8Q_CUDA_SUCCESS 0
+#define FP8Q_CUDA_ERROR_OUT_OF_MEMORY 2
+#define FP8Q_CUDA_ERROR_INSUFFICIENT_DRIVER 35
+#define FP8Q_CUDA_ERROR_NO_DEVICE 100
+#define FP8Q_CUDA_ERROR_NO_BINARY_FOR_GPU 209
+#define FP8Q_CUDA_ERROR_UNSUPPORTED_PTX_VERSION 222
+
+/* CUdevice_attribute */
+#define FP8Q_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
+#define FP8Q_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
+
+/* cuGetProcAddress flags (CUdriverProcAddress_flags) and symbol status. */
+#define FP8Q_CU_GET_PROC_ADDRESS_DEFAULT 0
+#define FP8Q_CU_GET_PROC_ADDRESS_SUCCESS 0
+#define FP8Q_CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND 1
+#define FP8Q_CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT 2
+
+/* The exported name of the CUDA 12 cuGetProcAddress (cuda.h maps
+ * cuGetProcAddress to it); drivers older than CUDA 12.0 lack it. */
+#define FP8Q_CU_GET_PROC_ADDRESS_SYMBOL "cuGetProcAddress_v2"
+
+/* ------------------------------------------------------------------------- */
+/* Functions (pointer types; names as cuGetProcAddress looks them up)        */
+
+/* cuGetProcAddress (v2) */
+typedef fp8q_cu_result (*fp8q_cu_get_proc_address_fn)(
+    const char *symbol, void **function, int cuda_version, uint64_t flags,
+    fp8q_cu_proc_address_query_result *symbol_status);
+
+/* cuGetErrorName, cuGetErrorString */
+typedef fp8q_cu_result (*fp8q_cu_get_error_text_fn)(fp8q_cu_result error,
+                                                    const char **text);
+/* cuInit */
+typedef fp8q_cu_result (*fp8q_cu_init_fn)(unsigned int flags);
+/* cuDriverGetVersion */
+typedef fp8q_cu_result (*fp8q_cu_driver_get_version_fn)(int *version);
+/* cuDeviceGetCount */
+typedef fp8q_cu_result (*fp8q_cu_device_get_count_fn)(int *count);
+/* cuDeviceGet */
+typedef fp8q_cu_result (*fp8q_cu_device_get_fn)(fp8q_cu_device *device,
+                                                int ordinal);
+/* cuDeviceGetName */
+typedef fp8q_cu_result (*fp8q_cu_device_get_name_fn)(char *name, int length,
+                                                     fp8q_cu_device device);
+/* cuDeviceGetAttribute */
+typedef fp8q_cu_result (*fp8q_cu_device_get_attribute_fn)(
+    int *value, fp8q_cu_device_attribute attribute, fp8q_cu_device device);
+/* cuDeviceTotalMem (_v2) */
+typedef fp8q_cu_result (*fp8q_cu_device_total_mem_fn)(size_t *bytes,
+                                                      fp8q_cu_device device);
+/* cuDevicePrimaryCtxRetain */
+typedef fp8q_cu_result (*fp8q_cu_device_primary_ctx_retain_fn)(
+    fp8q_cu_context *context, fp8q_cu_device device);
+/* cuDevicePrimaryCtxRelease (_v2) */
+typedef fp8q_cu_result (*fp8q_cu_device_primary_ctx_release_fn)(
+    fp8q_cu_device device);
+/* cuCtxPushCurrent (_v2) */
+typedef fp8q_cu_result (*fp8q_cu_ctx_push_current_fn)(fp8q_cu_context context);
+/* cuCtxPopCurrent (_v2) */
+typedef fp8q_cu_result (*fp8q_cu_ctx_pop_current_fn)(fp8q_cu_context *context);
+/* cuLibraryLoadData (CUDA 12.0+) */
+typedef fp8q_cu_result (*fp8q_cu_library_load_data_fn)(
+    fp8q_cu_library *library, const void *code,
+    fp8q_cu_jit_option *jit_options, void **jit_option_values,
+    unsigned int n_jit_options, fp8q_cu_library_option *library_options,
+    void **library_option_values, unsigned int n_library_options);
+/* cuLibraryGetModule (CUDA 12.0+): the library's module in the current
+ * context. */
+typedef fp8q_cu_result (*fp8q_cu_library_get_module_fn)(
+    fp8q_cu_module *module, fp8q_cu_library library);
+/* cuLibraryUnload (CUDA 12.0+) */
+typedef fp8q_cu_result (*fp8q_cu_library_unload_fn)(fp8q_cu_library library);
+/* cuModuleLoadData */
+typedef fp8q_cu_result (*fp8q_cu_module_load_data_fn)(fp8q_cu_module *module,
+                                                      const void *image);
+
+#endif /* FP8Q_CUDA_DRIVER_API_H */

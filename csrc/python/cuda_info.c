@@ -1,0 +1,220 @@
+/*
+ * cuda_info.c - fp8q._C._cuda_info(): what the CUDA backend finds on this
+ * machine (driver, devices, whether fp8q's kernels load), as the dict that
+ * fp8q.info() reports under "cuda"; and fp8q._C._cuda_open_device(), which
+ * raises fp8q.CudaError saying why a device cannot run fp8q's kernels.
+ * Touches CUDA only when called.
+ */
+#include <limits.h>
+#include <stdio.h>
+
+#include "cuda/driver.h"
+#include "python/binding.h"
+
+/* {"path": ..., "version": "13.0" or None}, or None when no driver library
+ * was found. */
+static PyObject *driver_dict(const fp8q_cuda_driver *driver)
+{
+    char version[32];
+
+    if (!driver->found) {
+        Py_RETURN_NONE;
+    }
+    fp8q_cuda_format_version(driver->version, version, sizeof version);
+    return Py_BuildValue("{s:s,s:z}", "path", driver->path, "version",
+                         driver->version > 0 ? version : NULL);
+}
+
+/* The entry for device `index`; *kernels_error receives the reason the
+ * kernels do not run there (a new reference, or NULL when they load). */
+static PyObject *device_dict(int index, const fp8q_error *backend,
+                             PyObject **kernels_error)
+{
+    fp8q_cuda_device_properties properties;
+    const fp8q_cuda_device *device = NULL;
+    fp8q_error error;
+    fp8q_status status;
+    char capability[32];
+
+    *kernels_error = NULL;
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_device_properties_get(index, &properties, &error);
+    Py_END_ALLOW_THREADS
+    if (status != FP8Q_OK) {
+        return Py_BuildValue("{s:i,s:s}", "index", index, "error",
+                             error.message);
+    }
+    if (backend->status == FP8Q_OK) {
+        Py_BEGIN_ALLOW_THREADS
+        status = fp8q_cuda_device_open(index, &device, &error);
+        Py_END_ALLOW_THREADS
+    }
+    else {
+        error = *backend;
+        status = error.status;
+    }
+    if (status != FP8Q_OK) {
+        *kernels_error = PyUnicode_FromString(error.message);
+        if (*kernels_error == NULL) {
+            return NULL;
+        }
+    }
+    (void)snprintf(capability, sizeof capability, "%d.%d",
+                   properties.compute_capability_major,
+                   properties.compute_capability_minor);
+    return Py_BuildValue(
+        "{s:i,s:s,s:s,s:K,s:O,s:O,s:O}", "index", index, "name",
+        properties.name, "compute_capability", capability, "memory_bytes",
+        (unsigned long long)properties.memory_bytes, "native_fp8",
+        properties.native_fp8 ? Py_True : Py_False, "kernels",
+        status == FP8Q_OK ? Py_True : Py_False, "kernels_error",
+        *kernels_error != NULL ? *kernels_error : Py_None);
+}
+
+PyDoc_STRVAR(cuda_info_doc,
+             "_cuda_info()\n"
+             "--\n"
+             "\n"
+             "What fp8q's CUDA backend finds here, as a dict:\n"
+             "available (bool: fp8q's kernels load on at least one device),\n"
+             "reason (str: why not, else None), driver ({'path': the driver\n"
+             "library loaded, 'version': e.g. '13.0'}, or None when no driver\n"
+             "was found) and devices (one dict per device: index, name,\n"
+             "compute_capability such as '8.9', memory_bytes, native_fp8 (8.9\n"
+             "or newer), kernels (bool) and kernels_error (str or None)).\n"
+             "\n"
+             "The first call loads the CUDA driver (libcuda.so.1 / nvcuda.dll,\n"
+             "or FP8Q_CUDA_DRIVER) as the first GPU operation would. Checking\n"
+             "the kernels loads fp8q's kernel image into each device's primary\n"
+             "context (retained for the life of the process), which is what\n"
+             "the first operation on that device does anyway. Never raises\n"
+             "for CUDA problems: they are reported in the dict.");
+
+static PyObject *cuda_info(PyObject *module, PyObject *unused)
+{
+    const fp8q_cuda_driver *driver;
+    fp8q_error backend;
+    PyObject *devices = NULL;
+    PyObject *reason = NULL;
+    PyObject *driver_entry = NULL;
+    PyObject *result = NULL;
+    int available = 0;
+    int index;
+
+    (void)module;
+    (void)unused;
+    fp8q_error_clear(&backend);
+    Py_BEGIN_ALLOW_THREADS
+    driver = fp8q_cuda_driver_load();
+    (void)fp8q_cuda_backend_check(&backend);
+    Py_END_ALLOW_THREADS
+
+    devices = PyList_New(0);
+    if (devices == NULL) {
+        return NULL;
+    }
+    if (backend.status != FP8Q_OK) {
+        reason = PyUnicode_FromString(backend.message);
+        if (reason == NULL) {
+            goto done;
+        }
+    }
+    for (index = 0; index < driver->device_count; index++) {
+        PyObject *kernels_error;
+        PyObject *entry = device_dict(index, &backend, &kernels_error);
+        if (entry == NULL) {
+            goto done;
+        }
+        if (kernels_error == NULL) {
+            available = 1;
+        }
+        else if (reason == NULL) {
+            /* Kept unless another device runs the kernels; each device's
+             * own reason is in its entry. */
+            reason = kernels_error;
+            Py_INCREF(reason);
+        }
+        Py_XDECREF(kernels_error);
+        if (PyList_Append(devices, entry) < 0) {
+            Py_DECREF(entry);
+            goto done;
+        }
+        Py_DECREF(entry);
+    }
+    driver_entry = driver_dict(driver);
+    if (driver_entry == NULL) {
+        goto done;
+    }
+    if (available) {
+        Py_CLEAR(reason);
+    }
+    result = Py_BuildValue("{s:O,s:O,s:O,s:O}", "available",
+                           available ? Py_True : Py_False, "reason",
+                           reason != NULL ? reason : Py_None, "driver",
+                           driver_entry, "devices", devices);
+done:
+    Py_XDECREF(driver_entry);
+    Py_XDECREF(reason);
+    Py_DECREF(devices);
+    return result;
+}
+
+PyDoc_STRVAR(cuda_open_device_doc,
+             "_cuda_open_device(index)\n"
+             "--\n"
+             "\n"
+             "Makes CUDA device `index` ready for fp8q's kernels, as the first\n"
+             "operation on it does: loads the CUDA driver (once per process),\n"
+             "retains the device's primary context and loads fp8q's kernel\n"
+             "image there (once per device). Returns None, or raises\n"
+             "fp8q.CudaError saying why not (no driver found and where it\n"
+             "looked, driver too old with both versions, no device, no kernel\n"
+             "for the GPU's sm_XY, out of memory, built without kernels);\n"
+             "the outcome is kept, so a later call fails the same way.");
+
+static PyObject *cuda_open_device(PyObject *module, PyObject *argument)
+{
+    const fp8q_cuda_device *device = NULL;
+    fp8q_error error;
+    fp8q_status status;
+    long long value;
+    int index;
+
+    (void)module;
+    if (!PyLong_Check(argument)) {
+        PyErr_Format(PyExc_TypeError,
+                     "_cuda_open_device: index must be an int, got %.200s",
+                     Py_TYPE(argument)->tp_name);
+        return NULL;
+    }
+    value = PyLong_AsLongLong(argument);
+    if (value == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (value < INT_MIN || value > INT_MAX) {
+        PyErr_Format(PyExc_ValueError,
+                     "_cuda_open_device: index %lld is out of range", value);
+        return NULL;
+    }
+    index = (int)value;
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_device_open(index, &device, &error);
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef cuda_info_functions[] = {
+    {"_cuda_info", cuda_info, METH_NOARGS, cuda_info_doc},
+    {"_cuda_open_device", cuda_open_device, METH_O, cuda_open_device_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int fp8q_py_cuda_info_init(PyObject *module)
+{
+    return PyModule_AddFunctions(module, cuda_info_functions);
+}

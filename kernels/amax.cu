@@ -1,0 +1,87 @@
+/*
+ * amax.cu - amax kernels: max |x| over a contiguous run (every block reduces
+ * its part, then one atomicMax on the float32 bits per block) and over each
+ * row of a contiguous 2-D run (one block per row). Launch contracts:
+ * kernels/amax.cuh.
+ *
+ * The maximum is taken over float32 magnitude bits, so NaN propagates the
+ * same way as in csrc/core/amax.c and the result is order-independent.
+ */
+#include "amax.cuh"
+#include "common.cuh"
+
+static_assert(sizeof(fp8q_amax_args) == 32, "fp8q_amax_args must match the host's layout");
+static_assert(sizeof(fp8q_amax_rows_args) == 40, "fp8q_amax_rows_args must match the host's layout");
+
+/* ------------------------------------------------------------------------- */
+/* Whole run                                                                 */
+
+template <int S> static __device__ __noinline__ void amax_run(const fp8q_amax_args &args)
+{
+    typedef typename dtype_traits<S>::storage source_t;
+    constexpr int VECTOR = 16 / sizeof(source_t);
+    typedef packed<source_t, VECTOR> source_vector;
+
+    const source_t *source = (const source_t *)args.source;
+    const int64_t n_vectors = is_aligned16(source) ? args.count / VECTOR : 0;
+    uint32_t amax = 0u;
+    int64_t v, i;
+
+    for (v = global_thread_index(); v < n_vectors; v += global_thread_count()) {
+        const source_vector in = ((const source_vector *)source)[v];
+#pragma unroll
+        for (int k = 0; k < VECTOR; k++) {
+            amax = max(amax, magnitude_bits(dtype_traits<S>::load(in.values[k])));
+        }
+    }
+    for (i = n_vectors * VECTOR + global_thread_index(); i < args.count; i += global_thread_count()) {
+        amax = max(amax, magnitude_bits(dtype_traits<S>::load(source[i])));
+    }
+    amax = block_max_bits(amax);
+    if (threadIdx.x == 0) {
+        atomicMax(args.amax_bits, amax);
+    }
+}
+
+struct amax_body {
+    const fp8q_amax_args &args;
+    template <int S> __device__ void run() { amax_run<S>(args); }
+};
+
+extern "C" __global__ void fp8q_amax(const fp8q_amax_args args)
+{
+    amax_body body = {args};
+    dispatch_dtype(args.source_dtype, body);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Per row                                                                   */
+
+template <int S> static __device__ __noinline__ void amax_rows_run(const fp8q_amax_rows_args &args)
+{
+    typedef typename dtype_traits<S>::storage source_t;
+    int64_t row, column;
+
+    for (row = blockIdx.x; row < args.n_rows; row += gridDim.x) {
+        const source_t *source = (const source_t *)args.source + row * args.row_length;
+        uint32_t amax = 0u;
+        for (column = threadIdx.x; column < args.row_length; column += blockDim.x) {
+            amax = max(amax, magnitude_bits(dtype_traits<S>::load(source[column])));
+        }
+        amax = block_max_bits(amax);
+        if (threadIdx.x == 0) {
+            args.amax_bits[row] = amax;
+        }
+    }
+}
+
+struct amax_rows_body {
+    const fp8q_amax_rows_args &args;
+    template <int S> __device__ void run() { amax_rows_run<S>(args); }
+};
+
+extern "C" __global__ void fp8q_amax_rows(const fp8q_amax_rows_args args)
+{
+    amax_rows_body body = {args};
+    dispatch_dtype(args.source_dtype, body);
+}

@@ -1,0 +1,57 @@
+/*
+ * amax.cuh - launch contracts of the amax kernels (kernels/amax.cu): the
+ * largest |x| of a contiguous run, or of each row of one, as float32 bits.
+ *
+ * Plain C as well as CUDA C++: the host side (csrc/cuda/, plain C) includes
+ * this header for the argument structs and kernel names, and launches the
+ * kernels from the embedded fatbin through the driver API with
+ * void *params[] = {&args}.
+ *
+ * Results are the bits of a non-negative float32 (max |float32(x)|, with any
+ * NaN winning, as csrc/core/amax.c), stored through a uint32_t pointer so a
+ * float32 device buffer can receive them directly. Every block must be a
+ * multiple of 32 threads, at most 1024 (256 is a good choice); no dynamic
+ * shared memory. Source pointers are device pointers aligned to their
+ * element size.
+ *
+ * Kernel "fp8q_amax" (FP8Q_AMAX_KERNEL):
+ *     __global__ void fp8q_amax(const fp8q_amax_args args);
+ *   Raises *amax_bits with atomicMax to the run's maximum, so the host sets
+ *   it first (cuMemsetD32Async to 0 for a fresh result; leaving an earlier
+ *   value accumulates over several runs). grid: any size >= 1 (grid-stride
+ *   loop), e.g. ceil(count / (block * 16)) capped at a few blocks per
+ *   multiprocessor. A 16-byte aligned source is read in 16-byte vectors.
+ *
+ * Kernel "fp8q_amax_rows" (FP8Q_AMAX_ROWS_KERNEL):
+ *     __global__ void fp8q_amax_rows(const fp8q_amax_rows_args args);
+ *   The source is n_rows rows of row_length contiguous elements; writes
+ *   amax_bits[row] (no need to clear it first; an empty row gives 0).
+ *   grid: any size >= 1; block b handles rows b, b + grid, ... (one block per
+ *   row, up to 65535 blocks, is the natural choice).
+ */
+#ifndef FP8Q_KERNELS_AMAX_CUH
+#define FP8Q_KERNELS_AMAX_CUH
+
+#include <stdint.h>
+
+#define FP8Q_AMAX_KERNEL "fp8q_amax"
+#define FP8Q_AMAX_ROWS_KERNEL "fp8q_amax_rows"
+
+/* 32 bytes (4 of them tail padding, the same for every 64-bit compiler). */
+typedef struct fp8q_amax_args {
+    const void *source;   /* count elements of source_dtype             */
+    uint32_t *amax_bits;  /* one uint32 (float32 bits), raised          */
+    int64_t count;        /* elements, >= 0                             */
+    int32_t source_dtype; /* an fp8q_dtype value (core/dtype.h)         */
+} fp8q_amax_args;
+
+/* 40 bytes (4 of them tail padding). */
+typedef struct fp8q_amax_rows_args {
+    const void *source;   /* n_rows * row_length elements of source_dtype */
+    uint32_t *amax_bits;  /* n_rows uint32 (float32 bits), written        */
+    int64_t n_rows;       /* >= 0                                         */
+    int64_t row_length;   /* >= 0                                         */
+    int32_t source_dtype; /* an fp8q_dtype value                          */
+} fp8q_amax_rows_args;
+
+#endif /* FP8Q_KERNELS_AMAX_CUH */

@@ -1,0 +1,72 @@
+/*
+ * cast.cuh - launch contract of the cast kernel (kernels/cast.cu).
+ *
+ * Plain C as well as CUDA C++: the host side (csrc/cuda/, plain C) includes
+ * this header for the argument struct and the kernel's name, and launches
+ * the kernel from the embedded fatbin through the driver API.
+ *
+ * Kernel "fp8q_cast" (FP8Q_CAST_KERNEL), extern "C", one parameter:
+ *
+ *     __global__ void fp8q_cast(const fp8q_cast_args args);
+ *
+ *   cuLaunchKernel(function, grid, 1, 1, block, 1, 1, 0, stream,
+ *                  params, NULL) with void *params[] = {&args}.
+ *
+ *   block  a multiple of 32, at most 1024 (256 is a good choice); no
+ *          dynamic shared memory.
+ *   grid   any size >= 1: a grid-stride loop covers `count` (enough blocks
+ *          to fill the device, e.g. ceil(count / (block * 16)) capped at a
+ *          few blocks per multiprocessor, suffices).
+ *
+ * For i in [0, count):
+ *     destination[i] = store(load(source[i]) op scale(i))
+ * with load/store the exact decode and single-rounding encode of
+ * csrc/core/float_codec.h (bit-identical to csrc/core/cast.c), op a correctly
+ * rounded float32 division or multiplication, and no scaling when scale is
+ * NULL. A same-dtype cast without a scale copies the bits (NaN payloads
+ * kept), as on the CPU.
+ *
+ * Scale addressing: the run is read as rows of row_length elements; element
+ * i = row * row_length + column uses
+ *     scale[(row / scale_block_rows) * scale_row_stride
+ *           + (column / scale_block_cols) * scale_col_stride]
+ * (strides in float32 elements, 0 to broadcast). Both strides 0 is one
+ * scale for the whole run; row scales of an (M, N) run are row_length N,
+ * blocks 1 x N, strides (1, 0); column scales strides (0, 1) with blocks
+ * 1 x 1; (1, 128) blocks are blocks 1 x 128 with strides (ceil(N / 128), 1).
+ *
+ * Pointers are device pointers aligned to their element size; when source
+ * and destination are both 16-byte aligned the kernel moves 16-byte vectors
+ * and finishes the run element by element. source and destination must not
+ * overlap, except as the very same address with equal element sizes.
+ */
+#ifndef FP8Q_KERNELS_CAST_CUH
+#define FP8Q_KERNELS_CAST_CUH
+
+#include <stdint.h>
+
+#define FP8Q_CAST_KERNEL "fp8q_cast"
+
+/* 96 bytes, no padding: pointers first, then 64-bit and 32-bit integers, so
+ * the host's C compiler and nvcc lay it out identically on 64-bit targets. */
+typedef struct fp8q_cast_args {
+    const void *source;       /* count elements of source_dtype             */
+    void *destination;        /* count elements of destination_dtype        */
+    const float *scale;       /* NULL (no scale) or float32 scales, above   */
+    uint32_t *amax_bits;      /* NULL, or raised (atomicMax) to the float32
+                                 bits of max |load(source[i])| over the run,
+                                 before scaling; NaN wins. Holds the bits
+                                 of a non-negative float32, e.g. 0.0f. */
+    int64_t count;            /* elements, >= 0                             */
+    int64_t row_length;       /* >= 1; used only when scale has a stride    */
+    int64_t scale_block_rows; /* >= 1                                       */
+    int64_t scale_block_cols; /* >= 1                                       */
+    int64_t scale_row_stride; /* >= 0, in float32 elements                  */
+    int64_t scale_col_stride; /* >= 0, in float32 elements                  */
+    int32_t source_dtype;     /* an fp8q_dtype value (core/dtype.h)         */
+    int32_t destination_dtype;/* an fp8q_dtype value                        */
+    int32_t scale_op;         /* an fp8q_scale_op value: 0 divide, 1 multiply */
+    int32_t saturate;         /* nonzero: FP8 overflow saturates to +-max   */
+} fp8q_cast_args;
+
+#endif /* FP8Q_KERNELS_CAST_CUH */

@@ -1,0 +1,158 @@
+/*
+ * common.cuh - device helpers shared by every kernel family: the dtype table
+ * (storage type, load as float32, store from float32) built on the one scalar
+ * codec csrc/core/float_codec.h, 16-byte packed vectors, grid-stride indices
+ * and a block-wide maximum.
+ *
+ * Device code only; included by the family .cu files through
+ * fp8q_kernels.cu. Every conversion goes through float_codec.h so that the
+ * GPU's results are bit-identical to the CPU's.
+ */
+#ifndef FP8Q_KERNELS_COMMON_CUH
+#define FP8Q_KERNELS_COMMON_CUH
+
+#include <stdint.h>
+
+#include "core/dtype.h"
+#include "core/float_codec.h"
+
+/* The largest block any kernel accepts: block_max_bits keeps one slot per
+ * warp in shared memory. */
+#define FP8Q_MAX_BLOCK_THREADS 1024
+#define FP8Q_WARP_SIZE 32
+
+/* ------------------------------------------------------------------------- */
+/* The dtype table                                                           */
+
+/* dtype_traits<D>: storage type of fp8q_dtype D, its exact decode to float32
+ * and its single rounding encode from float32. */
+template <int D> struct dtype_traits;
+
+template <> struct dtype_traits<FP8Q_FLOAT32> {
+    typedef float storage;
+    static __device__ __forceinline__ float load(float x) { return x; }
+    static __device__ __forceinline__ float store(float x, int) { return x; }
+};
+
+template <> struct dtype_traits<FP8Q_FLOAT16> {
+    typedef uint16_t storage;
+    static __device__ __forceinline__ float load(uint16_t x) { return fp8q_decode_float16(x); }
+    static __device__ __forceinline__ uint16_t store(float x, int) { return fp8q_encode_float16(x); }
+};
+
+template <> struct dtype_traits<FP8Q_BFLOAT16> {
+    typedef uint16_t storage;
+    static __device__ __forceinline__ float load(uint16_t x) { return fp8q_decode_bfloat16(x); }
+    static __device__ __forceinline__ uint16_t store(float x, int) { return fp8q_encode_bfloat16(x); }
+};
+
+template <> struct dtype_traits<FP8Q_UINT8> {
+    typedef uint8_t storage;
+    static __device__ __forceinline__ float load(uint8_t x) { return (float)x; }
+    static __device__ __forceinline__ uint8_t store(float x, int) { return fp8q_encode_uint8(x); }
+};
+
+template <> struct dtype_traits<FP8Q_FLOAT8_E4M3FN> {
+    typedef uint8_t storage;
+    static __device__ __forceinline__ float load(uint8_t x) { return fp8q_decode_e4m3fn(x); }
+    static __device__ __forceinline__ uint8_t store(float x, int saturate) { return fp8q_encode_e4m3fn(x, saturate); }
+};
+
+template <> struct dtype_traits<FP8Q_FLOAT8_E5M2> {
+    typedef uint8_t storage;
+    static __device__ __forceinline__ float load(uint8_t x) { return fp8q_decode_e5m2(x); }
+    static __device__ __forceinline__ uint8_t store(float x, int saturate) { return fp8q_encode_e5m2(x, saturate); }
+};
+
+template <> struct dtype_traits<FP8Q_FLOAT8_E4M3FNUZ> {
+    typedef uint8_t storage;
+    static __device__ __forceinline__ float load(uint8_t x) { return fp8q_decode_e4m3fnuz(x); }
+    static __device__ __forceinline__ uint8_t store(float x, int saturate) { return fp8q_encode_e4m3fnuz(x, saturate); }
+};
+
+template <> struct dtype_traits<FP8Q_FLOAT8_E5M2FNUZ> {
+    typedef uint8_t storage;
+    static __device__ __forceinline__ float load(uint8_t x) { return fp8q_decode_e5m2fnuz(x); }
+    static __device__ __forceinline__ uint8_t store(float x, int saturate) { return fp8q_encode_e5m2fnuz(x, saturate); }
+};
+
+/* Calls body.template operator()<D>() for the runtime dtype; an unknown
+ * dtype does nothing (the host validates dtypes before launching). */
+template <typename Body> __device__ __forceinline__ void dispatch_dtype(int dtype, Body &body)
+{
+    switch (dtype) {
+    case FP8Q_FLOAT32: body.template run<FP8Q_FLOAT32>(); break;
+    case FP8Q_FLOAT16: body.template run<FP8Q_FLOAT16>(); break;
+    case FP8Q_BFLOAT16: body.template run<FP8Q_BFLOAT16>(); break;
+    case FP8Q_UINT8: body.template run<FP8Q_UINT8>(); break;
+    case FP8Q_FLOAT8_E4M3FN: body.template run<FP8Q_FLOAT8_E4M3FN>(); break;
+    case FP8Q_FLOAT8_E5M2: body.template run<FP8Q_FLOAT8_E5M2>(); break;
+    case FP8Q_FLOAT8_E4M3FNUZ: body.template run<FP8Q_FLOAT8_E4M3FNUZ>(); break;
+    case FP8Q_FLOAT8_E5M2FNUZ: body.template run<FP8Q_FLOAT8_E5M2FNUZ>(); break;
+    default: break;
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Packed vectors and indices                                                */
+
+/* N elements of T moved as one 4-, 8- or 16-byte load or store. */
+template <typename T, int N> struct alignas(sizeof(T) * N) packed {
+    T values[N];
+};
+
+/* Nonzero when `pointer` may be accessed with 16-byte vectors. */
+static __device__ __forceinline__ int is_aligned16(const void *pointer)
+{
+    return ((uintptr_t)pointer & 15u) == 0u;
+}
+
+static __device__ __forceinline__ int64_t global_thread_index(void)
+{
+    return (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+}
+
+static __device__ __forceinline__ int64_t global_thread_count(void)
+{
+    return (int64_t)gridDim.x * blockDim.x;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Maximum of float32 magnitudes, as bits                                    */
+
+/* |value| as bits: for non-negative floats the unsigned bit order is the
+ * value order and every NaN lies above infinity, so the largest bits win
+ * with NaN propagating (the rule of csrc/core/amax.c). */
+static __device__ __forceinline__ uint32_t magnitude_bits(float value)
+{
+    return fp8q_float_to_bits(value) & 0x7FFFFFFFu;
+}
+
+/* The maximum of `bits` over the block, valid in thread 0. Every thread of
+ * the block must call it; blockDim.x must be a multiple of 32, at most
+ * FP8Q_MAX_BLOCK_THREADS. */
+static __device__ uint32_t block_max_bits(uint32_t bits)
+{
+    __shared__ uint32_t warp_max[FP8Q_MAX_BLOCK_THREADS / FP8Q_WARP_SIZE];
+    const unsigned lane = threadIdx.x % FP8Q_WARP_SIZE;
+    const unsigned warp = threadIdx.x / FP8Q_WARP_SIZE;
+    int offset;
+
+    for (offset = FP8Q_WARP_SIZE / 2; offset > 0; offset /= 2) {
+        bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, offset));
+    }
+    if (lane == 0) {
+        warp_max[warp] = bits;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        bits = lane < blockDim.x / FP8Q_WARP_SIZE ? warp_max[lane] : 0u;
+        for (offset = FP8Q_WARP_SIZE / 2; offset > 0; offset /= 2) {
+            bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, offset));
+        }
+    }
+    __syncthreads(); /* warp_max may be reused by a following call */
+    return bits;
+}
+
+#endif /* FP8Q_KERNELS_COMMON_CUH */

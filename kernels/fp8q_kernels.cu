@@ -1,0 +1,8 @@
+/*
+ * fp8q_kernels.cu - the one translation unit nvcc compiles into fp8q's
+ * fatbin (nvcc -fatbin takes a single input): it includes every kernel
+ * family. CMakeLists.txt builds it and embeds the result in fp8q._C
+ * (csrc/cuda/kernel_image.h).
+ */
+#include "cast.cu"
+#include "amax.cu"

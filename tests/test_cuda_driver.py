@@ -1,0 +1,226 @@
+"""Loading the CUDA driver at first use, on machines without a GPU.
+
+A fake driver (tests/fake_cuda_driver.c, compiled here with the system C
+compiler) stands in for libcuda; FP8Q_CUDA_DRIVER points fp8q at it and
+FAKE_CUDA_* variables choose its behaviour. Each scenario runs in a fresh
+interpreter, since fp8q loads the driver once per process. Tests that need a
+real GPU carry the `cuda` marker.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fp8q
+
+FAKE_DRIVER_SOURCE = Path(__file__).with_name("fake_cuda_driver.c")
+KERNELS = fp8q._C._build_info()["cuda_kernels"]
+NO_KERNELS = ("fp8q was built without CUDA kernels: "
+              + fp8q._C._build_info()["cuda_kernels_reason"])
+
+# Runs in the child: prints {"cuda": info()["cuda"], "error": CudaError text
+# of _cuda_open_device(0) or None, "mapped": the fake driver was mapped
+# right after import}.
+PROBE = r"""
+import json, sys
+import fp8q
+def mapped():
+    with open("/proc/self/maps") as maps:
+        return any(sys.argv[1] in line for line in maps)
+mapped_after_import = mapped()
+cuda = fp8q.info()["cuda"]
+try:
+    fp8q._C._cuda_open_device(0)
+    error = None
+except fp8q.CudaError as exc:
+    error = str(exc)
+print(json.dumps({"cuda": cuda, "error": error,
+                  "mapped_after_import": mapped_after_import,
+                  "mapped_after_info": mapped()}))
+"""
+
+
+@pytest.fixture(scope="module")
+def fake_driver(tmp_path_factory):
+    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if compiler is None or not sys.platform.startswith("linux"):
+        pytest.skip("needs a C compiler and Linux to build the fake driver")
+    library = tmp_path_factory.mktemp("fake-cuda") / "libfakecuda.so"
+    subprocess.run([compiler, "-std=c11", "-shared", "-fPIC", "-o",
+                    str(library), str(FAKE_DRIVER_SOURCE)], check=True)
+    return library
+
+
+def probe(driver_path, **fake):
+    """Runs PROBE with FP8Q_CUDA_DRIVER=driver_path and FAKE_CUDA_*=fake."""
+    environment = {name: value for name, value in os.environ.items()
+                   if not name.startswith(("FAKE_CUDA_", "FP8Q_CUDA_"))}
+    environment["FP8Q_CUDA_DRIVER"] = str(driver_path)
+    environment.update({f"FAKE_CUDA_{name.upper()}": str(value)
+                        for name, value in fake.items()})
+    completed = subprocess.run(
+        [sys.executable, "-c", PROBE, Path(driver_path).name],
+        env=environment, capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout)
+
+
+def check_unavailable(result, reason):
+    assert result["cuda"]["available"] is False
+    assert result["cuda"]["reason"] == reason
+    assert result["error"] == reason
+
+
+def test_import_does_not_touch_cuda(fake_driver):
+    result = probe(fake_driver)
+    assert result["mapped_after_import"] is False
+    assert result["mapped_after_info"] is True
+
+
+def test_no_driver(tmp_path):
+    missing = tmp_path / "libcuda-missing.so.1"
+    result = probe(missing)
+    reason = (f"no CUDA driver found: tried {missing} (from "
+              f"FP8Q_CUDA_DRIVER): {missing}: cannot open shared object "
+              "file: No such file or directory")
+    check_unavailable(result, reason)
+    assert result["cuda"]["driver"] is None
+    assert result["cuda"]["devices"] == []
+
+
+def test_default_search_lists_every_path():
+    """Without FP8Q_CUDA_DRIVER the system's names are tried; here (no
+    driver installed) the reason lists them all."""
+    code = ("import fp8q; c = fp8q.info()['cuda']; "
+            "print(c['available'], c['reason'])")
+    environment = {name: value for name, value in os.environ.items()
+                   if name != "FP8Q_CUDA_DRIVER"}
+    output = subprocess.run([sys.executable, "-c", code], env=environment,
+                            capture_output=True, text=True, check=True,
+                            timeout=120).stdout
+    if output.startswith("True") or "no CUDA driver found" not in output:
+        pytest.skip("a CUDA driver is installed here")
+    if sys.platform.startswith("linux"):
+        assert "tried libcuda.so.1 (" in output
+        assert "; libcuda.so (" in output
+    assert "set FP8Q_CUDA_DRIVER" in output
+
+
+def test_driver_too_old(fake_driver):
+    result = probe(fake_driver, version=11080)
+    check_unavailable(result, (
+        f"the CUDA driver is too old: {fake_driver} is version 11.8, but "
+        "fp8q needs 12.0 or newer (update the NVIDIA driver)"))
+    assert result["cuda"]["driver"] == {"path": str(fake_driver),
+                                        "version": "11.8"}
+
+
+def test_init_error(fake_driver):
+    result = probe(fake_driver, init_error=999)
+    check_unavailable(result, (
+        "cuInit failed with CUDA_ERROR_UNKNOWN (fake driver description) "
+        f"(CUDA driver {fake_driver}, version 13.0)"))
+
+
+@pytest.mark.parametrize("fake", [{"init_error": 100}, {"devices": 0}])
+def test_no_device(fake_driver, fake):
+    result = probe(fake_driver, **fake)
+    if fake.get("init_error") == 100:
+        reason = ("no CUDA device: cuInit reported CUDA_ERROR_NO_DEVICE (fake "
+                  f"driver description) (CUDA driver {fake_driver}, version "
+                  "13.0; check CUDA_VISIBLE_DEVICES)")
+    else:
+        reason = (f"no CUDA device: the CUDA driver {fake_driver} (version "
+                  "13.0) reports none (check CUDA_VISIBLE_DEVICES)")
+    check_unavailable(result, reason)
+    assert result["cuda"]["devices"] == []
+
+
+def test_missing_entry_point(fake_driver):
+    result = probe(fake_driver, missing="cuDeviceTotalMem")
+    check_unavailable(result, (
+        f"the CUDA driver {fake_driver} does not provide cuDeviceTotalMem "
+        "(cuGetProcAddress at CUDA 12.0: symbol not found)"))
+
+
+@pytest.mark.parametrize("cc, native", [("8.9", True), ("7.5", False),
+                                        ("12.0", True), ("8.6", False)])
+def test_one_device(fake_driver, cc, native):
+    result = probe(fake_driver, version=12040, cc=cc, name="Fake RTX",
+                   memory=12884901888)
+    cuda = result["cuda"]
+    assert cuda["driver"] == {"path": str(fake_driver), "version": "12.4"}
+    device, = cuda["devices"]
+    assert {name: device[name] for name in
+            ("index", "name", "compute_capability", "memory_bytes",
+             "native_fp8")} == {
+        "index": 0, "name": "Fake RTX 0", "compute_capability": cc,
+        "memory_bytes": 12884901888, "native_fp8": native}
+    assert device["ops"]["scaled_mm"].startswith(
+        "native FP8 GEMM (cuBLASLt)" if native
+        else "emulated (dequantize + half GEMM)")
+    if not KERNELS:
+        check_unavailable(result, NO_KERNELS)
+        assert device["kernels"] is False
+        assert device["kernels_error"] == NO_KERNELS
+        assert device["ops"]["cast"] == "cpu"
+
+
+def test_two_devices(fake_driver):
+    result = probe(fake_driver, devices=2)
+    assert [device["name"] for device in result["cuda"]["devices"]] == [
+        "Fake GPU 0", "Fake GPU 1"]
+
+
+def test_cuda_error_is_a_runtime_error():
+    assert issubclass(fp8q.CudaError, RuntimeError)
+    assert "CudaError" in fp8q.__all__
+    assert callable(fp8q.info)
+
+
+def test_info_cli_json_has_cuda_section(fake_driver):
+    environment = dict(os.environ, FP8Q_CUDA_DRIVER=str(fake_driver))
+    output = subprocess.run(
+        [sys.executable, "-m", "fp8q", "info", "--json"], env=environment,
+        capture_output=True, text=True, check=True, timeout=120).stdout
+    facts = json.loads(output)
+    assert facts["cuda"]["driver"]["path"] == str(fake_driver)
+    assert facts["cublaslt"] == {"found": None,
+                                 "note": "looked up by the scaled-mm issue"}
+    text = subprocess.run(
+        [sys.executable, "-m", "fp8q", "info"], env=environment,
+        capture_output=True, text=True, check=True, timeout=120).stdout
+    assert "cuda:0" in text and "Fake GPU 0" in text
+
+
+def _real_gpu_reason():
+    """Why the real-GPU tests cannot run here, or None."""
+    code = "import fp8q, json; print(json.dumps(fp8q.info()['cuda']))"
+    environment = {name: value for name, value in os.environ.items()
+                   if name != "FP8Q_CUDA_DRIVER"}
+    completed = subprocess.run([sys.executable, "-c", code],
+                               env=environment, capture_output=True,
+                               text=True, timeout=300)
+    if completed.returncode != 0:
+        return completed.stderr
+    cuda = json.loads(completed.stdout)
+    return None if cuda["available"] else cuda["reason"]
+
+
+@pytest.mark.cuda
+def test_real_gpu_loads_kernels():
+    reason = _real_gpu_reason()
+    if reason is not None:
+        pytest.skip(f"no usable GPU: {reason}")
+    cuda = fp8q.info()["cuda"]
+    assert cuda["driver"]["path"]
+    for device in cuda["devices"]:
+        assert device["kernels"] is True, device["kernels_error"]
+        assert device["ops"]["cast"] == "cuda kernels"
+        fp8q._C._cuda_open_device(device["index"])
+    with pytest.raises(fp8q.CudaError, match="does not exist"):
+        fp8q._C._cuda_open_device(len(cuda["devices"]))
