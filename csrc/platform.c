@@ -383,30 +383,39 @@ static wchar_t *utf8_to_wide(const char *text)
     return wide;
 }
 
-/* The system's text for the error code `code`, with the code, in `buffer`. */
+/* The system's text for the error code `code`, with the code, in `buffer`
+ * (UTF-8: the wide text is converted, since the ANSI code page's bytes
+ * would not be valid UTF-8 in a Python exception message). */
 static void describe_windows_error(DWORD code, char *buffer, size_t size)
 {
-    char message[256];
-    DWORD length = FormatMessageA(
+    wchar_t wide[256];
+    char message[768];
+    DWORD length = FormatMessageW(
         FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, NULL,
-        code, MAKELANGID(LANG_ENGLISH, SUBLANG_DEFAULT), message,
-        (DWORD)sizeof message, NULL);
+        code, MAKELANGID(LANG_ENGLISH, SUBLANG_DEFAULT), wide,
+        (DWORD)(sizeof wide / sizeof wide[0]), NULL);
     if (length == 0) {
-        length = FormatMessageA(
+        length = FormatMessageW(
             FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, NULL,
-            code, 0, message, (DWORD)sizeof message, NULL);
+            code, 0, wide, (DWORD)(sizeof wide / sizeof wide[0]), NULL);
     }
     /* The system's text ends with ".\r\n": keep the sentence only. */
-    while (length > 0 && (message[length - 1] == '\n' ||
-                          message[length - 1] == '\r' ||
-                          message[length - 1] == '.' ||
-                          message[length - 1] == ' ')) {
+    while (length > 0 && (wide[length - 1] == L'\n' ||
+                          wide[length - 1] == L'\r' ||
+                          wide[length - 1] == L'.' ||
+                          wide[length - 1] == L' ')) {
         length--;
     }
-    message[length] = '\0';
+    message[0] = '\0';
+    if (length > 0) {
+        const int written =
+            WideCharToMultiByte(CP_UTF8, 0, wide, (int)length, message,
+                                (int)sizeof message - 1, NULL, NULL);
+        message[written > 0 ? written : 0] = '\0';
+    }
     if (size > 0) {
         (void)snprintf(buffer, size, "%s (Windows error %u)",
-                       length > 0 ? message : "unknown error",
+                       message[0] != '\0' ? message : "unknown error",
                        (unsigned)code);
     }
 }
@@ -432,8 +441,10 @@ int fp8q_getenv_utf8(const char *name, char *value, size_t value_size)
         value_size == 0 || value_size > 0x7fffffff) {
         return -1;
     }
-    written = WideCharToMultiByte(CP_UTF8, 0, wide_value, -1, value,
-                                  (int)value_size, NULL, NULL);
+    /* WC_ERR_INVALID_CHARS: a lone surrogate fails rather than becoming
+     * U+FFFD (a different path). */
+    written = WideCharToMultiByte(CP_UTF8, WC_ERR_INVALID_CHARS, wide_value,
+                                  -1, value, (int)value_size, NULL, NULL);
     if (written <= 0) {
         copy_text(value, value_size, "");
         return -1;

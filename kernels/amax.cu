@@ -16,7 +16,7 @@ static_assert(sizeof(fp8q_amax_rows_args) == 40, "fp8q_amax_rows_args must match
 /* ------------------------------------------------------------------------- */
 /* Whole run                                                                 */
 
-template <int S> static __device__ __noinline__ void amax_run(const fp8q_amax_args &args)
+template <int S> static __device__ __noinline__ void amax_run(const fp8q_amax_args args)
 {
     typedef typename dtype_traits<S>::storage source_t;
     constexpr int VECTOR = 16 / sizeof(source_t);
@@ -57,7 +57,7 @@ extern "C" __global__ void fp8q_amax(const fp8q_amax_args args)
 /* ------------------------------------------------------------------------- */
 /* Per row                                                                   */
 
-template <int S> static __device__ __noinline__ void amax_rows_run(const fp8q_amax_rows_args &args)
+template <int S> static __device__ __noinline__ void amax_rows_run(const fp8q_amax_rows_args args)
 {
     typedef typename dtype_traits<S>::storage source_t;
     int64_t row, column;

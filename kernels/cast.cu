@@ -20,10 +20,31 @@ static_assert(sizeof(fp8q_cast_args) == 96, "fp8q_cast_args must match the host'
 /* ------------------------------------------------------------------------- */
 /* Scales                                                                    */
 
-/* Where element i finds its scale (see cast.cuh, "Scale addressing"). */
+/* scale[...] for element i of a strided scale (see cast.cuh). Out of line:
+ * three 64-bit divisions, kept out of the unrolled loops. Takes its inputs by
+ * value, so nothing has to live in local memory for the call. */
+static __device__ __noinline__ float scale_at(const float *scale, int64_t i, int64_t row_length,
+                                              int64_t block_rows, int64_t block_cols,
+                                              int64_t row_stride, int64_t col_stride)
+{
+    const int64_t row = i / row_length;
+    const int64_t column = i - row * row_length;
+    return scale[(row / block_rows) * row_stride + (column / block_cols) * col_stride];
+}
+
+/* A NaN operand of the scaling, as the CPU returns it: x86 (SSE/AVX) and
+ * Arm (default-NaN off) give the first NaN operand, quieted, sign and
+ * payload kept; the GPU's arithmetic would give its canonical NaN instead. */
+static __device__ __forceinline__ float propagate_nan(float value, float factor)
+{
+    const float nan = value != value ? value : factor;
+    return fp8q_bits_to_float(fp8q_float_to_bits(nan) | 0x00400000u);
+}
+
+/* Where element i finds its scale, and how it applies (see cast.cuh). */
 struct scale_reader {
-    const float *scale;
-    float scalar; /* the one scale when both strides are 0 */
+    const float *scale; /* NULL: no scaling */
+    float scalar;       /* the one scale when both strides are 0 */
     int is_scalar;
     int multiply;
     int64_t row_length, block_rows, block_cols, row_stride, col_stride;
@@ -40,17 +61,14 @@ struct scale_reader {
         }
     }
 
-    /* Out of line: three 64-bit divisions, kept out of the unrolled loops. */
-    __device__ __noinline__ float scale_at(int64_t i) const
-    {
-        const int64_t row = i / row_length;
-        const int64_t column = i - row * row_length;
-        return scale[(row / block_rows) * row_stride + (column / block_cols) * col_stride];
-    }
-
     __device__ __forceinline__ float apply(float value, int64_t i) const
     {
-        const float factor = is_scalar ? scalar : scale_at(i);
+        const float factor = is_scalar ? scalar
+                                       : scale_at(scale, i, row_length, block_rows,
+                                                  block_cols, row_stride, col_stride);
+        if (value != value || factor != factor) {
+            return propagate_nan(value, factor);
+        }
         return multiply ? __fmul_rn(value, factor) : __fdiv_rn(value, factor);
     }
 };
@@ -60,26 +78,28 @@ struct scale_reader {
 
 template <int S, int D>
 static __device__ __forceinline__ typename dtype_traits<D>::storage
-cast_element(typename dtype_traits<S>::storage x, int64_t i, const fp8q_cast_args &args,
+cast_element(typename dtype_traits<S>::storage x, int64_t i, int saturate,
              const scale_reader &scale, uint32_t &amax)
 {
     float value = dtype_traits<S>::load(x);
     amax = max(amax, magnitude_bits(value));
     if constexpr (S == D) {
-        if (args.scale == NULL) {
+        if (scale.scale == NULL) {
             return x; /* a copy keeps the bits, NaN payloads included */
         }
     }
-    if (args.scale != NULL) {
+    if (scale.scale != NULL) {
         value = scale.apply(value, i);
     }
-    return dtype_traits<D>::store(value, args.saturate);
+    return dtype_traits<D>::store(value, saturate);
 }
 
 /* ------------------------------------------------------------------------- */
 /* A run                                                                     */
 
-template <int S, int D> static __device__ __noinline__ void cast_run(const fp8q_cast_args &args)
+/* Takes args by value: a reference to the kernel parameter would make the
+ * kernel copy it to local memory and reload fields from there in the loops. */
+template <int S, int D> static __device__ __noinline__ void cast_run(const fp8q_cast_args args)
 {
     typedef typename dtype_traits<S>::storage source_t;
     typedef typename dtype_traits<D>::storage destination_t;
@@ -95,6 +115,7 @@ template <int S, int D> static __device__ __noinline__ void cast_run(const fp8q_
     const source_t *source = (const source_t *)args.source;
     destination_t *destination = (destination_t *)args.destination;
     const scale_reader scale(args);
+    const int saturate = args.saturate;
     uint32_t amax = 0u;
     const int64_t n_vectors =
         is_aligned16(source) && is_aligned16(destination) ? args.count / VECTOR : 0;
@@ -105,12 +126,12 @@ template <int S, int D> static __device__ __noinline__ void cast_run(const fp8q_
         destination_vector out;
 #pragma unroll
         for (int k = 0; k < VECTOR; k++) {
-            out.values[k] = cast_element<S, D>(in.values[k], v * VECTOR + k, args, scale, amax);
+            out.values[k] = cast_element<S, D>(in.values[k], v * VECTOR + k, saturate, scale, amax);
         }
         ((destination_vector *)destination)[v] = out;
     }
     for (i = n_vectors * VECTOR + global_thread_index(); i < args.count; i += global_thread_count()) {
-        destination[i] = cast_element<S, D>(source[i], i, args, scale, amax);
+        destination[i] = cast_element<S, D>(source[i], i, saturate, scale, amax);
     }
 
     if (args.amax_bits != NULL) {

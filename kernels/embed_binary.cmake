@@ -1,9 +1,9 @@
-# cmake/embed_binary.cmake - writes a binary file as a plain C11 array, so the
+# kernels/embed_binary.cmake - writes a binary file as a plain C11 array, so the
 # C compiler embeds it without .incbin, bin2c or any CUDA header.
 #
 # Run at build time by CMakeLists.txt (add_custom_command):
 #   cmake -DINPUT=<file> -DOUTPUT=<file.c> -DSYMBOL=<name> -DHEADER=<include>
-#         -P cmake/embed_binary.cmake
+#         -P kernels/embed_binary.cmake
 # The .c file defines
 #   const unsigned char <SYMBOL>[];   (64-byte aligned)
 #   const size_t <SYMBOL>_size;
@@ -27,7 +27,7 @@ get_filename_component(input_name "${INPUT}" NAME)
 
 file(WRITE "${OUTPUT}.tmp" "/*
  * ${input_name} (${size} bytes) as a C array. Generated at build time by
- * cmake/embed_binary.cmake; never edit or commit it.
+ * kernels/embed_binary.cmake; never edit or commit it.
  */
 #include <stddef.h>
 

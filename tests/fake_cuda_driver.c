@@ -49,9 +49,9 @@ static const char *error_name(result_t error)
     case 0: return "CUDA_SUCCESS";
     case 2: return "CUDA_ERROR_OUT_OF_MEMORY";
     case 3: return "CUDA_ERROR_NOT_INITIALIZED";
-    case 35: return "CUDA_ERROR_INSUFFICIENT_DRIVER";
     case 100: return "CUDA_ERROR_NO_DEVICE";
     case 209: return "CUDA_ERROR_NO_BINARY_FOR_GPU";
+    case 222: return "CUDA_ERROR_UNSUPPORTED_PTX_VERSION";
     case 999: return "CUDA_ERROR_UNKNOWN";
     default: return NULL;
     }

@@ -32,10 +32,10 @@ typedef struct fp8q_cu_library_opaque *fp8q_cu_library; /* CUlibrary */
 /* ------------------------------------------------------------------------- */
 /* Constants                                                                 */
 
-/* CUresult values fp8q tells apart. */
+/* CUresult values fp8q tells apart (cuda.h's CUDA_ERROR_*; the driver API
+ * has no "insufficient driver" code: that is the runtime's cudaError 35). */
 #define FP8Q_CUDA_SUCCESS 0
 #define FP8Q_CUDA_ERROR_OUT_OF_MEMORY 2
-#define FP8Q_CUDA_ERROR_INSUFFICIENT_DRIVER 35
 #define FP8Q_CUDA_ERROR_NO_DEVICE 100
 #define FP8Q_CUDA_ERROR_NO_BINARY_FOR_GPU 209
 #define FP8Q_CUDA_ERROR_UNSUPPORTED_PTX_VERSION 222

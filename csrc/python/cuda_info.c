@@ -124,6 +124,7 @@ static PyObject *cuda_info(PyObject *module, PyObject *unused)
         PyObject *kernels_error;
         PyObject *entry = device_dict(index, &backend, &kernels_error);
         if (entry == NULL) {
+            Py_XDECREF(kernels_error);
             goto done;
         }
         if (kernels_error == NULL) {

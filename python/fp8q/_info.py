@@ -23,6 +23,9 @@ from fp8q import _C
 SCALED_MM_NATIVE = "native FP8 GEMM (cuBLASLt) (planned: scaled-mm issue)"
 SCALED_MM_EMULATED = ("emulated (dequantize + half GEMM) (planned: scaled-mm "
                       "issue)")
+# What cast/quantize/amax do on a device where fp8q's kernels load.
+CUDA_KERNELS_PENDING = ("cuda kernels loaded; operations still run on the CPU "
+                        "(planned: device tensors)")
 ROUND_TRIP_SHAPE = (1024, 1024)
 ROUND_TRIP_SEED = 0
 
@@ -86,7 +89,9 @@ def _device_ops(device):
     """Which implementation each operation uses on `device` (an entry of
     _C._cuda_info()["devices"]): fp8q's CUDA kernels where they load there,
     else the CPU; scaled_mm by the device's FP8 support."""
-    path = "cuda kernels" if device.get("kernels") else "cpu"
+    # fp8q's kernels load there, but no operation launches them yet (device
+    # tensors and GPU operations are later parts of issue 3): say so.
+    path = (CUDA_KERNELS_PENDING if device.get("kernels") else "cpu")
     return {
         "cast": path,
         "quantize": path,
