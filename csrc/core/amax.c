@@ -1,10 +1,13 @@
 /*
  * amax.c - max |x| reductions over axes (NumPy keepdims layout) and over 2-D
- * blocks, as float32, with NaN propagating.
+ * blocks, as float32, with NaN propagating, or skipping and counting NaN and
+ * infinity (the calibrators' "finite amax").
  *
  * The maximum is taken over the float32 bits with the sign cleared, compared
  * as int32: for non-negative floats the bit order is the value order, and
  * every NaN lies above infinity, so a NaN anywhere wins without a branch.
+ * The finite variant maps every magnitude >= infinity's bits to 0 and counts
+ * it, also without a branch.
  * Parallel reductions give each task its own part of the output, or its own
  * partial result that is combined afterwards; no two threads write one place.
  */
@@ -42,9 +45,46 @@ FP8Q_FORCE_INLINE int32_t block_max_bits(const float *values, int64_t count,
     return best;
 }
 
-static int32_t max_magnitude_bits(const float *values, int64_t count,
-                                  int32_t best)
+#define INFINITY_BITS 0x7F800000
+
+/* block_max_bits over the finite values only; adds the number of NaN and
+ * infinite values to *nonfinite. */
+FP8Q_FORCE_INLINE int32_t block_max_finite_bits(const float *values,
+                                                int64_t count, int32_t best,
+                                                int64_t *nonfinite)
 {
+    int32_t skipped = 0;
+    int64_t i;
+    for (i = 0; i < count; i++) {
+        const int32_t magnitude = magnitude_bits(values[i]);
+        const int32_t is_nonfinite = magnitude >= INFINITY_BITS;
+        const int32_t kept = is_nonfinite ? 0 : magnitude;
+        skipped += is_nonfinite;
+        best = kept > best ? kept : best;
+    }
+    *nonfinite += skipped;
+    return best;
+}
+
+/* What one reduction run needs: the source dtype, and whether NaN and
+ * infinity are skipped (counted in n_nonfinite) or propagate. */
+typedef struct amax_context {
+    fp8q_dtype dtype;
+    int skip_nonfinite;
+    int64_t n_nonfinite;
+} amax_context;
+
+static int32_t max_magnitude_bits(amax_context *context, const float *values,
+                                  int64_t count, int32_t best)
+{
+    if (context->skip_nonfinite) {
+        for (; count >= STAGE; count -= STAGE, values += STAGE) {
+            best = block_max_finite_bits(values, STAGE, best,
+                                         &context->n_nonfinite);
+        }
+        return block_max_finite_bits(values, count, best,
+                                     &context->n_nonfinite);
+    }
     for (; count >= STAGE; count -= STAGE, values += STAGE) {
         best = block_max_bits(values, STAGE, best);
     }
@@ -55,22 +95,23 @@ static int32_t max_magnitude_bits(const float *values, int64_t count,
 }
 
 /* Largest magnitude (as bits) of a run of any dtype. */
-static int32_t run_amax_bits(fp8q_dtype dtype, const char *source,
+static int32_t run_amax_bits(amax_context *context, const char *source,
                              int64_t byte_stride, int64_t count)
 {
     float values[STAGE];
     int32_t best = 0;
     int64_t done;
 
-    if (dtype == FP8Q_FLOAT32 && byte_stride == (int64_t)sizeof(float) &&
+    if (context->dtype == FP8Q_FLOAT32 &&
+        byte_stride == (int64_t)sizeof(float) &&
         (uintptr_t)source % sizeof(float) == 0) {
-        return max_magnitude_bits((const float *)source, count, 0);
+        return max_magnitude_bits(context, (const float *)source, count, 0);
     }
     for (done = 0; done < count; done += STAGE) {
         const int64_t step = count - done < STAGE ? count - done : STAGE;
-        fp8q_load_float32(dtype, source + done * byte_stride, byte_stride,
-                          values, step);
-        best = max_magnitude_bits(values, step, best);
+        fp8q_load_float32(context->dtype, source + done * byte_stride,
+                          byte_stride, values, step);
+        best = max_magnitude_bits(context, values, step, best);
     }
     return best;
 }
@@ -85,29 +126,34 @@ static void raise_to(char *destination, int32_t magnitude)
     }
 }
 
-/* fp8q_row_fn: operand 0 is the source (dtype in *context), operand 1 the
- * float32 accumulator: stride 0 for a reduced run, else one per element. */
+/* fp8q_row_fn: operand 0 is the source, operand 1 the float32
+ * accumulator: stride 0 for a reduced run, else one per element. `context`
+ * is an amax_context. */
 static void amax_row(void *context, char *const *pointers,
                      const int64_t *byte_strides, int64_t count)
 {
-    const fp8q_dtype dtype = *(const fp8q_dtype *)context;
+    amax_context *run = (amax_context *)context;
     float values[STAGE];
     int64_t done;
     int64_t i;
 
     if (byte_strides[1] == 0) {
         raise_to(pointers[1],
-                 run_amax_bits(dtype, pointers[0], byte_strides[0], count));
+                 run_amax_bits(run, pointers[0], byte_strides[0], count));
         return;
     }
     for (done = 0; done < count; done += STAGE) {
         const int64_t step = count - done < STAGE ? count - done : STAGE;
         char *accumulator = pointers[1] + done * byte_strides[1];
-        fp8q_load_float32(dtype, pointers[0] + done * byte_strides[0],
+        fp8q_load_float32(run->dtype, pointers[0] + done * byte_strides[0],
                           byte_strides[0], values, step);
         for (i = 0; i < step; i++) {
-            raise_to(accumulator + i * byte_strides[1],
-                     magnitude_bits(values[i]));
+            int32_t magnitude = magnitude_bits(values[i]);
+            if (run->skip_nonfinite && magnitude >= INFINITY_BITS) {
+                run->n_nonfinite++;
+                magnitude = 0;
+            }
+            raise_to(accumulator + i * byte_strides[1], magnitude);
         }
     }
 }
@@ -153,34 +199,35 @@ typedef struct amax_job {
     int64_t n_tasks;
     float *partials;
     int64_t n_outputs;
+    int skip_nonfinite;
+    volatile int64_t n_nonfinite; /* summed atomically by the tasks */
 } amax_job;
 
 static void amax_task(void *context, int64_t task_index)
 {
-    const amax_job *job = (const amax_job *)context;
+    amax_job *job = (amax_job *)context;
     const int64_t extent = job->source.shape[job->axis];
     const int64_t first = extent * task_index / job->n_tasks;
     const int64_t end = extent * (task_index + 1) / job->n_tasks;
-    const int64_t source_size =
-        (int64_t)fp8q_dtype_itemsize(job->source.dtype);
-    fp8q_view source = job->source;
     fp8q_view accumulator = job->accumulator;
+    fp8q_view source;
     const fp8q_view *operands[2];
-    fp8q_dtype dtype = source.dtype;
+    amax_context run;
 
+    run.dtype = job->source.dtype;
+    run.skip_nonfinite = job->skip_nonfinite;
+    run.n_nonfinite = 0;
     if (job->partials != NULL) {
         accumulator.data = job->partials + task_index * job->n_outputs;
     }
-    source.data = (char *)source.data +
-                  first * source.strides[job->axis] * source_size;
-    accumulator.data = (char *)accumulator.data +
-                       first * accumulator.strides[job->axis] *
-                           (int64_t)sizeof(float);
-    source.shape[job->axis] = end - first;
-    accumulator.shape[job->axis] = end - first;
+    fp8q_view_slice(&job->source, job->axis, first, end, &source);
+    fp8q_view_slice(&accumulator, job->axis, first, end, &accumulator);
     operands[0] = &source;
     operands[1] = &accumulator;
-    fp8q_for_each_row(2, operands, amax_row, &dtype, 0, NULL);
+    fp8q_for_each_row(2, operands, amax_row, &run, 0, NULL);
+    if (run.n_nonfinite != 0) {
+        fp8q_atomic_fetch_add_i64(&job->n_nonfinite, run.n_nonfinite);
+    }
 }
 
 /* Picks the axis to cut and how many slices; returns 0 to run serially. */
@@ -246,25 +293,30 @@ static void combine_partials(const amax_job *job,
 {
     fp8q_view partial;
     const fp8q_view *operands[2];
-    fp8q_dtype dtype = FP8Q_FLOAT32;
+    amax_context run;
     int64_t task;
 
+    run.dtype = FP8Q_FLOAT32;
+    run.skip_nonfinite = 0; /* partials hold finite values or NaN only */
+    run.n_nonfinite = 0;
     fp8q_view_init_contiguous(&partial, NULL, FP8Q_FLOAT32,
                               destination->ndim, destination->shape, NULL);
     operands[0] = &partial;
     operands[1] = destination;
     for (task = 0; task < job->n_tasks; task++) {
         partial.data = job->partials + task * job->n_outputs;
-        fp8q_for_each_row(2, operands, amax_row, &dtype, 0, NULL);
+        fp8q_for_each_row(2, operands, amax_row, &run, 0, NULL);
     }
 }
 
-fp8q_status fp8q_amax(const fp8q_view *source, const fp8q_view *destination,
-                      fp8q_error *error)
+static fp8q_status reduce_amax(const fp8q_view *source,
+                               const fp8q_view *destination,
+                               int skip_nonfinite, int64_t *n_nonfinite,
+                               fp8q_error *error)
 {
     amax_job job;
     const fp8q_view *operands[2];
-    fp8q_dtype dtype = source->dtype;
+    amax_context run;
     int threads;
     int axis;
     fp8q_status status;
@@ -306,6 +358,8 @@ fp8q_status fp8q_amax(const fp8q_view *source, const fp8q_view *destination,
 
     job.source = *source;
     job.accumulator = *destination;
+    job.skip_nonfinite = skip_nonfinite;
+    job.n_nonfinite = 0;
     for (axis = 0; axis < source->ndim; axis++) {
         job.accumulator.shape[axis] = source->shape[axis];
         if (destination->shape[axis] != source->shape[axis]) {
@@ -320,11 +374,32 @@ fp8q_status fp8q_amax(const fp8q_view *source, const fp8q_view *destination,
             combine_partials(&job, destination);
             fp8q_aligned_free(job.partials);
         }
+        *n_nonfinite = fp8q_atomic_load_i64(&job.n_nonfinite);
         return FP8Q_OK;
     }
     operands[0] = &job.source;
     operands[1] = &job.accumulator;
-    return fp8q_for_each_row(2, operands, amax_row, &dtype, 0, error);
+    run.dtype = source->dtype;
+    run.skip_nonfinite = skip_nonfinite;
+    run.n_nonfinite = 0;
+    status = fp8q_for_each_row(2, operands, amax_row, &run, 0, error);
+    *n_nonfinite = run.n_nonfinite;
+    return status;
+}
+
+fp8q_status fp8q_amax(const fp8q_view *source, const fp8q_view *destination,
+                      fp8q_error *error)
+{
+    int64_t n_nonfinite;
+    return reduce_amax(source, destination, 0, &n_nonfinite, error);
+}
+
+fp8q_status fp8q_amax_finite(const fp8q_view *source,
+                             const fp8q_view *destination,
+                             int64_t *n_nonfinite, fp8q_error *error)
+{
+    *n_nonfinite = 0;
+    return reduce_amax(source, destination, 1, n_nonfinite, error);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -359,14 +434,18 @@ static void block_amax_units(void *context, int64_t first, int64_t end)
             rows_left < job->block_rows ? rows_left : job->block_rows;
         const int64_t n_cols =
             cols_left < job->block_cols ? cols_left : job->block_cols;
+        amax_context context;
         int32_t best = 0;
         int64_t row;
         float result;
 
+        context.dtype = source->dtype;
+        context.skip_nonfinite = 0;
+        context.n_nonfinite = 0;
         for (row = row_begin; row < row_begin + n_rows; row++) {
             const char *run = fp8q_view_element_2d(source, row, col);
             const int32_t run_best =
-                run_amax_bits(source->dtype, run, col_byte_stride, n_cols);
+                run_amax_bits(&context, run, col_byte_stride, n_cols);
             best = run_best > best ? run_best : best;
         }
         memcpy(&result, &best, sizeof result);

@@ -21,6 +21,15 @@ fp8q_status fp8q_amax(const fp8q_view *source, const fp8q_view *destination,
                       fp8q_error *error);
 
 /*
+ * fp8q_amax over the finite values only: NaN and +-infinity are skipped and
+ * their number is written to *n_nonfinite (a group with no finite value gives
+ * 0). For calibration, where non-finite inputs are counted, not propagated.
+ */
+fp8q_status fp8q_amax_finite(const fp8q_view *source,
+                             const fp8q_view *destination,
+                             int64_t *n_nonfinite, fp8q_error *error);
+
+/*
  * Block amax of a 2-D source (M, N): destination is float32 of shape
  * (ceil(M / block_rows), ceil(N / block_cols)); edge blocks may be partial.
  */

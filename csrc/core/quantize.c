@@ -3,6 +3,7 @@
  * per-column or per-block float32 scales, and the amax -> scale rule.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 
 #include "core/amax.h"
@@ -126,14 +127,14 @@ static fp8q_status check_scale(const fp8q_granularity *granularity,
 /* Scale values, walked in C order (they are few: serial and simple)        */
 
 typedef enum scale_pass {
-    SCALE_PASS_CHECK_AMAX,  /* every value finite and >= 0 */
+    SCALE_PASS_CHECK_AMAX,  /* every value finite, >= 0, amax / max finite */
     SCALE_PASS_CHECK_GIVEN, /* every value finite and > 0 */
     SCALE_PASS_AMAX_TO_SCALE
 } scale_pass;
 
 typedef struct scale_walk {
     scale_pass pass;
-    float max;       /* finfo(target).max, as float32 */
+    float max;       /* finfo(target).max * 2^-margin, as float32 */
     int power_of_2;
     int64_t index;   /* C-order index of the next value */
     int64_t bad_index;
@@ -190,7 +191,8 @@ static void visit_scale(scale_walk *walk, char *address)
     memcpy(&value, address, sizeof value);
     switch (walk->pass) {
     case SCALE_PASS_CHECK_AMAX:
-        good = is_finite(value) && value >= 0.0f;
+        good = is_finite(value) && value >= 0.0f &&
+               is_finite(value / walk->max);
         break;
     case SCALE_PASS_CHECK_GIVEN:
         good = is_finite(value) && value > 0.0f;
@@ -235,7 +237,8 @@ static void walk_scales(scale_walk *walk, const fp8q_view *scales)
 }
 
 fp8q_status fp8q_scales_from_amax(const fp8q_view *amax, fp8q_dtype target,
-                                  int power_of_2, fp8q_error *error)
+                                  int margin, int power_of_2,
+                                  fp8q_error *error)
 {
     fp8q_finfo info;
     scale_walk walk;
@@ -251,10 +254,28 @@ fp8q_status fp8q_scales_from_amax(const fp8q_view *amax, fp8q_dtype target,
                          fp8q_dtype_name(target));
     }
 
+    if (margin < -FP8Q_SCALE_MARGIN_LIMIT || margin > FP8Q_SCALE_MARGIN_LIMIT) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "margin: expected an integer in [%d, %d], got %d",
+                         -FP8Q_SCALE_MARGIN_LIMIT, FP8Q_SCALE_MARGIN_LIMIT,
+                         margin);
+    }
+    /* Exact: a power-of-two multiple of a small integer, far from float32's
+     * limits for any allowed margin. */
+    walk.max = (float)ldexp(info.max, -margin);
+
     /* Check everything first, so a failure leaves the values untouched. */
     walk.pass = SCALE_PASS_CHECK_AMAX;
     walk_scales(&walk, amax);
     if (walk.bad_index >= 0) {
+        if (is_finite(walk.bad_value) && walk.bad_value >= 0.0f) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "cannot compute a scale for group %" PRId64
+                             " (C-order index into the scale): amax %g / "
+                             "%g overflows float32",
+                             walk.bad_index, (double)walk.bad_value,
+                             (double)walk.max);
+        }
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
                          "cannot compute a scale for group %" PRId64
                          " (C-order index into the scale): its amax is %g "
@@ -262,7 +283,6 @@ fp8q_status fp8q_scales_from_amax(const fp8q_view *amax, fp8q_dtype target,
                          walk.bad_index, (double)walk.bad_value);
     }
     walk.pass = SCALE_PASS_AMAX_TO_SCALE;
-    walk.max = (float)info.max;
     walk.power_of_2 = power_of_2;
     walk_scales(&walk, amax);
     return FP8Q_OK;
@@ -309,7 +329,7 @@ static fp8q_status compute_scales(const fp8q_view *source,
     if (status != FP8Q_OK) {
         return status;
     }
-    status = fp8q_scales_from_amax(scale, target, power_of_2, error);
+    status = fp8q_scales_from_amax(scale, target, 0, power_of_2, error);
     if (status != FP8Q_OK && error != NULL) {
         /* Say which argument holds the non-finite values, and the way out. */
         char reason[FP8Q_ERROR_MESSAGE_SIZE];

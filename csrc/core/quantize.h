@@ -35,16 +35,21 @@ fp8q_status fp8q_scale_shape(const fp8q_granularity *granularity, int ndim,
 
 /*
  * Turns amax values into scales in place (float32 view, any strides):
- * scale = float32(amax) / float32(finfo(target).max), 1.0 where amax is 0,
- * rounded up to a power of two when power_of_2 != 0 (exactly, on the bits;
- * subnormal scales round up on the subnormal grid). A positive amax so small
- * that the division underflows to 0 gets the smallest positive float32
- * (2^-149), so a scale is never 0. Fails with FP8Q_ERROR_VALUE naming the
- * first group (flat C-order index) whose amax is NaN, infinite or negative,
- * before writing anything; FP8Q_ERROR_TYPE for a non-FP8 target.
+ * scale = float32(amax) / float32(finfo(target).max * 2^-margin), 1.0 where
+ * amax is 0, rounded up to a power of two when power_of_2 != 0 (exactly, on
+ * the bits; subnormal scales round up on the subnormal grid). A positive
+ * amax so small that the division underflows to 0 gets the smallest positive
+ * float32 (2^-149), so a scale is never 0. margin is in
+ * [-FP8Q_SCALE_MARGIN_LIMIT, FP8Q_SCALE_MARGIN_LIMIT]; each unit doubles the
+ * headroom above amax (TransformerEngine's margin). Fails with
+ * FP8Q_ERROR_VALUE naming the first group (flat C-order index) whose amax is
+ * NaN, infinite or negative or whose scale would overflow float32, before
+ * writing anything; FP8Q_ERROR_TYPE for a non-FP8 target.
  */
+#define FP8Q_SCALE_MARGIN_LIMIT 64
 fp8q_status fp8q_scales_from_amax(const fp8q_view *amax, fp8q_dtype target,
-                                  int power_of_2, fp8q_error *error);
+                                  int margin, int power_of_2,
+                                  fp8q_error *error);
 
 /* FP8Q_OK when every value of the float32 view `scale` (any strides) is
  * finite and > 0; else FP8Q_ERROR_VALUE naming the first bad value by flat

@@ -259,6 +259,28 @@ void fp8q_format_shape(char *buffer, size_t buffer_size, int ndim,
 /* ------------------------------------------------------------------------- */
 /* 2-D blocks                                                                */
 
+void fp8q_view_slice(const fp8q_view *view, int axis, int64_t first,
+                     int64_t end, fp8q_view *out)
+{
+    *out = *view;
+    out->data = (char *)view->data + first * view->strides[axis] *
+                                         (int64_t)fp8q_dtype_itemsize(
+                                             view->dtype);
+    out->shape[axis] = end - first;
+}
+
+int fp8q_view_longest_axis(const fp8q_view *view)
+{
+    int longest = -1;
+    int axis;
+    for (axis = 0; axis < view->ndim; axis++) {
+        if (longest < 0 || view->shape[axis] > view->shape[longest]) {
+            longest = axis;
+        }
+    }
+    return longest;
+}
+
 int64_t fp8q_block_count(int64_t extent, int64_t block)
 {
     return extent == 0 ? 0 : (extent - 1) / block + 1;

@@ -75,6 +75,15 @@ fp8q_status fp8q_view_broadcast_to(const fp8q_view *in, int ndim,
                                    const char *argument_name,
                                    fp8q_error *error);
 
+/* The part [first, end) of `view` along `axis` (0 <= first <= end <=
+ * extent), for cutting work into slices. */
+void fp8q_view_slice(const fp8q_view *view, int axis, int64_t first,
+                     int64_t end, fp8q_view *out);
+
+/* The axis with the largest extent (the first of equals), or -1 for a 0-d
+ * view: where to cut a view into the most slices. */
+int fp8q_view_longest_axis(const fp8q_view *view);
+
 /* ------------------------------------------------------------------------- */
 /* 2-D blocks                                                                */
 

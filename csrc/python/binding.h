@@ -172,6 +172,41 @@ fp8q_TensorObject *fp8q_tensor_from_object(PyObject *object,
                                            int dtype, int copy);
 
 /* ------------------------------------------------------------------------- */
+/* ops.c                                                                     */
+
+/* 0 for a CPU tensor; else -1 with a ValueError saying that `function` runs
+ * on the CPU only and naming `argument` and the tensor's device. */
+int fp8q_py_require_cpu(const fp8q_TensorObject *tensor, const char *function,
+                        const char *argument);
+
+/* ------------------------------------------------------------------------- */
+/* calibration.c, max_calibrator.c, histogram_calibrator.c                   */
+
+extern PyTypeObject fp8q_MaxCalibrator_Type;
+extern PyTypeObject fp8q_HistogramCalibrator_Type;
+
+/* A calibrator's `x`: a Tensor over x's data (converted only where fp8q
+ * cannot read it in place) on the CPU; NULL with an exception otherwise. */
+fp8q_TensorObject *fp8q_py_calibration_input(PyObject *x_object,
+                                             const char *function);
+
+/* A new C-contiguous float32 NumPy array of `shape` holding a copy of
+ * `values`. */
+PyObject *fp8q_py_float32_array(int ndim, const int64_t *shape,
+                                const float *values);
+
+/* Parses a `margin=` int in [-FP8Q_SCALE_MARGIN_LIMIT,
+ * FP8Q_SCALE_MARGIN_LIMIT]; -1 with TypeError / ValueError otherwise. */
+int fp8q_py_parse_margin(PyObject *object, int *margin);
+
+/* Scales for the amax values (C order, `shape`) by core
+ * fp8q_scales_from_amax: a float when ndim is 0, else a float32 NumPy array;
+ * NULL with a ValueError for a bad amax. */
+PyObject *fp8q_py_scales_from_amax(int ndim, const int64_t *shape,
+                                   const float *amax, fp8q_dtype target,
+                                   int margin, int power_of_2);
+
+/* ------------------------------------------------------------------------- */
 /* dlpack.c                                                                  */
 
 /* fp8q.from_dlpack(object, *, dtype=None). */
@@ -208,5 +243,6 @@ int fp8q_py_dlpack_init(PyObject *module);
 int fp8q_py_asarray_init(PyObject *module);
 int fp8q_py_ops_init(PyObject *module);
 int fp8q_py_cuda_info_init(PyObject *module);
+int fp8q_py_calibration_init(PyObject *module);
 
 #endif /* FP8Q_PYTHON_BINDING_H */

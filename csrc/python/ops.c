@@ -22,20 +22,18 @@
 
 #define SHAPE_TEXT_SIZE 256
 
-/* Operations run on the CPU only in this build; a tensor from another device
- * (e.g. a CUDA DLPack producer) gets a clear error instead of a bad access. */
-static int require_cpu(const fp8q_TensorObject *tensor, const char *function,
-                       const char *argument)
+int fp8q_py_require_cpu(const fp8q_TensorObject *tensor, const char *function,
+                        const char *argument)
 {
     if (tensor->device_type == FP8Q_DEVICE_CPU) {
         return 0;
     }
     PyErr_Format(PyExc_ValueError,
                  "%s: %s= is a tensor on a non-CPU device (DLPack device "
-                 "type %d, index %d), but fp8q was built without CUDA "
-                 "kernels: pass a CPU tensor",
+                 "type %d, index %d), but this version of fp8q runs %s on "
+                 "the CPU only: pass a CPU tensor",
                  function, argument, tensor->device_type,
-                 tensor->device_index);
+                 tensor->device_index, function);
     return -1;
 }
 
@@ -138,7 +136,7 @@ static fp8q_TensorObject *check_cast_out(PyObject *out_object,
                      fp8q_dtype_name(dtype), fp8q_dtype_name(out->view.dtype));
         goto fail;
     }
-    if (require_cpu(out, "cast", "out") < 0) {
+    if (fp8q_py_require_cpu(out, "cast", "out") < 0) {
         goto fail;
     }
     if (out->view.ndim != x->view.ndim ||
@@ -242,14 +240,14 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     x = fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
-    if (x == NULL || require_cpu(x, "cast", "x") < 0) {
+    if (x == NULL || fp8q_py_require_cpu(x, "cast", "x") < 0) {
         goto fail;
     }
     fp8q_error_clear(&error);
     if (scale_object != Py_None) {
         scale = fp8q_tensor_from_object(scale_object, "scale", FP8Q_FLOAT32,
                                         FP8Q_COPY_IF_NEEDED);
-        if (scale == NULL || require_cpu(scale, "cast", "scale") < 0) {
+        if (scale == NULL || fp8q_py_require_cpu(scale, "cast", "scale") < 0) {
             goto fail;
         }
         if (fp8q_view_broadcast_to(&scale->view, x->view.ndim, x->view.shape,
@@ -413,7 +411,7 @@ static PyObject *ops_amax(PyObject *module, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     x = fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
-    if (x == NULL || require_cpu(x, "amax", "x") < 0 ||
+    if (x == NULL || fp8q_py_require_cpu(x, "amax", "x") < 0 ||
         parse_axes(axis_object, x->view.ndim, reduce) < 0) {
         goto fail;
     }
@@ -649,7 +647,7 @@ static PyObject *ops_quantize(PyObject *module, PyObject *args,
     }
     options.compute_scale = scale_object == Py_None;
     x = fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
-    if (x == NULL || require_cpu(x, "quantize", "x") < 0) {
+    if (x == NULL || fp8q_py_require_cpu(x, "quantize", "x") < 0) {
         goto fail;
     }
     fp8q_error_clear(&error);
@@ -670,7 +668,7 @@ static PyObject *ops_quantize(PyObject *module, PyObject *args,
                                               FP8Q_FLOAT32,
                                               FP8Q_COPY_IF_NEEDED);
         if (given_scale == NULL ||
-            require_cpu(given_scale, "quantize", "scale") < 0) {
+            fp8q_py_require_cpu(given_scale, "quantize", "scale") < 0) {
             goto fail;
         }
         if (fp8q_view_broadcast_to(&given_scale->view, scale_ndim, scale_shape,
@@ -762,7 +760,7 @@ static PyObject *ops_dequantize(PyObject *module, PyObject *args,
     }
     data = fp8q_tensor_from_object(data_object, "data", -1,
                                    FP8Q_COPY_IF_NEEDED);
-    if (data == NULL || require_cpu(data, "dequantize", "data") < 0) {
+    if (data == NULL || fp8q_py_require_cpu(data, "dequantize", "data") < 0) {
         goto fail;
     }
     if (!fp8q_dtype_is_fp8(data->view.dtype)) {
@@ -773,7 +771,7 @@ static PyObject *ops_dequantize(PyObject *module, PyObject *args,
     }
     scale = fp8q_tensor_from_object(scale_object, "scale", FP8Q_FLOAT32,
                                     FP8Q_COPY_IF_NEEDED);
-    if (scale == NULL || require_cpu(scale, "dequantize", "scale") < 0) {
+    if (scale == NULL || fp8q_py_require_cpu(scale, "dequantize", "scale") < 0) {
         goto fail;
     }
     result = fp8q_tensor_new_empty(dtype, data->view.ndim, data->view.shape);

@@ -120,7 +120,7 @@ void test_scales_from_amax(void)
     int64_t i;
 
     memcpy(original, amax, sizeof amax);
-    CHECK_OK(fp8q_scales_from_amax(&view, FP8Q_FLOAT8_E4M3FN, 0, &error),
+    CHECK_OK(fp8q_scales_from_amax(&view, FP8Q_FLOAT8_E4M3FN, 0, 0, &error),
              &error);
     CHECK_DOUBLE(amax[0], 1.0);
     CHECK_DOUBLE(amax[1], 1.0);              /* an all-zero group */
@@ -130,7 +130,7 @@ void test_scales_from_amax(void)
     CHECK(amax[6] > 0.0f);                   /* never a zero scale */
 
     memcpy(amax, original, sizeof amax);
-    CHECK_OK(fp8q_scales_from_amax(&view, FP8Q_FLOAT8_E5M2, 1, &error),
+    CHECK_OK(fp8q_scales_from_amax(&view, FP8Q_FLOAT8_E5M2, 0, 1, &error),
              &error);
     for (i = 0; i < 8; i++) {
         const float exact = original[i] == 0.0f
@@ -154,7 +154,7 @@ void test_scales_from_amax(void)
                          1.1e-38f * 448.0f};
         const int64_t three[1] = {3};
         fp8q_view tiny_view = make_view(tiny, FP8Q_FLOAT32, 1, three, NULL);
-        CHECK_OK(fp8q_scales_from_amax(&tiny_view, FP8Q_FLOAT8_E4M3FN, 1,
+        CHECK_OK(fp8q_scales_from_amax(&tiny_view, FP8Q_FLOAT8_E4M3FN, 0, 1,
                                        &error),
                  &error);
         for (i = 0; i < 3; i++) {
@@ -166,15 +166,43 @@ void test_scales_from_amax(void)
     /* Non-finite amax: an error naming the group; nothing written. */
     memcpy(amax, original, sizeof amax);
     amax[5] = fp8q_bits_to_float(0x7FC00000u);
-    CHECK_ERROR(fp8q_scales_from_amax(&view, FP8Q_FLOAT8_E4M3FN, 0, &error),
+    CHECK_ERROR(fp8q_scales_from_amax(&view, FP8Q_FLOAT8_E4M3FN, 0, 0, &error),
                 &error, FP8Q_ERROR_VALUE, "group 5", "nan", NULL);
     CHECK_DOUBLE(amax[0], 448.0);
     amax[5] = 1.0f;
     amax[7] = fp8q_bits_to_float(0x7F800000u);
-    CHECK_ERROR(fp8q_scales_from_amax(&view, FP8Q_FLOAT8_E4M3FN, 0, &error),
+    CHECK_ERROR(fp8q_scales_from_amax(&view, FP8Q_FLOAT8_E4M3FN, 0, 0, &error),
                 &error, FP8Q_ERROR_VALUE, "group 7", "inf", NULL);
-    CHECK_ERROR(fp8q_scales_from_amax(&view, FP8Q_FLOAT16, 0, &error),
+    CHECK_ERROR(fp8q_scales_from_amax(&view, FP8Q_FLOAT16, 0, 0, &error),
                 &error, FP8Q_ERROR_TYPE, "FP8", "float16", NULL);
+
+    /* margin: each unit doubles the headroom above amax. */
+    {
+        float margin_amax[2] = {448.0f, 3.0e38f};
+        const int64_t two[1] = {2};
+        fp8q_view margin_view = make_view(margin_amax, FP8Q_FLOAT32, 1, two,
+                                          NULL);
+        margin_amax[1] = 1.0f;
+        CHECK_OK(fp8q_scales_from_amax(&margin_view, FP8Q_FLOAT8_E4M3FN, 3, 0,
+                                       &error),
+                 &error);
+        CHECK_DOUBLE(margin_amax[0], 8.0);
+        CHECK_DOUBLE(margin_amax[1], 8.0f / 448.0f);
+        margin_amax[0] = 448.0f;
+        CHECK_OK(fp8q_scales_from_amax(&margin_view, FP8Q_FLOAT8_E4M3FN, -2,
+                                       0, &error),
+                 &error);
+        CHECK_DOUBLE(margin_amax[0], 0.25);
+        /* A scale that overflows float32 is an error; nothing written. */
+        margin_amax[0] = 3.0e38f;
+        CHECK_ERROR(fp8q_scales_from_amax(&margin_view, FP8Q_FLOAT8_E4M3FN, 10,
+                                          0, &error),
+                    &error, FP8Q_ERROR_VALUE, "group 0", "overflows", NULL);
+        CHECK_DOUBLE(margin_amax[0], 3.0e38f);
+        CHECK_ERROR(fp8q_scales_from_amax(&margin_view, FP8Q_FLOAT8_E4M3FN, 65,
+                                          0, &error),
+                    &error, FP8Q_ERROR_VALUE, "margin", "65", NULL);
+    }
 }
 
 /* ------------------------------------------------------------------------- */

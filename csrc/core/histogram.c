@@ -1,0 +1,400 @@
+/*
+ * histogram.c - |x| histograms on a power-of-two grid (see histogram.h).
+ *
+ * The bin of a value is floor(|x| * 2^-bin_exponent), computed in double:
+ * scaling a float32 by a power of two is exact there, so every value lands
+ * in the bin its real value belongs to, and widening the grid by 2^shift is
+ * exactly bin >> shift. Large inputs are split into slices, each counted by
+ * one thread into its own partial histogram; the partials are summed after.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "core/amax.h"
+#include "core/convert.h"
+#include "core/histogram.h"
+#include "platform.h"
+
+/* float32 values staged per step of a run (L1-sized). */
+#define STAGE 512
+
+/* Bin exponents a histogram may have: wide enough for any float32 amax with
+ * any bin count (2^-149 / 2^16 to 2^128). */
+#define MIN_EXPONENT (-200)
+#define MAX_EXPONENT 128
+
+/* ------------------------------------------------------------------------- */
+/* Grid                                                                      */
+
+void fp8q_histogram_init(fp8q_histogram *histogram, int64_t n_bins,
+                         int64_t *counts)
+{
+    histogram->n_bins = n_bins;
+    histogram->counts = counts;
+    histogram->bin_exponent = FP8Q_HISTOGRAM_NO_RANGE;
+    histogram->amax = 0.0f;
+    memset(counts, 0, (size_t)n_bins * sizeof *counts);
+}
+
+double fp8q_histogram_bin_width(const fp8q_histogram *histogram)
+{
+    if (histogram->bin_exponent == FP8Q_HISTOGRAM_NO_RANGE) {
+        return 0.0;
+    }
+    return ldexp(1.0, histogram->bin_exponent);
+}
+
+int64_t fp8q_histogram_total(const fp8q_histogram *histogram)
+{
+    int64_t total = 0;
+    int64_t bin;
+    for (bin = 0; bin < histogram->n_bins; bin++) {
+        total += histogram->counts[bin];
+    }
+    return total;
+}
+
+/* The smallest exponent e with value < n_bins * 2^e (value > 0, finite). */
+static int covering_exponent(int64_t n_bins, float value)
+{
+    int exponent;
+    frexp((double)value / (double)n_bins, &exponent);
+    /* The division may round; settle e on exact comparisons. */
+    while (exponent < MAX_EXPONENT &&
+           (double)value >= ldexp((double)n_bins, exponent)) {
+        exponent++;
+    }
+    while ((double)value < ldexp((double)n_bins, exponent - 1)) {
+        exponent--;
+    }
+    return exponent;
+}
+
+/* Folds the counts onto the grid of width 2^exponent (>= the current). */
+static void widen_to(fp8q_histogram *histogram, int exponent)
+{
+    int64_t bin;
+    int shift;
+
+    if (histogram->bin_exponent == FP8Q_HISTOGRAM_NO_RANGE) {
+        histogram->bin_exponent = exponent; /* only bin 0 (zeros) counts */
+        return;
+    }
+    shift = exponent - histogram->bin_exponent;
+    if (shift <= 0) {
+        return;
+    }
+    /* In place, ascending: bin >> shift <= bin, and never a bin not yet
+     * visited, except bin itself. */
+    for (bin = 1; bin < histogram->n_bins; bin++) {
+        const int64_t target = shift >= 63 ? 0 : bin >> shift;
+        const int64_t count = histogram->counts[bin];
+        histogram->counts[bin] = 0;
+        histogram->counts[target] += count;
+    }
+    histogram->bin_exponent = exponent;
+}
+
+static int is_finite(float value)
+{
+    return value - value == 0.0f;
+}
+
+fp8q_status fp8q_histogram_cover(fp8q_histogram *histogram, float value,
+                                 fp8q_error *error)
+{
+    if (!is_finite(value) || value < 0.0f) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "amax: expected a finite value >= 0, got %g",
+                         (double)value);
+    }
+    if (value > 0.0f) {
+        const int needed = covering_exponent(histogram->n_bins, value);
+        if (histogram->bin_exponent == FP8Q_HISTOGRAM_NO_RANGE ||
+            needed > histogram->bin_exponent) {
+            widen_to(histogram, needed);
+        }
+    }
+    return FP8Q_OK;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Counting                                                                  */
+
+typedef struct count_context {
+    fp8q_dtype dtype;
+    double inverse_width; /* 2^-bin_exponent */
+    int skip_zeros;
+    int64_t discard_bin;  /* n_bins: the slot for values not counted */
+    int64_t *counts;      /* n_bins + 1 partial counts */
+} count_context;
+
+/* Counts one staged block. Values not counted (non-finite, or zero with
+ * skip_zeros) go to the discard slot, so the loop has no branch. */
+static void count_values(const count_context *context, const float *values,
+                         int64_t count)
+{
+    int64_t *counts = context->counts;
+    int64_t i;
+    for (i = 0; i < count; i++) {
+        const float magnitude = fabsf(values[i]);
+        const int counted = magnitude <= 3.40282347e38f &&
+                            !(context->skip_zeros && magnitude == 0.0f);
+        const double scaled =
+            (double)(counted ? magnitude : 0.0f) * context->inverse_width;
+        counts[counted ? (int64_t)scaled : context->discard_bin]++;
+    }
+}
+
+/* fp8q_row_fn over the source alone. */
+static void count_row(void *context, char *const *pointers,
+                      const int64_t *byte_strides, int64_t count)
+{
+    const count_context *counting = (const count_context *)context;
+    float values[STAGE];
+    int64_t done;
+
+    if (counting->dtype == FP8Q_FLOAT32 &&
+        byte_strides[0] == (int64_t)sizeof(float) &&
+        (uintptr_t)pointers[0] % sizeof(float) == 0) {
+        count_values(counting, (const float *)pointers[0], count);
+        return;
+    }
+    for (done = 0; done < count; done += STAGE) {
+        const int64_t step = count - done < STAGE ? count - done : STAGE;
+        fp8q_load_float32(counting->dtype,
+                          pointers[0] + done * byte_strides[0],
+                          byte_strides[0], values, step);
+        count_values(counting, values, step);
+    }
+}
+
+/* The source cut along `axis` into n_tasks slices, each counted into its own
+ * block of partial counts. */
+typedef struct count_job {
+    const fp8q_view *source;
+    int axis;
+    int64_t n_tasks;
+    count_context context; /* counts: n_tasks blocks of n_bins + 1 */
+} count_job;
+
+static void count_task(void *context, int64_t task_index)
+{
+    const count_job *job = (const count_job *)context;
+    const int64_t extent = job->source->shape[job->axis];
+    const int64_t slots = job->context.discard_bin + 1;
+    count_context counting = job->context;
+    fp8q_view slice;
+    const fp8q_view *operands[1];
+
+    counting.counts = job->context.counts + task_index * slots;
+    fp8q_view_slice(job->source, job->axis,
+                    extent * task_index / job->n_tasks,
+                    extent * (task_index + 1) / job->n_tasks, &slice);
+    operands[0] = &slice;
+    fp8q_for_each_row(1, operands, count_row, &counting, 0, NULL);
+}
+
+/* Counts `source` into the histogram's current grid. */
+static fp8q_status count_into(fp8q_histogram *histogram,
+                              const fp8q_view *source, int skip_zeros,
+                              fp8q_error *error)
+{
+    const int64_t size = fp8q_view_size(source);
+    const int64_t slots = histogram->n_bins + 1;
+    count_job job;
+    int64_t task;
+    int64_t bin;
+    int threads;
+
+    job.source = source;
+    job.axis = fp8q_view_longest_axis(source);
+    threads = fp8q_threads_for(size);
+    job.n_tasks = 1;
+    if (job.axis >= 0 && threads > 1) {
+        const int64_t extent = source->shape[job.axis];
+        job.n_tasks = extent < threads ? extent : threads;
+    }
+    job.context.dtype = source->dtype;
+    job.context.inverse_width = ldexp(1.0, -histogram->bin_exponent);
+    job.context.skip_zeros = skip_zeros;
+    job.context.discard_bin = histogram->n_bins;
+    job.context.counts = (int64_t *)fp8q_aligned_alloc(
+        (size_t)(job.n_tasks * slots) * sizeof(int64_t));
+    if (job.context.counts == NULL) {
+        return fp8q_fail(error, FP8Q_ERROR_MEMORY,
+                         "no memory for %" PRId64 " partial histograms of %"
+                         PRId64 " bins",
+                         job.n_tasks, histogram->n_bins);
+    }
+    memset(job.context.counts, 0,
+           (size_t)(job.n_tasks * slots) * sizeof(int64_t));
+
+    if (job.axis < 0) { /* 0-d: one element */
+        const fp8q_view *operands[1];
+        operands[0] = source;
+        fp8q_for_each_row(1, operands, count_row, &job.context, 0, NULL);
+    }
+    else {
+        fp8q_parallel_for(job.n_tasks, threads, count_task, &job);
+    }
+    for (task = 0; task < job.n_tasks; task++) {
+        const int64_t *partial = job.context.counts + task * slots;
+        for (bin = 0; bin < histogram->n_bins; bin++) {
+            histogram->counts[bin] += partial[bin];
+        }
+    }
+    fp8q_aligned_free(job.context.counts);
+    return FP8Q_OK;
+}
+
+fp8q_status fp8q_histogram_add(fp8q_histogram *histogram,
+                               const fp8q_view *source, int skip_zeros,
+                               int skip_nonfinite, int64_t *n_nonfinite,
+                               fp8q_error *error)
+{
+    fp8q_view batch_amax_view;
+    float batch_amax = 0.0f;
+    fp8q_status status;
+    int axis;
+
+    *n_nonfinite = 0;
+    if (fp8q_view_size(source) == 0) {
+        return FP8Q_OK;
+    }
+    /* Pass 1: the finite amax, as a keepdims reduction over every axis. */
+    batch_amax_view.data = &batch_amax;
+    batch_amax_view.dtype = FP8Q_FLOAT32;
+    batch_amax_view.ndim = source->ndim;
+    for (axis = 0; axis < source->ndim; axis++) {
+        batch_amax_view.shape[axis] = 1;
+        batch_amax_view.strides[axis] = 0;
+    }
+    status = fp8q_amax_finite(source, &batch_amax_view, n_nonfinite, error);
+    if (status != FP8Q_OK) {
+        return status;
+    }
+    if (*n_nonfinite != 0 && !skip_nonfinite) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "x: %" PRId64 " of its %" PRId64 " values are NaN "
+                         "or infinite (pass skip_nonfinite=True to skip and "
+                         "count them)",
+                         *n_nonfinite, fp8q_view_size(source));
+    }
+
+    /* Pass 2: widen the grid for the new amax, then count. */
+    status = fp8q_histogram_cover(histogram, batch_amax, error);
+    if (status != FP8Q_OK) {
+        return status;
+    }
+    if (histogram->bin_exponent == FP8Q_HISTOGRAM_NO_RANGE) {
+        /* Only zeros so far: they belong to bin 0 on any grid. */
+        if (!skip_zeros) {
+            histogram->counts[0] += fp8q_view_size(source) - *n_nonfinite;
+        }
+        return FP8Q_OK;
+    }
+    status = count_into(histogram, source, skip_zeros, error);
+    if (status == FP8Q_OK && batch_amax > histogram->amax) {
+        histogram->amax = batch_amax;
+    }
+    return status;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Merge and checks                                                          */
+
+fp8q_status fp8q_histogram_merge(fp8q_histogram *histogram,
+                                 const fp8q_histogram *other,
+                                 fp8q_error *error)
+{
+    int64_t bin;
+    int shift;
+
+    if (other->n_bins != histogram->n_bins) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "other: cannot merge a histogram of %" PRId64
+                         " bins into one of %" PRId64 " bins",
+                         other->n_bins, histogram->n_bins);
+    }
+    if (other->bin_exponent != FP8Q_HISTOGRAM_NO_RANGE &&
+        (histogram->bin_exponent == FP8Q_HISTOGRAM_NO_RANGE ||
+         other->bin_exponent > histogram->bin_exponent)) {
+        widen_to(histogram, other->bin_exponent);
+    }
+    shift = other->bin_exponent == FP8Q_HISTOGRAM_NO_RANGE
+                ? 0
+                : histogram->bin_exponent - other->bin_exponent;
+    for (bin = 0; bin < other->n_bins; bin++) {
+        const int64_t target = shift >= 63 ? 0 : bin >> shift;
+        histogram->counts[target] += other->counts[bin];
+    }
+    if (other->amax > histogram->amax) {
+        histogram->amax = other->amax;
+    }
+    return FP8Q_OK;
+}
+
+fp8q_status fp8q_histogram_check(const fp8q_histogram *histogram,
+                                 fp8q_error *error)
+{
+    const float amax = histogram->amax;
+    int64_t last_allowed;
+    int64_t bin;
+
+    if (histogram->n_bins < 1 || histogram->n_bins > FP8Q_HISTOGRAM_MAX_BINS) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "counts: expected 1 to %" PRId64 " bins, got %" PRId64,
+                         FP8Q_HISTOGRAM_MAX_BINS, histogram->n_bins);
+    }
+    for (bin = 0; bin < histogram->n_bins; bin++) {
+        if (histogram->counts[bin] < 0) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "counts: bin %" PRId64 " is negative (%" PRId64
+                             ")",
+                             bin, histogram->counts[bin]);
+        }
+    }
+    if (!is_finite(amax) || amax < 0.0f) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "amax: expected a finite value >= 0, got %g",
+                         (double)amax);
+    }
+    if (histogram->bin_exponent == FP8Q_HISTOGRAM_NO_RANGE) {
+        if (amax != 0.0f) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "bin_width: 0 (no range yet) but amax is %g",
+                             (double)amax);
+        }
+        last_allowed = 0;
+    }
+    else {
+        if (histogram->bin_exponent < MIN_EXPONENT ||
+            histogram->bin_exponent > MAX_EXPONENT) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "bin_width: expected 2^e with e in [%d, %d], "
+                             "got 2^%d",
+                             MIN_EXPONENT, MAX_EXPONENT,
+                             histogram->bin_exponent);
+        }
+        if ((double)amax >=
+            ldexp((double)histogram->n_bins, histogram->bin_exponent)) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "amax %g lies beyond the last bin (%" PRId64
+                             " bins of width %g)",
+                             (double)amax, histogram->n_bins,
+                             fp8q_histogram_bin_width(histogram));
+        }
+        last_allowed = (int64_t)ldexp((double)amax, -histogram->bin_exponent);
+    }
+    for (bin = last_allowed + 1; bin < histogram->n_bins; bin++) {
+        if (histogram->counts[bin] != 0) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "counts: bin %" PRId64 " counts values above "
+                             "amax %g (its bin is %" PRId64 ")",
+                             bin, (double)amax, last_allowed);
+        }
+    }
+    return FP8Q_OK;
+}

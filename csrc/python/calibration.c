@@ -1,0 +1,202 @@
+/*
+ * calibration.c - what the calibrator types share: reading their input,
+ * float32 NumPy results, the margin argument, and fp8q._C.scale_from_amax
+ * (amax to scale, the one conversion the calibrators and
+ * fp8q.CalibrationCache use). Registers the calibrator types as
+ * fp8q._C._MaxCalibrator and fp8q._C._HistogramCalibrator.
+ */
+#include <string.h>
+
+#include "python/binding.h"
+
+#include "core/quantize.h"
+
+/* ------------------------------------------------------------------------- */
+/* Shared by the calibrator types                                            */
+
+fp8q_TensorObject *fp8q_py_calibration_input(PyObject *x_object,
+                                             const char *function)
+{
+    fp8q_TensorObject *x =
+        fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
+    if (x != NULL && fp8q_py_require_cpu(x, function, "x") < 0) {
+        Py_CLEAR(x);
+    }
+    return x;
+}
+
+PyObject *fp8q_py_float32_array(int ndim, const int64_t *shape,
+                                const float *values)
+{
+    npy_intp dims[FP8Q_MAX_DIMS];
+    PyObject *array;
+    npy_intp size = 1;
+    int axis;
+
+    for (axis = 0; axis < ndim; axis++) {
+        dims[axis] = (npy_intp)shape[axis];
+        size *= dims[axis];
+    }
+    array = PyArray_SimpleNew(ndim, dims, NPY_FLOAT32);
+    if (array != NULL && size > 0) {
+        memcpy(PyArray_DATA((PyArrayObject *)array), values,
+               (size_t)size * sizeof(float));
+    }
+    return array;
+}
+
+int fp8q_py_parse_margin(PyObject *object, int *margin)
+{
+    long long value;
+    int overflow;
+
+    if (!PyLong_Check(object)) {
+        PyErr_Format(PyExc_TypeError, "margin: expected an int, got %.200s",
+                     Py_TYPE(object)->tp_name);
+        return -1;
+    }
+    value = PyLong_AsLongLongAndOverflow(object, &overflow);
+    if (value == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (overflow != 0 || value < -FP8Q_SCALE_MARGIN_LIMIT ||
+        value > FP8Q_SCALE_MARGIN_LIMIT) {
+        PyErr_Format(PyExc_ValueError,
+                     "margin: expected an integer in [%d, %d], got %R",
+                     -FP8Q_SCALE_MARGIN_LIMIT, FP8Q_SCALE_MARGIN_LIMIT,
+                     object);
+        return -1;
+    }
+    *margin = (int)value;
+    return 0;
+}
+
+PyObject *fp8q_py_scales_from_amax(int ndim, const int64_t *shape,
+                                   const float *amax, fp8q_dtype target,
+                                   int margin, int power_of_2)
+{
+    PyObject *array = fp8q_py_float32_array(ndim, shape, amax);
+    PyObject *scalar;
+    fp8q_view view;
+    fp8q_error error;
+    fp8q_status status;
+
+    if (array == NULL) {
+        return NULL;
+    }
+    fp8q_view_init_contiguous(&view, PyArray_DATA((PyArrayObject *)array),
+                              FP8Q_FLOAT32, ndim, shape, NULL);
+    fp8q_error_clear(&error);
+    status = fp8q_scales_from_amax(&view, target, margin, power_of_2, &error);
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        Py_DECREF(array);
+        return NULL;
+    }
+    if (ndim > 0) {
+        return array;
+    }
+    scalar = PyFloat_FromDouble((double)*(float *)view.data);
+    Py_DECREF(array);
+    return scalar;
+}
+
+/* ------------------------------------------------------------------------- */
+/* fp8q._C.scale_from_amax                                                   */
+
+static PyObject *calibration_scale_from_amax(PyObject *module, PyObject *args,
+                                             PyObject *kwargs)
+{
+    static char *keywords[] = {"amax", "dtype", "margin", "power_of_2",
+                               NULL};
+    PyObject *amax_object;
+    PyObject *dtype_object = NULL;
+    PyObject *margin_object = NULL;
+    int power_of_2 = 0;
+    fp8q_dtype target = FP8Q_FLOAT8_E4M3FN;
+    int margin = 0;
+    fp8q_TensorObject *amax;
+    fp8q_TensorObject *contiguous;
+    PyObject *result;
+
+    (void)module;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$Op:scale_from_amax",
+                                     keywords, &amax_object, &dtype_object,
+                                     &margin_object, &power_of_2)) {
+        return NULL;
+    }
+    if ((dtype_object != NULL &&
+         fp8q_py_parse_dtype(dtype_object, "dtype", &target) < 0) ||
+        (margin_object != NULL &&
+         fp8q_py_parse_margin(margin_object, &margin) < 0)) {
+        return NULL;
+    }
+    amax = fp8q_tensor_from_object(amax_object, "amax", FP8Q_FLOAT32,
+                                   FP8Q_COPY_IF_NEEDED);
+    if (amax == NULL) {
+        return NULL;
+    }
+    if (fp8q_py_require_cpu(amax, "scale_from_amax", "amax") < 0) {
+        Py_DECREF(amax);
+        return NULL;
+    }
+    contiguous = fp8q_tensor_copy_as(amax, FP8Q_FLOAT32);
+    Py_DECREF(amax);
+    if (contiguous == NULL) {
+        return NULL;
+    }
+    result = fp8q_py_scales_from_amax(
+        contiguous->view.ndim, contiguous->view.shape,
+        (const float *)contiguous->view.data, target, margin, power_of_2);
+    Py_DECREF(contiguous);
+    return result;
+}
+
+PyDoc_STRVAR(
+    scale_from_amax_doc,
+    "scale_from_amax(amax, dtype=\"float8_e4m3fn\", *, margin=0, "
+    "power_of_2=False)\n"
+    "--\n\n"
+    "The dequantization scale for each amax: float32(amax) / "
+    "float32(finfo(dtype).max * 2**-margin), rounded once (a correctly "
+    "rounded float32 division), 1.0 where amax is 0, rounded up to a power "
+    "of two with power_of_2=True, never 0 for a positive amax. Each unit of "
+    "margin doubles the headroom above amax (TransformerEngine's margin), "
+    "in [-64, 64].\n\n"
+    "amax: a float or anything fp8q.asarray accepts, every value finite and "
+    ">= 0 (ValueError naming the first bad one otherwise). Returns a float "
+    "for a scalar or 0-d amax, else a float32 NumPy array of amax's shape. "
+    "This is the conversion quantize uses for computed scales.");
+
+static PyMethodDef calibration_functions[] = {
+    {"_scale_from_amax",
+     (PyCFunction)(void (*)(void))calibration_scale_from_amax,
+     METH_VARARGS | METH_KEYWORDS, scale_from_amax_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+/* ------------------------------------------------------------------------- */
+/* Registration                                                              */
+
+static int add_type(PyObject *module, const char *name, PyTypeObject *type)
+{
+    if (PyType_Ready(type) < 0) {
+        return -1;
+    }
+    Py_INCREF(type);
+    if (PyModule_AddObject(module, name, (PyObject *)type) < 0) {
+        Py_DECREF(type);
+        return -1;
+    }
+    return 0;
+}
+
+int fp8q_py_calibration_init(PyObject *module)
+{
+    /* Private here; fp8q/calib.py gives them their public names. */
+    if (add_type(module, "_MaxCalibrator", &fp8q_MaxCalibrator_Type) < 0 ||
+        add_type(module, "_HistogramCalibrator",
+                 &fp8q_HistogramCalibrator_Type) < 0) {
+        return -1;
+    }
+    return PyModule_AddFunctions(module, calibration_functions);
+}

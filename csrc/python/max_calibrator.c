@@ -1,0 +1,735 @@
+/*
+ * max_calibrator.c - fp8q.calib.MaxCalibrator: the running amax of the data
+ * seen, per tensor or per channel, as a window of recent amax values or a
+ * moving average (core/amax_history.h).
+ *
+ * update() computes the batch's amax with the GIL released and touches the
+ * calibrator's state only afterwards, with the GIL held: concurrent updates
+ * from several threads are safe and none is lost.
+ */
+#include <string.h>
+
+#include "python/binding.h"
+
+#include "core/amax.h"
+#include "core/amax_history.h"
+
+#define NO_CHANNEL_AXIS (-1000)
+
+typedef struct fp8q_MaxCalibratorObject {
+    PyObject_HEAD
+    int channel_axis;       /* as given (may be negative), or NO_CHANNEL_AXIS */
+    int most_recent;        /* algo == "most_recent" */
+    fp8q_amax_history history; /* entries NULL until the channels are known */
+    int64_t nonfinite_count;
+} fp8q_MaxCalibratorObject;
+
+/* ------------------------------------------------------------------------- */
+/* State                                                                     */
+
+/* (Re)allocates the history for n_channels, emptying it. */
+static int allocate_history(fp8q_MaxCalibratorObject *self,
+                            int64_t n_channels)
+{
+    const size_t count =
+        (size_t)(self->history.length * (n_channels > 0 ? n_channels : 1));
+    float *entries = (float *)PyMem_Calloc(count, sizeof(float));
+
+    if (entries == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyMem_Free(self->history.entries);
+    fp8q_amax_history_init(&self->history, n_channels, self->history.length,
+                           self->history.momentum, entries);
+    return 0;
+}
+
+/* The calibrated amax values (n_channels floats) into a new buffer. */
+static float *current_amax(const fp8q_MaxCalibratorObject *self)
+{
+    const int64_t n_channels = self->history.n_channels;
+    float *amax =
+        (float *)PyMem_Malloc((size_t)(n_channels > 0 ? n_channels : 1) *
+                              sizeof(float));
+    if (amax == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    fp8q_amax_history_reduce(&self->history, self->most_recent, amax);
+    return amax;
+}
+
+static int has_data(const fp8q_MaxCalibratorObject *self)
+{
+    return self->history.entries != NULL && self->history.filled > 0;
+}
+
+static int per_channel(const fp8q_MaxCalibratorObject *self)
+{
+    return self->channel_axis != NO_CHANNEL_AXIS;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Construction                                                              */
+
+static int max_calibrator_init(fp8q_MaxCalibratorObject *self, PyObject *args,
+                               PyObject *kwargs)
+{
+    static char *keywords[] = {"channel_axis", "history_len", "algo",
+                               "momentum", NULL};
+    PyObject *channel_axis = Py_None;
+    PyObject *momentum_object = Py_None;
+    long long history_len = 1;
+    const char *algo = "max";
+    double momentum = -1.0;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OLsO:MaxCalibrator",
+                                     keywords, &channel_axis, &history_len,
+                                     &algo, &momentum_object)) {
+        return -1;
+    }
+    self->channel_axis = NO_CHANNEL_AXIS;
+    if (channel_axis != Py_None) {
+        long long axis;
+        if (!PyLong_Check(channel_axis)) {
+            PyErr_Format(PyExc_TypeError,
+                         "channel_axis: expected None or an int, got %.200s",
+                         Py_TYPE(channel_axis)->tp_name);
+            return -1;
+        }
+        axis = PyLong_AsLongLong(channel_axis);
+        if (axis == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (axis < -FP8Q_MAX_DIMS || axis >= FP8Q_MAX_DIMS) {
+            PyErr_Format(PyExc_ValueError,
+                         "channel_axis: expected an axis in [%d, %d], got %lld",
+                         -FP8Q_MAX_DIMS, FP8Q_MAX_DIMS - 1, axis);
+            return -1;
+        }
+        self->channel_axis = (int)axis;
+    }
+    if (history_len < 1 || history_len > FP8Q_AMAX_HISTORY_MAX_LENGTH) {
+        PyErr_Format(PyExc_ValueError,
+                     "history_len: expected 1 to %lld, got %lld",
+                     (long long)FP8Q_AMAX_HISTORY_MAX_LENGTH, history_len);
+        return -1;
+    }
+    if (strcmp(algo, "max") != 0 && strcmp(algo, "most_recent") != 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "algo: expected \"max\" or \"most_recent\", got \"%s\"",
+                     algo);
+        return -1;
+    }
+    self->most_recent = strcmp(algo, "most_recent") == 0;
+    if (momentum_object != Py_None) {
+        momentum = PyFloat_AsDouble(momentum_object);
+        if (momentum == -1.0 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (!(momentum >= 0.0 && momentum < 1.0)) {
+            PyErr_Format(PyExc_ValueError,
+                         "momentum: expected None or a value in [0, 1), "
+                         "got %R",
+                         momentum_object);
+            return -1;
+        }
+        if (history_len != 1) {
+            PyErr_SetString(PyExc_ValueError,
+                            "momentum and history_len > 1 cannot be combined: "
+                            "a moving average keeps one value");
+            return -1;
+        }
+    }
+    PyMem_Free(self->history.entries);
+    memset(&self->history, 0, sizeof self->history);
+    self->history.length = (int64_t)history_len;
+    self->history.momentum = momentum;
+    self->nonfinite_count = 0;
+    /* Per tensor the channel count is known now. */
+    return per_channel(self) ? 0 : allocate_history(self, 1);
+}
+
+static void max_calibrator_dealloc(fp8q_MaxCalibratorObject *self)
+{
+    PyMem_Free(self->history.entries);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* ------------------------------------------------------------------------- */
+/* update                                                                    */
+
+/* Resolves the channel axis against x's ndim; -1 with a ValueError when it
+ * is out of range. */
+static int resolve_axis(const fp8q_MaxCalibratorObject *self, int ndim,
+                        int *axis)
+{
+    *axis = self->channel_axis < 0 ? self->channel_axis + ndim
+                                   : self->channel_axis;
+    if (*axis < 0 || *axis >= ndim) {
+        PyErr_Format(PyExc_ValueError,
+                     "x: channel_axis=%d is out of range for an input of %d "
+                     "dimensions",
+                     self->channel_axis, ndim);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *max_calibrator_update(fp8q_MaxCalibratorObject *self,
+                                       PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"x", "skip_nonfinite", NULL};
+    PyObject *x_object;
+    int skip_nonfinite = 0;
+    fp8q_TensorObject *x;
+    fp8q_view destination;
+    float *batch_amax = NULL;
+    int64_t n_channels = 1;
+    int64_t n_nonfinite = 0;
+    fp8q_error error;
+    fp8q_status status;
+    int axis;
+    int channel_dimension = -1;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$p:update", keywords,
+                                     &x_object, &skip_nonfinite)) {
+        return NULL;
+    }
+    x = fp8q_py_calibration_input(x_object, "MaxCalibrator.update");
+    if (x == NULL) {
+        return NULL;
+    }
+    if (per_channel(self) &&
+        resolve_axis(self, x->view.ndim, &channel_dimension) < 0) {
+        goto fail;
+    }
+    if (fp8q_view_size(&x->view) == 0) {
+        Py_DECREF(x); /* no values: nothing observed */
+        Py_RETURN_NONE;
+    }
+
+    /* The batch's amax, as a keepdims reduction to the channel axis. */
+    destination.dtype = FP8Q_FLOAT32;
+    destination.ndim = x->view.ndim;
+    for (axis = 0; axis < x->view.ndim; axis++) {
+        destination.shape[axis] = 1;
+        destination.strides[axis] = 0;
+    }
+    if (channel_dimension >= 0) {
+        n_channels = x->view.shape[channel_dimension];
+        destination.shape[channel_dimension] = n_channels;
+        destination.strides[channel_dimension] = 1;
+    }
+    batch_amax = (float *)PyMem_Malloc((size_t)n_channels * sizeof(float));
+    if (batch_amax == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    destination.data = batch_amax;
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_amax_finite(&x->view, &destination, &n_nonfinite, &error);
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        goto fail;
+    }
+    if (n_nonfinite != 0 && !skip_nonfinite) {
+        PyErr_Format(PyExc_ValueError,
+                     "x: %lld of its %lld values are NaN or infinite (pass "
+                     "skip_nonfinite=True to skip and count them)",
+                     (long long)n_nonfinite,
+                     (long long)fp8q_view_size(&x->view));
+        goto fail;
+    }
+
+    /* The state, with the GIL held. */
+    if (self->history.entries == NULL) {
+        if (allocate_history(self, n_channels) < 0) {
+            goto fail;
+        }
+    }
+    else if (self->history.n_channels != n_channels) {
+        PyErr_Format(PyExc_ValueError,
+                     "x: its channel axis (%d) has %lld entries, but this "
+                     "calibrator has seen %lld channels",
+                     channel_dimension, (long long)n_channels,
+                     (long long)self->history.n_channels);
+        goto fail;
+    }
+    fp8q_amax_history_push(&self->history, batch_amax);
+    self->nonfinite_count += n_nonfinite;
+    PyMem_Free(batch_amax);
+    Py_DECREF(x);
+    Py_RETURN_NONE;
+
+fail:
+    PyMem_Free(batch_amax);
+    Py_DECREF(x);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+/* amax and scale                                                            */
+
+/* The amax as a float (per tensor) or a float32 array of n_channels. */
+static PyObject *amax_object(const fp8q_MaxCalibratorObject *self,
+                             const float *amax)
+{
+    const int64_t shape[1] = {self->history.n_channels};
+    if (!per_channel(self)) {
+        return PyFloat_FromDouble((double)amax[0]);
+    }
+    return fp8q_py_float32_array(1, shape, amax);
+}
+
+static PyObject *max_calibrator_get_amax(fp8q_MaxCalibratorObject *self,
+                                         void *closure)
+{
+    float *amax;
+    PyObject *result;
+
+    (void)closure;
+    if (!has_data(self)) {
+        Py_RETURN_NONE;
+    }
+    amax = current_amax(self);
+    if (amax == NULL) {
+        return NULL;
+    }
+    result = amax_object(self, amax);
+    PyMem_Free(amax);
+    return result;
+}
+
+static PyObject *max_calibrator_scale(fp8q_MaxCalibratorObject *self,
+                                      PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"dtype", "margin", "power_of_2", NULL};
+    PyObject *dtype_object = NULL;
+    PyObject *margin_object = NULL;
+    int power_of_2 = 0;
+    fp8q_dtype target = FP8Q_FLOAT8_E4M3FN;
+    int margin = 0;
+    const int64_t shape[1] = {self->history.n_channels};
+    float *amax;
+    PyObject *result;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOp:scale", keywords,
+                                     &dtype_object, &margin_object,
+                                     &power_of_2)) {
+        return NULL;
+    }
+    if ((dtype_object != NULL &&
+         fp8q_py_parse_dtype(dtype_object, "dtype", &target) < 0) ||
+        (margin_object != NULL &&
+         fp8q_py_parse_margin(margin_object, &margin) < 0)) {
+        return NULL;
+    }
+    if (!has_data(self)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "MaxCalibrator.scale: no data yet; call update() "
+                        "first");
+        return NULL;
+    }
+    amax = current_amax(self);
+    if (amax == NULL) {
+        return NULL;
+    }
+    result = fp8q_py_scales_from_amax(per_channel(self) ? 1 : 0, shape, amax,
+                                      target, margin, power_of_2);
+    PyMem_Free(amax);
+    return result;
+}
+
+/* ------------------------------------------------------------------------- */
+/* merge, state_dict, load_state_dict, reset                                 */
+
+static PyObject *max_calibrator_merge(fp8q_MaxCalibratorObject *self,
+                                      PyObject *other_object)
+{
+    fp8q_MaxCalibratorObject *other;
+    fp8q_error error;
+
+    if (!PyObject_TypeCheck(other_object, Py_TYPE(self))) {
+        PyErr_Format(PyExc_TypeError,
+                     "other: expected a MaxCalibrator, got %.200s",
+                     Py_TYPE(other_object)->tp_name);
+        return NULL;
+    }
+    other = (fp8q_MaxCalibratorObject *)other_object;
+    if (other->channel_axis != self->channel_axis ||
+        other->most_recent != self->most_recent) {
+        PyErr_SetString(PyExc_ValueError,
+                        "other: calibrators differ in channel_axis or algo "
+                        "and cannot be merged");
+        return NULL;
+    }
+    if (!has_data(other)) {
+        Py_RETURN_NONE;
+    }
+    if (self->history.entries == NULL &&
+        allocate_history(self, other->history.n_channels) < 0) {
+        return NULL;
+    }
+    fp8q_error_clear(&error);
+    if (fp8q_py_raise_on_failure(
+            fp8q_amax_history_merge(&self->history, &other->history, &error),
+            &error) < 0) {
+        return NULL;
+    }
+    self->nonfinite_count += other->nonfinite_count;
+    Py_RETURN_NONE;
+}
+
+static PyObject *max_calibrator_state_dict(fp8q_MaxCalibratorObject *self,
+                                           PyObject *unused)
+{
+    const int64_t filled = has_data(self) ? self->history.filled : 0;
+    const int64_t n_channels =
+        self->history.entries != NULL ? self->history.n_channels : 0;
+    int64_t shape[2];
+    float *rows = NULL;
+    PyObject *history;
+    PyObject *state;
+    int64_t age;
+
+    (void)unused;
+    shape[0] = filled;
+    shape[1] = n_channels;
+    if (filled > 0) {
+        rows = (float *)PyMem_Malloc((size_t)(filled * n_channels) *
+                                     sizeof(float));
+        if (rows == NULL) {
+            return PyErr_NoMemory();
+        }
+        for (age = 0; age < filled; age++) { /* oldest first */
+            memcpy(rows + (filled - 1 - age) * n_channels,
+                   fp8q_amax_history_entry(&self->history, age),
+                   (size_t)n_channels * sizeof(float));
+        }
+    }
+    history = fp8q_py_float32_array(per_channel(self) ? 2 : 1, shape, rows);
+    PyMem_Free(rows);
+    if (history == NULL) {
+        return NULL;
+    }
+    state = Py_BuildValue("{sNsL}", "amax_history", history,
+                          "nonfinite_count", (long long)self->nonfinite_count);
+    return state;
+}
+
+/* Reads state[key]; KeyError naming the key when it is missing. */
+static PyObject *state_item(PyObject *state, const char *key)
+{
+    PyObject *item;
+    if (!PyDict_Check(state)) {
+        PyErr_Format(PyExc_TypeError, "state: expected a dict, got %.200s",
+                     Py_TYPE(state)->tp_name);
+        return NULL;
+    }
+    item = PyDict_GetItemString(state, key);
+    if (item == NULL) {
+        PyErr_Format(PyExc_KeyError,
+                     "state: missing \"%s\" (a MaxCalibrator state has "
+                     "\"amax_history\" and \"nonfinite_count\")",
+                     key);
+    }
+    return item;
+}
+
+static PyObject *max_calibrator_load_state_dict(fp8q_MaxCalibratorObject *self,
+                                                PyObject *state)
+{
+    const int history_ndim = per_channel(self) ? 2 : 1;
+    PyObject *history_object;
+    PyObject *count_object;
+    fp8q_TensorObject *history = NULL;
+    fp8q_TensorObject *contiguous = NULL;
+    fp8q_amax_history loaded;
+    long long nonfinite_count;
+    int64_t filled;
+    int64_t n_channels;
+    int64_t row;
+    int64_t index;
+
+    history_object = state_item(state, "amax_history");
+    count_object = history_object ? state_item(state, "nonfinite_count") : NULL;
+    if (count_object == NULL) {
+        return NULL;
+    }
+    nonfinite_count = PyLong_AsLongLong(count_object);
+    if (nonfinite_count == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (nonfinite_count < 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "state: nonfinite_count must be >= 0, got %lld",
+                     nonfinite_count);
+        return NULL;
+    }
+    history = fp8q_tensor_from_object(history_object, "amax_history",
+                                      FP8Q_FLOAT32, FP8Q_COPY_IF_NEEDED);
+    if (history == NULL) {
+        return NULL;
+    }
+    contiguous = fp8q_tensor_copy_as(history, FP8Q_FLOAT32);
+    Py_DECREF(history);
+    if (contiguous == NULL) {
+        return NULL;
+    }
+    filled = contiguous->view.ndim == history_ndim ? contiguous->view.shape[0]
+                                                   : -1;
+    if (filled < 0 || filled > self->history.length) {
+        PyErr_Format(PyExc_ValueError,
+                     "state: amax_history must have %d dimensions and at "
+                     "most history_len=%lld rows (%s), got %d dimensions "
+                     "and %lld rows",
+                     history_ndim, (long long)self->history.length,
+                     per_channel(self) ? "(rows, channels)" : "(rows,)",
+                     contiguous->view.ndim,
+                     (long long)(contiguous->view.ndim > 0
+                                     ? contiguous->view.shape[0]
+                                     : 0));
+        goto fail;
+    }
+    n_channels = per_channel(self) ? contiguous->view.shape[1] : 1;
+    for (index = 0; index < filled * n_channels; index++) {
+        const float value = ((const float *)contiguous->view.data)[index];
+        if (!(value >= 0.0f && value <= 3.40282347e38f)) {
+            char *text = PyOS_double_to_string((double)value, 'r', 0, 0,
+                                               NULL);
+            PyErr_Format(PyExc_ValueError,
+                         "state: amax_history value %lld (C order) is %s; "
+                         "every amax must be finite and >= 0",
+                         (long long)index, text != NULL ? text : "?");
+            PyMem_Free(text);
+            goto fail;
+        }
+    }
+    if (allocate_history(self, n_channels) < 0) {
+        goto fail;
+    }
+    loaded = self->history;
+    for (row = 0; row < filled; row++) { /* oldest first */
+        fp8q_amax_history_push(&loaded, (const float *)contiguous->view.data +
+                                            row * n_channels);
+    }
+    self->history = loaded;
+    self->nonfinite_count = (int64_t)nonfinite_count;
+    Py_DECREF(contiguous);
+    Py_RETURN_NONE;
+
+fail:
+    Py_DECREF(contiguous);
+    return NULL;
+}
+
+static PyObject *max_calibrator_reset(fp8q_MaxCalibratorObject *self,
+                                      PyObject *unused)
+{
+    (void)unused;
+    self->nonfinite_count = 0;
+    if (per_channel(self)) {
+        PyMem_Free(self->history.entries);
+        self->history.entries = NULL;
+        Py_RETURN_NONE;
+    }
+    if (allocate_history(self, 1) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* Objects are valid from creation (default settings), so no method ever
+ * sees unallocated state; __init__ then applies the caller's settings. */
+static PyObject *max_calibrator_new(PyTypeObject *type, PyObject *args,
+                                 PyObject *kwargs)
+{
+    PyObject *self = type->tp_alloc(type, 0);
+    PyObject *no_arguments;
+    int status;
+
+    (void)args;
+    (void)kwargs;
+    if (self == NULL) {
+        return NULL;
+    }
+    no_arguments = PyTuple_New(0);
+    status = no_arguments == NULL
+                 ? -1
+                 : max_calibrator_init((fp8q_MaxCalibratorObject *)self, no_arguments, NULL);
+    Py_XDECREF(no_arguments);
+    if (status < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return self;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Attributes and type                                                       */
+
+static PyObject *max_calibrator_get_channel_axis(
+    fp8q_MaxCalibratorObject *self, void *closure)
+{
+    (void)closure;
+    if (!per_channel(self)) {
+        Py_RETURN_NONE;
+    }
+    return PyLong_FromLong(self->channel_axis);
+}
+
+static PyObject *max_calibrator_get_history_len(
+    fp8q_MaxCalibratorObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLongLong((long long)self->history.length);
+}
+
+static PyObject *max_calibrator_get_algo(fp8q_MaxCalibratorObject *self,
+                                         void *closure)
+{
+    (void)closure;
+    return PyUnicode_FromString(self->most_recent ? "most_recent" : "max");
+}
+
+static PyObject *max_calibrator_get_momentum(fp8q_MaxCalibratorObject *self,
+                                             void *closure)
+{
+    (void)closure;
+    if (self->history.momentum < 0.0) {
+        Py_RETURN_NONE;
+    }
+    return PyFloat_FromDouble(self->history.momentum);
+}
+
+static PyObject *max_calibrator_get_nonfinite_count(
+    fp8q_MaxCalibratorObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLongLong((long long)self->nonfinite_count);
+}
+
+static PyObject *max_calibrator_repr(fp8q_MaxCalibratorObject *self)
+{
+    PyObject *axis = max_calibrator_get_channel_axis(self, NULL);
+    PyObject *momentum = max_calibrator_get_momentum(self, NULL);
+    PyObject *amax = max_calibrator_get_amax(self, NULL);
+    PyObject *text = NULL;
+
+    if (axis != NULL && momentum != NULL && amax != NULL) {
+        text = PyUnicode_FromFormat(
+            "MaxCalibrator(channel_axis=%R, history_len=%lld, algo='%s', "
+            "momentum=%R, amax=%R)",
+            axis, (long long)self->history.length,
+            self->most_recent ? "most_recent" : "max", momentum, amax);
+    }
+    Py_XDECREF(axis);
+    Py_XDECREF(momentum);
+    Py_XDECREF(amax);
+    return text;
+}
+
+PyDoc_STRVAR(update_doc,
+             "update(x, *, skip_nonfinite=False)\n--\n\n"
+             "Records the amax of x (anything fp8q.asarray accepts): max |x| "
+             "as float32 over every axis, or per index of channel_axis. The "
+             "first update fixes the number of channels. NaN and infinity "
+             "raise ValueError (nothing recorded) unless skip_nonfinite=True, "
+             "which skips them and adds their number to nonfinite_count. An "
+             "empty x records nothing. The GIL is released while x is read.");
+
+PyDoc_STRVAR(scale_doc,
+             "scale(dtype=\"float8_e4m3fn\", margin=0, power_of_2=False)\n--\n\n"
+             "The dequantization scale of the current amax: "
+             "fp8q.calib.scale_from_amax(self.amax, dtype, margin=margin, "
+             "power_of_2=power_of_2), i.e. amax / (finfo(dtype).max * "
+             "2**-margin) in float32, 1.0 for an amax of 0. A float per "
+             "tensor, a float32 array per channel. ValueError before any "
+             "update.");
+
+PyDoc_STRVAR(merge_doc,
+             "merge(other)\n--\n\n"
+             "Folds another MaxCalibrator with the same settings into this "
+             "one: entries of equal age in the two windows take their "
+             "elementwise maximum (with a momentum, the maximum of the two "
+             "averages), and nonfinite_count adds up. ValueError for "
+             "different settings or channel counts.");
+
+PyDoc_STRVAR(state_dict_doc,
+             "state_dict()\n--\n\n"
+             "{'amax_history': float32 array of the recorded amax values, "
+             "oldest first, shape (rows,) per tensor or (rows, channels) per "
+             "channel (one row, the average, with a momentum), "
+             "'nonfinite_count': int}. Plain values, to combine across "
+             "processes with any engine (docs/calibration.md).");
+
+PyDoc_STRVAR(load_state_dict_doc,
+             "load_state_dict(state)\n--\n\n"
+             "Replaces the state with one from state_dict(), checked: "
+             "KeyError for a missing key, ValueError for a wrong shape, more "
+             "rows than history_len, or an amax that is negative or not "
+             "finite.");
+
+PyDoc_STRVAR(reset_doc, "reset()\n--\n\nForgets every recorded amax.");
+
+static PyMethodDef max_calibrator_methods[] = {
+    {"update", (PyCFunction)(void (*)(void))max_calibrator_update,
+     METH_VARARGS | METH_KEYWORDS, update_doc},
+    {"scale", (PyCFunction)(void (*)(void))max_calibrator_scale,
+     METH_VARARGS | METH_KEYWORDS, scale_doc},
+    {"merge", (PyCFunction)max_calibrator_merge, METH_O, merge_doc},
+    {"state_dict", (PyCFunction)max_calibrator_state_dict, METH_NOARGS,
+     state_dict_doc},
+    {"load_state_dict", (PyCFunction)max_calibrator_load_state_dict, METH_O,
+     load_state_dict_doc},
+    {"reset", (PyCFunction)max_calibrator_reset, METH_NOARGS, reset_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef max_calibrator_getset[] = {
+    {"amax", (getter)max_calibrator_get_amax, NULL,
+     "The calibrated amax: the maximum over the window (algo=\"max\"), the "
+     "newest entry (\"most_recent\"), or the moving average; a float per "
+     "tensor, a float32 array per channel; None before any update.",
+     NULL},
+    {"channel_axis", (getter)max_calibrator_get_channel_axis, NULL,
+     "The kept axis, or None per tensor.", NULL},
+    {"history_len", (getter)max_calibrator_get_history_len, NULL,
+     "Number of amax values the window keeps.", NULL},
+    {"algo", (getter)max_calibrator_get_algo, NULL,
+     "\"max\" or \"most_recent\".", NULL},
+    {"momentum", (getter)max_calibrator_get_momentum, NULL,
+     "The moving-average momentum, or None.", NULL},
+    {"nonfinite_count", (getter)max_calibrator_get_nonfinite_count, NULL,
+     "NaN and infinite values skipped so far (skip_nonfinite=True).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyDoc_STRVAR(
+    max_calibrator_doc,
+    "MaxCalibrator(channel_axis=None, history_len=1, algo=\"max\", "
+    "momentum=None)\n--\n\n"
+    "Running amax of the data passed to update(): per tensor, or per index "
+    "of channel_axis (that axis is kept, every other reduced). "
+    "history_len > 1 keeps a window of that many batch amax values, as "
+    "TransformerEngine's delayed scaling does; amax is their maximum "
+    "(algo=\"max\") or the newest (algo=\"most_recent\"). With momentum m in "
+    "[0, 1), amax is a moving average as in optimum-quanto: the first batch "
+    "as is, then float32(m * old + (1 - m) * new) computed in double.");
+
+PyTypeObject fp8q_MaxCalibrator_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "fp8q.calib.MaxCalibrator",
+    .tp_basicsize = sizeof(fp8q_MaxCalibratorObject),
+    .tp_dealloc = (destructor)max_calibrator_dealloc,
+    .tp_repr = (reprfunc)max_calibrator_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = max_calibrator_doc,
+    .tp_methods = max_calibrator_methods,
+    .tp_getset = max_calibrator_getset,
+    .tp_init = (initproc)max_calibrator_init,
+    .tp_new = max_calibrator_new,
+};
