@@ -1,14 +1,15 @@
 """Command line of fp8q: `python -m fp8q info [--json]` and
-`python -m fp8q bench cast [--size N] [--repeats R]`.
+`python -m fp8q bench {cast,calib} [--size N] [--repeats R]`.
 
 info prints the version, build and platform facts and a small quantize round
-trip with its error; bench measures the CPU casts against ml_dtypes and a
-memcpy in the same run and prints a markdown table (docs/benchmarks.md).
+trip with its error; bench measures the CPU casts (against ml_dtypes and a
+memcpy) or the calibrators' updates (against NumPy) in the same run and
+prints a markdown table (docs/benchmarks.md).
 """
 import argparse
 import sys
 
-from fp8q import _bench, _info
+from fp8q import _bench, _bench_calib, _info
 
 
 def _parse(argv):
@@ -26,9 +27,10 @@ def _parse(argv):
     bench = commands.add_parser(
         "bench", help="CPU benchmarks against the peers measured in the "
                       "same run (markdown table)")
-    bench.add_argument("what", choices=["cast"],
+    bench.add_argument("what", choices=["cast", "calib"],
                        help="cast: float32 -> float8_e4m3fn casts, quantize "
-                            "and dequantize")
+                            "and dequantize; calib: calibrator updates and "
+                            "amax searches")
     bench.add_argument("--size", type=int, default=_bench.DEFAULT_SIZE,
                        help="elements (default 16M = 2**24)")
     bench.add_argument("--repeats", type=int, default=_bench.DEFAULT_REPEATS,
@@ -47,7 +49,9 @@ def main(argv=None):
             print("fp8q bench: --size must be >= 1024 and --repeats >= 1",
                   file=sys.stderr)
             return 2
-        _bench.print_cast_benchmark(arguments.size, arguments.repeats)
+        benchmark = {"cast": _bench.print_cast_benchmark,
+                     "calib": _bench_calib.print_calib_benchmark}
+        benchmark[arguments.what](arguments.size, arguments.repeats)
     return 0
 
 

@@ -184,6 +184,13 @@ static const harness_test tests[] = {
     {"quantize_given_scales", test_quantize_given_scales},
     {"quantize_empty_and_scalar", test_quantize_empty_and_scalar},
     {"quantize_errors", test_quantize_errors},
+    {"amax_finite", test_amax_finite},
+    {"histogram_counts", test_histogram_counts},
+    {"histogram_merge_equals_one_pass", test_histogram_merge_equals_one_pass},
+    {"histogram_zeros_nonfinite_and_checks",
+     test_histogram_zeros_nonfinite_and_checks},
+    {"histogram_thresholds", test_histogram_thresholds},
+    {"amax_history", test_amax_history},
 };
 
 /* Usage: fp8q_core_tests [seed] [name-substring] */

@@ -122,4 +122,12 @@ void test_quantize_given_scales(void);
 void test_quantize_empty_and_scalar(void);
 void test_quantize_errors(void);
 
+/* test_calibration.c */
+void test_amax_finite(void);
+void test_histogram_counts(void);
+void test_histogram_merge_equals_one_pass(void);
+void test_histogram_zeros_nonfinite_and_checks(void);
+void test_histogram_thresholds(void);
+void test_amax_history(void);
+
 #endif /* FP8Q_TESTS_HARNESS_H */
