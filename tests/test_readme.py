@@ -19,7 +19,7 @@ def python_blocks():
 
 
 def test_example_runs_and_prints_what_its_comments_say():
-    (example,) = python_blocks()
+    example = python_blocks()[0]
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         exec(compile(example, "README.md", "exec"), {})
@@ -30,6 +30,22 @@ def test_example_runs_and_prints_what_its_comments_say():
     assert lines[0] == promised[0]
     assert float(lines[1]) < 0.25  # row-scaled e4m3 error on N(0, 1) data
     assert lines[2] == promised[2]
+
+
+def test_calibration_example_runs(tmp_path, monkeypatch):
+    """The second block continues the first (it uses x) and writes its cache
+    file into the working directory; its scale is the entropy amax / 448."""
+    example, calibration = python_blocks()
+    namespace = {}
+    monkeypatch.chdir(tmp_path)
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(example, "README.md", "exec"), namespace)
+    exec(compile(calibration, "README.md", "exec"), namespace)
+    amax = namespace["hist"].compute_amax("entropy")
+    assert 0 < amax <= float(abs(namespace["x"]).max())
+    assert namespace["scale"] == float(
+        namespace["np"].float32(amax) / namespace["np"].float32(448))
+    assert (tmp_path / "calibration.json").is_file()
 
 
 def test_the_two_commands():

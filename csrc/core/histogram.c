@@ -396,5 +396,11 @@ fp8q_status fp8q_histogram_check(const fp8q_histogram *histogram,
                              bin, (double)amax, last_allowed);
         }
     }
+    if (amax > 0.0f && histogram->counts[last_allowed] == 0) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "counts: amax %g was counted in bin %" PRId64
+                         ", which is empty",
+                         (double)amax, last_allowed);
+    }
     return FP8Q_OK;
 }

@@ -74,7 +74,8 @@ fp8q_status fp8q_histogram_merge(fp8q_histogram *histogram,
  * range, counts >= 0, amax finite and >= 0, and a grid consistent with amax:
  * without a range only bin 0 may count and amax is 0; with one, amax lies in
  * the last bin's range or below, bin_exponent is the smallest that holds it
- * (or larger, after fp8q_histogram_cover), and no bin above amax's counts.
+ * (or larger, after fp8q_histogram_cover), amax's own bin counts at least
+ * one value and no bin above it counts any.
  * FP8Q_ERROR_VALUE saying what is inconsistent.
  */
 fp8q_status fp8q_histogram_check(const fp8q_histogram *histogram,

@@ -331,12 +331,14 @@ fp8q_status fp8q_threshold_mse(const fp8q_histogram *histogram,
                                fp8q_error *error)
 {
     float grid[POSITIVE_CODES];
+    float thresholds[FP8Q_MSE_CANDIDATES];
+    double errors[FP8Q_MSE_CANDIDATES];
+    double smallest = HUGE_VAL;
     fp8q_status status;
     int levels;
     int64_t last;
     int candidate;
     float best = 0.0f;
-    double best_error = HUGE_VAL;
 
     status = check_target(target, error);
     if (status == FP8Q_OK) {
@@ -352,20 +354,24 @@ fp8q_status fp8q_threshold_mse(const fp8q_histogram *histogram,
     levels = positive_grid(target, grid);
     last = last_counted_bin(histogram);
     for (candidate = 0; candidate < FP8Q_MSE_CANDIDATES; candidate++) {
-        const float threshold =
+        float scale;
+        thresholds[candidate] =
             (float)((double)histogram->amax *
                     exp2(-(double)candidate / FP8Q_MSE_CANDIDATES));
         /* The scale quantize would use for this amax (float32 division). */
-        const float scale = threshold / grid[levels - 1];
-        double candidate_error;
-        if (!(scale > 0.0f)) {
-            continue;
+        scale = thresholds[candidate] / grid[levels - 1];
+        errors[candidate] = HUGE_VAL;
+        if (scale > 0.0f) {
+            errors[candidate] =
+                expected_error(histogram, grid, levels, (double)scale, last);
         }
-        candidate_error =
-            expected_error(histogram, grid, levels, (double)scale, last);
-        if (candidate_error < best_error) {
-            best_error = candidate_error;
-            best = threshold;
+        smallest = errors[candidate] < smallest ? errors[candidate] : smallest;
+    }
+    /* The largest candidate within the tolerance of the smallest error. */
+    for (candidate = 0; candidate < FP8Q_MSE_CANDIDATES; candidate++) {
+        if (errors[candidate] <= smallest * (1.0 + FP8Q_MSE_TOLERANCE)) {
+            best = thresholds[candidate];
+            break;
         }
     }
     *amax = best > 0.0f ? best : histogram->amax;

@@ -13,7 +13,9 @@
 #include "core/status.h"
 
 /* The upper edge of the first bin at which the running count reaches
- * percentile% of the total (percentile in (0, 100]), capped at amax. */
+ * percentile% of the total (running >= percentile / 100 * total, in
+ * double, as NumPy's "inverted_cdf" percentile ranks; percentile in
+ * (0, 100]), capped at amax. */
 fp8q_status fp8q_threshold_percentile(const fp8q_histogram *histogram,
                                       double percentile, float *amax,
                                       fp8q_error *error);
@@ -33,13 +35,16 @@ fp8q_status fp8q_threshold_entropy(const fp8q_histogram *histogram,
                                    fp8q_error *error);
 
 /*
- * The candidate amax in [amax / 2, amax] (FP8Q_MSE_CANDIDATES values
- * amax * 2^(-k / FP8Q_MSE_CANDIDATES), k = 0 .. FP8Q_MSE_CANDIDATES - 1)
- * with the smallest expected squared error of quantizing the histogram to
- * `target` with scale candidate / finfo.max, saturating, each bin's values
- * taken as spread evenly over the bin; ties keep the larger candidate.
+ * Among the candidates amax * 2^(-k / FP8Q_MSE_CANDIDATES), k = 0 ..
+ * FP8Q_MSE_CANDIDATES - 1 (from amax down to just above amax / 2), the
+ * largest whose expected squared error of quantizing the histogram to
+ * `target` with scale candidate / finfo.max (saturating; each bin's values
+ * spread evenly over the bin) is within a factor 1 + FP8Q_MSE_TOLERANCE of
+ * the smallest: the model's differences below that are within its own
+ * accuracy, so they do not justify clipping.
  */
 #define FP8Q_MSE_CANDIDATES 128
+#define FP8Q_MSE_TOLERANCE 0.01
 fp8q_status fp8q_threshold_mse(const fp8q_histogram *histogram,
                                fp8q_dtype target, float *amax,
                                fp8q_error *error);

@@ -192,7 +192,7 @@ static void visit_scale(scale_walk *walk, char *address)
     switch (walk->pass) {
     case SCALE_PASS_CHECK_AMAX:
         good = is_finite(value) && value >= 0.0f &&
-               is_finite(value / walk->max);
+               is_finite(scale_from_amax(value, walk->max, walk->power_of_2));
         break;
     case SCALE_PASS_CHECK_GIVEN:
         good = is_finite(value) && value > 0.0f;
@@ -263,6 +263,7 @@ fp8q_status fp8q_scales_from_amax(const fp8q_view *amax, fp8q_dtype target,
     /* Exact: a power-of-two multiple of a small integer, far from float32's
      * limits for any allowed margin. */
     walk.max = (float)ldexp(info.max, -margin);
+    walk.power_of_2 = power_of_2;
 
     /* Check everything first, so a failure leaves the values untouched. */
     walk.pass = SCALE_PASS_CHECK_AMAX;
@@ -272,9 +273,18 @@ fp8q_status fp8q_scales_from_amax(const fp8q_view *amax, fp8q_dtype target,
             return fp8q_fail(error, FP8Q_ERROR_VALUE,
                              "cannot compute a scale for group %" PRId64
                              " (C-order index into the scale): amax %g / "
-                             "%g overflows float32",
+                             "%g%s overflows float32",
                              walk.bad_index, (double)walk.bad_value,
-                             (double)walk.max);
+                             (double)walk.max,
+                             power_of_2 ? " rounded up to a power of two"
+                                        : "");
+        }
+        if (is_finite(walk.bad_value)) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "cannot compute a scale for group %" PRId64
+                             " (C-order index into the scale): its amax is "
+                             "%g, but an amax must be >= 0",
+                             walk.bad_index, (double)walk.bad_value);
         }
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
                          "cannot compute a scale for group %" PRId64
@@ -283,7 +293,6 @@ fp8q_status fp8q_scales_from_amax(const fp8q_view *amax, fp8q_dtype target,
                          walk.bad_index, (double)walk.bad_value);
     }
     walk.pass = SCALE_PASS_AMAX_TO_SCALE;
-    walk.power_of_2 = power_of_2;
     walk_scales(&walk, amax);
     return FP8Q_OK;
 }

@@ -89,6 +89,7 @@ PyObject *fp8q_py_scales_from_amax(int ndim, const int64_t *shape,
     fp8q_error_clear(&error);
     status = fp8q_scales_from_amax(&view, target, margin, power_of_2, &error);
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        fp8q_py_error_add_prefix("amax: ");
         Py_DECREF(array);
         return NULL;
     }

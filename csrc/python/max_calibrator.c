@@ -244,7 +244,14 @@ static PyObject *max_calibrator_update(fp8q_MaxCalibratorObject *self,
         goto fail;
     }
 
-    /* The state, with the GIL held. */
+    /* The state, with the GIL held. A batch with no finite value records
+     * nothing but its count. */
+    if (n_nonfinite == fp8q_view_size(&x->view)) {
+        self->nonfinite_count += n_nonfinite;
+        PyMem_Free(batch_amax);
+        Py_DECREF(x);
+        Py_RETURN_NONE;
+    }
     if (self->history.entries == NULL) {
         if (allocate_history(self, n_channels) < 0) {
             goto fail;
@@ -346,6 +353,8 @@ static PyObject *max_calibrator_scale(fp8q_MaxCalibratorObject *self,
 /* ------------------------------------------------------------------------- */
 /* merge, state_dict, load_state_dict, reset                                 */
 
+static PyObject *max_calibrator_repr(fp8q_MaxCalibratorObject *self);
+
 static PyObject *max_calibrator_merge(fp8q_MaxCalibratorObject *self,
                                       PyObject *other_object)
 {
@@ -360,10 +369,19 @@ static PyObject *max_calibrator_merge(fp8q_MaxCalibratorObject *self,
     }
     other = (fp8q_MaxCalibratorObject *)other_object;
     if (other->channel_axis != self->channel_axis ||
-        other->most_recent != self->most_recent) {
-        PyErr_SetString(PyExc_ValueError,
-                        "other: calibrators differ in channel_axis or algo "
-                        "and cannot be merged");
+        other->most_recent != self->most_recent ||
+        other->history.length != self->history.length ||
+        other->history.momentum != self->history.momentum) {
+        PyObject *ours = max_calibrator_repr(self);
+        PyObject *theirs = max_calibrator_repr(other);
+        if (ours != NULL && theirs != NULL) {
+            PyErr_Format(PyExc_ValueError,
+                         "other: calibrators with different settings cannot "
+                         "be merged: %U into %U",
+                         theirs, ours);
+        }
+        Py_XDECREF(ours);
+        Py_XDECREF(theirs);
         return NULL;
     }
     if (!has_data(other)) {

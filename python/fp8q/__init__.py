@@ -1,12 +1,14 @@
-"""fp8q: exact FP8 casts and quantization on the CPU (FP8 scaled matmul,
-calibration and the CUDA backend are planned, not yet here).
+"""fp8q: exact FP8 casts, quantization and calibration on the CPU (FP8 scaled
+matmul and the CUDA backend are planned, not yet here).
 
 Everything numeric runs in the C extension fp8q._C; this package re-exports it
-and adds thin Python helpers: fp8q.QTensor, fp8q.finfo, and the quantize /
-dequantize wrappers that build and take QTensor objects.
+and adds thin Python helpers: fp8q.QTensor, fp8q.finfo, the quantize /
+dequantize wrappers that build and take QTensor objects, and
+fp8q.CalibrationCache (also fp8q.calib.CalibrationCache).
 """
 from fp8q._C import *  # noqa: F401,F403
 from fp8q import _C
+from fp8q._calibration_cache import CalibrationCache  # noqa: F401
 from fp8q._finfo import finfo  # noqa: F401 (re-exported)
 from fp8q._qtensor import QTensor
 
@@ -98,4 +100,5 @@ def dequantize(q, dtype="float32"):
 
 __all__ = sorted(
     {name for name in vars(_C) if not name.startswith("_")}
-    | {"QTensor", "dequantize", "finfo", "info", "quantize"})
+    | {"CalibrationCache", "QTensor", "dequantize", "finfo", "info",
+       "quantize"})

@@ -11,5 +11,9 @@ definitions and how to combine statistics across processes.
 from fp8q._C import _HistogramCalibrator as HistogramCalibrator
 from fp8q._C import _MaxCalibrator as MaxCalibrator
 from fp8q._C import _scale_from_amax as scale_from_amax
+from fp8q._calibration_cache import (CalibrationCache,
+                                     CalibrationCacheWarning,
+                                     CalibrationEntry)
 
-__all__ = ["HistogramCalibrator", "MaxCalibrator", "scale_from_amax"]
+__all__ = ["CalibrationCache", "CalibrationCacheWarning", "CalibrationEntry",
+           "HistogramCalibrator", "MaxCalibrator", "scale_from_amax"]
