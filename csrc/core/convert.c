@@ -22,9 +22,12 @@
 
 /*
  * FP8 decodes through a 256-entry table per format, filled from the codec on
- * first use: one load per element beats the arithmetic decode with every
- * compiler. The first caller fills the tables; any other caller that arrives
- * meanwhile waits the few microseconds that takes.
+ * first use: one load per element beats the compiled arithmetic decode with
+ * every compiler. Where AVX2 runs, contiguous float8_e4m3fn and float8_e5m2
+ * codes take the hand-vectorised decoder of convert_avx2.c instead (about 3x
+ * the table's speed; docs/benchmarks.md). The first caller fills the tables;
+ * any other caller that arrives meanwhile waits the few microseconds that
+ * takes.
  */
 enum { FP8_FORMAT_COUNT = 4 };
 
@@ -163,9 +166,18 @@ static void load_float32(const char *source, int64_t byte_stride,
     }
 }
 
+static int stores_use_avx2(void);
+
 void fp8q_load_float32(fp8q_dtype dtype, const char *source,
                        int64_t byte_stride, float *values, int64_t count)
 {
+    /* The two GEMM formats, contiguous: the AVX2 decoder where it runs. */
+    if ((dtype == FP8Q_FLOAT8_E4M3FN || dtype == FP8Q_FLOAT8_E5M2) &&
+        byte_stride == 1 && stores_use_avx2()) {
+        fp8q_load_fp8_avx2((const uint8_t *)source, values, count,
+                           dtype == FP8Q_FLOAT8_E5M2);
+        return;
+    }
     switch (dtype) {
     case FP8Q_FLOAT32:
         load_float32(source, byte_stride, values, count);

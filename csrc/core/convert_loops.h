@@ -33,6 +33,12 @@ void fp8q_store_float32_avx2(fp8q_dtype dtype, const float *values,
                              char *destination, int64_t byte_stride,
                              int64_t count, int saturate);
 
+/* Decodes `count` contiguous float8_e4m3fn (is_e5m2 == 0) or float8_e5m2
+ * codes with AVX2 integer arithmetic, bit for bit as the codec
+ * (convert_avx2.c; only called where the processor has AVX2). */
+void fp8q_load_fp8_avx2(const uint8_t *codes, float *values, int64_t count,
+                        int is_e5m2);
+
 /* ------------------------------------------------------------------------- */
 /* Stores from float32                                                       */
 

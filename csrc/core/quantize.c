@@ -350,23 +350,25 @@ static fp8q_status compute_scales(const fp8q_view *source,
 }
 
 fp8q_status fp8q_check_scale_values(const fp8q_view *scale,
+                                    const char *argument_name,
                                     fp8q_error *error)
 {
     scale_walk walk;
 
     if (scale->dtype != FP8Q_FLOAT32) {
         return fp8q_fail(error, FP8Q_ERROR_TYPE,
-                         "scale: expected dtype float32, got %s",
+                         "%s: expected dtype float32, got %s", argument_name,
                          fp8q_dtype_name(scale->dtype));
     }
     walk.pass = SCALE_PASS_CHECK_GIVEN;
     walk_scales(&walk, scale);
     if (walk.bad_index >= 0) {
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                         "scale: every value must be finite and > 0 (it is "
+                         "%s: every value must be finite and > 0 (it is "
                          "the dequantization scale, x ~= q * scale), but "
                          "element %" PRId64 " (C order) is %g",
-                         walk.bad_index, (double)walk.bad_value);
+                         argument_name, walk.bad_index,
+                         (double)walk.bad_value);
     }
     return FP8Q_OK;
 }
@@ -414,7 +416,7 @@ fp8q_status fp8q_quantize(const fp8q_view *source,
                                 error);
     }
     else {
-        status = fp8q_check_scale_values(scale, error);
+        status = fp8q_check_scale_values(scale, "scale", error);
     }
     if (status != FP8Q_OK) {
         return status;

@@ -52,9 +52,11 @@ fp8q_status fp8q_scales_from_amax(const fp8q_view *amax, fp8q_dtype target,
                                   fp8q_error *error);
 
 /* FP8Q_OK when every value of the float32 view `scale` (any strides) is
- * finite and > 0; else FP8Q_ERROR_VALUE naming the first bad value by flat
- * C-order index (FP8Q_ERROR_TYPE for a non-float32 view). */
+ * finite and > 0; else FP8Q_ERROR_VALUE naming `argument_name` and the first
+ * bad value by flat C-order index (FP8Q_ERROR_TYPE for a non-float32
+ * view). */
 fp8q_status fp8q_check_scale_values(const fp8q_view *scale,
+                                    const char *argument_name,
                                     fp8q_error *error);
 
 typedef struct fp8q_quantize_options {

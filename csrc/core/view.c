@@ -200,6 +200,9 @@ fp8q_status fp8q_view_check_writable(const fp8q_view *view,
                                      fp8q_error *error)
 {
     int axis;
+    if (fp8q_view_size(view) == 0) {
+        return FP8Q_OK; /* no element is written at all */
+    }
     for (axis = 0; axis < view->ndim; axis++) {
         if (view->strides[axis] == 0 && view->shape[axis] > 1) {
             return fp8q_fail(error, FP8Q_ERROR_VALUE,

@@ -54,7 +54,7 @@ fp8q_status fp8q_view_check_same_shape(const fp8q_view *expected,
 
 /* FP8Q_ERROR_VALUE naming `argument_name` when an axis of extent > 1 has
  * stride 0: an output view that would receive several results in one
- * element. */
+ * element. A view with no elements is always fine. */
 fp8q_status fp8q_view_check_writable(const fp8q_view *view,
                                      const char *argument_name,
                                      fp8q_error *error);

@@ -179,6 +179,21 @@ fp8q_TensorObject *fp8q_tensor_from_object(PyObject *object,
 int fp8q_py_require_cpu(const fp8q_TensorObject *tensor, const char *function,
                         const char *argument);
 
+/*
+ * An output argument: a new reference to a Tensor over out_object's memory
+ * (out_object itself when it is an fp8q.Tensor, else a zero-copy view of a
+ * NumPy array, DLPack producer or buffer) that has `dtype`, lives on the CPU,
+ * is writable and has the shape (ndim, shape), which the message calls
+ * `shape_source`. NULL with TypeError / ValueError naming `function` and
+ * `argument` otherwise.
+ */
+fp8q_TensorObject *fp8q_py_writable_output(PyObject *out_object,
+                                           const char *function,
+                                           const char *argument,
+                                           fp8q_dtype dtype,
+                                           const char *shape_source, int ndim,
+                                           const int64_t *shape);
+
 /* ------------------------------------------------------------------------- */
 /* calibration.c, max_calibrator.c, histogram_calibrator.c                   */
 
@@ -244,5 +259,6 @@ int fp8q_py_asarray_init(PyObject *module);
 int fp8q_py_ops_init(PyObject *module);
 int fp8q_py_cuda_info_init(PyObject *module);
 int fp8q_py_calibration_init(PyObject *module);
+int fp8q_py_scaled_mm_init(PyObject *module);
 
 #endif /* FP8Q_PYTHON_BINDING_H */

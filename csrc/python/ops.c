@@ -95,17 +95,12 @@ static void raise_shape_mismatch(const char *function, const char *argument,
                  received_text);
 }
 
-/* ------------------------------------------------------------------------- */
-/* cast                                                                      */
-
-/*
- * Checks out= for cast and returns a new reference to a Tensor over its
- * memory: out= itself when it is an fp8q.Tensor, else a zero-copy view of an
- * array fp8q can write in place (NumPy array, DLPack producer, buffer).
- */
-static fp8q_TensorObject *check_cast_out(PyObject *out_object,
-                                         const fp8q_TensorObject *x,
-                                         fp8q_dtype dtype)
+fp8q_TensorObject *fp8q_py_writable_output(PyObject *out_object,
+                                           const char *function,
+                                           const char *argument,
+                                           fp8q_dtype dtype,
+                                           const char *shape_source, int ndim,
+                                           const int64_t *shape)
 {
     fp8q_TensorObject *out;
 
@@ -115,48 +110,42 @@ static fp8q_TensorObject *check_cast_out(PyObject *out_object,
     }
     else if (PyArray_Check(out_object) || PyObject_CheckBuffer(out_object) ||
              PyObject_HasAttrString(out_object, "__dlpack__")) {
-        out = fp8q_tensor_from_object(out_object, "out", -1, FP8Q_COPY_NEVER);
+        out = fp8q_tensor_from_object(out_object, argument, -1,
+                                      FP8Q_COPY_NEVER);
         if (out == NULL) {
             return NULL;
         }
     }
     else {
         PyErr_Format(PyExc_TypeError,
-                     "cast: out= must be an fp8q.Tensor, or an array fp8q "
+                     "%s: %s= must be an fp8q.Tensor, or an array fp8q "
                      "can write in place (NumPy array, DLPack producer, "
                      "writable buffer), of dtype %s; got an object of type "
                      "%.200s",
-                     fp8q_dtype_name(dtype), Py_TYPE(out_object)->tp_name);
+                     function, argument, fp8q_dtype_name(dtype),
+                     Py_TYPE(out_object)->tp_name);
         return NULL;
     }
     if (out->view.dtype != dtype) {
         PyErr_Format(PyExc_TypeError,
-                     "cast: out= must have dtype %s (the dtype= argument), "
-                     "got a tensor of dtype %s",
-                     fp8q_dtype_name(dtype), fp8q_dtype_name(out->view.dtype));
+                     "%s: %s= must have dtype %s, got a tensor of dtype %s",
+                     function, argument, fp8q_dtype_name(dtype),
+                     fp8q_dtype_name(out->view.dtype));
         goto fail;
     }
-    if (fp8q_py_require_cpu(out, "cast", "out") < 0) {
+    if (fp8q_py_require_cpu(out, function, argument) < 0) {
         goto fail;
     }
-    if (out->view.ndim != x->view.ndim ||
-        memcmp(out->view.shape, x->view.shape,
-               (size_t)x->view.ndim * sizeof(int64_t)) != 0) {
-        raise_shape_mismatch("cast", "out", "x's shape", x->view.ndim,
-                             x->view.shape, &out->view);
+    if (out->view.ndim != ndim ||
+        memcmp(out->view.shape, shape, (size_t)ndim * sizeof(int64_t)) != 0) {
+        raise_shape_mismatch(function, argument, shape_source, ndim, shape,
+                             &out->view);
         goto fail;
     }
     if (out->readonly) {
-        PyErr_SetString(PyExc_ValueError,
-                        "cast: out= must be writable, got a read-only "
-                        "tensor");
-        goto fail;
-    }
-    if (views_overlap_unsafely(&x->view, &out->view)) {
-        PyErr_SetString(PyExc_ValueError,
-                        "cast: out= must not overlap x in memory (except as "
-                        "the very same elements of the same itemsize), got "
-                        "a partially overlapping tensor");
+        PyErr_Format(PyExc_ValueError,
+                     "%s: %s= must be writable, got a read-only tensor",
+                     function, argument);
         goto fail;
     }
     return out;
@@ -164,6 +153,29 @@ static fp8q_TensorObject *check_cast_out(PyObject *out_object,
 fail:
     Py_DECREF(out);
     return NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+/* cast                                                                      */
+
+/* out= of cast: a writable output of x's shape that does not partly overlap
+ * x. */
+static fp8q_TensorObject *check_cast_out(PyObject *out_object,
+                                         const fp8q_TensorObject *x,
+                                         fp8q_dtype dtype)
+{
+    fp8q_TensorObject *out = fp8q_py_writable_output(
+        out_object, "cast", "out", dtype, "x's shape", x->view.ndim,
+        x->view.shape);
+
+    if (out != NULL && views_overlap_unsafely(&x->view, &out->view)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "cast: out= must not overlap x in memory (except as "
+                        "the very same elements of the same itemsize), got "
+                        "a partially overlapping tensor");
+        Py_CLEAR(out);
+    }
+    return out;
 }
 
 PyDoc_STRVAR(
@@ -256,7 +268,7 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
             goto fail;
         }
         Py_BEGIN_ALLOW_THREADS
-        status = fp8q_check_scale_values(&scale->view, &error);
+        status = fp8q_check_scale_values(&scale->view, "scale", &error);
         Py_END_ALLOW_THREADS
         if (fp8q_py_raise_on_failure(status, &error) < 0) {
             goto fail;

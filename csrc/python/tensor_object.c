@@ -502,6 +502,93 @@ static PyObject *tensor_contiguous(PyObject *object, PyObject *unused)
     return tensor_copy(object, unused);
 }
 
+static int parse_extents(PyObject *object, int *ndim, int64_t *shape);
+
+/* The shape for reshape: `args` is one int/sequence or several ints; one
+ * extent may be -1 (inferred). */
+static int reshape_target(const fp8q_TensorObject *self, PyObject *args,
+                          int *ndim, int64_t *shape)
+{
+    const int64_t size = fp8q_view_size(&self->view);
+    PyObject *given = PyTuple_GET_SIZE(args) == 1 ? PyTuple_GET_ITEM(args, 0)
+                                                  : args;
+    int64_t known = 1;
+    int inferred = -1;
+    int axis;
+    char into[256]; /* the shape as given, for messages */
+
+    if (parse_extents(given, ndim, shape) < 0) {
+        return -1;
+    }
+    fp8q_format_shape(into, sizeof into, *ndim, shape);
+    for (axis = 0; axis < *ndim; axis++) {
+        if (shape[axis] == -1 && inferred < 0) {
+            inferred = axis;
+        }
+        else if (shape[axis] < 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "Tensor.reshape: extents must be >= 0, with at most "
+                         "one -1, got %lld at axis %d",
+                         (long long)shape[axis], axis);
+            return -1;
+        }
+        else {
+            known *= shape[axis];
+        }
+    }
+    if (inferred >= 0 && known != 0) {
+        shape[inferred] = size / known;
+        known *= shape[inferred];
+    }
+    if (known != size || (inferred >= 0 && shape[inferred] < 0)) {
+        char from[256];
+        fp8q_format_shape(from, sizeof from, self->view.ndim,
+                          self->view.shape);
+        PyErr_Format(PyExc_ValueError,
+                     "Tensor.reshape: cannot reshape a tensor of shape %s "
+                     "(%lld elements) into %s%s",
+                     from, (long long)size, into,
+                     inferred >= 0 && known == 0
+                         ? " (-1 cannot be inferred next to an extent of 0)"
+                         : "");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *tensor_reshape(PyObject *object, PyObject *args)
+{
+    fp8q_TensorObject *self = (fp8q_TensorObject *)object;
+    fp8q_TensorObject *source;
+    fp8q_TensorObject *result;
+    fp8q_view view;
+    fp8q_error error;
+    int64_t shape[FP8Q_MAX_DIMS];
+    int ndim;
+
+    if (reshape_target(self, args, &ndim, shape) < 0) {
+        return NULL;
+    }
+    source = fp8q_view_is_contiguous(&self->view)
+                 ? (Py_INCREF(object), self)
+                 : fp8q_tensor_copy_as(self, self->view.dtype);
+    if (source == NULL) {
+        return NULL;
+    }
+    fp8q_error_clear(&error);
+    if (fp8q_view_init_contiguous(&view, source->view.data,
+                                  source->view.dtype, ndim, shape,
+                                  &error) != FP8Q_OK) {
+        fp8q_py_raise(&error);
+        Py_DECREF(source);
+        return NULL;
+    }
+    result = fp8q_tensor_new_view(&view, (PyObject *)source,
+                                  source->readonly);
+    Py_DECREF(source);
+    return (PyObject *)result;
+}
+
 static PyObject *tensor_view_as(PyObject *object, PyObject *dtype_object)
 {
     fp8q_TensorObject *self = (fp8q_TensorObject *)object;
@@ -550,6 +637,11 @@ static PyMethodDef tensor_methods[] = {
      "copy()\n--\n\n"
      "A new C-contiguous, writable tensor with the same dtype and a "
      "bit-exact copy of the elements (NaN payloads included)."},
+    {"reshape", tensor_reshape, METH_VARARGS,
+     "reshape(*shape)\n--\n\nThe same elements in C order with a new shape "
+     "(ints or one sequence; one extent may be -1, inferred): a view sharing "
+     "memory when the tensor is C-contiguous, else a view of a contiguous "
+     "copy. ValueError when the sizes differ."},
     {"view", tensor_view_as, METH_O,
      "view(dtype, /)\n--\n\n"
      "A tensor sharing this one's memory, shape and strides whose bytes are "
@@ -659,8 +751,8 @@ PyTypeObject fp8q_Tensor_Type = {
 /* ------------------------------------------------------------------------- */
 /* fp8q.empty and fp8q.zeros                                                 */
 
-/* Parses an int or a sequence of ints into (ndim, shape). */
-static int parse_shape(PyObject *object, int *ndim, int64_t *shape)
+/* Parses an int or a sequence of ints into (ndim, shape), any signs. */
+static int parse_extents(PyObject *object, int *ndim, int64_t *shape)
 {
     PyObject *sequence;
     Py_ssize_t count;
@@ -724,15 +816,26 @@ static int parse_shape(PyObject *object, int *ndim, int64_t *shape)
         }
         Py_DECREF(sequence);
     }
-    for (axis = 0; axis < count; axis++) {
+    *ndim = (int)count;
+    return 0;
+}
+
+/* Parses an int or a sequence of ints >= 0 into (ndim, shape). */
+static int parse_shape(PyObject *object, int *ndim, int64_t *shape)
+{
+    int axis;
+
+    if (parse_extents(object, ndim, shape) < 0) {
+        return -1;
+    }
+    for (axis = 0; axis < *ndim; axis++) {
         if (shape[axis] < 0) {
             PyErr_Format(PyExc_ValueError,
-                         "shape: extents must be >= 0, got %lld at axis %zd",
+                         "shape: extents must be >= 0, got %lld at axis %d",
                          (long long)shape[axis], axis);
             return -1;
         }
     }
-    *ndim = (int)count;
     return 0;
 }
 

@@ -1,15 +1,17 @@
-"""fp8q: exact FP8 casts, quantization and calibration on the CPU (FP8 scaled
-matmul and the CUDA backend are planned, not yet here).
+"""fp8q: exact FP8 casts, quantization, FP8 scaled matmul and calibration on
+the CPU (the CUDA backend is in progress: see fp8q.info()).
 
 Everything numeric runs in the C extension fp8q._C; this package re-exports it
 and adds thin Python helpers: fp8q.QTensor, fp8q.finfo, the quantize /
-dequantize wrappers that build and take QTensor objects, and
-fp8q.CalibrationCache (also fp8q.calib.CalibrationCache).
+dequantize wrappers that build and take QTensor objects, fp8q.linear (the
+nn.Linear convention over fp8q.scaled_mm), and fp8q.CalibrationCache (also
+fp8q.calib.CalibrationCache).
 """
 from fp8q._C import *  # noqa: F401,F403
 from fp8q import _C
 from fp8q._calibration_cache import CalibrationCache  # noqa: F401
 from fp8q._finfo import finfo  # noqa: F401 (re-exported)
+from fp8q._linear import linear  # noqa: F401 (re-exported)
 from fp8q._qtensor import QTensor
 
 __version__ = _C._build_info()["version"]
@@ -101,4 +103,4 @@ def dequantize(q, dtype="float32"):
 __all__ = sorted(
     {name for name in vars(_C) if not name.startswith("_")}
     | {"CalibrationCache", "QTensor", "dequantize", "finfo", "info",
-       "quantize"})
+       "linear", "quantize"})

@@ -1,15 +1,16 @@
 """Command line of fp8q: `python -m fp8q info [--json]` and
-`python -m fp8q bench {cast,calib} [--size N] [--repeats R]`.
+`python -m fp8q bench {cast,calib,gemm} [--size N] [--repeats R] [--full]`.
 
 info prints the version, build and platform facts and a small quantize round
 trip with its error; bench measures the CPU casts (against ml_dtypes and a
 memcpy) or the calibrators' updates (against NumPy) in the same run and
-prints a markdown table (docs/benchmarks.md).
+prints a markdown table (docs/benchmarks.md); bench gemm times
+fp8q.scaled_mm against NumPy's float32 matmul.
 """
 import argparse
 import sys
 
-from fp8q import _bench, _bench_calib, _info
+from fp8q import _bench, _bench_calib, _bench_gemm, _info
 
 
 def _parse(argv):
@@ -27,15 +28,19 @@ def _parse(argv):
     bench = commands.add_parser(
         "bench", help="CPU benchmarks against the peers measured in the "
                       "same run (markdown table)")
-    bench.add_argument("what", choices=["cast", "calib"],
+    bench.add_argument("what", choices=["cast", "calib", "gemm"],
                        help="cast: float32 -> float8_e4m3fn casts, quantize "
                             "and dequantize; calib: calibrator updates and "
-                            "amax searches")
+                            "amax searches; gemm: scaled_mm vs NumPy matmul")
     bench.add_argument("--size", type=int, default=_bench.DEFAULT_SIZE,
                        help="elements (default 16M = 2**24)")
     bench.add_argument("--repeats", type=int, default=_bench.DEFAULT_REPEATS,
                        help="timed repeats per measurement; the median is "
                             "reported (default %(default)s)")
+    bench.add_argument("--full", action="store_true",
+                       help="gemm: the whole shape sweep up to M = 8192 and "
+                            "N = K = 8192 (long on a CPU); default: M <= "
+                            "1024, (N, K) in (4096, 4096), (14336, 4096)")
     return parser.parse_args(argv)
 
 
@@ -49,9 +54,14 @@ def main(argv=None):
             print("fp8q bench: --size must be >= 1024 and --repeats >= 1",
                   file=sys.stderr)
             return 2
-        benchmark = {"cast": _bench.print_cast_benchmark,
-                     "calib": _bench_calib.print_calib_benchmark}
-        benchmark[arguments.what](arguments.size, arguments.repeats)
+        if arguments.what == "gemm":
+            _bench_gemm.print_gemm_benchmark(arguments.full,
+                                             arguments.repeats)
+        elif arguments.what == "calib":
+            _bench_calib.print_calib_benchmark(arguments.size,
+                                               arguments.repeats)
+        else:
+            _bench.print_cast_benchmark(arguments.size, arguments.repeats)
     return 0
 
 

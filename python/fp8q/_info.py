@@ -19,10 +19,14 @@ import numpy as np
 import fp8q
 from fp8q import _C
 
-# What scaled_mm will do on a device; the op arrives with the scaled-mm issue.
-SCALED_MM_NATIVE = "native FP8 GEMM (cuBLASLt) (planned: scaled-mm issue)"
-SCALED_MM_EMULATED = ("emulated (dequantize + half GEMM) (planned: scaled-mm "
-                      "issue)")
+# What scaled_mm does with a device's data: it runs on the CPU in this
+# version; the GPU paths come with device tensors.
+SCALED_MM_NATIVE = ("cpu; native FP8 GEMM through cuBLASLt planned for this "
+                    "device")
+SCALED_MM_EMULATED = ("cpu; emulated (dequantize + half-precision GEMM) "
+                      "planned for this device")
+CUBLASLT_NOTE = ("not looked up: scaled_mm runs on the CPU in this version "
+                 "(decode + NumPy's BLAS)")
 # What cast/quantize/amax do on a device where fp8q's kernels load.
 CUDA_KERNELS_PENDING = ("cuda kernels loaded; operations still run on the CPU "
                         "(planned: device tensors)")
@@ -144,8 +148,7 @@ def info():
         },
         "threads": fp8q.get_num_threads(),
         "cuda": cuda_facts(),
-        "cublaslt": {"found": None,
-                     "note": "looked up by the scaled-mm issue"},
+        "cublaslt": {"found": None, "note": CUBLASLT_NOTE},
         "round_trip": round_trip(),
     }
 

@@ -169,6 +169,7 @@ static const harness_test tests[] = {
     {"cast_parallel_equals_serial", test_cast_parallel_equals_serial},
     {"cast_errors", test_cast_errors},
     {"block_cast", test_block_cast},
+    {"fp8_decode_all_codes", test_fp8_decode_all_codes},
     {"cast_baseline_loops", test_cast_baseline_loops},
     {"amax_axes", test_amax_axes},
     {"amax_nan_and_inf", test_amax_nan_and_inf},

@@ -102,6 +102,7 @@ void test_cast_special_layouts(void);
 void test_cast_parallel_equals_serial(void);
 void test_cast_errors(void);
 void test_block_cast(void);
+void test_fp8_decode_all_codes(void);
 void test_cast_baseline_loops(void);
 
 /* test_amax.c */

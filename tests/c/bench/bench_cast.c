@@ -126,6 +126,7 @@ int main(void)
         fp8q_convert_allow_avx2(0);
         run_case("float32 -> float8_e4m3fn, baseline", 0, &data, 1);
         run_case("float32 / scale -> e4m3fn, baseline", 2, &data, 1);
+        run_case("float8_e4m3fn -> float32, baseline", 1, &data, 1);
         fp8q_convert_allow_avx2(1);
     }
     if (all_threads > 1) {

@@ -1,0 +1,247 @@
+/*
+ * scaled_mm.c - scale modes, float32 operands and the epilogue of the CPU
+ * FP8 scaled matmul (see scaled_mm.h).
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "core/cast.h"
+#include "core/convert.h"
+#include "core/quantize.h"
+#include "core/scaled_mm.h"
+#include "platform.h"
+
+const char *fp8q_scaling_name(fp8q_scaling mode)
+{
+    switch (mode) {
+    case FP8Q_SCALING_TENSORWISE:
+        return "tensorwise";
+    case FP8Q_SCALING_ROWWISE:
+        return "rowwise";
+    case FP8Q_SCALING_BLOCKWISE:
+        return "blockwise";
+    }
+    return "unknown";
+}
+
+/* ------------------------------------------------------------------------- */
+/* Modes                                                                     */
+
+/* Nonzero when the view holds exactly one element in at most 2 dims. */
+static int is_single(const fp8q_view *scale)
+{
+    return scale->ndim <= 2 && fp8q_view_size(scale) == 1;
+}
+
+static int has_shape(const fp8q_view *scale, int64_t rows, int64_t cols)
+{
+    return scale->ndim == 2 && scale->shape[0] == rows &&
+           scale->shape[1] == cols;
+}
+
+fp8q_status fp8q_scaled_mm_mode(int64_t m, int64_t k, int64_t n,
+                                const fp8q_view *scale_a,
+                                const fp8q_view *scale_b,
+                                fp8q_scaling *mode, fp8q_error *error)
+{
+    const int64_t k_blocks = fp8q_block_count(k, FP8Q_SCALED_MM_BLOCK);
+    const int64_t n_blocks = fp8q_block_count(n, FP8Q_SCALED_MM_BLOCK);
+    char received_a[256];
+    char received_b[256];
+
+    if (scale_a->dtype != FP8Q_FLOAT32 || scale_b->dtype != FP8Q_FLOAT32) {
+        return fp8q_fail(error, FP8Q_ERROR_TYPE,
+                         "scale_a, scale_b: expected float32 scales, got %s "
+                         "and %s",
+                         fp8q_dtype_name(scale_a->dtype),
+                         fp8q_dtype_name(scale_b->dtype));
+    }
+    if (is_single(scale_a) && is_single(scale_b)) {
+        *mode = FP8Q_SCALING_TENSORWISE;
+        return FP8Q_OK;
+    }
+    if (has_shape(scale_a, m, 1) && has_shape(scale_b, 1, n)) {
+        *mode = FP8Q_SCALING_ROWWISE;
+        return FP8Q_OK;
+    }
+    if (has_shape(scale_a, m, k_blocks) &&
+        has_shape(scale_b, k_blocks, n_blocks)) {
+        *mode = FP8Q_SCALING_BLOCKWISE;
+        return FP8Q_OK;
+    }
+    fp8q_format_shape(received_a, sizeof received_a, scale_a->ndim,
+                      scale_a->shape);
+    fp8q_format_shape(received_b, sizeof received_b, scale_b->ndim,
+                      scale_b->shape);
+    return fp8q_fail(
+        error, FP8Q_ERROR_VALUE,
+        "scale_a, scale_b: shapes %s and %s do not describe a scaling of a "
+        "(%" PRId64 ", %" PRId64 ") @ b (%" PRId64 ", %" PRId64 "); "
+        "accepted: tensorwise () and () (or (1, 1)); rowwise (%" PRId64
+        ", 1) and (1, %" PRId64 "); blockwise (%" PRId64 ", %" PRId64
+        ") and (%" PRId64 ", %" PRId64 ") for 1x128 blocks of a and "
+        "128x128 blocks of b",
+        received_a, received_b, m, k, k, n, m, n, m, k_blocks, k_blocks,
+        n_blocks);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Operands                                                                  */
+
+/* The transpose of a 2-D view (a view of the same memory). */
+static fp8q_view transposed(const fp8q_view *view)
+{
+    fp8q_view result = *view;
+    result.shape[0] = view->shape[1];
+    result.shape[1] = view->shape[0];
+    result.strides[0] = view->strides[1];
+    result.strides[1] = view->strides[0];
+    return result;
+}
+
+fp8q_status fp8q_scaled_mm_operand(const fp8q_view *source,
+                                   const fp8q_view *scale,
+                                   fp8q_scaling mode, int is_a,
+                                   const fp8q_view *destination,
+                                   fp8q_error *error)
+{
+    /* A column-major destination is filled as the row-major transpose, so
+     * that both sides stream when the source is column-major too. */
+    const int by_columns =
+        destination->shape[0] > 1 && destination->strides[0] == 1;
+    const fp8q_view source_view = by_columns ? transposed(source) : *source;
+    const fp8q_view destination_view =
+        by_columns ? transposed(destination) : *destination;
+    fp8q_view scale_view;
+    fp8q_granularity blocks;
+    int64_t block_rows = is_a ? 1 : FP8Q_SCALED_MM_BLOCK;
+    int64_t block_cols = FP8Q_SCALED_MM_BLOCK;
+
+    if (mode != FP8Q_SCALING_BLOCKWISE) {
+        return fp8q_cast(&source_view, &destination_view, NULL,
+                         FP8Q_SCALE_DIVIDE, 1, error);
+    }
+    scale_view = by_columns ? transposed(scale) : *scale;
+    blocks.kind = FP8Q_GRANULARITY_BLOCK;
+    blocks.block_rows = by_columns ? block_cols : block_rows;
+    blocks.block_cols = by_columns ? block_rows : block_cols;
+    return fp8q_dequantize(&source_view, &scale_view, &blocks,
+                           &destination_view, error);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Epilogue                                                                  */
+
+typedef struct epilogue_job {
+    float *product;        /* m x n, C-contiguous */
+    int64_t n;
+    const double *row_scale;    /* m values */
+    const double *column_scale; /* n values */
+    const float *bias;          /* n values, or NULL */
+} epilogue_job;
+
+static void epilogue_rows(void *context, int64_t first, int64_t end)
+{
+    const epilogue_job *job = (const epilogue_job *)context;
+    int64_t row;
+    int64_t col;
+
+    for (row = first; row < end; row++) {
+        float *values = job->product + row * job->n;
+        const double row_scale = job->row_scale[row];
+        for (col = 0; col < job->n; col++) {
+            double value =
+                (double)values[col] * row_scale * job->column_scale[col];
+            if (job->bias != NULL) {
+                value += (double)job->bias[col];
+            }
+            values[col] = (float)value;
+        }
+    }
+}
+
+/* The `count` values of a tensorwise (one element) or rowwise ((m, 1) or
+ * (1, n)) float32 scale, as doubles: one value repeated, or the values along
+ * the axis of extent `count`. */
+static void load_scales(const fp8q_view *scale, int64_t count, double *out)
+{
+    int64_t step = 0; /* elements between consecutive values */
+    int64_t i;
+    int axis;
+
+    for (axis = 0; axis < scale->ndim; axis++) {
+        if (count > 1 && scale->shape[axis] == count) {
+            step = scale->strides[axis];
+        }
+    }
+    for (i = 0; i < count; i++) {
+        float value;
+        memcpy(&value,
+               (const char *)scale->data + i * step * (int64_t)sizeof(float),
+               sizeof value);
+        out[i] = (double)value;
+    }
+}
+
+fp8q_status fp8q_scaled_mm_epilogue(const fp8q_view *product,
+                                    fp8q_scaling mode,
+                                    const fp8q_view *scale_a,
+                                    const fp8q_view *scale_b,
+                                    const fp8q_view *bias, fp8q_error *error)
+{
+    const int64_t m = product->shape[0];
+    const int64_t n = product->shape[1];
+    epilogue_job job;
+    double *row_scale;
+    double *column_scale;
+    float *bias_values = NULL;
+    int64_t i;
+
+    row_scale = (double *)fp8q_aligned_alloc((size_t)(m + 1) * sizeof(double));
+    column_scale =
+        (double *)fp8q_aligned_alloc((size_t)(n + 1) * sizeof(double));
+    if (bias != NULL) {
+        bias_values =
+            (float *)fp8q_aligned_alloc((size_t)(n + 1) * sizeof(float));
+    }
+    if (row_scale == NULL || column_scale == NULL ||
+        (bias != NULL && bias_values == NULL)) {
+        fp8q_aligned_free(row_scale);
+        fp8q_aligned_free(column_scale);
+        fp8q_aligned_free(bias_values);
+        return fp8q_fail(error, FP8Q_ERROR_MEMORY,
+                         "no memory for the scales of a (%" PRId64
+                         ", %" PRId64 ") product",
+                         m, n);
+    }
+    if (mode == FP8Q_SCALING_BLOCKWISE) {
+        for (i = 0; i < m; i++) {
+            row_scale[i] = 1.0;
+        }
+        for (i = 0; i < n; i++) {
+            column_scale[i] = 1.0;
+        }
+    }
+    else {
+        load_scales(scale_a, m, row_scale);
+        load_scales(scale_b, n, column_scale);
+    }
+    if (bias != NULL) {
+        fp8q_load_float32(bias->dtype, (const char *)bias->data,
+                          bias->ndim == 0
+                              ? 0
+                              : bias->strides[0] *
+                                    (int64_t)fp8q_dtype_itemsize(bias->dtype),
+                          bias_values, n);
+    }
+    job.product = (float *)product->data;
+    job.n = n;
+    job.row_scale = row_scale;
+    job.column_scale = column_scale;
+    job.bias = bias_values;
+    fp8q_for_each_unit_range(m, m * n, epilogue_rows, &job);
+    fp8q_aligned_free(row_scale);
+    fp8q_aligned_free(column_scale);
+    fp8q_aligned_free(bias_values);
+    return FP8Q_OK;
+}

@@ -1,0 +1,522 @@
+/*
+ * scaled_mm.c - fp8q.scaled_mm: out = (a * scale_a) @ (b * scale_b) + bias
+ * for FP8 a (M, K) and b (K, N), on the CPU.
+ *
+ * The CPU path: core turns a and b into float32 operands (exact decodes, with
+ * the blockwise scales applied), NumPy's BLAS (PyArray_MatrixProduct2, which
+ * releases the GIL) multiplies them with float32 accumulation, and core's
+ * epilogue applies the tensorwise or rowwise scales and the bias in double
+ * before the result is rounded once into out_dtype. docs/scaled_mm.md.
+ */
+#include <string.h>
+
+#include "python/binding.h"
+
+#include "core/amax.h"
+#include "core/cast.h"
+#include "core/quantize.h"
+#include "core/scaled_mm.h"
+
+/* Everything one call holds; released by release_call. */
+typedef struct scaled_mm_call {
+    fp8q_TensorObject *a;
+    fp8q_TensorObject *b;
+    fp8q_TensorObject *scale_a;
+    fp8q_TensorObject *scale_b;
+    fp8q_TensorObject *bias;
+    fp8q_TensorObject *amax_out;
+    fp8q_TensorObject *out;
+    PyObject *a_operand;  /* float32 NumPy arrays */
+    PyObject *b_operand;
+    PyObject *product;
+} scaled_mm_call;
+
+static void release_call(scaled_mm_call *call)
+{
+    Py_XDECREF(call->a);
+    Py_XDECREF(call->b);
+    Py_XDECREF(call->scale_a);
+    Py_XDECREF(call->scale_b);
+    Py_XDECREF(call->bias);
+    Py_XDECREF(call->amax_out);
+    Py_XDECREF(call->out);
+    Py_XDECREF(call->a_operand);
+    Py_XDECREF(call->b_operand);
+    Py_XDECREF(call->product);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Argument checks                                                           */
+
+/* An FP8 matrix operand (float8_e4m3fn or float8_e5m2, 2-D, on the CPU). */
+static fp8q_TensorObject *matrix_operand(PyObject *object, const char *name)
+{
+    fp8q_TensorObject *tensor =
+        fp8q_tensor_from_object(object, name, -1, FP8Q_COPY_IF_NEEDED);
+
+    if (tensor == NULL || fp8q_py_require_cpu(tensor, "scaled_mm", name) < 0) {
+        Py_XDECREF(tensor);
+        return NULL;
+    }
+    if (tensor->view.dtype != FP8Q_FLOAT8_E4M3FN &&
+        tensor->view.dtype != FP8Q_FLOAT8_E5M2) {
+        PyErr_Format(PyExc_TypeError,
+                     "scaled_mm: %s must be float8_e4m3fn or float8_e5m2 "
+                     "(quantize it first, e.g. with fp8q.quantize), got %s",
+                     name, fp8q_dtype_name(tensor->view.dtype));
+        Py_DECREF(tensor);
+        return NULL;
+    }
+    if (tensor->view.ndim != 2) {
+        PyErr_Format(PyExc_ValueError,
+                     "scaled_mm: %s must be a matrix (2 dimensions), got %d "
+                     "dimensions",
+                     name, tensor->view.ndim);
+        Py_DECREF(tensor);
+        return NULL;
+    }
+    return tensor;
+}
+
+/* A float32 CPU tensor of scale values, all finite and > 0. */
+static fp8q_TensorObject *scale_operand(PyObject *object, const char *name)
+{
+    fp8q_TensorObject *tensor =
+        fp8q_tensor_from_object(object, name, FP8Q_FLOAT32,
+                                FP8Q_COPY_IF_NEEDED);
+    fp8q_error error;
+    fp8q_status status;
+
+    if (tensor == NULL || fp8q_py_require_cpu(tensor, "scaled_mm", name) < 0) {
+        Py_XDECREF(tensor);
+        return NULL;
+    }
+    fp8q_error_clear(&error);
+    status = fp8q_check_scale_values(&tensor->view, name, &error);
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        Py_DECREF(tensor);
+        return NULL;
+    }
+    return tensor;
+}
+
+static int check_bias(const fp8q_TensorObject *bias, int64_t n)
+{
+    const fp8q_dtype dtype = bias->view.dtype;
+
+    if (dtype != FP8Q_FLOAT32 && dtype != FP8Q_FLOAT16 &&
+        dtype != FP8Q_BFLOAT16) {
+        PyErr_Format(PyExc_TypeError,
+                     "scaled_mm: bias must be float32, float16 or bfloat16, "
+                     "got %s",
+                     fp8q_dtype_name(dtype));
+        return -1;
+    }
+    if (bias->view.ndim != 1 || bias->view.shape[0] != n) {
+        char shape[256];
+        fp8q_format_shape(shape, sizeof shape, bias->view.ndim,
+                          bias->view.shape);
+        PyErr_Format(PyExc_ValueError,
+                     "scaled_mm: bias must be a vector of N = %lld values "
+                     "(one per column of the result), got shape %s",
+                     (long long)n, shape);
+        return -1;
+    }
+    return fp8q_py_require_cpu(bias, "scaled_mm", "bias");
+}
+
+/* Parses out_dtype (given, or out's dtype, or bfloat16) and checks it. */
+static int parse_out_dtype(PyObject *out_dtype_object, PyObject *out_object,
+                           fp8q_dtype *out_dtype)
+{
+    *out_dtype = FP8Q_BFLOAT16;
+    if (out_dtype_object != NULL && out_dtype_object != Py_None) {
+        if (fp8q_py_parse_dtype(out_dtype_object, "out_dtype", out_dtype) <
+            0) {
+            return -1;
+        }
+    }
+    else if (out_object != Py_None) {
+        fp8q_TensorObject *out = fp8q_tensor_from_object(
+            out_object, "out", -1, FP8Q_COPY_NEVER);
+        if (out == NULL) {
+            return -1;
+        }
+        *out_dtype = out->view.dtype;
+        Py_DECREF(out);
+    }
+    if (*out_dtype != FP8Q_BFLOAT16 && *out_dtype != FP8Q_FLOAT16 &&
+        *out_dtype != FP8Q_FLOAT32 && *out_dtype != FP8Q_FLOAT8_E4M3FN) {
+        PyErr_Format(PyExc_TypeError,
+                     "scaled_mm: out_dtype must be bfloat16, float16, "
+                     "float32 or float8_e4m3fn, got %s",
+                     fp8q_dtype_name(*out_dtype));
+        return -1;
+    }
+    return 0;
+}
+
+/* The one value of scale_result (float32, finite, > 0), 1.0 when absent. */
+static int parse_scale_result(PyObject *object, fp8q_dtype out_dtype,
+                              float *scale_result)
+{
+    fp8q_TensorObject *tensor;
+    fp8q_error error;
+    fp8q_status status;
+
+    *scale_result = 1.0f;
+    if (object == Py_None) {
+        return 0;
+    }
+    if (out_dtype != FP8Q_FLOAT8_E4M3FN) {
+        PyErr_Format(PyExc_ValueError,
+                     "scaled_mm: scale_result applies to an FP8 result "
+                     "(out_dtype=\"float8_e4m3fn\"), but out_dtype is %s",
+                     fp8q_dtype_name(out_dtype));
+        return -1;
+    }
+    tensor = fp8q_tensor_from_object(object, "scale_result", FP8Q_FLOAT32,
+                                     FP8Q_COPY_IF_NEEDED);
+    if (tensor == NULL) {
+        return -1;
+    }
+    if (fp8q_view_size(&tensor->view) != 1 ||
+        fp8q_py_require_cpu(tensor, "scaled_mm", "scale_result") < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError,
+                            "scaled_mm: scale_result must be one value");
+        }
+        Py_DECREF(tensor);
+        return -1;
+    }
+    fp8q_error_clear(&error);
+    status = fp8q_check_scale_values(&tensor->view, "scale_result", &error);
+    memcpy(scale_result, tensor->view.data, sizeof *scale_result);
+    Py_DECREF(tensor);
+    return fp8q_py_raise_on_failure(status, &error);
+}
+
+/* amax_out=: one writable float32 element on the CPU (any shape of size
+ * 1), viewed in place. */
+static fp8q_TensorObject *amax_output(PyObject *object)
+{
+    fp8q_TensorObject *tensor =
+        fp8q_tensor_from_object(object, "amax_out", -1, FP8Q_COPY_NEVER);
+
+    if (tensor == NULL ||
+        fp8q_py_require_cpu(tensor, "scaled_mm", "amax_out") < 0) {
+        Py_XDECREF(tensor);
+        return NULL;
+    }
+    if (tensor->view.dtype != FP8Q_FLOAT32 ||
+        fp8q_view_size(&tensor->view) != 1 || tensor->readonly) {
+        PyErr_Format(PyExc_ValueError,
+                     "scaled_mm: amax_out= must be one writable float32 "
+                     "element (e.g. numpy.zeros(1, numpy.float32)), got %s "
+                     "%s tensor of %lld elements",
+                     tensor->readonly ? "a read-only" : "a",
+                     fp8q_dtype_name(tensor->view.dtype),
+                     (long long)fp8q_view_size(&tensor->view));
+        Py_DECREF(tensor);
+        return NULL;
+    }
+    return tensor;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The computation                                                           */
+
+/* Nonzero when a 2-D view steps through memory faster down its columns
+ * than along its rows (e.g. b = w.T of a row-major weight w). */
+static int is_column_major(const fp8q_view *view)
+{
+    const int64_t down = view->strides[0] < 0 ? -view->strides[0]
+                                              : view->strides[0];
+    const int64_t across = view->strides[1] < 0 ? -view->strides[1]
+                                                : view->strides[1];
+    return view->shape[0] > 1 && view->shape[1] > 1 && down < across;
+}
+
+/* A new float32 NumPy array of (rows, cols), C-contiguous or, with
+ * column_major, Fortran-contiguous (NumPy's BLAS takes either without a
+ * copy), and a view of it. */
+static PyObject *new_float32_matrix(int64_t rows, int64_t cols,
+                                    int column_major, fp8q_view *view)
+{
+    npy_intp dims[2];
+    PyObject *array;
+
+    dims[0] = (npy_intp)rows;
+    dims[1] = (npy_intp)cols;
+    array = PyArray_EMPTY(2, dims, NPY_FLOAT32, column_major);
+    if (array != NULL) {
+        view->data = PyArray_DATA((PyArrayObject *)array);
+        view->dtype = FP8Q_FLOAT32;
+        view->ndim = 2;
+        view->shape[0] = rows;
+        view->shape[1] = cols;
+        /* (An empty axis's stride is never used; keep strides nonzero.) */
+        view->strides[0] = column_major ? 1 : (cols > 0 ? cols : 1);
+        view->strides[1] = column_major ? (rows > 0 ? rows : 1) : 1;
+    }
+    return array;
+}
+
+/* The float32 product of the operands, epilogue applied, into call->product
+ * (viewed by *product); -1 with an exception on failure. */
+static int compute_product(scaled_mm_call *call, fp8q_scaling mode,
+                           fp8q_view *product)
+{
+    const int64_t m = call->a->view.shape[0];
+    const int64_t k = call->a->view.shape[1];
+    const int64_t n = call->b->view.shape[1];
+    fp8q_view a_view;
+    fp8q_view b_view;
+    fp8q_error error;
+    fp8q_status status;
+    PyObject *result;
+
+    call->a_operand = new_float32_matrix(
+        m, k, is_column_major(&call->a->view), &a_view);
+    call->b_operand = new_float32_matrix(
+        k, n, is_column_major(&call->b->view), &b_view);
+    call->product = new_float32_matrix(m, n, 0, product);
+    if (call->a_operand == NULL || call->b_operand == NULL ||
+        call->product == NULL) {
+        return -1;
+    }
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_scaled_mm_operand(&call->a->view, &call->scale_a->view,
+                                    mode, 1, &a_view, &error);
+    if (status == FP8Q_OK) {
+        status = fp8q_scaled_mm_operand(&call->b->view, &call->scale_b->view,
+                                        mode, 0, &b_view, &error);
+    }
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        return -1;
+    }
+    /* sgemm through NumPy's BLAS; it releases the GIL itself. */
+    result = PyArray_MatrixProduct2(call->a_operand, call->b_operand,
+                                    (PyArrayObject *)call->product);
+    if (result == NULL) {
+        return -1;
+    }
+    Py_DECREF(result);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_scaled_mm_epilogue(
+        product, mode, &call->scale_a->view, &call->scale_b->view,
+        call->bias != NULL ? &call->bias->view : NULL, &error);
+    Py_END_ALLOW_THREADS
+    return fp8q_py_raise_on_failure(status, &error);
+}
+
+/* amax_out (one float32 element) = max |product|. */
+static int record_amax(fp8q_TensorObject *amax_out, const fp8q_view *product)
+{
+    fp8q_view destination = amax_out->view;
+    fp8q_error error;
+    fp8q_status status;
+
+    destination.ndim = 2;
+    destination.shape[0] = 1;
+    destination.shape[1] = 1;
+    destination.strides[0] = 0;
+    destination.strides[1] = 0;
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_amax(product, &destination, &error);
+    Py_END_ALLOW_THREADS
+    return fp8q_py_raise_on_failure(status, &error);
+}
+
+/* ------------------------------------------------------------------------- */
+/* fp8q.scaled_mm                                                            */
+
+static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"a",          "b",
+                               "scale_a",    "scale_b",
+                               "bias",       "out_dtype",
+                               "scale_result", "amax_out",
+                               "use_fast_accum", "out",
+                               "stream",     NULL};
+    PyObject *a_object;
+    PyObject *b_object;
+    PyObject *scale_a_object;
+    PyObject *scale_b_object;
+    PyObject *bias_object = Py_None;
+    PyObject *out_dtype_object = NULL;
+    PyObject *scale_result_object = Py_None;
+    PyObject *amax_out_object = Py_None;
+    int use_fast_accum = 0;
+    PyObject *out_object = Py_None;
+    PyObject *stream_object = Py_None;
+    scaled_mm_call call;
+    fp8q_view product;
+    fp8q_view scale_view;
+    fp8q_dtype out_dtype;
+    fp8q_scaling mode;
+    fp8q_error error;
+    fp8q_status status;
+    float scale_result;
+    int64_t shape[2];
+
+    (void)module;
+    memset(&call, 0, sizeof call);
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kwargs, "OOOO|$OOOOpOO:scaled_mm", keywords, &a_object,
+            &b_object, &scale_a_object, &scale_b_object, &bias_object,
+            &out_dtype_object, &scale_result_object, &amax_out_object,
+            &use_fast_accum, &out_object, &stream_object)) {
+        return NULL;
+    }
+    (void)use_fast_accum; /* the CPU always accumulates in float32 */
+    if (stream_object != Py_None) {
+        PyErr_SetString(PyExc_ValueError,
+                        "scaled_mm: stream= applies to CUDA tensors; this "
+                        "call runs on the CPU (pass stream=None)");
+        return NULL;
+    }
+    call.a = matrix_operand(a_object, "a");
+    call.b = call.a != NULL ? matrix_operand(b_object, "b") : NULL;
+    if (call.b == NULL) {
+        goto fail;
+    }
+    if (call.a->view.dtype == FP8Q_FLOAT8_E5M2 &&
+        call.b->view.dtype == FP8Q_FLOAT8_E5M2) {
+        PyErr_SetString(PyExc_TypeError,
+                        "scaled_mm: a and b cannot both be float8_e5m2 "
+                        "(FP8 matrix multiplies need at least one "
+                        "float8_e4m3fn operand, as the hardware does)");
+        goto fail;
+    }
+    if (call.a->view.shape[1] != call.b->view.shape[0]) {
+        PyErr_Format(PyExc_ValueError,
+                     "scaled_mm: a is (%lld, %lld) and b is (%lld, %lld): "
+                     "a's columns must equal b's rows",
+                     (long long)call.a->view.shape[0],
+                     (long long)call.a->view.shape[1],
+                     (long long)call.b->view.shape[0],
+                     (long long)call.b->view.shape[1]);
+        goto fail;
+    }
+    shape[0] = call.a->view.shape[0];
+    shape[1] = call.b->view.shape[1];
+    call.scale_a = scale_operand(scale_a_object, "scale_a");
+    call.scale_b =
+        call.scale_a != NULL ? scale_operand(scale_b_object, "scale_b") : NULL;
+    if (call.scale_b == NULL) {
+        goto fail;
+    }
+    fp8q_error_clear(&error);
+    status = fp8q_scaled_mm_mode(shape[0], call.a->view.shape[1], shape[1],
+                                 &call.scale_a->view, &call.scale_b->view,
+                                 &mode, &error);
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        goto fail;
+    }
+    if (bias_object != Py_None) {
+        call.bias = fp8q_tensor_from_object(bias_object, "bias", -1,
+                                            FP8Q_COPY_IF_NEEDED);
+        if (call.bias == NULL || check_bias(call.bias, shape[1]) < 0) {
+            goto fail;
+        }
+    }
+    if (parse_out_dtype(out_dtype_object, out_object, &out_dtype) < 0 ||
+        parse_scale_result(scale_result_object, out_dtype, &scale_result) <
+            0) {
+        goto fail;
+    }
+    if (amax_out_object != Py_None) {
+        call.amax_out = amax_output(amax_out_object);
+        if (call.amax_out == NULL) {
+            goto fail;
+        }
+    }
+    if (out_object != Py_None) {
+        call.out = fp8q_py_writable_output(out_object, "scaled_mm", "out",
+                                           out_dtype, "the result's shape",
+                                           2, shape);
+    }
+    else {
+        call.out = fp8q_tensor_new_empty(out_dtype, 2, shape);
+    }
+    if (call.out == NULL || compute_product(&call, mode, &product) < 0) {
+        goto fail;
+    }
+    if (call.amax_out != NULL && record_amax(call.amax_out, &product) < 0) {
+        goto fail;
+    }
+
+    /* Round once into out_dtype (FP8: divided by scale_result, saturated). */
+    scale_view.data = &scale_result;
+    scale_view.dtype = FP8Q_FLOAT32;
+    scale_view.ndim = 2;
+    scale_view.shape[0] = shape[0];
+    scale_view.shape[1] = shape[1];
+    scale_view.strides[0] = 0;
+    scale_view.strides[1] = 0;
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cast(&product, &call.out->view,
+                       out_dtype == FP8Q_FLOAT8_E4M3FN ? &scale_view : NULL,
+                       FP8Q_SCALE_DIVIDE, 1, &error);
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        goto fail;
+    }
+    if (out_object != Py_None) {
+        release_call(&call);
+        Py_INCREF(out_object);
+        return out_object;
+    }
+    {
+        PyObject *result = (PyObject *)call.out;
+        call.out = NULL;
+        release_call(&call);
+        return result;
+    }
+
+fail:
+    release_call(&call);
+    return NULL;
+}
+
+PyDoc_STRVAR(
+    scaled_mm_doc,
+    "scaled_mm(a, b, scale_a, scale_b, *, bias=None, out_dtype=\"bfloat16\", "
+    "scale_result=None, amax_out=None, use_fast_accum=False, out=None, "
+    "stream=None)\n"
+    "--\n\n"
+    "out = (a * scale_a) @ (b * scale_b) + bias, for FP8 matrices a (M, K) "
+    "and b (K, N), float8_e4m3fn or float8_e5m2 (not both e5m2).\n\n"
+    "The scales' shapes choose the scaling: tensorwise (one value each: a "
+    "float, shape () or (1, 1)); rowwise (scale_a (M, 1), scale_b (1, N)); "
+    "blockwise (scale_a (M, ceil(K/128)) for 1x128 blocks of a, scale_b "
+    "(ceil(K/128), ceil(N/128)) for 128x128 blocks of b). Scales are float32 "
+    "dequantization scales, finite and > 0.\n\n"
+    "bias: None or N values (float32, float16 or bfloat16). out_dtype: "
+    "bfloat16, float16, float32 or float8_e4m3fn (then out = "
+    "cast(result / scale_result), saturating; scale_result defaults to 1). "
+    "amax_out: a writable float32 element that receives max |result| before "
+    "scale_result. out: a writable (M, N) tensor of out_dtype, returned.\n\n"
+    "On the CPU: exact decodes (times the blockwise scales, rounded once to "
+    "float32), a float32 BLAS product through NumPy (float32 accumulation; "
+    "use_fast_accum has no effect), then the tensorwise or rowwise scales "
+    "and the bias applied in double and rounded to float32, then rounded "
+    "once more into a 16-bit or FP8 out_dtype. Any layout of a and "
+    "b is accepted. stream must be None for CPU tensors. See "
+    "docs/scaled_mm.md.");
+
+static PyMethodDef scaled_mm_functions[] = {
+    {"scaled_mm", (PyCFunction)(void (*)(void))scaled_mm,
+     METH_VARARGS | METH_KEYWORDS, scaled_mm_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int fp8q_py_scaled_mm_init(PyObject *module)
+{
+    return PyModule_AddFunctions(module, scaled_mm_functions);
+}

@@ -1,0 +1,115 @@
+"""fp8q.linear: the nn.Linear convention y = x @ w.T + bias over
+fp8q.scaled_mm, with x quantized on the fly when it is not FP8 already.
+
+Only shapes and scale layouts are arranged here; every number is computed by
+fp8q._C (quantize, scaled_mm).
+"""
+import numpy as np
+
+from fp8q import _C
+from fp8q._qtensor import QTensor
+
+# Block granularity of weights and of the activations that go with them.
+_WEIGHT_BLOCK = (128, 128)
+_ACTIVATION_BLOCK = (1, 128)
+
+
+def _weight_scaling(w):
+    """"tensor", "row" or "block" for a weight QTensor; ValueError for a
+    granularity scaled_mm has no mode for."""
+    if w.granularity in ("tensor", "row"):
+        return w.granularity
+    if w.granularity == _WEIGHT_BLOCK:
+        return "block"
+    raise ValueError(
+        "linear: w must be quantized with granularity \"tensor\", \"row\" "
+        "(one scale per output feature) or (128, 128), got "
+        f"{w.granularity!r}")
+
+
+def _as_matrix(tensor, k):
+    """A 2-D (M, k) view (or contiguous copy) of tensor (..., k)."""
+    return tensor.reshape(-1, k)
+
+
+def _activation(x, w, scaling, k):
+    """x as (data (M, K), scale) for scaled_mm: a QTensor's own data and
+    scale, or x quantized per row (1x128 blocks for block weights) to w's
+    dtype. Returns (data, scale, leading shape, float dtype of x or None)."""
+    if isinstance(x, QTensor):
+        if x.shape[-1:] != (k,):
+            raise ValueError(f"linear: x has shape {x.shape}, but w expects "
+                             f"{k} input features (the last axis)")
+        leading = x.shape[:-1]
+        data = _as_matrix(x.data, k)
+        m = data.shape[0]
+        if x.granularity == "tensor" and scaling != "block":
+            scale = x.scale.numpy().reshape(())
+            if scaling == "row":
+                scale = np.broadcast_to(scale, (m, 1))
+        elif x.granularity == "row" and scaling != "block":
+            scale = x.scale.numpy().reshape(m, 1)
+        elif x.granularity == _ACTIVATION_BLOCK and scaling == "block":
+            scale = x.scale.reshape(m, -1)
+        else:
+            raise ValueError(
+                f"linear: x quantized with granularity {x.granularity!r} "
+                f"does not combine with a weight of {w.granularity!r} scales; "
+                "pass x unquantized to have it quantized to match")
+        return data, scale, leading, None
+    x = _C.asarray(x)
+    if x.ndim == 0 or x.shape[-1] != k:
+        raise ValueError(f"linear: x has shape {x.shape}, but w expects {k} "
+                         "input features (the last axis)")
+    if x.dtype.is_fp8:
+        raise TypeError(
+            "linear: x is FP8 data without scales; pass a QTensor "
+            "(fp8q.quantize) or the unquantized float tensor")
+    leading = x.shape[:-1]
+    granularity = _ACTIVATION_BLOCK if scaling == "block" else "row"
+    # FP8 GEMMs need one e4m3fn operand: e5m2 weights get e4m3fn inputs.
+    dtype = ("float8_e4m3fn" if w.dtype.name == "float8_e5m2"
+             else w.dtype)
+    data, scale = _C._quantize(_as_matrix(x, k), dtype,
+                               granularity=granularity)
+    return data, scale, leading, x.dtype
+
+
+def linear(x, w, *, bias=None, out_dtype=None):
+    """y = x @ w.T + bias with FP8 operands, the nn.Linear convention.
+
+    w: an fp8q.QTensor of shape (N, K) (output features, input features)
+    with "tensor", "row" (one scale per output feature) or (128, 128) block
+    scales. x: (..., K), either a QTensor or any float tensor fp8q accepts,
+    which is then quantized dynamically to w's dtype (float8_e4m3fn when w
+    is float8_e5m2, as an FP8 product needs one e4m3fn operand) per row (per
+    token), or in 1x128 blocks when w is block-scaled. A QTensor x must have scales that
+    pair with w's: tensor or row with tensor or row weights, (1, 128) blocks
+    with block weights.
+
+    bias: None or N values. out_dtype: the result's dtype; default x's float
+    dtype, or bfloat16 when x is a QTensor. Returns an fp8q.Tensor of shape
+    x.shape[:-1] + (N,), computed by fp8q.scaled_mm (the product of the
+    dequantized operands, accumulated in float32 on the CPU, bias added,
+    rounded once).
+    """
+    if not isinstance(w, QTensor):
+        raise TypeError(
+            "linear: w must be an fp8q.QTensor (fp8q.quantize(weight, ...)), "
+            f"got {type(w).__name__}")
+    if len(w.shape) != 2:
+        raise ValueError(f"linear: w must be 2-D (N, K), got shape {w.shape}")
+    n, k = w.shape
+    scaling = _weight_scaling(w)
+    data, scale_a, leading, x_dtype = _activation(x, w, scaling, k)
+    if scaling == "tensor":
+        scale_b = w.scale.numpy().reshape(())
+        if np.ndim(scale_a) == 2:
+            scale_b = np.broadcast_to(scale_b, (1, n))
+    else:
+        scale_b = w.scale.T  # (1, N) rows, or the (K/128, N/128) blocks
+    if out_dtype is None:
+        out_dtype = x_dtype if x_dtype is not None else "bfloat16"
+    result = _C.scaled_mm(data, w.data.T, scale_a, scale_b, bias=bias,
+                          out_dtype=out_dtype)
+    return result.reshape(tuple(leading) + (n,))
