@@ -130,6 +130,116 @@ fp8q_status fp8q_scaled_mm_operand(const fp8q_view *source,
 }
 
 /* ------------------------------------------------------------------------- */
+/* Few rows: columns of b decoded one at a time                              */
+
+/* Lanes of the dot product: independent partial sums, so the loop is a
+ * plain elementwise one that compilers vectorise. */
+#define DOT_LANES 16
+
+static float dot(const float *FP8Q_RESTRICT x, const float *FP8Q_RESTRICT y,
+                 int64_t count)
+{
+    float partial[DOT_LANES] = {0.0f};
+    float total = 0.0f;
+    int64_t done = 0;
+    int lane;
+
+    for (; done + DOT_LANES <= count; done += DOT_LANES) {
+        for (lane = 0; lane < DOT_LANES; lane++) {
+            partial[lane] += x[done + lane] * y[done + lane];
+        }
+    }
+    for (lane = 0; done < count; done++, lane++) {
+        partial[lane] += x[done] * y[done];
+    }
+    for (lane = 0; lane < DOT_LANES; lane++) {
+        total += partial[lane];
+    }
+    return total;
+}
+
+typedef struct small_m_job {
+    const fp8q_view *a;
+    const fp8q_view *b;
+    const fp8q_view *scale_b; /* blockwise only */
+    int blockwise;
+    float *product;
+    volatile int64_t failed; /* set when a task could not get its buffer */
+} small_m_job;
+
+static void small_m_columns(void *context, int64_t first, int64_t end)
+{
+    small_m_job *job = (small_m_job *)context;
+    const int64_t m = job->a->shape[0];
+    const int64_t k = job->a->shape[1];
+    const int64_t n = job->b->shape[1];
+    const int64_t itemsize = (int64_t)fp8q_dtype_itemsize(job->b->dtype);
+    float *column = (float *)fp8q_aligned_alloc((size_t)(k + 1) *
+                                                sizeof(float));
+    int64_t col;
+    int64_t row;
+
+    if (column == NULL) {
+        fp8q_atomic_store_i64(&job->failed, 1);
+        return;
+    }
+    for (col = first; col < end; col++) {
+        fp8q_load_float32(job->b->dtype,
+                          (const char *)job->b->data +
+                              col * job->b->strides[1] * itemsize,
+                          itemsize, column, k);
+        if (job->blockwise) {
+            int64_t start;
+            for (start = 0; start < k; start += FP8Q_SCALED_MM_BLOCK) {
+                const int64_t stop = start + FP8Q_SCALED_MM_BLOCK < k
+                                         ? start + FP8Q_SCALED_MM_BLOCK
+                                         : k;
+                float scale;
+                int64_t i;
+                memcpy(&scale,
+                       fp8q_view_element_2d(job->scale_b,
+                                            start / FP8Q_SCALED_MM_BLOCK,
+                                            col / FP8Q_SCALED_MM_BLOCK),
+                       sizeof scale);
+                for (i = start; i < stop; i++) {
+                    column[i] = column[i] * scale;
+                }
+            }
+        }
+        for (row = 0; row < m; row++) {
+            job->product[row * n + col] =
+                dot((const float *)job->a->data + row * k, column, k);
+        }
+    }
+    fp8q_aligned_free(column);
+}
+
+fp8q_status fp8q_scaled_mm_small_m(const fp8q_view *a, const fp8q_view *b,
+                                   const fp8q_view *scale_b,
+                                   fp8q_scaling mode,
+                                   const fp8q_view *product,
+                                   fp8q_error *error)
+{
+    small_m_job job;
+
+    job.a = a;
+    job.b = b;
+    job.scale_b = scale_b;
+    job.blockwise = mode == FP8Q_SCALING_BLOCKWISE;
+    job.product = (float *)product->data;
+    job.failed = 0;
+    fp8q_for_each_unit_range(b->shape[1], b->shape[0] * b->shape[1],
+                             small_m_columns, &job);
+    if (fp8q_atomic_load_i64(&job.failed)) {
+        return fp8q_fail(error, FP8Q_ERROR_MEMORY,
+                         "no memory for a column buffer of %" PRId64
+                         " floats",
+                         b->shape[0]);
+    }
+    return FP8Q_OK;
+}
+
+/* ------------------------------------------------------------------------- */
 /* Epilogue                                                                  */
 
 typedef struct epilogue_job {

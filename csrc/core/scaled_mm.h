@@ -56,6 +56,24 @@ fp8q_status fp8q_scaled_mm_operand(const fp8q_view *source,
                                    fp8q_error *error);
 
 /*
+ * The float32 product (m, n), C-contiguous, of a few rows of float32 a
+ * (m, k), C-contiguous (from fp8q_scaled_mm_operand) and the FP8 matrix b
+ * (k, n) whose columns are contiguous (b = w.T of a row-major weight w),
+ * without a float32 copy of b: each column is decoded (times its blockwise
+ * scales, as fp8q_scaled_mm_operand would) into a buffer that stays in cache
+ * and dotted with every row of a, float32 accumulation. Columns run in
+ * parallel. For m <= FP8Q_SCALED_MM_SMALL_M, where a BLAS product is bound
+ * by writing and reading a float32 b (measured crossover: about 8 rows,
+ * docs/benchmarks.md).
+ */
+#define FP8Q_SCALED_MM_SMALL_M 8
+fp8q_status fp8q_scaled_mm_small_m(const fp8q_view *a, const fp8q_view *b,
+                                   const fp8q_view *scale_b,
+                                   fp8q_scaling mode,
+                                   const fp8q_view *product,
+                                   fp8q_error *error);
+
+/*
  * In place on the float32 product P (m, n), C-contiguous:
  * P[i, j] = float32(P[i, j] * sa_i * sb_j + bias_j), computed in double,
  * where sa_i, sb_j are the tensorwise or rowwise scales (1 in the blockwise

@@ -276,20 +276,31 @@ static int compute_product(scaled_mm_call *call, fp8q_scaling mode,
     fp8q_status status;
     PyObject *result;
 
+    /* Few rows against a b with contiguous columns: no float32 copy of b. */
+    const int few_rows = m <= FP8Q_SCALED_MM_SMALL_M &&
+                         call->b->view.strides[0] == 1 && k > 0;
+
     call->a_operand = new_float32_matrix(
-        m, k, is_column_major(&call->a->view), &a_view);
-    call->b_operand = new_float32_matrix(
-        k, n, is_column_major(&call->b->view), &b_view);
+        m, k, !few_rows && is_column_major(&call->a->view), &a_view);
     call->product = new_float32_matrix(m, n, 0, product);
-    if (call->a_operand == NULL || call->b_operand == NULL ||
-        call->product == NULL) {
+    if (!few_rows) {
+        call->b_operand = new_float32_matrix(
+            k, n, is_column_major(&call->b->view), &b_view);
+    }
+    if (call->a_operand == NULL || call->product == NULL ||
+        (!few_rows && call->b_operand == NULL)) {
         return -1;
     }
     fp8q_error_clear(&error);
     Py_BEGIN_ALLOW_THREADS
     status = fp8q_scaled_mm_operand(&call->a->view, &call->scale_a->view,
                                     mode, 1, &a_view, &error);
-    if (status == FP8Q_OK) {
+    if (status == FP8Q_OK && few_rows) {
+        status = fp8q_scaled_mm_small_m(&a_view, &call->b->view,
+                                        &call->scale_b->view, mode, product,
+                                        &error);
+    }
+    else if (status == FP8Q_OK) {
         status = fp8q_scaled_mm_operand(&call->b->view, &call->scale_b->view,
                                         mode, 0, &b_view, &error);
     }
@@ -297,13 +308,15 @@ static int compute_product(scaled_mm_call *call, fp8q_scaling mode,
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         return -1;
     }
-    /* sgemm through NumPy's BLAS; it releases the GIL itself. */
-    result = PyArray_MatrixProduct2(call->a_operand, call->b_operand,
-                                    (PyArrayObject *)call->product);
-    if (result == NULL) {
-        return -1;
+    if (!few_rows) {
+        /* sgemm through NumPy's BLAS; it releases the GIL itself. */
+        result = PyArray_MatrixProduct2(call->a_operand, call->b_operand,
+                                        (PyArrayObject *)call->product);
+        if (result == NULL) {
+            return -1;
+        }
+        Py_DECREF(result);
     }
-    Py_DECREF(result);
     Py_BEGIN_ALLOW_THREADS
     status = fp8q_scaled_mm_epilogue(
         product, mode, &call->scale_a->view, &call->scale_b->view,
