@@ -5,7 +5,8 @@ Everything numeric runs in the C extension fp8q._C; this package re-exports it
 and adds thin Python helpers: fp8q.QTensor, fp8q.finfo, the quantize /
 dequantize wrappers that build and take QTensor objects, fp8q.linear (the
 nn.Linear convention over fp8q.scaled_mm), and fp8q.CalibrationCache (also
-fp8q.calib.CalibrationCache).
+fp8q.calib.CalibrationCache). fp8q.torch (imported on demand, never by
+`import fp8q`) quantizes PyTorch models.
 """
 from fp8q._C import *  # noqa: F401,F403
 from fp8q import _C

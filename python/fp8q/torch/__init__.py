@@ -1,0 +1,17 @@
+"""fp8q.torch: FP8 quantization of PyTorch models with fp8q's kernels.
+
+Imported on demand (`import fp8q.torch`); `import fp8q` never imports torch.
+
+- to_torch / from_torch: zero-copy conversions through DLPack, FP8 included.
+- quantize(model, ...): replaces nn.Linear modules by fp8q.torch.Linear,
+  which holds FP8 weights with float32 dequantization scales.
+- Linear: the quantized layer (inference only).
+
+The GEMMs run through fp8q.linear, on the CPU in this version; CUDA tensors
+get a clear error until fp8q's device tensors exist. docs/torch.md.
+"""
+from fp8q.torch._convert import from_torch, to_torch
+from fp8q.torch._linear import Linear
+from fp8q.torch._quantize import quantize
+
+__all__ = ["Linear", "from_torch", "quantize", "to_torch"]

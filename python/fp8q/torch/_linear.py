@@ -1,0 +1,137 @@
+"""fp8q.torch.Linear: an nn.Linear whose weight is FP8 with float32
+dequantization scales, computed through fp8q (inference only)."""
+import torch
+
+import fp8q
+from fp8q.torch._convert import from_torch, to_torch
+
+# granularity argument -> fp8q.quantize granularity of the weight.
+WEIGHT_GRANULARITIES = {"row": "row", "tensor": "tensor",
+                        "block": (128, 128)}
+# Names accepted for the FP8 formats of weights and activations.
+FORMATS = {"e4m3": "float8_e4m3fn", "float8_e4m3fn": "float8_e4m3fn",
+           "e5m2": "float8_e5m2", "float8_e5m2": "float8_e5m2"}
+
+
+def dtype_name(dtype):
+    """fp8q's name of a torch dtype ("float32", "float8_e4m3fn", ...)."""
+    return str(dtype).split(".")[-1]
+
+
+def parse_format(value, argument):
+    """The fp8q dtype name for "e4m3" / "e5m2" (or their full names)."""
+    if value not in FORMATS:
+        raise ValueError(f"{argument}: expected \"e4m3\" or \"e5m2\", got "
+                         f"{value!r}")
+    return FORMATS[value]
+
+
+class _InferenceOnly(torch.autograd.Function):
+    """Runs the layer; a backward pass through it raises."""
+
+    @staticmethod
+    def forward(ctx, x, layer):
+        return layer._compute(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        raise RuntimeError(
+            "fp8q.torch.Linear is inference-only: it has no backward pass "
+            "(run the model under torch.no_grad() or torch.inference_mode(), "
+            "or train the float model and quantize it afterwards)")
+
+
+class Linear(torch.nn.Module):
+    """y = x @ dequantize(weight).T + bias with an FP8 weight.
+
+    Buffers (the names and layout FP8 checkpoints use, e.g. vLLM's and
+    compressed-tensors'): `weight` (out_features, in_features) in
+    torch.float8_e4m3fn or float8_e5m2; `weight_scale`, float32
+    dequantization scales (weight ~= weight * weight_scale): shape
+    (out_features, 1) for "row", () for "tensor", (ceil(N/128), ceil(K/128))
+    for "block"; `bias` (float, or None).
+
+    forward(x): x (..., in_features) float32, float16 or bfloat16 on the
+    CPU. With activations=None (weight-only) the weight is dequantized into
+    x's dtype and torch multiplies; with activations="e4m3", x is quantized
+    dynamically to e4m3fn (per token; 1x128 blocks for block weights) and
+    fp8q.linear computes the FP8 product. The result has x's dtype and shape
+    (..., out_features). Inference only: a backward pass raises
+    RuntimeError. (Static activation scales from calibration, the
+    `input_scale` buffer, are not implemented yet.)
+    """
+
+    def __init__(self, in_features, out_features, bias=True, *,
+                 weights="e4m3", activations=None, granularity="row"):
+        super().__init__()
+        if granularity not in WEIGHT_GRANULARITIES:
+            raise ValueError("granularity: expected \"row\", \"tensor\" or "
+                             f"\"block\", got {granularity!r}")
+        weight_dtype = parse_format(weights, "weights")
+        if activations not in (None, "e4m3", "float8_e4m3fn"):
+            raise ValueError("activations: expected None (weight-only) or "
+                             f"\"e4m3\", got {activations!r}")
+        self.activations = (None if activations is None
+                            else "float8_e4m3fn")
+        self.in_features = in_features
+        self.out_features = out_features
+        self.granularity = granularity
+        scale_shape = {"row": (out_features, 1), "tensor": (),
+                       "block": (-(-out_features // 128),
+                                 -(-in_features // 128))}[granularity]
+        self.register_buffer("weight", torch.zeros(
+            (out_features, in_features), dtype=getattr(torch, weight_dtype)))
+        self.register_buffer("weight_scale",
+                             torch.ones(scale_shape, dtype=torch.float32))
+        self.register_buffer("bias", torch.zeros(out_features)
+                             if bias else None)
+
+    @classmethod
+    def from_linear(cls, linear, *, weights="e4m3", activations=None,
+                    granularity="row"):
+        """A Linear holding `linear`'s weight quantized by fp8q.quantize
+        (scales from each group's amax: float32(amax) / finfo.max) and its
+        bias unchanged."""
+        layer = cls(linear.in_features, linear.out_features,
+                    bias=linear.bias is not None, weights=weights,
+                    activations=activations, granularity=granularity)
+        q = fp8q.quantize(from_torch(linear.weight.detach().cpu()),
+                          dtype_name(layer.weight.dtype),
+                          granularity=WEIGHT_GRANULARITIES[granularity])
+        layer.weight.copy_(to_torch(q.data))
+        layer.weight_scale.copy_(to_torch(q.scale))
+        if linear.bias is not None:
+            layer.bias = linear.bias.detach().clone()
+        return layer
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, "
+                f"out_features={self.out_features}, "
+                f"bias={self.bias is not None}, weight={self.weight.dtype}, "
+                f"granularity={self.granularity!r}, "
+                f"activations={self.activations!r}")
+
+    def _quantized_weight(self):
+        return fp8q.QTensor(from_torch(self.weight),
+                            from_torch(self.weight_scale),
+                            WEIGHT_GRANULARITIES[self.granularity])
+
+    def _compute(self, x):
+        if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+            raise TypeError("fp8q.torch.Linear: x must be float32, float16 "
+                            f"or bfloat16, got {x.dtype}")
+        weight = self._quantized_weight()
+        if self.activations is None:
+            dequantized = to_torch(weight.dequantize(dtype_name(x.dtype)))
+            return torch.nn.functional.linear(
+                x, dequantized, None if self.bias is None
+                else self.bias.to(x.dtype))
+        bias = None if self.bias is None else from_torch(self.bias)
+        y = fp8q.linear(from_torch(x), weight, bias=bias,
+                        out_dtype=dtype_name(x.dtype))
+        return to_torch(y)
+
+    def forward(self, x):
+        if torch.is_grad_enabled() and x.requires_grad:
+            return _InferenceOnly.apply(x, self)
+        return self._compute(x)

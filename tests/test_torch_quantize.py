@@ -1,0 +1,193 @@
+"""fp8q.torch: conversions, quantize(model) and the quantized Linear,
+against float64 references built from the dequantized weights."""
+import copy
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip(
+    "torch", reason="PyTorch is not installed: pip install torch to run the "
+                    "fp8q.torch tests")
+
+import fp8q  # noqa: E402
+import fp8q.torch as fpt  # noqa: E402
+
+GRANULARITIES = ["row", "tensor", "block"]
+
+
+def mlp(seed, dtype=torch.float32):
+    torch.manual_seed(seed % (2 ** 31))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(200, 160), torch.nn.GELU(),
+        torch.nn.Sequential(torch.nn.Linear(160, 96, bias=False)),
+        torch.nn.Linear(96, 40))
+    return model.to(dtype)
+
+
+def dequantized_weight(layer):
+    """float64 NumPy weight * scale, expanded per granularity."""
+    weight = layer.weight.view(torch.uint8).numpy()
+    codes = fp8q.asarray(weight).view(str(layer.weight.dtype).split(".")[-1])
+    values = fp8q.cast(codes, "float32").numpy().astype(np.float64)
+    scale = layer.weight_scale.numpy().astype(np.float64)
+    if layer.granularity == "block":
+        scale = np.repeat(np.repeat(scale, 128, 0), 128, 1)[
+            :values.shape[0], :values.shape[1]]
+    return values * scale
+
+
+def test_import_fp8q_does_not_import_torch():
+    import subprocess
+    import sys
+    code = ("import sys, fp8q; import fp8q.calib; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    assert out == "False"
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16",
+                                  "float8_e4m3fn", "float8_e5m2"])
+def test_conversions_are_zero_copy(name, rng):
+    t = fp8q.cast(rng.standard_normal((3, 5)).astype(np.float32), name)
+    x = fpt.to_torch(t)
+    assert str(x.dtype) == f"torch.{name}" and tuple(x.shape) == (3, 5)
+    assert x.data_ptr() == t.data_ptr
+    back = fpt.from_torch(x)
+    assert back.data_ptr == t.data_ptr and back.dtype.name == name
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        fpt.from_torch(np.zeros(3))
+
+
+@pytest.mark.parametrize("granularity", GRANULARITIES)
+def test_weights_are_fp8q_quantize(granularity, seed):
+    model = mlp(seed)
+    reference = copy.deepcopy(model)
+    fpt.quantize(model, granularity=granularity)
+    block = (128, 128) if granularity == "block" else granularity
+    for (name, layer), (_, original) in zip(
+            [(n, m) for n, m in model.named_modules()
+             if isinstance(m, fpt.Linear)],
+            [(n, m) for n, m in reference.named_modules()
+             if isinstance(m, torch.nn.Linear)]):
+        q = fp8q.quantize(original.weight.detach().numpy(), "e4m3",
+                          granularity=block)
+        assert layer.weight.dtype == torch.float8_e4m3fn
+        assert np.array_equal(layer.weight.view(torch.uint8).numpy(),
+                              q.data.view("uint8").numpy()), name
+        assert np.array_equal(layer.weight_scale.numpy(), q.scale.numpy())
+        if original.bias is None:
+            assert layer.bias is None
+        else:
+            assert torch.equal(layer.bias, original.bias)
+
+
+@pytest.mark.parametrize("granularity", GRANULARITIES)
+def test_weight_only_forward_matches_reference(granularity, rng, seed):
+    model = fpt.quantize(mlp(seed), granularity=granularity)
+    layer = model[0]
+    x = torch.from_numpy(rng.standard_normal((2, 3, 200)).astype(np.float32))
+    with torch.no_grad():
+        y = layer(x).numpy().astype(np.float64)
+    want = (x.numpy().astype(np.float64) @ dequantized_weight(layer).T
+            + layer.bias.numpy())
+    error = np.linalg.norm(y - want) / np.linalg.norm(want)
+    assert y.shape == (2, 3, 160) and error < 1e-5, (error, f"seed={seed}")
+
+
+@pytest.mark.parametrize("granularity", GRANULARITIES)
+def test_fp8_activations_forward_matches_fp8q_linear(granularity, rng, seed):
+    model = fpt.quantize(mlp(seed), activations="e4m3",
+                         granularity=granularity)
+    layer = model[0]
+    x = rng.standard_normal((7, 200)).astype(np.float32)
+    with torch.no_grad():
+        y = layer(torch.from_numpy(x)).numpy()
+    w = fp8q.QTensor(fpt.from_torch(layer.weight),
+                     fpt.from_torch(layer.weight_scale),
+                     (128, 128) if granularity == "block" else granularity)
+    want = fp8q.linear(x, w, bias=layer.bias.numpy()).numpy()
+    assert np.array_equal(y, want), f"seed={seed}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16,
+                                   torch.bfloat16])
+@pytest.mark.parametrize("activations", [None, "e4m3"])
+def test_model_output_close_to_float_model(dtype, activations, rng, seed):
+    model = mlp(seed, dtype)
+    x = torch.from_numpy(rng.standard_normal((4, 9, 200)).astype(
+        np.float32)).to(dtype)
+    with torch.no_grad():
+        want = model(x).float()
+        got = fpt.quantize(model, activations=activations)(x)
+    assert got.dtype == dtype and got.shape == want.shape
+    cosine = torch.nn.functional.cosine_similarity(
+        got.float().flatten(), want.flatten(), dim=0)
+    assert cosine > 0.995, (float(cosine), f"seed={seed}")
+
+
+def test_state_dict_round_trip_exact(rng, seed):
+    model = fpt.quantize(mlp(seed), activations="e4m3")
+    state = model.state_dict()
+    assert state["0.weight"].dtype == torch.float8_e4m3fn
+    assert state["0.weight_scale"].shape == (160, 1)
+    fresh = fpt.quantize(mlp(seed + 1), activations="e4m3")
+    fresh.load_state_dict(state)
+    x = torch.from_numpy(rng.standard_normal((5, 200)).astype(np.float32))
+    with torch.no_grad():
+        assert torch.equal(fresh(x), model(x))
+    for key, value in fresh.state_dict().items():
+        assert torch.equal(value.view(torch.uint8) if value.dtype ==
+                           torch.float8_e4m3fn else value,
+                           state[key].view(torch.uint8) if state[key].dtype
+                           == torch.float8_e4m3fn else state[key]), key
+
+
+def test_include_exclude_patterns(seed):
+    model = fpt.quantize(mlp(seed), include=["2.*", "3"])
+    assert isinstance(model[0], torch.nn.Linear)
+    assert isinstance(model[2][0], fpt.Linear)
+    assert isinstance(model[3], fpt.Linear)
+    model = fpt.quantize(mlp(seed), exclude="0")
+    assert isinstance(model[0], torch.nn.Linear)
+    assert isinstance(model[3], fpt.Linear)
+    with pytest.raises(ValueError, match="matches"):
+        fpt.quantize(mlp(seed), include="decoder.*")
+    with pytest.raises(ValueError, match="from_linear"):
+        fpt.quantize(torch.nn.Linear(4, 4))
+
+
+def test_backward_raises_clearly(seed):
+    model = fpt.quantize(mlp(seed), activations="e4m3")
+    x = torch.randn(2, 200, requires_grad=True)
+    with pytest.raises(RuntimeError, match="inference-only"):
+        model(x).sum().backward()
+
+
+def test_argument_errors(seed):
+    with pytest.raises(ValueError, match="granularity"):
+        fpt.quantize(mlp(seed), granularity="col")
+    with pytest.raises(ValueError, match="weights"):
+        fpt.quantize(mlp(seed), weights="int8")
+    with pytest.raises(ValueError, match="activations"):
+        fpt.quantize(mlp(seed), activations="e5m2")
+    model = fpt.quantize(mlp(seed))
+    with pytest.raises(TypeError, match="float32, float16 or bfloat16"):
+        model(torch.zeros(2, 200, dtype=torch.float64))
+
+
+def test_safetensors_round_trip(tmp_path, rng, seed):
+    safetensors_torch = pytest.importorskip(
+        "safetensors.torch", reason="safetensors is not installed (it is in "
+                                    "fp8q's [test] extra)")
+    model = fpt.quantize(mlp(seed), activations="e4m3", granularity="block")
+    path = tmp_path / "model.safetensors"
+    safetensors_torch.save_file(model.state_dict(), str(path))
+    loaded = safetensors_torch.load_file(str(path))
+    assert loaded["0.weight"].dtype == torch.float8_e4m3fn
+    fresh = fpt.quantize(mlp(seed + 1), activations="e4m3",
+                         granularity="block")
+    fresh.load_state_dict(loaded)
+    x = torch.from_numpy(rng.standard_normal((3, 200)).astype(np.float32))
+    with torch.no_grad():
+        assert torch.equal(fresh(x), model(x)), f"seed={seed}"
