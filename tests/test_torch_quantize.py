@@ -191,3 +191,152 @@ def test_safetensors_round_trip(tmp_path, rng, seed):
     x = torch.from_numpy(rng.standard_normal((3, 200)).astype(np.float32))
     with torch.no_grad():
         assert torch.equal(fresh(x), model(x)), f"seed={seed}"
+
+
+# ---------------------------------------------------------------------------
+# Static activation scales: calibrate / freeze, and quanto_compat
+
+
+def calibration_batches(rng, count=4):
+    return [torch.from_numpy(rng.standard_normal((6, 200)).astype(
+        np.float32) * (index + 1)) for index in range(count)]
+
+
+def first_layer_inputs(model, batches):
+    """The float32 inputs each batch gives model[0] (the model's input)."""
+    return [batch.numpy() for batch in batches]
+
+
+@pytest.mark.parametrize("method", ["max", "percentile", "entropy", "mse"])
+def test_calibrate_freeze_sets_input_scale(method, rng, seed):
+    model = fpt.quantize(mlp(seed), activations="e4m3")
+    batches = calibration_batches(rng)
+    with fpt.calibrate(model, method=method):
+        with torch.no_grad():
+            for batch in batches:
+                model(batch)
+    fpt.freeze(model)
+    layer = model[0]
+    data = np.concatenate(first_layer_inputs(model, batches))
+    if method == "max":
+        calibrator = fp8q.calib.MaxCalibrator()
+        for batch in batches:
+            calibrator.update(batch.numpy())
+        amax = calibrator.amax
+    else:
+        calibrator = fp8q.calib.HistogramCalibrator()
+        calibrator.update(data)
+        amax = calibrator.compute_amax(method)
+    assert layer.input_scale.shape == ()
+    assert float(layer.input_scale) == fp8q.calib.scale_from_amax(amax), \
+        (method, f"seed={seed}")
+    # Static quantization: x / input_scale, then the FP8 product.
+    x = batches[0].numpy()
+    w = fp8q.QTensor(fpt.from_torch(layer.weight),
+                     fpt.from_torch(layer.weight_scale), "row")
+    qx = fp8q.quantize(x, "e4m3", scale=float(layer.input_scale))
+    with torch.no_grad():
+        got = layer(batches[0]).numpy()
+    want = fp8q.linear(qx, w, bias=layer.bias.numpy(),
+                       out_dtype="float32").numpy()
+    assert np.array_equal(got, want), f"seed={seed}"
+    # A frozen checkpoint loads into a fresh (unfrozen) quantized model.
+    fresh = fpt.quantize(mlp(seed + 1), activations="e4m3")
+    fresh.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        assert torch.equal(fresh(batches[1]), model(batches[1]))
+
+
+def test_calibrate_errors(rng, seed):
+    with pytest.raises(ValueError, match="activations"):
+        with fpt.calibrate(fpt.quantize(mlp(seed))):
+            pass
+    model = fpt.quantize(mlp(seed), activations="e4m3")
+    with pytest.raises(ValueError, match="method"):
+        with fpt.calibrate(model, method="median"):
+            pass
+    with pytest.raises(ValueError, match="nothing to freeze"):
+        fpt.freeze(fpt.quantize(mlp(seed), activations="e4m3"))
+    with fpt.calibrate(model):
+        pass
+    with pytest.raises(ValueError, match="saw no input"):
+        fpt.freeze(model)
+    block = fpt.quantize(mlp(seed), activations="e4m3", granularity="block")
+    with pytest.raises(ValueError, match="row or tensor"):
+        with fpt.calibrate(block):
+            pass
+
+
+def test_freeze_reduces_across_ranks(tmp_path, rng, seed):
+    """With torch.distributed initialized (one gloo rank here), freeze runs
+    the all_reduce recipe and gives the single-process result."""
+    import torch.distributed as dist
+    if not dist.is_available():
+        pytest.skip("this PyTorch build has no torch.distributed")
+    batches = calibration_batches(rng)
+    results = []
+    for distributed in (False, True):
+        if distributed:
+            dist.init_process_group(
+                "gloo", init_method=f"file://{tmp_path / 'rendezvous'}",
+                rank=0, world_size=1)
+        try:
+            scales = []
+            for method in ("max", "entropy"):
+                model = fpt.quantize(mlp(seed), activations="e4m3")
+                with fpt.calibrate(model, method=method), torch.no_grad():
+                    for batch in batches:
+                        model(batch)
+                fpt.freeze(model)
+                scales.append(float(model[0].input_scale))
+            results.append(scales)
+        finally:
+            if distributed:
+                dist.destroy_process_group()
+    assert results[0] == results[1], f"seed={seed}"
+
+
+def test_quanto_compat_flow(rng, seed):
+    from fp8q.torch import quanto_compat as qc
+    model = mlp(seed)
+    qc.quantize(model, weights=qc.qfloat8, activations=qc.qfloat8,
+                exclude="3")
+    assert isinstance(model[0], fpt.Linear)
+    assert isinstance(model[3], torch.nn.Linear)  # excluded
+    assert model[0].granularity == "row"  # per output channel
+    batches = calibration_batches(rng)
+    with qc.Calibration(momentum=0.9), torch.no_grad():
+        for batch in batches:
+            model(batch)
+    qc.freeze(model)
+    # quanto's activation calibration: an EMA of the batch amax.
+    amax = None
+    for batch in batches:
+        batch_amax = float(np.float32(np.abs(batch.numpy()).max()))
+        amax = batch_amax if amax is None else float(
+            np.float32(0.9 * amax + 0.1 * batch_amax))
+    assert float(model[0].input_scale) == fp8q.calib.scale_from_amax(amax)
+    with pytest.raises(ValueError, match="qfloat8"):
+        qc.quantize(mlp(seed), weights="qint8")
+    # Patterns that match nothing are ignored, as in quanto.
+    untouched = qc.quantize(mlp(seed), weights="qfloat8", include="nope*")
+    assert not any(isinstance(m, fpt.Linear) for m in untouched.modules())
+
+
+def test_quanto_compat_matches_optimum_quanto(rng, seed):
+    """Outputs agree with optimum-quanto's qfloat8 weight quantization to
+    rounding, when optimum-quanto is installed."""
+    quanto = pytest.importorskip(
+        "optimum.quanto", reason="optimum-quanto is not installed")
+    from fp8q.torch import quanto_compat as qc
+    x = torch.from_numpy(rng.standard_normal((4, 200)).astype(np.float32))
+    theirs = mlp(seed)
+    quanto.quantize(theirs, weights=quanto.qfloat8)
+    quanto.freeze(theirs)
+    ours = qc.quantize(mlp(seed), weights=qc.qfloat8)
+    with torch.no_grad():
+        want, got = theirs(x), ours(x)
+    # Measured with optimum-quanto 0.2.7 (torch 2.13, CPU): 1.8e-7, i.e.
+    # the same FP8 weights, and products that differ by float32 rounding.
+    error = float((got - want).norm() / want.norm())
+    assert error < 1e-5, (error, f"seed={seed}")

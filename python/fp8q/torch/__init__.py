@@ -6,12 +6,16 @@ Imported on demand (`import fp8q.torch`); `import fp8q` never imports torch.
 - quantize(model, ...): replaces nn.Linear modules by fp8q.torch.Linear,
   which holds FP8 weights with float32 dequantization scales.
 - Linear: the quantized layer (inference only).
+- calibrate(model, method) / freeze(model): static activation scales.
+- fp8q.torch.quanto_compat: optimum-quanto's FP8 API on top of these.
 
 The GEMMs run through fp8q.linear, on the CPU in this version; CUDA tensors
 get a clear error until fp8q's device tensors exist. docs/torch.md.
 """
+from fp8q.torch._calibrate import calibrate, freeze
 from fp8q.torch._convert import from_torch, to_torch
 from fp8q.torch._linear import Linear
 from fp8q.torch._quantize import quantize
 
-__all__ = ["Linear", "from_torch", "quantize", "to_torch"]
+__all__ = ["Linear", "calibrate", "freeze", "from_torch", "quantize",
+           "to_torch"]

@@ -49,16 +49,18 @@ class Linear(torch.nn.Module):
     torch.float8_e4m3fn or float8_e5m2; `weight_scale`, float32
     dequantization scales (weight ~= weight * weight_scale): shape
     (out_features, 1) for "row", () for "tensor", (ceil(N/128), ceil(K/128))
-    for "block"; `bias` (float, or None).
+    for "block"; `bias` (float, or None); `input_scale`, a float32 () static
+    activation scale once fp8q.torch.freeze has set it (absent before, and
+    with activations=None).
 
     forward(x): x (..., in_features) float32, float16 or bfloat16 on the
     CPU. With activations=None (weight-only) the weight is dequantized into
     x's dtype and torch multiplies; with activations="e4m3", x is quantized
-    dynamically to e4m3fn (per token; 1x128 blocks for block weights) and
+    to e4m3fn — with input_scale when set (static, per tensor), else
+    dynamically per token (1x128 blocks for block weights) — and
     fp8q.linear computes the FP8 product. The result has x's dtype and shape
     (..., out_features). Inference only: a backward pass raises
-    RuntimeError. (Static activation scales from calibration, the
-    `input_scale` buffer, are not implemented yet.)
+    RuntimeError.
     """
 
     def __init__(self, in_features, out_features, bias=True, *,
@@ -85,6 +87,8 @@ class Linear(torch.nn.Module):
                              torch.ones(scale_shape, dtype=torch.float32))
         self.register_buffer("bias", torch.zeros(out_features)
                              if bias else None)
+        # Set by fp8q.torch.freeze, or by loading a frozen state dict.
+        self.register_buffer("input_scale", None)
 
     @classmethod
     def from_linear(cls, linear, *, weights="e4m3", activations=None,
@@ -126,10 +130,40 @@ class Linear(torch.nn.Module):
             return torch.nn.functional.linear(
                 x, dequantized, None if self.bias is None
                 else self.bias.to(x.dtype))
+        source = from_torch(x)
+        if self.input_scale is not None:  # static, per tensor
+            source = fp8q.quantize(
+                source.reshape(-1, self.in_features), self.activations,
+                scale=from_torch(self.input_scale))
         bias = None if self.bias is None else from_torch(self.bias)
-        y = fp8q.linear(from_torch(x), weight, bias=bias,
+        y = fp8q.linear(source, weight, bias=bias,
                         out_dtype=dtype_name(x.dtype))
-        return to_torch(y)
+        return to_torch(y).reshape(*x.shape[:-1], self.out_features)
+
+    def set_input_scale(self, scale):
+        """Makes activations static: x is quantized with this float32
+        dequantization scale (finite, > 0) instead of per token. Needs
+        activations="e4m3" and row or tensor weight scales (a per-tensor
+        activation scale has no pairing with 128x128 weight blocks)."""
+        if self.activations is None:
+            raise ValueError("set_input_scale: this layer keeps activations "
+                             "in floating point (activations=None)")
+        if self.granularity == "block":
+            raise ValueError(
+                "set_input_scale: static per-tensor activation scales need "
+                "\"row\" or \"tensor\" weight scales, this layer has "
+                "\"block\" ones (keep its activations dynamic)")
+        value = torch.as_tensor(scale, dtype=torch.float32).reshape(())
+        if not (torch.isfinite(value) and value > 0):
+            raise ValueError(f"set_input_scale: expected a finite scale > 0, "
+                             f"got {float(value)}")
+        self.input_scale = value.clone()
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # A frozen checkpoint has input_scale: make room for it.
+        if self.input_scale is None and prefix + "input_scale" in state_dict:
+            self.set_input_scale(state_dict[prefix + "input_scale"])
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(self, x):
         if torch.is_grad_enabled() and x.requires_grad:

@@ -1,0 +1,120 @@
+"""fp8q.torch.calibrate and freeze: static activation scales for the
+fp8q.torch.Linear layers of a model, from fp8q.calib's calibrators."""
+import contextlib
+
+import torch
+
+from fp8q import calib
+from fp8q.torch._convert import from_torch
+from fp8q.torch._linear import Linear
+
+HISTOGRAM_METHODS = ("percentile", "entropy", "mse")
+
+
+def _calibrated_layers(model):
+    layers = [module for module in model.modules()
+              if isinstance(module, Linear) and module.activations is not None
+              and module.granularity != "block"]
+    if not layers:
+        raise ValueError(
+            "calibrate: the model has no fp8q.torch.Linear with FP8 "
+            "activations and row or tensor weight scales: quantize it with "
+            "activations=\"e4m3\" first")
+    return layers
+
+
+def _new_calibrator(method, momentum):
+    if method == "max":
+        return calib.MaxCalibrator(momentum=momentum)
+    if method in HISTOGRAM_METHODS:
+        if momentum is not None:
+            raise ValueError("momentum applies to method=\"max\" only")
+        return calib.HistogramCalibrator()
+    raise ValueError("method: expected \"max\", \"percentile\", \"entropy\" "
+                     f"or \"mse\", got {method!r}")
+
+
+@contextlib.contextmanager
+def calibrate(model, method="max", *, momentum=None, **method_options):
+    """Records the inputs of every fp8q.torch.Linear of `model` that has FP8
+    activations (and row or tensor weight scales) while the block runs:
+
+        with fp8q.torch.calibrate(model, method="max"):
+            for batch in samples:
+                model(batch)
+        fp8q.torch.freeze(model)
+
+    method: "max" (running amax; momentum=m for optimum-quanto's moving
+    average), or "percentile", "entropy", "mse" (a HistogramCalibrator and
+    its compute_amax; method_options such as percentile=99.9 go to it).
+    Inputs are read as float32 on the CPU; NaN or infinity in them raises.
+    The statistics stay on each layer until freeze(model) turns them into
+    input_scale. Calibrating again starts over."""
+    layers = _calibrated_layers(model)
+    handles = []
+    for layer in layers:
+        layer._calibration = (_new_calibrator(method, momentum), method,
+                              dict(method_options))
+        handles.append(layer.register_forward_pre_hook(_record_input))
+    try:
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _record_input(layer, inputs):
+    layer._calibration[0].update(from_torch(inputs[0]))
+
+
+def _distributed():
+    return (torch.distributed.is_available()
+            and torch.distributed.is_initialized())
+
+
+def _reduced_amax(calibrator, method, options):
+    """The calibrated amax, combined across the ranks of torch.distributed
+    when it is initialized (docs/calibration.md's recipe)."""
+    if isinstance(calibrator, calib.MaxCalibrator):
+        amax = torch.tensor([calibrator.amax or 0.0], dtype=torch.float32)
+        if _distributed():
+            torch.distributed.all_reduce(amax, op=torch.distributed.ReduceOp.MAX)
+        return float(amax)
+    if _distributed():
+        amax = torch.tensor([calibrator.amax or 0.0], dtype=torch.float32)
+        torch.distributed.all_reduce(amax, op=torch.distributed.ReduceOp.MAX)
+        calibrator.extend_range(float(amax))
+        state = calibrator.state_dict()
+        counts = torch.from_numpy(state["counts"])
+        torch.distributed.all_reduce(counts, op=torch.distributed.ReduceOp.SUM)
+        state["counts"] = counts.numpy()
+        state["amax"] = float(amax)
+        calibrator.load_state_dict(state)
+    return calibrator.compute_amax(method, **options)
+
+
+def freeze(model):
+    """Turns the statistics of the last calibrate(model, ...) into each
+    layer's input_scale: scale_from_amax(amax) for float8_e4m3fn, the amax
+    combined across ranks first when torch.distributed is initialized (MAX
+    of the amax; histograms summed on a common grid). From then on those
+    layers quantize their inputs with that static scale. ValueError for a
+    layer that saw no input, naming it. Returns the model."""
+    frozen = 0
+    for name, layer in model.named_modules():
+        calibration = getattr(layer, "_calibration", None)
+        if calibration is None:
+            continue
+        calibrator, method, options = calibration
+        if calibrator.amax is None and not _distributed():
+            raise ValueError(f"freeze: layer {name!r} saw no input during "
+                             "calibration; run samples through the model "
+                             "inside fp8q.torch.calibrate(model)")
+        amax = _reduced_amax(calibrator, method, options)
+        layer.set_input_scale(calib.scale_from_amax(amax, "float8_e4m3fn"))
+        del layer._calibration
+        frozen += 1
+    if frozen == 0:
+        raise ValueError("freeze: nothing to freeze; run the model inside "
+                         "fp8q.torch.calibrate(model) first")
+    return model
