@@ -194,9 +194,17 @@ def test_view_reinterprets():
                                   [1.0, 2.0, 448.0])
     h = fp8q.asarray(np.array([1.0], np.float16))
     assert h.view(np.dtype(ml_dtypes.bfloat16)).dtype is fp8q.bfloat16
-    with pytest.raises(ValueError, match=r"Tensor\.view: dtype float32 has "
-                       "itemsize 4"):
-        t.view("float32")
+    with pytest.raises(ValueError, match=r"Tensor\.view: cannot read a "
+                       r"tensor of uint8 \(itemsize 1\) as float32"):
+        t.view("float32")  # 3 bytes
+    # Other itemsizes re-cut the contiguous last axis, as NumPy's view.
+    raw = np.arange(24, dtype=np.uint8).reshape(3, 8)
+    bf = fp8q.asarray(raw).view("bfloat16")
+    assert bf.shape == (3, 4) and bf.strides == (4, 1)
+    assert bf.data_ptr == raw.ctypes.data
+    np.testing.assert_array_equal(bf.view("uint8").numpy(), raw)
+    with pytest.raises(ValueError, match="contiguous last axis"):
+        fp8q.asarray(raw[:, ::2]).view("bfloat16")
     with pytest.raises(TypeError, match=r"^dtype: "):
         t.view("int8")
 

@@ -589,6 +589,46 @@ static PyObject *tensor_reshape(PyObject *object, PyObject *args)
     return (PyObject *)result;
 }
 
+/* The view of `self` with its last axis re-cut into elements of
+ * new_size bytes (NumPy's rule for a view with another itemsize); -1 with
+ * ValueError when the bytes do not allow it. */
+static int recut_last_axis(const fp8q_TensorObject *self, fp8q_dtype dtype,
+                           fp8q_view *view)
+{
+    const int64_t old_size = (int64_t)fp8q_dtype_itemsize(self->view.dtype);
+    const int64_t new_size = (int64_t)fp8q_dtype_itemsize(dtype);
+    const int last = self->view.ndim - 1;
+    int axis;
+
+    *view = self->view;
+    view->dtype = dtype;
+    if (last < 0 || (self->view.shape[last] != 1 &&
+                     self->view.strides[last] != 1) ||
+        (self->view.shape[last] * old_size) % new_size != 0 ||
+        (uintptr_t)self->view.data % (uintptr_t)new_size != 0) {
+        goto fail;
+    }
+    for (axis = 0; axis < last; axis++) {
+        if ((self->view.strides[axis] * old_size) % new_size != 0) {
+            goto fail;
+        }
+        view->strides[axis] = self->view.strides[axis] * old_size / new_size;
+    }
+    view->shape[last] = self->view.shape[last] * old_size / new_size;
+    view->strides[last] = 1;
+    return 0;
+
+fail:
+    PyErr_Format(PyExc_ValueError,
+                 "Tensor.view: cannot read a tensor of %s (itemsize %d) as "
+                 "%s (itemsize %d): that needs at least one dimension, a "
+                 "contiguous last axis whose byte length is a multiple of "
+                 "%d, and strides and an address aligned to it",
+                 fp8q_dtype_name(self->view.dtype), (int)old_size,
+                 fp8q_dtype_name(dtype), (int)new_size, (int)new_size);
+    return -1;
+}
+
 static PyObject *tensor_view_as(PyObject *object, PyObject *dtype_object)
 {
     fp8q_TensorObject *self = (fp8q_TensorObject *)object;
@@ -598,18 +638,13 @@ static PyObject *tensor_view_as(PyObject *object, PyObject *dtype_object)
     if (fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0) {
         return NULL;
     }
-    if (fp8q_dtype_itemsize(dtype) != fp8q_dtype_itemsize(self->view.dtype)) {
-        PyErr_Format(PyExc_ValueError,
-                     "Tensor.view: dtype %s has itemsize %d but the tensor's "
-                     "dtype %s has itemsize %d; only a dtype of the same "
-                     "itemsize can reinterpret the bytes",
-                     fp8q_dtype_name(dtype), (int)fp8q_dtype_itemsize(dtype),
-                     fp8q_dtype_name(self->view.dtype),
-                     (int)fp8q_dtype_itemsize(self->view.dtype));
+    if (fp8q_dtype_itemsize(dtype) == fp8q_dtype_itemsize(self->view.dtype)) {
+        view = self->view;
+        view.dtype = dtype;
+    }
+    else if (recut_last_axis(self, dtype, &view) < 0) {
         return NULL;
     }
-    view = self->view;
-    view.dtype = dtype;
     return (PyObject *)fp8q_tensor_new_view(&view, object, self->readonly);
 }
 
@@ -644,9 +679,12 @@ static PyMethodDef tensor_methods[] = {
      "copy. ValueError when the sizes differ."},
     {"view", tensor_view_as, METH_O,
      "view(dtype, /)\n--\n\n"
-     "A tensor sharing this one's memory, shape and strides whose bytes are "
-     "read as `dtype`, which must have the same itemsize (e.g. uint8 <-> "
-     "float8_e4m3fn, float16 <-> bfloat16); ValueError otherwise."},
+     "A tensor sharing this one's memory whose bytes are read as `dtype`. "
+     "With the same itemsize (e.g. uint8 <-> float8_e4m3fn, float16 <-> "
+     "bfloat16) shape and strides are kept; otherwise, as in NumPy, the "
+     "contiguous last axis is re-cut (uint8 (N, 2K) -> bfloat16 (N, K), "
+     "float32 (N,) -> uint8 (4N,)), and ValueError when the layout does not "
+     "allow it."},
     {"numpy", tensor_numpy, METH_NOARGS,
      "numpy()\n--\n\n"
      "A NumPy array sharing the tensor's memory (zero-copy; its base is the "

@@ -1,5 +1,7 @@
 """Command line of fp8q: `python -m fp8q info [--json]` and
-`python -m fp8q bench {cast,calib,gemm} [--size N] [--repeats R] [--full]`.
+`python -m fp8q bench {cast,calib,gemm} [--size N] [--repeats R] [--full]` and
+`python -m fp8q convert IN.safetensors OUT.safetensors [--granularity ...]
+[--exclude PATTERN ...] [--format fp8q|vllm]`.
 
 info prints the version, build and platform facts and a small quantize round
 trip with its error; bench measures the CPU casts (against ml_dtypes and a
@@ -10,7 +12,8 @@ fp8q.scaled_mm against NumPy's float32 matmul.
 import argparse
 import sys
 
-from fp8q import _bench, _bench_calib, _bench_gemm, _info
+from fp8q import (_bench, _bench_calib, _bench_gemm, _convert_checkpoint,
+                  _info)
 
 
 def _parse(argv):
@@ -41,6 +44,23 @@ def _parse(argv):
                        help="gemm: the whole shape sweep up to M = 8192 and "
                             "N = K = 8192 (long on a CPU); default: M <= "
                             "1024, (N, K) in (4096, 4096), (14336, 4096)")
+    convert = commands.add_parser(
+        "convert", help="FP8 weights with float32 scales for the 2-D float "
+                        "tensors of a safetensors checkpoint")
+    convert.add_argument("input", help="the checkpoint (.safetensors)")
+    convert.add_argument("output", help="where to write the FP8 checkpoint")
+    convert.add_argument("--granularity", choices=["row", "tensor", "block"],
+                         default="row",
+                         help="one scale per output row (default), per "
+                              "tensor, or per 128x128 block")
+    convert.add_argument("--exclude", nargs="+", metavar="PATTERN",
+                         help="shell-style patterns of tensor names to copy "
+                              "unchanged (e.g. '*embed*' 'lm_head.weight')")
+    convert.add_argument("--format", choices=["fp8q", "vllm"],
+                         default="fp8q",
+                         help="fp8q (default): each weight's scale is "
+                              "NAME.weight_scale; vllm: the same, except "
+                              "NAME.weight_scale_inv for block scales")
     return parser.parse_args(argv)
 
 
@@ -49,6 +69,8 @@ def main(argv=None):
     arguments = _parse(sys.argv[1:] if argv is None else argv)
     if arguments.command == "info":
         _info.print_info(as_json=arguments.json)
+    elif arguments.command == "convert":
+        return _convert_checkpoint.main(arguments)
     else:
         if arguments.size < 1024 or arguments.repeats < 1:
             print("fp8q bench: --size must be >= 1024 and --repeats >= 1",

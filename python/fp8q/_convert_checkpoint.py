@@ -1,0 +1,181 @@
+"""`python -m fp8q convert IN.safetensors OUT.safetensors`: FP8 weights with
+float32 scales for every 2-D float tensor of a checkpoint, streaming tensor
+by tensor; everything else is copied unchanged.
+
+Output names: NAME keeps the FP8 codes (F8_E4M3); NAME's scale is stored as
+NAME stripped of a final ".weight" plus ".weight_scale" (or, for
+--format vllm with block scales, ".weight_scale_inv", the name vLLM reads
+for 128x128 block scales; both are dequantization scales, x ~= q * scale).
+The file is written to a temporary name beside OUT and renamed at the end,
+so a failure leaves no partial output. docs/torch.md describes the layout.
+"""
+import fnmatch
+import os
+import re
+import sys
+import tempfile
+
+import numpy as np
+
+import fp8q
+from fp8q._safetensors import SafetensorsReader, write_safetensors
+
+GRANULARITIES = {"row": "row", "tensor": "tensor", "block": (128, 128)}
+FLOAT_CODES = ("F32", "F16", "BF16")
+
+
+class ConvertError(Exception):
+    """A problem with the user's input or output: one line, exit code 2."""
+
+
+def scale_name(name, output_format, granularity):
+    """The name of the scale tensor that goes with weight `name`."""
+    base = name[:-len(".weight")] if name.endswith(".weight") else name
+    if output_format == "vllm" and granularity == "block":
+        return base + ".weight_scale_inv"
+    return base + ".weight_scale"
+
+
+def tensor_class(name):
+    """The name with its numeric parts (layer indices) replaced by '*'."""
+    return re.sub(r"\.\d+(?=\.|$)", ".*", name)
+
+
+def _plan(reader, granularity, excludes, output_format):
+    """The output tensors: (name, code, shape, produce) in input order, and
+    the list of names to quantize."""
+    outputs = []
+    converted = []
+    for name, (code, shape) in reader.entries.items():
+        convert = (code in FLOAT_CODES and len(shape) == 2
+                   and not any(fnmatch.fnmatchcase(name, pattern)
+                               for pattern in excludes))
+        if not convert:
+            outputs.append((name, code, shape, lambda n=name: reader.tensor(n)))
+            continue
+        converted.append(name)
+        scale_shape = {"row": (shape[0], 1), "tensor": (),
+                       "block": (-(-shape[0] // 128), -(-shape[1] // 128))
+                       }[granularity]
+        outputs.append((name, "F8_E4M3", shape, None))
+        outputs.append((scale_name(name, output_format, granularity), "F32",
+                        scale_shape, None))
+    return outputs, converted
+
+
+def convert(input_path, output_path, granularity="row", excludes=(),
+            output_format="fp8q", progress=None):
+    """Converts one checkpoint; returns the summary rows (name, bytes
+    before, bytes after, relative error) of the converted tensors and the
+    total bytes before and after. Raises ConvertError for bad input or an
+    unwritable output (the output file is then not created)."""
+    if not os.path.isfile(input_path):
+        raise ConvertError(f"{input_path}: no such file")
+    if (os.path.exists(output_path)
+            and os.path.samefile(input_path, output_path)):
+        raise ConvertError(f"{output_path}: the output must not be the "
+                           "input file")
+    try:
+        reader = SafetensorsReader(input_path)
+    except (OSError, ValueError) as error:
+        raise ConvertError(str(error)) from None
+    outputs, converted = _plan(reader, granularity, excludes, output_format)
+    pending = {}  # scale name -> float32 scale array, filled with its weight
+    rows = []
+
+    def quantized(name, index):
+        def produce():
+            if progress is not None:
+                progress(index, len(converted), name)
+            source = reader.fp8q_tensor(name)
+            try:
+                q = fp8q.quantize(source, "float8_e4m3fn",
+                                  granularity=GRANULARITIES[granularity])
+            except ValueError as error:  # NaN or infinity in the weight
+                raise ConvertError(f"{input_path}: tensor {name}: {error}") \
+                    from None
+            original = fp8q.cast(source, "float32").numpy().astype(np.float64)
+            restored = q.dequantize().numpy().astype(np.float64)
+            norm = np.linalg.norm(original)
+            error = (np.linalg.norm(restored - original) / norm
+                     if norm > 0 else 0.0)
+            rows.append((name, source.nbytes, q.data.nbytes + q.scale.nbytes,
+                         float(error)))
+            pending[scale_name(name, output_format, granularity)] = \
+                q.scale.numpy()
+            return q.data.view("uint8").numpy()
+        return produce
+
+    tensors = []
+    for name, code, shape, produce in outputs:
+        if produce is None and code == "F8_E4M3":
+            produce = quantized(name, converted.index(name))
+        elif produce is None:
+            produce = (lambda scale=name: pending.pop(scale))
+        tensors.append((name, code, shape, produce))
+    metadata = dict(reader.metadata)
+    metadata.update({"fp8q_version": fp8q.__version__,
+                     "fp8q_granularity": granularity,
+                     "fp8q_format": output_format})
+    directory = os.path.dirname(os.path.abspath(output_path))
+    try:
+        handle, temporary = tempfile.mkstemp(dir=directory, suffix=".part")
+    except OSError as error:
+        raise ConvertError(f"{output_path}: cannot write there "
+                           f"({error.strerror})") from None
+    try:
+        with os.fdopen(handle, "wb") as file:
+            write_safetensors(file, tensors, metadata)
+        os.replace(temporary, output_path)
+    except OSError as error:
+        os.unlink(temporary)
+        raise ConvertError(f"{output_path}: {error.strerror or error}") \
+            from None
+    except BaseException:
+        os.unlink(temporary)
+        raise
+    finally:
+        reader.close()
+    return rows, os.path.getsize(input_path), os.path.getsize(output_path)
+
+
+def print_summary(rows, before, after, stream=sys.stdout):
+    """Tensors converted, bytes before / after, and the relative Frobenius
+    error of the dequantized weights per tensor class (max and mean)."""
+    classes = {}
+    for name, _, _, error in rows:
+        classes.setdefault(tensor_class(name), []).append(error)
+    print(f"converted {len(rows)} tensors; file {before:,} -> {after:,} "
+          f"bytes ({after / before:.1%})", file=stream)
+    print("| tensor class | tensors | max rel. error | mean rel. error |",
+          file=stream)
+    print("|---|---:|---:|---:|", file=stream)
+    for name, errors in sorted(classes.items()):
+        print(f"| {name} | {len(errors)} | {max(errors):.2e} | "
+              f"{sum(errors) / len(errors):.2e} |", file=stream)
+
+
+def main(arguments):
+    """Runs `convert` for the parsed command line; returns the exit code
+    (0, or 2 with a one-line message on stderr)."""
+    interactive = sys.stderr.isatty()
+
+    def progress(index, total, name):
+        if interactive:
+            width = 30
+            done = width * (index + 1) // max(total, 1)
+            print(f"\r[{'#' * done}{'.' * (width - done)}] {index + 1}/"
+                  f"{total} {name[:60]:<60}", end="", file=sys.stderr,
+                  flush=True)
+
+    try:
+        rows, before, after = convert(
+            arguments.input, arguments.output, arguments.granularity,
+            arguments.exclude or (), arguments.format, progress)
+    except ConvertError as error:
+        print(f"fp8q convert: error: {error}", file=sys.stderr)
+        return 2
+    if interactive:
+        print(file=sys.stderr)
+    print_summary(rows, before, after)
+    return 0

@@ -1,0 +1,180 @@
+"""`python -m fp8q convert`: FP8 checkpoints from safetensors files, the
+safetensors reader and writer, and the command's error handling."""
+import json
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import fp8q
+from fp8q import _convert_checkpoint
+from fp8q._safetensors import SafetensorsReader, write_safetensors
+
+
+def bfloat16_bytes(values):
+    return fp8q.cast(values.astype(np.float32), "bfloat16").view(
+        "uint8").numpy()
+
+
+def write_checkpoint(path, rng):
+    """A small checkpoint: two 2-D bf16 weights of one class, a float32
+    embedding, a float16 2-D weight, a 1-D bias and an int64 tensor.
+    Returns {name: float64 values or raw array}."""
+    weights = {
+        "layers.0.mlp.weight": rng.standard_normal((130, 96)),
+        "layers.1.mlp.weight": rng.standard_normal((130, 96)) * 3,
+    }
+    embed = rng.standard_normal((50, 96)).astype(np.float32)
+    head = rng.standard_normal((40, 96)).astype(np.float16)
+    bias = rng.standard_normal(130).astype(np.float32)
+    steps = np.array([7, -1], np.int64)
+    tensors = [(name, "BF16", values.shape,
+                lambda v=values: bfloat16_bytes(v))
+               for name, values in weights.items()]
+    tensors += [("embed.weight", "F32", embed.shape, lambda: embed),
+                ("head.weight", "F16", head.shape, lambda: head),
+                ("layers.0.mlp.bias", "F32", bias.shape, lambda: bias),
+                ("steps", "I64", steps.shape, lambda: steps)]
+    with open(path, "wb") as file:
+        write_safetensors(file, tensors, {"origin": "test"})
+    return weights, embed, head, bias, steps
+
+
+def run_cli(*arguments):
+    return subprocess.run([sys.executable, "-m", "fp8q", "convert",
+                           *map(str, arguments)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_reader_reads_what_the_writer_wrote(tmp_path, rng):
+    path = tmp_path / "in.safetensors"
+    weights, embed, head, bias, steps = write_checkpoint(path, rng)
+    reader = SafetensorsReader(path)
+    assert list(reader.entries) == ["layers.0.mlp.weight",
+                                    "layers.1.mlp.weight", "embed.weight",
+                                    "head.weight", "layers.0.mlp.bias",
+                                    "steps"]
+    assert reader.metadata == {"origin": "test"}
+    assert np.array_equal(reader.tensor("steps"), steps)
+    assert np.array_equal(reader.tensor("embed.weight"), embed)
+    assert np.array_equal(reader.tensor("head.weight"), head)
+    w = reader.fp8q_tensor("layers.1.mlp.weight")
+    assert w.dtype.name == "bfloat16" and w.shape == (130, 96)
+    assert np.array_equal(w.view("uint8").numpy(),
+                          bfloat16_bytes(weights["layers.1.mlp.weight"]))
+    # The header is 8-byte aligned JSON.
+    raw = path.read_bytes()
+    (size,) = struct.unpack("<Q", raw[:8])
+    assert size % 8 == 0 and json.loads(raw[8:8 + size])["steps"]["dtype"] \
+        == "I64"
+    reader.close()
+
+
+@pytest.mark.parametrize("granularity", ["row", "tensor", "block"])
+@pytest.mark.parametrize("output_format", ["fp8q", "vllm"])
+def test_convert_quantizes_2d_floats_and_copies_the_rest(
+        tmp_path, rng, seed, granularity, output_format):
+    source = tmp_path / "in.safetensors"
+    target = tmp_path / "out.safetensors"
+    weights, embed, head, bias, steps = write_checkpoint(source, rng)
+    result = run_cli(source, target, "--granularity", granularity,
+                     "--exclude", "embed*", "--format", output_format)
+    assert result.returncode == 0, result.stderr
+    assert "converted 3 tensors" in result.stdout
+    assert "| layers.*.mlp.weight | 2 |" in result.stdout
+    reader = SafetensorsReader(target)
+    suffix = ("weight_scale_inv" if output_format == "vllm"
+              and granularity == "block" else "weight_scale")
+    block = (128, 128) if granularity == "block" else granularity
+    for name, values in list(weights.items()) + [
+            ("head.weight", head.astype(np.float64))]:
+        original = (fp8q.asarray(bfloat16_bytes(values)).view("bfloat16")
+                    if name != "head.weight" else head)
+        q = fp8q.quantize(original, "e4m3", granularity=block)
+        code, shape = reader.entries[name]
+        assert code == "F8_E4M3" and shape == values.shape
+        assert np.array_equal(reader.tensor(name),
+                              q.data.view("uint8").numpy()), name
+        scale_name = name[:-len("weight")] + suffix
+        assert reader.entries[scale_name][0] == "F32"
+        assert np.array_equal(reader.tensor(scale_name), q.scale.numpy())
+    assert np.array_equal(reader.tensor("embed.weight"), embed)
+    assert np.array_equal(reader.tensor("layers.0.mlp.bias"), bias)
+    assert np.array_equal(reader.tensor("steps"), steps)
+    assert reader.metadata["origin"] == "test"
+    assert reader.metadata["fp8q_granularity"] == granularity
+    reader.close()
+
+
+def test_converted_checkpoint_loads_into_fp8q_torch(tmp_path, seed):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    safetensors_torch = pytest.importorskip("safetensors.torch")
+    import fp8q.torch as fpt
+    torch.manual_seed(seed % (2 ** 31))
+    model = torch.nn.Sequential(torch.nn.Linear(64, 48),
+                                torch.nn.Linear(48, 8))
+    source, target = tmp_path / "in.safetensors", tmp_path / "out.safetensors"
+    safetensors_torch.save_file(model.state_dict(), str(source))
+    assert run_cli(source, target).returncode == 0
+    quantized = fpt.quantize(model)
+    fresh = fpt.quantize(torch.nn.Sequential(torch.nn.Linear(64, 48),
+                                             torch.nn.Linear(48, 8)))
+    fresh.load_state_dict(safetensors_torch.load_file(str(target)))
+    x = torch.randn(3, 64)
+    with torch.no_grad():
+        assert torch.equal(fresh(x), quantized(x))
+
+
+def leftovers(directory):
+    return sorted(path.name for path in directory.iterdir()
+                  if path.name.startswith("out") or path.suffix == ".part")
+
+
+@pytest.mark.parametrize("damage", ["missing", "not safetensors",
+                                    "bad json", "truncated", "nan weight",
+                                    "unwritable output", "same file"])
+def test_bad_input_is_one_line_and_exit_code_2(tmp_path, rng, damage):
+    source = tmp_path / "in.safetensors"
+    target = tmp_path / "out.safetensors"
+    write_checkpoint(source, rng)
+    raw = source.read_bytes()
+    if damage == "missing":
+        source = tmp_path / "absent.safetensors"
+    elif damage == "not safetensors":
+        source.write_bytes(b"PK\x03\x04 this is a zip file, not a checkpoint")
+    elif damage == "bad json":
+        source.write_bytes(raw[:8] + b"#" + raw[9:])  # not JSON any more
+    elif damage == "truncated":
+        source.write_bytes(raw[:len(raw) - 100])
+    elif damage == "nan weight":
+        values = np.ones((4, 4), np.float32)
+        values[1, 2] = np.nan
+        with open(source, "wb") as file:
+            write_safetensors(file, [("w", "F32", (4, 4), lambda: values)],
+                              {})
+    elif damage == "unwritable output":
+        target = tmp_path / "no" / "such" / "dir" / "out.safetensors"
+    elif damage == "same file":
+        target = source
+    result = run_cli(source, target)
+    assert result.returncode == 2, (damage, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fp8q convert: error:"), \
+        (damage, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert leftovers(tmp_path) == [], damage
+
+
+def test_summary_classes_and_ratio():
+    rows = [("model.layers.0.q.weight", 400, 110, 0.02),
+            ("model.layers.11.q.weight", 400, 110, 0.04),
+            ("lm_head.weight", 800, 210, 0.01)]
+    import io
+    out = io.StringIO()
+    _convert_checkpoint.print_summary(rows, 2000, 600, out)
+    text = out.getvalue()
+    assert "converted 3 tensors" in text and "(30.0%)" in text
+    assert "| model.layers.*.q.weight | 2 | 4.00e-02 | 3.00e-02 |" in text
+    assert "| lm_head.weight | 1 | 1.00e-02 | 1.00e-02 |" in text
