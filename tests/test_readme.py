@@ -50,7 +50,9 @@ def test_calibration_example_runs(tmp_path, monkeypatch):
 
 def test_the_two_commands():
     text = README.read_text("utf-8")
-    assert "python -m fp8q info" in text
+    main = re.search(r"<!-- main-command -->\n```bash\n(.*?)\n```",
+                     text, re.S).group(1)
+    assert main == "python -m fp8q demo"
     test_command = re.search(r"<!-- test-command -->\n```bash\n(.*?)\n```",
                              text, re.S).group(1)
     assert "pytest" in test_command and "tests" in test_command

@@ -1,4 +1,5 @@
-"""Command line of fp8q: `python -m fp8q info [--json]` and
+"""Command line of fp8q: `python -m fp8q demo` (the main job),
+`python -m fp8q info [--json]`,
 `python -m fp8q bench {cast,calib,gemm} [--size N] [--repeats R] [--full]` and
 `python -m fp8q convert IN.safetensors OUT.safetensors [--granularity ...]
 [--exclude PATTERN ...] [--format fp8q|vllm]`.
@@ -13,7 +14,7 @@ import argparse
 import sys
 
 from fp8q import (_bench, _bench_calib, _bench_gemm, _convert_checkpoint,
-                  _info)
+                  _demo, _info)
 
 
 def _parse(argv):
@@ -44,6 +45,9 @@ def _parse(argv):
                        help="gemm: the whole shape sweep up to M = 8192 and "
                             "N = K = 8192 (long on a CPU); default: M <= "
                             "1024, (N, K) in (4096, 4096), (14336, 4096)")
+    commands.add_parser(
+        "demo", help="the main job: FP8-quantize a sentence-embedding model "
+                     "(MiniLM) and compare it with the float model")
     convert = commands.add_parser(
         "convert", help="FP8 weights with float32 scales for the 2-D float "
                         "tensors of a safetensors checkpoint")
@@ -71,6 +75,8 @@ def main(argv=None):
         _info.print_info(as_json=arguments.json)
     elif arguments.command == "convert":
         return _convert_checkpoint.main(arguments)
+    elif arguments.command == "demo":
+        return _demo.run()
     else:
         if arguments.size < 1024 or arguments.repeats < 1:
             print("fp8q bench: --size must be >= 1024 and --repeats >= 1",
