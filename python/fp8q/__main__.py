@@ -1,6 +1,7 @@
 """Command line of fp8q: `python -m fp8q demo` (the main job),
 `python -m fp8q info [--json]`,
-`python -m fp8q bench {cast,calib,gemm} [--size N] [--repeats R] [--full]` and
+`python -m fp8q bench {cast,calib,gemm,linear} [--size N] [--repeats R]
+[--full]` and
 `python -m fp8q convert IN.safetensors OUT.safetensors [--granularity ...]
 [--exclude PATTERN ...] [--format fp8q|vllm]`.
 
@@ -13,8 +14,8 @@ fp8q.scaled_mm against NumPy's float32 matmul.
 import argparse
 import sys
 
-from fp8q import (_bench, _bench_calib, _bench_gemm, _convert_checkpoint,
-                  _demo, _info)
+from fp8q import (_bench, _bench_calib, _bench_gemm, _bench_linear,
+                  _convert_checkpoint, _demo, _info)
 
 
 def _parse(argv):
@@ -32,19 +33,21 @@ def _parse(argv):
     bench = commands.add_parser(
         "bench", help="CPU benchmarks against the peers measured in the "
                       "same run (markdown table)")
-    bench.add_argument("what", choices=["cast", "calib", "gemm"],
+    bench.add_argument("what", choices=["cast", "calib", "gemm", "linear"],
                        help="cast: float32 -> float8_e4m3fn casts, quantize "
                             "and dequantize; calib: calibrator updates and "
-                            "amax searches; gemm: scaled_mm vs NumPy matmul")
+                            "amax searches; gemm: scaled_mm vs NumPy matmul; "
+                            "linear: fp8q.torch.Linear vs bf16 nn.Linear and "
+                            "optimum-quanto (needs torch)")
     bench.add_argument("--size", type=int, default=_bench.DEFAULT_SIZE,
                        help="elements (default 16M = 2**24)")
     bench.add_argument("--repeats", type=int, default=_bench.DEFAULT_REPEATS,
                        help="timed repeats per measurement; the median is "
                             "reported (default %(default)s)")
     bench.add_argument("--full", action="store_true",
-                       help="gemm: the whole shape sweep up to M = 8192 and "
-                            "N = K = 8192 (long on a CPU); default: M <= "
-                            "1024, (N, K) in (4096, 4096), (14336, 4096)")
+                       help="gemm, linear: the issue's whole shape sweep up "
+                            "to M = 8192 and N = K = 8192 (long on a CPU); "
+                            "default: a CPU-sized part of it")
     commands.add_parser(
         "demo", help="the main job: FP8-quantize a sentence-embedding model "
                      "(MiniLM) and compare it with the float model")
@@ -85,6 +88,9 @@ def main(argv=None):
         if arguments.what == "gemm":
             _bench_gemm.print_gemm_benchmark(arguments.full,
                                              arguments.repeats)
+        elif arguments.what == "linear":
+            _bench_linear.print_linear_benchmark(arguments.full,
+                                                 arguments.repeats)
         elif arguments.what == "calib":
             _bench_calib.print_calib_benchmark(arguments.size,
                                                arguments.repeats)
