@@ -35,7 +35,7 @@ def test_example_runs_and_prints_what_its_comments_say():
 def test_calibration_example_runs(tmp_path, monkeypatch):
     """The second block continues the first (it uses x) and writes its cache
     file into the working directory; its scale is the entropy amax / 448."""
-    example, calibration = python_blocks()
+    example, calibration = python_blocks()[:2]
     namespace = {}
     monkeypatch.chdir(tmp_path)
     with contextlib.redirect_stdout(io.StringIO()):
@@ -56,3 +56,14 @@ def test_the_two_commands():
     test_command = re.search(r"<!-- test-command -->\n```bash\n(.*?)\n```",
                              text, re.S).group(1)
     assert "pytest" in test_command and "tests" in test_command
+
+
+def test_torch_example_runs():
+    """The third block quantizes a torch model in place and runs it."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    import fp8q.torch as fpt
+    namespace = {}
+    exec(compile(python_blocks()[2], "README.md", "exec"), namespace)
+    model, y = namespace["model"], namespace["y"]
+    assert isinstance(model[0], fpt.Linear) and isinstance(model[2], fpt.Linear)
+    assert y.shape == (8, 64) and y.dtype == torch.float32
