@@ -158,6 +158,16 @@ int fp8q_cpu_has_avx2(void)
     return (registers[1] & (1 << 5)) != 0;
 }
 
+int fp8q_cpu_has_avx2_fma(void)
+{
+    int registers[4];
+    if (!fp8q_cpu_has_avx2()) {
+        return 0;
+    }
+    __cpuid(registers, 1);
+    return (registers[2] & (1 << 12)) != 0;
+}
+
 #elif defined(__x86_64__) || defined(__i386__)
 
 int fp8q_cpu_has_avx2(void)
@@ -167,9 +177,21 @@ int fp8q_cpu_has_avx2(void)
     return __builtin_cpu_supports("avx2") != 0;
 }
 
+int fp8q_cpu_has_avx2_fma(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0 &&
+           __builtin_cpu_supports("fma") != 0;
+}
+
 #else
 
 int fp8q_cpu_has_avx2(void)
+{
+    return 0;
+}
+
+int fp8q_cpu_has_avx2_fma(void)
 {
     return 0;
 }

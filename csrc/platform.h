@@ -68,6 +68,10 @@ void fp8q_parallel_for(int64_t n_tasks, int n_threads, fp8q_task_fn task,
  * processors). Core code compiled for AVX2 runs only when this says so. */
 int fp8q_cpu_has_avx2(void);
 
+/* Nonzero when fp8q_cpu_has_avx2() and the processor has FMA3 as well. Core
+ * code compiled for AVX2 + FMA runs only when this says so. */
+int fp8q_cpu_has_avx2_fma(void);
+
 /* ------------------------------------------------------------------------- */
 /* Atomics (sequentially consistent)                                         */
 

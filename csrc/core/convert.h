@@ -26,7 +26,9 @@ void fp8q_store_float32(fp8q_dtype dtype, const float *values,
 
 /* The stores run loops compiled for AVX2 where the processor supports it
  * (the default, allow != 0), or the baseline loops (allow == 0), e.g. to
- * test both. The results are identical. */
+ * test both. The results are identical. The same switch governs the AVX2
+ * FP8 decoder and scaled_mm's AVX2 + FMA dot products (whose sums may differ
+ * by rounding). */
 void fp8q_convert_allow_avx2(int allow);
 
 /* Nonzero when the stores use the AVX2 loops. */

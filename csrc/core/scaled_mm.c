@@ -9,6 +9,7 @@
 #include "core/convert.h"
 #include "core/quantize.h"
 #include "core/scaled_mm.h"
+#include "core/scaled_mm_kernels.h"
 #include "platform.h"
 
 const char *fp8q_scaling_name(fp8q_scaling mode)
@@ -164,6 +165,7 @@ typedef struct small_m_job {
     const fp8q_view *scale_b; /* blockwise only */
     int blockwise;
     float *product;
+    int use_avx2_fma; /* the dot products of scaled_mm_avx2.c */
     volatile int64_t failed; /* set when a task could not get its buffer */
 } small_m_job;
 
@@ -206,6 +208,21 @@ static void small_m_columns(void *context, int64_t first, int64_t end)
                 }
             }
         }
+        if (job->use_avx2_fma) {
+            for (row = 0; row < m; row += FP8Q_DOT_MAX_ROWS) {
+                float sums[FP8Q_DOT_MAX_ROWS];
+                const int rows = m - row < FP8Q_DOT_MAX_ROWS
+                                     ? (int)(m - row)
+                                     : FP8Q_DOT_MAX_ROWS;
+                int r;
+                fp8q_dot_rows_avx2((const float *)job->a->data + row * k, k,
+                                   rows, column, k, sums);
+                for (r = 0; r < rows; r++) {
+                    job->product[(row + r) * n + col] = sums[r];
+                }
+            }
+            continue;
+        }
         for (row = 0; row < m; row++) {
             job->product[row * n + col] =
                 dot((const float *)job->a->data + row * k, column, k);
@@ -227,6 +244,8 @@ fp8q_status fp8q_scaled_mm_small_m(const fp8q_view *a, const fp8q_view *b,
     job.scale_b = scale_b;
     job.blockwise = mode == FP8Q_SCALING_BLOCKWISE;
     job.product = (float *)product->data;
+    /* fp8q_convert_allow_avx2(0) (tests) turns the AVX2 kernels off here too. */
+    job.use_avx2_fma = fp8q_convert_uses_avx2() && fp8q_cpu_has_avx2_fma();
     job.failed = 0;
     fp8q_for_each_unit_range(b->shape[1], b->shape[0] * b->shape[1],
                              small_m_columns, &job);

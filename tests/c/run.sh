@@ -25,16 +25,17 @@ case "$CC" in
     *) EXE=fp8q_core_tests; LIBS="-pthread -lm" ;;
 esac
 
-# convert_avx2.c is the one file built for AVX2 on x86 (as CMakeLists.txt
-# does); the rest is built for the baseline instruction set.
+# convert_avx2.c (AVX2) and scaled_mm_avx2.c (AVX2 + FMA) are the files built
+# for newer x86 instruction sets (as CMakeLists.txt does); the rest is built
+# for the baseline instruction set.
 case "$("$CC" -dumpmachine 2>/dev/null)" in
-    x86_64*|i?86*|amd64*) AVX2_FLAGS="-mavx2" ;;
-    *) AVX2_FLAGS="" ;;
+    x86_64*|i?86*|amd64*) AVX2_FLAGS="-mavx2"; FMA_FLAGS="-mavx2 -mfma" ;;
+    *) AVX2_FLAGS=""; FMA_FLAGS="" ;;
 esac
 SOURCES="$ROOT/csrc/platform.c"
 for source in "$ROOT"/csrc/core/*.c "$ROOT"/tests/c/*.c; do
     case "$source" in
-        */convert_avx2.c) ;;
+        */convert_avx2.c|*/scaled_mm_avx2.c) ;;
         *) SOURCES="$SOURCES $source" ;;
     esac
 done
@@ -45,8 +46,12 @@ echo "building $BUILD_DIR/$EXE with $CC $STRICT $CFLAGS"
 "$CC" $STRICT $CFLAGS $AVX2_FLAGS -I"$ROOT/csrc" \
     -c "$ROOT/csrc/core/convert_avx2.c" -o "$BUILD_DIR/convert_avx2.o"
 # shellcheck disable=SC2086
+"$CC" $STRICT $CFLAGS $FMA_FLAGS -I"$ROOT/csrc" \
+    -c "$ROOT/csrc/core/scaled_mm_avx2.c" -o "$BUILD_DIR/scaled_mm_avx2.o"
+# shellcheck disable=SC2086
 "$CC" $STRICT $CFLAGS -I"$ROOT/csrc" -I"$ROOT/tests/c" $SOURCES \
-    "$BUILD_DIR/convert_avx2.o" -o "$BUILD_DIR/$EXE" $LIBS
+    "$BUILD_DIR/convert_avx2.o" "$BUILD_DIR/scaled_mm_avx2.o" \
+    -o "$BUILD_DIR/$EXE" $LIBS
 
 if [ -n "$RUNNER" ]; then
     # Wine prints set-up noise on stderr; quiet it where we can.

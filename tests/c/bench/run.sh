@@ -13,13 +13,13 @@ BUILD_DIR=${BUILD_DIR:-$ROOT/build/tests-c/bench-$(basename "$CC")}
 STRICT="-std=c11 -Wall -Wextra -Wpedantic -Werror"
 
 case "$("$CC" -dumpmachine 2>/dev/null)" in
-    x86_64*|i?86*|amd64*) AVX2_FLAGS="-mavx2" ;;
-    *) AVX2_FLAGS="" ;;
+    x86_64*|i?86*|amd64*) AVX2_FLAGS="-mavx2"; FMA_FLAGS="-mavx2 -mfma" ;;
+    *) AVX2_FLAGS=""; FMA_FLAGS="" ;;
 esac
 SOURCES="$ROOT/csrc/platform.c"
 for source in "$ROOT"/csrc/core/*.c; do
     case "$source" in
-        */convert_avx2.c) ;;
+        */convert_avx2.c|*/scaled_mm_avx2.c) ;;
         *) SOURCES="$SOURCES $source" ;;
     esac
 done
@@ -29,7 +29,11 @@ mkdir -p "$BUILD_DIR"
 "$CC" $STRICT $CFLAGS $AVX2_FLAGS -I"$ROOT/csrc" \
     -c "$ROOT/csrc/core/convert_avx2.c" -o "$BUILD_DIR/convert_avx2.o"
 # shellcheck disable=SC2086
+"$CC" $STRICT $CFLAGS $FMA_FLAGS -I"$ROOT/csrc" \
+    -c "$ROOT/csrc/core/scaled_mm_avx2.c" -o "$BUILD_DIR/scaled_mm_avx2.o"
+# shellcheck disable=SC2086
 "$CC" $STRICT $CFLAGS -I"$ROOT/csrc" $SOURCES "$BUILD_DIR/convert_avx2.o" \
+    "$BUILD_DIR/scaled_mm_avx2.o" \
     "$ROOT/tests/c/bench/bench_cast.c" -o "$BUILD_DIR/bench_cast" \
     -pthread -lm
 echo "$CC $STRICT $CFLAGS"
