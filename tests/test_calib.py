@@ -1461,3 +1461,22 @@ def test_python_scalars():
     check_histogram(hist, *reference_histogram(np.float32(-3.5), 4), "scalar")
     with pytest.raises(TypeError, match="^x"):
         hist.update("abc")
+
+
+def test_fresh_per_channel_state_round_trip_keeps_channels_open():
+    """A per-channel MaxCalibrator that has recorded nothing saves an empty
+    history; loading it leaves the channel count to the next update."""
+    fresh = MaxCalibrator(channel_axis=0)
+    loaded = MaxCalibrator(channel_axis=0)
+    loaded.load_state_dict(fresh.state_dict())
+    loaded.update(np.ones((3, 4), np.float32))
+    assert loaded.amax.shape == (3,)
+
+
+def test_failed_reinit_changes_nothing():
+    cal = MaxCalibrator(channel_axis=0)
+    cal.update(np.ones((3, 4), np.float32))
+    with pytest.raises(ValueError, match="momentum"):
+        cal.__init__(momentum=2.0)
+    assert cal.channel_axis == 0 and cal.amax.shape == (3,)
+    assert cal.state_dict()["amax_history"].shape == (1, 3)

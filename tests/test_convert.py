@@ -178,3 +178,35 @@ def test_summary_classes_and_ratio():
     assert "converted 3 tensors" in text and "(30.0%)" in text
     assert "| model.layers.*.q.weight | 2 | 4.00e-02 | 3.00e-02 |" in text
     assert "| lm_head.weight | 1 | 1.00e-02 | 1.00e-02 |" in text
+
+
+def test_scale_name_collision_is_refused(tmp_path):
+    source, target = tmp_path / "in.safetensors", tmp_path / "out.safetensors"
+    values = np.ones((4, 4), np.float32)
+    with open(source, "wb") as file:
+        write_safetensors(file, [("a", "F32", (4, 4), lambda: values),
+                                 ("a.weight", "F32", (4, 4), lambda: values)],
+                          {})
+    result = run_cli(source, target)
+    assert result.returncode == 2 and "two tensors named" in result.stderr
+    assert leftovers(tmp_path) == []
+
+
+def test_empty_tensors_and_file_permissions(tmp_path):
+    import os
+    source, target = tmp_path / "in.safetensors", tmp_path / "out.safetensors"
+    empty = np.zeros((0, 8), np.float32)
+    steps = np.zeros((0, 3), np.int64)
+    with open(source, "wb") as file:
+        write_safetensors(file, [("w.weight", "F32", (0, 8), lambda: empty),
+                                 ("steps", "I64", (0, 3), lambda: steps)], {})
+    result = run_cli(source, target)
+    assert result.returncode == 0, result.stderr
+    reader = SafetensorsReader(target)
+    assert reader.entries["w.weight"] == ("F8_E4M3", (0, 8))
+    assert reader.entries["w.weight_scale"] == ("F32", (0, 1))
+    assert reader.tensor("steps").shape == (0, 3)
+    reader.close()
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(target).st_mode & 0o777 == 0o666 & ~umask

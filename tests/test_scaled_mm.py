@@ -962,3 +962,10 @@ def test_reshape_cannot_infer_next_to_zero():
     assert empty.reshape(3, 0, 2).shape == (3, 0, 2)
     with pytest.raises(ValueError, match=r"into \(25,\)"):
         fp8q.zeros((4, 6), "float32").reshape(25)
+
+
+def test_linear_empty_block_quantized_input():
+    w = fp8q.quantize(np.ones((130, 200), np.float32), granularity=(128, 128))
+    x = fp8q.quantize(np.ones((0, 200), np.float32), granularity=(1, 128))
+    y = fp8q.linear(x, w)
+    assert y.shape == (0, 130)

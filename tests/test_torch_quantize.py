@@ -340,3 +340,30 @@ def test_quanto_compat_matches_optimum_quanto(rng, seed):
     # the same FP8 weights, and products that differ by float32 rounding.
     error = float((got - want).norm() / want.norm())
     assert error < 1e-5, (error, f"seed={seed}")
+
+
+def test_calibrate_checks_options_up_front(seed):
+    model = fpt.quantize(mlp(seed), activations="e4m3")
+    with pytest.raises(TypeError, match="percentil"):
+        with fpt.calibrate(model, method="percentile", percentil=99.9):
+            pass
+    with pytest.raises(TypeError, match="percentile"):
+        with fpt.calibrate(model, method="max", percentile=99.9):
+            pass
+
+
+def test_from_torch_falls_back_to_uint8_for_float8(monkeypatch):
+    """As with a PyTorch whose DLPack export refuses float8: the bytes come
+    through as uint8, viewed as the FP8 dtype, without a copy."""
+    original = fp8q.from_dlpack
+
+    def refuse_float8(x, *args, **kwargs):
+        if "float8" in str(getattr(x, "dtype", "")):
+            raise BufferError("float8 types are not supported by dlpack")
+        return original(x, *args, **kwargs)
+
+    monkeypatch.setattr(fp8q, "from_dlpack", refuse_float8)
+    x = torch.tensor([1.0, -2.0, 448.0]).to(torch.float8_e4m3fn)
+    t = fpt.from_torch(x)
+    assert t.dtype.name == "float8_e4m3fn" and t.data_ptr == x.data_ptr()
+    assert fp8q.cast(t, "float32").numpy().tolist() == [1.0, -2.0, 448.0]

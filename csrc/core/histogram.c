@@ -125,13 +125,17 @@ fp8q_status fp8q_histogram_cover(fp8q_histogram *histogram, float value,
 typedef struct count_context {
     fp8q_dtype dtype;
     double inverse_width; /* 2^-bin_exponent */
+    double bin_limit;     /* n_bins, as a double */
     int skip_zeros;
     int64_t discard_bin;  /* n_bins: the slot for values not counted */
     int64_t *counts;      /* n_bins + 1 partial counts */
 } count_context;
 
 /* Counts one staged block. Values not counted (non-finite, or zero with
- * skip_zeros) go to the discard slot, so the loop has no branch. */
+ * skip_zeros) go to the discard slot, so the loop has no branch. So does a
+ * value beyond the grid, which only another thread writing into x between
+ * the two passes can produce: a race in the caller's code must not write
+ * outside the counts. */
 static void count_values(const count_context *context, const float *values,
                          int64_t count)
 {
@@ -139,10 +143,11 @@ static void count_values(const count_context *context, const float *values,
     int64_t i;
     for (i = 0; i < count; i++) {
         const float magnitude = fabsf(values[i]);
-        const int counted = magnitude <= 3.40282347e38f &&
-                            !(context->skip_zeros && magnitude == 0.0f);
+        const int finite = magnitude <= 3.40282347e38f;
         const double scaled =
-            (double)(counted ? magnitude : 0.0f) * context->inverse_width;
+            (double)(finite ? magnitude : 0.0f) * context->inverse_width;
+        const int counted = finite && scaled < context->bin_limit &&
+                            !(context->skip_zeros && magnitude == 0.0f);
         counts[counted ? (int64_t)scaled : context->discard_bin]++;
     }
 }
@@ -218,6 +223,7 @@ static fp8q_status count_into(fp8q_histogram *histogram,
     }
     job.context.dtype = source->dtype;
     job.context.inverse_width = ldexp(1.0, -histogram->bin_exponent);
+    job.context.bin_limit = (double)histogram->n_bins;
     job.context.skip_zeros = skip_zeros;
     job.context.discard_bin = histogram->n_bins;
     job.context.counts = (int64_t *)fp8q_aligned_alloc(

@@ -1,6 +1,6 @@
 /*
  * calibration.c - what the calibrator types share: reading their input,
- * float32 NumPy results, the margin argument, and fp8q._C.scale_from_amax
+ * float32 NumPy results, the margin argument, and fp8q._C._scale_from_amax
  * (amax to scale, the one conversion the calibrators and
  * fp8q.CalibrationCache use). Registers the calibrator types as
  * fp8q._C._MaxCalibrator and fp8q._C._HistogramCalibrator.
@@ -154,7 +154,7 @@ static PyObject *calibration_scale_from_amax(PyObject *module, PyObject *args,
 
 PyDoc_STRVAR(
     scale_from_amax_doc,
-    "scale_from_amax(amax, dtype=\"float8_e4m3fn\", *, margin=0, "
+    "_scale_from_amax(amax, dtype=\"float8_e4m3fn\", *, margin=0, "
     "power_of_2=False)\n"
     "--\n\n"
     "The dequantization scale for each amax: float32(amax) / "

@@ -533,9 +533,10 @@ PyDoc_STRVAR(
     "exact percentile).\n"
     "\"entropy\": TensorRT's KL-divergence threshold search, with the "
     "candidate distribution quantized to dtype's FP8 grid.\n"
-    "\"mse\": the candidate in [amax / 2, amax] whose FP8 quantization "
-    "(scale candidate / finfo(dtype).max) has the smallest expected squared "
-    "error over the histogram.\n"
+    "\"mse\": among 128 candidates from amax down to just above amax / 2, "
+    "the largest whose FP8 quantization (scale candidate / finfo(dtype).max) "
+    "has an expected squared error over the histogram within 1% of the "
+    "smallest.\n"
     "docs/calibration.md states each search exactly. ValueError before any "
     "value is counted or for an unknown method.");
 

@@ -83,13 +83,14 @@ static int max_calibrator_init(fp8q_MaxCalibratorObject *self, PyObject *args,
     long long history_len = 1;
     const char *algo = "max";
     double momentum = -1.0;
+    int axis_value = NO_CHANNEL_AXIS;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OLsO:MaxCalibrator",
                                      keywords, &channel_axis, &history_len,
                                      &algo, &momentum_object)) {
         return -1;
     }
-    self->channel_axis = NO_CHANNEL_AXIS;
+    /* Everything is checked before anything changes. */
     if (channel_axis != Py_None) {
         long long axis;
         if (!PyLong_Check(channel_axis)) {
@@ -108,7 +109,7 @@ static int max_calibrator_init(fp8q_MaxCalibratorObject *self, PyObject *args,
                          -FP8Q_MAX_DIMS, FP8Q_MAX_DIMS - 1, axis);
             return -1;
         }
-        self->channel_axis = (int)axis;
+        axis_value = (int)axis;
     }
     if (history_len < 1 || history_len > FP8Q_AMAX_HISTORY_MAX_LENGTH) {
         PyErr_Format(PyExc_ValueError,
@@ -122,7 +123,6 @@ static int max_calibrator_init(fp8q_MaxCalibratorObject *self, PyObject *args,
                      algo);
         return -1;
     }
-    self->most_recent = strcmp(algo, "most_recent") == 0;
     if (momentum_object != Py_None) {
         momentum = PyFloat_AsDouble(momentum_object);
         if (momentum == -1.0 && PyErr_Occurred()) {
@@ -142,6 +142,8 @@ static int max_calibrator_init(fp8q_MaxCalibratorObject *self, PyObject *args,
             return -1;
         }
     }
+    self->channel_axis = axis_value;
+    self->most_recent = strcmp(algo, "most_recent") == 0;
     PyMem_Free(self->history.entries);
     memset(&self->history, 0, sizeof self->history);
     self->history.length = (int64_t)history_len;
@@ -525,6 +527,14 @@ static PyObject *max_calibrator_load_state_dict(fp8q_MaxCalibratorObject *self,
             PyMem_Free(text);
             goto fail;
         }
+    }
+    if (per_channel(self) && filled == 0) {
+        /* Nothing recorded: the channel count stays open, as after reset. */
+        PyMem_Free(self->history.entries);
+        self->history.entries = NULL;
+        self->nonfinite_count = (int64_t)nonfinite_count;
+        Py_DECREF(contiguous);
+        Py_RETURN_NONE;
     }
     if (allocate_history(self, n_channels) < 0) {
         goto fail;

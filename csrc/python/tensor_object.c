@@ -532,6 +532,12 @@ static int reshape_target(const fp8q_TensorObject *self, PyObject *args,
                          (long long)shape[axis], axis);
             return -1;
         }
+        else if (shape[axis] > 0 && known > INT64_MAX / shape[axis]) {
+            PyErr_Format(PyExc_ValueError,
+                         "Tensor.reshape: the shape %s has too many elements",
+                         into);
+            return -1;
+        }
         else {
             known *= shape[axis];
         }

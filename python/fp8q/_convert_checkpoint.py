@@ -60,6 +60,14 @@ def _plan(reader, granularity, excludes, output_format):
         outputs.append((name, "F8_E4M3", shape, None))
         outputs.append((scale_name(name, output_format, granularity), "F32",
                         scale_shape, None))
+    seen = set()
+    for name, _, _, _ in outputs:
+        if name in seen:
+            raise ConvertError(
+                f"{reader.path}: the output would hold two tensors named "
+                f"{name!r} (a scale name collides with another tensor); "
+                "--exclude one of them")
+        seen.add(name)
     return outputs, converted
 
 
@@ -79,6 +87,15 @@ def convert(input_path, output_path, granularity="row", excludes=(),
         reader = SafetensorsReader(input_path)
     except (OSError, ValueError) as error:
         raise ConvertError(str(error)) from None
+    try:
+        return _convert(reader, input_path, output_path, granularity,
+                        excludes, output_format, progress)
+    finally:
+        reader.close()
+
+
+def _convert(reader, input_path, output_path, granularity, excludes,
+             output_format, progress):
     outputs, converted = _plan(reader, granularity, excludes, output_format)
     pending = {}  # scale name -> float32 scale array, filled with its weight
     rows = []
@@ -124,6 +141,10 @@ def convert(input_path, output_path, granularity="row", excludes=(),
         raise ConvertError(f"{output_path}: cannot write there "
                            f"({error.strerror})") from None
     try:
+        # mkstemp makes the file private; give it the usual permissions.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
         with os.fdopen(handle, "wb") as file:
             write_safetensors(file, tensors, metadata)
         os.replace(temporary, output_path)
@@ -134,8 +155,6 @@ def convert(input_path, output_path, granularity="row", excludes=(),
     except BaseException:
         os.unlink(temporary)
         raise
-    finally:
-        reader.close()
     return rows, os.path.getsize(input_path), os.path.getsize(output_path)
 
 

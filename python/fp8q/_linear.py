@@ -50,7 +50,7 @@ def _activation(x, w, scaling, k):
         elif x.granularity == "row" and scaling != "block":
             scale = x.scale.numpy().reshape(m, 1)
         elif x.granularity == _ACTIVATION_BLOCK and scaling == "block":
-            scale = x.scale.reshape(m, -1)
+            scale = x.scale.reshape(m, x.scale.shape[-1])
         else:
             raise ValueError(
                 f"linear: x quantized with granularity {x.granularity!r} "

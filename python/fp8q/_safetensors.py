@@ -118,10 +118,12 @@ def write_safetensors(file, tensors, metadata):
     list of (name, dtype code, shape, produce) where produce() returns the
     tensor's bytes (an object with the buffer protocol) when its turn
     comes, so only one tensor need be in memory. The header is written
-    first, from the shapes."""
+    first, from the shapes. ValueError for a repeated name."""
     header = {"__metadata__": dict(metadata)} if metadata else {}
     offset = 0
     for name, code, shape, _ in tensors:
+        if name in header:
+            raise ValueError(f"tensor name {name!r} appears twice")
         size = math.prod(shape) * np.dtype(DTYPES[code][0]).itemsize
         header[name] = {"dtype": code, "shape": list(shape),
                         "data_offsets": [offset, offset + size]}
@@ -131,9 +133,10 @@ def write_safetensors(file, tensors, metadata):
     file.write(struct.pack("<Q", len(encoded)))
     file.write(encoded)
     for name, code, shape, produce in tensors:
-        data = memoryview(produce()).cast("B")
+        data = np.ascontiguousarray(produce()).reshape(-1).view(np.uint8)
         expected = header[name]["data_offsets"]
-        if len(data) != expected[1] - expected[0]:
-            raise ValueError(f"{name}: produced {len(data)} bytes, expected "
+        if data.size != expected[1] - expected[0]:
+            raise ValueError(f"{name}: produced {data.size} bytes, expected "
                              f"{expected[1] - expected[0]}")
-        file.write(data)
+        if data.size:
+            file.write(data)

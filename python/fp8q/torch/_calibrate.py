@@ -23,15 +23,25 @@ def _calibrated_layers(model):
     return layers
 
 
-def _new_calibrator(method, momentum):
+# The options each method's compute_amax takes (the target is always
+# float8_e4m3fn, the activations' format).
+METHOD_OPTIONS = {"max": (), "percentile": ("percentile",), "entropy": (),
+                  "mse": ()}
+
+
+def _new_calibrator(method, momentum, options):
+    if method not in METHOD_OPTIONS:
+        raise ValueError("method: expected \"max\", \"percentile\", "
+                         f"\"entropy\" or \"mse\", got {method!r}")
+    unknown = sorted(set(options) - set(METHOD_OPTIONS[method]))
+    if unknown:
+        raise TypeError(f"calibrate: method {method!r} takes no option "
+                        f"{', '.join(unknown)}")
     if method == "max":
         return calib.MaxCalibrator(momentum=momentum)
-    if method in HISTOGRAM_METHODS:
-        if momentum is not None:
-            raise ValueError("momentum applies to method=\"max\" only")
-        return calib.HistogramCalibrator()
-    raise ValueError("method: expected \"max\", \"percentile\", \"entropy\" "
-                     f"or \"mse\", got {method!r}")
+    if momentum is not None:
+        raise ValueError("momentum applies to method=\"max\" only")
+    return calib.HistogramCalibrator()
 
 
 @contextlib.contextmanager
@@ -53,8 +63,9 @@ def calibrate(model, method="max", *, momentum=None, **method_options):
     layers = _calibrated_layers(model)
     handles = []
     for layer in layers:
-        layer._calibration = (_new_calibrator(method, momentum), method,
-                              dict(method_options))
+        layer._calibration = (_new_calibrator(method, momentum,
+                                              method_options),
+                              method, dict(method_options))
         handles.append(layer.register_forward_pre_hook(_record_input))
     try:
         yield model

@@ -29,8 +29,9 @@ def to_torch(t):
 
 def from_torch(x):
     """An fp8q.Tensor sharing the memory of the torch tensor x (any dtype
-    fp8q stores, FP8 included; no copy, no autograd history). CPU tensors
-    only in this version: a CUDA tensor raises ValueError."""
+    fp8q stores, FP8 included, through uint8 where the installed PyTorch's
+    DLPack refuses float8; no copy, no autograd history). CPU tensors only
+    in this version: a CUDA tensor raises ValueError."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"from_torch: expected a torch.Tensor, got "
                         f"{type(x).__name__}")
@@ -39,4 +40,13 @@ def from_torch(x):
             f"from_torch: x is on {x.device}, but this version of fp8q "
             "runs on the CPU only (its CUDA device tensors are not there "
             "yet): move it with x.cpu()")
-    return fp8q.from_dlpack(x.detach())
+    x = x.detach()
+    try:
+        return fp8q.from_dlpack(x)
+    except (BufferError, RuntimeError, TypeError):
+        # Older PyTorch refuses to export float8 through DLPack: the bytes
+        # cross as uint8 and are viewed as the FP8 dtype, still no copy.
+        name = str(x.dtype).split(".")[-1]
+        if name not in _TORCH_FP8:
+            raise
+        return fp8q.from_dlpack(x.view(torch.uint8)).view(name)

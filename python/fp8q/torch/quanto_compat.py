@@ -16,6 +16,7 @@ are scaled per token on the fly (quanto uses a scale of 1), and only FP8
 qtypes exist here (others raise ValueError). docs/torch.md.
 """
 import fnmatch
+import glob
 import weakref
 
 import torch
@@ -90,7 +91,8 @@ def quantize(model, weights=None, activations=None, include=None,
     if names:
         _quantize(model, weights=weights.fp8q_format,
                   activations=None if activations is None else "e4m3",
-                  granularity="row", include=names)
+                  granularity="row",
+                  include=[glob.escape(name) for name in names])
     _models.add(model)
     return model
 
