@@ -21,7 +21,8 @@ from fp8q import (_bench, _bench_calib, _bench_gemm, _bench_linear,
 def _parse(argv):
     parser = argparse.ArgumentParser(
         prog="python -m fp8q",
-        description="fp8q: exact FP8 casts and quantization.")
+        description="fp8q: exact FP8 casts, quantization, scaled matmul and "
+                    "calibration.")
     commands = parser.add_subparsers(dest="command", required=True)
 
     info = commands.add_parser(
