@@ -169,66 +169,99 @@ typedef struct small_m_job {
     volatile int64_t failed; /* set when a task could not get its buffer */
 } small_m_job;
 
+/* Decodes column `col` of b into `column` (k floats), times its blockwise
+ * scales as fp8q_scaled_mm_operand would apply them. */
+static void decode_column(const small_m_job *job, int64_t col, float *column)
+{
+    const int64_t k = job->b->shape[0];
+    const int64_t itemsize = (int64_t)fp8q_dtype_itemsize(job->b->dtype);
+    int64_t start;
+
+    fp8q_load_float32(job->b->dtype,
+                      (const char *)job->b->data +
+                          col * job->b->strides[1] * itemsize,
+                      itemsize, column, k);
+    if (!job->blockwise) {
+        return;
+    }
+    for (start = 0; start < k; start += FP8Q_SCALED_MM_BLOCK) {
+        const int64_t stop = start + FP8Q_SCALED_MM_BLOCK < k
+                                 ? start + FP8Q_SCALED_MM_BLOCK
+                                 : k;
+        float scale;
+        int64_t i;
+        memcpy(&scale,
+               fp8q_view_element_2d(job->scale_b, start / FP8Q_SCALED_MM_BLOCK,
+                                    col / FP8Q_SCALED_MM_BLOCK),
+               sizeof scale);
+        for (i = start; i < stop; i++) {
+            column[i] = column[i] * scale;
+        }
+    }
+}
+
+/* Columns [first, end) with the AVX2 + FMA kernel, two at a time (a lone
+ * last column is paired with itself). */
+static void avx2_columns(const small_m_job *job, int64_t first, int64_t end,
+                         float *columns)
+{
+    const int64_t m = job->a->shape[0];
+    const int64_t k = job->a->shape[1];
+    const int64_t n = job->b->shape[1];
+    int64_t col;
+    int64_t row;
+
+    for (col = first; col < end; col += 2) {
+        const int pair = end - col >= 2;
+        decode_column(job, col, columns);
+        decode_column(job, pair ? col + 1 : col, columns + k);
+        for (row = 0; row < m; row += FP8Q_DOT_MAX_ROWS) {
+            float sums[2 * FP8Q_DOT_MAX_ROWS];
+            const int rows = m - row < FP8Q_DOT_MAX_ROWS
+                                 ? (int)(m - row)
+                                 : FP8Q_DOT_MAX_ROWS;
+            int r;
+            fp8q_dot_rows_avx2((const float *)job->a->data + row * k, k,
+                               rows, columns, k, sums);
+            for (r = 0; r < rows; r++) {
+                job->product[(row + r) * n + col] = sums[r];
+                if (pair) {
+                    job->product[(row + r) * n + col + 1] =
+                        sums[FP8Q_DOT_MAX_ROWS + r];
+                }
+            }
+        }
+    }
+}
+
 static void small_m_columns(void *context, int64_t first, int64_t end)
 {
     small_m_job *job = (small_m_job *)context;
     const int64_t m = job->a->shape[0];
     const int64_t k = job->a->shape[1];
     const int64_t n = job->b->shape[1];
-    const int64_t itemsize = (int64_t)fp8q_dtype_itemsize(job->b->dtype);
-    float *column = (float *)fp8q_aligned_alloc((size_t)(k + 1) *
-                                                sizeof(float));
+    float *columns = (float *)fp8q_aligned_alloc((size_t)(2 * k + 1) *
+                                                 sizeof(float));
     int64_t col;
     int64_t row;
 
-    if (column == NULL) {
+    if (columns == NULL) {
         fp8q_atomic_store_i64(&job->failed, 1);
         return;
     }
-    for (col = first; col < end; col++) {
-        fp8q_load_float32(job->b->dtype,
-                          (const char *)job->b->data +
-                              col * job->b->strides[1] * itemsize,
-                          itemsize, column, k);
-        if (job->blockwise) {
-            int64_t start;
-            for (start = 0; start < k; start += FP8Q_SCALED_MM_BLOCK) {
-                const int64_t stop = start + FP8Q_SCALED_MM_BLOCK < k
-                                         ? start + FP8Q_SCALED_MM_BLOCK
-                                         : k;
-                float scale;
-                int64_t i;
-                memcpy(&scale,
-                       fp8q_view_element_2d(job->scale_b,
-                                            start / FP8Q_SCALED_MM_BLOCK,
-                                            col / FP8Q_SCALED_MM_BLOCK),
-                       sizeof scale);
-                for (i = start; i < stop; i++) {
-                    column[i] = column[i] * scale;
-                }
+    if (job->use_avx2_fma) {
+        avx2_columns(job, first, end, columns);
+    }
+    else {
+        for (col = first; col < end; col++) {
+            decode_column(job, col, columns);
+            for (row = 0; row < m; row++) {
+                job->product[row * n + col] =
+                    dot((const float *)job->a->data + row * k, columns, k);
             }
-        }
-        if (job->use_avx2_fma) {
-            for (row = 0; row < m; row += FP8Q_DOT_MAX_ROWS) {
-                float sums[FP8Q_DOT_MAX_ROWS];
-                const int rows = m - row < FP8Q_DOT_MAX_ROWS
-                                     ? (int)(m - row)
-                                     : FP8Q_DOT_MAX_ROWS;
-                int r;
-                fp8q_dot_rows_avx2((const float *)job->a->data + row * k, k,
-                                   rows, column, k, sums);
-                for (r = 0; r < rows; r++) {
-                    job->product[(row + r) * n + col] = sums[r];
-                }
-            }
-            continue;
-        }
-        for (row = 0; row < m; row++) {
-            job->product[row * n + col] =
-                dot((const float *)job->a->data + row * k, column, k);
         }
     }
-    fp8q_aligned_free(column);
+    fp8q_aligned_free(columns);
 }
 
 fp8q_status fp8q_scaled_mm_small_m(const fp8q_view *a, const fp8q_view *b,

@@ -62,7 +62,8 @@ fp8q_status fp8q_scaled_mm_operand(const fp8q_view *source,
  * without a float32 copy of b: each column is decoded (times its blockwise
  * scales, as fp8q_scaled_mm_operand would) into a buffer that stays in cache
  * and dotted with every row of a, float32 accumulation (AVX2 + FMA, four
- * rows at a time, where the processor has them). Columns run in parallel. For m <= FP8Q_SCALED_MM_SMALL_M, where a BLAS product is bound
+ * rows and two columns per pass, where the processor has them). Columns
+ * run in parallel. For m <= FP8Q_SCALED_MM_SMALL_M, where a BLAS product is bound
  * by writing and reading a float32 b (measured crossover: about 8 rows,
  * docs/benchmarks.md).
  */
