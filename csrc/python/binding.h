@@ -210,6 +210,17 @@ fp8q_TensorObject *fp8q_py_calibration_input(PyObject *x_object,
 PyObject *fp8q_py_float32_array(int ndim, const int64_t *shape,
                                 const float *values);
 
+/* state[key] (borrowed) of a calibrator's load_state_dict; TypeError when
+ * state is not a dict, KeyError naming the key and `keys_text` (what a
+ * state holds) when it is missing. */
+PyObject *fp8q_py_state_item(PyObject *state, const char *key,
+                             const char *keys_text);
+
+/* A new object of `type` already initialised with default settings (init
+ * called with no arguments), so no method ever sees unallocated state;
+ * the type's __init__ then applies the caller's settings. For tp_new. */
+PyObject *fp8q_py_new_initialized(PyTypeObject *type, initproc init);
+
 /* Parses a `margin=` int in [-FP8Q_SCALE_MARGIN_LIMIT,
  * FP8Q_SCALE_MARGIN_LIMIT]; -1 with TypeError / ValueError otherwise. */
 int fp8q_py_parse_margin(PyObject *object, int *margin);

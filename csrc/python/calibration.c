@@ -101,8 +101,44 @@ PyObject *fp8q_py_scales_from_amax(int ndim, const int64_t *shape,
     return scalar;
 }
 
+PyObject *fp8q_py_state_item(PyObject *state, const char *key,
+                             const char *keys_text)
+{
+    PyObject *item;
+    if (!PyDict_Check(state)) {
+        PyErr_Format(PyExc_TypeError, "state: expected a dict, got %.200s",
+                     Py_TYPE(state)->tp_name);
+        return NULL;
+    }
+    item = PyDict_GetItemString(state, key);
+    if (item == NULL) {
+        PyErr_Format(PyExc_KeyError, "state: missing \"%s\" (%s)", key,
+                     keys_text);
+    }
+    return item;
+}
+
+PyObject *fp8q_py_new_initialized(PyTypeObject *type, initproc init)
+{
+    PyObject *self = type->tp_alloc(type, 0);
+    PyObject *no_arguments;
+    int status;
+
+    if (self == NULL) {
+        return NULL;
+    }
+    no_arguments = PyTuple_New(0);
+    status = no_arguments == NULL ? -1 : init(self, no_arguments, NULL);
+    Py_XDECREF(no_arguments);
+    if (status < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return self;
+}
+
 /* ------------------------------------------------------------------------- */
-/* fp8q._C.scale_from_amax                                                   */
+/* fp8q._C._scale_from_amax                                                  */
 
 static PyObject *calibration_scale_from_amax(PyObject *module, PyObject *args,
                                              PyObject *kwargs)

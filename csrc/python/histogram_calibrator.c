@@ -17,6 +17,11 @@
 #include "core/histogram.h"
 #include "core/histogram_threshold.h"
 
+/* What a state_dict holds, for load_state_dict's KeyError. */
+#define STATE_KEYS                                                            \
+    "a HistogramCalibrator state has \"counts\", \"bin_width\", \"amax\" " \
+    "and \"nonfinite_count\""
+
 typedef struct fp8q_HistogramCalibratorObject {
     PyObject_HEAD
     fp8q_histogram histogram; /* counts allocated with PyMem */
@@ -299,26 +304,6 @@ static PyObject *histogram_calibrator_state_dict(
         (long long)self->nonfinite_count);
 }
 
-/* state[key], or NULL with a KeyError naming it. */
-static PyObject *state_item(PyObject *state, const char *key)
-{
-    PyObject *item;
-    if (!PyDict_Check(state)) {
-        PyErr_Format(PyExc_TypeError, "state: expected a dict, got %.200s",
-                     Py_TYPE(state)->tp_name);
-        return NULL;
-    }
-    item = PyDict_GetItemString(state, key);
-    if (item == NULL) {
-        PyErr_Format(PyExc_KeyError,
-                     "state: missing \"%s\" (a HistogramCalibrator state has "
-                     "\"counts\", \"bin_width\", \"amax\" and "
-                     "\"nonfinite_count\")",
-                     key);
-    }
-    return item;
-}
-
 /* The exponent of a bin width that is 0 (no range) or a power of two. */
 static int parse_bin_width(PyObject *object, int *exponent)
 {
@@ -346,13 +331,19 @@ static int parse_bin_width(PyObject *object, int *exponent)
 static PyObject *histogram_calibrator_load_state_dict(
     fp8q_HistogramCalibratorObject *self, PyObject *state)
 {
-    PyObject *counts_object = state_item(state, "counts");
+    PyObject *counts_object =
+        fp8q_py_state_item(state, "counts", STATE_KEYS);
     PyObject *width_object =
-        counts_object != NULL ? state_item(state, "bin_width") : NULL;
+        counts_object != NULL
+            ? fp8q_py_state_item(state, "bin_width", STATE_KEYS)
+            : NULL;
     PyObject *amax_object =
-        width_object != NULL ? state_item(state, "amax") : NULL;
+        width_object != NULL ? fp8q_py_state_item(state, "amax", STATE_KEYS)
+                             : NULL;
     PyObject *count_object =
-        amax_object != NULL ? state_item(state, "nonfinite_count") : NULL;
+        amax_object != NULL
+            ? fp8q_py_state_item(state, "nonfinite_count", STATE_KEYS)
+            : NULL;
     PyArrayObject *counts;
     fp8q_histogram loaded;
     fp8q_error error;
@@ -421,30 +412,12 @@ static PyObject *histogram_calibrator_reset(
     Py_RETURN_NONE;
 }
 
-/* Objects are valid from creation (default settings), so no method ever
- * sees unallocated state; __init__ then applies the caller's settings. */
 static PyObject *histogram_calibrator_new(PyTypeObject *type, PyObject *args,
-                                       PyObject *kwargs)
+                                          PyObject *kwargs)
 {
-    PyObject *self = type->tp_alloc(type, 0);
-    PyObject *no_arguments;
-    int status;
-
     (void)args;
     (void)kwargs;
-    if (self == NULL) {
-        return NULL;
-    }
-    no_arguments = PyTuple_New(0);
-    status = no_arguments == NULL
-                 ? -1
-                 : histogram_calibrator_init((fp8q_HistogramCalibratorObject *)self, no_arguments, NULL);
-    Py_XDECREF(no_arguments);
-    if (status < 0) {
-        Py_DECREF(self);
-        return NULL;
-    }
-    return self;
+    return fp8q_py_new_initialized(type, (initproc)histogram_calibrator_init);
 }
 
 /* ------------------------------------------------------------------------- */

@@ -16,6 +16,10 @@
 
 #define NO_CHANNEL_AXIS (-1000)
 
+/* What a state_dict holds, for load_state_dict's KeyError. */
+#define STATE_KEYS                                                            \
+    "a MaxCalibrator state has \"amax_history\" and \"nonfinite_count\""
+
 typedef struct fp8q_MaxCalibratorObject {
     PyObject_HEAD
     int channel_axis;       /* as given (may be negative), or NO_CHANNEL_AXIS */
@@ -440,25 +444,6 @@ static PyObject *max_calibrator_state_dict(fp8q_MaxCalibratorObject *self,
     return state;
 }
 
-/* Reads state[key]; KeyError naming the key when it is missing. */
-static PyObject *state_item(PyObject *state, const char *key)
-{
-    PyObject *item;
-    if (!PyDict_Check(state)) {
-        PyErr_Format(PyExc_TypeError, "state: expected a dict, got %.200s",
-                     Py_TYPE(state)->tp_name);
-        return NULL;
-    }
-    item = PyDict_GetItemString(state, key);
-    if (item == NULL) {
-        PyErr_Format(PyExc_KeyError,
-                     "state: missing \"%s\" (a MaxCalibrator state has "
-                     "\"amax_history\" and \"nonfinite_count\")",
-                     key);
-    }
-    return item;
-}
-
 static PyObject *max_calibrator_load_state_dict(fp8q_MaxCalibratorObject *self,
                                                 PyObject *state)
 {
@@ -474,8 +459,11 @@ static PyObject *max_calibrator_load_state_dict(fp8q_MaxCalibratorObject *self,
     int64_t row;
     int64_t index;
 
-    history_object = state_item(state, "amax_history");
-    count_object = history_object ? state_item(state, "nonfinite_count") : NULL;
+    history_object = fp8q_py_state_item(state, "amax_history", STATE_KEYS);
+    count_object =
+        history_object != NULL
+            ? fp8q_py_state_item(state, "nonfinite_count", STATE_KEYS)
+            : NULL;
     if (count_object == NULL) {
         return NULL;
     }
@@ -570,30 +558,12 @@ static PyObject *max_calibrator_reset(fp8q_MaxCalibratorObject *self,
     Py_RETURN_NONE;
 }
 
-/* Objects are valid from creation (default settings), so no method ever
- * sees unallocated state; __init__ then applies the caller's settings. */
 static PyObject *max_calibrator_new(PyTypeObject *type, PyObject *args,
-                                 PyObject *kwargs)
+                                    PyObject *kwargs)
 {
-    PyObject *self = type->tp_alloc(type, 0);
-    PyObject *no_arguments;
-    int status;
-
     (void)args;
     (void)kwargs;
-    if (self == NULL) {
-        return NULL;
-    }
-    no_arguments = PyTuple_New(0);
-    status = no_arguments == NULL
-                 ? -1
-                 : max_calibrator_init((fp8q_MaxCalibratorObject *)self, no_arguments, NULL);
-    Py_XDECREF(no_arguments);
-    if (status < 0) {
-        Py_DECREF(self);
-        return NULL;
-    }
-    return self;
+    return fp8q_py_new_initialized(type, (initproc)max_calibrator_init);
 }
 
 /* ------------------------------------------------------------------------- */
