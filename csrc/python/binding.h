@@ -221,9 +221,11 @@ PyObject *fp8q_py_state_item(PyObject *state, const char *key,
  * the type's __init__ then applies the caller's settings. For tp_new. */
 PyObject *fp8q_py_new_initialized(PyTypeObject *type, initproc init);
 
-/* Parses a `margin=` int in [-FP8Q_SCALE_MARGIN_LIMIT,
- * FP8Q_SCALE_MARGIN_LIMIT]; -1 with TypeError / ValueError otherwise. */
-int fp8q_py_parse_margin(PyObject *object, int *margin);
+/* The dtype= and margin= arguments of a scale computation (either may be
+ * NULL: float8_e4m3fn and 0); -1 with an exception for a bad one. */
+int fp8q_py_parse_scale_options(PyObject *dtype_object,
+                                PyObject *margin_object, fp8q_dtype *target,
+                                int *margin);
 
 /* Scales for the amax values (C order, `shape`) by core
  * fp8q_scales_from_amax: a float when ndim is 0, else a float32 NumPy array;

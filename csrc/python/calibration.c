@@ -45,7 +45,9 @@ PyObject *fp8q_py_float32_array(int ndim, const int64_t *shape,
     return array;
 }
 
-int fp8q_py_parse_margin(PyObject *object, int *margin)
+/* Parses a `margin=` int in [-FP8Q_SCALE_MARGIN_LIMIT,
+ * FP8Q_SCALE_MARGIN_LIMIT]; -1 with TypeError / ValueError otherwise. */
+static int parse_margin(PyObject *object, int *margin)
 {
     long long value;
     int overflow;
@@ -68,6 +70,23 @@ int fp8q_py_parse_margin(PyObject *object, int *margin)
         return -1;
     }
     *margin = (int)value;
+    return 0;
+}
+
+int fp8q_py_parse_scale_options(PyObject *dtype_object,
+                                PyObject *margin_object, fp8q_dtype *target,
+                                int *margin)
+{
+    *target = FP8Q_FLOAT8_E4M3FN;
+    *margin = 0;
+    if (dtype_object != NULL &&
+        fp8q_py_parse_dtype(dtype_object, "dtype", target) < 0) {
+        return -1;
+    }
+    if (margin_object != NULL && parse_margin(margin_object, margin) <
+                                     0) {
+        return -1;
+    }
     return 0;
 }
 
@@ -149,8 +168,8 @@ static PyObject *calibration_scale_from_amax(PyObject *module, PyObject *args,
     PyObject *dtype_object = NULL;
     PyObject *margin_object = NULL;
     int power_of_2 = 0;
-    fp8q_dtype target = FP8Q_FLOAT8_E4M3FN;
-    int margin = 0;
+    fp8q_dtype target;
+    int margin;
     fp8q_TensorObject *amax;
     fp8q_TensorObject *contiguous;
     PyObject *result;
@@ -161,10 +180,8 @@ static PyObject *calibration_scale_from_amax(PyObject *module, PyObject *args,
                                      &margin_object, &power_of_2)) {
         return NULL;
     }
-    if ((dtype_object != NULL &&
-         fp8q_py_parse_dtype(dtype_object, "dtype", &target) < 0) ||
-        (margin_object != NULL &&
-         fp8q_py_parse_margin(margin_object, &margin) < 0)) {
+    if (fp8q_py_parse_scale_options(dtype_object, margin_object, &target,
+                                    &margin) < 0) {
         return NULL;
     }
     amax = fp8q_tensor_from_object(amax_object, "amax", FP8Q_FLOAT32,

@@ -323,8 +323,8 @@ static PyObject *max_calibrator_scale(fp8q_MaxCalibratorObject *self,
     PyObject *dtype_object = NULL;
     PyObject *margin_object = NULL;
     int power_of_2 = 0;
-    fp8q_dtype target = FP8Q_FLOAT8_E4M3FN;
-    int margin = 0;
+    fp8q_dtype target;
+    int margin;
     const int64_t shape[1] = {self->history.n_channels};
     float *amax;
     PyObject *result;
@@ -334,10 +334,8 @@ static PyObject *max_calibrator_scale(fp8q_MaxCalibratorObject *self,
                                      &power_of_2)) {
         return NULL;
     }
-    if ((dtype_object != NULL &&
-         fp8q_py_parse_dtype(dtype_object, "dtype", &target) < 0) ||
-        (margin_object != NULL &&
-         fp8q_py_parse_margin(margin_object, &margin) < 0)) {
+    if (fp8q_py_parse_scale_options(dtype_object, margin_object, &target,
+                                    &margin) < 0) {
         return NULL;
     }
     if (!has_data(self)) {
