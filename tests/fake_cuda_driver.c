@@ -14,12 +14,28 @@
  *   FAKE_CUDA_MISSING     an entry point cuGetProcAddress reports missing
  *   FAKE_CUDA_LOAD_ERROR  the CUresult of loading a kernel image (default 0)
  *   FAKE_CUDA_NO_LIBRARY  when set, there is no cuLibraryLoadData
- *   FAKE_CUDA_LOG         a file each call's name is appended to
+ *   FAKE_CUDA_LOG         a file each call is appended to: its name, and for
+ *                         calls on a stream the handle ("cuMemFreeAsync 0")
+ *   FAKE_CUDA_NO_POOLS    when set, the devices lack the stream-ordered
+ *                         allocator (cuMemAlloc / cuMemFree are used)
+ *   FAKE_CUDA_ALLOC_ERROR the CUresult of every allocation (default 0)
+ *
+ * "Device memory" is host memory, copies are memcpy, streams and events
+ * are immediate. cuLaunchKernel runs fp8q's kernels on the host as their
+ * launch contracts (kernels/cast.cuh, kernels/amax.cuh) define them, with
+ * the shared codec (csrc/core/float_codec.h): enough to test everything
+ * the host side does, not the CUDA kernels themselves. Compile with -I
+ * csrc -I kernels.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "amax.cuh"
+#include "cast.cuh"
+#include "core/dtype.h"
+#include "core/float_codec.h"
 
 typedef int result_t;
 
@@ -41,6 +57,15 @@ static void log_call(const char *name)
         fprintf(file, "%s\n", name);
         fclose(file);
     }
+}
+
+/* Logs "name stream", the stream as a decimal handle (0 for NULL). */
+static void log_stream_call(const char *name, const void *stream)
+{
+    char line[96];
+    (void)snprintf(line, sizeof line, "%s %llu", name,
+                   (unsigned long long)(uintptr_t)stream);
+    log_call(line);
 }
 
 static const char *error_name(result_t error)
@@ -133,6 +158,14 @@ static result_t fake_device_get_attribute(int *value, int attribute,
         *value = minor;
         return 0;
     }
+    if (attribute == 16) { /* multiprocessors */
+        *value = 4;
+        return 0;
+    }
+    if (attribute == 115) { /* memory pools supported */
+        *value = getenv("FAKE_CUDA_NO_POOLS") == NULL;
+        return 0;
+    }
     return 1;
 }
 
@@ -221,6 +254,313 @@ static result_t fake_module_load_data(void **module, const void *image)
     return setting("FAKE_CUDA_LOAD_ERROR", 0);
 }
 
+/* ------------------------------------------------------------------------- */
+/* Memory, streams and events                                                */
+
+typedef unsigned long long deviceptr_t;
+
+static result_t allocate(deviceptr_t *pointer, size_t bytes)
+{
+    const int error = setting("FAKE_CUDA_ALLOC_ERROR", 0);
+    void *memory;
+    if (error != 0) {
+        return error;
+    }
+    if (bytes == 0) {
+        return 1; /* CUDA_ERROR_INVALID_VALUE, as the real driver */
+    }
+    memory = malloc(bytes);
+    if (memory == NULL) {
+        return 2;
+    }
+    /* Poison, so that reading memory nobody wrote shows. */
+    memset(memory, 0xA5, bytes);
+    *pointer = (deviceptr_t)(uintptr_t)memory;
+    return 0;
+}
+
+static result_t fake_mem_alloc(deviceptr_t *pointer, size_t bytes)
+{
+    log_call("cuMemAlloc");
+    return allocate(pointer, bytes);
+}
+
+static result_t fake_mem_alloc_async(deviceptr_t *pointer, size_t bytes,
+                                     void *stream)
+{
+    log_stream_call("cuMemAllocAsync", stream);
+    return allocate(pointer, bytes);
+}
+
+static result_t fake_mem_free(deviceptr_t pointer)
+{
+    log_call("cuMemFree");
+    free((void *)(uintptr_t)pointer);
+    return 0;
+}
+
+static result_t fake_mem_free_async(deviceptr_t pointer, void *stream)
+{
+    log_stream_call("cuMemFreeAsync", stream);
+    free((void *)(uintptr_t)pointer);
+    return 0;
+}
+
+static result_t fake_memcpy_async(deviceptr_t destination, deviceptr_t source,
+                                  size_t bytes, void *stream)
+{
+    log_stream_call("cuMemcpyAsync", stream);
+    memcpy((void *)(uintptr_t)destination, (const void *)(uintptr_t)source,
+           bytes);
+    return 0;
+}
+
+static result_t fake_memset_d8_async(deviceptr_t destination,
+                                     unsigned char value, size_t count,
+                                     void *stream)
+{
+    log_stream_call("cuMemsetD8Async", stream);
+    memset((void *)(uintptr_t)destination, value, count);
+    return 0;
+}
+
+static result_t fake_memset_d32_async(deviceptr_t destination,
+                                      unsigned int value, size_t count,
+                                      void *stream)
+{
+    uint32_t *words = (uint32_t *)(uintptr_t)destination;
+    size_t index;
+    log_stream_call("cuMemsetD32Async", stream);
+    for (index = 0; index < count; index++) {
+        words[index] = value;
+    }
+    return 0;
+}
+
+static int event_storage;
+
+static result_t fake_stream_synchronize(void *stream)
+{
+    log_stream_call("cuStreamSynchronize", stream);
+    return 0;
+}
+
+static result_t fake_stream_wait_event(void *stream, void *event,
+                                       unsigned int flags)
+{
+    (void)event;
+    log_stream_call("cuStreamWaitEvent", stream);
+    return flags == 0 ? 0 : 1;
+}
+
+static result_t fake_event_create(void **event, unsigned int flags)
+{
+    log_call("cuEventCreate");
+    *event = &event_storage;
+    return flags == 2 ? 0 : 1; /* fp8q asks for CU_EVENT_DISABLE_TIMING */
+}
+
+static result_t fake_event_record(void *event, void *stream)
+{
+    (void)event;
+    log_stream_call("cuEventRecord", stream);
+    return 0;
+}
+
+static result_t fake_event_destroy(void *event)
+{
+    (void)event;
+    log_call("cuEventDestroy");
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Kernels, run on the host                                                  */
+
+static float load_element(const void *base, int64_t i, int dtype)
+{
+    const uint8_t *bytes = (const uint8_t *)base;
+    uint16_t half;
+    float value;
+    switch (dtype) {
+    case FP8Q_FLOAT32:
+        memcpy(&value, bytes + 4 * i, 4);
+        return value;
+    case FP8Q_FLOAT16:
+        memcpy(&half, bytes + 2 * i, 2);
+        return fp8q_decode_float16(half);
+    case FP8Q_BFLOAT16:
+        memcpy(&half, bytes + 2 * i, 2);
+        return fp8q_decode_bfloat16(half);
+    case FP8Q_UINT8:
+        return (float)bytes[i];
+    case FP8Q_FLOAT8_E4M3FN:
+        return fp8q_decode_e4m3fn(bytes[i]);
+    case FP8Q_FLOAT8_E5M2:
+        return fp8q_decode_e5m2(bytes[i]);
+    case FP8Q_FLOAT8_E4M3FNUZ:
+        return fp8q_decode_e4m3fnuz(bytes[i]);
+    default:
+        return fp8q_decode_e5m2fnuz(bytes[i]);
+    }
+}
+
+static void store_element(void *base, int64_t i, int dtype, float value,
+                          int saturate)
+{
+    uint8_t *bytes = (uint8_t *)base;
+    uint16_t half;
+    switch (dtype) {
+    case FP8Q_FLOAT32:
+        memcpy(bytes + 4 * i, &value, 4);
+        return;
+    case FP8Q_FLOAT16:
+        half = fp8q_encode_float16(value);
+        memcpy(bytes + 2 * i, &half, 2);
+        return;
+    case FP8Q_BFLOAT16:
+        half = fp8q_encode_bfloat16(value);
+        memcpy(bytes + 2 * i, &half, 2);
+        return;
+    case FP8Q_UINT8:
+        bytes[i] = fp8q_encode_uint8(value);
+        return;
+    case FP8Q_FLOAT8_E4M3FN:
+        bytes[i] = fp8q_encode_e4m3fn(value, saturate);
+        return;
+    case FP8Q_FLOAT8_E5M2:
+        bytes[i] = fp8q_encode_e5m2(value, saturate);
+        return;
+    case FP8Q_FLOAT8_E4M3FNUZ:
+        bytes[i] = fp8q_encode_e4m3fnuz(value, saturate);
+        return;
+    default:
+        bytes[i] = fp8q_encode_e5m2fnuz(value, saturate);
+        return;
+    }
+}
+
+/* The float32 bits of |value|, NaN above every number. */
+static uint32_t magnitude_bits(float value)
+{
+    return fp8q_float_to_bits(value) & 0x7FFFFFFFu;
+}
+
+static void run_cast(const fp8q_cast_args *args)
+{
+    const size_t itemsize = args->source_dtype == FP8Q_FLOAT32   ? 4
+                            : args->source_dtype == FP8Q_FLOAT16 ||
+                                      args->source_dtype == FP8Q_BFLOAT16
+                                ? 2
+                                : 1;
+    uint32_t amax = 0;
+    int64_t i;
+    for (i = 0; i < args->count; i++) {
+        float value = load_element(args->source, i, args->source_dtype);
+        if (magnitude_bits(value) > amax) {
+            amax = magnitude_bits(value);
+        }
+        if (args->scale == NULL &&
+            args->source_dtype == args->destination_dtype) {
+            memcpy((char *)args->destination + (size_t)i * itemsize,
+                   (const char *)args->source + (size_t)i * itemsize,
+                   itemsize);
+            continue;
+        }
+        if (args->scale != NULL) {
+            const int64_t row = i / args->row_length;
+            const int64_t column = i % args->row_length;
+            const float factor =
+                args->scale[(row / args->scale_block_rows) *
+                                args->scale_row_stride +
+                            (column / args->scale_block_cols) *
+                                args->scale_col_stride];
+            value = args->scale_op == 1 ? value * factor : value / factor;
+        }
+        store_element(args->destination, i, args->destination_dtype, value,
+                      args->saturate);
+    }
+    if (args->amax_bits != NULL && amax > *args->amax_bits) {
+        *args->amax_bits = amax;
+    }
+}
+
+static uint32_t run_amax(const void *source, int64_t first, int64_t count,
+                         int dtype)
+{
+    uint32_t amax = 0;
+    int64_t i;
+    for (i = first; i < first + count; i++) {
+        const uint32_t bits = magnitude_bits(load_element(source, i, dtype));
+        amax = bits > amax ? bits : amax;
+    }
+    return amax;
+}
+
+/* A function handle is the address of its name in this table. */
+static const char *const kernel_names[] = {FP8Q_CAST_KERNEL, FP8Q_AMAX_KERNEL,
+                                           FP8Q_AMAX_ROWS_KERNEL};
+
+static result_t fake_module_get_function(void **function, void *module,
+                                         const char *name)
+{
+    size_t index;
+    (void)module;
+    log_call("cuModuleGetFunction");
+    for (index = 0; index < sizeof kernel_names / sizeof kernel_names[0];
+         index++) {
+        if (strcmp(name, kernel_names[index]) == 0) {
+            *function = (void *)&kernel_names[index];
+            return 0;
+        }
+    }
+    return 500; /* CUDA_ERROR_NOT_FOUND */
+}
+
+static result_t fake_launch_kernel(void *function, unsigned int grid_x,
+                                   unsigned int grid_y, unsigned int grid_z,
+                                   unsigned int block_x, unsigned int block_y,
+                                   unsigned int block_z, unsigned int shared,
+                                   void *stream, void **parameters,
+                                   void **extra)
+{
+    const char *name = *(const char *const *)function;
+    (void)stream;
+    log_call(name);
+    /* The launch contracts: a 1-D grid of >= 1 blocks of a multiple of 32
+     * threads (at most 1024), no shared memory, one parameter. */
+    if (grid_x < 1 || grid_y != 1 || grid_z != 1 || block_x % 32 != 0 ||
+        block_x > 1024 || block_y != 1 || block_z != 1 || shared != 0 ||
+        extra != NULL || parameters == NULL) {
+        return 1;
+    }
+    if (strcmp(name, FP8Q_CAST_KERNEL) == 0) {
+        run_cast((const fp8q_cast_args *)parameters[0]);
+    }
+    else if (strcmp(name, FP8Q_AMAX_KERNEL) == 0) {
+        const fp8q_amax_args *args = (const fp8q_amax_args *)parameters[0];
+        const uint32_t amax =
+            run_amax(args->source, 0, args->count, args->source_dtype);
+        if (amax > *args->amax_bits) {
+            *args->amax_bits = amax;
+        }
+    }
+    else {
+        const fp8q_amax_rows_args *args =
+            (const fp8q_amax_rows_args *)parameters[0];
+        int64_t row;
+        for (row = 0; row < args->n_rows; row++) {
+            args->amax_bits[row] =
+                run_amax(args->source, row * args->row_length,
+                         args->row_length, args->source_dtype);
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* cuGetProcAddress                                                          */
+
 typedef struct entry {
     const char *name;
     void *function; /* the function, converted through uintptr_t */
@@ -249,6 +589,20 @@ result_t cuGetProcAddress_v2(const char *symbol, void **function,
         {"cuLibraryGetModule", FUNCTION(fake_library_get_module)},
         {"cuLibraryUnload", FUNCTION(fake_library_unload)},
         {"cuModuleLoadData", FUNCTION(fake_module_load_data)},
+        {"cuModuleGetFunction", FUNCTION(fake_module_get_function)},
+        {"cuLaunchKernel", FUNCTION(fake_launch_kernel)},
+        {"cuMemAlloc", FUNCTION(fake_mem_alloc)},
+        {"cuMemFree", FUNCTION(fake_mem_free)},
+        {"cuMemAllocAsync", FUNCTION(fake_mem_alloc_async)},
+        {"cuMemFreeAsync", FUNCTION(fake_mem_free_async)},
+        {"cuMemcpyAsync", FUNCTION(fake_memcpy_async)},
+        {"cuMemsetD8Async", FUNCTION(fake_memset_d8_async)},
+        {"cuMemsetD32Async", FUNCTION(fake_memset_d32_async)},
+        {"cuStreamSynchronize", FUNCTION(fake_stream_synchronize)},
+        {"cuStreamWaitEvent", FUNCTION(fake_stream_wait_event)},
+        {"cuEventCreate", FUNCTION(fake_event_create)},
+        {"cuEventRecord", FUNCTION(fake_event_record)},
+        {"cuEventDestroy", FUNCTION(fake_event_destroy)},
     };
     const char *missing = getenv("FAKE_CUDA_MISSING");
     size_t index;

@@ -1,14 +1,11 @@
 """Loading the CUDA driver at first use, on machines without a GPU.
 
-A fake driver (tests/fake_cuda_driver.c, compiled here with the system C
-compiler) stands in for libcuda; FP8Q_CUDA_DRIVER points fp8q at it and
-FAKE_CUDA_* variables choose its behaviour. Each scenario runs in a fresh
-interpreter, since fp8q loads the driver once per process. Tests that need a
-real GPU carry the `cuda` marker.
+A fake driver (tests/fake_gpu.py) stands in for libcuda; each scenario runs
+in a fresh interpreter, since fp8q loads the driver once per process. Tests
+that need a real GPU carry the `cuda` marker.
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import fp8q
+from fake_gpu import build_fake_driver, run_child
 
-FAKE_DRIVER_SOURCE = Path(__file__).with_name("fake_cuda_driver.c")
 KERNELS = fp8q._C._build_info()["cuda_kernels"]
 NO_KERNELS = ("fp8q was built without CUDA kernels: "
               + fp8q._C._build_info()["cuda_kernels_reason"])
@@ -46,27 +43,12 @@ print(json.dumps({"cuda": cuda, "error": error,
 
 @pytest.fixture(scope="module")
 def fake_driver(tmp_path_factory):
-    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
-    if compiler is None or not sys.platform.startswith("linux"):
-        pytest.skip("needs a C compiler and Linux to build the fake driver")
-    library = tmp_path_factory.mktemp("fake-cuda") / "libfakecuda.so"
-    subprocess.run([compiler, "-std=c11", "-shared", "-fPIC", "-o",
-                    str(library), str(FAKE_DRIVER_SOURCE)], check=True)
-    return library
+    return build_fake_driver(tmp_path_factory.mktemp("fake-cuda"))
 
 
 def probe(driver_path, **fake):
     """Runs PROBE with FP8Q_CUDA_DRIVER=driver_path and FAKE_CUDA_*=fake."""
-    environment = {name: value for name, value in os.environ.items()
-                   if not name.startswith(("FAKE_CUDA_", "FP8Q_CUDA_"))}
-    environment["FP8Q_CUDA_DRIVER"] = str(driver_path)
-    environment.update({f"FAKE_CUDA_{name.upper()}": str(value)
-                        for name, value in fake.items()})
-    completed = subprocess.run(
-        [sys.executable, "-c", PROBE, Path(driver_path).name],
-        env=environment, capture_output=True, text=True, timeout=120)
-    assert completed.returncode == 0, completed.stderr
-    return json.loads(completed.stdout)
+    return run_child(driver_path, PROBE, Path(driver_path).name, **fake)
 
 
 def check_unavailable(result, reason):

@@ -55,6 +55,20 @@ typedef struct fp8q_cuda_api {
     fp8q_cu_library_get_module_fn library_get_module;
     fp8q_cu_library_unload_fn library_unload;
     fp8q_cu_module_load_data_fn module_load_data;
+    fp8q_cu_module_get_function_fn module_get_function;
+    fp8q_cu_launch_kernel_fn launch_kernel;
+    fp8q_cu_mem_alloc_fn mem_alloc;
+    fp8q_cu_mem_free_fn mem_free;
+    fp8q_cu_mem_alloc_async_fn mem_alloc_async;
+    fp8q_cu_mem_free_async_fn mem_free_async;
+    fp8q_cu_memcpy_async_fn memcpy_async;
+    fp8q_cu_memset_d8_async_fn memset_d8_async;
+    fp8q_cu_memset_d32_async_fn memset_d32_async;
+    fp8q_cu_stream_synchronize_fn stream_synchronize;
+    fp8q_cu_stream_wait_event_fn stream_wait_event;
+    fp8q_cu_event_create_fn event_create;
+    fp8q_cu_event_record_fn event_record;
+    fp8q_cu_event_destroy_fn event_destroy;
 } fp8q_cuda_api;
 
 /* What fp8q found of the driver; never changes once loaded. */
@@ -113,6 +127,17 @@ typedef struct fp8q_cuda_device_properties {
 fp8q_status fp8q_cuda_device_properties_get(
     int index, fp8q_cuda_device_properties *properties, fp8q_error *error);
 
+/* fp8q's kernels, by the names of their launch contracts in kernels/. */
+typedef enum fp8q_cuda_kernel {
+    FP8Q_KERNEL_CAST,      /* kernels/cast.cuh, "fp8q_cast"           */
+    FP8Q_KERNEL_AMAX,      /* kernels/amax.cuh, "fp8q_amax"           */
+    FP8Q_KERNEL_AMAX_ROWS, /* kernels/amax.cuh, "fp8q_amax_rows"      */
+    FP8Q_KERNEL_COUNT
+} fp8q_cuda_kernel;
+
+/* The kernel's name in the image (e.g. "fp8q_cast"). */
+const char *fp8q_cuda_kernel_name(fp8q_cuda_kernel kernel);
+
 /* A device ready to run fp8q's kernels. */
 typedef struct fp8q_cuda_device {
     int index;
@@ -126,6 +151,13 @@ typedef struct fp8q_cuda_device {
      * finds the kernels in it). */
     fp8q_cu_library library;
     fp8q_cu_module module;
+    /* Every fp8q_cuda_kernel, found in `module` when the device opened. */
+    fp8q_cu_function kernels[FP8Q_KERNEL_COUNT];
+    /* Multiprocessors, for sizing grids. */
+    int multiprocessor_count;
+    /* Nonzero when the device has the stream-ordered allocator
+     * (cuMemAllocAsync from its default memory pool). */
+    int memory_pools;
 } fp8q_cuda_device;
 
 /*

@@ -28,6 +28,10 @@ typedef int fp8q_cu_proc_address_query_result; /* CUdriverProcAddressQueryResult
 typedef struct fp8q_cu_context_opaque *fp8q_cu_context; /* CUcontext */
 typedef struct fp8q_cu_module_opaque *fp8q_cu_module;   /* CUmodule */
 typedef struct fp8q_cu_library_opaque *fp8q_cu_library; /* CUlibrary */
+typedef struct fp8q_cu_function_opaque *fp8q_cu_function; /* CUfunction */
+typedef struct fp8q_cu_stream_opaque *fp8q_cu_stream;   /* CUstream */
+typedef struct fp8q_cu_event_opaque *fp8q_cu_event;     /* CUevent */
+typedef unsigned long long fp8q_cu_deviceptr;           /* CUdeviceptr */
 
 /* ------------------------------------------------------------------------- */
 /* Constants                                                                 */
@@ -35,6 +39,7 @@ typedef struct fp8q_cu_library_opaque *fp8q_cu_library; /* CUlibrary */
 /* CUresult values fp8q tells apart (cuda.h's CUDA_ERROR_*; the driver API
  * has no "insufficient driver" code: that is the runtime's cudaError 35). */
 #define FP8Q_CUDA_SUCCESS 0
+#define FP8Q_CUDA_ERROR_INVALID_VALUE 1
 #define FP8Q_CUDA_ERROR_OUT_OF_MEMORY 2
 #define FP8Q_CUDA_ERROR_NO_DEVICE 100
 #define FP8Q_CUDA_ERROR_NO_BINARY_FOR_GPU 209
@@ -43,6 +48,16 @@ typedef struct fp8q_cu_library_opaque *fp8q_cu_library; /* CUlibrary */
 /* CUdevice_attribute */
 #define FP8Q_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
 #define FP8Q_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
+#define FP8Q_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
+#define FP8Q_CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED 115
+
+/* CUevent_flags */
+#define FP8Q_CU_EVENT_DISABLE_TIMING 0x2
+
+/* The special stream handles (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD); a
+ * NULL stream is the legacy default stream as well. */
+#define FP8Q_CU_STREAM_LEGACY ((fp8q_cu_stream)0x1)
+#define FP8Q_CU_STREAM_PER_THREAD ((fp8q_cu_stream)0x2)
 
 /* cuGetProcAddress flags (CUdriverProcAddress_flags) and symbol status. */
 #define FP8Q_CU_GET_PROC_ADDRESS_DEFAULT 0
@@ -108,5 +123,56 @@ typedef fp8q_cu_result (*fp8q_cu_library_unload_fn)(fp8q_cu_library library);
 /* cuModuleLoadData */
 typedef fp8q_cu_result (*fp8q_cu_module_load_data_fn)(fp8q_cu_module *module,
                                                       const void *image);
+
+/* cuModuleGetFunction */
+typedef fp8q_cu_result (*fp8q_cu_module_get_function_fn)(
+    fp8q_cu_function *function, fp8q_cu_module module, const char *name);
+/* cuLaunchKernel */
+typedef fp8q_cu_result (*fp8q_cu_launch_kernel_fn)(
+    fp8q_cu_function function, unsigned int grid_x, unsigned int grid_y,
+    unsigned int grid_z, unsigned int block_x, unsigned int block_y,
+    unsigned int block_z, unsigned int shared_memory_bytes,
+    fp8q_cu_stream stream, void **kernel_parameters, void **extra);
+
+/* cuMemAlloc (_v2) */
+typedef fp8q_cu_result (*fp8q_cu_mem_alloc_fn)(fp8q_cu_deviceptr *pointer,
+                                               size_t bytes);
+/* cuMemFree (_v2) */
+typedef fp8q_cu_result (*fp8q_cu_mem_free_fn)(fp8q_cu_deviceptr pointer);
+/* cuMemAllocAsync (CUDA 11.2+) */
+typedef fp8q_cu_result (*fp8q_cu_mem_alloc_async_fn)(
+    fp8q_cu_deviceptr *pointer, size_t bytes, fp8q_cu_stream stream);
+/* cuMemFreeAsync (CUDA 11.2+) */
+typedef fp8q_cu_result (*fp8q_cu_mem_free_async_fn)(fp8q_cu_deviceptr pointer,
+                                                    fp8q_cu_stream stream);
+/* cuMemcpyAsync: the direction follows from the addresses (unified
+ * addressing), host memory included. */
+typedef fp8q_cu_result (*fp8q_cu_memcpy_async_fn)(fp8q_cu_deviceptr destination,
+                                                  fp8q_cu_deviceptr source,
+                                                  size_t bytes,
+                                                  fp8q_cu_stream stream);
+/* cuMemsetD8Async */
+typedef fp8q_cu_result (*fp8q_cu_memset_d8_async_fn)(
+    fp8q_cu_deviceptr destination, unsigned char value, size_t count,
+    fp8q_cu_stream stream);
+/* cuMemsetD32Async */
+typedef fp8q_cu_result (*fp8q_cu_memset_d32_async_fn)(
+    fp8q_cu_deviceptr destination, unsigned int value, size_t count,
+    fp8q_cu_stream stream);
+
+/* cuStreamSynchronize */
+typedef fp8q_cu_result (*fp8q_cu_stream_synchronize_fn)(fp8q_cu_stream stream);
+/* cuStreamWaitEvent */
+typedef fp8q_cu_result (*fp8q_cu_stream_wait_event_fn)(fp8q_cu_stream stream,
+                                                       fp8q_cu_event event,
+                                                       unsigned int flags);
+/* cuEventCreate */
+typedef fp8q_cu_result (*fp8q_cu_event_create_fn)(fp8q_cu_event *event,
+                                                  unsigned int flags);
+/* cuEventRecord */
+typedef fp8q_cu_result (*fp8q_cu_event_record_fn)(fp8q_cu_event event,
+                                                  fp8q_cu_stream stream);
+/* cuEventDestroy (_v2) */
+typedef fp8q_cu_result (*fp8q_cu_event_destroy_fn)(fp8q_cu_event event);
 
 #endif /* FP8Q_CUDA_DRIVER_API_H */

@@ -271,17 +271,28 @@ fp8q_TensorObject *fp8q_tensor_from_object(PyObject *object,
 
 static PyObject *asarray(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"obj", "dtype", "copy", NULL};
+    static char *keywords[] = {"obj", "dtype", "copy", "device", "stream",
+                               NULL};
     PyObject *object;
     PyObject *dtype_object = Py_None;
     PyObject *copy_object = Py_None;
+    PyObject *device_object = Py_None;
+    PyObject *stream_object = Py_None;
+    fp8q_py_device device;
+    fp8q_cu_stream stream;
+    fp8q_TensorObject *tensor;
+    fp8q_TensorObject *moved;
     fp8q_dtype dtype;
     int target = -1;
     int copy = FP8Q_COPY_IF_NEEDED;
 
     (void)module;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:asarray", keywords,
-                                     &object, &dtype_object, &copy_object)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO$OO:asarray", keywords,
+                                     &object, &dtype_object, &copy_object,
+                                     &device_object, &stream_object) ||
+        (device_object != Py_None &&
+         fp8q_py_parse_device(device_object, "device", &device) < 0) ||
+        fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
         return NULL;
     }
     if (dtype_object != Py_None) {
@@ -302,7 +313,27 @@ static PyObject *asarray(PyObject *module, PyObject *args, PyObject *kwargs)
                      copy_object);
         return NULL;
     }
-    return (PyObject *)fp8q_tensor_from_object(object, "obj", target, copy);
+    tensor = fp8q_tensor_from_object(object, "obj", target, copy);
+    if (tensor == NULL || device_object == Py_None ||
+        (tensor->device_type == device.type &&
+         tensor->device_index == device.index)) {
+        return (PyObject *)tensor;
+    }
+    /* Another device: the data moves (copy=True is then met as well). */
+    if (copy == FP8Q_COPY_NEVER) {
+        char where[32];
+        fp8q_py_format_device(tensor->device_type, tensor->device_index,
+                              where, sizeof where);
+        PyErr_Format(PyExc_ValueError,
+                     "Unable to avoid copy while moving obj from %s to the "
+                     "requested device (copy=False)",
+                     where);
+        Py_DECREF(tensor);
+        return NULL;
+    }
+    moved = fp8q_tensor_copy_to(tensor, &device, stream);
+    Py_DECREF(tensor);
+    return (PyObject *)moved;
 }
 
 static PyMethodDef asarray_functions[] = {

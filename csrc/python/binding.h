@@ -29,6 +29,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "core/view.h"
+#include "cuda/driver.h"
 
 /* ------------------------------------------------------------------------- */
 /* errors.c                                                                  */
@@ -118,9 +119,16 @@ typedef struct fp8q_TensorObject {
     int device_type;  /* FP8Q_DEVICE_* */
     int device_index; /* 0 for the CPU */
     int readonly;     /* writes through buffer/DLPack/out= are refused */
-    void *allocation; /* owned FP8Q_ALIGNMENT-aligned block, or NULL */
+    /* Owned memory, or NULL: an FP8Q_ALIGNMENT-aligned block on the CPU,
+     * device memory from fp8q_cuda_alloc on CUDA. */
+    void *allocation;
     PyObject *owner;  /* object keeping borrowed memory alive, or NULL */
     PyObject *weakrefs;
+    /* CUDA tensors: the opened device, and the stream of the memory's last
+     * use (kept by the tensor that owns or borrowed the memory; see
+     * device.c). NULL on the CPU. */
+    const fp8q_cuda_device *cuda_device;
+    fp8q_cu_stream stream;
 } fp8q_TensorObject;
 
 extern PyTypeObject fp8q_Tensor_Type;
@@ -132,19 +140,85 @@ extern PyTypeObject fp8q_Tensor_Type;
 fp8q_TensorObject *fp8q_tensor_new_empty(fp8q_dtype dtype, int ndim,
                                          const int64_t *shape);
 
-/* A new CPU tensor over borrowed memory described by `view`; `owner` (may be
- * NULL) is kept alive as long as the tensor. */
+/* A new tensor over borrowed memory described by `view`; `owner` (may be
+ * NULL) is kept alive as long as the tensor. On the CPU, or on the device of
+ * `owner` when it is a Tensor (a view of it). */
 fp8q_TensorObject *fp8q_tensor_new_view(const fp8q_view *view,
                                         PyObject *owner, int readonly);
 
 /*
- * A new C-contiguous CPU tensor holding `source`'s elements converted to
- * `dtype` by core fp8q_cast without a scale, saturating (as fp8q.cast's
- * default): a bit-exact copy when the dtypes are equal. The GIL is released
- * while the data moves.
+ * A new C-contiguous tensor on `source`'s device holding its elements
+ * converted to `dtype` by the fp8q cast without a scale, saturating (as
+ * fp8q.cast's default): a bit-exact copy when the dtypes are equal. The GIL
+ * is released while the data moves. CUDA tensors are converted on the
+ * tensor's last stream (device.c).
  */
 fp8q_TensorObject *fp8q_tensor_copy_as(fp8q_TensorObject *source,
                                        fp8q_dtype dtype);
+
+/* ------------------------------------------------------------------------- */
+/* device.c                                                                  */
+
+/* A device= argument: FP8Q_DEVICE_CPU (index 0) or FP8Q_DEVICE_CUDA. */
+typedef struct fp8q_py_device {
+    int type;
+    int index;
+} fp8q_py_device;
+
+/* Writes "cpu" or "cuda:N", as Tensor.device. */
+void fp8q_py_format_device(int type, int index, char *text, size_t size);
+
+/* Parses 'cpu', 'cuda' (device 0), 'cuda:N', an int N (CUDA device N) or
+ * any object whose str() is one of those (torch.device). 0, or -1 with
+ * ValueError naming `argument_name`. Does not check that the device
+ * exists. */
+int fp8q_py_parse_device(PyObject *object, const char *argument_name,
+                         fp8q_py_device *device);
+
+/* Parses a stream= argument into a driver handle: None (NULL: the legacy
+ * default stream), an int handle (1 and 2 are the legacy and per-thread
+ * default streams), an object with __cuda_stream__() returning (version,
+ * handle), or one with an int .cuda_stream (torch.cuda.Stream). 0, or -1
+ * with TypeError / ValueError naming `argument_name`. */
+int fp8q_py_parse_stream(PyObject *object, const char *argument_name,
+                         fp8q_cu_stream *stream);
+
+/* CUDA device `index`, opened (driver and kernels loaded, GIL released
+ * meanwhile); NULL with fp8q.CudaError naming what is missing. */
+const fp8q_cuda_device *fp8q_py_cuda_device(int index);
+
+/* Records a use of the CUDA tensor's memory on `stream`: orders `stream`
+ * after the memory's last use when that was on another stream, and makes
+ * this the last use. Nothing for CPU tensors. 0, or -1 with CudaError. */
+int fp8q_py_use_on_stream(fp8q_TensorObject *tensor, fp8q_cu_stream stream);
+
+/* The stream of the last use of the tensor's memory (NULL on the CPU). */
+fp8q_cu_stream fp8q_py_last_stream(fp8q_TensorObject *tensor);
+
+/* A new C-contiguous tensor with uninitialised memory on `device`: as
+ * fp8q_tensor_new_empty on the CPU; on CUDA allocated ordered on `stream`
+ * (its last use). */
+fp8q_TensorObject *fp8q_tensor_new_empty_on(fp8q_dtype dtype, int ndim,
+                                            const int64_t *shape,
+                                            const fp8q_py_device *device,
+                                            fp8q_cu_stream stream);
+
+/* A new C-contiguous tensor on `device` holding a bit-exact copy of
+ * `source`'s elements, moved on `stream` (host <-> device copies finish
+ * before this returns). */
+fp8q_TensorObject *fp8q_tensor_copy_to(fp8q_TensorObject *source,
+                                       const fp8q_py_device *device,
+                                       fp8q_cu_stream stream);
+
+/* Tensor.to(device, *, stream=None, copy=False) and Tensor.cpu(*,
+ * stream=None). */
+PyObject *fp8q_tensor_to(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *fp8q_tensor_cpu(PyObject *self, PyObject *args, PyObject *kwargs);
+
+/* 0 for a CPU tensor; else -1 with a TypeError saying that `what` needs the
+ * values on the CPU and that tensor.cpu() brings them there. */
+int fp8q_py_require_host_memory(const fp8q_TensorObject *tensor,
+                                const char *what);
 
 /* ------------------------------------------------------------------------- */
 /* tensor_buffer.c                                                           */
@@ -182,17 +256,40 @@ int fp8q_py_require_cpu(const fp8q_TensorObject *tensor, const char *function,
 /*
  * An output argument: a new reference to a Tensor over out_object's memory
  * (out_object itself when it is an fp8q.Tensor, else a zero-copy view of a
- * NumPy array, DLPack producer or buffer) that has `dtype`, lives on the CPU,
- * is writable and has the shape (ndim, shape), which the message calls
- * `shape_source`. NULL with TypeError / ValueError naming `function` and
- * `argument` otherwise.
+ * NumPy array, DLPack producer or buffer) that has `dtype`, lives on
+ * `device`, is writable and has the shape (ndim, shape), which the message
+ * calls `shape_source`. NULL with TypeError / ValueError naming `function`
+ * and `argument` otherwise.
  */
 fp8q_TensorObject *fp8q_py_writable_output(PyObject *out_object,
                                            const char *function,
                                            const char *argument,
                                            fp8q_dtype dtype,
                                            const char *shape_source, int ndim,
-                                           const int64_t *shape);
+                                           const int64_t *shape,
+                                           const fp8q_py_device *device);
+
+/* ------------------------------------------------------------------------- */
+/* ops_cuda.c (the CUDA half of ops.c; arguments already checked there)     */
+
+/* out = cast(x / scale) on x's device, on `stream`: x and out C-contiguous
+ * CUDA tensors of one shape, scale NULL or a float32 tensor broadcastable
+ * to x (on any device; moved over when on the host). 0, or -1 with an
+ * exception. */
+int fp8q_py_cuda_cast(fp8q_TensorObject *x, fp8q_TensorObject *scale,
+                      fp8q_TensorObject *out, int saturate,
+                      fp8q_cu_stream stream);
+
+/* amax of the C-contiguous CUDA tensor x over the axes with reduce[axis]
+ * != 0 (all, or the last ones) into `destination`, float32 on x's device
+ * with x's shape and extent 1 on reduced axes. 0, or -1 with an
+ * exception. */
+int fp8q_py_cuda_amax(fp8q_TensorObject *x, const int *reduce,
+                      fp8q_TensorObject *destination, fp8q_cu_stream stream);
+
+/* fp8q_tensor_copy_as for a CUDA source, on the source's last stream. */
+fp8q_TensorObject *fp8q_py_cuda_convert(fp8q_TensorObject *source,
+                                        fp8q_dtype dtype);
 
 /* ------------------------------------------------------------------------- */
 /* calibration.c, max_calibrator.c, histogram_calibrator.c                   */

@@ -268,6 +268,48 @@ static int parse_int_pair(PyObject *object, const char *argument_name,
     return 0;
 }
 
+/*
+ * The producer's half of the DLPack stream contract for a CUDA tensor:
+ * stream is the consumer's (None or 1: the legacy default stream; 2: the
+ * per-thread default stream; another int: a stream handle; -1: no
+ * ordering), and the consumer's stream is ordered after the tensor's last
+ * use, which it then becomes. 0 is refused, as the standard says. 0, or -1
+ * with an exception.
+ */
+static int order_for_consumer(fp8q_TensorObject *tensor, PyObject *stream)
+{
+    fp8q_cu_stream consumer = NULL;
+    long long value;
+
+    if (stream != Py_None) {
+        if (!PyLong_Check(stream) || PyBool_Check(stream)) {
+            PyErr_Format(PyExc_TypeError,
+                         "stream: expected None or an int (the consumer's "
+                         "CUDA stream), got %R",
+                         stream);
+            return -1;
+        }
+        value = PyLong_AsLongLong(stream);
+        if (value == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (value == -1) {
+            return 0;
+        }
+        if (value == 0 || value < -1) {
+            PyErr_Format(PyExc_ValueError,
+                         "stream: %lld is not a CUDA stream for DLPack (0 is "
+                         "ambiguous: pass 1 for the legacy default stream, 2 "
+                         "for the per-thread default stream, -1 for no "
+                         "ordering, or a stream handle)",
+                         value);
+            return -1;
+        }
+        consumer = (fp8q_cu_stream)(uintptr_t)value;
+    }
+    return fp8q_py_use_on_stream(tensor, consumer);
+}
+
 PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"stream", "max_version", "dl_device", "copy",
@@ -279,10 +321,12 @@ PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
     PyObject *dl_device = Py_None;
     PyObject *copy_object = Py_None;
     PyObject *capsule;
+    fp8q_py_device target = {FP8Q_DEVICE_CPU, 0};
     long long major = 0;
     long long minor = 0;
     int versioned;
-    int copy = 0;
+    int copy = -1; /* None */
+    int move = 0;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__",
                                      keywords, &stream, &max_version,
@@ -296,6 +340,12 @@ PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     versioned = max_version != Py_None && major >= 1;
+    if (copy_object != Py_None) {
+        copy = PyObject_IsTrue(copy_object);
+        if (copy < 0) {
+            return NULL;
+        }
+    }
     if (dl_device != Py_None) {
         long long device_type, device_id;
 
@@ -306,27 +356,39 @@ PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
         }
         if (device_type != tensor->device_type ||
             device_id != tensor->device_index) {
-            PyErr_Format(PyExc_BufferError,
-                         "dl_device: the tensor is on DLPack device (%d, %d) "
-                         "and fp8q cannot export it to (%lld, %lld)",
-                         tensor->device_type, tensor->device_index,
-                         device_type, device_id);
+            /* Another device: only as a copy, to the CPU or a GPU. */
+            const int reachable =
+                (device_type == FP8Q_DL_CPU && device_id == 0) ||
+                (device_type == FP8Q_DL_CUDA && device_id >= 0 &&
+                 device_id <= INT32_MAX);
+            if (copy != 1 || !reachable) {
+                PyErr_Format(PyExc_BufferError,
+                             "dl_device: the tensor is on DLPack device (%d, "
+                             "%d); fp8q exports it to (%lld, %lld) only as a "
+                             "copy (copy=True) to the CPU (1, 0) or a CUDA "
+                             "device (2, N)",
+                             tensor->device_type, tensor->device_index,
+                             device_type, device_id);
+                return NULL;
+            }
+            target.type = (int)device_type;
+            target.index = (int)device_id;
+            move = 1;
+        }
+    }
+    if (tensor->device_type == FP8Q_DEVICE_CPU || move) {
+        if (stream != Py_None && tensor->device_type == FP8Q_DEVICE_CPU) {
+            PyErr_Format(PyExc_ValueError,
+                         "stream: a CPU tensor accepts only stream=None, got "
+                         "%R",
+                         stream);
             return NULL;
         }
     }
-    if (stream != Py_None && tensor->device_type == FP8Q_DEVICE_CPU) {
-        PyErr_Format(PyExc_ValueError,
-                     "stream: a CPU tensor accepts only stream=None, got %R",
-                     stream);
+    else if (order_for_consumer(tensor, stream) < 0) {
         return NULL;
     }
-    if (copy_object != Py_None) {
-        copy = PyObject_IsTrue(copy_object);
-        if (copy < 0) {
-            return NULL;
-        }
-    }
-    if (tensor->readonly && !versioned && !copy) {
+    if (tensor->readonly && !versioned && copy != 1) {
         PyErr_SetString(PyExc_BufferError,
                         "the tensor is read-only and a legacy (unversioned) "
                         "DLPack capsule cannot say so; pass "
@@ -334,7 +396,14 @@ PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
         return NULL;
     }
 
-    if (copy) {
+    if (move) {
+        source = fp8q_tensor_copy_to(tensor, &target,
+                                     fp8q_py_last_stream(tensor));
+        if (source == NULL) {
+            return NULL;
+        }
+    }
+    else if (copy == 1) {
         source = fp8q_tensor_copy_as(tensor, tensor->view.dtype);
         if (source == NULL) {
             return NULL;
@@ -361,7 +430,7 @@ PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
         if (source->readonly) {
             block->managed.flags |= FP8Q_DLPACK_FLAG_READ_ONLY;
         }
-        if (copy) {
+        if (copy == 1 || move) {
             block->managed.flags |= FP8Q_DLPACK_FLAG_IS_COPIED;
         }
         fill_dl_tensor(&block->managed.dl_tensor, source, block->shape,
@@ -458,10 +527,11 @@ static int view_from_dl_tensor(const fp8q_dl_tensor *dl_tensor,
     fp8q_status status;
     int axis;
 
-    if (dl_tensor->device.device_type != FP8Q_DL_CPU) {
+    if (dl_tensor->device.device_type != FP8Q_DL_CPU &&
+        dl_tensor->device.device_type != FP8Q_DL_CUDA) {
         PyErr_Format(PyExc_BufferError,
-                     "%s: the data is on DLPack device (%d, %d), not the CPU "
-                     "(1, 0); CUDA support arrives with the CUDA backend",
+                     "%s: the data is on DLPack device (%d, %d); fp8q reads "
+                     "CPU (1, 0) and CUDA (2, N) memory",
                      argument_name, (int)dl_tensor->device.device_type,
                      (int)dl_tensor->device.device_id);
         return -1;
@@ -546,11 +616,13 @@ static int view_from_dl_tensor(const fp8q_dl_tensor *dl_tensor,
 static fp8q_TensorObject *tensor_from_capsule(PyObject *capsule,
                                               const char *argument_name,
                                               int reinterpret_dtype,
-                                              int *unsupported_dtype)
+                                              int *unsupported_dtype,
+                                              fp8q_cu_stream stream)
 {
     fp8q_dl_managed_tensor_versioned *versioned = NULL;
     fp8q_dl_managed_tensor *legacy = NULL;
     const fp8q_dl_tensor *dl_tensor;
+    const fp8q_cuda_device *cuda = NULL;
     fp8q_TensorObject *tensor;
     PyObject *owner;
     fp8q_view view;
@@ -597,6 +669,13 @@ static fp8q_TensorObject *tensor_from_capsule(PyObject *capsule,
                             unsupported_dtype) < 0) {
         return NULL;
     }
+    /* CUDA memory: the device must open before the capsule is consumed. */
+    if (dl_tensor->device.device_type == FP8Q_DL_CUDA) {
+        cuda = fp8q_py_cuda_device((int)dl_tensor->device.device_id);
+        if (cuda == NULL) {
+            return NULL;
+        }
+    }
     /* The managed tensor is ours from the rename on. */
     used_name = versioned != NULL ? FP8Q_DLPACK_CAPSULE_VERSIONED_USED
                                   : FP8Q_DLPACK_CAPSULE_LEGACY_USED;
@@ -622,17 +701,26 @@ static fp8q_TensorObject *tensor_from_capsule(PyObject *capsule,
     }
     tensor = fp8q_tensor_new_view(&view, owner, readonly);
     Py_DECREF(owner);
+    if (tensor != NULL && cuda != NULL) {
+        tensor->device_type = FP8Q_DEVICE_CUDA;
+        tensor->device_index = cuda->index;
+        tensor->cuda_device = cuda;
+        tensor->stream = stream;
+    }
     return tensor;
 }
 
-/* BufferError unless the producer's __dlpack_device__() (when it has one)
- * is the CPU; checked before exporting so that no device data is touched. */
-static int check_producer_device(PyObject *object, const char *argument_name)
+/* The producer's DLPack device type from __dlpack_device__() (the CPU for
+ * producers without one); BufferError unless it is the CPU or CUDA. Checked
+ * before exporting, so that the export can be asked for the right stream. */
+static int check_producer_device(PyObject *object, const char *argument_name,
+                                 int *device_type_out)
 {
     PyObject *method = PyObject_GetAttrString(object, "__dlpack_device__");
     PyObject *device;
     long long device_type, device_id;
 
+    *device_type_out = FP8Q_DL_CPU;
     if (method == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
             return -1;
@@ -652,23 +740,36 @@ static int check_producer_device(PyObject *object, const char *argument_name)
         return -1;
     }
     Py_DECREF(device);
-    if (device_type != FP8Q_DL_CPU) {
+    if (device_type != FP8Q_DL_CPU && device_type != FP8Q_DL_CUDA) {
         PyErr_Format(PyExc_BufferError,
-                     "%s: the data is on DLPack device (%lld, %lld), not the "
-                     "CPU (1, 0); CUDA support arrives with the CUDA backend",
+                     "%s: the data is on DLPack device (%lld, %lld); fp8q "
+                     "reads CPU (1, 0) and CUDA (2, N) memory",
                      argument_name, device_type, device_id);
         return -1;
     }
+    *device_type_out = (int)device_type;
     return 0;
 }
 
+/* The stream= value a DLPack consumer passes for `stream`: 1 for the legacy
+ * default stream (NULL), else the handle. */
+static PyObject *dlpack_stream_argument(fp8q_cu_stream stream)
+{
+    return PyLong_FromUnsignedLongLong(
+        stream == NULL ? 1ull : (unsigned long long)(uintptr_t)stream);
+}
+
 /* Calls object.__dlpack__(max_version=(1, 1)), or object.__dlpack__() for
- * producers that predate max_version (TypeError). New reference. */
-static PyObject *export_capsule(PyObject *method, const char *argument_name)
+ * producers that predate max_version (TypeError); a CUDA producer also gets
+ * stream=, the consumer's stream, on which it makes its pending work
+ * visible. New reference. */
+static PyObject *export_capsule(PyObject *method, const char *argument_name,
+                                int device_type, fp8q_cu_stream stream)
 {
     PyObject *arguments = PyTuple_New(0);
-    PyObject *keywords;
-    PyObject *capsule;
+    PyObject *keywords = NULL;
+    PyObject *stream_argument = NULL;
+    PyObject *capsule = NULL;
 
     if (arguments == NULL) {
         return NULL;
@@ -677,23 +778,33 @@ static PyObject *export_capsule(PyObject *method, const char *argument_name)
                              FP8Q_DLPACK_MAJOR_VERSION,
                              FP8Q_DLPACK_MINOR_VERSION);
     if (keywords == NULL) {
-        Py_DECREF(arguments);
-        return NULL;
+        goto done;
+    }
+    if (device_type == FP8Q_DL_CUDA) {
+        stream_argument = dlpack_stream_argument(stream);
+        if (stream_argument == NULL ||
+            PyDict_SetItemString(keywords, "stream", stream_argument) < 0) {
+            goto done;
+        }
     }
     capsule = PyObject_Call(method, arguments, keywords);
-    Py_DECREF(arguments);
-    Py_DECREF(keywords);
     if (capsule == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
         PyErr_Clear();
-        capsule = PyObject_CallNoArgs(method);
+        if (PyDict_DelItemString(keywords, "max_version") < 0) {
+            goto done;
+        }
+        capsule = PyObject_Call(method, arguments, keywords);
     }
     if (capsule != NULL && !PyCapsule_CheckExact(capsule)) {
         PyErr_Format(PyExc_TypeError,
                      "%s: __dlpack__() returned %s, not a DLPack capsule",
                      argument_name, Py_TYPE(capsule)->tp_name);
-        Py_DECREF(capsule);
-        return NULL;
+        Py_CLEAR(capsule);
     }
+done:
+    Py_DECREF(arguments);
+    Py_XDECREF(keywords);
+    Py_XDECREF(stream_argument);
     return capsule;
 }
 
@@ -702,7 +813,8 @@ static fp8q_TensorObject *import_object(PyObject *object,
                                         const char *argument_name,
                                         int reinterpret_dtype,
                                         int *unsupported_dtype,
-                                        int allow_torch_fallback);
+                                        int allow_torch_fallback,
+                                        fp8q_cu_stream stream);
 
 /*
  * After object.__dlpack__() failed: when object is a PyTorch tensor of a
@@ -714,7 +826,8 @@ static fp8q_TensorObject *import_object(PyObject *object,
  */
 static fp8q_TensorObject *from_torch_float8(PyObject *object,
                                             const char *argument_name,
-                                            int reinterpret_dtype)
+                                            int reinterpret_dtype,
+                                            fp8q_cu_stream stream)
 {
     fp8q_py_saved_error saved;
     PyObject *dtype_object = NULL;
@@ -755,7 +868,8 @@ static fp8q_TensorObject *from_torch_float8(PyObject *object,
         fp8q_py_error_discard(&saved);
         result = import_object(
             bytes, argument_name,
-            reinterpret_dtype >= 0 ? reinterpret_dtype : (int)dtype, NULL, 0);
+            reinterpret_dtype >= 0 ? reinterpret_dtype : (int)dtype, NULL, 0,
+            stream);
     }
     Py_XDECREF(dtype_object);
     Py_XDECREF(dtype_name);
@@ -769,18 +883,20 @@ static fp8q_TensorObject *import_object(PyObject *object,
                                         const char *argument_name,
                                         int reinterpret_dtype,
                                         int *unsupported_dtype,
-                                        int allow_torch_fallback)
+                                        int allow_torch_fallback,
+                                        fp8q_cu_stream stream)
 {
     PyObject *method;
     PyObject *capsule;
     fp8q_TensorObject *tensor;
+    int device_type;
 
     if (unsupported_dtype != NULL) {
         *unsupported_dtype = 0;
     }
     if (PyCapsule_CheckExact(object)) {
         return tensor_from_capsule(object, argument_name, reinterpret_dtype,
-                                   unsupported_dtype);
+                                   unsupported_dtype, stream);
     }
     method = PyObject_GetAttrString(object, "__dlpack__");
     if (method == NULL) {
@@ -793,20 +909,20 @@ static fp8q_TensorObject *import_object(PyObject *object,
         }
         return NULL;
     }
-    if (check_producer_device(object, argument_name) < 0) {
+    if (check_producer_device(object, argument_name, &device_type) < 0) {
         Py_DECREF(method);
         return NULL;
     }
-    capsule = export_capsule(method, argument_name);
+    capsule = export_capsule(method, argument_name, device_type, stream);
     Py_DECREF(method);
     if (capsule == NULL) {
         return allow_torch_fallback
                    ? from_torch_float8(object, argument_name,
-                                       reinterpret_dtype)
+                                       reinterpret_dtype, stream)
                    : NULL;
     }
     tensor = tensor_from_capsule(capsule, argument_name, reinterpret_dtype,
-                                 unsupported_dtype);
+                                 unsupported_dtype, stream);
     /* Unless consumed, the capsule's destructor releases the export. */
     Py_DECREF(capsule);
     return tensor;
@@ -818,21 +934,25 @@ fp8q_TensorObject *fp8q_tensor_from_dlpack(PyObject *object,
                                            int *unsupported_dtype)
 {
     return import_object(object, argument_name, reinterpret_dtype,
-                         unsupported_dtype, 1);
+                         unsupported_dtype, 1, NULL);
 }
 
 PyObject *fp8q_py_from_dlpack(PyObject *module, PyObject *args,
                               PyObject *kwargs)
 {
-    static char *keywords[] = {"", "dtype", NULL};
+    static char *keywords[] = {"", "dtype", "stream", NULL};
     PyObject *object;
     PyObject *dtype_object = Py_None;
+    PyObject *stream_object = Py_None;
+    fp8q_cu_stream stream;
     fp8q_dtype dtype;
     int reinterpret_dtype = -1;
 
     (void)module;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$O:from_dlpack",
-                                     keywords, &object, &dtype_object)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OO:from_dlpack",
+                                     keywords, &object, &dtype_object,
+                                     &stream_object) ||
+        fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
         return NULL;
     }
     if (dtype_object != Py_None) {
@@ -841,14 +961,14 @@ PyObject *fp8q_py_from_dlpack(PyObject *module, PyObject *args,
         }
         reinterpret_dtype = (int)dtype;
     }
-    return (PyObject *)fp8q_tensor_from_dlpack(object, "obj",
-                                               reinterpret_dtype, NULL);
+    return (PyObject *)import_object(object, "obj", reinterpret_dtype, NULL,
+                                     1, stream);
 }
 
 static PyMethodDef dlpack_functions[] = {
     {"from_dlpack", (PyCFunction)(void (*)(void))fp8q_py_from_dlpack,
      METH_VARARGS | METH_KEYWORDS,
-     "from_dlpack(obj, /, *, dtype=None)\n--\n\n"
+     "from_dlpack(obj, /, *, dtype=None, stream=None)\n--\n\n"
      "A zero-copy fp8q.Tensor over the memory of a DLPack producer (NumPy, "
      "PyTorch, CuPy, JAX, fp8q ...) or of an unconsumed DLPack capsule.\n"
      "obj.__dlpack__(max_version=(1, 1)) is called (obj.__dlpack__() for "
@@ -862,11 +982,18 @@ static PyMethodDef dlpack_functions[] = {
      "float8_e4m3fn); ValueError when the sizes differ.\n"
      "PyTorch float8 tensors whose __dlpack__ fails are imported through "
      "tensor.view(torch.uint8).\n"
+     "CUDA memory (DLPack device (2, N)) gives a CUDA tensor. The producer "
+     "is called with stream= the consumer's stream (1 for the legacy default "
+     "stream when stream is None; else the handle of `stream`: an int, or an "
+     "object with __cuda_stream__ or .cuda_stream such as "
+     "torch.cuda.Stream), so its pending work is ordered before fp8q's use "
+     "on that stream; the tensor's last use is that stream.\n"
      "Errors: TypeError for objects without __dlpack__ and for DLPack dtypes "
      "fp8q does not store (float64, int32, complex, ...; the message names "
-     "the code and bits); BufferError for data not on the CPU (CUDA support "
-     "arrives with the CUDA backend), for a consumed capsule and for "
-     "unsupported DLPack major versions; ValueError for more than 16 dims."},
+     "the code and bits); BufferError for data neither on the CPU nor on a "
+     "CUDA device, for a consumed capsule and for unsupported DLPack major "
+     "versions; fp8q.CudaError when CUDA memory arrives and CUDA cannot be "
+     "used; ValueError for more than 16 dims."},
     {NULL, NULL, 0, NULL},
 };
 

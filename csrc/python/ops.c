@@ -100,7 +100,8 @@ fp8q_TensorObject *fp8q_py_writable_output(PyObject *out_object,
                                            const char *argument,
                                            fp8q_dtype dtype,
                                            const char *shape_source, int ndim,
-                                           const int64_t *shape)
+                                           const int64_t *shape,
+                                           const fp8q_py_device *device)
 {
     fp8q_TensorObject *out;
 
@@ -133,7 +134,17 @@ fp8q_TensorObject *fp8q_py_writable_output(PyObject *out_object,
                      fp8q_dtype_name(out->view.dtype));
         goto fail;
     }
-    if (fp8q_py_require_cpu(out, function, argument) < 0) {
+    if (out->device_type != device->type ||
+        out->device_index != device->index) {
+        char expected[32], received[32];
+        fp8q_py_format_device(device->type, device->index, expected,
+                              sizeof expected);
+        fp8q_py_format_device(out->device_type, out->device_index, received,
+                              sizeof received);
+        PyErr_Format(PyExc_ValueError,
+                     "%s: %s= must be on the inputs' device, %s; got a tensor "
+                     "on %s",
+                     function, argument, expected, received);
         goto fail;
     }
     if (out->view.ndim != ndim ||
@@ -164,9 +175,10 @@ static fp8q_TensorObject *check_cast_out(PyObject *out_object,
                                          const fp8q_TensorObject *x,
                                          fp8q_dtype dtype)
 {
+    const fp8q_py_device device = {x->device_type, x->device_index};
     fp8q_TensorObject *out = fp8q_py_writable_output(
         out_object, "cast", "out", dtype, "x's shape", x->view.ndim,
-        x->view.shape);
+        x->view.shape, &device);
 
     if (out != NULL && views_overlap_unsafely(&x->view, &out->view)) {
         PyErr_SetString(PyExc_ValueError,
@@ -219,13 +231,16 @@ PyDoc_STRVAR(
 static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"x", "dtype", "scale", "saturate", "out",
-                               NULL};
+                               "stream", NULL};
     PyObject *x_object;
     PyObject *dtype_object;
     PyObject *scale_object = Py_None;
     PyObject *out_object = Py_None;
+    PyObject *stream_object = Py_None;
     int saturate = 1;
     fp8q_dtype dtype;
+    fp8q_cu_stream stream;
+    fp8q_py_device device;
     fp8q_TensorObject *x = NULL;
     fp8q_TensorObject *scale = NULL;
     fp8q_TensorObject *out = NULL;
@@ -234,12 +249,13 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
     fp8q_status status;
 
     (void)module;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OpO:cast", keywords,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OpOO:cast", keywords,
                                      &x_object, &dtype_object, &scale_object,
-                                     &saturate, &out_object)) {
+                                     &saturate, &out_object, &stream_object)) {
         return NULL;
     }
-    if (fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0) {
+    if (fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0 ||
+        fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
         return NULL;
     }
     if (scale_object != Py_None && !fp8q_dtype_is_fp8(dtype)) {
@@ -252,14 +268,18 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     x = fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
-    if (x == NULL || fp8q_py_require_cpu(x, "cast", "x") < 0) {
+    if (x == NULL) {
         goto fail;
     }
+    device.type = x->device_type;
+    device.index = x->device_index;
     fp8q_error_clear(&error);
     if (scale_object != Py_None) {
         scale = fp8q_tensor_from_object(scale_object, "scale", FP8Q_FLOAT32,
                                         FP8Q_COPY_IF_NEEDED);
-        if (scale == NULL || fp8q_py_require_cpu(scale, "cast", "scale") < 0) {
+        if (scale == NULL ||
+            (device.type == FP8Q_DEVICE_CPU &&
+             fp8q_py_require_cpu(scale, "cast", "scale") < 0)) {
             goto fail;
         }
         if (fp8q_view_broadcast_to(&scale->view, x->view.ndim, x->view.shape,
@@ -267,11 +287,15 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
             fp8q_py_raise(&error);
             goto fail;
         }
-        Py_BEGIN_ALLOW_THREADS
-        status = fp8q_check_scale_values(&scale->view, "scale", &error);
-        Py_END_ALLOW_THREADS
-        if (fp8q_py_raise_on_failure(status, &error) < 0) {
-            goto fail;
+        /* Scales on the host are checked here; a CUDA scale is not read
+         * back (docs/architecture.md, "Devices and streams"). */
+        if (scale->device_type == FP8Q_DEVICE_CPU) {
+            Py_BEGIN_ALLOW_THREADS
+            status = fp8q_check_scale_values(&scale->view, "scale", &error);
+            Py_END_ALLOW_THREADS
+            if (fp8q_py_raise_on_failure(status, &error) < 0) {
+                goto fail;
+            }
         }
     }
     if (out_object != Py_None) {
@@ -286,17 +310,26 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
         }
     }
     else {
-        out = fp8q_tensor_new_empty(dtype, x->view.ndim, x->view.shape);
+        out = fp8q_tensor_new_empty_on(dtype, x->view.ndim, x->view.shape,
+                                       &device, stream);
         if (out == NULL) {
             goto fail;
         }
     }
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cast(&x->view, &out->view, scale != NULL ? &scale_view : NULL,
-                       FP8Q_SCALE_DIVIDE, saturate, &error);
-    Py_END_ALLOW_THREADS
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        goto fail;
+    if (device.type == FP8Q_DEVICE_CUDA) {
+        if (fp8q_py_cuda_cast(x, scale, out, saturate, stream) < 0) {
+            goto fail;
+        }
+    }
+    else {
+        Py_BEGIN_ALLOW_THREADS
+        status = fp8q_cast(&x->view, &out->view,
+                           scale != NULL ? &scale_view : NULL,
+                           FP8Q_SCALE_DIVIDE, saturate, &error);
+        Py_END_ALLOW_THREADS
+        if (fp8q_py_raise_on_failure(status, &error) < 0) {
+            goto fail;
+        }
     }
     Py_DECREF(x);
     Py_XDECREF(scale);
@@ -403,9 +436,12 @@ PyDoc_STRVAR(
 
 static PyObject *ops_amax(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"x", "axis", "keepdims", NULL};
+    static char *keywords[] = {"x", "axis", "keepdims", "stream", NULL};
     PyObject *x_object;
     PyObject *axis_object = Py_None;
+    PyObject *stream_object = Py_None;
+    fp8q_cu_stream stream;
+    fp8q_py_device device;
     int keepdims = 0;
     int reduce[FP8Q_MAX_DIMS];
     int64_t keep_shape[FP8Q_MAX_DIMS];
@@ -418,29 +454,39 @@ static PyObject *ops_amax(PyObject *module, PyObject *args, PyObject *kwargs)
     int axis;
 
     (void)module;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Op:amax", keywords,
-                                     &x_object, &axis_object, &keepdims)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Op$O:amax", keywords,
+                                     &x_object, &axis_object, &keepdims,
+                                     &stream_object) ||
+        fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
         return NULL;
     }
     x = fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
-    if (x == NULL || fp8q_py_require_cpu(x, "amax", "x") < 0 ||
-        parse_axes(axis_object, x->view.ndim, reduce) < 0) {
+    if (x == NULL || parse_axes(axis_object, x->view.ndim, reduce) < 0) {
         goto fail;
     }
     for (axis = 0; axis < x->view.ndim; axis++) {
         keep_shape[axis] = reduce[axis] ? 1 : x->view.shape[axis];
     }
-    destination = fp8q_tensor_new_empty(FP8Q_FLOAT32, x->view.ndim,
-                                        keep_shape);
+    device.type = x->device_type;
+    device.index = x->device_index;
+    destination = fp8q_tensor_new_empty_on(FP8Q_FLOAT32, x->view.ndim,
+                                           keep_shape, &device, stream);
     if (destination == NULL) {
         goto fail;
     }
-    fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_amax(&x->view, &destination->view, &error);
-    Py_END_ALLOW_THREADS
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        goto fail;
+    if (device.type == FP8Q_DEVICE_CUDA) {
+        if (fp8q_py_cuda_amax(x, reduce, destination, stream) < 0) {
+            goto fail;
+        }
+    }
+    else {
+        fp8q_error_clear(&error);
+        Py_BEGIN_ALLOW_THREADS
+        status = fp8q_amax(&x->view, &destination->view, &error);
+        Py_END_ALLOW_THREADS
+        if (fp8q_py_raise_on_failure(status, &error) < 0) {
+            goto fail;
+        }
     }
     Py_DECREF(x);
     if (keepdims) {

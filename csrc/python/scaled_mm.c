@@ -449,9 +449,10 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
         }
     }
     if (out_object != Py_None) {
+        static const fp8q_py_device cpu = {FP8Q_DEVICE_CPU, 0};
         call.out = fp8q_py_writable_output(out_object, "scaled_mm", "out",
                                            out_dtype, "the result's shape",
-                                           2, shape);
+                                           2, shape, &cpu);
     }
     else {
         call.out = fp8q_tensor_new_empty(out_dtype, 2, shape);

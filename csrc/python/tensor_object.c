@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/cast.h"
+#include "cuda/memory.h"
 #include "platform.h"
 #include "python/binding.h"
 
@@ -31,6 +32,8 @@ static fp8q_TensorObject *tensor_alloc(void)
     self->allocation = NULL;
     self->owner = NULL;
     self->weakrefs = NULL;
+    self->cuda_device = NULL;
+    self->stream = NULL;
     return self;
 }
 
@@ -92,6 +95,12 @@ fp8q_TensorObject *fp8q_tensor_new_view(const fp8q_view *view,
         self->view.data = &empty_tensor_storage;
     }
     self->readonly = readonly != 0;
+    if (owner != NULL && fp8q_Tensor_Check(owner)) {
+        const fp8q_TensorObject *base = (const fp8q_TensorObject *)owner;
+        self->device_type = base->device_type;
+        self->device_index = base->device_index;
+        self->cuda_device = base->cuda_device;
+    }
     Py_XINCREF(owner);
     self->owner = owner;
     return self;
@@ -107,6 +116,9 @@ fp8q_TensorObject *fp8q_tensor_copy_as(fp8q_TensorObject *source,
     fp8q_error error;
     fp8q_status status;
 
+    if (source->device_type == FP8Q_DEVICE_CUDA) {
+        return fp8q_py_cuda_convert(source, dtype);
+    }
     result = fp8q_tensor_new_empty(dtype, source->view.ndim,
                                    source->view.shape);
     if (result == NULL) {
@@ -139,6 +151,10 @@ static PyObject *tensor_as_numpy(fp8q_TensorObject *self, PyArray_Descr *descr)
     PyObject *array;
     int axis;
 
+    if (fp8q_py_require_host_memory(self, "a NumPy array") < 0) {
+        Py_DECREF(descr);
+        return NULL;
+    }
     for (axis = 0; axis < self->view.ndim; axis++) {
         dims[axis] = (npy_intp)self->view.shape[axis];
         strides[axis] = (npy_intp)(self->view.strides[axis] * itemsize);
@@ -279,6 +295,37 @@ static PyObject *tensor_array(PyObject *object, PyObject *args,
 /* ------------------------------------------------------------------------- */
 /* repr                                                                      */
 
+/* repr of a CUDA tensor: its values, brought to the CPU, and the device. */
+static PyObject *cuda_tensor_repr(fp8q_TensorObject *self)
+{
+    static const fp8q_py_device cpu = {FP8Q_DEVICE_CPU, 0};
+    fp8q_TensorObject *host =
+        fp8q_tensor_copy_to(self, &cpu, fp8q_py_last_stream(self));
+    PyObject *host_text;
+    PyObject *inner;
+    PyObject *result;
+
+    if (host == NULL) {
+        return NULL;
+    }
+    host_text = PyObject_Repr((PyObject *)host);
+    Py_DECREF(host);
+    if (host_text == NULL) {
+        return NULL;
+    }
+    /* "fp8q.Tensor(..., dtype=X)" without its closing parenthesis. */
+    inner = PyUnicode_Substring(host_text, 0,
+                                PyUnicode_GetLength(host_text) - 1);
+    Py_DECREF(host_text);
+    if (inner == NULL) {
+        return NULL;
+    }
+    result = PyUnicode_FromFormat("%U, device='cuda:%d')", inner,
+                                  self->device_index);
+    Py_DECREF(inner);
+    return result;
+}
+
 static PyObject *tensor_repr(PyObject *object)
 {
     fp8q_TensorObject *self = (fp8q_TensorObject *)object;
@@ -291,6 +338,9 @@ static PyObject *tensor_repr(PyObject *object)
     PyObject *result = NULL;
     char shape[32 * FP8Q_MAX_DIMS];
 
+    if (self->device_type == FP8Q_DEVICE_CUDA) {
+        return cuda_tensor_repr(self);
+    }
     numpy = PyImport_ImportModule("numpy");
     if (numpy == NULL) {
         goto done;
@@ -666,6 +716,22 @@ static Py_ssize_t tensor_length(PyObject *object)
 }
 
 static PyMethodDef tensor_methods[] = {
+    {"to", (PyCFunction)(void (*)(void))fp8q_tensor_to,
+     METH_VARARGS | METH_KEYWORDS,
+     "to(device, *, stream=None, copy=False)\n--\n\n"
+     "The tensor on `device` ('cpu', 'cuda', 'cuda:N', an int N or a "
+     "torch.device): the tensor itself when it is already there (unless "
+     "copy=True), else a new C-contiguous tensor holding a bit-exact copy. "
+     "The copy is ordered on `stream` (None: the legacy default stream; an "
+     "int handle, or an object with __cuda_stream__ or .cuda_stream such as "
+     "torch.cuda.Stream) after the tensor's last use; copies between host "
+     "and device have finished when this returns. Strided CUDA tensors, and "
+     "copies between two GPUs, go through host memory."},
+    {"cpu", (PyCFunction)(void (*)(void))fp8q_tensor_cpu,
+     METH_VARARGS | METH_KEYWORDS,
+     "cpu(*, stream=None)\n--\n\n"
+     "to('cpu', stream=stream): the tensor itself on the CPU, else a new "
+     "C-contiguous CPU copy, complete when this returns."},
     {"is_contiguous", tensor_is_contiguous, METH_NOARGS,
      "is_contiguous()\n--\n\n"
      "True when the elements are laid out in C (row-major) order without "
@@ -749,10 +815,13 @@ static void tensor_dealloc(PyObject *object)
     if (self->weakrefs != NULL) {
         PyObject_ClearWeakRefs(object);
     }
-    if (self->allocation != NULL) {
-        fp8q_aligned_free(self->allocation);
-        self->allocation = NULL;
+    if (self->allocation != NULL && self->device_type == FP8Q_DEVICE_CUDA) {
+        fp8q_cuda_free(self->cuda_device, self->allocation, self->stream);
     }
+    else if (self->allocation != NULL) {
+        fp8q_aligned_free(self->allocation);
+    }
+    self->allocation = NULL;
     Py_CLEAR(self->owner);
     Py_TYPE(object)->tp_free(object);
 }
@@ -883,48 +952,77 @@ static int parse_shape(PyObject *object, int *ndim, int64_t *shape)
     return 0;
 }
 
+/* empty() / zeros() arguments; *stream_out receives the stream. */
 static fp8q_TensorObject *new_tensor_from_arguments(PyObject *args,
                                                     PyObject *kwargs,
-                                                    const char *format)
+                                                    const char *format,
+                                                    fp8q_cu_stream *stream_out)
 {
-    static char *keywords[] = {"shape", "dtype", NULL};
+    static char *keywords[] = {"shape", "dtype", "device", "stream", NULL};
     PyObject *shape_object;
     PyObject *dtype_object = NULL;
+    PyObject *device_object = Py_None;
+    PyObject *stream_object = Py_None;
     int64_t shape[FP8Q_MAX_DIMS];
     fp8q_dtype dtype = FP8Q_FLOAT32;
+    fp8q_py_device device = {FP8Q_DEVICE_CPU, 0};
+    fp8q_cu_stream stream;
     int ndim;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, keywords,
-                                     &shape_object, &dtype_object)) {
+                                     &shape_object, &dtype_object,
+                                     &device_object, &stream_object)) {
         return NULL;
     }
-    if (parse_shape(shape_object, &ndim, shape) < 0) {
+    if (parse_shape(shape_object, &ndim, shape) < 0 ||
+        (dtype_object != NULL &&
+         fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0) ||
+        (device_object != Py_None &&
+         fp8q_py_parse_device(device_object, "device", &device) < 0) ||
+        fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
         return NULL;
     }
-    if (dtype_object != NULL &&
-        fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0) {
-        return NULL;
-    }
-    return fp8q_tensor_new_empty(dtype, ndim, shape);
+    *stream_out = stream;
+    return fp8q_tensor_new_empty_on(dtype, ndim, shape, &device, stream);
 }
 
 static PyObject *empty(PyObject *module, PyObject *args, PyObject *kwargs)
 {
+    fp8q_cu_stream stream;
+
     (void)module;
-    return (PyObject *)new_tensor_from_arguments(args, kwargs, "O|O:empty");
+    return (PyObject *)new_tensor_from_arguments(args, kwargs, "O|O$OO:empty",
+                                                 &stream);
 }
 
 static PyObject *zeros(PyObject *module, PyObject *args, PyObject *kwargs)
 {
+    fp8q_cu_stream stream = NULL;
     fp8q_TensorObject *result =
-        new_tensor_from_arguments(args, kwargs, "O|O:zeros");
+        new_tensor_from_arguments(args, kwargs, "O|O$OO:zeros", &stream);
+    size_t bytes;
+    fp8q_error error;
+    fp8q_status status;
 
     (void)module;
-    if (result != NULL) {
-        /* Zero bits are the value 0 in every fp8q dtype. */
-        memset(result->allocation, 0,
-               (size_t)fp8q_view_size(&result->view) *
-                   fp8q_dtype_itemsize(result->view.dtype));
+    if (result == NULL) {
+        return NULL;
+    }
+    /* Zero bits are the value 0 in every fp8q dtype. */
+    bytes = (size_t)fp8q_view_size(&result->view) *
+            fp8q_dtype_itemsize(result->view.dtype);
+    if (result->device_type == FP8Q_DEVICE_CPU) {
+        memset(result->allocation, 0, bytes);
+        return (PyObject *)result;
+    }
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_fill_bytes(result->cuda_device, result->allocation, 0,
+                                  bytes, stream, &error);
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        Py_DECREF(result);
+        return NULL;
     }
     return (PyObject *)result;
 }
@@ -932,14 +1030,18 @@ static PyObject *zeros(PyObject *module, PyObject *args, PyObject *kwargs)
 static PyMethodDef tensor_functions[] = {
     {"empty", (PyCFunction)(void (*)(void))empty,
      METH_VARARGS | METH_KEYWORDS,
-     "empty(shape, dtype='float32')\n--\n\n"
-     "A new C-contiguous CPU tensor with uninitialised, 64-byte aligned "
-     "memory. shape is an int or a sequence of at most 16 ints >= 0; dtype "
-     "is anything fp8q.dtype() accepts."},
+     "empty(shape, dtype='float32', *, device=None, stream=None)\n--\n\n"
+     "A new C-contiguous tensor with uninitialised memory. shape is an int "
+     "or a sequence of at most 16 ints >= 0; dtype is anything fp8q.dtype() "
+     "accepts. device: None or 'cpu' (64-byte aligned host memory), 'cuda', "
+     "'cuda:N', an int N or a torch.device (device memory, allocated "
+     "ordered on `stream`: None for the legacy default stream, an int "
+     "handle, or a stream object such as torch.cuda.Stream). Raises "
+     "fp8q.CudaError when CUDA cannot be used, saying why."},
     {"zeros", (PyCFunction)(void (*)(void))zeros,
      METH_VARARGS | METH_KEYWORDS,
-     "zeros(shape, dtype='float32')\n--\n\n"
-     "Like empty(), with every element +0."},
+     "zeros(shape, dtype='float32', *, device=None, stream=None)\n--\n\n"
+     "Like empty(), with every element +0 (on CUDA: filled on `stream`)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,0 +1,102 @@
+/*
+ * launch.c - grid sizing and cuLaunchKernel for fp8q's kernels (see
+ * launch.h).
+ */
+#include <stdio.h>
+
+#include "cuda/launch.h"
+#include "cuda/memory.h"
+
+/* Threads per block of every kernel (a multiple of 32, see kernels/). */
+#define THREADS_PER_BLOCK 256
+/* Elements a thread handles per grid-stride step of the elementwise
+ * kernels: 16 bytes of float16 / bfloat16 input. */
+#define ELEMENTS_PER_THREAD 8
+/* Resident blocks of THREADS_PER_BLOCK per multiprocessor worth launching:
+ * 2048 resident threads per multiprocessor on the architectures fp8q
+ * builds for; more blocks would only queue behind the grid-stride loop. */
+#define BLOCKS_PER_MULTIPROCESSOR 8
+/* The largest grid.x fp8q uses (any size would do up to 2^31 - 1). */
+#define MAX_ROW_BLOCKS 65535
+
+/* Blocks for an elementwise run of `count` elements: enough to give every
+ * thread ELEMENTS_PER_THREAD of them, at most a full device. */
+static unsigned int elementwise_blocks(const fp8q_cuda_device *device,
+                                       int64_t count)
+{
+    const int64_t per_block = (int64_t)THREADS_PER_BLOCK * ELEMENTS_PER_THREAD;
+    const int64_t full = (int64_t)device->multiprocessor_count *
+                         BLOCKS_PER_MULTIPROCESSOR;
+    int64_t blocks = (count + per_block - 1) / per_block;
+
+    if (blocks > full) {
+        blocks = full;
+    }
+    return blocks < 1 ? 1u : (unsigned int)blocks;
+}
+
+/* Launches `kernel` with one parameter, the struct at `args`. */
+static fp8q_status launch(const fp8q_cuda_device *device,
+                          fp8q_cuda_kernel kernel, unsigned int blocks,
+                          const void *args, fp8q_cu_stream stream,
+                          fp8q_error *error)
+{
+    void *parameters[1];
+    fp8q_cu_result result;
+    char what[96];
+
+    /* cuLaunchKernel copies the arguments before it returns. */
+    parameters[0] = (void *)args;
+    if (fp8q_cuda_context_enter(device, error) != FP8Q_OK) {
+        return error->status;
+    }
+    result = fp8q_cuda_driver_load()->api.launch_kernel(
+        device->kernels[kernel], blocks, 1, 1, THREADS_PER_BLOCK, 1, 1, 0,
+        stream, parameters, NULL);
+    fp8q_cuda_context_leave();
+    if (result != FP8Q_CUDA_SUCCESS) {
+        (void)snprintf(what, sizeof what, "launching %s (%u blocks of %d)",
+                       fp8q_cuda_kernel_name(kernel), blocks, THREADS_PER_BLOCK);
+        return fp8q_cuda_fail(device, "cuLaunchKernel", result, what, error);
+    }
+    return FP8Q_OK;
+}
+
+fp8q_status fp8q_cuda_launch_cast(const fp8q_cuda_device *device,
+                                  const fp8q_cast_args *args,
+                                  fp8q_cu_stream stream, fp8q_error *error)
+{
+    if (args->count == 0) {
+        return FP8Q_OK;
+    }
+    return launch(device, FP8Q_KERNEL_CAST,
+                  elementwise_blocks(device, args->count), args, stream,
+                  error);
+}
+
+fp8q_status fp8q_cuda_launch_amax(const fp8q_cuda_device *device,
+                                  const fp8q_amax_args *args,
+                                  fp8q_cu_stream stream, fp8q_error *error)
+{
+    if (args->count == 0) {
+        return FP8Q_OK;
+    }
+    return launch(device, FP8Q_KERNEL_AMAX,
+                  elementwise_blocks(device, args->count), args, stream,
+                  error);
+}
+
+fp8q_status fp8q_cuda_launch_amax_rows(const fp8q_cuda_device *device,
+                                       const fp8q_amax_rows_args *args,
+                                       fp8q_cu_stream stream,
+                                       fp8q_error *error)
+{
+    const int64_t blocks =
+        args->n_rows < MAX_ROW_BLOCKS ? args->n_rows : MAX_ROW_BLOCKS;
+
+    if (args->n_rows == 0) {
+        return FP8Q_OK;
+    }
+    return launch(device, FP8Q_KERNEL_AMAX_ROWS, (unsigned int)blocks, args,
+                  stream, error);
+}

@@ -1,0 +1,36 @@
+/*
+ * launch.h - launching fp8q's kernels (kernels/<family>.cu) from the host: grid
+ * sizes chosen for the device, arguments packed as the launch contracts in
+ * kernels/<family>.cuh define them, the device's primary context current.
+ *
+ * Launches are asynchronous on `stream`; a failure to launch is an
+ * FP8Q_ERROR_CUDA naming the kernel, the device and the driver's result.
+ * Call without holding Python's GIL.
+ */
+#ifndef FP8Q_CUDA_LAUNCH_H
+#define FP8Q_CUDA_LAUNCH_H
+
+#include "amax.cuh"
+#include "cast.cuh"
+#include "core/status.h"
+#include "cuda/driver.h"
+
+/* The cast kernel over args->count elements (kernels/cast.cuh). When
+ * args->amax_bits is not NULL the caller has set it (e.g. to 0) before. */
+fp8q_status fp8q_cuda_launch_cast(const fp8q_cuda_device *device,
+                                  const fp8q_cast_args *args,
+                                  fp8q_cu_stream stream, fp8q_error *error);
+
+/* The amax kernel: raises *args->amax_bits to the run's amax (set it
+ * first, kernels/amax.cuh). */
+fp8q_status fp8q_cuda_launch_amax(const fp8q_cuda_device *device,
+                                  const fp8q_amax_args *args,
+                                  fp8q_cu_stream stream, fp8q_error *error);
+
+/* The per-row amax kernel: writes args->amax_bits[0 .. n_rows). */
+fp8q_status fp8q_cuda_launch_amax_rows(const fp8q_cuda_device *device,
+                                       const fp8q_amax_rows_args *args,
+                                       fp8q_cu_stream stream,
+                                       fp8q_error *error);
+
+#endif /* FP8Q_CUDA_LAUNCH_H */

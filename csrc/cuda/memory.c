@@ -1,0 +1,257 @@
+/*
+ * memory.c - device memory, copies, fills and stream ordering through the
+ * driver API, each inside the device's primary context (see memory.h).
+ */
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cuda/memory.h"
+
+/* ------------------------------------------------------------------------- */
+/* Context and errors                                                        */
+
+fp8q_status fp8q_cuda_fail(const fp8q_cuda_device *device, const char *call,
+                           fp8q_cu_result result, const char *what,
+                           fp8q_error *error)
+{
+    char description[160];
+
+    fp8q_cuda_describe_result(fp8q_cuda_driver_load(), result, description,
+                              sizeof description);
+    if (result == FP8Q_CUDA_ERROR_OUT_OF_MEMORY) {
+        return fp8q_fail(error, FP8Q_ERROR_MEMORY,
+                         "out of memory on CUDA device %d %s: %s returned %s",
+                         device->index, what, call, description);
+    }
+    return fp8q_fail(error, FP8Q_ERROR_CUDA,
+                     "%s failed on CUDA device %d %s: %s", call,
+                     device->index, what, description);
+}
+
+fp8q_status fp8q_cuda_context_enter(const fp8q_cuda_device *device,
+                                    fp8q_error *error)
+{
+    const fp8q_cu_result result =
+        fp8q_cuda_driver_load()->api.ctx_push_current(device->context);
+    if (result != FP8Q_CUDA_SUCCESS) {
+        return fp8q_cuda_fail(device, "cuCtxPushCurrent", result,
+                              "making its primary context current", error);
+    }
+    return FP8Q_OK;
+}
+
+void fp8q_cuda_context_leave(void)
+{
+    fp8q_cu_context popped = NULL;
+    (void)fp8q_cuda_driver_load()->api.ctx_pop_current(&popped);
+}
+
+/* The device pointer type of the driver for a host-side address. */
+static fp8q_cu_deviceptr device_address(const void *pointer)
+{
+    return (fp8q_cu_deviceptr)(uintptr_t)pointer;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Allocation                                                                */
+
+fp8q_status fp8q_cuda_alloc(const fp8q_cuda_device *device, size_t bytes,
+                            fp8q_cu_stream stream, void **pointer,
+                            fp8q_error *error)
+{
+    const fp8q_cuda_api *api = &fp8q_cuda_driver_load()->api;
+    fp8q_cu_deviceptr address = 0;
+    fp8q_cu_result result;
+    char what[96];
+
+    *pointer = NULL;
+    if (bytes == 0) {
+        return FP8Q_OK;
+    }
+    if (fp8q_cuda_context_enter(device, error) != FP8Q_OK) {
+        return error->status;
+    }
+    result = device->memory_pools ? api->mem_alloc_async(&address, bytes, stream)
+                                  : api->mem_alloc(&address, bytes);
+    fp8q_cuda_context_leave();
+    if (result != FP8Q_CUDA_SUCCESS) {
+        (void)snprintf(what, sizeof what, "allocating %llu bytes",
+                       (unsigned long long)bytes);
+        return fp8q_cuda_fail(device,
+                              device->memory_pools ? "cuMemAllocAsync"
+                                                   : "cuMemAlloc",
+                              result, what, error);
+    }
+    *pointer = (void *)(uintptr_t)address;
+    return FP8Q_OK;
+}
+
+void fp8q_cuda_free(const fp8q_cuda_device *device, void *pointer,
+                    fp8q_cu_stream stream)
+{
+    const fp8q_cuda_api *api = &fp8q_cuda_driver_load()->api;
+    fp8q_error ignored;
+
+    if (pointer == NULL) {
+        return;
+    }
+    fp8q_error_clear(&ignored);
+    if (fp8q_cuda_context_enter(device, &ignored) != FP8Q_OK) {
+        return;
+    }
+    if (device->memory_pools) {
+        (void)api->mem_free_async(device_address(pointer), stream);
+    }
+    else {
+        (void)api->mem_free(device_address(pointer));
+    }
+    fp8q_cuda_context_leave();
+}
+
+/* ------------------------------------------------------------------------- */
+/* Copies and fills                                                          */
+
+fp8q_status fp8q_cuda_copy(const fp8q_cuda_device *device, void *destination,
+                           const void *source, size_t bytes,
+                           fp8q_cu_stream stream, int synchronize,
+                           fp8q_error *error)
+{
+    const fp8q_cuda_api *api = &fp8q_cuda_driver_load()->api;
+    const char *call = "cuMemcpyAsync";
+    fp8q_cu_result result = FP8Q_CUDA_SUCCESS;
+    char what[96];
+
+    if (bytes == 0 && !synchronize) {
+        return FP8Q_OK;
+    }
+    if (fp8q_cuda_context_enter(device, error) != FP8Q_OK) {
+        return error->status;
+    }
+    if (bytes > 0) {
+        result = api->memcpy_async(device_address(destination),
+                                   device_address(source), bytes, stream);
+    }
+    if (result == FP8Q_CUDA_SUCCESS && synchronize) {
+        call = "cuStreamSynchronize";
+        result = api->stream_synchronize(stream);
+    }
+    fp8q_cuda_context_leave();
+    if (result != FP8Q_CUDA_SUCCESS) {
+        (void)snprintf(what, sizeof what, "copying %llu bytes",
+                       (unsigned long long)bytes);
+        return fp8q_cuda_fail(device, call, result, what, error);
+    }
+    return FP8Q_OK;
+}
+
+fp8q_status fp8q_cuda_fill_bytes(const fp8q_cuda_device *device,
+                                 void *destination, unsigned char value,
+                                 size_t bytes, fp8q_cu_stream stream,
+                                 fp8q_error *error)
+{
+    const fp8q_cuda_api *api = &fp8q_cuda_driver_load()->api;
+    fp8q_cu_result result;
+    char what[96];
+
+    if (bytes == 0) {
+        return FP8Q_OK;
+    }
+    if (fp8q_cuda_context_enter(device, error) != FP8Q_OK) {
+        return error->status;
+    }
+    result = api->memset_d8_async(device_address(destination), value, bytes,
+                                  stream);
+    fp8q_cuda_context_leave();
+    if (result != FP8Q_CUDA_SUCCESS) {
+        (void)snprintf(what, sizeof what, "filling %llu bytes",
+                       (unsigned long long)bytes);
+        return fp8q_cuda_fail(device, "cuMemsetD8Async", result, what, error);
+    }
+    return FP8Q_OK;
+}
+
+fp8q_status fp8q_cuda_fill_words(const fp8q_cuda_device *device,
+                                 void *destination, uint32_t value,
+                                 size_t count, fp8q_cu_stream stream,
+                                 fp8q_error *error)
+{
+    const fp8q_cuda_api *api = &fp8q_cuda_driver_load()->api;
+    fp8q_cu_result result;
+    char what[96];
+
+    if (count == 0) {
+        return FP8Q_OK;
+    }
+    if (fp8q_cuda_context_enter(device, error) != FP8Q_OK) {
+        return error->status;
+    }
+    result = api->memset_d32_async(device_address(destination), value, count,
+                                   stream);
+    fp8q_cuda_context_leave();
+    if (result != FP8Q_CUDA_SUCCESS) {
+        (void)snprintf(what, sizeof what, "filling %llu words",
+                       (unsigned long long)count);
+        return fp8q_cuda_fail(device, "cuMemsetD32Async", result, what, error);
+    }
+    return FP8Q_OK;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Streams                                                                   */
+
+fp8q_status fp8q_cuda_synchronize(const fp8q_cuda_device *device,
+                                  fp8q_cu_stream stream, fp8q_error *error)
+{
+    fp8q_cu_result result;
+
+    if (fp8q_cuda_context_enter(device, error) != FP8Q_OK) {
+        return error->status;
+    }
+    result = fp8q_cuda_driver_load()->api.stream_synchronize(stream);
+    fp8q_cuda_context_leave();
+    if (result != FP8Q_CUDA_SUCCESS) {
+        return fp8q_cuda_fail(device, "cuStreamSynchronize", result,
+                              "waiting for a stream", error);
+    }
+    return FP8Q_OK;
+}
+
+/* The legacy default stream has two spellings. */
+static fp8q_cu_stream canonical_stream(fp8q_cu_stream stream)
+{
+    return stream == NULL ? FP8Q_CU_STREAM_LEGACY : stream;
+}
+
+fp8q_status fp8q_cuda_stream_wait(const fp8q_cuda_device *device,
+                                  fp8q_cu_stream producer,
+                                  fp8q_cu_stream consumer, fp8q_error *error)
+{
+    const fp8q_cuda_api *api = &fp8q_cuda_driver_load()->api;
+    fp8q_cu_event event = NULL;
+    const char *call = "cuEventCreate";
+    fp8q_cu_result result;
+
+    if (canonical_stream(producer) == canonical_stream(consumer)) {
+        return FP8Q_OK;
+    }
+    if (fp8q_cuda_context_enter(device, error) != FP8Q_OK) {
+        return error->status;
+    }
+    result = api->event_create(&event, FP8Q_CU_EVENT_DISABLE_TIMING);
+    if (result == FP8Q_CUDA_SUCCESS) {
+        call = "cuEventRecord";
+        result = api->event_record(event, producer);
+        if (result == FP8Q_CUDA_SUCCESS) {
+            call = "cuStreamWaitEvent";
+            result = api->stream_wait_event(consumer, event, 0);
+        }
+        /* The wait holds what it needs: the event may go at once. */
+        (void)api->event_destroy(event);
+    }
+    fp8q_cuda_context_leave();
+    if (result != FP8Q_CUDA_SUCCESS) {
+        return fp8q_cuda_fail(device, call, result,
+                              "ordering one stream after another", error);
+    }
+    return FP8Q_OK;
+}

@@ -1,0 +1,96 @@
+/*
+ * memory.h - device memory and stream ordering for the GPU backend:
+ * stream-ordered allocation, copies between host and device, fills, stream
+ * synchronisation and making one stream wait for another.
+ *
+ * Every function takes a device opened by fp8q_cuda_device_open, makes its
+ * primary context current for the duration of the call (and restores the
+ * caller's), and reports driver failures as FP8Q_ERROR_CUDA (out of memory
+ * as FP8Q_ERROR_MEMORY) naming the device, the driver call and its result.
+ * Streams are driver handles: NULL or FP8Q_CU_STREAM_LEGACY is the legacy
+ * default stream. Call without holding Python's GIL.
+ */
+#ifndef FP8Q_CUDA_MEMORY_H
+#define FP8Q_CUDA_MEMORY_H
+
+#include <stddef.h>
+
+#include "core/status.h"
+#include "cuda/driver.h"
+
+/*
+ * Allocates `bytes` of device memory, ordered on `stream`: from the device's
+ * default memory pool (cuMemAllocAsync) where the device has one, else with
+ * cuMemAlloc. The memory is usable by work on `stream` at once, and by other
+ * streams once they are ordered after it. 0 bytes gives *pointer = NULL and
+ * no call. The driver aligns the memory for 16-byte vector accesses.
+ */
+fp8q_status fp8q_cuda_alloc(const fp8q_cuda_device *device, size_t bytes,
+                            fp8q_cu_stream stream, void **pointer,
+                            fp8q_error *error);
+
+/*
+ * Frees memory from fp8q_cuda_alloc, ordered on `stream` (the stream it was
+ * allocated on, unless the caller ordered that stream before this one): the
+ * memory returns to the pool when the stream's earlier work is done. NULL
+ * is ignored. Failures cannot be reported (this runs from destructors) and
+ * are ignored: they only leak.
+ */
+void fp8q_cuda_free(const fp8q_cuda_device *device, void *pointer,
+                    fp8q_cu_stream stream);
+
+/*
+ * Copies `bytes` from `source` to `destination` (each host or device memory
+ * of this device; the direction follows from the addresses), ordered on
+ * `stream`. With `synchronize` nonzero, returns only when the copy (and all
+ * earlier work on the stream) is done: required before reading a
+ * device-to-host result, or before releasing the host side of a copy.
+ */
+fp8q_status fp8q_cuda_copy(const fp8q_cuda_device *device, void *destination,
+                           const void *source, size_t bytes,
+                           fp8q_cu_stream stream, int synchronize,
+                           fp8q_error *error);
+
+/* Sets `bytes` bytes of device memory to `value`, ordered on `stream`. */
+fp8q_status fp8q_cuda_fill_bytes(const fp8q_cuda_device *device,
+                                 void *destination, unsigned char value,
+                                 size_t bytes, fp8q_cu_stream stream,
+                                 fp8q_error *error);
+
+/* Sets `count` 32-bit words of device memory (4-byte aligned) to `value`,
+ * ordered on `stream`. */
+fp8q_status fp8q_cuda_fill_words(const fp8q_cuda_device *device,
+                                 void *destination, uint32_t value,
+                                 size_t count, fp8q_cu_stream stream,
+                                 fp8q_error *error);
+
+/* Waits until all work queued on `stream` is done. */
+fp8q_status fp8q_cuda_synchronize(const fp8q_cuda_device *device,
+                                  fp8q_cu_stream stream, fp8q_error *error);
+
+/*
+ * Orders `consumer` after the work queued so far on `producer` (an event
+ * recorded on producer, waited for by consumer; the host does not wait).
+ * Nothing to do when they are the same stream.
+ */
+fp8q_status fp8q_cuda_stream_wait(const fp8q_cuda_device *device,
+                                  fp8q_cu_stream producer,
+                                  fp8q_cu_stream consumer, fp8q_error *error);
+
+/*
+ * Makes the device's primary context current on this thread for driver
+ * calls made outside this file (kernel launches); pair with
+ * fp8q_cuda_context_leave. FP8Q_ERROR_CUDA when the driver refuses.
+ */
+fp8q_status fp8q_cuda_context_enter(const fp8q_cuda_device *device,
+                                    fp8q_error *error);
+void fp8q_cuda_context_leave(void);
+
+/* The FP8Q_ERROR_CUDA (FP8Q_ERROR_MEMORY for out of memory) describing a
+ * failed driver call `call` on `device`, with `what` (e.g. "copying 64
+ * bytes") for context. */
+fp8q_status fp8q_cuda_fail(const fp8q_cuda_device *device, const char *call,
+                           fp8q_cu_result result, const char *what,
+                           fp8q_error *error);
+
+#endif /* FP8Q_CUDA_MEMORY_H */

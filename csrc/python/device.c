@@ -1,0 +1,517 @@
+/*
+ * device.c - where tensors live: parsing device= and stream= arguments,
+ * opening CUDA devices for the binding, allocating tensors on a device, and
+ * copying tensors between the CPU and CUDA devices (fp8q.Tensor.to / .cpu).
+ *
+ * Stream rules (docs/architecture.md, "Devices and streams"): the memory
+ * of a CUDA tensor remembers the stream of its last use; each new use, on
+ * stream S, is first ordered after that stream (an event, when they
+ * differ) and becomes the last use. Memory fp8q allocated returns to the
+ * pool on the stream of its last use, so no use can outlive it.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "python/binding.h"
+
+#include "cuda/memory.h"
+
+/* ------------------------------------------------------------------------- */
+/* Parsing and naming                                                        */
+
+void fp8q_py_format_device(int type, int index, char *text, size_t size)
+{
+    if (type == FP8Q_DEVICE_CPU) {
+        (void)snprintf(text, size, "cpu");
+    }
+    else {
+        (void)snprintf(text, size, "cuda:%d", index);
+    }
+}
+
+static int parse_device_text(const char *text, fp8q_py_device *device)
+{
+    char *end = NULL;
+    long long index;
+
+    if (strcmp(text, "cpu") == 0) {
+        device->type = FP8Q_DEVICE_CPU;
+        device->index = 0;
+        return 0;
+    }
+    if (strcmp(text, "cuda") == 0) {
+        device->type = FP8Q_DEVICE_CUDA;
+        device->index = 0;
+        return 0;
+    }
+    if (strncmp(text, "cuda:", 5) != 0 || text[5] < '0' || text[5] > '9') {
+        return -1;
+    }
+    index = strtoll(text + 5, &end, 10);
+    if (*end != '\0' || index > 1000000) {
+        return -1;
+    }
+    device->type = FP8Q_DEVICE_CUDA;
+    device->index = (int)index;
+    return 0;
+}
+
+int fp8q_py_parse_device(PyObject *object, const char *argument_name,
+                         fp8q_py_device *device)
+{
+    PyObject *text_object;
+    const char *text;
+    int parsed;
+
+    if (PyLong_Check(object) && !PyBool_Check(object)) {
+        const long long index = PyLong_AsLongLong(object);
+        if (index < 0 || index > 1000000) {
+            if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_ValueError,
+                             "%s: a CUDA device index must be >= 0, got %R",
+                             argument_name, object);
+            }
+            return -1;
+        }
+        device->type = FP8Q_DEVICE_CUDA;
+        device->index = (int)index;
+        return 0;
+    }
+    /* Strings, and objects that print as one (torch.device). */
+    text_object = PyUnicode_Check(object) ? Py_NewRef(object)
+                                          : PyObject_Str(object);
+    if (text_object == NULL) {
+        return -1;
+    }
+    text = PyUnicode_AsUTF8(text_object);
+    parsed = text != NULL ? parse_device_text(text, device) : -1;
+    Py_DECREF(text_object);
+    if (parsed < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError,
+                     "%s: expected 'cpu', 'cuda', 'cuda:N', a device index N "
+                     "or a torch.device, got %R",
+                     argument_name, object);
+        return -1;
+    }
+    return 0;
+}
+
+/* A stream handle from a Python int (>= 0, at most pointer-sized). */
+static int stream_from_int(PyObject *value, const char *argument_name,
+                           const char *source, fp8q_cu_stream *stream)
+{
+    unsigned long long handle;
+
+    if (!PyLong_Check(value) || PyBool_Check(value)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: %s must be an int stream handle, got %R",
+                     argument_name, source, value);
+        return -1;
+    }
+    handle = PyLong_AsUnsignedLongLong(value);
+    if (PyErr_Occurred() || handle > (unsigned long long)UINTPTR_MAX) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError,
+                     "%s: %s is not a stream handle (a pointer-sized int "
+                     ">= 0), got %R",
+                     argument_name, source, value);
+        return -1;
+    }
+    *stream = (fp8q_cu_stream)(uintptr_t)handle;
+    return 0;
+}
+
+int fp8q_py_parse_stream(PyObject *object, const char *argument_name,
+                         fp8q_cu_stream *stream)
+{
+    PyObject *value;
+    int result;
+
+    *stream = NULL;
+    if (object == NULL || object == Py_None) {
+        return 0;
+    }
+    if (PyLong_Check(object)) {
+        return stream_from_int(object, argument_name, "the int", stream);
+    }
+    /* The CUDA stream protocol: __cuda_stream__() -> (version, handle). */
+    if (PyObject_HasAttrString(object, "__cuda_stream__")) {
+        value = PyObject_CallMethod(object, "__cuda_stream__", NULL);
+        if (value == NULL) {
+            return -1;
+        }
+        if (!PyTuple_Check(value) || PyTuple_GET_SIZE(value) != 2) {
+            PyErr_Format(PyExc_TypeError,
+                         "%s: __cuda_stream__() must return (version, "
+                         "handle), got %R",
+                         argument_name, value);
+            Py_DECREF(value);
+            return -1;
+        }
+        result = stream_from_int(PyTuple_GET_ITEM(value, 1), argument_name,
+                                 "__cuda_stream__()[1]", stream);
+        Py_DECREF(value);
+        return result;
+    }
+    /* torch.cuda.Stream and others: the handle as .cuda_stream. */
+    if (PyObject_HasAttrString(object, "cuda_stream")) {
+        value = PyObject_GetAttrString(object, "cuda_stream");
+        if (value == NULL) {
+            return -1;
+        }
+        result = stream_from_int(value, argument_name, ".cuda_stream", stream);
+        Py_DECREF(value);
+        return result;
+    }
+    PyErr_Format(PyExc_TypeError,
+                 "%s: expected None, an int stream handle, or a stream object "
+                 "(with __cuda_stream__ or .cuda_stream, e.g. "
+                 "torch.cuda.Stream), got %R",
+                 argument_name, object);
+    return -1;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Devices                                                                   */
+
+const fp8q_cuda_device *fp8q_py_cuda_device(int index)
+{
+    const fp8q_cuda_device *device = NULL;
+    fp8q_error error;
+    fp8q_status status;
+
+    fp8q_error_clear(&error);
+    /* The first call loads the driver and the kernels: may take seconds. */
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_device_open(index, &device, &error);
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        return NULL;
+    }
+    return device;
+}
+
+/* The tensor that owns the memory `tensor` views (itself when it owns it or
+ * borrows it from something that is not a Tensor): where the stream of the
+ * memory's last use is kept. */
+static fp8q_TensorObject *memory_base(fp8q_TensorObject *tensor)
+{
+    while (tensor->allocation == NULL && tensor->owner != NULL &&
+           fp8q_Tensor_Check(tensor->owner)) {
+        tensor = (fp8q_TensorObject *)tensor->owner;
+    }
+    return tensor;
+}
+
+fp8q_cu_stream fp8q_py_last_stream(fp8q_TensorObject *tensor)
+{
+    return memory_base(tensor)->stream;
+}
+
+int fp8q_py_require_host_memory(const fp8q_TensorObject *tensor,
+                                const char *what)
+{
+    if (tensor->device_type == FP8Q_DEVICE_CPU) {
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError,
+                 "the tensor is on cuda:%d, and %s needs its values in host "
+                 "memory: copy it with tensor.cpu() first",
+                 tensor->device_index, what);
+    return -1;
+}
+
+int fp8q_py_use_on_stream(fp8q_TensorObject *tensor, fp8q_cu_stream stream)
+{
+    fp8q_TensorObject *base = memory_base(tensor);
+    fp8q_error error;
+    fp8q_status status;
+
+    if (tensor->device_type != FP8Q_DEVICE_CUDA) {
+        return 0;
+    }
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_stream_wait(tensor->cuda_device, base->stream, stream,
+                                   &error);
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        return -1;
+    }
+    base->stream = stream;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Allocation                                                                */
+
+fp8q_TensorObject *fp8q_tensor_new_empty_on(fp8q_dtype dtype, int ndim,
+                                            const int64_t *shape,
+                                            const fp8q_py_device *device,
+                                            fp8q_cu_stream stream)
+{
+    const fp8q_cuda_device *cuda;
+    fp8q_TensorObject *self;
+    fp8q_view view;
+    fp8q_error error;
+    fp8q_status status;
+    void *memory = NULL;
+    size_t bytes;
+
+    if (device->type == FP8Q_DEVICE_CPU) {
+        return fp8q_tensor_new_empty(dtype, ndim, shape);
+    }
+    fp8q_error_clear(&error);
+    if (fp8q_view_init_contiguous(&view, NULL, dtype, ndim, shape, &error) !=
+        FP8Q_OK) {
+        fp8q_py_raise(&error);
+        return NULL;
+    }
+    cuda = fp8q_py_cuda_device(device->index);
+    if (cuda == NULL) {
+        return NULL;
+    }
+    bytes = (size_t)(fp8q_view_size(&view) *
+                     (int64_t)fp8q_dtype_itemsize(dtype));
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_alloc(cuda, bytes, stream, &memory, &error);
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        return NULL;
+    }
+    view.data = memory;
+    self = fp8q_tensor_new_view(&view, NULL, 0);
+    if (self == NULL) {
+        fp8q_cuda_free(cuda, memory, stream);
+        return NULL;
+    }
+    self->view.data = memory;
+    self->device_type = FP8Q_DEVICE_CUDA;
+    self->device_index = device->index;
+    self->stream = stream;
+    self->cuda_device = cuda;
+    self->allocation = memory;
+    return self;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Copies between devices                                                    */
+
+static int same_device(const fp8q_TensorObject *tensor,
+                       const fp8q_py_device *device)
+{
+    return tensor->device_type == device->type &&
+           (device->type == FP8Q_DEVICE_CPU ||
+            tensor->device_index == device->index);
+}
+
+static size_t view_bytes(const fp8q_view *view)
+{
+    return (size_t)(fp8q_view_size(view) *
+                    (int64_t)fp8q_dtype_itemsize(view->dtype));
+}
+
+/* A contiguous CPU copy of a CUDA tensor, read on `stream` (ordered after
+ * the tensor's stream). A strided tensor's whole byte span comes over and
+ * is compacted on the CPU. */
+static fp8q_TensorObject *cuda_to_cpu(fp8q_TensorObject *source,
+                                      fp8q_cu_stream stream)
+{
+    const fp8q_cuda_device *cuda = source->cuda_device;
+    const int contiguous = fp8q_view_is_contiguous(&source->view);
+    fp8q_TensorObject *span = NULL;
+    fp8q_TensorObject *result;
+    fp8q_view span_view;
+    int64_t low = 0, high = 0, span_bytes;
+    fp8q_error error;
+    fp8q_status status;
+
+    if (fp8q_py_use_on_stream(source, stream) < 0) {
+        return NULL;
+    }
+    if (contiguous) {
+        result = fp8q_tensor_new_empty(source->view.dtype, source->view.ndim,
+                                       source->view.shape);
+        if (result == NULL) {
+            return NULL;
+        }
+        fp8q_error_clear(&error);
+        Py_BEGIN_ALLOW_THREADS
+        status = fp8q_cuda_copy(cuda, result->view.data, source->view.data,
+                                view_bytes(&source->view), stream, 1, &error);
+        Py_END_ALLOW_THREADS
+        if (fp8q_py_raise_on_failure(status, &error) < 0) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        return result;
+    }
+    fp8q_view_byte_extent(&source->view, &low, &high);
+    span_bytes = high - low;
+    span = fp8q_tensor_new_empty(FP8Q_UINT8, 1, &span_bytes);
+    if (span == NULL) {
+        return NULL;
+    }
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_copy(cuda, span->view.data,
+                            (const char *)source->view.data + low,
+                            (size_t)(high - low), stream, 1, &error);
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        Py_DECREF(span);
+        return NULL;
+    }
+    span_view = source->view;
+    span_view.data = (char *)span->view.data - low;
+    result = fp8q_tensor_new_view(&span_view, (PyObject *)span, 1);
+    Py_DECREF(span);
+    if (result == NULL) {
+        return NULL;
+    }
+    span = result;
+    result = fp8q_tensor_copy_as(span, span->view.dtype);
+    Py_DECREF(span);
+    return result;
+}
+
+/* A new tensor on CUDA device `device` holding the CPU tensor's elements
+ * (C-contiguous), written on `stream`. */
+static fp8q_TensorObject *cpu_to_cuda(fp8q_TensorObject *source,
+                                      const fp8q_py_device *device,
+                                      fp8q_cu_stream stream)
+{
+    fp8q_TensorObject *host;
+    fp8q_TensorObject *result;
+    fp8q_error error;
+    fp8q_status status;
+
+    host = fp8q_view_is_contiguous(&source->view)
+               ? (fp8q_TensorObject *)Py_NewRef(source)
+               : fp8q_tensor_copy_as(source, source->view.dtype);
+    if (host == NULL) {
+        return NULL;
+    }
+    result = fp8q_tensor_new_empty_on(host->view.dtype, host->view.ndim,
+                                      host->view.shape, device, stream);
+    if (result == NULL) {
+        Py_DECREF(host);
+        return NULL;
+    }
+    /* Synchronous: the host memory may be pinned (the copy would then run
+     * after this returns) and is released right after. */
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_copy(result->cuda_device, result->view.data,
+                            host->view.data, view_bytes(&host->view), stream,
+                            1, &error);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(host);
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        Py_DECREF(result);
+        return NULL;
+    }
+    return result;
+}
+
+/* A contiguous copy of a contiguous CUDA tensor on its own device. */
+static fp8q_TensorObject *cuda_copy_on_device(fp8q_TensorObject *source,
+                                              fp8q_cu_stream stream)
+{
+    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, source->device_index};
+    fp8q_TensorObject *result;
+    fp8q_error error;
+    fp8q_status status;
+
+    if (fp8q_py_use_on_stream(source, stream) < 0) {
+        return NULL;
+    }
+    result = fp8q_tensor_new_empty_on(source->view.dtype, source->view.ndim,
+                                      source->view.shape, &device, stream);
+    if (result == NULL) {
+        return NULL;
+    }
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_copy(result->cuda_device, result->view.data,
+                            source->view.data, view_bytes(&source->view),
+                            stream, 0, &error);
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        Py_DECREF(result);
+        return NULL;
+    }
+    return result;
+}
+
+fp8q_TensorObject *fp8q_tensor_copy_to(fp8q_TensorObject *source,
+                                       const fp8q_py_device *device,
+                                       fp8q_cu_stream stream)
+{
+    fp8q_TensorObject *host;
+    fp8q_TensorObject *result;
+
+    if (source->device_type == FP8Q_DEVICE_CPU) {
+        return device->type == FP8Q_DEVICE_CPU
+                   ? fp8q_tensor_copy_as(source, source->view.dtype)
+                   : cpu_to_cuda(source, device, stream);
+    }
+    if (same_device(source, device) &&
+        fp8q_view_is_contiguous(&source->view)) {
+        return cuda_copy_on_device(source, stream);
+    }
+    /* To the CPU; strided or other-device copies go through it too. */
+    host = cuda_to_cpu(source, stream);
+    if (host == NULL || device->type == FP8Q_DEVICE_CPU) {
+        return host;
+    }
+    result = cpu_to_cuda(host, device, stream);
+    Py_DECREF(host);
+    return result;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Tensor.to, Tensor.cpu                                                     */
+
+PyObject *fp8q_tensor_to(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"device", "stream", "copy", NULL};
+    fp8q_TensorObject *tensor = (fp8q_TensorObject *)self;
+    PyObject *device_object;
+    PyObject *stream_object = Py_None;
+    int copy = 0;
+    fp8q_py_device device;
+    fp8q_cu_stream stream;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$Op:to", keywords,
+                                     &device_object, &stream_object, &copy) ||
+        fp8q_py_parse_device(device_object, "device", &device) < 0 ||
+        fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
+        return NULL;
+    }
+    if (!copy && same_device(tensor, &device)) {
+        return Py_NewRef(self);
+    }
+    return (PyObject *)fp8q_tensor_copy_to(tensor, &device, stream);
+}
+
+PyObject *fp8q_tensor_cpu(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"stream", NULL};
+    static const fp8q_py_device cpu = {FP8Q_DEVICE_CPU, 0};
+    fp8q_TensorObject *tensor = (fp8q_TensorObject *)self;
+    PyObject *stream_object = Py_None;
+    fp8q_cu_stream stream;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$O:cpu", keywords,
+                                     &stream_object) ||
+        fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
+        return NULL;
+    }
+    if (tensor->device_type == FP8Q_DEVICE_CPU) {
+        return Py_NewRef(self);
+    }
+    return (PyObject *)fp8q_tensor_copy_to(tensor, &cpu, stream);
+}

@@ -1,0 +1,263 @@
+/*
+ * ops_cuda.c - the CUDA half of the operations in ops.c: after ops.c has
+ * parsed and checked the arguments and allocated the result on x's device,
+ * these functions turn the tensors into kernel arguments (the launch
+ * contracts of kernels/<family>.cuh) and launch on the caller's stream.
+ *
+ * The kernels read contiguous runs, so CUDA inputs must be C-contiguous;
+ * scales must reduce to the kernels' (row, column) addressing. Everything
+ * else is refused with a ValueError that says what is accepted.
+ */
+#include <string.h>
+
+#include "python/binding.h"
+
+#include "core/cast.h"
+#include "cuda/launch.h"
+#include "cuda/memory.h"
+
+/* ------------------------------------------------------------------------- */
+/* Checks                                                                    */
+
+static int require_contiguous(const fp8q_TensorObject *tensor,
+                              const char *function, const char *argument)
+{
+    char strides[32 * FP8Q_MAX_DIMS];
+
+    if (fp8q_view_is_contiguous(&tensor->view)) {
+        return 0;
+    }
+    fp8q_format_shape(strides, sizeof strides, tensor->view.ndim,
+                      tensor->view.strides);
+    PyErr_Format(PyExc_ValueError,
+                 "%s: %s= on CUDA must be C-contiguous, got strides %s (in "
+                 "elements); pass %s.contiguous()",
+                 function, argument, strides, argument);
+    return -1;
+}
+
+/* Runs a launch (or any fp8q_status-returning step) without the GIL. */
+#define RUN_WITHOUT_GIL(status, call) \
+    do {                              \
+        Py_BEGIN_ALLOW_THREADS        \
+        (status) = (call);            \
+        Py_END_ALLOW_THREADS          \
+    } while (0)
+
+/* ------------------------------------------------------------------------- */
+/* cast                                                                      */
+
+/*
+ * Fills the scale addressing of `args` from the float32 scale `broadcast`
+ * to x's shape (non-empty): the kernel reads scale[(row / block_rows) *
+ * row_stride + column * col_stride] for element (row, column) of x seen as
+ * rows of its last extent. The innermost leading axes along which the
+ * scale is broadcast form the row blocks; the leading axes outside them
+ * must collapse into one stride. -1 with ValueError (naming the scale's
+ * own shape, `scale_shape`) otherwise.
+ */
+static int set_scale_addressing(const fp8q_view *broadcast,
+                                const fp8q_view *scale_shape,
+                                fp8q_cast_args *args)
+{
+    const int ndim = broadcast->ndim;
+    int64_t block_rows = 1;
+    int64_t below = 1; /* blocks per step of `axis` */
+    int64_t row_stride = 0;
+    int found = 0;
+    int axis = ndim - 2;
+    char shape[32 * FP8Q_MAX_DIMS];
+
+    for (; axis >= 0 && (broadcast->strides[axis] == 0 ||
+                         broadcast->shape[axis] == 1);
+         axis--) {
+        block_rows *= broadcast->shape[axis];
+    }
+    for (; axis >= 0; axis--) {
+        const int64_t stride = broadcast->strides[axis];
+        if (broadcast->shape[axis] != 1) {
+            if (!found && stride % below == 0) {
+                row_stride = stride / below;
+                found = 1;
+            }
+            else if (!found || stride != row_stride * below) {
+                fp8q_format_shape(shape, sizeof shape, scale_shape->ndim,
+                                  scale_shape->shape);
+                PyErr_Format(PyExc_ValueError,
+                             "cast: on CUDA, scale= must be one value, one "
+                             "per row or per group of rows (x's leading "
+                             "extents, or some of them then 1s, then 1), "
+                             "one per column (x's last extent) or one per "
+                             "element; got shape %s",
+                             shape);
+                return -1;
+            }
+        }
+        below *= broadcast->shape[axis];
+    }
+    args->row_length = ndim > 0 ? broadcast->shape[ndim - 1] : 1;
+    args->scale_block_rows = block_rows;
+    args->scale_row_stride = row_stride;
+    args->scale_col_stride = ndim > 0 ? broadcast->strides[ndim - 1] : 0;
+    return 0;
+}
+
+int fp8q_py_cuda_cast(fp8q_TensorObject *x, fp8q_TensorObject *scale,
+                      fp8q_TensorObject *out, int saturate,
+                      fp8q_cu_stream stream)
+{
+    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, x->device_index};
+    fp8q_TensorObject *device_scale = NULL;
+    fp8q_cast_args args;
+    fp8q_view broadcast;
+    fp8q_error error;
+    fp8q_status status;
+    int result = -1;
+
+    memset(&args, 0, sizeof args);
+    args.row_length = 1;
+    args.scale_block_rows = 1;
+    args.scale_block_cols = 1;
+    if (require_contiguous(x, "cast", "x") < 0 ||
+        require_contiguous(out, "cast", "out") < 0) {
+        return -1;
+    }
+    fp8q_error_clear(&error);
+    if (scale != NULL && fp8q_view_size(&x->view) > 0) {
+        /* Scales given on the host were checked there; they move over. */
+        device_scale =
+            scale->device_type == FP8Q_DEVICE_CUDA &&
+                    scale->device_index == x->device_index &&
+                    fp8q_view_is_contiguous(&scale->view)
+                ? (fp8q_TensorObject *)Py_NewRef(scale)
+                : fp8q_tensor_copy_to(scale, &device, stream);
+        if (device_scale == NULL) {
+            return -1;
+        }
+        if (fp8q_view_broadcast_to(&device_scale->view, x->view.ndim,
+                                   x->view.shape, &broadcast, "scale",
+                                   &error) != FP8Q_OK) {
+            fp8q_py_raise(&error);
+            goto done;
+        }
+        if (set_scale_addressing(&broadcast, &device_scale->view, &args) < 0 ||
+            fp8q_py_use_on_stream(device_scale, stream) < 0) {
+            goto done;
+        }
+        args.scale = (const float *)device_scale->view.data;
+    }
+    if (fp8q_py_use_on_stream(x, stream) < 0 ||
+        fp8q_py_use_on_stream(out, stream) < 0) {
+        goto done;
+    }
+    args.source = x->view.data;
+    args.destination = out->view.data;
+    args.count = fp8q_view_size(&x->view);
+    args.source_dtype = (int32_t)x->view.dtype;
+    args.destination_dtype = (int32_t)out->view.dtype;
+    args.scale_op = FP8Q_SCALE_DIVIDE;
+    args.saturate = saturate != 0;
+    RUN_WITHOUT_GIL(status, fp8q_cuda_launch_cast(x->cuda_device, &args,
+                                                  stream, &error));
+    result = fp8q_py_raise_on_failure(status, &error);
+done:
+    Py_XDECREF(device_scale);
+    return result;
+}
+
+fp8q_TensorObject *fp8q_py_cuda_convert(fp8q_TensorObject *source,
+                                        fp8q_dtype dtype)
+{
+    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, source->device_index};
+    const fp8q_cu_stream stream = fp8q_py_last_stream(source);
+    fp8q_TensorObject *contiguous;
+    fp8q_TensorObject *result;
+
+    if (dtype == source->view.dtype || !fp8q_view_is_contiguous(&source->view)) {
+        contiguous = fp8q_tensor_copy_to(source, &device, stream);
+        if (contiguous == NULL || dtype == source->view.dtype) {
+            return contiguous;
+        }
+    }
+    else {
+        contiguous = (fp8q_TensorObject *)Py_NewRef(source);
+    }
+    result = fp8q_tensor_new_empty_on(dtype, contiguous->view.ndim,
+                                      contiguous->view.shape, &device, stream);
+    if (result != NULL &&
+        fp8q_py_cuda_cast(contiguous, NULL, result, 1, stream) < 0) {
+        Py_CLEAR(result);
+    }
+    Py_DECREF(contiguous);
+    return result;
+}
+
+/* ------------------------------------------------------------------------- */
+/* amax                                                                      */
+
+int fp8q_py_cuda_amax(fp8q_TensorObject *x, const int *reduce,
+                      fp8q_TensorObject *destination, fp8q_cu_stream stream)
+{
+    const int ndim = x->view.ndim;
+    int n_reduced_suffix = 0;
+    int n_reduced = 0;
+    int64_t rows, row_length, kept = 1, run = 1;
+    fp8q_error error;
+    fp8q_status status;
+    int axis;
+
+    if (require_contiguous(x, "amax", "x") < 0) {
+        return -1;
+    }
+    for (axis = 0; axis < ndim; axis++) {
+        n_reduced += reduce[axis] != 0;
+    }
+    for (axis = ndim - 1; axis >= 0 && reduce[axis]; axis--) {
+        n_reduced_suffix++;
+        run *= x->view.shape[axis];
+    }
+    if (n_reduced != n_reduced_suffix) {
+        PyErr_SetString(PyExc_ValueError,
+                        "amax: on CUDA, axis= must be None or name the last "
+                        "axes (e.g. -1, or (-2, -1)); move the axes to "
+                        "reduce to the end first");
+        return -1;
+    }
+    for (axis = 0; axis < ndim - n_reduced_suffix; axis++) {
+        kept *= x->view.shape[axis];
+    }
+    if (fp8q_py_use_on_stream(x, stream) < 0 ||
+        fp8q_py_use_on_stream(destination, stream) < 0) {
+        return -1;
+    }
+    fp8q_error_clear(&error);
+    rows = kept;
+    row_length = run;
+    if (rows == 1) {
+        fp8q_amax_args args;
+        memset(&args, 0, sizeof args);
+        args.source = x->view.data;
+        args.amax_bits = (uint32_t *)destination->view.data;
+        args.count = row_length;
+        args.source_dtype = (int32_t)x->view.dtype;
+        RUN_WITHOUT_GIL(status, fp8q_cuda_fill_words(x->cuda_device,
+                                                     destination->view.data,
+                                                     0u, 1, stream, &error));
+        if (status == FP8Q_OK) {
+            RUN_WITHOUT_GIL(status, fp8q_cuda_launch_amax(
+                                        x->cuda_device, &args, stream, &error));
+        }
+    }
+    else {
+        fp8q_amax_rows_args args;
+        memset(&args, 0, sizeof args);
+        args.source = x->view.data;
+        args.amax_bits = (uint32_t *)destination->view.data;
+        args.n_rows = rows;
+        args.row_length = row_length;
+        args.source_dtype = (int32_t)x->view.dtype;
+        RUN_WITHOUT_GIL(status, fp8q_cuda_launch_amax_rows(
+                                    x->cuda_device, &args, stream, &error));
+    }
+    return fp8q_py_raise_on_failure(status, &error);
+}

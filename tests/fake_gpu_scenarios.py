@@ -1,0 +1,347 @@
+"""Scenarios of CUDA tensors and operations, each run in a fresh interpreter
+on the fake CUDA driver by tests/test_cuda_fake_device.py (see
+tests/fake_gpu.py). Each function raises AssertionError on failure.
+
+Results are compared with the CPU path, which the rest of the suite checks
+against ml_dtypes and NumPy; the fake runs fp8q's kernels on the host from
+their launch contracts, so these scenarios test what the host side asks for
+and does, not the CUDA kernels.
+"""
+import os
+
+import numpy as np
+
+import fp8q
+from helpers import FP8_NAMES, same_bits
+
+DTYPES = ["float32", "float16", "bfloat16", "uint8"] + FP8_NAMES
+
+
+def calls():
+    """The fake driver's log so far, as a list of lines."""
+    with open(os.environ["FAKE_CUDA_LOG"]) as log:
+        return log.read().split()
+
+
+def log_lines():
+    with open(os.environ["FAKE_CUDA_LOG"]) as log:
+        return log.read().splitlines()
+
+
+def mixed_values(rng, shape):
+    """float32 data covering normals, subnormals, overflow and specials."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    x *= np.float32(2.0) ** rng.integers(-20, 20, size=shape)
+    flat = x.reshape(-1)
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, 500.0,
+                         -60000.0], np.float32)
+    flat[: min(flat.size, specials.size)] = specials[: flat.size]
+    return x
+
+
+class Stream:
+    """A stream object of the CUDA stream protocol."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+class TorchLikeStream:
+    def __init__(self, handle):
+        self.cuda_stream = handle
+
+
+# --------------------------------------------------------------------------
+# Tensors
+
+
+def round_trip_every_dtype():
+    rng = np.random.default_rng(1)
+    for name in DTYPES:
+        host = fp8q.asarray(mixed_values(rng, (3, 5)), dtype=name)
+        on_gpu = host.to("cuda")
+        assert on_gpu.device == "cuda:0" and on_gpu.dtype == name
+        assert on_gpu.shape == (3, 5) and on_gpu.is_contiguous()
+        back = on_gpu.cpu()
+        assert back.device == "cpu"
+        assert same_bits(back.numpy(), host.numpy()), name
+        assert same_bits(fp8q.asarray(host, device="cuda:0").cpu().numpy(),
+                         host.numpy())
+    # NaN payloads survive (a copy moves bits).
+    payload = np.array([0x7FC12345, 0xFF800001], np.uint32).view(np.float32)
+    assert same_bits(fp8q.asarray(payload).to(0).cpu().numpy(), payload)
+
+
+def views_and_strided_copies():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    t = fp8q.asarray(x, device="cuda")
+    assert t.T.device == "cuda:0" and not t.T.is_contiguous()
+    assert same_bits(t.T.cpu().numpy(), x.T)
+    assert same_bits(t.T.contiguous().cpu().numpy(), x.T)
+    assert t.T.contiguous().device == "cuda:0"
+    assert same_bits(t.reshape((6, 4)).cpu().numpy(), x.reshape(6, 4))
+    assert same_bits(t.view("uint8").cpu().numpy(), x.view(np.uint8))
+    assert t.to("cuda") is t and t.to("cuda", copy=True) is not t
+    copied = t.copy()
+    assert copied.device == "cuda:0" and copied.data_ptr != t.data_ptr
+    assert same_bits(copied.cpu().numpy(), x)
+    host = t.cpu()
+    assert host.cpu() is host
+
+
+def empty_and_zeros():
+    for name in DTYPES:
+        z = fp8q.zeros((2, 3), name, device="cuda:0")
+        assert z.device == "cuda:0" and z.dtype == name
+        assert not np.asarray(z.cpu().numpy(), np.float32).any()
+    e = fp8q.empty(0, device="cuda")
+    assert e.shape == (0,) and e.cpu().shape == (0,)
+    assert "device='cuda:0'" in repr(fp8q.zeros(2, device="cuda"))
+
+
+def memory_is_returned_on_the_last_stream():
+    t = fp8q.empty((1024,), device="cuda", stream=Stream(7))
+    fp8q.amax(t.view("uint8"), stream=Stream(9))
+    del t
+    lines = log_lines()
+    assert "cuMemAllocAsync 7" in lines
+    # amax's result is freed on stream 9, then the tensor (last used there).
+    assert lines.count("cuMemFreeAsync 9") == 2, lines
+    waits = [line for line in lines if line.startswith("cuStreamWaitEvent")]
+    assert waits == ["cuStreamWaitEvent 9"], waits
+    assert "cuEventRecord 7" in lines
+
+
+def allocations_are_balanced():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    for _ in range(3):
+        t = fp8q.asarray(x, device="cuda")
+        q = fp8q.cast(t, "e4m3", scale=0.5)
+        fp8q.amax(q, axis=-1).cpu()
+        t.T.cpu()
+        del t, q
+    names = calls()
+    allocations = names.count("cuMemAllocAsync")
+    assert allocations > 0
+    assert allocations == names.count("cuMemFreeAsync"), names
+
+
+def without_memory_pools():
+    t = fp8q.zeros(4, device="cuda")
+    del t
+    names = calls()
+    assert "cuMemAlloc" in names and "cuMemFree" in names
+    assert "cuMemAllocAsync" not in names
+
+
+def out_of_memory():
+    try:
+        fp8q.empty((1000,), device="cuda")
+    except MemoryError as error:
+        assert str(error).startswith(
+            "out of memory on CUDA device 0 allocating 4000 bytes: "
+            "cuMemAllocAsync returned CUDA_ERROR_OUT_OF_MEMORY"), str(error)
+    else:
+        raise AssertionError("no MemoryError")
+
+
+# --------------------------------------------------------------------------
+# Operations
+
+
+def cast_matches_the_cpu():
+    rng = np.random.default_rng(4)
+    x32 = mixed_values(rng, (6, 40))
+    for source in DTYPES:
+        x = fp8q.asarray(x32, dtype=source)
+        gx = x.to("cuda")
+        for target in DTYPES:
+            for saturate in (True, False):
+                expected = fp8q.cast(x, target, saturate=saturate)
+                got = fp8q.cast(gx, target, saturate=saturate)
+                assert got.device == "cuda:0"
+                assert same_bits(got.cpu().numpy(), expected.numpy()), (
+                    source, target, saturate)
+
+
+def cast_with_every_scale_layout():
+    rng = np.random.default_rng(5)
+    x = mixed_values(rng, (2, 3, 8))
+    gx = fp8q.asarray(x, device="cuda")
+    scales = [
+        np.float32(0.25),
+        np.array([[[0.5]]], np.float32),
+        (np.abs(rng.standard_normal((2, 3, 1))) + 0.1).astype(np.float32),
+        (np.abs(rng.standard_normal((8,))) + 0.1).astype(np.float32),
+        (np.abs(rng.standard_normal((2, 3, 8))) + 0.1).astype(np.float32),
+        (np.abs(rng.standard_normal((2, 1, 1))) + 0.1).astype(np.float32),
+        (np.abs(rng.standard_normal((2, 1, 8))) + 0.1).astype(np.float32),
+    ]
+    for scale in scales:
+        for target in FP8_NAMES:
+            expected = fp8q.cast(x, target, scale=scale)
+            on_host_scale = fp8q.cast(gx, target, scale=scale)
+            on_gpu_scale = fp8q.cast(gx, target,
+                                     scale=fp8q.asarray(scale, device="cuda"))
+            for got in (on_host_scale, on_gpu_scale):
+                assert same_bits(got.cpu().numpy(), expected.numpy()), (
+                    np.shape(scale), target)
+
+
+def cast_into_out():
+    x = np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)
+    gx = fp8q.asarray(x, device="cuda")
+    out = fp8q.empty((3, 4), "e5m2", device="cuda")
+    assert fp8q.cast(gx, "e5m2", out=out) is out
+    assert same_bits(out.cpu().numpy(), fp8q.cast(x, "e5m2").numpy())
+
+
+def amax_matches_the_cpu():
+    rng = np.random.default_rng(6)
+    x32 = mixed_values(rng, (3, 4, 50))
+    x32[1, 2, 7] = np.nan
+    for name in DTYPES:
+        x = fp8q.asarray(x32, dtype=name)
+        gx = x.to("cuda")
+        for axis in (None, -1, (-2, -1), (0, 1, 2), 2):
+            for keepdims in (False, True):
+                expected = fp8q.amax(x, axis=axis, keepdims=keepdims).numpy()
+                got = fp8q.amax(gx, axis=axis, keepdims=keepdims)
+                assert got.device == "cuda:0" and got.dtype == "float32"
+                assert same_bits(got.cpu().numpy(), expected), (name, axis)
+    empty = fp8q.zeros((0, 3), device="cuda")
+    assert fp8q.amax(empty).cpu().numpy() == 0
+    assert fp8q.amax(empty, axis=-1).cpu().shape == (0,)
+
+
+def streams_order_work():
+    x = fp8q.asarray(np.ones(8, np.float32), device="cuda", stream=3)
+    before = len(log_lines())
+    y = fp8q.cast(x, "e4m3", stream=TorchLikeStream(5))
+    lines = log_lines()[before:]
+    assert "cuEventRecord 3" in lines and "cuStreamWaitEvent 5" in lines
+    assert "cuMemAllocAsync 5" in lines
+    before = len(lines) + before
+    fp8q.amax(y, stream=Stream(5))
+    lines = log_lines()[before:]
+    assert not any(line.startswith("cuStreamWaitEvent") for line in lines)
+    # The legacy default stream has two spellings: None and 1.
+    z = fp8q.zeros(4, device="cuda")
+    before = len(log_lines())
+    fp8q.amax(z, stream=1)
+    assert not any(line.startswith("cuStreamWaitEvent")
+                   for line in log_lines()[before:])
+
+
+# --------------------------------------------------------------------------
+# DLPack
+
+
+class CudaProducer:
+    """A DLPack producer of CUDA memory (an fp8q CUDA tensor underneath)
+    that records the keywords it was called with."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+        self.calls = []
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+    def __dlpack__(self, **keywords):
+        self.calls.append(keywords)
+        return self.tensor.__dlpack__(**keywords)
+
+
+def dlpack_on_cuda():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = fp8q.asarray(x, device="cuda")
+    assert t.__dlpack_device__() == (2, 0)
+    shared = fp8q.from_dlpack(t)
+    assert shared.device == "cuda:0" and shared.data_ptr == t.data_ptr
+    producer = CudaProducer(t)
+    imported = fp8q.from_dlpack(producer)
+    assert producer.calls == [{"max_version": (1, 1), "stream": 1}]
+    assert imported.data_ptr == t.data_ptr
+    fp8q.from_dlpack(producer, stream=Stream(11))
+    assert producer.calls[-1]["stream"] == 11
+    assert same_bits(imported.cpu().numpy(), x)
+    # Producer side: the consumer's stream waits for the tensor's last use.
+    before = len(log_lines())
+    t.__dlpack__(stream=12)
+    lines = log_lines()[before:]
+    assert "cuStreamWaitEvent 12" in lines
+    before = len(log_lines())
+    t.__dlpack__(stream=-1)
+    assert log_lines()[before:] == []
+    for bad, exception in ((0, ValueError), ("s", TypeError)):
+        try:
+            t.__dlpack__(stream=bad)
+        except exception as error:
+            assert str(error).startswith("stream: ")
+        else:
+            raise AssertionError(f"stream={bad!r} accepted")
+    # Cross-device export only as a copy.
+    host = fp8q.from_dlpack(t.__dlpack__(dl_device=(1, 0), copy=True))
+    assert host.device == "cpu" and same_bits(host.numpy(), x)
+    try:
+        t.__dlpack__(dl_device=(1, 0))
+    except BufferError as error:
+        assert "only as a copy" in str(error)
+    else:
+        raise AssertionError("moved without copy=True")
+
+
+# --------------------------------------------------------------------------
+# Errors
+
+
+def expect(exception, start, function, *args, **keywords):
+    try:
+        function(*args, **keywords)
+    except exception as error:
+        assert str(error).startswith(start), (str(error), start)
+    else:
+        raise AssertionError(f"{function.__name__} did not raise")
+
+
+def errors_are_clear():
+    t = fp8q.zeros((4, 6), device="cuda")
+    expect(ValueError, "cast: x= on CUDA must be C-contiguous, got strides "
+           "(1, 6)", fp8q.cast, t.T, "e4m3")
+    expect(ValueError, "amax: on CUDA, axis= must be None or name the last "
+           "axes", fp8q.amax, t, axis=0)
+    expect(ValueError, "cast: on CUDA, scale= must be one value, one per row",
+           fp8q.cast, fp8q.zeros((2, 3, 4), device="cuda"), "e4m3",
+           scale=np.ones((3, 4), np.float32))
+    expect(ValueError, "cast: out= must be on the inputs' device, cuda:0; "
+           "got a tensor on cpu", fp8q.cast, t, "e4m3",
+           out=fp8q.empty((4, 6), "e4m3"))
+    expect(TypeError, "the tensor is on cuda:0, and a NumPy array needs its "
+           "values in host memory", t.numpy)
+    expect(BufferError, "fp8q.Tensor: only CPU tensors", memoryview, t)
+    expect(ValueError, "device: expected 'cpu', 'cuda', 'cuda:N'",
+           fp8q.empty, 2, device="cuda:x")
+    expect(ValueError, "device: a CUDA device index must be >= 0",
+           fp8q.empty, 2, device=-1)
+    expect(TypeError, "stream: expected None, an int stream handle",
+           fp8q.empty, 2, device="cuda", stream="default")
+    expect(ValueError, "stream: the int is not a stream handle",
+           fp8q.empty, 2, device="cuda", stream=-5)
+    expect(fp8q.CudaError, "CUDA device 3 does not exist (this process sees "
+           "1: 0 to 0)", fp8q.empty, 2, device="cuda:3")
+    expect(ValueError, "Unable to avoid copy while moving obj from cpu",
+           fp8q.asarray, np.zeros(2, np.float32), device="cuda", copy=False)
+
+
+def no_driver():
+    expect(fp8q.CudaError, "no CUDA driver found: tried /nonexistent/libcuda",
+           fp8q.empty, 2, device="cuda")
+    # The CPU keeps working.
+    assert fp8q.cast(np.ones(2, np.float32), "e4m3").device == "cpu"
+

@@ -1,0 +1,54 @@
+"""CUDA tensors and operations on the fake CUDA driver (tests/fake_gpu.py):
+allocation, copies, views, streams, DLPack, cast and amax dispatch, and
+their errors, on machines without a GPU. Each scenario of
+tests/fake_gpu_scenarios.py runs in a fresh interpreter. What the real GPU
+computes is tested by the `cuda`-marked tests (tests/test_cuda_ops.py).
+"""
+from pathlib import Path
+
+import pytest
+
+from fake_gpu import build_fake_driver, run_child
+
+TESTS = Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def fake_driver(tmp_path_factory):
+    return build_fake_driver(tmp_path_factory.mktemp("fake-cuda"))
+
+
+def run_scenario(driver, name, tmp_path, **fake):
+    code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); "
+            f"import fake_gpu_scenarios; fake_gpu_scenarios.{name}()")
+    run_child(driver, code, log=tmp_path / "calls.log", **fake)
+
+
+@pytest.mark.parametrize("name", [
+    "round_trip_every_dtype",
+    "views_and_strided_copies",
+    "empty_and_zeros",
+    "memory_is_returned_on_the_last_stream",
+    "allocations_are_balanced",
+    "cast_matches_the_cpu",
+    "cast_with_every_scale_layout",
+    "cast_into_out",
+    "amax_matches_the_cpu",
+    "streams_order_work",
+    "dlpack_on_cuda",
+    "errors_are_clear",
+])
+def test_scenario(fake_driver, name, tmp_path):
+    run_scenario(fake_driver, name, tmp_path)
+
+
+def test_devices_without_memory_pools(fake_driver, tmp_path):
+    run_scenario(fake_driver, "without_memory_pools", tmp_path, no_pools=1)
+
+
+def test_out_of_memory(fake_driver, tmp_path):
+    run_scenario(fake_driver, "out_of_memory", tmp_path, alloc_error=2)
+
+
+def test_no_driver(tmp_path):
+    run_scenario("/nonexistent/libcuda.so.1", "no_driver", tmp_path)
