@@ -193,12 +193,18 @@ def cast_with_every_scale_layout():
                     np.shape(scale), target)
 
 
-def cast_into_out():
+def cast_into_out_with_amax():
     x = np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)
     gx = fp8q.asarray(x, device="cuda")
     out = fp8q.empty((3, 4), "e5m2", device="cuda")
-    assert fp8q.cast(gx, "e5m2", out=out) is out
-    assert same_bits(out.cpu().numpy(), fp8q.cast(x, "e5m2").numpy())
+    amax = fp8q.asarray(np.float32(99.0), device="cuda")
+    assert fp8q.cast(gx, "e5m2", out=out, scale=0.5, amax_out=amax) is out
+    expected = fp8q.cast(x, "e5m2", scale=0.5).numpy()
+    assert same_bits(out.cpu().numpy(), expected)
+    assert amax.cpu().numpy() == 3.0
+    expect(ValueError, "cast: amax_out= must be a writable float32 tensor of "
+           "one element on cuda:0 (x's device), got a tensor on another "
+           "device", fp8q.cast, gx, "e5m2", amax_out=np.zeros((), np.float32))
 
 
 def amax_matches_the_cpu():

@@ -564,3 +564,37 @@ def test_out_may_be_a_numpy_or_ml_dtypes_array_written_in_place(rng):
     readonly.flags.writeable = False
     with pytest.raises(ValueError, match="out="):
         fp8q.cast(x, "float16", out=readonly)
+
+
+@pytest.mark.parametrize("source", ["float32", "bfloat16", "float8_e5m2"])
+def test_amax_out_records_the_input_amax(rng, source):
+    """amax_out= receives max |x| before scaling (NaN wins), overwriting
+    what it held, while the cast itself is unchanged."""
+    x = fp8q.asarray(rng.standard_normal((9, 33)).astype(np.float32) * 50,
+                     dtype=source)
+    values = np.asarray(x.numpy(), np.float64)
+    buffer = np.full((), 1e30, np.float32)
+    q = fp8q.cast(x, "e4m3", scale=0.125, amax_out=buffer)
+    assert buffer == np.abs(values).max()
+    np.testing.assert_array_equal(
+        q.numpy().view(np.uint8),
+        fp8q.cast(x, "e4m3", scale=0.125).numpy().view(np.uint8))
+    one = fp8q.zeros((1, 1))
+    with_nan = values.astype(np.float32)
+    with_nan[3, 4] = np.nan
+    fp8q.cast(with_nan, "e5m2", amax_out=one)
+    assert np.isnan(one.numpy()[0, 0])
+
+
+def test_amax_out_errors():
+    x = np.ones(4, np.float32)
+    for bad, what in ((np.zeros(2, np.float32), "another number of elements"),
+                      (np.zeros((), np.float16), "another dtype")):
+        with pytest.raises(ValueError, match=r"^cast: amax_out= must be a "
+                           r"writable float32 tensor of one element on cpu "
+                           rf"\(x's device\), got {what}"):
+            fp8q.cast(x, "e4m3", amax_out=bad)
+    readonly = np.zeros((), np.float32)
+    readonly.flags.writeable = False
+    with pytest.raises(ValueError, match="got a read-only tensor"):
+        fp8q.cast(x, "e4m3", amax_out=readonly)

@@ -32,7 +32,7 @@ def run_scenario(driver, name, tmp_path, **fake):
     "allocations_are_balanced",
     "cast_matches_the_cpu",
     "cast_with_every_scale_layout",
-    "cast_into_out",
+    "cast_into_out_with_amax",
     "amax_matches_the_cpu",
     "streams_order_work",
     "dlpack_on_cuda",

@@ -274,11 +274,12 @@ fp8q_TensorObject *fp8q_py_writable_output(PyObject *out_object,
 
 /* out = cast(x / scale) on x's device, on `stream`: x and out C-contiguous
  * CUDA tensors of one shape, scale NULL or a float32 tensor broadcastable
- * to x (on any device; moved over when on the host). 0, or -1 with an
- * exception. */
+ * to x (on any device; moved over when on the host), amax_out NULL or a
+ * one-element float32 CUDA tensor receiving x's amax from the same pass.
+ * 0, or -1 with an exception. */
 int fp8q_py_cuda_cast(fp8q_TensorObject *x, fp8q_TensorObject *scale,
-                      fp8q_TensorObject *out, int saturate,
-                      fp8q_cu_stream stream);
+                      fp8q_TensorObject *out, fp8q_TensorObject *amax_out,
+                      int saturate, fp8q_cu_stream stream);
 
 /* amax of the C-contiguous CUDA tensor x over the axes with reduce[axis]
  * != 0 (all, or the last ones) into `destination`, float32 on x's device

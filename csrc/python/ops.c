@@ -190,9 +190,59 @@ static fp8q_TensorObject *check_cast_out(PyObject *out_object,
     return out;
 }
 
+/* amax_out= of cast: a writable float32 tensor of one element on
+ * `device`. */
+static fp8q_TensorObject *amax_output(PyObject *object,
+                                      const fp8q_py_device *device)
+{
+    fp8q_TensorObject *amax = fp8q_tensor_from_object(object, "amax_out", -1,
+                                                      FP8Q_COPY_NEVER);
+    char where[32];
+
+    if (amax == NULL) {
+        return NULL;
+    }
+    fp8q_py_format_device(device->type, device->index, where, sizeof where);
+    if (amax->view.dtype != FP8Q_FLOAT32 || fp8q_view_size(&amax->view) != 1 ||
+        amax->readonly || amax->device_type != device->type ||
+        amax->device_index != device->index) {
+        PyErr_Format(PyExc_ValueError,
+                     "cast: amax_out= must be a writable float32 tensor of "
+                     "one element on %s (x's device), got %s",
+                     where,
+                     amax->view.dtype != FP8Q_FLOAT32 ? "another dtype"
+                     : fp8q_view_size(&amax->view) != 1
+                         ? "another number of elements"
+                     : amax->readonly ? "a read-only tensor"
+                                      : "a tensor on another device");
+        Py_DECREF(amax);
+        return NULL;
+    }
+    return amax;
+}
+
+/* The amax of every element of `x` into the one element of `amax`. */
+static fp8q_status amax_of_everything(const fp8q_view *x,
+                                      const fp8q_TensorObject *amax,
+                                      fp8q_error *error)
+{
+    fp8q_view destination;
+    int axis;
+
+    destination = *x;
+    destination.dtype = FP8Q_FLOAT32;
+    destination.data = amax->view.data;
+    for (axis = 0; axis < x->ndim; axis++) {
+        destination.shape[axis] = 1;
+        destination.strides[axis] = 0;
+    }
+    return fp8q_amax(x, &destination, error);
+}
+
 PyDoc_STRVAR(
     cast_doc,
-    "cast(x, dtype, *, scale=None, saturate=True, out=None)\n"
+    "cast(x, dtype, *, scale=None, saturate=True, out=None, amax_out=None,\n"
+    "     stream=None)\n"
     "--\n"
     "\n"
     "Converts x (an fp8q.Tensor, NumPy array, DLPack producer such as a\n"
@@ -224,19 +274,37 @@ PyDoc_STRVAR(
     "an array fp8q views without copying (NumPy or ml_dtypes array, DLPack\n"
     "producer such as a torch tensor, writable buffer), of x's shape and of\n"
     "dtype `dtype`; it must not partially overlap x or scale.\n"
+    "amax_out: a writable float32 tensor (or array) of one element, on x's\n"
+    "device: receives max |float32(x)| over all of x, before scaling (NaN\n"
+    "when x holds a NaN), as fp8q.amax(x) would give it. On CUDA it is\n"
+    "computed in the same pass as the cast (delayed scaling: cast with\n"
+    "last step's scale, record this step's amax).\n"
     "\n"
-    "Returns a new C-contiguous CPU tensor (or out). The GIL is released\n"
-    "and large inputs use get_num_threads() threads.");
+    "CUDA: when x is on a GPU the cast runs there, on `stream` (None: the\n"
+    "legacy default stream; an int handle; or an object with\n"
+    "__cuda_stream__ or .cuda_stream, such as torch.cuda.Stream), after\n"
+    "the last use of each input; results are bit-identical to the CPU's.\n"
+    "x and out must be C-contiguous there; scale may be on the host\n"
+    "(checked there, then copied) or on x's GPU (not read back, so not\n"
+    "checked: a zero, negative or non-finite scale gives what the\n"
+    "division gives); it must be one value, one per row or group of rows,\n"
+    "one per column, or one per element.\n"
+    "\n"
+    "Returns a new C-contiguous tensor on x's device (or out). On the CPU\n"
+    "the GIL is released and large inputs use get_num_threads() threads;\n"
+    "on CUDA the call returns once the work is queued.");
 
 static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"x", "dtype", "scale", "saturate", "out",
-                               "stream", NULL};
+                               "amax_out", "stream", NULL};
     PyObject *x_object;
     PyObject *dtype_object;
     PyObject *scale_object = Py_None;
     PyObject *out_object = Py_None;
+    PyObject *amax_object = Py_None;
     PyObject *stream_object = Py_None;
+    fp8q_TensorObject *amax_out = NULL;
     int saturate = 1;
     fp8q_dtype dtype;
     fp8q_cu_stream stream;
@@ -249,9 +317,10 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
     fp8q_status status;
 
     (void)module;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OpOO:cast", keywords,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OpOOO:cast", keywords,
                                      &x_object, &dtype_object, &scale_object,
-                                     &saturate, &out_object, &stream_object)) {
+                                     &saturate, &out_object, &amax_object,
+                                     &stream_object)) {
         return NULL;
     }
     if (fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0 ||
@@ -316,8 +385,14 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
             goto fail;
         }
     }
+    if (amax_object != Py_None) {
+        amax_out = amax_output(amax_object, &device);
+        if (amax_out == NULL) {
+            goto fail;
+        }
+    }
     if (device.type == FP8Q_DEVICE_CUDA) {
-        if (fp8q_py_cuda_cast(x, scale, out, saturate, stream) < 0) {
+        if (fp8q_py_cuda_cast(x, scale, out, amax_out, saturate, stream) < 0) {
             goto fail;
         }
     }
@@ -326,6 +401,9 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
         status = fp8q_cast(&x->view, &out->view,
                            scale != NULL ? &scale_view : NULL,
                            FP8Q_SCALE_DIVIDE, saturate, &error);
+        if (status == FP8Q_OK && amax_out != NULL) {
+            status = amax_of_everything(&x->view, amax_out, &error);
+        }
         Py_END_ALLOW_THREADS
         if (fp8q_py_raise_on_failure(status, &error) < 0) {
             goto fail;
@@ -333,6 +411,7 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     Py_DECREF(x);
     Py_XDECREF(scale);
+    Py_XDECREF(amax_out);
     if (out_object != Py_None) {
         /* Like NumPy's out=: the very object the caller passed. */
         Py_DECREF(out);
@@ -345,6 +424,7 @@ fail:
     Py_XDECREF(x);
     Py_XDECREF(scale);
     Py_XDECREF(out);
+    Py_XDECREF(amax_out);
     return NULL;
 }
 
@@ -421,7 +501,7 @@ static int parse_axes(PyObject *axis_object, int ndim, int *reduce)
 
 PyDoc_STRVAR(
     amax_doc,
-    "amax(x, axis=None, keepdims=False)\n"
+    "amax(x, axis=None, keepdims=False, *, stream=None)\n"
     "--\n"
     "\n"
     "Maximum absolute value of x over `axis`, as a float32 tensor.\n"
@@ -432,7 +512,11 @@ PyDoc_STRVAR(
     "A NaN anywhere in a group makes that group's result NaN; inf gives\n"
     "inf. Unlike NumPy's max, an empty group is not an error: its amax is 0\n"
     "(the identity of max |x|). x may have any fp8q dtype; values are\n"
-    "loaded exactly into float32, so the result is exact.");
+    "loaded exactly into float32, so the result is exact.\n"
+    "\n"
+    "CUDA: for x on a GPU (C-contiguous) the result is computed there, on\n"
+    "`stream` (as for fp8q.cast), and stays there; axis= must then be\n"
+    "None or name the last axes.");
 
 static PyObject *ops_amax(PyObject *module, PyObject *args, PyObject *kwargs)
 {

@@ -103,8 +103,8 @@ static int set_scale_addressing(const fp8q_view *broadcast,
 }
 
 int fp8q_py_cuda_cast(fp8q_TensorObject *x, fp8q_TensorObject *scale,
-                      fp8q_TensorObject *out, int saturate,
-                      fp8q_cu_stream stream)
+                      fp8q_TensorObject *out, fp8q_TensorObject *amax_out,
+                      int saturate, fp8q_cu_stream stream)
 {
     const fp8q_py_device device = {FP8Q_DEVICE_CUDA, x->device_index};
     fp8q_TensorObject *device_scale = NULL;
@@ -150,6 +150,18 @@ int fp8q_py_cuda_cast(fp8q_TensorObject *x, fp8q_TensorObject *scale,
         fp8q_py_use_on_stream(out, stream) < 0) {
         goto done;
     }
+    if (amax_out != NULL) {
+        if (fp8q_py_use_on_stream(amax_out, stream) < 0) {
+            goto done;
+        }
+        RUN_WITHOUT_GIL(status, fp8q_cuda_fill_words(
+                                    x->cuda_device, amax_out->view.data, 0u,
+                                    1, stream, &error));
+        if (fp8q_py_raise_on_failure(status, &error) < 0) {
+            goto done;
+        }
+        args.amax_bits = (uint32_t *)amax_out->view.data;
+    }
     args.source = x->view.data;
     args.destination = out->view.data;
     args.count = fp8q_view_size(&x->view);
@@ -185,7 +197,7 @@ fp8q_TensorObject *fp8q_py_cuda_convert(fp8q_TensorObject *source,
     result = fp8q_tensor_new_empty_on(dtype, contiguous->view.ndim,
                                       contiguous->view.shape, &device, stream);
     if (result != NULL &&
-        fp8q_py_cuda_cast(contiguous, NULL, result, 1, stream) < 0) {
+        fp8q_py_cuda_cast(contiguous, NULL, result, NULL, 1, stream) < 0) {
         Py_CLEAR(result);
     }
     Py_DECREF(contiguous);
