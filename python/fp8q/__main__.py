@@ -7,15 +7,17 @@
 
 info prints the version, build and platform facts and a small quantize round
 trip with its error; bench measures the CPU casts (against ml_dtypes and a
-memcpy) or the calibrators' updates (against NumPy) in the same run and
+memcpy) and, where a GPU and PyTorch with CUDA are present, the GPU cast
+(against a device copy and PyTorch), or the calibrators' updates (against
+NumPy) in the same run and
 prints a markdown table (docs/benchmarks.md); bench gemm times
 fp8q.scaled_mm against NumPy's float32 matmul.
 """
 import argparse
 import sys
 
-from fp8q import (_bench, _bench_calib, _bench_gemm, _bench_linear,
-                  _convert_checkpoint, _demo, _info)
+from fp8q import (_bench, _bench_calib, _bench_cast_gpu, _bench_gemm,
+                  _bench_linear, _convert_checkpoint, _demo, _info)
 
 
 def _parse(argv):
@@ -97,6 +99,8 @@ def main(argv=None):
                                                arguments.repeats)
         else:
             _bench.print_cast_benchmark(arguments.size, arguments.repeats)
+            print()
+            _bench_cast_gpu.print_gpu_cast_benchmark(arguments.repeats)
     return 0
 
 

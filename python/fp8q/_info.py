@@ -27,9 +27,11 @@ SCALED_MM_EMULATED = ("cpu; emulated (dequantize + half-precision GEMM) "
                       "planned for this device")
 CUBLASLT_NOTE = ("not looked up: scaled_mm runs on the CPU in this version "
                  "(decode + NumPy's BLAS)")
-# What cast/quantize/amax do on a device where fp8q's kernels load.
-CUDA_KERNELS_PENDING = ("cuda kernels loaded; operations still run on the CPU "
-                        "(planned: device tensors)")
+# What each operation does with tensors on a device where fp8q's kernels
+# load, and where they do not.
+CUDA_KERNELS = "cuda: fp8q's kernels"
+QUANTIZE_PENDING = "cpu only: CUDA tensors are refused (GPU quantize planned)"
+NO_KERNELS = "unavailable: fp8q's kernels do not load on this device"
 ROUND_TRIP_SHAPE = (1024, 1024)
 ROUND_TRIP_SEED = 0
 
@@ -93,13 +95,11 @@ def _device_ops(device):
     """Which implementation each operation uses on `device` (an entry of
     _C._cuda_info()["devices"]): fp8q's CUDA kernels where they load there,
     else the CPU; scaled_mm by the device's FP8 support."""
-    # fp8q's kernels load there, but no operation launches them yet (device
-    # tensors and GPU operations are later parts of issue 3): say so.
-    path = (CUDA_KERNELS_PENDING if device.get("kernels") else "cpu")
+    kernels = device.get("kernels")
     return {
-        "cast": path,
-        "quantize": path,
-        "amax": path,
+        "cast": CUDA_KERNELS if kernels else NO_KERNELS,
+        "quantize": QUANTIZE_PENDING if kernels else NO_KERNELS,
+        "amax": CUDA_KERNELS if kernels else NO_KERNELS,
         "scaled_mm": (SCALED_MM_NATIVE if device.get("native_fp8")
                       else SCALED_MM_EMULATED),
     }
@@ -175,7 +175,8 @@ def _cuda_lines(cuda):
                             f"{device['compute_capability']}, "
                             f"{memory:.1f} GiB, {fp8}"))
         ops = device["ops"]
-        lines.append(("    cast/quantize/amax", ops["cast"]))
+        lines.append(("    cast/amax", ops["cast"]))
+        lines.append(("    quantize", ops["quantize"]))
         lines.append(("    scaled_mm", ops["scaled_mm"]))
         if device["kernels_error"] and cuda["available"]:
             lines.append(("    kernels", device["kernels_error"]))

@@ -1,0 +1,156 @@
+"""The GPU half of `python -m fp8q bench cast`: bfloat16 -> float8_e4m3fn with
+a per-tensor scale and the input's amax recorded in the same pass (delayed
+scaling), against a device-to-device copy moving the same bytes and against
+PyTorch doing the same work, all in one run on one device.
+
+Peers: torch's `dst.copy_(src)` of as many bytes as the cast reads plus
+writes, over 2 (so both read and write the same total); PyTorch eager
+`(x / s).clamp(-448, 448).to(torch.float8_e4m3fn)` plus `x.abs().amax()`;
+and the same expression under torch.compile when it compiles here. Times
+are CUDA-event medians of --repeats rounds of a few calls each, the
+implementations taking turns within every round. GB/s counts bytes read
+plus bytes written. Needs PyTorch with CUDA (for the peers and the
+events); no test asserts timings.
+"""
+import statistics
+
+import fp8q
+
+DEFAULT_BYTES = 512 << 20  # bfloat16 input: 256 Mi elements
+CALLS_PER_ROUND = 5
+GOAL_OF_COPY = 0.90
+GOAL_OF_EAGER = 3.0
+
+
+def _median_ms(torch, functions, repeats):
+    """Median milliseconds per call of each function, interleaved."""
+    for function in functions:
+        function()
+    torch.cuda.synchronize()
+    samples = [[] for _ in functions]
+    for _ in range(repeats):
+        for index, function in enumerate(functions):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(CALLS_PER_ROUND):
+                function()
+            end.record()
+            end.synchronize()
+            samples[index].append(start.elapsed_time(end) / CALLS_PER_ROUND)
+    return [statistics.median(values) for values in samples]
+
+
+def _torch_compiled(torch, expression):
+    """torch.compile(expression), or (None, reason) when it does not run."""
+    try:
+        compiled = torch.compile(expression)
+        return compiled, None
+    except Exception as error:  # noqa: BLE001 - any failure is reported
+        return None, f"{type(error).__name__}: {error}"
+
+
+def measure(repeats, input_bytes=DEFAULT_BYTES):
+    """Runs the GPU measurements; returns (rows, notes): rows are (name,
+    milliseconds, bytes moved) and notes lines of text. Raises RuntimeError
+    saying why when there is no GPU to measure on."""
+    try:
+        import torch
+    except ImportError:
+        raise RuntimeError("needs PyTorch (for the peers and CUDA events)")
+    if not torch.cuda.is_available():
+        raise RuntimeError("this PyTorch has no usable CUDA device")
+    cuda = fp8q.info()["cuda"]
+    if not cuda["available"]:
+        raise RuntimeError(f"fp8q cannot use CUDA here: {cuda['reason']}")
+
+    count = input_bytes // 2
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(count, device="cuda", dtype=torch.bfloat16,
+                    generator=generator)
+    scale_value = float(x.abs().amax()) / 448.0
+    scale = torch.full((), scale_value, device="cuda")
+    moved = count * (2 + 1)
+    copy_source = torch.empty(moved // 2, device="cuda", dtype=torch.uint8)
+    copy_destination = torch.empty_like(copy_source)
+
+    fx = fp8q.from_dlpack(x)
+    f_scale = fp8q.from_dlpack(scale)
+    f_out = fp8q.empty((count,), "float8_e4m3fn", device="cuda")
+    f_amax = fp8q.zeros((), device="cuda")
+
+    def fp8q_cast():
+        fp8q.cast(fx, "float8_e4m3fn", scale=f_scale, out=f_out,
+                  amax_out=f_amax)
+
+    def copy():
+        copy_destination.copy_(copy_source)
+
+    def eager():
+        quantized = (x / scale).clamp(-448, 448).to(torch.float8_e4m3fn)
+        return quantized, x.abs().amax()
+
+    functions = [("device-to-device copy (torch copy_)", copy),
+                 ("fp8q.cast(scale=, amax_out=)", fp8q_cast),
+                 ("PyTorch eager (x / s).clamp().to(e4m3) + abs().amax()",
+                  eager)]
+    notes = []
+    compiled, reason = _torch_compiled(torch, eager)
+    if compiled is not None:
+        try:
+            compiled()
+            functions.append(("torch.compile of the same", compiled))
+        except Exception as error:  # noqa: BLE001 - reported, not fatal
+            reason = f"{type(error).__name__}: {error}".splitlines()[0]
+    if reason is not None:
+        notes.append(f"torch.compile not measured: {reason}")
+
+    times = _median_ms(torch, [function for _, function in functions],
+                       repeats)
+    rows = [(name, ms, moved) for (name, _), ms in zip(functions, times)]
+
+    # Results agree with PyTorch's in float32 (the eager expression above
+    # divides in bfloat16, so it may round some values differently).
+    expected = (x.float() / scale).clamp(-448, 448).to(torch.float8_e4m3fn)
+    expected_amax = x.abs().amax().float()
+    torch.cuda.synchronize()
+    ours = torch.from_dlpack(f_out.view("uint8"))
+    same = bool(torch.equal(ours, expected.view(torch.uint8)))
+    same_amax = float(f_amax.cpu().numpy()) == float(expected_amax)
+    notes.append(f"fp8q's codes equal PyTorch's float32 "
+                 f"(x.float() / s).clamp(-448, 448).to(e4m3): {same}; amax "
+                 f"equal: {same_amax}")
+    device = torch.cuda.get_device_name()
+    notes.insert(0, f"{device}, torch {torch.__version__}, input "
+                 f"{count} bfloat16 values ({input_bytes >> 20} MiB)")
+    return rows, notes
+
+
+def print_gpu_cast_benchmark(repeats):
+    """Prints the GPU table and the verdict on issue 3's goals, or why it
+    could not run."""
+    try:
+        rows, notes = measure(repeats)
+    except RuntimeError as error:
+        print(f"GPU cast benchmark not run: {error}")
+        return
+    for line in notes[:1]:
+        print(line)
+    print()
+    print("| operation | median ms | GB/s | vs copy | vs PyTorch eager |")
+    print("|---|---:|---:|---:|---:|")
+    copy_ms = rows[0][1]
+    eager_ms = rows[2][1]
+    for name, ms, moved in rows:
+        print(f"| {name} | {ms:.3f} | {moved / ms / 1e6:.0f} "
+              f"| {copy_ms / ms:.2f}x | {eager_ms / ms:.2f}x |")
+    print()
+    for line in notes[1:]:
+        print(line)
+    fp8q_ms = rows[1][1]
+    of_copy = copy_ms / fp8q_ms
+    of_eager = eager_ms / fp8q_ms
+    print(f"fp8q.cast: {of_copy:.2f}x the copy's bandwidth (goal >= "
+          f"{GOAL_OF_COPY:.2f}: {'met' if of_copy >= GOAL_OF_COPY else 'NOT met'}"
+          f"), {of_eager:.2f}x PyTorch eager (goal >= {GOAL_OF_EAGER:g}: "
+          f"{'met' if of_eager >= GOAL_OF_EAGER else 'NOT met'})")

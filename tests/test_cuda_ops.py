@@ -1,0 +1,152 @@
+"""fp8q's CUDA kernels on a real GPU: every result bit-identical to the CPU
+path (itself checked against ml_dtypes and NumPy by the rest of the suite),
+and zero-copy DLPack exchange with PyTorch CUDA tensors both ways.
+
+Every test carries the `cuda` marker and skips, saying why, where fp8q
+cannot use a GPU. .ci/gpu-check runs them on a GPU machine.
+"""
+import numpy as np
+import pytest
+
+import fp8q
+from helpers import FP8_NAMES, same_bits
+
+pytestmark = pytest.mark.cuda
+
+DTYPES = ["float32", "float16", "bfloat16", "uint8"] + FP8_NAMES
+
+
+@pytest.fixture(scope="module", autouse=True)
+def gpu():
+    cuda = fp8q.info()["cuda"]
+    if not cuda["available"]:
+        pytest.skip(f"no usable CUDA GPU: {cuda['reason']}")
+
+
+def every_16_bit_pattern(name):
+    """All 65,536 codes of float16 or bfloat16, as an fp8q tensor."""
+    codes = fp8q.asarray(np.arange(65536, dtype=np.uint16).view(np.float16))
+    return codes if name == "float16" else codes.view(name)
+
+
+def specials_and_random(rng, count):
+    x = rng.standard_normal(count).astype(np.float32)
+    x *= np.float32(2.0) ** rng.integers(-24, 24, size=count)
+    x[:8] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, 500.0, -60000.0]
+    return x
+
+
+@pytest.mark.parametrize("source", ["float16", "bfloat16"])
+@pytest.mark.parametrize("target", FP8_NAMES + ["float32", "float16",
+                                                "bfloat16", "uint8"])
+def test_every_16_bit_input_matches_the_cpu(source, target):
+    x = every_16_bit_pattern(source)
+    gx = x.to("cuda")
+    scales = [None, 0.375] if target in FP8_NAMES else [None]
+    for scale in scales:
+        for saturate in (True, False):
+            expected = fp8q.cast(x, target, scale=scale, saturate=saturate)
+            got = fp8q.cast(gx, target, scale=scale, saturate=saturate)
+            assert same_bits(got.cpu().numpy(), expected.numpy()), (
+                source, target, scale, saturate)
+
+
+@pytest.mark.parametrize("source", DTYPES)
+def test_every_dtype_pair_matches_the_cpu(source, rng):
+    # Odd sizes and offsets: the 16-byte vector path, its tail, and the
+    # element-by-element path of misaligned pointers.
+    x = fp8q.asarray(specials_and_random(rng, 100_003), dtype=source)
+    for target in DTYPES:
+        expected = fp8q.cast(x, target)
+        got = fp8q.cast(x.to("cuda"), target)
+        assert same_bits(got.cpu().numpy(), expected.numpy()), (source,
+                                                                target)
+
+
+def test_scale_layouts_match_the_cpu(rng):
+    x = specials_and_random(rng, 4 * 6 * 256).reshape(4, 6, 256)
+    gx = fp8q.asarray(x, device="cuda")
+    positive = lambda shape: (np.abs(rng.standard_normal(shape)) + 0.05  # noqa: E731
+                              ).astype(np.float32)
+    for shape in [(), (4, 6, 1), (256,), (4, 6, 256), (4, 1, 1), (4, 1, 256)]:
+        scale = positive(shape)
+        for target in FP8_NAMES:
+            expected = fp8q.cast(x, target, scale=scale).numpy()
+            for given in (scale, fp8q.asarray(scale, device="cuda")):
+                got = fp8q.cast(gx, target, scale=given)
+                assert same_bits(got.cpu().numpy(), expected), (shape, target)
+
+
+@pytest.mark.parametrize("source", DTYPES)
+def test_amax_matches_the_cpu(source, rng):
+    values = specials_and_random(rng, 3 * 5000).reshape(3, 5000)
+    values[0, :8] = 1.0  # row 0 without specials; NaN sits in no other row
+    values[1:, :8] = rng.standard_normal((2, 8))
+    values[2, 4999] = np.nan
+    x = fp8q.asarray(values, dtype=source)
+    gx = x.to("cuda")
+    for axis in (None, -1, (0, 1)):
+        for keepdims in (False, True):
+            expected = fp8q.amax(x, axis=axis, keepdims=keepdims).numpy()
+            got = fp8q.amax(gx, axis=axis, keepdims=keepdims)
+            assert got.device == "cuda:0"
+            assert same_bits(got.cpu().numpy(), expected), (source, axis)
+
+
+def test_cast_records_amax_in_the_same_pass(rng):
+    x = fp8q.asarray(rng.standard_normal(1 << 20).astype(np.float32) * 7,
+                     dtype="bfloat16")
+    gx = x.to("cuda")
+    amax = fp8q.zeros((), device="cuda")
+    q = fp8q.cast(gx, "e4m3", scale=0.03125, amax_out=amax)
+    assert same_bits(q.cpu().numpy(),
+                     fp8q.cast(x, "e4m3", scale=0.03125).numpy())
+    assert same_bits(amax.cpu().numpy(), fp8q.amax(x).numpy())
+
+
+# --------------------------------------------------------------------------
+# PyTorch
+
+
+@pytest.fixture(scope="module")
+def torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("this PyTorch has no CUDA")
+    return torch
+
+
+def test_torch_cuda_tensors_both_ways_zero_copy(torch):
+    x = torch.randn(64, 128, device="cuda", dtype=torch.bfloat16)
+    t = fp8q.from_dlpack(x)
+    assert t.device == "cuda:0" and t.data_ptr == x.data_ptr()
+    q = fp8q.cast(t, "e4m3", scale=0.5)
+    back = torch.from_dlpack(q.view("uint8")).view(torch.float8_e4m3fn)
+    assert back.device.type == "cuda"
+    assert back.data_ptr() == q.data_ptr
+    expected = (x.float() / 0.5).clamp(-448, 448).to(torch.float8_e4m3fn)
+    assert torch.equal(back.view(torch.uint8), expected.view(torch.uint8))
+
+
+def test_torch_streams(torch):
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        x = torch.randn(1 << 20, device="cuda")
+    t = fp8q.from_dlpack(x, stream=stream)
+    amax = fp8q.amax(t, stream=stream)
+    stream.synchronize()
+    assert float(amax.cpu().numpy()) == float(x.abs().max())
+    # The legacy default stream, ordered after `stream` by fp8q.
+    q = fp8q.cast(t, "e5m2")
+    expected = x.to(torch.float8_e5m2)
+    assert torch.equal(torch.from_dlpack(q.view("uint8")).cpu(),
+                       expected.view(torch.uint8).cpu())
+
+
+def test_torch_offset_and_strided_views(torch):
+    x = torch.randn(1001, device="cuda")[1:]  # 4-byte aligned, not 16
+    t = fp8q.from_dlpack(x)
+    assert same_bits(fp8q.cast(t, "e4m3").cpu().numpy(),
+                     fp8q.cast(x.cpu().numpy(), "e4m3").numpy())
+    m = torch.randn(32, 48, device="cuda").t()
+    assert same_bits(fp8q.from_dlpack(m).cpu().numpy(), m.cpu().numpy())
