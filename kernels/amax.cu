@@ -1,8 +1,8 @@
 /*
  * amax.cu - amax kernels: max |x| over a contiguous run (every block reduces
- * its part, then one atomicMax on the float32 bits per block) and over each
- * row of a contiguous 2-D run (one block per row). Launch contracts:
- * kernels/amax.cuh.
+ * its part, then one atomicMax on the float32 bits per block), over each
+ * row of a contiguous 2-D run (one block per row), and over each 2-D block
+ * of one (one CUDA block per output). Launch contracts: kernels/amax.cuh.
  *
  * The maximum is taken over float32 magnitude bits, so NaN propagates the
  * same way as in csrc/core/amax.c and the result is order-independent.
@@ -12,6 +12,8 @@
 
 static_assert(sizeof(fp8q_amax_args) == 32, "fp8q_amax_args must match the host's layout");
 static_assert(sizeof(fp8q_amax_rows_args) == 40, "fp8q_amax_rows_args must match the host's layout");
+static_assert(sizeof(fp8q_amax_blocks_args) == 56,
+              "fp8q_amax_blocks_args must match the host's layout");
 
 /* ------------------------------------------------------------------------- */
 /* Whole run                                                                 */
@@ -83,5 +85,47 @@ struct amax_rows_body {
 extern "C" __global__ void fp8q_amax_rows(const fp8q_amax_rows_args args)
 {
     amax_rows_body body = {args};
+    dispatch_dtype(args.source_dtype, body);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Per 2-D block                                                             */
+
+template <int S> static __device__ __noinline__ void amax_blocks_run(const fp8q_amax_blocks_args args)
+{
+    typedef typename dtype_traits<S>::storage source_t;
+    const int64_t n_block_rows = (args.n_rows + args.block_rows - 1) / args.block_rows;
+    const int64_t n_block_cols = (args.row_length + args.block_cols - 1) / args.block_cols;
+    int64_t block, e;
+
+    for (block = blockIdx.x; block < n_block_rows * n_block_cols; block += gridDim.x) {
+        const int64_t first_row = (block / n_block_cols) * args.block_rows;
+        const int64_t first_col = (block % n_block_cols) * args.block_cols;
+        const int64_t rows_left = args.n_rows - first_row;
+        const int64_t cols_left = args.row_length - first_col;
+        const int64_t rows = args.block_rows < rows_left ? args.block_rows : rows_left;
+        const int64_t cols = args.block_cols < cols_left ? args.block_cols : cols_left;
+        const source_t *source = (const source_t *)args.source + first_row * args.row_length + first_col;
+        uint32_t amax = 0u;
+        /* Consecutive threads read consecutive columns of a row. */
+        for (e = threadIdx.x; e < rows * cols; e += blockDim.x) {
+            const int64_t row = e / cols;
+            amax = max(amax, magnitude_bits(dtype_traits<S>::load(source[row * args.row_length + (e - row * cols)])));
+        }
+        amax = block_max_bits(amax);
+        if (threadIdx.x == 0) {
+            args.amax_bits[block] = amax;
+        }
+    }
+}
+
+struct amax_blocks_body {
+    const fp8q_amax_blocks_args &args;
+    template <int S> __device__ void run() { amax_blocks_run<S>(args); }
+};
+
+extern "C" __global__ void fp8q_amax_blocks(const fp8q_amax_blocks_args args)
+{
+    amax_blocks_body body = {args};
     dispatch_dtype(args.source_dtype, body);
 }

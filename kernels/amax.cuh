@@ -29,6 +29,18 @@
  *   grid: any size >= 1; block b handles rows b, b + grid, ... (one block per
  *   row, up to 65535 blocks, is the natural choice).
  */
+/*
+ * Kernel "fp8q_amax_blocks" (FP8Q_AMAX_BLOCKS_KERNEL):
+ *     __global__ void fp8q_amax_blocks(const fp8q_amax_blocks_args args);
+ *   The source is n_rows rows of row_length contiguous elements, cut into
+ *   blocks of block_rows x block_cols (edge blocks partial); writes
+ *   amax_bits[(row / block_rows) * n_block_cols + column / block_cols] for
+ *   every block (no need to clear it first), n_block_cols =
+ *   ceil(row_length / block_cols). grid: any size >= 1; block b handles
+ *   blocks b, b + grid, ... in row-major order (one block per output, up to
+ *   65535 blocks, is the natural choice). One scale per column is blocks of
+ *   n_rows x 1; one per 2-D tile, e.g. 128 x 128.
+ */
 #ifndef FP8Q_KERNELS_AMAX_CUH
 #define FP8Q_KERNELS_AMAX_CUH
 
@@ -36,6 +48,7 @@
 
 #define FP8Q_AMAX_KERNEL "fp8q_amax"
 #define FP8Q_AMAX_ROWS_KERNEL "fp8q_amax_rows"
+#define FP8Q_AMAX_BLOCKS_KERNEL "fp8q_amax_blocks"
 
 /* 32 bytes (4 of them tail padding, the same for every 64-bit compiler). */
 typedef struct fp8q_amax_args {
@@ -53,5 +66,16 @@ typedef struct fp8q_amax_rows_args {
     int64_t row_length;   /* >= 0                                         */
     int32_t source_dtype; /* an fp8q_dtype value                          */
 } fp8q_amax_rows_args;
+
+/* 56 bytes (4 of them tail padding). */
+typedef struct fp8q_amax_blocks_args {
+    const void *source;   /* n_rows * row_length elements of source_dtype */
+    uint32_t *amax_bits;  /* one uint32 (float32 bits) per block, written */
+    int64_t n_rows;       /* >= 0                                          */
+    int64_t row_length;   /* >= 0                                          */
+    int64_t block_rows;   /* >= 1                                          */
+    int64_t block_cols;   /* >= 1                                          */
+    int32_t source_dtype; /* an fp8q_dtype value                          */
+} fp8q_amax_blocks_args;
 
 #endif /* FP8Q_KERNELS_AMAX_CUH */

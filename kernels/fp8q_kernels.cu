@@ -6,3 +6,4 @@
  */
 #include "cast.cu"
 #include "amax.cu"
+#include "scale.cu"

@@ -36,6 +36,8 @@
 #include "cast.cuh"
 #include "core/dtype.h"
 #include "core/float_codec.h"
+#include "core/scale_formula.h"
+#include "scale.cuh"
 
 typedef int result_t;
 
@@ -497,9 +499,33 @@ static uint32_t run_amax(const void *source, int64_t first, int64_t count,
     return amax;
 }
 
+static void run_amax_blocks(const fp8q_amax_blocks_args *args)
+{
+    const int64_t n_block_cols =
+        (args->row_length + args->block_cols - 1) / args->block_cols;
+    int64_t row, column;
+    for (row = 0; row < args->n_rows; row++) {
+        for (column = 0; column < args->row_length; column++) {
+            const int64_t block = (row / args->block_rows) * n_block_cols +
+                                  column / args->block_cols;
+            const uint32_t bits = magnitude_bits(load_element(
+                args->source, row * args->row_length + column,
+                args->source_dtype));
+            if (row % args->block_rows == 0 &&
+                column % args->block_cols == 0) {
+                args->amax_bits[block] = 0; /* the block's first element */
+            }
+            if (bits > args->amax_bits[block]) {
+                args->amax_bits[block] = bits;
+            }
+        }
+    }
+}
+
 /* A function handle is the address of its name in this table. */
-static const char *const kernel_names[] = {FP8Q_CAST_KERNEL, FP8Q_AMAX_KERNEL,
-                                           FP8Q_AMAX_ROWS_KERNEL};
+static const char *const kernel_names[] = {
+    FP8Q_CAST_KERNEL, FP8Q_AMAX_KERNEL, FP8Q_AMAX_ROWS_KERNEL,
+    FP8Q_AMAX_BLOCKS_KERNEL, FP8Q_SCALES_FROM_AMAX_KERNEL};
 
 static result_t fake_module_get_function(void **function, void *module,
                                          const char *name)
@@ -543,6 +569,18 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
             run_amax(args->source, 0, args->count, args->source_dtype);
         if (amax > *args->amax_bits) {
             *args->amax_bits = amax;
+        }
+    }
+    else if (strcmp(name, FP8Q_AMAX_BLOCKS_KERNEL) == 0) {
+        run_amax_blocks((const fp8q_amax_blocks_args *)parameters[0]);
+    }
+    else if (strcmp(name, FP8Q_SCALES_FROM_AMAX_KERNEL) == 0) {
+        const fp8q_scales_from_amax_args *args =
+            (const fp8q_scales_from_amax_args *)parameters[0];
+        int64_t i;
+        for (i = 0; i < args->count; i++) {
+            args->values[i] = fp8q_scale_from_amax(args->values[i], args->max,
+                                                   args->power_of_2);
         }
     }
     else {

@@ -244,6 +244,100 @@ def streams_order_work():
                    for line in log_lines()[before:])
 
 
+GRANULARITIES = ["tensor", "row", "col", (1, 128), (128, 128), (3, 5)]
+
+
+def quantize_matches_the_cpu():
+    rng = np.random.default_rng(7)
+    x32 = (rng.standard_normal((130, 260)) *
+           np.float32(2.0) ** rng.integers(-6, 6, size=(130, 1))).astype(
+               np.float32)
+    x32[5, :] = 0.0  # an all-zero row: scale 1
+    for source in ("float32", "bfloat16", "float16"):
+        x = fp8q.asarray(x32, dtype=source)
+        gx = x.to("cuda")
+        for granularity in GRANULARITIES:
+            for target in FP8_NAMES:
+                for power_of_2 in (False, True):
+                    expected = fp8q.quantize(x, target,
+                                             granularity=granularity,
+                                             power_of_2=power_of_2)
+                    got = fp8q.quantize(gx, target, granularity=granularity,
+                                        power_of_2=power_of_2)
+                    assert got.device == "cuda:0"
+                    assert got.scale.device == "cuda:0"
+                    key = (source, granularity, target, power_of_2)
+                    assert same_bits(got.scale.cpu().numpy(),
+                                     expected.scale.numpy()), key
+                    assert same_bits(got.data.cpu().numpy(),
+                                     expected.data.numpy()), key
+                    for dtype in ("float32", "bfloat16", "float16"):
+                        assert same_bits(
+                            got.dequantize(dtype).cpu().numpy(),
+                            expected.dequantize(dtype).numpy()), (key, dtype)
+    # 3-D rows and columns.
+    x3 = rng.standard_normal((2, 3, 40)).astype(np.float32)
+    for granularity in ("row", "col", "tensor"):
+        expected = fp8q.quantize(x3, granularity=granularity)
+        got = fp8q.quantize(fp8q.asarray(x3, device="cuda"),
+                            granularity=granularity)
+        assert same_bits(got.data.cpu().numpy(), expected.data.numpy())
+        assert same_bits(got.scale.cpu().numpy(), expected.scale.numpy())
+
+
+def quantize_with_given_scales():
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((6, 256)).astype(np.float32)
+    gx = fp8q.asarray(x, device="cuda")
+    row = (np.abs(rng.standard_normal((6, 1))) + 0.01).astype(np.float32)
+    for granularity, scale in (("tensor", 0.01), ("row", row),
+                               ("row", np.float32(0.02)),
+                               ((1, 128), np.full((6, 2), 0.03, np.float32))):
+        expected = fp8q.quantize(x, granularity=granularity, scale=scale)
+        for given in (scale, fp8q.asarray(scale, device="cuda")):
+            got = fp8q.quantize(gx, granularity=granularity, scale=given)
+            assert same_bits(got.data.cpu().numpy(), expected.data.numpy())
+            assert same_bits(got.scale.cpu().numpy(), expected.scale.numpy())
+    # Host scales are checked; a broadcast GPU scale goes through the host.
+    expect(ValueError, "scale: every value must be finite and > 0",
+           fp8q.quantize, gx, granularity="row",
+           scale=np.zeros((6, 1), np.float32))
+    expect(ValueError, "scale: every value must be finite and > 0",
+           fp8q.quantize, gx, granularity="row",
+           scale=fp8q.zeros((1, 1), device="cuda"))
+    expect(ValueError, "quantize: scale= must have shape (6, 1)",
+           fp8q.quantize, gx, granularity="row",
+           scale=np.ones((5, 1), np.float32))
+
+
+def qtensor_moves_and_dequantizes():
+    x = np.linspace(-10, 10, 512, dtype=np.float32).reshape(4, 128)
+    q = fp8q.quantize(x, granularity=(1, 128))
+    g = q.to("cuda")
+    assert g.device == "cuda:0" and "device='cuda:0'" in repr(g)
+    assert g.to("cuda:0") is g
+    assert same_bits(g.dequantize().cpu().numpy(), q.dequantize().numpy())
+    back = g.to("cpu")
+    assert same_bits(back.data.numpy(), q.data.numpy())
+    # A host scale with GPU data moves over; its shape is checked first.
+    assert same_bits(
+        fp8q._C._dequantize(g.data, q.scale, (1, 128)).cpu().numpy(),
+        q.dequantize().numpy())
+    expect(ValueError, 'scale: expected shape (4, 1) for "block"',
+           fp8q._C._dequantize, g.data, np.ones((4, 2), np.float32),
+           (1, 256))
+
+
+def nonfinite_groups_on_the_gpu():
+    x = np.ones((3, 8), np.float32)
+    x[1, 2] = np.nan
+    x[2, 3] = np.inf
+    q = fp8q.quantize(fp8q.asarray(x, device="cuda"), granularity="row")
+    scale = q.scale.cpu().numpy()
+    assert scale[0, 0] == np.float32(1 / 448)
+    assert np.isnan(scale[1, 0]) and np.isinf(scale[2, 0])
+
+
 # --------------------------------------------------------------------------
 # DLPack
 

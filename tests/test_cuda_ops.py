@@ -1,6 +1,7 @@
-"""fp8q's CUDA kernels on a real GPU: every result bit-identical to the CPU
-path (itself checked against ml_dtypes and NumPy by the rest of the suite),
-and zero-copy DLPack exchange with PyTorch CUDA tensors both ways.
+"""fp8q's CUDA kernels on a real GPU: cast, amax, quantize and dequantize
+bit-identical to the CPU path (itself checked against ml_dtypes and NumPy by
+the rest of the suite), and zero-copy DLPack exchange with PyTorch CUDA
+tensors both ways.
 
 Every test carries the `cuda` marker and skips, saying why, where fp8q
 cannot use a GPU. .ci/gpu-check runs them on a GPU machine.
@@ -102,6 +103,28 @@ def test_cast_records_amax_in_the_same_pass(rng):
     assert same_bits(q.cpu().numpy(),
                      fp8q.cast(x, "e4m3", scale=0.03125).numpy())
     assert same_bits(amax.cpu().numpy(), fp8q.amax(x).numpy())
+
+
+@pytest.mark.parametrize("granularity", ["tensor", "row", "col", (1, 128),
+                                         (128, 128), (3, 5)])
+@pytest.mark.parametrize("source", ["float32", "bfloat16", "float16"])
+def test_quantize_and_dequantize_match_the_cpu(granularity, source, rng):
+    x32 = (rng.standard_normal((300, 520)) * np.float32(2.0) **
+           rng.integers(-8, 8, size=(300, 1))).astype(np.float32)
+    x32[7] = 0.0
+    x = fp8q.asarray(x32, dtype=source)
+    gx = x.to("cuda")
+    for target in FP8_NAMES:
+        for power_of_2 in (False, True):
+            expected = fp8q.quantize(x, target, granularity=granularity,
+                                     power_of_2=power_of_2)
+            got = fp8q.quantize(gx, target, granularity=granularity,
+                                power_of_2=power_of_2)
+            assert same_bits(got.scale.cpu().numpy(), expected.scale.numpy())
+            assert same_bits(got.data.cpu().numpy(), expected.data.numpy())
+            for dtype in ("float32", "bfloat16", "float16"):
+                assert same_bits(got.dequantize(dtype).cpu().numpy(),
+                                 expected.dequantize(dtype).numpy())
 
 
 # --------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #include "core/cast.h"
 #include "core/float_codec.h"
 #include "core/quantize.h"
+#include "core/scale_formula.h"
 
 /* ------------------------------------------------------------------------- */
 /* Scale shapes                                                              */
@@ -80,9 +81,9 @@ fp8q_status fp8q_scale_shape(const fp8q_granularity *granularity, int ndim,
 
 /* Checks that `scale` is float32 with exactly the granularity's scale shape
  * for data of `data`'s shape. */
-static fp8q_status check_scale(const fp8q_granularity *granularity,
-                               const fp8q_view *data, const fp8q_view *scale,
-                               fp8q_error *error)
+fp8q_status fp8q_check_scale_shape(const fp8q_granularity *granularity,
+                                   const fp8q_view *data,
+                                   const fp8q_view *scale, fp8q_error *error)
 {
     int64_t expected[FP8Q_MAX_DIMS];
     int expected_ndim = 0;
@@ -147,41 +148,6 @@ static int is_finite(float value)
 }
 
 /* The smallest power of two >= `value` (positive and finite), exactly. */
-static float round_up_to_power_of_2(float value)
-{
-    const uint32_t bits = fp8q_float_to_bits(value);
-    const uint32_t exponent = bits & 0x7F800000u;
-    const uint32_t fraction = bits & 0x007FFFFFu;
-    uint32_t power;
-
-    if (exponent != 0u) {
-        /* Normal: already a power of two, or the next binade's start. */
-        return fp8q_bits_to_float(fraction == 0u ? bits
-                                                 : exponent + 0x00800000u);
-    }
-    /* Subnormal: the power-of-two bit pattern at or above the fraction
-     * (0x00800000 is the smallest normal, which is also a power of two). */
-    power = 1u;
-    while (power < fraction) {
-        power <<= 1;
-    }
-    return fp8q_bits_to_float(power);
-}
-
-static float scale_from_amax(float amax, float max, int power_of_2)
-{
-    float scale;
-    if (amax == 0.0f) {
-        return 1.0f;
-    }
-    scale = amax / max;
-    if (scale == 0.0f) {
-        /* amax below max * 2^-150: keep the scale positive. */
-        scale = fp8q_bits_to_float(1u);
-    }
-    return power_of_2 ? round_up_to_power_of_2(scale) : scale;
-}
-
 /* Checks or converts one value; records the first value a check rejects. */
 static void visit_scale(scale_walk *walk, char *address)
 {
@@ -192,13 +158,13 @@ static void visit_scale(scale_walk *walk, char *address)
     switch (walk->pass) {
     case SCALE_PASS_CHECK_AMAX:
         good = is_finite(value) && value >= 0.0f &&
-               is_finite(scale_from_amax(value, walk->max, walk->power_of_2));
+               is_finite(fp8q_scale_from_amax(value, walk->max, walk->power_of_2));
         break;
     case SCALE_PASS_CHECK_GIVEN:
         good = is_finite(value) && value > 0.0f;
         break;
     case SCALE_PASS_AMAX_TO_SCALE:
-        value = scale_from_amax(value, walk->max, walk->power_of_2);
+        value = fp8q_scale_from_amax(value, walk->max, walk->power_of_2);
         memcpy(address, &value, sizeof value);
         break;
     }
@@ -406,7 +372,7 @@ fp8q_status fp8q_quantize(const fp8q_view *source,
     if (status != FP8Q_OK) {
         return status;
     }
-    status = check_scale(&options->granularity, source, scale, error);
+    status = fp8q_check_scale_shape(&options->granularity, source, scale, error);
     if (status != FP8Q_OK) {
         return status;
     }
@@ -429,7 +395,8 @@ fp8q_status fp8q_dequantize(const fp8q_view *data, const fp8q_view *scale,
                             const fp8q_granularity *granularity,
                             const fp8q_view *destination, fp8q_error *error)
 {
-    fp8q_status status = check_scale(granularity, data, scale, error);
+    fp8q_status status =
+        fp8q_check_scale_shape(granularity, data, scale, error);
     if (status != FP8Q_OK) {
         return status;
     }

@@ -33,8 +33,16 @@ fp8q_status fp8q_scale_shape(const fp8q_granularity *granularity, int ndim,
                              const int64_t *shape, int *scale_ndim,
                              int64_t *scale_shape, fp8q_error *error);
 
+/* FP8Q_OK when `scale` is float32 (FP8Q_ERROR_TYPE otherwise) of exactly
+ * the granularity's scale shape for `data`'s shape (FP8Q_ERROR_VALUE naming
+ * the expected and received shapes otherwise). */
+fp8q_status fp8q_check_scale_shape(const fp8q_granularity *granularity,
+                                   const fp8q_view *data,
+                                   const fp8q_view *scale, fp8q_error *error);
+
 /*
- * Turns amax values into scales in place (float32 view, any strides):
+ * Turns amax values into scales in place (float32 view, any strides) with
+ * fp8q_scale_from_amax (core/scale_formula.h, shared with the GPU):
  * scale = float32(amax) / float32(finfo(target).max * 2^-margin), 1.0 where
  * amax is 0, rounded up to a power of two when power_of_2 != 0 (exactly, on
  * the bits; subnormal scales round up on the subnormal grid). A positive

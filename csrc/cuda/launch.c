@@ -4,6 +4,7 @@
  */
 #include <stdio.h>
 
+#include "core/view.h"
 #include "cuda/launch.h"
 #include "cuda/memory.h"
 
@@ -16,7 +17,8 @@
  * 2048 resident threads per multiprocessor on the architectures fp8q
  * builds for; more blocks would only queue behind the grid-stride loop. */
 #define BLOCKS_PER_MULTIPROCESSOR 8
-/* The largest grid.x fp8q uses (any size would do up to 2^31 - 1). */
+/* The largest grid.x of the per-row and per-block kernels (any size would
+ * do up to 2^31 - 1; their blocks loop over the rest). */
 #define MAX_ROW_BLOCKS 65535
 
 /* Blocks for an elementwise run of `count` elements: enough to give every
@@ -99,4 +101,34 @@ fp8q_status fp8q_cuda_launch_amax_rows(const fp8q_cuda_device *device,
     }
     return launch(device, FP8Q_KERNEL_AMAX_ROWS, (unsigned int)blocks, args,
                   stream, error);
+}
+
+fp8q_status fp8q_cuda_launch_amax_blocks(const fp8q_cuda_device *device,
+                                         const fp8q_amax_blocks_args *args,
+                                         fp8q_cu_stream stream,
+                                         fp8q_error *error)
+{
+    const int64_t blocks =
+        fp8q_block_count(args->n_rows, args->block_rows) *
+        fp8q_block_count(args->row_length, args->block_cols);
+
+    if (blocks == 0) {
+        return FP8Q_OK;
+    }
+    return launch(device, FP8Q_KERNEL_AMAX_BLOCKS,
+                  (unsigned int)(blocks < MAX_ROW_BLOCKS ? blocks
+                                                         : MAX_ROW_BLOCKS),
+                  args, stream, error);
+}
+
+fp8q_status fp8q_cuda_launch_scales_from_amax(
+    const fp8q_cuda_device *device, const fp8q_scales_from_amax_args *args,
+    fp8q_cu_stream stream, fp8q_error *error)
+{
+    if (args->count == 0) {
+        return FP8Q_OK;
+    }
+    return launch(device, FP8Q_KERNEL_SCALES_FROM_AMAX,
+                  elementwise_blocks(device, args->count), args, stream,
+                  error);
 }

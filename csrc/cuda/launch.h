@@ -12,6 +12,7 @@
 
 #include "amax.cuh"
 #include "cast.cuh"
+#include "scale.cuh"
 #include "core/status.h"
 #include "cuda/driver.h"
 
@@ -32,5 +33,16 @@ fp8q_status fp8q_cuda_launch_amax_rows(const fp8q_cuda_device *device,
                                        const fp8q_amax_rows_args *args,
                                        fp8q_cu_stream stream,
                                        fp8q_error *error);
+
+/* The per-block amax kernel: writes one amax per block of args. */
+fp8q_status fp8q_cuda_launch_amax_blocks(const fp8q_cuda_device *device,
+                                         const fp8q_amax_blocks_args *args,
+                                         fp8q_cu_stream stream,
+                                         fp8q_error *error);
+
+/* The scales-from-amax kernel, in place over args->count values. */
+fp8q_status fp8q_cuda_launch_scales_from_amax(
+    const fp8q_cuda_device *device, const fp8q_scales_from_amax_args *args,
+    fp8q_cu_stream stream, fp8q_error *error);
 
 #endif /* FP8Q_CUDA_LAUNCH_H */

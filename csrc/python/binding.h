@@ -27,6 +27,7 @@
 #include <numpy/arrayobject.h>
 
 #include "core/dtype.h"
+#include "core/quantize.h"
 #include "core/status.h"
 #include "core/view.h"
 #include "cuda/driver.h"
@@ -287,6 +288,24 @@ int fp8q_py_cuda_cast(fp8q_TensorObject *x, fp8q_TensorObject *scale,
  * exception. */
 int fp8q_py_cuda_amax(fp8q_TensorObject *x, const int *reduce,
                       fp8q_TensorObject *destination, fp8q_cu_stream stream);
+
+/* quantize on x's GPU: with options->compute_scale, each group's amax
+ * into `scale` and scales from it there; then data = cast(x / scale). x
+ * C-contiguous; data (FP8, x's shape) and scale (float32, the granularity's
+ * scale shape, holding the given scale unless computed) new C-contiguous
+ * tensors on x's device. A NaN or infinite amax gives a NaN or infinite
+ * scale (the GPU cannot raise). 0, or -1 with an exception. */
+int fp8q_py_cuda_quantize(fp8q_TensorObject *x,
+                          const fp8q_quantize_options *options,
+                          fp8q_TensorObject *data, fp8q_TensorObject *scale,
+                          fp8q_cu_stream stream);
+
+/* result = data * scale on data's GPU; data and scale (the granularity's
+ * scale shape, checked by the caller) C-contiguous CUDA tensors of one
+ * device. 0, or -1 with an exception. */
+int fp8q_py_cuda_dequantize(fp8q_TensorObject *data, fp8q_TensorObject *scale,
+                            const fp8q_granularity *granularity,
+                            fp8q_TensorObject *result, fp8q_cu_stream stream);
 
 /* fp8q_tensor_copy_as for a CUDA source, on the source's last stream. */
 fp8q_TensorObject *fp8q_py_cuda_convert(fp8q_TensorObject *source,

@@ -13,6 +13,7 @@
 #include "python/binding.h"
 
 #include "core/cast.h"
+#include "core/quantize.h"
 #include "cuda/launch.h"
 #include "cuda/memory.h"
 
@@ -271,5 +272,177 @@ int fp8q_py_cuda_amax(fp8q_TensorObject *x, const int *reduce,
         RUN_WITHOUT_GIL(status, fp8q_cuda_launch_amax_rows(
                                     x->cuda_device, &args, stream, &error));
     }
+    return fp8q_py_raise_on_failure(status, &error);
+}
+
+/* ------------------------------------------------------------------------- */
+/* quantize / dequantize                                                     */
+
+/* The kernels' scale addressing of `granularity` for C-contiguous data of
+ * `data`'s shape with a C-contiguous scale of the granularity's shape. */
+static void granularity_addressing(const fp8q_granularity *granularity,
+                                   const fp8q_view *data,
+                                   fp8q_cast_args *args)
+{
+    const int64_t row_length =
+        data->ndim > 0 ? data->shape[data->ndim - 1] : 1;
+
+    args->row_length = row_length > 0 ? row_length : 1;
+    args->scale_block_rows = 1;
+    args->scale_block_cols = 1;
+    args->scale_row_stride = 0;
+    args->scale_col_stride = 0;
+    switch (granularity->kind) {
+    case FP8Q_GRANULARITY_ROW:
+        args->scale_row_stride = 1;
+        break;
+    case FP8Q_GRANULARITY_COL:
+        args->scale_col_stride = 1;
+        break;
+    case FP8Q_GRANULARITY_BLOCK:
+        args->scale_block_rows = granularity->block_rows;
+        args->scale_block_cols = granularity->block_cols;
+        args->scale_row_stride =
+            fp8q_block_count(row_length, granularity->block_cols);
+        args->scale_col_stride = 1;
+        break;
+    default: /* one scale */
+        break;
+    }
+}
+
+/* Each group's amax of the C-contiguous x, as float32, into `scale` (the
+ * granularity's scale shape, C-contiguous, on x's device). */
+static fp8q_status group_amax(const fp8q_TensorObject *x,
+                              const fp8q_granularity *granularity,
+                              const fp8q_TensorObject *scale,
+                              fp8q_cu_stream stream, fp8q_error *error)
+{
+    const fp8q_cuda_device *device = x->cuda_device;
+    const int64_t row_length =
+        x->view.ndim > 0 ? x->view.shape[x->view.ndim - 1] : 1;
+    const int64_t size = fp8q_view_size(&x->view);
+    const int64_t n_rows = row_length > 0 ? size / row_length : 0;
+    uint32_t *amax_bits = (uint32_t *)scale->view.data;
+    fp8q_amax_blocks_args blocks;
+    fp8q_status status;
+
+    if (granularity->kind == FP8Q_GRANULARITY_TENSOR) {
+        fp8q_amax_args args;
+        memset(&args, 0, sizeof args);
+        args.source = x->view.data;
+        args.amax_bits = amax_bits;
+        args.count = size;
+        args.source_dtype = (int32_t)x->view.dtype;
+        status = fp8q_cuda_fill_words(device, amax_bits, 0u, 1, stream, error);
+        return status != FP8Q_OK
+                   ? status
+                   : fp8q_cuda_launch_amax(device, &args, stream, error);
+    }
+    if (granularity->kind == FP8Q_GRANULARITY_ROW) {
+        fp8q_amax_rows_args args;
+        memset(&args, 0, sizeof args);
+        args.source = x->view.data;
+        args.amax_bits = amax_bits;
+        args.n_rows = n_rows;
+        args.row_length = row_length;
+        args.source_dtype = (int32_t)x->view.dtype;
+        return fp8q_cuda_launch_amax_rows(device, &args, stream, error);
+    }
+    /* One scale per column is a block of every row and one column. */
+    memset(&blocks, 0, sizeof blocks);
+    blocks.source = x->view.data;
+    blocks.amax_bits = amax_bits;
+    blocks.n_rows = n_rows;
+    blocks.row_length = row_length;
+    blocks.block_rows = granularity->kind == FP8Q_GRANULARITY_COL
+                            ? (n_rows > 0 ? n_rows : 1)
+                            : granularity->block_rows;
+    blocks.block_cols = granularity->kind == FP8Q_GRANULARITY_COL
+                            ? 1
+                            : granularity->block_cols;
+    blocks.source_dtype = (int32_t)x->view.dtype;
+    return fp8q_cuda_launch_amax_blocks(device, &blocks, stream, error);
+}
+
+int fp8q_py_cuda_quantize(fp8q_TensorObject *x,
+                          const fp8q_quantize_options *options,
+                          fp8q_TensorObject *data, fp8q_TensorObject *scale,
+                          fp8q_cu_stream stream)
+{
+    fp8q_cast_args args;
+    fp8q_finfo info;
+    fp8q_error error;
+    fp8q_status status = FP8Q_OK;
+
+    if (require_contiguous(x, "quantize", "x") < 0 ||
+        fp8q_py_use_on_stream(x, stream) < 0 ||
+        fp8q_py_use_on_stream(data, stream) < 0 ||
+        fp8q_py_use_on_stream(scale, stream) < 0) {
+        return -1;
+    }
+    fp8q_error_clear(&error);
+    if (options->compute_scale) {
+        fp8q_scales_from_amax_args scales;
+        (void)fp8q_dtype_finfo(data->view.dtype, &info);
+        memset(&scales, 0, sizeof scales);
+        scales.values = (float *)scale->view.data;
+        scales.count = fp8q_view_size(&scale->view);
+        scales.max = (float)info.max;
+        scales.power_of_2 = options->power_of_2 != 0;
+        RUN_WITHOUT_GIL(status, group_amax(x, &options->granularity, scale,
+                                           stream, &error));
+        if (status == FP8Q_OK) {
+            RUN_WITHOUT_GIL(status, fp8q_cuda_launch_scales_from_amax(
+                                        x->cuda_device, &scales, stream,
+                                        &error));
+        }
+        if (fp8q_py_raise_on_failure(status, &error) < 0) {
+            return -1;
+        }
+    }
+    memset(&args, 0, sizeof args);
+    granularity_addressing(&options->granularity, &x->view, &args);
+    args.source = x->view.data;
+    args.destination = data->view.data;
+    args.scale = (const float *)scale->view.data;
+    args.count = fp8q_view_size(&x->view);
+    args.source_dtype = (int32_t)x->view.dtype;
+    args.destination_dtype = (int32_t)data->view.dtype;
+    args.scale_op = FP8Q_SCALE_DIVIDE;
+    args.saturate = options->saturate != 0;
+    RUN_WITHOUT_GIL(status, fp8q_cuda_launch_cast(x->cuda_device, &args,
+                                                  stream, &error));
+    return fp8q_py_raise_on_failure(status, &error);
+}
+
+int fp8q_py_cuda_dequantize(fp8q_TensorObject *data, fp8q_TensorObject *scale,
+                            const fp8q_granularity *granularity,
+                            fp8q_TensorObject *result, fp8q_cu_stream stream)
+{
+    fp8q_cast_args args;
+    fp8q_error error;
+    fp8q_status status;
+
+    if (require_contiguous(data, "dequantize", "data") < 0 ||
+        require_contiguous(scale, "dequantize", "scale") < 0 ||
+        fp8q_py_use_on_stream(data, stream) < 0 ||
+        fp8q_py_use_on_stream(scale, stream) < 0 ||
+        fp8q_py_use_on_stream(result, stream) < 0) {
+        return -1;
+    }
+    memset(&args, 0, sizeof args);
+    granularity_addressing(granularity, &data->view, &args);
+    args.source = data->view.data;
+    args.destination = result->view.data;
+    args.scale = (const float *)scale->view.data;
+    args.count = fp8q_view_size(&data->view);
+    args.source_dtype = (int32_t)data->view.dtype;
+    args.destination_dtype = (int32_t)result->view.dtype;
+    args.scale_op = FP8Q_SCALE_MULTIPLY;
+    args.saturate = 1;
+    fp8q_error_clear(&error);
+    RUN_WITHOUT_GIL(status, fp8q_cuda_launch_cast(data->cuda_device, &args,
+                                                  stream, &error));
     return fp8q_py_raise_on_failure(status, &error);
 }

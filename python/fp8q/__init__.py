@@ -19,7 +19,7 @@ __version__ = _C._build_info()["version"]
 
 
 def quantize(x, dtype="float8_e4m3fn", *, granularity="tensor", scale=None,
-             saturate=True, power_of_2=False):
+             saturate=True, power_of_2=False, stream=None):
     """Quantizes x to an FP8 format with float32 scales; returns a QTensor.
 
     x: anything fp8q.asarray accepts (fp8q.Tensor, NumPy or ml_dtypes array,
@@ -49,10 +49,19 @@ def quantize(x, dtype="float8_e4m3fn", *, granularity="tensor", scale=None,
     The data are float32(x) / scale, rounded once to nearest-even;
     saturate=True maps overflow to +-max, saturate=False to NaN (or +-inf for
     float8_e5m2), exactly as fp8q.cast.
+
+    On a GPU (x a CUDA tensor, C-contiguous) everything runs there, on
+    `stream` (as fp8q.cast takes it), and data and scale stay there: each
+    group's amax, the scales from it, then one scaled cast (x is read twice),
+    with results bit-identical to the CPU's. The GPU cannot raise on its own
+    data: a group whose amax is NaN or infinite gets a NaN or infinite scale
+    (and NaN or zero data) instead of the CPU's ValueError. A given scale on
+    the host is checked there; one on the GPU in the exact scale shape is
+    used as is, unchecked.
     """
     data, scale = _C._quantize(x, dtype, granularity=granularity,
                                scale=scale, saturate=saturate,
-                               power_of_2=power_of_2)
+                               power_of_2=power_of_2, stream=stream)
     return QTensor(data, scale, granularity)
 
 

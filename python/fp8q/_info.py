@@ -30,7 +30,6 @@ CUBLASLT_NOTE = ("not looked up: scaled_mm runs on the CPU in this version "
 # What each operation does with tensors on a device where fp8q's kernels
 # load, and where they do not.
 CUDA_KERNELS = "cuda: fp8q's kernels"
-QUANTIZE_PENDING = "cpu only: CUDA tensors are refused (GPU quantize planned)"
 NO_KERNELS = "unavailable: fp8q's kernels do not load on this device"
 ROUND_TRIP_SHAPE = (1024, 1024)
 ROUND_TRIP_SEED = 0
@@ -98,7 +97,7 @@ def _device_ops(device):
     kernels = device.get("kernels")
     return {
         "cast": CUDA_KERNELS if kernels else NO_KERNELS,
-        "quantize": QUANTIZE_PENDING if kernels else NO_KERNELS,
+        "quantize": CUDA_KERNELS if kernels else NO_KERNELS,
         "amax": CUDA_KERNELS if kernels else NO_KERNELS,
         "scaled_mm": (SCALED_MM_NATIVE if device.get("native_fp8")
                       else SCALED_MM_EMULATED),
@@ -175,8 +174,7 @@ def _cuda_lines(cuda):
                             f"{device['compute_capability']}, "
                             f"{memory:.1f} GiB, {fp8}"))
         ops = device["ops"]
-        lines.append(("    cast/amax", ops["cast"]))
-        lines.append(("    quantize", ops["quantize"]))
+        lines.append(("    cast/quantize/amax", ops["cast"]))
         lines.append(("    scaled_mm", ops["scaled_mm"]))
         if device["kernels_error"] and cuda["available"]:
             lines.append(("    kernels", device["kernels_error"]))

@@ -64,13 +64,30 @@ class QTensor:
         """The shape of data (and of the original x)."""
         return self._data.shape
 
-    def dequantize(self, dtype="float32"):
+    @property
+    def device(self):
+        """Where data and scale live: "cpu" or "cuda:N"."""
+        return self._data.device
+
+    def dequantize(self, dtype="float32", *, stream=None):
         """Returns float32(data) * scale, rounded once into dtype (float32,
-        float16 or bfloat16), as a new fp8q.Tensor of self.shape."""
+        float16 or bfloat16), as a new fp8q.Tensor of self.shape on
+        self.device (on a GPU: computed there, on `stream`, as fp8q.cast
+        takes it)."""
         return _C._dequantize(self._data, self._scale, self._granularity,
-                              dtype)
+                              dtype, stream=stream)
+
+    def to(self, device, *, stream=None):
+        """This QTensor with data and scale on `device` (itself when they
+        are there already); see fp8q.Tensor.to."""
+        if self._data.device == str(device):
+            return self
+        return QTensor(self._data.to(device, stream=stream),
+                       self._scale.to(device, stream=stream),
+                       self._granularity)
 
     def __repr__(self):
+        device = "" if self.device == "cpu" else f", device={self.device!r}"
         return (f"fp8q.QTensor(shape={self.shape}, dtype={self.dtype}, "
                 f"granularity={self._granularity!r}, "
-                f"scale_shape={self._scale.shape})")
+                f"scale_shape={self._scale.shape}{device})")
