@@ -371,6 +371,52 @@ void fp8q_once_run(fp8q_once *once, void (*function)(void *context),
 }
 
 /* ------------------------------------------------------------------------- */
+/* Locks                                                                     */
+
+struct fp8q_mutex {
+#if defined(_WIN32)
+    SRWLOCK lock;
+#else
+    pthread_mutex_t lock;
+#endif
+};
+
+fp8q_mutex *fp8q_mutex_create(void)
+{
+    fp8q_mutex *mutex = (fp8q_mutex *)malloc(sizeof *mutex);
+    if (mutex == NULL) {
+        return NULL;
+    }
+#if defined(_WIN32)
+    InitializeSRWLock(&mutex->lock);
+#else
+    if (pthread_mutex_init(&mutex->lock, NULL) != 0) {
+        free(mutex);
+        return NULL;
+    }
+#endif
+    return mutex;
+}
+
+void fp8q_mutex_lock(fp8q_mutex *mutex)
+{
+#if defined(_WIN32)
+    AcquireSRWLockExclusive(&mutex->lock);
+#else
+    (void)pthread_mutex_lock(&mutex->lock);
+#endif
+}
+
+void fp8q_mutex_unlock(fp8q_mutex *mutex)
+{
+#if defined(_WIN32)
+    ReleaseSRWLockExclusive(&mutex->lock);
+#else
+    (void)pthread_mutex_unlock(&mutex->lock);
+#endif
+}
+
+/* ------------------------------------------------------------------------- */
 /* Environment and shared libraries                                          */
 
 /* Copies `text` into `buffer` (size `size`), truncated and NUL-terminated. */

@@ -102,6 +102,18 @@ void fp8q_once_run(fp8q_once *once, void (*function)(void *context),
                    void *context);
 
 /* ------------------------------------------------------------------------- */
+/* Locks                                                                     */
+
+/* A mutual-exclusion lock (a pthread mutex or an SRWLOCK), for state that
+ * lives as long as the process: there is no destroy. */
+typedef struct fp8q_mutex fp8q_mutex;
+
+/* A new unlocked mutex, or NULL when memory runs out. */
+fp8q_mutex *fp8q_mutex_create(void);
+void fp8q_mutex_lock(fp8q_mutex *mutex);
+void fp8q_mutex_unlock(fp8q_mutex *mutex);
+
+/* ------------------------------------------------------------------------- */
 /* Environment                                                               */
 
 /*

@@ -7,3 +7,4 @@
 #include "cast.cu"
 #include "amax.cu"
 #include "scale.cu"
+#include "epilogue.cu"

@@ -37,6 +37,7 @@
 #include "core/dtype.h"
 #include "core/float_codec.h"
 #include "core/scale_formula.h"
+#include "epilogue.cuh"
 #include "scale.cuh"
 
 typedef int result_t;
@@ -522,10 +523,44 @@ static void run_amax_blocks(const fp8q_amax_blocks_args *args)
     }
 }
 
+static void run_epilogue(const fp8q_epilogue_args *args)
+{
+    uint32_t amax = 0;
+    int64_t i, j;
+    for (i = 0; i < args->m; i++) {
+        for (j = 0; j < args->n; j++) {
+            double value = (double)args->product[i * args->n + j];
+            float rounded;
+            if (args->scale_a != NULL) {
+                value *= (double)args->scale_a[i * args->scale_a_stride];
+            }
+            if (args->scale_b != NULL) {
+                value *= (double)args->scale_b[j * args->scale_b_stride];
+            }
+            if (args->bias != NULL) {
+                value += (double)args->bias[j];
+            }
+            rounded = (float)value;
+            if (magnitude_bits(rounded) > amax) {
+                amax = magnitude_bits(rounded);
+            }
+            if (args->scale_result != NULL && rounded == rounded) {
+                rounded = rounded / *args->scale_result;
+            }
+            store_element(args->destination, i * args->n + j,
+                          args->destination_dtype, rounded, 1);
+        }
+    }
+    if (args->amax_bits != NULL && amax > *args->amax_bits) {
+        *args->amax_bits = amax;
+    }
+}
+
 /* A function handle is the address of its name in this table. */
 static const char *const kernel_names[] = {
     FP8Q_CAST_KERNEL, FP8Q_AMAX_KERNEL, FP8Q_AMAX_ROWS_KERNEL,
-    FP8Q_AMAX_BLOCKS_KERNEL, FP8Q_SCALES_FROM_AMAX_KERNEL};
+    FP8Q_AMAX_BLOCKS_KERNEL, FP8Q_SCALES_FROM_AMAX_KERNEL,
+    FP8Q_EPILOGUE_KERNEL};
 
 static result_t fake_module_get_function(void **function, void *module,
                                          const char *name)
@@ -573,6 +608,9 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
     }
     else if (strcmp(name, FP8Q_AMAX_BLOCKS_KERNEL) == 0) {
         run_amax_blocks((const fp8q_amax_blocks_args *)parameters[0]);
+    }
+    else if (strcmp(name, FP8Q_EPILOGUE_KERNEL) == 0) {
+        run_epilogue((const fp8q_epilogue_args *)parameters[0]);
     }
     else if (strcmp(name, FP8Q_SCALES_FROM_AMAX_KERNEL) == 0) {
         const fp8q_scales_from_amax_args *args =

@@ -17,15 +17,18 @@ from helpers import FP8_NAMES, same_bits
 DTYPES = ["float32", "float16", "bfloat16", "uint8"] + FP8_NAMES
 
 
-def calls():
-    """The fake driver's log so far, as a list of lines."""
-    with open(os.environ["FAKE_CUDA_LOG"]) as log:
-        return log.read().split()
-
-
 def log_lines():
-    with open(os.environ["FAKE_CUDA_LOG"]) as log:
+    """The fakes' call log so far, one call per line."""
+    path = os.environ["FAKE_CUDA_LOG"]
+    if not os.path.exists(path):
+        return []
+    with open(path) as log:
         return log.read().splitlines()
+
+
+def calls():
+    """The names of the calls logged so far."""
+    return [line.split()[0] for line in log_lines()]
 
 
 def mixed_values(rng, shape):
@@ -336,6 +339,153 @@ def nonfinite_groups_on_the_gpu():
     scale = q.scale.cpu().numpy()
     assert scale[0, 0] == np.float32(1 / 448)
     assert np.isnan(scale[1, 0]) and np.isinf(scale[2, 0])
+
+
+# --------------------------------------------------------------------------
+# scaled_mm
+
+
+def matmul_paths():
+    """The cuBLASLt calls of the fake's log, as (A, B, D types, scaled)."""
+    return [tuple(line.split()[1:]) for line in log_lines()
+            if line.startswith("cublasLtMatmul ")]
+
+
+def operands(rng, m, k, n, granularity):
+    """FP8 a (M, K) and b = w.T (K, N) with their scales, on the CPU."""
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    if granularity == "block":
+        qa = fp8q.quantize(x, granularity=(1, 128))
+        qw = fp8q.quantize(w, granularity=(128, 128))
+        return qa.data, qw.data.T, qa.scale, qw.scale.T
+    qa = fp8q.quantize(x, granularity=granularity)
+    qw = fp8q.quantize(w, "e5m2" if granularity == "tensor" else "e4m3",
+                       granularity=granularity)
+    scale_b = qw.scale if granularity == "tensor" else qw.scale.T
+    return qa.data, qw.data.T, qa.scale, scale_b
+
+
+def close(got, expected, out_dtype):
+    got = np.asarray(got.cpu().numpy(), np.float64)
+    expected = np.asarray(expected.numpy(), np.float64)
+    if out_dtype == "float32":
+        error = np.linalg.norm(got - expected) / max(np.linalg.norm(expected),
+                                                     1e-30)
+        return error <= 1e-5
+    ulp = {"bfloat16": 2.0 ** -7, "float16": 2.0 ** -10,
+           "float8_e4m3fn": 2.0 ** -3}[out_dtype]
+    return bool(np.all(np.abs(got - expected) <=
+                       2 * ulp * np.abs(expected) + 1e-6))
+
+
+def scaled_mm_matches_the_cpu():
+    rng = np.random.default_rng(9)
+    shapes = [(5, 64, 32), (1, 16, 16), (3, 40, 24), (7, 200, 136)]
+    for m, k, n in shapes:
+        for granularity in ("tensor", "row", "block"):
+            a, b, scale_a, scale_b = operands(rng, m, k, n, granularity)
+            ga, gb = a.to("cuda"), b.T.to("cuda").T
+            bias = rng.standard_normal(n).astype(np.float32)
+            for out_dtype in ("float32", "bfloat16", "float16",
+                              "float8_e4m3fn"):
+                for with_bias in (False, True):
+                    keywords = dict(out_dtype=out_dtype)
+                    if with_bias:
+                        keywords["bias"] = bias
+                    if out_dtype == "float8_e4m3fn":
+                        keywords["scale_result"] = 0.25
+                    expected = fp8q.scaled_mm(a, b, scale_a, scale_b,
+                                              **keywords)
+                    for scales in ((scale_a, scale_b),
+                                   (scale_a.to("cuda"), scale_b.to("cuda"))):
+                        got = fp8q.scaled_mm(ga, gb, *scales, **keywords)
+                        assert got.device == "cuda:0"
+                        assert close(got, expected, out_dtype), (
+                            m, k, n, granularity, out_dtype, with_bias)
+
+
+def scaled_mm_paths():
+    """Which cuBLASLt product each case takes (docs/scaled_mm.md), as the
+    fake logs it: cuBLASLt's A type (our b's), B type (our a's), D type."""
+    rng = np.random.default_rng(10)
+    native = os.environ.get("FAKE_CUDA_CC", "8.9") == "8.9"
+    cases = [
+        ("tensor", 64, 32, {}, ("29", "28", "14", "scaled")),
+        ("tensor", 64, 32, {"out_dtype": "float32"},
+         ("29", "28", "0", "scaled")),
+        ("tensor", 64, 32, {"bias": np.ones(32, np.float32)},
+         ("29", "28", "0", "plain")),
+        ("row", 64, 32, {}, ("28", "28", "0", "plain")),
+        ("row", 40, 32, {}, ("14", "14", "0", "plain")),  # K % 16 != 0
+        ("block", 256, 32, {}, ("0", "0", "0", "plain")),
+    ]
+    for granularity, k, n, keywords, path in cases:
+        a, b, scale_a, scale_b = operands(rng, 4, k, n, granularity)
+        before = len(matmul_paths())
+        fp8q.scaled_mm(a.to("cuda"), b.T.to("cuda").T, scale_a, scale_b,
+                       **keywords)
+        taken = matmul_paths()[before:]
+        if not native and path[0] in ("28", "29"):
+            # No FP8 tensor cores: the codes go to bfloat16.
+            path = ("14", "14", "0", "plain")
+        assert taken == [path], (granularity, k, keywords, taken, path)
+
+
+def scaled_mm_amax_and_out():
+    rng = np.random.default_rng(11)
+    a, b, scale_a, scale_b = operands(rng, 6, 64, 48, "row")
+    ga, gb = a.to("cuda"), b.T.to("cuda").T
+    amax = fp8q.zeros(1, device="cuda")
+    out = fp8q.empty((6, 48), "e4m3", device="cuda")
+    host_amax = np.zeros(1, np.float32)
+    expected = fp8q.scaled_mm(a, b, scale_a, scale_b, out_dtype="e4m3",
+                              scale_result=0.5, amax_out=host_amax)
+    assert fp8q.scaled_mm(ga, gb, scale_a, scale_b, out_dtype="e4m3",
+                          scale_result=fp8q.asarray(np.float32(0.5),
+                                                    device="cuda"),
+                          amax_out=amax, out=out) is out
+    assert close(out, expected, "float8_e4m3fn")
+    assert abs(float(amax.cpu().numpy()[0]) - host_amax[0]) <= (
+        1e-5 * host_amax[0])
+    # k = 0: the sums are empty, the result is the bias.
+    empty_a = fp8q.zeros((3, 0), "e4m3", device="cuda")
+    empty_b = fp8q.zeros((4, 0), "e4m3", device="cuda").T
+    got = fp8q.scaled_mm(empty_a, empty_b, 1.0, 1.0, out_dtype="float32",
+                         bias=np.arange(4, dtype=np.float32))
+    assert same_bits(got.cpu().numpy(),
+                     np.tile(np.arange(4, dtype=np.float32), (3, 1)))
+
+
+def scaled_mm_errors():
+    rng = np.random.default_rng(12)
+    a, b, scale_a, scale_b = operands(rng, 4, 64, 32, "row")
+    ga, gb = a.to("cuda"), b.T.to("cuda").T
+    expect(ValueError, "scaled_mm: on CUDA, a must be C-contiguous (M, K), "
+           "b column-major", fp8q.scaled_mm, ga, b.to("cuda"), scale_a,
+           scale_b)
+    expect(ValueError, "scaled_mm: b is on cpu, but a is on cuda:0",
+           fp8q.scaled_mm, ga, b, scale_a, scale_b)
+    expect(ValueError, "scaled_mm: amax_out is on cpu, but a is on cuda:0",
+           fp8q.scaled_mm, ga, gb, scale_a, scale_b,
+           amax_out=np.zeros(1, np.float32))
+
+
+def scaled_mm_without_an_algorithm():
+    rng = np.random.default_rng(13)
+    a, b, scale_a, scale_b = operands(rng, 4, 64, 32, "row")
+    expect(fp8q.CudaError, "cuBLASLt has no algorithm for this matrix "
+           "multiply on CUDA device 0 (M=4, N=32, K=64, a float8_e4m3fn, "
+           "b float8_e4m3fn, result float32)", fp8q.scaled_mm,
+           a.to("cuda"), b.T.to("cuda").T, scale_a, scale_b)
+
+
+def scaled_mm_without_cublaslt():
+    rng = np.random.default_rng(14)
+    a, b, scale_a, scale_b = operands(rng, 4, 64, 32, "row")
+    expect(fp8q.CudaError, "cuBLASLt not found: tried /nonexistent/"
+           "libcublasLt.so.13", fp8q.scaled_mm, a.to("cuda"),
+           b.T.to("cuda").T, scale_a, scale_b)
 
 
 # --------------------------------------------------------------------------

@@ -18,10 +18,11 @@ def fake_driver(tmp_path_factory):
     return build_fake_driver(tmp_path_factory.mktemp("fake-cuda"))
 
 
-def run_scenario(driver, name, tmp_path, **fake):
+def run_scenario(driver, name, tmp_path, environment=None, **fake):
     code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); "
             f"import fake_gpu_scenarios; fake_gpu_scenarios.{name}()")
-    run_child(driver, code, log=tmp_path / "calls.log", **fake)
+    run_child(driver, code, log=tmp_path / "calls.log",
+              environment=environment, **fake)
 
 
 @pytest.mark.parametrize("name", [
@@ -38,6 +39,10 @@ def run_scenario(driver, name, tmp_path, **fake):
     "quantize_with_given_scales",
     "qtensor_moves_and_dequantizes",
     "nonfinite_groups_on_the_gpu",
+    "scaled_mm_matches_the_cpu",
+    "scaled_mm_paths",
+    "scaled_mm_amax_and_out",
+    "scaled_mm_errors",
     "streams_order_work",
     "dlpack_on_cuda",
     "errors_are_clear",
@@ -56,3 +61,19 @@ def test_out_of_memory(fake_driver, tmp_path):
 
 def test_no_driver(tmp_path):
     run_scenario("/nonexistent/libcuda.so.1", "no_driver", tmp_path)
+
+
+def test_scaled_mm_on_gpus_without_fp8(fake_driver, tmp_path):
+    for name in ("scaled_mm_matches_the_cpu", "scaled_mm_paths"):
+        run_scenario(fake_driver, name, tmp_path, cc="8.6")
+
+
+def test_scaled_mm_without_an_algorithm(fake_driver, tmp_path):
+    run_scenario(fake_driver, "scaled_mm_without_an_algorithm", tmp_path,
+                 cublaslt_no_algo=1)
+
+
+def test_scaled_mm_without_cublaslt(fake_driver, tmp_path):
+    run_scenario(fake_driver, "scaled_mm_without_cublaslt", tmp_path,
+                 environment={"FP8Q_CUBLASLT":
+                              "/nonexistent/libcublasLt.so.13"})

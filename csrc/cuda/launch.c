@@ -132,3 +132,17 @@ fp8q_status fp8q_cuda_launch_scales_from_amax(
                   elementwise_blocks(device, args->count), args, stream,
                   error);
 }
+
+fp8q_status fp8q_cuda_launch_epilogue(const fp8q_cuda_device *device,
+                                      const fp8q_epilogue_args *args,
+                                      fp8q_cu_stream stream,
+                                      fp8q_error *error)
+{
+    const int64_t count = args->m * args->n;
+
+    if (count == 0) {
+        return FP8Q_OK;
+    }
+    return launch(device, FP8Q_KERNEL_EPILOGUE,
+                  elementwise_blocks(device, count), args, stream, error);
+}

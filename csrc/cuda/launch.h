@@ -12,6 +12,7 @@
 
 #include "amax.cuh"
 #include "cast.cuh"
+#include "epilogue.cuh"
 #include "scale.cuh"
 #include "core/status.h"
 #include "cuda/driver.h"
@@ -44,5 +45,12 @@ fp8q_status fp8q_cuda_launch_amax_blocks(const fp8q_cuda_device *device,
 fp8q_status fp8q_cuda_launch_scales_from_amax(
     const fp8q_cuda_device *device, const fp8q_scales_from_amax_args *args,
     fp8q_cu_stream stream, fp8q_error *error);
+
+/* The matrix-multiply epilogue over args->m x args->n values (when
+ * args->amax_bits is not NULL the caller has set it first). */
+fp8q_status fp8q_cuda_launch_epilogue(const fp8q_cuda_device *device,
+                                      const fp8q_epilogue_args *args,
+                                      fp8q_cu_stream stream,
+                                      fp8q_error *error);
 
 #endif /* FP8Q_CUDA_LAUNCH_H */

@@ -28,6 +28,7 @@
 
 #include "core/dtype.h"
 #include "core/quantize.h"
+#include "core/scaled_mm.h"
 #include "core/status.h"
 #include "core/view.h"
 #include "cuda/driver.h"
@@ -306,6 +307,26 @@ int fp8q_py_cuda_quantize(fp8q_TensorObject *x,
 int fp8q_py_cuda_dequantize(fp8q_TensorObject *data, fp8q_TensorObject *scale,
                             const fp8q_granularity *granularity,
                             fp8q_TensorObject *result, fp8q_cu_stream stream);
+
+/* A checked scaled_mm call (scaled_mm.c) for its CUDA half. */
+typedef struct fp8q_py_scaled_mm {
+    fp8q_TensorObject *a;       /* (M, K) FP8, on a GPU                   */
+    fp8q_TensorObject *b;       /* (K, N) FP8, on a's GPU                 */
+    fp8q_TensorObject *scale_a; /* float32, on a's GPU or the host        */
+    fp8q_TensorObject *scale_b;
+    fp8q_TensorObject *bias;     /* NULL or N values, a's GPU or the host */
+    fp8q_TensorObject *amax_out; /* NULL or one float32 on a's GPU        */
+    fp8q_TensorObject *out;      /* (M, N) of out_dtype on a's GPU        */
+    fp8q_scaling mode;
+    int use_fast_accum;
+    int has_scale_result;
+    float scale_result;
+} fp8q_py_scaled_mm;
+
+/* The product on the GPU (scaled_mm_cuda.c), on `stream`. 0, or -1 with an
+ * exception. */
+int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
+                           fp8q_cu_stream stream);
 
 /* fp8q_tensor_copy_as for a CUDA source, on the source's last stream. */
 fp8q_TensorObject *fp8q_py_cuda_convert(fp8q_TensorObject *source,

@@ -1,6 +1,7 @@
 /*
  * scaled_mm.c - fp8q.scaled_mm: out = (a * scale_a) @ (b * scale_b) + bias
- * for FP8 a (M, K) and b (K, N), on the CPU.
+ * for FP8 a (M, K) and b (K, N): the argument checks, and the CPU path
+ * (scaled_mm_cuda.c has the GPU's).
  *
  * The CPU path: core turns a and b into float32 operands (exact decodes, with
  * the blockwise scales applied), NumPy's BLAS (PyArray_MatrixProduct2, which
@@ -48,14 +49,13 @@ static void release_call(scaled_mm_call *call)
 /* ------------------------------------------------------------------------- */
 /* Argument checks                                                           */
 
-/* An FP8 matrix operand (float8_e4m3fn or float8_e5m2, 2-D, on the CPU). */
+/* An FP8 matrix operand (float8_e4m3fn or float8_e5m2, 2-D). */
 static fp8q_TensorObject *matrix_operand(PyObject *object, const char *name)
 {
     fp8q_TensorObject *tensor =
         fp8q_tensor_from_object(object, name, -1, FP8Q_COPY_IF_NEEDED);
 
-    if (tensor == NULL || fp8q_py_require_cpu(tensor, "scaled_mm", name) < 0) {
-        Py_XDECREF(tensor);
+    if (tensor == NULL) {
         return NULL;
     }
     if (tensor->view.dtype != FP8Q_FLOAT8_E4M3FN &&
@@ -78,7 +78,8 @@ static fp8q_TensorObject *matrix_operand(PyObject *object, const char *name)
     return tensor;
 }
 
-/* A float32 CPU tensor of scale values, all finite and > 0. */
+/* A float32 tensor of scale values; on the host, checked to be finite and
+ * > 0 (a GPU's are not read back). */
 static fp8q_TensorObject *scale_operand(PyObject *object, const char *name)
 {
     fp8q_TensorObject *tensor =
@@ -87,9 +88,8 @@ static fp8q_TensorObject *scale_operand(PyObject *object, const char *name)
     fp8q_error error;
     fp8q_status status;
 
-    if (tensor == NULL || fp8q_py_require_cpu(tensor, "scaled_mm", name) < 0) {
-        Py_XDECREF(tensor);
-        return NULL;
+    if (tensor == NULL || tensor->device_type != FP8Q_DEVICE_CPU) {
+        return tensor;
     }
     fp8q_error_clear(&error);
     status = fp8q_check_scale_values(&tensor->view, name, &error);
@@ -122,7 +122,31 @@ static int check_bias(const fp8q_TensorObject *bias, int64_t n)
                      (long long)n, shape);
         return -1;
     }
-    return fp8q_py_require_cpu(bias, "scaled_mm", "bias");
+    return 0;
+}
+
+/* 0 when `tensor` is on `device` (or, with host_allowed, on the host: it
+ * is then copied over); else -1 with a ValueError naming `name`. */
+static int same_device(const fp8q_TensorObject *tensor,
+                       const fp8q_py_device *device, const char *name,
+                       int host_allowed)
+{
+    char expected[32], received[32];
+
+    if ((tensor->device_type == device->type &&
+         tensor->device_index == device->index) ||
+        (host_allowed && tensor->device_type == FP8Q_DEVICE_CPU)) {
+        return 0;
+    }
+    fp8q_py_format_device(device->type, device->index, expected,
+                          sizeof expected);
+    fp8q_py_format_device(tensor->device_type, tensor->device_index,
+                          received, sizeof received);
+    PyErr_Format(PyExc_ValueError,
+                 "scaled_mm: %s is on %s, but a is on %s; move them to one "
+                 "device (tensor.to(...))",
+                 name, received, expected);
+    return -1;
 }
 
 /* Parses out_dtype (given, or out's dtype, or bfloat16) and checks it. */
@@ -177,15 +201,18 @@ static int parse_scale_result(PyObject *object, fp8q_dtype out_dtype,
     }
     tensor = fp8q_tensor_from_object(object, "scale_result", FP8Q_FLOAT32,
                                      FP8Q_COPY_IF_NEEDED);
+    if (tensor != NULL && tensor->device_type != FP8Q_DEVICE_CPU) {
+        /* One value, read here (and checked) wherever it lives. */
+        static const fp8q_py_device cpu = {FP8Q_DEVICE_CPU, 0};
+        Py_SETREF(tensor, fp8q_tensor_copy_to(tensor, &cpu,
+                                              fp8q_py_last_stream(tensor)));
+    }
     if (tensor == NULL) {
         return -1;
     }
-    if (fp8q_view_size(&tensor->view) != 1 ||
-        fp8q_py_require_cpu(tensor, "scaled_mm", "scale_result") < 0) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_ValueError,
-                            "scaled_mm: scale_result must be one value");
-        }
+    if (fp8q_view_size(&tensor->view) != 1) {
+        PyErr_SetString(PyExc_ValueError,
+                        "scaled_mm: scale_result must be one value");
         Py_DECREF(tensor);
         return -1;
     }
@@ -196,16 +223,14 @@ static int parse_scale_result(PyObject *object, fp8q_dtype out_dtype,
     return fp8q_py_raise_on_failure(status, &error);
 }
 
-/* amax_out=: one writable float32 element on the CPU (any shape of size
- * 1), viewed in place. */
+/* amax_out=: one writable float32 element (any shape of size 1) on the
+ * operands' device, viewed in place. */
 static fp8q_TensorObject *amax_output(PyObject *object)
 {
     fp8q_TensorObject *tensor =
         fp8q_tensor_from_object(object, "amax_out", -1, FP8Q_COPY_NEVER);
 
-    if (tensor == NULL ||
-        fp8q_py_require_cpu(tensor, "scaled_mm", "amax_out") < 0) {
-        Py_XDECREF(tensor);
+    if (tensor == NULL) {
         return NULL;
     }
     if (tensor->view.dtype != FP8Q_FLOAT32 ||
@@ -366,6 +391,8 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     int use_fast_accum = 0;
     PyObject *out_object = Py_None;
     PyObject *stream_object = Py_None;
+    fp8q_cu_stream stream;
+    fp8q_py_device device;
     scaled_mm_call call;
     fp8q_view product;
     fp8q_view scale_view;
@@ -385,16 +412,23 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
             &use_fast_accum, &out_object, &stream_object)) {
         return NULL;
     }
-    (void)use_fast_accum; /* the CPU always accumulates in float32 */
-    if (stream_object != Py_None) {
-        PyErr_SetString(PyExc_ValueError,
-                        "scaled_mm: stream= applies to CUDA tensors; this "
-                        "call runs on the CPU (pass stream=None)");
+    if (fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
         return NULL;
     }
     call.a = matrix_operand(a_object, "a");
     call.b = call.a != NULL ? matrix_operand(b_object, "b") : NULL;
     if (call.b == NULL) {
+        goto fail;
+    }
+    device.type = call.a->device_type;
+    device.index = call.a->device_index;
+    if (same_device(call.b, &device, "b", 0) < 0) {
+        goto fail;
+    }
+    if (device.type == FP8Q_DEVICE_CPU && stream_object != Py_None) {
+        PyErr_SetString(PyExc_ValueError,
+                        "scaled_mm: stream= applies to CUDA tensors; this "
+                        "call runs on the CPU (pass stream=None)");
         goto fail;
     }
     if (call.a->view.dtype == FP8Q_FLOAT8_E5M2 &&
@@ -420,7 +454,9 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     call.scale_a = scale_operand(scale_a_object, "scale_a");
     call.scale_b =
         call.scale_a != NULL ? scale_operand(scale_b_object, "scale_b") : NULL;
-    if (call.scale_b == NULL) {
+    if (call.scale_b == NULL ||
+        same_device(call.scale_a, &device, "scale_a", 1) < 0 ||
+        same_device(call.scale_b, &device, "scale_b", 1) < 0) {
         goto fail;
     }
     fp8q_error_clear(&error);
@@ -433,7 +469,8 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     if (bias_object != Py_None) {
         call.bias = fp8q_tensor_from_object(bias_object, "bias", -1,
                                             FP8Q_COPY_IF_NEEDED);
-        if (call.bias == NULL || check_bias(call.bias, shape[1]) < 0) {
+        if (call.bias == NULL || check_bias(call.bias, shape[1]) < 0 ||
+            same_device(call.bias, &device, "bias", 1) < 0) {
             goto fail;
         }
     }
@@ -444,20 +481,42 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     if (amax_out_object != Py_None) {
         call.amax_out = amax_output(amax_out_object);
-        if (call.amax_out == NULL) {
+        if (call.amax_out == NULL ||
+            same_device(call.amax_out, &device, "amax_out", 0) < 0) {
             goto fail;
         }
     }
     if (out_object != Py_None) {
-        static const fp8q_py_device cpu = {FP8Q_DEVICE_CPU, 0};
         call.out = fp8q_py_writable_output(out_object, "scaled_mm", "out",
                                            out_dtype, "the result's shape",
-                                           2, shape, &cpu);
+                                           2, shape, &device);
     }
     else {
-        call.out = fp8q_tensor_new_empty(out_dtype, 2, shape);
+        call.out = fp8q_tensor_new_empty_on(out_dtype, 2, shape, &device,
+                                            stream);
     }
-    if (call.out == NULL || compute_product(&call, mode, &product) < 0) {
+    if (call.out == NULL) {
+        goto fail;
+    }
+    if (device.type == FP8Q_DEVICE_CUDA) {
+        fp8q_py_scaled_mm gpu_call;
+        gpu_call.a = call.a;
+        gpu_call.b = call.b;
+        gpu_call.scale_a = call.scale_a;
+        gpu_call.scale_b = call.scale_b;
+        gpu_call.bias = call.bias;
+        gpu_call.amax_out = call.amax_out;
+        gpu_call.out = call.out;
+        gpu_call.mode = mode;
+        gpu_call.use_fast_accum = use_fast_accum;
+        gpu_call.has_scale_result = scale_result_object != Py_None;
+        gpu_call.scale_result = scale_result;
+        if (fp8q_py_cuda_scaled_mm(&gpu_call, stream) < 0) {
+            goto fail;
+        }
+        goto finished;
+    }
+    if (compute_product(&call, mode, &product) < 0) {
         goto fail;
     }
     if (call.amax_out != NULL && record_amax(call.amax_out, &product) < 0) {
@@ -481,6 +540,7 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         goto fail;
     }
+finished:
     if (out_object != Py_None) {
         release_call(&call);
         Py_INCREF(out_object);

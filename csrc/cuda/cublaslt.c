@@ -1,0 +1,339 @@
+/*
+ * cublaslt.c - finds and opens cuBLASLt at first use, resolves its entry
+ * points, and keeps one handle and workspace per device (see cublaslt.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cublaslt.h"
+#include "cuda/memory.h"
+#include "platform.h"
+
+/* ------------------------------------------------------------------------- */
+/* Process-wide state                                                        */
+
+typedef struct load_request {
+    const char *const *wheel_directories;
+    int n_directories;
+} load_request;
+
+typedef struct device_slot {
+    fp8q_once once;
+    const fp8q_cuda_device *device;
+    fp8q_cublaslt_device state;
+    fp8q_error error;
+} device_slot;
+
+#define MAX_DEVICES 64
+
+static fp8q_once library_once = FP8Q_ONCE_INIT;
+static fp8q_cublaslt library;
+static fp8q_library *library_handle;
+static volatile int64_t library_ready; /* 1 once library_once has run */
+static device_slot device_slots[MAX_DEVICES];
+
+#if defined(_WIN32)
+static const char *const library_names[] = {"cublasLt64_13.dll",
+                                            "cublasLt64_12.dll"};
+static const char *const toolkit_subdirectories[] = {"bin", "bin/x64"};
+#else
+static const char *const library_names[] = {"libcublasLt.so.13",
+                                            "libcublasLt.so.12"};
+static const char *const toolkit_subdirectories[] = {"lib64", "lib"};
+#endif
+#define N_NAMES (sizeof library_names / sizeof library_names[0])
+#define N_SUBDIRECTORIES \
+    (sizeof toolkit_subdirectories / sizeof toolkit_subdirectories[0])
+
+/* ------------------------------------------------------------------------- */
+/* Finding the library                                                       */
+
+/* Everything tried so far, for the message when nothing works. */
+typedef struct search_log {
+    char text[2048];
+} search_log;
+
+static void log_try(search_log *log, const char *what, const char *reason)
+{
+    const size_t used = strlen(log->text);
+    if (used + 1 < sizeof log->text) {
+        (void)snprintf(log->text + used, sizeof log->text - used, "%s%s (%s)",
+                       used > 0 ? "; " : "", what, reason);
+    }
+}
+
+/* Opens `path`; on success records it as the library's path. */
+static int try_open(const char *path, search_log *log)
+{
+    char reason[256];
+    library_handle = fp8q_library_open(path, 0, reason, sizeof reason);
+    if (library_handle == NULL) {
+        log_try(log, path, reason);
+        return 0;
+    }
+    if (fp8q_library_path(library_handle, library.path, sizeof library.path) <
+        0) {
+        (void)snprintf(library.path, sizeof library.path, "%s", path);
+    }
+    return 1;
+}
+
+/* Writes directory/name into path; -1 (logged) when it does not fit. */
+static int join_path(char *path, size_t size, const char *directory,
+                     const char *name, search_log *log)
+{
+    const int length = snprintf(path, size, "%s/%s", directory, name);
+    if (length < 0 || (size_t)length >= size) {
+        log_try(log, directory, "path too long");
+        return -1;
+    }
+    return 0;
+}
+
+/* Tries directory/name for every library name. */
+static int try_directory(const char *directory, search_log *log)
+{
+    char path[FP8Q_CUDA_PATH_SIZE];
+    size_t index;
+    for (index = 0; index < N_NAMES; index++) {
+        if (join_path(path, sizeof path, directory, library_names[index],
+                      log) == 0 &&
+            try_open(path, log)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Steps 2 to 5 of the search (cublaslt.h). */
+static int search(const load_request *request, search_log *log)
+{
+    static const char *const toolkit_variables[] = {"CUDA_PATH", "CUDA_HOME"};
+    char root[FP8Q_CUDA_PATH_SIZE];
+    char directory[FP8Q_CUDA_PATH_SIZE];
+    size_t index, sub;
+    int entry;
+
+    for (index = 0; index < N_NAMES; index++) {
+        if (fp8q_library_is_loaded(library_names[index], &library_handle)) {
+            if (fp8q_library_path(library_handle, library.path,
+                                  sizeof library.path) < 0) {
+                (void)snprintf(library.path, sizeof library.path, "%s",
+                               library_names[index]);
+            }
+            return 1;
+        }
+    }
+    for (entry = 0; entry < request->n_directories; entry++) {
+        if (try_directory(request->wheel_directories[entry], log)) {
+            return 1;
+        }
+    }
+    for (index = 0; index < 2; index++) {
+        if (fp8q_getenv_utf8(toolkit_variables[index], root, sizeof root) <= 0) {
+            continue;
+        }
+        for (sub = 0; sub < N_SUBDIRECTORIES; sub++) {
+            if (join_path(directory, sizeof directory, root,
+                          toolkit_subdirectories[sub], log) == 0 &&
+                try_directory(directory, log)) {
+                return 1;
+            }
+        }
+    }
+    for (index = 0; index < N_NAMES; index++) {
+        if (try_open(library_names[index], log)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Entry points                                                              */
+
+static int resolve(const char *name, void *slot)
+{
+    void *address = fp8q_library_symbol(library_handle, name);
+    /* Function and object pointers share one representation on every
+     * platform fp8q supports; memcpy converts without an ISO C cast. */
+    memcpy(slot, &address, sizeof address);
+    if (address == NULL) {
+        fp8q_fail(&library.error, FP8Q_ERROR_CUDA,
+                  "cuBLASLt %s has no %s: it is not a cuBLASLt fp8q can use",
+                  library.path, name);
+        return -1;
+    }
+    return 0;
+}
+
+static int resolve_entry_points(void)
+{
+    fp8q_cublaslt_api *api = &library.api;
+    return resolve("cublasLtCreate", &api->create) < 0 ||
+                   resolve("cublasLtGetVersion", &api->get_version) < 0 ||
+                   resolve("cublasLtGetStatusName", &api->get_status_name) <
+                       0 ||
+                   resolve("cublasLtMatmulDescCreate",
+                           &api->matmul_desc_create) < 0 ||
+                   resolve("cublasLtMatmulDescSetAttribute",
+                           &api->matmul_desc_set_attribute) < 0 ||
+                   resolve("cublasLtMatmulDescDestroy",
+                           &api->matmul_desc_destroy) < 0 ||
+                   resolve("cublasLtMatrixLayoutCreate",
+                           &api->matrix_layout_create) < 0 ||
+                   resolve("cublasLtMatrixLayoutDestroy",
+                           &api->matrix_layout_destroy) < 0 ||
+                   resolve("cublasLtMatmulPreferenceCreate",
+                           &api->preference_create) < 0 ||
+                   resolve("cublasLtMatmulPreferenceSetAttribute",
+                           &api->preference_set_attribute) < 0 ||
+                   resolve("cublasLtMatmulPreferenceDestroy",
+                           &api->preference_destroy) < 0 ||
+                   resolve("cublasLtMatmulAlgoGetHeuristic",
+                           &api->algo_get_heuristic) < 0 ||
+                   resolve("cublasLtMatmul", &api->matmul) < 0
+               ? -1
+               : 0;
+}
+
+/* Runs once: fills `library`. */
+static void load_library(void *context)
+{
+    const load_request *request = (const load_request *)context;
+    char override[FP8Q_CUDA_PATH_SIZE];
+    search_log log;
+    const int override_state =
+        fp8q_getenv_utf8("FP8Q_CUBLASLT", override, sizeof override);
+    int found;
+
+    fp8q_error_clear(&library.error);
+    log.text[0] = '\0';
+    if (override_state < 0) {
+        fp8q_fail(&library.error, FP8Q_ERROR_CUDA,
+                  "cuBLASLt not found: FP8Q_CUBLASLT is longer than %d bytes "
+                  "or not valid text",
+                  FP8Q_CUDA_PATH_SIZE - 1);
+        return;
+    }
+    found = override_state > 0 ? try_open(override, &log)
+                               : search(request, &log);
+    if (!found) {
+        fp8q_fail(&library.error, FP8Q_ERROR_CUDA,
+                  "cuBLASLt not found: tried %s. Install NVIDIA's "
+                  "nvidia-cublas wheel (or PyTorch with CUDA), or set "
+                  "FP8Q_CUBLASLT to libcublasLt's path",
+                  log.text);
+        return;
+    }
+    if (resolve_entry_points() < 0) {
+        return;
+    }
+    library.version = library.api.get_version();
+    if (library.version < FP8Q_CUBLASLT_MIN_VERSION) {
+        fp8q_fail(&library.error, FP8Q_ERROR_CUDA,
+                  "cuBLASLt %s is version %zu, but fp8q needs 12.0 or newer",
+                  library.path, library.version);
+    }
+}
+
+const fp8q_cublaslt *fp8q_cublaslt_load(const char *const *wheel_directories,
+                                        int n_directories)
+{
+    load_request request;
+    request.wheel_directories = wheel_directories;
+    request.n_directories = n_directories;
+    fp8q_once_run(&library_once, load_library, &request);
+    fp8q_atomic_store_i64(&library_ready, 1);
+    return &library;
+}
+
+const fp8q_cublaslt *fp8q_cublaslt_loaded(void)
+{
+    return fp8q_atomic_load_i64(&library_ready) ? &library : NULL;
+}
+
+void fp8q_cublaslt_describe(const fp8q_cublaslt *loaded, fp8q_lt_status status,
+                            char *text, size_t text_size)
+{
+    const char *name = loaded->api.get_status_name != NULL
+                           ? loaded->api.get_status_name(status)
+                           : NULL;
+    if (name != NULL) {
+        (void)snprintf(text, text_size, "%s", name);
+    }
+    else {
+        (void)snprintf(text, text_size, "cublasStatus_t %d", status);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Per device                                                                */
+
+#define LARGE_WORKSPACE ((size_t)32 << 20)
+#define SMALL_WORKSPACE ((size_t)4 << 20)
+
+static void open_device(void *context)
+{
+    device_slot *slot = (device_slot *)context;
+    fp8q_cuda_device_properties properties;
+    fp8q_lt_status status;
+    char what[96];
+
+    fp8q_error_clear(&slot->error);
+    if (fp8q_cuda_device_properties_get(slot->device->index, &properties,
+                                        &slot->error) != FP8Q_OK) {
+        return;
+    }
+    slot->state.workspace_size = properties.compute_capability_major >= 9
+                                     ? LARGE_WORKSPACE
+                                     : SMALL_WORKSPACE;
+    if (fp8q_cuda_context_enter(slot->device, &slot->error) != FP8Q_OK) {
+        return;
+    }
+    status = library.api.create(&slot->state.handle);
+    fp8q_cuda_context_leave();
+    if (status != FP8Q_LT_SUCCESS) {
+        fp8q_cublaslt_describe(&library, status, what, sizeof what);
+        fp8q_fail(&slot->error, FP8Q_ERROR_CUDA,
+                  "cublasLtCreate failed on CUDA device %d: %s",
+                  slot->device->index, what);
+        return;
+    }
+    /* Allocated once and kept: ordered on the legacy default stream, and
+     * waited for, so every stream may use it. */
+    if (fp8q_cuda_alloc(slot->device, slot->state.workspace_size, NULL,
+                        &slot->state.workspace, &slot->error) == FP8Q_OK) {
+        (void)fp8q_cuda_synchronize(slot->device, NULL, &slot->error);
+    }
+}
+
+fp8q_status fp8q_cublaslt_device_open(const fp8q_cublaslt *loaded,
+                                      const fp8q_cuda_device *device,
+                                      const fp8q_cublaslt_device **out,
+                                      fp8q_error *error)
+{
+    device_slot *slot;
+
+    *out = NULL;
+    if (loaded->error.status != FP8Q_OK) {
+        *error = loaded->error;
+        return error->status;
+    }
+    if (device->index < 0 || device->index >= MAX_DEVICES) {
+        return fp8q_fail(error, FP8Q_ERROR_CUDA,
+                         "CUDA device %d: fp8q's matrix multiply supports "
+                         "devices 0 to %d",
+                         device->index, MAX_DEVICES - 1);
+    }
+    slot = &device_slots[device->index];
+    slot->device = device;
+    fp8q_once_run(&slot->once, open_device, slot);
+    if (slot->error.status != FP8Q_OK) {
+        *error = slot->error;
+        return error->status;
+    }
+    *out = &slot->state;
+    return FP8Q_OK;
+}

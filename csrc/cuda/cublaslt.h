@@ -1,0 +1,90 @@
+/*
+ * cublaslt.h - cuBLASLt, loaded at first use of a GPU matrix multiply:
+ * finding the library, its entry points and version, and per device a
+ * handle and a workspace.
+ *
+ * Where cuBLASLt is looked for, in this order (the first that opens wins):
+ *   1. the environment variable FP8Q_CUBLASLT, when set: the one library
+ *      to open (a path; for diagnostics and tests);
+ *   2. a cuBLASLt already loaded in the process (PyTorch's, for example):
+ *      libcublasLt.so.13, then .so.12 (cublasLt64_13.dll, _12.dll);
+ *   3. NVIDIA's pip wheels: each directory the caller passes (the binding
+ *      gives <site-packages>/nvidia/cu13/lib and nvidia/cublas/lib, or
+ *      their bin directories on Windows);
+ *   4. CUDA_PATH, then CUDA_HOME: lib64/ and lib/ (bin/ and bin/x64/ on
+ *      Windows);
+ *   5. the system's loader, by bare name.
+ * The outcome, failure included (with every place tried), is kept for the
+ * life of the process. Call without holding Python's GIL.
+ */
+#ifndef FP8Q_CUDA_CUBLASLT_H
+#define FP8Q_CUDA_CUBLASLT_H
+
+#include <stddef.h>
+
+#include "core/status.h"
+#include "cuda/cublaslt_api.h"
+#include "cuda/driver.h"
+
+/* The oldest cuBLASLt fp8q uses (cublasLtGetVersion units: 10000 * major
+ * + 100 * minor + patch): 12.0. */
+#define FP8Q_CUBLASLT_MIN_VERSION 120000
+
+typedef struct fp8q_cublaslt_api {
+    fp8q_lt_create_fn create;
+    fp8q_lt_get_version_fn get_version;
+    fp8q_lt_get_status_name_fn get_status_name;
+    fp8q_lt_matmul_desc_create_fn matmul_desc_create;
+    fp8q_lt_matmul_desc_set_attribute_fn matmul_desc_set_attribute;
+    fp8q_lt_matmul_desc_destroy_fn matmul_desc_destroy;
+    fp8q_lt_matrix_layout_create_fn matrix_layout_create;
+    fp8q_lt_matrix_layout_destroy_fn matrix_layout_destroy;
+    fp8q_lt_preference_create_fn preference_create;
+    fp8q_lt_preference_set_attribute_fn preference_set_attribute;
+    fp8q_lt_preference_destroy_fn preference_destroy;
+    fp8q_lt_algo_get_heuristic_fn algo_get_heuristic;
+    fp8q_lt_matmul_fn matmul;
+} fp8q_cublaslt_api;
+
+typedef struct fp8q_cublaslt {
+    /* FP8Q_OK when a usable cuBLASLt was found (every entry point, version
+     * >= FP8Q_CUBLASLT_MIN_VERSION); else FP8Q_ERROR_CUDA saying what was
+     * tried and why each failed. */
+    fp8q_error error;
+    char path[FP8Q_CUDA_PATH_SIZE]; /* the file loaded ("" when none) */
+    size_t version;                 /* cublasLtGetVersion(), 0 when none */
+    fp8q_cublaslt_api api;
+} fp8q_cublaslt;
+
+/* Loads cuBLASLt on the first call (once per process; later calls return
+ * the same result whatever they pass) and returns what was found; never
+ * NULL. `wheel_directories` (n_directories of them, may be 0) are searched
+ * in step 3 above. */
+const fp8q_cublaslt *fp8q_cublaslt_load(const char *const *wheel_directories,
+                                        int n_directories);
+
+/* The loaded cuBLASLt, or NULL when fp8q_cublaslt_load has not run yet
+ * (for fp8q.info(), which never loads it). */
+const fp8q_cublaslt *fp8q_cublaslt_loaded(void);
+
+/* Writes "NAME" for a cuBLASLt status (e.g. "CUBLAS_STATUS_NOT_SUPPORTED"),
+ * or "cublasStatus_t N". */
+void fp8q_cublaslt_describe(const fp8q_cublaslt *library, fp8q_lt_status status,
+                            char *text, size_t text_size);
+
+/* What a device needs for cuBLASLt calls: created once per device. */
+typedef struct fp8q_cublaslt_device {
+    fp8q_lt_handle handle;
+    void *workspace;       /* device memory, never freed */
+    size_t workspace_size; /* 32 MiB on sm_90 and newer, else 4 MiB */
+} fp8q_cublaslt_device;
+
+/* The cuBLASLt handle and workspace of `device` (created on the first call
+ * for it, with its primary context current), for a usable `library`.
+ * FP8Q_ERROR_CUDA / FP8Q_ERROR_MEMORY saying what failed otherwise. */
+fp8q_status fp8q_cublaslt_device_open(const fp8q_cublaslt *library,
+                                      const fp8q_cuda_device *device,
+                                      const fp8q_cublaslt_device **out,
+                                      fp8q_error *error);
+
+#endif /* FP8Q_CUDA_CUBLASLT_H */

@@ -1,0 +1,315 @@
+/*
+ * matmul.c - cuBLASLt matmul plans (descriptor, layouts, algorithm), their
+ * cache, and running one (see matmul.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/matmul.h"
+#include "cuda/memory.h"
+#include "platform.h"
+
+/* ------------------------------------------------------------------------- */
+/* Plans                                                                     */
+
+typedef struct plan_key {
+    int device;
+    int64_t m, n, k;
+    int a_dtype, b_dtype, d_dtype;
+    int scaled;
+    int fast_accumulation;
+} plan_key;
+
+typedef struct plan {
+    plan_key key;
+    fp8q_lt_matmul_desc desc;
+    fp8q_lt_layout a_layout; /* cuBLASLt's A: our B */
+    fp8q_lt_layout b_layout; /* cuBLASLt's B: our A */
+    fp8q_lt_layout d_layout;
+    fp8q_lt_algo algo;
+    struct plan *next;
+} plan;
+
+static fp8q_once lock_once = FP8Q_ONCE_INIT;
+static fp8q_mutex *plans_lock;
+static plan *plans; /* most recently made first; kept for the process */
+
+static void create_lock(void *unused)
+{
+    (void)unused;
+    plans_lock = fp8q_mutex_create();
+}
+
+static int lt_type(fp8q_dtype dtype)
+{
+    switch (dtype) {
+    case FP8Q_FLOAT8_E4M3FN: return FP8Q_LT_R_8F_E4M3;
+    case FP8Q_FLOAT8_E5M2: return FP8Q_LT_R_8F_E5M2;
+    case FP8Q_BFLOAT16: return FP8Q_LT_R_16BF;
+    case FP8Q_FLOAT16: return FP8Q_LT_R_16F;
+    default: return FP8Q_LT_R_32F;
+    }
+}
+
+static void key_of(const fp8q_cuda_device *device, const fp8q_matmul *problem,
+                   plan_key *key)
+{
+    memset(key, 0, sizeof *key);
+    key->device = device->index;
+    key->m = problem->m;
+    key->n = problem->n;
+    key->k = problem->k;
+    key->a_dtype = (int)problem->a_dtype;
+    key->b_dtype = (int)problem->b_dtype;
+    key->d_dtype = (int)problem->d_dtype;
+    key->scaled = problem->a_scale != NULL;
+    key->fast_accumulation = problem->fast_accumulation != 0;
+}
+
+/* Describes `problem` in `lt`'s terms and asks the heuristic for an
+ * algorithm; *step names the failing call. */
+static fp8q_lt_status describe(const fp8q_cublaslt *lt,
+                               const fp8q_cublaslt_device *state,
+                               plan *made, const char **step)
+{
+    const plan_key *key = &made->key;
+    const int32_t transpose = FP8Q_LT_OP_T;
+    const int32_t no_transpose = FP8Q_LT_OP_N;
+    const int8_t fast = (int8_t)key->fast_accumulation;
+    const uint64_t workspace = state->workspace_size;
+    const int fp8 = fp8q_dtype_is_fp8((fp8q_dtype)key->a_dtype);
+    fp8q_lt_preference preference = NULL;
+    fp8q_lt_heuristic result;
+    int returned = 0;
+    fp8q_lt_status status;
+
+    *step = "cublasLtMatmulDescCreate";
+    status = lt->api.matmul_desc_create(&made->desc, FP8Q_LT_COMPUTE_32F,
+                                        FP8Q_LT_R_32F);
+    if (status == FP8Q_LT_SUCCESS) {
+        *step = "cublasLtMatmulDescSetAttribute";
+        status = lt->api.matmul_desc_set_attribute(
+            made->desc, FP8Q_LT_DESC_TRANSA, &transpose, sizeof transpose);
+    }
+    if (status == FP8Q_LT_SUCCESS) {
+        status = lt->api.matmul_desc_set_attribute(
+            made->desc, FP8Q_LT_DESC_TRANSB, &no_transpose,
+            sizeof no_transpose);
+    }
+    if (status == FP8Q_LT_SUCCESS && fp8) {
+        status = lt->api.matmul_desc_set_attribute(
+            made->desc, FP8Q_LT_DESC_FAST_ACCUM, &fast, sizeof fast);
+    }
+    if (status == FP8Q_LT_SUCCESS) {
+        *step = "cublasLtMatrixLayoutCreate";
+        status = lt->api.matrix_layout_create(
+            &made->a_layout, lt_type((fp8q_dtype)key->b_dtype),
+            (uint64_t)key->k, (uint64_t)key->n, key->k);
+    }
+    if (status == FP8Q_LT_SUCCESS) {
+        status = lt->api.matrix_layout_create(
+            &made->b_layout, lt_type((fp8q_dtype)key->a_dtype),
+            (uint64_t)key->k, (uint64_t)key->m, key->k);
+    }
+    if (status == FP8Q_LT_SUCCESS) {
+        status = lt->api.matrix_layout_create(
+            &made->d_layout, lt_type((fp8q_dtype)key->d_dtype),
+            (uint64_t)key->n, (uint64_t)key->m, key->n);
+    }
+    if (status == FP8Q_LT_SUCCESS) {
+        *step = "cublasLtMatmulPreferenceCreate";
+        status = lt->api.preference_create(&preference);
+    }
+    if (status == FP8Q_LT_SUCCESS) {
+        *step = "cublasLtMatmulPreferenceSetAttribute";
+        status = lt->api.preference_set_attribute(
+            preference, FP8Q_LT_PREF_MAX_WORKSPACE_BYTES, &workspace,
+            sizeof workspace);
+    }
+    if (status == FP8Q_LT_SUCCESS) {
+        /* The heuristic looks at the scale pointers' presence only. */
+        *step = "cublasLtMatmulAlgoGetHeuristic";
+        status = lt->api.algo_get_heuristic(
+            state->handle, made->desc, made->a_layout, made->b_layout,
+            made->d_layout, made->d_layout, preference, 1, &result, &returned);
+        if (status == FP8Q_LT_SUCCESS && returned < 1) {
+            status = -1; /* no algorithm: reported by the caller */
+        }
+    }
+    if (preference != NULL) {
+        (void)lt->api.preference_destroy(preference);
+    }
+    if (status == FP8Q_LT_SUCCESS) {
+        made->algo = result.algo;
+    }
+    return status;
+}
+
+static void release(const fp8q_cublaslt *lt, plan *made)
+{
+    if (made->a_layout != NULL) {
+        (void)lt->api.matrix_layout_destroy(made->a_layout);
+    }
+    if (made->b_layout != NULL) {
+        (void)lt->api.matrix_layout_destroy(made->b_layout);
+    }
+    if (made->d_layout != NULL) {
+        (void)lt->api.matrix_layout_destroy(made->d_layout);
+    }
+    if (made->desc != NULL) {
+        (void)lt->api.matmul_desc_destroy(made->desc);
+    }
+    free(made);
+}
+
+/* "m=.., n=.., k=.., a float8_e4m3fn, ..." for messages. */
+static void describe_problem(const fp8q_matmul *problem, char *text,
+                             size_t size)
+{
+    (void)snprintf(text, size,
+                   "M=%lld, N=%lld, K=%lld, a %s, b %s, result %s",
+                   (long long)problem->m, (long long)problem->n,
+                   (long long)problem->k, fp8q_dtype_name(problem->a_dtype),
+                   fp8q_dtype_name(problem->b_dtype),
+                   fp8q_dtype_name(problem->d_dtype));
+}
+
+/* The cached plan for `problem`, made on first use. Called with the lock
+ * held. */
+static fp8q_status find_plan(const fp8q_cublaslt *lt,
+                             const fp8q_cuda_device *device,
+                             const fp8q_cublaslt_device *state,
+                             const fp8q_matmul *problem, plan **found,
+                             fp8q_error *error)
+{
+    plan_key key;
+    plan *made;
+    const char *step = "";
+    fp8q_lt_status status;
+    char what[96];
+    char shapes[192];
+
+    key_of(device, problem, &key);
+    for (made = plans; made != NULL; made = made->next) {
+        if (memcmp(&made->key, &key, sizeof key) == 0) {
+            *found = made;
+            return FP8Q_OK;
+        }
+    }
+    made = (plan *)calloc(1, sizeof *made);
+    if (made == NULL) {
+        return fp8q_fail(error, FP8Q_ERROR_MEMORY,
+                         "out of memory for a cuBLASLt matmul plan");
+    }
+    made->key = key;
+    if (fp8q_cuda_context_enter(device, error) != FP8Q_OK) {
+        free(made);
+        return error->status;
+    }
+    status = describe(lt, state, made, &step);
+    fp8q_cuda_context_leave();
+    if (status != FP8Q_LT_SUCCESS) {
+        describe_problem(problem, shapes, sizeof shapes);
+        release(lt, made);
+        if (status == -1) {
+            return fp8q_fail(error, FP8Q_ERROR_CUDA,
+                             "cuBLASLt has no algorithm for this matrix "
+                             "multiply on CUDA device %d (%s)",
+                             device->index, shapes);
+        }
+        fp8q_cublaslt_describe(lt, status, what, sizeof what);
+        return fp8q_fail(error, FP8Q_ERROR_CUDA,
+                         "%s failed with %s on CUDA device %d (%s)", step,
+                         what, device->index, shapes);
+    }
+    made->next = plans;
+    plans = made;
+    *found = made;
+    return FP8Q_OK;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Running                                                                   */
+
+int fp8q_matmul_fp8_aligned(const fp8q_matmul *problem)
+{
+    return problem->k % 16 == 0 && problem->n % 16 == 0 &&
+           (uintptr_t)problem->a % 16 == 0 &&
+           (uintptr_t)problem->b % 16 == 0 &&
+           (uintptr_t)problem->d % 16 == 0;
+}
+
+fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
+                             const fp8q_cuda_device *device,
+                             const fp8q_matmul *problem, fp8q_cu_stream stream,
+                             fp8q_error *error)
+{
+    const fp8q_cublaslt_device *state = NULL;
+    const float one = 1.0f;
+    const float zero = 0.0f;
+    plan *found = NULL;
+    fp8q_lt_status status = FP8Q_LT_SUCCESS;
+    const char *step = "cublasLtMatmul";
+    char what[96];
+    char shapes[192];
+
+    if (fp8q_cublaslt_device_open(library, device, &state, error) != FP8Q_OK) {
+        return error->status;
+    }
+    fp8q_once_run(&lock_once, create_lock, NULL);
+    if (plans_lock == NULL) {
+        return fp8q_fail(error, FP8Q_ERROR_MEMORY,
+                         "out of memory for the cuBLASLt plan lock");
+    }
+    if (problem->m == 0 || problem->n == 0) {
+        return FP8Q_OK;
+    }
+    if (problem->k == 0) {
+        /* Empty sums: zeros (cuBLASLt refuses k = 0). */
+        return fp8q_cuda_fill_bytes(
+            device, problem->d, 0,
+            (size_t)(problem->m * problem->n) *
+                fp8q_dtype_itemsize(problem->d_dtype),
+            stream, error);
+    }
+    fp8q_mutex_lock(plans_lock);
+    if (find_plan(library, device, state, problem, &found, error) != FP8Q_OK) {
+        fp8q_mutex_unlock(plans_lock);
+        return error->status;
+    }
+    if (fp8q_cuda_context_enter(device, error) != FP8Q_OK) {
+        fp8q_mutex_unlock(plans_lock);
+        return error->status;
+    }
+    if (problem->a_scale != NULL) {
+        /* Our A is cuBLASLt's B and the other way round. */
+        step = "cublasLtMatmulDescSetAttribute";
+        status = library->api.matmul_desc_set_attribute(
+            found->desc, FP8Q_LT_DESC_A_SCALE_POINTER, &problem->b_scale,
+            sizeof problem->b_scale);
+        if (status == FP8Q_LT_SUCCESS) {
+            status = library->api.matmul_desc_set_attribute(
+                found->desc, FP8Q_LT_DESC_B_SCALE_POINTER, &problem->a_scale,
+                sizeof problem->a_scale);
+        }
+    }
+    if (status == FP8Q_LT_SUCCESS) {
+        step = "cublasLtMatmul";
+        status = library->api.matmul(
+            state->handle, found->desc, &one, problem->b, found->a_layout,
+            problem->a, found->b_layout, &zero, problem->d, found->d_layout,
+            problem->d, found->d_layout, &found->algo, state->workspace,
+            state->workspace_size, stream);
+    }
+    fp8q_cuda_context_leave();
+    fp8q_mutex_unlock(plans_lock);
+    if (status != FP8Q_LT_SUCCESS) {
+        fp8q_cublaslt_describe(library, status, what, sizeof what);
+        describe_problem(problem, shapes, sizeof shapes);
+        return fp8q_fail(error, FP8Q_ERROR_CUDA,
+                         "%s failed with %s on CUDA device %d (%s)", step,
+                         what, device->index, shapes);
+    }
+    return FP8Q_OK;
+}

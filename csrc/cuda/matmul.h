@@ -1,0 +1,58 @@
+/*
+ * matmul.h - one matrix multiply through cuBLASLt, in fp8q's row-major
+ * terms: D (m x n, row-major) = A (m x k, row-major) @ B (k x n, stored
+ * column-major: its transpose is a row-major n x k matrix, as w in
+ * x @ w.T), with float32 accumulation.
+ *
+ * cuBLASLt is column-major, so the product it runs is D^T = B^T-op @ A^T:
+ * its "A" is our B (n x k row-major = k x n column-major, transposed), its
+ * "B" is our A (k x m column-major, not transposed), its D is n x m
+ * column-major, which is our D row-major. This "TN" form is the one
+ * cuBLASLt's FP8 kernels take.
+ *
+ * Matmul descriptors, layouts and the heuristic's algorithm are cached per
+ * (device, m, n, k, dtypes, scale pointers present, fast accumulation); a
+ * process-wide lock keeps the cache and each cached plan to one caller at a
+ * time (setting the scale pointers and enqueueing are all that runs under
+ * it). Call without holding Python's GIL.
+ */
+#ifndef FP8Q_CUDA_MATMUL_H
+#define FP8Q_CUDA_MATMUL_H
+
+#include <stdint.h>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "cuda/cublaslt.h"
+
+typedef struct fp8q_matmul {
+    int64_t m, n, k;
+    fp8q_dtype a_dtype; /* FP8 (e4m3fn / e5m2), bfloat16, float16 or float32 */
+    fp8q_dtype b_dtype;
+    fp8q_dtype d_dtype; /* float32, bfloat16 or float16 */
+    const void *a;      /* device pointers, 16-byte aligned for FP8 */
+    const void *b;
+    void *d;
+    /* Device pointers to one float32 each, or both NULL: cuBLASLt
+     * multiplies the sums by *a_scale * *b_scale (FP8 operands only). */
+    const float *a_scale;
+    const float *b_scale;
+    int fast_accumulation; /* FP8 only: cuBLASLt's faster, less exact mode */
+} fp8q_matmul;
+
+/* Nonzero when cuBLASLt takes these FP8 operands as they are: k and n
+ * multiples of 16 and every pointer 16-byte aligned. */
+int fp8q_matmul_fp8_aligned(const fp8q_matmul *problem);
+
+/*
+ * Runs `problem` on `device`, ordered on `stream`, with the device's
+ * cuBLASLt handle and workspace. FP8Q_ERROR_CUDA naming the cuBLASLt call,
+ * its status and the problem's shapes and dtypes when cuBLASLt refuses it
+ * or has no algorithm for it.
+ */
+fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
+                             const fp8q_cuda_device *device,
+                             const fp8q_matmul *problem, fp8q_cu_stream stream,
+                             fp8q_error *error);
+
+#endif /* FP8Q_CUDA_MATMUL_H */

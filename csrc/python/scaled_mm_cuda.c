@@ -1,0 +1,402 @@
+/*
+ * scaled_mm_cuda.c - the CUDA half of fp8q.scaled_mm (scaled_mm.c checks the
+ * arguments): which path a product takes on the GPU, the operands and
+ * temporaries it needs there, and the cuBLASLt product and epilogue kernel
+ * that compute it. docs/scaled_mm.md, "On the GPU".
+ *
+ * Paths:
+ *   direct   native FP8 (compute capability 8.9+), tensorwise scales, a
+ *            16-bit or float32 result without bias or amax: cuBLASLt applies
+ *            the two scales and writes the result itself.
+ *   native   native FP8, other cases: cuBLASLt's FP8 product of the raw
+ *            codes into float32, then fp8q's epilogue kernel (scales, bias,
+ *            amax, rounding into out_dtype).
+ *   emulated GPUs without FP8 tensor cores, or operands cuBLASLt's FP8
+ *            kernels do not take (K or N not a multiple of 16, misaligned):
+ *            the codes decoded exactly into bfloat16 (every float8_e4m3fn
+ *            and float8_e5m2 value is a bfloat16 value), a bfloat16 product
+ *            into float32, then the epilogue.
+ *   blockwise the blockwise scales act inside the sums: both operands are
+ *            decoded times their block's scale into float32 (as on the
+ *            CPU), a float32 product (no TF32), then the epilogue.
+ */
+#include <string.h>
+
+#include "python/binding.h"
+
+#include "core/cast.h"
+#include "core/scaled_mm.h"
+#include "cuda/cublaslt.h"
+#include "cuda/launch.h"
+#include "cuda/matmul.h"
+#include "cuda/memory.h"
+
+#define MAX_WHEEL_DIRECTORIES 64
+
+/* ------------------------------------------------------------------------- */
+/* cuBLASLt                                                                  */
+
+/* Loads cuBLASLt (once; GIL released meanwhile), looking in the NVIDIA
+ * wheels' library directories under every sys.path entry. NULL with
+ * fp8q.CudaError when none is usable. */
+static const fp8q_cublaslt *load_cublaslt(void)
+{
+#if defined(_WIN32)
+    static const char *const wheel_subdirectories[] = {"nvidia/cu13/bin",
+                                                       "nvidia/cublas/bin"};
+#else
+    static const char *const wheel_subdirectories[] = {"nvidia/cu13/lib",
+                                                       "nvidia/cublas/lib"};
+#endif
+    const fp8q_cublaslt *library = fp8q_cublaslt_loaded();
+    PyObject *texts[MAX_WHEEL_DIRECTORIES];
+    const char *directories[MAX_WHEEL_DIRECTORIES];
+    PyObject *path = PySys_GetObject("path"); /* borrowed */
+    Py_ssize_t entry;
+    int count = 0;
+    int index;
+
+    if (library == NULL) {
+        for (entry = 0; path != NULL && PyList_Check(path) &&
+                        entry < PyList_GET_SIZE(path) &&
+                        count + 2 <= MAX_WHEEL_DIRECTORIES;
+             entry++) {
+            PyObject *item = PyList_GET_ITEM(path, entry);
+            size_t sub;
+            if (!PyUnicode_Check(item) || PyUnicode_GetLength(item) == 0) {
+                continue;
+            }
+            for (sub = 0; sub < 2; sub++) {
+                texts[count] = PyUnicode_FromFormat("%U/%s", item,
+                                                    wheel_subdirectories[sub]);
+                directories[count] =
+                    texts[count] != NULL ? PyUnicode_AsUTF8(texts[count])
+                                         : NULL;
+                if (directories[count] == NULL) {
+                    Py_XDECREF(texts[count]);
+                    PyErr_Clear();
+                    continue;
+                }
+                count++;
+            }
+        }
+        Py_BEGIN_ALLOW_THREADS
+        library = fp8q_cublaslt_load(directories, count);
+        Py_END_ALLOW_THREADS
+        for (index = 0; index < count; index++) {
+            Py_DECREF(texts[index]);
+        }
+    }
+    if (library->error.status != FP8Q_OK) {
+        fp8q_py_raise(&library->error);
+        return NULL;
+    }
+    return library;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Operands                                                                  */
+
+/* `tensor` as a C-contiguous tensor on `device` (itself when it is one);
+ * NULL with an exception. */
+static fp8q_TensorObject *on_device(fp8q_TensorObject *tensor,
+                                    const fp8q_py_device *device,
+                                    fp8q_cu_stream stream)
+{
+    if (tensor->device_type == device->type &&
+        tensor->device_index == device->index &&
+        fp8q_view_is_contiguous(&tensor->view)) {
+        return (fp8q_TensorObject *)Py_NewRef(tensor);
+    }
+    return fp8q_tensor_copy_to(tensor, device, stream);
+}
+
+/* A new (rows, cols) tensor of `dtype` on x's device holding
+ * decode(source) (times its scale when `scale` is not NULL, addressed as
+ * the cast kernel's args say) for the C-contiguous FP8 matrix `source`. */
+static fp8q_TensorObject *decoded(fp8q_TensorObject *source, fp8q_dtype dtype,
+                                  const fp8q_TensorObject *scale,
+                                  const fp8q_cast_args *addressing,
+                                  fp8q_cu_stream stream)
+{
+    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, source->device_index};
+    fp8q_TensorObject *result = fp8q_tensor_new_empty_on(
+        dtype, source->view.ndim, source->view.shape, &device, stream);
+    fp8q_cast_args args;
+    fp8q_error error;
+    fp8q_status status;
+
+    if (result == NULL || fp8q_py_use_on_stream(source, stream) < 0) {
+        Py_XDECREF(result);
+        return NULL;
+    }
+    if (addressing != NULL) {
+        args = *addressing;
+    }
+    else {
+        memset(&args, 0, sizeof args);
+        args.row_length = 1;
+        args.scale_block_rows = 1;
+        args.scale_block_cols = 1;
+    }
+    args.source = source->view.data;
+    args.destination = result->view.data;
+    args.scale = scale != NULL ? (const float *)scale->view.data : NULL;
+    args.count = fp8q_view_size(&source->view);
+    args.source_dtype = (int32_t)source->view.dtype;
+    args.destination_dtype = (int32_t)dtype;
+    args.scale_op = FP8Q_SCALE_MULTIPLY;
+    args.saturate = 1;
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_launch_cast(source->cuda_device, &args, stream, &error);
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        Py_DECREF(result);
+        return NULL;
+    }
+    return result;
+}
+
+/* The blockwise addressing of a's (1 x 128) scales over a (M, K) and of
+ * b's (128 x 128) scales (ceil(K/128), ceil(N/128)) over w = b.T (N, K). */
+static void block_addressing(int64_t k, int64_t n, fp8q_cast_args *a_args,
+                             fp8q_cast_args *b_args)
+{
+    const int64_t k_blocks = fp8q_block_count(k, FP8Q_SCALED_MM_BLOCK);
+    const int64_t n_blocks = fp8q_block_count(n, FP8Q_SCALED_MM_BLOCK);
+
+    memset(a_args, 0, sizeof *a_args);
+    a_args->row_length = k > 0 ? k : 1;
+    a_args->scale_block_rows = 1;
+    a_args->scale_block_cols = FP8Q_SCALED_MM_BLOCK;
+    a_args->scale_row_stride = k_blocks;
+    a_args->scale_col_stride = 1;
+    *b_args = *a_args;
+    b_args->scale_block_rows = FP8Q_SCALED_MM_BLOCK;
+    b_args->scale_row_stride = 1;        /* w's row n: scale_b[., n / 128] */
+    b_args->scale_col_stride = n_blocks; /* w's column k: scale_b[k / 128, .] */
+}
+
+/* ------------------------------------------------------------------------- */
+/* The product                                                               */
+
+int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
+                           fp8q_cu_stream stream)
+{
+    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, call->a->device_index};
+    const int64_t m = call->a->view.shape[0];
+    const int64_t k = call->a->view.shape[1];
+    const int64_t n = call->b->view.shape[1];
+    const fp8q_cuda_device *cuda = call->a->cuda_device;
+    const fp8q_cublaslt *library;
+    fp8q_cuda_device_properties properties;
+    fp8q_TensorObject *w = NULL; /* b.T, (N, K) C-contiguous, b's memory */
+    fp8q_TensorObject *keep[8];  /* tensors this call made, released at the end */
+    fp8q_TensorObject *scale_a = NULL, *scale_b = NULL, *bias = NULL;
+    fp8q_TensorObject *scale_result = NULL, *product = NULL;
+    fp8q_TensorObject *a_operand = NULL, *b_operand = NULL;
+    fp8q_matmul problem;
+    fp8q_epilogue_args epilogue;
+    fp8q_view w_view;
+    fp8q_error error;
+    fp8q_status status;
+    int n_keep = 0;
+    int result = -1;
+    int native, direct;
+    int index;
+
+    /* Layout: a row-major, b column-major (b = w.T of a row-major w). */
+    if (!fp8q_view_is_contiguous(&call->a->view) ||
+        !(k == 0 || (call->b->view.strides[0] == 1 &&
+                     (call->b->view.strides[1] == k || n <= 1))) ||
+        !fp8q_view_is_contiguous(&call->out->view)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "scaled_mm: on CUDA, a must be C-contiguous (M, K), "
+                        "b column-major (b = w.T of a C-contiguous (N, K) "
+                        "weight w, as in x @ w.T) and out C-contiguous; pass "
+                        "a.contiguous() and w.contiguous().T");
+        return -1;
+    }
+    library = load_cublaslt();
+    fp8q_error_clear(&error);
+    if (library == NULL ||
+        fp8q_py_raise_on_failure(
+            fp8q_cuda_device_properties_get(cuda->index, &properties, &error),
+            &error) < 0) {
+        return -1;
+    }
+    w_view = call->b->view;
+    w_view.shape[0] = n;
+    w_view.shape[1] = k;
+    w_view.strides[0] = k;
+    w_view.strides[1] = 1;
+    w = fp8q_tensor_new_view(&w_view, (PyObject *)call->b, 1);
+    if (w == NULL) {
+        return -1;
+    }
+    keep[n_keep++] = w;
+
+    scale_a = on_device(call->scale_a, &device, stream);
+    if (scale_a == NULL) {
+        goto done;
+    }
+    keep[n_keep++] = scale_a;
+    scale_b = on_device(call->scale_b, &device, stream);
+    if (scale_b == NULL) {
+        goto done;
+    }
+    keep[n_keep++] = scale_b;
+
+    memset(&problem, 0, sizeof problem);
+    problem.m = m;
+    problem.n = n;
+    problem.k = k;
+    problem.a = call->a->view.data;
+    problem.b = w->view.data;
+    problem.a_dtype = call->a->view.dtype;
+    problem.b_dtype = w->view.dtype;
+    problem.fast_accumulation = call->use_fast_accum;
+    problem.d = call->out->view.data;
+    native = properties.native_fp8 && call->mode != FP8Q_SCALING_BLOCKWISE &&
+             fp8q_matmul_fp8_aligned(&problem);
+    direct = native && call->mode == FP8Q_SCALING_TENSORWISE &&
+             call->bias == NULL && call->amax_out == NULL &&
+             call->out->view.dtype != FP8Q_FLOAT8_E4M3FN &&
+             fp8q_view_is_contiguous(&call->out->view);
+
+    if (fp8q_py_use_on_stream(call->a, stream) < 0 ||
+        fp8q_py_use_on_stream(w, stream) < 0 ||
+        fp8q_py_use_on_stream(scale_a, stream) < 0 ||
+        fp8q_py_use_on_stream(scale_b, stream) < 0 ||
+        fp8q_py_use_on_stream(call->out, stream) < 0) {
+        goto done;
+    }
+    if (direct) {
+        problem.d_dtype = call->out->view.dtype;
+        problem.a_scale = (const float *)scale_a->view.data;
+        problem.b_scale = (const float *)scale_b->view.data;
+        Py_BEGIN_ALLOW_THREADS
+        status = fp8q_cuda_matmul(library, cuda, &problem, stream, &error);
+        Py_END_ALLOW_THREADS
+        result = fp8q_py_raise_on_failure(status, &error);
+        goto done;
+    }
+
+    /* The operands cuBLASLt multiplies, unless the codes themselves. */
+    if (call->mode == FP8Q_SCALING_BLOCKWISE) {
+        fp8q_cast_args a_addressing, b_addressing;
+        block_addressing(k, n, &a_addressing, &b_addressing);
+        a_operand = decoded(call->a, FP8Q_FLOAT32, scale_a, &a_addressing,
+                            stream);
+        b_operand = a_operand != NULL
+                        ? decoded(w, FP8Q_FLOAT32, scale_b, &b_addressing,
+                                  stream)
+                        : NULL;
+    }
+    else if (!native) {
+        a_operand = decoded(call->a, FP8Q_BFLOAT16, NULL, NULL, stream);
+        b_operand = a_operand != NULL
+                        ? decoded(w, FP8Q_BFLOAT16, NULL, NULL, stream)
+                        : NULL;
+    }
+    if (a_operand != NULL) {
+        keep[n_keep++] = a_operand;
+    }
+    if (b_operand != NULL) {
+        keep[n_keep++] = b_operand;
+    }
+    if ((call->mode == FP8Q_SCALING_BLOCKWISE || !native) &&
+        b_operand == NULL) {
+        goto done;
+    }
+    if (a_operand != NULL) {
+        problem.a = a_operand->view.data;
+        problem.b = b_operand->view.data;
+        problem.a_dtype = a_operand->view.dtype;
+        problem.b_dtype = b_operand->view.dtype;
+        problem.fast_accumulation = 0;
+    }
+    product = fp8q_tensor_new_empty_on(FP8Q_FLOAT32, 2, call->out->view.shape,
+                                       &device, stream);
+    if (product == NULL) {
+        goto done;
+    }
+    keep[n_keep++] = product;
+    problem.d = product->view.data;
+    problem.d_dtype = FP8Q_FLOAT32;
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_matmul(library, cuda, &problem, stream, &error);
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        goto done;
+    }
+
+    /* The epilogue: scales, bias, amax, rounding into out_dtype. */
+    memset(&epilogue, 0, sizeof epilogue);
+    if (call->bias != NULL) {
+        fp8q_TensorObject *bias_on_device = on_device(call->bias, &device,
+                                                      stream);
+        bias = bias_on_device != NULL
+                   ? (bias_on_device->view.dtype == FP8Q_FLOAT32
+                          ? (fp8q_TensorObject *)Py_NewRef(bias_on_device)
+                          : fp8q_tensor_copy_as(bias_on_device, FP8Q_FLOAT32))
+                   : NULL;
+        Py_XDECREF(bias_on_device);
+        if (bias == NULL || fp8q_py_use_on_stream(bias, stream) < 0) {
+            goto done;
+        }
+        keep[n_keep++] = bias;
+        epilogue.bias = (const float *)bias->view.data;
+    }
+    if (call->has_scale_result) {
+        const fp8q_py_device cpu = {FP8Q_DEVICE_CPU, 0};
+        fp8q_TensorObject *host = fp8q_tensor_new_empty_on(
+            FP8Q_FLOAT32, 0, NULL, &cpu, NULL);
+        if (host == NULL) {
+            goto done;
+        }
+        memcpy(host->view.data, &call->scale_result, sizeof(float));
+        scale_result = fp8q_tensor_copy_to(host, &device, stream);
+        Py_DECREF(host);
+        if (scale_result == NULL) {
+            goto done;
+        }
+        keep[n_keep++] = scale_result;
+        epilogue.scale_result = (const float *)scale_result->view.data;
+    }
+    if (call->mode != FP8Q_SCALING_BLOCKWISE) {
+        epilogue.scale_a = (const float *)scale_a->view.data;
+        epilogue.scale_b = (const float *)scale_b->view.data;
+        epilogue.scale_a_stride = fp8q_view_size(&scale_a->view) > 1;
+        epilogue.scale_b_stride = fp8q_view_size(&scale_b->view) > 1;
+    }
+    if (call->amax_out != NULL) {
+        if (fp8q_py_use_on_stream(call->amax_out, stream) < 0) {
+            goto done;
+        }
+        epilogue.amax_bits = (uint32_t *)call->amax_out->view.data;
+        Py_BEGIN_ALLOW_THREADS
+        status = fp8q_cuda_fill_words(cuda, epilogue.amax_bits, 0u, 1, stream,
+                                      &error);
+        Py_END_ALLOW_THREADS
+        if (fp8q_py_raise_on_failure(status, &error) < 0) {
+            goto done;
+        }
+    }
+    epilogue.product = (const float *)product->view.data;
+    epilogue.destination = call->out->view.data;
+    epilogue.m = m;
+    epilogue.n = n;
+    epilogue.destination_dtype = (int32_t)call->out->view.dtype;
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_launch_epilogue(cuda, &epilogue, stream, &error);
+    Py_END_ALLOW_THREADS
+    result = fp8q_py_raise_on_failure(status, &error);
+
+done:
+    for (index = 0; index < n_keep; index++) {
+        Py_DECREF(keep[index]);
+    }
+    return result;
+}
