@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import fp8q
-from fake_gpu import build_fake_driver, run_child
+from fake_gpu import build_fake_driver, child_environment, run_child
 
 KERNELS = fp8q._C._build_info()["cuda_kernels"]
 NO_KERNELS = ("fp8q was built without CUDA kernels: "
@@ -142,9 +142,9 @@ def test_one_device(fake_driver, cc, native):
              "native_fp8")} == {
         "index": 0, "name": "Fake RTX 0", "compute_capability": cc,
         "memory_bytes": 12884901888, "native_fp8": native}
-    assert device["ops"]["scaled_mm"].startswith(
-        "cpu; native FP8 GEMM through cuBLASLt" if native
-        else "cpu; emulated (dequantize + half-precision GEMM)")
+    if device["kernels"]:
+        assert device["ops"]["scaled_mm"].startswith(
+            "cuda: cuBLASLt FP8 GEMM" if native else "cuda: emulated")
     if not KERNELS:
         check_unavailable(result, NO_KERNELS)
         assert device["kernels"] is False
@@ -168,19 +168,36 @@ def test_cuda_error_is_a_runtime_error():
     assert callable(fp8q.info)
 
 
-def test_info_cli_json_has_cuda_section(fake_driver):
-    environment = dict(os.environ, FP8Q_CUDA_DRIVER=str(fake_driver))
+def test_info_cli_json_has_cuda_and_cublaslt_sections(fake_driver):
+    environment = child_environment(fake_driver)
     output = subprocess.run(
         [sys.executable, "-m", "fp8q", "info", "--json"], env=environment,
         capture_output=True, text=True, check=True, timeout=120).stdout
     facts = json.loads(output)
     assert facts["cuda"]["driver"]["path"] == str(fake_driver)
-    assert facts["cublaslt"]["found"] is None
-    assert "CPU" in facts["cublaslt"]["note"]
+    if facts["cuda"]["available"]:
+        assert facts["cublaslt"] == {
+            "found": True, "version": "13.10.0", "error": None,
+            "path": environment["FP8Q_CUBLASLT"]}
+    else:
+        assert facts["cublaslt"]["found"] is None
     text = subprocess.run(
         [sys.executable, "-m", "fp8q", "info"], env=environment,
         capture_output=True, text=True, check=True, timeout=120).stdout
     assert "cuda:0" in text and "Fake GPU 0" in text
+
+
+def test_info_reports_a_missing_cublaslt(fake_driver):
+    environment = child_environment(fake_driver)
+    environment["FP8Q_CUBLASLT"] = "/nonexistent/libcublasLt.so.13"
+    facts = json.loads(subprocess.run(
+        [sys.executable, "-m", "fp8q", "info", "--json"], env=environment,
+        capture_output=True, text=True, check=True, timeout=120).stdout)
+    if not facts["cuda"]["available"]:
+        pytest.skip("fp8q's kernels do not load on the fake GPU here")
+    assert facts["cublaslt"]["found"] is False
+    assert facts["cublaslt"]["error"].startswith(
+        "cuBLASLt not found: tried /nonexistent/libcublasLt.so.13 (")
 
 
 def _real_gpu_reason():

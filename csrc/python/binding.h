@@ -411,5 +411,6 @@ int fp8q_py_ops_init(PyObject *module);
 int fp8q_py_cuda_info_init(PyObject *module);
 int fp8q_py_calibration_init(PyObject *module);
 int fp8q_py_scaled_mm_init(PyObject *module);
+int fp8q_py_scaled_mm_cuda_init(PyObject *module);
 
 #endif /* FP8Q_PYTHON_BINDING_H */

@@ -400,3 +400,44 @@ done:
     }
     return result;
 }
+
+/* ------------------------------------------------------------------------- */
+/* fp8q._C._cublaslt_info()                                                  */
+
+static PyObject *cublaslt_info(PyObject *module, PyObject *unused)
+{
+    const fp8q_cublaslt *library;
+
+    (void)module;
+    (void)unused;
+    library = load_cublaslt();
+    if (library == NULL) {
+        PyErr_Clear();
+        library = fp8q_cublaslt_loaded();
+    }
+    if (library->error.status != FP8Q_OK) {
+        return Py_BuildValue("{s:O,s:O,s:O,s:s}", "found", Py_False,
+                             "version", Py_None, "path", Py_None, "error",
+                             library->error.message);
+    }
+    return Py_BuildValue(
+        "{s:O,s:N,s:s,s:O}", "found", Py_True, "version",
+        PyUnicode_FromFormat("%d.%d.%d", (int)(library->version / 10000),
+                             (int)(library->version / 100 % 100),
+                             (int)(library->version % 100)),
+        "path", library->path, "error", Py_None);
+}
+
+static PyMethodDef scaled_mm_cuda_functions[] = {
+    {"_cublaslt_info", cublaslt_info, METH_NOARGS,
+     "_cublaslt_info()\n--\n\n"
+     "Loads cuBLASLt as the first GPU scaled_mm would (see "
+     "csrc/cuda/cublaslt.h for where it is looked for) and returns {found, "
+     "version like '13.10.0', path, error}."},
+    {NULL, NULL, 0, NULL},
+};
+
+int fp8q_py_scaled_mm_cuda_init(PyObject *module)
+{
+    return PyModule_AddFunctions(module, scaled_mm_cuda_functions);
+}

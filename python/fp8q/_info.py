@@ -19,14 +19,14 @@ import numpy as np
 import fp8q
 from fp8q import _C
 
-# What scaled_mm does with a device's data: it runs on the CPU in this
-# version; the GPU paths come with device tensors.
-SCALED_MM_NATIVE = ("cpu; native FP8 GEMM through cuBLASLt planned for this "
-                    "device")
-SCALED_MM_EMULATED = ("cpu; emulated (dequantize + half-precision GEMM) "
-                      "planned for this device")
-CUBLASLT_NOTE = ("not looked up: scaled_mm runs on the CPU in this version "
-                 "(decode + NumPy's BLAS)")
+# What scaled_mm does with a device's FP8 operands (docs/scaled_mm.md).
+SCALED_MM_NATIVE = ("cuda: cuBLASLt FP8 GEMM (bfloat16 GEMM of the exact "
+                    "decodes where K or N is not a multiple of 16; float32 "
+                    "GEMM for blockwise scales)")
+SCALED_MM_EMULATED = ("cuda: emulated, cuBLASLt bfloat16 GEMM of the exact "
+                      "decodes (no FP8 tensor cores; float32 GEMM for "
+                      "blockwise scales)")
+CUBLASLT_NOT_LOOKED_UP = "not looked up: no usable CUDA device"
 # What each operation does with tensors on a device where fp8q's kernels
 # load, and where they do not.
 CUDA_KERNELS = "cuda: fp8q's kernels"
@@ -99,9 +99,19 @@ def _device_ops(device):
         "cast": CUDA_KERNELS if kernels else NO_KERNELS,
         "quantize": CUDA_KERNELS if kernels else NO_KERNELS,
         "amax": CUDA_KERNELS if kernels else NO_KERNELS,
-        "scaled_mm": (SCALED_MM_NATIVE if device.get("native_fp8")
+        "scaled_mm": (NO_KERNELS if not kernels
+                      else SCALED_MM_NATIVE if device.get("native_fp8")
                       else SCALED_MM_EMULATED),
     }
+
+
+def cublaslt_facts(cuda):
+    """The "cublaslt" section of info(): {found, version, path, error}, with
+    cuBLASLt loaded as the first GPU scaled_mm would, where a GPU is
+    usable; else found None and a note."""
+    if not cuda["available"]:
+        return {"found": None, "note": CUBLASLT_NOT_LOOKED_UP}
+    return _C._cublaslt_info()
 
 
 def cuda_facts():
@@ -116,6 +126,7 @@ def cuda_facts():
 def info():
     """All facts as a JSON-ready dict; see fp8q.info."""
     build = _C._build_info()
+    cuda = cuda_facts()
     return {
         "fp8q": fp8q.__version__,
         "build": {
@@ -146,10 +157,19 @@ def info():
             "torch": _package_version("torch"),
         },
         "threads": fp8q.get_num_threads(),
-        "cuda": cuda_facts(),
-        "cublaslt": {"found": None, "note": CUBLASLT_NOTE},
+        "cuda": cuda,
+        "cublaslt": cublaslt_facts(cuda),
         "round_trip": round_trip(),
     }
+
+
+def _cublaslt_text(cublaslt):
+    """The report's value for info()["cublaslt"]."""
+    if cublaslt["found"] is None:
+        return cublaslt["note"]
+    if not cublaslt["found"]:
+        return f"not usable: {cublaslt['error']}"
+    return f"{cublaslt['version']} ({cublaslt['path']})"
 
 
 def _cuda_lines(cuda):
@@ -215,7 +235,7 @@ def print_info(as_json=False):
     ]
     lines += _cuda_lines(facts["cuda"])
     lines += [
-        ("cublaslt", facts["cublaslt"]["note"]),
+        ("cublaslt", _cublaslt_text(facts["cublaslt"])),
         ("round trip", f"{trip['input']} -> {trip['dtype']} "
                        f"({trip['granularity']} scales) -> float32"),
         ("  max rel error", f"{trip['max_relative_error_normal_range']:.6f} "
