@@ -375,8 +375,11 @@ def close(got, expected, out_dtype):
         return error <= 1e-5
     ulp = {"bfloat16": 2.0 ** -7, "float16": 2.0 ** -10,
            "float8_e4m3fn": 2.0 ** -3}[out_dtype]
+    # Rounding of the result, plus the float32 sums' own rounding (their
+    # order differs from the CPU's BLAS) near cancellations.
     return bool(np.all(np.abs(got - expected) <=
-                       2 * ulp * np.abs(expected) + 1e-6))
+                       2 * ulp * np.abs(expected) +
+                       1e-5 * np.abs(expected).max()))
 
 
 def scaled_mm_matches_the_cpu():

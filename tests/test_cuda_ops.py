@@ -1,7 +1,8 @@
 """fp8q's CUDA kernels on a real GPU: cast, amax, quantize and dequantize
 bit-identical to the CPU path (itself checked against ml_dtypes and NumPy by
-the rest of the suite), and zero-copy DLPack exchange with PyTorch CUDA
-tensors both ways.
+the rest of the suite), scaled_mm through cuBLASLt within the CPU path's
+bounds and against torch._scaled_mm, and zero-copy DLPack exchange with
+PyTorch CUDA tensors both ways.
 
 Every test carries the `cuda` marker and skips, saying why, where fp8q
 cannot use a GPU. .ci/gpu-check runs them on a GPU machine.
@@ -128,7 +129,54 @@ def test_quantize_and_dequantize_match_the_cpu(granularity, source, rng):
 
 
 # --------------------------------------------------------------------------
-# PyTorch
+# scaled_mm
+
+
+def _scaled_mm_operands(rng, m, k, n, granularity):
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    if granularity == "block":
+        qa = fp8q.quantize(x, granularity=(1, 128))
+        qw = fp8q.quantize(w, granularity=(128, 128))
+        return qa.data, qw.data.T, qa.scale, qw.scale.T
+    qa = fp8q.quantize(x, granularity=granularity)
+    qw = fp8q.quantize(w, granularity=granularity)
+    return (qa.data, qw.data.T, qa.scale,
+            qw.scale if granularity == "tensor" else qw.scale.T)
+
+
+@pytest.mark.parametrize("m, k, n", [(1, 16, 8), (7, 40, 24), (64, 512, 384),
+                                     (300, 1024, 1040)])
+@pytest.mark.parametrize("granularity", ["tensor", "row", "block"])
+@pytest.mark.parametrize("out_dtype", ["float32", "bfloat16",
+                                       "float8_e4m3fn"])
+def test_scaled_mm_matches_the_cpu(m, k, n, granularity, out_dtype, rng):
+    a, b, scale_a, scale_b = _scaled_mm_operands(rng, m, k, n, granularity)
+    bias = rng.standard_normal(n).astype(np.float32)
+    keywords = dict(out_dtype=out_dtype, bias=bias)
+    if out_dtype == "float8_e4m3fn":
+        keywords["scale_result"] = 0.5
+    expected = np.asarray(fp8q.scaled_mm(a, b, scale_a, scale_b,
+                                         **keywords).numpy(), np.float64)
+    # Poisoned first: every element must be written.
+    out = fp8q.asarray(np.full((m, n), np.nan, np.float32), dtype=out_dtype,
+                       device="cuda")
+    fp8q.scaled_mm(a.to("cuda"), b.T.to("cuda").T, scale_a, scale_b,
+                   out=out, **keywords)
+    got = np.asarray(out.cpu().numpy(), np.float64)
+    assert np.isfinite(got).all()
+    if out_dtype == "float32":
+        assert (np.linalg.norm(got - expected) <=
+                1e-5 * np.linalg.norm(expected))
+    else:
+        ulp = 2.0 ** -7 if out_dtype == "bfloat16" else 2.0 ** -3
+        # Rounding of the result, plus the float32 sums' own rounding
+        # (their order differs from the CPU's BLAS) near cancellations.
+        assert np.all(np.abs(got - expected) <=
+                      2 * ulp * np.abs(expected) +
+                      1e-5 * np.abs(expected).max())
+
+
 
 
 @pytest.fixture(scope="module")
@@ -164,6 +212,25 @@ def test_torch_streams(torch):
     expected = x.to(torch.float8_e5m2)
     assert torch.equal(torch.from_dlpack(q.view("uint8")).cpu(),
                        expected.view(torch.uint8).cpu())
+
+
+def test_scaled_mm_agrees_with_torch_scaled_mm(torch):
+    if torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("torch._scaled_mm needs FP8 tensor cores (sm_89+)")
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(256, 1024, device="cuda", generator=generator)
+    w = torch.randn(512, 1024, device="cuda", generator=generator)
+    scale_x = x.abs().amax() / 448
+    scale_w = w.abs().amax() / 448
+    qx = (x / scale_x).to(torch.float8_e4m3fn)
+    qw = (w / scale_w).to(torch.float8_e4m3fn)
+    expected = torch._scaled_mm(qx, qw.t(), scale_a=scale_x, scale_b=scale_w,
+                                out_dtype=torch.bfloat16)
+    got = fp8q.scaled_mm(fp8q.from_dlpack(qx), fp8q.from_dlpack(qw).T,
+                         fp8q.from_dlpack(scale_x), fp8q.from_dlpack(scale_w))
+    ours = torch.from_dlpack(got.view("uint16")).view(torch.bfloat16)
+    torch.testing.assert_close(ours.float(), expected.float(), rtol=2 ** -7,
+                               atol=1e-3)
 
 
 def test_torch_offset_and_strided_views(torch):
