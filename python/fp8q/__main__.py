@@ -11,13 +11,15 @@ memcpy) and, where a GPU and PyTorch with CUDA are present, the GPU cast
 (against a device copy and PyTorch), or the calibrators' updates (against
 NumPy) in the same run and
 prints a markdown table (docs/benchmarks.md); bench gemm times
-fp8q.scaled_mm against NumPy's float32 matmul.
+fp8q.scaled_mm against NumPy's float32 matmul and, on a GPU with PyTorch,
+against torch._scaled_mm and a bfloat16 matmul.
 """
 import argparse
 import sys
 
 from fp8q import (_bench, _bench_calib, _bench_cast_gpu, _bench_gemm,
-                  _bench_linear, _convert_checkpoint, _demo, _info)
+                  _bench_gemm_gpu, _bench_linear, _convert_checkpoint, _demo,
+                  _info)
 
 
 def _parse(argv):
@@ -91,6 +93,8 @@ def main(argv=None):
         if arguments.what == "gemm":
             _bench_gemm.print_gemm_benchmark(arguments.full,
                                              arguments.repeats)
+            print()
+            _bench_gemm_gpu.print_gpu_gemm_benchmark(arguments.repeats)
         elif arguments.what == "linear":
             _bench_linear.print_linear_benchmark(arguments.full,
                                                  arguments.repeats)

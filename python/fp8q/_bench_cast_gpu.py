@@ -22,7 +22,7 @@ GOAL_OF_COPY = 0.90
 GOAL_OF_EAGER = 3.0
 
 
-def _median_ms(torch, functions, repeats):
+def median_ms_cuda(torch, functions, repeats):
     """Median milliseconds per call of each function, interleaved."""
     for function in functions:
         function()
@@ -105,7 +105,7 @@ def measure(repeats, input_bytes=DEFAULT_BYTES):
     if reason is not None:
         notes.append(f"torch.compile not measured: {reason}")
 
-    times = _median_ms(torch, [function for _, function in functions],
+    times = median_ms_cuda(torch, [function for _, function in functions],
                        repeats)
     rows = [(name, ms, moved) for (name, _), ms in zip(functions, times)]
 

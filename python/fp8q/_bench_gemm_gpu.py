@@ -1,0 +1,125 @@
+"""The GPU half of `python -m fp8q bench gemm`: fp8q.scaled_mm (tensorwise
+float8_e4m3fn, bfloat16 result) against torch._scaled_mm with the same codes
+and scales and against a bfloat16 torch.matmul, in one run on one device,
+plus the host time per call for small M.
+
+Shapes (issue 4): M in {1, 16, 64, 256, 1024, 4096, 8192} x (N, K) in
+{(4096, 4096), (14336, 4096), (4096, 14336), (8192, 8192)}. Times are
+CUDA-event medians of --repeats rounds of a few calls each, the three
+implementations taking turns within every round. TFLOP/s counts 2 M N K.
+Host time: wall time to enqueue 200 calls (no synchronisation in between),
+per call. Needs PyTorch with CUDA; no test asserts timings.
+"""
+import time
+
+import fp8q
+from fp8q._bench_cast_gpu import median_ms_cuda
+
+M_VALUES = [1, 16, 64, 256, 1024, 4096, 8192]
+NK_VALUES = [(4096, 4096), (14336, 4096), (4096, 14336), (8192, 8192)]
+HOST_CALLS = 200
+GOAL_OF_TORCH = 1.0
+GOAL_PFLOPS = 1.3
+GOAL_HOST_US = 10.0
+
+
+def _host_microseconds(torch, function):
+    """Wall time per call of enqueueing HOST_CALLS calls."""
+    function()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(HOST_CALLS):
+        function()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / HOST_CALLS * 1e6
+
+
+def measure(repeats):
+    """Rows (m, n, k, fp8q ms, torch._scaled_mm ms, bf16 ms, fp8q host us,
+    torch host us or None) for every shape; RuntimeError saying why when
+    there is no GPU to measure on."""
+    try:
+        import torch
+    except ImportError:
+        raise RuntimeError("needs PyTorch (the peers and CUDA events)")
+    if not torch.cuda.is_available():
+        raise RuntimeError("this PyTorch has no usable CUDA device")
+    if torch.cuda.get_device_capability() < (8, 9):
+        raise RuntimeError("torch._scaled_mm needs FP8 tensor cores (sm_89+)")
+    cuda = fp8q.info()["cuda"]
+    if not cuda["available"]:
+        raise RuntimeError(f"fp8q cannot use CUDA here: {cuda['reason']}")
+
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    rows = []
+    for n, k in NK_VALUES:
+        w = torch.randn(n, k, device="cuda", generator=generator)
+        scale_w = (w.abs().amax() / 448).float()
+        qw = (w / scale_w).to(torch.float8_e4m3fn)
+        w16 = w.to(torch.bfloat16)
+        f_w = fp8q.from_dlpack(qw).T
+        f_scale_w = fp8q.from_dlpack(scale_w)
+        for m in M_VALUES:
+            x = torch.randn(m, k, device="cuda", generator=generator)
+            scale_x = (x.abs().amax() / 448).float()
+            qx = (x / scale_x).to(torch.float8_e4m3fn)
+            x16 = x.to(torch.bfloat16)
+            f_x = fp8q.from_dlpack(qx)
+            f_scale_x = fp8q.from_dlpack(scale_x)
+            out = fp8q.empty((m, n), "bfloat16", device="cuda")
+
+            def ours():
+                fp8q.scaled_mm(f_x, f_w, f_scale_x, f_scale_w, out=out)
+
+            def theirs():
+                torch._scaled_mm(qx, qw.t(), scale_a=scale_x,
+                                 scale_b=scale_w, out_dtype=torch.bfloat16)
+
+            def bf16():
+                torch.matmul(x16, w16.t())
+
+            ms = median_ms_cuda(torch, [ours, theirs, bf16], repeats)
+            host = ((_host_microseconds(torch, ours),
+                     _host_microseconds(torch, theirs)) if m <= 16
+                    else (None, None))
+            rows.append((m, n, k, *ms, *host))
+    return rows, torch.cuda.get_device_name(), torch.__version__
+
+
+def print_gpu_gemm_benchmark(repeats):
+    """Prints the table and the verdict on issue 4's GPU goals, or why it
+    could not run."""
+    try:
+        rows, device, torch_version = measure(repeats)
+    except RuntimeError as error:
+        print(f"GPU gemm benchmark not run: {error}")
+        return
+    print(f"{device}, torch {torch_version}; tensorwise e4m3fn, bfloat16 "
+          "result")
+    print()
+    print("| M | N | K | fp8q TFLOP/s | torch._scaled_mm TFLOP/s | bf16 "
+          "TFLOP/s | fp8q / _scaled_mm | fp8q / bf16 | host us fp8q "
+          "| host us torch |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    worst = None
+    for m, n, k, ours, theirs, bf16, host_ours, host_theirs in rows:
+        flops = 2.0 * m * n * k
+        ratio = theirs / ours
+        worst = ratio if worst is None else min(worst, ratio)
+        host = (f"{host_ours:.1f} | {host_theirs:.1f}"
+                if host_ours is not None else "- | -")
+        print(f"| {m} | {n} | {k} | {flops / ours / 1e9:.1f} "
+              f"| {flops / theirs / 1e9:.1f} | {flops / bf16 / 1e9:.1f} "
+              f"| {ratio:.2f}x | {bf16 / ours:.2f}x | {host} |")
+    print()
+    big = [row for row in rows if row[:3] == (8192, 8192, 8192)][0]
+    pflops = 2.0 * 8192 ** 3 / big[3] / 1e12
+    host_worst = max(row[6] for row in rows if row[6] is not None)
+    print(f"fp8q vs torch._scaled_mm, slowest shape: {worst:.2f}x (goal >= "
+          f"{GOAL_OF_TORCH:.1f}x at every shape: "
+          f"{'met' if worst >= GOAL_OF_TORCH else 'NOT met'}); 8192^3: "
+          f"{pflops:.2f} PFLOP/s (goal >= {GOAL_PFLOPS}: "
+          f"{'met' if pflops >= GOAL_PFLOPS else 'NOT met'}); host time per "
+          f"call for M <= 16: up to {host_worst:.1f} us (goal <= "
+          f"{GOAL_HOST_US:g}: {'met' if host_worst <= GOAL_HOST_US else 'NOT met'})")
