@@ -538,7 +538,7 @@ def test_operand_shape_errors():
 
 
 @pytest.mark.parametrize("scale_a, scale_b", [
-    ((4, 2), ()), ((), (1, 3)), ((4, 1), ()), ((1, 4), (1, 3)),
+    ((4, 2), ()), ((1, 4), (1, 3)),
     ((4,), (3,)), ((4, 1), (3, 1)), ((1, 1, 1), ()), ((2,), ()),
     ((4, 1), (1, 2)), ((4, 2), (2, 1))])
 def test_wrong_scale_shapes_list_the_accepted_ones(scale_a, scale_b):
@@ -548,9 +548,23 @@ def test_wrong_scale_shapes_list_the_accepted_ones(scale_a, scale_b):
                        np.ones(scale_b, np.float32))
     message = str(raised.value)
     assert "scale_a" in message and "scale_b" in message, message
-    for accepted in ("tensorwise", "rowwise (4, 1) and (1, 3)",
-                     "blockwise (4, 1) and (1, 1)"):
+    for accepted in ("tensorwise", "rowwise (4, 1) and (1, 3), either of "
+                     "them may be one value", "blockwise (4, 1) and (1, 1)"):
         assert accepted in message, message
+
+
+@pytest.mark.parametrize("single_side", ["a", "b"])
+def test_rowwise_with_one_value_on_one_side(rng, single_side):
+    """Rows of a times one value for b (or the other way round): rowwise,
+    the single value repeated."""
+    a, b, scale_a, scale_b = case(rng, 6, 48, 10, "rowwise")
+    if single_side == "a":
+        scale_a = np.float32(0.375)
+    else:
+        scale_b = np.full((1, 1), 0.375, np.float32)
+    ref, magnitude = reference(a, b, scale_a, scale_b, "rowwise")
+    result = fp8q.scaled_mm(a, b, scale_a, scale_b, out_dtype="float32")
+    assert_close(result, ref, magnitude, 48, "float32", single_side)
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, np.nan, np.inf, -0.0])

@@ -61,7 +61,9 @@ fp8q_status fp8q_scaled_mm_mode(int64_t m, int64_t k, int64_t n,
         *mode = FP8Q_SCALING_TENSORWISE;
         return FP8Q_OK;
     }
-    if (has_shape(scale_a, m, 1) && has_shape(scale_b, 1, n)) {
+    /* Rowwise; one side may be a single value, repeated. */
+    if ((has_shape(scale_a, m, 1) || is_single(scale_a)) &&
+        (has_shape(scale_b, 1, n) || is_single(scale_b))) {
         *mode = FP8Q_SCALING_ROWWISE;
         return FP8Q_OK;
     }
@@ -79,7 +81,8 @@ fp8q_status fp8q_scaled_mm_mode(int64_t m, int64_t k, int64_t n,
         "scale_a, scale_b: shapes %s and %s do not describe a scaling of a "
         "(%" PRId64 ", %" PRId64 ") @ b (%" PRId64 ", %" PRId64 "); "
         "accepted: tensorwise () and () (or (1, 1)); rowwise (%" PRId64
-        ", 1) and (1, %" PRId64 "); blockwise (%" PRId64 ", %" PRId64
+        ", 1) and (1, %" PRId64 "), either of them may be one value; "
+        "blockwise (%" PRId64 ", %" PRId64
         ") and (%" PRId64 ", %" PRId64 ") for 1x128 blocks of a and "
         "128x128 blocks of b",
         received_a, received_b, m, k, k, n, m, n, m, k_blocks, k_blocks,

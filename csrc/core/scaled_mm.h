@@ -28,7 +28,8 @@ const char *fp8q_scaling_name(fp8q_scaling mode);
 /*
  * The scaling mode of a product of a (m, k) and b (k, n), from the float32
  * scales' shapes, tried in this order: both hold one element (shape (),
- * (1,) or (1, 1)) -> tensorwise; (m, 1) and (1, n) -> rowwise;
+ * (1,) or (1, 1)) -> tensorwise; (m, 1) and (1, n), or one of them a
+ * single element (repeated) -> rowwise;
  * (m, ceil(k / 128)) and (ceil(k / 128), ceil(n / 128)) -> blockwise.
  * Shapes that fit several modes describe the same product. Anything else:
  * FP8Q_ERROR_VALUE listing the accepted shapes for this m, k, n and the

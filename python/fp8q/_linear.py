@@ -1,11 +1,10 @@
 """fp8q.linear: the nn.Linear convention y = x @ w.T + bias over
 fp8q.scaled_mm, with x quantized on the fly when it is not FP8 already.
 
-Only shapes and scale layouts are arranged here; every number is computed by
-fp8q._C (quantize, scaled_mm).
+Only shapes and scale layouts are arranged here (as fp8q.Tensor views, so
+that CUDA tensors stay on their GPU); every number is computed by fp8q._C
+(quantize, scaled_mm).
 """
-import numpy as np
-
 from fp8q import _C
 from fp8q._qtensor import QTensor
 
@@ -32,7 +31,7 @@ def _as_matrix(tensor, k):
     return tensor.reshape(-1, k)
 
 
-def _activation(x, w, scaling, k):
+def _activation(x, w, scaling, k, stream):
     """x as (data (M, K), scale) for scaled_mm: a QTensor's own data and
     scale, or x quantized per row (1x128 blocks for block weights) to w's
     dtype. Returns (data, scale, leading shape, float dtype of x or None)."""
@@ -44,11 +43,9 @@ def _activation(x, w, scaling, k):
         data = _as_matrix(x.data, k)
         m = data.shape[0]
         if x.granularity == "tensor" and scaling != "block":
-            scale = x.scale.numpy().reshape(())
-            if scaling == "row":
-                scale = np.broadcast_to(scale, (m, 1))
+            scale = x.scale.reshape(())  # repeated over rows if need be
         elif x.granularity == "row" and scaling != "block":
-            scale = x.scale.numpy().reshape(m, 1)
+            scale = x.scale.reshape((m, 1))
         elif x.granularity == _ACTIVATION_BLOCK and scaling == "block":
             scale = x.scale.reshape(m, x.scale.shape[-1])
         else:
@@ -71,11 +68,11 @@ def _activation(x, w, scaling, k):
     dtype = ("float8_e4m3fn" if w.dtype.name == "float8_e5m2"
              else w.dtype)
     data, scale = _C._quantize(_as_matrix(x, k), dtype,
-                               granularity=granularity)
+                               granularity=granularity, stream=stream)
     return data, scale, leading, x.dtype
 
 
-def linear(x, w, *, bias=None, out_dtype=None):
+def linear(x, w, *, bias=None, out_dtype=None, stream=None):
     """y = x @ w.T + bias with FP8 operands, the nn.Linear convention.
 
     w: an fp8q.QTensor of shape (N, K) (output features, input features)
@@ -90,8 +87,9 @@ def linear(x, w, *, bias=None, out_dtype=None):
     bias: None or N values. out_dtype: the result's dtype; default x's float
     dtype, or bfloat16 when x is a QTensor. Returns an fp8q.Tensor of shape
     x.shape[:-1] + (N,), computed by fp8q.scaled_mm (the product of the
-    dequantized operands, accumulated in float32 on the CPU, bias added,
-    rounded once).
+    dequantized operands, accumulated in float32, bias added, rounded once)
+    on the device of x and w (on a GPU: cuBLASLt, on `stream`, as every
+    fp8q operation takes it).
     """
     if not isinstance(w, QTensor):
         raise TypeError(
@@ -101,15 +99,12 @@ def linear(x, w, *, bias=None, out_dtype=None):
         raise ValueError(f"linear: w must be 2-D (N, K), got shape {w.shape}")
     n, k = w.shape
     scaling = _weight_scaling(w)
-    data, scale_a, leading, x_dtype = _activation(x, w, scaling, k)
-    if scaling == "tensor":
-        scale_b = w.scale.numpy().reshape(())
-        if np.ndim(scale_a) == 2:
-            scale_b = np.broadcast_to(scale_b, (1, n))
-    else:
-        scale_b = w.scale.T  # (1, N) rows, or the (K/128, N/128) blocks
+    data, scale_a, leading, x_dtype = _activation(x, w, scaling, k, stream)
+    # One value (repeated against row scales), (1, N) rows, or the
+    # (K/128, N/128) blocks.
+    scale_b = w.scale.reshape(()) if scaling == "tensor" else w.scale.T
     if out_dtype is None:
         out_dtype = x_dtype if x_dtype is not None else "bfloat16"
     result = _C.scaled_mm(data, w.data.T, scale_a, scale_b, bias=bias,
-                          out_dtype=out_dtype)
+                          out_dtype=out_dtype, stream=stream)
     return result.reshape(tuple(leading) + (n,))
