@@ -276,27 +276,26 @@ static int compute_product(scaled_mm_call *call, fp8q_scaling mode,
     fp8q_status status;
     PyObject *result;
 
-    /* Few rows against a b with contiguous columns: no float32 copy of b. */
-    const int few_rows = m <= FP8Q_SCALED_MM_SMALL_M &&
-                         call->b->view.strides[0] == 1 && k > 0;
+    /* core's own product, where it has one: no float32 copy of b. */
+    const int own_product = fp8q_scaled_mm_has_kernel(m, k, &call->b->view);
 
     call->a_operand = new_float32_matrix(
-        m, k, !few_rows && is_column_major(&call->a->view), &a_view);
+        m, k, !own_product && is_column_major(&call->a->view), &a_view);
     call->product = new_float32_matrix(m, n, 0, product);
-    if (!few_rows) {
+    if (!own_product) {
         call->b_operand = new_float32_matrix(
             k, n, is_column_major(&call->b->view), &b_view);
     }
     if (call->a_operand == NULL || call->product == NULL ||
-        (!few_rows && call->b_operand == NULL)) {
+        (!own_product && call->b_operand == NULL)) {
         return -1;
     }
     fp8q_error_clear(&error);
     Py_BEGIN_ALLOW_THREADS
     status = fp8q_scaled_mm_operand(&call->a->view, &call->scale_a->view,
                                     mode, 1, &a_view, &error);
-    if (status == FP8Q_OK && few_rows) {
-        status = fp8q_scaled_mm_small_m(&a_view, &call->b->view,
+    if (status == FP8Q_OK && own_product) {
+        status = fp8q_scaled_mm_product(&a_view, &call->b->view,
                                         &call->scale_b->view, mode, product,
                                         &error);
     }
@@ -308,7 +307,7 @@ static int compute_product(scaled_mm_call *call, fp8q_scaling mode,
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         return -1;
     }
-    if (!few_rows) {
+    if (!own_product) {
         /* sgemm through NumPy's BLAS; it releases the GIL itself. */
         result = PyArray_MatrixProduct2(call->a_operand, call->b_operand,
                                         (PyArrayObject *)call->product);
