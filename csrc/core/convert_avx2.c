@@ -2,14 +2,14 @@
  * convert_avx2.c - the store loops of core/convert_loops.h compiled for AVX2,
  * and an AVX2 decoder of float8_e4m3fn and float8_e5m2.
  *
- * The build compiles this one file with -mavx2 (gcc, clang) or /arch:AVX2
- * (MSVC) on x86-64, so the branch-free codec loops run 8 lanes wide;
- * convert.c calls in here only when fp8q_cpu_has_avx2() says the processor
- * and the OS support AVX2. On other processors it is built like any other
- * file and never called. Results are identical to the baseline loops: the
- * decoder computes the codec's formula (core/float_codec.h,
- * fp8q_decode_fp8) eight codes at a time, and a C test compares all 256
- * codes of both formats with the codec.
+ * The build compiles this one file with -mavx2 -mf16c (gcc, clang) or
+ * /arch:AVX2 (MSVC) on x86-64, so the branch-free codec loops run 8 lanes
+ * wide; convert.c calls in here only when fp8q_cpu_has_avx2() says the
+ * processor and the OS support AVX2 (and F16C). On other processors it is
+ * built like any other file and never called. Results are identical to the
+ * baseline loops: the decoder (core/fp8_decode_avx2.h) gives the codec's
+ * values (core/float_codec.h, fp8q_decode_fp8) eight codes at a time, and a
+ * C test compares all 256 codes of both formats with the codec.
  */
 #include "core/convert_loops.h"
 

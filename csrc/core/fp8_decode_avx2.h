@@ -2,7 +2,7 @@
  * fp8_decode_avx2.h - the AVX2 decoder of float8_e4m3fn and float8_e5m2,
  * eight codes at a time, bit for bit as the codec (core/float_codec.h,
  * fp8q_decode_fp8). Included only by the files built for AVX2
- * (convert_avx2.c, scaled_mm_avx2.c); empty elsewhere.
+ * with F16C (convert_avx2.c, scaled_mm_avx2.c); empty elsewhere.
  */
 #ifndef FP8Q_CORE_FP8_DECODE_AVX2_H
 #define FP8Q_CORE_FP8_DECODE_AVX2_H
@@ -14,50 +14,43 @@
 #if defined(__AVX2__)
 #include <immintrin.h>
 
-/* Eight codes to eight floats: sign | (normal or subnormal magnitude), with
- * the format's infinity and NaN codes replaced, as fp8q_decode_fp8 does. */
+/*
+ * Eight codes to eight floats through float16, which holds every FP8 value:
+ * an e5m2 code is the top byte of its float16; an e4m3fn code, with its
+ * exponent and fraction moved down one bit, is the float16 of 2^-8 times
+ * its value (subnormals included), scaled back exactly after the
+ * conversion. NaN codes become the float16 quiet NaN with the code's sign,
+ * hence the codec's float32 NaN.
+ */
 FP8Q_FORCE_INLINE __m256 fp8q_decode8_avx2(const uint8_t *codes,
                                           int is_e5m2)
 {
-    const __m256i code =
-        _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)codes));
-    const __m256i magnitude = _mm256_and_si256(code, _mm256_set1_epi32(0x7F));
-    const __m256i sign = _mm256_slli_epi32(
-        _mm256_and_si256(code, _mm256_set1_epi32(0x80)), 24);
-    /* e4m3fn: 3 fraction bits, bias 7; e5m2: 2 fraction bits, bias 15. */
-    const int fraction_shift = is_e5m2 ? 21 : 20;
-    const __m256i normal = _mm256_add_epi32(
-        _mm256_sll_epi32(magnitude, _mm_cvtsi32_si128(fraction_shift)),
-        _mm256_set1_epi32((is_e5m2 ? 112 : 120) << 23));
-    /* Below the smallest normal (exponent field 0): fraction * 2^(1 - bias
-     * - fraction bits), exact in float32. */
-    const __m256 subnormal = _mm256_mul_ps(
-        _mm256_cvtepi32_ps(magnitude),
-        _mm256_set1_ps(is_e5m2 ? 1.52587890625e-05f : 0.001953125f));
-    const __m256i is_subnormal =
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(is_e5m2 ? 4 : 8), magnitude);
-    __m256 value = _mm256_blendv_ps(_mm256_castsi256_ps(normal), subnormal,
-                                    _mm256_castsi256_ps(is_subnormal));
+    const __m128i code = _mm_loadl_epi64((const __m128i *)codes);
+    const __m128i magnitude_mask = _mm_set1_epi16(0x7FFF);
+    __m128i half;
+    __m128i is_nan;
+
     if (is_e5m2) {
-        const __m256i is_infinity =
-            _mm256_cmpeq_epi32(magnitude, _mm256_set1_epi32(0x7C));
-        const __m256i is_nan =
-            _mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(0x7C));
-        value = _mm256_blendv_ps(
-            value, _mm256_castsi256_ps(_mm256_set1_epi32(0x7F800000)),
-            _mm256_castsi256_ps(is_infinity));
-        value = _mm256_blendv_ps(
-            value, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000)),
-            _mm256_castsi256_ps(is_nan));
+        half = _mm_unpacklo_epi8(_mm_setzero_si128(), code);
+        /* Above the infinity 0x7C00: NaN codes, whatever their payload. */
+        is_nan = _mm_cmpgt_epi16(_mm_and_si128(half, magnitude_mask),
+                                 _mm_set1_epi16(0x7C00));
+        half = _mm_blendv_epi8(
+            half,
+            _mm_or_si128(_mm_andnot_si128(magnitude_mask, half),
+                         _mm_set1_epi16(0x7E00)),
+            is_nan);
+        return _mm256_cvtph_ps(half);
     }
-    else {
-        const __m256i is_nan =
-            _mm256_cmpeq_epi32(magnitude, _mm256_set1_epi32(0x7F));
-        value = _mm256_blendv_ps(
-            value, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000)),
-            _mm256_castsi256_ps(is_nan));
-    }
-    return _mm256_or_ps(value, _mm256_castsi256_ps(sign));
+    /* Sign-extended, shifted left 7: the sign lands in bits 15 and 14;
+     * clearing bit 14 leaves S.0EEEE.MMM0000000. */
+    half = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(code), 7),
+                         _mm_set1_epi16((short)0xBFFF));
+    /* The NaN codes S.1111.111 read 0x3F80: make them 0x7E00. */
+    is_nan = _mm_cmpeq_epi16(_mm_and_si128(half, magnitude_mask),
+                             _mm_set1_epi16(0x3F80));
+    half = _mm_xor_si128(half, _mm_and_si128(is_nan, _mm_set1_epi16(0x4180)));
+    return _mm256_mul_ps(_mm256_cvtph_ps(half), _mm256_set1_ps(256.0f));
 }
 
 #endif /* __AVX2__ */

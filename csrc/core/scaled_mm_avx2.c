@@ -82,11 +82,11 @@ FP8Q_FORCE_INLINE void pack_block(const uint8_t *codes, int64_t column_stride,
     _mm256_store_ps(lanes + 112, _mm256_permute2f128_ps(quad3, quad7, 0x31));
 }
 
-/* One full panel (16 columns whose codes are all there) of one format. */
-FP8Q_FORCE_INLINE void pack_panel(const uint8_t *codes, int64_t column_stride,
-                                  const int is_e5m2, int64_t k_count,
-                                  const float *scales, int64_t scale_stride,
-                                  float *panel)
+/* One panel of one format, its codes `column_stride` apart. */
+FP8Q_FORCE_INLINE void pack_panel(const uint8_t *codes,
+                                  int64_t column_stride, const int is_e5m2,
+                                  int64_t k_count, const float *scales,
+                                  int64_t scale_stride, float *panel)
 {
     const __m256 one = _mm256_set1_ps(1.0f);
     int64_t k = 0;
@@ -123,31 +123,33 @@ void fp8q_pack_panels_avx2(const uint8_t *codes, int64_t column_stride,
 {
     const int64_t n_panels =
         (n_columns + FP8Q_PANEL_COLUMNS - 1) / FP8Q_PANEL_COLUMNS;
-    /* The codes of a last, narrower panel, padded with zero codes. */
-    uint8_t padded[FP8Q_PANEL_COLUMNS * FP8Q_PANEL_MAX_DEPTH];
+    /* A panel's codes, copied together first (zero codes past n_columns):
+     * decoding straight from columns far apart in memory runs at two
+     * thirds of the speed. */
+    uint8_t staged[FP8Q_PANEL_COLUMNS * FP8Q_PANEL_MAX_DEPTH];
     int64_t panel;
+    int64_t column;
 
     for (panel = 0; panel < n_panels; panel++) {
         const int64_t first = panel * FP8Q_PANEL_COLUMNS;
-        const uint8_t *panel_codes = codes + first * column_stride;
-        int64_t stride = column_stride;
-        if (n_columns - first < FP8Q_PANEL_COLUMNS) {
-            int64_t column;
-            memset(padded, 0, sizeof padded);
-            for (column = first; column < n_columns; column++) {
-                memcpy(padded + (column - first) * k_count,
-                       codes + column * column_stride, (size_t)k_count);
-            }
-            panel_codes = padded;
-            stride = k_count;
+        const int64_t columns = n_columns - first < FP8Q_PANEL_COLUMNS
+                                    ? n_columns - first
+                                    : FP8Q_PANEL_COLUMNS;
+        for (column = 0; column < columns; column++) {
+            memcpy(staged + column * k_count,
+                   codes + (first + column) * column_stride, (size_t)k_count);
+        }
+        if (columns < FP8Q_PANEL_COLUMNS) {
+            memset(staged + columns * k_count, 0,
+                   (size_t)((FP8Q_PANEL_COLUMNS - columns) * k_count));
         }
         if (is_e5m2) {
-            pack_panel(panel_codes, stride, 1, k_count,
+            pack_panel(staged, k_count, 1, k_count,
                        scales != NULL ? scales + panel : NULL, n_panels,
                        packed + first * k_count);
         }
         else {
-            pack_panel(panel_codes, stride, 0, k_count,
+            pack_panel(staged, k_count, 0, k_count,
                        scales != NULL ? scales + panel : NULL, n_panels,
                        packed + first * k_count);
         }
