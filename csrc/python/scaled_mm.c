@@ -262,10 +262,20 @@ static PyObject *new_float32_matrix(int64_t rows, int64_t cols,
     return array;
 }
 
+/* Nonzero when core's product can be written straight into the result (a
+ * new one, which nothing else can alias): a C-contiguous float32 (m, n)
+ * view. */
+static int writes_in_place(const fp8q_view *out)
+{
+    return out->dtype == FP8Q_FLOAT32 && out->strides[1] == 1 &&
+           (out->strides[0] == out->shape[1] || out->shape[0] == 1);
+}
+
 /* The float32 product of the operands, epilogue applied, into call->product
- * (viewed by *product); -1 with an exception on failure. */
+ * or, where core computes it, straight into a new float32 result
+ * (`out_is_new`); viewed by *product. -1 with an exception on failure. */
 static int compute_product(scaled_mm_call *call, fp8q_scaling mode,
-                           fp8q_view *product)
+                           int out_is_new, fp8q_view *product)
 {
     const int64_t m = call->a->view.shape[0];
     const int64_t k = call->a->view.shape[1];
@@ -281,13 +291,20 @@ static int compute_product(scaled_mm_call *call, fp8q_scaling mode,
 
     call->a_operand = new_float32_matrix(
         m, k, !own_product && is_column_major(&call->a->view), &a_view);
-    call->product = new_float32_matrix(m, n, 0, product);
+    if (own_product && out_is_new && writes_in_place(&call->out->view)) {
+        *product = call->out->view; /* the result itself: no copy */
+    }
+    else {
+        call->product = new_float32_matrix(m, n, 0, product);
+        if (call->product == NULL) {
+            return -1;
+        }
+    }
     if (!own_product) {
         call->b_operand = new_float32_matrix(
             k, n, is_column_major(&call->b->view), &b_view);
     }
-    if (call->a_operand == NULL || call->product == NULL ||
-        (!own_product && call->b_operand == NULL)) {
+    if (call->a_operand == NULL || (!own_product && call->b_operand == NULL)) {
         return -1;
     }
     fp8q_error_clear(&error);
@@ -455,29 +472,34 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     else {
         call.out = fp8q_tensor_new_empty(out_dtype, 2, shape);
     }
-    if (call.out == NULL || compute_product(&call, mode, &product) < 0) {
+    if (call.out == NULL ||
+        compute_product(&call, mode, out_object == Py_None, &product) < 0) {
         goto fail;
     }
     if (call.amax_out != NULL && record_amax(call.amax_out, &product) < 0) {
         goto fail;
     }
 
-    /* Round once into out_dtype (FP8: divided by scale_result, saturated). */
-    scale_view.data = &scale_result;
-    scale_view.dtype = FP8Q_FLOAT32;
-    scale_view.ndim = 2;
-    scale_view.shape[0] = shape[0];
-    scale_view.shape[1] = shape[1];
-    scale_view.strides[0] = 0;
-    scale_view.strides[1] = 0;
-    fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cast(&product, &call.out->view,
-                       out_dtype == FP8Q_FLOAT8_E4M3FN ? &scale_view : NULL,
-                       FP8Q_SCALE_DIVIDE, 1, &error);
-    Py_END_ALLOW_THREADS
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        goto fail;
+    /* Round once into out_dtype (FP8: divided by scale_result, saturated),
+     * unless the product was computed in the result itself. */
+    if (product.data != call.out->view.data) {
+        scale_view.data = &scale_result;
+        scale_view.dtype = FP8Q_FLOAT32;
+        scale_view.ndim = 2;
+        scale_view.shape[0] = shape[0];
+        scale_view.shape[1] = shape[1];
+        scale_view.strides[0] = 0;
+        scale_view.strides[1] = 0;
+        fp8q_error_clear(&error);
+        Py_BEGIN_ALLOW_THREADS
+        status = fp8q_cast(&product, &call.out->view,
+                           out_dtype == FP8Q_FLOAT8_E4M3FN ? &scale_view
+                                                           : NULL,
+                           FP8Q_SCALE_DIVIDE, 1, &error);
+        Py_END_ALLOW_THREADS
+        if (fp8q_py_raise_on_failure(status, &error) < 0) {
+            goto fail;
+        }
     }
     if (out_object != Py_None) {
         release_call(&call);
