@@ -348,9 +348,8 @@ static int uses_avx2_kernels(void)
 
 int fp8q_scaled_mm_has_kernel(int64_t m, int64_t k, const fp8q_view *b)
 {
-    const int64_t most_rows =
-        uses_avx2_kernels() ? FP8Q_SCALED_MM_KERNEL_M : FP8Q_SCALED_MM_DOT_M;
-    return b->strides[0] == 1 && k > 0 && m <= most_rows;
+    return b->strides[0] == 1 && k > 0 &&
+           (uses_avx2_kernels() || m <= FP8Q_SCALED_MM_DOT_M);
 }
 
 fp8q_status fp8q_scaled_mm_product(const fp8q_view *a, const fp8q_view *b,

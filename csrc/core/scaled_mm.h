@@ -60,18 +60,19 @@ fp8q_status fp8q_scaled_mm_operand(const fp8q_view *source,
  * scaled_mm's own float32 product, for b whose columns are contiguous
  * (b = w.T of a row-major weight w), without a float32 copy of b.
  *
- * With AVX2 + FMA (csrc/core/scaled_mm_avx2.c): blocks of 256 columns of b
- * are decoded 256 rows at a time into panels of 16 columns that stay in
- * cache (times their blockwise scales, as fp8q_scaled_mm_operand would),
- * and multiplied with a's rows in register tiles of 6 rows x 16 columns;
- * the blocks of columns run in parallel. Used up to
- * FP8Q_SCALED_MM_KERNEL_M rows of a, beyond which a BLAS sgemm of the
- * float32 operands is faster (measured crossover, docs/scaled_mm.md).
- * Without them (or with fp8q_convert_allow_avx2(0)): each column is decoded
- * into a buffer and dotted with every row of a, up to FP8Q_SCALED_MM_DOT_M
- * rows. Sums are float32 either way.
+ * With AVX2 + FMA + F16C (csrc/core/scaled_mm_avx2.c), for any number of
+ * rows of a: up to FP8Q_SCALED_MM_DOT_M rows, pairs of b's columns are
+ * decoded straight into their dot products with up to 4 rows at a time;
+ * beyond, blocks of 256 columns of b are decoded 256 rows at a time into
+ * panels of 16 columns that stay in cache and multiplied with a's rows in
+ * register tiles of 6 rows x 16 columns (measured faster than decoding b
+ * for a BLAS sgemm at every size tried, docs/scaled_mm.md). Blockwise
+ * scales are applied to b's decoded values as fp8q_scaled_mm_operand
+ * would; columns (or blocks of them) run in parallel.
+ * Without them (or with fp8q_convert_allow_avx2(0)): up to
+ * FP8Q_SCALED_MM_DOT_M rows only, each column decoded into a buffer and
+ * dotted with every row of a. Sums are float32 either way.
  */
-#define FP8Q_SCALED_MM_KERNEL_M 100000
 #define FP8Q_SCALED_MM_DOT_M 8
 
 /* Nonzero when fp8q_scaled_mm_product takes a product of m rows of a with

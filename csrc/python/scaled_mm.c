@@ -2,11 +2,14 @@
  * scaled_mm.c - fp8q.scaled_mm: out = (a * scale_a) @ (b * scale_b) + bias
  * for FP8 a (M, K) and b (K, N), on the CPU.
  *
- * The CPU path: core turns a and b into float32 operands (exact decodes, with
- * the blockwise scales applied), NumPy's BLAS (PyArray_MatrixProduct2, which
- * releases the GIL) multiplies them with float32 accumulation, and core's
- * epilogue applies the tensorwise or rowwise scales and the bias in double
- * before the result is rounded once into out_dtype. docs/scaled_mm.md.
+ * The CPU path: core decodes a into float32 (exactly, with the blockwise
+ * scales applied); where core has a kernel for b (b = w.T, columns
+ * contiguous) it multiplies a with b's FP8 codes itself, decoding b in
+ * cache-sized pieces; otherwise core decodes b too and NumPy's BLAS
+ * (PyArray_MatrixProduct2, which releases the GIL) multiplies the float32
+ * operands. Float32 accumulation either way; then core's epilogue applies
+ * the tensorwise or rowwise scales and the bias in double before the
+ * result is rounded once into out_dtype. docs/scaled_mm.md.
  */
 #include <string.h>
 
@@ -537,8 +540,9 @@ PyDoc_STRVAR(
     "amax_out: a writable float32 element that receives max |result| before "
     "scale_result. out: a writable (M, N) tensor of out_dtype, returned.\n\n"
     "On the CPU: exact decodes (times the blockwise scales, rounded once to "
-    "float32), a float32 BLAS product through NumPy (float32 accumulation; "
-    "use_fast_accum has no effect), then the tensorwise or rowwise scales "
+    "float32), a float32 product (fp8q's own AVX2 kernels for b = w.T, else "
+    "a BLAS sgemm through NumPy; float32 accumulation; use_fast_accum has "
+    "no effect), then the tensorwise or rowwise scales "
     "and the bias applied in double and rounded to float32, then rounded "
     "once more into a 16-bit or FP8 out_dtype. Any layout of a and "
     "b is accepted. stream must be None for CPU tensors. See "
