@@ -287,55 +287,49 @@ static void dot_column_pairs(void *context, int64_t first, int64_t end)
     fp8q_aligned_free(scales);
 }
 
-/* AVX2 + FMA: blocks [first, end) of BLOCK_COLUMNS columns, each packed
+/* AVX2 + FMA: block `block_index` of BLOCK_COLUMNS columns, packed
  * BLOCK_DEPTH rows at a time and multiplied with all of a. */
-static void panel_blocks(void *context, int64_t first, int64_t end)
+static void panel_block(void *context, int64_t block_index)
 {
     product_job *job = (product_job *)context;
     const int64_t m = job->a->shape[0];
     const int64_t k = job->a->shape[1];
     const int64_t n = job->b->shape[1];
     const int64_t column_stride = job->b->strides[1];
+    const int64_t col = block_index * BLOCK_COLUMNS;
+    const int64_t columns = n - col < BLOCK_COLUMNS ? n - col : BLOCK_COLUMNS;
+    const int64_t n_panels =
+        (columns + FP8Q_PANEL_COLUMNS - 1) / FP8Q_PANEL_COLUMNS;
     float scales[(BLOCK_DEPTH / FP8Q_PANEL_SCALE_ROWS) *
                  (BLOCK_COLUMNS / FP8Q_PANEL_COLUMNS)];
     float *packed = (float *)fp8q_aligned_alloc(
         (size_t)BLOCK_DEPTH * BLOCK_COLUMNS * sizeof(float));
-    int64_t block;
+    int64_t row;
 
     if (packed == NULL) {
         fp8q_atomic_store_i64(&job->failed, 1);
         return;
     }
-    for (block = first; block < end; block++) {
-        const int64_t col = block * BLOCK_COLUMNS;
-        const int64_t columns =
-            n - col < BLOCK_COLUMNS ? n - col : BLOCK_COLUMNS;
-        const int64_t n_panels =
-            (columns + FP8Q_PANEL_COLUMNS - 1) / FP8Q_PANEL_COLUMNS;
-        int64_t row;
-        for (row = 0; row < k; row += BLOCK_DEPTH) {
-            const int64_t depth = k - row < BLOCK_DEPTH ? k - row : BLOCK_DEPTH;
-            int64_t segment;
-            int64_t panel;
-            for (segment = 0; job->blockwise && segment < depth;
-                 segment += FP8Q_PANEL_SCALE_ROWS) {
-                for (panel = 0; panel < n_panels; panel++) {
-                    scales[segment / FP8Q_PANEL_SCALE_ROWS * n_panels +
-                           panel] =
-                        block_scale(job, row + segment,
-                                    col + panel * FP8Q_PANEL_COLUMNS);
-                }
+    for (row = 0; row < k; row += BLOCK_DEPTH) {
+        const int64_t depth = k - row < BLOCK_DEPTH ? k - row : BLOCK_DEPTH;
+        int64_t segment;
+        int64_t panel;
+        for (segment = 0; job->blockwise && segment < depth;
+             segment += FP8Q_PANEL_SCALE_ROWS) {
+            for (panel = 0; panel < n_panels; panel++) {
+                scales[segment / FP8Q_PANEL_SCALE_ROWS * n_panels + panel] =
+                    block_scale(job, row + segment,
+                                col + panel * FP8Q_PANEL_COLUMNS);
             }
-            fp8q_pack_panels_avx2((const uint8_t *)job->b->data +
-                                      col * column_stride + row,
-                                  column_stride,
-                                  job->b->dtype == FP8Q_FLOAT8_E5M2, columns,
-                                  depth, job->blockwise ? scales : NULL,
-                                  packed);
-            fp8q_multiply_panels_avx2((const float *)job->a->data + row, k, m,
-                                      packed, columns, depth,
-                                      job->product + col, n, row > 0);
         }
+        fp8q_pack_panels_avx2((const uint8_t *)job->b->data +
+                                  col * column_stride + row,
+                              column_stride,
+                              job->b->dtype == FP8Q_FLOAT8_E5M2, columns,
+                              depth, job->blockwise ? scales : NULL, packed);
+        fp8q_multiply_panels_avx2((const float *)job->a->data + row, k, m,
+                                  packed, columns, depth, job->product + col,
+                                  n, row > 0);
     }
     fp8q_aligned_free(packed);
 }
@@ -375,8 +369,11 @@ fp8q_status fp8q_scaled_mm_product(const fp8q_view *a, const fp8q_view *b,
         fp8q_for_each_unit_range((n + 1) / 2, work, dot_column_pairs, &job);
     }
     else {
-        fp8q_for_each_unit_range((n + BLOCK_COLUMNS - 1) / BLOCK_COLUMNS, work,
-                                 panel_blocks, &job);
+        /* One task per block, not a few ranges per thread: blocks take
+         * milliseconds, and a thread that shares its processor (e.g. with
+         * a BLAS's idle threads, still spinning) then simply takes fewer. */
+        fp8q_parallel_for((n + BLOCK_COLUMNS - 1) / BLOCK_COLUMNS,
+                          fp8q_threads_for(work), panel_block, &job);
     }
     if (fp8q_atomic_load_i64(&job.failed)) {
         return fp8q_fail(error, FP8Q_ERROR_MEMORY,
