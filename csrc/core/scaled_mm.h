@@ -65,8 +65,8 @@ fp8q_status fp8q_scaled_mm_operand(const fp8q_view *source,
  * decoded straight into their dot products with up to 4 rows at a time;
  * beyond, blocks of 256 columns of b are decoded 256 rows at a time into
  * panels of 16 columns that stay in cache and multiplied with a's rows in
- * register tiles of 6 rows x 16 columns (measured faster than decoding b
- * for a BLAS sgemm at every size tried, docs/scaled_mm.md). Blockwise
+ * register tiles of 6 rows x 16 columns (as fast per core as OpenBLAS's
+ * sgemm, without the float32 copy of b; docs/scaled_mm.md). Blockwise
  * scales are applied to b's decoded values as fp8q_scaled_mm_operand
  * would; columns (or blocks of them) run in parallel.
  * Without them (or with fp8q_convert_allow_avx2(0)): up to
