@@ -154,6 +154,10 @@ int fp8q_cpu_has_avx2(void)
         (_xgetbv(0) & 6) != 6) {
         return 0;
     }
+    /* F16C */
+    if ((registers[2] & (1 << 29)) == 0) {
+        return 0;
+    }
     __cpuidex(registers, 7, 0);
     return (registers[1] & (1 << 5)) != 0;
 }
@@ -170,11 +174,18 @@ int fp8q_cpu_has_avx2_fma(void)
 
 #elif defined(__x86_64__) || defined(__i386__)
 
+#include <cpuid.h> /* __get_cpuid */
+
 int fp8q_cpu_has_avx2(void)
 {
-    /* libgcc / compiler-rt check the OS support (XGETBV) as well. */
+    unsigned int eax, ebx, ecx, edx;
+    /* libgcc / compiler-rt check the OS support (XGETBV) as well; clang
+     * names no "f16c" feature, so its bit (CPUID leaf 1, ECX bit 29) is
+     * read directly. */
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") != 0;
+    return __builtin_cpu_supports("avx2") != 0 &&
+           __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 &&
+           (ecx & (1u << 29)) != 0;
 }
 
 int fp8q_cpu_has_avx2_fma(void)

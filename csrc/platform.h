@@ -64,8 +64,10 @@ void fp8q_parallel_for(int64_t n_tasks, int n_threads, fp8q_task_fn task,
 /* ------------------------------------------------------------------------- */
 /* Processor features                                                        */
 
-/* Nonzero when the processor and the OS support AVX2 (x86 only; 0 on other
- * processors). Core code compiled for AVX2 runs only when this says so. */
+/* Nonzero when the processor and the OS support AVX2, and the processor has
+ * the float16 conversions (F16C, which every processor with AVX2 has; x86
+ * only, 0 on other processors). Core code compiled for AVX2 (with F16C)
+ * runs only when this says so. */
 int fp8q_cpu_has_avx2(void);
 
 /* Nonzero when fp8q_cpu_has_avx2() and the processor has FMA3 as well. Core

@@ -425,6 +425,35 @@ def test_amax_out_with_a_float_output(out_dtype, rng, seed):
 # Layouts
 
 
+# Shapes around the CPU kernels' tiles and switches for b = w.T
+# (docs/scaled_mm.md): rows 1-8 take the few-rows dot products, more the
+# packed panels (tiles of 6 rows); columns in panels of 16 and blocks of
+# 256; rows of b in blocks of 256 (scales every 128) with tails of 8.
+WEIGHT_T_SHAPES = [(1, 4096, 24), (3, 7, 5), (8, 300, 33), (9, 256, 16),
+                   (13, 520, 300), (64, 129, 257), (300, 264, 40)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("a_name, b_name", DTYPE_PAIRS)
+@pytest.mark.parametrize("m, k, n", WEIGHT_T_SHAPES)
+def test_weight_transposed_kernels(m, k, n, mode, a_name, b_name, rng, seed):
+    """b = w.T of a row-major weight, the layout fp8q multiplies itself:
+    float32 results (new and given) meet the float64 reference, with a
+    bias too."""
+    a, b, scale_a, scale_b = case(rng, m, k, n, mode, a_name, b_name)
+    b_view = np.ascontiguousarray(b.T).T
+    bias = (rng.standard_normal(n) * 4).astype(np.float32)
+    ref, magnitude = reference(a, b, scale_a, scale_b, mode, bias)
+    context = f"{mode} {a_name} x {b_name} ({m}, {k}, {n}) seed={seed}"
+    fresh = fp8q.scaled_mm(a, b_view, scale_a, scale_b, bias=bias,
+                           out_dtype="float32")
+    assert_close(fresh, ref, magnitude, k, "float32", context)
+    out = poisoned((m, n), "float32")
+    fp8q.scaled_mm(a, b_view, scale_a, scale_b, bias=bias,
+                   out_dtype="float32", out=out)
+    assert_close(out, ref, magnitude, k, "float32", context)
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("a_name, b_name", DTYPE_PAIRS)
 def test_layouts(mode, a_name, b_name, rng, seed):

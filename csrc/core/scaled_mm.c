@@ -134,10 +134,17 @@ fp8q_status fp8q_scaled_mm_operand(const fp8q_view *source,
 }
 
 /* ------------------------------------------------------------------------- */
-/* Few rows: columns of b decoded one at a time                              */
+/* The product without a float32 copy of b                                   */
 
-/* Lanes of the dot product: independent partial sums, so the loop is a
- * plain elementwise one that compilers vectorise. */
+/* Blocks of b packed at a time by the AVX2 kernels: 256 columns x 256 rows,
+ * 256 KB of float32 panels that stay in L2 while every row of a passes
+ * over them; the depth is a multiple of the blockwise block (128), so that
+ * each panel's rows of one scale are whole. */
+#define BLOCK_COLUMNS 256
+#define BLOCK_DEPTH 256
+
+/* Lanes of the portable dot product: independent partial sums, so the loop
+ * is a plain elementwise one that compilers vectorise. */
 #define DOT_LANES 16
 
 static float dot(const float *FP8Q_RESTRICT x, const float *FP8Q_RESTRICT y,
@@ -162,133 +169,219 @@ static float dot(const float *FP8Q_RESTRICT x, const float *FP8Q_RESTRICT y,
     return total;
 }
 
-typedef struct small_m_job {
+typedef struct product_job {
     const fp8q_view *a;
     const fp8q_view *b;
     const fp8q_view *scale_b; /* blockwise only */
     int blockwise;
     float *product;
-    int use_avx2_fma; /* the dot products of scaled_mm_avx2.c */
     volatile int64_t failed; /* set when a task could not get its buffer */
-} small_m_job;
+} product_job;
 
-/* Decodes column `col` of b into `column` (k floats), times its blockwise
- * scales as fp8q_scaled_mm_operand would apply them. */
-static void decode_column(const small_m_job *job, int64_t col, float *column)
+/* The blockwise scale of b at row `row`, column `col`. */
+static float block_scale(const product_job *job, int64_t row, int64_t col)
+{
+    float scale;
+    memcpy(&scale,
+           fp8q_view_element_2d(job->scale_b, row / FP8Q_SCALED_MM_BLOCK,
+                                col / FP8Q_SCALED_MM_BLOCK),
+           sizeof scale);
+    return scale;
+}
+
+/* The blockwise scales of column `col` of b, one per 128 rows, into
+ * `scales`. */
+static void column_scales(const product_job *job, int64_t col, float *scales)
 {
     const int64_t k = job->b->shape[0];
-    const int64_t itemsize = (int64_t)fp8q_dtype_itemsize(job->b->dtype);
-    int64_t start;
+    int64_t row;
 
-    fp8q_load_float32(job->b->dtype,
-                      (const char *)job->b->data +
-                          col * job->b->strides[1] * itemsize,
-                      itemsize, column, k);
-    if (!job->blockwise) {
-        return;
-    }
-    for (start = 0; start < k; start += FP8Q_SCALED_MM_BLOCK) {
-        const int64_t stop = start + FP8Q_SCALED_MM_BLOCK < k
-                                 ? start + FP8Q_SCALED_MM_BLOCK
-                                 : k;
-        float scale;
-        int64_t i;
-        memcpy(&scale,
-               fp8q_view_element_2d(job->scale_b, start / FP8Q_SCALED_MM_BLOCK,
-                                    col / FP8Q_SCALED_MM_BLOCK),
-               sizeof scale);
-        for (i = start; i < stop; i++) {
-            column[i] = column[i] * scale;
-        }
+    for (row = 0; row < k; row += FP8Q_SCALED_MM_BLOCK) {
+        scales[row / FP8Q_SCALED_MM_BLOCK] = block_scale(job, row, col);
     }
 }
 
-/* Columns [first, end) with the AVX2 + FMA kernel, two at a time (a lone
- * last column is paired with itself). */
-static void avx2_columns(const small_m_job *job, int64_t first, int64_t end,
-                         float *columns)
+/* Portable: columns [first, end) one at a time, decoded (times their
+ * blockwise scales, as fp8q_scaled_mm_operand would apply them) into a
+ * buffer and dotted with every row. */
+static void dot_columns(void *context, int64_t first, int64_t end)
 {
+    product_job *job = (product_job *)context;
     const int64_t m = job->a->shape[0];
     const int64_t k = job->a->shape[1];
     const int64_t n = job->b->shape[1];
+    const int64_t k_blocks = fp8q_block_count(k, FP8Q_SCALED_MM_BLOCK);
+    float *column =
+        (float *)fp8q_aligned_alloc((size_t)(k + k_blocks) * sizeof(float));
+    float *scales = column + k;
     int64_t col;
     int64_t row;
+    int64_t i;
 
-    for (col = first; col < end; col += 2) {
-        const int pair = end - col >= 2;
-        decode_column(job, col, columns);
-        decode_column(job, pair ? col + 1 : col, columns + k);
-        for (row = 0; row < m; row += FP8Q_DOT_MAX_ROWS) {
-            float sums[2 * FP8Q_DOT_MAX_ROWS];
-            const int rows = m - row < FP8Q_DOT_MAX_ROWS
-                                 ? (int)(m - row)
-                                 : FP8Q_DOT_MAX_ROWS;
-            int r;
-            fp8q_dot_rows_avx2((const float *)job->a->data + row * k, k,
-                               rows, columns, k, sums);
-            for (r = 0; r < rows; r++) {
-                job->product[(row + r) * n + col] = sums[r];
-                if (pair) {
-                    job->product[(row + r) * n + col + 1] =
-                        sums[FP8Q_DOT_MAX_ROWS + r];
-                }
-            }
-        }
-    }
-}
-
-static void small_m_columns(void *context, int64_t first, int64_t end)
-{
-    small_m_job *job = (small_m_job *)context;
-    const int64_t m = job->a->shape[0];
-    const int64_t k = job->a->shape[1];
-    const int64_t n = job->b->shape[1];
-    float *columns = (float *)fp8q_aligned_alloc((size_t)(2 * k + 1) *
-                                                 sizeof(float));
-    int64_t col;
-    int64_t row;
-
-    if (columns == NULL) {
+    if (column == NULL) {
         fp8q_atomic_store_i64(&job->failed, 1);
         return;
     }
-    if (job->use_avx2_fma) {
-        avx2_columns(job, first, end, columns);
+    for (col = first; col < end; col++) {
+        fp8q_load_float32(job->b->dtype,
+                          (const char *)job->b->data +
+                              col * job->b->strides[1],
+                          1, column, k);
+        if (job->blockwise) {
+            column_scales(job, col, scales);
+            for (i = 0; i < k; i++) {
+                column[i] = column[i] * scales[i / FP8Q_SCALED_MM_BLOCK];
+            }
+        }
+        for (row = 0; row < m; row++) {
+            job->product[row * n + col] =
+                dot((const float *)job->a->data + row * k, column, k);
+        }
     }
-    else {
-        for (col = first; col < end; col++) {
-            decode_column(job, col, columns);
-            for (row = 0; row < m; row++) {
-                job->product[row * n + col] =
-                    dot((const float *)job->a->data + row * k, columns, k);
+    fp8q_aligned_free(column);
+}
+
+/* AVX2 + FMA, few rows: pairs of columns [first, end) decoded straight into
+ * their dot products with every row (a lone last column is paired with
+ * itself). */
+static void dot_column_pairs(void *context, int64_t first, int64_t end)
+{
+    product_job *job = (product_job *)context;
+    const int64_t m = job->a->shape[0];
+    const int64_t k = job->a->shape[1];
+    const int64_t n = job->b->shape[1];
+    const int64_t k_blocks = fp8q_block_count(k, FP8Q_SCALED_MM_BLOCK);
+    const uint8_t *codes = (const uint8_t *)job->b->data;
+    float *scales = NULL;
+    int64_t pair;
+    int64_t row;
+
+    if (job->blockwise) {
+        scales = (float *)fp8q_aligned_alloc((size_t)(2 * k_blocks) *
+                                             sizeof(float));
+        if (scales == NULL) {
+            fp8q_atomic_store_i64(&job->failed, 1);
+            return;
+        }
+    }
+    for (pair = first; pair < end; pair++) {
+        const int64_t col = 2 * pair;
+        const int64_t next = col + 1 < n ? col + 1 : col;
+        if (scales != NULL) {
+            column_scales(job, col, scales);
+            column_scales(job, next, scales + k_blocks);
+        }
+        for (row = 0; row < m; row += FP8Q_DOT_ROWS) {
+            float sums[2 * FP8Q_DOT_ROWS];
+            const int rows =
+                m - row < FP8Q_DOT_ROWS ? (int)(m - row) : FP8Q_DOT_ROWS;
+            int r;
+            fp8q_dot_columns_avx2(
+                (const float *)job->a->data + row * k, k, rows,
+                codes + col * job->b->strides[1],
+                (next - col) * job->b->strides[1],
+                job->b->dtype == FP8Q_FLOAT8_E5M2, k, scales, k_blocks, sums);
+            for (r = 0; r < rows; r++) {
+                job->product[(row + r) * n + col] = sums[r];
+                job->product[(row + r) * n + next] = sums[FP8Q_DOT_ROWS + r];
             }
         }
     }
-    fp8q_aligned_free(columns);
+    fp8q_aligned_free(scales);
 }
 
-fp8q_status fp8q_scaled_mm_small_m(const fp8q_view *a, const fp8q_view *b,
+/* AVX2 + FMA: block `block_index` of BLOCK_COLUMNS columns, packed
+ * BLOCK_DEPTH rows at a time and multiplied with all of a. */
+static void panel_block(void *context, int64_t block_index)
+{
+    product_job *job = (product_job *)context;
+    const int64_t m = job->a->shape[0];
+    const int64_t k = job->a->shape[1];
+    const int64_t n = job->b->shape[1];
+    const int64_t column_stride = job->b->strides[1];
+    const int64_t col = block_index * BLOCK_COLUMNS;
+    const int64_t columns = n - col < BLOCK_COLUMNS ? n - col : BLOCK_COLUMNS;
+    const int64_t n_panels =
+        (columns + FP8Q_PANEL_COLUMNS - 1) / FP8Q_PANEL_COLUMNS;
+    float scales[(BLOCK_DEPTH / FP8Q_PANEL_SCALE_ROWS) *
+                 (BLOCK_COLUMNS / FP8Q_PANEL_COLUMNS)];
+    float *packed = (float *)fp8q_aligned_alloc(
+        (size_t)BLOCK_DEPTH * BLOCK_COLUMNS * sizeof(float));
+    int64_t row;
+
+    if (packed == NULL) {
+        fp8q_atomic_store_i64(&job->failed, 1);
+        return;
+    }
+    for (row = 0; row < k; row += BLOCK_DEPTH) {
+        const int64_t depth = k - row < BLOCK_DEPTH ? k - row : BLOCK_DEPTH;
+        int64_t segment;
+        int64_t panel;
+        for (segment = 0; job->blockwise && segment < depth;
+             segment += FP8Q_PANEL_SCALE_ROWS) {
+            for (panel = 0; panel < n_panels; panel++) {
+                scales[segment / FP8Q_PANEL_SCALE_ROWS * n_panels + panel] =
+                    block_scale(job, row + segment,
+                                col + panel * FP8Q_PANEL_COLUMNS);
+            }
+        }
+        fp8q_pack_panels_avx2((const uint8_t *)job->b->data +
+                                  col * column_stride + row,
+                              column_stride,
+                              job->b->dtype == FP8Q_FLOAT8_E5M2, columns,
+                              depth, job->blockwise ? scales : NULL, packed);
+        fp8q_multiply_panels_avx2((const float *)job->a->data + row, k, m,
+                                  packed, columns, depth, job->product + col,
+                                  n, row > 0);
+    }
+    fp8q_aligned_free(packed);
+}
+
+static int uses_avx2_kernels(void)
+{
+    /* fp8q_convert_allow_avx2(0) (tests) turns these kernels off too. */
+    return fp8q_convert_uses_avx2() && fp8q_cpu_has_avx2_fma();
+}
+
+int fp8q_scaled_mm_has_kernel(int64_t m, int64_t k, const fp8q_view *b)
+{
+    return b->strides[0] == 1 && k > 0 &&
+           (uses_avx2_kernels() || m <= FP8Q_SCALED_MM_DOT_M);
+}
+
+fp8q_status fp8q_scaled_mm_product(const fp8q_view *a, const fp8q_view *b,
                                    const fp8q_view *scale_b,
                                    fp8q_scaling mode,
                                    const fp8q_view *product,
                                    fp8q_error *error)
 {
-    small_m_job job;
+    const int64_t n = b->shape[1];
+    const int64_t work = a->shape[0] * b->shape[0] * n;
+    product_job job;
 
     job.a = a;
     job.b = b;
     job.scale_b = scale_b;
     job.blockwise = mode == FP8Q_SCALING_BLOCKWISE;
     job.product = (float *)product->data;
-    /* fp8q_convert_allow_avx2(0) (tests) turns the AVX2 kernels off here too. */
-    job.use_avx2_fma = fp8q_convert_uses_avx2() && fp8q_cpu_has_avx2_fma();
     job.failed = 0;
-    fp8q_for_each_unit_range(b->shape[1], b->shape[0] * b->shape[1],
-                             small_m_columns, &job);
+    if (!uses_avx2_kernels()) {
+        fp8q_for_each_unit_range(n, work, dot_columns, &job);
+    }
+    else if (a->shape[0] <= FP8Q_SCALED_MM_DOT_M) {
+        fp8q_for_each_unit_range((n + 1) / 2, work, dot_column_pairs, &job);
+    }
+    else {
+        /* One task per block, not a few ranges per thread: blocks take
+         * milliseconds, and a thread that shares its processor (e.g. with
+         * a BLAS's idle threads, still spinning) then simply takes fewer. */
+        fp8q_parallel_for((n + BLOCK_COLUMNS - 1) / BLOCK_COLUMNS,
+                          fp8q_threads_for(work), panel_block, &job);
+    }
     if (fp8q_atomic_load_i64(&job.failed)) {
         return fp8q_fail(error, FP8Q_ERROR_MEMORY,
-                         "no memory for a column buffer of %" PRId64
-                         " floats",
+                         "no memory for the decoded columns of b (%" PRId64
+                         " rows)",
                          b->shape[0]);
     }
     return FP8Q_OK;

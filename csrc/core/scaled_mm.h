@@ -2,7 +2,8 @@
  * scaled_mm.h - the CPU parts of the FP8 scaled matrix multiply
  * out = (a * scale_a) @ (b * scale_b) + bias: how the scales' shapes pick the
  * scaling mode, the float32 operands, and the epilogue. The float32 product
- * itself is a BLAS sgemm, called by the binding (docs/scaled_mm.md).
+ * itself is scaled_mm's own kernels' or a BLAS sgemm called by the binding
+ * (docs/scaled_mm.md).
  */
 #ifndef FP8Q_CORE_SCALED_MM_H
 #define FP8Q_CORE_SCALED_MM_H
@@ -57,19 +58,36 @@ fp8q_status fp8q_scaled_mm_operand(const fp8q_view *source,
                                    fp8q_error *error);
 
 /*
- * The float32 product (m, n), C-contiguous, of a few rows of float32 a
- * (m, k), C-contiguous (from fp8q_scaled_mm_operand) and the FP8 matrix b
- * (k, n) whose columns are contiguous (b = w.T of a row-major weight w),
- * without a float32 copy of b: each column is decoded (times its blockwise
- * scales, as fp8q_scaled_mm_operand would) into a buffer that stays in cache
- * and dotted with every row of a, float32 accumulation (AVX2 + FMA, four
- * rows and two columns per pass, where the processor has them). Columns
- * run in parallel. For m <= FP8Q_SCALED_MM_SMALL_M, where a BLAS product is bound
- * by writing and reading a float32 b (measured crossover: about 8 rows,
- * docs/benchmarks.md).
+ * scaled_mm's own float32 product, for b whose columns are contiguous
+ * (b = w.T of a row-major weight w), without a float32 copy of b.
+ *
+ * With AVX2 + FMA + F16C (csrc/core/scaled_mm_avx2.c), for any number of
+ * rows of a: up to FP8Q_SCALED_MM_DOT_M rows, pairs of b's columns are
+ * decoded straight into their dot products with up to 4 rows at a time;
+ * beyond, blocks of 256 columns of b are decoded 256 rows at a time into
+ * panels of 16 columns that stay in cache and multiplied with a's rows in
+ * register tiles of 6 rows x 16 columns (as fast per core as OpenBLAS's
+ * sgemm, without the float32 copy of b; docs/scaled_mm.md). Blockwise
+ * scales are applied to b's decoded values as fp8q_scaled_mm_operand
+ * would; columns (or blocks of them) run in parallel.
+ * Without them (or with fp8q_convert_allow_avx2(0)): up to
+ * FP8Q_SCALED_MM_DOT_M rows only, each column decoded into a buffer and
+ * dotted with every row of a. Sums are float32 either way.
  */
-#define FP8Q_SCALED_MM_SMALL_M 8
-fp8q_status fp8q_scaled_mm_small_m(const fp8q_view *a, const fp8q_view *b,
+#define FP8Q_SCALED_MM_DOT_M 8
+
+/* Nonzero when fp8q_scaled_mm_product takes a product of m rows of a with
+ * this b (k rows), on this processor; else the caller multiplies float32
+ * operands with a BLAS sgemm. */
+int fp8q_scaled_mm_has_kernel(int64_t m, int64_t k, const fp8q_view *b);
+
+/*
+ * The float32 product (m, n), C-contiguous, of float32 a (m, k),
+ * C-contiguous (from fp8q_scaled_mm_operand), and the FP8 matrix b (k, n),
+ * where fp8q_scaled_mm_has_kernel says so. The blockwise scales of b come
+ * from scale_b; other modes' scales are left to the epilogue.
+ */
+fp8q_status fp8q_scaled_mm_product(const fp8q_view *a, const fp8q_view *b,
                                    const fp8q_view *scale_b,
                                    fp8q_scaling mode,
                                    const fp8q_view *product,

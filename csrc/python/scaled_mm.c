@@ -3,11 +3,14 @@
  * for FP8 a (M, K) and b (K, N): the argument checks, and the CPU path
  * (scaled_mm_cuda.c has the GPU's).
  *
- * The CPU path: core turns a and b into float32 operands (exact decodes, with
- * the blockwise scales applied), NumPy's BLAS (PyArray_MatrixProduct2, which
- * releases the GIL) multiplies them with float32 accumulation, and core's
- * epilogue applies the tensorwise or rowwise scales and the bias in double
- * before the result is rounded once into out_dtype. docs/scaled_mm.md.
+ * The CPU path: core decodes a into float32 (exactly, with the blockwise
+ * scales applied); where core has a kernel for b (b = w.T, columns
+ * contiguous) it multiplies a with b's FP8 codes itself, decoding b in
+ * cache-sized pieces; otherwise core decodes b too and NumPy's BLAS
+ * (PyArray_MatrixProduct2, which releases the GIL) multiplies the float32
+ * operands. Float32 accumulation either way; then core's epilogue applies
+ * the tensorwise or rowwise scales and the bias in double before the
+ * result is rounded once into out_dtype. docs/scaled_mm.md.
  */
 #include <string.h>
 
@@ -287,10 +290,20 @@ static PyObject *new_float32_matrix(int64_t rows, int64_t cols,
     return array;
 }
 
+/* Nonzero when core's product can be written straight into the result (a
+ * new one, which nothing else can alias): a C-contiguous float32 (m, n)
+ * view. */
+static int writes_in_place(const fp8q_view *out)
+{
+    return out->dtype == FP8Q_FLOAT32 && out->strides[1] == 1 &&
+           (out->strides[0] == out->shape[1] || out->shape[0] == 1);
+}
+
 /* The float32 product of the operands, epilogue applied, into call->product
- * (viewed by *product); -1 with an exception on failure. */
+ * or, where core computes it, straight into a new float32 result
+ * (`out_is_new`); viewed by *product. -1 with an exception on failure. */
 static int compute_product(scaled_mm_call *call, fp8q_scaling mode,
-                           fp8q_view *product)
+                           int out_is_new, fp8q_view *product)
 {
     const int64_t m = call->a->view.shape[0];
     const int64_t k = call->a->view.shape[1];
@@ -301,27 +314,33 @@ static int compute_product(scaled_mm_call *call, fp8q_scaling mode,
     fp8q_status status;
     PyObject *result;
 
-    /* Few rows against a b with contiguous columns: no float32 copy of b. */
-    const int few_rows = m <= FP8Q_SCALED_MM_SMALL_M &&
-                         call->b->view.strides[0] == 1 && k > 0;
+    /* core's own product, where it has one: no float32 copy of b. */
+    const int own_product = fp8q_scaled_mm_has_kernel(m, k, &call->b->view);
 
     call->a_operand = new_float32_matrix(
-        m, k, !few_rows && is_column_major(&call->a->view), &a_view);
-    call->product = new_float32_matrix(m, n, 0, product);
-    if (!few_rows) {
+        m, k, !own_product && is_column_major(&call->a->view), &a_view);
+    if (own_product && out_is_new && writes_in_place(&call->out->view)) {
+        *product = call->out->view; /* the result itself: no copy */
+    }
+    else {
+        call->product = new_float32_matrix(m, n, 0, product);
+        if (call->product == NULL) {
+            return -1;
+        }
+    }
+    if (!own_product) {
         call->b_operand = new_float32_matrix(
             k, n, is_column_major(&call->b->view), &b_view);
     }
-    if (call->a_operand == NULL || call->product == NULL ||
-        (!few_rows && call->b_operand == NULL)) {
+    if (call->a_operand == NULL || (!own_product && call->b_operand == NULL)) {
         return -1;
     }
     fp8q_error_clear(&error);
     Py_BEGIN_ALLOW_THREADS
     status = fp8q_scaled_mm_operand(&call->a->view, &call->scale_a->view,
                                     mode, 1, &a_view, &error);
-    if (status == FP8Q_OK && few_rows) {
-        status = fp8q_scaled_mm_small_m(&a_view, &call->b->view,
+    if (status == FP8Q_OK && own_product) {
+        status = fp8q_scaled_mm_product(&a_view, &call->b->view,
                                         &call->scale_b->view, mode, product,
                                         &error);
     }
@@ -333,7 +352,7 @@ static int compute_product(scaled_mm_call *call, fp8q_scaling mode,
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         return -1;
     }
-    if (!few_rows) {
+    if (!own_product) {
         /* sgemm through NumPy's BLAS; it releases the GIL itself. */
         result = PyArray_MatrixProduct2(call->a_operand, call->b_operand,
                                         (PyArrayObject *)call->product);
@@ -516,29 +535,33 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
         }
         goto finished;
     }
-    if (compute_product(&call, mode, &product) < 0) {
+    if (compute_product(&call, mode, out_object == Py_None, &product) < 0) {
         goto fail;
     }
     if (call.amax_out != NULL && record_amax(call.amax_out, &product) < 0) {
         goto fail;
     }
 
-    /* Round once into out_dtype (FP8: divided by scale_result, saturated). */
-    scale_view.data = &scale_result;
-    scale_view.dtype = FP8Q_FLOAT32;
-    scale_view.ndim = 2;
-    scale_view.shape[0] = shape[0];
-    scale_view.shape[1] = shape[1];
-    scale_view.strides[0] = 0;
-    scale_view.strides[1] = 0;
-    fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cast(&product, &call.out->view,
-                       out_dtype == FP8Q_FLOAT8_E4M3FN ? &scale_view : NULL,
-                       FP8Q_SCALE_DIVIDE, 1, &error);
-    Py_END_ALLOW_THREADS
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        goto fail;
+    /* Round once into out_dtype (FP8: divided by scale_result, saturated),
+     * unless the product was computed in the result itself. */
+    if (product.data != call.out->view.data) {
+        scale_view.data = &scale_result;
+        scale_view.dtype = FP8Q_FLOAT32;
+        scale_view.ndim = 2;
+        scale_view.shape[0] = shape[0];
+        scale_view.shape[1] = shape[1];
+        scale_view.strides[0] = 0;
+        scale_view.strides[1] = 0;
+        fp8q_error_clear(&error);
+        Py_BEGIN_ALLOW_THREADS
+        status = fp8q_cast(&product, &call.out->view,
+                           out_dtype == FP8Q_FLOAT8_E4M3FN ? &scale_view
+                                                           : NULL,
+                           FP8Q_SCALE_DIVIDE, 1, &error);
+        Py_END_ALLOW_THREADS
+        if (fp8q_py_raise_on_failure(status, &error) < 0) {
+            goto fail;
+        }
     }
 finished:
     if (out_object != Py_None) {
@@ -577,8 +600,9 @@ PyDoc_STRVAR(
     "amax_out: a writable float32 element that receives max |result| before "
     "scale_result. out: a writable (M, N) tensor of out_dtype, returned.\n\n"
     "On the CPU: exact decodes (times the blockwise scales, rounded once to "
-    "float32), a float32 BLAS product through NumPy (float32 accumulation; "
-    "use_fast_accum has no effect), then the tensorwise or rowwise scales "
+    "float32), a float32 product (fp8q's own AVX2 kernels for b = w.T, else "
+    "a BLAS sgemm through NumPy; float32 accumulation; use_fast_accum has "
+    "no effect), then the tensorwise or rowwise scales "
     "and the bias applied in double and rounded to float32, then rounded "
     "once more into a 16-bit or FP8 out_dtype. Any layout of a and "
     "b is accepted. stream must be None for CPU tensors. See "

@@ -192,7 +192,7 @@ static const harness_test tests[] = {
      test_histogram_zeros_nonfinite_and_checks},
     {"histogram_thresholds", test_histogram_thresholds},
     {"amax_history", test_amax_history},
-    {"scaled_mm_small_m", test_scaled_mm_small_m},
+    {"scaled_mm_product", test_scaled_mm_product},
     {"scaled_mm_modes", test_scaled_mm_modes},
 };
 

@@ -132,7 +132,7 @@ void test_histogram_thresholds(void);
 void test_amax_history(void);
 
 /* test_scaled_mm.c */
-void test_scaled_mm_small_m(void);
+void test_scaled_mm_product(void);
 void test_scaled_mm_modes(void);
 
 #endif /* FP8Q_TESTS_HARNESS_H */

@@ -25,11 +25,12 @@ case "$CC" in
     *) EXE=fp8q_core_tests; LIBS="-pthread -lm" ;;
 esac
 
-# convert_avx2.c (AVX2) and scaled_mm_avx2.c (AVX2 + FMA) are the files built
-# for newer x86 instruction sets (as CMakeLists.txt does); the rest is built
-# for the baseline instruction set.
+# convert_avx2.c (AVX2, F16C) and scaled_mm_avx2.c (AVX2, FMA, F16C) are the
+# files built for newer x86 instruction sets (as CMakeLists.txt does); the
+# rest is built for the baseline instruction set.
 case "$("$CC" -dumpmachine 2>/dev/null)" in
-    x86_64*|i?86*|amd64*) AVX2_FLAGS="-mavx2"; FMA_FLAGS="-mavx2 -mfma" ;;
+    x86_64*|i?86*|amd64*)
+        AVX2_FLAGS="-mavx2 -mf16c"; FMA_FLAGS="-mavx2 -mfma -mf16c" ;;
     *) AVX2_FLAGS=""; FMA_FLAGS="" ;;
 esac
 SOURCES="$ROOT/csrc/platform.c"
