@@ -240,3 +240,29 @@ def test_torch_offset_and_strided_views(torch):
                      fp8q.cast(x.cpu().numpy(), "e4m3").numpy())
     m = torch.randn(32, 48, device="cuda").t()
     assert same_bits(fp8q.from_dlpack(m).cpu().numpy(), m.cpu().numpy())
+
+
+# --------------------------------------------------------------------------
+# fp8q.torch on the GPU
+
+
+@pytest.mark.parametrize("activations", [None, "e4m3"])
+@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16"])
+def test_quantized_model_on_the_gpu_matches_the_cpu(torch, activations,
+                                                    dtype_name):
+    import fp8q.torch as fpt
+
+    dtype = getattr(torch, dtype_name)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(),
+                                torch.nn.Linear(512, 128)).to(dtype)
+    fpt.quantize(model, activations=activations)
+    x = torch.randn(4, 9, 256, dtype=dtype)
+    with torch.no_grad():
+        expected = model(x)
+        model.to("cuda")
+        got = model(x.to("cuda"))
+    assert got.device.type == "cuda" and got.dtype == dtype
+    tolerance = 1e-4 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(got.cpu().float(), expected.float(),
+                               rtol=tolerance, atol=tolerance)

@@ -75,7 +75,8 @@ def calibrate(model, method="max", *, momentum=None, **method_options):
 
 
 def _record_input(layer, inputs):
-    layer._calibration[0].update(from_torch(inputs[0]))
+    # The calibrators run on the CPU: a GPU batch comes over (one copy).
+    layer._calibration[0].update(from_torch(inputs[0].detach().cpu()))
 
 
 def _distributed():

@@ -12,11 +12,21 @@ _TORCH_FP8 = {
 }
 
 
+def current_stream(x):
+    """PyTorch's current CUDA stream on x's device (the stream fp8q's work
+    for a torch model runs on), or None for a CPU tensor."""
+    if x.device.type != "cuda":
+        return None
+    return torch.cuda.current_stream(x.device)
+
+
 def to_torch(t):
     """A torch tensor sharing t's memory (t: fp8q.Tensor or anything
-    fp8q.asarray accepts without a copy), same dtype, shape and strides.
-    Where the installed PyTorch's DLPack refuses a float8 dtype, the bytes
-    cross as uint8 and are viewed as torch's float8 dtype: still no copy."""
+    fp8q.asarray accepts without a copy), same dtype, shape, strides and
+    device. Where the installed PyTorch's DLPack refuses a float8 dtype, the
+    bytes cross as uint8 and are viewed as torch's float8 dtype: still no
+    copy. For a CUDA tensor, torch passes its current stream, which fp8q
+    orders after the tensor's last use."""
     t = fp8q.asarray(t)
     try:
         return torch.from_dlpack(t)
@@ -30,23 +40,23 @@ def to_torch(t):
 def from_torch(x):
     """An fp8q.Tensor sharing the memory of the torch tensor x (any dtype
     fp8q stores, FP8 included, through uint8 where the installed PyTorch's
-    DLPack refuses float8; no copy, no autograd history). CPU tensors only
-    in this version: a CUDA tensor raises ValueError."""
+    DLPack refuses float8; no copy, no autograd history), on x's device.
+    For a CUDA tensor the exchange happens on PyTorch's current stream:
+    torch's pending work on x is ordered before fp8q's use of it."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"from_torch: expected a torch.Tensor, got "
                         f"{type(x).__name__}")
-    if x.device.type != "cpu":
-        raise ValueError(
-            f"from_torch: x is on {x.device}, but this version of fp8q "
-            "runs on the CPU only (its CUDA device tensors are not there "
-            "yet): move it with x.cpu()")
+    if x.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"from_torch: x is on {x.device}; fp8q reads CPU "
+                         "and CUDA tensors")
     x = x.detach()
+    stream = current_stream(x)
     try:
-        return fp8q.from_dlpack(x)
+        return fp8q.from_dlpack(x, stream=stream)
     except (BufferError, RuntimeError, TypeError):
         # Older PyTorch refuses to export float8 through DLPack: the bytes
         # cross as uint8 and are viewed as the FP8 dtype, still no copy.
         name = str(x.dtype).split(".")[-1]
         if name not in _TORCH_FP8:
             raise
-        return fp8q.from_dlpack(x.view(torch.uint8)).view(name)
+        return fp8q.from_dlpack(x.view(torch.uint8), stream=stream).view(name)

@@ -3,7 +3,7 @@ dequantization scales, computed through fp8q (inference only)."""
 import torch
 
 import fp8q
-from fp8q.torch._convert import from_torch, to_torch
+from fp8q.torch._convert import current_stream, from_torch, to_torch
 
 # granularity argument -> fp8q.quantize granularity of the weight.
 WEIGHT_GRANULARITIES = {"row": "row", "tensor": "tensor",
@@ -54,13 +54,15 @@ class Linear(torch.nn.Module):
     with activations=None).
 
     forward(x): x (..., in_features) float32, float16 or bfloat16 on the
-    CPU. With activations=None (weight-only) the weight is dequantized into
-    x's dtype and torch multiplies; with activations="e4m3", x is quantized
-    to e4m3fn — with input_scale when set (static, per tensor), else
-    dynamically per token (1x128 blocks for block weights) — and
-    fp8q.linear computes the FP8 product. The result has x's dtype and shape
-    (..., out_features). Inference only: a backward pass raises
-    RuntimeError.
+    layer's device (the CPU, or a GPU after model.to("cuda"); fp8q's work
+    runs on PyTorch's current stream there). With activations=None
+    (weight-only) the weight is dequantized into x's dtype and torch
+    multiplies; with activations="e4m3", x is quantized to e4m3fn — with
+    input_scale when set (static, per tensor), else dynamically per token
+    (1x128 blocks for block weights) — and fp8q.linear computes the FP8
+    product (on a GPU: cuBLASLt's FP8 GEMM on sm_89+, the emulated bfloat16
+    one below). The result has x's dtype and shape (..., out_features).
+    Inference only: a backward pass raises RuntimeError.
     """
 
     def __init__(self, in_features, out_features, bias=True, *,
@@ -106,7 +108,8 @@ class Linear(torch.nn.Module):
         layer.weight_scale.copy_(to_torch(q.scale))
         if linear.bias is not None:
             layer.bias = linear.bias.detach().clone()
-        return layer
+        # On the device of the layer it replaces.
+        return layer.to(linear.weight.device)
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, "
@@ -124,20 +127,25 @@ class Linear(torch.nn.Module):
         if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise TypeError("fp8q.torch.Linear: x must be float32, float16 "
                             f"or bfloat16, got {x.dtype}")
+        if x.device != self.weight.device:
+            raise ValueError(f"fp8q.torch.Linear: x is on {x.device} but the "
+                             f"layer's weight is on {self.weight.device}")
+        stream = current_stream(x)
         weight = self._quantized_weight()
         if self.activations is None:
-            dequantized = to_torch(weight.dequantize(dtype_name(x.dtype)))
+            dequantized = to_torch(weight.dequantize(dtype_name(x.dtype),
+                                                     stream=stream))
             return torch.nn.functional.linear(
                 x, dequantized, None if self.bias is None
                 else self.bias.to(x.dtype))
-        source = from_torch(x)
+        source = from_torch(x.contiguous())
         if self.input_scale is not None:  # static, per tensor
             source = fp8q.quantize(
                 source.reshape(-1, self.in_features), self.activations,
-                scale=from_torch(self.input_scale))
+                scale=from_torch(self.input_scale), stream=stream)
         bias = None if self.bias is None else from_torch(self.bias)
         y = fp8q.linear(source, weight, bias=bias,
-                        out_dtype=dtype_name(x.dtype))
+                        out_dtype=dtype_name(x.dtype), stream=stream)
         return to_torch(y).reshape(*x.shape[:-1], self.out_features)
 
     def set_input_scale(self, scale):
