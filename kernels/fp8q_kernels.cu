@@ -8,3 +8,4 @@
 #include "amax.cu"
 #include "scale.cu"
 #include "epilogue.cu"
+#include "transpose.cu"

@@ -39,6 +39,7 @@
 #include "core/scale_formula.h"
 #include "epilogue.cuh"
 #include "scale.cuh"
+#include "transpose.cuh"
 
 typedef int result_t;
 
@@ -556,11 +557,25 @@ static void run_epilogue(const fp8q_epilogue_args *args)
     }
 }
 
+static void run_transpose(const fp8q_transpose_args *args)
+{
+    const size_t size = (size_t)args->element_size;
+    const char *source = (const char *)args->source;
+    char *destination = (char *)args->destination;
+    int64_t r, c;
+    for (r = 0; r < args->rows; r++) {
+        for (c = 0; c < args->cols; c++) {
+            memcpy(destination + (size_t)(c * args->rows + r) * size,
+                   source + (size_t)(r * args->cols + c) * size, size);
+        }
+    }
+}
+
 /* A function handle is the address of its name in this table. */
 static const char *const kernel_names[] = {
     FP8Q_CAST_KERNEL, FP8Q_AMAX_KERNEL, FP8Q_AMAX_ROWS_KERNEL,
     FP8Q_AMAX_BLOCKS_KERNEL, FP8Q_SCALES_FROM_AMAX_KERNEL,
-    FP8Q_EPILOGUE_KERNEL};
+    FP8Q_EPILOGUE_KERNEL, FP8Q_TRANSPOSE_KERNEL};
 
 static result_t fake_module_get_function(void **function, void *module,
                                          const char *name)
@@ -608,6 +623,12 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
     }
     else if (strcmp(name, FP8Q_AMAX_BLOCKS_KERNEL) == 0) {
         run_amax_blocks((const fp8q_amax_blocks_args *)parameters[0]);
+    }
+    else if (strcmp(name, FP8Q_TRANSPOSE_KERNEL) == 0) {
+        if (block_x != FP8Q_TRANSPOSE_THREADS) {
+            return 1;
+        }
+        run_transpose((const fp8q_transpose_args *)parameters[0]);
     }
     else if (strcmp(name, FP8Q_EPILOGUE_KERNEL) == 0) {
         run_epilogue((const fp8q_epilogue_args *)parameters[0]);

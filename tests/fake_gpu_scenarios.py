@@ -313,6 +313,18 @@ def quantize_with_given_scales():
            scale=np.ones((5, 1), np.float32))
 
 
+def quantize_transposed():
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((45, 70)).astype(np.float32)
+    expected = fp8q.quantize(x, granularity="row", transpose=True)
+    got = fp8q.quantize(fp8q.asarray(x, device="cuda"), granularity="row",
+                        transpose=True)
+    assert got.transposed.device == "cuda:0"
+    assert same_bits(got.transposed.cpu().numpy(),
+                     expected.transposed.numpy())
+    assert got.to("cpu").transposed.device == "cpu"
+
+
 def qtensor_moves_and_dequantizes():
     x = np.linspace(-10, 10, 512, dtype=np.float32).reshape(4, 128)
     q = fp8q.quantize(x, granularity=(1, 128))

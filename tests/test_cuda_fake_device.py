@@ -38,6 +38,7 @@ def run_scenario(driver, name, tmp_path, environment=None, **fake):
     "quantize_matches_the_cpu",
     "quantize_with_given_scales",
     "qtensor_moves_and_dequantizes",
+    "quantize_transposed",
     "nonfinite_groups_on_the_gpu",
     "scaled_mm_matches_the_cpu",
     "scaled_mm_paths",

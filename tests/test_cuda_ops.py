@@ -128,6 +128,17 @@ def test_quantize_and_dequantize_match_the_cpu(granularity, source, rng):
                                  expected.dequantize(dtype).numpy())
 
 
+@pytest.mark.parametrize("shape", [(1, 1), (33, 65), (1024, 4096),
+                                   (4096, 96)])
+def test_quantize_transposed_matches_the_cpu(shape, rng):
+    x = rng.standard_normal(shape).astype(np.float32)
+    expected = fp8q.quantize(x, granularity="row", transpose=True)
+    got = fp8q.quantize(fp8q.asarray(x, device="cuda"), granularity="row",
+                        transpose=True)
+    assert same_bits(got.transposed.cpu().numpy(),
+                     expected.transposed.numpy())
+
+
 # --------------------------------------------------------------------------
 # scaled_mm
 

@@ -412,3 +412,17 @@ def test_huge_blocks_cover_the_input_in_one_block(granularity, same_as):
     np.testing.assert_array_equal(codes(q.data), codes(expected.data))
     np.testing.assert_array_equal(q.dequantize().numpy(),
                                   expected.dequantize().numpy())
+
+
+@pytest.mark.parametrize("granularity", ["tensor", "row", (1, 128)])
+def test_transpose_writes_data_t(rng, granularity):
+    """transpose=True adds data.T, C-contiguous, bit for bit."""
+    x = rng.standard_normal((37, 300)).astype(np.float32)
+    q = fp8q.quantize(x, granularity=granularity, transpose=True)
+    assert q.transposed.shape == (300, 37) and q.transposed.is_contiguous()
+    assert q.transposed.dtype == q.data.dtype
+    np.testing.assert_array_equal(q.transposed.numpy().view(np.uint8),
+                                  q.data.numpy().view(np.uint8).T)
+    assert fp8q.quantize(x).transposed is None
+    with pytest.raises(ValueError, match="transpose=True needs a 2-D x"):
+        fp8q.quantize(x[0], transpose=True)

@@ -10,6 +10,9 @@
 
 /* Threads per block of every kernel (a multiple of 32, see kernels/). */
 #define THREADS_PER_BLOCK 256
+#if THREADS_PER_BLOCK != FP8Q_TRANSPOSE_THREADS
+#error "the transpose kernel's tiles assume its blocks' thread count"
+#endif
 /* Elements a thread handles per grid-stride step of the elementwise
  * kernels: 16 bytes of float16 / bfloat16 input. */
 #define ELEMENTS_PER_THREAD 8
@@ -145,4 +148,23 @@ fp8q_status fp8q_cuda_launch_epilogue(const fp8q_cuda_device *device,
     }
     return launch(device, FP8Q_KERNEL_EPILOGUE,
                   elementwise_blocks(device, count), args, stream, error);
+}
+
+fp8q_status fp8q_cuda_launch_transpose(const fp8q_cuda_device *device,
+                                       const fp8q_transpose_args *args,
+                                       fp8q_cu_stream stream,
+                                       fp8q_error *error)
+{
+    const int64_t tiles =
+        fp8q_block_count(args->rows, FP8Q_TRANSPOSE_TILE) *
+        fp8q_block_count(args->cols, FP8Q_TRANSPOSE_TILE);
+    const int64_t full = (int64_t)device->multiprocessor_count *
+                         BLOCKS_PER_MULTIPROCESSOR;
+
+    if (tiles == 0) {
+        return FP8Q_OK;
+    }
+    return launch(device, FP8Q_KERNEL_TRANSPOSE,
+                  (unsigned int)(tiles < full ? tiles : full), args, stream,
+                  error);
 }

@@ -14,6 +14,7 @@
 #include "cast.cuh"
 #include "epilogue.cuh"
 #include "scale.cuh"
+#include "transpose.cuh"
 #include "core/status.h"
 #include "cuda/driver.h"
 
@@ -52,5 +53,11 @@ fp8q_status fp8q_cuda_launch_epilogue(const fp8q_cuda_device *device,
                                       const fp8q_epilogue_args *args,
                                       fp8q_cu_stream stream,
                                       fp8q_error *error);
+
+/* The transpose kernel over an args->rows x args->cols matrix. */
+fp8q_status fp8q_cuda_launch_transpose(const fp8q_cuda_device *device,
+                                       const fp8q_transpose_args *args,
+                                       fp8q_cu_stream stream,
+                                       fp8q_error *error);
 
 #endif /* FP8Q_CUDA_LAUNCH_H */

@@ -328,6 +328,13 @@ typedef struct fp8q_py_scaled_mm {
 int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
                            fp8q_cu_stream stream);
 
+/* destination (cols, rows) = source (rows, cols).T on the GPU, both
+ * C-contiguous CUDA tensors of one dtype (1, 2 or 4 bytes). 0, or -1 with
+ * an exception. */
+int fp8q_py_cuda_transpose(fp8q_TensorObject *source,
+                           fp8q_TensorObject *destination,
+                           fp8q_cu_stream stream);
+
 /* fp8q_tensor_copy_as for a CUDA source, on the source's last stream. */
 fp8q_TensorObject *fp8q_py_cuda_convert(fp8q_TensorObject *source,
                                         fp8q_dtype dtype);

@@ -789,14 +789,60 @@ done:
     return result;
 }
 
+/* A new C-contiguous (N, M) tensor on data's device holding data.T (data
+ * a C-contiguous (M, N) tensor), bits unchanged. */
+static fp8q_TensorObject *transposed_copy(fp8q_TensorObject *data,
+                                          fp8q_cu_stream stream)
+{
+    const fp8q_py_device device = {data->device_type, data->device_index};
+    int64_t shape[2];
+    fp8q_TensorObject *result;
+    fp8q_view source;
+    fp8q_error error;
+    fp8q_status status;
+
+    shape[0] = data->view.shape[1];
+    shape[1] = data->view.shape[0];
+    result = fp8q_tensor_new_empty_on(data->view.dtype, 2, shape, &device,
+                                      stream);
+    if (result == NULL) {
+        return NULL;
+    }
+    if (device.type == FP8Q_DEVICE_CUDA) {
+        if (fp8q_py_cuda_transpose(data, result, stream) < 0) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        return result;
+    }
+    source = data->view;
+    source.shape[0] = data->view.shape[1];
+    source.shape[1] = data->view.shape[0];
+    source.strides[0] = data->view.strides[1];
+    source.strides[1] = data->view.strides[0];
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    /* Between equal dtypes fp8q_cast copies the bits. */
+    status = fp8q_cast(&source, &result->view, NULL, FP8Q_SCALE_DIVIDE, 1,
+                       &error);
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        Py_DECREF(result);
+        return NULL;
+    }
+    return result;
+}
+
 PyDoc_STRVAR(
     quantize_doc,
     "_quantize(x, dtype='float8_e4m3fn', *, granularity='tensor', "
-    "scale=None, saturate=True, power_of_2=False)\n"
+    "scale=None, saturate=True, power_of_2=False, transpose=False, "
+    "stream=None)\n"
     "--\n"
     "\n"
     "The C half of fp8q.quantize, which wraps the result in fp8q.QTensor.\n"
-    "Returns the pair (data, scale).\n"
+    "Returns (data, scale, transposed): transposed is None, or with\n"
+    "transpose=True (2-D x only) a C-contiguous copy of data.T.\n"
     "\n"
     "data = cast(x, dtype, scale=scale broadcast per group, saturate=...),\n"
     "an FP8 tensor of x's shape; scale is a new float32 tensor of the\n"
@@ -816,8 +862,9 @@ PyDoc_STRVAR(
 static PyObject *ops_quantize(PyObject *module, PyObject *args,
                               PyObject *kwargs)
 {
-    static char *keywords[] = {"x",        "dtype",      "granularity", "scale",
-                               "saturate", "power_of_2", "stream",      NULL};
+    static char *keywords[] = {"x",          "dtype",  "granularity",
+                               "scale",      "saturate", "power_of_2",
+                               "transpose",  "stream", NULL};
     PyObject *x_object;
     PyObject *dtype_object = NULL;
     PyObject *granularity_object = NULL;
@@ -825,6 +872,8 @@ static PyObject *ops_quantize(PyObject *module, PyObject *args,
     PyObject *stream_object = Py_None;
     fp8q_cu_stream stream;
     fp8q_py_device device;
+    fp8q_TensorObject *transposed = NULL;
+    int transpose = 0;
     fp8q_quantize_options options;
     fp8q_dtype dtype = FP8Q_FLOAT8_E4M3FN;
     int scale_ndim;
@@ -843,11 +892,11 @@ static PyObject *ops_quantize(PyObject *module, PyObject *args,
     options.granularity.block_cols = 1;
     options.saturate = 1;
     options.power_of_2 = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOppO:quantize",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOpppO:quantize",
                                      keywords, &x_object, &dtype_object,
                                      &granularity_object, &scale_object,
                                      &options.saturate, &options.power_of_2,
-                                     &stream_object) ||
+                                     &transpose, &stream_object) ||
         fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
         return NULL;
     }
@@ -879,6 +928,13 @@ static PyObject *ops_quantize(PyObject *module, PyObject *args,
     if (fp8q_scale_shape(&options.granularity, x->view.ndim, x->view.shape,
                          &scale_ndim, scale_shape, &error) != FP8Q_OK) {
         fp8q_py_raise(&error);
+        goto fail;
+    }
+    if (transpose && x->view.ndim != 2) {
+        PyErr_Format(PyExc_ValueError,
+                     "quantize: transpose=True needs a 2-D x (M, N), got %d "
+                     "dimensions",
+                     x->view.ndim);
         goto fail;
     }
     data = fp8q_tensor_new_empty_on(dtype, x->view.ndim, x->view.shape,
@@ -935,9 +991,17 @@ static PyObject *ops_quantize(PyObject *module, PyObject *args,
             goto fail;
         }
     }
+    if (transpose) {
+        transposed = transposed_copy(data, stream);
+        if (transposed == NULL) {
+            goto fail;
+        }
+    }
     Py_DECREF(x);
     Py_XDECREF(given_scale);
-    return Py_BuildValue("(NN)", (PyObject *)data, (PyObject *)scale);
+    return Py_BuildValue("(NNN)", (PyObject *)data, (PyObject *)scale,
+                         transposed != NULL ? (PyObject *)transposed
+                                            : Py_NewRef(Py_None));
 
 fail:
     Py_XDECREF(x);

@@ -19,7 +19,7 @@ __version__ = _C._build_info()["version"]
 
 
 def quantize(x, dtype="float8_e4m3fn", *, granularity="tensor", scale=None,
-             saturate=True, power_of_2=False, stream=None):
+             saturate=True, power_of_2=False, transpose=False, stream=None):
     """Quantizes x to an FP8 format with float32 scales; returns a QTensor.
 
     x: anything fp8q.asarray accepts (fp8q.Tensor, NumPy or ml_dtypes array,
@@ -50,6 +50,10 @@ def quantize(x, dtype="float8_e4m3fn", *, granularity="tensor", scale=None,
     saturate=True maps overflow to +-max, saturate=False to NaN (or +-inf for
     float8_e5m2), exactly as fp8q.cast.
 
+    transpose=True (2-D x only) also writes data.T, C-contiguous, as the
+    QTensor's `transposed` (the column-major operand an FP8 GEMM wants),
+    in the same call.
+
     On a GPU (x a CUDA tensor, C-contiguous) everything runs there, on
     `stream` (as fp8q.cast takes it), and data and scale stay there: each
     group's amax, the scales from it, then one scaled cast (x is read twice),
@@ -59,10 +63,10 @@ def quantize(x, dtype="float8_e4m3fn", *, granularity="tensor", scale=None,
     the host is checked there; one on the GPU in the exact scale shape is
     used as is, unchecked.
     """
-    data, scale = _C._quantize(x, dtype, granularity=granularity,
-                               scale=scale, saturate=saturate,
-                               power_of_2=power_of_2, stream=stream)
-    return QTensor(data, scale, granularity)
+    data, scale, transposed = _C._quantize(
+        x, dtype, granularity=granularity, scale=scale, saturate=saturate,
+        power_of_2=power_of_2, transpose=transpose, stream=stream)
+    return QTensor(data, scale, granularity, transposed)
 
 
 def info():

@@ -67,8 +67,8 @@ def _activation(x, w, scaling, k, stream):
     # FP8 GEMMs need one e4m3fn operand: e5m2 weights get e4m3fn inputs.
     dtype = ("float8_e4m3fn" if w.dtype.name == "float8_e5m2"
              else w.dtype)
-    data, scale = _C._quantize(_as_matrix(x, k), dtype,
-                               granularity=granularity, stream=stream)
+    data, scale, _ = _C._quantize(_as_matrix(x, k), dtype,
+                                  granularity=granularity, stream=stream)
     return data, scale, leading, x.dtype
 
 

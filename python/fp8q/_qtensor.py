@@ -26,18 +26,28 @@ class QTensor:
             tuple (see fp8q.quantize for the scale shapes).
         dtype: the FP8 dtype of data.
         shape: the shape of data.
+        transposed: None, or a C-contiguous copy of data.T (2-D data; from
+            fp8q.quantize(..., transpose=True)), e.g. for the column-major
+            operand of an FP8 GEMM.
     """
 
-    __slots__ = ("_data", "_scale", "_granularity")
+    __slots__ = ("_data", "_scale", "_granularity", "_transposed")
 
-    def __init__(self, data, scale, granularity):
+    def __init__(self, data, scale, granularity, transposed=None):
         if not isinstance(data, _C.Tensor) or not isinstance(scale, _C.Tensor):
             raise TypeError(
                 "QTensor: data and scale must be fp8q.Tensor objects, got "
                 f"{type(data).__name__} and {type(scale).__name__}")
+        if transposed is not None and (
+                not isinstance(transposed, _C.Tensor)
+                or transposed.shape != tuple(reversed(data.shape))
+                or transposed.dtype != data.dtype):
+            raise ValueError("QTensor: transposed must be None or an "
+                             "fp8q.Tensor of data's dtype and reversed shape")
         self._data = data
         self._scale = scale
         self._granularity = normalize_granularity(granularity)
+        self._transposed = transposed
 
     @property
     def data(self):
@@ -48,6 +58,11 @@ class QTensor:
     def scale(self):
         """The float32 dequantization scales (x ~= data * scale)."""
         return self._scale
+
+    @property
+    def transposed(self):
+        """None, or data.T as a C-contiguous fp8q.Tensor."""
+        return self._transposed
 
     @property
     def granularity(self):
@@ -82,9 +97,11 @@ class QTensor:
         are there already); see fp8q.Tensor.to."""
         if self._data.device == str(device):
             return self
+        transposed = (None if self._transposed is None
+                      else self._transposed.to(device, stream=stream))
         return QTensor(self._data.to(device, stream=stream),
                        self._scale.to(device, stream=stream),
-                       self._granularity)
+                       self._granularity, transposed)
 
     def __repr__(self):
         device = "" if self.device == "cpu" else f", device={self.device!r}"
