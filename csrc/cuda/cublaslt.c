@@ -277,16 +277,11 @@ void fp8q_cublaslt_describe(const fp8q_cublaslt *loaded, fp8q_lt_status status,
 static void open_device(void *context)
 {
     device_slot *slot = (device_slot *)context;
-    fp8q_cuda_device_properties properties;
     fp8q_lt_status status;
     char what[96];
 
     fp8q_error_clear(&slot->error);
-    if (fp8q_cuda_device_properties_get(slot->device->index, &properties,
-                                        &slot->error) != FP8Q_OK) {
-        return;
-    }
-    slot->state.workspace_size = properties.compute_capability_major >= 9
+    slot->state.workspace_size = slot->device->compute_capability_major >= 9
                                      ? LARGE_WORKSPACE
                                      : SMALL_WORKSPACE;
     if (fp8q_cuda_context_enter(slot->device, &slot->error) != FP8Q_OK) {

@@ -39,6 +39,11 @@ static device_slot *device_slots; /* device_count entries */
 /* ------------------------------------------------------------------------- */
 /* Text helpers                                                              */
 
+int fp8q_cuda_has_fp8_tensor_cores(int major, int minor)
+{
+    return major > 8 || (major == 8 && minor >= 9);
+}
+
 const char *fp8q_cuda_kernel_name(fp8q_cuda_kernel kernel)
 {
     static const char *const names[FP8Q_KERNEL_COUNT] = {
@@ -466,10 +471,9 @@ fp8q_status fp8q_cuda_device_properties_get(
     }
     properties->name[sizeof properties->name - 1] = '\0';
     properties->memory_bytes = (uint64_t)memory_bytes;
-    properties->native_fp8 =
-        properties->compute_capability_major > 8 ||
-        (properties->compute_capability_major == 8 &&
-         properties->compute_capability_minor >= 9);
+    properties->native_fp8 = fp8q_cuda_has_fp8_tensor_cores(
+        properties->compute_capability_major,
+        properties->compute_capability_minor);
     return FP8Q_OK;
 }
 
@@ -533,6 +537,16 @@ static fp8q_cu_result query_launch_attributes(const fp8q_cuda_driver *loaded,
     fp8q_cu_result result = loaded->api.device_get_attribute(
         &device->multiprocessor_count,
         FP8Q_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device->device);
+    if (result == FP8Q_CUDA_SUCCESS) {
+        result = loaded->api.device_get_attribute(
+            &device->compute_capability_major,
+            FP8Q_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device->device);
+    }
+    if (result == FP8Q_CUDA_SUCCESS) {
+        result = loaded->api.device_get_attribute(
+            &device->compute_capability_minor,
+            FP8Q_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device->device);
+    }
     if (result == FP8Q_CUDA_SUCCESS) {
         result = loaded->api.device_get_attribute(
             &device->memory_pools,

@@ -111,6 +111,9 @@ void fp8q_cuda_describe_result(const fp8q_cuda_driver *driver,
  */
 fp8q_status fp8q_cuda_backend_check(fp8q_error *error);
 
+/* Nonzero for compute capability 8.9 and newer: FP8 tensor cores. */
+int fp8q_cuda_has_fp8_tensor_cores(int major, int minor);
+
 /* A device as the driver describes it. */
 typedef struct fp8q_cuda_device_properties {
     int index;
@@ -157,6 +160,9 @@ typedef struct fp8q_cuda_device {
     fp8q_cu_module module;
     /* Every fp8q_cuda_kernel, found in `module` when the device opened. */
     fp8q_cu_function kernels[FP8Q_KERNEL_COUNT];
+    /* Compute capability, e.g. 9 and 0 for sm_90. */
+    int compute_capability_major;
+    int compute_capability_minor;
     /* Multiprocessors, for sizing grids. */
     int multiprocessor_count;
     /* Nonzero when the device has the stream-ordered allocator

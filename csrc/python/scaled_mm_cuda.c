@@ -190,7 +190,6 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     const int64_t n = call->b->view.shape[1];
     const fp8q_cuda_device *cuda = call->a->cuda_device;
     const fp8q_cublaslt *library;
-    fp8q_cuda_device_properties properties;
     fp8q_TensorObject *w = NULL; /* b.T, (N, K) C-contiguous, b's memory */
     fp8q_TensorObject *keep[8];  /* tensors this call made, released at the end */
     fp8q_TensorObject *scale_a = NULL, *scale_b = NULL, *bias = NULL;
@@ -219,13 +218,10 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
         return -1;
     }
     library = load_cublaslt();
-    fp8q_error_clear(&error);
-    if (library == NULL ||
-        fp8q_py_raise_on_failure(
-            fp8q_cuda_device_properties_get(cuda->index, &properties, &error),
-            &error) < 0) {
+    if (library == NULL) {
         return -1;
     }
+    fp8q_error_clear(&error);
     w_view = call->b->view;
     w_view.shape[0] = n;
     w_view.shape[1] = k;
@@ -258,7 +254,9 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     problem.b_dtype = w->view.dtype;
     problem.fast_accumulation = call->use_fast_accum;
     problem.d = call->out->view.data;
-    native = properties.native_fp8 && call->mode != FP8Q_SCALING_BLOCKWISE &&
+    native = fp8q_cuda_has_fp8_tensor_cores(cuda->compute_capability_major,
+                                            cuda->compute_capability_minor) &&
+             call->mode != FP8Q_SCALING_BLOCKWISE &&
              fp8q_matmul_fp8_aligned(&problem);
     direct = native && call->mode == FP8Q_SCALING_TENSORWISE &&
              call->bias == NULL && call->amax_out == NULL &&
