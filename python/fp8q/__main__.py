@@ -98,6 +98,8 @@ def main(argv=None):
         elif arguments.what == "linear":
             _bench_linear.print_linear_benchmark(arguments.full,
                                                  arguments.repeats)
+            print()
+            _bench_linear.print_gpu_linear_benchmark(arguments.repeats)
         elif arguments.what == "calib":
             _bench_calib.print_calib_benchmark(arguments.size,
                                                arguments.repeats)
