@@ -12,6 +12,7 @@ import os
 import numpy as np
 
 import fp8q
+import fp8q.calib
 from helpers import FP8_NAMES, same_bits
 
 DTYPES = ["float32", "float16", "bfloat16", "uint8"] + FP8_NAMES
@@ -501,6 +502,17 @@ def scaled_mm_without_cublaslt():
     expect(fp8q.CudaError, "cuBLASLt not found: tried /nonexistent/"
            "libcublasLt.so.13", fp8q.scaled_mm, a.to("cuda"),
            b.T.to("cuda").T, scale_a, scale_b)
+
+
+def calibrators_take_gpu_batches():
+    rng = np.random.default_rng(16)
+    x = rng.standard_normal((64, 32)).astype(np.float32)
+    for calibrator in (fp8q.calib.MaxCalibrator(),
+                       fp8q.calib.HistogramCalibrator()):
+        on_host = type(calibrator)()
+        calibrator.update(fp8q.asarray(x, device="cuda"))
+        on_host.update(x)
+        assert calibrator.amax == on_host.amax
 
 
 # --------------------------------------------------------------------------

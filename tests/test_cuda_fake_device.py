@@ -39,6 +39,7 @@ def run_scenario(driver, name, tmp_path, environment=None, **fake):
     "quantize_with_given_scales",
     "qtensor_moves_and_dequantizes",
     "quantize_transposed",
+    "calibrators_take_gpu_batches",
     "nonfinite_groups_on_the_gpu",
     "scaled_mm_matches_the_cpu",
     "scaled_mm_paths",

@@ -345,10 +345,10 @@ fp8q_TensorObject *fp8q_py_cuda_convert(fp8q_TensorObject *source,
 extern PyTypeObject fp8q_MaxCalibrator_Type;
 extern PyTypeObject fp8q_HistogramCalibrator_Type;
 
-/* A calibrator's `x`: a Tensor over x's data (converted only where fp8q
- * cannot read it in place) on the CPU; NULL with an exception otherwise. */
-fp8q_TensorObject *fp8q_py_calibration_input(PyObject *x_object,
-                                             const char *function);
+/* A calibrator's `x` as a CPU Tensor: over x's data (converted only where
+ * fp8q cannot read it in place), or a host copy of a CUDA tensor; NULL with
+ * an exception. */
+fp8q_TensorObject *fp8q_py_calibration_input(PyObject *x_object);
 
 /* A new C-contiguous float32 NumPy array of `shape` holding a copy of
  * `values`. */

@@ -14,13 +14,16 @@
 /* ------------------------------------------------------------------------- */
 /* Shared by the calibrator types                                            */
 
-fp8q_TensorObject *fp8q_py_calibration_input(PyObject *x_object,
-                                             const char *function)
+fp8q_TensorObject *fp8q_py_calibration_input(PyObject *x_object)
 {
+    static const fp8q_py_device cpu = {FP8Q_DEVICE_CPU, 0};
     fp8q_TensorObject *x =
         fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
-    if (x != NULL && fp8q_py_require_cpu(x, function, "x") < 0) {
-        Py_CLEAR(x);
+
+    if (x != NULL && x->device_type == FP8Q_DEVICE_CUDA) {
+        /* The statistics are computed on the CPU: a GPU batch comes over,
+         * after the work that wrote it. */
+        Py_SETREF(x, fp8q_tensor_copy_to(x, &cpu, fp8q_py_last_stream(x)));
     }
     return x;
 }

@@ -115,7 +115,7 @@ static PyObject *histogram_calibrator_update(
                                      &x_object, &skip_nonfinite)) {
         return NULL;
     }
-    x = fp8q_py_calibration_input(x_object, "HistogramCalibrator.update");
+    x = fp8q_py_calibration_input(x_object);
     if (x == NULL) {
         return NULL;
     }
@@ -494,7 +494,9 @@ PyDoc_STRVAR(
     "seen (adjacent bins fold together; nothing is dropped). Zeros are not "
     "counted with skip_zeros=True. NaN and infinity raise ValueError "
     "(nothing counted) unless skip_nonfinite=True, which skips them and adds "
-    "their number to nonfinite_count. The GIL is released while x is read.");
+    "their number to nonfinite_count. The GIL is released while x is read. "
+    "A CUDA x is copied to the host first (after the work that wrote it); "
+    "the statistics run on the CPU.");
 
 PyDoc_STRVAR(
     compute_amax_doc,

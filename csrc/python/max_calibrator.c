@@ -203,7 +203,7 @@ static PyObject *max_calibrator_update(fp8q_MaxCalibratorObject *self,
                                      &x_object, &skip_nonfinite)) {
         return NULL;
     }
-    x = fp8q_py_calibration_input(x_object, "MaxCalibrator.update");
+    x = fp8q_py_calibration_input(x_object);
     if (x == NULL) {
         return NULL;
     }
@@ -635,7 +635,9 @@ PyDoc_STRVAR(update_doc,
              "first update fixes the number of channels. NaN and infinity "
              "raise ValueError (nothing recorded) unless skip_nonfinite=True, "
              "which skips them and adds their number to nonfinite_count. An "
-             "empty x records nothing. The GIL is released while x is read.");
+             "empty x records nothing. The GIL is released while x is read. "
+             "A CUDA x is copied to the host first (after the work that wrote "
+             "it); the statistics run on the CPU.");
 
 PyDoc_STRVAR(scale_doc,
              "scale(dtype=\"float8_e4m3fn\", margin=0, power_of_2=False)\n--\n\n"

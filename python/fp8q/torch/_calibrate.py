@@ -75,8 +75,9 @@ def calibrate(model, method="max", *, momentum=None, **method_options):
 
 
 def _record_input(layer, inputs):
-    # The calibrators run on the CPU: a GPU batch comes over (one copy).
-    layer._calibration[0].update(from_torch(inputs[0].detach().cpu()))
+    # A GPU batch is copied to the host by the calibrator (on torch's
+    # stream, after the work that wrote it).
+    layer._calibration[0].update(from_torch(inputs[0]))
 
 
 def _distributed():
