@@ -328,19 +328,6 @@ static result_t fake_memset_d8_async(deviceptr_t destination,
     return 0;
 }
 
-static result_t fake_memset_d32_async(deviceptr_t destination,
-                                      unsigned int value, size_t count,
-                                      void *stream)
-{
-    uint32_t *words = (uint32_t *)(uintptr_t)destination;
-    size_t index;
-    log_stream_call("cuMemsetD32Async", stream);
-    for (index = 0; index < count; index++) {
-        words[index] = value;
-    }
-    return 0;
-}
-
 static int event_storage;
 
 static result_t fake_stream_synchronize(void *stream)
@@ -694,7 +681,6 @@ result_t cuGetProcAddress_v2(const char *symbol, void **function,
         {"cuMemFreeAsync", FUNCTION(fake_mem_free_async)},
         {"cuMemcpyAsync", FUNCTION(fake_memcpy_async)},
         {"cuMemsetD8Async", FUNCTION(fake_memset_d8_async)},
-        {"cuMemsetD32Async", FUNCTION(fake_memset_d32_async)},
         {"cuStreamSynchronize", FUNCTION(fake_stream_synchronize)},
         {"cuStreamWaitEvent", FUNCTION(fake_stream_wait_event)},
         {"cuEventCreate", FUNCTION(fake_event_create)},

@@ -13,7 +13,7 @@ import numpy as np
 
 import fp8q
 import fp8q.calib
-from helpers import FP8_NAMES, same_bits
+from helpers import FP8_NAMES, same_bits, scaled_mm_operands
 
 DTYPES = ["float32", "float16", "bfloat16", "uint8"] + FP8_NAMES
 
@@ -365,18 +365,9 @@ def matmul_paths():
 
 
 def operands(rng, m, k, n, granularity):
-    """FP8 a (M, K) and b = w.T (K, N) with their scales, on the CPU."""
-    x = rng.standard_normal((m, k)).astype(np.float32)
-    w = rng.standard_normal((n, k)).astype(np.float32)
-    if granularity == "block":
-        qa = fp8q.quantize(x, granularity=(1, 128))
-        qw = fp8q.quantize(w, granularity=(128, 128))
-        return qa.data, qw.data.T, qa.scale, qw.scale.T
-    qa = fp8q.quantize(x, granularity=granularity)
-    qw = fp8q.quantize(w, "e5m2" if granularity == "tensor" else "e4m3",
-                       granularity=granularity)
-    scale_b = qw.scale if granularity == "tensor" else qw.scale.T
-    return qa.data, qw.data.T, qa.scale, scale_b
+    """scaled_mm operands on the CPU (b e5m2 for tensorwise scales)."""
+    return scaled_mm_operands(rng, m, k, n, granularity,
+                              "e5m2" if granularity == "tensor" else "e4m3")
 
 
 def close(got, expected, out_dtype):

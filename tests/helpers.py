@@ -39,3 +39,21 @@ def values(name, shape, rng):
 def same_bits(a, b):
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
     return a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def scaled_mm_operands(rng, m, k, n, granularity, b_dtype="float8_e4m3fn"):
+    """FP8 a (M, K) and b = w.T (K, N) of random data, quantized with
+    fp8q.quantize, and their scales in scaled_mm's shapes: "tensor", "row"
+    or "block" (1x128 blocks of a, 128x128 of w)."""
+    import fp8q
+
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    if granularity == "block":
+        qa = fp8q.quantize(x, granularity=(1, 128))
+        qw = fp8q.quantize(w, granularity=(128, 128))
+        return qa.data, qw.data.T, qa.scale, qw.scale.T
+    qa = fp8q.quantize(x, granularity=granularity)
+    qw = fp8q.quantize(w, b_dtype, granularity=granularity)
+    return (qa.data, qw.data.T, qa.scale,
+            qw.scale if granularity == "tensor" else qw.scale.T)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import fp8q
-from helpers import FP8_NAMES, same_bits
+from helpers import FP8_NAMES, same_bits, scaled_mm_operands
 
 pytestmark = pytest.mark.cuda
 
@@ -143,26 +143,13 @@ def test_quantize_transposed_matches_the_cpu(shape, rng):
 # scaled_mm
 
 
-def _scaled_mm_operands(rng, m, k, n, granularity):
-    x = rng.standard_normal((m, k)).astype(np.float32)
-    w = rng.standard_normal((n, k)).astype(np.float32)
-    if granularity == "block":
-        qa = fp8q.quantize(x, granularity=(1, 128))
-        qw = fp8q.quantize(w, granularity=(128, 128))
-        return qa.data, qw.data.T, qa.scale, qw.scale.T
-    qa = fp8q.quantize(x, granularity=granularity)
-    qw = fp8q.quantize(w, granularity=granularity)
-    return (qa.data, qw.data.T, qa.scale,
-            qw.scale if granularity == "tensor" else qw.scale.T)
-
-
 @pytest.mark.parametrize("m, k, n", [(1, 16, 8), (7, 40, 24), (64, 512, 384),
                                      (300, 1024, 1040)])
 @pytest.mark.parametrize("granularity", ["tensor", "row", "block"])
 @pytest.mark.parametrize("out_dtype", ["float32", "bfloat16",
                                        "float8_e4m3fn"])
 def test_scaled_mm_matches_the_cpu(m, k, n, granularity, out_dtype, rng):
-    a, b, scale_a, scale_b = _scaled_mm_operands(rng, m, k, n, granularity)
+    a, b, scale_a, scale_b = scaled_mm_operands(rng, m, k, n, granularity)
     bias = rng.standard_normal(n).astype(np.float32)
     keywords = dict(out_dtype=out_dtype, bias=bias)
     if out_dtype == "float8_e4m3fn":

@@ -238,7 +238,6 @@ static int resolve_entry_points(void)
         resolve("cuMemFreeAsync", &api->mem_free_async, 1) < 0 ||
         resolve("cuMemcpyAsync", &api->memcpy_async, 1) < 0 ||
         resolve("cuMemsetD8Async", &api->memset_d8_async, 1) < 0 ||
-        resolve("cuMemsetD32Async", &api->memset_d32_async, 1) < 0 ||
         resolve("cuStreamSynchronize", &api->stream_synchronize, 1) < 0 ||
         resolve("cuStreamWaitEvent", &api->stream_wait_event, 1) < 0 ||
         resolve("cuEventCreate", &api->event_create, 1) < 0 ||

@@ -63,7 +63,6 @@ typedef struct fp8q_cuda_api {
     fp8q_cu_mem_free_async_fn mem_free_async;
     fp8q_cu_memcpy_async_fn memcpy_async;
     fp8q_cu_memset_d8_async_fn memset_d8_async;
-    fp8q_cu_memset_d32_async_fn memset_d32_async;
     fp8q_cu_stream_synchronize_fn stream_synchronize;
     fp8q_cu_stream_wait_event_fn stream_wait_event;
     fp8q_cu_event_create_fn event_create;

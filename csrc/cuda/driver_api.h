@@ -155,10 +155,6 @@ typedef fp8q_cu_result (*fp8q_cu_memcpy_async_fn)(fp8q_cu_deviceptr destination,
 typedef fp8q_cu_result (*fp8q_cu_memset_d8_async_fn)(
     fp8q_cu_deviceptr destination, unsigned char value, size_t count,
     fp8q_cu_stream stream);
-/* cuMemsetD32Async */
-typedef fp8q_cu_result (*fp8q_cu_memset_d32_async_fn)(
-    fp8q_cu_deviceptr destination, unsigned int value, size_t count,
-    fp8q_cu_stream stream);
 
 /* cuStreamSynchronize */
 typedef fp8q_cu_result (*fp8q_cu_stream_synchronize_fn)(fp8q_cu_stream stream);

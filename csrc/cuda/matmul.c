@@ -267,11 +267,10 @@ fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
     }
     if (problem->k == 0) {
         /* Empty sums: zeros (cuBLASLt refuses k = 0). */
-        return fp8q_cuda_fill_bytes(
-            device, problem->d, 0,
-            (size_t)(problem->m * problem->n) *
-                fp8q_dtype_itemsize(problem->d_dtype),
-            stream, error);
+        return fp8q_cuda_zero(device, problem->d,
+                              (size_t)(problem->m * problem->n) *
+                                  fp8q_dtype_itemsize(problem->d_dtype),
+                              stream, error);
     }
     fp8q_mutex_lock(plans_lock);
     if (find_plan(library, device, state, problem, &found, error) != FP8Q_OK) {

@@ -51,18 +51,11 @@ fp8q_status fp8q_cuda_copy(const fp8q_cuda_device *device, void *destination,
                            fp8q_cu_stream stream, int synchronize,
                            fp8q_error *error);
 
-/* Sets `bytes` bytes of device memory to `value`, ordered on `stream`. */
-fp8q_status fp8q_cuda_fill_bytes(const fp8q_cuda_device *device,
-                                 void *destination, unsigned char value,
-                                 size_t bytes, fp8q_cu_stream stream,
-                                 fp8q_error *error);
-
-/* Sets `count` 32-bit words of device memory (4-byte aligned) to `value`,
- * ordered on `stream`. */
-fp8q_status fp8q_cuda_fill_words(const fp8q_cuda_device *device,
-                                 void *destination, uint32_t value,
-                                 size_t count, fp8q_cu_stream stream,
-                                 fp8q_error *error);
+/* Sets `bytes` bytes of device memory to zero (the value 0 in every fp8q
+ * dtype, and an amax's starting point), ordered on `stream`. */
+fp8q_status fp8q_cuda_zero(const fp8q_cuda_device *device, void *destination,
+                           size_t bytes, fp8q_cu_stream stream,
+                           fp8q_error *error);
 
 /* Waits until all work queued on `stream` is done. */
 fp8q_status fp8q_cuda_synchronize(const fp8q_cuda_device *device,

@@ -176,11 +176,7 @@ PyDoc_STRVAR(cuda_open_device_doc,
 
 static PyObject *cuda_open_device(PyObject *module, PyObject *argument)
 {
-    const fp8q_cuda_device *device = NULL;
-    fp8q_error error;
-    fp8q_status status;
     long long value;
-    int index;
 
     (void)module;
     if (!PyLong_Check(argument)) {
@@ -198,12 +194,7 @@ static PyObject *cuda_open_device(PyObject *module, PyObject *argument)
                      "_cuda_open_device: index %lld is out of range", value);
         return NULL;
     }
-    index = (int)value;
-    fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_device_open(index, &device, &error);
-    Py_END_ALLOW_THREADS
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+    if (fp8q_py_cuda_device((int)value) == NULL) {
         return NULL;
     }
     Py_RETURN_NONE;

@@ -155,9 +155,9 @@ int fp8q_py_cuda_cast(fp8q_TensorObject *x, fp8q_TensorObject *scale,
         if (fp8q_py_use_on_stream(amax_out, stream) < 0) {
             goto done;
         }
-        RUN_WITHOUT_GIL(status, fp8q_cuda_fill_words(
-                                    x->cuda_device, amax_out->view.data, 0u,
-                                    1, stream, &error));
+        RUN_WITHOUT_GIL(status, fp8q_cuda_zero(x->cuda_device,
+                                               amax_out->view.data, 4, stream,
+                                               &error));
         if (fp8q_py_raise_on_failure(status, &error) < 0) {
             goto done;
         }
@@ -253,9 +253,9 @@ int fp8q_py_cuda_amax(fp8q_TensorObject *x, const int *reduce,
         args.amax_bits = (uint32_t *)destination->view.data;
         args.count = row_length;
         args.source_dtype = (int32_t)x->view.dtype;
-        RUN_WITHOUT_GIL(status, fp8q_cuda_fill_words(x->cuda_device,
-                                                     destination->view.data,
-                                                     0u, 1, stream, &error));
+        RUN_WITHOUT_GIL(status, fp8q_cuda_zero(x->cuda_device,
+                                               destination->view.data, 4,
+                                               stream, &error));
         if (status == FP8Q_OK) {
             RUN_WITHOUT_GIL(status, fp8q_cuda_launch_amax(
                                         x->cuda_device, &args, stream, &error));
@@ -334,7 +334,7 @@ static fp8q_status group_amax(const fp8q_TensorObject *x,
         args.amax_bits = amax_bits;
         args.count = size;
         args.source_dtype = (int32_t)x->view.dtype;
-        status = fp8q_cuda_fill_words(device, amax_bits, 0u, 1, stream, error);
+        status = fp8q_cuda_zero(device, amax_bits, 4, stream, error);
         return status != FP8Q_OK
                    ? status
                    : fp8q_cuda_launch_amax(device, &args, stream, error);

@@ -375,8 +375,7 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
         }
         epilogue.amax_bits = (uint32_t *)call->amax_out->view.data;
         Py_BEGIN_ALLOW_THREADS
-        status = fp8q_cuda_fill_words(cuda, epilogue.amax_bits, 0u, 1, stream,
-                                      &error);
+        status = fp8q_cuda_zero(cuda, epilogue.amax_bits, 4, stream, &error);
         Py_END_ALLOW_THREADS
         if (fp8q_py_raise_on_failure(status, &error) < 0) {
             goto done;

@@ -1017,8 +1017,8 @@ static PyObject *zeros(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     fp8q_error_clear(&error);
     Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_fill_bytes(result->cuda_device, result->allocation, 0,
-                                  bytes, stream, &error);
+    status = fp8q_cuda_zero(result->cuda_device, result->allocation, bytes,
+                            stream, &error);
     Py_END_ALLOW_THREADS
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         Py_DECREF(result);
