@@ -144,9 +144,11 @@ def without_memory_pools():
 
 
 def out_of_memory():
+    assert issubclass(fp8q.CudaOutOfMemoryError, fp8q.CudaError)
+    assert issubclass(fp8q.CudaOutOfMemoryError, MemoryError)
     try:
         fp8q.empty((1000,), device="cuda")
-    except MemoryError as error:
+    except fp8q.CudaOutOfMemoryError as error:
         assert str(error).startswith(
             "out of memory on CUDA device 0 allocating 4000 bytes: "
             "cuMemAllocAsync returned CUDA_ERROR_OUT_OF_MEMORY"), str(error)

@@ -16,8 +16,10 @@ typedef enum fp8q_status {
     FP8Q_ERROR_BUFFER,  /* memory layout / export problem: BufferError      */
     FP8Q_ERROR_MEMORY,  /* allocation failed: MemoryError                   */
     FP8Q_ERROR_RUNTIME, /* anything else: RuntimeError                      */
-    FP8Q_ERROR_CUDA     /* CUDA driver, device or kernel image problem:
+    FP8Q_ERROR_CUDA,    /* CUDA driver, device or kernel image problem:
                            fp8q.CudaError (a RuntimeError)                */
+    FP8Q_ERROR_CUDA_MEMORY /* out of GPU memory: fp8q.CudaOutOfMemoryError
+                              (a CudaError and a MemoryError)            */
 } fp8q_status;
 
 #define FP8Q_ERROR_MESSAGE_SIZE 512

@@ -81,7 +81,7 @@ typedef struct fp8q_cublaslt_device {
 
 /* The cuBLASLt handle and workspace of `device` (created on the first call
  * for it, with its primary context current), for a usable `library`.
- * FP8Q_ERROR_CUDA / FP8Q_ERROR_MEMORY saying what failed otherwise. */
+ * FP8Q_ERROR_CUDA / FP8Q_ERROR_CUDA_MEMORY saying what failed otherwise. */
 fp8q_status fp8q_cublaslt_device_open(const fp8q_cublaslt *library,
                                       const fp8q_cuda_device *device,
                                       const fp8q_cublaslt_device **out,

@@ -613,7 +613,7 @@ static void open_device(void *context)
                   step, what);
     }
     else if (result == FP8Q_CUDA_ERROR_OUT_OF_MEMORY) {
-        fp8q_fail(&slot->error, FP8Q_ERROR_CUDA,
+        fp8q_fail(&slot->error, FP8Q_ERROR_CUDA_MEMORY,
                   "out of memory on CUDA device %d (%s) while loading fp8q's "
                   "kernels: %s returned %s",
                   device->index, properties.name, step, what);

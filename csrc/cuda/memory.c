@@ -19,7 +19,7 @@ fp8q_status fp8q_cuda_fail(const fp8q_cuda_device *device, const char *call,
     fp8q_cuda_describe_result(fp8q_cuda_driver_load(), result, description,
                               sizeof description);
     if (result == FP8Q_CUDA_ERROR_OUT_OF_MEMORY) {
-        return fp8q_fail(error, FP8Q_ERROR_MEMORY,
+        return fp8q_fail(error, FP8Q_ERROR_CUDA_MEMORY,
                          "out of memory on CUDA device %d %s: %s returned %s",
                          device->index, what, call, description);
     }

@@ -6,7 +6,8 @@
  * Every function takes a device opened by fp8q_cuda_device_open, makes its
  * primary context current for the duration of the call (and restores the
  * caller's), and reports driver failures as FP8Q_ERROR_CUDA (out of memory
- * as FP8Q_ERROR_MEMORY) naming the device, the driver call and its result.
+ * as FP8Q_ERROR_CUDA_MEMORY) naming the device, the driver call and its
+ * result.
  * Streams are driver handles: NULL or FP8Q_CU_STREAM_LEGACY is the legacy
  * default stream. Call without holding Python's GIL.
  */
@@ -79,7 +80,7 @@ fp8q_status fp8q_cuda_context_enter(const fp8q_cuda_device *device,
                                     fp8q_error *error);
 void fp8q_cuda_context_leave(void);
 
-/* The FP8Q_ERROR_CUDA (FP8Q_ERROR_MEMORY for out of memory) describing a
+/* The FP8Q_ERROR_CUDA (FP8Q_ERROR_CUDA_MEMORY for out of memory) describing a
  * failed driver call `call` on `device`, with `what` (e.g. "copying 64
  * bytes") for context. */
 fp8q_status fp8q_cuda_fail(const fp8q_cuda_device *device, const char *call,

@@ -39,6 +39,9 @@
 /* fp8q.CudaError (a RuntimeError subclass), raised for FP8Q_ERROR_CUDA;
  * created by fp8q_py_errors_init. */
 extern PyObject *fp8q_CudaError;
+/* fp8q.CudaOutOfMemoryError (a CudaError and a MemoryError), raised for
+ * FP8Q_ERROR_CUDA_MEMORY. */
+extern PyObject *fp8q_CudaOutOfMemoryError;
 
 /* Raises the exception matching error->status with error->message. */
 void fp8q_py_raise(const fp8q_error *error);

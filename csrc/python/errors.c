@@ -1,8 +1,8 @@
 /*
  * errors.c - turns an fp8q_status reported by the C library into the matching
  * Python exception (TypeError, ValueError, BufferError, MemoryError,
- * RuntimeError, fp8q.CudaError), carrying the library's message unchanged;
- * defines fp8q.CudaError; and the small
+ * RuntimeError, fp8q.CudaError, fp8q.CudaOutOfMemoryError), carrying the
+ * library's message unchanged; defines the two fp8q exceptions; and the small
  * error-indicator helpers the binding shares (saving it around capsule
  * destructors, prefixing a message with the argument it concerns).
  */
@@ -11,6 +11,7 @@
 #include "python/binding.h"
 
 PyObject *fp8q_CudaError;
+PyObject *fp8q_CudaOutOfMemoryError;
 
 PyDoc_STRVAR(cuda_error_doc,
              "Raised when fp8q's GPU backend cannot be used or a CUDA call "
@@ -20,21 +21,48 @@ PyDoc_STRVAR(cuda_error_doc,
              "and the architectures built), out of\nmemory, or fp8q built "
              "without CUDA kernels. A subclass of RuntimeError.");
 
-int fp8q_py_errors_init(PyObject *module)
+PyDoc_STRVAR(cuda_out_of_memory_doc,
+             "Raised when a GPU runs out of memory (allocating a tensor or "
+             "loading\nfp8q's kernels). Both an fp8q.CudaError and a "
+             "MemoryError.");
+
+/* Creates the exception type `name` and adds it to the module as
+ * `attribute`; the global `*type` keeps the module's reference valid. */
+static int add_exception(PyObject *module, PyObject **type, const char *name,
+                         const char *attribute, const char *doc,
+                         PyObject *bases)
 {
-    fp8q_CudaError = PyErr_NewExceptionWithDoc(
-        "fp8q.CudaError", cuda_error_doc, PyExc_RuntimeError, NULL);
-    if (fp8q_CudaError == NULL) {
+    *type = PyErr_NewExceptionWithDoc(name, doc, bases, NULL);
+    if (*type == NULL) {
         return -1;
     }
-    /* The module's reference; the global stays valid as long as it. */
-    Py_INCREF(fp8q_CudaError);
-    if (PyModule_AddObject(module, "CudaError", fp8q_CudaError) < 0) {
-        Py_DECREF(fp8q_CudaError);
-        Py_CLEAR(fp8q_CudaError);
+    Py_INCREF(*type);
+    if (PyModule_AddObject(module, attribute, *type) < 0) {
+        Py_DECREF(*type);
+        Py_CLEAR(*type);
         return -1;
     }
     return 0;
+}
+
+int fp8q_py_errors_init(PyObject *module)
+{
+    PyObject *bases;
+    int result;
+
+    if (add_exception(module, &fp8q_CudaError, "fp8q.CudaError", "CudaError",
+                      cuda_error_doc, PyExc_RuntimeError) < 0) {
+        return -1;
+    }
+    bases = PyTuple_Pack(2, fp8q_CudaError, PyExc_MemoryError);
+    if (bases == NULL) {
+        return -1;
+    }
+    result = add_exception(module, &fp8q_CudaOutOfMemoryError,
+                           "fp8q.CudaOutOfMemoryError", "CudaOutOfMemoryError",
+                           cuda_out_of_memory_doc, bases);
+    Py_DECREF(bases);
+    return result;
 }
 
 void fp8q_py_raise(const fp8q_error *error)
@@ -56,6 +84,9 @@ void fp8q_py_raise(const fp8q_error *error)
         break;
     case FP8Q_ERROR_CUDA:
         exception_type = fp8q_CudaError;
+        break;
+    case FP8Q_ERROR_CUDA_MEMORY:
+        exception_type = fp8q_CudaOutOfMemoryError;
         break;
     default:
         exception_type = PyExc_RuntimeError;
