@@ -13,8 +13,8 @@ template <int D> static __device__ __noinline__ void epilogue_run(const fp8q_epi
     typedef typename dtype_traits<D>::storage destination_t;
     destination_t *destination = (destination_t *)args.destination;
     const int64_t count = args.m * args.n;
-    const int divide = args.scale_result != NULL;
-    const float scale_result = divide ? *args.scale_result : 1.0f;
+    const int divide = args.divide != 0;
+    const float scale_result = args.scale_result;
     uint32_t amax = 0u;
     int64_t index;
 

@@ -14,8 +14,8 @@
  *         NULL; b_j likewise; bias_j 0 when bias is NULL)
  *     *amax_bits raised (atomicMax) to the bits of |v| (NaN wins), when
  *         amax_bits is not NULL (the host sets it first)
- *     destination[i, j] = store(v / *scale_result) for an FP8 destination
- *         with scale_result (a NaN v stays itself), else store(v); store
+ *     destination[i, j] = store(v / scale_result) when divide is nonzero
+ *         (an FP8 destination; a NaN v stays itself), else store(v); store
  *         saturates FP8.
  *   grid: any size >= 1 (grid-stride loop); block a multiple of 32, at most
  *   1024; no dynamic shared memory. Pointers are device pointers.
@@ -34,13 +34,14 @@ typedef struct fp8q_epilogue_args {
     const float *scale_a;       /* NULL or float32, see above          */
     const float *scale_b;       /* NULL or float32                     */
     const float *bias;          /* NULL or n float32                   */
-    const float *scale_result;  /* NULL or one float32 (> 0)           */
     uint32_t *amax_bits;        /* NULL or one uint32                  */
     int64_t m;                  /* >= 0                                */
     int64_t n;                  /* >= 0                                */
     int64_t scale_a_stride;     /* 0 (one value) or 1                  */
     int64_t scale_b_stride;     /* 0 or 1                              */
     int32_t destination_dtype;  /* float32, float16, bfloat16 or FP8   */
+    float scale_result;         /* > 0; used when divide is nonzero    */
+    int32_t divide;             /* nonzero: divide by scale_result     */
 } fp8q_epilogue_args;
 
 #endif /* FP8Q_KERNELS_EPILOGUE_CUH */

@@ -12,6 +12,7 @@
  * 16-byte leading dimensions, as the real library requires. Environment:
  *   FAKE_CUBLASLT_VERSION  cublasLtGetVersion's value (default 131000)
  *   FAKE_CUBLASLT_NO_ALGO  when set, the heuristic finds no algorithm
+ *   FAKE_CUBLASLT_NO_FP8   when set, it finds none for FP8 operands
  *   FAKE_CUDA_LOG          a file each matmul is logged to, as
  *                          "cublasLtMatmul A_TYPE B_TYPE D_TYPE scaled|plain"
  * Compile with -I csrc.
@@ -146,10 +147,19 @@ status_t cublasLtMatmulPreferenceCreate(void **preference)
 status_t cublasLtMatmulPreferenceSetAttribute(void *preference, int attribute,
                                               const void *value, size_t size)
 {
+    uint32_t alignment;
     (void)preference;
-    (void)value;
-    return attribute == 1 && size == sizeof(uint64_t) ? SUCCESS
-                                                      : INVALID_VALUE;
+    if (attribute == 1) {
+        return size == sizeof(uint64_t) ? SUCCESS : INVALID_VALUE;
+    }
+    if (attribute >= 5 && attribute <= 8 && size == sizeof(uint32_t)) {
+        memcpy(&alignment, value, size);
+        /* A power of two: what fp8q computes from the pointers. */
+        return alignment != 0 && (alignment & (alignment - 1)) == 0
+                   ? SUCCESS
+                   : INVALID_VALUE;
+    }
+    return INVALID_VALUE;
 }
 
 status_t cublasLtMatmulPreferenceDestroy(void *preference)
@@ -189,7 +199,8 @@ status_t cublasLtMatmulAlgoGetHeuristic(void *handle, desc *operation,
     if (is_fp8(a->type) && (operation->transa != 1 || operation->transb != 0)) {
         return NOT_SUPPORTED; /* FP8 takes the TN form only */
     }
-    if (getenv("FAKE_CUBLASLT_NO_ALGO") != NULL) {
+    if (getenv("FAKE_CUBLASLT_NO_ALGO") != NULL ||
+        (is_fp8(a->type) && getenv("FAKE_CUBLASLT_NO_FP8") != NULL)) {
         return SUCCESS;
     }
     memset(results, 0, sizeof *results);

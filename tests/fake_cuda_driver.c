@@ -532,8 +532,8 @@ static void run_epilogue(const fp8q_epilogue_args *args)
             if (magnitude_bits(rounded) > amax) {
                 amax = magnitude_bits(rounded);
             }
-            if (args->scale_result != NULL && rounded == rounded) {
-                rounded = rounded / *args->scale_result;
+            if (args->divide && rounded == rounded) {
+                rounded = rounded / args->scale_result;
             }
             store_element(args->destination, i * args->n + j,
                           args->destination_dtype, rounded, 1);

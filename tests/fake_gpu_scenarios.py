@@ -346,6 +346,18 @@ def qtensor_moves_and_dequantizes():
            (1, 256))
 
 
+def quantize_empty_groups():
+    """Groups with no elements get amax 0, scale 1, as on the CPU."""
+    for shape, granularity in (((3, 0), "row"), ((0, 4), "col"),
+                               ((0, 5), "tensor"), ((2, 0), (1, 128))):
+        x = np.zeros(shape, np.float32)
+        expected = fp8q.quantize(x, granularity=granularity)
+        got = fp8q.quantize(fp8q.asarray(x, device="cuda"),
+                            granularity=granularity)
+        assert same_bits(got.scale.cpu().numpy(), expected.scale.numpy()), (
+            shape, granularity)
+
+
 def nonfinite_groups_on_the_gpu():
     x = np.ones((3, 8), np.float32)
     x[1, 2] = np.nan
@@ -481,12 +493,28 @@ def scaled_mm_errors():
 
 
 def scaled_mm_without_an_algorithm():
+    """No algorithm for the FP8 product, nor for the bfloat16 one it falls
+    back to: the error names the last."""
     rng = np.random.default_rng(13)
     a, b, scale_a, scale_b = operands(rng, 4, 64, 32, "row")
     expect(fp8q.CudaError, "cuBLASLt has no algorithm for this matrix "
-           "multiply on CUDA device 0 (M=4, N=32, K=64, a float8_e4m3fn, "
-           "b float8_e4m3fn, result float32)", fp8q.scaled_mm,
+           "multiply on CUDA device 0 (M=4, N=32, K=64, a bfloat16, "
+           "b bfloat16, result float32)", fp8q.scaled_mm,
            a.to("cuda"), b.T.to("cuda").T, scale_a, scale_b)
+
+
+def scaled_mm_when_fp8_is_refused():
+    """cuBLASLt without an FP8 algorithm: the emulated product instead,
+    for the direct and the epilogue paths, with the CPU's results."""
+    rng = np.random.default_rng(17)
+    for granularity, keywords in (("tensor", {}),
+                                  ("row", {"out_dtype": "float32"})):
+        a, b, scale_a, scale_b = operands(rng, 4, 64, 32, granularity)
+        expected = fp8q.scaled_mm(a, b, scale_a, scale_b, **keywords)
+        got = fp8q.scaled_mm(a.to("cuda"), b.T.to("cuda").T, scale_a,
+                             scale_b, **keywords)
+        assert close(got, expected, keywords.get("out_dtype", "bfloat16"))
+    assert matmul_paths() == [("14", "14", "0", "plain")] * 2
 
 
 def scaled_mm_without_cublaslt():

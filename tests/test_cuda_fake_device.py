@@ -41,6 +41,7 @@ def run_scenario(driver, name, tmp_path, environment=None, **fake):
     "quantize_transposed",
     "calibrators_take_gpu_batches",
     "nonfinite_groups_on_the_gpu",
+    "quantize_empty_groups",
     "scaled_mm_matches_the_cpu",
     "scaled_mm_paths",
     "scaled_mm_amax_and_out",
@@ -73,6 +74,11 @@ def test_scaled_mm_on_gpus_without_fp8(fake_driver, tmp_path):
 def test_scaled_mm_without_an_algorithm(fake_driver, tmp_path):
     run_scenario(fake_driver, "scaled_mm_without_an_algorithm", tmp_path,
                  cublaslt_no_algo=1)
+
+
+def test_scaled_mm_when_fp8_is_refused(fake_driver, tmp_path):
+    run_scenario(fake_driver, "scaled_mm_when_fp8_is_refused", tmp_path,
+                 cublaslt_no_fp8=1)
 
 
 def test_scaled_mm_without_cublaslt(fake_driver, tmp_path):

@@ -25,13 +25,11 @@ typedef struct device_slot {
     fp8q_error error;
 } device_slot;
 
-#define MAX_DEVICES 64
-
 static fp8q_once library_once = FP8Q_ONCE_INIT;
 static fp8q_cublaslt library;
 static fp8q_library *library_handle;
 static volatile int64_t library_ready; /* 1 once library_once has run */
-static device_slot device_slots[MAX_DEVICES];
+static device_slot device_slots[FP8Q_CUBLASLT_MAX_DEVICES];
 
 #if defined(_WIN32)
 static const char *const library_names[] = {"cublasLt64_13.dll",
@@ -316,11 +314,11 @@ fp8q_status fp8q_cublaslt_device_open(const fp8q_cublaslt *loaded,
         *error = loaded->error;
         return error->status;
     }
-    if (device->index < 0 || device->index >= MAX_DEVICES) {
+    if (device->index < 0 || device->index >= FP8Q_CUBLASLT_MAX_DEVICES) {
         return fp8q_fail(error, FP8Q_ERROR_CUDA,
                          "CUDA device %d: fp8q's matrix multiply supports "
                          "devices 0 to %d",
-                         device->index, MAX_DEVICES - 1);
+                         device->index, FP8Q_CUBLASLT_MAX_DEVICES - 1);
     }
     slot = &device_slots[device->index];
     slot->device = device;

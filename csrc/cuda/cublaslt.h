@@ -72,6 +72,9 @@ const fp8q_cublaslt *fp8q_cublaslt_loaded(void);
 void fp8q_cublaslt_describe(const fp8q_cublaslt *library, fp8q_lt_status status,
                             char *text, size_t text_size);
 
+/* Devices 0 to FP8Q_CUBLASLT_MAX_DEVICES - 1 can run matrix multiplies. */
+#define FP8Q_CUBLASLT_MAX_DEVICES 64
+
 /* What a device needs for cuBLASLt calls: created once per device. */
 typedef struct fp8q_cublaslt_device {
     fp8q_lt_handle handle;

@@ -67,6 +67,10 @@ typedef struct fp8q_lt_heuristic {
 
 /* cublasLtMatmulPreferenceAttributes_t */
 #define FP8Q_LT_PREF_MAX_WORKSPACE_BYTES 1 /* uint64_t */
+#define FP8Q_LT_PREF_MIN_ALIGNMENT_A_BYTES 5 /* uint32_t, default 256 */
+#define FP8Q_LT_PREF_MIN_ALIGNMENT_B_BYTES 6
+#define FP8Q_LT_PREF_MIN_ALIGNMENT_C_BYTES 7
+#define FP8Q_LT_PREF_MIN_ALIGNMENT_D_BYTES 8
 
 /* ------------------------------------------------------------------------- */
 /* Functions                                                                 */

@@ -16,9 +16,10 @@
 /* Elements a thread handles per grid-stride step of the elementwise
  * kernels: 16 bytes of float16 / bfloat16 input. */
 #define ELEMENTS_PER_THREAD 8
-/* Resident blocks of THREADS_PER_BLOCK per multiprocessor worth launching:
- * 2048 resident threads per multiprocessor on the architectures fp8q
- * builds for; more blocks would only queue behind the grid-stride loop. */
+/* Blocks of THREADS_PER_BLOCK per multiprocessor worth launching: enough
+ * to fill the largest multiprocessors fp8q builds for (2048 resident
+ * threads on sm_80 and sm_90; fewer elsewhere, where the extra blocks
+ * simply queue behind the grid-stride loop). */
 #define BLOCKS_PER_MULTIPROCESSOR 8
 /* The largest grid.x of the per-row and per-block kernels (any size would
  * do up to 2^31 - 1; their blocks loop over the rest). */

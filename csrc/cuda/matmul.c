@@ -19,6 +19,9 @@ typedef struct plan_key {
     int a_dtype, b_dtype, d_dtype;
     int scaled;
     int fast_accumulation;
+    /* The pointers' alignments (powers of two up to 256): cuBLASLt picks
+     * algorithms for 256-byte aligned buffers unless told otherwise. */
+    uint32_t a_alignment, b_alignment, d_alignment;
 } plan_key;
 
 typedef struct plan {
@@ -28,12 +31,20 @@ typedef struct plan {
     fp8q_lt_layout b_layout; /* cuBLASLt's B: our A */
     fp8q_lt_layout d_layout;
     fp8q_lt_algo algo;
+    /* FP8Q_OK, or why cuBLASLt refused the problem (kept, so that a
+     * refusal costs one heuristic call, not one per product). */
+    fp8q_error refusal;
     struct plan *next;
 } plan;
 
 static fp8q_once lock_once = FP8Q_ONCE_INIT;
 static fp8q_mutex *plans_lock;
 static plan *plans; /* most recently made first; kept for the process */
+/* Per device, the stream of the workspace's last use (NULL: the legacy
+ * default stream, where it was allocated): a matmul on another stream is
+ * ordered after it, so two matmuls never share the scratch memory at once.
+ * Guarded by plans_lock. */
+static fp8q_cu_stream workspace_streams[FP8Q_CUBLASLT_MAX_DEVICES];
 
 static void create_lock(void *unused)
 {
@@ -52,6 +63,17 @@ static int lt_type(fp8q_dtype dtype)
     }
 }
 
+/* The largest power of two up to 256 that divides the address. */
+static uint32_t alignment_of(const void *pointer)
+{
+    const uintptr_t address = (uintptr_t)pointer;
+    uint32_t alignment = 256;
+    while (alignment > 1 && address % alignment != 0) {
+        alignment /= 2;
+    }
+    return alignment;
+}
+
 static void key_of(const fp8q_cuda_device *device, const fp8q_matmul *problem,
                    plan_key *key)
 {
@@ -65,6 +87,9 @@ static void key_of(const fp8q_cuda_device *device, const fp8q_matmul *problem,
     key->d_dtype = (int)problem->d_dtype;
     key->scaled = problem->a_scale != NULL;
     key->fast_accumulation = problem->fast_accumulation != 0;
+    key->a_alignment = alignment_of(problem->a);
+    key->b_alignment = alignment_of(problem->b);
+    key->d_alignment = alignment_of(problem->d);
 }
 
 /* Describes `problem` in `lt`'s terms and asks the heuristic for an
@@ -127,6 +152,27 @@ static fp8q_lt_status describe(const fp8q_cublaslt *lt,
             preference, FP8Q_LT_PREF_MAX_WORKSPACE_BYTES, &workspace,
             sizeof workspace);
     }
+    /* cuBLASLt's A is our B, and the other way round; C is D. */
+    if (status == FP8Q_LT_SUCCESS) {
+        status = lt->api.preference_set_attribute(
+            preference, FP8Q_LT_PREF_MIN_ALIGNMENT_A_BYTES, &key->b_alignment,
+            sizeof key->b_alignment);
+    }
+    if (status == FP8Q_LT_SUCCESS) {
+        status = lt->api.preference_set_attribute(
+            preference, FP8Q_LT_PREF_MIN_ALIGNMENT_B_BYTES, &key->a_alignment,
+            sizeof key->a_alignment);
+    }
+    if (status == FP8Q_LT_SUCCESS) {
+        status = lt->api.preference_set_attribute(
+            preference, FP8Q_LT_PREF_MIN_ALIGNMENT_C_BYTES, &key->d_alignment,
+            sizeof key->d_alignment);
+    }
+    if (status == FP8Q_LT_SUCCESS) {
+        status = lt->api.preference_set_attribute(
+            preference, FP8Q_LT_PREF_MIN_ALIGNMENT_D_BYTES, &key->d_alignment,
+            sizeof key->d_alignment);
+    }
     if (status == FP8Q_LT_SUCCESS) {
         /* The heuristic looks at the scale pointers' presence only. */
         *step = "cublasLtMatmulAlgoGetHeuristic";
@@ -146,7 +192,9 @@ static fp8q_lt_status describe(const fp8q_cublaslt *lt,
     return status;
 }
 
-static void release(const fp8q_cublaslt *lt, plan *made)
+/* Destroys what describe() made of a refused plan (the plan itself stays,
+ * to remember the refusal). */
+static void release_descriptors(const fp8q_cublaslt *lt, plan *made)
 {
     if (made->a_layout != NULL) {
         (void)lt->api.matrix_layout_destroy(made->a_layout);
@@ -160,7 +208,10 @@ static void release(const fp8q_cublaslt *lt, plan *made)
     if (made->desc != NULL) {
         (void)lt->api.matmul_desc_destroy(made->desc);
     }
-    free(made);
+    made->a_layout = NULL;
+    made->b_layout = NULL;
+    made->d_layout = NULL;
+    made->desc = NULL;
 }
 
 /* "m=.., n=.., k=.., a float8_e4m3fn, ..." for messages. */
@@ -193,6 +244,10 @@ static fp8q_status find_plan(const fp8q_cublaslt *lt,
     key_of(device, problem, &key);
     for (made = plans; made != NULL; made = made->next) {
         if (memcmp(&made->key, &key, sizeof key) == 0) {
+            if (made->refusal.status != FP8Q_OK) {
+                *error = made->refusal;
+                return error->status;
+            }
             *found = made;
             return FP8Q_OK;
         }
@@ -209,22 +264,29 @@ static fp8q_status find_plan(const fp8q_cublaslt *lt,
     }
     status = describe(lt, state, made, &step);
     fp8q_cuda_context_leave();
+    fp8q_error_clear(&made->refusal);
     if (status != FP8Q_LT_SUCCESS) {
         describe_problem(problem, shapes, sizeof shapes);
-        release(lt, made);
         if (status == -1) {
-            return fp8q_fail(error, FP8Q_ERROR_CUDA,
-                             "cuBLASLt has no algorithm for this matrix "
-                             "multiply on CUDA device %d (%s)",
-                             device->index, shapes);
+            fp8q_fail(&made->refusal, FP8Q_ERROR_CUDA,
+                      "cuBLASLt has no algorithm for this matrix multiply on "
+                      "CUDA device %d (%s)",
+                      device->index, shapes);
         }
-        fp8q_cublaslt_describe(lt, status, what, sizeof what);
-        return fp8q_fail(error, FP8Q_ERROR_CUDA,
-                         "%s failed with %s on CUDA device %d (%s)", step,
-                         what, device->index, shapes);
+        else {
+            fp8q_cublaslt_describe(lt, status, what, sizeof what);
+            fp8q_fail(&made->refusal, FP8Q_ERROR_CUDA,
+                      "%s failed with %s on CUDA device %d (%s)", step, what,
+                      device->index, shapes);
+        }
+        release_descriptors(lt, made);
     }
     made->next = plans;
     plans = made;
+    if (made->refusal.status != FP8Q_OK) {
+        *error = made->refusal;
+        return error->status;
+    }
     *found = made;
     return FP8Q_OK;
 }
@@ -235,9 +297,7 @@ static fp8q_status find_plan(const fp8q_cublaslt *lt,
 int fp8q_matmul_fp8_aligned(const fp8q_matmul *problem)
 {
     return problem->k % 16 == 0 && problem->n % 16 == 0 &&
-           (uintptr_t)problem->a % 16 == 0 &&
-           (uintptr_t)problem->b % 16 == 0 &&
-           (uintptr_t)problem->d % 16 == 0;
+           alignment_of(problem->a) >= 16 && alignment_of(problem->b) >= 16;
 }
 
 fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
@@ -272,11 +332,16 @@ fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
                                   fp8q_dtype_itemsize(problem->d_dtype),
                               stream, error);
     }
+    /* (fp8q_cublaslt_device_open took only devices below
+     * FP8Q_CUBLASLT_MAX_DEVICES.) */
     fp8q_mutex_lock(plans_lock);
-    if (find_plan(library, device, state, problem, &found, error) != FP8Q_OK) {
+    if (find_plan(library, device, state, problem, &found, error) != FP8Q_OK ||
+        fp8q_cuda_stream_wait(device, workspace_streams[device->index],
+                              stream, error) != FP8Q_OK) {
         fp8q_mutex_unlock(plans_lock);
         return error->status;
     }
+    workspace_streams[device->index] = stream;
     if (fp8q_cuda_context_enter(device, error) != FP8Q_OK) {
         fp8q_mutex_unlock(plans_lock);
         return error->status;

@@ -11,10 +11,13 @@
  * cuBLASLt's FP8 kernels take.
  *
  * Matmul descriptors, layouts and the heuristic's algorithm are cached per
- * (device, m, n, k, dtypes, scale pointers present, fast accumulation); a
- * process-wide lock keeps the cache and each cached plan to one caller at a
- * time (setting the scale pointers and enqueueing are all that runs under
- * it). Call without holding Python's GIL.
+ * (device, m, n, k, dtypes, scale pointers present, fast accumulation,
+ * pointer alignments, told to the heuristic); a process-wide lock keeps the
+ * cache and each cached plan to one caller at a time (setting the scale
+ * pointers and enqueueing are all that runs under it). The device's one
+ * workspace is ordered like a tensor's memory: a matmul on a stream other
+ * than the last one's waits for it (an event), so concurrent streams never
+ * share the scratch memory. Call without holding Python's GIL.
  */
 #ifndef FP8Q_CUDA_MATMUL_H
 #define FP8Q_CUDA_MATMUL_H
@@ -40,8 +43,8 @@ typedef struct fp8q_matmul {
     int fast_accumulation; /* FP8 only: cuBLASLt's faster, less exact mode */
 } fp8q_matmul;
 
-/* Nonzero when cuBLASLt takes these FP8 operands as they are: k and n
- * multiples of 16 and every pointer 16-byte aligned. */
+/* Nonzero when cuBLASLt's FP8 kernels take these operands as they are: k
+ * and n multiples of 16, a and b 16-byte aligned. */
 int fp8q_matmul_fp8_aligned(const fp8q_matmul *problem);
 
 /*

@@ -462,12 +462,23 @@ fp8q_TensorObject *fp8q_tensor_copy_to(fp8q_TensorObject *source,
         fp8q_view_is_contiguous(&source->view)) {
         return cuda_copy_on_device(source, stream);
     }
-    /* To the CPU; strided or other-device copies go through it too. */
-    host = cuda_to_cpu(source, stream);
-    if (host == NULL || device->type == FP8Q_DEVICE_CPU) {
-        return host;
+    /* To the CPU; strided or other-device copies go through it too. A
+     * stream belongs to one device: on another device's side, the copy
+     * uses that side's own streams (its last use; the legacy default). */
+    if (device->type == FP8Q_DEVICE_CPU || same_device(source, device)) {
+        host = cuda_to_cpu(source, stream);
+        if (host == NULL || device->type == FP8Q_DEVICE_CPU) {
+            return host;
+        }
+        result = cpu_to_cuda(host, device, stream);
     }
-    result = cpu_to_cuda(host, device, stream);
+    else {
+        host = cuda_to_cpu(source, fp8q_py_last_stream(source));
+        if (host == NULL) {
+            return NULL;
+        }
+        result = cpu_to_cuda(host, device, stream);
+    }
     Py_DECREF(host);
     return result;
 }

@@ -327,6 +327,13 @@ static fp8q_status group_amax(const fp8q_TensorObject *x,
     fp8q_amax_blocks_args blocks;
     fp8q_status status;
 
+    if (size == 0) {
+        /* Every group is empty (its amax 0), even where the kernels below
+         * would see no rows or columns to visit. */
+        return fp8q_cuda_zero(device, amax_bits,
+                              (size_t)fp8q_view_size(&scale->view) * 4,
+                              stream, error);
+    }
     if (granularity->kind == FP8Q_GRANULARITY_TENSOR) {
         fp8q_amax_args args;
         memset(&args, 0, sizeof args);

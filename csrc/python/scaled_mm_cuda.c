@@ -11,8 +11,9 @@
  *   native   native FP8, other cases: cuBLASLt's FP8 product of the raw
  *            codes into float32, then fp8q's epilogue kernel (scales, bias,
  *            amax, rounding into out_dtype).
- *   emulated GPUs without FP8 tensor cores, or operands cuBLASLt's FP8
- *            kernels do not take (K or N not a multiple of 16, misaligned):
+ *   emulated GPUs without FP8 tensor cores, operands cuBLASLt's FP8
+ *            kernels do not take (K or N not a multiple of 16, misaligned),
+ *            or an FP8 product cuBLASLt refuses (no algorithm, status):
  *            the codes decoded exactly into bfloat16 (every float8_e4m3fn
  *            and float8_e5m2 value is a bfloat16 value), a bfloat16 product
  *            into float32, then the epilogue.
@@ -42,12 +43,15 @@
 static const fp8q_cublaslt *load_cublaslt(void)
 {
 #if defined(_WIN32)
-    static const char *const wheel_subdirectories[] = {"nvidia/cu13/bin",
-                                                       "nvidia/cublas/bin"};
+    /* CUDA 13's wheels keep the DLLs in bin/x86_64, CUDA 12's in bin. */
+    static const char *const wheel_subdirectories[] = {
+        "nvidia/cu13/bin/x86_64", "nvidia/cu13/bin", "nvidia/cublas/bin"};
 #else
     static const char *const wheel_subdirectories[] = {"nvidia/cu13/lib",
                                                        "nvidia/cublas/lib"};
 #endif
+#define N_WHEEL_SUBDIRECTORIES \
+    (sizeof wheel_subdirectories / sizeof wheel_subdirectories[0])
     const fp8q_cublaslt *library = fp8q_cublaslt_loaded();
     PyObject *texts[MAX_WHEEL_DIRECTORIES];
     const char *directories[MAX_WHEEL_DIRECTORIES];
@@ -59,14 +63,15 @@ static const fp8q_cublaslt *load_cublaslt(void)
     if (library == NULL) {
         for (entry = 0; path != NULL && PyList_Check(path) &&
                         entry < PyList_GET_SIZE(path) &&
-                        count + 2 <= MAX_WHEEL_DIRECTORIES;
+                        count + (int)N_WHEEL_SUBDIRECTORIES <=
+                            MAX_WHEEL_DIRECTORIES;
              entry++) {
             PyObject *item = PyList_GET_ITEM(path, entry);
             size_t sub;
             if (!PyUnicode_Check(item) || PyUnicode_GetLength(item) == 0) {
                 continue;
             }
-            for (sub = 0; sub < 2; sub++) {
+            for (sub = 0; sub < N_WHEEL_SUBDIRECTORIES; sub++) {
                 texts[count] = PyUnicode_FromFormat("%U/%s", item,
                                                     wheel_subdirectories[sub]);
                 directories[count] =
@@ -181,6 +186,60 @@ static void block_addressing(int64_t k, int64_t n, fp8q_cast_args *a_args,
 /* ------------------------------------------------------------------------- */
 /* The product                                                               */
 
+/*
+ * The float32 sums of a @ w.T into problem->d (float32): the FP8 codes as
+ * they are when `native`, else operands decoded first (exact bfloat16, or
+ * float32 times the block scales in the blockwise mode). Returns -1 with a
+ * Python exception when the operands cannot be made; else 0 with the
+ * cuBLASLt product's outcome in *status and *error.
+ */
+static int sums(const fp8q_cublaslt *library, const fp8q_cuda_device *cuda,
+                const fp8q_matmul *codes, fp8q_scaling mode, int native,
+                fp8q_TensorObject *a, fp8q_TensorObject *w,
+                fp8q_TensorObject *scale_a, fp8q_TensorObject *scale_b,
+                fp8q_cu_stream stream, fp8q_status *status,
+                fp8q_error *error)
+{
+    fp8q_matmul problem = *codes;
+    fp8q_TensorObject *a_operand = NULL;
+    fp8q_TensorObject *b_operand = NULL;
+
+    if (mode == FP8Q_SCALING_BLOCKWISE) {
+        fp8q_cast_args a_addressing, b_addressing;
+        block_addressing(codes->k, codes->n, &a_addressing, &b_addressing);
+        a_operand = decoded(a, FP8Q_FLOAT32, scale_a, &a_addressing, stream);
+        b_operand = a_operand != NULL
+                        ? decoded(w, FP8Q_FLOAT32, scale_b, &b_addressing,
+                                  stream)
+                        : NULL;
+    }
+    else if (!native) {
+        a_operand = decoded(a, FP8Q_BFLOAT16, NULL, NULL, stream);
+        b_operand = a_operand != NULL
+                        ? decoded(w, FP8Q_BFLOAT16, NULL, NULL, stream)
+                        : NULL;
+    }
+    if ((mode == FP8Q_SCALING_BLOCKWISE || !native) && b_operand == NULL) {
+        Py_XDECREF(a_operand);
+        return -1;
+    }
+    if (a_operand != NULL) {
+        problem.a = a_operand->view.data;
+        problem.b = b_operand->view.data;
+        problem.a_dtype = a_operand->view.dtype;
+        problem.b_dtype = b_operand->view.dtype;
+        problem.fast_accumulation = 0;
+    }
+    fp8q_error_clear(error);
+    Py_BEGIN_ALLOW_THREADS
+    *status = fp8q_cuda_matmul(library, cuda, &problem, stream, error);
+    Py_END_ALLOW_THREADS
+    /* Freed in the stream's order, after the product that reads them. */
+    Py_XDECREF(a_operand);
+    Py_XDECREF(b_operand);
+    return 0;
+}
+
 int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
                            fp8q_cu_stream stream)
 {
@@ -191,10 +250,9 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     const fp8q_cuda_device *cuda = call->a->cuda_device;
     const fp8q_cublaslt *library;
     fp8q_TensorObject *w = NULL; /* b.T, (N, K) C-contiguous, b's memory */
-    fp8q_TensorObject *keep[8];  /* tensors this call made, released at the end */
+    fp8q_TensorObject *keep[6];  /* tensors this call made, released at the end */
     fp8q_TensorObject *scale_a = NULL, *scale_b = NULL, *bias = NULL;
-    fp8q_TensorObject *scale_result = NULL, *product = NULL;
-    fp8q_TensorObject *a_operand = NULL, *b_operand = NULL;
+    fp8q_TensorObject *product = NULL;
     fp8q_matmul problem;
     fp8q_epilogue_args epilogue;
     fp8q_view w_view;
@@ -277,43 +335,14 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
         Py_BEGIN_ALLOW_THREADS
         status = fp8q_cuda_matmul(library, cuda, &problem, stream, &error);
         Py_END_ALLOW_THREADS
-        result = fp8q_py_raise_on_failure(status, &error);
-        goto done;
-    }
-
-    /* The operands cuBLASLt multiplies, unless the codes themselves. */
-    if (call->mode == FP8Q_SCALING_BLOCKWISE) {
-        fp8q_cast_args a_addressing, b_addressing;
-        block_addressing(k, n, &a_addressing, &b_addressing);
-        a_operand = decoded(call->a, FP8Q_FLOAT32, scale_a, &a_addressing,
-                            stream);
-        b_operand = a_operand != NULL
-                        ? decoded(w, FP8Q_FLOAT32, scale_b, &b_addressing,
-                                  stream)
-                        : NULL;
-    }
-    else if (!native) {
-        a_operand = decoded(call->a, FP8Q_BFLOAT16, NULL, NULL, stream);
-        b_operand = a_operand != NULL
-                        ? decoded(w, FP8Q_BFLOAT16, NULL, NULL, stream)
-                        : NULL;
-    }
-    if (a_operand != NULL) {
-        keep[n_keep++] = a_operand;
-    }
-    if (b_operand != NULL) {
-        keep[n_keep++] = b_operand;
-    }
-    if ((call->mode == FP8Q_SCALING_BLOCKWISE || !native) &&
-        b_operand == NULL) {
-        goto done;
-    }
-    if (a_operand != NULL) {
-        problem.a = a_operand->view.data;
-        problem.b = b_operand->view.data;
-        problem.a_dtype = a_operand->view.dtype;
-        problem.b_dtype = b_operand->view.dtype;
-        problem.fast_accumulation = 0;
+        if (status != FP8Q_ERROR_CUDA) {
+            result = fp8q_py_raise_on_failure(status, &error);
+            goto done;
+        }
+        /* cuBLASLt refused the FP8 product: the emulated one below. */
+        native = 0;
+        problem.a_scale = NULL;
+        problem.b_scale = NULL;
     }
     product = fp8q_tensor_new_empty_on(FP8Q_FLOAT32, 2, call->out->view.shape,
                                        &device, stream);
@@ -323,9 +352,15 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     keep[n_keep++] = product;
     problem.d = product->view.data;
     problem.d_dtype = FP8Q_FLOAT32;
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_matmul(library, cuda, &problem, stream, &error);
-    Py_END_ALLOW_THREADS
+    if (sums(library, cuda, &problem, call->mode, native, call->a, w,
+             scale_a, scale_b, stream, &status, &error) < 0) {
+        goto done;
+    }
+    if (status == FP8Q_ERROR_CUDA && native &&
+        sums(library, cuda, &problem, call->mode, 0, call->a, w, scale_a,
+             scale_b, stream, &status, &error) < 0) {
+        goto done;
+    }
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         goto done;
     }
@@ -341,28 +376,17 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
                           : fp8q_tensor_copy_as(bias_on_device, FP8Q_FLOAT32))
                    : NULL;
         Py_XDECREF(bias_on_device);
-        if (bias == NULL || fp8q_py_use_on_stream(bias, stream) < 0) {
+        if (bias == NULL) {
             goto done;
         }
         keep[n_keep++] = bias;
+        if (fp8q_py_use_on_stream(bias, stream) < 0) {
+            goto done;
+        }
         epilogue.bias = (const float *)bias->view.data;
     }
-    if (call->has_scale_result) {
-        const fp8q_py_device cpu = {FP8Q_DEVICE_CPU, 0};
-        fp8q_TensorObject *host = fp8q_tensor_new_empty_on(
-            FP8Q_FLOAT32, 0, NULL, &cpu, NULL);
-        if (host == NULL) {
-            goto done;
-        }
-        memcpy(host->view.data, &call->scale_result, sizeof(float));
-        scale_result = fp8q_tensor_copy_to(host, &device, stream);
-        Py_DECREF(host);
-        if (scale_result == NULL) {
-            goto done;
-        }
-        keep[n_keep++] = scale_result;
-        epilogue.scale_result = (const float *)scale_result->view.data;
-    }
+    epilogue.divide = call->has_scale_result;
+    epilogue.scale_result = call->scale_result;
     if (call->mode != FP8Q_SCALING_BLOCKWISE) {
         epilogue.scale_a = (const float *)scale_a->view.data;
         epilogue.scale_b = (const float *)scale_b->view.data;
