@@ -1,6 +1,6 @@
 /*
  * cublaslt.c - finds and opens cuBLASLt at first use, resolves its entry
- * points, and keeps one handle and workspace per device (see cublaslt.h).
+ * points, and keeps one handle per device (see cublaslt.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +16,7 @@
 typedef struct load_request {
     const char *const *wheel_directories;
     int n_directories;
+    int driver_version; /* cuDriverGetVersion's, 0 when unknown */
 } load_request;
 
 typedef struct device_slot {
@@ -31,16 +32,24 @@ static fp8q_library *library_handle;
 static volatile int64_t library_ready; /* 1 once library_once has run */
 static device_slot device_slots[FP8Q_CUBLASLT_MAX_DEVICES];
 
+/* The file names of cuBLASLt 13 and 12, in the order they are tried:
+ * the release that matches the driver first (a CUDA 12 driver cannot run
+ * cuBLASLt 13). Set once by load_library. */
 #if defined(_WIN32)
-static const char *const library_names[] = {"cublasLt64_13.dll",
-                                            "cublasLt64_12.dll"};
+static const char *const names_13_first[] = {"cublasLt64_13.dll",
+                                              "cublasLt64_12.dll"};
+static const char *const names_12_first[] = {"cublasLt64_12.dll",
+                                             "cublasLt64_13.dll"};
 static const char *const toolkit_subdirectories[] = {"bin", "bin/x64"};
 #else
-static const char *const library_names[] = {"libcublasLt.so.13",
-                                            "libcublasLt.so.12"};
+static const char *const names_13_first[] = {"libcublasLt.so.13",
+                                             "libcublasLt.so.12"};
+static const char *const names_12_first[] = {"libcublasLt.so.12",
+                                             "libcublasLt.so.13"};
 static const char *const toolkit_subdirectories[] = {"lib64", "lib"};
 #endif
-#define N_NAMES (sizeof library_names / sizeof library_names[0])
+#define N_NAMES (sizeof names_13_first / sizeof names_13_first[0])
+static const char *const *library_names = names_13_first;
 #define N_SUBDIRECTORIES \
     (sizeof toolkit_subdirectories / sizeof toolkit_subdirectories[0])
 
@@ -208,6 +217,9 @@ static void load_library(void *context)
 
     fp8q_error_clear(&library.error);
     log.text[0] = '\0';
+    if (request->driver_version < 13000) {
+        library_names = names_12_first;
+    }
     if (override_state < 0) {
         fp8q_fail(&library.error, FP8Q_ERROR_CUDA,
                   "cuBLASLt not found: FP8Q_CUBLASLT is longer than %d bytes "
@@ -242,6 +254,8 @@ const fp8q_cublaslt *fp8q_cublaslt_load(const char *const *wheel_directories,
     load_request request;
     request.wheel_directories = wheel_directories;
     request.n_directories = n_directories;
+    /* Outside the once: fp8q_once_run must not nest an unfinished once. */
+    request.driver_version = fp8q_cuda_driver_load()->version;
     fp8q_once_run(&library_once, load_library, &request);
     fp8q_atomic_store_i64(&library_ready, 1);
     return &library;
@@ -269,9 +283,6 @@ void fp8q_cublaslt_describe(const fp8q_cublaslt *loaded, fp8q_lt_status status,
 /* ------------------------------------------------------------------------- */
 /* Per device                                                                */
 
-#define LARGE_WORKSPACE ((size_t)32 << 20)
-#define SMALL_WORKSPACE ((size_t)4 << 20)
-
 static void open_device(void *context)
 {
     device_slot *slot = (device_slot *)context;
@@ -279,9 +290,6 @@ static void open_device(void *context)
     char what[96];
 
     fp8q_error_clear(&slot->error);
-    slot->state.workspace_size = slot->device->compute_capability_major >= 9
-                                     ? LARGE_WORKSPACE
-                                     : SMALL_WORKSPACE;
     if (fp8q_cuda_context_enter(slot->device, &slot->error) != FP8Q_OK) {
         return;
     }
@@ -292,13 +300,6 @@ static void open_device(void *context)
         fp8q_fail(&slot->error, FP8Q_ERROR_CUDA,
                   "cublasLtCreate failed on CUDA device %d: %s",
                   slot->device->index, what);
-        return;
-    }
-    /* Allocated once and kept: ordered on the legacy default stream, and
-     * waited for, so every stream may use it. */
-    if (fp8q_cuda_alloc(slot->device, slot->state.workspace_size, NULL,
-                        &slot->state.workspace, &slot->error) == FP8Q_OK) {
-        (void)fp8q_cuda_synchronize(slot->device, NULL, &slot->error);
     }
 }
 

@@ -1,13 +1,14 @@
 /*
  * cublaslt.h - cuBLASLt, loaded at first use of a GPU matrix multiply:
  * finding the library, its entry points and version, and per device a
- * handle and a workspace.
+ * handle.
  *
  * Where cuBLASLt is looked for, in this order (the first that opens wins):
  *   1. the environment variable FP8Q_CUBLASLT, when set: the one library
  *      to open (a path; for diagnostics and tests);
  *   2. a cuBLASLt already loaded in the process (PyTorch's, for example):
- *      libcublasLt.so.13, then .so.12 (cublasLt64_13.dll, _12.dll);
+ *      libcublasLt.so.13, then .so.12 (cublasLt64_13.dll, _12.dll) — .12
+ *      first where the driver is older than CUDA 13, in every step;
  *   3. NVIDIA's pip wheels: each directory the caller passes (the binding
  *      gives <site-packages>/nvidia/cu13/lib and nvidia/cublas/lib, or
  *      their bin directories on Windows);
@@ -75,16 +76,16 @@ void fp8q_cublaslt_describe(const fp8q_cublaslt *library, fp8q_lt_status status,
 /* Devices 0 to FP8Q_CUBLASLT_MAX_DEVICES - 1 can run matrix multiplies. */
 #define FP8Q_CUBLASLT_MAX_DEVICES 64
 
-/* What a device needs for cuBLASLt calls: created once per device. */
+/* What a device needs for cuBLASLt calls: created once per device. (The
+ * workspace is matmul.c's: allocated at the first product, and again after
+ * a failure, never freed.) */
 typedef struct fp8q_cublaslt_device {
     fp8q_lt_handle handle;
-    void *workspace;       /* device memory, never freed */
-    size_t workspace_size; /* 32 MiB on sm_90 and newer, else 4 MiB */
 } fp8q_cublaslt_device;
 
-/* The cuBLASLt handle and workspace of `device` (created on the first call
- * for it, with its primary context current), for a usable `library`.
- * FP8Q_ERROR_CUDA / FP8Q_ERROR_CUDA_MEMORY saying what failed otherwise. */
+/* The cuBLASLt handle of `device` (created on the first call for it, with
+ * its primary context current), for a usable `library`. FP8Q_ERROR_CUDA
+ * saying what failed otherwise. */
 fp8q_status fp8q_cublaslt_device_open(const fp8q_cublaslt *library,
                                       const fp8q_cuda_device *device,
                                       const fp8q_cublaslt_device **out,

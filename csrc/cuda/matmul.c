@@ -40,11 +40,47 @@ typedef struct plan {
 static fp8q_once lock_once = FP8Q_ONCE_INIT;
 static fp8q_mutex *plans_lock;
 static plan *plans; /* most recently made first; kept for the process */
-/* Per device, the stream of the workspace's last use (NULL: the legacy
- * default stream, where it was allocated): a matmul on another stream is
- * ordered after it, so two matmuls never share the scratch memory at once.
+/* Each device's cuBLASLt workspace (32 MiB on sm_90 and newer, 4 MiB
+ * below), allocated at its first product (again after a failure) and kept,
+ * and the stream of its last use: a matmul on another stream is ordered
+ * after it, so two matmuls never share the scratch memory at once.
  * Guarded by plans_lock. */
-static fp8q_cu_stream workspace_streams[FP8Q_CUBLASLT_MAX_DEVICES];
+typedef struct workspace {
+    void *memory;
+    size_t size;
+    fp8q_cu_stream stream;
+} workspace;
+
+static workspace workspaces[FP8Q_CUBLASLT_MAX_DEVICES];
+
+#define LARGE_WORKSPACE ((size_t)32 << 20)
+#define SMALL_WORKSPACE ((size_t)4 << 20)
+
+/* The device's workspace, ready for a product on `stream`. Called with
+ * plans_lock held. */
+static fp8q_status take_workspace(const fp8q_cuda_device *device,
+                                  fp8q_cu_stream stream, workspace **taken,
+                                  fp8q_error *error)
+{
+    workspace *space = &workspaces[device->index];
+
+    if (space->memory == NULL) {
+        space->size = device->compute_capability_major >= 9 ? LARGE_WORKSPACE
+                                                            : SMALL_WORKSPACE;
+        if (fp8q_cuda_alloc(device, space->size, stream, &space->memory,
+                            error) != FP8Q_OK) {
+            return error->status;
+        }
+        space->stream = stream;
+    }
+    if (fp8q_cuda_stream_wait(device, space->stream, stream, error) !=
+        FP8Q_OK) {
+        return error->status;
+    }
+    space->stream = stream;
+    *taken = space;
+    return FP8Q_OK;
+}
 
 static void create_lock(void *unused)
 {
@@ -96,13 +132,14 @@ static void key_of(const fp8q_cuda_device *device, const fp8q_matmul *problem,
  * algorithm; *step names the failing call. */
 static fp8q_lt_status describe(const fp8q_cublaslt *lt,
                                const fp8q_cublaslt_device *state,
-                               plan *made, const char **step)
+                               const workspace *space, plan *made,
+                               const char **step)
 {
     const plan_key *key = &made->key;
     const int32_t transpose = FP8Q_LT_OP_T;
     const int32_t no_transpose = FP8Q_LT_OP_N;
     const int8_t fast = (int8_t)key->fast_accumulation;
-    const uint64_t workspace = state->workspace_size;
+    const uint64_t workspace_bytes = space->size;
     const int fp8 = fp8q_dtype_is_fp8((fp8q_dtype)key->a_dtype);
     fp8q_lt_preference preference = NULL;
     fp8q_lt_heuristic result;
@@ -149,8 +186,8 @@ static fp8q_lt_status describe(const fp8q_cublaslt *lt,
     if (status == FP8Q_LT_SUCCESS) {
         *step = "cublasLtMatmulPreferenceSetAttribute";
         status = lt->api.preference_set_attribute(
-            preference, FP8Q_LT_PREF_MAX_WORKSPACE_BYTES, &workspace,
-            sizeof workspace);
+            preference, FP8Q_LT_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
+            sizeof workspace_bytes);
     }
     /* cuBLASLt's A is our B, and the other way round; C is D. */
     if (status == FP8Q_LT_SUCCESS) {
@@ -231,6 +268,7 @@ static void describe_problem(const fp8q_matmul *problem, char *text,
 static fp8q_status find_plan(const fp8q_cublaslt *lt,
                              const fp8q_cuda_device *device,
                              const fp8q_cublaslt_device *state,
+                             const workspace *space,
                              const fp8q_matmul *problem, plan **found,
                              fp8q_error *error)
 {
@@ -262,7 +300,7 @@ static fp8q_status find_plan(const fp8q_cublaslt *lt,
         free(made);
         return error->status;
     }
-    status = describe(lt, state, made, &step);
+    status = describe(lt, state, space, made, &step);
     fp8q_cuda_context_leave();
     fp8q_error_clear(&made->refusal);
     if (status != FP8Q_LT_SUCCESS) {
@@ -306,6 +344,7 @@ fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
                              fp8q_error *error)
 {
     const fp8q_cublaslt_device *state = NULL;
+    workspace *space = NULL;
     const float one = 1.0f;
     const float zero = 0.0f;
     plan *found = NULL;
@@ -335,13 +374,12 @@ fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
     /* (fp8q_cublaslt_device_open took only devices below
      * FP8Q_CUBLASLT_MAX_DEVICES.) */
     fp8q_mutex_lock(plans_lock);
-    if (find_plan(library, device, state, problem, &found, error) != FP8Q_OK ||
-        fp8q_cuda_stream_wait(device, workspace_streams[device->index],
-                              stream, error) != FP8Q_OK) {
+    if (take_workspace(device, stream, &space, error) != FP8Q_OK ||
+        find_plan(library, device, state, space, problem, &found, error) !=
+            FP8Q_OK) {
         fp8q_mutex_unlock(plans_lock);
         return error->status;
     }
-    workspace_streams[device->index] = stream;
     if (fp8q_cuda_context_enter(device, error) != FP8Q_OK) {
         fp8q_mutex_unlock(plans_lock);
         return error->status;
@@ -363,8 +401,8 @@ fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
         status = library->api.matmul(
             state->handle, found->desc, &one, problem->b, found->a_layout,
             problem->a, found->b_layout, &zero, problem->d, found->d_layout,
-            problem->d, found->d_layout, &found->algo, state->workspace,
-            state->workspace_size, stream);
+            problem->d, found->d_layout, &found->algo, space->memory,
+            space->size, stream);
     }
     fp8q_cuda_context_leave();
     fp8q_mutex_unlock(plans_lock);
