@@ -9,3 +9,4 @@
 #include "scale.cu"
 #include "epilogue.cu"
 #include "transpose.cu"
+#include "gather.cu"

@@ -38,6 +38,7 @@
 #include "core/float_codec.h"
 #include "core/scale_formula.h"
 #include "epilogue.cuh"
+#include "gather.cuh"
 #include "scale.cuh"
 #include "transpose.cuh"
 
@@ -558,11 +559,27 @@ static void run_transpose(const fp8q_transpose_args *args)
     }
 }
 
+static void run_gather(const fp8q_gather_args *args)
+{
+    const size_t size = (size_t)args->element_size;
+    int64_t i;
+    for (i = 0; i < args->count; i++) {
+        int64_t rest = i, offset = 0;
+        int axis;
+        for (axis = args->ndim - 1; axis >= 0; axis--) {
+            offset += (rest % args->shape[axis]) * args->strides[axis];
+            rest /= args->shape[axis];
+        }
+        memcpy((char *)args->destination + (size_t)i * size,
+               (const char *)args->source + offset * (int64_t)size, size);
+    }
+}
+
 /* A function handle is the address of its name in this table. */
 static const char *const kernel_names[] = {
     FP8Q_CAST_KERNEL, FP8Q_AMAX_KERNEL, FP8Q_AMAX_ROWS_KERNEL,
     FP8Q_AMAX_BLOCKS_KERNEL, FP8Q_SCALES_FROM_AMAX_KERNEL,
-    FP8Q_EPILOGUE_KERNEL, FP8Q_TRANSPOSE_KERNEL};
+    FP8Q_EPILOGUE_KERNEL, FP8Q_TRANSPOSE_KERNEL, FP8Q_GATHER_KERNEL};
 
 static result_t fake_module_get_function(void **function, void *module,
                                          const char *name)
@@ -610,6 +627,9 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
     }
     else if (strcmp(name, FP8Q_AMAX_BLOCKS_KERNEL) == 0) {
         run_amax_blocks((const fp8q_amax_blocks_args *)parameters[0]);
+    }
+    else if (strcmp(name, FP8Q_GATHER_KERNEL) == 0) {
+        run_gather((const fp8q_gather_args *)parameters[0]);
     }
     else if (strcmp(name, FP8Q_TRANSPOSE_KERNEL) == 0) {
         if (block_x != FP8Q_TRANSPOSE_THREADS) {

@@ -79,6 +79,40 @@ def round_trip_every_dtype():
     assert same_bits(fp8q.asarray(payload).to(0).cpu().numpy(), payload)
 
 
+def strided_inputs_are_gathered_on_the_gpu():
+    """Operations take any strides; the copies stay on the GPU."""
+    rng = np.random.default_rng(18)
+    x = rng.standard_normal((6, 40)).astype(np.float32)
+    gx = fp8q.asarray(x, device="cuda")
+    before = len(log_lines())
+    view = gx.T  # (40, 6), strided
+    assert same_bits(fp8q.cast(view, "e4m3", scale=0.5).cpu().numpy(),
+                     fp8q.cast(x.T, "e4m3", scale=0.5).numpy())
+    for axis in (0, 1, None):
+        assert same_bits(fp8q.amax(view, axis=axis).cpu().numpy(),
+                         fp8q.amax(x.T, axis=axis).numpy()), axis
+    x3 = x.reshape(4, 6, 10)
+    g3 = gx.reshape((4, 6, 10))
+    for axis in (0, 1, (0, 2)):
+        assert same_bits(fp8q.amax(g3, axis=axis, keepdims=True).cpu().numpy(),
+                         fp8q.amax(x3, axis=axis, keepdims=True).numpy()), axis
+    q = fp8q.quantize(view, granularity="row")
+    expected = fp8q.quantize(x.T, granularity="row")
+    assert same_bits(q.data.cpu().numpy(), expected.data.numpy())
+    assert same_bits(q.dequantize().cpu().numpy(),
+                     expected.dequantize().numpy())
+    # No device-to-host copy before the checks' own .cpu() calls.
+    gathers = [line for line in log_lines()[before:]
+               if line == "fp8q_gather"]
+    assert gathers, "no gather on the GPU"
+    # scaled_mm with b C-contiguous (not w.T): a transposed copy of b.
+    a, b, scale_a, scale_b = operands(rng, 4, 64, 32, "row")
+    expected = fp8q.scaled_mm(a, b, scale_a, scale_b, out_dtype="float32")
+    got = fp8q.scaled_mm(a.to("cuda"), b.to("cuda"), scale_a, scale_b,
+                         out_dtype="float32")
+    assert close(got, expected, "float32")
+
+
 def views_and_strided_copies():
     rng = np.random.default_rng(2)
     x = rng.standard_normal((4, 6)).astype(np.float32)
@@ -482,9 +516,9 @@ def scaled_mm_errors():
     rng = np.random.default_rng(12)
     a, b, scale_a, scale_b = operands(rng, 4, 64, 32, "row")
     ga, gb = a.to("cuda"), b.T.to("cuda").T
-    expect(ValueError, "scaled_mm: on CUDA, a must be C-contiguous (M, K), "
-           "b column-major", fp8q.scaled_mm, ga, b.to("cuda"), scale_a,
-           scale_b)
+    expect(ValueError, "scaled_mm: on CUDA, out= must be C-contiguous",
+           fp8q.scaled_mm, ga, gb, scale_a, scale_b,
+           out=fp8q.empty((32, 4), "bfloat16", device="cuda").T)
     expect(ValueError, "scaled_mm: b is on cpu, but a is on cuda:0",
            fp8q.scaled_mm, ga, b, scale_a, scale_b)
     expect(ValueError, "scaled_mm: amax_out is on cpu, but a is on cuda:0",
@@ -610,10 +644,9 @@ def expect(exception, start, function, *args, **keywords):
 
 def errors_are_clear():
     t = fp8q.zeros((4, 6), device="cuda")
-    expect(ValueError, "cast: x= on CUDA must be C-contiguous, got strides "
-           "(1, 6)", fp8q.cast, t.T, "e4m3")
-    expect(ValueError, "amax: on CUDA, axis= must be None or name the last "
-           "axes", fp8q.amax, t, axis=0)
+    expect(ValueError, "cast: out= on CUDA must be C-contiguous, got "
+           "strides (1, 4)", fp8q.cast, t, "e4m3",
+           out=fp8q.empty((6, 4), "e4m3", device="cuda").T)
     expect(ValueError, "cast: on CUDA, scale= must be one value, one per row",
            fp8q.cast, fp8q.zeros((2, 3, 4), device="cuda"), "e4m3",
            scale=np.ones((3, 4), np.float32))

@@ -28,6 +28,7 @@ def run_scenario(driver, name, tmp_path, environment=None, **fake):
 @pytest.mark.parametrize("name", [
     "round_trip_every_dtype",
     "views_and_strided_copies",
+    "strided_inputs_are_gathered_on_the_gpu",
     "empty_and_zeros",
     "memory_is_returned_on_the_last_stream",
     "allocations_are_balanced",

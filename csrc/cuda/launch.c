@@ -169,3 +169,15 @@ fp8q_status fp8q_cuda_launch_transpose(const fp8q_cuda_device *device,
                   (unsigned int)(tiles < full ? tiles : full), args, stream,
                   error);
 }
+
+fp8q_status fp8q_cuda_launch_gather(const fp8q_cuda_device *device,
+                                    const fp8q_gather_args *args,
+                                    fp8q_cu_stream stream, fp8q_error *error)
+{
+    if (args->count == 0) {
+        return FP8Q_OK;
+    }
+    return launch(device, FP8Q_KERNEL_GATHER,
+                  elementwise_blocks(device, args->count), args, stream,
+                  error);
+}

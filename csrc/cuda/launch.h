@@ -13,6 +13,7 @@
 #include "amax.cuh"
 #include "cast.cuh"
 #include "epilogue.cuh"
+#include "gather.cuh"
 #include "scale.cuh"
 #include "transpose.cuh"
 #include "core/status.h"
@@ -59,5 +60,10 @@ fp8q_status fp8q_cuda_launch_transpose(const fp8q_cuda_device *device,
                                        const fp8q_transpose_args *args,
                                        fp8q_cu_stream stream,
                                        fp8q_error *error);
+
+/* The gather kernel over args->count elements. */
+fp8q_status fp8q_cuda_launch_gather(const fp8q_cuda_device *device,
+                                    const fp8q_gather_args *args,
+                                    fp8q_cu_stream stream, fp8q_error *error);
 
 #endif /* FP8Q_CUDA_LAUNCH_H */

@@ -210,10 +210,16 @@ fp8q_TensorObject *fp8q_tensor_new_empty_on(fp8q_dtype dtype, int ndim,
 
 /* A new C-contiguous tensor on `device` holding a bit-exact copy of
  * `source`'s elements, moved on `stream` (host <-> device copies finish
- * before this returns). */
+ * before this returns; strided CUDA sources are gathered on their GPU;
+ * copies between two GPUs go through the host). */
 fp8q_TensorObject *fp8q_tensor_copy_to(fp8q_TensorObject *source,
                                        const fp8q_py_device *device,
                                        fp8q_cu_stream stream);
+
+/* The CUDA tensor itself when C-contiguous, else a new C-contiguous copy
+ * on its GPU (gathered there, on `stream`); NULL with an exception. */
+fp8q_TensorObject *fp8q_py_cuda_contiguous(fp8q_TensorObject *tensor,
+                                           fp8q_cu_stream stream);
 
 /* Tensor.to(device, *, stream=None, copy=False) and Tensor.cpu(*,
  * stream=None). */
@@ -277,8 +283,9 @@ fp8q_TensorObject *fp8q_py_writable_output(PyObject *out_object,
 /* ------------------------------------------------------------------------- */
 /* ops_cuda.c (the CUDA half of ops.c; arguments already checked there)     */
 
-/* out = cast(x / scale) on x's device, on `stream`: x and out C-contiguous
- * CUDA tensors of one shape, scale NULL or a float32 tensor broadcastable
+/* out = cast(x / scale) on x's device, on `stream`: x a CUDA tensor (any
+ * strides: gathered first), out a C-contiguous one of x's shape, scale
+ * NULL or a float32 tensor broadcastable
  * to x (on any device; moved over when on the host), amax_out NULL or a
  * one-element float32 CUDA tensor receiving x's amax from the same pass.
  * 0, or -1 with an exception. */
@@ -286,11 +293,11 @@ int fp8q_py_cuda_cast(fp8q_TensorObject *x, fp8q_TensorObject *scale,
                       fp8q_TensorObject *out, fp8q_TensorObject *amax_out,
                       int saturate, fp8q_cu_stream stream);
 
-/* amax of the C-contiguous CUDA tensor x over the axes with reduce[axis]
- * != 0 (all, or the last ones) into `destination`, float32 on x's device
- * with x's shape and extent 1 on reduced axes. 0, or -1 with an
- * exception. */
-int fp8q_py_cuda_amax(fp8q_TensorObject *x, const int *reduce,
+/* amax of the CUDA tensor `input` over the axes with reduce[axis] != 0
+ * (any of them: the data is gathered with those axes last when they are
+ * not already) into `destination`, float32 on x's device with x's shape
+ * and extent 1 on reduced axes. 0, or -1 with an exception. */
+int fp8q_py_cuda_amax(fp8q_TensorObject *input, const int *reduce,
                       fp8q_TensorObject *destination, fp8q_cu_stream stream);
 
 /* quantize on x's GPU: with options->compute_scale, each group's amax

@@ -14,6 +14,7 @@
 
 #include "python/binding.h"
 
+#include "cuda/launch.h"
 #include "cuda/memory.h"
 
 /* ------------------------------------------------------------------------- */
@@ -313,67 +314,85 @@ static size_t view_bytes(const fp8q_view *view)
                     (int64_t)fp8q_dtype_itemsize(view->dtype));
 }
 
-/* A contiguous CPU copy of a CUDA tensor, read on `stream` (ordered after
- * the tensor's stream). A strided tensor's whole byte span comes over and
- * is compacted on the CPU. */
-static fp8q_TensorObject *cuda_to_cpu(fp8q_TensorObject *source,
-                                      fp8q_cu_stream stream)
+/* A new C-contiguous copy of the CUDA tensor `source` on its device,
+ * gathered there from any strides (kernels/gather.cuh), on `stream`. */
+static fp8q_TensorObject *gathered(fp8q_TensorObject *source,
+                                   fp8q_cu_stream stream)
 {
-    const fp8q_cuda_device *cuda = source->cuda_device;
-    const int contiguous = fp8q_view_is_contiguous(&source->view);
-    fp8q_TensorObject *span = NULL;
+    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, source->device_index};
     fp8q_TensorObject *result;
-    fp8q_view span_view;
-    int64_t low = 0, high = 0, span_bytes;
+    fp8q_gather_args args;
     fp8q_error error;
     fp8q_status status;
+    int axis;
 
     if (fp8q_py_use_on_stream(source, stream) < 0) {
         return NULL;
     }
-    if (contiguous) {
-        result = fp8q_tensor_new_empty(source->view.dtype, source->view.ndim,
-                                       source->view.shape);
-        if (result == NULL) {
-            return NULL;
-        }
-        fp8q_error_clear(&error);
-        Py_BEGIN_ALLOW_THREADS
-        status = fp8q_cuda_copy(cuda, result->view.data, source->view.data,
-                                view_bytes(&source->view), stream, 1, &error);
-        Py_END_ALLOW_THREADS
-        if (fp8q_py_raise_on_failure(status, &error) < 0) {
-            Py_DECREF(result);
-            return NULL;
-        }
-        return result;
-    }
-    fp8q_view_byte_extent(&source->view, &low, &high);
-    span_bytes = high - low;
-    span = fp8q_tensor_new_empty(FP8Q_UINT8, 1, &span_bytes);
-    if (span == NULL) {
-        return NULL;
-    }
-    fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_copy(cuda, span->view.data,
-                            (const char *)source->view.data + low,
-                            (size_t)(high - low), stream, 1, &error);
-    Py_END_ALLOW_THREADS
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        Py_DECREF(span);
-        return NULL;
-    }
-    span_view = source->view;
-    span_view.data = (char *)span->view.data - low;
-    result = fp8q_tensor_new_view(&span_view, (PyObject *)span, 1);
-    Py_DECREF(span);
+    result = fp8q_tensor_new_empty_on(source->view.dtype, source->view.ndim,
+                                      source->view.shape, &device, stream);
     if (result == NULL) {
         return NULL;
     }
-    span = result;
-    result = fp8q_tensor_copy_as(span, span->view.dtype);
-    Py_DECREF(span);
+    memset(&args, 0, sizeof args);
+    args.source = source->view.data;
+    args.destination = result->view.data;
+    args.count = fp8q_view_size(&source->view);
+    args.ndim = source->view.ndim;
+    args.element_size = (int32_t)fp8q_dtype_itemsize(source->view.dtype);
+    for (axis = 0; axis < source->view.ndim; axis++) {
+        args.shape[axis] = source->view.shape[axis];
+        args.strides[axis] = source->view.strides[axis];
+    }
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_launch_gather(source->cuda_device, &args, stream,
+                                     &error);
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        Py_DECREF(result);
+        return NULL;
+    }
+    return result;
+}
+
+fp8q_TensorObject *fp8q_py_cuda_contiguous(fp8q_TensorObject *tensor,
+                                           fp8q_cu_stream stream)
+{
+    if (fp8q_view_is_contiguous(&tensor->view)) {
+        return (fp8q_TensorObject *)Py_NewRef(tensor);
+    }
+    return gathered(tensor, stream);
+}
+
+/* A contiguous CPU copy of a CUDA tensor, read on `stream` (ordered after
+ * the tensor's last use); a strided one is gathered on its GPU first. */
+static fp8q_TensorObject *cuda_to_cpu(fp8q_TensorObject *source,
+                                      fp8q_cu_stream stream)
+{
+    fp8q_TensorObject *compact = fp8q_py_cuda_contiguous(source, stream);
+    fp8q_TensorObject *result;
+    fp8q_error error;
+    fp8q_status status;
+
+    if (compact == NULL || fp8q_py_use_on_stream(compact, stream) < 0) {
+        Py_XDECREF(compact);
+        return NULL;
+    }
+    result = fp8q_tensor_new_empty(compact->view.dtype, compact->view.ndim,
+                                   compact->view.shape);
+    if (result != NULL) {
+        fp8q_error_clear(&error);
+        Py_BEGIN_ALLOW_THREADS
+        status = fp8q_cuda_copy(compact->cuda_device, result->view.data,
+                                compact->view.data,
+                                view_bytes(&compact->view), stream, 1, &error);
+        Py_END_ALLOW_THREADS
+        if (fp8q_py_raise_on_failure(status, &error) < 0) {
+            Py_CLEAR(result);
+        }
+    }
+    Py_DECREF(compact);
     return result;
 }
 
@@ -458,27 +477,21 @@ fp8q_TensorObject *fp8q_tensor_copy_to(fp8q_TensorObject *source,
                    ? fp8q_tensor_copy_as(source, source->view.dtype)
                    : cpu_to_cuda(source, device, stream);
     }
-    if (same_device(source, device) &&
-        fp8q_view_is_contiguous(&source->view)) {
-        return cuda_copy_on_device(source, stream);
+    if (same_device(source, device)) {
+        return fp8q_view_is_contiguous(&source->view)
+                   ? cuda_copy_on_device(source, stream)
+                   : gathered(source, stream);
     }
-    /* To the CPU; strided or other-device copies go through it too. A
-     * stream belongs to one device: on another device's side, the copy
-     * uses that side's own streams (its last use; the legacy default). */
-    if (device->type == FP8Q_DEVICE_CPU || same_device(source, device)) {
-        host = cuda_to_cpu(source, stream);
-        if (host == NULL || device->type == FP8Q_DEVICE_CPU) {
-            return host;
-        }
-        result = cpu_to_cuda(host, device, stream);
+    if (device->type == FP8Q_DEVICE_CPU) {
+        return cuda_to_cpu(source, stream);
     }
-    else {
-        host = cuda_to_cpu(source, fp8q_py_last_stream(source));
-        if (host == NULL) {
-            return NULL;
-        }
-        result = cpu_to_cuda(host, device, stream);
+    /* Another GPU: through the host. A stream belongs to one device, so
+     * the source side uses its own (the stream of its last use). */
+    host = cuda_to_cpu(source, fp8q_py_last_stream(source));
+    if (host == NULL) {
+        return NULL;
     }
+    result = cpu_to_cuda(host, device, stream);
     Py_DECREF(host);
     return result;
 }

@@ -285,7 +285,8 @@ PyDoc_STRVAR(
     "legacy default stream; an int handle; or an object with\n"
     "__cuda_stream__ or .cuda_stream, such as torch.cuda.Stream), after\n"
     "the last use of each input; results are bit-identical to the CPU's.\n"
-    "x and out must be C-contiguous there; scale may be on the host\n"
+    "A strided x is gathered on the GPU first; out must be C-contiguous\n"
+    "there. scale may be on the host\n"
     "(checked there, then copied) or on x's GPU (not read back, so not\n"
     "checked: a zero, negative or non-finite scale gives what the\n"
     "division gives); it must be one value, one per row or group of rows,\n"
@@ -515,9 +516,9 @@ PyDoc_STRVAR(
     "(the identity of max |x|). x may have any fp8q dtype; values are\n"
     "loaded exactly into float32, so the result is exact.\n"
     "\n"
-    "CUDA: for x on a GPU (C-contiguous) the result is computed there, on\n"
-    "`stream` (as for fp8q.cast), and stays there; axis= must then be\n"
-    "None or name the last axes.");
+    "CUDA: for x on a GPU the result is computed there, on `stream` (as\n"
+    "for fp8q.cast), and stays there (x is gathered with the reduced axes\n"
+    "last when they are not already).");
 
 static PyObject *ops_amax(PyObject *module, PyObject *args, PyObject *kwargs)
 {
@@ -978,7 +979,9 @@ static PyObject *ops_quantize(PyObject *module, PyObject *args,
         }
     }
     if (device.type == FP8Q_DEVICE_CUDA) {
-        if (fp8q_py_cuda_quantize(x, &options, data, scale, stream) < 0) {
+        Py_SETREF(x, fp8q_py_cuda_contiguous(x, stream));
+        if (x == NULL ||
+            fp8q_py_cuda_quantize(x, &options, data, scale, stream) < 0) {
             goto fail;
         }
     }
@@ -1118,7 +1121,14 @@ static PyObject *ops_dequantize(PyObject *module, PyObject *args,
                 fp8q_check_scale_shape(&granularity, &data->view,
                                        &scale->view, &error),
                 &error) < 0 ||
-            move_to(&scale, &device, stream) < 0 ||
+            move_to(&scale, &device, stream) < 0) {
+            goto fail;
+        }
+        Py_SETREF(data, fp8q_py_cuda_contiguous(data, stream));
+        Py_SETREF(scale, data == NULL
+                             ? NULL
+                             : fp8q_py_cuda_contiguous(scale, stream));
+        if (scale == NULL ||
             fp8q_py_cuda_dequantize(data, scale, &granularity, result,
                                     stream) < 0) {
             goto fail;

@@ -4,9 +4,10 @@
  * these functions turn the tensors into kernel arguments (the launch
  * contracts of kernels/<family>.cuh) and launch on the caller's stream.
  *
- * The kernels read contiguous runs, so CUDA inputs must be C-contiguous;
- * scales must reduce to the kernels' (row, column) addressing. Everything
- * else is refused with a ValueError that says what is accepted.
+ * The kernels read contiguous runs: strided inputs are gathered into
+ * contiguous copies on the GPU first (outputs must be C-contiguous); scales
+ * must reduce to the kernels' (row, column) addressing. Everything else is
+ * refused with a ValueError that says what is accepted.
  */
 #include <string.h>
 
@@ -20,8 +21,10 @@
 /* ------------------------------------------------------------------------- */
 /* Checks                                                                    */
 
-static int require_contiguous(const fp8q_TensorObject *tensor,
-                              const char *function, const char *argument)
+/* An output the kernels write as one contiguous run. */
+static int require_contiguous_output(const fp8q_TensorObject *tensor,
+                                     const char *function,
+                                     const char *argument)
 {
     char strides[32 * FP8Q_MAX_DIMS];
 
@@ -32,8 +35,8 @@ static int require_contiguous(const fp8q_TensorObject *tensor,
                       tensor->view.strides);
     PyErr_Format(PyExc_ValueError,
                  "%s: %s= on CUDA must be C-contiguous, got strides %s (in "
-                 "elements); pass %s.contiguous()",
-                 function, argument, strides, argument);
+                 "elements)",
+                 function, argument, strides);
     return -1;
 }
 
@@ -103,11 +106,12 @@ static int set_scale_addressing(const fp8q_view *broadcast,
     return 0;
 }
 
-int fp8q_py_cuda_cast(fp8q_TensorObject *x, fp8q_TensorObject *scale,
+int fp8q_py_cuda_cast(fp8q_TensorObject *input, fp8q_TensorObject *scale,
                       fp8q_TensorObject *out, fp8q_TensorObject *amax_out,
                       int saturate, fp8q_cu_stream stream)
 {
-    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, x->device_index};
+    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, input->device_index};
+    fp8q_TensorObject *x = NULL;
     fp8q_TensorObject *device_scale = NULL;
     fp8q_cast_args args;
     fp8q_view broadcast;
@@ -119,8 +123,11 @@ int fp8q_py_cuda_cast(fp8q_TensorObject *x, fp8q_TensorObject *scale,
     args.row_length = 1;
     args.scale_block_rows = 1;
     args.scale_block_cols = 1;
-    if (require_contiguous(x, "cast", "x") < 0 ||
-        require_contiguous(out, "cast", "out") < 0) {
+    if (require_contiguous_output(out, "cast", "out") < 0) {
+        return -1;
+    }
+    x = fp8q_py_cuda_contiguous(input, stream);
+    if (x == NULL) {
         return -1;
     }
     fp8q_error_clear(&error);
@@ -133,7 +140,7 @@ int fp8q_py_cuda_cast(fp8q_TensorObject *x, fp8q_TensorObject *scale,
                 ? (fp8q_TensorObject *)Py_NewRef(scale)
                 : fp8q_tensor_copy_to(scale, &device, stream);
         if (device_scale == NULL) {
-            return -1;
+            goto done;
         }
         if (fp8q_view_broadcast_to(&device_scale->view, x->view.ndim,
                                    x->view.shape, &broadcast, "scale",
@@ -175,6 +182,7 @@ int fp8q_py_cuda_cast(fp8q_TensorObject *x, fp8q_TensorObject *scale,
     result = fp8q_py_raise_on_failure(status, &error);
 done:
     Py_XDECREF(device_scale);
+    Py_DECREF(x);
     return result;
 }
 
@@ -183,69 +191,79 @@ fp8q_TensorObject *fp8q_py_cuda_convert(fp8q_TensorObject *source,
 {
     const fp8q_py_device device = {FP8Q_DEVICE_CUDA, source->device_index};
     const fp8q_cu_stream stream = fp8q_py_last_stream(source);
-    fp8q_TensorObject *contiguous;
     fp8q_TensorObject *result;
 
-    if (dtype == source->view.dtype || !fp8q_view_is_contiguous(&source->view)) {
-        contiguous = fp8q_tensor_copy_to(source, &device, stream);
-        if (contiguous == NULL || dtype == source->view.dtype) {
-            return contiguous;
-        }
+    if (dtype == source->view.dtype) {
+        return fp8q_tensor_copy_to(source, &device, stream);
     }
-    else {
-        contiguous = (fp8q_TensorObject *)Py_NewRef(source);
-    }
-    result = fp8q_tensor_new_empty_on(dtype, contiguous->view.ndim,
-                                      contiguous->view.shape, &device, stream);
+    result = fp8q_tensor_new_empty_on(dtype, source->view.ndim,
+                                      source->view.shape, &device, stream);
     if (result != NULL &&
-        fp8q_py_cuda_cast(contiguous, NULL, result, NULL, 1, stream) < 0) {
+        fp8q_py_cuda_cast(source, NULL, result, NULL, 1, stream) < 0) {
         Py_CLEAR(result);
     }
-    Py_DECREF(contiguous);
     return result;
 }
 
 /* ------------------------------------------------------------------------- */
 /* amax                                                                      */
 
-int fp8q_py_cuda_amax(fp8q_TensorObject *x, const int *reduce,
+/* `input` with its kept axes first and its reduced axes last (each group
+ * in order), C-contiguous: itself when it already is, else gathered. */
+static fp8q_TensorObject *reduced_axes_last(fp8q_TensorObject *input,
+                                            const int *reduce,
+                                            fp8q_cu_stream stream)
+{
+    fp8q_view permuted = input->view;
+    fp8q_TensorObject *view;
+    fp8q_TensorObject *result;
+    int axis, pass, placed = 0;
+
+    for (pass = 0; pass < 2; pass++) {
+        for (axis = 0; axis < input->view.ndim; axis++) {
+            if ((reduce[axis] != 0) == pass) {
+                permuted.shape[placed] = input->view.shape[axis];
+                permuted.strides[placed] = input->view.strides[axis];
+                placed++;
+            }
+        }
+    }
+    view = fp8q_tensor_new_view(&permuted, (PyObject *)input, 1);
+    if (view == NULL) {
+        return NULL;
+    }
+    result = fp8q_py_cuda_contiguous(view, stream);
+    Py_DECREF(view);
+    return result;
+}
+
+int fp8q_py_cuda_amax(fp8q_TensorObject *input, const int *reduce,
                       fp8q_TensorObject *destination, fp8q_cu_stream stream)
 {
-    const int ndim = x->view.ndim;
-    int n_reduced_suffix = 0;
-    int n_reduced = 0;
-    int64_t rows, row_length, kept = 1, run = 1;
+    fp8q_TensorObject *x;
+    int64_t rows = 1, row_length = 1;
     fp8q_error error;
     fp8q_status status;
     int axis;
 
-    if (require_contiguous(x, "amax", "x") < 0) {
+    for (axis = 0; axis < input->view.ndim; axis++) {
+        if (reduce[axis]) {
+            row_length *= input->view.shape[axis];
+        }
+        else {
+            rows *= input->view.shape[axis];
+        }
+    }
+    x = reduced_axes_last(input, reduce, stream);
+    if (x == NULL) {
         return -1;
-    }
-    for (axis = 0; axis < ndim; axis++) {
-        n_reduced += reduce[axis] != 0;
-    }
-    for (axis = ndim - 1; axis >= 0 && reduce[axis]; axis--) {
-        n_reduced_suffix++;
-        run *= x->view.shape[axis];
-    }
-    if (n_reduced != n_reduced_suffix) {
-        PyErr_SetString(PyExc_ValueError,
-                        "amax: on CUDA, axis= must be None or name the last "
-                        "axes (e.g. -1, or (-2, -1)); move the axes to "
-                        "reduce to the end first");
-        return -1;
-    }
-    for (axis = 0; axis < ndim - n_reduced_suffix; axis++) {
-        kept *= x->view.shape[axis];
     }
     if (fp8q_py_use_on_stream(x, stream) < 0 ||
         fp8q_py_use_on_stream(destination, stream) < 0) {
+        Py_DECREF(x);
         return -1;
     }
     fp8q_error_clear(&error);
-    rows = kept;
-    row_length = run;
     if (rows == 1) {
         fp8q_amax_args args;
         memset(&args, 0, sizeof args);
@@ -272,6 +290,7 @@ int fp8q_py_cuda_amax(fp8q_TensorObject *x, const int *reduce,
         RUN_WITHOUT_GIL(status, fp8q_cuda_launch_amax_rows(
                                     x->cuda_device, &args, stream, &error));
     }
+    Py_DECREF(x);
     return fp8q_py_raise_on_failure(status, &error);
 }
 
@@ -382,8 +401,7 @@ int fp8q_py_cuda_quantize(fp8q_TensorObject *x,
     fp8q_error error;
     fp8q_status status = FP8Q_OK;
 
-    if (require_contiguous(x, "quantize", "x") < 0 ||
-        fp8q_py_use_on_stream(x, stream) < 0 ||
+    if (fp8q_py_use_on_stream(x, stream) < 0 ||
         fp8q_py_use_on_stream(data, stream) < 0 ||
         fp8q_py_use_on_stream(scale, stream) < 0) {
         return -1;
@@ -431,9 +449,7 @@ int fp8q_py_cuda_dequantize(fp8q_TensorObject *data, fp8q_TensorObject *scale,
     fp8q_error error;
     fp8q_status status;
 
-    if (require_contiguous(data, "dequantize", "data") < 0 ||
-        require_contiguous(scale, "dequantize", "scale") < 0 ||
-        fp8q_py_use_on_stream(data, stream) < 0 ||
+    if (fp8q_py_use_on_stream(data, stream) < 0 ||
         fp8q_py_use_on_stream(scale, stream) < 0 ||
         fp8q_py_use_on_stream(result, stream) < 0) {
         return -1;

@@ -4,6 +4,10 @@
  * temporaries it needs there, and the cuBLASLt product and epilogue kernel
  * that compute it. docs/scaled_mm.md, "On the GPU".
  *
+ * Layout: a row-major and b column-major (b = w.T of a row-major (N, K) w)
+ * are used in place; any other layout through contiguous copies gathered
+ * on the GPU (kernels/gather.cuh).
+ *
  * Paths:
  *   direct   native FP8 (compute capability 8.9+), tensorwise scales, a
  *            16-bit or float32 result without bias or amax: cuBLASLt applies
@@ -249,8 +253,9 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     const int64_t n = call->b->view.shape[1];
     const fp8q_cuda_device *cuda = call->a->cuda_device;
     const fp8q_cublaslt *library;
-    fp8q_TensorObject *w = NULL; /* b.T, (N, K) C-contiguous, b's memory */
-    fp8q_TensorObject *keep[6];  /* tensors this call made, released at the end */
+    fp8q_TensorObject *a = NULL; /* call->a, C-contiguous */
+    fp8q_TensorObject *w = NULL; /* b.T, (N, K) C-contiguous */
+    fp8q_TensorObject *keep[8];  /* tensors this call made, released at the end */
     fp8q_TensorObject *scale_a = NULL, *scale_b = NULL, *bias = NULL;
     fp8q_TensorObject *product = NULL;
     fp8q_matmul problem;
@@ -263,16 +268,9 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     int native, direct;
     int index;
 
-    /* Layout: a row-major, b column-major (b = w.T of a row-major w). */
-    if (!fp8q_view_is_contiguous(&call->a->view) ||
-        !(k == 0 || (call->b->view.strides[0] == 1 &&
-                     (call->b->view.strides[1] == k || n <= 1))) ||
-        !fp8q_view_is_contiguous(&call->out->view)) {
+    if (!fp8q_view_is_contiguous(&call->out->view)) {
         PyErr_SetString(PyExc_ValueError,
-                        "scaled_mm: on CUDA, a must be C-contiguous (M, K), "
-                        "b column-major (b = w.T of a C-contiguous (N, K) "
-                        "weight w, as in x @ w.T) and out C-contiguous; pass "
-                        "a.contiguous() and w.contiguous().T");
+                        "scaled_mm: on CUDA, out= must be C-contiguous");
         return -1;
     }
     library = load_cublaslt();
@@ -280,14 +278,26 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
         return -1;
     }
     fp8q_error_clear(&error);
+    /* The fast layout, a row-major and b = w.T of a row-major w, is used
+     * as it is; other layouts through contiguous copies made on the GPU. */
+    a = fp8q_py_cuda_contiguous(call->a, stream);
+    if (a == NULL) {
+        return -1;
+    }
+    keep[n_keep++] = a;
     w_view = call->b->view;
     w_view.shape[0] = n;
     w_view.shape[1] = k;
-    w_view.strides[0] = k;
-    w_view.strides[1] = 1;
+    w_view.strides[0] = call->b->view.strides[1];
+    w_view.strides[1] = call->b->view.strides[0];
     w = fp8q_tensor_new_view(&w_view, (PyObject *)call->b, 1);
     if (w == NULL) {
-        return -1;
+        goto done;
+    }
+    keep[n_keep++] = w;
+    w = fp8q_py_cuda_contiguous(w, stream);
+    if (w == NULL) {
+        goto done;
     }
     keep[n_keep++] = w;
 
@@ -306,9 +316,9 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     problem.m = m;
     problem.n = n;
     problem.k = k;
-    problem.a = call->a->view.data;
+    problem.a = a->view.data;
     problem.b = w->view.data;
-    problem.a_dtype = call->a->view.dtype;
+    problem.a_dtype = a->view.dtype;
     problem.b_dtype = w->view.dtype;
     problem.fast_accumulation = call->use_fast_accum;
     problem.d = call->out->view.data;
@@ -321,7 +331,7 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
              call->out->view.dtype != FP8Q_FLOAT8_E4M3FN &&
              fp8q_view_is_contiguous(&call->out->view);
 
-    if (fp8q_py_use_on_stream(call->a, stream) < 0 ||
+    if (fp8q_py_use_on_stream(a, stream) < 0 ||
         fp8q_py_use_on_stream(w, stream) < 0 ||
         fp8q_py_use_on_stream(scale_a, stream) < 0 ||
         fp8q_py_use_on_stream(scale_b, stream) < 0 ||
@@ -352,13 +362,13 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     keep[n_keep++] = product;
     problem.d = product->view.data;
     problem.d_dtype = FP8Q_FLOAT32;
-    if (sums(library, cuda, &problem, call->mode, native, call->a, w,
-             scale_a, scale_b, stream, &status, &error) < 0) {
+    if (sums(library, cuda, &problem, call->mode, native, a, w, scale_a,
+             scale_b, stream, &status, &error) < 0) {
         goto done;
     }
     if (status == FP8Q_ERROR_CUDA && native &&
-        sums(library, cuda, &problem, call->mode, 0, call->a, w, scale_a,
-             scale_b, stream, &status, &error) < 0) {
+        sums(library, cuda, &problem, call->mode, 0, a, w, scale_a, scale_b,
+             stream, &status, &error) < 0) {
         goto done;
     }
     if (fp8q_py_raise_on_failure(status, &error) < 0) {

@@ -725,8 +725,9 @@ static PyMethodDef tensor_methods[] = {
      "The copy is ordered on `stream` (None: the legacy default stream; an "
      "int handle, or an object with __cuda_stream__ or .cuda_stream such as "
      "torch.cuda.Stream) after the tensor's last use; copies between host "
-     "and device have finished when this returns. Strided CUDA tensors, and "
-     "copies between two GPUs, go through host memory."},
+     "and device have finished when this returns. Strided CUDA tensors are "
+     "gathered on their GPU; copies between two GPUs go through host "
+     "memory."},
     {"cpu", (PyCFunction)(void (*)(void))fp8q_tensor_cpu,
      METH_VARARGS | METH_KEYWORDS,
      "cpu(*, stream=None)\n--\n\n"

@@ -54,7 +54,8 @@ def quantize(x, dtype="float8_e4m3fn", *, granularity="tensor", scale=None,
     QTensor's `transposed` (the column-major operand an FP8 GEMM wants),
     in the same call.
 
-    On a GPU (x a CUDA tensor, C-contiguous) everything runs there, on
+    On a GPU (x a CUDA tensor; a strided one is gathered first) everything
+    runs there, on
     `stream` (as fp8q.cast takes it), and data and scale stay there: each
     group's amax, the scales from it, then one scaled cast (x is read twice),
     with results bit-identical to the CPU's. The GPU cannot raise on its own
