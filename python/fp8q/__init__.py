@@ -55,9 +55,9 @@ def quantize(x, dtype="float8_e4m3fn", *, granularity="tensor", scale=None,
     in the same call.
 
     On a GPU (x a CUDA tensor; a strided one is gathered first) everything
-    runs there, on
-    `stream` (as fp8q.cast takes it), and data and scale stay there: each
-    group's amax, the scales from it, then one scaled cast (x is read twice),
+    runs there, on `stream` (as fp8q.cast takes it), and data and scale stay
+    there: each group's amax, the scales from it, then one scaled cast (x is
+    read twice),
     with results bit-identical to the CPU's. The GPU cannot raise on its own
     data: a group whose amax is NaN or infinite gets a NaN or infinite scale
     (and NaN or zero data) instead of the CPU's ValueError. A given scale on
