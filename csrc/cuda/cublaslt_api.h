@@ -43,6 +43,8 @@ typedef struct fp8q_lt_heuristic {
 /* Constants                                                                 */
 
 #define FP8Q_LT_SUCCESS 0
+#define FP8Q_LT_INVALID_VALUE 7
+#define FP8Q_LT_NOT_SUPPORTED 15
 
 /* cudaDataType_t */
 #define FP8Q_LT_R_32F 0

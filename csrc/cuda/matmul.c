@@ -42,13 +42,14 @@ static fp8q_mutex *plans_lock;
 static plan *plans; /* most recently made first; kept for the process */
 /* Each device's cuBLASLt workspace (32 MiB on sm_90 and newer, 4 MiB
  * below), allocated at its first product (again after a failure) and kept,
- * and the stream of its last use: a matmul on another stream is ordered
- * after it, so two matmuls never share the scratch memory at once.
+ * with an event recorded after each product that used it: the next product,
+ * on whatever stream, waits for that event, so two products never share the
+ * scratch memory at once (and no stream handle has to outlive its use).
  * Guarded by plans_lock. */
 typedef struct workspace {
     void *memory;
     size_t size;
-    fp8q_cu_stream stream;
+    fp8q_cu_event last_use;
 } workspace;
 
 static workspace workspaces[FP8Q_CUBLASLT_MAX_DEVICES];
@@ -56,14 +57,28 @@ static workspace workspaces[FP8Q_CUBLASLT_MAX_DEVICES];
 #define LARGE_WORKSPACE ((size_t)32 << 20)
 #define SMALL_WORKSPACE ((size_t)4 << 20)
 
-/* The device's workspace, ready for a product on `stream`. Called with
- * plans_lock held. */
+/* The device's workspace, allocated (ordered on `stream`) and given its
+ * event on first use. Called with plans_lock held. */
 static fp8q_status take_workspace(const fp8q_cuda_device *device,
                                   fp8q_cu_stream stream, workspace **taken,
                                   fp8q_error *error)
 {
     workspace *space = &workspaces[device->index];
+    fp8q_cu_result result;
 
+    if (space->last_use == NULL) {
+        if (fp8q_cuda_context_enter(device, error) != FP8Q_OK) {
+            return error->status;
+        }
+        result = fp8q_cuda_driver_load()->api.event_create(
+            &space->last_use, FP8Q_CU_EVENT_DISABLE_TIMING);
+        fp8q_cuda_context_leave();
+        if (result != FP8Q_CUDA_SUCCESS) {
+            space->last_use = NULL;
+            return fp8q_cuda_fail(device, "cuEventCreate", result,
+                                  "for the cuBLASLt workspace", error);
+        }
+    }
     if (space->memory == NULL) {
         space->size = device->compute_capability_major >= 9 ? LARGE_WORKSPACE
                                                             : SMALL_WORKSPACE;
@@ -71,15 +86,18 @@ static fp8q_status take_workspace(const fp8q_cuda_device *device,
                             error) != FP8Q_OK) {
             return error->status;
         }
-        space->stream = stream;
     }
-    if (fp8q_cuda_stream_wait(device, space->stream, stream, error) !=
-        FP8Q_OK) {
-        return error->status;
-    }
-    space->stream = stream;
     *taken = space;
     return FP8Q_OK;
+}
+
+/* Whether a cuBLASLt status says the problem itself is refused (so asking
+ * again gives the same answer), rather than something passing. -1 is
+ * describe()'s "no algorithm". */
+static int is_refusal(fp8q_lt_status status)
+{
+    return status == -1 || status == FP8Q_LT_NOT_SUPPORTED ||
+           status == FP8Q_LT_INVALID_VALUE;
 }
 
 static void create_lock(void *unused)
@@ -263,14 +281,14 @@ static void describe_problem(const fp8q_matmul *problem, char *text,
                    fp8q_dtype_name(problem->d_dtype));
 }
 
-/* The cached plan for `problem`, made on first use. Called with the lock
- * held. */
+/* The cached plan for `problem`, made on first use; *refused set when
+ * cuBLASLt refuses the problem (remembered). Called with the lock held. */
 static fp8q_status find_plan(const fp8q_cublaslt *lt,
                              const fp8q_cuda_device *device,
                              const fp8q_cublaslt_device *state,
                              const workspace *space,
                              const fp8q_matmul *problem, plan **found,
-                             fp8q_error *error)
+                             int *refused, fp8q_error *error)
 {
     plan_key key;
     plan *made;
@@ -284,6 +302,7 @@ static fp8q_status find_plan(const fp8q_cublaslt *lt,
         if (memcmp(&made->key, &key, sizeof key) == 0) {
             if (made->refusal.status != FP8Q_OK) {
                 *error = made->refusal;
+                *refused = 1;
                 return error->status;
             }
             *found = made;
@@ -318,11 +337,17 @@ static fp8q_status find_plan(const fp8q_cublaslt *lt,
                       device->index, shapes);
         }
         release_descriptors(lt, made);
+        *error = made->refusal;
+        if (!is_refusal(status)) {
+            /* Something passing (memory, ...): not remembered. */
+            free(made);
+            return error->status;
+        }
+        *refused = 1;
     }
     made->next = plans;
     plans = made;
     if (made->refusal.status != FP8Q_OK) {
-        *error = made->refusal;
         return error->status;
     }
     *found = made;
@@ -341,8 +366,10 @@ int fp8q_matmul_fp8_aligned(const fp8q_matmul *problem)
 fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
                              const fp8q_cuda_device *device,
                              const fp8q_matmul *problem, fp8q_cu_stream stream,
-                             fp8q_error *error)
+                             int *refused, fp8q_error *error)
 {
+    const fp8q_cuda_api *api = &fp8q_cuda_driver_load()->api;
+    fp8q_cu_result driver_result = FP8Q_CUDA_SUCCESS;
     const fp8q_cublaslt_device *state = NULL;
     workspace *space = NULL;
     const float one = 1.0f;
@@ -353,6 +380,17 @@ fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
     char what[96];
     char shapes[192];
 
+    *refused = 0;
+    if (problem->m == 0 || problem->n == 0) {
+        return FP8Q_OK;
+    }
+    if (problem->k == 0) {
+        /* Empty sums: zeros (cuBLASLt refuses k = 0; and is not needed). */
+        return fp8q_cuda_zero(device, problem->d,
+                              (size_t)(problem->m * problem->n) *
+                                  fp8q_dtype_itemsize(problem->d_dtype),
+                              stream, error);
+    }
     if (fp8q_cublaslt_device_open(library, device, &state, error) != FP8Q_OK) {
         return error->status;
     }
@@ -361,22 +399,12 @@ fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
         return fp8q_fail(error, FP8Q_ERROR_MEMORY,
                          "out of memory for the cuBLASLt plan lock");
     }
-    if (problem->m == 0 || problem->n == 0) {
-        return FP8Q_OK;
-    }
-    if (problem->k == 0) {
-        /* Empty sums: zeros (cuBLASLt refuses k = 0). */
-        return fp8q_cuda_zero(device, problem->d,
-                              (size_t)(problem->m * problem->n) *
-                                  fp8q_dtype_itemsize(problem->d_dtype),
-                              stream, error);
-    }
     /* (fp8q_cublaslt_device_open took only devices below
      * FP8Q_CUBLASLT_MAX_DEVICES.) */
     fp8q_mutex_lock(plans_lock);
     if (take_workspace(device, stream, &space, error) != FP8Q_OK ||
-        find_plan(library, device, state, space, problem, &found, error) !=
-            FP8Q_OK) {
+        find_plan(library, device, state, space, problem, &found, refused,
+                  error) != FP8Q_OK) {
         fp8q_mutex_unlock(plans_lock);
         return error->status;
     }
@@ -397,15 +425,26 @@ fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
         }
     }
     if (status == FP8Q_LT_SUCCESS) {
+        /* After the workspace's last use, whatever stream that was. */
+        driver_result = api->stream_wait_event(stream, space->last_use, 0);
+    }
+    if (status == FP8Q_LT_SUCCESS && driver_result == FP8Q_CUDA_SUCCESS) {
         step = "cublasLtMatmul";
         status = library->api.matmul(
             state->handle, found->desc, &one, problem->b, found->a_layout,
             problem->a, found->b_layout, &zero, problem->d, found->d_layout,
             problem->d, found->d_layout, &found->algo, space->memory,
             space->size, stream);
+        if (status == FP8Q_LT_SUCCESS) {
+            driver_result = api->event_record(space->last_use, stream);
+        }
     }
     fp8q_cuda_context_leave();
     fp8q_mutex_unlock(plans_lock);
+    if (driver_result != FP8Q_CUDA_SUCCESS) {
+        return fp8q_cuda_fail(device, "ordering the cuBLASLt workspace",
+                              driver_result, "for a matrix multiply", error);
+    }
     if (status != FP8Q_LT_SUCCESS) {
         fp8q_cublaslt_describe(library, status, what, sizeof what);
         describe_problem(problem, shapes, sizeof shapes);

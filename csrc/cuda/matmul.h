@@ -15,9 +15,9 @@
  * pointer alignments, told to the heuristic); a process-wide lock keeps the
  * cache and each cached plan to one caller at a time (setting the scale
  * pointers and enqueueing are all that runs under it). The device's one
- * workspace is ordered like a tensor's memory: a matmul on a stream other
- * than the last one's waits for it (an event), so concurrent streams never
- * share the scratch memory. Call without holding Python's GIL.
+ * workspace carries an event recorded after each product; the next product
+ * waits for it, so concurrent streams never share the scratch memory. Call
+ * without holding Python's GIL.
  */
 #ifndef FP8Q_CUDA_MATMUL_H
 #define FP8Q_CUDA_MATMUL_H
@@ -49,13 +49,15 @@ int fp8q_matmul_fp8_aligned(const fp8q_matmul *problem);
 
 /*
  * Runs `problem` on `device`, ordered on `stream`, with the device's
- * cuBLASLt handle and workspace. FP8Q_ERROR_CUDA naming the cuBLASLt call,
- * its status and the problem's shapes and dtypes when cuBLASLt refuses it
- * or has no algorithm for it.
+ * cuBLASLt handle and workspace (an empty product does nothing; k = 0
+ * writes zeros, without cuBLASLt). FP8Q_ERROR_CUDA naming the cuBLASLt
+ * call, its status and the problem's shapes and dtypes on failure, with
+ * *refused set when cuBLASLt refused the problem itself (no algorithm, not
+ * supported: a smaller or other-typed problem may still run).
  */
 fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
                              const fp8q_cuda_device *device,
                              const fp8q_matmul *problem, fp8q_cu_stream stream,
-                             fp8q_error *error);
+                             int *refused, fp8q_error *error);
 
 #endif /* FP8Q_CUDA_MATMUL_H */

@@ -314,8 +314,21 @@ static size_t view_bytes(const fp8q_view *view)
                     (int64_t)fp8q_dtype_itemsize(view->dtype));
 }
 
-/* A new C-contiguous copy of the CUDA tensor `source` on its device,
- * gathered there from any strides (kernels/gather.cuh), on `stream`. */
+#if FP8Q_GATHER_MAX_DIMS != FP8Q_MAX_DIMS
+#error "the gather kernel must take every view fp8q has"
+#endif
+
+/* Nonzero for the transpose of a C-contiguous matrix: a 2-D view with
+ * strides (1, rows), which the tiled transpose kernel copies fastest. */
+static int is_transposed_matrix(const fp8q_view *view)
+{
+    return view->ndim == 2 && view->strides[0] == 1 &&
+           view->strides[1] == view->shape[0];
+}
+
+/* A new C-contiguous copy of the CUDA tensor `source` on its device, made
+ * there from any strides (kernels/gather.cuh; kernels/transpose.cuh for a
+ * transposed matrix), on `stream`. */
 static fp8q_TensorObject *gathered(fp8q_TensorObject *source,
                                    fp8q_cu_stream stream)
 {
@@ -333,6 +346,24 @@ static fp8q_TensorObject *gathered(fp8q_TensorObject *source,
                                       source->view.shape, &device, stream);
     if (result == NULL) {
         return NULL;
+    }
+    if (is_transposed_matrix(&source->view)) {
+        /* source = m.T for a C-contiguous m of shape (cols, rows). */
+        fp8q_TensorObject *original;
+        fp8q_view m = source->view;
+        m.shape[0] = source->view.shape[1];
+        m.shape[1] = source->view.shape[0];
+        m.strides[0] = source->view.shape[0];
+        m.strides[1] = 1;
+        original = fp8q_tensor_new_view(&m, (PyObject *)source, 1);
+        if (original == NULL ||
+            fp8q_py_cuda_transpose(original, result, stream) < 0) {
+            Py_XDECREF(original);
+            Py_DECREF(result);
+            return NULL;
+        }
+        Py_DECREF(original);
+        return result;
     }
     memset(&args, 0, sizeof args);
     args.source = source->view.data;

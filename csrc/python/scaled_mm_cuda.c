@@ -36,7 +36,7 @@
 #include "cuda/matmul.h"
 #include "cuda/memory.h"
 
-#define MAX_WHEEL_DIRECTORIES 64
+#define MAX_WHEEL_DIRECTORIES 192
 
 /* ------------------------------------------------------------------------- */
 /* cuBLASLt                                                                  */
@@ -195,13 +195,13 @@ static void block_addressing(int64_t k, int64_t n, fp8q_cast_args *a_args,
  * they are when `native`, else operands decoded first (exact bfloat16, or
  * float32 times the block scales in the blockwise mode). Returns -1 with a
  * Python exception when the operands cannot be made; else 0 with the
- * cuBLASLt product's outcome in *status and *error.
+ * cuBLASLt product's outcome in *status, *refused and *error.
  */
 static int sums(const fp8q_cublaslt *library, const fp8q_cuda_device *cuda,
                 const fp8q_matmul *codes, fp8q_scaling mode, int native,
                 fp8q_TensorObject *a, fp8q_TensorObject *w,
                 fp8q_TensorObject *scale_a, fp8q_TensorObject *scale_b,
-                fp8q_cu_stream stream, fp8q_status *status,
+                fp8q_cu_stream stream, fp8q_status *status, int *refused,
                 fp8q_error *error)
 {
     fp8q_matmul problem = *codes;
@@ -236,7 +236,8 @@ static int sums(const fp8q_cublaslt *library, const fp8q_cuda_device *cuda,
     }
     fp8q_error_clear(error);
     Py_BEGIN_ALLOW_THREADS
-    *status = fp8q_cuda_matmul(library, cuda, &problem, stream, error);
+    *status = fp8q_cuda_matmul(library, cuda, &problem, stream, refused,
+                               error);
     Py_END_ALLOW_THREADS
     /* Freed in the stream's order, after the product that reads them. */
     Py_XDECREF(a_operand);
@@ -255,7 +256,9 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     const fp8q_cublaslt *library;
     fp8q_TensorObject *a = NULL; /* call->a, C-contiguous */
     fp8q_TensorObject *w = NULL; /* b.T, (N, K) C-contiguous */
-    fp8q_TensorObject *keep[8];  /* tensors this call made, released at the end */
+    /* Tensors this call made, released at the end: at most a, w's view,
+     * w, scale_a, scale_b, product and bias. */
+    fp8q_TensorObject *keep[8];
     fp8q_TensorObject *scale_a = NULL, *scale_b = NULL, *bias = NULL;
     fp8q_TensorObject *product = NULL;
     fp8q_matmul problem;
@@ -265,6 +268,7 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     fp8q_status status;
     int n_keep = 0;
     int result = -1;
+    int refused = 0;
     int native, direct;
     int index;
 
@@ -272,6 +276,21 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
         PyErr_SetString(PyExc_ValueError,
                         "scaled_mm: on CUDA, out= must be C-contiguous");
         return -1;
+    }
+    if (m == 0 || n == 0) {
+        /* Nothing to compute; the amax of no values is 0. */
+        if (call->amax_out == NULL) {
+            return 0;
+        }
+        fp8q_error_clear(&error);
+        if (fp8q_py_use_on_stream(call->amax_out, stream) < 0) {
+            return -1;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        status = fp8q_cuda_zero(cuda, call->amax_out->view.data, 4, stream,
+                                &error);
+        Py_END_ALLOW_THREADS
+        return fp8q_py_raise_on_failure(status, &error);
     }
     library = load_cublaslt();
     if (library == NULL) {
@@ -343,14 +362,15 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
         problem.a_scale = (const float *)scale_a->view.data;
         problem.b_scale = (const float *)scale_b->view.data;
         Py_BEGIN_ALLOW_THREADS
-        status = fp8q_cuda_matmul(library, cuda, &problem, stream, &error);
+        status = fp8q_cuda_matmul(library, cuda, &problem, stream, &refused,
+                                  &error);
         Py_END_ALLOW_THREADS
-        if (status != FP8Q_ERROR_CUDA) {
+        if (!refused) {
             result = fp8q_py_raise_on_failure(status, &error);
             goto done;
         }
-        /* cuBLASLt refused the FP8 product: the emulated one below. */
-        native = 0;
+        /* cuBLASLt refused this form (out's alignment, ...): the FP8
+         * product into float32 below, then the emulated one if need be. */
         problem.a_scale = NULL;
         problem.b_scale = NULL;
     }
@@ -363,12 +383,12 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     problem.d = product->view.data;
     problem.d_dtype = FP8Q_FLOAT32;
     if (sums(library, cuda, &problem, call->mode, native, a, w, scale_a,
-             scale_b, stream, &status, &error) < 0) {
+             scale_b, stream, &status, &refused, &error) < 0) {
         goto done;
     }
-    if (status == FP8Q_ERROR_CUDA && native &&
+    if (refused && native &&
         sums(library, cuda, &problem, call->mode, 0, a, w, scale_a, scale_b,
-             stream, &status, &error) < 0) {
+             stream, &status, &refused, &error) < 0) {
         goto done;
     }
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
