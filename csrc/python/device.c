@@ -369,11 +369,25 @@ static fp8q_TensorObject *gathered(fp8q_TensorObject *source,
     args.source = source->view.data;
     args.destination = result->view.data;
     args.count = fp8q_view_size(&source->view);
-    args.ndim = source->view.ndim;
     args.element_size = (int32_t)fp8q_dtype_itemsize(source->view.dtype);
+    /* Fewer axes, fewer divisions per element: extents of 1 dropped, and
+     * each axis merged into the previous one where that walks the same
+     * elements (the previous stride is this one's times this extent). */
     for (axis = 0; axis < source->view.ndim; axis++) {
-        args.shape[axis] = source->view.shape[axis];
-        args.strides[axis] = source->view.strides[axis];
+        const int64_t extent = source->view.shape[axis];
+        const int64_t stride = source->view.strides[axis];
+        if (extent == 1) {
+            continue;
+        }
+        if (args.ndim > 0 &&
+            args.strides[args.ndim - 1] == stride * extent) {
+            args.shape[args.ndim - 1] *= extent;
+            args.strides[args.ndim - 1] = stride;
+            continue;
+        }
+        args.shape[args.ndim] = extent;
+        args.strides[args.ndim] = stride;
+        args.ndim++;
     }
     fp8q_error_clear(&error);
     Py_BEGIN_ALLOW_THREADS
