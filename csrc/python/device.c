@@ -326,24 +326,32 @@ static int is_transposed_matrix(const fp8q_view *view)
            view->strides[1] == view->shape[0];
 }
 
+/* Records a use of the CUDA tensor `source` on `stream` and returns a new
+ * uninitialised C-contiguous tensor like it on its device, for a copy. */
+static fp8q_TensorObject *copy_destination(fp8q_TensorObject *source,
+                                           fp8q_cu_stream stream)
+{
+    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, source->device_index};
+
+    if (fp8q_py_use_on_stream(source, stream) < 0) {
+        return NULL;
+    }
+    return fp8q_tensor_new_empty_on(source->view.dtype, source->view.ndim,
+                                    source->view.shape, &device, stream);
+}
+
 /* A new C-contiguous copy of the CUDA tensor `source` on its device, made
  * there from any strides (kernels/gather.cuh; kernels/transpose.cuh for a
  * transposed matrix), on `stream`. */
 static fp8q_TensorObject *gathered(fp8q_TensorObject *source,
                                    fp8q_cu_stream stream)
 {
-    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, source->device_index};
-    fp8q_TensorObject *result;
+    fp8q_TensorObject *result = copy_destination(source, stream);
     fp8q_gather_args args;
     fp8q_error error;
     fp8q_status status;
     int axis;
 
-    if (fp8q_py_use_on_stream(source, stream) < 0) {
-        return NULL;
-    }
-    result = fp8q_tensor_new_empty_on(source->view.dtype, source->view.ndim,
-                                      source->view.shape, &device, stream);
     if (result == NULL) {
         return NULL;
     }
@@ -484,16 +492,10 @@ static fp8q_TensorObject *cpu_to_cuda(fp8q_TensorObject *source,
 static fp8q_TensorObject *cuda_copy_on_device(fp8q_TensorObject *source,
                                               fp8q_cu_stream stream)
 {
-    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, source->device_index};
-    fp8q_TensorObject *result;
+    fp8q_TensorObject *result = copy_destination(source, stream);
     fp8q_error error;
     fp8q_status status;
 
-    if (fp8q_py_use_on_stream(source, stream) < 0) {
-        return NULL;
-    }
-    result = fp8q_tensor_new_empty_on(source->view.dtype, source->view.ndim,
-                                      source->view.shape, &device, stream);
     if (result == NULL) {
         return NULL;
     }
