@@ -265,6 +265,17 @@ def amax_matches_the_cpu():
     assert fp8q.amax(empty, axis=-1).cpu().shape == (0,)
 
 
+def synchronize_waits_for_the_stream():
+    before = len(log_lines())
+    fp8q.synchronize("cuda:0", stream=Stream(21))
+    fp8q.synchronize()
+    fp8q.synchronize("cpu")
+    assert log_lines()[before:].count("cuStreamSynchronize 21") == 1
+    assert log_lines()[before:].count("cuStreamSynchronize 0") == 1
+    expect(fp8q.CudaError, "CUDA device 5 does not exist", fp8q.synchronize,
+           5)
+
+
 def streams_order_work():
     x = fp8q.asarray(np.ones(8, np.float32), device="cuda", stream=3)
     before = len(log_lines())

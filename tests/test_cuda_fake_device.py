@@ -48,6 +48,7 @@ def run_scenario(driver, name, tmp_path, environment=None, **fake):
     "scaled_mm_amax_and_out",
     "scaled_mm_errors",
     "streams_order_work",
+    "synchronize_waits_for_the_stream",
     "dlpack_on_cuda",
     "errors_are_clear",
 ])

@@ -422,6 +422,7 @@ PyObject *fp8q_tensor_dlpack_device(PyObject *self, PyObject *unused);
 int fp8q_py_errors_init(PyObject *module);
 int fp8q_py_dtype_init(PyObject *module);
 int fp8q_py_tensor_init(PyObject *module);
+int fp8q_py_device_init(PyObject *module);
 int fp8q_py_dlpack_init(PyObject *module);
 int fp8q_py_asarray_init(PyObject *module);
 int fp8q_py_ops_init(PyObject *module);

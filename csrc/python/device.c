@@ -586,3 +586,63 @@ PyObject *fp8q_tensor_cpu(PyObject *self, PyObject *args, PyObject *kwargs)
     }
     return (PyObject *)fp8q_tensor_copy_to(tensor, &cpu, stream);
 }
+
+/* ------------------------------------------------------------------------- */
+/* fp8q.synchronize                                                          */
+
+static PyObject *synchronize(PyObject *module, PyObject *args,
+                             PyObject *kwargs)
+{
+    static char *keywords[] = {"device", "stream", NULL};
+    PyObject *device_object = Py_None;
+    PyObject *stream_object = Py_None;
+    fp8q_py_device device = {FP8Q_DEVICE_CUDA, 0};
+    const fp8q_cuda_device *cuda;
+    fp8q_cu_stream stream;
+    fp8q_error error;
+    fp8q_status status;
+
+    (void)module;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$O:synchronize",
+                                     keywords, &device_object,
+                                     &stream_object) ||
+        (device_object != Py_None &&
+         fp8q_py_parse_device(device_object, "device", &device) < 0) ||
+        fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
+        return NULL;
+    }
+    if (device.type == FP8Q_DEVICE_CPU) {
+        Py_RETURN_NONE; /* CPU work is done when its call returns */
+    }
+    cuda = fp8q_py_cuda_device(device.index);
+    if (cuda == NULL) {
+        return NULL;
+    }
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_synchronize(cuda, stream, &error);
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef device_functions[] = {
+    {"synchronize", (PyCFunction)(void (*)(void))synchronize,
+     METH_VARARGS | METH_KEYWORDS,
+     "synchronize(device=None, *, stream=None)\n--\n\n"
+     "Waits until the work queued on `stream` (None: the legacy default "
+     "stream, which also waits for the other blocking streams; an int "
+     "handle, or a stream object such as torch.cuda.Stream) of CUDA device "
+     "`device` (None: cuda:0; 'cuda:N', an int N or a torch.device) is "
+     "done. fp8q's GPU operations return once their work is queued; this "
+     "is how to wait for it (e.g. to time it). For device='cpu' it returns "
+     "at once. fp8q.CudaError when CUDA cannot be used."},
+    {NULL, NULL, 0, NULL},
+};
+
+int fp8q_py_device_init(PyObject *module)
+{
+    return PyModule_AddFunctions(module, device_functions);
+}

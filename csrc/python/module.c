@@ -28,7 +28,8 @@ PyMODINIT_FUNC PyInit__C(void)
         return NULL;
     }
     if (fp8q_py_errors_init(module) < 0 || fp8q_py_dtype_init(module) < 0 ||
-        fp8q_py_tensor_init(module) < 0 || fp8q_py_dlpack_init(module) < 0 ||
+        fp8q_py_tensor_init(module) < 0 || fp8q_py_device_init(module) < 0 ||
+        fp8q_py_dlpack_init(module) < 0 ||
         fp8q_py_asarray_init(module) < 0 || fp8q_py_ops_init(module) < 0 ||
         fp8q_py_cuda_info_init(module) < 0 ||
         fp8q_py_calibration_init(module) < 0 ||
