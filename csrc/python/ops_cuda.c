@@ -391,12 +391,40 @@ static fp8q_status group_amax(const fp8q_TensorObject *x,
     return fp8q_cuda_launch_amax_blocks(device, &blocks, stream, error);
 }
 
+/* destination = cast(source / scale) (or * scale, by `op`) with the
+ * granularity's scale of each element: the scaled cast of quantize and
+ * dequantize, for C-contiguous CUDA tensors already used on `stream`. */
+static int grouped_cast(const fp8q_TensorObject *source,
+                        const fp8q_TensorObject *destination,
+                        const fp8q_TensorObject *scale,
+                        const fp8q_granularity *granularity, fp8q_scale_op op,
+                        int saturate, fp8q_cu_stream stream)
+{
+    fp8q_cast_args args;
+    fp8q_error error;
+    fp8q_status status;
+
+    memset(&args, 0, sizeof args);
+    granularity_addressing(granularity, &source->view, &args);
+    args.source = source->view.data;
+    args.destination = destination->view.data;
+    args.scale = (const float *)scale->view.data;
+    args.count = fp8q_view_size(&source->view);
+    args.source_dtype = (int32_t)source->view.dtype;
+    args.destination_dtype = (int32_t)destination->view.dtype;
+    args.scale_op = (int32_t)op;
+    args.saturate = saturate != 0;
+    fp8q_error_clear(&error);
+    RUN_WITHOUT_GIL(status, fp8q_cuda_launch_cast(source->cuda_device, &args,
+                                                  stream, &error));
+    return fp8q_py_raise_on_failure(status, &error);
+}
+
 int fp8q_py_cuda_quantize(fp8q_TensorObject *x,
                           const fp8q_quantize_options *options,
                           fp8q_TensorObject *data, fp8q_TensorObject *scale,
                           fp8q_cu_stream stream)
 {
-    fp8q_cast_args args;
     fp8q_finfo info;
     fp8q_error error;
     fp8q_status status = FP8Q_OK;
@@ -426,48 +454,21 @@ int fp8q_py_cuda_quantize(fp8q_TensorObject *x,
             return -1;
         }
     }
-    memset(&args, 0, sizeof args);
-    granularity_addressing(&options->granularity, &x->view, &args);
-    args.source = x->view.data;
-    args.destination = data->view.data;
-    args.scale = (const float *)scale->view.data;
-    args.count = fp8q_view_size(&x->view);
-    args.source_dtype = (int32_t)x->view.dtype;
-    args.destination_dtype = (int32_t)data->view.dtype;
-    args.scale_op = FP8Q_SCALE_DIVIDE;
-    args.saturate = options->saturate != 0;
-    RUN_WITHOUT_GIL(status, fp8q_cuda_launch_cast(x->cuda_device, &args,
-                                                  stream, &error));
-    return fp8q_py_raise_on_failure(status, &error);
+    return grouped_cast(x, data, scale, &options->granularity,
+                        FP8Q_SCALE_DIVIDE, options->saturate, stream);
 }
 
 int fp8q_py_cuda_dequantize(fp8q_TensorObject *data, fp8q_TensorObject *scale,
                             const fp8q_granularity *granularity,
                             fp8q_TensorObject *result, fp8q_cu_stream stream)
 {
-    fp8q_cast_args args;
-    fp8q_error error;
-    fp8q_status status;
-
     if (fp8q_py_use_on_stream(data, stream) < 0 ||
         fp8q_py_use_on_stream(scale, stream) < 0 ||
         fp8q_py_use_on_stream(result, stream) < 0) {
         return -1;
     }
-    memset(&args, 0, sizeof args);
-    granularity_addressing(granularity, &data->view, &args);
-    args.source = data->view.data;
-    args.destination = result->view.data;
-    args.scale = (const float *)scale->view.data;
-    args.count = fp8q_view_size(&data->view);
-    args.source_dtype = (int32_t)data->view.dtype;
-    args.destination_dtype = (int32_t)result->view.dtype;
-    args.scale_op = FP8Q_SCALE_MULTIPLY;
-    args.saturate = 1;
-    fp8q_error_clear(&error);
-    RUN_WITHOUT_GIL(status, fp8q_cuda_launch_cast(data->cuda_device, &args,
-                                                  stream, &error));
-    return fp8q_py_raise_on_failure(status, &error);
+    return grouped_cast(data, result, scale, granularity,
+                        FP8Q_SCALE_MULTIPLY, 1, stream);
 }
 
 /* ------------------------------------------------------------------------- */
