@@ -1,12 +1,12 @@
 /*
  * platform.c - the only OS-specific code in fp8q: aligned allocation, the
- * processor count, a fork-join parallel loop, 64-bit atomics, one-time
- * initialisation and shared libraries opened at run time.
+ * processor count, a parallel loop on a pool of worker threads, 64-bit
+ * atomics, one-time initialisation and shared libraries opened at run time.
  *
  * POSIX builds use posix_memalign, sysconf/sched_getaffinity, pthreads, the
  * GCC/clang __atomic builtins and dlopen; Windows builds use _aligned_malloc,
  * GetActiveProcessorCount, _beginthreadex, the Interlocked* functions, SRW
- * locks and LoadLibraryExW.
+ * locks, condition variables and LoadLibraryExW.
  */
 #if defined(_WIN32)
 #ifndef _WIN32_WINNT
@@ -241,6 +241,22 @@ int fp8q_cpu_count(void)
 /* ------------------------------------------------------------------------- */
 /* Parallel loop                                                             */
 
+/*
+ * fp8q_parallel_for runs on a pool of worker threads started on first need
+ * and kept for the life of the process, so a call costs a wake-up, not a
+ * thread creation (which takes milliseconds on some virtual machines, longer
+ * than a small product itself).
+ *
+ * A call posts its job with a number of open slots (the helpers it wants)
+ * and signals that many workers. A worker claims a slot, runs tasks until
+ * none is left, and reports back. When the caller has run out of tasks
+ * itself it withdraws the slots no worker has claimed yet (a late worker
+ * would find nothing to do), then waits only for the workers that are
+ * running. One job at a time uses the pool: a call made while it is in use
+ * (from another thread, or from inside a task) runs its tasks on the calling
+ * thread alone. In a child process made by fork() the pool starts empty.
+ */
+
 /* What every participating thread shares: tasks are claimed one at a time
  * from next_task, so threads that finish early take more. */
 typedef struct parallel_job {
@@ -262,50 +278,123 @@ static void run_tasks(parallel_job *job)
 }
 
 #if defined(_WIN32)
+typedef SRWLOCK pool_lock;
+typedef CONDITION_VARIABLE pool_condition;
+#define POOL_LOCK_INIT SRWLOCK_INIT
+#define POOL_CONDITION_INIT CONDITION_VARIABLE_INIT
+#define pool_lock_acquire(lock) AcquireSRWLockExclusive(lock)
+#define pool_lock_release(lock) ReleaseSRWLockExclusive(lock)
+#define pool_wait(condition, lock) \
+    ((void)SleepConditionVariableSRW(condition, lock, INFINITE, 0))
+#define pool_signal(condition) WakeConditionVariable(condition)
+#else
+typedef pthread_mutex_t pool_lock;
+typedef pthread_cond_t pool_condition;
+#define POOL_LOCK_INIT PTHREAD_MUTEX_INITIALIZER
+#define POOL_CONDITION_INIT PTHREAD_COND_INITIALIZER
+#define pool_lock_acquire(lock) ((void)pthread_mutex_lock(lock))
+#define pool_lock_release(lock) ((void)pthread_mutex_unlock(lock))
+#define pool_wait(condition, lock) ((void)pthread_cond_wait(condition, lock))
+#define pool_signal(condition) ((void)pthread_cond_signal(condition))
+#endif
 
-typedef HANDLE worker_handle;
+/* The pool; every field is guarded by `lock`. */
+typedef struct worker_pool {
+    pool_lock lock;
+    pool_condition job_posted; /* a slot was opened */
+    pool_condition slot_done;  /* a worker finished its slot */
+    int n_workers;             /* workers started (they never exit) */
+    int in_use;                /* a call owns the pool */
+    parallel_job *job;         /* the job of the call that owns it */
+    int open_slots;            /* slots posted and not yet claimed */
+    int running_slots;         /* slots claimed and not yet finished */
+} worker_pool;
 
-static unsigned __stdcall worker_main(void *argument)
+static worker_pool pool = {POOL_LOCK_INIT, POOL_CONDITION_INIT,
+                           POOL_CONDITION_INIT, 0, 0, NULL, 0, 0};
+
+static void worker_loop(void)
 {
-    run_tasks((parallel_job *)argument);
+    pool_lock_acquire(&pool.lock);
+    for (;;) {
+        parallel_job *job;
+        while (pool.open_slots == 0) {
+            pool_wait(&pool.job_posted, &pool.lock);
+        }
+        pool.open_slots--;
+        pool.running_slots++;
+        job = pool.job;
+        pool_lock_release(&pool.lock);
+        run_tasks(job);
+        pool_lock_acquire(&pool.lock);
+        pool.running_slots--;
+        if (pool.running_slots == 0) {
+            pool_signal(&pool.slot_done);
+        }
+    }
+}
+
+#if defined(_WIN32)
+
+static unsigned __stdcall worker_main(void *unused)
+{
+    (void)unused;
+    worker_loop();
     return 0;
 }
 
-static int start_worker(worker_handle *handle, parallel_job *job)
+/* Starts one detached worker; 0 when the system refuses. */
+static int start_worker(void)
 {
     const uintptr_t thread =
-        _beginthreadex(NULL, 0, worker_main, job, 0, NULL);
+        _beginthreadex(NULL, 0, worker_main, NULL, 0, NULL);
     if (thread == 0) {
         return 0;
     }
-    *handle = (HANDLE)thread;
+    CloseHandle((HANDLE)thread);
     return 1;
-}
-
-static void join_worker(worker_handle handle)
-{
-    WaitForSingleObject(handle, INFINITE);
-    CloseHandle(handle);
 }
 
 #else
 
-typedef pthread_t worker_handle;
-
-static void *worker_main(void *argument)
+static void *worker_main(void *unused)
 {
-    run_tasks((parallel_job *)argument);
+    (void)unused;
+    worker_loop();
     return NULL;
 }
 
-static int start_worker(worker_handle *handle, parallel_job *job)
+/* A child made by fork() has only the thread that forked: it forgets the
+ * parent's workers and the pool's state (whatever a parent thread held). */
+static void forget_pool_after_fork(void)
 {
-    return pthread_create(handle, NULL, worker_main, job) == 0;
+    (void)pthread_mutex_init(&pool.lock, NULL);
+    (void)pthread_cond_init(&pool.job_posted, NULL);
+    (void)pthread_cond_init(&pool.slot_done, NULL);
+    pool.n_workers = 0;
+    pool.in_use = 0;
+    pool.job = NULL;
+    pool.open_slots = 0;
+    pool.running_slots = 0;
 }
 
-static void join_worker(worker_handle handle)
+static void register_fork_handler(void *unused)
 {
-    pthread_join(handle, NULL);
+    (void)unused;
+    (void)pthread_atfork(NULL, NULL, forget_pool_after_fork);
+}
+
+/* Starts one detached worker; 0 when the system refuses. */
+static int start_worker(void)
+{
+    static fp8q_once fork_handler_once = FP8Q_ONCE_INIT;
+    pthread_t thread;
+    fp8q_once_run(&fork_handler_once, register_fork_handler, NULL);
+    if (pthread_create(&thread, NULL, worker_main, NULL) != 0) {
+        return 0;
+    }
+    (void)pthread_detach(thread);
+    return 1;
 }
 
 #endif
@@ -314,39 +403,51 @@ void fp8q_parallel_for(int64_t n_tasks, int n_threads, fp8q_task_fn task,
                        void *context)
 {
     parallel_job job;
-    worker_handle *workers = NULL;
-    int n_workers = 0;
-    int64_t wanted = n_threads < 1 ? 1 : n_threads;
+    int64_t helpers = n_threads < 1 ? 0 : (int64_t)n_threads - 1;
     int index;
 
     if (n_tasks <= 0) {
         return;
     }
-    if (wanted > n_tasks) {
-        wanted = n_tasks;
-    }
     job.next_task = 0;
     job.n_tasks = n_tasks;
     job.task = task;
     job.context = context;
+    if (helpers > n_tasks - 1) {
+        helpers = n_tasks - 1;
+    }
 
-    /* The calling thread is one of the wanted threads. Any worker that cannot
-     * be started simply leaves its share to the threads that did start. */
-    if (wanted > 1) {
-        workers = (worker_handle *)malloc((size_t)(wanted - 1) *
-                                          sizeof *workers);
+    pool_lock_acquire(&pool.lock);
+    if (helpers == 0 || pool.in_use) {
+        pool_lock_release(&pool.lock);
+        run_tasks(&job);
+        return;
     }
-    if (workers != NULL) {
-        while (n_workers < wanted - 1 &&
-               start_worker(&workers[n_workers], &job)) {
-            n_workers++;
-        }
+    pool.in_use = 1;
+    /* Workers that cannot be started leave their share to the others. */
+    while (pool.n_workers < helpers && start_worker()) {
+        pool.n_workers++;
     }
+    if (helpers > pool.n_workers) {
+        helpers = pool.n_workers;
+    }
+    pool.job = &job;
+    pool.open_slots = (int)helpers;
+    for (index = 0; index < helpers; index++) {
+        pool_signal(&pool.job_posted);
+    }
+    pool_lock_release(&pool.lock);
+
     run_tasks(&job);
-    for (index = 0; index < n_workers; index++) {
-        join_worker(workers[index]);
+
+    pool_lock_acquire(&pool.lock);
+    pool.open_slots = 0;
+    while (pool.running_slots > 0) {
+        pool_wait(&pool.slot_done, &pool.lock);
     }
-    free(workers);
+    pool.job = NULL;
+    pool.in_use = 0;
+    pool_lock_release(&pool.lock);
 }
 
 /* ------------------------------------------------------------------------- */

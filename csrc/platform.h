@@ -55,8 +55,11 @@ typedef void (*fp8q_task_fn)(void *context, int64_t task_index);
  * Runs task(context, i) for every i in [0, n_tasks), spread over at most
  * n_threads threads (the calling thread is one of them), and returns when all
  * tasks have finished. Tasks are handed out dynamically, so they may take
- * different times. If worker threads cannot be created the remaining tasks run
- * on the calling thread: this function never fails.
+ * different times. The other threads come from a pool started on first need
+ * and kept for the life of the process. One call uses the pool at a time: a
+ * call made while it is busy (from another thread, or from inside a task)
+ * runs its tasks on the calling thread alone, as does any call when worker
+ * threads cannot be created: this function never fails.
  */
 void fp8q_parallel_for(int64_t n_tasks, int n_threads, fp8q_task_fn task,
                        void *context);

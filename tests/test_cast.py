@@ -6,10 +6,14 @@ codes of each FP8 format), random elsewhere (>= 10^6 float32 bit patterns per
 format and mode) plus constructed ties, subnormals, overflow edges and
 specials. Also: the scale division, broadcast scales, strided and negative-
 stride inputs and outputs, out=, uint8 semantics, fp8q.finfo, and that the
-thread count never changes a result. Outputs are poisoned first, so every
+thread count never changes a result, and that a process forked after
+fp8q's worker threads started still casts in parallel. Outputs are poisoned first, so every
 element is proven written.
 """
+import os
 import threading
+import time
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -473,6 +477,40 @@ def test_concurrent_calls_from_python_threads(rng, seed):
     for index, result in enumerate(results):
         assert_same_bits(result, expected[index], inputs[index],
                          f"thread {index} seed={seed}")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork() on this OS")
+def test_forked_child_casts_with_threads(rng, seed, restore_threads):
+    """The worker threads do not survive fork(): a child made after they
+    started must start its own (seen in /proc on Linux), not wait for the
+    parent's or run alone."""
+    inputs = rng.standard_normal(1 << 22).astype(np.float32) * 100
+    expected = reference_fp8(inputs, "float8_e4m3fn", True).view(np.uint8)
+    fp8q.set_num_threads(2)
+    fp8q.cast(inputs, "e4m3")  # starts the parent's workers
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork + threads
+        pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            result = fp8q.cast(inputs, "e4m3").numpy().view(np.uint8)
+            status = 0 if np.array_equal(result, expected) else 3
+            if status == 0 and os.path.isdir("/proc/self/task"):
+                status = 0 if len(os.listdir("/proc/self/task")) > 1 else 4
+        finally:
+            os._exit(status)
+    deadline = time.monotonic() + 60
+    while True:
+        finished, wait_status = os.waitpid(pid, os.WNOHANG)
+        if finished:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail(f"the forked child hung in fp8q.cast (seed={seed})")
+        time.sleep(0.01)
+    assert os.waitstatus_to_exitcode(wait_status) == 0, f"seed={seed}"
 
 
 def test_num_threads_default_is_restored(restore_threads):

@@ -143,6 +143,7 @@ float harness_random_float(float limit)
 static const harness_test tests[] = {
     {"aligned_alloc", test_aligned_alloc},
     {"parallel_for", test_parallel_for},
+    {"parallel_for_nested", test_parallel_for_nested},
     {"atomics", test_atomics},
     {"once", test_once},
     {"library_open_and_symbols", test_library_open_and_symbols},

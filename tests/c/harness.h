@@ -70,6 +70,7 @@ typedef struct harness_test {
 /* test_platform.c */
 void test_aligned_alloc(void);
 void test_parallel_for(void);
+void test_parallel_for_nested(void);
 void test_atomics(void);
 void test_once(void);
 void test_library_open_and_symbols(void);

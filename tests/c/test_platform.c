@@ -73,6 +73,41 @@ void test_parallel_for(void)
     CHECK_INT(record.visits[3], 0);
 }
 
+#define N_OUTER_TASKS 8
+#define N_INNER_TASKS 100
+
+static volatile int64_t nested_visits[N_OUTER_TASKS][N_INNER_TASKS];
+
+static void count_inner_visit(void *context, int64_t task_index)
+{
+    fp8q_atomic_fetch_add_i64(&nested_visits[*(const int64_t *)context]
+                                            [task_index],
+                              1);
+}
+
+/* A parallel loop started from inside a task (while the pool is busy)
+ * runs on its own thread, and still runs every task once. */
+static void run_inner_loop(void *context, int64_t task_index)
+{
+    (void)context;
+    fp8q_parallel_for(N_INNER_TASKS, 4, count_inner_visit, &task_index);
+}
+
+void test_parallel_for_nested(void)
+{
+    int64_t outer, inner;
+    int all_once = 1;
+
+    memset((void *)nested_visits, 0, sizeof nested_visits);
+    fp8q_parallel_for(N_OUTER_TASKS, 4, run_inner_loop, NULL);
+    for (outer = 0; outer < N_OUTER_TASKS; outer++) {
+        for (inner = 0; inner < N_INNER_TASKS; inner++) {
+            all_once = all_once && nested_visits[outer][inner] == 1;
+        }
+    }
+    CHECK(all_once);
+}
+
 void test_atomics(void)
 {
     volatile int64_t value = 0;
