@@ -44,6 +44,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__) || defined(_M_X64) || \
+    defined(_M_IX86)
+#include <immintrin.h> /* _mm_pause */
+#endif
 
 #include "platform.h"
 
@@ -277,6 +281,14 @@ static void run_tasks(parallel_job *job)
     }
 }
 
+/* A hint to the processor inside a polling loop (x86's PAUSE). */
+#if defined(__x86_64__) || defined(__i386__) || defined(_M_X64) || \
+    defined(_M_IX86)
+#define FP8Q_SPIN_PAUSE() _mm_pause()
+#else
+#define FP8Q_SPIN_PAUSE() ((void)0)
+#endif
+
 #if defined(_WIN32)
 typedef SRWLOCK pool_lock;
 typedef CONDITION_VARIABLE pool_condition;
@@ -313,11 +325,34 @@ typedef struct worker_pool {
 static worker_pool pool = {POOL_LOCK_INIT, POOL_CONDITION_INIT,
                            POOL_CONDITION_INIT, 0, 0, NULL, 0, 0};
 
+/* Jobs posted so far (written under the pool's lock, read without it). */
+static volatile int64_t jobs_posted;
+
+/* How many times a worker that has finished its slot checks for the next job
+ * before it sleeps: about 0.1 ms of polling, so that a program calling fp8q
+ * back to back (a model's layers) finds its workers running instead of
+ * waking them, which can take longer than a small job on a virtual machine.
+ * Kept short: a polling worker takes its processor from other programs. */
+#define POLLS_BEFORE_SLEEP 4000
+
+/* Returns when a job was posted after `seen`, or after the polls. */
+static void poll_for_next_job(int64_t seen)
+{
+    int poll;
+    for (poll = 0; poll < POLLS_BEFORE_SLEEP; poll++) {
+        if (fp8q_atomic_load_i64(&jobs_posted) != seen) {
+            return;
+        }
+        FP8Q_SPIN_PAUSE();
+    }
+}
+
 static void worker_loop(void)
 {
     pool_lock_acquire(&pool.lock);
     for (;;) {
         parallel_job *job;
+        int64_t seen;
         while (pool.open_slots == 0) {
             pool_wait(&pool.job_posted, &pool.lock);
         }
@@ -331,6 +366,10 @@ static void worker_loop(void)
         if (pool.running_slots == 0) {
             pool_signal(&pool.slot_done);
         }
+        seen = fp8q_atomic_load_i64(&jobs_posted);
+        pool_lock_release(&pool.lock);
+        poll_for_next_job(seen);
+        pool_lock_acquire(&pool.lock);
     }
 }
 
@@ -433,6 +472,7 @@ void fp8q_parallel_for(int64_t n_tasks, int n_threads, fp8q_task_fn task,
     }
     pool.job = &job;
     pool.open_slots = (int)helpers;
+    (void)fp8q_atomic_fetch_add_i64(&jobs_posted, 1);
     for (index = 0; index < helpers; index++) {
         pool_signal(&pool.job_posted);
     }
