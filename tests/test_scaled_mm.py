@@ -455,6 +455,29 @@ def test_weight_transposed_kernels(m, k, n, mode, a_name, b_name, rng, seed):
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("m, k, n", [(64, 520, 300), (20, 256, 384)])
+def test_thread_count_never_changes_the_product(m, k, n, mode, rng, seed,
+                                                restore_threads):
+    """The column blocks shrink with more threads (narrow products keep
+    every thread busy); each sum still runs in the same order, so the
+    results are bit-identical, and correct at every width."""
+    a, b, scale_a, scale_b = case(rng, m, k, n, mode)
+    b_view = np.ascontiguousarray(b.T).T
+    ref, magnitude = reference(a, b, scale_a, scale_b, mode, None)
+    results = []
+    for threads in (1, 2, 3, 8, 19):
+        fp8q.set_num_threads(threads)
+        result = fp8q.scaled_mm(a, b_view, scale_a, scale_b,
+                                out_dtype="float32").numpy()
+        context = f"{mode} ({m}, {k}, {n}) {threads} threads seed={seed}"
+        assert_close(result, ref, magnitude, k, "float32", context)
+        results.append(result)
+    for result in results[1:]:
+        np.testing.assert_array_equal(result.view(np.uint32),
+                                      results[0].view(np.uint32))
+
+
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("a_name, b_name", DTYPE_PAIRS)
 def test_layouts(mode, a_name, b_name, rng, seed):
     """b as the transposed view of a row-major (N, K) weight (the

@@ -136,10 +136,11 @@ fp8q_status fp8q_scaled_mm_operand(const fp8q_view *source,
 /* ------------------------------------------------------------------------- */
 /* The product without a float32 copy of b                                   */
 
-/* Blocks of b packed at a time by the AVX2 kernels: 256 columns x 256 rows,
- * 256 KB of float32 panels that stay in L2 while every row of a passes
- * over them; the depth is a multiple of the blockwise block (128), so that
- * each panel's rows of one scale are whole. */
+/* Blocks of b packed at a time by the AVX2 kernels: at most 256 columns x
+ * 256 rows, 256 KB of float32 panels that stay in L2 while every row of a
+ * passes over them; the depth is a multiple of the blockwise block (128), so
+ * that each panel's rows of one scale are whole. Narrow products use
+ * narrower blocks (block_columns_for). */
 #define BLOCK_COLUMNS 256
 #define BLOCK_DEPTH 256
 
@@ -174,6 +175,7 @@ typedef struct product_job {
     const fp8q_view *b;
     const fp8q_view *scale_b; /* blockwise only */
     int blockwise;
+    int64_t block_columns; /* AVX2 panels: columns per task */
     float *product;
     volatile int64_t failed; /* set when a task could not get its buffer */
 } product_job;
@@ -299,8 +301,9 @@ static void panel_block(void *context, int64_t block_index)
     const int64_t k = job->a->shape[1];
     const int64_t n = job->b->shape[1];
     const int64_t column_stride = job->b->strides[1];
-    const int64_t col = block_index * BLOCK_COLUMNS;
-    const int64_t columns = n - col < BLOCK_COLUMNS ? n - col : BLOCK_COLUMNS;
+    const int64_t col = block_index * job->block_columns;
+    const int64_t columns =
+        n - col < job->block_columns ? n - col : job->block_columns;
     const int64_t n_panels =
         (columns + FP8Q_PANEL_COLUMNS - 1) / FP8Q_PANEL_COLUMNS;
     float scales[(BLOCK_DEPTH / FP8Q_PANEL_SCALE_ROWS) *
@@ -337,6 +340,20 @@ static void panel_block(void *context, int64_t block_index)
     fp8q_aligned_free(packed);
 }
 
+/* Columns per panel_block task for n columns on `threads` threads:
+ * BLOCK_COLUMNS, or fewer (a multiple of the panel width) when that would
+ * leave fewer than two tasks per thread, so that a narrow product (n = 384:
+ * one 256-column task and one 128-column one) still keeps every thread
+ * equally busy. */
+static int64_t block_columns_for(int64_t n, int threads)
+{
+    const int64_t wanted_tasks = 2 * (int64_t)threads;
+    int64_t columns = (n + wanted_tasks - 1) / wanted_tasks;
+    columns = (columns + FP8Q_PANEL_COLUMNS - 1) / FP8Q_PANEL_COLUMNS *
+              FP8Q_PANEL_COLUMNS;
+    return columns < BLOCK_COLUMNS ? columns : BLOCK_COLUMNS;
+}
+
 static int uses_avx2_kernels(void)
 {
     /* fp8q_convert_allow_avx2(0) (tests) turns these kernels off too. */
@@ -364,6 +381,7 @@ fp8q_status fp8q_scaled_mm_product(const fp8q_view *a, const fp8q_view *b,
     job.scale_b = scale_b;
     job.blockwise = mode == FP8Q_SCALING_BLOCKWISE;
     job.product = (float *)product->data;
+    job.block_columns = BLOCK_COLUMNS;
     job.failed = 0;
     if (!uses_avx2_kernels()) {
         fp8q_for_each_unit_range(n, work, dot_columns, &job);
@@ -375,8 +393,10 @@ fp8q_status fp8q_scaled_mm_product(const fp8q_view *a, const fp8q_view *b,
         /* One task per block, not a few ranges per thread: blocks take
          * milliseconds, and a thread that shares its processor (e.g. with
          * a BLAS's idle threads, still spinning) then simply takes fewer. */
-        fp8q_parallel_for((n + BLOCK_COLUMNS - 1) / BLOCK_COLUMNS,
-                          fp8q_threads_for(work), panel_block, &job);
+        const int threads = fp8q_threads_for(work);
+        job.block_columns = block_columns_for(n, threads);
+        fp8q_parallel_for((n + job.block_columns - 1) / job.block_columns,
+                          threads, panel_block, &job);
     }
     if (fp8q_atomic_load_i64(&job.failed)) {
         return fp8q_fail(error, FP8Q_ERROR_MEMORY,
