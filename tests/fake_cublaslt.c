@@ -43,6 +43,9 @@ typedef struct layout {
 } layout;
 
 static int handle_storage;
+/* Matmul descriptors and layouts created and not yet destroyed (logged
+ * with every product, so a test can see that fp8q's plan cache is bounded). */
+static long live_objects;
 static int preference_storage;
 
 status_t cublasLtCreate(void **handle)
@@ -74,7 +77,11 @@ status_t cublasLtMatmulDescCreate(desc **made, int compute_type,
         return INVALID_VALUE; /* fp8q asks for float compute and scale */
     }
     *made = (desc *)calloc(1, sizeof **made);
-    return *made != NULL ? SUCCESS : INVALID_VALUE;
+    if (*made == NULL) {
+        return INVALID_VALUE;
+    }
+    live_objects++;
+    return SUCCESS;
 }
 
 status_t cublasLtMatmulDescSetAttribute(desc *target, int attribute,
@@ -111,6 +118,7 @@ status_t cublasLtMatmulDescSetAttribute(desc *target, int attribute,
 
 status_t cublasLtMatmulDescDestroy(desc *target)
 {
+    live_objects--;
     free(target);
     return SUCCESS;
 }
@@ -129,11 +137,13 @@ status_t cublasLtMatrixLayoutCreate(layout **made, int type, uint64_t rows,
     (*made)->rows = rows;
     (*made)->cols = cols;
     (*made)->ld = ld;
+    live_objects++;
     return SUCCESS;
 }
 
 status_t cublasLtMatrixLayoutDestroy(layout *target)
 {
+    live_objects--;
     free(target);
     return SUCCESS;
 }
@@ -291,9 +301,10 @@ status_t cublasLtMatmul(void *handle, desc *operation, const float *alpha,
     if (log_path != NULL) {
         FILE *log = fopen(log_path, "a");
         if (log != NULL) {
-            fprintf(log, "cublasLtMatmul %d %d %d %s\n", a_layout->type,
+            fprintf(log, "cublasLtMatmul %d %d %d %s %ld\n", a_layout->type,
                     b_layout->type, d_layout->type,
-                    operation->a_scale != NULL ? "scaled" : "plain");
+                    operation->a_scale != NULL ? "scaled" : "plain",
+                    live_objects);
             fclose(log);
         }
     }

@@ -417,10 +417,16 @@ def nonfinite_groups_on_the_gpu():
 # scaled_mm
 
 
+def matmul_log():
+    """The cuBLASLt products of the fake's log, each as its words: A, B and
+    D types, scaled or plain, and the fake's live descriptors and layouts."""
+    return [line.split()[1:] for line in log_lines()
+            if line.startswith("cublasLtMatmul ")]
+
+
 def matmul_paths():
     """The cuBLASLt calls of the fake's log, as (A, B, D types, scaled)."""
-    return [tuple(line.split()[1:]) for line in log_lines()
-            if line.startswith("cublasLtMatmul ")]
+    return [tuple(words[:4]) for words in matmul_log()]
 
 
 def operands(rng, m, k, n, granularity):
@@ -496,6 +502,26 @@ def scaled_mm_paths():
             # No FP8 tensor cores: the codes go to bfloat16.
             path = ("14", "14", "0", "plain")
         assert taken == [path], (granularity, k, keywords, taken, path)
+
+
+def plan_cache_is_bounded():
+    """A server runs a new m with almost every batch: fp8q keeps the 256
+    most recently used cuBLASLt plans (4 descriptors and layouts each), not
+    one per m for ever, and a product of a forgotten shape still runs."""
+    rng = np.random.default_rng(12)
+    for m in range(1, 301):
+        a, b, scale_a, scale_b = operands(rng, m, 32, 16, "tensor")
+        fp8q.scaled_mm(a.to("cuda"), b.T.to("cuda").T, scale_a, scale_b,
+                       out_dtype="float32")
+    live = [int(words[4]) for words in matmul_log()]
+    assert len(live) == 300, len(live)
+    assert max(live) <= 256 * 4, max(live)
+    assert live[100] == 101 * 4, live[100]  # below the bound: all kept
+    a, b, scale_a, scale_b = operands(rng, 1, 32, 16, "tensor")
+    expected = fp8q.scaled_mm(a, b, scale_a, scale_b, out_dtype="float32")
+    got = fp8q.scaled_mm(a.to("cuda"), b.T.to("cuda").T, scale_a, scale_b,
+                         out_dtype="float32")
+    assert close(got, expected, "float32")
 
 
 def scaled_mm_amax_and_out():

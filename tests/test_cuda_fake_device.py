@@ -45,6 +45,7 @@ def run_scenario(driver, name, tmp_path, environment=None, **fake):
     "quantize_empty_groups",
     "scaled_mm_matches_the_cpu",
     "scaled_mm_paths",
+    "plan_cache_is_bounded",
     "scaled_mm_amax_and_out",
     "scaled_mm_errors",
     "streams_order_work",

@@ -37,9 +37,14 @@ typedef struct plan {
     struct plan *next;
 } plan;
 
+/* At most this many plans are kept (a server sees a new m with almost
+ * every batch size); the least recently used one goes first. */
+#define MAX_PLANS 256
+
 static fp8q_once lock_once = FP8Q_ONCE_INIT;
 static fp8q_mutex *plans_lock;
-static plan *plans; /* most recently made first; kept for the process */
+static plan *plans; /* most recently used first */
+static int n_plans;
 /* Each device's cuBLASLt workspace (32 MiB on sm_90 and newer, 4 MiB
  * below), allocated at its first product (again after a failure) and kept,
  * with an event recorded after each product that used it: the next product,
@@ -269,6 +274,24 @@ static void release_descriptors(const fp8q_cublaslt *lt, plan *made)
     made->desc = NULL;
 }
 
+/* Destroys the plan at the end of the list (cuBLASLt copies what it needs
+ * from the descriptors when a product is enqueued, so products already
+ * queued with it are not affected). Called with the lock held. */
+static void forget_least_recent_plan(const fp8q_cublaslt *lt)
+{
+    plan **link = &plans;
+    if (plans == NULL) {
+        return;
+    }
+    while ((*link)->next != NULL) {
+        link = &(*link)->next;
+    }
+    release_descriptors(lt, *link);
+    free(*link);
+    *link = NULL;
+    n_plans--;
+}
+
 /* "m=.., n=.., k=.., a float8_e4m3fn, ..." for messages. */
 static void describe_problem(const fp8q_matmul *problem, char *text,
                              size_t size)
@@ -292,14 +315,21 @@ static fp8q_status find_plan(const fp8q_cublaslt *lt,
 {
     plan_key key;
     plan *made;
+    plan *before;
     const char *step = "";
     fp8q_lt_status status;
     char what[96];
     char shapes[192];
 
     key_of(device, problem, &key);
-    for (made = plans; made != NULL; made = made->next) {
+    for (made = plans, before = NULL; made != NULL;
+         before = made, made = made->next) {
         if (memcmp(&made->key, &key, sizeof key) == 0) {
+            if (before != NULL) { /* to the front: most recently used */
+                before->next = made->next;
+                made->next = plans;
+                plans = made;
+            }
             if (made->refusal.status != FP8Q_OK) {
                 *error = made->refusal;
                 *refused = 1;
@@ -347,6 +377,9 @@ static fp8q_status find_plan(const fp8q_cublaslt *lt,
     }
     made->next = plans;
     plans = made;
+    if (++n_plans > MAX_PLANS) {
+        forget_least_recent_plan(lt);
+    }
     if (made->refusal.status != FP8Q_OK) {
         return error->status;
     }

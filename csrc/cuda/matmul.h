@@ -12,9 +12,10 @@
  *
  * Matmul descriptors, layouts and the heuristic's algorithm are cached per
  * (device, m, n, k, dtypes, scale pointers present, fast accumulation,
- * pointer alignments, told to the heuristic); a process-wide lock keeps the
- * cache and each cached plan to one caller at a time (setting the scale
- * pointers and enqueueing are all that runs under it). The device's one
+ * pointer alignments, told to the heuristic), the 256 most recently used
+ * ones (a server sees a new m with almost every batch size); a process-wide
+ * lock keeps the cache and each cached plan to one caller at a time (setting
+ * the scale pointers and enqueueing are all that runs under it). The device's one
  * workspace carries an event recorded after each product; the next product
  * waits for it, so concurrent streams never share the scratch memory. Call
  * without holding Python's GIL.
