@@ -152,6 +152,16 @@ def memory_is_returned_on_the_last_stream():
     waits = [line for line in lines if line.startswith("cuStreamWaitEvent")]
     assert waits == ["cuStreamWaitEvent 9"], waits
     assert "cuEventRecord 7" in lines
+    # The per-thread default stream (2) names another stream on every
+    # thread: memory last used there is freed on the legacy stream (1),
+    # which is ordered after it whichever thread frees it.
+    before = len(log_lines())
+    t = fp8q.empty((1024,), device="cuda", stream=2)
+    del t
+    memory_calls = [line for line in log_lines()[before:]
+                    if line.startswith("cuMem")]
+    assert memory_calls == ["cuMemAllocAsync 2", "cuMemFreeAsync 1"], (
+        memory_calls)
 
 
 def allocations_are_balanced():
@@ -571,7 +581,12 @@ def scaled_mm_without_an_algorithm():
     expect(fp8q.CudaError, "cuBLASLt has no algorithm for this matrix "
            "multiply on CUDA device 0 (M=4, N=32, K=64, a bfloat16, "
            "b bfloat16, result float32)", fp8q.scaled_mm,
-           a.to("cuda"), b.T.to("cuda").T, scale_a, scale_b)
+           a.to("cuda"), b.T.to("cuda").T, scale_a, scale_b,
+           stream=Stream(5))
+    # No product ran, but the workspace allocated on stream 5 got its event
+    # there, so a product on another stream waits for the allocation.
+    lines = log_lines()
+    assert "cuEventRecord 5" in lines, lines
 
 
 def scaled_mm_when_fp8_is_refused():

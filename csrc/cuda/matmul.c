@@ -63,7 +63,9 @@ static workspace workspaces[FP8Q_CUBLASLT_MAX_DEVICES];
 #define SMALL_WORKSPACE ((size_t)4 << 20)
 
 /* The device's workspace, allocated (ordered on `stream`) and given its
- * event on first use. Called with plans_lock held. */
+ * event on first use; the event is recorded right after the allocation, so
+ * a product on another stream waits for the allocation even when the first
+ * product never runs (refused, failed). Called with plans_lock held. */
 static fp8q_status take_workspace(const fp8q_cuda_device *device,
                                   fp8q_cu_stream stream, workspace **taken,
                                   fp8q_error *error)
@@ -90,6 +92,19 @@ static fp8q_status take_workspace(const fp8q_cuda_device *device,
         if (fp8q_cuda_alloc(device, space->size, stream, &space->memory,
                             error) != FP8Q_OK) {
             return error->status;
+        }
+        if (fp8q_cuda_context_enter(device, error) != FP8Q_OK) {
+            return error->status;
+        }
+        result = fp8q_cuda_driver_load()->api.event_record(space->last_use,
+                                                           stream);
+        fp8q_cuda_context_leave();
+        if (result != FP8Q_CUDA_SUCCESS) {
+            fp8q_cuda_free(device, space->memory, stream);
+            space->memory = NULL;
+            return fp8q_cuda_fail(device, "cuEventRecord", result,
+                                  "after allocating the cuBLASLt workspace",
+                                  error);
         }
     }
     *taken = space;

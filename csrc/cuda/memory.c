@@ -195,6 +195,12 @@ static fp8q_cu_stream canonical_stream(fp8q_cu_stream stream)
     return stream == NULL ? FP8Q_CU_STREAM_LEGACY : stream;
 }
 
+fp8q_cu_stream fp8q_cuda_last_use_stream(fp8q_cu_stream stream)
+{
+    return stream == FP8Q_CU_STREAM_PER_THREAD ? FP8Q_CU_STREAM_LEGACY
+                                               : stream;
+}
+
 fp8q_status fp8q_cuda_stream_wait(const fp8q_cuda_device *device,
                                   fp8q_cu_stream producer,
                                   fp8q_cu_stream consumer, fp8q_error *error)

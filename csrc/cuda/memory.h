@@ -63,6 +63,17 @@ fp8q_status fp8q_cuda_synchronize(const fp8q_cuda_device *device,
                                   fp8q_cu_stream stream, fp8q_error *error);
 
 /*
+ * The handle to remember as the stream of a memory's last use, for later
+ * ordering and for the stream-ordered free: `stream` itself, except that the
+ * per-thread default stream (a different stream on every thread, so a
+ * handle that cannot be used from another thread, e.g. the one that frees
+ * the memory) is remembered as the legacy default stream, whose work is
+ * ordered after the earlier work of every blocking stream, the per-thread
+ * ones included.
+ */
+fp8q_cu_stream fp8q_cuda_last_use_stream(fp8q_cu_stream stream);
+
+/*
  * Orders `consumer` after the work queued so far on `producer` (an event
  * recorded on producer, waited for by consumer; the host does not wait).
  * Nothing to do when they are the same stream.

@@ -241,7 +241,7 @@ int fp8q_py_use_on_stream(fp8q_TensorObject *tensor, fp8q_cu_stream stream)
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         return -1;
     }
-    base->stream = stream;
+    base->stream = fp8q_cuda_last_use_stream(stream);
     return 0;
 }
 
@@ -291,7 +291,7 @@ fp8q_TensorObject *fp8q_tensor_new_empty_on(fp8q_dtype dtype, int ndim,
     self->view.data = memory;
     self->device_type = FP8Q_DEVICE_CUDA;
     self->device_index = device->index;
-    self->stream = stream;
+    self->stream = fp8q_cuda_last_use_stream(stream);
     self->cuda_device = cuda;
     self->allocation = memory;
     return self;

@@ -10,6 +10,7 @@
  */
 #include <string.h>
 
+#include "cuda/memory.h"
 #include "python/binding.h"
 #include "python/dlpack_abi.h"
 
@@ -705,7 +706,7 @@ static fp8q_TensorObject *tensor_from_capsule(PyObject *capsule,
         tensor->device_type = FP8Q_DEVICE_CUDA;
         tensor->device_index = cuda->index;
         tensor->cuda_device = cuda;
-        tensor->stream = stream;
+        tensor->stream = fp8q_cuda_last_use_stream(stream);
     }
     return tensor;
 }
