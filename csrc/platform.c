@@ -44,9 +44,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+/* A hint to the processor inside a polling loop (x86's PAUSE). */
 #if defined(__x86_64__) || defined(__i386__) || defined(_M_X64) || \
     defined(_M_IX86)
 #include <immintrin.h> /* _mm_pause */
+#define FP8Q_SPIN_PAUSE() _mm_pause()
+#else
+#define FP8Q_SPIN_PAUSE() ((void)0)
 #endif
 
 #include "platform.h"
@@ -281,38 +285,32 @@ static void run_tasks(parallel_job *job)
     }
 }
 
-/* A hint to the processor inside a polling loop (x86's PAUSE). */
-#if defined(__x86_64__) || defined(__i386__) || defined(_M_X64) || \
-    defined(_M_IX86)
-#define FP8Q_SPIN_PAUSE() _mm_pause()
-#else
-#define FP8Q_SPIN_PAUSE() ((void)0)
-#endif
-
+/* Locks and condition variables that initialise statically (also used by
+ * fp8q_once_run below). */
 #if defined(_WIN32)
-typedef SRWLOCK pool_lock;
+typedef SRWLOCK static_lock;
 typedef CONDITION_VARIABLE pool_condition;
-#define POOL_LOCK_INIT SRWLOCK_INIT
+#define STATIC_LOCK_INIT SRWLOCK_INIT
 #define POOL_CONDITION_INIT CONDITION_VARIABLE_INIT
-#define pool_lock_acquire(lock) AcquireSRWLockExclusive(lock)
-#define pool_lock_release(lock) ReleaseSRWLockExclusive(lock)
+#define static_lock_acquire(lock) AcquireSRWLockExclusive(lock)
+#define static_lock_release(lock) ReleaseSRWLockExclusive(lock)
 #define pool_wait(condition, lock) \
     ((void)SleepConditionVariableSRW(condition, lock, INFINITE, 0))
 #define pool_signal(condition) WakeConditionVariable(condition)
 #else
-typedef pthread_mutex_t pool_lock;
+typedef pthread_mutex_t static_lock;
 typedef pthread_cond_t pool_condition;
-#define POOL_LOCK_INIT PTHREAD_MUTEX_INITIALIZER
+#define STATIC_LOCK_INIT PTHREAD_MUTEX_INITIALIZER
 #define POOL_CONDITION_INIT PTHREAD_COND_INITIALIZER
-#define pool_lock_acquire(lock) ((void)pthread_mutex_lock(lock))
-#define pool_lock_release(lock) ((void)pthread_mutex_unlock(lock))
+#define static_lock_acquire(lock) ((void)pthread_mutex_lock(lock))
+#define static_lock_release(lock) ((void)pthread_mutex_unlock(lock))
 #define pool_wait(condition, lock) ((void)pthread_cond_wait(condition, lock))
 #define pool_signal(condition) ((void)pthread_cond_signal(condition))
 #endif
 
 /* The pool; every field is guarded by `lock`. */
 typedef struct worker_pool {
-    pool_lock lock;
+    static_lock lock;
     pool_condition job_posted; /* a slot was opened */
     pool_condition slot_done;  /* a worker finished its slot */
     int n_workers;             /* workers started (they never exit) */
@@ -322,7 +320,7 @@ typedef struct worker_pool {
     int running_slots;         /* slots claimed and not yet finished */
 } worker_pool;
 
-static worker_pool pool = {POOL_LOCK_INIT, POOL_CONDITION_INIT,
+static worker_pool pool = {STATIC_LOCK_INIT, POOL_CONDITION_INIT,
                            POOL_CONDITION_INIT, 0, 0, NULL, 0, 0};
 
 /* Jobs posted so far (written under the pool's lock, read without it). */
@@ -349,7 +347,7 @@ static void poll_for_next_job(int64_t seen)
 
 static void worker_loop(void)
 {
-    pool_lock_acquire(&pool.lock);
+    static_lock_acquire(&pool.lock);
     for (;;) {
         parallel_job *job;
         int64_t seen;
@@ -359,17 +357,17 @@ static void worker_loop(void)
         pool.open_slots--;
         pool.running_slots++;
         job = pool.job;
-        pool_lock_release(&pool.lock);
+        static_lock_release(&pool.lock);
         run_tasks(job);
-        pool_lock_acquire(&pool.lock);
+        static_lock_acquire(&pool.lock);
         pool.running_slots--;
         if (pool.running_slots == 0) {
             pool_signal(&pool.slot_done);
         }
         seen = fp8q_atomic_load_i64(&jobs_posted);
-        pool_lock_release(&pool.lock);
+        static_lock_release(&pool.lock);
         poll_for_next_job(seen);
-        pool_lock_acquire(&pool.lock);
+        static_lock_acquire(&pool.lock);
     }
 }
 
@@ -456,9 +454,9 @@ void fp8q_parallel_for(int64_t n_tasks, int n_threads, fp8q_task_fn task,
         helpers = n_tasks - 1;
     }
 
-    pool_lock_acquire(&pool.lock);
+    static_lock_acquire(&pool.lock);
     if (helpers == 0 || pool.in_use) {
-        pool_lock_release(&pool.lock);
+        static_lock_release(&pool.lock);
         run_tasks(&job);
         return;
     }
@@ -476,34 +474,26 @@ void fp8q_parallel_for(int64_t n_tasks, int n_threads, fp8q_task_fn task,
     for (index = 0; index < helpers; index++) {
         pool_signal(&pool.job_posted);
     }
-    pool_lock_release(&pool.lock);
+    static_lock_release(&pool.lock);
 
     run_tasks(&job);
 
-    pool_lock_acquire(&pool.lock);
+    static_lock_acquire(&pool.lock);
     pool.open_slots = 0;
     while (pool.running_slots > 0) {
         pool_wait(&pool.slot_done, &pool.lock);
     }
     pool.job = NULL;
     pool.in_use = 0;
-    pool_lock_release(&pool.lock);
+    static_lock_release(&pool.lock);
 }
 
 /* ------------------------------------------------------------------------- */
 /* One-time initialisation                                                   */
 
-/* The lock held while a once-function runs. Both kinds initialise
- * statically, so taking it needs no initialisation of its own. */
-#if defined(_WIN32)
-static SRWLOCK once_lock = SRWLOCK_INIT;
-#define ONCE_LOCK() AcquireSRWLockExclusive(&once_lock)
-#define ONCE_UNLOCK() ReleaseSRWLockExclusive(&once_lock)
-#else
-static pthread_mutex_t once_lock = PTHREAD_MUTEX_INITIALIZER;
-#define ONCE_LOCK() pthread_mutex_lock(&once_lock)
-#define ONCE_UNLOCK() pthread_mutex_unlock(&once_lock)
-#endif
+/* The lock held while a once-function runs; it initialises statically, so
+ * taking it needs no initialisation of its own. */
+static static_lock once_lock = STATIC_LOCK_INIT;
 
 void fp8q_once_run(fp8q_once *once, void (*function)(void *context),
                    void *context)
@@ -511,7 +501,7 @@ void fp8q_once_run(fp8q_once *once, void (*function)(void *context),
     if (fp8q_atomic_load_i64(&once->done) != 0) {
         return;
     }
-    ONCE_LOCK();
+    static_lock_acquire(&once_lock);
     /* Checked again under the lock: another thread may have run it while
      * this one waited. The store after the call publishes its results to
      * the lock-free fast path above (sequentially consistent atomics). */
@@ -519,7 +509,7 @@ void fp8q_once_run(fp8q_once *once, void (*function)(void *context),
         function(context);
         fp8q_atomic_store_i64(&once->done, 1);
     }
-    ONCE_UNLOCK();
+    static_lock_release(&once_lock);
 }
 
 /* ------------------------------------------------------------------------- */
