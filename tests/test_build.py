@@ -19,8 +19,9 @@ from fp8q import _C
 BUILD = _C._build_info()
 CUDA_LIBRARY = re.compile(r"^(lib)?(cuda|cudart|cublas|cublasLt|nvrtc|nvJitLink)([._-]|\d|$)",
                           re.IGNORECASE)
-ARCH_NAME = re.compile(r"^(sm|compute)_\d+$")
-CPU_ONLY_REASONS = ("nvcc not found", "nvcc detection disabled (FP8Q_DETECT_CUDA=OFF)")
+ARCH_NAME = re.compile(r"^(sm|compute)_\d+[af]?$")
+CPU_ONLY_REASONS = ("nvcc not found", "nvcc detection disabled (FP8Q_DETECT_CUDA=OFF)",
+                    "no kernels asked for (FP8Q_CUDA_ARCHS=none)")
 
 DT_NULL, DT_NEEDED = 0, 1
 SHT_DYNAMIC = 6
