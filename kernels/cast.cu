@@ -8,8 +8,9 @@
  * so that every element conversion is straight-line codec code; the scale
  * mode is a uniform branch. 16-byte vectors where both pointers allow it, a
  * scalar tail, a grid-stride loop. Numerics: csrc/core/float_codec.h and
- * __fdiv_rn / __fmul_rn (correctly rounded, never contracted), so results
- * are bit-identical to csrc/core/cast.c.
+ * __fdiv_rn / __fmul_rn (correctly rounded, never contracted) with
+ * fp8q_scaling_result's NaN, so results are bit-identical to
+ * csrc/core/cast.c.
  */
 #include "cast.cuh"
 #include "common.cuh"
@@ -30,15 +31,6 @@ static __device__ __noinline__ float scale_at(const float *scale, int64_t i, int
     const int64_t row = i / row_length;
     const int64_t column = i - row * row_length;
     return scale[(row / block_rows) * row_stride + (column / block_cols) * col_stride];
-}
-
-/* A NaN operand of the scaling, as the CPU returns it: x86 (SSE/AVX) and
- * Arm (default-NaN off) give the first NaN operand, quieted, sign and
- * payload kept; the GPU's arithmetic would give its canonical NaN instead. */
-static __device__ __forceinline__ float propagate_nan(float value, float factor)
-{
-    const float nan = value != value ? value : factor;
-    return fp8q_bits_to_float(fp8q_float_to_bits(nan) | 0x00400000u);
 }
 
 /* Where element i finds its scale, and how it applies (see cast.cuh). */
@@ -66,10 +58,11 @@ struct scale_reader {
         const float factor = is_scalar ? scalar
                                        : scale_at(scale, i, row_length, block_rows,
                                                   block_cols, row_stride, col_stride);
-        if (value != value || factor != factor) {
-            return propagate_nan(value, factor);
-        }
-        return multiply ? __fmul_rn(value, factor) : __fdiv_rn(value, factor);
+        /* A NaN result takes the CPU's bits (fp8q_scaling_result), not the
+         * GPU's canonical NaN 0x7FFFFFFF. */
+        return fp8q_scaling_result(multiply ? __fmul_rn(value, factor)
+                                            : __fdiv_rn(value, factor),
+                                   value, factor);
     }
 };
 

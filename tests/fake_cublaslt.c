@@ -13,8 +13,15 @@
  *   FAKE_CUBLASLT_VERSION  cublasLtGetVersion's value (default 131000)
  *   FAKE_CUBLASLT_NO_ALGO  when set, the heuristic finds no algorithm
  *   FAKE_CUBLASLT_NO_FP8   when set, it finds none for FP8 operands
+ *   FAKE_CUBLASLT_REFUSE_FP8_MATMUL  when set, the heuristic offers an
+ *                          algorithm for FP8 operands but cublasLtMatmul
+ *                          returns NOT_SUPPORTED for them (logged as
+ *                          "cublasLtMatmulRefused A_TYPE B_TYPE D_TYPE")
  *   FAKE_CUDA_LOG          a file each matmul is logged to, as
- *                          "cublasLtMatmul A_TYPE B_TYPE D_TYPE scaled|plain"
+ *                          "cublasLtMatmul A_TYPE B_TYPE D_TYPE scaled|plain
+ *                          LIVE_OBJECTS scaled|plain", the last word being
+ *                          whether the scale pointers were set when the
+ *                          heuristic chose the algorithm
  * Compile with -I csrc.
  */
 #include <stdint.h>
@@ -34,6 +41,8 @@ typedef struct desc {
     int32_t transa, transb;
     const float *a_scale, *b_scale;
     int8_t fast;
+    /* Whether both scale pointers were set at the last heuristic call. */
+    int scaled_at_heuristic;
 } desc;
 
 typedef struct layout {
@@ -213,6 +222,8 @@ status_t cublasLtMatmulAlgoGetHeuristic(void *handle, desc *operation,
         (is_fp8(a->type) && getenv("FAKE_CUBLASLT_NO_FP8") != NULL)) {
         return SUCCESS;
     }
+    operation->scaled_at_heuristic =
+        operation->a_scale != NULL && operation->b_scale != NULL;
     memset(results, 0, sizeof *results);
     *returned = 1;
     return SUCCESS;
@@ -265,6 +276,27 @@ static int element_bytes(int type)
     return is_fp8(type) ? 1 : type == 0 ? 4 : 2;
 }
 
+/* Appends "NAME A_TYPE B_TYPE D_TYPE scaled|plain LIVE scaled|plain" to
+ * FAKE_CUDA_LOG (see the header comment). */
+static void log_product(const char *name, const desc *operation,
+                        const layout *a_layout, const layout *b_layout,
+                        const layout *d_layout)
+{
+    const char *log_path = getenv("FAKE_CUDA_LOG");
+    FILE *log;
+    if (log_path == NULL) {
+        return;
+    }
+    log = fopen(log_path, "a");
+    if (log != NULL) {
+        fprintf(log, "%s %d %d %d %s %ld %s\n", name, a_layout->type,
+                b_layout->type, d_layout->type,
+                operation->a_scale != NULL ? "scaled" : "plain", live_objects,
+                operation->scaled_at_heuristic ? "scaled" : "plain");
+        fclose(log);
+    }
+}
+
 status_t cublasLtMatmul(void *handle, desc *operation, const float *alpha,
                         const void *a, layout *a_layout, const void *b,
                         layout *b_layout, const float *beta, const void *c,
@@ -277,7 +309,6 @@ status_t cublasLtMatmul(void *handle, desc *operation, const float *alpha,
     const int64_t n = (int64_t)d_layout->cols;
     const int64_t k = operation->transa ? (int64_t)a_layout->rows
                                         : (int64_t)a_layout->cols;
-    const char *log_path = getenv("FAKE_CUDA_LOG");
     int64_t i, j, p;
 
     (void)handle;
@@ -298,16 +329,13 @@ status_t cublasLtMatmul(void *handle, desc *operation, const float *alpha,
                            : (int64_t)b_layout->rows) != k) {
         return INVALID_VALUE;
     }
-    if (log_path != NULL) {
-        FILE *log = fopen(log_path, "a");
-        if (log != NULL) {
-            fprintf(log, "cublasLtMatmul %d %d %d %s %ld\n", a_layout->type,
-                    b_layout->type, d_layout->type,
-                    operation->a_scale != NULL ? "scaled" : "plain",
-                    live_objects);
-            fclose(log);
-        }
+    if (is_fp8(a_layout->type) &&
+        getenv("FAKE_CUBLASLT_REFUSE_FP8_MATMUL") != NULL) {
+        log_product("cublasLtMatmulRefused", operation, a_layout, b_layout,
+                    d_layout);
+        return NOT_SUPPORTED;
     }
+    log_product("cublasLtMatmul", operation, a_layout, b_layout, d_layout);
     for (j = 0; j < n; j++) {
         for (i = 0; i < m; i++) {
             float sum = 0.0f;

@@ -19,6 +19,9 @@
  *   FAKE_CUDA_NO_POOLS    when set, the devices lack the stream-ordered
  *                         allocator (cuMemAlloc / cuMemFree are used)
  *   FAKE_CUDA_ALLOC_ERROR the CUresult of every allocation (default 0)
+ *   FAKE_CUDA_POOL_ERROR  the CUresult of cuMemPoolSetAttribute (default 0),
+ *                         which is logged as "cuMemPoolSetAttribute
+ *                         ATTRIBUTE VALUE" (the value a cuuint64_t)
  *
  * "Device memory" is host memory, copies are memcpy, streams and events
  * are immediate. cuLaunchKernel runs fp8q's kernels on the host as their
@@ -297,6 +300,32 @@ static result_t fake_mem_alloc_async(deviceptr_t *pointer, size_t bytes,
     return allocate(pointer, bytes);
 }
 
+/* The one default pool of every device. */
+static int default_pool;
+
+static result_t fake_device_get_default_mem_pool(void **pool, int device)
+{
+    (void)device;
+    log_call("cuDeviceGetDefaultMemPool");
+    *pool = &default_pool;
+    return 0;
+}
+
+static result_t fake_mem_pool_set_attribute(void *pool, int attribute,
+                                            void *value)
+{
+    uint64_t threshold;
+    char line[96];
+    if (pool != &default_pool || attribute != 4) {
+        return 1; /* fp8q sets only the default pool's release threshold */
+    }
+    memcpy(&threshold, value, sizeof threshold);
+    (void)snprintf(line, sizeof line, "cuMemPoolSetAttribute %d %llu",
+                   attribute, (unsigned long long)threshold);
+    log_call(line);
+    return setting("FAKE_CUDA_POOL_ERROR", 0);
+}
+
 static result_t fake_mem_free(deviceptr_t pointer)
 {
     log_call("cuMemFree");
@@ -467,7 +496,9 @@ static void run_cast(const fp8q_cast_args *args)
                                 args->scale_row_stride +
                             (column / args->scale_block_cols) *
                                 args->scale_col_stride];
-            value = args->scale_op == 1 ? value * factor : value / factor;
+            value = fp8q_scaling_result(
+                args->scale_op == 1 ? value * factor : value / factor, value,
+                factor);
         }
         store_element(args->destination, i, args->destination_dtype, value,
                       args->saturate);
@@ -699,6 +730,9 @@ result_t cuGetProcAddress_v2(const char *symbol, void **function,
         {"cuMemFree", FUNCTION(fake_mem_free)},
         {"cuMemAllocAsync", FUNCTION(fake_mem_alloc_async)},
         {"cuMemFreeAsync", FUNCTION(fake_mem_free_async)},
+        {"cuDeviceGetDefaultMemPool",
+         FUNCTION(fake_device_get_default_mem_pool)},
+        {"cuMemPoolSetAttribute", FUNCTION(fake_mem_pool_set_attribute)},
         {"cuMemcpyAsync", FUNCTION(fake_memcpy_async)},
         {"cuMemsetD8Async", FUNCTION(fake_memset_d8_async)},
         {"cuStreamSynchronize", FUNCTION(fake_stream_synchronize)},

@@ -179,6 +179,21 @@ def allocations_are_balanced():
     assert allocations == names.count("cuMemFreeAsync"), names
 
 
+def memory_pool_keeps_its_memory():
+    """The default pool's release threshold is set to keep every freed byte
+    (as PyTorch's caching allocator does), once, before the first
+    stream-ordered allocation."""
+    t = fp8q.zeros(4, device="cuda")
+    del t
+    lines = log_lines()
+    assert lines.count("cuMemPoolSetAttribute 4 18446744073709551615") == 1
+    first_allocation = next(index for index, line in enumerate(lines)
+                            if line.startswith("cuMemAlloc"))
+    assert lines[first_allocation].startswith("cuMemAllocAsync "), lines
+    assert lines.index("cuMemPoolSetAttribute 4 18446744073709551615") < (
+        first_allocation)
+
+
 def without_memory_pools():
     t = fp8q.zeros(4, device="cuda")
     del t
@@ -421,6 +436,11 @@ def nonfinite_groups_on_the_gpu():
     scale = q.scale.cpu().numpy()
     assert scale[0, 0] == np.float32(1 / 448)
     assert np.isnan(scale[1, 0]) and np.isinf(scale[2, 0])
+    # 1 / NaN keeps the scale's NaN; inf / inf is the computed NaN
+    # 0x7FC00000, positive (x86 would give 0xFFC00000: code 0xFF).
+    codes = q.data.cpu().numpy().view(np.uint8)
+    assert (codes[1] == 0x7F).all() and codes[2, 3] == 0x7F, codes
+    assert (np.delete(codes[2], 3) == 0).all(), codes
 
 
 # --------------------------------------------------------------------------
@@ -600,6 +620,50 @@ def scaled_mm_when_fp8_is_refused():
         got = fp8q.scaled_mm(a.to("cuda"), b.T.to("cuda").T, scale_a,
                              scale_b, **keywords)
         assert close(got, expected, keywords.get("out_dtype", "bfloat16"))
+    assert matmul_paths() == [("14", "14", "0", "plain")] * 2
+
+
+def heuristic_sees_the_scales():
+    """cuBLASLt's heuristic is asked after the scale pointers are set, so
+    the algorithm of a scaled product is chosen for a scaled problem (the
+    fake logs the pointers' state at heuristic time last)."""
+    rng = np.random.default_rng(18)
+    for keywords in ({}, {"out_dtype": "float32"},
+                     {"bias": np.ones(32, np.float32)}):
+        a, b, scale_a, scale_b = operands(rng, 4, 64, 32, "tensor")
+        fp8q.scaled_mm(a.to("cuda"), b.T.to("cuda").T, scale_a, scale_b,
+                       **keywords)
+    products = matmul_log()
+    assert [words[3] for words in products] == ["scaled", "scaled",
+                                                "plain"], products
+    assert all(words[5] == words[3] for words in products), products
+
+
+def scaled_mm_when_the_fp8_product_is_refused():
+    """The heuristic offers an FP8 algorithm but cublasLtMatmul returns
+    NOT_SUPPORTED: a refusal, not an error. The direct product falls back
+    to the FP8 sums (refused too), then to the bfloat16 product, with the
+    CPU's results. The refusal is remembered: a second call with the same
+    operands and out (pointer alignments are part of a plan's key) does not
+    try the direct product again."""
+    rng = np.random.default_rng(19)
+    a, b, scale_a, scale_b = operands(rng, 4, 64, 32, "tensor")
+    expected = fp8q.scaled_mm(a, b, scale_a, scale_b)
+    ga, gb = a.to("cuda"), b.T.to("cuda").T
+    out = fp8q.empty((4, 32), "bfloat16", device="cuda")
+
+    def refusals():
+        return [line.split()[1:5] for line in log_lines()
+                if line.startswith("cublasLtMatmulRefused ")]
+
+    got = fp8q.scaled_mm(ga, gb, scale_a, scale_b, out=out)
+    assert close(got, expected, "bfloat16")
+    assert refusals() == [["29", "28", "14", "scaled"],
+                          ["29", "28", "0", "plain"]], refusals()
+    assert matmul_paths() == [("14", "14", "0", "plain")], matmul_paths()
+    got = fp8q.scaled_mm(ga, gb, scale_a, scale_b, out=out)
+    assert close(got, expected, "bfloat16")
+    assert refusals().count(["29", "28", "14", "scaled"]) == 1, refusals()
     assert matmul_paths() == [("14", "14", "0", "plain")] * 2
 
 

@@ -32,6 +32,7 @@ def run_scenario(driver, name, tmp_path, environment=None, **fake):
     "empty_and_zeros",
     "memory_is_returned_on_the_last_stream",
     "allocations_are_balanced",
+    "memory_pool_keeps_its_memory",
     "cast_matches_the_cpu",
     "cast_with_every_scale_layout",
     "cast_into_out_with_amax",
@@ -46,6 +47,7 @@ def run_scenario(driver, name, tmp_path, environment=None, **fake):
     "scaled_mm_matches_the_cpu",
     "scaled_mm_paths",
     "plan_cache_is_bounded",
+    "heuristic_sees_the_scales",
     "scaled_mm_amax_and_out",
     "scaled_mm_errors",
     "streams_order_work",
@@ -59,6 +61,17 @@ def test_scenario(fake_driver, name, tmp_path):
 
 def test_devices_without_memory_pools(fake_driver, tmp_path):
     run_scenario(fake_driver, "without_memory_pools", tmp_path, no_pools=1)
+
+
+@pytest.mark.parametrize("fake", [{"pool_error": 801},
+                                  {"missing": "cuMemPoolSetAttribute"},
+                                  {"missing": "cuDeviceGetDefaultMemPool"}],
+                         ids=["pool refuses", "no threshold entry point",
+                              "no default pool entry point"])
+def test_memory_pools_that_refuse_the_threshold(fake_driver, tmp_path, fake):
+    """cuMemAlloc instead of a pool that would unmap its memory at every
+    synchronize."""
+    run_scenario(fake_driver, "without_memory_pools", tmp_path, **fake)
 
 
 def test_out_of_memory(fake_driver, tmp_path):
@@ -82,6 +95,11 @@ def test_scaled_mm_without_an_algorithm(fake_driver, tmp_path):
 def test_scaled_mm_when_fp8_is_refused(fake_driver, tmp_path):
     run_scenario(fake_driver, "scaled_mm_when_fp8_is_refused", tmp_path,
                  cublaslt_no_fp8=1)
+
+
+def test_scaled_mm_when_the_fp8_product_is_refused(fake_driver, tmp_path):
+    run_scenario(fake_driver, "scaled_mm_when_the_fp8_product_is_refused",
+                 tmp_path, cublaslt_refuse_fp8_matmul=1)
 
 
 def test_scaled_mm_without_cublaslt(fake_driver, tmp_path):

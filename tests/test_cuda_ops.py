@@ -128,6 +128,23 @@ def test_quantize_and_dequantize_match_the_cpu(granularity, source, rng):
                                  expected.dequantize(dtype).numpy())
 
 
+def test_computed_nans_have_the_cpus_bits():
+    """A group holding inf gets the scale inf, and inf / inf is a NaN
+    computed on the GPU: it must take the CPU's bits (the positive quiet NaN
+    0x7FC00000, code 0x7F), not the GPU's canonical 0x7FFFFFFF (nor x86's
+    0xFFC00000, code 0xFF). csrc/core/float_codec.h, fp8q_scaling_result."""
+    x = np.ones((3, 40), np.float32)
+    x[1, 2] = np.nan
+    x[2, 3] = np.inf
+    x[2, 4] = -np.inf
+    q = fp8q.quantize(fp8q.asarray(x, device="cuda"), granularity="row")
+    codes = q.data.cpu().numpy().view(np.uint8)
+    assert (codes[1] == 0x7F).all(), codes[1]
+    assert codes[2, 3] == 0x7F and codes[2, 4] == 0x7F, codes[2]
+    wide = q.dequantize("float32").cpu().numpy().view(np.uint32)
+    assert wide[2, 3] == 0x7FC00000 and wide[2, 4] == 0x7FC00000
+
+
 @pytest.mark.parametrize("shape", [(1, 1), (33, 65), (1024, 4096),
                                    (4096, 96)])
 def test_quantize_transposed_matches_the_cpu(shape, rng):

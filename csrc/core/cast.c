@@ -2,7 +2,8 @@
  * cast.c - casts between any two dtypes, unscaled, with a broadcast float32
  * scale, or with one scale per 2-D block.
  *
- * Every element goes load -> float32 -> (divide or multiply by its scale) ->
+ * Every element goes load -> float32 -> (divide or multiply by its scale,
+ * a NaN result made the same on every machine: fp8q_scaling_result) ->
  * store, rounding once on the store. Runs are processed through a small stack
  * buffer of float32 values; float32 sources without a scale skip the buffer.
  */
@@ -12,6 +13,7 @@
 
 #include "core/cast.h"
 #include "core/convert.h"
+#include "core/float_codec.h"
 #include "platform.h"
 
 /* float32 values staged per step of a run: small enough for L1. */
@@ -36,7 +38,7 @@ FP8Q_FORCE_INLINE void divide_block_by(float *values, float scale)
 {
     int i;
     for (i = 0; i < BLOCK; i++) {
-        values[i] = values[i] / scale;
+        values[i] = fp8q_scaling_result(values[i] / scale, values[i], scale);
     }
 }
 
@@ -44,7 +46,7 @@ FP8Q_FORCE_INLINE void multiply_block_by(float *values, float scale)
 {
     int i;
     for (i = 0; i < BLOCK; i++) {
-        values[i] = values[i] * scale;
+        values[i] = fp8q_scaling_result(values[i] * scale, values[i], scale);
     }
 }
 
@@ -53,7 +55,8 @@ FP8Q_FORCE_INLINE void divide_block_each(float *FP8Q_RESTRICT values,
 {
     int i;
     for (i = 0; i < BLOCK; i++) {
-        values[i] = values[i] / scales[i];
+        values[i] = fp8q_scaling_result(values[i] / scales[i], values[i],
+                                         scales[i]);
     }
 }
 
@@ -62,7 +65,8 @@ FP8Q_FORCE_INLINE void multiply_block_each(float *FP8Q_RESTRICT values,
 {
     int i;
     for (i = 0; i < BLOCK; i++) {
-        values[i] = values[i] * scales[i];
+        values[i] = fp8q_scaling_result(values[i] * scales[i], values[i],
+                                         scales[i]);
     }
 }
 
@@ -76,7 +80,7 @@ static void apply_one_scale(fp8q_scale_op op, float *values, float scale,
             divide_block_by(values, scale);
         }
         for (i = 0; i < count; i++) {
-            values[i] = values[i] / scale;
+            values[i] = fp8q_scaling_result(values[i] / scale, values[i], scale);
         }
     }
     else {
@@ -84,7 +88,7 @@ static void apply_one_scale(fp8q_scale_op op, float *values, float scale,
             multiply_block_by(values, scale);
         }
         for (i = 0; i < count; i++) {
-            values[i] = values[i] * scale;
+            values[i] = fp8q_scaling_result(values[i] * scale, values[i], scale);
         }
     }
 }
@@ -101,7 +105,8 @@ static void apply_each_scale(fp8q_scale_op op, float *values,
             scales += BLOCK;
         }
         for (i = 0; i < count; i++) {
-            values[i] = values[i] / scales[i];
+            values[i] = fp8q_scaling_result(values[i] / scales[i], values[i],
+                                         scales[i]);
         }
     }
     else {
@@ -111,7 +116,8 @@ static void apply_each_scale(fp8q_scale_op op, float *values,
             scales += BLOCK;
         }
         for (i = 0; i < count; i++) {
-            values[i] = values[i] * scales[i];
+            values[i] = fp8q_scaling_result(values[i] * scales[i], values[i],
+                                         scales[i]);
         }
     }
 }

@@ -20,6 +20,12 @@
  * NumPy does); bfloat16 rounds to nearest-even and canonicalises NaN to
  * 0x7FC0 with the input's sign, as ml_dtypes does.
  *
+ * A scaling (x / scale, x * scale) whose result is NaN gives the same bits
+ * on every CPU and GPU (fp8q_scaling_result): its first NaN operand,
+ * quieted, or for a NaN computed from numbers (0/0, inf/inf, inf*0) the
+ * positive quiet NaN 0x7FC00000, where x86 would give 0xFFC00000 and a GPU
+ * 0x7FFFFFFF.
+ *
  * The subnormal encodings add a "magic" power of two so that the float32 adder
  * performs the round-to-nearest-even; this is exact under flush-to-zero too,
  * because every float32 subnormal rounds to an FP8 zero anyway.
@@ -61,6 +67,34 @@ FP8Q_CODEC float fp8q_bits_to_float(uint32_t bits)
     memcpy(&value, &bits, sizeof value);
     return value;
 #endif
+}
+
+/* ------------------------------------------------------------------------- */
+/* NaN from a scaling                                                        */
+
+/* The bits of a NaN computed from two numbers (0/0, inf/inf, inf*0). */
+#define FP8Q_COMPUTED_NAN_BITS 0x7FC00000u
+
+/* The NaN of `value` op `factor`: the first NaN operand, quieted, sign and
+ * payload kept (what x86 and Arm return), else FP8Q_COMPUTED_NAN_BITS.
+ * Branch-free, so that CPU loops calling it still vectorise. */
+FP8Q_CODEC float fp8q_scaling_nan(float value, float factor)
+{
+    const uint32_t value_bits = fp8q_float_to_bits(value);
+    const uint32_t factor_bits = fp8q_float_to_bits(factor);
+    const uint32_t nan_bits =
+        (value_bits & 0x7FFFFFFFu) > 0x7F800000u    ? value_bits
+        : (factor_bits & 0x7FFFFFFFu) > 0x7F800000u ? factor_bits
+                                                    : FP8Q_COMPUTED_NAN_BITS;
+    return fp8q_bits_to_float(nan_bits | 0x00400000u);
+}
+
+/* `result`, the correctly rounded value / factor or value * factor, with a
+ * NaN result replaced by fp8q_scaling_nan's: the same bits on every CPU and
+ * on the GPU. */
+FP8Q_CODEC float fp8q_scaling_result(float result, float value, float factor)
+{
+    return result != result ? fp8q_scaling_nan(value, factor) : result;
 }
 
 /* ------------------------------------------------------------------------- */

@@ -246,6 +246,15 @@ static int resolve_entry_points(void)
         resolve("cuEventDestroy", &api->event_destroy, 1) < 0) {
         return -1;
     }
+    /* Optional: the default pool's release threshold (without them, fp8q
+     * allocates with cuMemAlloc). */
+    if (resolve("cuDeviceGetDefaultMemPool",
+                &api->device_get_default_mem_pool, 0) < 0 ||
+        resolve("cuMemPoolSetAttribute", &api->mem_pool_set_attribute, 0) <
+            0) {
+        api->device_get_default_mem_pool = NULL;
+        api->mem_pool_set_attribute = NULL;
+    }
     /* Optional: the library API, preferred for the kernel image. */
     if (resolve("cuLibraryLoadData", &api->library_load_data, 0) < 0 ||
         resolve("cuLibraryGetModule", &api->library_get_module, 0) < 0 ||
@@ -558,6 +567,36 @@ static fp8q_cu_result query_launch_attributes(const fp8q_cuda_driver *loaded,
     return result;
 }
 
+/* The bytes the device's default memory pool keeps reserved when memory is
+ * freed and streams synchronize: all of them, as PyTorch's caching allocator
+ * (and its cudaMallocAsync backend, which sets the same attribute) keeps
+ * freed blocks for reuse instead of unmapping them at every synchronize.
+ * The pool shrinks only when the process ends or the driver trims it. */
+#define FP8Q_MEMORY_POOL_RELEASE_THRESHOLD UINT64_MAX
+
+/* Sets the default pool's release threshold where the device has memory
+ * pools; where the driver lacks the entry points or refuses, the device
+ * allocates with cuMemAlloc instead (memory_pools cleared): a pool that
+ * unmaps its memory at every synchronize costs more than it saves. */
+static void configure_memory_pool(const fp8q_cuda_driver *loaded,
+                                  fp8q_cuda_device *device)
+{
+    fp8q_cu_mem_pool pool = NULL;
+    uint64_t threshold = FP8Q_MEMORY_POOL_RELEASE_THRESHOLD;
+
+    if (!device->memory_pools) {
+        return;
+    }
+    if (loaded->api.device_get_default_mem_pool == NULL ||
+        loaded->api.device_get_default_mem_pool(&pool, device->device) !=
+            FP8Q_CUDA_SUCCESS ||
+        loaded->api.mem_pool_set_attribute(
+            pool, FP8Q_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold) !=
+            FP8Q_CUDA_SUCCESS) {
+        device->memory_pools = 0;
+    }
+}
+
 /* Runs once per device: retains the primary context and loads the image;
  * the outcome goes into the slot. */
 static void open_device(void *context)
@@ -593,6 +632,9 @@ static void open_device(void *context)
         if (result == FP8Q_CUDA_SUCCESS) {
             step = "cuDeviceGetAttribute";
             result = query_launch_attributes(loaded, device);
+        }
+        if (result == FP8Q_CUDA_SUCCESS) {
+            configure_memory_pool(loaded, device);
         }
         if (result != FP8Q_CUDA_SUCCESS) {
             (void)loaded->api.device_primary_ctx_release(device->device);

@@ -35,8 +35,8 @@
 /* The driver entry points, resolved with cuGetProcAddress at
  * FP8Q_CUDA_API_VERSION (so cuDeviceTotalMem is cuDeviceTotalMem_v2, and so
  * on). All are non-NULL once the driver loaded, except library_load_data,
- * library_get_module and library_unload, which are NULL where the driver
- * lacks them. */
+ * library_get_module, library_unload, device_get_default_mem_pool and
+ * mem_pool_set_attribute, which are NULL where the driver lacks them. */
 typedef struct fp8q_cuda_api {
     fp8q_cu_get_error_text_fn get_error_name;
     fp8q_cu_get_error_text_fn get_error_string;
@@ -61,6 +61,8 @@ typedef struct fp8q_cuda_api {
     fp8q_cu_mem_free_fn mem_free;
     fp8q_cu_mem_alloc_async_fn mem_alloc_async;
     fp8q_cu_mem_free_async_fn mem_free_async;
+    fp8q_cu_device_get_default_mem_pool_fn device_get_default_mem_pool;
+    fp8q_cu_mem_pool_set_attribute_fn mem_pool_set_attribute;
     fp8q_cu_memcpy_async_fn memcpy_async;
     fp8q_cu_memset_d8_async_fn memset_d8_async;
     fp8q_cu_stream_synchronize_fn stream_synchronize;
@@ -165,8 +167,11 @@ typedef struct fp8q_cuda_device {
     int compute_capability_minor;
     /* Multiprocessors, for sizing grids. */
     int multiprocessor_count;
-    /* Nonzero when the device has the stream-ordered allocator
-     * (cuMemAllocAsync from its default memory pool). */
+    /* Nonzero when fp8q allocates with the stream-ordered allocator
+     * (cuMemAllocAsync from the device's default memory pool): the device
+     * supports memory pools and its default pool took fp8q's release
+     * threshold (FP8Q_MEMORY_POOL_RELEASE_THRESHOLD in driver.c). Zero:
+     * cuMemAlloc and cuMemFree. */
     int memory_pools;
 } fp8q_cuda_device;
 

@@ -31,6 +31,8 @@ typedef struct fp8q_cu_library_opaque *fp8q_cu_library; /* CUlibrary */
 typedef struct fp8q_cu_function_opaque *fp8q_cu_function; /* CUfunction */
 typedef struct fp8q_cu_stream_opaque *fp8q_cu_stream;   /* CUstream */
 typedef struct fp8q_cu_event_opaque *fp8q_cu_event;     /* CUevent */
+typedef struct fp8q_cu_mem_pool_opaque *fp8q_cu_mem_pool; /* CUmemoryPool */
+typedef int fp8q_cu_mem_pool_attribute; /* CUmemPool_attribute */
 typedef unsigned long long fp8q_cu_deviceptr;           /* CUdeviceptr */
 
 /* ------------------------------------------------------------------------- */
@@ -50,6 +52,11 @@ typedef unsigned long long fp8q_cu_deviceptr;           /* CUdeviceptr */
 #define FP8Q_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
 #define FP8Q_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
 #define FP8Q_CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED 115
+
+/* CUmemPool_attribute: the bytes a pool keeps reserved across
+ * synchronizations (a cuuint64_t; 0, the default, returns every free byte to
+ * the system at each synchronization). */
+#define FP8Q_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD 4
 
 /* CUevent_flags */
 #define FP8Q_CU_EVENT_DISABLE_TIMING 0x2
@@ -145,6 +152,12 @@ typedef fp8q_cu_result (*fp8q_cu_mem_alloc_async_fn)(
 /* cuMemFreeAsync (CUDA 11.2+) */
 typedef fp8q_cu_result (*fp8q_cu_mem_free_async_fn)(fp8q_cu_deviceptr pointer,
                                                     fp8q_cu_stream stream);
+/* cuDeviceGetDefaultMemPool (CUDA 11.2+): the pool cuMemAllocAsync uses. */
+typedef fp8q_cu_result (*fp8q_cu_device_get_default_mem_pool_fn)(
+    fp8q_cu_mem_pool *pool, fp8q_cu_device device);
+/* cuMemPoolSetAttribute (CUDA 11.2+) */
+typedef fp8q_cu_result (*fp8q_cu_mem_pool_set_attribute_fn)(
+    fp8q_cu_mem_pool pool, fp8q_cu_mem_pool_attribute attribute, void *value);
 /* cuMemcpyAsync: the direction follows from the addresses (unified
  * addressing), host memory included. */
 typedef fp8q_cu_result (*fp8q_cu_memcpy_async_fn)(fp8q_cu_deviceptr destination,

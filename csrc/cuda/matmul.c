@@ -166,11 +166,35 @@ static void key_of(const fp8q_cuda_device *device, const fp8q_matmul *problem,
     key->d_alignment = alignment_of(problem->d);
 }
 
-/* Describes `problem` in `lt`'s terms and asks the heuristic for an
- * algorithm; *step names the failing call. */
+/* Points the descriptor at the problem's A and B scales (when it has them):
+ * before the heuristic, so that the algorithm is chosen for the scaled
+ * problem, and again before each product, whose scales live elsewhere. Our
+ * A is cuBLASLt's B and the other way round. */
+static fp8q_lt_status set_scale_pointers(const fp8q_cublaslt *lt,
+                                         fp8q_lt_matmul_desc desc,
+                                         const fp8q_matmul *problem)
+{
+    fp8q_lt_status status = FP8Q_LT_SUCCESS;
+    if (problem->a_scale != NULL) {
+        status = lt->api.matmul_desc_set_attribute(
+            desc, FP8Q_LT_DESC_A_SCALE_POINTER, &problem->b_scale,
+            sizeof problem->b_scale);
+        if (status == FP8Q_LT_SUCCESS) {
+            status = lt->api.matmul_desc_set_attribute(
+                desc, FP8Q_LT_DESC_B_SCALE_POINTER, &problem->a_scale,
+                sizeof problem->a_scale);
+        }
+    }
+    return status;
+}
+
+/* Describes `problem` in `lt`'s terms, every descriptor attribute set
+ * (scale pointers included), then asks the heuristic for an algorithm;
+ * *step names the failing call. */
 static fp8q_lt_status describe(const fp8q_cublaslt *lt,
                                const fp8q_cublaslt_device *state,
-                               const workspace *space, plan *made,
+                               const workspace *space,
+                               const fp8q_matmul *problem, plan *made,
                                const char **step)
 {
     const plan_key *key = &made->key;
@@ -200,6 +224,9 @@ static fp8q_lt_status describe(const fp8q_cublaslt *lt,
     if (status == FP8Q_LT_SUCCESS && fp8) {
         status = lt->api.matmul_desc_set_attribute(
             made->desc, FP8Q_LT_DESC_FAST_ACCUM, &fast, sizeof fast);
+    }
+    if (status == FP8Q_LT_SUCCESS) {
+        status = set_scale_pointers(lt, made->desc, problem);
     }
     if (status == FP8Q_LT_SUCCESS) {
         *step = "cublasLtMatrixLayoutCreate";
@@ -249,7 +276,6 @@ static fp8q_lt_status describe(const fp8q_cublaslt *lt,
             sizeof key->d_alignment);
     }
     if (status == FP8Q_LT_SUCCESS) {
-        /* The heuristic looks at the scale pointers' presence only. */
         *step = "cublasLtMatmulAlgoGetHeuristic";
         status = lt->api.algo_get_heuristic(
             state->handle, made->desc, made->a_layout, made->b_layout,
@@ -287,6 +313,15 @@ static void release_descriptors(const fp8q_cublaslt *lt, plan *made)
     made->b_layout = NULL;
     made->d_layout = NULL;
     made->desc = NULL;
+}
+
+/* Turns a plan cuBLASLt refused to run into a remembered refusal: the next
+ * product of its key falls back at once. Called with the lock held. */
+static void remember_refusal(const fp8q_cublaslt *lt, plan *refused_plan,
+                             const fp8q_error *refusal)
+{
+    release_descriptors(lt, refused_plan);
+    refused_plan->refusal = *refusal;
 }
 
 /* Destroys the plan at the end of the list (cuBLASLt copies what it needs
@@ -364,7 +399,7 @@ static fp8q_status find_plan(const fp8q_cublaslt *lt,
         free(made);
         return error->status;
     }
-    status = describe(lt, state, space, made, &step);
+    status = describe(lt, state, space, problem, made, &step);
     fp8q_cuda_context_leave();
     fp8q_error_clear(&made->refusal);
     if (status != FP8Q_LT_SUCCESS) {
@@ -460,18 +495,8 @@ fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
         fp8q_mutex_unlock(plans_lock);
         return error->status;
     }
-    if (problem->a_scale != NULL) {
-        /* Our A is cuBLASLt's B and the other way round. */
-        step = "cublasLtMatmulDescSetAttribute";
-        status = library->api.matmul_desc_set_attribute(
-            found->desc, FP8Q_LT_DESC_A_SCALE_POINTER, &problem->b_scale,
-            sizeof problem->b_scale);
-        if (status == FP8Q_LT_SUCCESS) {
-            status = library->api.matmul_desc_set_attribute(
-                found->desc, FP8Q_LT_DESC_B_SCALE_POINTER, &problem->a_scale,
-                sizeof problem->a_scale);
-        }
-    }
+    step = "cublasLtMatmulDescSetAttribute";
+    status = set_scale_pointers(library, found->desc, problem);
     if (status == FP8Q_LT_SUCCESS) {
         /* After the workspace's last use, whatever stream that was. */
         driver_result = api->stream_wait_event(stream, space->last_use, 0);
@@ -488,17 +513,24 @@ fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
         }
     }
     fp8q_cuda_context_leave();
+    if (status != FP8Q_LT_SUCCESS) {
+        fp8q_cublaslt_describe(library, status, what, sizeof what);
+        describe_problem(problem, shapes, sizeof shapes);
+        fp8q_fail(error, FP8Q_ERROR_CUDA,
+                  "%s failed with %s on CUDA device %d (%s)", step, what,
+                  device->index, shapes);
+        if (is_refusal(status)) {
+            /* cuBLASLt refused the product itself, after its heuristic had
+             * offered the algorithm: a refusal like the heuristic's,
+             * remembered in the plan, and the caller falls back. */
+            remember_refusal(library, found, error);
+            *refused = 1;
+        }
+    }
     fp8q_mutex_unlock(plans_lock);
     if (driver_result != FP8Q_CUDA_SUCCESS) {
         return fp8q_cuda_fail(device, "ordering the cuBLASLt workspace",
                               driver_result, "for a matrix multiply", error);
     }
-    if (status != FP8Q_LT_SUCCESS) {
-        fp8q_cublaslt_describe(library, status, what, sizeof what);
-        describe_problem(problem, shapes, sizeof shapes);
-        return fp8q_fail(error, FP8Q_ERROR_CUDA,
-                         "%s failed with %s on CUDA device %d (%s)", step,
-                         what, device->index, shapes);
-    }
-    return FP8Q_OK;
+    return status == FP8Q_LT_SUCCESS ? FP8Q_OK : error->status;
 }

@@ -10,7 +10,10 @@
  * column-major, which is our D row-major. This "TN" form is the one
  * cuBLASLt's FP8 kernels take.
  *
- * Matmul descriptors, layouts and the heuristic's algorithm are cached per
+ * Every descriptor attribute, the scale pointers included, is set before
+ * cuBLASLt's heuristic is asked, so the algorithm is chosen for the problem
+ * that runs. Matmul descriptors, layouts and the heuristic's algorithm are
+ * cached per
  * (device, m, n, k, dtypes, scale pointers present, fast accumulation,
  * pointer alignments, told to the heuristic), the 256 most recently used
  * ones (a server sees a new m with almost every batch size); a process-wide
@@ -53,8 +56,10 @@ int fp8q_matmul_fp8_aligned(const fp8q_matmul *problem);
  * cuBLASLt handle and workspace (an empty product does nothing; k = 0
  * writes zeros, without cuBLASLt). FP8Q_ERROR_CUDA naming the cuBLASLt
  * call, its status and the problem's shapes and dtypes on failure, with
- * *refused set when cuBLASLt refused the problem itself (no algorithm, not
- * supported: a smaller or other-typed problem may still run).
+ * *refused set when cuBLASLt refused the problem itself (no algorithm, or
+ * CUBLAS_STATUS_NOT_SUPPORTED / INVALID_VALUE from the heuristic or from
+ * cublasLtMatmul: a smaller or other-typed problem may still run). A
+ * refusal is remembered: the same problem is refused again at once.
  */
 fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
                              const fp8q_cuda_device *device,

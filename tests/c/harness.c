@@ -166,6 +166,7 @@ static const harness_test tests[] = {
     {"for_each_unit_range", test_for_each_unit_range},
     {"cast_all_dtype_pairs", test_cast_all_dtype_pairs},
     {"cast_scaled", test_cast_scaled},
+    {"cast_computed_nan", test_cast_computed_nan},
     {"cast_special_layouts", test_cast_special_layouts},
     {"cast_parallel_equals_serial", test_cast_parallel_equals_serial},
     {"cast_errors", test_cast_errors},

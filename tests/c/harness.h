@@ -99,6 +99,7 @@ void test_for_each_unit_range(void);
 /* test_cast.c */
 void test_cast_all_dtype_pairs(void);
 void test_cast_scaled(void);
+void test_cast_computed_nan(void);
 void test_cast_special_layouts(void);
 void test_cast_parallel_equals_serial(void);
 void test_cast_errors(void);

@@ -185,6 +185,84 @@ void test_cast_scaled(void)
     }
 }
 
+/* Cases of test_cast_computed_nan: value op scale, and the expected float32
+ * bits and float8_e4m3fn code. */
+#define NAN_CASES 7
+static const struct {
+    uint32_t value, scale;
+    fp8q_scale_op op;
+    uint32_t float32_bits;
+    uint8_t e4m3fn_code;
+} nan_cases[NAN_CASES] = {
+    {0x00000000u, 0x00000000u, FP8Q_SCALE_DIVIDE, 0x7FC00000u, 0x7F},
+    {0x7F800000u, 0x7F800000u, FP8Q_SCALE_DIVIDE, 0x7FC00000u, 0x7F},
+    {0xFF800000u, 0x7F800000u, FP8Q_SCALE_DIVIDE, 0x7FC00000u, 0x7F},
+    {0x7F800000u, 0x00000000u, FP8Q_SCALE_MULTIPLY, 0x7FC00000u, 0x7F},
+    {0x80000000u, 0xFF800000u, FP8Q_SCALE_MULTIPLY, 0x7FC00000u, 0x7F},
+    {0xFFA12345u, 0x3F800000u, FP8Q_SCALE_DIVIDE, 0xFFE12345u, 0xFF},
+    {0x3F800000u, 0xFFA00001u, FP8Q_SCALE_MULTIPLY, 0xFFE00001u, 0xFF},
+};
+
+/* Casts `source` (nan_cases repeated) with `scale` and `op` to float32 and
+ * to float8_e4m3fn; checks the elements of case `only` (-1: of every case
+ * of `op`). */
+static void check_nan_casts(const fp8q_view *source, const fp8q_view *scale,
+                            fp8q_scale_op op, int only)
+{
+    enum { MAX_COUNT = 64 };
+    float results[MAX_COUNT];
+    uint8_t codes[MAX_COUNT];
+    const int64_t count = source->shape[0];
+    fp8q_view destination;
+    fp8q_error error;
+    int64_t i;
+
+    destination = make_view(results, FP8Q_FLOAT32, 1, source->shape, NULL);
+    memset(results, 0xCD, sizeof results);
+    CHECK_OK(fp8q_cast(source, &destination, scale, op, 1, &error), &error);
+    destination = make_view(codes, FP8Q_FLOAT8_E4M3FN, 1, source->shape,
+                            NULL);
+    memset(codes, 0xCD, sizeof codes);
+    CHECK_OK(fp8q_cast(source, &destination, scale, op, 1, &error), &error);
+    for (i = 0; i < count; i++) {
+        const int index = (int)(i % NAN_CASES);
+        if (nan_cases[index].op == op && (only < 0 || index == only)) {
+            CHECK_BITS(fp8q_float_to_bits(results[i]),
+                       nan_cases[index].float32_bits);
+            CHECK_INT(codes[i], nan_cases[index].e4m3fn_code);
+        }
+    }
+}
+
+/* A scaling whose result is NaN gives the same bits on every machine (and
+ * on the GPU, tests/test_cuda_ops.py): a NaN computed from numbers (0/0,
+ * inf/inf, inf*0) is the positive quiet NaN 0x7FC00000, not x86's
+ * 0xFFC00000; a NaN operand comes out quieted, sign and payload kept. The
+ * cases repeat past the 16-element blocks of the vector loops, with a scale
+ * per element and with one scale. */
+void test_cast_computed_nan(void)
+{
+    enum { COUNT = NAN_CASES * 5 };
+    const int64_t shape[1] = {COUNT};
+    float values[COUNT], scales[COUNT];
+    fp8q_view source, scale;
+    int index;
+    int64_t i;
+
+    for (i = 0; i < COUNT; i++) {
+        values[i] = fp8q_bits_to_float(nan_cases[i % NAN_CASES].value);
+        scales[i] = fp8q_bits_to_float(nan_cases[i % NAN_CASES].scale);
+    }
+    source = make_view(values, FP8Q_FLOAT32, 1, shape, NULL);
+    scale = make_view(scales, FP8Q_FLOAT32, 1, shape, NULL);
+    check_nan_casts(&source, &scale, FP8Q_SCALE_DIVIDE, -1);
+    check_nan_casts(&source, &scale, FP8Q_SCALE_MULTIPLY, -1);
+    for (index = 0; index < NAN_CASES; index++) {
+        scale = make_view(&scales[index], FP8Q_FLOAT32, 0, NULL, NULL);
+        check_nan_casts(&source, &scale, nan_cases[index].op, index);
+    }
+}
+
 void test_cast_special_layouts(void)
 {
     uint8_t codes[4] = {0x7D, 0xFF, 0x01, 0x7E};
@@ -546,6 +624,7 @@ void test_cast_baseline_loops(void)
     CHECK(!fp8q_convert_uses_avx2());
     test_cast_all_dtype_pairs();
     test_cast_scaled();
+    test_cast_computed_nan();
     test_block_cast();
     test_fp8_decode_all_codes();
     fp8q_convert_allow_avx2(1);
