@@ -2,6 +2,9 @@
 test, reported on failure, and a guard that restores the thread count.
 
 Set FP8Q_TEST_SEED=<n> to rerun a failing test with the seed it printed.
+Set FP8Q_REQUIRE_GPU=1 (as .ci/gpu-check does) to make a skipped
+`cuda`-marked test a failure: on a GPU machine, a skip means the GPU was not
+used.
 """
 import os
 
@@ -44,6 +47,13 @@ def restore_threads():
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
+    if (report.skipped and item.get_closest_marker("cuda") is not None and
+            os.environ.get("FP8Q_REQUIRE_GPU") == "1"):
+        reason = (report.longrepr[2] if isinstance(report.longrepr, tuple)
+                  else str(report.longrepr)).removeprefix("Skipped: ")
+        report.outcome = "failed"
+        report.longrepr = (f"FP8Q_REQUIRE_GPU=1 and this cuda-marked test "
+                           f"was skipped: {reason}")
     if report.failed:
         for name, value in item.user_properties:
             if name == "seed":

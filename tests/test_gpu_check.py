@@ -1,0 +1,131 @@
+""".ci/gpu-check cannot pass without a GPU: its failure paths (no kernels,
+no usable GPU, a skipped cuda-marked test, a step that times out) run here
+on the CPU machine, with a stand-in interpreter that answers `-m fp8q info`
+and `-m pytest` as the case needs and runs everything else with the real
+one. Also: FP8Q_REQUIRE_GPU=1 turns the skip of a real cuda-marked test into
+a failure (tests/conftest.py).
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+SCRIPT = ROOT / ".ci" / "gpu-check"
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32",
+                                reason=".ci/gpu-check is a bash script")
+
+GOOD_INFO = {"build": {"cuda_kernels": True, "cuda_kernels_reason": "built"},
+             "cuda": {"available": True, "reason": None}}
+
+JUNIT = ('<?xml version="1.0"?><testsuites><testsuite name="pytest" '
+         'tests="3" skipped="{skipped}" failures="0" errors="0">'
+         '</testsuite></testsuites>')
+
+
+def fake_python(directory, info, skipped=0, info_sleep=0):
+    """A stand-in interpreter: `-m fp8q info --json` prints `info`, `-m
+    pytest` writes a junit XML with `skipped` skips and passes; the rest
+    goes to the real interpreter."""
+    directory = Path(directory)
+    (directory / "info.json").write_text(json.dumps(info))
+    (directory / "junit.xml").write_text(JUNIT.format(skipped=skipped))
+    script = directory / "python"
+    script.write_text(f"""#!/bin/bash
+case "$*" in
+  "-m fp8q info --json") sleep {info_sleep}; cat '{directory}/info.json' ;;
+  "-m fp8q info") echo "fp8q info" ;;
+  "-m pytest "*)
+    for argument in "$@"; do
+      case "$argument" in
+        --junitxml=*) cp '{directory}/junit.xml' "${{argument#--junitxml=}}" ;;
+      esac
+    done
+    echo "3 passed" ;;
+  *) exec '{sys.executable}' "$@" ;;
+esac
+""")
+    script.chmod(0o755)
+    return script
+
+
+def run_check(tmp_path, python, *steps, **environment):
+    out = tmp_path / "out"
+    variables = dict(os.environ, OUT=str(out), PYTHON=str(python),
+                     **environment)
+    completed = subprocess.run(["bash", str(SCRIPT), *steps],
+                               env=variables, capture_output=True, text=True,
+                               timeout=120)
+    lines = completed.stdout.strip().splitlines()
+    return completed.returncode, lines[-1] if lines else "", out
+
+
+def test_passes_with_kernels_a_gpu_and_no_skips(tmp_path):
+    status, last, out = run_check(tmp_path, fake_python(tmp_path, GOOD_INFO),
+                                  "info", "tests")
+    assert status == 0, last
+    assert last == "gpu-check passed: info tests"
+    assert json.loads((out / "info.json").read_text()) == GOOD_INFO
+    assert (out / "cuda-tests.xml").exists() and (out / "tests.log").exists()
+
+
+def test_fails_without_kernels(tmp_path):
+    info = {"build": {"cuda_kernels": False,
+                      "cuda_kernels_reason": "nvcc not found"},
+            "cuda": {"available": False, "reason": "no kernels"}}
+    status, last, _ = run_check(tmp_path, fake_python(tmp_path, info),
+                                "info", "tests")
+    assert status == 1
+    assert last == ("gpu-check FAILED: fp8q was built without CUDA kernels: "
+                    "nvcc not found")
+
+
+def test_fails_without_a_usable_gpu(tmp_path):
+    info = dict(GOOD_INFO, cuda={"available": False,
+                                 "reason": "no CUDA driver found"})
+    status, last, _ = run_check(tmp_path, fake_python(tmp_path, info), "info")
+    assert status == 1
+    assert last == "gpu-check FAILED: no usable GPU: no CUDA driver found"
+
+
+def test_fails_when_a_cuda_test_is_skipped(tmp_path):
+    status, last, out = run_check(
+        tmp_path, fake_python(tmp_path, GOOD_INFO, skipped=2), "tests")
+    assert status == 1
+    assert last == (f"gpu-check FAILED: 2 cuda-marked tests were skipped "
+                    f"({out}/cuda-tests.xml)")
+
+
+def test_a_step_that_times_out_still_prints_the_summary(tmp_path):
+    status, last, out = run_check(
+        tmp_path, fake_python(tmp_path, GOOD_INFO, info_sleep=30), "info",
+        GPU_CHECK_TIMEOUT_INFO="1")
+    assert status == 1
+    assert last == (f"gpu-check FAILED: info timed out after 1s "
+                    f"({out}/info.log)")
+
+
+def test_require_gpu_turns_a_real_skip_into_a_failure():
+    """On this machine the cuda-marked tests skip (no GPU): with
+    FP8Q_REQUIRE_GPU=1 they fail, saying why they would have skipped."""
+    if json.loads(subprocess.run(
+            [sys.executable, "-m", "fp8q", "info", "--json"],
+            capture_output=True, text=True, check=True).stdout
+    )["cuda"]["available"]:
+        pytest.skip("a GPU is usable here: nothing skips")
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rfE", "-p",
+         "no:cacheprovider",
+         str(ROOT / "tests" / "test_cuda_ops.py"), "-k",
+         "every_dtype_pair_matches_the_cpu and float32"],
+        env=dict(os.environ, FP8Q_REQUIRE_GPU="1"), capture_output=True,
+        text=True, timeout=120, cwd=ROOT)
+    assert completed.returncode == 1, completed.stdout
+    assert "FP8Q_REQUIRE_GPU=1 and this cuda-marked test was skipped: " \
+        "no usable CUDA GPU" in completed.stdout
+    # A skip in a fixture's setup becomes an error, a test's own a failure.
+    assert "1 error" in completed.stdout.splitlines()[-1]
