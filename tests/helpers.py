@@ -57,3 +57,55 @@ def scaled_mm_operands(rng, m, k, n, granularity, b_dtype="float8_e4m3fn"):
     qw = fp8q.quantize(w, b_dtype, granularity=granularity)
     return (qa.data, qw.data.T, qa.scale,
             qw.scale if granularity == "tensor" else qw.scale.T)
+
+
+# --------------------------------------------------------------------------
+# Error bounds of FP8 matrix products on GPUs (docs/numerics.md)
+
+# Mantissa bits the FP8 tensor cores' accumulator keeps between promotions
+# to float32. Hopper's is measured at about 13-14 (DeepSeek-V3 report, sec.
+# 3.3.2); 13, the lower end, with truncation rather than rounding, is the
+# conservative model.
+ACCUMULATOR_BITS = 13
+# Unit roundoff of each output dtype (half an ulp at 1.0).
+OUTPUT_UNIT = {"float32": 2.0 ** -24, "bfloat16": 2.0 ** -8,
+               "float16": 2.0 ** -11, "float8_e4m3fn": 2.0 ** -4}
+
+
+def fp8_matmul_error_bound(abs_products, k, out_dtype, expected):
+    """Elementwise bound on |GPU result - CPU result| for one FP8 matrix
+    product. abs_products: sum_p |a[i,p]| |b[p,j]| with the scales applied
+    (what the result would be on the absolute values), in output units;
+    expected: the CPU's result.
+
+    Accumulation: each of the k additions may lose one unit of the
+    ACCUMULATOR_BITS-bit partial sum (truncation), so |error| <= k 2^-13
+    sum|a||b|; the float32 promotions and the CPU's own float32 sums add
+    k 2^-24 sum|a||b|. Output: each side rounds once into out_dtype. An
+    exact path (bit-identical decode) needs no bound."""
+    abs_products = np.asarray(abs_products, np.float64)
+    accumulation = k * (2.0 ** -ACCUMULATOR_BITS + 2.0 ** -24) * abs_products
+    rounding = 2 * OUTPUT_UNIT[out_dtype] * (
+        np.abs(np.asarray(expected, np.float64)) + accumulation)
+    # The float32 evaluation of abs_products itself (k 2^-24 relative).
+    return (accumulation + rounding) * (1 + k * 2.0 ** -23)
+
+
+def truncated_sum_product(a, b, bits, promotion_interval):
+    """a @ b as a tensor core with a `bits`-bit accumulator would compute
+    it: every partial sum truncated (toward zero) to `bits` mantissa bits,
+    promoted into a float32 sum every `promotion_interval` products. a, b
+    float64 holding FP8 values (their products are exact)."""
+    def truncate(x):
+        mantissa, exponent = np.frexp(x)
+        return np.ldexp(np.trunc(mantissa * 2.0 ** (bits + 1)) /
+                        2.0 ** (bits + 1), exponent)
+
+    total = np.zeros((a.shape[0], b.shape[1]), np.float32)
+    partial = np.zeros(total.shape)
+    for p in range(a.shape[1]):
+        partial = truncate(partial + np.outer(a[:, p], b[p]))
+        if (p + 1) % promotion_interval == 0 or p + 1 == a.shape[1]:
+            total = (total + partial.astype(np.float32)).astype(np.float32)
+            partial[:] = 0.0
+    return total

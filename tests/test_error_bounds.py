@@ -1,0 +1,48 @@
+"""The FP8 matrix-product error bound of tests/helpers.py (used by the
+real-GPU tests) covers a simulated reduced-precision accumulator: partial
+sums truncated to 13 mantissa bits, promoted to float32 every 4 or 32
+products, on random FP8 operands of mixed signs and on all-positive ones
+(no cancellation to hide the error)."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+from helpers import (ACCUMULATOR_BITS, fp8_matmul_error_bound,
+                     truncated_sum_product)
+
+
+def fp8_operand(rng, shape, positive):
+    x = rng.standard_normal(shape) * 2.0 ** rng.integers(-4, 4, size=shape)
+    x = np.abs(x) if positive else x
+    return x.astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
+
+
+@pytest.mark.parametrize("k", [16, 96, 512])
+@pytest.mark.parametrize("interval", [4, 32])
+@pytest.mark.parametrize("positive", [False, True])
+def test_bound_covers_a_truncating_13_bit_accumulator(k, interval, positive,
+                                                      rng, seed):
+    a = fp8_operand(rng, (8, k), positive)
+    b = fp8_operand(rng, (k, 12), positive)
+    exact = a @ b
+    expected = (a @ b).astype(np.float32)  # the CPU's float32 result
+    got = truncated_sum_product(a, b, ACCUMULATOR_BITS, interval)
+    bound = fp8_matmul_error_bound(np.abs(a) @ np.abs(b), k, "float32",
+                                   expected)
+    assert np.all(np.abs(got - expected) <= bound), f"seed={seed}"
+    assert np.all(np.abs(got - exact) <= bound), f"seed={seed}"
+    # The model is not vacuous: the truncation is visible at these sizes.
+    if positive and k >= 96:
+        assert np.any(got != expected), f"seed={seed}"
+
+
+def test_bound_is_not_met_by_a_narrower_accumulator(rng):
+    """A 6-bit accumulator breaks the 13-bit bound: the bound says
+    something about the accumulator's width."""
+    a = fp8_operand(rng, (8, 512), True)
+    b = fp8_operand(rng, (512, 12), True)
+    expected = (a @ b).astype(np.float32)
+    got = truncated_sum_product(a, b, 6, 512)
+    bound = fp8_matmul_error_bound(np.abs(a) @ np.abs(b), 512, "float32",
+                                   expected)
+    assert np.any(np.abs(got - expected) > bound)
