@@ -67,24 +67,36 @@ def scaled_mm_operands(rng, m, k, n, granularity, b_dtype="float8_e4m3fn"):
 # 3.3.2); 13, the lower end, with truncation rather than rounding, is the
 # conservative model.
 ACCUMULATOR_BITS = 13
+# Products between two promotions of the partial sum into float32 when fast
+# accumulation is off (fp8q's default, use_fast_accum=False): one WGMMA
+# instruction covers 32 products on Hopper and the promotion interval
+# recommended there is 4 of them (DeepSeek-V3, sec. 3.3.2); cuBLASLt does
+# not document its own, so the model takes the larger, 128. With
+# use_fast_accum=True nothing is promoted before the end: pass None.
+PROMOTION_INTERVAL = 128
 # Unit roundoff of each output dtype (half an ulp at 1.0).
 OUTPUT_UNIT = {"float32": 2.0 ** -24, "bfloat16": 2.0 ** -8,
                "float16": 2.0 ** -11, "float8_e4m3fn": 2.0 ** -4}
 
 
-def fp8_matmul_error_bound(abs_products, k, out_dtype, expected):
+def fp8_matmul_error_bound(abs_products, k, out_dtype, expected,
+                           promotion_interval=PROMOTION_INTERVAL):
     """Elementwise bound on |GPU result - CPU result| for one FP8 matrix
     product. abs_products: sum_p |a[i,p]| |b[p,j]| with the scales applied
     (what the result would be on the absolute values), in output units;
-    expected: the CPU's result.
+    expected: the CPU's result; promotion_interval: products accumulated in
+    the narrow register before each float32 promotion (None: all k).
 
-    Accumulation: each of the k additions may lose one unit of the
-    ACCUMULATOR_BITS-bit partial sum (truncation), so |error| <= k 2^-13
-    sum|a||b|; the float32 promotions and the CPU's own float32 sums add
-    k 2^-24 sum|a||b|. Output: each side rounds once into out_dtype. An
-    exact path (bit-identical decode) needs no bound."""
+    Accumulation: each addition into the narrow register may lose one unit
+    of the ACCUMULATOR_BITS-bit partial sum (truncation), and a partial sum
+    holds at most promotion_interval products, so |error| <= min(k,
+    interval) 2^-13 sum|a||b|; the float32 promotions and the CPU's own
+    float32 sums add k 2^-24 sum|a||b|. Output: each side rounds once into
+    out_dtype. An exact path (bit-identical decode) needs no bound."""
     abs_products = np.asarray(abs_products, np.float64)
-    accumulation = k * (2.0 ** -ACCUMULATOR_BITS + 2.0 ** -24) * abs_products
+    narrow = k if promotion_interval is None else min(k, promotion_interval)
+    accumulation = (narrow * 2.0 ** -ACCUMULATOR_BITS +
+                    k * 2.0 ** -24) * abs_products
     rounding = 2 * OUTPUT_UNIT[out_dtype] * (
         np.abs(np.asarray(expected, np.float64)) + accumulation)
     # The float32 evaluation of abs_products itself (k 2^-24 relative).
