@@ -1,7 +1,7 @@
 """Command line of fp8q: `python -m fp8q demo` (the main job),
 `python -m fp8q info [--json]`,
 `python -m fp8q bench {cast,calib,gemm,linear} [--size N] [--repeats R]
-[--full]` and
+[--full] [--device cpu|cuda|all]` and
 `python -m fp8q convert IN.safetensors OUT.safetensors [--granularity ...]
 [--exclude PATTERN ...] [--format fp8q|vllm]`.
 
@@ -53,6 +53,11 @@ def _parse(argv):
                        help="gemm, linear: the issue's whole shape sweep up "
                             "to M = 8192 and N = K = 8192 (long on a CPU); "
                             "default: a CPU-sized part of it")
+    bench.add_argument("--device", choices=["cpu", "cuda", "all"],
+                       default="all",
+                       help="cast, gemm, linear: the CPU table, the GPU table "
+                            "(printed only where a GPU and PyTorch with CUDA "
+                            "are present), or both (default)")
     commands.add_parser(
         "demo", help="the main job: FP8-quantize a sentence-embedding model "
                      "(MiniLM) and compare it with the float model")
@@ -90,23 +95,30 @@ def main(argv=None):
             print("fp8q bench: --size must be >= 1024 and --repeats >= 1",
                   file=sys.stderr)
             return 2
-        if arguments.what == "gemm":
-            _bench_gemm.print_gemm_benchmark(arguments.full,
-                                             arguments.repeats)
-            print()
-            _bench_gemm_gpu.print_gpu_gemm_benchmark(arguments.repeats)
-        elif arguments.what == "linear":
-            _bench_linear.print_linear_benchmark(arguments.full,
-                                                 arguments.repeats)
-            print()
-            _bench_linear.print_gpu_linear_benchmark(arguments.repeats)
-        elif arguments.what == "calib":
+        if arguments.what == "calib":
             _bench_calib.print_calib_benchmark(arguments.size,
                                                arguments.repeats)
-        else:
-            _bench.print_cast_benchmark(arguments.size, arguments.repeats)
+            return 0
+        cpu_table, gpu_table = {
+            "gemm": (lambda: _bench_gemm.print_gemm_benchmark(
+                         arguments.full, arguments.repeats),
+                     lambda: _bench_gemm_gpu.print_gpu_gemm_benchmark(
+                         arguments.repeats)),
+            "linear": (lambda: _bench_linear.print_linear_benchmark(
+                           arguments.full, arguments.repeats),
+                       lambda: _bench_linear.print_gpu_linear_benchmark(
+                           arguments.repeats)),
+            "cast": (lambda: _bench.print_cast_benchmark(
+                         arguments.size, arguments.repeats),
+                     lambda: _bench_cast_gpu.print_gpu_cast_benchmark(
+                         arguments.repeats)),
+        }[arguments.what]
+        if arguments.device in ("cpu", "all"):
+            cpu_table()
+        if arguments.device == "all":
             print()
-            _bench_cast_gpu.print_gpu_cast_benchmark(arguments.repeats)
+        if arguments.device in ("cuda", "all"):
+            gpu_table()
     return 0
 
 
