@@ -200,7 +200,7 @@ def data_error(x, amax, name):
 class ReferenceMax:
     """MaxCalibrator as docs/calibration.md states it, in NumPy."""
 
-    def __init__(self, channel_axis=None, history_len=1, algo="max",
+    def __init__(self, channel_axis=None, history_len=None, algo="max",
                  momentum=None):
         self.channel_axis = channel_axis
         self.history_len = history_len
@@ -224,7 +224,10 @@ class ReferenceMax:
         if as_float32(x).size == 0:
             return
         batch = self.batch_amax(x)
-        if self.momentum is None:
+        if self.momentum is None and self.history_len is None:
+            self.window = [batch if not self.window
+                           else np.maximum(self.window[0], batch)]
+        elif self.momentum is None:
             self.window = (self.window + [batch])[-self.history_len:]
         elif not self.window:
             self.window = [batch]
@@ -762,7 +765,8 @@ def test_compute_amax_arguments(rng, seed):
 
 @pytest.mark.parametrize("channel_axis", [None, 0, 1, -1, 2, -3])
 @pytest.mark.parametrize("history_len,algo", [
-    (1, "max"), (3, "max"), (3, "most_recent"), (1, "most_recent")])
+    (None, "max"), (1, "max"), (3, "max"), (3, "most_recent"),
+    (1, "most_recent")])
 def test_max_window(channel_axis, history_len, algo, rng, seed):
     cal = MaxCalibrator(channel_axis=channel_axis, history_len=history_len,
                         algo=algo)
@@ -802,6 +806,29 @@ def test_max_momentum(channel_axis, momentum, rng, seed):
         cal.update(np.array([b]))
         assert cal.amax == float(np.float32(momentum * 3.0 +
                                             (1 - momentum) * 7.0))
+
+
+def test_max_default_is_running_maximum_over_every_update(rng, seed):
+    cal = MaxCalibrator()
+    assert cal.history_len is None and "history_len=None" in repr(cal)
+    batches = [(rng.standard_normal(50) * scale).astype(np.float32)
+               for scale in rng.permutation([1.0, 100.0, 3.0, 0.5])]
+    for batch in batches:
+        cal.update(batch)
+    assert cal.amax == float(np.abs(np.concatenate(batches)).max()), \
+        f"seed={seed}"
+    # The state is one row, and it round-trips.
+    state = cal.state_dict()
+    assert state["amax_history"].shape == (1,)
+    again = MaxCalibrator()
+    again.load_state_dict(state)
+    again.update(np.float32([0.25]))
+    assert again.amax == cal.amax
+    # history_len=1 is the window of the last batch only.
+    last = MaxCalibrator(history_len=1)
+    for batch in batches:
+        last.update(batch)
+    assert last.amax == float(np.abs(batches[-1]).max())
 
 
 def test_max_exact_amax(rng, seed):
@@ -881,6 +908,22 @@ def test_max_merge(channel_axis, algo, rng, seed):
             assert a.amax is None
 
 
+def test_max_merge_running_maximum(rng, seed):
+    a, b = MaxCalibrator(channel_axis=0), MaxCalibrator(channel_axis=0)
+    data = []
+    for cal in (a, b):
+        for _ in range(3):
+            x = (rng.standard_normal((4, 6)) * rng.uniform(1, 10)).astype(
+                np.float32)
+            cal.update(x)
+            data.append(x)
+    a.merge(b)
+    want = np.abs(np.concatenate(data, axis=1)).max(axis=1)
+    assert np.array_equal(a.amax, want), f"seed={seed}"
+    with pytest.raises(ValueError, match="other"):
+        a.merge(MaxCalibrator(channel_axis=0, history_len=1))
+
+
 def test_max_merge_momentum(rng, seed):
     a, b = MaxCalibrator(momentum=0.9), MaxCalibrator(momentum=0.9)
     for cal in (a, b):
@@ -938,6 +981,10 @@ def test_max_constructor_errors():
     for bad in (0, -1):
         with pytest.raises(ValueError, match="history_len"):
             MaxCalibrator(history_len=bad)
+    with pytest.raises(TypeError, match="history_len"):
+        MaxCalibrator(history_len=2.0)
+    with pytest.raises(ValueError, match="history_len=N"):
+        MaxCalibrator(algo="most_recent")
     with pytest.raises(TypeError, match="channel_axis"):
         MaxCalibrator(channel_axis="a")
 

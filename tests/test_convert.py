@@ -79,8 +79,9 @@ def test_convert_quantizes_2d_floats_and_copies_the_rest(
     source = tmp_path / "in.safetensors"
     target = tmp_path / "out.safetensors"
     weights, embed, head, bias, steps = write_checkpoint(source, rng)
-    result = run_cli(source, target, "--granularity", granularity,
-                     "--exclude", "embed*", "--format", output_format)
+    # --exclude before the positionals takes one pattern and no more.
+    result = run_cli("--exclude", "embed*", source, target, "--granularity",
+                     granularity, "--format", output_format)
     assert result.returncode == 0, result.stderr
     assert "converted 3 tensors" in result.stdout
     assert "| layers.*.mlp.weight | 2 |" in result.stdout
@@ -134,7 +135,9 @@ def leftovers(directory):
 
 @pytest.mark.parametrize("damage", ["missing", "not safetensors",
                                     "bad json", "truncated", "nan weight",
-                                    "unwritable output", "same file"])
+                                    "unwritable output", "same file",
+                                    "empty file", "input directory",
+                                    "output directory", "unused exclude"])
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path, rng, damage):
     source = tmp_path / "in.safetensors"
     target = tmp_path / "out.safetensors"
@@ -158,13 +161,28 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path, rng, damage):
         target = tmp_path / "no" / "such" / "dir" / "out.safetensors"
     elif damage == "same file":
         target = source
-    result = run_cli(source, target)
+    elif damage == "empty file":
+        source.write_bytes(b"")
+    elif damage == "input directory":
+        source = tmp_path
+    elif damage == "output directory":
+        target = tmp_path
+    extra = ["--exclude", "decoder.*"] if damage == "unused exclude" else []
+    result = run_cli(source, target, *extra)
     assert result.returncode == 2, (damage, result.stderr)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("fp8q convert: error:"), \
         (damage, result.stderr)
     assert "Traceback" not in result.stderr
     assert leftovers(tmp_path) == [], damage
+    # Each message names the problem and what to do about it.
+    expected = {"empty file": "in.safetensors: not a valid safetensors "
+                              "file: the file is empty",
+                "input directory": "is a directory; give the .safetensors",
+                "output directory": "is a directory; give the output file",
+                "nan weight": "--exclude w",
+                "unused exclude": "--exclude 'decoder.*': matches no tensor"}
+    assert expected.get(damage, "") in lines[0], lines[0]
 
 
 def test_summary_classes_and_ratio():
@@ -185,10 +203,78 @@ def test_scale_name_collision_is_refused(tmp_path):
     values = np.ones((4, 4), np.float32)
     with open(source, "wb") as file:
         write_safetensors(file, [("a", "F32", (4, 4), lambda: values),
-                                 ("a.weight", "F32", (4, 4), lambda: values)],
+                                 ("a_scale", "F32", (4, 4), lambda: values)],
                           {})
     result = run_cli(source, target)
     assert result.returncode == 2 and "two tensors named" in result.stderr
+    assert leftovers(tmp_path) == []
+
+
+def test_scale_names_for_tensors_not_named_weight(tmp_path):
+    source, target = tmp_path / "in.safetensors", tmp_path / "out.safetensors"
+    values = np.ones((4, 4), np.float32)
+    with open(source, "wb") as file:
+        write_safetensors(file, [("e", "F32", (4, 4), lambda: values),
+                                 ("proj.weight", "F32", (4, 4),
+                                  lambda: values)], {})
+    assert run_cli(source, target).returncode == 0
+    reader = SafetensorsReader(target)
+    assert list(reader.entries) == ["e", "e_scale", "proj.weight",
+                                    "proj.weight_scale"]
+    reader.close()
+
+
+@pytest.mark.parametrize("output_format", ["fp8q", "vllm"])
+def test_converting_a_converted_checkpoint_changes_nothing(tmp_path, rng,
+                                                           output_format):
+    source = tmp_path / "in.safetensors"
+    once, twice = tmp_path / "once.safetensors", tmp_path / "twice.safetensors"
+    write_checkpoint(source, rng)
+    arguments = ["--granularity", "block", "--format", output_format]
+    assert run_cli(source, once, *arguments).returncode == 0
+    result = run_cli(once, twice, *arguments)
+    assert result.returncode == 0, result.stderr
+    assert "converted 0 tensors" in result.stdout
+    first, second = SafetensorsReader(once), SafetensorsReader(twice)
+    assert first.entries == second.entries
+    for name in first.entries:
+        assert np.array_equal(first.tensor(name), second.tensor(name)), name
+    first.close()
+    second.close()
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_signal_removes_the_partial_file_and_exits_with_one_line(
+        tmp_path, signal_name):
+    """The conversion is stopped mid-way (a slow progress callback stands
+    in for a large checkpoint) by the signal; nothing is left behind."""
+    source, target = tmp_path / "in.safetensors", tmp_path / "out.safetensors"
+    values = np.ones((64, 64), np.float32)
+    with open(source, "wb") as file:
+        write_safetensors(file, [(f"l{index}.weight", "F32", (64, 64),
+                                  lambda: values) for index in range(50)], {})
+    code = (
+        "import os, signal, sys, time\n"
+        "from fp8q import _convert_checkpoint as c\n"
+        "from fp8q.__main__ import _parse\n"
+        "def slow(index, total, name):\n"
+        "    if index == 3:\n"
+        "        print('ready', flush=True)\n"
+        "    time.sleep(0.2)\n"
+        "arguments = _parse(['convert', sys.argv[1], sys.argv[2]])\n"
+        "original = c.convert\n"
+        "c.convert = lambda *a: original(*a[:5], slow)\n"
+        "sys.exit(c.main(arguments))\n")
+    process = subprocess.Popen([sys.executable, "-c", code, str(source),
+                                str(target)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "ready"
+    number = getattr(__import__("signal"), signal_name)
+    process.send_signal(number)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 128 + number, stderr
+    assert stderr.strip().splitlines() == [
+        f"fp8q convert: stopped by {signal_name}; no output written"]
     assert leftovers(tmp_path) == []
 
 

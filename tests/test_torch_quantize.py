@@ -39,11 +39,14 @@ def dequantized_weight(layer):
 def test_import_fp8q_does_not_import_torch():
     import subprocess
     import sys
-    code = ("import sys, fp8q; import fp8q.calib; "
-            "print('torch' in sys.modules)")
+    code = ("import sys, fp8q\n"
+            "assert fp8q.calib.MaxCalibrator is not None\n"
+            "print('torch' in sys.modules)\n"
+            "assert fp8q.torch.Linear is not None\n"
+            "print('torch' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                         text=True, check=True).stdout.strip()
-    assert out == "False"
+                         text=True, check=True).stdout.split()
+    assert out == ["False", "True"]
 
 
 @pytest.mark.parametrize("name", ["float32", "float16", "bfloat16",
@@ -198,8 +201,11 @@ def test_safetensors_round_trip(tmp_path, rng, seed):
 
 
 def calibration_batches(rng, count=4):
+    """Batches of different magnitudes, the largest not last (a calibrator
+    that kept only the last batch would be caught)."""
+    scales = [2.0, 4.0, 1.0, 3.0][:count]
     return [torch.from_numpy(rng.standard_normal((6, 200)).astype(
-        np.float32) * (index + 1)) for index in range(count)]
+        np.float32) * scale) for scale in scales]
 
 
 def first_layer_inputs(model, batches):
@@ -262,9 +268,28 @@ def test_calibrate_errors(rng, seed):
     with pytest.raises(ValueError, match="saw no input"):
         fpt.freeze(model)
     block = fpt.quantize(mlp(seed), activations="e4m3", granularity="block")
-    with pytest.raises(ValueError, match="row or tensor"):
+    with pytest.raises(ValueError, match="granularity=\"block\".*dynamic"):
         with fpt.calibrate(block):
             pass
+
+
+def test_calibrate_skip_nonfinite_as_its_error_suggests(rng, seed):
+    model = fpt.quantize(mlp(seed), activations="e4m3")
+    batches = calibration_batches(rng)
+    poisoned = batches[1].clone()
+    poisoned[2, 5] = float("nan")
+    with pytest.raises(ValueError, match="'0'.*skip_nonfinite=True"):
+        with fpt.calibrate(model), torch.no_grad():
+            model(poisoned)
+    with fpt.calibrate(model, skip_nonfinite=True), torch.no_grad():
+        for batch in (batches[0], poisoned):
+            model(batch)
+    fpt.freeze(model)
+    # The NaN is left out: the first layer's amax is that of the rest.
+    amax = max(float(batches[0].abs().max()),
+               float(poisoned.nan_to_num(0.0).abs().max()))
+    assert float(model[0].input_scale) == \
+        fp8q.calib.scale_from_amax(amax), f"seed={seed}"
 
 
 def test_freeze_reduces_across_ranks(tmp_path, rng, seed):

@@ -8,11 +8,13 @@
 #include "core/amax_history.h"
 
 void fp8q_amax_history_init(fp8q_amax_history *history, int64_t n_channels,
-                            int64_t length, double momentum, float *entries)
+                            int64_t length, double momentum, int running_max,
+                            float *entries)
 {
     history->n_channels = n_channels;
     history->length = length;
     history->momentum = momentum;
+    history->running_max = running_max;
     history->filled = 0;
     history->newest = length - 1; /* the first push lands in position 0 */
     history->entries = entries;
@@ -35,6 +37,15 @@ void fp8q_amax_history_push(fp8q_amax_history *history, const float *amax)
         for (channel = 0; channel < history->n_channels; channel++) {
             average[channel] = (float)(keep * (double)average[channel] +
                                        (1.0 - keep) * (double)amax[channel]);
+        }
+        return;
+    }
+    if (history->running_max && history->filled > 0) {
+        float *maximum = fp8q_amax_history_entry(history, 0);
+        for (channel = 0; channel < history->n_channels; channel++) {
+            maximum[channel] =
+                amax[channel] > maximum[channel] ? amax[channel]
+                                                 : maximum[channel];
         }
         return;
     }
@@ -77,12 +88,14 @@ fp8q_status fp8q_amax_history_merge(fp8q_amax_history *history,
                          other->n_channels, history->n_channels);
     }
     if (other->length != history->length ||
-        other->momentum != history->momentum) {
+        other->momentum != history->momentum ||
+        other->running_max != history->running_max) {
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                         "other: history_len %" PRId64 " and momentum %g, "
-                         "expected %" PRId64 " and %g",
-                         other->length, other->momentum, history->length,
-                         history->momentum);
+                         "other: history_len %" PRId64 ", momentum %g and "
+                         "running max %d, expected %" PRId64 ", %g and %d",
+                         other->length, other->momentum, other->running_max,
+                         history->length, history->momentum,
+                         history->running_max);
     }
     for (age = 0; age < other->filled; age++) {
         const float *theirs = fp8q_amax_history_entry(other, age);

@@ -1,7 +1,8 @@
 /*
- * max_calibrator.c - fp8q.calib.MaxCalibrator: the running amax of the data
- * seen, per tensor or per channel, as a window of recent amax values or a
- * moving average (core/amax_history.h).
+ * max_calibrator.c - fp8q.calib.MaxCalibrator: the amax of the data seen,
+ * per tensor or per channel, as the running maximum over every update (the
+ * default), a window of recent amax values or a moving average
+ * (core/amax_history.h).
  *
  * update() computes the batch's amax with the GIL released and touches the
  * calibrator's state only afterwards, with the GIL held: concurrent updates
@@ -45,7 +46,8 @@ static int allocate_history(fp8q_MaxCalibratorObject *self,
     }
     PyMem_Free(self->history.entries);
     fp8q_amax_history_init(&self->history, n_channels, self->history.length,
-                           self->history.momentum, entries);
+                           self->history.momentum, self->history.running_max,
+                           entries);
     return 0;
 }
 
@@ -84,14 +86,16 @@ static int max_calibrator_init(fp8q_MaxCalibratorObject *self, PyObject *args,
                                "momentum", NULL};
     PyObject *channel_axis = Py_None;
     PyObject *momentum_object = Py_None;
+    PyObject *history_len_object = Py_None;
     long long history_len = 1;
     const char *algo = "max";
     double momentum = -1.0;
     int axis_value = NO_CHANNEL_AXIS;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OLsO:MaxCalibrator",
-                                     keywords, &channel_axis, &history_len,
-                                     &algo, &momentum_object)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOsO:MaxCalibrator",
+                                     keywords, &channel_axis,
+                                     &history_len_object, &algo,
+                                     &momentum_object)) {
         return -1;
     }
     /* Everything is checked before anything changes. */
@@ -115,6 +119,19 @@ static int max_calibrator_init(fp8q_MaxCalibratorObject *self, PyObject *args,
         }
         axis_value = (int)axis;
     }
+    if (history_len_object != Py_None) {
+        if (!PyLong_Check(history_len_object)) {
+            PyErr_Format(PyExc_TypeError,
+                         "history_len: expected None (running maximum) or "
+                         "an int, got %.200s",
+                         Py_TYPE(history_len_object)->tp_name);
+            return -1;
+        }
+        history_len = PyLong_AsLongLong(history_len_object);
+        if (history_len == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+    }
     if (history_len < 1 || history_len > FP8Q_AMAX_HISTORY_MAX_LENGTH) {
         PyErr_Format(PyExc_ValueError,
                      "history_len: expected 1 to %lld, got %lld",
@@ -125,6 +142,12 @@ static int max_calibrator_init(fp8q_MaxCalibratorObject *self, PyObject *args,
         PyErr_Format(PyExc_ValueError,
                      "algo: expected \"max\" or \"most_recent\", got \"%s\"",
                      algo);
+        return -1;
+    }
+    if (history_len_object == Py_None && strcmp(algo, "max") != 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "algo: \"most_recent\" needs a window; pass "
+                        "history_len=N (N >= 1)");
         return -1;
     }
     if (momentum_object != Py_None) {
@@ -152,6 +175,8 @@ static int max_calibrator_init(fp8q_MaxCalibratorObject *self, PyObject *args,
     memset(&self->history, 0, sizeof self->history);
     self->history.length = (int64_t)history_len;
     self->history.momentum = momentum;
+    self->history.running_max =
+        history_len_object == Py_None && momentum_object == Py_None;
     self->nonfinite_count = 0;
     /* Per tensor the channel count is known now. */
     return per_channel(self) ? 0 : allocate_history(self, 1);
@@ -375,7 +400,8 @@ static PyObject *max_calibrator_merge(fp8q_MaxCalibratorObject *self,
     if (other->channel_axis != self->channel_axis ||
         other->most_recent != self->most_recent ||
         other->history.length != self->history.length ||
-        other->history.momentum != self->history.momentum) {
+        other->history.momentum != self->history.momentum ||
+        other->history.running_max != self->history.running_max) {
         PyObject *ours = max_calibrator_repr(self);
         PyObject *theirs = max_calibrator_repr(other);
         if (ours != NULL && theirs != NULL) {
@@ -490,7 +516,7 @@ static PyObject *max_calibrator_load_state_dict(fp8q_MaxCalibratorObject *self,
     if (filled < 0 || filled > self->history.length) {
         PyErr_Format(PyExc_ValueError,
                      "state: amax_history must have %d dimensions and at "
-                     "most history_len=%lld rows (%s), got %d dimensions "
+                     "most %lld rows (%s), got %d dimensions "
                      "and %lld rows",
                      history_ndim, (long long)self->history.length,
                      per_channel(self) ? "(rows, channels)" : "(rows,)",
@@ -581,6 +607,9 @@ static PyObject *max_calibrator_get_history_len(
     fp8q_MaxCalibratorObject *self, void *closure)
 {
     (void)closure;
+    if (self->history.running_max) {
+        Py_RETURN_NONE;
+    }
     return PyLong_FromLongLong((long long)self->history.length);
 }
 
@@ -612,17 +641,20 @@ static PyObject *max_calibrator_repr(fp8q_MaxCalibratorObject *self)
 {
     PyObject *axis = max_calibrator_get_channel_axis(self, NULL);
     PyObject *momentum = max_calibrator_get_momentum(self, NULL);
+    PyObject *history_len = max_calibrator_get_history_len(self, NULL);
     PyObject *amax = max_calibrator_get_amax(self, NULL);
     PyObject *text = NULL;
 
-    if (axis != NULL && momentum != NULL && amax != NULL) {
+    if (axis != NULL && momentum != NULL && history_len != NULL &&
+        amax != NULL) {
         text = PyUnicode_FromFormat(
-            "MaxCalibrator(channel_axis=%R, history_len=%lld, algo='%s', "
+            "MaxCalibrator(channel_axis=%R, history_len=%R, algo='%s', "
             "momentum=%R, amax=%R)",
-            axis, (long long)self->history.length,
-            self->most_recent ? "most_recent" : "max", momentum, amax);
+            axis, history_len, self->most_recent ? "most_recent" : "max",
+            momentum, amax);
     }
     Py_XDECREF(axis);
+    Py_XDECREF(history_len);
     Py_XDECREF(momentum);
     Py_XDECREF(amax);
     return text;
@@ -660,7 +692,8 @@ PyDoc_STRVAR(state_dict_doc,
              "state_dict()\n--\n\n"
              "{'amax_history': float32 array of the recorded amax values, "
              "oldest first, shape (rows,) per tensor or (rows, channels) per "
-             "channel (one row, the average, with a momentum), "
+             "channel (one row, the maximum or the average, with "
+             "history_len=None or a momentum), "
              "'nonfinite_count': int}. Plain values, to combine across "
              "processes with any engine (docs/calibration.md).");
 
@@ -668,7 +701,8 @@ PyDoc_STRVAR(load_state_dict_doc,
              "load_state_dict(state)\n--\n\n"
              "Replaces the state with one from state_dict(), checked: "
              "KeyError for a missing key, ValueError for a wrong shape, more "
-             "rows than history_len, or an amax that is negative or not "
+             "rows than history_len (1 without a window), or an amax that "
+             "is negative or not "
              "finite.");
 
 PyDoc_STRVAR(reset_doc, "reset()\n--\n\nForgets every recorded amax.");
@@ -689,14 +723,16 @@ static PyMethodDef max_calibrator_methods[] = {
 
 static PyGetSetDef max_calibrator_getset[] = {
     {"amax", (getter)max_calibrator_get_amax, NULL,
-     "The calibrated amax: the maximum over the window (algo=\"max\"), the "
-     "newest entry (\"most_recent\"), or the moving average; a float per "
+     "The calibrated amax: the maximum over every update (the default), "
+     "the maximum over the window (algo=\"max\"), the newest entry "
+     "(\"most_recent\"), or the moving average; a float per "
      "tensor, a float32 array per channel; None before any update.",
      NULL},
     {"channel_axis", (getter)max_calibrator_get_channel_axis, NULL,
      "The kept axis, or None per tensor.", NULL},
     {"history_len", (getter)max_calibrator_get_history_len, NULL,
-     "Number of amax values the window keeps.", NULL},
+     "Number of amax values the window keeps (1 with a momentum); None for "
+     "the running maximum over every update (the default).", NULL},
     {"algo", (getter)max_calibrator_get_algo, NULL,
      "\"max\" or \"most_recent\".", NULL},
     {"momentum", (getter)max_calibrator_get_momentum, NULL,
@@ -708,11 +744,12 @@ static PyGetSetDef max_calibrator_getset[] = {
 
 PyDoc_STRVAR(
     max_calibrator_doc,
-    "MaxCalibrator(channel_axis=None, history_len=1, algo=\"max\", "
+    "MaxCalibrator(channel_axis=None, history_len=None, algo=\"max\", "
     "momentum=None)\n--\n\n"
     "Running amax of the data passed to update(): per tensor, or per index "
-    "of channel_axis (that axis is kept, every other reduced). "
-    "history_len > 1 keeps a window of that many batch amax values, as "
+    "of channel_axis (that axis is kept, every other reduced). By default "
+    "(history_len=None) amax is the maximum over every update, as "
+    "TensorRT's and ModelOpt's max calibration. history_len=N keeps a window of that many batch amax values, as "
     "TransformerEngine's delayed scaling does; amax is their maximum "
     "(algo=\"max\") or the newest (algo=\"most_recent\"). With momentum m in "
     "[0, 1), amax is a moving average as in optimum-quanto: the first batch "

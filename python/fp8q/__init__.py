@@ -5,9 +5,11 @@ Everything numeric runs in the C extension fp8q._C; this package re-exports it
 and adds thin Python helpers: fp8q.QTensor, fp8q.finfo, the quantize /
 dequantize wrappers that build and take QTensor objects, fp8q.linear (the
 nn.Linear convention over fp8q.scaled_mm), and fp8q.CalibrationCache (also
-fp8q.calib.CalibrationCache). fp8q.torch (imported on demand, never by
-`import fp8q`) quantizes PyTorch models.
+fp8q.calib.CalibrationCache). fp8q.calib and fp8q.torch (which quantizes
+PyTorch models) are imported on first use of the attribute, so
+`import fp8q` never imports torch.
 """
+import importlib
 from fp8q._C import *  # noqa: F401,F403
 from fp8q import _C
 from fp8q._calibration_cache import CalibrationCache  # noqa: F401
@@ -113,6 +115,17 @@ def dequantize(q, dtype="float32"):
             f"fp8q.quantize), got an object of type {type(q).__name__}; "
             "to cast plain data use fp8q.cast")
     return q.dequantize(dtype)
+
+
+# Submodules imported on first attribute access (fp8q.torch imports torch).
+_LAZY_SUBMODULES = ("calib", "torch")
+
+
+def __getattr__(name):
+    """fp8q.calib and fp8q.torch, imported when first touched."""
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"fp8q.{name}")
+    raise AttributeError(f"module 'fp8q' has no attribute {name!r}")
 
 
 __all__ = sorted(

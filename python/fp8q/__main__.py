@@ -3,7 +3,7 @@
 `python -m fp8q bench {cast,calib,gemm,linear} [--size N] [--repeats R]
 [--full] [--device cpu|cuda|all]` and
 `python -m fp8q convert IN.safetensors OUT.safetensors [--granularity ...]
-[--exclude PATTERN ...] [--format fp8q|vllm]`.
+[--exclude PATTERN]... [--format fp8q|vllm]`.
 
 info prints the version, build and platform facts and a small quantize round
 trip with its error; bench measures the CPU casts (against ml_dtypes and a
@@ -70,9 +70,11 @@ def _parse(argv):
                          default="row",
                          help="one scale per output row (default), per "
                               "tensor, or per 128x128 block")
-    convert.add_argument("--exclude", nargs="+", metavar="PATTERN",
-                         help="shell-style patterns of tensor names to copy "
-                              "unchanged (e.g. '*embed*' 'lm_head.weight')")
+    convert.add_argument("--exclude", action="append", metavar="PATTERN",
+                         help="shell-style pattern of tensor names to copy "
+                              "unchanged; repeat for several (--exclude "
+                              "'*embed*' --exclude lm_head.weight); a pattern "
+                              "that matches no tensor is an error")
     convert.add_argument("--format", choices=["fp8q", "vllm"],
                          default="fp8q",
                          help="fp8q (default): each weight's scale is "

@@ -2,16 +2,20 @@
 float32 scales for every 2-D float tensor of a checkpoint, streaming tensor
 by tensor; everything else is copied unchanged.
 
-Output names: NAME keeps the FP8 codes (F8_E4M3); NAME's scale is stored as
-NAME stripped of a final ".weight" plus ".weight_scale" (or, for
---format vllm with block scales, ".weight_scale_inv", the name vLLM reads
-for 128x128 block scales; both are dequantization scales, x ~= q * scale).
-The file is written to a temporary name beside OUT and renamed at the end,
-so a failure leaves no partial output. docs/torch.md describes the layout.
+Output names: NAME keeps the FP8 codes (F8_E4M3); its scale is NAME +
+"_scale" (X.weight -> X.weight_scale) or, for --format vllm with block
+scales, NAME + "_scale_inv", the name vLLM reads for 128x128 block scales;
+both are dequantization scales, x ~= q * scale. Tensors that are scales
+already (names ending in "_scale" or "_scale_inv") and FP8 tensors are
+copied unchanged, so converting a converted checkpoint changes nothing.
+The file is written to a temporary name beside OUT and renamed at the end;
+a failure, SIGINT or SIGTERM removes it. docs/torch.md describes the layout.
 """
 import fnmatch
 import os
 import re
+import shlex
+import signal
 import sys
 import tempfile
 
@@ -24,16 +28,29 @@ GRANULARITIES = {"row": "row", "tensor": "tensor", "block": (128, 128)}
 FLOAT_CODES = ("F32", "F16", "BF16")
 
 
+SCALE_SUFFIXES = ("_scale", "_scale_inv")
+
+
 class ConvertError(Exception):
     """A problem with the user's input or output: one line, exit code 2."""
 
 
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived: the conversion stops, its temporary file
+    is removed, and the process exits with 128 + the signal number."""
+
+    def __init__(self, signal_number):
+        super().__init__(signal_number)
+        self.signal_number = signal_number
+
+
 def scale_name(name, output_format, granularity):
-    """The name of the scale tensor that goes with weight `name`."""
-    base = name[:-len(".weight")] if name.endswith(".weight") else name
+    """The name of the scale tensor that goes with weight `name`: name +
+    "_scale" (X.weight -> X.weight_scale), or name + "_scale_inv" for vLLM's
+    block-scale name."""
     if output_format == "vllm" and granularity == "block":
-        return base + ".weight_scale_inv"
-    return base + ".weight_scale"
+        return name + "_scale_inv"
+    return name + "_scale"
 
 
 def tensor_class(name):
@@ -41,13 +58,28 @@ def tensor_class(name):
     return re.sub(r"\.\d+(?=\.|$)", ".*", name)
 
 
+def _check_excludes(reader, excludes):
+    unused = [pattern for pattern in excludes
+              if not any(fnmatch.fnmatchcase(name, pattern)
+                         for name in reader.entries)]
+    if unused:
+        examples = ", ".join(list(reader.entries)[:3])
+        raise ConvertError(
+            f"--exclude {shlex.quote(unused[0])}: matches no tensor of "
+            f"{reader.path} (its names look like: {examples}); patterns are "
+            "shell-style and match whole tensor names, e.g. '*embed*'")
+
+
 def _plan(reader, granularity, excludes, output_format):
     """The output tensors: (name, code, shape, produce) in input order, and
-    the list of names to quantize."""
+    the list of names to quantize: 2-D float tensors that are not scales
+    already and match no exclude pattern."""
+    _check_excludes(reader, excludes)
     outputs = []
     converted = []
     for name, (code, shape) in reader.entries.items():
         convert = (code in FLOAT_CODES and len(shape) == 2
+                   and not name.endswith(SCALE_SUFFIXES)
                    and not any(fnmatch.fnmatchcase(name, pattern)
                                for pattern in excludes))
         if not convert:
@@ -76,9 +108,18 @@ def convert(input_path, output_path, granularity="row", excludes=(),
     """Converts one checkpoint; returns the summary rows (name, bytes
     before, bytes after, relative error) of the converted tensors and the
     total bytes before and after. Raises ConvertError for bad input or an
-    unwritable output (the output file is then not created)."""
+    unwritable output (the output file is then not created); Interrupted
+    (the temporary file removed) when SIGINT or SIGTERM arrives while
+    main() runs it."""
+    if os.path.isdir(input_path):
+        raise ConvertError(f"{input_path}: is a directory; give the "
+                           ".safetensors file to convert (one file per call)")
     if not os.path.isfile(input_path):
         raise ConvertError(f"{input_path}: no such file")
+    if os.path.isdir(output_path):
+        raise ConvertError(
+            f"{output_path}: is a directory; give the output file's name, "
+            f"e.g. {os.path.join(output_path, 'model-fp8.safetensors')}")
     if (os.path.exists(output_path)
             and os.path.samefile(input_path, output_path)):
         raise ConvertError(f"{output_path}: the output must not be the "
@@ -108,9 +149,12 @@ def _convert(reader, input_path, output_path, granularity, excludes,
             try:
                 q = fp8q.quantize(source, "float8_e4m3fn",
                                   granularity=GRANULARITIES[granularity])
-            except ValueError as error:  # NaN or infinity in the weight
-                raise ConvertError(f"{input_path}: tensor {name}: {error}") \
-                    from None
+            except ValueError:  # NaN or infinity in the weight
+                raise ConvertError(
+                    f"{input_path}: tensor {name} holds NaN or infinite "
+                    "values, which no FP8 scale represents; copy it "
+                    f"unchanged with --exclude {shlex.quote(name)}, or "
+                    "repair the checkpoint") from None
             original = fp8q.cast(source, "float32").numpy().astype(np.float64)
             restored = q.dequantize().numpy().astype(np.float64)
             norm = np.linalg.norm(original)
@@ -187,6 +231,11 @@ def main(arguments):
                   f"{total} {name[:60]:<60}", end="", file=sys.stderr,
                   flush=True)
 
+    def interrupt(signal_number, frame):
+        raise Interrupted(signal_number)
+
+    previous = {number: signal.signal(number, interrupt)
+                for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         rows, before, after = convert(
             arguments.input, arguments.output, arguments.granularity,
@@ -194,6 +243,16 @@ def main(arguments):
     except ConvertError as error:
         print(f"fp8q convert: error: {error}", file=sys.stderr)
         return 2
+    except Interrupted as stop:
+        if interactive:
+            print(file=sys.stderr)  # end the progress line
+        print(f"fp8q convert: stopped by "
+              f"{signal.Signals(stop.signal_number).name}; no output "
+              "written", file=sys.stderr)
+        return 128 + stop.signal_number
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
     if interactive:
         print(file=sys.stderr)
     print_summary(rows, before, after)

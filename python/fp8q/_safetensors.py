@@ -10,6 +10,7 @@ reader holds no more than the tensor in use.
 import json
 import math
 import mmap
+import os
 import struct
 
 import numpy as np
@@ -42,6 +43,8 @@ class SafetensorsReader:
     def __init__(self, path):
         self.path = str(path)
         with open(path, "rb") as file:
+            if os.fstat(file.fileno()).st_size == 0:
+                self._fail("the file is empty (0 bytes)")
             self._map = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
         try:
             self._parse()
@@ -50,6 +53,7 @@ class SafetensorsReader:
             raise
 
     def _fail(self, problem):
+        """Raises the ValueError for a malformed file, naming it."""
         raise ValueError(f"{self.path}: not a valid safetensors file: "
                          f"{problem}")
 

@@ -359,7 +359,7 @@ void test_amax_history(void)
     const float batches[4][2] = {{1.0f, 8.0f}, {4.0f, 2.0f}, {3.0f, 1.0f},
                                  {2.0f, 0.5f}};
 
-    fp8q_amax_history_init(&history, 2, 3, -1.0, entries);
+    fp8q_amax_history_init(&history, 2, 3, -1.0, 0, entries);
     fp8q_amax_history_push(&history, batches[0]);
     fp8q_amax_history_push(&history, batches[1]);
     fp8q_amax_history_reduce(&history, 0, out);
@@ -378,7 +378,7 @@ void test_amax_history(void)
 
     /* Merge: equal ages take the maximum; the fuller history's older
      * entries are kept. */
-    fp8q_amax_history_init(&other, 2, 3, -1.0, other_entries);
+    fp8q_amax_history_init(&other, 2, 3, -1.0, 0, other_entries);
     fp8q_amax_history_push(&other, batches[0]);
     CHECK_OK(fp8q_amax_history_merge(&other, &history, &error), &error);
     CHECK_INT(other.filled, 3);
@@ -388,7 +388,7 @@ void test_amax_history(void)
 
     /* Momentum: the first batch as is, then the float32 of the double
      * average. */
-    fp8q_amax_history_init(&history, 2, 1, 0.9, entries);
+    fp8q_amax_history_init(&history, 2, 1, 0.9, 0, entries);
     fp8q_amax_history_push(&history, batches[0]);
     fp8q_amax_history_push(&history, batches[1]);
     fp8q_amax_history_reduce(&history, 0, out);
@@ -398,4 +398,16 @@ void test_amax_history(void)
                fp8q_float_to_bits((float)(0.9 * 8.0 + (1.0 - 0.9) * 2.0)));
     CHECK_ERROR(fp8q_amax_history_merge(&history, &other, &error), &error,
                 FP8Q_ERROR_VALUE, "history_len", NULL, NULL);
+
+    /* Running max: one entry, the maximum of every batch. */
+    fp8q_amax_history_init(&history, 2, 1, -1.0, 1, entries);
+    fp8q_amax_history_push(&history, batches[0]);
+    fp8q_amax_history_push(&history, batches[1]);
+    fp8q_amax_history_push(&history, batches[3]);
+    CHECK_INT(history.filled, 1);
+    fp8q_amax_history_reduce(&history, 0, out);
+    CHECK_DOUBLE(out[0], 4.0);
+    CHECK_DOUBLE(out[1], 8.0);
+    CHECK_ERROR(fp8q_amax_history_merge(&history, &other, &error), &error,
+                FP8Q_ERROR_VALUE, "running max", NULL, NULL);
 }

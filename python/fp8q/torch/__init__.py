@@ -5,13 +5,16 @@ Imported on demand (`import fp8q.torch`); `import fp8q` never imports torch.
 - to_torch / from_torch: zero-copy conversions through DLPack, FP8 included.
 - quantize(model, ...): replaces nn.Linear modules by fp8q.torch.Linear,
   which holds FP8 weights with float32 dequantization scales.
-- Linear: the quantized layer (inference only).
+- Linear: the quantized layer (inference only), computed by fp8q's
+  PyTorch custom operators (torch.ops.fp8q.*, registered on import), so
+  torch.compile and torch.export trace it without graph breaks.
 - calibrate(model, method) / freeze(model): static activation scales.
 - fp8q.torch.quanto_compat: optimum-quanto's FP8 API on top of these.
 
-The GEMMs run through fp8q.linear, on the CPU in this version; CUDA tensors
-get a clear error until fp8q's device tensors exist. docs/torch.md.
+The GEMMs run through fp8q.linear on the tensors' device (CPU or CUDA, on
+PyTorch's current stream). docs/torch.md.
 """
+from fp8q.torch import _ops  # noqa: F401 (registers torch.ops.fp8q)
 from fp8q.torch._calibrate import calibrate, freeze
 from fp8q.torch._convert import from_torch, to_torch
 from fp8q.torch._linear import Linear

@@ -1,6 +1,7 @@
 """fp8q.torch.calibrate and freeze: static activation scales for the
 fp8q.torch.Linear layers of a model, from fp8q.calib's calibrators."""
 import contextlib
+import functools
 
 import torch
 
@@ -12,14 +13,24 @@ HISTOGRAM_METHODS = ("percentile", "entropy", "mse")
 
 
 def _calibrated_layers(model):
-    layers = [module for module in model.modules()
-              if isinstance(module, Linear) and module.activations is not None
-              and module.granularity != "block"]
-    if not layers:
+    """(name, layer) of the layers that take a static activation scale."""
+    fp8_layers = [(name, module) for name, module in model.named_modules()
+                  if isinstance(module, Linear)
+                  and module.activations is not None]
+    if not fp8_layers:
         raise ValueError(
             "calibrate: the model has no fp8q.torch.Linear with FP8 "
-            "activations and row or tensor weight scales: quantize it with "
-            "activations=\"e4m3\" first")
+            "activations; quantize it with activations=\"e4m3\" first")
+    layers = [(name, module) for name, module in fp8_layers
+              if module.granularity != "block"]
+    if not layers:
+        raise ValueError(
+            "calibrate: every FP8-activation layer of the model has "
+            "granularity=\"block\" weight scales, whose activations are "
+            "scaled per 1x128 block on the fly; a static per-tensor scale "
+            "does not pair with them. Use the model as it is (dynamic "
+            "activations, no calibration needed), or quantize with "
+            "granularity=\"row\" or \"tensor\" to calibrate static scales")
     return layers
 
 
@@ -45,28 +56,35 @@ def _new_calibrator(method, momentum, options):
 
 
 @contextlib.contextmanager
-def calibrate(model, method="max", *, momentum=None, **method_options):
+def calibrate(model, method="max", *, momentum=None, skip_nonfinite=False,
+              **method_options):
     """Records the inputs of every fp8q.torch.Linear of `model` that has FP8
-    activations (and row or tensor weight scales) while the block runs:
+    activations and row or tensor weight scales (block-scaled layers stay
+    dynamic) while the block runs:
 
         with fp8q.torch.calibrate(model, method="max"):
             for batch in samples:
                 model(batch)
         fp8q.torch.freeze(model)
 
-    method: "max" (running amax; momentum=m for optimum-quanto's moving
-    average), or "percentile", "entropy", "mse" (a HistogramCalibrator and
-    its compute_amax; method_options such as percentile=99.9 go to it).
-    Inputs are read as float32 on the CPU; NaN or infinity in them raises.
-    The statistics stay on each layer until freeze(model) turns them into
-    input_scale. Calibrating again starts over."""
+    method: "max" (the maximum |x| over every batch; momentum=m for
+    optimum-quanto's moving average instead), or "percentile", "entropy",
+    "mse" (a HistogramCalibrator and its compute_amax; method_options such
+    as percentile=99.9 go to it). Inputs are read as float32 on the CPU.
+    NaN or infinity in an input raises ValueError naming the layer, unless
+    skip_nonfinite=True, which leaves those values out of the statistics
+    (the calibrators' update(x, skip_nonfinite=True)). The statistics stay
+    on each layer until freeze(model) turns them into input_scale.
+    Calibrating again starts over. ValueError when the model has no layer
+    to calibrate."""
     layers = _calibrated_layers(model)
     handles = []
-    for layer in layers:
+    for name, layer in layers:
         layer._calibration = (_new_calibrator(method, momentum,
                                               method_options),
                               method, dict(method_options))
-        handles.append(layer.register_forward_pre_hook(_record_input))
+        handles.append(layer.register_forward_pre_hook(
+            functools.partial(_record_input, name, skip_nonfinite)))
     try:
         yield model
     finally:
@@ -74,10 +92,15 @@ def calibrate(model, method="max", *, momentum=None, **method_options):
             handle.remove()
 
 
-def _record_input(layer, inputs):
+def _record_input(name, skip_nonfinite, layer, inputs):
     # A GPU batch is copied to the host by the calibrator (on torch's
     # stream, after the work that wrote it).
-    layer._calibration[0].update(from_torch(inputs[0]))
+    try:
+        layer._calibration[0].update(from_torch(inputs[0]),
+                                     skip_nonfinite=skip_nonfinite)
+    except ValueError as error:
+        raise ValueError(f"calibrate: the input of layer {name!r}: "
+                         f"{error}") from None
 
 
 def _distributed():

@@ -1,44 +1,35 @@
 """fp8q.torch.Linear: an nn.Linear whose weight is FP8 with float32
-dequantization scales, computed through fp8q (inference only)."""
+dequantization scales, computed through fp8q's custom operators
+(torch.ops.fp8q, fp8q.torch._ops; inference only)."""
 import torch
 
-import fp8q
-from fp8q.torch._convert import current_stream, from_torch, to_torch
+from fp8q.torch import _ops
 
-# granularity argument -> fp8q.quantize granularity of the weight.
-WEIGHT_GRANULARITIES = {"row": "row", "tensor": "tensor",
-                        "block": (128, 128)}
 # Names accepted for the FP8 formats of weights and activations.
-FORMATS = {"e4m3": "float8_e4m3fn", "float8_e4m3fn": "float8_e4m3fn",
-           "e5m2": "float8_e5m2", "float8_e5m2": "float8_e5m2"}
-
-
-def dtype_name(dtype):
-    """fp8q's name of a torch dtype ("float32", "float8_e4m3fn", ...)."""
-    return str(dtype).split(".")[-1]
+FORMATS = {"e4m3": torch.float8_e4m3fn, "float8_e4m3fn": torch.float8_e4m3fn,
+           "e5m2": torch.float8_e5m2, "float8_e5m2": torch.float8_e5m2}
+# Buffers that keep their dtype when the module's dtype changes.
+STORAGE_BUFFERS = ("weight", "weight_scale", "input_scale")
 
 
 def parse_format(value, argument):
-    """The fp8q dtype name for "e4m3" / "e5m2" (or their full names)."""
+    """The torch FP8 dtype for "e4m3" / "e5m2" (or their full names)."""
     if value not in FORMATS:
         raise ValueError(f"{argument}: expected \"e4m3\" or \"e5m2\", got "
                          f"{value!r}")
     return FORMATS[value]
 
 
-class _InferenceOnly(torch.autograd.Function):
-    """Runs the layer; a backward pass through it raises."""
-
-    @staticmethod
-    def forward(ctx, x, layer):
-        return layer._compute(x)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        raise RuntimeError(
-            "fp8q.torch.Linear is inference-only: it has no backward pass "
-            "(run the model under torch.no_grad() or torch.inference_mode(), "
-            "or train the float model and quantize it afterwards)")
+def _keeping_dtype(fn, tensor):
+    """fn(tensor) when fn keeps the dtype (a move, pinning, sharing), else
+    tensor moved to the device fn would put it on: a dtype conversion
+    (module.to(dtype), .half(), .bfloat16(), .float()) never touches FP8
+    codes or float32 scales. fn is probed on an empty tensor first, so the
+    weight is never converted, not even temporarily."""
+    probe = fn(tensor.new_empty(0))
+    if probe.dtype == tensor.dtype:
+        return fn(tensor)
+    return tensor.to(probe.device)
 
 
 class Linear(torch.nn.Module):
@@ -55,20 +46,30 @@ class Linear(torch.nn.Module):
 
     forward(x): x (..., in_features) float32, float16 or bfloat16 on the
     layer's device (the CPU, or a GPU after model.to("cuda"); fp8q's work
-    runs on PyTorch's current stream there). With activations=None
+    runs on PyTorch's current stream there), through the custom operators
+    torch.ops.fp8q.linear_weight_only / linear_fp8 (so torch.compile and
+    torch.export see one opaque op per layer). With activations=None
     (weight-only) the weight is dequantized into x's dtype and torch
     multiplies; with activations="e4m3", x is quantized to e4m3fn — with
     input_scale when set (static, per tensor), else dynamically per token
     (1x128 blocks for block weights) — and fp8q.linear computes the FP8
     product (on a GPU: cuBLASLt's FP8 GEMM on sm_89+, the emulated bfloat16
-    one below). The result has x's dtype and shape (..., out_features).
+    one below). The result has x's dtype and shape (..., out_features). A
+    token holding NaN or infinity gives NaN in its row of the result (as
+    the float layer would); forward never raises for non-finite values.
     Inference only: a backward pass raises RuntimeError.
+
+    Dtype conversions of the module (.to(dtype), .half(), .bfloat16(),
+    .float()) convert the bias only: the FP8 weight and the float32
+    weight_scale and input_scale keep their dtypes, and the compute and
+    output dtype follows x. Device moves (.to(device), .cuda(), .cpu())
+    move every buffer.
     """
 
     def __init__(self, in_features, out_features, bias=True, *,
                  weights="e4m3", activations=None, granularity="row"):
         super().__init__()
-        if granularity not in WEIGHT_GRANULARITIES:
+        if granularity not in _ops.WEIGHT_GRANULARITIES:
             raise ValueError("granularity: expected \"row\", \"tensor\" or "
                              f"\"block\", got {granularity!r}")
         weight_dtype = parse_format(weights, "weights")
@@ -80,13 +81,11 @@ class Linear(torch.nn.Module):
         self.in_features = in_features
         self.out_features = out_features
         self.granularity = granularity
-        scale_shape = {"row": (out_features, 1), "tensor": (),
-                       "block": (-(-out_features // 128),
-                                 -(-in_features // 128))}[granularity]
         self.register_buffer("weight", torch.zeros(
-            (out_features, in_features), dtype=getattr(torch, weight_dtype)))
-        self.register_buffer("weight_scale",
-                             torch.ones(scale_shape, dtype=torch.float32))
+            (out_features, in_features), dtype=weight_dtype))
+        self.register_buffer("weight_scale", torch.ones(
+            _ops.weight_scale_shape(out_features, in_features, granularity),
+            dtype=torch.float32))
         self.register_buffer("bias", torch.zeros(out_features)
                              if bias else None)
         # Set by fp8q.torch.freeze, or by loading a frozen state dict.
@@ -95,20 +94,19 @@ class Linear(torch.nn.Module):
     @classmethod
     def from_linear(cls, linear, *, weights="e4m3", activations=None,
                     granularity="row"):
-        """A Linear holding `linear`'s weight quantized by fp8q.quantize
-        (scales from each group's amax: float32(amax) / finfo.max) and its
-        bias unchanged."""
+        """A Linear on `linear`'s device holding its weight quantized by
+        torch.ops.fp8q.quantize_weight (exactly fp8q.quantize: per group,
+        scale = float32(amax) / finfo.max) and its bias unchanged.
+        ValueError naming the problem for NaN or infinity in the weight."""
         layer = cls(linear.in_features, linear.out_features,
                     bias=linear.bias is not None, weights=weights,
                     activations=activations, granularity=granularity)
-        q = fp8q.quantize(from_torch(linear.weight.detach().cpu()),
-                          dtype_name(layer.weight.dtype),
-                          granularity=WEIGHT_GRANULARITIES[granularity])
-        layer.weight.copy_(to_torch(q.data))
-        layer.weight_scale.copy_(to_torch(q.scale))
+        codes, scale = _ops.quantize_weight(
+            linear.weight.detach(), layer.weight.dtype, granularity)
+        layer.weight = codes
+        layer.weight_scale = scale
         if linear.bias is not None:
             layer.bias = linear.bias.detach().clone()
-        # On the device of the layer it replaces.
         return layer.to(linear.weight.device)
 
     def extra_repr(self):
@@ -118,35 +116,20 @@ class Linear(torch.nn.Module):
                 f"granularity={self.granularity!r}, "
                 f"activations={self.activations!r}")
 
-    def _quantized_weight(self):
-        return fp8q.QTensor(from_torch(self.weight),
-                            from_torch(self.weight_scale),
-                            WEIGHT_GRANULARITIES[self.granularity])
-
-    def _compute(self, x):
-        if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
-            raise TypeError("fp8q.torch.Linear: x must be float32, float16 "
-                            f"or bfloat16, got {x.dtype}")
-        if x.device != self.weight.device:
-            raise ValueError(f"fp8q.torch.Linear: x is on {x.device} but the "
-                             f"layer's weight is on {self.weight.device}")
-        stream = current_stream(x)
-        weight = self._quantized_weight()
-        if self.activations is None:
-            dequantized = to_torch(weight.dequantize(dtype_name(x.dtype),
-                                                     stream=stream))
-            return torch.nn.functional.linear(
-                x, dequantized, None if self.bias is None
-                else self.bias.to(x.dtype))
-        source = from_torch(x.contiguous())
-        if self.input_scale is not None:  # static, per tensor
-            source = fp8q.quantize(
-                source.reshape(-1, self.in_features), self.activations,
-                scale=from_torch(self.input_scale), stream=stream)
-        bias = None if self.bias is None else from_torch(self.bias)
-        y = fp8q.linear(source, weight, bias=bias,
-                        out_dtype=dtype_name(x.dtype), stream=stream)
-        return to_torch(y).reshape(*x.shape[:-1], self.out_features)
+    def _apply(self, fn, recurse=True):
+        storage = {name: self._buffers[name] for name in STORAGE_BUFFERS
+                   if self._buffers.get(name) is not None}
+        converted = {name: _keeping_dtype(fn, tensor)
+                     for name, tensor in storage.items()}
+        for name in storage:  # hidden from torch's float conversion
+            self._buffers[name] = None
+        try:
+            super()._apply(fn, recurse)
+        finally:
+            for name, tensor in storage.items():
+                self._buffers[name] = tensor
+        self._buffers.update(converted)
+        return self
 
     def set_input_scale(self, scale):
         """Makes activations static: x is quantized with this float32
@@ -165,7 +148,7 @@ class Linear(torch.nn.Module):
         if not (torch.isfinite(value) and value > 0):
             raise ValueError(f"set_input_scale: expected a finite scale > 0, "
                              f"got {float(value)}")
-        self.input_scale = value.clone()
+        self.input_scale = value.to(self.weight.device, copy=True)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # A frozen checkpoint has input_scale: make room for it.
@@ -174,6 +157,15 @@ class Linear(torch.nn.Module):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(self, x):
-        if torch.is_grad_enabled() and x.requires_grad:
-            return _InferenceOnly.apply(x, self)
-        return self._compute(x)
+        if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+            raise TypeError("fp8q.torch.Linear: x must be float32, float16 "
+                            f"or bfloat16, got {x.dtype}")
+        if x.device != self.weight.device:
+            raise ValueError(f"fp8q.torch.Linear: x is on {x.device} but the "
+                             f"layer's weight is on {self.weight.device}; "
+                             f"move one of them (model.to({x.device.type!r}))")
+        if self.activations is None:
+            return _ops.linear_weight_only(x, self.weight, self.weight_scale,
+                                           self.bias, self.granularity)
+        return _ops.linear_fp8(x, self.weight, self.weight_scale, self.bias,
+                               self.input_scale, self.granularity)
