@@ -311,3 +311,28 @@ def test_quantized_model_on_the_gpu_matches_the_cpu(torch, activations,
         abs_products, 512, dtype_name, expected64))
     difference = (got.cpu().double() - expected.double()).abs()
     assert np.all(difference.reshape(-1, 128).numpy() <= bound)
+
+
+@pytest.mark.parametrize("static", [False, True])
+@pytest.mark.parametrize("poison", [float("nan"), float("inf")])
+def test_nonfinite_token_on_the_gpu_gives_a_nan_row_only(torch, static,
+                                                         poison):
+    """W8A8 on the GPU masks non-finite tokens after the product (no host
+    wait): that row is NaN, the others equal the batch without it."""
+    import fp8q.torch as fpt
+
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 128))
+    fpt.quantize(model, activations="e4m3")
+    if static:
+        with fpt.calibrate(model), torch.no_grad():
+            model(torch.randn(8, 256))
+        fpt.freeze(model)
+    model.to("cuda")
+    x = torch.randn(5, 256, device="cuda")
+    x[2, 17] = poison
+    with torch.no_grad():
+        y = model(x)
+        kept = [0, 1, 3, 4]
+        assert torch.isnan(y[2]).all()
+        assert torch.equal(y[kept], model(x[kept]))

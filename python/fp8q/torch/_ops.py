@@ -141,6 +141,15 @@ def linear_fp8(x: torch.Tensor, weight: torch.Tensor,
             result += bias.to(x.dtype)
         return result.reshape(out_shape)
     finite = torch.isfinite(rows).all(dim=1)
+    if rows.is_cuda:
+        # The GPU's quantize never refuses a non-finite token (its scale or
+        # codes become NaN), and reading `finite` on the host would wait for
+        # the GPU at every layer: mask the rows afterwards instead.
+        product = _fp8_product(rows.contiguous(), weight, weight_scale, bias,
+                               input_scale, granularity, x.dtype)
+        return torch.where(finite.unsqueeze(1), product,
+                           product.new_full((), float("nan"))
+                           ).reshape(out_shape)
     if bool(finite.all()):
         return _fp8_product(rows.contiguous(), weight, weight_scale, bias,
                             input_scale, granularity, x.dtype
