@@ -335,4 +335,7 @@ def test_nonfinite_token_on_the_gpu_gives_a_nan_row_only(torch, static,
         y = model(x)
         kept = [0, 1, 3, 4]
         assert torch.isnan(y[2]).all()
-        assert torch.equal(y[kept], model(x[kept]))
+        # cuBLASLt may pick another algorithm for 4 rows than for 5: equal
+        # within the accumulation's error, not bit for bit.
+        torch.testing.assert_close(y[kept], model(x[kept]), rtol=2e-2,
+                                   atol=1e-3)
