@@ -1,10 +1,12 @@
 /*
  * platform.c - the only OS-specific code in fp8q: aligned allocation, the
  * processor count, a parallel loop on a pool of worker threads, 64-bit
- * atomics, one-time initialisation and shared libraries opened at run time.
+ * atomics, one-time initialisation, locks that survive fork() and shared
+ * libraries opened at run time.
  *
- * POSIX builds use posix_memalign, sysconf/sched_getaffinity, pthreads, the
- * GCC/clang __atomic builtins and dlopen; Windows builds use _aligned_malloc,
+ * POSIX builds use posix_memalign, sysconf/sched_getaffinity, pthreads (with
+ * fork handlers that keep every lock usable in a child), the GCC/clang
+ * __atomic builtins and dlopen; Windows builds use _aligned_malloc,
  * GetActiveProcessorCount, _beginthreadex, the Interlocked* functions, SRW
  * locks, condition variables and LoadLibraryExW.
  */
@@ -401,32 +403,10 @@ static void *worker_main(void *unused)
     return NULL;
 }
 
-/* A child made by fork() has only the thread that forked: it forgets the
- * parent's workers and the pool's state (whatever a parent thread held). */
-static void forget_pool_after_fork(void)
-{
-    (void)pthread_mutex_init(&pool.lock, NULL);
-    (void)pthread_cond_init(&pool.job_posted, NULL);
-    (void)pthread_cond_init(&pool.slot_done, NULL);
-    pool.n_workers = 0;
-    pool.in_use = 0;
-    pool.job = NULL;
-    pool.open_slots = 0;
-    pool.running_slots = 0;
-}
-
-static void register_fork_handler(void *unused)
-{
-    (void)unused;
-    (void)pthread_atfork(NULL, NULL, forget_pool_after_fork);
-}
-
 /* Starts one detached worker; 0 when the system refuses. */
 static int start_worker(void)
 {
-    static fp8q_once fork_handler_once = FP8Q_ONCE_INIT;
     pthread_t thread;
-    fp8q_once_run(&fork_handler_once, register_fork_handler, NULL);
     if (pthread_create(&thread, NULL, worker_main, NULL) != 0) {
         return 0;
     }
@@ -520,8 +500,15 @@ struct fp8q_mutex {
     SRWLOCK lock;
 #else
     pthread_mutex_t lock;
+    fp8q_mutex *next; /* every mutex is listed, for the fork handlers */
 #endif
 };
+
+#if !defined(_WIN32)
+/* Every fp8q_mutex ever created, newest first; guarded by mutexes_lock. */
+static fp8q_mutex *all_mutexes;
+static static_lock mutexes_lock = STATIC_LOCK_INIT;
+#endif
 
 fp8q_mutex *fp8q_mutex_create(void)
 {
@@ -536,6 +523,10 @@ fp8q_mutex *fp8q_mutex_create(void)
         free(mutex);
         return NULL;
     }
+    static_lock_acquire(&mutexes_lock);
+    mutex->next = all_mutexes;
+    all_mutexes = mutex;
+    static_lock_release(&mutexes_lock);
 #endif
     return mutex;
 }
@@ -557,6 +548,66 @@ void fp8q_mutex_unlock(fp8q_mutex *mutex)
     (void)pthread_mutex_unlock(&mutex->lock);
 #endif
 }
+
+/* ------------------------------------------------------------------------- */
+/* Fork                                                                      */
+
+#if !defined(_WIN32)
+/*
+ * A child made by fork() has only the thread that forked. So that it never
+ * inherits a lock that a thread it lacks was holding, nor a once-function
+ * half run, fork() first takes every lock fp8q has (waiting for a running
+ * once-function, a pool call's bookkeeping or a locked fp8q_mutex to end),
+ * in the order code nests them: the once lock (a once-function may create
+ * mutexes or run parallel loops), the mutex list, each fp8q_mutex (never
+ * nested in one another), the pool's lock. Both processes then release them;
+ * the child also forgets the parent's workers, which it does not have.
+ */
+static void lock_everything_before_fork(void)
+{
+    fp8q_mutex *mutex;
+
+    static_lock_acquire(&once_lock);
+    static_lock_acquire(&mutexes_lock);
+    for (mutex = all_mutexes; mutex != NULL; mutex = mutex->next) {
+        fp8q_mutex_lock(mutex);
+    }
+    static_lock_acquire(&pool.lock);
+}
+
+static void unlock_everything_after_fork(void)
+{
+    fp8q_mutex *mutex;
+
+    static_lock_release(&pool.lock);
+    for (mutex = all_mutexes; mutex != NULL; mutex = mutex->next) {
+        fp8q_mutex_unlock(mutex);
+    }
+    static_lock_release(&mutexes_lock);
+    static_lock_release(&once_lock);
+}
+
+static void forget_workers_in_child(void)
+{
+    /* Workers of the parent may have been waiting on the conditions. */
+    (void)pthread_cond_init(&pool.job_posted, NULL);
+    (void)pthread_cond_init(&pool.slot_done, NULL);
+    pool.n_workers = 0;
+    pool.in_use = 0;
+    pool.job = NULL;
+    pool.open_slots = 0;
+    pool.running_slots = 0;
+    unlock_everything_after_fork();
+}
+
+/* Runs when the library is loaded, before any of its locks can be used. */
+__attribute__((constructor)) static void register_fork_handlers(void)
+{
+    (void)pthread_atfork(lock_everything_before_fork,
+                         unlock_everything_after_fork,
+                         forget_workers_in_child);
+}
+#endif
 
 /* ------------------------------------------------------------------------- */
 /* Environment and shared libraries                                          */

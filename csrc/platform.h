@@ -101,7 +101,12 @@ typedef struct fp8q_once {
  * has returned; every call returns only after it has run. Later calls return
  * at once (one atomic load). Different flags share one process-wide lock
  * while their function runs, so `function` must not call fp8q_once_run with
- * a flag that has not completed (it would wait for itself).
+ * a flag that has not completed (it would wait for itself), nor fork().
+ *
+ * fork() (POSIX) waits while a once-function runs, an fp8q_mutex is held or
+ * the pool's bookkeeping is busy, so a child process never inherits a lock
+ * held by a thread it lacks nor a half-run once-function: every flag, mutex
+ * and fp8q_parallel_for (with a fresh, empty pool) works in the child.
  */
 void fp8q_once_run(fp8q_once *once, void (*function)(void *context),
                    void *context);
@@ -110,7 +115,9 @@ void fp8q_once_run(fp8q_once *once, void (*function)(void *context),
 /* Locks                                                                     */
 
 /* A mutual-exclusion lock (a pthread mutex or an SRWLOCK), for state that
- * lives as long as the process: there is no destroy. */
+ * lives as long as the process: there is no destroy. Never hold two at once
+ * (fork() takes them all, in one order), nor one while calling
+ * fp8q_once_run on a flag that may not have completed. */
 typedef struct fp8q_mutex fp8q_mutex;
 
 /* A new unlocked mutex, or NULL when memory runs out. */

@@ -22,6 +22,9 @@
  *   FAKE_CUDA_POOL_ERROR  the CUresult of cuMemPoolSetAttribute (default 0),
  *                         which is logged as "cuMemPoolSetAttribute
  *                         ATTRIBUTE VALUE" (the value a cuuint64_t)
+ *   FAKE_CUDA_INIT_DELAY_MS  milliseconds cuInit sleeps after logging its
+ *                         call (default 0): a slow driver load, for tests of
+ *                         what other threads do meanwhile
  *
  * "Device memory" is host memory, copies are memcpy, streams and events
  * are immediate. cuLaunchKernel runs fp8q's kernels on the host as their
@@ -30,10 +33,13 @@
  * the host side does, not the CUDA kernels themselves. Compile with -I
  * csrc -I kernels.
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep; the fakes are built on Linux */
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "amax.cuh"
 #include "cast.cuh"
@@ -107,7 +113,14 @@ static int initialised;
 static result_t fake_init(unsigned int flags)
 {
     const int error = setting("FAKE_CUDA_INIT_ERROR", 0);
+    const int delay_ms = setting("FAKE_CUDA_INIT_DELAY_MS", 0);
     log_call("cuInit");
+    if (delay_ms > 0) {
+        struct timespec delay;
+        delay.tv_sec = delay_ms / 1000;
+        delay.tv_nsec = (long)(delay_ms % 1000) * 1000000L;
+        (void)nanosleep(&delay, NULL);
+    }
     if (flags != 0) {
         return 1;
     }

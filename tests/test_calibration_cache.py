@@ -780,3 +780,23 @@ def test_exported_names():
                  "CalibrationEntry"):
         assert name in calib.__all__
         assert getattr(calib, name).__doc__
+
+
+@pytest.mark.parametrize("amax", ["0x1p+1024", "0x1p+99999999999",
+                                  ["0x1p+0", "0x1.fffffffffffffp+1023"]])
+def test_amax_beyond_float64_is_a_value_error(tmp_path, amax):
+    # Regression: float.fromhex's OverflowError escaped load.
+    path = saved(tmp_path, sample_cache(np.random.default_rng(0)))
+    name = next(iter(json.loads(path.read_text())["entries"]))
+    reseal(path, lambda document: document["entries"][name].update(amax=amax))
+    with pytest.raises(ValueError, match=f"entry '{name}': amax value .* is "
+                       "not a float32 value"):
+        CalibrationCache.load(path)
+
+
+def test_deeply_nested_json_is_a_value_error(tmp_path):
+    # Regression: json's RecursionError escaped load.
+    path = tmp_path / "nested.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        CalibrationCache.load(path)

@@ -636,3 +636,19 @@ def test_amax_out_errors():
     readonly.flags.writeable = False
     with pytest.raises(ValueError, match="got a read-only tensor"):
         fp8q.cast(x, "e4m3", amax_out=readonly)
+
+
+def test_self_overlapping_out_is_refused():
+    # Regression: as_strided rows that overlap were accepted as out=, and the
+    # threads' results raced on the shared elements.
+    storage = np.full(40, 7, dtype=np.uint8)
+    rows = np.lib.stride_tricks.as_strided(storage, (4, 16), (8, 1))
+    x = np.ones((4, 16), dtype=np.float32)
+    with pytest.raises(ValueError, match=r"^cast: out: axis 0 \(extent 4, "
+                       r"stride 8\) revisits elements"):
+        fp8q.cast(x, "float8_e4m3fn", out=rows.view(ml_dtypes.float8_e4m3fn))
+    assert (storage == 7).all()
+    disjoint = np.lib.stride_tricks.as_strided(storage, (4, 8), (8, 1))
+    fp8q.cast(x[:, :8], "float8_e4m3fn",
+              out=disjoint.view(ml_dtypes.float8_e4m3fn))
+    assert (storage[:32] == 0x38).all()  # 1.0 in E4M3

@@ -4,8 +4,7 @@ fp8q.from_dlpack (versioned and legacy producers, bare capsules, NULL strides,
 dtype= reinterpretation, errors), the capsule ownership rules, lifetimes and
 the absence of leaks over 10^4 round trips.
 
-Capsules are inspected and hand-built with ctypes, using a declaration of
-the DLPack 1.1 ABI written here from the specification.
+Capsules are inspected and hand-built with ctypes (tests/dlpack_abi.py).
 """
 import ctypes
 import gc
@@ -17,147 +16,8 @@ import numpy as np
 import pytest
 
 import fp8q
-
-# --------------------------------------------------------------------------
-# The DLPack ABI, for inspecting and building capsules
-
-
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
-                ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice),
-                ("ndim", ctypes.c_int32), ("dtype", DLDataType),
-                ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)),
-                ("byte_offset", ctypes.c_uint64)]
-
-
-class DLManagedTensor(ctypes.Structure):
-    pass
-
-
-LEGACY_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
-DLManagedTensor._fields_ = [("dl_tensor", DLTensor),
-                            ("manager_ctx", ctypes.c_void_p),
-                            ("deleter", LEGACY_DELETER)]
-
-
-class DLPackVersion(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
-
-
-class DLManagedTensorVersioned(ctypes.Structure):
-    pass
-
-
-VERSIONED_DELETER = ctypes.CFUNCTYPE(None,
-                                     ctypes.POINTER(DLManagedTensorVersioned))
-DLManagedTensorVersioned._fields_ = [("version", DLPackVersion),
-                                     ("manager_ctx", ctypes.c_void_p),
-                                     ("deleter", VERSIONED_DELETER),
-                                     ("flags", ctypes.c_uint64),
-                                     ("dl_tensor", DLTensor)]
-
-FLAG_READ_ONLY = 1
-FLAG_IS_COPIED = 2
-
-CODES = {"float32": (2, 32), "float16": (2, 16), "bfloat16": (4, 16),
-         "uint8": (1, 8), "float8_e4m3fn": (10, 8), "float8_e4m3fnuz": (11, 8),
-         "float8_e5m2": (12, 8), "float8_e5m2fnuz": (13, 8)}
-
-_capsule_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_capsule_get_pointer.restype = ctypes.c_void_p
-_capsule_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_capsule_get_name = ctypes.pythonapi.PyCapsule_GetName
-_capsule_get_name.restype = ctypes.c_char_p
-_capsule_get_name.argtypes = [ctypes.py_object]
-_capsule_new = ctypes.pythonapi.PyCapsule_New
-_capsule_new.restype = ctypes.py_object
-_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-
-
-def capsule_name(capsule):
-    return _capsule_get_name(capsule).decode()
-
-
-def read_capsule(capsule):
-    """(managed tensor struct, is_versioned) of an unconsumed capsule; the
-    struct keeps the capsule (which owns its memory) alive."""
-    name = capsule_name(capsule)
-    address = _capsule_get_pointer(capsule, name.encode())
-    versioned = name == "dltensor_versioned"
-    assert versioned or name == "dltensor", name
-    struct = DLManagedTensorVersioned if versioned else DLManagedTensor
-    managed = struct.from_address(address)
-    managed.capsule = capsule
-    return managed, versioned
-
-
-def dl_fields(dl_tensor):
-    ndim = dl_tensor.ndim
-    return {
-        "data": dl_tensor.data or 0,
-        "device": (dl_tensor.device.device_type, dl_tensor.device.device_id),
-        "ndim": ndim,
-        "dtype": (dl_tensor.dtype.code, dl_tensor.dtype.bits,
-                  dl_tensor.dtype.lanes),
-        "shape": tuple(dl_tensor.shape[:ndim]),
-        "strides": (None if not dl_tensor.strides
-                    else tuple(dl_tensor.strides[:ndim])),
-        "byte_offset": dl_tensor.byte_offset,
-    }
-
-
-class HandMade:
-    """A DLPack managed tensor built with ctypes over a NumPy buffer, whose
-    deleter counts its calls. Use .capsule() for a fresh capsule."""
-
-    def __init__(self, array, *, versioned=True, code=None, bits=None,
-                 lanes=1, strides="given", flags=0, major=1, minor=1,
-                 device=(1, 0), byte_offset=0, ndim=None):
-        self.array = array
-        self.calls = 0
-        ndim = array.ndim if ndim is None else ndim
-        self.shape = (ctypes.c_int64 * max(ndim, 1))(
-            *(list(array.shape) + [1] * (ndim - array.ndim)))
-        self.strides = (ctypes.c_int64 * max(ndim, 1))(
-            *([s // array.itemsize for s in array.strides]
-              + [1] * (ndim - array.ndim)))
-        if code is None:
-            code, bits = {np.dtype(np.float32): (2, 32),
-                          np.dtype(np.uint8): (1, 8)}[array.dtype]
-        tensor = DLTensor()
-        tensor.data = array.ctypes.data - byte_offset
-        tensor.device = DLDevice(*device)
-        tensor.ndim = ndim
-        tensor.dtype = DLDataType(code, bits, lanes)
-        tensor.shape = self.shape
-        tensor.strides = self.strides if strides == "given" else None
-        tensor.byte_offset = byte_offset
-        if versioned:
-            self.deleter = VERSIONED_DELETER(self._delete)
-            self.managed = DLManagedTensorVersioned(
-                DLPackVersion(major, minor), None, self.deleter, flags, tensor)
-            self.name = b"dltensor_versioned"
-        else:
-            self.deleter = LEGACY_DELETER(self._delete)
-            self.managed = DLManagedTensor(tensor, None, self.deleter)
-            self.name = b"dltensor"
-
-    def _delete(self, pointer):
-        self.calls += 1
-
-    def capsule(self):
-        # No destructor: an unconsumed hand-made capsule frees nothing.
-        return _capsule_new(ctypes.addressof(self.managed), self.name, None)
-
+from dlpack_abi import (CODES, FLAG_IS_COPIED, FLAG_READ_ONLY, HandMade,
+                        capsule_name, capsule_new, dl_fields, read_capsule)
 
 # --------------------------------------------------------------------------
 # Producer
@@ -353,7 +213,7 @@ def test_bare_capsules():
 
 def test_capsule_with_another_name():
     holder = ctypes.c_int(0)
-    capsule = _capsule_new(ctypes.addressof(holder), b"something_else", None)
+    capsule = capsule_new(ctypes.addressof(holder), b"something_else", None)
     with pytest.raises(TypeError, match="something_else"):
         fp8q.from_dlpack(capsule)
 
@@ -592,3 +452,74 @@ def test_no_leak_over_many_round_trips():
     growth = rss_bytes() - before
     assert growth < 48 * 2**20, f"RSS grew by {growth / 2**20:.1f} MiB"
     assert sys.getrefcount(source) == producer_baseline
+
+
+# --------------------------------------------------------------------------
+# Regressions of the audit (issue 17)
+
+
+@pytest.mark.parametrize("byte_offset,pattern", [
+    (2**64 - 4, r"byte_offset 18446744073709551612 overflows"),
+    (2**63, r"byte_offset 9223372036854775808 overflows"),
+    (2, r"byte_offset 2 is not a multiple of the 4-byte elements")])
+def test_unusable_byte_offsets_are_refused(byte_offset, pattern):
+    # Regression: byte_offset was added to the data pointer unchecked; 2**64-4
+    # read before the buffer, offsets >= 2**63 overflowed the pointer.
+    made = HandMade(np.zeros(4, dtype=np.float32))
+    made.managed.dl_tensor.data = np.zeros(8, np.float32).ctypes.data
+    made.managed.dl_tensor.byte_offset = byte_offset
+    capsule = made.capsule()
+    with pytest.raises(BufferError, match="^obj: DLPack " + pattern):
+        fp8q.from_dlpack(capsule)
+    assert capsule_name(capsule) == "dltensor_versioned"
+    assert made.calls == 0
+
+
+def test_elements_wrapping_around_the_address_space_are_refused():
+    made = HandMade(np.zeros(4, dtype=np.float32))
+    made.strides[0] = -(2**58)  # 3 * 2**60 bytes below the data
+    with pytest.raises(BufferError, match="wrap around the address space"):
+        fp8q.from_dlpack(made.capsule())
+
+
+def test_empty_capsule_whose_extents_overflow_int64():
+    # Regression: fp8q_view_size multiplied 2 * (2**63 - 1) before the 0.
+    made = HandMade(np.zeros((1, 1, 1), dtype=np.float32), strides=None)
+    made.shape[0], made.shape[1], made.shape[2] = 2, 2**63 - 1, 0
+    t = fp8q.from_dlpack(made.capsule())
+    assert t.shape == (2, 2**63 - 1, 0) and t.size == 0
+    assert fp8q.cast(t, "float8_e4m3fn").shape == t.shape
+
+
+class DeviceReporter:
+    """A producer whose __dlpack_device__ returns `device`."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def __dlpack_device__(self):
+        return self.device
+
+    def __dlpack__(self, **kwargs):
+        raise AssertionError("must be refused before the export")
+
+
+def test_out_of_range_ints_in_dlpack_arguments():
+    # Regression: ints beyond int64 raised OverflowError instead of the
+    # documented errors.
+    t = fp8q.asarray(np.arange(4, dtype=np.float32))
+    with pytest.raises(BufferError, match=r"device \(2361183241434822606848, "
+                       r"0\); fp8q reads CPU"):
+        fp8q.from_dlpack(DeviceReporter((2**71, 0)))
+    with pytest.raises(BufferError, match=r"device \(-2361183241434822606848"):
+        fp8q.from_dlpack(DeviceReporter((-2**71, 0)))
+    with pytest.raises(BufferError, match=r"exports it to \(1, "
+                       r"1180591620717411303424\) only as a copy"):
+        t.__dlpack__(dl_device=(1, 2**70))
+    with pytest.raises(BufferError, match=r"\(1180591620717411303424, 0\)"):
+        t.__dlpack__(dl_device=(2**70, 0), copy=True)
+    capsule = t.__dlpack__(max_version=(2**70, 0))
+    assert capsule_name(capsule) == "dltensor_versioned"
+    assert capsule_name(t.__dlpack__(max_version=(-2**70, 0))) == "dltensor"
+    with pytest.raises(TypeError, match="max_version: expected None or a"):
+        t.__dlpack__(max_version=(2**70,))

@@ -306,3 +306,16 @@ def test_refcounts_are_stable():
         fp8q.asarray(a).numpy()
     gc.collect()
     assert sys.getrefcount(a) == before
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2",
+                                  "float8_e4m3fnuz", "float8_e5m2fnuz"])
+def test_ml_dtypes_scalars_work_like_numpy_scalars(name):
+    # Regression: ml_dtypes scalars went through the buffer protocol, which
+    # NumPy refuses for user dtypes ("can only exported as a buffer without
+    # format").
+    scalar = getattr(ml_dtypes, name)(1.5)
+    t = fp8q.asarray(scalar)
+    assert t.shape == () and t.dtype == name
+    assert float(fp8q.cast(scalar, "float32").numpy()) == 1.5
+    assert float(fp8q.cast(ml_dtypes.float8_e4m3fn(2), "float32").numpy()) == 2

@@ -486,3 +486,19 @@ def test_buffer_keeps_tensor_alive():
     assert m.tolist() == [1.0, 2.0]
     m.release()
     assert reference() is None
+
+
+@pytest.mark.parametrize("shape,strides", [
+    ((0, 2**62, 4), (0, 4, 1)), ((2**62, 4, 0), (4, 1, 1)),
+    ((3, 0, 2**62, 2**62), (0, 0, 0, 1))])
+def test_empty_tensors_are_never_too_large(shape, strides):
+    # Regression: strides of empty tensors overflowed int64 (signed overflow,
+    # UB) and empty tensors with large extents were refused as too large.
+    # Strides a 64-bit byte offset cannot hold are 0 (no element uses them).
+    for make in (fp8q.zeros, fp8q.empty):
+        t = make(shape, dtype="float32")
+        assert t.shape == shape and t.size == 0 and t.strides == strides
+        assert repr(t) == "fp8q.Tensor([], shape=%s, dtype=float32)" % (
+            shape,)
+    reshaped = fp8q.zeros((0,), dtype="float32").reshape(shape)
+    assert reshaped.shape == shape and reshaped.strides == strides

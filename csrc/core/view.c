@@ -20,6 +20,13 @@ int64_t fp8q_view_size(const fp8q_view *view)
 {
     int64_t size = 1;
     int axis;
+    /* An extent of 0 is looked for first: the other extents of an empty view
+     * may multiply beyond int64 (only non-empty layouts are bounded). */
+    for (axis = 0; axis < view->ndim; axis++) {
+        if (view->shape[axis] == 0) {
+            return 0;
+        }
+    }
     for (axis = 0; axis < view->ndim; axis++) {
         size *= view->shape[axis];
     }
@@ -71,12 +78,14 @@ fp8q_status fp8q_view_init_contiguous(fp8q_view *view, void *data,
                              shape[axis], axis);
         }
     }
-    /* Check the byte size for overflow before storing anything. */
+    /* Check the byte size for overflow before storing anything; a tensor
+     * with no elements is never too large. */
     for (axis = 0; axis < ndim; axis++) {
         if (shape[axis] == 0) {
             size = 0;
-            break;
         }
+    }
+    for (axis = 0; axis < ndim && size != 0; axis++) {
         if (size > INT64_MAX / itemsize / shape[axis]) {
             char text[256];
             fp8q_format_shape(text, sizeof text, ndim, shape);
@@ -89,10 +98,19 @@ fp8q_status fp8q_view_init_contiguous(fp8q_view *view, void *data,
     view->data = data;
     view->dtype = dtype;
     view->ndim = ndim;
+    /* Extents of 0 count as 1 (as in NumPy and PyTorch). Only an empty view
+     * can reach a stride whose byte offset int64 cannot hold; it addresses
+     * no element, so that stride and the ones outside it are 0. */
     for (axis = ndim - 1; axis >= 0; axis--) {
+        const int64_t extent = shape[axis] > 0 ? shape[axis] : 1;
         view->shape[axis] = shape[axis];
         view->strides[axis] = stride;
-        stride *= shape[axis] > 0 ? shape[axis] : 1;
+        if (stride > INT64_MAX / itemsize / extent) {
+            stride = 0;
+        }
+        else {
+            stride *= extent;
+        }
     }
     return FP8Q_OK;
 }
@@ -195,21 +213,57 @@ fp8q_status fp8q_view_check_same_shape(const fp8q_view *expected,
     return FP8Q_OK;
 }
 
+/* |stride| of `axis`, for a view that passed fp8q_view_check_layout. */
+static int64_t stride_magnitude(const fp8q_view *view, int axis)
+{
+    return view->strides[axis] < 0 ? -view->strides[axis]
+                                   : view->strides[axis];
+}
+
 fp8q_status fp8q_view_check_writable(const fp8q_view *view,
                                      const char *argument_name,
                                      fp8q_error *error)
 {
-    int axis;
+    int axes[FP8Q_MAX_DIMS]; /* the axes of extent > 1, by growing |stride| */
+    int n_axes = 0;
+    int64_t span = 0; /* elements spanned by the axes placed so far, - 1 */
+    fp8q_status status;
+    int index;
+
     if (fp8q_view_size(view) == 0) {
         return FP8Q_OK; /* no element is written at all */
     }
-    for (axis = 0; axis < view->ndim; axis++) {
-        if (view->strides[axis] == 0 && view->shape[axis] > 1) {
-            return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                             "%s: axis %d has stride 0, so several results "
-                             "would land on the same element",
-                             argument_name, axis);
+    status = fp8q_view_check_layout(view, argument_name, error);
+    if (status != FP8Q_OK) {
+        return status;
+    }
+    for (index = 0; index < view->ndim; index++) {
+        int place;
+        if (view->shape[index] == 1) {
+            continue;
         }
+        place = n_axes++;
+        while (place > 0 && stride_magnitude(view, axes[place - 1]) >
+                                stride_magnitude(view, index)) {
+            axes[place] = axes[place - 1];
+            place--;
+        }
+        axes[place] = index;
+    }
+    /* Distinct elements are guaranteed when every axis steps past all that
+     * the smaller-stride axes span; fp8q refuses what it cannot prove. */
+    for (index = 0; index < n_axes; index++) {
+        const int axis = axes[index];
+        const int64_t step = stride_magnitude(view, axis);
+        if (step <= span) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "%s: axis %d (extent %" PRId64 ", stride %" PRId64
+                             ") revisits elements already reached, so several "
+                             "results would land on one element",
+                             argument_name, axis, view->shape[axis],
+                             view->strides[axis]);
+        }
+        span += step * (view->shape[axis] - 1);
     }
     return FP8Q_OK;
 }

@@ -23,13 +23,16 @@ typedef struct fp8q_view {
     int64_t strides[FP8Q_MAX_DIMS]; /* in elements */
 } fp8q_view;
 
-/* Number of elements (1 for a 0-d view, 0 if any extent is 0). */
+/* Number of elements (1 for a 0-d view, 0 if any extent is 0, whatever the
+ * other extents). */
 int64_t fp8q_view_size(const fp8q_view *view);
 
 /* Nonzero when the view is C-contiguous (extents of 1 may have any stride). */
 int fp8q_view_is_contiguous(const fp8q_view *view);
 
-/* Fills `view` with a C-contiguous layout of `shape` over `data`. Fails with
+/* Fills `view` with a C-contiguous layout of `shape` over `data` (extents of
+ * 0 count as 1 in the strides; a view with no elements is never too large,
+ * and its strides that would not fit int64 byte offsets are 0). Fails with
  * FP8Q_ERROR_VALUE on ndim outside [0, FP8Q_MAX_DIMS] or a negative extent,
  * and on a byte size that overflows int64. */
 fp8q_status fp8q_view_init_contiguous(fp8q_view *view, void *data,
@@ -52,9 +55,13 @@ fp8q_status fp8q_view_check_same_shape(const fp8q_view *expected,
                                        const char *argument_name,
                                        fp8q_error *error);
 
-/* FP8Q_ERROR_VALUE naming `argument_name` when an axis of extent > 1 has
- * stride 0: an output view that would receive several results in one
- * element. A view with no elements is always fine. */
+/* FP8Q_ERROR_VALUE naming `argument_name` (and the axis, its extent and
+ * stride) for an output view whose elements may alias each other (a stride
+ * of 0, overlapping as_strided rows): one that would receive several
+ * results in one element. Sorted by |stride|, every axis of extent > 1 must
+ * step past everything the smaller-stride axes span; layouts that alias
+ * nothing yet interleave (rare) are refused too. Also fails as
+ * fp8q_view_check_layout does. A view with no elements is always fine. */
 fp8q_status fp8q_view_check_writable(const fp8q_view *view,
                                      const char *argument_name,
                                      fp8q_error *error);

@@ -196,7 +196,10 @@ static PyArrayObject *numpy_from_other(PyObject *object,
     PyObject *array;
 
     *fresh = 0;
-    if (PyObject_CheckBuffer(object)) {
+    /* NumPy scalars export buffers too, but those of user dtypes
+     * (ml_dtypes.bfloat16, float8_*) refuse a format: NumPy converts every
+     * scalar instead, keeping its dtype. */
+    if (PyObject_CheckBuffer(object) && !PyArray_IsScalar(object, Generic)) {
         /* Zero-copy, by format character: bytes, bytearray, memoryview,
          * array.array, ... (np.asarray(bytes) would give an 'S' scalar). */
         PyObject *memoryview = PyMemoryView_FromObject(object);

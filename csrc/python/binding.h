@@ -268,8 +268,9 @@ int fp8q_py_require_cpu(const fp8q_TensorObject *tensor, const char *function,
  * An output argument: a new reference to a Tensor over out_object's memory
  * (out_object itself when it is an fp8q.Tensor, else a zero-copy view of a
  * NumPy array, DLPack producer or buffer) that has `dtype`, lives on
- * `device`, is writable and has the shape (ndim, shape), which the message
- * calls `shape_source`. NULL with TypeError / ValueError naming `function`
+ * `device`, is writable, has no two elements at one address
+ * (fp8q_view_check_writable) and has the shape (ndim, shape), which the
+ * message calls `shape_source`. NULL with TypeError / ValueError naming `function`
  * and `argument` otherwise.
  */
 fp8q_TensorObject *fp8q_py_writable_output(PyObject *out_object,

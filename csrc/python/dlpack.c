@@ -8,6 +8,7 @@
  * "used_dltensor[_versioned]" and later calls the deleter exactly once
  * itself. Capsule destructors and deleters never raise.
  */
+#include <limits.h>
 #include <string.h>
 
 #include "cuda/memory.h"
@@ -246,7 +247,22 @@ static void fill_dl_tensor(fp8q_dl_tensor *dl_tensor,
     dl_tensor->byte_offset = 0;
 }
 
-/* Parses a (int, int) tuple argument; 0 or -1 with TypeError. */
+/* The value of a Python int, saturated to [LLONG_MIN, LLONG_MAX]: an int
+ * beyond them is as unusable as the bound itself, and gets the caller's own
+ * refusal instead of OverflowError. */
+static long long saturated_long_long(PyObject *integer)
+{
+    int overflow = 0;
+    const long long value = PyLong_AsLongLongAndOverflow(integer, &overflow);
+
+    if (overflow != 0) {
+        return overflow > 0 ? LLONG_MAX : LLONG_MIN;
+    }
+    return value;
+}
+
+/* Parses a (int, int) tuple argument (ints beyond long long saturate); 0 or
+ * -1 with TypeError. */
 static int parse_int_pair(PyObject *object, const char *argument_name,
                           const char *expected, long long *first,
                           long long *second)
@@ -258,14 +274,8 @@ static int parse_int_pair(PyObject *object, const char *argument_name,
                      argument_name, expected, object);
         return -1;
     }
-    *first = PyLong_AsLongLong(PyTuple_GET_ITEM(object, 0));
-    if (*first == -1 && PyErr_Occurred()) {
-        return -1;
-    }
-    *second = PyLong_AsLongLong(PyTuple_GET_ITEM(object, 1));
-    if (*second == -1 && PyErr_Occurred()) {
-        return -1;
-    }
+    *first = saturated_long_long(PyTuple_GET_ITEM(object, 0));
+    *second = saturated_long_long(PyTuple_GET_ITEM(object, 1));
     return 0;
 }
 
@@ -290,20 +300,19 @@ static int order_for_consumer(fp8q_TensorObject *tensor, PyObject *stream)
                          stream);
             return -1;
         }
-        value = PyLong_AsLongLong(stream);
-        if (value == -1 && PyErr_Occurred()) {
-            return -1;
-        }
+        value = saturated_long_long(stream);
         if (value == -1) {
             return 0;
         }
-        if (value == 0 || value < -1) {
+        /* LLONG_MAX: that int or a larger one, never a stream. */
+        if (value == 0 || value < -1 || value == LLONG_MAX ||
+            (unsigned long long)value > (unsigned long long)UINTPTR_MAX) {
             PyErr_Format(PyExc_ValueError,
-                         "stream: %lld is not a CUDA stream for DLPack (0 is "
+                         "stream: %R is not a CUDA stream for DLPack (0 is "
                          "ambiguous: pass 1 for the legacy default stream, 2 "
                          "for the per-thread default stream, -1 for no "
                          "ordering, or a stream handle)",
-                         value);
+                         stream);
             return -1;
         }
         consumer = (fp8q_cu_stream)(uintptr_t)value;
@@ -365,11 +374,11 @@ PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
             if (copy != 1 || !reachable) {
                 PyErr_Format(PyExc_BufferError,
                              "dl_device: the tensor is on DLPack device (%d, "
-                             "%d); fp8q exports it to (%lld, %lld) only as a "
-                             "copy (copy=True) to the CPU (1, 0) or a CUDA "
+                             "%d); fp8q exports it to %R only as a copy "
+                             "(copy=True) to the CPU (1, 0) or a CUDA "
                              "device (2, N)",
                              tensor->device_type, tensor->device_index,
-                             device_type, device_id);
+                             dl_device);
                 return NULL;
             }
             target.type = (int)device_type;
@@ -510,6 +519,53 @@ static void versioned_owner_destructor(PyObject *owner)
     fp8q_py_error_restore(&saved);
 }
 
+/* BufferError naming the value unless dl_tensor's byte_offset is a whole
+ * number of elements that moves its data pointer without overflowing (an
+ * offset below 2**63, the pointer not wrapping around). The producer is
+ * trusted, as for the data pointer itself, that the memory there is its
+ * tensor's. 0, or -1 with the exception. */
+static int check_byte_offset(const fp8q_dl_tensor *dl_tensor, size_t itemsize,
+                             const char *argument_name)
+{
+    const uint64_t offset = dl_tensor->byte_offset;
+    const uint64_t room = (uint64_t)UINTPTR_MAX -
+                          (uint64_t)(uintptr_t)dl_tensor->data;
+
+    if (offset > (uint64_t)INT64_MAX || offset > room) {
+        PyErr_Format(PyExc_BufferError,
+                     "%s: DLPack byte_offset %llu overflows the data pointer "
+                     "%p",
+                     argument_name, (unsigned long long)offset,
+                     dl_tensor->data);
+        return -1;
+    }
+    if (offset % itemsize != 0) {
+        PyErr_Format(PyExc_BufferError,
+                     "%s: DLPack byte_offset %llu is not a multiple of the "
+                     "%d-byte elements",
+                     argument_name, (unsigned long long)offset,
+                     (int)itemsize);
+        return -1;
+    }
+    return 0;
+}
+
+/* Nonzero when the addresses of a checked, non-empty view's elements would
+ * run below 0 or past the top of the address space. */
+static int elements_wrap_around(const fp8q_view *view)
+{
+    const uint64_t address = (uint64_t)(uintptr_t)view->data;
+    int64_t low;
+    int64_t high;
+
+    if (fp8q_view_size(view) == 0) {
+        return 0;
+    }
+    fp8q_view_byte_extent(view, &low, &high);
+    return (uint64_t)-low > address ||
+           (uint64_t)high > (uint64_t)UINTPTR_MAX - address;
+}
+
 /*
  * Builds a view of a managed tensor's dl_tensor after checking everything
  * fp8q relies on. Sets *unsupported_dtype when the dtype alone is the
@@ -575,6 +631,9 @@ static int view_from_dl_tensor(const fp8q_dl_tensor *dl_tensor,
         return -1;
     }
     itemsize = fp8q_dtype_itemsize(dtype);
+    if (check_byte_offset(dl_tensor, itemsize, argument_name) < 0) {
+        return -1;
+    }
     memset(view, 0, sizeof *view);
     data = dl_tensor->data == NULL
                ? NULL
@@ -607,6 +666,13 @@ static int view_from_dl_tensor(const fp8q_dl_tensor *dl_tensor,
                      "%s: DLPack data pointer %p is not aligned to the "
                      "%d-byte elements",
                      argument_name, view->data, (int)itemsize);
+        return -1;
+    }
+    if (elements_wrap_around(view)) {
+        PyErr_Format(PyExc_BufferError,
+                     "%s: the elements of the DLPack tensor at %p wrap around "
+                     "the address space",
+                     argument_name, view->data);
         return -1;
     }
     return 0;
@@ -740,14 +806,15 @@ static int check_producer_device(PyObject *object, const char *argument_name,
         Py_DECREF(device);
         return -1;
     }
-    Py_DECREF(device);
     if (device_type != FP8Q_DL_CPU && device_type != FP8Q_DL_CUDA) {
         PyErr_Format(PyExc_BufferError,
-                     "%s: the data is on DLPack device (%lld, %lld); fp8q "
-                     "reads CPU (1, 0) and CUDA (2, N) memory",
-                     argument_name, device_type, device_id);
+                     "%s: the data is on DLPack device %R; fp8q reads CPU "
+                     "(1, 0) and CUDA (2, N) memory",
+                     argument_name, device);
+        Py_DECREF(device);
         return -1;
     }
+    Py_DECREF(device);
     *device_type_out = (int)device_type;
     return 0;
 }

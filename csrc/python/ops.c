@@ -105,6 +105,8 @@ fp8q_TensorObject *fp8q_py_writable_output(PyObject *out_object,
                                            const fp8q_py_device *device)
 {
     fp8q_TensorObject *out;
+    fp8q_error error;
+    char name[64]; /* "function: argument", for the message */
 
     if (fp8q_Tensor_Check(out_object)) {
         Py_INCREF(out_object);
@@ -158,6 +160,12 @@ fp8q_TensorObject *fp8q_py_writable_output(PyObject *out_object,
         PyErr_Format(PyExc_ValueError,
                      "%s: %s= must be writable, got a read-only tensor",
                      function, argument);
+        goto fail;
+    }
+    (void)snprintf(name, sizeof name, "%s: %s", function, argument);
+    fp8q_error_clear(&error);
+    if (fp8q_view_check_writable(&out->view, name, &error) != FP8Q_OK) {
+        fp8q_py_raise(&error);
         goto fail;
     }
     return out;

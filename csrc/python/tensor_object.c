@@ -341,13 +341,28 @@ static PyObject *tensor_repr(PyObject *object)
     if (self->device_type == FP8Q_DEVICE_CUDA) {
         return cuda_tensor_repr(self);
     }
+    if (fp8q_view_size(&self->view) == 0) {
+        /* Without NumPy, which refuses empty shapes whose other extents
+         * multiply beyond its limits. */
+        if (self->view.ndim == 1) {
+            return PyUnicode_FromFormat("fp8q.Tensor([], dtype=%s)",
+                                        fp8q_dtype_name(self->view.dtype));
+        }
+        fp8q_format_shape(shape, sizeof shape, self->view.ndim,
+                          self->view.shape);
+        return PyUnicode_FromFormat("fp8q.Tensor([], shape=%s, dtype=%s)",
+                                    shape, fp8q_dtype_name(self->view.dtype));
+    }
     numpy = PyImport_ImportModule("numpy");
     if (numpy == NULL) {
         goto done;
     }
     array = tensor_values_as_numpy(self);
+    if (array == NULL) {
+        goto done;
+    }
     function = PyObject_GetAttrString(numpy, "array2string");
-    if (array == NULL || function == NULL) {
+    if (function == NULL) {
         goto done;
     }
     call_args = PyTuple_Pack(1, array);
@@ -360,17 +375,8 @@ static PyObject *tensor_repr(PyObject *object)
     if (text == NULL) {
         goto done;
     }
-    if (fp8q_view_size(&self->view) == 0 && self->view.ndim != 1) {
-        fp8q_format_shape(shape, sizeof shape, self->view.ndim,
-                          self->view.shape);
-        result = PyUnicode_FromFormat("fp8q.Tensor(%U, shape=%s, dtype=%s)",
-                                      text, shape,
-                                      fp8q_dtype_name(self->view.dtype));
-    }
-    else {
-        result = PyUnicode_FromFormat("fp8q.Tensor(%U, dtype=%s)", text,
-                                      fp8q_dtype_name(self->view.dtype));
-    }
+    result = PyUnicode_FromFormat("fp8q.Tensor(%U, dtype=%s)", text,
+                                  fp8q_dtype_name(self->view.dtype));
 done:
     Py_XDECREF(numpy);
     Py_XDECREF(array);
@@ -582,15 +588,21 @@ static int reshape_target(const fp8q_TensorObject *self, PyObject *args,
                          (long long)shape[axis], axis);
             return -1;
         }
-        else if (shape[axis] > 0 && known > INT64_MAX / shape[axis]) {
+        else if (shape[axis] == 0) {
+            known = 0; /* whatever the other extents */
+        }
+    }
+    for (axis = 0; axis < *ndim && known != 0; axis++) {
+        if (axis == inferred) {
+            continue;
+        }
+        if (known > INT64_MAX / shape[axis]) {
             PyErr_Format(PyExc_ValueError,
                          "Tensor.reshape: the shape %s has too many elements",
                          into);
             return -1;
         }
-        else {
-            known *= shape[axis];
-        }
+        known *= shape[axis];
     }
     if (inferred >= 0 && known != 0) {
         shape[inferred] = size / known;

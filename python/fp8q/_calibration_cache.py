@@ -360,6 +360,11 @@ class CalibrationCache(collections.abc.Mapping):
             data = file.read()
         try:
             cache = cls._from_document(_parse_json(data))
+        except RecursionError as error:
+            # Parsing or hashing JSON nested deeper than the interpreter's
+            # stack allows; no cache nests deeper than 4 levels.
+            raise ValueError(f"{path}: JSON nested too deeply to be a "
+                             "calibration cache") from error
         except ValueError as error:
             raise ValueError(f"{path}: {error}") from error
         if expected is not None:
@@ -593,7 +598,11 @@ def _float32_from_hex(text):
     if not isinstance(text, str) or not _HEX_FLOAT.fullmatch(text):
         raise ValueError(f"amax value {text!r} is not a hexadecimal float "
                          "as float.hex() writes it (e.g. '0x1.8p+0')")
-    value = float.fromhex(text)
+    try:
+        value = float.fromhex(text)
+    except OverflowError as error:
+        raise ValueError(f"amax value {text!r} is not a float32 value (it "
+                         "overflows even a float64)") from error
     with np.errstate(over="ignore"):
         if float(np.float32(value)) != value:
             raise ValueError(f"amax value {text!r} is not a float32 value")

@@ -95,6 +95,8 @@ void test_for_each_row_parallel(void);
 void test_thread_settings(void);
 void test_view_checks_and_blocks(void);
 void test_for_each_unit_range(void);
+void test_view_empty_extents_never_overflow(void);
+void test_view_self_overlap(void);
 
 /* test_cast.c */
 void test_cast_all_dtype_pairs(void);

@@ -2,7 +2,8 @@
  * test_view.c - view layout queries, broadcasting and its messages, and the
  * row iterator: every element visited once on contiguous, strided,
  * negative-stride, zero-stride, 0-d and empty views, coalescing, and the
- * parallel split.
+ * parallel split; empty views whose other extents overflow int64, and
+ * outputs whose elements alias each other.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -458,7 +459,8 @@ void test_view_checks_and_blocks(void)
     CHECK_OK(fp8q_view_check_writable(&view, "out", &error), &error);
     view.strides[0] = 0;
     CHECK_ERROR(fp8q_view_check_writable(&view, "out", &error), &error,
-                FP8Q_ERROR_VALUE, "out: axis 0 has stride 0", NULL, NULL);
+                FP8Q_ERROR_VALUE, "out: axis 0 (extent 3, stride 0)",
+                "revisits", NULL);
     view.shape[0] = 1;
     CHECK_OK(fp8q_view_check_writable(&view, "out", &error), &error);
     view = make_view(storage, FP8Q_FLOAT32, 2, shape, NULL);
@@ -516,4 +518,73 @@ void test_for_each_unit_range(void)
     }
     fp8q_for_each_unit_range(0, 1, count_units, (void *)visits);
     fp8q_set_num_threads(saved);
+}
+
+void test_view_empty_extents_never_overflow(void)
+{
+    float data[4];
+    const int64_t huge_after_zero[3] = {0, INT64_C(1) << 62, 4};
+    const int64_t zero_last[3] = {INT64_C(1) << 62, 4, 0};
+    const int64_t huge_empty[3] = {2, INT64_MAX, 0};
+    fp8q_view view;
+    fp8q_error error;
+
+    /* (0, 2**62, 4): the stride of axis 0 (2**64 elements) cannot exist. */
+    CHECK_OK(fp8q_view_init_contiguous(&view, data, FP8Q_FLOAT32, 3,
+                                       huge_after_zero, &error),
+             &error);
+    CHECK_INT(view.strides[2], 1);
+    CHECK_INT(view.strides[1], 4);
+    CHECK_INT(view.strides[0], 0);
+    CHECK_INT(fp8q_view_size(&view), 0);
+    CHECK_OK(fp8q_view_check_layout(&view, "x", &error), &error);
+
+    /* (2**62, 4, 0): no elements, so not too large. */
+    CHECK_OK(fp8q_view_init_contiguous(&view, data, FP8Q_FLOAT32, 3,
+                                       zero_last, &error),
+             &error);
+    CHECK_INT(view.strides[0], 4);
+    CHECK_INT(view.strides[1], 1);
+    CHECK_INT(view.strides[2], 1);
+    CHECK_INT(fp8q_view_size(&view), 0);
+    CHECK(fp8q_view_is_contiguous(&view));
+
+    /* An empty capsule's layout: the size is 0, never a wrapped product. */
+    view = make_view(data, FP8Q_UINT8, 3, huge_empty, NULL);
+    CHECK_INT(fp8q_view_size(&view), 0);
+    CHECK_OK(fp8q_view_check_layout(&view, "x", &error), &error);
+    CHECK_OK(fp8q_view_check_writable(&view, "out", &error), &error);
+}
+
+void test_view_self_overlap(void)
+{
+    float data[64];
+    const int64_t rows[2] = {4, 4};
+    const int64_t overlapping_rows[2] = {2, 1}; /* rows 2 apart, 4 long */
+    const int64_t transposed[2] = {1, 4};
+    const int64_t reversed[2] = {-4, -1};
+    const int64_t interleaved_shape[2] = {3, 2};
+    const int64_t interleaved[2] = {2, 3}; /* distinct, but not provably */
+    const int64_t single_row_shape[2] = {1, 4};
+    const int64_t any_stride[2] = {1, 1};
+    fp8q_view view;
+    fp8q_error error;
+
+    view = make_view(data, FP8Q_FLOAT32, 2, rows, NULL);
+    CHECK_OK(fp8q_view_check_writable(&view, "out", &error), &error);
+    view = make_view(data, FP8Q_FLOAT32, 2, rows, transposed);
+    CHECK_OK(fp8q_view_check_writable(&view, "out", &error), &error);
+    view = make_view(data + 15, FP8Q_FLOAT32, 2, rows, reversed);
+    CHECK_OK(fp8q_view_check_writable(&view, "out", &error), &error);
+    view = make_view(data, FP8Q_FLOAT32, 2, single_row_shape, any_stride);
+    CHECK_OK(fp8q_view_check_writable(&view, "out", &error), &error);
+
+    view = make_view(data, FP8Q_FLOAT32, 2, rows, overlapping_rows);
+    CHECK_ERROR(fp8q_view_check_writable(&view, "out", &error), &error,
+                FP8Q_ERROR_VALUE, "out: axis 0 (extent 4, stride 2)",
+                "revisits", NULL);
+    view = make_view(data, FP8Q_FLOAT32, 2, interleaved_shape, interleaved);
+    CHECK_ERROR(fp8q_view_check_writable(&view, "out", &error), &error,
+                FP8Q_ERROR_VALUE, "out: axis 1 (extent 2, stride 3)", NULL,
+                NULL);
 }
