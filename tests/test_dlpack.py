@@ -478,8 +478,19 @@ def test_unusable_byte_offsets_are_refused(byte_offset, pattern):
 def test_elements_wrapping_around_the_address_space_are_refused():
     made = HandMade(np.zeros(4, dtype=np.float32))
     made.strides[0] = -(2**58)  # 3 * 2**60 bytes below the data
-    with pytest.raises(BufferError, match="wrap around the address space"):
+    with pytest.raises(BufferError, match="lie outside the address space"):
         fp8q.from_dlpack(made.capsule())
+
+
+def test_byte_offset_beyond_any_mapped_address_is_refused():
+    # Regression: an offset of 2**62 on a 4-element tensor neither overflows
+    # nor wraps, and crashed the next op; no process maps memory there.
+    made = HandMade(np.zeros(4, dtype=np.float32))
+    made.managed.dl_tensor.byte_offset = 2**62
+    with pytest.raises(BufferError, match=r"byte_offset 4611686018427387904 "
+                                          r"included\) lie outside"):
+        fp8q.from_dlpack(made.capsule())
+    assert made.calls == 0
 
 
 def test_empty_capsule_whose_extents_overflow_int64():

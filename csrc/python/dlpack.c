@@ -550,11 +550,21 @@ static int check_byte_offset(const fp8q_dl_tensor *dl_tensor, size_t itemsize,
     return 0;
 }
 
+/* The first address no process can own: no 64-bit platform fp8q runs on
+ * maps memory at or above 2**57 (x86-64's 5-level paging gives user space
+ * 2**56, AArch64 2**52, and CUDA's unified addresses stay below both), so an
+ * element there comes from a corrupt offset or stride, not from a tensor. */
+static uint64_t address_limit(void)
+{
+    return sizeof(void *) >= 8 ? (uint64_t)1 << 57 : (uint64_t)UINTPTR_MAX;
+}
+
 /* Nonzero when the addresses of a checked, non-empty view's elements would
- * run below 0 or past the top of the address space. */
-static int elements_wrap_around(const fp8q_view *view)
+ * run below 0 or reach address_limit(). */
+static int elements_outside_the_address_space(const fp8q_view *view)
 {
     const uint64_t address = (uint64_t)(uintptr_t)view->data;
+    const uint64_t limit = address_limit();
     int64_t low;
     int64_t high;
 
@@ -562,8 +572,8 @@ static int elements_wrap_around(const fp8q_view *view)
         return 0;
     }
     fp8q_view_byte_extent(view, &low, &high);
-    return (uint64_t)-low > address ||
-           (uint64_t)high > (uint64_t)UINTPTR_MAX - address;
+    return address >= limit || (uint64_t)-low > address ||
+           (uint64_t)high > limit - address;
 }
 
 /*
@@ -668,11 +678,13 @@ static int view_from_dl_tensor(const fp8q_dl_tensor *dl_tensor,
                      argument_name, view->data, (int)itemsize);
         return -1;
     }
-    if (elements_wrap_around(view)) {
+    if (elements_outside_the_address_space(view)) {
         PyErr_Format(PyExc_BufferError,
-                     "%s: the elements of the DLPack tensor at %p wrap around "
-                     "the address space",
-                     argument_name, view->data);
+                     "%s: the elements of the DLPack tensor at %p (byte_offset "
+                     "%llu included) lie outside the address space (below 0 "
+                     "or at or above 2**57): a corrupt offset or stride",
+                     argument_name, view->data,
+                     (unsigned long long)dl_tensor->byte_offset);
         return -1;
     }
     return 0;
