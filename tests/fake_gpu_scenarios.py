@@ -725,6 +725,9 @@ def scaled_mm_in_one_call():
                 if fp8_out:
                     got_amax = float(amax.cpu().numpy()[0])
                     assert abs(got_amax - host_amax[0]) <= 1e-5 * host_amax[0]
+    seen = fp8q.info()["cublaslt"]["scale_modes"]
+    assert seen == {"0": {"accepted": ["tensorwise", "rowwise", "blockwise"],
+                          "refused": []}}, seen
 
 
 def scaled_mm_scale_modes_fall_back():
@@ -745,6 +748,10 @@ def scaled_mm_scale_modes_fall_back():
         taken = [words[:3] + (words[3],) for words in one_call_log()[before:]]
         # A refused one-call product is never logged as run.
         assert taken == [path], (granularity, k, taken)
+    seen = fp8q.info()["cublaslt"]["scale_modes"]["0"]
+    refused = (["rowwise", "blockwise"]
+               if os.environ.get("FAKE_CUBLASLT_REFUSE_SCALE_MODES") else [])
+    assert seen == {"accepted": ["unscaled"], "refused": refused}, seen
 
 
 def cached_plan_allocates_nothing():

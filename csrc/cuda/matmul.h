@@ -14,7 +14,8 @@
  * cuBLASLt's heuristic is asked, so the algorithm is chosen for the problem
  * that runs. Matmul descriptors, layouts and the heuristic's algorithm are
  * cached per
- * (device, m, n, k, dtypes, scale pointers present, fast accumulation,
+ * (device, m, n, k, dtypes, scaling mode, bias type, D scale and amax
+ * present, fast accumulation,
  * pointer alignments, told to the heuristic), the 256 most recently used
  * ones (a server sees a new m with almost every batch size); a process-wide
  * lock keeps the cache and each cached plan to one caller at a time (setting

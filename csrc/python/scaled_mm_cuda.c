@@ -658,6 +658,58 @@ done:
 /* ------------------------------------------------------------------------- */
 /* fp8q._C._cublaslt_info()                                                  */
 
+/* A list of the names of the scaling modes whose bits are set. */
+static PyObject *mode_names(unsigned bits)
+{
+    static const char *const names[] = {"unscaled", "tensorwise", "rowwise",
+                                        "blockwise"};
+    PyObject *list = PyList_New(0);
+    size_t index;
+    for (index = 0; list != NULL && index < sizeof names / sizeof names[0];
+         index++) {
+        PyObject *name;
+        if (!(bits & (1u << index))) {
+            continue;
+        }
+        name = PyUnicode_FromString(names[index]);
+        if (name == NULL || PyList_Append(list, name) < 0) {
+            Py_XDECREF(name);
+            Py_CLEAR(list);
+            break;
+        }
+        Py_DECREF(name);
+    }
+    return list;
+}
+
+/* {"DEVICE": {"accepted": [...], "refused": [...]}} for the devices where
+ * cuBLASLt ran or refused products so far, by scaling mode. */
+static PyObject *scale_modes_seen(void)
+{
+    PyObject *seen = PyDict_New();
+    int index;
+    for (index = 0; seen != NULL && index < FP8Q_CUBLASLT_MAX_DEVICES;
+         index++) {
+        unsigned accepted, refused;
+        PyObject *entry;
+        char key[16];
+        fp8q_matmul_modes_seen(index, &accepted, &refused);
+        if (accepted == 0 && refused == 0) {
+            continue;
+        }
+        entry = Py_BuildValue("{s:N,s:N}", "accepted", mode_names(accepted),
+                              "refused", mode_names(refused));
+        (void)snprintf(key, sizeof key, "%d", index);
+        if (entry == NULL || PyDict_SetItemString(seen, key, entry) < 0) {
+            Py_XDECREF(entry);
+            Py_CLEAR(seen);
+            break;
+        }
+        Py_DECREF(entry);
+    }
+    return seen;
+}
+
 static PyObject *cublaslt_info(PyObject *module, PyObject *unused)
 {
     const fp8q_cublaslt *library;
@@ -675,11 +727,12 @@ static PyObject *cublaslt_info(PyObject *module, PyObject *unused)
                              library->error.message);
     }
     return Py_BuildValue(
-        "{s:O,s:N,s:s,s:O}", "found", Py_True, "version",
+        "{s:O,s:N,s:s,s:O,s:N}", "found", Py_True, "version",
         PyUnicode_FromFormat("%d.%d.%d", (int)(library->version / 10000),
                              (int)(library->version / 100 % 100),
                              (int)(library->version % 100)),
-        "path", library->path, "error", Py_None);
+        "path", library->path, "error", Py_None, "scale_modes",
+        scale_modes_seen());
 }
 
 static PyMethodDef scaled_mm_cuda_functions[] = {
@@ -687,7 +740,8 @@ static PyMethodDef scaled_mm_cuda_functions[] = {
      "_cublaslt_info()\n--\n\n"
      "Loads cuBLASLt as the first GPU scaled_mm would (see "
      "csrc/cuda/cublaslt.h for where it is looked for) and returns {found, "
-     "version like '13.10.0', path, error}."},
+     "version like '13.10.0', path, error, scale_modes: per device index "
+     "{accepted, refused} scaling modes of the products so far}."},
     {NULL, NULL, 0, NULL},
 };
 
