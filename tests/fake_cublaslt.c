@@ -17,11 +17,25 @@
  *                          algorithm for FP8 operands but cublasLtMatmul
  *                          returns NOT_SUPPORTED for them (logged as
  *                          "cublasLtMatmulRefused A_TYPE B_TYPE D_TYPE")
+ *   FAKE_CUBLASLT_REFUSE_SCALE_MODES  when set, the heuristic refuses the
+ *                          outer-vector and block scale modes (as on sm_89,
+ *                          which it also refuses when FAKE_CUDA_CC < 9.0)
  *   FAKE_CUDA_LOG          a file each matmul is logged to, as
  *                          "cublasLtMatmul A_TYPE B_TYPE D_TYPE scaled|plain
- *                          LIVE_OBJECTS scaled|plain", the last word being
+ *                          LIVE_OBJECTS scaled|plain A_MODE,B_MODE
+ *                          BIAS_TYPE|- dscale|- amax|-", the sixth word being
  *                          whether the scale pointers were set when the
  *                          heuristic chose the algorithm
+ *
+ * The scale modes (A_SCALE_MODE / B_SCALE_MODE, cuBLASLt 12.9+: refused
+ * with INVALID_VALUE when FAKE_CUBLASLT_VERSION is older) are read as
+ * fp8q's docs/scaled_mm.md describes cuBLASLt's layouts: OUTER_VEC_32F one
+ * float per row of op(A) / column of op(B); VEC128_32F (k/128, rows of
+ * op(A) or columns of op(B)) row-major; BLK128x128_32F (blocks of op(A)'s
+ * rows or op(B)'s columns, L4) row-major, L4 = k/128 rounded up to a
+ * multiple of 4. Block modes need k % 128 == 0. The bias epilogue takes the
+ * bias types of cuBLASLt's FP8 table; an FP8 D needs a 16-bit C; AMAX_D
+ * (the largest |value| before D's scale) only with an FP8 D.
  * Compile with -I csrc.
  */
 #include <stdint.h>
@@ -37,9 +51,27 @@ typedef int status_t;
 #define INVALID_VALUE 7
 #define NOT_SUPPORTED 15
 
+/* cudaDataType_t, cublasLtMatmulMatrixScale_t, cublasLtEpilogue_t */
+#define R_32F 0
+#define R_16F 2
+#define R_16BF 14
+#define R_8F_E4M3 28
+#define SCALAR 0
+#define OUTER_VEC 3
+#define VEC128 4
+#define BLK128 5
+#define EPILOGUE_DEFAULT 1
+#define EPILOGUE_BIAS 4
+
 typedef struct desc {
     int32_t transa, transb;
     const float *a_scale, *b_scale;
+    int32_t a_mode, b_mode;
+    int32_t epilogue;
+    const void *bias;
+    int32_t bias_type;
+    const float *d_scale;
+    float *amax;
     int8_t fast;
     /* Whether both scale pointers were set at the last heuristic call. */
     int scaled_at_heuristic;
@@ -89,39 +121,70 @@ status_t cublasLtMatmulDescCreate(desc **made, int compute_type,
     if (*made == NULL) {
         return INVALID_VALUE;
     }
+    (*made)->epilogue = EPILOGUE_DEFAULT;
+    (*made)->bias_type = -1;
     live_objects++;
+    return SUCCESS;
+}
+
+/* Copies an attribute's value of `expected` bytes into `field`. */
+static status_t take(void *field, const void *value, size_t size,
+                     size_t expected)
+{
+    if (size != expected) {
+        return INVALID_VALUE;
+    }
+    memcpy(field, value, size);
+    return SUCCESS;
+}
+
+/* A scale mode fp8q may set, from a cuBLASLt that has the attribute. */
+static status_t take_scale_mode(int32_t *field, const void *value,
+                                size_t size)
+{
+    int32_t mode;
+    if (cublasLtGetVersion() < 120900 || size != sizeof mode) {
+        return INVALID_VALUE; /* no such attribute before 12.9 */
+    }
+    memcpy(&mode, value, size);
+    if (mode != SCALAR && mode != OUTER_VEC && mode != VEC128 &&
+        mode != BLK128) {
+        return INVALID_VALUE;
+    }
+    *field = mode;
     return SUCCESS;
 }
 
 status_t cublasLtMatmulDescSetAttribute(desc *target, int attribute,
                                         const void *value, size_t size)
 {
+    int32_t epilogue;
     switch (attribute) {
-    case 3:
-    case 4:
-        if (size != sizeof(int32_t)) {
+    case 3: return take(&target->transa, value, size, sizeof(int32_t));
+    case 4: return take(&target->transb, value, size, sizeof(int32_t));
+    case 7:
+        if (size != sizeof epilogue) {
             return INVALID_VALUE;
         }
-        memcpy(attribute == 3 ? &target->transa : &target->transb, value,
-               size);
+        memcpy(&epilogue, value, size);
+        if (epilogue != EPILOGUE_DEFAULT && epilogue != EPILOGUE_BIAS) {
+            return INVALID_VALUE; /* fp8q asks for no other */
+        }
+        target->epilogue = epilogue;
         return SUCCESS;
+    case 8: return take((void *)&target->bias, value, size, sizeof(void *));
     case 17:
+        return take((void *)&target->a_scale, value, size, sizeof(void *));
     case 18:
-        if (size != sizeof(void *)) {
-            return INVALID_VALUE;
-        }
-        memcpy(attribute == 17 ? (void *)&target->a_scale
-                               : (void *)&target->b_scale,
-               value, size);
-        return SUCCESS;
-    case 25:
-        if (size != sizeof(int8_t)) {
-            return INVALID_VALUE;
-        }
-        memcpy(&target->fast, value, size);
-        return SUCCESS;
-    default:
-        return INVALID_VALUE;
+        return take((void *)&target->b_scale, value, size, sizeof(void *));
+    case 20:
+        return take((void *)&target->d_scale, value, size, sizeof(void *));
+    case 21: return take((void *)&target->amax, value, size, sizeof(void *));
+    case 25: return take(&target->fast, value, size, sizeof(int8_t));
+    case 26: return take(&target->bias_type, value, size, sizeof(int32_t));
+    case 31: return take_scale_mode(&target->a_mode, value, size);
+    case 32: return take_scale_mode(&target->b_mode, value, size);
+    default: return INVALID_VALUE;
     }
 }
 
@@ -200,16 +263,74 @@ static int is_fp8(int type)
     return type == 28 || type == 29;
 }
 
+/* The bias types cuBLASLt's FP8 kernels take for a D (and C) type. */
+static int bias_type_allowed(int d_type, int c_type, int bias_type)
+{
+    switch (d_type) {
+    case R_16BF:
+    case R_32F: return bias_type == R_16BF;
+    case R_16F: return bias_type == R_16F;
+    case R_8F_E4M3: return bias_type == c_type;
+    default: return 0;
+    }
+}
+
+/* Whether the descriptor and layouts form an FP8 problem the fake takes
+ * (the header comment's rules); NOT_SUPPORTED or INVALID_VALUE if not. */
+static status_t check_problem(const desc *operation, const layout *a,
+                              const layout *b, const layout *c,
+                              const layout *d)
+{
+    const char *cc = getenv("FAKE_CUDA_CC");
+    const int modes = operation->a_mode != SCALAR ||
+                      operation->b_mode != SCALAR;
+    const int64_t k = operation->transa ? (int64_t)a->rows : (int64_t)a->cols;
+    if (!is_fp8(a->type) || !is_fp8(b->type)) {
+        /* Only FP8 products take scales, modes, bias, D scale, amax. */
+        return operation->a_scale == NULL && !modes &&
+                       operation->epilogue == EPILOGUE_DEFAULT &&
+                       operation->d_scale == NULL &&
+                       operation->amax == NULL && c->type == d->type &&
+                       !is_fp8(d->type)
+                   ? SUCCESS
+                   : INVALID_VALUE;
+    }
+    if (modes && (getenv("FAKE_CUBLASLT_REFUSE_SCALE_MODES") != NULL ||
+                  (cc != NULL && atoi(cc) < 9))) {
+        return NOT_SUPPORTED;
+    }
+    if (modes && !((operation->a_mode == OUTER_VEC &&
+                    operation->b_mode == OUTER_VEC) ||
+                   (operation->a_mode >= VEC128 &&
+                    operation->b_mode >= VEC128 && k % 128 == 0))) {
+        return NOT_SUPPORTED;
+    }
+    if (modes && (operation->a_scale == NULL || operation->b_scale == NULL)) {
+        return INVALID_VALUE;
+    }
+    if (is_fp8(d->type) ? (c->type != R_16BF && c->type != R_16F)
+                        : c->type != d->type) {
+        return INVALID_VALUE;
+    }
+    if (operation->epilogue == EPILOGUE_BIAS &&
+        (operation->bias == NULL ||
+         !bias_type_allowed(d->type, c->type, operation->bias_type))) {
+        return INVALID_VALUE;
+    }
+    if (operation->amax != NULL && !is_fp8(d->type)) {
+        return NOT_SUPPORTED;
+    }
+    return SUCCESS;
+}
+
 status_t cublasLtMatmulAlgoGetHeuristic(void *handle, desc *operation,
                                         layout *a, layout *b, layout *c,
                                         layout *d, void *preference,
                                         int requested, heuristic *results,
                                         int *returned)
 {
+    status_t status;
     (void)handle;
-    (void)b;
-    (void)c;
-    (void)d;
     (void)preference;
     *returned = 0;
     if (requested < 1) {
@@ -217,6 +338,10 @@ status_t cublasLtMatmulAlgoGetHeuristic(void *handle, desc *operation,
     }
     if (is_fp8(a->type) && (operation->transa != 1 || operation->transb != 0)) {
         return NOT_SUPPORTED; /* FP8 takes the TN form only */
+    }
+    status = check_problem(operation, a, b, c, d);
+    if (status != SUCCESS) {
+        return status;
     }
     if (getenv("FAKE_CUBLASLT_NO_ALGO") != NULL ||
         (is_fp8(a->type) && getenv("FAKE_CUBLASLT_NO_FP8") != NULL)) {
@@ -257,6 +382,7 @@ static void store(void *base, int64_t index, int type, float value)
     uint8_t *bytes = (uint8_t *)base;
     uint16_t half;
     switch (type) {
+    case 28: bytes[index] = fp8q_encode_e4m3fn(value, 1); return;
     case 14:
         half = fp8q_encode_bfloat16(value);
         memcpy(bytes + 2 * index, &half, 2);
@@ -276,24 +402,45 @@ static int element_bytes(int type)
     return is_fp8(type) ? 1 : type == 0 ? 4 : 2;
 }
 
-/* Appends "NAME A_TYPE B_TYPE D_TYPE scaled|plain LIVE scaled|plain" to
- * FAKE_CUDA_LOG (see the header comment). */
+/* Appends the product's line to FAKE_CUDA_LOG (see the header comment). */
 static void log_product(const char *name, const desc *operation,
                         const layout *a_layout, const layout *b_layout,
                         const layout *d_layout)
 {
     const char *log_path = getenv("FAKE_CUDA_LOG");
+    char bias[16] = "-";
     FILE *log;
     if (log_path == NULL) {
         return;
     }
+    if (operation->epilogue == EPILOGUE_BIAS) {
+        (void)snprintf(bias, sizeof bias, "%d", operation->bias_type);
+    }
     log = fopen(log_path, "a");
     if (log != NULL) {
-        fprintf(log, "%s %d %d %d %s %ld %s\n", name, a_layout->type,
-                b_layout->type, d_layout->type,
+        fprintf(log, "%s %d %d %d %s %ld %s %d,%d %s %s %s\n", name,
+                a_layout->type, b_layout->type, d_layout->type,
                 operation->a_scale != NULL ? "scaled" : "plain", live_objects,
-                operation->scaled_at_heuristic ? "scaled" : "plain");
+                operation->scaled_at_heuristic ? "scaled" : "plain",
+                operation->a_mode, operation->b_mode, bias,
+                operation->d_scale != NULL ? "dscale" : "-",
+                operation->amax != NULL ? "amax" : "-");
         fclose(log);
+    }
+}
+
+/* The scale of element `index` (a row of op(A) or column of op(B)) of an
+ * operand at k index p, read as `mode` says (header comment); k_blocks4 is
+ * ceil(k/128) rounded up to a multiple of 4, extent the operand's rows of
+ * op(A) / columns of op(B). */
+static float scale_at(const float *scale, int32_t mode, int64_t index,
+                      int64_t p, int64_t extent, int64_t k_blocks4)
+{
+    switch (mode) {
+    case OUTER_VEC: return scale[index];
+    case VEC128: return scale[(p / 128) * extent + index];
+    case BLK128: return scale[(index / 128) * k_blocks4 + p / 128];
+    default: return scale[0];
     }
 }
 
@@ -309,11 +456,15 @@ status_t cublasLtMatmul(void *handle, desc *operation, const float *alpha,
     const int64_t n = (int64_t)d_layout->cols;
     const int64_t k = operation->transa ? (int64_t)a_layout->rows
                                         : (int64_t)a_layout->cols;
-    int64_t i, j, p;
+    const int64_t k_blocks4 = ((k + 127) / 128 + 3) / 4 * 4;
+    /* Block modes scale each 128-long run of the sums; else one run. */
+    const int64_t run = operation->a_mode >= VEC128 ? 128 : (k > 0 ? k : 1);
+    float amax = 0.0f;
+    int64_t i, j, p, start;
+    status_t status;
 
     (void)handle;
     (void)c;
-    (void)c_layout;
     (void)algo;
     (void)workspace;
     (void)workspace_size;
@@ -329,6 +480,10 @@ status_t cublasLtMatmul(void *handle, desc *operation, const float *alpha,
                            : (int64_t)b_layout->rows) != k) {
         return INVALID_VALUE;
     }
+    status = check_problem(operation, a_layout, b_layout, c_layout, d_layout);
+    if (status != SUCCESS) {
+        return status;
+    }
     if (is_fp8(a_layout->type) &&
         getenv("FAKE_CUBLASLT_REFUSE_FP8_MATMUL") != NULL) {
         log_product("cublasLtMatmulRefused", operation, a_layout, b_layout,
@@ -338,24 +493,44 @@ status_t cublasLtMatmul(void *handle, desc *operation, const float *alpha,
     log_product("cublasLtMatmul", operation, a_layout, b_layout, d_layout);
     for (j = 0; j < n; j++) {
         for (i = 0; i < m; i++) {
-            float sum = 0.0f;
-            for (p = 0; p < k; p++) {
-                const float left = load(a, operation->transa
-                                               ? p + i * a_layout->ld
-                                               : i + p * a_layout->ld,
-                                        a_layout->type);
-                const float right = load(b, operation->transb
-                                                ? j + p * b_layout->ld
-                                                : p + j * b_layout->ld,
-                                         b_layout->type);
-                sum += left * right;
+            float total = 0.0f;
+            for (start = 0; start < k; start += run) {
+                float sum = 0.0f;
+                for (p = start; p < k && p < start + run; p++) {
+                    const float left = load(a, operation->transa
+                                                   ? p + i * a_layout->ld
+                                                   : i + p * a_layout->ld,
+                                            a_layout->type);
+                    const float right = load(b, operation->transb
+                                                    ? j + p * b_layout->ld
+                                                    : p + j * b_layout->ld,
+                                             b_layout->type);
+                    sum += left * right;
+                }
+                if (operation->a_scale != NULL) {
+                    sum = sum *
+                          scale_at(operation->a_scale, operation->a_mode, i,
+                                   start, m, k_blocks4) *
+                          scale_at(operation->b_scale, operation->b_mode, j,
+                                   start, n, k_blocks4);
+                }
+                total += sum;
             }
-            sum *= *alpha;
-            if (operation->a_scale != NULL) {
-                sum = sum * *operation->a_scale * *operation->b_scale;
+            total *= *alpha;
+            if (operation->epilogue == EPILOGUE_BIAS) {
+                total += load(operation->bias, i, operation->bias_type);
             }
-            store(d, i + j * d_layout->ld, d_layout->type, sum);
+            if (total != total || (total < 0 ? -total : total) > amax) {
+                amax = total != total ? total : (total < 0 ? -total : total);
+            }
+            if (operation->d_scale != NULL) {
+                total *= *operation->d_scale;
+            }
+            store(d, i + j * d_layout->ld, d_layout->type, total);
         }
+    }
+    if (operation->amax != NULL) {
+        *operation->amax = amax;
     }
     return SUCCESS;
 }

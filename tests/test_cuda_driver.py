@@ -178,7 +178,7 @@ def test_info_cli_json_has_cuda_and_cublaslt_sections(fake_driver):
     if facts["cuda"]["available"]:
         assert facts["cublaslt"] == {
             "found": True, "version": "13.10.0", "error": None,
-            "path": environment["FP8Q_CUBLASLT"]}
+            "path": environment["FP8Q_CUBLASLT"], "scale_modes": {}}
     else:
         assert facts["cublaslt"]["found"] is None
     text = subprocess.run(

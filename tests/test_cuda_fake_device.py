@@ -4,11 +4,13 @@ their errors, on machines without a GPU. Each scenario of
 tests/fake_gpu_scenarios.py runs in a fresh interpreter. What the real GPU
 computes is tested by the `cuda`-marked tests (tests/test_cuda_ops.py).
 """
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from fake_gpu import build_fake_driver, run_child
+from fake_gpu import build_fake_driver, child_environment, run_child
 
 TESTS = Path(__file__).parent
 
@@ -49,6 +51,7 @@ def run_scenario(driver, name, tmp_path, environment=None, **fake):
     "plan_cache_is_bounded",
     "heuristic_sees_the_scales",
     "scaled_mm_amax_and_out",
+    "cached_plan_allocates_nothing",
     "scaled_mm_errors",
     "streams_order_work",
     "synchronize_waits_for_the_stream",
@@ -106,3 +109,75 @@ def test_scaled_mm_without_cublaslt(fake_driver, tmp_path):
     run_scenario(fake_driver, "scaled_mm_without_cublaslt", tmp_path,
                  environment={"FP8Q_CUBLASLT":
                               "/nonexistent/libcublasLt.so.13"})
+
+
+def test_scaled_mm_in_one_call_on_sm90(fake_driver, tmp_path):
+    run_scenario(fake_driver, "scaled_mm_in_one_call", tmp_path, cc="9.0")
+    run_scenario(fake_driver, "cached_plan_allocates_nothing", tmp_path,
+                 cc="9.0")
+
+
+@pytest.mark.parametrize("fake", [{"cc": "8.9"},
+                                  {"cc": "9.0", "cublaslt_version": 120800},
+                                  {"cc": "9.0",
+                                   "cublaslt_refuse_scale_modes": 1}],
+                         ids=["sm_89", "cuBLASLt 12.8", "modes refused"])
+def test_scale_modes_fall_back(fake_driver, tmp_path, fake):
+    run_scenario(fake_driver, "scaled_mm_scale_modes_fall_back", tmp_path,
+                 **fake)
+
+
+def scaled_mm_stderr(driver, tmp_path, **fake):
+    """stderr of one rowwise and one blockwise product with FP8Q_LOG=1."""
+    code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); "
+            "import numpy as np, fp8q; from fake_gpu_scenarios import operands; "
+            "rng = np.random.default_rng(1)\n"
+            "for g in ('row', 'block'):\n"
+            "    a, b, sa, sb = operands(rng, 4, 512, 32, g)\n"
+            "    fp8q.scaled_mm(a.to('cuda'), b.T.to('cuda').T, sa, sb)")
+    environment = child_environment(driver, log=tmp_path / "calls.log",
+                                    **fake)
+    environment["FP8Q_LOG"] = "1"
+    completed = subprocess.run([sys.executable, "-c", code],
+                               env=environment, capture_output=True,
+                               text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    return completed.stderr.splitlines()
+
+
+@pytest.mark.parametrize("fake, paths", [
+    ({"cc": "9.0"}, ["one cuBLASLt call"] * 2),
+    ({"cc": "9.0", "cublaslt_refuse_scale_modes": 1},
+     ["cuBLASLt FP8 product + epilogue kernel",
+      "float32 product of block-scaled operands + epilogue kernel"]),
+    ({"cc": "8.6"},
+     ["bfloat16 product of the decoded codes + epilogue kernel",
+      "float32 product of block-scaled operands + epilogue kernel"]),
+], ids=["sm_90", "modes refused", "sm_86"])
+def test_fp8q_log_names_each_path(fake_driver, tmp_path, fake, paths):
+    lines = scaled_mm_stderr(fake_driver, tmp_path, **fake)
+    assert lines == [f"fp8q: scaled_mm M=4 N=32 K=512 on cuda:0: {path}"
+                     for path in paths], lines
+
+
+@pytest.mark.parametrize("version, first", [(12020, "libcublasLt.so.12"),
+                                            (12090, "libcublasLt.so.12"),
+                                            (13000, "libcublasLt.so.13")])
+def test_driver_version_picks_the_cublaslt_release(fake_driver, tmp_path,
+                                                   version, first):
+    """A CUDA 12 driver cannot run cuBLASLt 13: libcublasLt.so.12 is tried
+    first under it, in every place searched."""
+    toolkit = tmp_path / "toolkit"
+    code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); "
+            "import fake_gpu_scenarios; "
+            "fake_gpu_scenarios.cublaslt_search_order()")
+    tried = run_child(fake_driver, code, version=version,
+                      environment={"FP8Q_CUBLASLT": "",
+                                   "CUDA_PATH": str(toolkit),
+                                   "CUDA_HOME": str(toolkit)})
+    second = ({"libcublasLt.so.12", "libcublasLt.so.13"} - {first}).pop()
+    names = [path.rsplit("/", 1)[-1] for path in tried]
+    # The message keeps the first 2 KB of what was tried: whole pairs.
+    assert len(names) >= 2 and all(
+        names[index:index + 2] == [first, second]
+        for index in range(0, len(names) - 1, 2)), tried

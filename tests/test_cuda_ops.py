@@ -192,6 +192,53 @@ def test_scaled_mm_matches_the_cpu(m, k, n, granularity, out_dtype, rng):
         np.max(np.abs(got - expected) / bound))
 
 
+@pytest.mark.parametrize("granularity", ["tensor", "row", "block"])
+@pytest.mark.parametrize("out_dtype, bias_dtype", [
+    ("bfloat16", "bfloat16"), ("float16", "float16"),
+    ("float32", "bfloat16"), ("float8_e4m3fn", "bfloat16"),
+    ("float8_e4m3fn", "float16")])
+def test_scaled_mm_in_one_cublaslt_call(granularity, out_dtype, bias_dtype,
+                                        rng):
+    """Shapes and types the one cuBLASLt call takes (docs/scaled_mm.md: K a
+    multiple of 512 for block scales, a bias of cuBLASLt's type, amax of an
+    FP8 result) against the CPU, within the FP8 tensor-core bound; on GPUs
+    or cuBLASLt releases without the modes, the fallback paths answer."""
+    import ml_dtypes
+    m, k, n = 200, 1024, 384
+    a, b, scale_a, scale_b = scaled_mm_operands(rng, m, k, n, granularity)
+    bias = rng.standard_normal(n).astype(
+        {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[bias_dtype])
+    keywords = dict(out_dtype=out_dtype, bias=bias)
+    fp8_out = out_dtype == "float8_e4m3fn"
+    if fp8_out:
+        keywords["scale_result"] = 0.5
+    host_amax = np.zeros(1, np.float32)
+    expected = np.asarray(fp8q.scaled_mm(
+        a, b, scale_a, scale_b, **keywords,
+        **({"amax_out": host_amax} if fp8_out else {})).numpy(), np.float64)
+    amax = fp8q.asarray(np.full(1, np.nan, np.float32), device="cuda")
+    out = fp8q.asarray(np.full((m, n), np.nan, np.float32), dtype=out_dtype,
+                       device="cuda")
+    fp8q.scaled_mm(a.to("cuda"), b.T.to("cuda").T, scale_a.to("cuda"),
+                   scale_b.to("cuda"), out=out, **keywords,
+                   **({"amax_out": amax} if fp8_out else {}))
+    got = np.asarray(out.cpu().numpy(), np.float64)
+    assert np.isfinite(got).all()
+    abs_products = fp8q.scaled_mm(absolute(a), absolute(b), scale_a,
+                                  scale_b, out_dtype="float32").numpy()
+    scale = 1 / keywords.get("scale_result", 1.0)
+    bound = fp8_matmul_error_bound(abs_products * scale, k, out_dtype,
+                                   expected)
+    assert np.all(np.abs(got - expected) <= bound), (
+        np.max(np.abs(got - expected) / bound))
+    if fp8_out:
+        got_amax = float(amax.cpu().numpy()[0])
+        bound = fp8_matmul_error_bound(abs_products, k, "float32",
+                                       host_amax)
+        assert abs(got_amax - host_amax[0]) <= np.max(bound), (
+            got_amax, host_amax[0])
+
+
 def absolute(codes):
     """|x| of FP8 codes (the sign bit cleared), as a tensor of their dtype."""
     host = codes.cpu() if hasattr(codes, "cpu") else codes

@@ -61,11 +61,30 @@ typedef struct fp8q_lt_heuristic {
 #define FP8Q_LT_OP_T 1
 
 /* cublasLtMatmulDescAttributes_t */
-#define FP8Q_LT_DESC_TRANSA 3         /* int32_t */
-#define FP8Q_LT_DESC_TRANSB 4         /* int32_t */
+#define FP8Q_LT_DESC_TRANSA 3           /* int32_t */
+#define FP8Q_LT_DESC_TRANSB 4           /* int32_t */
+#define FP8Q_LT_DESC_EPILOGUE 7         /* int32_t, cublasLtEpilogue_t */
+#define FP8Q_LT_DESC_BIAS_POINTER 8     /* const void * */
 #define FP8Q_LT_DESC_A_SCALE_POINTER 17 /* const void * */
 #define FP8Q_LT_DESC_B_SCALE_POINTER 18 /* const void * */
-#define FP8Q_LT_DESC_FAST_ACCUM 25    /* int8_t */
+#define FP8Q_LT_DESC_D_SCALE_POINTER 20 /* const void * */
+#define FP8Q_LT_DESC_AMAX_D_POINTER 21  /* void * */
+#define FP8Q_LT_DESC_FAST_ACCUM 25      /* int8_t */
+#define FP8Q_LT_DESC_BIAS_DATA_TYPE 26  /* int32_t, cudaDataType_t */
+/* int32_t, cublasLtMatmulMatrixScale_t (cuBLASLt 12.9 and newer) */
+#define FP8Q_LT_DESC_A_SCALE_MODE 31
+#define FP8Q_LT_DESC_B_SCALE_MODE 32
+
+/* cublasLtEpilogue_t */
+#define FP8Q_LT_EPILOGUE_DEFAULT 1
+#define FP8Q_LT_EPILOGUE_BIAS 4
+
+/* cublasLtMatmulMatrixScale_t: how a scale pointer is read. */
+#define FP8Q_LT_SCALE_SCALAR_32F 0     /* one float */
+#define FP8Q_LT_SCALE_OUTER_VEC_32F 3  /* one float per row of op(A) / column
+                                          of op(B) */
+#define FP8Q_LT_SCALE_VEC128_32F 4     /* one float per 128 values along K */
+#define FP8Q_LT_SCALE_BLK128x128_32F 5 /* one float per 128 x 128 block */
 
 /* cublasLtMatmulPreferenceAttributes_t */
 #define FP8Q_LT_PREF_MAX_WORKSPACE_BYTES 1 /* uint64_t */

@@ -17,7 +17,9 @@ typedef struct plan_key {
     int device;
     int64_t m, n, k;
     int a_dtype, b_dtype, d_dtype;
-    int scaled;
+    int scaling;    /* fp8q_matmul_scaling */
+    int bias_dtype; /* -1 without a bias */
+    int has_d_scale, has_amax;
     int fast_accumulation;
     /* The pointers' alignments (powers of two up to 256): cuBLASLt picks
      * algorithms for 256-byte aligned buffers unless told otherwise. */
@@ -29,6 +31,7 @@ typedef struct plan {
     fp8q_lt_matmul_desc desc;
     fp8q_lt_layout a_layout; /* cuBLASLt's A: our B */
     fp8q_lt_layout b_layout; /* cuBLASLt's B: our A */
+    fp8q_lt_layout c_layout; /* D's, or 16-bit for an FP8 D (never read) */
     fp8q_lt_layout d_layout;
     fp8q_lt_algo algo;
     /* FP8Q_OK, or why cuBLASLt refused the problem (kept, so that a
@@ -58,6 +61,12 @@ typedef struct workspace {
 } workspace;
 
 static workspace workspaces[FP8Q_CUBLASLT_MAX_DEVICES];
+
+/* Per device, a bit per fp8q_matmul_scaling: products of that mode that
+ * cuBLASLt ran, and refused (fp8q_matmul_modes_seen). Guarded by
+ * plans_lock. */
+static unsigned modes_accepted[FP8Q_CUBLASLT_MAX_DEVICES];
+static unsigned modes_refused[FP8Q_CUBLASLT_MAX_DEVICES];
 
 #define LARGE_WORKSPACE ((size_t)32 << 20)
 #define SMALL_WORKSPACE ((size_t)4 << 20)
@@ -159,33 +168,118 @@ static void key_of(const fp8q_cuda_device *device, const fp8q_matmul *problem,
     key->a_dtype = (int)problem->a_dtype;
     key->b_dtype = (int)problem->b_dtype;
     key->d_dtype = (int)problem->d_dtype;
-    key->scaled = problem->a_scale != NULL;
+    key->scaling = (int)problem->scaling;
+    key->bias_dtype = problem->bias != NULL ? (int)problem->bias_dtype : -1;
+    key->has_d_scale = problem->d_scale != NULL;
+    key->has_amax = problem->amax_d != NULL;
     key->fast_accumulation = problem->fast_accumulation != 0;
     key->a_alignment = alignment_of(problem->a);
     key->b_alignment = alignment_of(problem->b);
     key->d_alignment = alignment_of(problem->d);
 }
 
-/* Points the descriptor at the problem's A and B scales (when it has them):
- * before the heuristic, so that the algorithm is chosen for the scaled
- * problem, and again before each product, whose scales live elsewhere. Our
- * A is cuBLASLt's B and the other way round. */
-static fp8q_lt_status set_scale_pointers(const fp8q_cublaslt *lt,
-                                         fp8q_lt_matmul_desc desc,
-                                         const fp8q_matmul *problem)
+/* Sets one pointer attribute of the descriptor. */
+static fp8q_lt_status set_pointer(const fp8q_cublaslt *lt,
+                                  fp8q_lt_matmul_desc desc, int attribute,
+                                  const void *pointer)
+{
+    return lt->api.matmul_desc_set_attribute(desc, attribute, &pointer,
+                                             sizeof pointer);
+}
+
+/* Points the descriptor at the problem's scales, bias, D scale and amax
+ * (those it has): before the heuristic, so that the algorithm is chosen
+ * for the problem that runs, and again before each product, whose
+ * pointers differ. Our A is cuBLASLt's B and the other way round. */
+static fp8q_lt_status set_pointers(const fp8q_cublaslt *lt,
+                                   fp8q_lt_matmul_desc desc,
+                                   const fp8q_matmul *problem)
 {
     fp8q_lt_status status = FP8Q_LT_SUCCESS;
-    if (problem->a_scale != NULL) {
-        status = lt->api.matmul_desc_set_attribute(
-            desc, FP8Q_LT_DESC_A_SCALE_POINTER, &problem->b_scale,
-            sizeof problem->b_scale);
+    if (problem->scaling != FP8Q_MATMUL_UNSCALED) {
+        status = set_pointer(lt, desc, FP8Q_LT_DESC_A_SCALE_POINTER,
+                             problem->b_scale);
         if (status == FP8Q_LT_SUCCESS) {
-            status = lt->api.matmul_desc_set_attribute(
-                desc, FP8Q_LT_DESC_B_SCALE_POINTER, &problem->a_scale,
-                sizeof problem->a_scale);
+            status = set_pointer(lt, desc, FP8Q_LT_DESC_B_SCALE_POINTER,
+                                 problem->a_scale);
         }
     }
+    if (status == FP8Q_LT_SUCCESS && problem->bias != NULL) {
+        status = set_pointer(lt, desc, FP8Q_LT_DESC_BIAS_POINTER,
+                             problem->bias);
+    }
+    if (status == FP8Q_LT_SUCCESS && problem->d_scale != NULL) {
+        status = set_pointer(lt, desc, FP8Q_LT_DESC_D_SCALE_POINTER,
+                             problem->d_scale);
+    }
+    if (status == FP8Q_LT_SUCCESS && problem->amax_d != NULL) {
+        status = set_pointer(lt, desc, FP8Q_LT_DESC_AMAX_D_POINTER,
+                             problem->amax_d);
+    }
     return status;
+}
+
+/* Sets the scale modes (cuBLASLt 12.9+) of a rowwise or blockwise problem:
+ * cuBLASLt's A (our b) and B (our a). Tensorwise and unscaled problems
+ * keep the default, one float32 (SCALAR_32F), so that older cuBLASLt
+ * releases, which lack these attributes, take them. */
+static fp8q_lt_status set_scale_modes(const fp8q_cublaslt *lt,
+                                      fp8q_lt_matmul_desc desc,
+                                      fp8q_matmul_scaling scaling)
+{
+    int32_t a_mode, b_mode;
+    fp8q_lt_status status;
+    if (scaling == FP8Q_MATMUL_ROWWISE) {
+        a_mode = FP8Q_LT_SCALE_OUTER_VEC_32F;
+        b_mode = FP8Q_LT_SCALE_OUTER_VEC_32F;
+    }
+    else if (scaling == FP8Q_MATMUL_BLOCKWISE) {
+        a_mode = FP8Q_LT_SCALE_BLK128x128_32F; /* our b: 128 x 128 blocks */
+        b_mode = FP8Q_LT_SCALE_VEC128_32F;     /* our a: 1 x 128 blocks */
+    }
+    else {
+        return FP8Q_LT_SUCCESS;
+    }
+    status = lt->api.matmul_desc_set_attribute(
+        desc, FP8Q_LT_DESC_A_SCALE_MODE, &a_mode, sizeof a_mode);
+    if (status == FP8Q_LT_SUCCESS) {
+        status = lt->api.matmul_desc_set_attribute(
+            desc, FP8Q_LT_DESC_B_SCALE_MODE, &b_mode, sizeof b_mode);
+    }
+    return status;
+}
+
+/* Asks for the bias epilogue (and the bias's type) when there is a bias. */
+static fp8q_lt_status set_epilogue(const fp8q_cublaslt *lt,
+                                   fp8q_lt_matmul_desc desc,
+                                   const plan_key *key)
+{
+    const int32_t epilogue = FP8Q_LT_EPILOGUE_BIAS;
+    int32_t bias_type;
+    fp8q_lt_status status;
+    if (key->bias_dtype < 0) {
+        return FP8Q_LT_SUCCESS;
+    }
+    bias_type = lt_type((fp8q_dtype)key->bias_dtype);
+    status = lt->api.matmul_desc_set_attribute(
+        desc, FP8Q_LT_DESC_EPILOGUE, &epilogue, sizeof epilogue);
+    if (status == FP8Q_LT_SUCCESS) {
+        status = lt->api.matmul_desc_set_attribute(
+            desc, FP8Q_LT_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type);
+    }
+    return status;
+}
+
+/* C's type: D's, except for an FP8 D, whose C must be 16-bit (cuBLASLt's
+ * FP8 table): the bias's type, bfloat16 without one. C is never read
+ * (beta = 0). */
+static int c_type(const plan_key *key)
+{
+    if (!fp8q_dtype_is_fp8((fp8q_dtype)key->d_dtype)) {
+        return lt_type((fp8q_dtype)key->d_dtype);
+    }
+    return key->bias_dtype == (int)FP8Q_FLOAT16 ? FP8Q_LT_R_16F
+                                                : FP8Q_LT_R_16BF;
 }
 
 /* Describes `problem` in `lt`'s terms, every descriptor attribute set
@@ -226,7 +320,13 @@ static fp8q_lt_status describe(const fp8q_cublaslt *lt,
             made->desc, FP8Q_LT_DESC_FAST_ACCUM, &fast, sizeof fast);
     }
     if (status == FP8Q_LT_SUCCESS) {
-        status = set_scale_pointers(lt, made->desc, problem);
+        status = set_scale_modes(lt, made->desc, problem->scaling);
+    }
+    if (status == FP8Q_LT_SUCCESS) {
+        status = set_epilogue(lt, made->desc, key);
+    }
+    if (status == FP8Q_LT_SUCCESS) {
+        status = set_pointers(lt, made->desc, problem);
     }
     if (status == FP8Q_LT_SUCCESS) {
         *step = "cublasLtMatrixLayoutCreate";
@@ -243,6 +343,11 @@ static fp8q_lt_status describe(const fp8q_cublaslt *lt,
         status = lt->api.matrix_layout_create(
             &made->d_layout, lt_type((fp8q_dtype)key->d_dtype),
             (uint64_t)key->n, (uint64_t)key->m, key->n);
+    }
+    if (status == FP8Q_LT_SUCCESS) {
+        status = lt->api.matrix_layout_create(&made->c_layout, c_type(key),
+                                              (uint64_t)key->n,
+                                              (uint64_t)key->m, key->n);
     }
     if (status == FP8Q_LT_SUCCESS) {
         *step = "cublasLtMatmulPreferenceCreate";
@@ -279,7 +384,8 @@ static fp8q_lt_status describe(const fp8q_cublaslt *lt,
         *step = "cublasLtMatmulAlgoGetHeuristic";
         status = lt->api.algo_get_heuristic(
             state->handle, made->desc, made->a_layout, made->b_layout,
-            made->d_layout, made->d_layout, preference, 1, &result, &returned);
+            made->c_layout, made->d_layout, preference, 1, &result,
+            &returned);
         if (status == FP8Q_LT_SUCCESS && returned < 1) {
             status = -1; /* no algorithm: reported by the caller */
         }
@@ -303,6 +409,9 @@ static void release_descriptors(const fp8q_cublaslt *lt, plan *made)
     if (made->b_layout != NULL) {
         (void)lt->api.matrix_layout_destroy(made->b_layout);
     }
+    if (made->c_layout != NULL) {
+        (void)lt->api.matrix_layout_destroy(made->c_layout);
+    }
     if (made->d_layout != NULL) {
         (void)lt->api.matrix_layout_destroy(made->d_layout);
     }
@@ -311,6 +420,7 @@ static void release_descriptors(const fp8q_cublaslt *lt, plan *made)
     }
     made->a_layout = NULL;
     made->b_layout = NULL;
+    made->c_layout = NULL;
     made->d_layout = NULL;
     made->desc = NULL;
 }
@@ -342,16 +452,23 @@ static void forget_least_recent_plan(const fp8q_cublaslt *lt)
     n_plans--;
 }
 
-/* "m=.., n=.., k=.., a float8_e4m3fn, ..." for messages. */
+/* "M=.., N=.., K=.., a float8_e4m3fn, ..., rowwise scales
+ * (OUTER_VEC_32F), bias bfloat16, D scale, amax" for messages. */
 static void describe_problem(const fp8q_matmul *problem, char *text,
                              size_t size)
 {
     (void)snprintf(text, size,
-                   "M=%lld, N=%lld, K=%lld, a %s, b %s, result %s",
+                   "M=%lld, N=%lld, K=%lld, a %s, b %s, result %s, %s%s%s%s%s",
                    (long long)problem->m, (long long)problem->n,
                    (long long)problem->k, fp8q_dtype_name(problem->a_dtype),
                    fp8q_dtype_name(problem->b_dtype),
-                   fp8q_dtype_name(problem->d_dtype));
+                   fp8q_dtype_name(problem->d_dtype),
+                   fp8q_matmul_scaling_name(problem->scaling),
+                   problem->bias != NULL ? ", bias " : "",
+                   problem->bias != NULL ? fp8q_dtype_name(problem->bias_dtype)
+                                         : "",
+                   problem->d_scale != NULL ? ", D scale" : "",
+                   problem->amax_d != NULL ? ", amax" : "");
 }
 
 /* The cached plan for `problem`, made on first use; *refused set when
@@ -424,6 +541,7 @@ static fp8q_status find_plan(const fp8q_cublaslt *lt,
             return error->status;
         }
         *refused = 1;
+        modes_refused[device->index] |= 1u << key.scaling;
     }
     made->next = plans;
     plans = made;
@@ -439,6 +557,50 @@ static fp8q_status find_plan(const fp8q_cublaslt *lt,
 
 /* ------------------------------------------------------------------------- */
 /* Running                                                                   */
+
+const char *fp8q_matmul_scaling_name(fp8q_matmul_scaling scaling)
+{
+    switch (scaling) {
+    case FP8Q_MATMUL_TENSORWISE: return "tensorwise scales (SCALAR_32F)";
+    case FP8Q_MATMUL_ROWWISE: return "rowwise scales (OUTER_VEC_32F)";
+    case FP8Q_MATMUL_BLOCKWISE:
+        return "blockwise scales (VEC128_32F x BLK128x128_32F)";
+    default: return "unscaled";
+    }
+}
+
+int fp8q_matmul_scaling_available(const fp8q_cublaslt *library,
+                                  const fp8q_cuda_device *device,
+                                  fp8q_matmul_scaling scaling)
+{
+    const int major = device->compute_capability_major;
+    if (!fp8q_cuda_has_fp8_tensor_cores(major,
+                                        device->compute_capability_minor)) {
+        return scaling == FP8Q_MATMUL_UNSCALED;
+    }
+    if (scaling == FP8Q_MATMUL_ROWWISE || scaling == FP8Q_MATMUL_BLOCKWISE) {
+        return major >= 9 &&
+               library->version >= FP8Q_CUBLASLT_SCALE_MODES_VERSION;
+    }
+    return 1;
+}
+
+void fp8q_matmul_modes_seen(int device_index, unsigned *accepted,
+                            unsigned *refused)
+{
+    *accepted = 0;
+    *refused = 0;
+    if (device_index < 0 || device_index >= FP8Q_CUBLASLT_MAX_DEVICES) {
+        return;
+    }
+    fp8q_once_run(&lock_once, create_lock, NULL);
+    if (plans_lock != NULL) {
+        fp8q_mutex_lock(plans_lock);
+        *accepted = modes_accepted[device_index];
+        *refused = modes_refused[device_index];
+        fp8q_mutex_unlock(plans_lock);
+    }
+}
 
 int fp8q_matmul_fp8_aligned(const fp8q_matmul *problem)
 {
@@ -496,7 +658,7 @@ fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
         return error->status;
     }
     step = "cublasLtMatmulDescSetAttribute";
-    status = set_scale_pointers(library, found->desc, problem);
+    status = set_pointers(library, found->desc, problem);
     if (status == FP8Q_LT_SUCCESS) {
         /* After the workspace's last use, whatever stream that was. */
         driver_result = api->stream_wait_event(stream, space->last_use, 0);
@@ -505,11 +667,13 @@ fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
         step = "cublasLtMatmul";
         status = library->api.matmul(
             state->handle, found->desc, &one, problem->b, found->a_layout,
-            problem->a, found->b_layout, &zero, problem->d, found->d_layout,
-            problem->d, found->d_layout, &found->algo, space->memory,
+            problem->a, found->b_layout, &zero,
+            problem->d, found->c_layout, problem->d, found->d_layout,
+            &found->algo, space->memory,
             space->size, stream);
         if (status == FP8Q_LT_SUCCESS) {
             driver_result = api->event_record(space->last_use, stream);
+            modes_accepted[device->index] |= 1u << problem->scaling;
         }
     }
     fp8q_cuda_context_leave();
@@ -524,6 +688,7 @@ fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
              * offered the algorithm: a refusal like the heuristic's,
              * remembered in the plan, and the caller falls back. */
             remember_refusal(library, found, error);
+            modes_refused[device->index] |= 1u << problem->scaling;
             *refused = 1;
         }
     }

@@ -14,7 +14,8 @@
  * cuBLASLt's heuristic is asked, so the algorithm is chosen for the problem
  * that runs. Matmul descriptors, layouts and the heuristic's algorithm are
  * cached per
- * (device, m, n, k, dtypes, scale pointers present, fast accumulation,
+ * (device, m, n, k, dtypes, scaling mode, bias type, D scale and amax
+ * present, fast accumulation,
  * pointer alignments, told to the heuristic), the 256 most recently used
  * ones (a server sees a new m with almost every batch size); a process-wide
  * lock keeps the cache and each cached plan to one caller at a time (setting
@@ -32,20 +33,58 @@
 #include "core/status.h"
 #include "cuda/cublaslt.h"
 
+/* How cuBLASLt reads the scale pointers of a product. */
+typedef enum fp8q_matmul_scaling {
+    FP8Q_MATMUL_UNSCALED, /* no scales: the plain sums */
+    FP8Q_MATMUL_TENSORWISE, /* one float32 each */
+    /* a: M float32 values, b: N (cuBLASLt's OUTER_VEC_32F) */
+    FP8Q_MATMUL_ROWWISE,
+    /* a: one float32 per 1 x 128 block, b: one per 128 x 128 block
+     * (VEC128_32F and BLK128x128_32F), in cuBLASLt's layouts: a's
+     * (ceil(K/128), M) row-major, b's (ceil(N/128), L4) row-major with
+     * L4 = ceil(K/128) rounded up to a multiple of 4 (docs/scaled_mm.md) */
+    FP8Q_MATMUL_BLOCKWISE
+} fp8q_matmul_scaling;
+
 typedef struct fp8q_matmul {
     int64_t m, n, k;
     fp8q_dtype a_dtype; /* FP8 (e4m3fn / e5m2), bfloat16, float16 or float32 */
     fp8q_dtype b_dtype;
-    fp8q_dtype d_dtype; /* float32, bfloat16 or float16 */
+    /* float32, bfloat16, float16, or float8_e4m3fn (scaled FP8 only) */
+    fp8q_dtype d_dtype;
     const void *a;      /* device pointers, 16-byte aligned for FP8 */
     const void *b;
     void *d;
-    /* Device pointers to one float32 each, or both NULL: cuBLASLt
-     * multiplies the sums by *a_scale * *b_scale (FP8 operands only). */
+    /* Device pointers to the scales (FP8 operands only), read as `scaling`
+     * says; both NULL when unscaled. */
+    fp8q_matmul_scaling scaling;
     const float *a_scale;
     const float *b_scale;
+    /* Optional, FP8 operands only (NULL when unused): N bias values of
+     * bias_dtype added to the scaled sums; D's scale (the result is
+     * multiplied by *d_scale before its rounding into d_dtype) and where
+     * max |scaled sums + bias| goes (before d_scale), both float32. */
+    const void *bias;
+    fp8q_dtype bias_dtype;
+    const float *d_scale;
+    float *amax_d;
     int fast_accumulation; /* FP8 only: cuBLASLt's faster, less exact mode */
 } fp8q_matmul;
+
+/* cuBLASLt's name for a scaling mode, for messages ("rowwise scales
+ * (OUTER_VEC_32F)", ...). */
+const char *fp8q_matmul_scaling_name(fp8q_matmul_scaling scaling);
+
+/* Nonzero when `library` on `device` can be asked for `scaling` at all:
+ * tensorwise with FP8 tensor cores (sm_89+); rowwise and blockwise need
+ * cuBLASLt 12.9 or newer (the scale modes) and sm_90+. Whether cuBLASLt
+ * then takes a given problem is its heuristic's answer. */
+int fp8q_matmul_scaling_available(const fp8q_cublaslt *library,
+                                  const fp8q_cuda_device *device,
+                                  fp8q_matmul_scaling scaling);
+
+/* The oldest cuBLASLt with the outer-vector and block scale modes. */
+#define FP8Q_CUBLASLT_SCALE_MODES_VERSION 120900
 
 /* Nonzero when cuBLASLt's FP8 kernels take these operands as they are: k
  * and n multiples of 16, a and b 16-byte aligned. */
@@ -65,5 +104,11 @@ fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
                              const fp8q_cuda_device *device,
                              const fp8q_matmul *problem, fp8q_cu_stream stream,
                              int *refused, fp8q_error *error);
+
+/* What cuBLASLt did with each scaling mode on a device so far, for
+ * fp8q.info(): a bit per fp8q_matmul_scaling, set when a product of that
+ * mode ran (`accepted`) or was refused (`refused`). */
+void fp8q_matmul_modes_seen(int device_index, unsigned *accepted,
+                            unsigned *refused);
 
 #endif /* FP8Q_CUDA_MATMUL_H */

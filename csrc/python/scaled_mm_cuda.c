@@ -8,13 +8,15 @@
  * are used in place; any other layout through contiguous copies gathered
  * on the GPU (kernels/gather.cuh).
  *
- * Paths:
- *   direct   native FP8 (compute capability 8.9+), tensorwise scales, a
- *            16-bit or float32 result without bias or amax: cuBLASLt applies
- *            the two scales and writes the result itself.
- *   native   native FP8, other cases: cuBLASLt's FP8 product of the raw
- *            codes into float32, then fp8q's epilogue kernel (scales, bias,
- *            amax, rounding into out_dtype).
+ * Paths, tried in this order (FP8Q_LOG=1 prints the one each call took):
+ *   one call native FP8 (compute capability 8.9+) and everything inside one
+ *            cuBLASLt product: the scales (tensorwise; rowwise and blockwise
+ *            through cuBLASLt 12.9's scale modes on sm_90+), a bias of the
+ *            type cuBLASLt takes for out_dtype, an FP8 result's scale and
+ *            amax. Refused (remembered per plan): the next path.
+ *   native   native FP8, tensorwise or rowwise: cuBLASLt's FP8 product of
+ *            the raw codes into float32, then fp8q's epilogue kernel
+ *            (scales, bias, amax, rounding into out_dtype).
  *   emulated GPUs without FP8 tensor cores, operands cuBLASLt's FP8
  *            kernels do not take (K or N not a multiple of 16, misaligned),
  *            or an FP8 product cuBLASLt refuses (no algorithm, status):
@@ -25,6 +27,7 @@
  *            decoded times their block's scale into float32 (as on the
  *            CPU), a float32 product (no TF32), then the epilogue.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "python/binding.h"
@@ -35,6 +38,7 @@
 #include "cuda/launch.h"
 #include "cuda/matmul.h"
 #include "cuda/memory.h"
+#include "platform.h"
 
 #define MAX_WHEEL_DIRECTORIES 192
 
@@ -187,6 +191,208 @@ static void block_addressing(int64_t k, int64_t n, fp8q_cast_args *a_args,
     b_args->scale_col_stride = n_blocks; /* w's column k: scale_b[k / 128, .] */
 }
 
+/* A new C-contiguous copy of the transpose of the 2-d CUDA tensor
+ * `tensor`, gathered on its GPU; NULL with an exception. */
+static fp8q_TensorObject *transposed(fp8q_TensorObject *tensor,
+                                     fp8q_cu_stream stream)
+{
+    fp8q_view view = tensor->view;
+    fp8q_TensorObject *transpose;
+    fp8q_TensorObject *copy;
+
+    view.shape[0] = tensor->view.shape[1];
+    view.shape[1] = tensor->view.shape[0];
+    view.strides[0] = tensor->view.strides[1];
+    view.strides[1] = tensor->view.strides[0];
+    transpose = fp8q_tensor_new_view(&view, (PyObject *)tensor, 1);
+    if (transpose == NULL) {
+        return NULL;
+    }
+    copy = fp8q_py_cuda_contiguous(transpose, stream);
+    Py_DECREF(transpose);
+    return copy;
+}
+
+/* ------------------------------------------------------------------------- */
+/* FP8Q_LOG                                                                  */
+
+/* Nonzero when FP8Q_LOG is set to something other than "" or "0" (read
+ * once; the race of two first calls reads the same value). */
+static int logging(void)
+{
+    static volatile int state = -1;
+    char value[8];
+    if (state < 0) {
+        const int length = fp8q_getenv_utf8("FP8Q_LOG", value, sizeof value);
+        state = length > 0 && strcmp(value, "0") != 0;
+    }
+    return state;
+}
+
+/* Writes "fp8q: scaled_mm M=.. N=.. K=.. on cuda:D: PATH" to stderr. */
+static void log_path(const fp8q_py_scaled_mm *call, const char *path)
+{
+    if (logging()) {
+        fprintf(stderr, "fp8q: scaled_mm M=%lld N=%lld K=%lld on cuda:%d: %s\n",
+                (long long)call->a->view.shape[0],
+                (long long)call->b->view.shape[1],
+                (long long)call->a->view.shape[1], call->a->device_index,
+                path);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* One cuBLASLt call                                                         */
+
+/* Whether cuBLASLt's FP8 kernels take a bias of `bias` for a result of
+ * `out` (cuBLASLt's table of FP8 types): bfloat16 for bfloat16, float32 and
+ * FP8 results, float16 for float16 and FP8 results. Other biases take the
+ * epilogue kernel, rather than being rounded. */
+static int cublaslt_takes_bias(fp8q_dtype out, fp8q_dtype bias)
+{
+    switch (out) {
+    case FP8Q_BFLOAT16:
+    case FP8Q_FLOAT32: return bias == FP8Q_BFLOAT16;
+    case FP8Q_FLOAT16: return bias == FP8Q_FLOAT16;
+    case FP8Q_FLOAT8_E4M3FN:
+        return bias == FP8Q_BFLOAT16 || bias == FP8Q_FLOAT16;
+    default: return 0;
+    }
+}
+
+/* fp8q's scaling mode as cuBLASLt's. */
+static fp8q_matmul_scaling matmul_scaling(fp8q_scaling mode)
+{
+    switch (mode) {
+    case FP8Q_SCALING_ROWWISE: return FP8Q_MATMUL_ROWWISE;
+    case FP8Q_SCALING_BLOCKWISE: return FP8Q_MATMUL_BLOCKWISE;
+    default: return FP8Q_MATMUL_TENSORWISE;
+    }
+}
+
+/* Whether the call can be one cuBLASLt product (its FP8 operands aligned):
+ * the mode available, block scales cuBLASLt can read (K a multiple of 128,
+ * ceil(K/128) a multiple of 4, see docs/scaled_mm.md), a bias cuBLASLt
+ * takes, amax only of an FP8 result (cuBLASLt's AMAX_D); K > 0 (cuBLASLt
+ * refuses empty sums, whose result is the bias). */
+static int one_call_fits(const fp8q_cublaslt *library,
+                         const fp8q_py_scaled_mm *call, int64_t k)
+{
+    const fp8q_dtype out = call->out->view.dtype;
+    const fp8q_matmul_scaling scaling = matmul_scaling(call->mode);
+    if (k == 0 || !fp8q_matmul_scaling_available(library, call->a->cuda_device,
+                                       scaling)) {
+        return 0;
+    }
+    if (scaling == FP8Q_MATMUL_BLOCKWISE &&
+        (k % FP8Q_SCALED_MM_BLOCK != 0 ||
+         (k / FP8Q_SCALED_MM_BLOCK) % 4 != 0)) {
+        return 0;
+    }
+    if (call->bias != NULL &&
+        !cublaslt_takes_bias(out, call->bias->view.dtype)) {
+        return 0;
+    }
+    return call->amax_out == NULL || out == FP8Q_FLOAT8_E4M3FN;
+}
+
+/*
+ * The whole product as one cuBLASLt call into out, when it fits: scales in
+ * cuBLASLt's layouts (block scales transposed on the GPU), bias, an FP8
+ * result's D scale (1 / scale_result, copied over when not 1) and amax.
+ * Returns 1 when done, 0 when cuBLASLt refused it (remembered: the next
+ * path runs), -1 with an exception. `keep` takes the temporaries.
+ */
+static int one_call(const fp8q_cublaslt *library,
+                    const fp8q_py_scaled_mm *call, const fp8q_matmul *codes,
+                    fp8q_TensorObject *scale_a, fp8q_TensorObject *scale_b,
+                    fp8q_cu_stream stream, fp8q_TensorObject **keep,
+                    int *n_keep)
+{
+    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, call->a->device_index};
+    fp8q_matmul problem = *codes;
+    fp8q_TensorObject *bias = NULL;
+    fp8q_error error;
+    fp8q_status status;
+    int refused = 0;
+
+    problem.scaling = matmul_scaling(call->mode);
+    problem.d = call->out->view.data;
+    problem.d_dtype = call->out->view.dtype;
+    if (problem.scaling == FP8Q_MATMUL_BLOCKWISE) {
+        /* fp8q's (M, K/128) and (K/128, N/128), row-major, as cuBLASLt
+         * reads them: (K/128, M) and (N/128, K/128) row-major. */
+        scale_a = transposed(scale_a, stream);
+        if (scale_a == NULL) {
+            return -1;
+        }
+        keep[(*n_keep)++] = scale_a;
+        scale_b = transposed(scale_b, stream);
+        if (scale_b == NULL) {
+            return -1;
+        }
+        keep[(*n_keep)++] = scale_b;
+        if (fp8q_py_use_on_stream(scale_a, stream) < 0 ||
+            fp8q_py_use_on_stream(scale_b, stream) < 0) {
+            return -1;
+        }
+    }
+    problem.a_scale = (const float *)scale_a->view.data;
+    problem.b_scale = (const float *)scale_b->view.data;
+    if (call->bias != NULL) {
+        bias = on_device(call->bias, &device, stream);
+        if (bias == NULL) {
+            return -1;
+        }
+        keep[(*n_keep)++] = bias;
+        if (fp8q_py_use_on_stream(bias, stream) < 0) {
+            return -1;
+        }
+        problem.bias = bias->view.data;
+        problem.bias_dtype = bias->view.dtype;
+    }
+    if (call->has_scale_result && call->scale_result != 1.0f) {
+        /* cuBLASLt multiplies by D's scale: fp8q's is a dequantization
+         * scale, so its reciprocal (one float32 rounding). */
+        const int64_t one = 1;
+        fp8q_TensorObject *host = fp8q_tensor_new_empty(FP8Q_FLOAT32, 1, &one);
+        fp8q_TensorObject *d_scale;
+        if (host == NULL) {
+            return -1;
+        }
+        *(float *)host->view.data = 1.0f / call->scale_result;
+        d_scale = fp8q_tensor_copy_to(host, &device, stream);
+        Py_DECREF(host);
+        if (d_scale == NULL) {
+            return -1;
+        }
+        keep[(*n_keep)++] = d_scale;
+        if (fp8q_py_use_on_stream(d_scale, stream) < 0) {
+            return -1;
+        }
+        problem.d_scale = (const float *)d_scale->view.data;
+    }
+    if (call->amax_out != NULL) {
+        if (fp8q_py_use_on_stream(call->amax_out, stream) < 0) {
+            return -1;
+        }
+        problem.amax_d = (float *)call->amax_out->view.data;
+    }
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_matmul(library, call->a->cuda_device, &problem, stream,
+                              &refused, &error);
+    Py_END_ALLOW_THREADS
+    if (refused) {
+        return 0;
+    }
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        return -1;
+    }
+    log_path(call, "one cuBLASLt call");
+    return 1;
+}
+
 /* ------------------------------------------------------------------------- */
 /* The product                                                               */
 
@@ -257,8 +463,8 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     fp8q_TensorObject *a = NULL; /* call->a, C-contiguous */
     fp8q_TensorObject *w = NULL; /* b.T, (N, K) C-contiguous */
     /* Tensors this call made, released at the end: at most a, w's view,
-     * w, scale_a, scale_b, product and bias. */
-    fp8q_TensorObject *keep[8];
+     * w, scale_a, scale_b, product and bias, and one_call's four. */
+    fp8q_TensorObject *keep[12];
     fp8q_TensorObject *scale_a = NULL, *scale_b = NULL, *bias = NULL;
     fp8q_TensorObject *product = NULL;
     fp8q_matmul problem;
@@ -269,7 +475,7 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     int n_keep = 0;
     int result = -1;
     int refused = 0;
-    int native, direct;
+    int fp8, native, done;
     int index;
 
     if (!fp8q_view_is_contiguous(&call->out->view)) {
@@ -341,14 +547,10 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     problem.b_dtype = w->view.dtype;
     problem.fast_accumulation = call->use_fast_accum;
     problem.d = call->out->view.data;
-    native = fp8q_cuda_has_fp8_tensor_cores(cuda->compute_capability_major,
-                                            cuda->compute_capability_minor) &&
-             call->mode != FP8Q_SCALING_BLOCKWISE &&
-             fp8q_matmul_fp8_aligned(&problem);
-    direct = native && call->mode == FP8Q_SCALING_TENSORWISE &&
-             call->bias == NULL && call->amax_out == NULL &&
-             call->out->view.dtype != FP8Q_FLOAT8_E4M3FN &&
-             fp8q_view_is_contiguous(&call->out->view);
+    fp8 = fp8q_cuda_has_fp8_tensor_cores(cuda->compute_capability_major,
+                                         cuda->compute_capability_minor) &&
+          fp8q_matmul_fp8_aligned(&problem);
+    native = fp8 && call->mode != FP8Q_SCALING_BLOCKWISE;
 
     if (fp8q_py_use_on_stream(a, stream) < 0 ||
         fp8q_py_use_on_stream(w, stream) < 0 ||
@@ -357,22 +559,13 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
         fp8q_py_use_on_stream(call->out, stream) < 0) {
         goto done;
     }
-    if (direct) {
-        problem.d_dtype = call->out->view.dtype;
-        problem.a_scale = (const float *)scale_a->view.data;
-        problem.b_scale = (const float *)scale_b->view.data;
-        Py_BEGIN_ALLOW_THREADS
-        status = fp8q_cuda_matmul(library, cuda, &problem, stream, &refused,
-                                  &error);
-        Py_END_ALLOW_THREADS
-        if (!refused) {
-            result = fp8q_py_raise_on_failure(status, &error);
+    if (fp8 && one_call_fits(library, call, k)) {
+        done = one_call(library, call, &problem, scale_a, scale_b, stream,
+                        keep, &n_keep);
+        if (done != 0) {
+            result = done < 0 ? -1 : 0;
             goto done;
         }
-        /* cuBLASLt refused this form (out's alignment, ...): the FP8
-         * product into float32 below, then the emulated one if need be. */
-        problem.a_scale = NULL;
-        problem.b_scale = NULL;
     }
     product = fp8q_tensor_new_empty_on(FP8Q_FLOAT32, 2, call->out->view.shape,
                                        &device, stream);
@@ -386,10 +579,12 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
              scale_b, stream, &status, &refused, &error) < 0) {
         goto done;
     }
-    if (refused && native &&
-        sums(library, cuda, &problem, call->mode, 0, a, w, scale_a, scale_b,
-             stream, &status, &refused, &error) < 0) {
-        goto done;
+    if (refused && native) {
+        native = 0;
+        if (sums(library, cuda, &problem, call->mode, 0, a, w, scale_a,
+                 scale_b, stream, &status, &refused, &error) < 0) {
+            goto done;
+        }
     }
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         goto done;
@@ -444,6 +639,14 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     status = fp8q_cuda_launch_epilogue(cuda, &epilogue, stream, &error);
     Py_END_ALLOW_THREADS
     result = fp8q_py_raise_on_failure(status, &error);
+    if (result == 0) {
+        log_path(call, native ? "cuBLASLt FP8 product + epilogue kernel"
+                 : call->mode == FP8Q_SCALING_BLOCKWISE
+                     ? "float32 product of block-scaled operands + epilogue "
+                       "kernel"
+                     : "bfloat16 product of the decoded codes + epilogue "
+                       "kernel");
+    }
 
 done:
     for (index = 0; index < n_keep; index++) {
@@ -454,6 +657,58 @@ done:
 
 /* ------------------------------------------------------------------------- */
 /* fp8q._C._cublaslt_info()                                                  */
+
+/* A list of the names of the scaling modes whose bits are set. */
+static PyObject *mode_names(unsigned bits)
+{
+    static const char *const names[] = {"unscaled", "tensorwise", "rowwise",
+                                        "blockwise"};
+    PyObject *list = PyList_New(0);
+    size_t index;
+    for (index = 0; list != NULL && index < sizeof names / sizeof names[0];
+         index++) {
+        PyObject *name;
+        if (!(bits & (1u << index))) {
+            continue;
+        }
+        name = PyUnicode_FromString(names[index]);
+        if (name == NULL || PyList_Append(list, name) < 0) {
+            Py_XDECREF(name);
+            Py_CLEAR(list);
+            break;
+        }
+        Py_DECREF(name);
+    }
+    return list;
+}
+
+/* {"DEVICE": {"accepted": [...], "refused": [...]}} for the devices where
+ * cuBLASLt ran or refused products so far, by scaling mode. */
+static PyObject *scale_modes_seen(void)
+{
+    PyObject *seen = PyDict_New();
+    int index;
+    for (index = 0; seen != NULL && index < FP8Q_CUBLASLT_MAX_DEVICES;
+         index++) {
+        unsigned accepted, refused;
+        PyObject *entry;
+        char key[16];
+        fp8q_matmul_modes_seen(index, &accepted, &refused);
+        if (accepted == 0 && refused == 0) {
+            continue;
+        }
+        entry = Py_BuildValue("{s:N,s:N}", "accepted", mode_names(accepted),
+                              "refused", mode_names(refused));
+        (void)snprintf(key, sizeof key, "%d", index);
+        if (entry == NULL || PyDict_SetItemString(seen, key, entry) < 0) {
+            Py_XDECREF(entry);
+            Py_CLEAR(seen);
+            break;
+        }
+        Py_DECREF(entry);
+    }
+    return seen;
+}
 
 static PyObject *cublaslt_info(PyObject *module, PyObject *unused)
 {
@@ -472,11 +727,12 @@ static PyObject *cublaslt_info(PyObject *module, PyObject *unused)
                              library->error.message);
     }
     return Py_BuildValue(
-        "{s:O,s:N,s:s,s:O}", "found", Py_True, "version",
+        "{s:O,s:N,s:s,s:O,s:N}", "found", Py_True, "version",
         PyUnicode_FromFormat("%d.%d.%d", (int)(library->version / 10000),
                              (int)(library->version / 100 % 100),
                              (int)(library->version % 100)),
-        "path", library->path, "error", Py_None);
+        "path", library->path, "error", Py_None, "scale_modes",
+        scale_modes_seen());
 }
 
 static PyMethodDef scaled_mm_cuda_functions[] = {
@@ -484,7 +740,8 @@ static PyMethodDef scaled_mm_cuda_functions[] = {
      "_cublaslt_info()\n--\n\n"
      "Loads cuBLASLt as the first GPU scaled_mm would (see "
      "csrc/cuda/cublaslt.h for where it is looked for) and returns {found, "
-     "version like '13.10.0', path, error}."},
+     "version like '13.10.0', path, error, scale_modes: per device index "
+     "{accepted, refused} scaling modes of the products so far}."},
     {NULL, NULL, 0, NULL},
 };
 
