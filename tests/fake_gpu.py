@@ -33,6 +33,9 @@ def build_fake_driver(directory):
     compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if compiler is None or not sys.platform.startswith("linux"):
         pytest.skip("needs a C compiler and Linux to build the fake driver")
+    if not (ROOT / "csrc").is_dir() or not (ROOT / "kernels").is_dir():
+        pytest.skip(f"the fake driver is built from csrc/ and kernels/, not found beside "
+                    f"{TESTS} (copy them from the source tree)")
     directory = Path(directory)
     for source, name in (("fake_cuda_driver.c", "libfakecuda.so"),
                          ("fake_cublaslt.c", CUBLASLT_NAME)):

@@ -6,6 +6,7 @@ Imported as `helpers` (pytest's default import mode puts tests/ on sys.path).
 """
 import ml_dtypes
 import numpy as np
+import pytest
 
 FP8 = {
     "float8_e4m3fn": ml_dtypes.float8_e4m3fn,
@@ -22,6 +23,12 @@ FP8_MAX = {
 FP8_NAMES = list(FP8)
 # The dtypes NumPy knows only through ml_dtypes.
 ML = ["bfloat16"] + FP8_NAMES
+
+# NumPy 2.1 speaks versioned DLPack (__dlpack__(max_version=, copy=),
+# read-only exports); older NumPy (fp8q supports 1.25+) only the legacy one.
+needs_numpy_versioned_dlpack = pytest.mark.skipif(
+    np.lib.NumpyVersion(np.__version__) < "2.1.0",
+    reason=f"needs NumPy >= 2.1 (versioned DLPack); this is NumPy {np.__version__}")
 
 
 def np_dtype(name):

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import fp8q
+
 from fake_gpu import build_fake_driver, child_environment, run_child
 
 TESTS = Path(__file__).parent
@@ -17,6 +19,10 @@ TESTS = Path(__file__).parent
 
 @pytest.fixture(scope="module")
 def fake_driver(tmp_path_factory):
+    build = fp8q._C._build_info()
+    if not build["cuda_kernels"]:
+        pytest.skip("this fp8q was built without CUDA kernels: "
+                    + build["cuda_kernels_reason"])
     return build_fake_driver(tmp_path_factory.mktemp("fake-cuda"))
 
 

@@ -18,6 +18,7 @@ import pytest
 import fp8q
 from dlpack_abi import (CODES, FLAG_IS_COPIED, FLAG_READ_ONLY, HandMade,
                         capsule_name, capsule_new, dl_fields, read_capsule)
+from helpers import needs_numpy_versioned_dlpack
 
 # --------------------------------------------------------------------------
 # Producer
@@ -105,6 +106,7 @@ def test_producer_copy():
     assert legacy.dl_tensor.data != t.data_ptr
 
 
+@needs_numpy_versioned_dlpack
 def test_producer_readonly():
     source = np.arange(3, dtype=np.float32)
     source.flags.writeable = False
@@ -150,6 +152,7 @@ def test_consumed_capsule_is_released_once_by_the_consumer():
         assert sys.getrefcount(t) == baseline
 
 
+@needs_numpy_versioned_dlpack
 def test_numpy_consumes_fp8q_capsules():
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     t = fp8q.asarray(a)
@@ -182,6 +185,7 @@ def test_from_numpy(dtype):
     np.testing.assert_array_equal(s.numpy(), a[::-1, ::2])
 
 
+@needs_numpy_versioned_dlpack
 def test_from_numpy_readonly():
     a = np.arange(3, dtype=np.float32)
     a.flags.writeable = False
@@ -201,6 +205,7 @@ def test_producer_deleted_data_intact():
     assert reference() is None
 
 
+@needs_numpy_versioned_dlpack
 def test_bare_capsules():
     a = np.arange(4, dtype=np.float32)
     for max_version in (None, (1, 0)):
@@ -363,6 +368,7 @@ class Producer:
         return self.array.__dlpack__(**kwargs)
 
 
+@needs_numpy_versioned_dlpack
 def test_consumer_asks_for_versioned_then_falls_back():
     array = np.arange(3, dtype=np.float32)
     producer = Producer(array)

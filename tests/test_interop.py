@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import fp8q
-from helpers import ML, same_bits, values
+from helpers import ML, needs_numpy_versioned_dlpack, same_bits, values
 
 NATIVE = ["float32", "float16", "uint8"]
 
@@ -253,6 +253,7 @@ def test_scalars_and_lists():
         fp8q.asarray()
 
 
+@needs_numpy_versioned_dlpack
 def test_bare_capsules():
     a = np.arange(3, dtype=np.float32)
     capsule = a.__dlpack__(max_version=(1, 0))

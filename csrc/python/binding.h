@@ -19,7 +19,7 @@
 
 /* One NumPy C-API table for the whole extension; module.c imports it. */
 #define NPY_NO_DEPRECATED_API NPY_1_23_API_VERSION
-#define NPY_TARGET_VERSION NPY_1_23_API_VERSION
+#define NPY_TARGET_VERSION NPY_1_25_API_VERSION
 #define PY_ARRAY_UNIQUE_SYMBOL fp8q_ARRAY_API
 #ifndef FP8Q_BINDING_IMPORTS_NUMPY
 #define NO_IMPORT_ARRAY
