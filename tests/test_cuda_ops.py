@@ -179,17 +179,8 @@ def test_scaled_mm_matches_the_cpu(m, k, n, granularity, out_dtype, rng):
                        device="cuda")
     fp8q.scaled_mm(a.to("cuda"), b.T.to("cuda").T, scale_a, scale_b,
                    out=out, **keywords)
-    got = np.asarray(out.cpu().numpy(), np.float64)
-    assert np.isfinite(got).all()
-    # The bound of FP8 tensor cores (tests/helpers.py, docs/numerics.md):
-    # sum |a||b| is the same product on the codes' absolute values.
-    abs_products = fp8q.scaled_mm(absolute(a), absolute(b), scale_a,
-                                  scale_b, out_dtype="float32").numpy()
-    scale = 1 / keywords.get("scale_result", 1.0)
-    bound = fp8_matmul_error_bound(abs_products * scale, k, out_dtype,
-                                   expected)
-    assert np.all(np.abs(got - expected) <= bound), (
-        np.max(np.abs(got - expected) / bound))
+    assert_within_the_fp8_bound(out, expected, a, b, scale_a, scale_b,
+                                keywords)
 
 
 @pytest.mark.parametrize("granularity", ["tensor", "row", "block"])
@@ -222,15 +213,8 @@ def test_scaled_mm_in_one_cublaslt_call(granularity, out_dtype, bias_dtype,
     fp8q.scaled_mm(a.to("cuda"), b.T.to("cuda").T, scale_a.to("cuda"),
                    scale_b.to("cuda"), out=out, **keywords,
                    **({"amax_out": amax} if fp8_out else {}))
-    got = np.asarray(out.cpu().numpy(), np.float64)
-    assert np.isfinite(got).all()
-    abs_products = fp8q.scaled_mm(absolute(a), absolute(b), scale_a,
-                                  scale_b, out_dtype="float32").numpy()
-    scale = 1 / keywords.get("scale_result", 1.0)
-    bound = fp8_matmul_error_bound(abs_products * scale, k, out_dtype,
-                                   expected)
-    assert np.all(np.abs(got - expected) <= bound), (
-        np.max(np.abs(got - expected) / bound))
+    abs_products = assert_within_the_fp8_bound(out, expected, a, b, scale_a,
+                                               scale_b, keywords)
     if fp8_out:
         got_amax = float(amax.cpu().numpy()[0])
         bound = fp8_matmul_error_bound(abs_products, k, "float32",
@@ -244,6 +228,25 @@ def absolute(codes):
     host = codes.cpu() if hasattr(codes, "cpu") else codes
     bits = np.asarray(host.view("uint8").numpy()) & np.uint8(0x7F)
     return fp8q.asarray(np.ascontiguousarray(bits)).view(codes.dtype)
+
+
+def assert_within_the_fp8_bound(out, expected, a, b, scale_a, scale_b,
+                                keywords):
+    """Every element of the GPU's `out` written, finite and within the FP8
+    tensor-core bound (tests/helpers.py, docs/numerics.md) of the CPU's
+    `expected` for scaled_mm(a, b, scale_a, scale_b, **keywords); sum |a||b|
+    is the same product on the codes' absolute values, which is returned
+    (before any scale_result)."""
+    got = np.asarray(out.cpu().numpy(), np.float64)
+    assert np.isfinite(got).all()
+    abs_products = fp8q.scaled_mm(absolute(a), absolute(b), scale_a,
+                                  scale_b, out_dtype="float32").numpy()
+    scale = 1 / keywords.get("scale_result", 1.0)
+    bound = fp8_matmul_error_bound(abs_products * scale, a.shape[1],
+                                   keywords["out_dtype"], expected)
+    assert np.all(np.abs(got - expected) <= bound), (
+        np.max(np.abs(got - expected) / bound))
+    return abs_products
 
 
 

@@ -4,7 +4,6 @@ before the worker pool ever started runs parallel CPU operations, and so does
 a child forked while the pool is running. POSIX only; each scenario runs in
 a fresh interpreter (the driver loads once per process)."""
 import os
-import sys
 
 import pytest
 
