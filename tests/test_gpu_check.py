@@ -16,8 +16,12 @@ import pytest
 ROOT = Path(__file__).parent.parent
 SCRIPT = ROOT / ".ci" / "gpu-check"
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32",
-                                reason=".ci/gpu-check is a bash script")
+pytestmark = [
+    pytest.mark.skipif(sys.platform == "win32",
+                       reason=".ci/gpu-check is a bash script"),
+    pytest.mark.skipif(not SCRIPT.is_file(),
+                       reason=".ci/gpu-check is not beside tests/ (the tests "
+                              "were copied to test an installed wheel)")]
 
 GOOD_INFO = {"build": {"cuda_kernels": True, "cuda_kernels_reason": "built"},
              "cuda": {"available": True, "reason": None}}
