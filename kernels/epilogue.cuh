@@ -18,7 +18,9 @@
  *         (an FP8 destination; a NaN v stays itself), else store(v); store
  *         saturates FP8.
  *   grid: any size >= 1 (grid-stride loop); block a multiple of 32, at most
- *   1024; no dynamic shared memory. Pointers are device pointers.
+ *   1024; no dynamic shared memory. Pointers are device pointers; a float32
+ *   destination may be product itself (each element is read, then written,
+ *   by one thread).
  */
 #ifndef FP8Q_KERNELS_EPILOGUE_CUH
 #define FP8Q_KERNELS_EPILOGUE_CUH

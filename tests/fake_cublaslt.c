@@ -33,7 +33,8 @@
  * float per row of op(A) / column of op(B); VEC128_32F (k/128, rows of
  * op(A) or columns of op(B)) row-major; BLK128x128_32F (blocks of op(A)'s
  * rows or op(B)'s columns, L4) row-major, L4 = k/128 rounded up to a
- * multiple of 4. Block modes need k % 128 == 0. The bias epilogue takes the
+ * multiple of 4 (its padding never read), both arrays 16-byte aligned. Block
+ * modes need k % 128 == 0. The bias epilogue takes the
  * bias types of cuBLASLt's FP8 table; an FP8 D needs a 16-bit C; AMAX_D
  * (the largest |value| before D's scale) only with an FP8 D.
  * Compile with -I csrc.
@@ -307,6 +308,11 @@ static status_t check_problem(const desc *operation, const layout *a,
     }
     if (modes && (operation->a_scale == NULL || operation->b_scale == NULL)) {
         return INVALID_VALUE;
+    }
+    if (operation->a_mode >= VEC128 &&
+        ((uintptr_t)operation->a_scale % 16 != 0 ||
+         (uintptr_t)operation->b_scale % 16 != 0)) {
+        return INVALID_VALUE; /* block scale arrays start 16-byte aligned */
     }
     if (is_fp8(d->type) ? (c->type != R_16BF && c->type != R_16F)
                         : c->type != d->type) {

@@ -684,8 +684,10 @@ def scaled_mm_in_one_call():
     lt_types = {"bfloat16": "14", "float16": "2", "float32": "0",
                 "float8_e4m3fn": "28"}
     bias_types = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
-    m, k, n = 5, 512, 160
-    for granularity in ("tensor", "row", "block"):
+    m, n = 5, 160
+    # K = 384: block scales of b padded from 3 to 4 per row (L4).
+    for granularity, k in (("tensor", 512), ("row", 512), ("block", 512),
+                           ("block", 384), ("block", 128)):
         a, b, scale_a, scale_b = operands(rng, m, k, n, granularity)
         ga, gb = a.to("cuda"), b.T.to("cuda").T
         for out_dtype, bias_dtype in (("bfloat16", None),
@@ -725,6 +727,18 @@ def scaled_mm_in_one_call():
                 if fp8_out:
                     got_amax = float(amax.cpu().numpy()[0])
                     assert abs(got_amax - host_amax[0]) <= 1e-5 * host_amax[0]
+                    # D's scale computed on the GPU from a GPU scale_result
+                    # rounds as the host's 1 / scale_result does.
+                    for scale_result in (0.3, 0.25):
+                        on_host = fp8q.scaled_mm(
+                            ga, gb, *scales,
+                            **dict(keywords, scale_result=scale_result))
+                        on_gpu = fp8q.scaled_mm(
+                            ga, gb, *scales,
+                            **dict(keywords, scale_result=fp8q.asarray(
+                                np.float32(scale_result), device="cuda")))
+                        assert same_bits(on_gpu.cpu().numpy(),
+                                         on_host.cpu().numpy()), scale_result
     seen = fp8q.info()["cublaslt"]["scale_modes"]
     assert seen == {"0": {"accepted": ["tensorwise", "rowwise", "blockwise"],
                           "refused": []}}, seen
@@ -755,22 +769,43 @@ def scaled_mm_scale_modes_fall_back():
 
 
 def cached_plan_allocates_nothing():
-    """A product whose plan is cached, with its operands, scales and out on
-    the GPU, allocates nothing, copies nothing and never synchronizes (so
-    torch.cuda.graph can capture it): the second of two identical products
-    makes only launches, cuBLASLt calls and stream-ordering calls. One
-    cuBLASLt call: tensorwise, and rowwise on sm_90 (the epilogue paths
-    allocate their float32 product)."""
+    """A product whose plan is cached, with its operands, scales, bias,
+    scale_result and out on the GPU, allocates nothing, copies nothing and
+    never synchronizes (so torch.cuda.graph can capture it): the second of
+    two identical products makes only launches, fills, cuBLASLt calls and
+    stream-ordering calls. Its temporaries (D's scale, block scales in
+    cuBLASLt's layouts, the epilogue paths' float32 product) live in the
+    device's reused scratch memory. One cuBLASLt call on sm_90 for every
+    mode, an FP8 result with its D scale computed on the GPU from a GPU
+    scale_result, and the FP8 product + epilogue kernel (a float32 bias)."""
     rng = np.random.default_rng(23)
     sm90 = os.environ.get("FAKE_CUDA_CC", "8.9") >= "9.0"
-    for granularity in ("tensor", "row") if sm90 else ("tensor",):
-        a, b, scale_a, scale_b = operands(rng, 8, 64, 32, granularity)
+    cases = [("tensor", 64, "bfloat16", {}),
+             ("tensor", 64, "float8_e4m3fn", {"scale_result": 0.3}),
+             ("row", 64, "bfloat16", {"bias": np.float32}),
+             ("row", 64, "float8_e4m3fn", {"scale_result": 0.3})]
+    if sm90:
+        cases += [("row", 64, "float8_e4m3fn", {"scale_result": 0.3,
+                                                 "bias": np.float16}),
+                  ("block", 384, "bfloat16", {}),
+                  ("block", 640, "float8_e4m3fn", {"scale_result": 0.3})]
+    for granularity, k, out_dtype, extras in cases:
+        a, b, scale_a, scale_b = operands(rng, 8, k, 32, granularity)
         ga, gb = a.to("cuda"), b.T.to("cuda").T
+        keywords = {}
+        if "bias" in extras:
+            keywords["bias"] = fp8q.asarray(
+                rng.standard_normal(32).astype(extras["bias"]),
+                device="cuda")
+        if "scale_result" in extras:
+            keywords["scale_result"] = fp8q.asarray(
+                np.float32(extras["scale_result"]), device="cuda")
+            keywords["amax_out"] = fp8q.zeros(1, device="cuda")
         scales = (scale_a.to("cuda"), scale_b.to("cuda"))
-        out = fp8q.empty((8, 32), "bfloat16", device="cuda")
-        fp8q.scaled_mm(ga, gb, *scales, out=out)
+        out = fp8q.empty((8, 32), out_dtype, device="cuda")
+        fp8q.scaled_mm(ga, gb, *scales, out=out, **keywords)
         before = len(log_lines())
-        fp8q.scaled_mm(ga, gb, *scales, out=out)
+        fp8q.scaled_mm(ga, gb, *scales, out=out, **keywords)
         made = calls()[before:]
         assert made.count("cublasLtMatmul") == 1, made
         forbidden = [name for name in made
@@ -778,7 +813,15 @@ def cached_plan_allocates_nothing():
                                          "cuMemcpy", "cuStreamSynchronize",
                                          "cuCtxSynchronize",
                                          "cuEventSynchronize"))]
-        assert forbidden == [], (granularity, made)
+        assert forbidden == [], (granularity, k, out_dtype, extras, made)
+        host_keywords = {key: value for key, value in keywords.items()
+                         if key != "amax_out"}
+        for key in ("bias", "scale_result"):
+            if key in host_keywords:
+                host_keywords[key] = host_keywords[key].cpu()
+        expected = fp8q.scaled_mm(a, b, scale_a, scale_b,
+                                  out_dtype=out_dtype, **host_keywords)
+        assert close(out, expected, out_dtype), (granularity, k, out_dtype)
 
 
 def cublaslt_search_order():

@@ -144,9 +144,9 @@ fp8q_status fp8q_cuda_copy(const fp8q_cuda_device *device, void *destination,
     return FP8Q_OK;
 }
 
-fp8q_status fp8q_cuda_zero(const fp8q_cuda_device *device, void *destination,
-                           size_t bytes, fp8q_cu_stream stream,
-                           fp8q_error *error)
+fp8q_status fp8q_cuda_fill(const fp8q_cuda_device *device, void *destination,
+                           unsigned char byte, size_t bytes,
+                           fp8q_cu_stream stream, fp8q_error *error)
 {
     const fp8q_cuda_api *api = &fp8q_cuda_driver_load()->api;
     fp8q_cu_result result;
@@ -158,15 +158,22 @@ fp8q_status fp8q_cuda_zero(const fp8q_cuda_device *device, void *destination,
     if (fp8q_cuda_context_enter(device, error) != FP8Q_OK) {
         return error->status;
     }
-    result = api->memset_d8_async(device_address(destination), 0, bytes,
+    result = api->memset_d8_async(device_address(destination), byte, bytes,
                                   stream);
     fp8q_cuda_context_leave();
     if (result != FP8Q_CUDA_SUCCESS) {
-        (void)snprintf(what, sizeof what, "zeroing %llu bytes",
+        (void)snprintf(what, sizeof what, "filling %llu bytes",
                        (unsigned long long)bytes);
         return fp8q_cuda_fail(device, "cuMemsetD8Async", result, what, error);
     }
     return FP8Q_OK;
+}
+
+fp8q_status fp8q_cuda_zero(const fp8q_cuda_device *device, void *destination,
+                           size_t bytes, fp8q_cu_stream stream,
+                           fp8q_error *error)
+{
+    return fp8q_cuda_fill(device, destination, 0, bytes, stream, error);
 }
 
 /* ------------------------------------------------------------------------- */

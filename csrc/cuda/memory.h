@@ -52,6 +52,11 @@ fp8q_status fp8q_cuda_copy(const fp8q_cuda_device *device, void *destination,
                            fp8q_cu_stream stream, int synchronize,
                            fp8q_error *error);
 
+/* Sets `bytes` bytes of device memory to `byte`, ordered on `stream`. */
+fp8q_status fp8q_cuda_fill(const fp8q_cuda_device *device, void *destination,
+                           unsigned char byte, size_t bytes,
+                           fp8q_cu_stream stream, fp8q_error *error);
+
 /* Sets `bytes` bytes of device memory to zero (the value 0 in every fp8q
  * dtype, and an amax's starting point), ordered on `stream`. */
 fp8q_status fp8q_cuda_zero(const fp8q_cuda_device *device, void *destination,

@@ -331,7 +331,10 @@ typedef struct fp8q_py_scaled_mm {
     fp8q_scaling mode;
     int use_fast_accum;
     int has_scale_result;
-    float scale_result;
+    float scale_result; /* when given on the host */
+    /* NULL, or scale_result's one float32 on a's GPU: used there, never
+     * read back (so not checked, as scales on the GPU are not) */
+    fp8q_TensorObject *scale_result_on_device;
 } fp8q_py_scaled_mm;
 
 /* The product on the GPU (scaled_mm_cuda.c), on `stream`. 0, or -1 with an

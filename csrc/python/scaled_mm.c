@@ -30,6 +30,7 @@ typedef struct scaled_mm_call {
     fp8q_TensorObject *bias;
     fp8q_TensorObject *amax_out;
     fp8q_TensorObject *out;
+    fp8q_TensorObject *scale_result; /* NULL, or on the operands' GPU */
     PyObject *a_operand;  /* float32 NumPy arrays */
     PyObject *b_operand;
     PyObject *product;
@@ -44,6 +45,7 @@ static void release_call(scaled_mm_call *call)
     Py_XDECREF(call->bias);
     Py_XDECREF(call->amax_out);
     Py_XDECREF(call->out);
+    Py_XDECREF(call->scale_result);
     Py_XDECREF(call->a_operand);
     Py_XDECREF(call->b_operand);
     Py_XDECREF(call->product);
@@ -183,15 +185,20 @@ static int parse_out_dtype(PyObject *out_dtype_object, PyObject *out_object,
     return 0;
 }
 
-/* The one value of scale_result (float32, finite, > 0), 1.0 when absent. */
+/* The one value of scale_result (float32, finite, > 0), 1.0 when absent.
+ * On the operands' GPU it stays there (*on_device, not read back, so not
+ * checked); elsewhere it is read here. */
 static int parse_scale_result(PyObject *object, fp8q_dtype out_dtype,
-                              float *scale_result)
+                              const fp8q_py_device *device,
+                              float *scale_result,
+                              fp8q_TensorObject **on_device)
 {
     fp8q_TensorObject *tensor;
     fp8q_error error;
     fp8q_status status;
 
     *scale_result = 1.0f;
+    *on_device = NULL;
     if (object == Py_None) {
         return 0;
     }
@@ -204,19 +211,27 @@ static int parse_scale_result(PyObject *object, fp8q_dtype out_dtype,
     }
     tensor = fp8q_tensor_from_object(object, "scale_result", FP8Q_FLOAT32,
                                      FP8Q_COPY_IF_NEEDED);
+    if (tensor != NULL && fp8q_view_size(&tensor->view) != 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "scaled_mm: scale_result must be one float32 value, "
+                     "got %lld values",
+                     (long long)fp8q_view_size(&tensor->view));
+        Py_DECREF(tensor);
+        return -1;
+    }
+    if (tensor != NULL && tensor->device_type == device->type &&
+        tensor->device_index == device->index &&
+        device->type != FP8Q_DEVICE_CPU) {
+        *on_device = tensor;
+        return 0;
+    }
     if (tensor != NULL && tensor->device_type != FP8Q_DEVICE_CPU) {
-        /* One value, read here (and checked) wherever it lives. */
+        /* On another device than the operands: read here (and checked). */
         static const fp8q_py_device cpu = {FP8Q_DEVICE_CPU, 0};
         Py_SETREF(tensor, fp8q_tensor_copy_to(tensor, &cpu,
                                               fp8q_py_last_stream(tensor)));
     }
     if (tensor == NULL) {
-        return -1;
-    }
-    if (fp8q_view_size(&tensor->view) != 1) {
-        PyErr_SetString(PyExc_ValueError,
-                        "scaled_mm: scale_result must be one value");
-        Py_DECREF(tensor);
         return -1;
     }
     fp8q_error_clear(&error);
@@ -494,8 +509,8 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
         }
     }
     if (parse_out_dtype(out_dtype_object, out_object, &out_dtype) < 0 ||
-        parse_scale_result(scale_result_object, out_dtype, &scale_result) <
-            0) {
+        parse_scale_result(scale_result_object, out_dtype, &device,
+                           &scale_result, &call.scale_result) < 0) {
         goto fail;
     }
     if (amax_out_object != Py_None) {
@@ -530,6 +545,7 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
         gpu_call.use_fast_accum = use_fast_accum;
         gpu_call.has_scale_result = scale_result_object != Py_None;
         gpu_call.scale_result = scale_result;
+        gpu_call.scale_result_on_device = call.scale_result;
         if (fp8q_py_cuda_scaled_mm(&gpu_call, stream) < 0) {
             goto fail;
         }

@@ -37,7 +37,9 @@
 #include "cuda/cublaslt.h"
 #include "cuda/launch.h"
 #include "cuda/matmul.h"
+#include "cuda/matmul_scales.h"
 #include "cuda/memory.h"
+#include "cuda/scratch.h"
 #include "platform.h"
 
 #define MAX_WHEEL_DIRECTORIES 192
@@ -191,28 +193,6 @@ static void block_addressing(int64_t k, int64_t n, fp8q_cast_args *a_args,
     b_args->scale_col_stride = n_blocks; /* w's column k: scale_b[k / 128, .] */
 }
 
-/* A new C-contiguous copy of the transpose of the 2-d CUDA tensor
- * `tensor`, gathered on its GPU; NULL with an exception. */
-static fp8q_TensorObject *transposed(fp8q_TensorObject *tensor,
-                                     fp8q_cu_stream stream)
-{
-    fp8q_view view = tensor->view;
-    fp8q_TensorObject *transpose;
-    fp8q_TensorObject *copy;
-
-    view.shape[0] = tensor->view.shape[1];
-    view.shape[1] = tensor->view.shape[0];
-    view.strides[0] = tensor->view.strides[1];
-    view.strides[1] = tensor->view.strides[0];
-    transpose = fp8q_tensor_new_view(&view, (PyObject *)tensor, 1);
-    if (transpose == NULL) {
-        return NULL;
-    }
-    copy = fp8q_py_cuda_contiguous(transpose, stream);
-    Py_DECREF(transpose);
-    return copy;
-}
-
 /* ------------------------------------------------------------------------- */
 /* FP8Q_LOG                                                                  */
 
@@ -271,9 +251,8 @@ static fp8q_matmul_scaling matmul_scaling(fp8q_scaling mode)
 }
 
 /* Whether the call can be one cuBLASLt product (its FP8 operands aligned):
- * the mode available, block scales cuBLASLt can read (K a multiple of 128,
- * ceil(K/128) a multiple of 4, see docs/scaled_mm.md), a bias cuBLASLt
- * takes, amax only of an FP8 result (cuBLASLt's AMAX_D); K > 0 (cuBLASLt
+ * the mode available, K a multiple of 128 for block scales (each block
+ * whole), a bias cuBLASLt takes, amax only of an FP8 result (cuBLASLt's AMAX_D); K > 0 (cuBLASLt
  * refuses empty sums, whose result is the bias). */
 static int one_call_fits(const fp8q_cublaslt *library,
                          const fp8q_py_scaled_mm *call, int64_t k)
@@ -284,9 +263,7 @@ static int one_call_fits(const fp8q_cublaslt *library,
                                        scaling)) {
         return 0;
     }
-    if (scaling == FP8Q_MATMUL_BLOCKWISE &&
-        (k % FP8Q_SCALED_MM_BLOCK != 0 ||
-         (k / FP8Q_SCALED_MM_BLOCK) % 4 != 0)) {
+    if (scaling == FP8Q_MATMUL_BLOCKWISE && k % FP8Q_SCALED_MM_BLOCK != 0) {
         return 0;
     }
     if (call->bias != NULL &&
@@ -296,12 +273,32 @@ static int one_call_fits(const fp8q_cublaslt *library,
     return call->amax_out == NULL || out == FP8Q_FLOAT8_E4M3FN;
 }
 
+/* Whether cuBLASLt needs D's scale: an FP8 result with a scale_result on
+ * the GPU, or one other than 1 on the host. */
+static int needs_d_scale(const fp8q_py_scaled_mm *call)
+{
+    return call->scale_result_on_device != NULL ||
+           (call->has_scale_result && call->scale_result != 1.0f);
+}
+
+/* The scratch parts of one call: D's scale, then the block scales. */
+static size_t one_call_scratch_bytes(const fp8q_py_scaled_mm *call,
+                                     const fp8q_matmul *problem)
+{
+    return FP8Q_MATMUL_D_SCALE_BYTES +
+           (problem->scaling == FP8Q_MATMUL_BLOCKWISE
+                ? fp8q_matmul_block_scales_bytes(problem->m, problem->n,
+                                                 problem->k)
+                : 0);
+}
+
 /*
  * The whole product as one cuBLASLt call into out, when it fits: scales in
- * cuBLASLt's layouts (block scales transposed on the GPU), bias, an FP8
- * result's D scale (1 / scale_result, copied over when not 1) and amax.
- * Returns 1 when done, 0 when cuBLASLt refused it (remembered: the next
- * path runs), -1 with an exception. `keep` takes the temporaries.
+ * cuBLASLt's layouts (block scales transposed and padded on the GPU), bias,
+ * an FP8 result's D scale (1 / scale_result, on the GPU) and amax, every
+ * temporary in the device's reused scratch memory. Returns 1 when done, 0
+ * when cuBLASLt refused it (remembered: the next path runs), -1 with an
+ * exception. `keep` takes the temporaries.
  */
 static int one_call(const fp8q_cublaslt *library,
                     const fp8q_py_scaled_mm *call, const fp8q_matmul *codes,
@@ -310,8 +307,11 @@ static int one_call(const fp8q_cublaslt *library,
                     int *n_keep)
 {
     const fp8q_py_device device = {FP8Q_DEVICE_CUDA, call->a->device_index};
+    const fp8q_cuda_device *cuda = call->a->cuda_device;
     fp8q_matmul problem = *codes;
     fp8q_TensorObject *bias = NULL;
+    fp8q_cuda_scratch scratch;
+    const float *scale_result_on_device = NULL;
     fp8q_error error;
     fp8q_status status;
     int refused = 0;
@@ -319,24 +319,6 @@ static int one_call(const fp8q_cublaslt *library,
     problem.scaling = matmul_scaling(call->mode);
     problem.d = call->out->view.data;
     problem.d_dtype = call->out->view.dtype;
-    if (problem.scaling == FP8Q_MATMUL_BLOCKWISE) {
-        /* fp8q's (M, K/128) and (K/128, N/128), row-major, as cuBLASLt
-         * reads them: (K/128, M) and (N/128, K/128) row-major. */
-        scale_a = transposed(scale_a, stream);
-        if (scale_a == NULL) {
-            return -1;
-        }
-        keep[(*n_keep)++] = scale_a;
-        scale_b = transposed(scale_b, stream);
-        if (scale_b == NULL) {
-            return -1;
-        }
-        keep[(*n_keep)++] = scale_b;
-        if (fp8q_py_use_on_stream(scale_a, stream) < 0 ||
-            fp8q_py_use_on_stream(scale_b, stream) < 0) {
-            return -1;
-        }
-    }
     problem.a_scale = (const float *)scale_a->view.data;
     problem.b_scale = (const float *)scale_b->view.data;
     if (call->bias != NULL) {
@@ -351,26 +333,12 @@ static int one_call(const fp8q_cublaslt *library,
         problem.bias = bias->view.data;
         problem.bias_dtype = bias->view.dtype;
     }
-    if (call->has_scale_result && call->scale_result != 1.0f) {
-        /* cuBLASLt multiplies by D's scale: fp8q's is a dequantization
-         * scale, so its reciprocal (one float32 rounding). */
-        const int64_t one = 1;
-        fp8q_TensorObject *host = fp8q_tensor_new_empty(FP8Q_FLOAT32, 1, &one);
-        fp8q_TensorObject *d_scale;
-        if (host == NULL) {
+    if (call->scale_result_on_device != NULL) {
+        if (fp8q_py_use_on_stream(call->scale_result_on_device, stream) < 0) {
             return -1;
         }
-        *(float *)host->view.data = 1.0f / call->scale_result;
-        d_scale = fp8q_tensor_copy_to(host, &device, stream);
-        Py_DECREF(host);
-        if (d_scale == NULL) {
-            return -1;
-        }
-        keep[(*n_keep)++] = d_scale;
-        if (fp8q_py_use_on_stream(d_scale, stream) < 0) {
-            return -1;
-        }
-        problem.d_scale = (const float *)d_scale->view.data;
+        scale_result_on_device =
+            (const float *)call->scale_result_on_device->view.data;
     }
     if (call->amax_out != NULL) {
         if (fp8q_py_use_on_stream(call->amax_out, stream) < 0) {
@@ -380,8 +348,25 @@ static int one_call(const fp8q_cublaslt *library,
     }
     fp8q_error_clear(&error);
     Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_matmul(library, call->a->cuda_device, &problem, stream,
-                              &refused, &error);
+    status = fp8q_cuda_scratch_acquire(cuda,
+                                       one_call_scratch_bytes(call, &problem),
+                                       stream, &scratch, &error);
+    if (status == FP8Q_OK && needs_d_scale(call)) {
+        status = fp8q_matmul_d_scale(cuda, scale_result_on_device,
+                                     call->scale_result, scratch.memory,
+                                     stream, &problem.d_scale, &error);
+    }
+    if (status == FP8Q_OK && problem.scaling == FP8Q_MATMUL_BLOCKWISE) {
+        status = fp8q_matmul_block_scales(
+            cuda, problem.a_scale, problem.b_scale, problem.m, problem.n,
+            problem.k, (char *)scratch.memory + FP8Q_MATMUL_D_SCALE_BYTES,
+            stream, &problem.a_scale, &problem.b_scale, &error);
+    }
+    if (status == FP8Q_OK) {
+        status = fp8q_cuda_matmul(library, cuda, &problem, stream, &refused,
+                                  &error);
+    }
+    fp8q_cuda_scratch_release(&scratch, stream);
     Py_END_ALLOW_THREADS
     if (refused) {
         return 0;
@@ -391,6 +376,31 @@ static int one_call(const fp8q_cublaslt *library,
     }
     log_path(call, "one cuBLASLt call");
     return 1;
+}
+
+/* out (FP8) = float32 result / *scale_result, saturating: the cast
+ * kernel's correctly rounded division and single rounding, as the
+ * epilogue's own division with a host scale_result. */
+static fp8q_status divide_into_out(const fp8q_cuda_device *cuda,
+                                   const float *result,
+                                   const float *scale_result,
+                                   fp8q_TensorObject *out,
+                                   fp8q_cu_stream stream, fp8q_error *error)
+{
+    fp8q_cast_args args;
+    memset(&args, 0, sizeof args);
+    args.source = result;
+    args.destination = out->view.data;
+    args.scale = scale_result;
+    args.count = fp8q_view_size(&out->view);
+    args.row_length = 1;
+    args.scale_block_rows = 1;
+    args.scale_block_cols = 1;
+    args.source_dtype = (int32_t)FP8Q_FLOAT32;
+    args.destination_dtype = (int32_t)out->view.dtype;
+    args.scale_op = FP8Q_SCALE_DIVIDE;
+    args.saturate = 1;
+    return fp8q_cuda_launch_cast(cuda, &args, stream, error);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -463,10 +473,10 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     fp8q_TensorObject *a = NULL; /* call->a, C-contiguous */
     fp8q_TensorObject *w = NULL; /* b.T, (N, K) C-contiguous */
     /* Tensors this call made, released at the end: at most a, w's view,
-     * w, scale_a, scale_b, product and bias, and one_call's four. */
-    fp8q_TensorObject *keep[12];
+     * w, scale_a, scale_b and bias, and one_call's bias. */
+    fp8q_TensorObject *keep[8];
     fp8q_TensorObject *scale_a = NULL, *scale_b = NULL, *bias = NULL;
-    fp8q_TensorObject *product = NULL;
+    fp8q_cuda_scratch product = {NULL, NULL, 0};
     fp8q_matmul problem;
     fp8q_epilogue_args epilogue;
     fp8q_view w_view;
@@ -567,13 +577,15 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
             goto done;
         }
     }
-    product = fp8q_tensor_new_empty_on(FP8Q_FLOAT32, 2, call->out->view.shape,
-                                       &device, stream);
-    if (product == NULL) {
+    /* The float32 sums, in the device's reused scratch memory. */
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_scratch_acquire(cuda, (size_t)(m * n) * 4, stream,
+                                       &product, &error);
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
         goto done;
     }
-    keep[n_keep++] = product;
-    problem.d = product->view.data;
+    problem.d = product.memory;
     problem.d_dtype = FP8Q_FLOAT32;
     if (sums(library, cuda, &problem, call->mode, native, a, w, scale_a,
              scale_b, stream, &status, &refused, &error) < 0) {
@@ -610,7 +622,11 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
         }
         epilogue.bias = (const float *)bias->view.data;
     }
-    epilogue.divide = call->has_scale_result;
+    /* A scale_result on the GPU: the epilogue's float32 result in place,
+     * then divided by it into out by the cast kernel (the same correctly
+     * rounded float32 division and single rounding). */
+    epilogue.divide = call->has_scale_result &&
+                      call->scale_result_on_device == NULL;
     epilogue.scale_result = call->scale_result;
     if (call->mode != FP8Q_SCALING_BLOCKWISE) {
         epilogue.scale_a = (const float *)scale_a->view.data;
@@ -630,13 +646,26 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
             goto done;
         }
     }
-    epilogue.product = (const float *)product->view.data;
+    epilogue.product = (const float *)product.memory;
     epilogue.destination = call->out->view.data;
     epilogue.m = m;
     epilogue.n = n;
     epilogue.destination_dtype = (int32_t)call->out->view.dtype;
+    if (call->scale_result_on_device != NULL) {
+        if (fp8q_py_use_on_stream(call->scale_result_on_device, stream) < 0) {
+            goto done;
+        }
+        epilogue.destination = product.memory;
+        epilogue.destination_dtype = (int32_t)FP8Q_FLOAT32;
+    }
     Py_BEGIN_ALLOW_THREADS
     status = fp8q_cuda_launch_epilogue(cuda, &epilogue, stream, &error);
+    if (status == FP8Q_OK && call->scale_result_on_device != NULL) {
+        status = divide_into_out(
+            cuda, (const float *)product.memory,
+            (const float *)call->scale_result_on_device->view.data,
+            call->out, stream, &error);
+    }
     Py_END_ALLOW_THREADS
     result = fp8q_py_raise_on_failure(status, &error);
     if (result == 0) {
@@ -649,6 +678,9 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     }
 
 done:
+    Py_BEGIN_ALLOW_THREADS
+    fp8q_cuda_scratch_release(&product, stream);
+    Py_END_ALLOW_THREADS
     for (index = 0; index < n_keep; index++) {
         Py_DECREF(keep[index]);
     }

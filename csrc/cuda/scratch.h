@@ -1,0 +1,47 @@
+/*
+ * scratch.h - one reused block of device memory per device for the
+ * temporaries of GPU operations (scaled_mm's D scale, its block scales in
+ * cuBLASLt's layouts, the float32 product of its epilogue paths), so that a
+ * repeated call allocates nothing and never synchronizes.
+ *
+ * Like matmul.c's cuBLASLt workspace: allocated ordered on the caller's
+ * stream at first use, grown when a call needs more (the old block freed in
+ * the stream's order after its last use), otherwise kept; an event recorded
+ * at each release orders the next holder's stream after the last use, so
+ * two streams never share it at once. One holder at a time: a call that
+ * finds it held gets a block of its own instead, freed at release (correct,
+ * only slower), so no lock is held while the holder works. Call without
+ * holding Python's GIL.
+ */
+#ifndef FP8Q_CUDA_SCRATCH_H
+#define FP8Q_CUDA_SCRATCH_H
+
+#include <stddef.h>
+
+#include "core/status.h"
+#include "cuda/driver.h"
+
+/* Devices 0 to FP8Q_SCRATCH_MAX_DEVICES - 1 have a reused block. */
+#define FP8Q_SCRATCH_MAX_DEVICES 64
+
+typedef struct fp8q_cuda_scratch {
+    const fp8q_cuda_device *device;
+    void *memory; /* at least the bytes asked for; NULL for 0 bytes */
+    int shared;   /* 1: the device's reused block; 0: this call's own */
+} fp8q_cuda_scratch;
+
+/* At least `bytes` of device memory usable on `stream` until
+ * fp8q_cuda_scratch_release (also on failure, which leaves nothing to
+ * release). */
+fp8q_status fp8q_cuda_scratch_acquire(const fp8q_cuda_device *device,
+                                      size_t bytes, fp8q_cu_stream stream,
+                                      fp8q_cuda_scratch *scratch,
+                                      fp8q_error *error);
+
+/* Gives the memory back after the work queued on `stream` so far (which
+ * must include every use of it). Failures cannot be reported (this runs on
+ * error paths): the block is then simply not reused. */
+void fp8q_cuda_scratch_release(fp8q_cuda_scratch *scratch,
+                               fp8q_cu_stream stream);
+
+#endif /* FP8Q_CUDA_SCRATCH_H */
