@@ -191,7 +191,7 @@ def test_scaled_mm_matches_the_cpu(m, k, n, granularity, out_dtype, rng):
 def test_scaled_mm_in_one_cublaslt_call(granularity, out_dtype, bias_dtype,
                                         rng):
     """Shapes and types the one cuBLASLt call takes (docs/scaled_mm.md: K a
-    multiple of 512 for block scales, a bias of cuBLASLt's type, amax of an
+    multiple of 128 for block scales, a bias of cuBLASLt's type, amax of an
     FP8 result) against the CPU, within the FP8 tensor-core bound; on GPUs
     or cuBLASLt releases without the modes, the fallback paths answer."""
     import ml_dtypes
@@ -221,6 +221,30 @@ def test_scaled_mm_in_one_cublaslt_call(granularity, out_dtype, bias_dtype,
                                        host_amax)
         assert abs(got_amax - host_amax[0]) <= np.max(bound), (
             got_amax, host_amax[0])
+
+
+@pytest.mark.parametrize("granularity, k", [("block", 384), ("block", 128),
+                                             ("row", 1024),
+                                             ("tensor", 1024)])
+def test_scaled_mm_with_gpu_scale_result(granularity, k, rng):
+    """A scale_result on the GPU (D's scale computed there; block scales
+    of b padded to L4 = 4 for K = 384) against the CPU with the same host
+    scale_result, within the FP8 bound; and the same bits as the GPU with
+    the host scale_result (both round 1 / scale_result once)."""
+    m, n = 64, 256
+    a, b, scale_a, scale_b = scaled_mm_operands(rng, m, k, n, granularity)
+    keywords = dict(out_dtype="float8_e4m3fn", scale_result=0.3)
+    expected = np.asarray(fp8q.scaled_mm(a, b, scale_a, scale_b,
+                                         **keywords).numpy(), np.float64)
+    operands = (a.to("cuda"), b.T.to("cuda").T, scale_a.to("cuda"),
+                scale_b.to("cuda"))
+    on_gpu = fp8q.scaled_mm(*operands, out_dtype="float8_e4m3fn",
+                            scale_result=fp8q.asarray(np.float32(0.3),
+                                                      device="cuda"))
+    on_host = fp8q.scaled_mm(*operands, **keywords)
+    assert_within_the_fp8_bound(on_gpu, expected, a, b, scale_a, scale_b,
+                                keywords)
+    assert same_bits(on_gpu.cpu().numpy(), on_host.cpu().numpy())
 
 
 def absolute(codes):

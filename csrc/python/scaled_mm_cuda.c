@@ -282,8 +282,7 @@ static int needs_d_scale(const fp8q_py_scaled_mm *call)
 }
 
 /* The scratch parts of one call: D's scale, then the block scales. */
-static size_t one_call_scratch_bytes(const fp8q_py_scaled_mm *call,
-                                     const fp8q_matmul *problem)
+static size_t one_call_scratch_bytes(const fp8q_matmul *problem)
 {
     return FP8Q_MATMUL_D_SCALE_BYTES +
            (problem->scaling == FP8Q_MATMUL_BLOCKWISE
@@ -349,7 +348,7 @@ static int one_call(const fp8q_cublaslt *library,
     fp8q_error_clear(&error);
     Py_BEGIN_ALLOW_THREADS
     status = fp8q_cuda_scratch_acquire(cuda,
-                                       one_call_scratch_bytes(call, &problem),
+                                       one_call_scratch_bytes(&problem),
                                        stream, &scratch, &error);
     if (status == FP8Q_OK && needs_d_scale(call)) {
         status = fp8q_matmul_d_scale(cuda, scale_result_on_device,
