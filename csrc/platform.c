@@ -20,6 +20,7 @@
 #include <windows.h>
 #include <malloc.h>
 #include <process.h>
+#include <wchar.h> /* wcspbrk */
 #if defined(_MSC_VER) && !defined(__clang__)
 #include <intrin.h> /* __cpuid, _xgetbv */
 #endif
@@ -713,10 +714,40 @@ int fp8q_getenv_utf8(const char *name, char *value, size_t value_size)
     return 1;
 }
 
+/* The path `wide` (with / or \\ in it) as a new absolute path with
+ * backslashes (free it), which LoadLibraryExW needs for
+ * LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR; NULL with the error in `error_text`. */
+static wchar_t *absolute_path(wchar_t *wide, char *error_text,
+                              size_t error_size)
+{
+    wchar_t *cursor;
+    wchar_t *absolute;
+    DWORD length;
+
+    for (cursor = wide; *cursor != L'\0'; cursor++) {
+        if (*cursor == L'/') {
+            *cursor = L'\\';
+        }
+    }
+    length = GetFullPathNameW(wide, 0, NULL, NULL);
+    absolute = length > 0 ? (wchar_t *)malloc(length * sizeof *absolute)
+                          : NULL;
+    if (absolute == NULL ||
+        GetFullPathNameW(wide, length, absolute, NULL) >= length) {
+        describe_windows_error(length > 0 && absolute == NULL
+                                   ? ERROR_NOT_ENOUGH_MEMORY
+                                   : GetLastError(),
+                               error_text, error_size);
+        free(absolute);
+        return NULL;
+    }
+    return absolute;
+}
+
 fp8q_library *fp8q_library_open(const char *path_or_name, int system_only,
                                 char *error_text, size_t error_size)
 {
-    HMODULE module;
+    HMODULE module = NULL;
     wchar_t *wide = utf8_to_wide(path_or_name);
 
     if (wide == NULL) {
@@ -724,8 +755,25 @@ fp8q_library *fp8q_library_open(const char *path_or_name, int system_only,
                   "the name is not valid UTF-8 (or out of memory)");
         return NULL;
     }
-    module = LoadLibraryExW(wide, NULL,
-                            system_only ? LOAD_LIBRARY_SEARCH_SYSTEM32 : 0);
+    if (system_only) {
+        module = LoadLibraryExW(wide, NULL, LOAD_LIBRARY_SEARCH_SYSTEM32);
+    }
+    else if (wcspbrk(wide, L"/\\") == NULL) {
+        /* A bare name: never the working directory nor PATH. */
+        module = LoadLibraryExW(wide, NULL, LOAD_LIBRARY_SEARCH_DEFAULT_DIRS);
+    }
+    else {
+        /* A path: the DLLs it depends on are looked for beside it first. */
+        wchar_t *absolute = absolute_path(wide, error_text, error_size);
+        if (absolute == NULL) {
+            free(wide);
+            return NULL;
+        }
+        module = LoadLibraryExW(absolute, NULL,
+                                LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR |
+                                    LOAD_LIBRARY_SEARCH_DEFAULT_DIRS);
+        free(absolute);
+    }
     free(wide);
     if (module == NULL) {
         describe_windows_error(GetLastError(), error_text, error_size);

@@ -147,13 +147,20 @@ typedef struct fp8q_library fp8q_library;
  * Opens the shared library `path_or_name` (UTF-8): a path, or a bare file
  * name that the system's loader searches for. POSIX: dlopen with RTLD_NOW |
  * RTLD_LOCAL (the default search: LD_LIBRARY_PATH, the ld.so cache, ...).
- * Windows: LoadLibraryExW; with `system_only` nonzero the search is limited
- * to the System32 directory (LOAD_LIBRARY_SEARCH_SYSTEM32), so a DLL planted
- * in the working directory or on PATH is never picked up; POSIX ignores
- * `system_only`. Returns the library, or NULL with the loader's reason
- * (dlerror, or the Windows error text and code) written into `error_text`
- * (always NUL-terminated, truncated to `error_size` bytes). Close with
- * fp8q_library_close.
+ * Windows: LoadLibraryExW, never searching the working directory or PATH,
+ * so a DLL planted there is never picked up:
+ *   - `system_only` nonzero: System32 alone (LOAD_LIBRARY_SEARCH_SYSTEM32);
+ *   - a bare name: the application's folder, System32 and the folders added
+ *     by AddDllDirectory (Python's os.add_dll_directory)
+ *     (LOAD_LIBRARY_SEARCH_DEFAULT_DIRS);
+ *   - a path (with / or \, which are the same here; a relative one is taken
+ *     from the working directory): made absolute with backslashes, and the
+ *     DLLs it depends on are looked for in its folder, then as for a bare
+ *     name (LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR | ..._DEFAULT_DIRS).
+ * POSIX ignores `system_only`. Returns the library, or NULL with the
+ * loader's reason (dlerror, or the Windows error text and code) written into
+ * `error_text` (always NUL-terminated, truncated to `error_size` bytes).
+ * Close with fp8q_library_close.
  */
 fp8q_library *fp8q_library_open(const char *path_or_name, int system_only,
                                 char *error_text, size_t error_size);

@@ -12,6 +12,12 @@
 # drivers), installed into OUT_DIR/toolchain. FP8Q_CUDA_ARCHS (default all:
 # sm_75 ... sm_120 + PTX) picks the architectures. PYTHON (default python3)
 # runs the virtual environment and CMake's configure (it needs NumPy >= 2).
+#
+# FP8Q_FATBIN_DRIVER=12 (default 13): kernels for CUDA 12 drivers (R525+)
+# without a CUDA 12 nvcc, which PyPI lacks: nvcc writes PTX, lowered to PTX
+# ISA 8.8, and CUDA 12.9's ptxas from PyPI (nvidia-cuda-nvcc-cu12) assembles
+# the real code (CMakeLists.txt's FP8Q_PTXAS). Real code then needs a CUDA
+# 12.0+ driver, the PTX for newer GPUs a 12.9+ one.
 set -euo pipefail
 
 if [ $# -ne 1 ]; then
@@ -33,18 +39,28 @@ if [ -z "${NVCC:-}" ]; then
   packages+=(nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88
              nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85)
 fi
+case "${FP8Q_FATBIN_DRIVER:=13}" in
+  13) ;;
+  12) packages+=(nvidia-cuda-nvcc-cu12==12.9.86) ;;
+  *) echo "build-fatbin.sh: FP8Q_FATBIN_DRIVER is 12 or 13, not '$FP8Q_FATBIN_DRIVER'" >&2; exit 2 ;;
+esac
 "$toolchain/bin/python" -m pip install -q --disable-pip-version-check "${packages[@]}" 2>&1 \
   | grep -v -E "^WARNING: Location '[^']*' is ignored" || true
 nvcc=${NVCC:-$("$toolchain/bin/python" -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13", "bin", "nvcc"))')}
 "$nvcc" --version | tail -n 1
+ptxas=""
+if [ "$FP8Q_FATBIN_DRIVER" = 12 ]; then
+  ptxas=$("$toolchain/bin/python" -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cuda_nvcc", "bin", "ptxas"))')
+  "$ptxas" --version | tail -n 1
+fi
 
 cmake -S "$root" -B "$out/build" -DPython_EXECUTABLE="$toolchain/bin/python" \
-  -DCMAKE_CUDA_COMPILER="$nvcc" -DFP8Q_CUDA_ARCHS="${FP8Q_CUDA_ARCHS:-all}" \
+  -DCMAKE_CUDA_COMPILER="$nvcc" -DFP8Q_CUDA_ARCHS="${FP8Q_CUDA_ARCHS:-all}" -DFP8Q_PTXAS="$ptxas" \
   >"$out/configure.log" \
   || { cat "$out/configure.log"; exit 1; }
-grep -E 'CUDA kernels:' "$out/configure.log"
+grep -E 'CUDA kernels:|fp8q: ptxas' "$out/configure.log"
 start=$SECONDS
-cmake --build "$out/build" --target fp8q_fatbin
+cmake --build "$out/build" --target fp8q_fatbin --parallel
 cp "$out/build/generated/cuda/fp8q_kernels.fatbin" "$out/build/generated/cuda/fp8q_kernels.fatbin.cmake" "$out/"
 printf 'fatbin: %s (%d bytes) in %ds\n' "$out/fp8q_kernels.fatbin" \
   "$(wc -c <"$out/fp8q_kernels.fatbin")" $((SECONDS - start))

@@ -14,7 +14,11 @@
  *      their bin directories on Windows);
  *   4. CUDA_PATH, then CUDA_HOME: lib64/ and lib/ (bin/ and bin/x64/ on
  *      Windows);
- *   5. the system's loader, by bare name.
+ *   5. the system's loader, by bare name (on Windows: the application's
+ *      folder, System32 and os.add_dll_directory's folders, never the
+ *      working directory nor PATH; fp8q_library_open in platform.h).
+ * Paths are joined with '/'; on Windows fp8q_library_open makes them
+ * absolute with backslashes and looks beside the DLL for what it needs.
  * The outcome, failure included (with every place tried), is kept for the
  * life of the process. Call without holding Python's GIL.
  */

@@ -1234,7 +1234,9 @@ PyDoc_STRVAR(build_info_doc,
              "empty without kernels), cuda_min_driver_version and\n"
              "cuda_ptx_min_driver_version (cuDriverGetVersion units the kernels'\n"
              "real code and PTX need; None without kernels), nvcc_version (None\n"
-             "when nvcc was not found), numpy_build_version (the NumPy headers\n"
+             "when nvcc was not found), ptxas_version (the older ptxas that\n"
+             "assembled the real code from nvcc's PTX, else None),\n"
+             "numpy_build_version (the NumPy headers\n"
              "used) and build_system (CMake's system name and processor).");
 
 /* FP8Q_KERNEL_ARCHS ("sm_75,...,compute_120") as a list of str. */
@@ -1270,6 +1272,7 @@ static PyObject *driver_version_or_none(int version)
 static PyObject *ops_build_info(PyObject *module, PyObject *unused)
 {
     const char *nvcc_version = FP8Q_NVCC_VERSION;
+    const char *ptxas_version = FP8Q_PTXAS_VERSION;
     PyObject *archs, *min_driver, *ptx_min_driver, *info;
 
     (void)module;
@@ -1286,13 +1289,14 @@ static PyObject *ops_build_info(PyObject *module, PyObject *unused)
     /* "N" hands the three new references to the dict (or releases them when
      * building it fails). */
     info = Py_BuildValue(
-        "{s:s,s:s,s:O,s:s,s:N,s:N,s:N,s:z,s:s,s:s}", "version", FP8Q_VERSION,
+        "{s:s,s:s,s:O,s:s,s:N,s:N,s:N,s:z,s:z,s:s,s:s}", "version", FP8Q_VERSION,
         "compiler", FP8Q_COMPILER, "cuda_kernels",
         FP8Q_CUDA_KERNELS ? Py_True : Py_False, "cuda_kernels_reason",
         FP8Q_CUDA_KERNELS_REASON, "kernel_archs", archs,
         "cuda_min_driver_version", min_driver, "cuda_ptx_min_driver_version",
         ptx_min_driver, "nvcc_version",
-        nvcc_version[0] != '\0' ? nvcc_version : NULL, "numpy_build_version",
+        nvcc_version[0] != '\0' ? nvcc_version : NULL, "ptxas_version",
+        ptxas_version[0] != '\0' ? ptxas_version : NULL, "numpy_build_version",
         FP8Q_NUMPY_BUILD_VERSION, "build_system", FP8Q_BUILD_SYSTEM);
     return info;
 }

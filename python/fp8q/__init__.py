@@ -77,9 +77,9 @@ def info():
     `python -m fp8q info --json` prints).
 
     Keys: fp8q (version); build (compiler, cuda_kernels, cuda_kernels_reason,
-    nvcc_version, numpy_headers, build_system, kernel_archs); platform;
-    python; packages (numpy, ml_dtypes, torch: versions, None when not
-    installed; torch is never imported); threads; cuda; cublaslt;
+    nvcc_version, ptxas_version, numpy_headers, build_system, kernel_archs);
+    platform; python; packages (numpy, ml_dtypes, torch: versions, None when
+    not installed; torch is never imported); threads; cuda; cublaslt;
     round_trip (a 1024x1024 quantize/dequantize and its errors).
 
     cuda: available (bool: fp8q's kernels load on at least one device),

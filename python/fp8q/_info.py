@@ -134,6 +134,7 @@ def info():
             "cuda_kernels": build["cuda_kernels"],
             "cuda_kernels_reason": build["cuda_kernels_reason"],
             "nvcc_version": build["nvcc_version"],
+            "ptxas_version": build["ptxas_version"],
             "numpy_headers": build["numpy_build_version"],
             "build_system": build["build_system"],
             "kernel_archs": build["kernel_archs"],
@@ -218,6 +219,8 @@ def print_info(as_json=False):
     else:
         kernels = f"no ({build['cuda_kernels_reason']})"
     nvcc = f"; nvcc {build['nvcc_version']}" if build["nvcc_version"] else ""
+    if build["ptxas_version"]:
+        nvcc += f", ptxas {build['ptxas_version']}"
     lines = [
         ("fp8q", facts["fp8q"]),
         ("compiler", build["compiler"]),

@@ -147,6 +147,7 @@ static const harness_test tests[] = {
     {"atomics", test_atomics},
     {"once", test_once},
     {"library_open_and_symbols", test_library_open_and_symbols},
+    {"library_open_by_path", test_library_open_by_path},
     {"library_open_errors", test_library_open_errors},
     {"dtype_names", test_dtype_names},
     {"finfo", test_finfo},

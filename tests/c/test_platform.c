@@ -210,6 +210,49 @@ void test_library_open_and_symbols(void)
     fp8q_library_close(NULL);
 }
 
+/* A bare name without `system_only`, then the file it came from by its
+ * path (on Windows with forward slashes, which fp8q_library_open turns into
+ * an absolute backslash path). */
+void test_library_open_by_path(void)
+{
+    char error_text[256] = "";
+    char path[1024];
+    char *cursor;
+    fp8q_library *library;
+    fp8q_library *by_path;
+
+    library = fp8q_library_open(SYSTEM_LIBRARY, 0, error_text,
+                                sizeof error_text);
+    CHECK(library != NULL);
+    if (library == NULL) {
+        return;
+    }
+    if (fp8q_library_path(library, path, sizeof path) == 0) {
+        for (cursor = path; *cursor != '\0'; cursor++) {
+            if (*cursor == '\\') {
+                *cursor = '/';
+            }
+        }
+        by_path = fp8q_library_open(path, 0, error_text, sizeof error_text);
+        CHECK(by_path != NULL);
+        if (by_path != NULL) {
+            CHECK(fp8q_library_symbol(by_path, SYSTEM_SYMBOL) != NULL);
+        }
+        fp8q_library_close(by_path);
+    }
+    fp8q_library_close(library);
+
+    /* A relative path that names nothing fails with the loader's reason. */
+    library = fp8q_library_open("./fp8q-no-such-library-1234", 0, error_text,
+                                sizeof error_text);
+    CHECK(library == NULL);
+#if defined(_WIN32)
+    CHECK(strstr(error_text, "(Windows error 126)") != NULL);
+#else
+    CHECK(strstr(error_text, "fp8q-no-such-library-1234") != NULL);
+#endif
+}
+
 void test_library_open_errors(void)
 {
     char error_text[256];
