@@ -14,7 +14,6 @@
  */
 #include "cast.cuh"
 #include "common.cuh"
-#include "core/cast.h"
 
 static_assert(sizeof(fp8q_cast_args) == 96, "fp8q_cast_args must match the host's layout");
 
@@ -58,11 +57,7 @@ struct scale_reader {
         const float factor = is_scalar ? scalar
                                        : scale_at(scale, i, row_length, block_rows,
                                                   block_cols, row_stride, col_stride);
-        /* A NaN result takes the CPU's bits (fp8q_scaling_result), not the
-         * GPU's canonical NaN 0x7FFFFFFF. */
-        return fp8q_scaling_result(multiply ? __fmul_rn(value, factor)
-                                            : __fdiv_rn(value, factor),
-                                   value, factor);
+        return apply_scale(value, factor, multiply);
     }
 };
 

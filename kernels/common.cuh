@@ -1,8 +1,8 @@
 /*
  * common.cuh - device helpers shared by every kernel family: the dtype table
  * (storage type, load as float32, store from float32) built on the one scalar
- * codec csrc/core/float_codec.h, 16-byte packed vectors, grid-stride indices
- * and a block-wide maximum.
+ * codec csrc/core/float_codec.h, 16-byte packed vectors, grid-stride indices,
+ * the scaling division / multiplication and a block-wide maximum.
  *
  * Device code only; included by the family .cu files through
  * fp8q_kernels.cu. Every conversion goes through float_codec.h so that the
@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "core/cast.h"
 #include "core/dtype.h"
 #include "core/float_codec.h"
 
@@ -115,6 +116,24 @@ static __device__ __forceinline__ int64_t global_thread_index(void)
 static __device__ __forceinline__ int64_t global_thread_count(void)
 {
     return (int64_t)gridDim.x * blockDim.x;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Scaling                                                                   */
+
+/* value / factor (FP8Q_SCALE_DIVIDE, quantizing) or value * factor
+ * (FP8Q_SCALE_MULTIPLY), correctly rounded and never contracted; a NaN
+ * result takes the CPU's bits (fp8q_scaling_result), not the GPU's
+ * canonical NaN 0x7FFFFFFF. */
+static __device__ __forceinline__ float apply_scale(float value, float factor, int multiply)
+{
+    return fp8q_scaling_result(multiply ? __fmul_rn(value, factor) : __fdiv_rn(value, factor),
+                               value, factor);
+}
+
+static __device__ __forceinline__ float divide_by_scale(float value, float scale)
+{
+    return apply_scale(value, scale, 0);
 }
 
 /* ------------------------------------------------------------------------- */

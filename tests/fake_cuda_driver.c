@@ -28,7 +28,7 @@
  *
  * "Device memory" is host memory, copies are memcpy, streams and events
  * are immediate. cuLaunchKernel runs fp8q's kernels on the host as their
- * launch contracts (kernels/cast.cuh, kernels/amax.cuh) define them, with
+ * launch contracts (kernels/<family>.cuh) define them, with
  * the shared codec (csrc/core/float_codec.h): enough to test everything
  * the host side does, not the CUDA kernels themselves. Compile with -I
  * csrc -I kernels.
@@ -48,6 +48,7 @@
 #include "core/scale_formula.h"
 #include "epilogue.cuh"
 #include "gather.cuh"
+#include "quantize_rows.cuh"
 #include "scale.cuh"
 #include "transpose.cuh"
 
@@ -556,6 +557,36 @@ static void run_amax_blocks(const fp8q_amax_blocks_args *args)
     }
 }
 
+/* Refuses (nonzero) a launch outside the contract's block rule. */
+static int run_quantize_rows(const fp8q_quantize_rows_args *args,
+                             unsigned int block_x)
+{
+    int64_t row, column;
+    if (block_x > FP8Q_QUANTIZE_ROWS_MAX_THREADS ||
+        (int64_t)block_x * FP8Q_QUANTIZE_ROWS_PER_THREAD < args->row_length ||
+        args->row_length < 1) {
+        return 1;
+    }
+    for (row = 0; row < args->n_rows; row++) {
+        const int64_t first = row * args->row_length;
+        const float scale = fp8q_scale_from_amax(
+            fp8q_bits_to_float(run_amax(args->source, first,
+                                        args->row_length,
+                                        args->source_dtype)),
+            args->max, args->power_of_2);
+        args->scale[row] = scale;
+        for (column = 0; column < args->row_length; column++) {
+            const float value = load_element(args->source, first + column,
+                                             args->source_dtype);
+            store_element(args->destination, first + column,
+                          args->destination_dtype,
+                          fp8q_scaling_result(value / scale, value, scale),
+                          args->saturate);
+        }
+    }
+    return 0;
+}
+
 static void run_epilogue(const fp8q_epilogue_args *args)
 {
     uint32_t amax = 0;
@@ -623,7 +654,8 @@ static void run_gather(const fp8q_gather_args *args)
 static const char *const kernel_names[] = {
     FP8Q_CAST_KERNEL, FP8Q_AMAX_KERNEL, FP8Q_AMAX_ROWS_KERNEL,
     FP8Q_AMAX_BLOCKS_KERNEL, FP8Q_SCALES_FROM_AMAX_KERNEL,
-    FP8Q_EPILOGUE_KERNEL, FP8Q_TRANSPOSE_KERNEL, FP8Q_GATHER_KERNEL};
+    FP8Q_QUANTIZE_ROWS_KERNEL, FP8Q_EPILOGUE_KERNEL, FP8Q_TRANSPOSE_KERNEL,
+    FP8Q_GATHER_KERNEL};
 
 static result_t fake_module_get_function(void **function, void *module,
                                          const char *name)
@@ -680,6 +712,10 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
             return 1;
         }
         run_transpose((const fp8q_transpose_args *)parameters[0]);
+    }
+    else if (strcmp(name, FP8Q_QUANTIZE_ROWS_KERNEL) == 0) {
+        return run_quantize_rows(
+            (const fp8q_quantize_rows_args *)parameters[0], block_x);
     }
     else if (strcmp(name, FP8Q_EPILOGUE_KERNEL) == 0) {
         run_epilogue((const fp8q_epilogue_args *)parameters[0]);

@@ -361,6 +361,57 @@ def quantize_matches_the_cpu():
         assert same_bits(got.scale.cpu().numpy(), expected.scale.numpy())
 
 
+def quantize_rows_in_one_pass():
+    """Row scales of float rows up to 16384 elements come from the one-pass
+    kernel (amax, scale and codes at once); longer rows, other dtypes and
+    empty inputs take the amax / scales / cast kernels. Both match the CPU
+    bit for bit."""
+    rng = np.random.default_rng(21)
+    cases = [((5, 1), "float32"), ((3, 33), "bfloat16"), ((2, 4, 1001), "float16"),
+             ((4, 16384), "bfloat16"), ((2, 16384), "float32"),
+             ((2, 16385), "bfloat16"), ((3, 40), "e4m3"), ((0, 8), "float32")]
+    for shape, source in cases:
+        x = fp8q.asarray(mixed_values(rng, shape), dtype=source)
+        finite = fp8q.asarray(rng.standard_normal(shape).astype(np.float32)
+                              * 30, dtype=source)
+        one_pass = (source in ("float32", "float16", "bfloat16")
+                    and 0 < shape[-1] <= 16384 and 0 not in shape)
+        for target in FP8_NAMES:
+            for power_of_2, saturate in ((False, True), (True, False)):
+                before = len(log_lines())
+                got = fp8q.quantize(finite.to("cuda"), target,
+                                    granularity="row", power_of_2=power_of_2,
+                                    saturate=saturate)
+                launched = [line for line in log_lines()[before:]
+                            if line.startswith("fp8q_")]
+                expected = fp8q.quantize(finite, target, granularity="row",
+                                         power_of_2=power_of_2,
+                                         saturate=saturate)
+                key = (shape, source, target, power_of_2, saturate)
+                if one_pass:
+                    assert launched == ["fp8q_quantize_rows"], (key, launched)
+                else:
+                    assert "fp8q_quantize_rows" not in launched, key
+                assert same_bits(got.scale.cpu().numpy(),
+                                 expected.scale.numpy()), key
+                assert same_bits(got.data.cpu().numpy(),
+                                 expected.data.numpy()), key
+        if one_pass:
+            # Non-finite values: the CPU refuses them, the GPU gives the row
+            # a NaN or infinite scale; the codes follow the cast's rules.
+            got = fp8q.quantize(x.to("cuda"), granularity="row")
+            amax = fp8q.amax(x, axis=-1, keepdims=True).numpy()
+            scale = got.scale.cpu().numpy()
+            finite_rows = np.isfinite(amax)
+            assert np.isnan(scale[np.isnan(amax)]).all()
+            assert np.isinf(scale[np.isinf(amax)]).all()
+            rows = np.broadcast_to(finite_rows, shape)
+            expected = fp8q.cast(x.numpy(), "e4m3",
+                                 scale=np.where(finite_rows, scale, 1))
+            assert same_bits(got.data.cpu().numpy()[rows],
+                             expected.numpy()[rows]), shape
+
+
 def quantize_with_given_scales():
     rng = np.random.default_rng(8)
     x = rng.standard_normal((6, 256)).astype(np.float32)

@@ -47,6 +47,7 @@ def run_scenario(driver, name, tmp_path, environment=None, **fake):
     "amax_matches_the_cpu",
     "quantize_matches_the_cpu",
     "quantize_with_given_scales",
+    "quantize_rows_in_one_pass",
     "qtensor_moves_and_dequantizes",
     "quantize_transposed",
     "calibrators_take_gpu_batches",

@@ -129,6 +129,46 @@ def test_quantize_and_dequantize_match_the_cpu(granularity, source, rng):
                                  expected.dequantize(dtype).numpy())
 
 
+@pytest.mark.parametrize("source", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("row_length", [1, 7, 33, 1000, 4096, 8192, 16383,
+                                        16384, 16385])
+def test_one_pass_row_quantize_matches_the_cpu(source, row_length, rng):
+    """The one-pass kernel (rows up to 16384) and the fallback beyond it:
+    scales and codes bit-identical to the CPU, random and special values
+    (the CPU refuses non-finite rows: those are checked against the cast
+    with the GPU's scale)."""
+    x32 = (rng.standard_normal((37, row_length)) * np.float32(2.0) **
+           rng.integers(-20, 20, size=(37, 1))).astype(np.float32)
+    x32[3] = 0.0
+    edge = np.array([1e-40, -0.0, 448.0, -57344.0], np.float32)
+    x32[4, :edge.size] = edge[:row_length]
+    x = fp8q.asarray(x32, dtype=source)
+    gx = x.to("cuda")
+    for target in FP8_NAMES:
+        for power_of_2, saturate in ((False, True), (True, True),
+                                     (False, False)):
+            expected = fp8q.quantize(x, target, granularity="row",
+                                     power_of_2=power_of_2, saturate=saturate)
+            got = fp8q.quantize(gx, target, granularity="row",
+                                power_of_2=power_of_2, saturate=saturate)
+            key = (source, row_length, target, power_of_2, saturate)
+            assert same_bits(got.scale.cpu().numpy(),
+                             expected.scale.numpy()), key
+            assert same_bits(got.data.cpu().numpy(),
+                             expected.data.numpy()), key
+    special = x32.copy()
+    special[5, 0] = np.nan
+    special[6, -1] = -np.inf
+    got = fp8q.quantize(fp8q.asarray(special, dtype=source, device="cuda"),
+                        granularity="row")
+    scale = got.scale.cpu().numpy()
+    assert np.isnan(scale[5, 0]) and np.isinf(scale[6, 0])
+    finite = np.isfinite(scale[:, 0])
+    expected = fp8q.cast(fp8q.asarray(special[finite], dtype=source), "e4m3",
+                         scale=scale[finite])
+    assert same_bits(got.data.cpu().numpy()[finite], expected.numpy())
+
+
 def test_computed_nans_have_the_cpus_bits():
     """A group holding inf gets the scale inf, and inf / inf is a NaN
     computed on the GPU: it must take the CPU's bits (the positive quiet NaN

@@ -41,11 +41,12 @@ static unsigned int elementwise_blocks(const fp8q_cuda_device *device,
     return blocks < 1 ? 1u : (unsigned int)blocks;
 }
 
-/* Launches `kernel` with one parameter, the struct at `args`. */
-static fp8q_status launch(const fp8q_cuda_device *device,
-                          fp8q_cuda_kernel kernel, unsigned int blocks,
-                          const void *args, fp8q_cu_stream stream,
-                          fp8q_error *error)
+/* Launches `kernel` on `blocks` blocks of `threads` with one parameter, the
+ * struct at `args`. */
+static fp8q_status launch_blocks(const fp8q_cuda_device *device,
+                                 fp8q_cuda_kernel kernel, unsigned int blocks,
+                                 unsigned int threads, const void *args,
+                                 fp8q_cu_stream stream, fp8q_error *error)
 {
     void *parameters[1];
     fp8q_cu_result result;
@@ -57,15 +58,25 @@ static fp8q_status launch(const fp8q_cuda_device *device,
         return error->status;
     }
     result = fp8q_cuda_driver_load()->api.launch_kernel(
-        device->kernels[kernel], blocks, 1, 1, THREADS_PER_BLOCK, 1, 1, 0,
-        stream, parameters, NULL);
+        device->kernels[kernel], blocks, 1, 1, threads, 1, 1, 0, stream,
+        parameters, NULL);
     fp8q_cuda_context_leave();
     if (result != FP8Q_CUDA_SUCCESS) {
-        (void)snprintf(what, sizeof what, "launching %s (%u blocks of %d)",
-                       fp8q_cuda_kernel_name(kernel), blocks, THREADS_PER_BLOCK);
+        (void)snprintf(what, sizeof what, "launching %s (%u blocks of %u)",
+                       fp8q_cuda_kernel_name(kernel), blocks, threads);
         return fp8q_cuda_fail(device, "cuLaunchKernel", result, what, error);
     }
     return FP8Q_OK;
+}
+
+/* launch_blocks with THREADS_PER_BLOCK threads, as most kernels take. */
+static fp8q_status launch(const fp8q_cuda_device *device,
+                          fp8q_cuda_kernel kernel, unsigned int blocks,
+                          const void *args, fp8q_cu_stream stream,
+                          fp8q_error *error)
+{
+    return launch_blocks(device, kernel, blocks, THREADS_PER_BLOCK, args,
+                         stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_cast(const fp8q_cuda_device *device,
@@ -135,6 +146,34 @@ fp8q_status fp8q_cuda_launch_scales_from_amax(
     return launch(device, FP8Q_KERNEL_SCALES_FROM_AMAX,
                   elementwise_blocks(device, args->count), args, stream,
                   error);
+}
+
+fp8q_status fp8q_cuda_launch_quantize_rows(
+    const fp8q_cuda_device *device, const fp8q_quantize_rows_args *args,
+    fp8q_cu_stream stream, fp8q_error *error)
+{
+    /* The fewest whole warps that hold the row, FP8Q_QUANTIZE_ROWS_PER_THREAD
+     * elements a thread: short rows do not idle a large block. */
+    const int64_t warp_elements = 32 * FP8Q_QUANTIZE_ROWS_PER_THREAD;
+    const int64_t threads =
+        32 * ((args->row_length + warp_elements - 1) / warp_elements);
+    const int64_t blocks =
+        args->n_rows < MAX_ROW_BLOCKS ? args->n_rows : MAX_ROW_BLOCKS;
+
+    if (args->n_rows == 0) {
+        return FP8Q_OK;
+    }
+    if (args->row_length < 1 ||
+        args->row_length > FP8Q_QUANTIZE_ROWS_MAX_LENGTH) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "fp8q_cuda_launch_quantize_rows: row_length must "
+                         "be 1 to %d, got %lld",
+                         FP8Q_QUANTIZE_ROWS_MAX_LENGTH,
+                         (long long)args->row_length);
+    }
+    return launch_blocks(device, FP8Q_KERNEL_QUANTIZE_ROWS,
+                         (unsigned int)blocks, (unsigned int)threads, args,
+                         stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_epilogue(const fp8q_cuda_device *device,

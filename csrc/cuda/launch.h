@@ -14,6 +14,7 @@
 #include "cast.cuh"
 #include "epilogue.cuh"
 #include "gather.cuh"
+#include "quantize_rows.cuh"
 #include "scale.cuh"
 #include "transpose.cuh"
 #include "core/status.h"
@@ -46,6 +47,12 @@ fp8q_status fp8q_cuda_launch_amax_blocks(const fp8q_cuda_device *device,
 /* The scales-from-amax kernel, in place over args->count values. */
 fp8q_status fp8q_cuda_launch_scales_from_amax(
     const fp8q_cuda_device *device, const fp8q_scales_from_amax_args *args,
+    fp8q_cu_stream stream, fp8q_error *error);
+
+/* The one-pass per-row quantize kernel over args->n_rows rows of
+ * args->row_length (1 .. FP8Q_QUANTIZE_ROWS_MAX_LENGTH) elements. */
+fp8q_status fp8q_cuda_launch_quantize_rows(
+    const fp8q_cuda_device *device, const fp8q_quantize_rows_args *args,
     fp8q_cu_stream stream, fp8q_error *error);
 
 /* The matrix-multiply epilogue over args->m x args->n values (when

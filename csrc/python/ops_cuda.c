@@ -420,6 +420,24 @@ static int grouped_cast(const fp8q_TensorObject *source,
     return fp8q_py_raise_on_failure(status, &error);
 }
 
+/* Nonzero when quantize computes row scales of x in one pass
+ * (kernels/quantize_rows.cuh): float rows, none empty, none longer than the
+ * kernel holds. */
+static int one_pass_rows(const fp8q_TensorObject *x,
+                         const fp8q_quantize_options *options)
+{
+    const fp8q_dtype dtype = x->view.dtype;
+    const int64_t row_length =
+        x->view.ndim > 0 ? x->view.shape[x->view.ndim - 1] : 0;
+
+    return options->compute_scale &&
+           options->granularity.kind == FP8Q_GRANULARITY_ROW &&
+           (dtype == FP8Q_FLOAT32 || dtype == FP8Q_FLOAT16 ||
+            dtype == FP8Q_BFLOAT16) &&
+           fp8q_view_size(&x->view) > 0 && row_length >= 1 &&
+           row_length <= FP8Q_QUANTIZE_ROWS_MAX_LENGTH;
+}
+
 int fp8q_py_cuda_quantize(fp8q_TensorObject *x,
                           const fp8q_quantize_options *options,
                           fp8q_TensorObject *data, fp8q_TensorObject *scale,
@@ -435,9 +453,26 @@ int fp8q_py_cuda_quantize(fp8q_TensorObject *x,
         return -1;
     }
     fp8q_error_clear(&error);
+    (void)fp8q_dtype_finfo(data->view.dtype, &info);
+    if (one_pass_rows(x, options)) {
+        fp8q_quantize_rows_args rows;
+        memset(&rows, 0, sizeof rows);
+        rows.source = x->view.data;
+        rows.destination = (uint8_t *)data->view.data;
+        rows.scale = (float *)scale->view.data;
+        rows.row_length = x->view.shape[x->view.ndim - 1];
+        rows.n_rows = fp8q_view_size(&x->view) / rows.row_length;
+        rows.source_dtype = (int32_t)x->view.dtype;
+        rows.destination_dtype = (int32_t)data->view.dtype;
+        rows.max = (float)info.max;
+        rows.power_of_2 = options->power_of_2 != 0;
+        rows.saturate = options->saturate != 0;
+        RUN_WITHOUT_GIL(status, fp8q_cuda_launch_quantize_rows(
+                                    x->cuda_device, &rows, stream, &error));
+        return fp8q_py_raise_on_failure(status, &error);
+    }
     if (options->compute_scale) {
         fp8q_scales_from_amax_args scales;
-        (void)fp8q_dtype_finfo(data->view.dtype, &info);
         memset(&scales, 0, sizeof scales);
         scales.values = (float *)scale->view.data;
         scales.count = fp8q_view_size(&scale->view);
