@@ -16,6 +16,7 @@
 #include "core/cast.h"
 #include "core/dtype.h"
 #include "core/float_codec.h"
+#include "fp8_hardware.cuh"
 
 /* The largest block any kernel accepts: block_max_bits keeps one slot per
  * warp in shared memory. */
@@ -53,16 +54,26 @@ template <> struct dtype_traits<FP8Q_UINT8> {
     static __device__ __forceinline__ uint8_t store(float x, int) { return fp8q_encode_uint8(x); }
 };
 
+/* E4M3FN and E5M2 saturate through the hardware conversion on sm_89+
+ * (fp8_hardware.cuh: the same function as the codec there). */
 template <> struct dtype_traits<FP8Q_FLOAT8_E4M3FN> {
     typedef uint8_t storage;
     static __device__ __forceinline__ float load(uint8_t x) { return fp8q_decode_e4m3fn(x); }
-    static __device__ __forceinline__ uint8_t store(float x, int saturate) { return fp8q_encode_e4m3fn(x, saturate); }
+    static __device__ __forceinline__ uint8_t store(float x, int saturate)
+    {
+        return FP8Q_HARDWARE_FP8 && saturate ? fp8q_hardware_encode_e4m3fn(x)
+                                             : fp8q_encode_e4m3fn(x, saturate);
+    }
 };
 
 template <> struct dtype_traits<FP8Q_FLOAT8_E5M2> {
     typedef uint8_t storage;
     static __device__ __forceinline__ float load(uint8_t x) { return fp8q_decode_e5m2(x); }
-    static __device__ __forceinline__ uint8_t store(float x, int saturate) { return fp8q_encode_e5m2(x, saturate); }
+    static __device__ __forceinline__ uint8_t store(float x, int saturate)
+    {
+        return FP8Q_HARDWARE_FP8 && saturate ? fp8q_hardware_encode_e5m2(x)
+                                             : fp8q_encode_e5m2(x, saturate);
+    }
 };
 
 template <> struct dtype_traits<FP8Q_FLOAT8_E4M3FNUZ> {

@@ -7,6 +7,8 @@ PyTorch CUDA tensors both ways.
 Every test carries the `cuda` marker and skips, saying why, where fp8q
 cannot use a GPU. .ci/gpu-check runs them on a GPU machine.
 """
+import os
+
 import numpy as np
 import pytest
 
@@ -52,6 +54,38 @@ def test_every_16_bit_input_matches_the_cpu(source, target):
             got = fp8q.cast(gx, target, scale=scale, saturate=saturate)
             assert same_bits(got.cpu().numpy(), expected.numpy()), (
                 source, target, scale, saturate)
+
+
+def float32_boundary_patterns(start=0, stop=1 << 16):
+    """Every sign, exponent and top 7 fraction bits of float32, with the low
+    16 bits around each FP8 rounding point (0, 1, 0x7FFF, 0x8000, 0x8001,
+    0xFFFF): the inputs where a rounding or saturation rule shows."""
+    high = np.arange(start, stop, dtype=np.uint32) << 16
+    lows = np.array([0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF], np.uint32)
+    return (high[:, None] | lows[None, :]).reshape(-1).view(np.float32)
+
+
+@pytest.mark.parametrize("target", FP8_NAMES)
+def test_float32_rounding_boundaries_match_the_cpu(target):
+    """The saturating E4M3FN / E5M2 encodes are cuda_fp8.h's hardware
+    conversion on sm_89+ (kernels/fp8_hardware.cuh); the rest the codec.
+    FP8Q_EXHAUSTIVE=1 checks every float32 instead (minutes)."""
+    chunks = ([float32_boundary_patterns()]
+              if os.environ.get("FP8Q_EXHAUSTIVE") != "1" else
+              (np.arange(first, first + (1 << 28), dtype=np.uint64).astype(
+                  np.uint32).view(np.float32)
+               for first in range(0, 1 << 32, 1 << 28)))
+    for x in chunks:
+        gx = fp8q.asarray(x, device="cuda")
+        for saturate in (True, False):
+            expected = fp8q.cast(x, target, saturate=saturate).numpy()
+            got = fp8q.cast(gx, target, saturate=saturate).cpu().numpy()
+            bad = np.flatnonzero(expected.view(np.uint8) != got.view(np.uint8))
+            assert bad.size == 0, (
+                target, saturate, bad.size,
+                f"first input 0x{x.view(np.uint32)[bad[0]]:08X}: GPU "
+                f"0x{got.view(np.uint8)[bad[0]]:02X}, CPU "
+                f"0x{expected.view(np.uint8)[bad[0]]:02X}")
 
 
 @pytest.mark.parametrize("source", DTYPES)
