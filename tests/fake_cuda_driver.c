@@ -22,6 +22,11 @@
  *   FAKE_CUDA_POOL_ERROR  the CUresult of cuMemPoolSetAttribute (default 0),
  *                         which is logged as "cuMemPoolSetAttribute
  *                         ATTRIBUTE VALUE" (the value a cuuint64_t)
+ *   FAKE_CUDA_OCCUPANCY   the blocks per multiprocessor that
+ *                         cuOccupancyMaxActiveBlocksPerMultiprocessor
+ *                         reports for every kernel (default 2048 threads'
+ *                         worth of the block size asked about)
+ *   FAKE_CUDA_MAX_GRID    when set, a launch of more blocks fails
  *   FAKE_CUDA_INIT_DELAY_MS  milliseconds cuInit sleeps after logging its
  *                         call (default 0): a slow driver load, for tests of
  *                         what other threads do meanwhile
@@ -685,7 +690,9 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
     log_call(name);
     /* The launch contracts: a 1-D grid of >= 1 blocks of a multiple of 32
      * threads (at most 1024), no shared memory, one parameter. */
-    if (grid_x < 1 || grid_y != 1 || grid_z != 1 || block_x % 32 != 0 ||
+    if (grid_x < 1 ||
+        grid_x > (unsigned int)setting("FAKE_CUDA_MAX_GRID", 0x7FFFFFFF) ||
+        grid_y != 1 || grid_z != 1 || block_x % 32 != 0 ||
         block_x > 1024 || block_y != 1 || block_z != 1 || shared != 0 ||
         extra != NULL || parameters == NULL) {
         return 1;
@@ -742,6 +749,19 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
     return 0;
 }
 
+static result_t fake_occupancy_max_active_blocks(int *blocks, void *function,
+                                                int block_size,
+                                                size_t shared_bytes)
+{
+    log_call("cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    if (function == NULL || block_size < 1 || block_size > 1024 ||
+        shared_bytes != 0) {
+        return 1;
+    }
+    *blocks = setting("FAKE_CUDA_OCCUPANCY", 2048 / block_size);
+    return 0;
+}
+
 /* ------------------------------------------------------------------------- */
 /* cuGetProcAddress                                                          */
 
@@ -775,6 +795,8 @@ result_t cuGetProcAddress_v2(const char *symbol, void **function,
         {"cuModuleLoadData", FUNCTION(fake_module_load_data)},
         {"cuModuleGetFunction", FUNCTION(fake_module_get_function)},
         {"cuLaunchKernel", FUNCTION(fake_launch_kernel)},
+        {"cuOccupancyMaxActiveBlocksPerMultiprocessor",
+         FUNCTION(fake_occupancy_max_active_blocks)},
         {"cuMemAlloc", FUNCTION(fake_mem_alloc)},
         {"cuMemFree", FUNCTION(fake_mem_free)},
         {"cuMemAllocAsync", FUNCTION(fake_mem_alloc_async)},

@@ -234,6 +234,27 @@ def cast_matches_the_cpu():
                     source, target, saturate)
 
 
+def grids_follow_occupancy():
+    """Run with FAKE_CUDA_OCCUPANCY=1 and FAKE_CUDA_MAX_GRID=4 (the fake has
+    4 multiprocessors): grid-stride kernels launch at most one block per
+    multiprocessor, asked once per kernel when the device opens."""
+    x = np.random.default_rng(22).standard_normal(1 << 16).astype(np.float32)
+    gx = fp8q.asarray(x, device="cuda")
+    assert same_bits(fp8q.cast(gx, "e4m3", scale=0.5).cpu().numpy(),
+                     fp8q.cast(x, "e4m3", scale=0.5).numpy())
+    assert same_bits(fp8q.amax(gx).cpu().numpy(), fp8q.amax(x).numpy())
+    fp8q.cast(gx, "e5m2")
+    asked = calls().count("cuOccupancyMaxActiveBlocksPerMultiprocessor")
+    assert asked == len([line for line in calls() if line == "cuModuleGetFunction"])
+
+
+def grids_beyond_occupancy_are_refused():
+    """With FAKE_CUDA_OCCUPANCY=3 and FAKE_CUDA_MAX_GRID=4 the fake refuses
+    the 12-block grid: the grid really is the occupancy's."""
+    gx = fp8q.asarray(np.ones(1 << 16, np.float32), device="cuda")
+    expect(fp8q.CudaError, "cuLaunchKernel failed", fp8q.cast, gx, "e4m3")
+
+
 def cast_with_every_scale_layout():
     rng = np.random.default_rng(5)
     x = mixed_values(rng, (2, 3, 8))

@@ -84,6 +84,13 @@ def test_memory_pools_that_refuse_the_threshold(fake_driver, tmp_path, fake):
     run_scenario(fake_driver, "without_memory_pools", tmp_path, **fake)
 
 
+def test_grids_follow_occupancy(fake_driver, tmp_path):
+    run_scenario(fake_driver, "grids_follow_occupancy", tmp_path,
+                 occupancy=1, max_grid=4)
+    run_scenario(fake_driver, "grids_beyond_occupancy_are_refused", tmp_path,
+                 occupancy=3, max_grid=4)
+
+
 def test_out_of_memory(fake_driver, tmp_path):
     run_scenario(fake_driver, "out_of_memory", tmp_path, alloc_error=2)
 

@@ -8,31 +8,33 @@
 #include "cuda/launch.h"
 #include "cuda/memory.h"
 
-/* Threads per block of every kernel (a multiple of 32, see kernels/). */
-#define THREADS_PER_BLOCK 256
-#if THREADS_PER_BLOCK != FP8Q_TRANSPOSE_THREADS
+#if FP8Q_CUDA_THREADS_PER_BLOCK != FP8Q_TRANSPOSE_THREADS
 #error "the transpose kernel's tiles assume its blocks' thread count"
 #endif
 /* Elements a thread handles per grid-stride step of the elementwise
  * kernels: 16 bytes of float16 / bfloat16 input. */
 #define ELEMENTS_PER_THREAD 8
-/* Blocks of THREADS_PER_BLOCK per multiprocessor worth launching: enough
- * to fill the largest multiprocessors fp8q builds for (2048 resident
- * threads on sm_80 and sm_90; fewer elsewhere, where the extra blocks
- * simply queue behind the grid-stride loop). */
-#define BLOCKS_PER_MULTIPROCESSOR 8
 /* The largest grid.x of the per-row and per-block kernels (any size would
  * do up to 2^31 - 1; their blocks loop over the rest). */
 #define MAX_ROW_BLOCKS 65535
 
-/* Blocks for an elementwise run of `count` elements: enough to give every
- * thread ELEMENTS_PER_THREAD of them, at most a full device. */
-static unsigned int elementwise_blocks(const fp8q_cuda_device *device,
-                                       int64_t count)
+/* The blocks of `kernel` resident on the whole device at once: its grid
+ * when the work would keep more blocks busy. */
+static int64_t full_device(const fp8q_cuda_device *device,
+                           fp8q_cuda_kernel kernel)
 {
-    const int64_t per_block = (int64_t)THREADS_PER_BLOCK * ELEMENTS_PER_THREAD;
-    const int64_t full = (int64_t)device->multiprocessor_count *
-                         BLOCKS_PER_MULTIPROCESSOR;
+    return (int64_t)device->multiprocessor_count *
+           device->blocks_per_multiprocessor[kernel];
+}
+
+/* Blocks of grid-stride `kernel` for a run of `count` elements: enough to
+ * give every thread ELEMENTS_PER_THREAD of them, at most a full device. */
+static unsigned int elementwise_blocks(const fp8q_cuda_device *device,
+                                       fp8q_cuda_kernel kernel, int64_t count)
+{
+    const int64_t per_block =
+        (int64_t)FP8Q_CUDA_THREADS_PER_BLOCK * ELEMENTS_PER_THREAD;
+    const int64_t full = full_device(device, kernel);
     int64_t blocks = (count + per_block - 1) / per_block;
 
     if (blocks > full) {
@@ -69,14 +71,14 @@ static fp8q_status launch_blocks(const fp8q_cuda_device *device,
     return FP8Q_OK;
 }
 
-/* launch_blocks with THREADS_PER_BLOCK threads, as most kernels take. */
+/* launch_blocks with FP8Q_CUDA_THREADS_PER_BLOCK threads. */
 static fp8q_status launch(const fp8q_cuda_device *device,
                           fp8q_cuda_kernel kernel, unsigned int blocks,
                           const void *args, fp8q_cu_stream stream,
                           fp8q_error *error)
 {
-    return launch_blocks(device, kernel, blocks, THREADS_PER_BLOCK, args,
-                         stream, error);
+    return launch_blocks(device, kernel, blocks, FP8Q_CUDA_THREADS_PER_BLOCK,
+                         args, stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_cast(const fp8q_cuda_device *device,
@@ -87,8 +89,8 @@ fp8q_status fp8q_cuda_launch_cast(const fp8q_cuda_device *device,
         return FP8Q_OK;
     }
     return launch(device, FP8Q_KERNEL_CAST,
-                  elementwise_blocks(device, args->count), args, stream,
-                  error);
+                  elementwise_blocks(device, FP8Q_KERNEL_CAST, args->count),
+                  args, stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_amax(const fp8q_cuda_device *device,
@@ -99,8 +101,8 @@ fp8q_status fp8q_cuda_launch_amax(const fp8q_cuda_device *device,
         return FP8Q_OK;
     }
     return launch(device, FP8Q_KERNEL_AMAX,
-                  elementwise_blocks(device, args->count), args, stream,
-                  error);
+                  elementwise_blocks(device, FP8Q_KERNEL_AMAX, args->count),
+                  args, stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_amax_rows(const fp8q_cuda_device *device,
@@ -144,8 +146,9 @@ fp8q_status fp8q_cuda_launch_scales_from_amax(
         return FP8Q_OK;
     }
     return launch(device, FP8Q_KERNEL_SCALES_FROM_AMAX,
-                  elementwise_blocks(device, args->count), args, stream,
-                  error);
+                  elementwise_blocks(device, FP8Q_KERNEL_SCALES_FROM_AMAX,
+                                     args->count),
+                  args, stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_quantize_rows(
@@ -187,7 +190,8 @@ fp8q_status fp8q_cuda_launch_epilogue(const fp8q_cuda_device *device,
         return FP8Q_OK;
     }
     return launch(device, FP8Q_KERNEL_EPILOGUE,
-                  elementwise_blocks(device, count), args, stream, error);
+                  elementwise_blocks(device, FP8Q_KERNEL_EPILOGUE, count),
+                  args, stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_transpose(const fp8q_cuda_device *device,
@@ -198,8 +202,7 @@ fp8q_status fp8q_cuda_launch_transpose(const fp8q_cuda_device *device,
     const int64_t tiles =
         fp8q_block_count(args->rows, FP8Q_TRANSPOSE_TILE) *
         fp8q_block_count(args->cols, FP8Q_TRANSPOSE_TILE);
-    const int64_t full = (int64_t)device->multiprocessor_count *
-                         BLOCKS_PER_MULTIPROCESSOR;
+    const int64_t full = full_device(device, FP8Q_KERNEL_TRANSPOSE);
 
     if (tiles == 0) {
         return FP8Q_OK;
@@ -217,6 +220,6 @@ fp8q_status fp8q_cuda_launch_gather(const fp8q_cuda_device *device,
         return FP8Q_OK;
     }
     return launch(device, FP8Q_KERNEL_GATHER,
-                  elementwise_blocks(device, args->count), args, stream,
-                  error);
+                  elementwise_blocks(device, FP8Q_KERNEL_GATHER, args->count),
+                  args, stream, error);
 }
