@@ -508,12 +508,16 @@ static void run_cast(const fp8q_cast_args *args)
             continue;
         }
         if (args->scale != NULL) {
-            const int64_t row = i / args->row_length;
-            const int64_t column = i % args->row_length;
+            /* With the launch's divisors, as the kernel divides. */
+            const uint64_t row =
+                fp8q_fast_divide((uint64_t)i, args->by_row_length);
+            const uint64_t column = (uint64_t)i - row * args->row_length;
             const float factor =
-                args->scale[(row / args->scale_block_rows) *
+                args->scale[(int64_t)fp8q_fast_divide(row,
+                                                      args->by_block_rows) *
                                 args->scale_row_stride +
-                            (column / args->scale_block_cols) *
+                            (int64_t)fp8q_fast_divide(column,
+                                                      args->by_block_cols) *
                                 args->scale_col_stride];
             value = fp8q_scaling_result(
                 args->scale_op == 1 ? value * factor : value / factor, value,

@@ -85,12 +85,20 @@ fp8q_status fp8q_cuda_launch_cast(const fp8q_cuda_device *device,
                                   const fp8q_cast_args *args,
                                   fp8q_cu_stream stream, fp8q_error *error)
 {
+    fp8q_cast_args with_divisors = *args;
+
     if (args->count == 0) {
         return FP8Q_OK;
     }
+    with_divisors.by_row_length =
+        fp8q_fast_divisor_make((uint64_t)args->row_length);
+    with_divisors.by_block_rows =
+        fp8q_fast_divisor_make((uint64_t)args->scale_block_rows);
+    with_divisors.by_block_cols =
+        fp8q_fast_divisor_make((uint64_t)args->scale_block_cols);
     return launch(device, FP8Q_KERNEL_CAST,
                   elementwise_blocks(device, FP8Q_KERNEL_CAST, args->count),
-                  args, stream, error);
+                  &with_divisors, stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_amax(const fp8q_cuda_device *device,

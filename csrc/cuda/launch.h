@@ -20,7 +20,8 @@
 #include "core/status.h"
 #include "cuda/driver.h"
 
-/* The cast kernel over args->count elements (kernels/cast.cuh). When
+/* The cast kernel over args->count elements (kernels/cast.cuh), with the
+ * divisors (args->by_*) made here from the fields they divide by. When
  * args->amax_bits is not NULL the caller has set it (e.g. to 0) before. */
 fp8q_status fp8q_cuda_launch_cast(const fp8q_cuda_device *device,
                                   const fp8q_cast_args *args,
