@@ -48,6 +48,7 @@ def run_scenario(driver, name, tmp_path, environment=None, **fake):
     "quantize_matches_the_cpu",
     "quantize_with_given_scales",
     "quantize_rows_in_one_pass",
+    "column_amax_reads_rows",
     "qtensor_moves_and_dequantizes",
     "quantize_transposed",
     "calibrators_take_gpu_batches",

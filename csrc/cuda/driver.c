@@ -50,7 +50,8 @@ const char *fp8q_cuda_kernel_name(fp8q_cuda_kernel kernel)
 {
     static const char *const names[FP8Q_KERNEL_COUNT] = {
         FP8Q_CAST_KERNEL, FP8Q_AMAX_KERNEL, FP8Q_AMAX_ROWS_KERNEL,
-        FP8Q_AMAX_BLOCKS_KERNEL, FP8Q_SCALES_FROM_AMAX_KERNEL,
+        FP8Q_AMAX_BLOCKS_KERNEL, FP8Q_AMAX_COLUMNS_KERNEL,
+        FP8Q_SCALES_FROM_AMAX_KERNEL,
         FP8Q_QUANTIZE_ROWS_KERNEL, FP8Q_EPILOGUE_KERNEL, FP8Q_TRANSPOSE_KERNEL,
         FP8Q_GATHER_KERNEL};
     return names[kernel];

@@ -146,6 +146,24 @@ fp8q_status fp8q_cuda_launch_amax_blocks(const fp8q_cuda_device *device,
                   args, stream, error);
 }
 
+fp8q_status fp8q_cuda_launch_amax_columns(const fp8q_cuda_device *device,
+                                          const fp8q_amax_columns_args *args,
+                                          fp8q_cu_stream stream,
+                                          fp8q_error *error)
+{
+    const int64_t tiles =
+        fp8q_block_count(args->n_rows, FP8Q_AMAX_COLUMNS_ROWS) *
+        fp8q_block_count(args->row_length, FP8Q_CUDA_THREADS_PER_BLOCK);
+    const int64_t full = full_device(device, FP8Q_KERNEL_AMAX_COLUMNS);
+
+    if (tiles == 0) {
+        return FP8Q_OK;
+    }
+    return launch(device, FP8Q_KERNEL_AMAX_COLUMNS,
+                  (unsigned int)(tiles < full ? tiles : full), args, stream,
+                  error);
+}
+
 fp8q_status fp8q_cuda_launch_scales_from_amax(
     const fp8q_cuda_device *device, const fp8q_scales_from_amax_args *args,
     fp8q_cu_stream stream, fp8q_error *error)

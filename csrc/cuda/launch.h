@@ -45,6 +45,13 @@ fp8q_status fp8q_cuda_launch_amax_blocks(const fp8q_cuda_device *device,
                                          fp8q_cu_stream stream,
                                          fp8q_error *error);
 
+/* The per-column amax kernel: raises args->amax_bits[0 .. row_length) (set
+ * them first). */
+fp8q_status fp8q_cuda_launch_amax_columns(const fp8q_cuda_device *device,
+                                          const fp8q_amax_columns_args *args,
+                                          fp8q_cu_stream stream,
+                                          fp8q_error *error);
+
 /* The scales-from-amax kernel, in place over args->count values. */
 fp8q_status fp8q_cuda_launch_scales_from_amax(
     const fp8q_cuda_device *device, const fp8q_scales_from_amax_args *args,

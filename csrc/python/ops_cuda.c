@@ -375,18 +375,27 @@ static fp8q_status group_amax(const fp8q_TensorObject *x,
         args.source_dtype = (int32_t)x->view.dtype;
         return fp8q_cuda_launch_amax_rows(device, &args, stream, error);
     }
-    /* One scale per column is a block of every row and one column. */
+    if (granularity->kind == FP8Q_GRANULARITY_COL) {
+        fp8q_amax_columns_args args;
+        memset(&args, 0, sizeof args);
+        args.source = x->view.data;
+        args.amax_bits = amax_bits;
+        args.n_rows = n_rows;
+        args.row_length = row_length;
+        args.source_dtype = (int32_t)x->view.dtype;
+        status = fp8q_cuda_zero(device, amax_bits, (size_t)row_length * 4,
+                                stream, error);
+        return status != FP8Q_OK ? status
+                                 : fp8q_cuda_launch_amax_columns(
+                                       device, &args, stream, error);
+    }
     memset(&blocks, 0, sizeof blocks);
     blocks.source = x->view.data;
     blocks.amax_bits = amax_bits;
     blocks.n_rows = n_rows;
     blocks.row_length = row_length;
-    blocks.block_rows = granularity->kind == FP8Q_GRANULARITY_COL
-                            ? (n_rows > 0 ? n_rows : 1)
-                            : granularity->block_rows;
-    blocks.block_cols = granularity->kind == FP8Q_GRANULARITY_COL
-                            ? 1
-                            : granularity->block_cols;
+    blocks.block_rows = granularity->block_rows;
+    blocks.block_cols = granularity->block_cols;
     blocks.source_dtype = (int32_t)x->view.dtype;
     return fp8q_cuda_launch_amax_blocks(device, &blocks, stream, error);
 }
