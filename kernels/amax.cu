@@ -2,8 +2,9 @@
  * amax.cu - amax kernels: max |x| over a contiguous run (every block reduces
  * its part, then one atomicMax on the float32 bits per block), over each
  * row of a contiguous 2-D run (one block per row), over each 2-D block of
- * one (one CUDA block per output) and over each column of one (tiles of
- * rows x blockDim columns, atomicMax per column). Launch contracts:
+ * one (one CUDA block per output), over each column of one (tiles of
+ * rows x blockDim columns, atomicMax per column), and calibration's
+ * finite-only amax per row with a count of the rest. Launch contracts:
  * kernels/amax.cuh.
  *
  * The maximum is taken over float32 magnitude bits, so NaN propagates the
@@ -18,6 +19,8 @@ static_assert(sizeof(fp8q_amax_blocks_args) == 56,
               "fp8q_amax_blocks_args must match the host's layout");
 static_assert(sizeof(fp8q_amax_columns_args) == 40,
               "fp8q_amax_columns_args must match the host's layout");
+static_assert(sizeof(fp8q_amax_finite_rows_args) == 48,
+              "fp8q_amax_finite_rows_args must match the host's layout");
 
 /* ------------------------------------------------------------------------- */
 /* Whole run                                                                 */
@@ -177,5 +180,44 @@ struct amax_columns_body {
 extern "C" __global__ void fp8q_amax_columns(const fp8q_amax_columns_args args)
 {
     amax_columns_body body = {args};
+    dispatch_dtype(args.source_dtype, body);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Per row, finite values only (calibration)                                 */
+
+template <int S> static __device__ __noinline__ void amax_finite_rows_run(const fp8q_amax_finite_rows_args args)
+{
+    typedef typename dtype_traits<S>::storage source_t;
+    unsigned long long nonfinite = 0u;
+    int64_t row, column;
+
+    for (row = blockIdx.x; row < args.n_rows; row += gridDim.x) {
+        const source_t *source = (const source_t *)args.source + row * args.row_length;
+        uint32_t amax = 0u;
+        for (column = threadIdx.x; column < args.row_length; column += blockDim.x) {
+            const uint32_t bits = magnitude_bits(dtype_traits<S>::load(source[column]));
+            const int finite = bits < 0x7F800000u;
+            amax = max(amax, finite ? bits : 0u);
+            nonfinite += !finite;
+        }
+        amax = block_max_bits(amax);
+        if (threadIdx.x == 0) {
+            args.amax_bits[row] = amax;
+        }
+    }
+    if (nonfinite != 0u) { /* rare in calibration data: one atomic per thread */
+        atomicAdd((unsigned long long *)args.nonfinite_count, nonfinite);
+    }
+}
+
+struct amax_finite_rows_body {
+    const fp8q_amax_finite_rows_args &args;
+    template <int S> __device__ void run() { amax_finite_rows_run<S>(args); }
+};
+
+extern "C" __global__ void fp8q_amax_finite_rows(const fp8q_amax_finite_rows_args args)
+{
+    amax_finite_rows_body body = {args};
     dispatch_dtype(args.source_dtype, body);
 }

@@ -611,6 +611,26 @@ static void run_amax_columns(const fp8q_amax_columns_args *args)
     }
 }
 
+static void run_amax_finite_rows(const fp8q_amax_finite_rows_args *args)
+{
+    int64_t row, column;
+    for (row = 0; row < args->n_rows; row++) {
+        uint32_t amax = 0;
+        for (column = 0; column < args->row_length; column++) {
+            const uint32_t bits = magnitude_bits(load_element(
+                args->source, row * args->row_length + column,
+                args->source_dtype));
+            if (bits >= 0x7F800000u) {
+                *args->nonfinite_count += 1u;
+            }
+            else if (bits > amax) {
+                amax = bits;
+            }
+        }
+        args->amax_bits[row] = amax;
+    }
+}
+
 static void run_epilogue(const fp8q_epilogue_args *args)
 {
     uint32_t amax = 0;
@@ -678,7 +698,7 @@ static void run_gather(const fp8q_gather_args *args)
 static const char *const kernel_names[] = {
     FP8Q_CAST_KERNEL, FP8Q_AMAX_KERNEL, FP8Q_AMAX_ROWS_KERNEL,
     FP8Q_AMAX_BLOCKS_KERNEL, FP8Q_AMAX_COLUMNS_KERNEL,
-    FP8Q_SCALES_FROM_AMAX_KERNEL,
+    FP8Q_AMAX_FINITE_ROWS_KERNEL, FP8Q_SCALES_FROM_AMAX_KERNEL,
     FP8Q_QUANTIZE_ROWS_KERNEL, FP8Q_EPILOGUE_KERNEL, FP8Q_TRANSPOSE_KERNEL,
     FP8Q_GATHER_KERNEL};
 
@@ -730,6 +750,10 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
     }
     else if (strcmp(name, FP8Q_AMAX_BLOCKS_KERNEL) == 0) {
         run_amax_blocks((const fp8q_amax_blocks_args *)parameters[0]);
+    }
+    else if (strcmp(name, FP8Q_AMAX_FINITE_ROWS_KERNEL) == 0) {
+        run_amax_finite_rows(
+            (const fp8q_amax_finite_rows_args *)parameters[0]);
     }
     else if (strcmp(name, FP8Q_AMAX_COLUMNS_KERNEL) == 0) {
         run_amax_columns((const fp8q_amax_columns_args *)parameters[0]);

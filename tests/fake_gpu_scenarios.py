@@ -900,6 +900,39 @@ def calibrators_take_gpu_batches():
         assert calibrator.amax == on_host.amax
 
 
+def max_calibrator_reduces_on_the_gpu():
+    """A CUDA batch's amax (per tensor or per channel, finite values only,
+    non-finite ones counted) comes from the finite-amax kernel; the state
+    and every result equal the CPU calibrator's."""
+    rng = np.random.default_rng(24)
+    for channel_axis in (None, 0, -1, 1):
+        for source in ("float32", "bfloat16", "float16", "e4m3"):
+            on_gpu = fp8q.calib.MaxCalibrator(channel_axis=channel_axis)
+            on_host = fp8q.calib.MaxCalibrator(channel_axis=channel_axis)
+            for batch in range(3):
+                x = (rng.standard_normal((6, 5, 33)) * 4).astype(np.float32)
+                if batch == 1:  # non-finite values: refused, then skipped
+                    x[2, 1, 7] = np.nan
+                    x[4, :, 3] = -np.inf
+                    x[0, 0, :] = np.nan
+                data = fp8q.asarray(x, dtype=source)
+                before = len(log_lines())
+                if batch == 1:
+                    expect(ValueError, "x: ", on_gpu.update, data.to("cuda"))
+                on_gpu.update(data.to("cuda"), skip_nonfinite=batch == 1)
+                on_host.update(data, skip_nonfinite=batch == 1)
+                assert "fp8q_amax_finite_rows" in log_lines()[before:]
+                key = (channel_axis, source, batch)
+                assert same_bits(np.asarray(on_gpu.amax, np.float32),
+                                 np.asarray(on_host.amax, np.float32)), key
+                assert on_gpu.nonfinite_count == on_host.nonfinite_count, key
+    before = len(log_lines())
+    empty = fp8q.calib.MaxCalibrator()
+    empty.update(fp8q.zeros((0, 3), device="cuda"))
+    assert "fp8q_amax_finite_rows" not in log_lines()[before:]
+    assert empty.nonfinite_count == 0
+
+
 # --------------------------------------------------------------------------
 # DLPack
 

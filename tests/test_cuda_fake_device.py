@@ -52,6 +52,7 @@ def run_scenario(driver, name, tmp_path, environment=None, **fake):
     "qtensor_moves_and_dequantizes",
     "quantize_transposed",
     "calibrators_take_gpu_batches",
+    "max_calibrator_reduces_on_the_gpu",
     "nonfinite_groups_on_the_gpu",
     "quantize_empty_groups",
     "scaled_mm_matches_the_cpu",

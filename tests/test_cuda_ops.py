@@ -203,6 +203,27 @@ def test_one_pass_row_quantize_matches_the_cpu(source, row_length, rng):
     assert same_bits(got.data.cpu().numpy()[finite], expected.numpy())
 
 
+@pytest.mark.parametrize("channel_axis", [None, 0, -1])
+@pytest.mark.parametrize("source", ["float32", "bfloat16", "float16"])
+def test_max_calibrator_on_the_gpu_matches_the_cpu(channel_axis, source, rng):
+    """MaxCalibrator reduces CUDA batches on the GPU (finite amax per
+    channel, non-finite values counted): the same amax bits and counts as
+    the CPU calibrator, over random and special values."""
+    import fp8q.calib
+
+    on_gpu = fp8q.calib.MaxCalibrator(channel_axis=channel_axis)
+    on_host = fp8q.calib.MaxCalibrator(channel_axis=channel_axis)
+    for _ in range(3):
+        x = specials_and_random(rng, 257 * 1031).reshape(257, 1031)
+        x[rng.integers(0, 257, 5), rng.integers(0, 1031, 5)] = np.nan
+        data = fp8q.asarray(x, dtype=source)
+        on_gpu.update(data.to("cuda"), skip_nonfinite=True)
+        on_host.update(data, skip_nonfinite=True)
+        assert same_bits(np.asarray(on_gpu.amax, np.float32),
+                         np.asarray(on_host.amax, np.float32))
+        assert on_gpu.nonfinite_count == on_host.nonfinite_count
+
+
 def test_computed_nans_have_the_cpus_bits():
     """A group holding inf gets the scale inf, and inf / inf is a NaN
     computed on the GPU: it must take the CPU's bits (the positive quiet NaN

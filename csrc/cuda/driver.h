@@ -143,6 +143,7 @@ typedef enum fp8q_cuda_kernel {
     FP8Q_KERNEL_AMAX_ROWS, /* kernels/amax.cuh, "fp8q_amax_rows"      */
     FP8Q_KERNEL_AMAX_BLOCKS, /* kernels/amax.cuh, "fp8q_amax_blocks"  */
     FP8Q_KERNEL_AMAX_COLUMNS, /* kernels/amax.cuh, "fp8q_amax_columns" */
+    FP8Q_KERNEL_AMAX_FINITE_ROWS, /* kernels/amax.cuh (calibration)    */
     FP8Q_KERNEL_SCALES_FROM_AMAX, /* kernels/scale.cuh               */
     FP8Q_KERNEL_QUANTIZE_ROWS, /* kernels/quantize_rows.cuh           */
     FP8Q_KERNEL_EPILOGUE,  /* kernels/epilogue.cuh                    */

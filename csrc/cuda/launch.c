@@ -164,6 +164,20 @@ fp8q_status fp8q_cuda_launch_amax_columns(const fp8q_cuda_device *device,
                   error);
 }
 
+fp8q_status fp8q_cuda_launch_amax_finite_rows(
+    const fp8q_cuda_device *device, const fp8q_amax_finite_rows_args *args,
+    fp8q_cu_stream stream, fp8q_error *error)
+{
+    const int64_t blocks =
+        args->n_rows < MAX_ROW_BLOCKS ? args->n_rows : MAX_ROW_BLOCKS;
+
+    if (args->n_rows == 0) {
+        return FP8Q_OK;
+    }
+    return launch(device, FP8Q_KERNEL_AMAX_FINITE_ROWS, (unsigned int)blocks,
+                  args, stream, error);
+}
+
 fp8q_status fp8q_cuda_launch_scales_from_amax(
     const fp8q_cuda_device *device, const fp8q_scales_from_amax_args *args,
     fp8q_cu_stream stream, fp8q_error *error)

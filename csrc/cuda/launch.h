@@ -52,6 +52,12 @@ fp8q_status fp8q_cuda_launch_amax_columns(const fp8q_cuda_device *device,
                                           fp8q_cu_stream stream,
                                           fp8q_error *error);
 
+/* Calibration's per-row finite amax: writes args->amax_bits[0 .. n_rows)
+ * and raises *args->nonfinite_count (set it first). */
+fp8q_status fp8q_cuda_launch_amax_finite_rows(
+    const fp8q_cuda_device *device, const fp8q_amax_finite_rows_args *args,
+    fp8q_cu_stream stream, fp8q_error *error);
+
 /* The scales-from-amax kernel, in place over args->count values. */
 fp8q_status fp8q_cuda_launch_scales_from_amax(
     const fp8q_cuda_device *device, const fp8q_scales_from_amax_args *args,
