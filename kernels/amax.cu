@@ -1,8 +1,11 @@
 /*
  * amax.cu - amax kernels: max |x| over a contiguous run (every block reduces
  * its part, then one atomicMax on the float32 bits per block), over each
- * row of a contiguous 2-D run (one block per row), and over each 2-D block
- * of one (one CUDA block per output). Launch contracts: kernels/amax.cuh.
+ * row of a contiguous 2-D run (one block per row), over each 2-D block of
+ * one (one CUDA block per output), over each column of one (tiles of
+ * rows x blockDim columns, atomicMax per column), and calibration's
+ * finite-only amax per row with a count of the rest. Launch contracts:
+ * kernels/amax.cuh.
  *
  * The maximum is taken over float32 magnitude bits, so NaN propagates the
  * same way as in csrc/core/amax.c and the result is order-independent.
@@ -14,6 +17,10 @@ static_assert(sizeof(fp8q_amax_args) == 32, "fp8q_amax_args must match the host'
 static_assert(sizeof(fp8q_amax_rows_args) == 40, "fp8q_amax_rows_args must match the host's layout");
 static_assert(sizeof(fp8q_amax_blocks_args) == 56,
               "fp8q_amax_blocks_args must match the host's layout");
+static_assert(sizeof(fp8q_amax_columns_args) == 40,
+              "fp8q_amax_columns_args must match the host's layout");
+static_assert(sizeof(fp8q_amax_finite_rows_args) == 48,
+              "fp8q_amax_finite_rows_args must match the host's layout");
 
 /* ------------------------------------------------------------------------- */
 /* Whole run                                                                 */
@@ -96,7 +103,7 @@ template <int S> static __device__ __noinline__ void amax_blocks_run(const fp8q_
     typedef typename dtype_traits<S>::storage source_t;
     const int64_t n_block_rows = (args.n_rows + args.block_rows - 1) / args.block_rows;
     const int64_t n_block_cols = (args.row_length + args.block_cols - 1) / args.block_cols;
-    int64_t block, e;
+    int64_t block, row, column;
 
     for (block = blockIdx.x; block < n_block_rows * n_block_cols; block += gridDim.x) {
         const int64_t first_row = (block / n_block_cols) * args.block_rows;
@@ -106,11 +113,20 @@ template <int S> static __device__ __noinline__ void amax_blocks_run(const fp8q_
         const int64_t rows = args.block_rows < rows_left ? args.block_rows : rows_left;
         const int64_t cols = args.block_cols < cols_left ? args.block_cols : cols_left;
         const source_t *source = (const source_t *)args.source + first_row * args.row_length + first_col;
+        /* The threads cover `lanes` consecutive columns of `rows_per_step`
+         * rows at a time (reads along a row coalesced); the divisions are
+         * once per block, not per element. */
+        const int lanes = cols < (int64_t)blockDim.x ? (int)cols : (int)blockDim.x;
+        const int rows_per_step = (int)blockDim.x / lanes;
+        const int thread_row = (int)threadIdx.x / lanes;
         uint32_t amax = 0u;
-        /* Consecutive threads read consecutive columns of a row. */
-        for (e = threadIdx.x; e < rows * cols; e += blockDim.x) {
-            const int64_t row = e / cols;
-            amax = max(amax, magnitude_bits(dtype_traits<S>::load(source[row * args.row_length + (e - row * cols)])));
+        if (thread_row < rows_per_step) {
+            for (row = thread_row; row < rows; row += rows_per_step) {
+                for (column = (int)threadIdx.x % lanes; column < cols; column += lanes) {
+                    amax = max(amax, magnitude_bits(dtype_traits<S>::load(
+                                         source[row * args.row_length + column])));
+                }
+            }
         }
         amax = block_max_bits(amax);
         if (threadIdx.x == 0) {
@@ -127,5 +143,81 @@ struct amax_blocks_body {
 extern "C" __global__ void fp8q_amax_blocks(const fp8q_amax_blocks_args args)
 {
     amax_blocks_body body = {args};
+    dispatch_dtype(args.source_dtype, body);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Per column                                                                */
+
+template <int S> static __device__ __noinline__ void amax_columns_run(const fp8q_amax_columns_args args)
+{
+    typedef typename dtype_traits<S>::storage source_t;
+    const int64_t n_row_tiles = (args.n_rows + FP8Q_AMAX_COLUMNS_ROWS - 1) / FP8Q_AMAX_COLUMNS_ROWS;
+    const int64_t n_col_tiles = (args.row_length + blockDim.x - 1) / blockDim.x;
+    int64_t tile, row;
+
+    for (tile = blockIdx.x; tile < n_row_tiles * n_col_tiles; tile += gridDim.x) {
+        const int64_t row_tile = tile / n_col_tiles;
+        const int64_t column = (tile - row_tile * n_col_tiles) * blockDim.x + threadIdx.x;
+        const int64_t first_row = row_tile * FP8Q_AMAX_COLUMNS_ROWS;
+        const int64_t last_row = min(first_row + FP8Q_AMAX_COLUMNS_ROWS, args.n_rows);
+        const source_t *source = (const source_t *)args.source + column;
+        uint32_t amax = 0u;
+        if (column < args.row_length) {
+            for (row = first_row; row < last_row; row++) {
+                amax = max(amax, magnitude_bits(dtype_traits<S>::load(source[row * args.row_length])));
+            }
+            atomicMax(args.amax_bits + column, amax);
+        }
+    }
+}
+
+struct amax_columns_body {
+    const fp8q_amax_columns_args &args;
+    template <int S> __device__ void run() { amax_columns_run<S>(args); }
+};
+
+extern "C" __global__ void fp8q_amax_columns(const fp8q_amax_columns_args args)
+{
+    amax_columns_body body = {args};
+    dispatch_dtype(args.source_dtype, body);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Per row, finite values only (calibration)                                 */
+
+template <int S> static __device__ __noinline__ void amax_finite_rows_run(const fp8q_amax_finite_rows_args args)
+{
+    typedef typename dtype_traits<S>::storage source_t;
+    unsigned long long nonfinite = 0u;
+    int64_t row, column;
+
+    for (row = blockIdx.x; row < args.n_rows; row += gridDim.x) {
+        const source_t *source = (const source_t *)args.source + row * args.row_length;
+        uint32_t amax = 0u;
+        for (column = threadIdx.x; column < args.row_length; column += blockDim.x) {
+            const uint32_t bits = magnitude_bits(dtype_traits<S>::load(source[column]));
+            const int finite = bits < 0x7F800000u;
+            amax = max(amax, finite ? bits : 0u);
+            nonfinite += !finite;
+        }
+        amax = block_max_bits(amax);
+        if (threadIdx.x == 0) {
+            args.amax_bits[row] = amax;
+        }
+    }
+    if (nonfinite != 0u) { /* rare in calibration data: one atomic per thread */
+        atomicAdd((unsigned long long *)args.nonfinite_count, nonfinite);
+    }
+}
+
+struct amax_finite_rows_body {
+    const fp8q_amax_finite_rows_args &args;
+    template <int S> __device__ void run() { amax_finite_rows_run<S>(args); }
+};
+
+extern "C" __global__ void fp8q_amax_finite_rows(const fp8q_amax_finite_rows_args args)
+{
+    amax_finite_rows_body body = {args};
     dispatch_dtype(args.source_dtype, body);
 }

@@ -41,6 +41,25 @@
  *   65535 blocks, is the natural choice). One scale per column is blocks of
  *   n_rows x 1; one per 2-D tile, e.g. 128 x 128.
  */
+/*
+ * Kernel "fp8q_amax_columns" (FP8Q_AMAX_COLUMNS_KERNEL):
+ *     __global__ void fp8q_amax_columns(const fp8q_amax_columns_args args);
+ *   The source is n_rows rows of row_length contiguous elements; raises
+ *   amax_bits[column] with atomicMax to each column's maximum, so the host
+ *   clears the row_length values first. The work is cut into tiles of
+ *   FP8Q_AMAX_COLUMNS_ROWS rows by blockDim.x columns; block b handles tiles
+ *   b, b + grid, ..., thread t the tile's column t: a warp reads 32
+ *   consecutive elements of a row (coalesced). grid: any size >= 1.
+ */
+/*
+ * Kernel "fp8q_amax_finite_rows" (FP8Q_AMAX_FINITE_ROWS_KERNEL):
+ *     __global__ void fp8q_amax_finite_rows(const fp8q_amax_finite_rows_args args);
+ *   Calibration's amax (csrc/core/amax.c, fp8q_amax_finite): like
+ *   fp8q_amax_rows over the finite values only (a row with none gives 0),
+ *   and *nonfinite_count raised (atomicAdd) by the number of NaN and
+ *   infinite values seen, so the host clears it first. grid and block as
+ *   fp8q_amax_rows.
+ */
 #ifndef FP8Q_KERNELS_AMAX_CUH
 #define FP8Q_KERNELS_AMAX_CUH
 
@@ -49,6 +68,9 @@
 #define FP8Q_AMAX_KERNEL "fp8q_amax"
 #define FP8Q_AMAX_ROWS_KERNEL "fp8q_amax_rows"
 #define FP8Q_AMAX_BLOCKS_KERNEL "fp8q_amax_blocks"
+#define FP8Q_AMAX_COLUMNS_KERNEL "fp8q_amax_columns"
+#define FP8Q_AMAX_COLUMNS_ROWS 64
+#define FP8Q_AMAX_FINITE_ROWS_KERNEL "fp8q_amax_finite_rows"
 
 /* 32 bytes (4 of them tail padding, the same for every 64-bit compiler). */
 typedef struct fp8q_amax_args {
@@ -77,5 +99,24 @@ typedef struct fp8q_amax_blocks_args {
     int64_t block_cols;   /* >= 1                                          */
     int32_t source_dtype; /* an fp8q_dtype value                          */
 } fp8q_amax_blocks_args;
+
+/* 40 bytes (4 of them tail padding). */
+typedef struct fp8q_amax_columns_args {
+    const void *source;   /* n_rows * row_length elements of source_dtype */
+    uint32_t *amax_bits;  /* row_length uint32 (float32 bits), raised     */
+    int64_t n_rows;       /* >= 0                                          */
+    int64_t row_length;   /* >= 0                                          */
+    int32_t source_dtype; /* an fp8q_dtype value                          */
+} fp8q_amax_columns_args;
+
+/* 48 bytes (4 of them tail padding). */
+typedef struct fp8q_amax_finite_rows_args {
+    const void *source;        /* n_rows * row_length elements           */
+    uint32_t *amax_bits;       /* n_rows uint32 (float32 bits), written   */
+    uint64_t *nonfinite_count; /* one uint64, 8-byte aligned, raised      */
+    int64_t n_rows;            /* >= 0                                    */
+    int64_t row_length;        /* >= 0                                    */
+    int32_t source_dtype;      /* an fp8q_dtype value                     */
+} fp8q_amax_finite_rows_args;
 
 #endif /* FP8Q_KERNELS_AMAX_CUH */

@@ -14,55 +14,48 @@
  */
 #include "cast.cuh"
 #include "common.cuh"
-#include "core/cast.h"
 
-static_assert(sizeof(fp8q_cast_args) == 96, "fp8q_cast_args must match the host's layout");
+static_assert(sizeof(fp8q_cast_args) == 144, "fp8q_cast_args must match the host's layout");
 
 /* ------------------------------------------------------------------------- */
 /* Scales                                                                    */
 
-/* scale[...] for element i of a strided scale (see cast.cuh). Out of line:
- * three 64-bit divisions, kept out of the unrolled loops. Takes its inputs by
- * value, so nothing has to live in local memory for the call. */
-static __device__ __noinline__ float scale_at(const float *scale, int64_t i, int64_t row_length,
-                                              int64_t block_rows, int64_t block_cols,
-                                              int64_t row_stride, int64_t col_stride)
-{
-    const int64_t row = i / row_length;
-    const int64_t column = i - row * row_length;
-    return scale[(row / block_rows) * row_stride + (column / block_cols) * col_stride];
-}
-
-/* Where element i finds its scale, and how it applies (see cast.cuh). */
+/* Where element i finds its scale, and how it applies (see cast.cuh). The
+ * divisions by the row length and the block extents are multiply-highs
+ * (core/fast_divide.h). */
 struct scale_reader {
     const float *scale; /* NULL: no scaling */
     float scalar;       /* the one scale when both strides are 0 */
     int is_scalar;
     int multiply;
-    int64_t row_length, block_rows, block_cols, row_stride, col_stride;
+    int64_t row_length, row_stride, col_stride;
+    fp8q_fast_divisor by_row_length, by_block_rows, by_block_cols;
 
     __device__ explicit scale_reader(const fp8q_cast_args &args)
         : scale(args.scale), scalar(1.0f),
           is_scalar(args.scale_row_stride == 0 && args.scale_col_stride == 0),
           multiply(args.scale_op == FP8Q_SCALE_MULTIPLY), row_length(args.row_length),
-          block_rows(args.scale_block_rows), block_cols(args.scale_block_cols),
-          row_stride(args.scale_row_stride), col_stride(args.scale_col_stride)
+          row_stride(args.scale_row_stride), col_stride(args.scale_col_stride),
+          by_row_length(args.by_row_length), by_block_rows(args.by_block_rows),
+          by_block_cols(args.by_block_cols)
     {
         if (scale != NULL && is_scalar) {
             scalar = *scale;
         }
     }
 
+    __device__ __forceinline__ int64_t scale_index(int64_t i) const
+    {
+        const uint64_t row = fp8q_fast_divide((uint64_t)i, by_row_length);
+        const uint64_t column = (uint64_t)i - row * (uint64_t)row_length;
+        return (int64_t)fp8q_fast_divide(row, by_block_rows) * row_stride +
+               (int64_t)fp8q_fast_divide(column, by_block_cols) * col_stride;
+    }
+
     __device__ __forceinline__ float apply(float value, int64_t i) const
     {
-        const float factor = is_scalar ? scalar
-                                       : scale_at(scale, i, row_length, block_rows,
-                                                  block_cols, row_stride, col_stride);
-        /* A NaN result takes the CPU's bits (fp8q_scaling_result), not the
-         * GPU's canonical NaN 0x7FFFFFFF. */
-        return fp8q_scaling_result(multiply ? __fmul_rn(value, factor)
-                                            : __fdiv_rn(value, factor),
-                                   value, factor);
+        const float factor = is_scalar ? scalar : scale[scale_index(i)];
+        return apply_scale(value, factor, multiply);
     }
 };
 

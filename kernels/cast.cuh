@@ -45,10 +45,13 @@
 
 #include <stdint.h>
 
+#include "core/fast_divide.h"
+
 #define FP8Q_CAST_KERNEL "fp8q_cast"
 
-/* 96 bytes, no padding: pointers first, then 64-bit and 32-bit integers, so
- * the host's C compiler and nvcc lay it out identically on 64-bit targets. */
+/* 144 bytes, no padding: pointers first, then 64-bit integers and the
+ * 8-byte aligned divisors, then 32-bit integers, so the host's C compiler
+ * and nvcc lay it out identically on 64-bit targets. */
 typedef struct fp8q_cast_args {
     const void *source;       /* count elements of source_dtype             */
     void *destination;        /* count elements of destination_dtype        */
@@ -63,6 +66,12 @@ typedef struct fp8q_cast_args {
     int64_t scale_block_cols; /* >= 1                                       */
     int64_t scale_row_stride; /* >= 0, in float32 elements                  */
     int64_t scale_col_stride; /* >= 0, in float32 elements                  */
+    /* fp8q_fast_divisor_make of row_length, scale_block_rows and
+     * scale_block_cols: the kernel divides with these (no 64-bit division
+     * per element); fp8q_cuda_launch_cast fills them. */
+    fp8q_fast_divisor by_row_length;
+    fp8q_fast_divisor by_block_rows;
+    fp8q_fast_divisor by_block_cols;
     int32_t source_dtype;     /* an fp8q_dtype value (core/dtype.h)         */
     int32_t destination_dtype;/* an fp8q_dtype value                        */
     int32_t scale_op;         /* an fp8q_scale_op value: 0 divide, 1 multiply */

@@ -1,8 +1,8 @@
 /*
  * common.cuh - device helpers shared by every kernel family: the dtype table
  * (storage type, load as float32, store from float32) built on the one scalar
- * codec csrc/core/float_codec.h, 16-byte packed vectors, grid-stride indices
- * and a block-wide maximum.
+ * codec csrc/core/float_codec.h, 16-byte packed vectors, grid-stride indices,
+ * the scaling division / multiplication and a block-wide maximum.
  *
  * Device code only; included by the family .cu files through
  * fp8q_kernels.cu. Every conversion goes through float_codec.h so that the
@@ -13,8 +13,10 @@
 
 #include <stdint.h>
 
+#include "core/cast.h"
 #include "core/dtype.h"
 #include "core/float_codec.h"
+#include "fp8_hardware.cuh"
 
 /* The largest block any kernel accepts: block_max_bits keeps one slot per
  * warp in shared memory. */
@@ -52,16 +54,26 @@ template <> struct dtype_traits<FP8Q_UINT8> {
     static __device__ __forceinline__ uint8_t store(float x, int) { return fp8q_encode_uint8(x); }
 };
 
+/* E4M3FN and E5M2 saturate through the hardware conversion on sm_89+
+ * (fp8_hardware.cuh: the same function as the codec there). */
 template <> struct dtype_traits<FP8Q_FLOAT8_E4M3FN> {
     typedef uint8_t storage;
     static __device__ __forceinline__ float load(uint8_t x) { return fp8q_decode_e4m3fn(x); }
-    static __device__ __forceinline__ uint8_t store(float x, int saturate) { return fp8q_encode_e4m3fn(x, saturate); }
+    static __device__ __forceinline__ uint8_t store(float x, int saturate)
+    {
+        return FP8Q_HARDWARE_FP8 && saturate ? fp8q_hardware_encode_e4m3fn(x)
+                                             : fp8q_encode_e4m3fn(x, saturate);
+    }
 };
 
 template <> struct dtype_traits<FP8Q_FLOAT8_E5M2> {
     typedef uint8_t storage;
     static __device__ __forceinline__ float load(uint8_t x) { return fp8q_decode_e5m2(x); }
-    static __device__ __forceinline__ uint8_t store(float x, int saturate) { return fp8q_encode_e5m2(x, saturate); }
+    static __device__ __forceinline__ uint8_t store(float x, int saturate)
+    {
+        return FP8Q_HARDWARE_FP8 && saturate ? fp8q_hardware_encode_e5m2(x)
+                                             : fp8q_encode_e5m2(x, saturate);
+    }
 };
 
 template <> struct dtype_traits<FP8Q_FLOAT8_E4M3FNUZ> {
@@ -115,6 +127,24 @@ static __device__ __forceinline__ int64_t global_thread_index(void)
 static __device__ __forceinline__ int64_t global_thread_count(void)
 {
     return (int64_t)gridDim.x * blockDim.x;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Scaling                                                                   */
+
+/* value / factor (FP8Q_SCALE_DIVIDE, quantizing) or value * factor
+ * (FP8Q_SCALE_MULTIPLY), correctly rounded and never contracted; a NaN
+ * result takes the CPU's bits (fp8q_scaling_result), not the GPU's
+ * canonical NaN 0x7FFFFFFF. */
+static __device__ __forceinline__ float apply_scale(float value, float factor, int multiply)
+{
+    return fp8q_scaling_result(multiply ? __fmul_rn(value, factor) : __fdiv_rn(value, factor),
+                               value, factor);
+}
+
+static __device__ __forceinline__ float divide_by_scale(float value, float scale)
+{
+    return apply_scale(value, scale, 0);
 }
 
 /* ------------------------------------------------------------------------- */

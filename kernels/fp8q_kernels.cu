@@ -7,6 +7,7 @@
 #include "cast.cu"
 #include "amax.cu"
 #include "scale.cu"
+#include "quantize_rows.cu"
 #include "epilogue.cu"
 #include "transpose.cu"
 #include "gather.cu"

@@ -22,13 +22,18 @@
  *   FAKE_CUDA_POOL_ERROR  the CUresult of cuMemPoolSetAttribute (default 0),
  *                         which is logged as "cuMemPoolSetAttribute
  *                         ATTRIBUTE VALUE" (the value a cuuint64_t)
+ *   FAKE_CUDA_OCCUPANCY   the blocks per multiprocessor that
+ *                         cuOccupancyMaxActiveBlocksPerMultiprocessor
+ *                         reports for every kernel (default 2048 threads'
+ *                         worth of the block size asked about)
+ *   FAKE_CUDA_MAX_GRID    when set, a launch of more blocks fails
  *   FAKE_CUDA_INIT_DELAY_MS  milliseconds cuInit sleeps after logging its
  *                         call (default 0): a slow driver load, for tests of
  *                         what other threads do meanwhile
  *
  * "Device memory" is host memory, copies are memcpy, streams and events
  * are immediate. cuLaunchKernel runs fp8q's kernels on the host as their
- * launch contracts (kernels/cast.cuh, kernels/amax.cuh) define them, with
+ * launch contracts (kernels/<family>.cuh) define them, with
  * the shared codec (csrc/core/float_codec.h): enough to test everything
  * the host side does, not the CUDA kernels themselves. Compile with -I
  * csrc -I kernels.
@@ -48,6 +53,7 @@
 #include "core/scale_formula.h"
 #include "epilogue.cuh"
 #include "gather.cuh"
+#include "quantize_rows.cuh"
 #include "scale.cuh"
 #include "transpose.cuh"
 
@@ -502,12 +508,16 @@ static void run_cast(const fp8q_cast_args *args)
             continue;
         }
         if (args->scale != NULL) {
-            const int64_t row = i / args->row_length;
-            const int64_t column = i % args->row_length;
+            /* With the launch's divisors, as the kernel divides. */
+            const uint64_t row =
+                fp8q_fast_divide((uint64_t)i, args->by_row_length);
+            const uint64_t column = (uint64_t)i - row * args->row_length;
             const float factor =
-                args->scale[(row / args->scale_block_rows) *
+                args->scale[(int64_t)fp8q_fast_divide(row,
+                                                      args->by_block_rows) *
                                 args->scale_row_stride +
-                            (column / args->scale_block_cols) *
+                            (int64_t)fp8q_fast_divide(column,
+                                                      args->by_block_cols) *
                                 args->scale_col_stride];
             value = fp8q_scaling_result(
                 args->scale_op == 1 ? value * factor : value / factor, value,
@@ -553,6 +563,71 @@ static void run_amax_blocks(const fp8q_amax_blocks_args *args)
                 args->amax_bits[block] = bits;
             }
         }
+    }
+}
+
+/* Refuses (nonzero) a launch outside the contract's block rule. */
+static int run_quantize_rows(const fp8q_quantize_rows_args *args,
+                             unsigned int block_x)
+{
+    int64_t row, column;
+    if (block_x > FP8Q_QUANTIZE_ROWS_MAX_THREADS ||
+        (int64_t)block_x * FP8Q_QUANTIZE_ROWS_PER_THREAD < args->row_length ||
+        args->row_length < 1) {
+        return 1;
+    }
+    for (row = 0; row < args->n_rows; row++) {
+        const int64_t first = row * args->row_length;
+        const float scale = fp8q_scale_from_amax(
+            fp8q_bits_to_float(run_amax(args->source, first,
+                                        args->row_length,
+                                        args->source_dtype)),
+            args->max, args->power_of_2);
+        args->scale[row] = scale;
+        for (column = 0; column < args->row_length; column++) {
+            const float value = load_element(args->source, first + column,
+                                             args->source_dtype);
+            store_element(args->destination, first + column,
+                          args->destination_dtype,
+                          fp8q_scaling_result(value / scale, value, scale),
+                          args->saturate);
+        }
+    }
+    return 0;
+}
+
+static void run_amax_columns(const fp8q_amax_columns_args *args)
+{
+    int64_t row, column;
+    for (row = 0; row < args->n_rows; row++) {
+        for (column = 0; column < args->row_length; column++) {
+            const uint32_t bits = magnitude_bits(load_element(
+                args->source, row * args->row_length + column,
+                args->source_dtype));
+            if (bits > args->amax_bits[column]) {
+                args->amax_bits[column] = bits; /* raised, as by atomicMax */
+            }
+        }
+    }
+}
+
+static void run_amax_finite_rows(const fp8q_amax_finite_rows_args *args)
+{
+    int64_t row, column;
+    for (row = 0; row < args->n_rows; row++) {
+        uint32_t amax = 0;
+        for (column = 0; column < args->row_length; column++) {
+            const uint32_t bits = magnitude_bits(load_element(
+                args->source, row * args->row_length + column,
+                args->source_dtype));
+            if (bits >= 0x7F800000u) {
+                *args->nonfinite_count += 1u;
+            }
+            else if (bits > amax) {
+                amax = bits;
+            }
+        }
+        args->amax_bits[row] = amax;
     }
 }
 
@@ -622,8 +697,10 @@ static void run_gather(const fp8q_gather_args *args)
 /* A function handle is the address of its name in this table. */
 static const char *const kernel_names[] = {
     FP8Q_CAST_KERNEL, FP8Q_AMAX_KERNEL, FP8Q_AMAX_ROWS_KERNEL,
-    FP8Q_AMAX_BLOCKS_KERNEL, FP8Q_SCALES_FROM_AMAX_KERNEL,
-    FP8Q_EPILOGUE_KERNEL, FP8Q_TRANSPOSE_KERNEL, FP8Q_GATHER_KERNEL};
+    FP8Q_AMAX_BLOCKS_KERNEL, FP8Q_AMAX_COLUMNS_KERNEL,
+    FP8Q_AMAX_FINITE_ROWS_KERNEL, FP8Q_SCALES_FROM_AMAX_KERNEL,
+    FP8Q_QUANTIZE_ROWS_KERNEL, FP8Q_EPILOGUE_KERNEL, FP8Q_TRANSPOSE_KERNEL,
+    FP8Q_GATHER_KERNEL};
 
 static result_t fake_module_get_function(void **function, void *module,
                                          const char *name)
@@ -653,7 +730,9 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
     log_call(name);
     /* The launch contracts: a 1-D grid of >= 1 blocks of a multiple of 32
      * threads (at most 1024), no shared memory, one parameter. */
-    if (grid_x < 1 || grid_y != 1 || grid_z != 1 || block_x % 32 != 0 ||
+    if (grid_x < 1 ||
+        grid_x > (unsigned int)setting("FAKE_CUDA_MAX_GRID", 0x7FFFFFFF) ||
+        grid_y != 1 || grid_z != 1 || block_x % 32 != 0 ||
         block_x > 1024 || block_y != 1 || block_z != 1 || shared != 0 ||
         extra != NULL || parameters == NULL) {
         return 1;
@@ -672,6 +751,13 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
     else if (strcmp(name, FP8Q_AMAX_BLOCKS_KERNEL) == 0) {
         run_amax_blocks((const fp8q_amax_blocks_args *)parameters[0]);
     }
+    else if (strcmp(name, FP8Q_AMAX_FINITE_ROWS_KERNEL) == 0) {
+        run_amax_finite_rows(
+            (const fp8q_amax_finite_rows_args *)parameters[0]);
+    }
+    else if (strcmp(name, FP8Q_AMAX_COLUMNS_KERNEL) == 0) {
+        run_amax_columns((const fp8q_amax_columns_args *)parameters[0]);
+    }
     else if (strcmp(name, FP8Q_GATHER_KERNEL) == 0) {
         run_gather((const fp8q_gather_args *)parameters[0]);
     }
@@ -680,6 +766,10 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
             return 1;
         }
         run_transpose((const fp8q_transpose_args *)parameters[0]);
+    }
+    else if (strcmp(name, FP8Q_QUANTIZE_ROWS_KERNEL) == 0) {
+        return run_quantize_rows(
+            (const fp8q_quantize_rows_args *)parameters[0], block_x);
     }
     else if (strcmp(name, FP8Q_EPILOGUE_KERNEL) == 0) {
         run_epilogue((const fp8q_epilogue_args *)parameters[0]);
@@ -703,6 +793,19 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
                          args->row_length, args->source_dtype);
         }
     }
+    return 0;
+}
+
+static result_t fake_occupancy_max_active_blocks(int *blocks, void *function,
+                                                int block_size,
+                                                size_t shared_bytes)
+{
+    log_call("cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    if (function == NULL || block_size < 1 || block_size > 1024 ||
+        shared_bytes != 0) {
+        return 1;
+    }
+    *blocks = setting("FAKE_CUDA_OCCUPANCY", 2048 / block_size);
     return 0;
 }
 
@@ -739,6 +842,8 @@ result_t cuGetProcAddress_v2(const char *symbol, void **function,
         {"cuModuleLoadData", FUNCTION(fake_module_load_data)},
         {"cuModuleGetFunction", FUNCTION(fake_module_get_function)},
         {"cuLaunchKernel", FUNCTION(fake_launch_kernel)},
+        {"cuOccupancyMaxActiveBlocksPerMultiprocessor",
+         FUNCTION(fake_occupancy_max_active_blocks)},
         {"cuMemAlloc", FUNCTION(fake_mem_alloc)},
         {"cuMemFree", FUNCTION(fake_mem_free)},
         {"cuMemAllocAsync", FUNCTION(fake_mem_alloc_async)},

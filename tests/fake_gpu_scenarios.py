@@ -234,6 +234,27 @@ def cast_matches_the_cpu():
                     source, target, saturate)
 
 
+def grids_follow_occupancy():
+    """Run with FAKE_CUDA_OCCUPANCY=1 and FAKE_CUDA_MAX_GRID=4 (the fake has
+    4 multiprocessors): grid-stride kernels launch at most one block per
+    multiprocessor, asked once per kernel when the device opens."""
+    x = np.random.default_rng(22).standard_normal(1 << 16).astype(np.float32)
+    gx = fp8q.asarray(x, device="cuda")
+    assert same_bits(fp8q.cast(gx, "e4m3", scale=0.5).cpu().numpy(),
+                     fp8q.cast(x, "e4m3", scale=0.5).numpy())
+    assert same_bits(fp8q.amax(gx).cpu().numpy(), fp8q.amax(x).numpy())
+    fp8q.cast(gx, "e5m2")
+    asked = calls().count("cuOccupancyMaxActiveBlocksPerMultiprocessor")
+    assert asked == len([line for line in calls() if line == "cuModuleGetFunction"])
+
+
+def grids_beyond_occupancy_are_refused():
+    """With FAKE_CUDA_OCCUPANCY=3 and FAKE_CUDA_MAX_GRID=4 the fake refuses
+    the 12-block grid: the grid really is the occupancy's."""
+    gx = fp8q.asarray(np.ones(1 << 16, np.float32), device="cuda")
+    expect(fp8q.CudaError, "cuLaunchKernel failed", fp8q.cast, gx, "e4m3")
+
+
 def cast_with_every_scale_layout():
     rng = np.random.default_rng(5)
     x = mixed_values(rng, (2, 3, 8))
@@ -359,6 +380,74 @@ def quantize_matches_the_cpu():
                             granularity=granularity)
         assert same_bits(got.data.cpu().numpy(), expected.data.numpy())
         assert same_bits(got.scale.cpu().numpy(), expected.scale.numpy())
+
+
+def quantize_rows_in_one_pass():
+    """Row scales of float rows up to 16384 elements come from the one-pass
+    kernel (amax, scale and codes at once); longer rows, other dtypes and
+    empty inputs take the amax / scales / cast kernels. Both match the CPU
+    bit for bit."""
+    rng = np.random.default_rng(21)
+    cases = [((5, 1), "float32"), ((3, 33), "bfloat16"), ((2, 4, 1001), "float16"),
+             ((4, 16384), "bfloat16"), ((2, 16384), "float32"),
+             ((2, 16385), "bfloat16"), ((3, 40), "e4m3"), ((0, 8), "float32")]
+    for shape, source in cases:
+        x = fp8q.asarray(mixed_values(rng, shape), dtype=source)
+        finite = fp8q.asarray(rng.standard_normal(shape).astype(np.float32)
+                              * 30, dtype=source)
+        one_pass = (source in ("float32", "float16", "bfloat16")
+                    and 0 < shape[-1] <= 16384 and 0 not in shape)
+        for target in FP8_NAMES:
+            for power_of_2, saturate in ((False, True), (True, False)):
+                before = len(log_lines())
+                got = fp8q.quantize(finite.to("cuda"), target,
+                                    granularity="row", power_of_2=power_of_2,
+                                    saturate=saturate)
+                launched = [line for line in log_lines()[before:]
+                            if line.startswith("fp8q_")]
+                expected = fp8q.quantize(finite, target, granularity="row",
+                                         power_of_2=power_of_2,
+                                         saturate=saturate)
+                key = (shape, source, target, power_of_2, saturate)
+                if one_pass:
+                    assert launched == ["fp8q_quantize_rows"], (key, launched)
+                else:
+                    assert "fp8q_quantize_rows" not in launched, key
+                assert same_bits(got.scale.cpu().numpy(),
+                                 expected.scale.numpy()), key
+                assert same_bits(got.data.cpu().numpy(),
+                                 expected.data.numpy()), key
+        if one_pass:
+            # Non-finite values: the CPU refuses them, the GPU gives the row
+            # a NaN or infinite scale; the codes follow the cast's rules.
+            got = fp8q.quantize(x.to("cuda"), granularity="row")
+            amax = fp8q.amax(x, axis=-1, keepdims=True).numpy()
+            scale = got.scale.cpu().numpy()
+            finite_rows = np.isfinite(amax)
+            assert np.isnan(scale[np.isnan(amax)]).all()
+            assert np.isinf(scale[np.isinf(amax)]).all()
+            rows = np.broadcast_to(finite_rows, shape)
+            expected = fp8q.cast(x.numpy(), "e4m3",
+                                 scale=np.where(finite_rows, scale, 1))
+            assert same_bits(got.data.cpu().numpy()[rows],
+                             expected.numpy()[rows]), shape
+
+
+def column_amax_reads_rows():
+    """Column scales come from the per-column kernel (coalesced row reads,
+    atomicMax into cleared amaxes), not one block per column."""
+    rng = np.random.default_rng(23)
+    for shape in ((300, 520), (1, 7), (65, 1), (2, 3, 40)):
+        x = mixed_values(rng, shape)
+        x[np.isnan(x) | np.isinf(x)] = 1.0
+        before = len(log_lines())
+        got = fp8q.quantize(fp8q.asarray(x, device="cuda"), granularity="col")
+        launched = [line for line in log_lines()[before:]
+                    if line.startswith("fp8q_")]
+        assert launched[0] == "fp8q_amax_columns", launched
+        expected = fp8q.quantize(x, granularity="col")
+        assert same_bits(got.scale.cpu().numpy(), expected.scale.numpy())
+        assert same_bits(got.data.cpu().numpy(), expected.data.numpy())
 
 
 def quantize_with_given_scales():
@@ -852,6 +941,39 @@ def calibrators_take_gpu_batches():
         calibrator.update(fp8q.asarray(x, device="cuda"))
         on_host.update(x)
         assert calibrator.amax == on_host.amax
+
+
+def max_calibrator_reduces_on_the_gpu():
+    """A CUDA batch's amax (per tensor or per channel, finite values only,
+    non-finite ones counted) comes from the finite-amax kernel; the state
+    and every result equal the CPU calibrator's."""
+    rng = np.random.default_rng(24)
+    for channel_axis in (None, 0, -1, 1):
+        for source in ("float32", "bfloat16", "float16", "e4m3"):
+            on_gpu = fp8q.calib.MaxCalibrator(channel_axis=channel_axis)
+            on_host = fp8q.calib.MaxCalibrator(channel_axis=channel_axis)
+            for batch in range(3):
+                x = (rng.standard_normal((6, 5, 33)) * 4).astype(np.float32)
+                if batch == 1:  # non-finite values: refused, then skipped
+                    x[2, 1, 7] = np.nan
+                    x[4, :, 3] = -np.inf
+                    x[0, 0, :] = np.nan
+                data = fp8q.asarray(x, dtype=source)
+                before = len(log_lines())
+                if batch == 1:
+                    expect(ValueError, "x: ", on_gpu.update, data.to("cuda"))
+                on_gpu.update(data.to("cuda"), skip_nonfinite=batch == 1)
+                on_host.update(data, skip_nonfinite=batch == 1)
+                assert "fp8q_amax_finite_rows" in log_lines()[before:]
+                key = (channel_axis, source, batch)
+                assert same_bits(np.asarray(on_gpu.amax, np.float32),
+                                 np.asarray(on_host.amax, np.float32)), key
+                assert on_gpu.nonfinite_count == on_host.nonfinite_count, key
+    before = len(log_lines())
+    empty = fp8q.calib.MaxCalibrator()
+    empty.update(fp8q.zeros((0, 3), device="cuda"))
+    assert "fp8q_amax_finite_rows" not in log_lines()[before:]
+    assert empty.nonfinite_count == 0
 
 
 # --------------------------------------------------------------------------

@@ -47,9 +47,12 @@ def run_scenario(driver, name, tmp_path, environment=None, **fake):
     "amax_matches_the_cpu",
     "quantize_matches_the_cpu",
     "quantize_with_given_scales",
+    "quantize_rows_in_one_pass",
+    "column_amax_reads_rows",
     "qtensor_moves_and_dequantizes",
     "quantize_transposed",
     "calibrators_take_gpu_batches",
+    "max_calibrator_reduces_on_the_gpu",
     "nonfinite_groups_on_the_gpu",
     "quantize_empty_groups",
     "scaled_mm_matches_the_cpu",
@@ -81,6 +84,13 @@ def test_memory_pools_that_refuse_the_threshold(fake_driver, tmp_path, fake):
     """cuMemAlloc instead of a pool that would unmap its memory at every
     synchronize."""
     run_scenario(fake_driver, "without_memory_pools", tmp_path, **fake)
+
+
+def test_grids_follow_occupancy(fake_driver, tmp_path):
+    run_scenario(fake_driver, "grids_follow_occupancy", tmp_path,
+                 occupancy=1, max_grid=4)
+    run_scenario(fake_driver, "grids_beyond_occupancy_are_refused", tmp_path,
+                 occupancy=3, max_grid=4)
 
 
 def test_out_of_memory(fake_driver, tmp_path):

@@ -7,6 +7,8 @@ PyTorch CUDA tensors both ways.
 Every test carries the `cuda` marker and skips, saying why, where fp8q
 cannot use a GPU. .ci/gpu-check runs them on a GPU machine.
 """
+import os
+
 import numpy as np
 import pytest
 
@@ -52,6 +54,38 @@ def test_every_16_bit_input_matches_the_cpu(source, target):
             got = fp8q.cast(gx, target, scale=scale, saturate=saturate)
             assert same_bits(got.cpu().numpy(), expected.numpy()), (
                 source, target, scale, saturate)
+
+
+def float32_boundary_patterns(start=0, stop=1 << 16):
+    """Every sign, exponent and top 7 fraction bits of float32, with the low
+    16 bits around each FP8 rounding point (0, 1, 0x7FFF, 0x8000, 0x8001,
+    0xFFFF): the inputs where a rounding or saturation rule shows."""
+    high = np.arange(start, stop, dtype=np.uint32) << 16
+    lows = np.array([0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF], np.uint32)
+    return (high[:, None] | lows[None, :]).reshape(-1).view(np.float32)
+
+
+@pytest.mark.parametrize("target", FP8_NAMES)
+def test_float32_rounding_boundaries_match_the_cpu(target):
+    """The saturating E4M3FN / E5M2 encodes are cuda_fp8.h's hardware
+    conversion on sm_89+ (kernels/fp8_hardware.cuh); the rest the codec.
+    FP8Q_EXHAUSTIVE=1 checks every float32 instead (minutes)."""
+    chunks = ([float32_boundary_patterns()]
+              if os.environ.get("FP8Q_EXHAUSTIVE") != "1" else
+              (np.arange(first, first + (1 << 28), dtype=np.uint64).astype(
+                  np.uint32).view(np.float32)
+               for first in range(0, 1 << 32, 1 << 28)))
+    for x in chunks:
+        gx = fp8q.asarray(x, device="cuda")
+        for saturate in (True, False):
+            expected = fp8q.cast(x, target, saturate=saturate).numpy()
+            got = fp8q.cast(gx, target, saturate=saturate).cpu().numpy()
+            bad = np.flatnonzero(expected.view(np.uint8) != got.view(np.uint8))
+            assert bad.size == 0, (
+                target, saturate, bad.size,
+                f"first input 0x{x.view(np.uint32)[bad[0]]:08X}: GPU "
+                f"0x{got.view(np.uint8)[bad[0]]:02X}, CPU "
+                f"0x{expected.view(np.uint8)[bad[0]]:02X}")
 
 
 @pytest.mark.parametrize("source", DTYPES)
@@ -127,6 +161,67 @@ def test_quantize_and_dequantize_match_the_cpu(granularity, source, rng):
             for dtype in ("float32", "bfloat16", "float16"):
                 assert same_bits(got.dequantize(dtype).cpu().numpy(),
                                  expected.dequantize(dtype).numpy())
+
+
+@pytest.mark.parametrize("source", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("row_length", [1, 7, 33, 1000, 4096, 8192, 16383,
+                                        16384, 16385])
+def test_one_pass_row_quantize_matches_the_cpu(source, row_length, rng):
+    """The one-pass kernel (rows up to 16384) and the fallback beyond it:
+    scales and codes bit-identical to the CPU, random and special values
+    (the CPU refuses non-finite rows: those are checked against the cast
+    with the GPU's scale)."""
+    x32 = (rng.standard_normal((37, row_length)) * np.float32(2.0) **
+           rng.integers(-20, 20, size=(37, 1))).astype(np.float32)
+    x32[3] = 0.0
+    edge = np.array([1e-40, -0.0, 448.0, -57344.0], np.float32)
+    x32[4, :edge.size] = edge[:row_length]
+    x = fp8q.asarray(x32, dtype=source)
+    gx = x.to("cuda")
+    for target in FP8_NAMES:
+        for power_of_2, saturate in ((False, True), (True, True),
+                                     (False, False)):
+            expected = fp8q.quantize(x, target, granularity="row",
+                                     power_of_2=power_of_2, saturate=saturate)
+            got = fp8q.quantize(gx, target, granularity="row",
+                                power_of_2=power_of_2, saturate=saturate)
+            key = (source, row_length, target, power_of_2, saturate)
+            assert same_bits(got.scale.cpu().numpy(),
+                             expected.scale.numpy()), key
+            assert same_bits(got.data.cpu().numpy(),
+                             expected.data.numpy()), key
+    special = x32.copy()
+    special[5, 0] = np.nan
+    special[6, -1] = -np.inf
+    got = fp8q.quantize(fp8q.asarray(special, dtype=source, device="cuda"),
+                        granularity="row")
+    scale = got.scale.cpu().numpy()
+    assert np.isnan(scale[5, 0]) and np.isinf(scale[6, 0])
+    finite = np.isfinite(scale[:, 0])
+    expected = fp8q.cast(fp8q.asarray(special[finite], dtype=source), "e4m3",
+                         scale=scale[finite])
+    assert same_bits(got.data.cpu().numpy()[finite], expected.numpy())
+
+
+@pytest.mark.parametrize("channel_axis", [None, 0, -1])
+@pytest.mark.parametrize("source", ["float32", "bfloat16", "float16"])
+def test_max_calibrator_on_the_gpu_matches_the_cpu(channel_axis, source, rng):
+    """MaxCalibrator reduces CUDA batches on the GPU (finite amax per
+    channel, non-finite values counted): the same amax bits and counts as
+    the CPU calibrator, over random and special values."""
+    import fp8q.calib
+
+    on_gpu = fp8q.calib.MaxCalibrator(channel_axis=channel_axis)
+    on_host = fp8q.calib.MaxCalibrator(channel_axis=channel_axis)
+    for _ in range(3):
+        x = specials_and_random(rng, 257 * 1031).reshape(257, 1031)
+        x[rng.integers(0, 257, 5), rng.integers(0, 1031, 5)] = np.nan
+        data = fp8q.asarray(x, dtype=source)
+        on_gpu.update(data.to("cuda"), skip_nonfinite=True)
+        on_host.update(data, skip_nonfinite=True)
+        assert same_bits(np.asarray(on_gpu.amax, np.float32),
+                         np.asarray(on_host.amax, np.float32))
+        assert on_gpu.nonfinite_count == on_host.nonfinite_count
 
 
 def test_computed_nans_have_the_cpus_bits():

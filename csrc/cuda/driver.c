@@ -15,6 +15,7 @@
 #include "cast.cuh"
 #include "epilogue.cuh"
 #include "gather.cuh"
+#include "quantize_rows.cuh"
 #include "scale.cuh"
 #include "transpose.cuh"
 #if FP8Q_CUDA_KERNELS
@@ -49,8 +50,10 @@ const char *fp8q_cuda_kernel_name(fp8q_cuda_kernel kernel)
 {
     static const char *const names[FP8Q_KERNEL_COUNT] = {
         FP8Q_CAST_KERNEL, FP8Q_AMAX_KERNEL, FP8Q_AMAX_ROWS_KERNEL,
-        FP8Q_AMAX_BLOCKS_KERNEL, FP8Q_SCALES_FROM_AMAX_KERNEL,
-        FP8Q_EPILOGUE_KERNEL, FP8Q_TRANSPOSE_KERNEL, FP8Q_GATHER_KERNEL};
+        FP8Q_AMAX_BLOCKS_KERNEL, FP8Q_AMAX_COLUMNS_KERNEL,
+        FP8Q_AMAX_FINITE_ROWS_KERNEL, FP8Q_SCALES_FROM_AMAX_KERNEL,
+        FP8Q_QUANTIZE_ROWS_KERNEL, FP8Q_EPILOGUE_KERNEL, FP8Q_TRANSPOSE_KERNEL,
+        FP8Q_GATHER_KERNEL};
     return names[kernel];
 }
 
@@ -233,6 +236,8 @@ static int resolve_entry_points(void)
         resolve("cuModuleLoadData", &api->module_load_data, 1) < 0 ||
         resolve("cuModuleGetFunction", &api->module_get_function, 1) < 0 ||
         resolve("cuLaunchKernel", &api->launch_kernel, 1) < 0 ||
+        resolve("cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                &api->occupancy_max_active_blocks, 1) < 0 ||
         resolve("cuMemAlloc", &api->mem_alloc, 1) < 0 ||
         resolve("cuMemFree", &api->mem_free, 1) < 0 ||
         resolve("cuMemAllocAsync", &api->mem_alloc_async, 1) < 0 ||
@@ -539,6 +544,27 @@ static fp8q_cu_result find_kernels(const fp8q_cuda_driver *loaded,
     return FP8Q_CUDA_SUCCESS;
 }
 
+/* Each kernel's resident blocks per multiprocessor, once per device (the
+ * device's context current). */
+static fp8q_cu_result query_occupancy(const fp8q_cuda_driver *loaded,
+                                      fp8q_cuda_device *device,
+                                      const char **step)
+{
+    int kernel;
+
+    *step = "cuOccupancyMaxActiveBlocksPerMultiprocessor";
+    for (kernel = 0; kernel < FP8Q_KERNEL_COUNT; kernel++) {
+        int blocks = 0;
+        const fp8q_cu_result result = loaded->api.occupancy_max_active_blocks(
+            &blocks, device->kernels[kernel], FP8Q_CUDA_THREADS_PER_BLOCK, 0);
+        if (result != FP8Q_CUDA_SUCCESS) {
+            return result;
+        }
+        device->blocks_per_multiprocessor[kernel] = blocks > 0 ? blocks : 1;
+    }
+    return FP8Q_CUDA_SUCCESS;
+}
+
 /* What launches and allocations need to know of the device. */
 static fp8q_cu_result query_launch_attributes(const fp8q_cuda_driver *loaded,
                                               fp8q_cuda_device *device)
@@ -626,6 +652,9 @@ static void open_device(void *context)
             result = load_kernel_image(loaded, device, &step);
             if (result == FP8Q_CUDA_SUCCESS) {
                 result = find_kernels(loaded, device, &step);
+            }
+            if (result == FP8Q_CUDA_SUCCESS) {
+                result = query_occupancy(loaded, device, &step);
             }
             (void)loaded->api.ctx_pop_current(&popped);
         }

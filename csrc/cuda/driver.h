@@ -57,6 +57,7 @@ typedef struct fp8q_cuda_api {
     fp8q_cu_module_load_data_fn module_load_data;
     fp8q_cu_module_get_function_fn module_get_function;
     fp8q_cu_launch_kernel_fn launch_kernel;
+    fp8q_cu_occupancy_max_active_blocks_fn occupancy_max_active_blocks;
     fp8q_cu_mem_alloc_fn mem_alloc;
     fp8q_cu_mem_free_fn mem_free;
     fp8q_cu_mem_alloc_async_fn mem_alloc_async;
@@ -131,13 +132,20 @@ typedef struct fp8q_cuda_device_properties {
 fp8q_status fp8q_cuda_device_properties_get(
     int index, fp8q_cuda_device_properties *properties, fp8q_error *error);
 
+/* Threads per block of fp8q's kernels (a multiple of 32; the one-pass row
+ * quantize kernel sizes its blocks to the row instead). */
+#define FP8Q_CUDA_THREADS_PER_BLOCK 256
+
 /* fp8q's kernels, by the names of their launch contracts in kernels/. */
 typedef enum fp8q_cuda_kernel {
     FP8Q_KERNEL_CAST,      /* kernels/cast.cuh, "fp8q_cast"           */
     FP8Q_KERNEL_AMAX,      /* kernels/amax.cuh, "fp8q_amax"           */
     FP8Q_KERNEL_AMAX_ROWS, /* kernels/amax.cuh, "fp8q_amax_rows"      */
     FP8Q_KERNEL_AMAX_BLOCKS, /* kernels/amax.cuh, "fp8q_amax_blocks"  */
+    FP8Q_KERNEL_AMAX_COLUMNS, /* kernels/amax.cuh, "fp8q_amax_columns" */
+    FP8Q_KERNEL_AMAX_FINITE_ROWS, /* kernels/amax.cuh (calibration)    */
     FP8Q_KERNEL_SCALES_FROM_AMAX, /* kernels/scale.cuh               */
+    FP8Q_KERNEL_QUANTIZE_ROWS, /* kernels/quantize_rows.cuh           */
     FP8Q_KERNEL_EPILOGUE,  /* kernels/epilogue.cuh                    */
     FP8Q_KERNEL_TRANSPOSE, /* kernels/transpose.cuh                   */
     FP8Q_KERNEL_GATHER,    /* kernels/gather.cuh                      */
@@ -162,6 +170,12 @@ typedef struct fp8q_cuda_device {
     fp8q_cu_module module;
     /* Every fp8q_cuda_kernel, found in `module` when the device opened. */
     fp8q_cu_function kernels[FP8Q_KERNEL_COUNT];
+    /* Blocks of FP8Q_CUDA_THREADS_PER_BLOCK threads of each kernel that fit
+     * on one multiprocessor at once (at least 1), from
+     * cuOccupancyMaxActiveBlocksPerMultiprocessor when the device opened: a
+     * grid-stride kernel fills the device with multiprocessor_count times
+     * this many blocks. */
+    int blocks_per_multiprocessor[FP8Q_KERNEL_COUNT];
     /* Compute capability, e.g. 9 and 0 for sm_90. */
     int compute_capability_major;
     int compute_capability_minor;

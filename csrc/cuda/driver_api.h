@@ -141,6 +141,11 @@ typedef fp8q_cu_result (*fp8q_cu_launch_kernel_fn)(
     unsigned int block_z, unsigned int shared_memory_bytes,
     fp8q_cu_stream stream, void **kernel_parameters, void **extra);
 
+/* cuOccupancyMaxActiveBlocksPerMultiprocessor */
+typedef fp8q_cu_result (*fp8q_cu_occupancy_max_active_blocks_fn)(
+    int *blocks, fp8q_cu_function function, int block_size,
+    size_t dynamic_shared_memory_bytes);
+
 /* cuMemAlloc (_v2) */
 typedef fp8q_cu_result (*fp8q_cu_mem_alloc_fn)(fp8q_cu_deviceptr *pointer,
                                                size_t bytes);

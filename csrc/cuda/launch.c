@@ -8,31 +8,33 @@
 #include "cuda/launch.h"
 #include "cuda/memory.h"
 
-/* Threads per block of every kernel (a multiple of 32, see kernels/). */
-#define THREADS_PER_BLOCK 256
-#if THREADS_PER_BLOCK != FP8Q_TRANSPOSE_THREADS
+#if FP8Q_CUDA_THREADS_PER_BLOCK != FP8Q_TRANSPOSE_THREADS
 #error "the transpose kernel's tiles assume its blocks' thread count"
 #endif
 /* Elements a thread handles per grid-stride step of the elementwise
  * kernels: 16 bytes of float16 / bfloat16 input. */
 #define ELEMENTS_PER_THREAD 8
-/* Blocks of THREADS_PER_BLOCK per multiprocessor worth launching: enough
- * to fill the largest multiprocessors fp8q builds for (2048 resident
- * threads on sm_80 and sm_90; fewer elsewhere, where the extra blocks
- * simply queue behind the grid-stride loop). */
-#define BLOCKS_PER_MULTIPROCESSOR 8
 /* The largest grid.x of the per-row and per-block kernels (any size would
  * do up to 2^31 - 1; their blocks loop over the rest). */
 #define MAX_ROW_BLOCKS 65535
 
-/* Blocks for an elementwise run of `count` elements: enough to give every
- * thread ELEMENTS_PER_THREAD of them, at most a full device. */
-static unsigned int elementwise_blocks(const fp8q_cuda_device *device,
-                                       int64_t count)
+/* The blocks of `kernel` resident on the whole device at once: its grid
+ * when the work would keep more blocks busy. */
+static int64_t full_device(const fp8q_cuda_device *device,
+                           fp8q_cuda_kernel kernel)
 {
-    const int64_t per_block = (int64_t)THREADS_PER_BLOCK * ELEMENTS_PER_THREAD;
-    const int64_t full = (int64_t)device->multiprocessor_count *
-                         BLOCKS_PER_MULTIPROCESSOR;
+    return (int64_t)device->multiprocessor_count *
+           device->blocks_per_multiprocessor[kernel];
+}
+
+/* Blocks of grid-stride `kernel` for a run of `count` elements: enough to
+ * give every thread ELEMENTS_PER_THREAD of them, at most a full device. */
+static unsigned int elementwise_blocks(const fp8q_cuda_device *device,
+                                       fp8q_cuda_kernel kernel, int64_t count)
+{
+    const int64_t per_block =
+        (int64_t)FP8Q_CUDA_THREADS_PER_BLOCK * ELEMENTS_PER_THREAD;
+    const int64_t full = full_device(device, kernel);
     int64_t blocks = (count + per_block - 1) / per_block;
 
     if (blocks > full) {
@@ -41,11 +43,12 @@ static unsigned int elementwise_blocks(const fp8q_cuda_device *device,
     return blocks < 1 ? 1u : (unsigned int)blocks;
 }
 
-/* Launches `kernel` with one parameter, the struct at `args`. */
-static fp8q_status launch(const fp8q_cuda_device *device,
-                          fp8q_cuda_kernel kernel, unsigned int blocks,
-                          const void *args, fp8q_cu_stream stream,
-                          fp8q_error *error)
+/* Launches `kernel` on `blocks` blocks of `threads` with one parameter, the
+ * struct at `args`. */
+static fp8q_status launch_blocks(const fp8q_cuda_device *device,
+                                 fp8q_cuda_kernel kernel, unsigned int blocks,
+                                 unsigned int threads, const void *args,
+                                 fp8q_cu_stream stream, fp8q_error *error)
 {
     void *parameters[1];
     fp8q_cu_result result;
@@ -57,27 +60,45 @@ static fp8q_status launch(const fp8q_cuda_device *device,
         return error->status;
     }
     result = fp8q_cuda_driver_load()->api.launch_kernel(
-        device->kernels[kernel], blocks, 1, 1, THREADS_PER_BLOCK, 1, 1, 0,
-        stream, parameters, NULL);
+        device->kernels[kernel], blocks, 1, 1, threads, 1, 1, 0, stream,
+        parameters, NULL);
     fp8q_cuda_context_leave();
     if (result != FP8Q_CUDA_SUCCESS) {
-        (void)snprintf(what, sizeof what, "launching %s (%u blocks of %d)",
-                       fp8q_cuda_kernel_name(kernel), blocks, THREADS_PER_BLOCK);
+        (void)snprintf(what, sizeof what, "launching %s (%u blocks of %u)",
+                       fp8q_cuda_kernel_name(kernel), blocks, threads);
         return fp8q_cuda_fail(device, "cuLaunchKernel", result, what, error);
     }
     return FP8Q_OK;
+}
+
+/* launch_blocks with FP8Q_CUDA_THREADS_PER_BLOCK threads. */
+static fp8q_status launch(const fp8q_cuda_device *device,
+                          fp8q_cuda_kernel kernel, unsigned int blocks,
+                          const void *args, fp8q_cu_stream stream,
+                          fp8q_error *error)
+{
+    return launch_blocks(device, kernel, blocks, FP8Q_CUDA_THREADS_PER_BLOCK,
+                         args, stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_cast(const fp8q_cuda_device *device,
                                   const fp8q_cast_args *args,
                                   fp8q_cu_stream stream, fp8q_error *error)
 {
+    fp8q_cast_args with_divisors = *args;
+
     if (args->count == 0) {
         return FP8Q_OK;
     }
+    with_divisors.by_row_length =
+        fp8q_fast_divisor_make((uint64_t)args->row_length);
+    with_divisors.by_block_rows =
+        fp8q_fast_divisor_make((uint64_t)args->scale_block_rows);
+    with_divisors.by_block_cols =
+        fp8q_fast_divisor_make((uint64_t)args->scale_block_cols);
     return launch(device, FP8Q_KERNEL_CAST,
-                  elementwise_blocks(device, args->count), args, stream,
-                  error);
+                  elementwise_blocks(device, FP8Q_KERNEL_CAST, args->count),
+                  &with_divisors, stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_amax(const fp8q_cuda_device *device,
@@ -88,8 +109,8 @@ fp8q_status fp8q_cuda_launch_amax(const fp8q_cuda_device *device,
         return FP8Q_OK;
     }
     return launch(device, FP8Q_KERNEL_AMAX,
-                  elementwise_blocks(device, args->count), args, stream,
-                  error);
+                  elementwise_blocks(device, FP8Q_KERNEL_AMAX, args->count),
+                  args, stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_amax_rows(const fp8q_cuda_device *device,
@@ -125,6 +146,38 @@ fp8q_status fp8q_cuda_launch_amax_blocks(const fp8q_cuda_device *device,
                   args, stream, error);
 }
 
+fp8q_status fp8q_cuda_launch_amax_columns(const fp8q_cuda_device *device,
+                                          const fp8q_amax_columns_args *args,
+                                          fp8q_cu_stream stream,
+                                          fp8q_error *error)
+{
+    const int64_t tiles =
+        fp8q_block_count(args->n_rows, FP8Q_AMAX_COLUMNS_ROWS) *
+        fp8q_block_count(args->row_length, FP8Q_CUDA_THREADS_PER_BLOCK);
+    const int64_t full = full_device(device, FP8Q_KERNEL_AMAX_COLUMNS);
+
+    if (tiles == 0) {
+        return FP8Q_OK;
+    }
+    return launch(device, FP8Q_KERNEL_AMAX_COLUMNS,
+                  (unsigned int)(tiles < full ? tiles : full), args, stream,
+                  error);
+}
+
+fp8q_status fp8q_cuda_launch_amax_finite_rows(
+    const fp8q_cuda_device *device, const fp8q_amax_finite_rows_args *args,
+    fp8q_cu_stream stream, fp8q_error *error)
+{
+    const int64_t blocks =
+        args->n_rows < MAX_ROW_BLOCKS ? args->n_rows : MAX_ROW_BLOCKS;
+
+    if (args->n_rows == 0) {
+        return FP8Q_OK;
+    }
+    return launch(device, FP8Q_KERNEL_AMAX_FINITE_ROWS, (unsigned int)blocks,
+                  args, stream, error);
+}
+
 fp8q_status fp8q_cuda_launch_scales_from_amax(
     const fp8q_cuda_device *device, const fp8q_scales_from_amax_args *args,
     fp8q_cu_stream stream, fp8q_error *error)
@@ -133,8 +186,37 @@ fp8q_status fp8q_cuda_launch_scales_from_amax(
         return FP8Q_OK;
     }
     return launch(device, FP8Q_KERNEL_SCALES_FROM_AMAX,
-                  elementwise_blocks(device, args->count), args, stream,
-                  error);
+                  elementwise_blocks(device, FP8Q_KERNEL_SCALES_FROM_AMAX,
+                                     args->count),
+                  args, stream, error);
+}
+
+fp8q_status fp8q_cuda_launch_quantize_rows(
+    const fp8q_cuda_device *device, const fp8q_quantize_rows_args *args,
+    fp8q_cu_stream stream, fp8q_error *error)
+{
+    /* The fewest whole warps that hold the row, FP8Q_QUANTIZE_ROWS_PER_THREAD
+     * elements a thread: short rows do not idle a large block. */
+    const int64_t warp_elements = 32 * FP8Q_QUANTIZE_ROWS_PER_THREAD;
+    const int64_t threads =
+        32 * ((args->row_length + warp_elements - 1) / warp_elements);
+    const int64_t blocks =
+        args->n_rows < MAX_ROW_BLOCKS ? args->n_rows : MAX_ROW_BLOCKS;
+
+    if (args->n_rows == 0) {
+        return FP8Q_OK;
+    }
+    if (args->row_length < 1 ||
+        args->row_length > FP8Q_QUANTIZE_ROWS_MAX_LENGTH) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "fp8q_cuda_launch_quantize_rows: row_length must "
+                         "be 1 to %d, got %lld",
+                         FP8Q_QUANTIZE_ROWS_MAX_LENGTH,
+                         (long long)args->row_length);
+    }
+    return launch_blocks(device, FP8Q_KERNEL_QUANTIZE_ROWS,
+                         (unsigned int)blocks, (unsigned int)threads, args,
+                         stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_epilogue(const fp8q_cuda_device *device,
@@ -148,7 +230,8 @@ fp8q_status fp8q_cuda_launch_epilogue(const fp8q_cuda_device *device,
         return FP8Q_OK;
     }
     return launch(device, FP8Q_KERNEL_EPILOGUE,
-                  elementwise_blocks(device, count), args, stream, error);
+                  elementwise_blocks(device, FP8Q_KERNEL_EPILOGUE, count),
+                  args, stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_transpose(const fp8q_cuda_device *device,
@@ -159,8 +242,7 @@ fp8q_status fp8q_cuda_launch_transpose(const fp8q_cuda_device *device,
     const int64_t tiles =
         fp8q_block_count(args->rows, FP8Q_TRANSPOSE_TILE) *
         fp8q_block_count(args->cols, FP8Q_TRANSPOSE_TILE);
-    const int64_t full = (int64_t)device->multiprocessor_count *
-                         BLOCKS_PER_MULTIPROCESSOR;
+    const int64_t full = full_device(device, FP8Q_KERNEL_TRANSPOSE);
 
     if (tiles == 0) {
         return FP8Q_OK;
@@ -178,6 +260,6 @@ fp8q_status fp8q_cuda_launch_gather(const fp8q_cuda_device *device,
         return FP8Q_OK;
     }
     return launch(device, FP8Q_KERNEL_GATHER,
-                  elementwise_blocks(device, args->count), args, stream,
-                  error);
+                  elementwise_blocks(device, FP8Q_KERNEL_GATHER, args->count),
+                  args, stream, error);
 }

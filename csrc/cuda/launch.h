@@ -14,12 +14,14 @@
 #include "cast.cuh"
 #include "epilogue.cuh"
 #include "gather.cuh"
+#include "quantize_rows.cuh"
 #include "scale.cuh"
 #include "transpose.cuh"
 #include "core/status.h"
 #include "cuda/driver.h"
 
-/* The cast kernel over args->count elements (kernels/cast.cuh). When
+/* The cast kernel over args->count elements (kernels/cast.cuh), with the
+ * divisors (args->by_*) made here from the fields they divide by. When
  * args->amax_bits is not NULL the caller has set it (e.g. to 0) before. */
 fp8q_status fp8q_cuda_launch_cast(const fp8q_cuda_device *device,
                                   const fp8q_cast_args *args,
@@ -43,9 +45,28 @@ fp8q_status fp8q_cuda_launch_amax_blocks(const fp8q_cuda_device *device,
                                          fp8q_cu_stream stream,
                                          fp8q_error *error);
 
+/* The per-column amax kernel: raises args->amax_bits[0 .. row_length) (set
+ * them first). */
+fp8q_status fp8q_cuda_launch_amax_columns(const fp8q_cuda_device *device,
+                                          const fp8q_amax_columns_args *args,
+                                          fp8q_cu_stream stream,
+                                          fp8q_error *error);
+
+/* Calibration's per-row finite amax: writes args->amax_bits[0 .. n_rows)
+ * and raises *args->nonfinite_count (set it first). */
+fp8q_status fp8q_cuda_launch_amax_finite_rows(
+    const fp8q_cuda_device *device, const fp8q_amax_finite_rows_args *args,
+    fp8q_cu_stream stream, fp8q_error *error);
+
 /* The scales-from-amax kernel, in place over args->count values. */
 fp8q_status fp8q_cuda_launch_scales_from_amax(
     const fp8q_cuda_device *device, const fp8q_scales_from_amax_args *args,
+    fp8q_cu_stream stream, fp8q_error *error);
+
+/* The one-pass per-row quantize kernel over args->n_rows rows of
+ * args->row_length (1 .. FP8Q_QUANTIZE_ROWS_MAX_LENGTH) elements. */
+fp8q_status fp8q_cuda_launch_quantize_rows(
+    const fp8q_cuda_device *device, const fp8q_quantize_rows_args *args,
     fp8q_cu_stream stream, fp8q_error *error);
 
 /* The matrix-multiply epilogue over args->m x args->n values (when

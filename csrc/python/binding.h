@@ -301,6 +301,15 @@ int fp8q_py_cuda_cast(fp8q_TensorObject *x, fp8q_TensorObject *scale,
 int fp8q_py_cuda_amax(fp8q_TensorObject *input, const int *reduce,
                       fp8q_TensorObject *destination, fp8q_cu_stream stream);
 
+/* Calibration's amax of a CUDA x (fp8q_amax_finite on the GPU): the
+ * largest finite |x| per index of `channel_axis` (0 <= axis < ndim), or of
+ * all of x when channel_axis < 0, into the host array `amax`, and the
+ * number of NaN and infinite values into *n_nonfinite. Only those values
+ * come back to the host (waiting for the kernel), not x. -1 with an
+ * exception set on failure. */
+int fp8q_py_cuda_amax_finite(fp8q_TensorObject *x, int channel_axis,
+                             float *amax, int64_t *n_nonfinite);
+
 /* quantize on x's GPU: with options->compute_scale, each group's amax
  * into `scale` and scales from it there; then data = cast(x / scale). x
  * C-contiguous; data (FP8, x's shape) and scale (float32, the granularity's

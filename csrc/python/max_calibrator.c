@@ -4,9 +4,11 @@
  * default), a window of recent amax values or a moving average
  * (core/amax_history.h).
  *
- * update() computes the batch's amax with the GIL released and touches the
- * calibrator's state only afterwards, with the GIL held: concurrent updates
- * from several threads are safe and none is lost.
+ * update() computes the batch's amax with the GIL released (on the GPU for
+ * a CUDA batch: kernels/amax.cuh's fp8q_amax_finite_rows, whose few results
+ * come back to the host) and touches the calibrator's state only afterwards,
+ * with the GIL held: concurrent updates from several threads are safe and
+ * none is lost.
  */
 #include <string.h>
 
@@ -228,7 +230,8 @@ static PyObject *max_calibrator_update(fp8q_MaxCalibratorObject *self,
                                      &x_object, &skip_nonfinite)) {
         return NULL;
     }
-    x = fp8q_py_calibration_input(x_object);
+    /* A CUDA x stays there: its amax is computed on its GPU. */
+    x = fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
     if (x == NULL) {
         return NULL;
     }
@@ -259,12 +262,21 @@ static PyObject *max_calibrator_update(fp8q_MaxCalibratorObject *self,
         goto fail;
     }
     destination.data = batch_amax;
-    fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_amax_finite(&x->view, &destination, &n_nonfinite, &error);
-    Py_END_ALLOW_THREADS
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        goto fail;
+    if (x->device_type == FP8Q_DEVICE_CUDA) {
+        if (fp8q_py_cuda_amax_finite(x, channel_dimension, batch_amax,
+                                     &n_nonfinite) < 0) {
+            goto fail;
+        }
+    }
+    else {
+        fp8q_error_clear(&error);
+        Py_BEGIN_ALLOW_THREADS
+        status = fp8q_amax_finite(&x->view, &destination, &n_nonfinite,
+                                  &error);
+        Py_END_ALLOW_THREADS
+        if (fp8q_py_raise_on_failure(status, &error) < 0) {
+            goto fail;
+        }
     }
     if (n_nonfinite != 0 && !skip_nonfinite) {
         PyErr_Format(PyExc_ValueError,
@@ -668,8 +680,10 @@ PyDoc_STRVAR(update_doc,
              "raise ValueError (nothing recorded) unless skip_nonfinite=True, "
              "which skips them and adds their number to nonfinite_count. An "
              "empty x records nothing. The GIL is released while x is read. "
-             "A CUDA x is copied to the host first (after the work that wrote "
-             "it); the statistics run on the CPU.");
+             "A CUDA x is reduced on its GPU (after the work that wrote it, "
+             "on that stream); only the batch's amax per channel and its "
+             "count of non-finite values come back to the host, which waits "
+             "for them.");
 
 PyDoc_STRVAR(scale_doc,
              "scale(dtype=\"float8_e4m3fn\", margin=0, power_of_2=False)\n--\n\n"

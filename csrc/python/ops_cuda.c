@@ -294,6 +294,67 @@ int fp8q_py_cuda_amax(fp8q_TensorObject *input, const int *reduce,
     return fp8q_py_raise_on_failure(status, &error);
 }
 
+int fp8q_py_cuda_amax_finite(fp8q_TensorObject *x, int channel_axis,
+                             float *amax, int64_t *n_nonfinite)
+{
+    static const fp8q_py_device cpu = {FP8Q_DEVICE_CPU, 0};
+    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, x->device_index};
+    const fp8q_cu_stream stream = fp8q_py_last_stream(x);
+    int reduce[FP8Q_MAX_DIMS];
+    fp8q_TensorObject *rows = NULL;
+    fp8q_TensorObject *result = NULL; /* the count (2 float32), then amax */
+    fp8q_TensorObject *on_host = NULL;
+    fp8q_amax_finite_rows_args args;
+    fp8q_error error;
+    fp8q_status status;
+    int64_t size;
+    int axis, outcome = -1;
+
+    memset(&args, 0, sizeof args);
+    args.n_rows = channel_axis >= 0 ? x->view.shape[channel_axis] : 1;
+    for (axis = 0; axis < x->view.ndim; axis++) {
+        reduce[axis] = axis != channel_axis;
+    }
+    size = args.n_rows + 2;
+    rows = reduced_axes_last(x, reduce, stream);
+    result = rows == NULL ? NULL
+                          : fp8q_tensor_new_empty_on(FP8Q_FLOAT32, 1, &size,
+                                                     &device, stream);
+    if (result == NULL || fp8q_py_use_on_stream(rows, stream) < 0) {
+        goto done;
+    }
+    args.source = rows->view.data;
+    args.nonfinite_count = (uint64_t *)result->view.data;
+    args.amax_bits = (uint32_t *)result->view.data + 2;
+    args.row_length =
+        args.n_rows > 0 ? fp8q_view_size(&rows->view) / args.n_rows : 0;
+    args.source_dtype = (int32_t)rows->view.dtype;
+    fp8q_error_clear(&error);
+    RUN_WITHOUT_GIL(status, fp8q_cuda_zero(x->cuda_device, result->view.data,
+                                           (size_t)size * 4, stream, &error));
+    if (status == FP8Q_OK) {
+        RUN_WITHOUT_GIL(status, fp8q_cuda_launch_amax_finite_rows(
+                                    x->cuda_device, &args, stream, &error));
+    }
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        goto done;
+    }
+    on_host = fp8q_tensor_copy_to(result, &cpu, stream); /* waits */
+    if (on_host != NULL) {
+        uint64_t count;
+        memcpy(&count, on_host->view.data, sizeof count);
+        *n_nonfinite = (int64_t)count;
+        memcpy(amax, (const float *)on_host->view.data + 2,
+               (size_t)args.n_rows * sizeof(float));
+        outcome = 0;
+    }
+done:
+    Py_XDECREF(on_host);
+    Py_XDECREF(result);
+    Py_XDECREF(rows);
+    return outcome;
+}
+
 /* ------------------------------------------------------------------------- */
 /* quantize / dequantize                                                     */
 
@@ -375,18 +436,27 @@ static fp8q_status group_amax(const fp8q_TensorObject *x,
         args.source_dtype = (int32_t)x->view.dtype;
         return fp8q_cuda_launch_amax_rows(device, &args, stream, error);
     }
-    /* One scale per column is a block of every row and one column. */
+    if (granularity->kind == FP8Q_GRANULARITY_COL) {
+        fp8q_amax_columns_args args;
+        memset(&args, 0, sizeof args);
+        args.source = x->view.data;
+        args.amax_bits = amax_bits;
+        args.n_rows = n_rows;
+        args.row_length = row_length;
+        args.source_dtype = (int32_t)x->view.dtype;
+        status = fp8q_cuda_zero(device, amax_bits, (size_t)row_length * 4,
+                                stream, error);
+        return status != FP8Q_OK ? status
+                                 : fp8q_cuda_launch_amax_columns(
+                                       device, &args, stream, error);
+    }
     memset(&blocks, 0, sizeof blocks);
     blocks.source = x->view.data;
     blocks.amax_bits = amax_bits;
     blocks.n_rows = n_rows;
     blocks.row_length = row_length;
-    blocks.block_rows = granularity->kind == FP8Q_GRANULARITY_COL
-                            ? (n_rows > 0 ? n_rows : 1)
-                            : granularity->block_rows;
-    blocks.block_cols = granularity->kind == FP8Q_GRANULARITY_COL
-                            ? 1
-                            : granularity->block_cols;
+    blocks.block_rows = granularity->block_rows;
+    blocks.block_cols = granularity->block_cols;
     blocks.source_dtype = (int32_t)x->view.dtype;
     return fp8q_cuda_launch_amax_blocks(device, &blocks, stream, error);
 }
@@ -420,6 +490,24 @@ static int grouped_cast(const fp8q_TensorObject *source,
     return fp8q_py_raise_on_failure(status, &error);
 }
 
+/* Nonzero when quantize computes row scales of x in one pass
+ * (kernels/quantize_rows.cuh): float rows, none empty, none longer than the
+ * kernel holds. */
+static int one_pass_rows(const fp8q_TensorObject *x,
+                         const fp8q_quantize_options *options)
+{
+    const fp8q_dtype dtype = x->view.dtype;
+    const int64_t row_length =
+        x->view.ndim > 0 ? x->view.shape[x->view.ndim - 1] : 0;
+
+    return options->compute_scale &&
+           options->granularity.kind == FP8Q_GRANULARITY_ROW &&
+           (dtype == FP8Q_FLOAT32 || dtype == FP8Q_FLOAT16 ||
+            dtype == FP8Q_BFLOAT16) &&
+           fp8q_view_size(&x->view) > 0 && row_length >= 1 &&
+           row_length <= FP8Q_QUANTIZE_ROWS_MAX_LENGTH;
+}
+
 int fp8q_py_cuda_quantize(fp8q_TensorObject *x,
                           const fp8q_quantize_options *options,
                           fp8q_TensorObject *data, fp8q_TensorObject *scale,
@@ -435,9 +523,26 @@ int fp8q_py_cuda_quantize(fp8q_TensorObject *x,
         return -1;
     }
     fp8q_error_clear(&error);
+    (void)fp8q_dtype_finfo(data->view.dtype, &info);
+    if (one_pass_rows(x, options)) {
+        fp8q_quantize_rows_args rows;
+        memset(&rows, 0, sizeof rows);
+        rows.source = x->view.data;
+        rows.destination = (uint8_t *)data->view.data;
+        rows.scale = (float *)scale->view.data;
+        rows.row_length = x->view.shape[x->view.ndim - 1];
+        rows.n_rows = fp8q_view_size(&x->view) / rows.row_length;
+        rows.source_dtype = (int32_t)x->view.dtype;
+        rows.destination_dtype = (int32_t)data->view.dtype;
+        rows.max = (float)info.max;
+        rows.power_of_2 = options->power_of_2 != 0;
+        rows.saturate = options->saturate != 0;
+        RUN_WITHOUT_GIL(status, fp8q_cuda_launch_quantize_rows(
+                                    x->cuda_device, &rows, stream, &error));
+        return fp8q_py_raise_on_failure(status, &error);
+    }
     if (options->compute_scale) {
         fp8q_scales_from_amax_args scales;
-        (void)fp8q_dtype_finfo(data->view.dtype, &info);
         memset(&scales, 0, sizeof scales);
         scales.values = (float *)scale->view.data;
         scales.count = fp8q_view_size(&scale->view);

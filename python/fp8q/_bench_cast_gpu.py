@@ -11,6 +11,13 @@ are CUDA-event medians of --repeats rounds of a few calls each, the
 implementations taking turns within every round. GB/s counts bytes read
 plus bytes written. Needs PyTorch with CUDA (for the peers and the
 events); no test asserts timings.
+
+A second table (issue 14) measures per-token dynamic quantization of an
+8192 x 8192 bfloat16 activation (fp8q.quantize(granularity="row"), the
+one-pass kernel) against PyTorch eager `x.abs().amax(-1)` + divide +
+`.to(float8_e4m3fn)` and torch.compile of it, the rowwise scaled cast
+(fp8q.cast with one given scale per row) and a HistogramCalibrator update
+from the GPU tensor, each against a copy of the bytes it must move.
 """
 import statistics
 
@@ -20,6 +27,8 @@ DEFAULT_BYTES = 512 << 20  # bfloat16 input: 256 Mi elements
 CALLS_PER_ROUND = 5
 GOAL_OF_COPY = 0.90
 GOAL_OF_EAGER = 3.0
+TOKENS, HIDDEN = 8192, 8192  # the per-token quantize input, bfloat16
+GOALS_OF_COPY_14 = {"per-token": 0.85, "rowwise": 0.85, "histogram": 0.50}
 
 
 def median_ms_cuda(torch, functions, repeats):
@@ -126,6 +135,115 @@ def measure(repeats, input_bytes=DEFAULT_BYTES):
     return rows, notes
 
 
+def measure_per_token(repeats):
+    """Issue 14's rows: (name, milliseconds, bytes moved, copy milliseconds
+    of those bytes) per operation, and notes. Raises RuntimeError as
+    measure."""
+    import torch
+
+    import fp8q.calib
+
+    generator = torch.Generator(device="cuda").manual_seed(1)
+    x = torch.randn(TOKENS, HIDDEN, device="cuda", dtype=torch.bfloat16,
+                    generator=generator)
+    x *= torch.exp2(torch.randint(-8, 8, (TOKENS, 1), device="cuda",
+                                  generator=generator)).to(torch.bfloat16)
+    fx = fp8q.from_dlpack(x)
+    row_scale = (x.abs().amax(-1, keepdim=True).float() / 448.0)
+    f_row_scale = fp8q.from_dlpack(row_scale)
+    f_out = fp8q.empty((TOKENS, HIDDEN), "float8_e4m3fn", device="cuda")
+    calibrator = fp8q.calib.HistogramCalibrator()
+    calibrator.update(fx)  # the first update fixes the range
+
+    def eager():
+        scale = x.abs().amax(-1, keepdim=True).float() / 448.0
+        return (x.float() / scale).to(torch.float8_e4m3fn), scale
+
+    elements = TOKENS * HIDDEN
+    quantize_bytes = elements * (2 + 1) + TOKENS * 4
+    operations = [
+        ("per-token", "fp8q.quantize(x, granularity=\"row\")",
+         lambda: fp8q.quantize(fx, "float8_e4m3fn", granularity="row"),
+         quantize_bytes),
+        ("per-token", "PyTorch eager x.abs().amax(-1) + divide + .to(e4m3)",
+         eager, quantize_bytes),
+        ("rowwise", "fp8q.cast(x, scale=<one per row>)",
+         lambda: fp8q.cast(fx, "float8_e4m3fn", scale=f_row_scale,
+                           out=f_out), quantize_bytes),
+        ("histogram", "HistogramCalibrator.update(x on the GPU)",
+         lambda: calibrator.update(fx), elements * 2),
+    ]
+    notes = []
+    compiled, reason = _torch_compiled(torch, eager)
+    if compiled is not None:
+        try:
+            compiled()
+            operations.insert(2, ("per-token", "torch.compile of the same",
+                                  compiled, quantize_bytes))
+        except Exception as error:  # noqa: BLE001 - reported, not fatal
+            reason = f"{type(error).__name__}: {error}".splitlines()[0]
+    if reason is not None:
+        notes.append(f"torch.compile not measured: {reason}")
+
+    copies = {}
+    for moved in sorted({moved for *_, moved in operations}):
+        source = torch.empty(moved // 2, device="cuda", dtype=torch.uint8)
+        destination = torch.empty_like(source)
+        copies[moved] = (lambda s=source, d=destination: d.copy_(s))
+    functions = [function for _, _, function, _ in operations]
+    functions += list(copies.values())
+    times = median_ms_cuda(torch, functions, repeats)
+    copy_ms = dict(zip(copies, times[len(operations):]))
+    rows = [(group, name, ms, moved, copy_ms[moved])
+            for (group, name, _, moved), ms in zip(operations, times)]
+
+    # The codes and scales agree with PyTorch's float32 computation of the
+    # same formula (fp8q's scale: amax / 448, correctly rounded in float32).
+    q = fp8q.quantize(fx, "float8_e4m3fn", granularity="row")
+    expected, expected_scale = eager()
+    torch.cuda.synchronize()
+    same = bool(torch.equal(torch.from_dlpack(q.data.view("uint8")),
+                            expected.view(torch.uint8)))
+    same_scale = bool(torch.equal(torch.from_dlpack(q.scale), expected_scale))
+    notes.append(f"per-token codes equal PyTorch's float32 computation: "
+                 f"{same}; scales equal: {same_scale}")
+    return rows, notes
+
+
+def print_per_token_benchmark(repeats):
+    """Prints issue 14's table and its verdicts."""
+    rows, notes = measure_per_token(repeats)
+    print()
+    print(f"Per-token quantize ({TOKENS} x {HIDDEN} bfloat16 -> e4m3fn), "
+          "rowwise cast, histogram update:")
+    print()
+    print("| goal | operation | median ms | GB/s | vs copy of its bytes |")
+    print("|---|---|---:|---:|---:|")
+    for group, name, ms, moved, copy_ms in rows:
+        print(f"| {group} | {name} | {ms:.3f} | {moved / ms / 1e6:.0f} "
+              f"| {copy_ms / ms:.2f}x |")
+    print()
+    for line in notes:
+        print(line)
+    by_name = {name: (ms, copy_ms) for _, name, ms, _, copy_ms in rows}
+    for group, name, ms, _, copy_ms in rows:
+        if not name.startswith(("fp8q.", "HistogramCalibrator")):
+            continue
+        goal = GOALS_OF_COPY_14[group]
+        verdict = (f"{name}: {copy_ms / ms:.2f}x the copy's bandwidth (goal "
+                   f">= {goal:.2f}: {'met' if copy_ms / ms >= goal else 'NOT met'})")
+        if group == "per-token":
+            for peer, goal_of_peer in (
+                    ("PyTorch eager x.abs().amax(-1) + divide + .to(e4m3)",
+                     GOAL_OF_EAGER), ("torch.compile of the same", 1.0)):
+                if peer in by_name:
+                    ratio = by_name[peer][0] / ms
+                    verdict += (f", {ratio:.2f}x {peer.split(' x.')[0]} (goal >= "
+                                f"{goal_of_peer:g}: "
+                                f"{'met' if ratio >= goal_of_peer else 'NOT met'})")
+        print(verdict)
+
+
 def print_gpu_cast_benchmark(repeats):
     """Prints the GPU table and the verdict on issue 3's goals, or why it
     could not run."""
@@ -154,3 +272,4 @@ def print_gpu_cast_benchmark(repeats):
           f"{GOAL_OF_COPY:.2f}: {'met' if of_copy >= GOAL_OF_COPY else 'NOT met'}"
           f"), {of_eager:.2f}x PyTorch eager (goal >= {GOAL_OF_EAGER:g}: "
           f"{'met' if of_eager >= GOAL_OF_EAGER else 'NOT met'})")
+    print_per_token_benchmark(repeats)

@@ -142,6 +142,7 @@ float harness_random_float(float limit)
 
 static const harness_test tests[] = {
     {"aligned_alloc", test_aligned_alloc},
+    {"fast_divide", test_fast_divide},
     {"parallel_for", test_parallel_for},
     {"parallel_for_nested", test_parallel_for_nested},
     {"atomics", test_atomics},

@@ -69,6 +69,7 @@ typedef struct harness_test {
 
 /* test_platform.c */
 void test_aligned_alloc(void);
+void test_fast_divide(void);
 void test_parallel_for(void);
 void test_parallel_for_nested(void);
 void test_atomics(void);
