@@ -300,7 +300,7 @@ def amax_matches_the_cpu():
     for name in DTYPES:
         x = fp8q.asarray(x32, dtype=name)
         gx = x.to("cuda")
-        for axis in (None, -1, (-2, -1), (0, 1, 2), 2):
+        for axis in (None, -1, (-2, -1), (0, 1, 2), 2, 0, (0, 1), 1):
             for keepdims in (False, True):
                 expected = fp8q.amax(x, axis=axis, keepdims=keepdims).numpy()
                 got = fp8q.amax(gx, axis=axis, keepdims=keepdims)
@@ -448,6 +448,16 @@ def column_amax_reads_rows():
         expected = fp8q.quantize(x, granularity="col")
         assert same_bits(got.scale.cpu().numpy(), expected.scale.numpy())
         assert same_bits(got.data.cpu().numpy(), expected.data.numpy())
+    # amax over leading axes reads the tensor in place with the same kernel:
+    # no gather into a transposed copy first.
+    x = mixed_values(rng, (3, 40, 70))
+    for axis in (0, (0, 1)):
+        before = len(log_lines())
+        got = fp8q.amax(fp8q.asarray(x, device="cuda"), axis=axis)
+        launched = [line for line in log_lines()[before:]
+                    if line.startswith("fp8q_")]
+        assert launched == ["fp8q_amax_columns"], (axis, launched)
+        assert same_bits(got.cpu().numpy(), fp8q.amax(x, axis=axis).numpy())
 
 
 def quantize_with_given_scales():

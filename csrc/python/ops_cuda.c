@@ -208,26 +208,36 @@ fp8q_TensorObject *fp8q_py_cuda_convert(fp8q_TensorObject *source,
 /* ------------------------------------------------------------------------- */
 /* amax                                                                      */
 
+/* `input`'s view with its axes regrouped, each group in order: the kept
+ * axes then the reduced ones, or with reduced_first the other way round. */
+static fp8q_view axes_grouped(const fp8q_TensorObject *input,
+                              const int *reduce, int reduced_first)
+{
+    fp8q_view grouped = input->view;
+    int axis, pass, placed = 0;
+
+    for (pass = 0; pass < 2; pass++) {
+        for (axis = 0; axis < input->view.ndim; axis++) {
+            if ((reduce[axis] != 0) == (pass != reduced_first)) {
+                grouped.shape[placed] = input->view.shape[axis];
+                grouped.strides[placed] = input->view.strides[axis];
+                placed++;
+            }
+        }
+    }
+    return grouped;
+}
+
 /* `input` with its kept axes first and its reduced axes last (each group
  * in order), C-contiguous: itself when it already is, else gathered. */
 static fp8q_TensorObject *reduced_axes_last(fp8q_TensorObject *input,
                                             const int *reduce,
                                             fp8q_cu_stream stream)
 {
-    fp8q_view permuted = input->view;
+    const fp8q_view permuted = axes_grouped(input, reduce, 0);
     fp8q_TensorObject *view;
     fp8q_TensorObject *result;
-    int axis, pass, placed = 0;
 
-    for (pass = 0; pass < 2; pass++) {
-        for (axis = 0; axis < input->view.ndim; axis++) {
-            if ((reduce[axis] != 0) == pass) {
-                permuted.shape[placed] = input->view.shape[axis];
-                permuted.strides[placed] = input->view.strides[axis];
-                placed++;
-            }
-        }
-    }
     view = fp8q_tensor_new_view(&permuted, (PyObject *)input, 1);
     if (view == NULL) {
         return NULL;
@@ -235,6 +245,30 @@ static fp8q_TensorObject *reduced_axes_last(fp8q_TensorObject *input,
     result = fp8q_py_cuda_contiguous(view, stream);
     Py_DECREF(view);
     return result;
+}
+
+/* amax_bits[c] = the amax of column c of `source`, n_rows rows of
+ * row_length contiguous elements on `device`, with the coalesced column
+ * kernel. Called without the GIL. */
+static fp8q_status column_amax(const fp8q_cuda_device *device,
+                               const fp8q_view *source, int64_t n_rows,
+                               int64_t row_length, uint32_t *amax_bits,
+                               fp8q_cu_stream stream, fp8q_error *error)
+{
+    fp8q_amax_columns_args args;
+    fp8q_status status;
+
+    memset(&args, 0, sizeof args);
+    args.source = source->data;
+    args.amax_bits = amax_bits;
+    args.n_rows = n_rows;
+    args.row_length = row_length;
+    args.source_dtype = (int32_t)source->dtype;
+    status = fp8q_cuda_zero(device, amax_bits, (size_t)row_length * 4, stream,
+                            error);
+    return status != FP8Q_OK
+               ? status
+               : fp8q_cuda_launch_amax_columns(device, &args, stream, error);
 }
 
 int fp8q_py_cuda_amax(fp8q_TensorObject *input, const int *reduce,
@@ -252,6 +286,24 @@ int fp8q_py_cuda_amax(fp8q_TensorObject *input, const int *reduce,
         }
         else {
             rows *= input->view.shape[axis];
+        }
+    }
+    if (rows > 1 && row_length > 1) {
+        const fp8q_view reduced_first = axes_grouped(input, reduce, 1);
+        if (fp8q_view_is_contiguous(&reduced_first)) {
+            if (fp8q_py_use_on_stream(input, stream) < 0 ||
+                fp8q_py_use_on_stream(destination, stream) < 0) {
+                return -1;
+            }
+            /* Read in place: the reduced elements are the rows, the kept
+             * ones the columns, of a row-major matrix. */
+            fp8q_error_clear(&error);
+            RUN_WITHOUT_GIL(status,
+                            column_amax(input->cuda_device, &input->view,
+                                        row_length, rows,
+                                        (uint32_t *)destination->view.data,
+                                        stream, &error));
+            return fp8q_py_raise_on_failure(status, &error);
         }
     }
     x = reduced_axes_last(input, reduce, stream);
@@ -437,18 +489,8 @@ static fp8q_status group_amax(const fp8q_TensorObject *x,
         return fp8q_cuda_launch_amax_rows(device, &args, stream, error);
     }
     if (granularity->kind == FP8Q_GRANULARITY_COL) {
-        fp8q_amax_columns_args args;
-        memset(&args, 0, sizeof args);
-        args.source = x->view.data;
-        args.amax_bits = amax_bits;
-        args.n_rows = n_rows;
-        args.row_length = row_length;
-        args.source_dtype = (int32_t)x->view.dtype;
-        status = fp8q_cuda_zero(device, amax_bits, (size_t)row_length * 4,
-                                stream, error);
-        return status != FP8Q_OK ? status
-                                 : fp8q_cuda_launch_amax_columns(
-                                       device, &args, stream, error);
+        return column_amax(device, &x->view, n_rows, row_length, amax_bits,
+                           stream, error);
     }
     memset(&blocks, 0, sizeof blocks);
     blocks.source = x->view.data;
