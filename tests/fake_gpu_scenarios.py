@@ -542,6 +542,28 @@ def nonfinite_groups_on_the_gpu():
     assert (np.delete(codes[2], 3) == 0).all(), codes
 
 
+def linear_gives_a_nan_row_for_a_nonfinite_token():
+    """A NaN or infinite token quantized per token (or in 1x128 blocks) on
+    the GPU makes its own row of fp8q.linear NaN through its scale and codes,
+    with no mask and no host wait (what fp8q.torch W8A8 relies on); the other
+    rows are those of the batch without it."""
+    rng = np.random.default_rng(31)
+    weight = rng.standard_normal((256, 256)).astype(np.float32)
+    x = rng.standard_normal((5, 256)).astype(np.float32)
+    kept = [0, 1, 3, 4]
+    for granularity in ("tensor", "row", (128, 128)):
+        w = fp8q.quantize(fp8q.asarray(weight, device="cuda"),
+                          granularity=granularity)
+        for poison in (np.nan, np.inf, -np.inf):
+            poisoned = x.copy()
+            poisoned[2, 17] = poison
+            got = fp8q.linear(fp8q.asarray(poisoned, device="cuda"), w)
+            got = got.cpu().numpy()
+            without = fp8q.linear(fp8q.asarray(x[kept], device="cuda"), w)
+            assert np.isnan(got[2]).all(), (granularity, poison)
+            assert same_bits(got[kept], without.cpu().numpy()), granularity
+
+
 # --------------------------------------------------------------------------
 # scaled_mm
 

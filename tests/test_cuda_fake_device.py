@@ -54,6 +54,7 @@ def run_scenario(driver, name, tmp_path, environment=None, **fake):
     "calibrators_take_gpu_batches",
     "max_calibrator_reduces_on_the_gpu",
     "nonfinite_groups_on_the_gpu",
+    "linear_gives_a_nan_row_for_a_nonfinite_token",
     "quantize_empty_groups",
     "scaled_mm_matches_the_cpu",
     "scaled_mm_paths",

@@ -140,16 +140,20 @@ def linear_fp8(x: torch.Tensor, weight: torch.Tensor,
         if bias is not None:
             result += bias.to(x.dtype)
         return result.reshape(out_shape)
-    finite = torch.isfinite(rows).all(dim=1)
     if rows.is_cuda:
-        # The GPU's quantize never refuses a non-finite token (its scale or
-        # codes become NaN), and reading `finite` on the host would wait for
-        # the GPU at every layer: mask the rows afterwards instead.
+        # The GPU never refuses a non-finite token, and reading a flag on the
+        # host would wait for the GPU at every layer. Quantized per token (or
+        # in 1x128 blocks), such a token's scale becomes NaN or infinite and
+        # its codes hold a NaN (fp8q.quantize's GPU contract), so its row of
+        # the product is NaN by itself. A static input_scale saturates an
+        # infinity to a finite code instead: mask those rows afterwards.
         product = _fp8_product(rows.contiguous(), weight, weight_scale, bias,
                                input_scale, granularity, x.dtype)
-        return torch.where(finite.unsqueeze(1), product,
-                           product.new_full((), float("nan"))
-                           ).reshape(out_shape)
+        if input_scale is not None:
+            product = torch.where(torch.isfinite(rows).all(dim=1, keepdim=True),
+                                  product, product.new_full((), float("nan")))
+        return product.reshape(out_shape)
+    finite = torch.isfinite(rows).all(dim=1)
     if bool(finite.all()):
         return _fp8_product(rows.contiguous(), weight, weight_scale, bias,
                             input_scale, granularity, x.dtype
