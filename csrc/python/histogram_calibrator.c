@@ -674,8 +674,17 @@ PyDoc_STRVAR(
     "counted with skip_zeros=True. NaN and infinity raise ValueError "
     "(nothing counted) unless skip_nonfinite=True, which skips them and adds "
     "their number to nonfinite_count. The GIL is released while x is read. "
-    "A CUDA x is copied to the host first (after the work that wrote it); "
-    "the statistics run on the CPU.");
+    "A CUDA x is counted on its GPU (after the work that wrote it, on that "
+    "stream), with the CPU's bin rule, into a state kept on that GPU: "
+    "update() neither waits nor copies anything back. A CUDA batch holding "
+    "NaN or infinity without skip_nonfinite is refused there (nothing of it "
+    "counted); the next read of the state (counts, amax, bin_width, "
+    "total_count, nonfinite_count, compute_amax, state_dict, "
+    "load_state_dict, merge, extend_range, repr, a CPU batch or a batch on "
+    "another GPU) brings the state back once, bit-identical to the CPU's "
+    "counts, and raises that deferred ValueError, naming the first refused "
+    "update (numbered from 1 since construction or reset), its count and "
+    "the number refused, after keeping every other batch.");
 
 PyDoc_STRVAR(
     compute_amax_doc,
@@ -721,7 +730,9 @@ PyDoc_STRVAR(load_state_dict_doc,
              "count, negative counts, a bin width that is not a power of two, "
              "or counts and amax that disagree.");
 
-PyDoc_STRVAR(reset_doc, "reset()\n--\n\nForgets every count.");
+PyDoc_STRVAR(reset_doc,
+             "reset()\n--\n\nForgets every count, on the host and on a "
+             "GPU, refused batches included.");
 
 static PyMethodDef histogram_calibrator_methods[] = {
     {"update", (PyCFunction)(void (*)(void))histogram_calibrator_update,

@@ -848,9 +848,19 @@ PyDoc_STRVAR(update_doc,
              "which skips them and adds their number to nonfinite_count. An "
              "empty x records nothing. The GIL is released while x is read. "
              "A CUDA x is reduced on its GPU (after the work that wrote it, "
-             "on that stream); only the batch's amax per channel and its "
-             "count of non-finite values come back to the host, which waits "
-             "for them.");
+             "on that stream). With the running maximum (history_len=None, "
+             "no momentum) the state stays on that GPU: update() neither "
+             "waits nor copies anything back, and a batch holding NaN or "
+             "infinity without skip_nonfinite is refused there (nothing of it "
+             "recorded); the next read of the state (amax, nonfinite_count, "
+             "scale, state_dict, load_state_dict, merge, repr, a CPU batch or "
+             "a batch on another GPU) brings the state back once and raises "
+             "that deferred ValueError, naming the first refused update "
+             "(numbered from 1 since construction or reset), its count and "
+             "the number refused, after keeping every other batch. With a "
+             "window or a momentum the batch's amax per channel and its "
+             "non-finite count come back to the host at each update, which "
+             "waits for them and raises at once, as on the CPU.");
 
 PyDoc_STRVAR(scale_doc,
              "scale(dtype=\"float8_e4m3fn\", margin=0, power_of_2=False)\n--\n\n"
@@ -886,7 +896,9 @@ PyDoc_STRVAR(load_state_dict_doc,
              "is negative or not "
              "finite.");
 
-PyDoc_STRVAR(reset_doc, "reset()\n--\n\nForgets every recorded amax.");
+PyDoc_STRVAR(reset_doc,
+             "reset()\n--\n\nForgets every recorded amax, on the host and "
+             "on a GPU, refused batches included.");
 
 static PyMethodDef max_calibrator_methods[] = {
     {"update", (PyCFunction)(void (*)(void))max_calibrator_update,
