@@ -47,9 +47,11 @@
 #include <time.h>
 
 #include "amax.cuh"
+#include "calibrate.cuh"
 #include "cast.cuh"
 #include "core/dtype.h"
 #include "core/float_codec.h"
+#include "core/histogram_bins.h"
 #include "core/scale_formula.h"
 #include "epilogue.cuh"
 #include "gather.cuh"
@@ -694,13 +696,102 @@ static void run_gather(const fp8q_gather_args *args)
     }
 }
 
+/* The fold kernels' admission and record (kernels/calibrate.cuh). */
+static int admit_batch(fp8q_calib_record *record, uint64_t nonfinite,
+                       int64_t update_number, int skip_nonfinite)
+{
+    if (nonfinite == 0u || skip_nonfinite) {
+        record->nonfinite_count += nonfinite;
+        return 1;
+    }
+    if (record->refused_batches == 0u) {
+        record->first_refused_update = (uint64_t)update_number;
+        record->first_refused_count = nonfinite;
+    }
+    record->refused_batches += 1u;
+    return 0;
+}
+
+static void run_calib_fold_max(const fp8q_calib_fold_max_args *args)
+{
+    const uint64_t nonfinite = *args->batch_nonfinite;
+    uint32_t *amax_bits = (uint32_t *)(args->state + 1);
+    int64_t channel;
+    if (!admit_batch(&args->state->record, nonfinite, args->update_number,
+                     args->skip_nonfinite) ||
+        nonfinite >= (uint64_t)args->batch_size) {
+        return;
+    }
+    for (channel = 0; channel < args->n_channels; channel++) {
+        if (args->batch_amax_bits[channel] > amax_bits[channel]) {
+            amax_bits[channel] = args->batch_amax_bits[channel];
+        }
+    }
+    args->state->batches += 1u;
+}
+
+/* The state's exponent once it covers the batch's amax. */
+static int covered_exponent(const fp8q_calib_histogram_state *state,
+                            int64_t n_bins, uint32_t batch_amax_bits)
+{
+    return fp8q_histogram_covered_exponent(
+        n_bins,
+        state->has_range ? state->bin_exponent : FP8Q_HISTOGRAM_NO_RANGE,
+        fp8q_bits_to_float(batch_amax_bits));
+}
+
+static void run_histogram_count(const fp8q_histogram_count_args *args)
+{
+    const int exponent =
+        covered_exponent(args->state, args->n_bins, *args->batch_amax_bits);
+    const double inverse_width =
+        exponent == FP8Q_HISTOGRAM_NO_RANGE ? 0.0 : ldexp(1.0, -exponent);
+    int64_t i;
+    for (i = 0; i < args->count; i++) {
+        const int64_t bin = fp8q_histogram_bin(
+            load_element(args->source, i, args->source_dtype), inverse_width,
+            args->n_bins, args->skip_zeros);
+        if (bin < args->n_bins) {
+            args->batch_counts[bin] += 1u;
+        }
+    }
+}
+
+static void run_calib_fold_histogram(
+    const fp8q_calib_fold_histogram_args *args)
+{
+    fp8q_calib_histogram_state *state = args->state;
+    uint64_t *counts = (uint64_t *)(state + 1);
+    const uint32_t batch_amax = *args->batch_amax_bits;
+    const int exponent = covered_exponent(state, args->n_bins, batch_amax);
+    const int shift = state->has_range ? exponent - state->bin_exponent : 0;
+    int64_t bin;
+    if (!admit_batch(&state->record, *args->batch_nonfinite,
+                     args->update_number, args->skip_nonfinite)) {
+        return;
+    }
+    for (bin = 0; bin < args->n_bins; bin++) {
+        args->batch_counts[fp8q_histogram_widened_bin(bin, shift)] +=
+            counts[bin];
+    }
+    memcpy(counts, args->batch_counts, (size_t)args->n_bins * 8);
+    if (exponent != FP8Q_HISTOGRAM_NO_RANGE) {
+        state->has_range = 1;
+        state->bin_exponent = exponent;
+    }
+    if (batch_amax > state->amax_bits) {
+        state->amax_bits = batch_amax;
+    }
+}
+
 /* A function handle is the address of its name in this table. */
 static const char *const kernel_names[] = {
     FP8Q_CAST_KERNEL, FP8Q_AMAX_KERNEL, FP8Q_AMAX_ROWS_KERNEL,
     FP8Q_AMAX_BLOCKS_KERNEL, FP8Q_AMAX_COLUMNS_KERNEL,
     FP8Q_AMAX_FINITE_ROWS_KERNEL, FP8Q_SCALES_FROM_AMAX_KERNEL,
     FP8Q_QUANTIZE_ROWS_KERNEL, FP8Q_EPILOGUE_KERNEL, FP8Q_TRANSPOSE_KERNEL,
-    FP8Q_GATHER_KERNEL};
+    FP8Q_GATHER_KERNEL, FP8Q_CALIB_FOLD_MAX_KERNEL,
+    FP8Q_HISTOGRAM_COUNT_KERNEL, FP8Q_CALIB_FOLD_HISTOGRAM_KERNEL};
 
 static result_t fake_module_get_function(void **function, void *module,
                                          const char *name)
@@ -757,6 +848,23 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
     }
     else if (strcmp(name, FP8Q_AMAX_COLUMNS_KERNEL) == 0) {
         run_amax_columns((const fp8q_amax_columns_args *)parameters[0]);
+    }
+    else if (strcmp(name, FP8Q_CALIB_FOLD_MAX_KERNEL) == 0) {
+        if (grid_x != 1) {
+            return 1; /* the folds run on one block */
+        }
+        run_calib_fold_max((const fp8q_calib_fold_max_args *)parameters[0]);
+    }
+    else if (strcmp(name, FP8Q_HISTOGRAM_COUNT_KERNEL) == 0) {
+        run_histogram_count(
+            (const fp8q_histogram_count_args *)parameters[0]);
+    }
+    else if (strcmp(name, FP8Q_CALIB_FOLD_HISTOGRAM_KERNEL) == 0) {
+        if (grid_x != 1) {
+            return 1;
+        }
+        run_calib_fold_histogram(
+            (const fp8q_calib_fold_histogram_args *)parameters[0]);
     }
     else if (strcmp(name, FP8Q_GATHER_KERNEL) == 0) {
         run_gather((const fp8q_gather_args *)parameters[0]);

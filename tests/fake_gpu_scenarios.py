@@ -978,7 +978,8 @@ def calibrators_take_gpu_batches():
 def max_calibrator_reduces_on_the_gpu():
     """A CUDA batch's amax (per tensor or per channel, finite values only,
     non-finite ones counted) comes from the finite-amax kernel; the state
-    and every result equal the CPU calibrator's."""
+    and every result equal the CPU calibrator's. A batch with NaN/inf is
+    refused on the device and the next read raises."""
     rng = np.random.default_rng(24)
     for channel_axis in (None, 0, -1, 1):
         for source in ("float32", "bfloat16", "float16", "e4m3"):
@@ -993,7 +994,9 @@ def max_calibrator_reduces_on_the_gpu():
                 data = fp8q.asarray(x, dtype=source)
                 before = len(log_lines())
                 if batch == 1:
-                    expect(ValueError, "x: ", on_gpu.update, data.to("cuda"))
+                    on_gpu.update(data.to("cuda"))
+                    expect(ValueError, "x: update 2 (a batch on cuda:0) "
+                           "held ", getattr, on_gpu, "amax")
                 on_gpu.update(data.to("cuda"), skip_nonfinite=batch == 1)
                 on_host.update(data, skip_nonfinite=batch == 1)
                 assert "fp8q_amax_finite_rows" in log_lines()[before:]
@@ -1006,9 +1009,237 @@ def max_calibrator_reduces_on_the_gpu():
     empty.update(fp8q.zeros((0, 3), device="cuda"))
     assert "fp8q_amax_finite_rows" not in log_lines()[before:]
     assert empty.nonfinite_count == 0
+    # Only NaN, skipped: counted, nothing recorded, as on the CPU.
+    only_nan = fp8q.calib.MaxCalibrator(channel_axis=0)
+    only_nan.update(fp8q.asarray(np.full((3, 4), np.nan, np.float32),
+                                 device="cuda"), skip_nonfinite=True)
+    assert only_nan.amax is None and only_nan.nonfinite_count == 12
+    assert only_nan.state_dict()["amax_history"].shape == (0, 0)
+
+
+def calibration_batches(rng, count, shape=(7, 64)):
+    """float32 batches with zeros, subnormals, values spanning many
+    exponents (the range growing from batch to batch), NaN and inf."""
+    batches = []
+    for index in range(count):
+        x = rng.standard_normal(shape).astype(np.float32)
+        x *= np.float32(2.0) ** rng.integers(-30, 3 * index + 1, size=shape)
+        flat = x.reshape(-1)
+        flat[rng.integers(0, flat.size, 9)] = 0.0
+        flat[rng.integers(0, flat.size, 3)] = np.float32(3e-42)
+        flat[rng.integers(0, flat.size, 2)] = -np.float32(1e-45)
+        batches.append(x)
+    return batches
+
+
+def device_calls(made):
+    """The calls among `made` that copy, wait or allocate."""
+    return [name for name in made
+            if name.startswith(("cuMemAlloc", "cuMemFree", "cuMemcpy",
+                                "cuStreamSynchronize", "cuCtxSynchronize",
+                                "cuEventSynchronize"))]
+
+
+def calibrators_keep_their_state_on_the_gpu():
+    """N CUDA updates (after a first, which allocates the state) copy
+    nothing back, never wait and allocate nothing: the state and the
+    batch's temporaries stay on the GPU (the scratch memory reused). The
+    first read settles the state with one copy back."""
+    rng = np.random.default_rng(31)
+    batches = [fp8q.asarray(x, device="cuda")
+               for x in calibration_batches(rng, 5)]
+    for make in (fp8q.calib.MaxCalibrator,
+                 lambda: fp8q.calib.MaxCalibrator(channel_axis=0),
+                 fp8q.calib.HistogramCalibrator):
+        calibrator = make()
+        calibrator.update(batches[0])
+        before = len(log_lines())
+        for batch in batches[1:]:
+            calibrator.update(batch)
+        made = calls()[before:]
+        assert device_calls(made) == [], made
+        assert made.count("fp8q_amax_finite_rows") == 4, made
+        before = len(log_lines())
+        calibrator.nonfinite_count
+        assert calls()[before:].count("cuMemcpyAsync") == 1
+        assert calls()[before:].count("cuStreamSynchronize") == 1
+        before = len(log_lines())
+        calibrator.nonfinite_count  # settled: nothing to bring back
+        assert device_calls(calls()[before:]) == []
+
+
+def compare_histograms(on_gpu, on_host, key):
+    assert np.array_equal(on_gpu.counts, on_host.counts), key
+    assert on_gpu.bin_width == on_host.bin_width, key
+    assert on_gpu.amax == on_host.amax, key
+    assert on_gpu.total_count == on_host.total_count, key
+    assert on_gpu.nonfinite_count == on_host.nonfinite_count, key
+
+
+def histogram_calibrator_counts_on_the_gpu():
+    """Counts bit-identical to the CPU calibrator's over batches growing the
+    range, with zeros, subnormals, NaN/inf (skipped), fp32/fp16/bf16 and
+    strided views, with and without skip_zeros, for bin counts held in
+    shared memory or not (kernels/calibrate.cuh)."""
+    seed = int(np.random.SeedSequence().entropy % 2**32)
+    rng = np.random.default_rng(seed)
+    for bins in (2048, 1, 100, 4096):
+        for skip_zeros in (False, True):
+            for source in ("float32", "float16", "bfloat16"):
+                on_gpu = fp8q.calib.HistogramCalibrator(bins, skip_zeros)
+                on_host = fp8q.calib.HistogramCalibrator(bins, skip_zeros)
+                for index, x in enumerate(calibration_batches(rng, 4)):
+                    if index == 2:
+                        x[1, 3] = np.nan
+                        x[4, 0] = -np.inf
+                    data = fp8q.asarray(x, dtype=source)
+                    view = data.T if index % 2 else data
+                    before = len(log_lines())
+                    on_gpu.update(view.to("cuda") if index % 2 else
+                                  data.to("cuda").T, skip_nonfinite=True)
+                    on_host.update(data.T, skip_nonfinite=True)
+                    assert "fp8q_histogram_count" in log_lines()[before:]
+                    compare_histograms(on_gpu, on_host,
+                                       (seed, bins, skip_zeros, source,
+                                        index))
+                for method in ("percentile", "entropy", "mse"):
+                    assert on_gpu.compute_amax(method) == \
+                        on_host.compute_amax(method), (seed, method)
+    # Only zeros, then a range; an empty batch records nothing.
+    on_gpu = fp8q.calib.HistogramCalibrator()
+    on_host = fp8q.calib.HistogramCalibrator()
+    for x in (np.zeros(10, np.float32), np.zeros((0, 4), np.float32),
+              np.float32([0.5, 0.0, 3.0])):
+        on_gpu.update(fp8q.asarray(x, device="cuda"))
+        on_host.update(x)
+        compare_histograms(on_gpu, on_host, x.shape)
+
+
+def deferred_nonfinite_error():
+    """Batch 3 of 5 holds a NaN: its update returns, and the next read of
+    the state raises naming update 3, its count and how many batches were
+    refused, with the skip_nonfinite hint; the state keeps batches 1, 2, 4
+    and 5, as the CPU's, and the error is raised once."""
+    rng = np.random.default_rng(32)
+    batches = calibration_batches(rng, 5)
+    batches[2][0, :2] = np.nan
+    batches[3][1, 1] = np.inf
+    for make, read in ((fp8q.calib.MaxCalibrator, "amax"),
+                       (lambda: fp8q.calib.MaxCalibrator(channel_axis=1),
+                        "state_dict"),
+                       (fp8q.calib.HistogramCalibrator, "counts")):
+        on_gpu, on_host = make(), make()
+        for index, x in enumerate(batches):
+            on_gpu.update(fp8q.asarray(x, device="cuda"))
+            if index not in (2, 3):
+                on_host.update(x)
+        try:
+            value = getattr(on_gpu, read)
+            if callable(value):
+                value()
+        except ValueError as error:
+            message = str(error)
+        else:
+            raise AssertionError("no deferred error")
+        assert message == (
+            "x: update 3 (a batch on cuda:0) held 2 NaN or infinite values "
+            "and was not recorded; 2 batches were refused for NaN/inf since "
+            "the state was last read, every other batch is recorded (pass "
+            "skip_nonfinite=True to update() to skip and count them)"), \
+            message
+        assert same_bits(np.asarray(on_gpu.state_dict()[
+            "amax_history" if "amax_history" in on_gpu.state_dict()
+            else "counts"]), np.asarray(on_host.state_dict()[
+                "amax_history" if "amax_history" in on_host.state_dict()
+                else "counts"]))
+        assert repr(on_gpu) == repr(on_host)
+
+
+def device_state_is_settled_by_every_reader():
+    """A CPU batch, merge, state_dict / load_state_dict, extend_range and
+    reset see (or drop) what the device holds; the results equal the CPU
+    calibrator's for the same batches."""
+    rng = np.random.default_rng(33)
+    a, b, c = calibration_batches(rng, 3)
+    for make in (fp8q.calib.MaxCalibrator,
+                 lambda: fp8q.calib.MaxCalibrator(channel_axis=0),
+                 fp8q.calib.HistogramCalibrator):
+        on_gpu, on_host = make(), make()
+        on_gpu.update(fp8q.asarray(a, device="cuda"))
+        on_gpu.update(b)  # a CPU batch settles first
+        on_gpu.update(fp8q.asarray(c, device="cuda"))
+        for x in (a, b, c):
+            on_host.update(x)
+        state = on_gpu.state_dict()
+        expected = on_host.state_dict()
+        assert state.keys() == expected.keys()
+        for key in state:
+            assert same_bits(np.asarray(state[key]),
+                             np.asarray(expected[key])), key
+        # Round trip, then merge of a calibrator holding a device state.
+        loaded = make()
+        loaded.update(fp8q.asarray(c, device="cuda"))
+        loaded.load_state_dict(state)
+        assert repr(loaded) == repr(on_host)
+        other, other_host = make(), make()
+        other.update(fp8q.asarray(a * 8, device="cuda"))
+        other_host.update(a * 8)
+        merged, merged_host = make(), make()
+        merged.update(fp8q.asarray(b, device="cuda"))
+        merged_host.update(b)
+        merged.merge(other)
+        merged_host.merge(other_host)
+        assert repr(merged) == repr(merged_host)
+        assert repr(other) == repr(other_host)
+        # reset drops the device state and its record.
+        dropped = make()
+        dropped.update(fp8q.asarray(np.float32([np.nan, 1.0]),
+                                    device="cuda"))
+        dropped.reset()
+        assert dropped.nonfinite_count == 0 and dropped.amax is None
+    histogram = fp8q.calib.HistogramCalibrator()
+    histogram.update(fp8q.asarray(a, device="cuda"))
+    histogram.extend_range(1e6)
+    expected = fp8q.calib.HistogramCalibrator()
+    expected.update(a)
+    expected.extend_range(1e6)
+    assert np.array_equal(histogram.counts, expected.counts)
+    assert histogram.bin_width == expected.bin_width
+
+
+def calibrate_names_the_layer_of_a_refused_gpu_batch():
+    """fp8q.torch.calibrate reads each layer's statistics when its block
+    ends: a CUDA batch refused on the GPU raises there, naming the layer.
+    (torch here has no CUDA: the CUDA batch is an fp8q tensor given to the
+    layer's calibrator inside the block, as the forward hook would.)"""
+    try:
+        import torch
+        import fp8q.torch as fpt
+    except ImportError:
+        return
+    torch.manual_seed(0)
+    model = fpt.quantize(torch.nn.Sequential(torch.nn.Linear(32, 16)),
+                         activations="e4m3")
+    poisoned = np.ones((2, 32), np.float32)
+    poisoned[1, 3] = np.nan
+    try:
+        with fpt.calibrate(model):
+            with torch.no_grad():
+                model(torch.ones(2, 32))
+            model[0]._calibration[0].update(
+                fp8q.asarray(poisoned, device="cuda"))
+    except ValueError as error:
+        message = str(error)
+    else:
+        raise AssertionError("no error at the end of calibrate")
+    assert message.startswith("calibrate: the input of layer '0': x: update "
+                              "2 (a batch on cuda:0) held 1 NaN"), message
+    assert message.endswith("(pass skip_nonfinite=True to update() to skip "
+                            "and count them)"), message
 
 
 # --------------------------------------------------------------------------
+# DLPack# --------------------------------------------------------------------------
 # DLPack
 
 

@@ -224,6 +224,36 @@ def test_max_calibrator_on_the_gpu_matches_the_cpu(channel_axis, source, rng):
         assert on_gpu.nonfinite_count == on_host.nonfinite_count
 
 
+@pytest.mark.parametrize("bins, skip_zeros", [(2048, False), (2048, True),
+                                               (100, False), (8192, False)])
+@pytest.mark.parametrize("source", ["float32", "bfloat16", "float16"])
+def test_histogram_calibrator_on_the_gpu_matches_the_cpu(bins, skip_zeros,
+                                                        source, rng):
+    """HistogramCalibrator counts CUDA batches on the GPU (shared-memory bins
+    up to 2048, global atomics beyond) into a state kept there: bit for bit
+    the CPU calibrator's counts, grid and amax, over batches growing the
+    range with zeros, subnormals, NaN and inf; a refused batch raises at the
+    next read and the state keeps every other batch."""
+    import fp8q.calib
+
+    on_gpu = fp8q.calib.HistogramCalibrator(bins, skip_zeros)
+    on_host = fp8q.calib.HistogramCalibrator(bins, skip_zeros)
+    for index in range(4):
+        x = specials_and_random(rng, 257 * 1031).reshape(257, 1031)
+        x *= np.float32(2.0) ** (4 * index)
+        x[rng.integers(0, 257, 50), rng.integers(0, 1031, 50)] = 0.0
+        data = fp8q.asarray(x, dtype=source)
+        on_gpu.update(data.to("cuda").T, skip_nonfinite=True)
+        on_host.update(data.T, skip_nonfinite=True)
+    on_gpu.update(data.to("cuda"))  # NaN/inf: refused on the GPU
+    with pytest.raises(ValueError, match=r"update 5 .*skip_nonfinite=True"):
+        on_gpu.counts
+    assert np.array_equal(on_gpu.counts, on_host.counts)
+    assert on_gpu.bin_width == on_host.bin_width
+    assert on_gpu.amax == on_host.amax
+    assert on_gpu.nonfinite_count == on_host.nonfinite_count
+
+
 def test_computed_nans_have_the_cpus_bits():
     """A group holding inf gets the scale inf, and inf / inf is a NaN
     computed on the GPU: it must take the CPU's bits (the positive quiet NaN

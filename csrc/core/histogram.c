@@ -1,10 +1,9 @@
 /*
  * histogram.c - |x| histograms on a power-of-two grid (see histogram.h).
  *
- * The bin of a value is floor(|x| * 2^-bin_exponent), computed in double:
- * scaling a float32 by a power of two is exact there, so every value lands
- * in the bin its real value belongs to, and widening the grid by 2^shift is
- * exactly bin >> shift. Large inputs are split into slices, each counted by
+ * The bin rule (floor(|x| * 2^-bin_exponent) in double, the covering
+ * exponent, widening by 2^shift as bin >> shift) is core/histogram_bins.h,
+ * shared with the GPU's kernels/calibrate.cu. Large inputs are split into slices, each counted by
  * one thread into its own partial histogram; the partials are summed after.
  */
 #include <inttypes.h>
@@ -18,11 +17,6 @@
 
 /* float32 values staged per step of a run (L1-sized). */
 #define STAGE 512
-
-/* Bin exponents a histogram may have: wide enough for any float32 amax with
- * any bin count (2^-149 / 2^16 to 2^128). */
-#define MIN_EXPONENT (-200)
-#define MAX_EXPONENT 128
 
 /* ------------------------------------------------------------------------- */
 /* Grid                                                                      */
@@ -55,22 +49,6 @@ int64_t fp8q_histogram_total(const fp8q_histogram *histogram)
     return total;
 }
 
-/* The smallest exponent e with value < n_bins * 2^e (value > 0, finite). */
-static int covering_exponent(int64_t n_bins, float value)
-{
-    int exponent;
-    frexp((double)value / (double)n_bins, &exponent);
-    /* The division may round; settle e on exact comparisons. */
-    while (exponent < MAX_EXPONENT &&
-           (double)value >= ldexp((double)n_bins, exponent)) {
-        exponent++;
-    }
-    while ((double)value < ldexp((double)n_bins, exponent - 1)) {
-        exponent--;
-    }
-    return exponent;
-}
-
 /* Folds the counts onto the grid of width 2^exponent (>= the current). */
 static void widen_to(fp8q_histogram *histogram, int exponent)
 {
@@ -88,7 +66,7 @@ static void widen_to(fp8q_histogram *histogram, int exponent)
     /* In place, ascending: bin >> shift <= bin, and never a bin not yet
      * visited, except bin itself. */
     for (bin = 1; bin < histogram->n_bins; bin++) {
-        const int64_t target = shift >= 63 ? 0 : bin >> shift;
+        const int64_t target = fp8q_histogram_widened_bin(bin, shift);
         const int64_t count = histogram->counts[bin];
         histogram->counts[bin] = 0;
         histogram->counts[target] += count;
@@ -109,13 +87,9 @@ fp8q_status fp8q_histogram_cover(fp8q_histogram *histogram, float value,
                          "amax: expected a finite value >= 0, got %g",
                          (double)value);
     }
-    if (value > 0.0f) {
-        const int needed = covering_exponent(histogram->n_bins, value);
-        if (histogram->bin_exponent == FP8Q_HISTOGRAM_NO_RANGE ||
-            needed > histogram->bin_exponent) {
-            widen_to(histogram, needed);
-        }
-    }
+    widen_to(histogram,
+             fp8q_histogram_covered_exponent(histogram->n_bins,
+                                             histogram->bin_exponent, value));
     return FP8Q_OK;
 }
 
@@ -125,30 +99,24 @@ fp8q_status fp8q_histogram_cover(fp8q_histogram *histogram, float value,
 typedef struct count_context {
     fp8q_dtype dtype;
     double inverse_width; /* 2^-bin_exponent */
-    double bin_limit;     /* n_bins, as a double */
     int skip_zeros;
     int64_t discard_bin;  /* n_bins: the slot for values not counted */
     int64_t *counts;      /* n_bins + 1 partial counts */
 } count_context;
 
-/* Counts one staged block. Values not counted (non-finite, or zero with
- * skip_zeros) go to the discard slot, so the loop has no branch. So does a
- * value beyond the grid, which only another thread writing into x between
- * the two passes can produce: a race in the caller's code must not write
- * outside the counts. */
+/* Counts one staged block by fp8q_histogram_bin (histogram_bins.h). Values
+ * not counted (non-finite, zero with skip_zeros, or beyond the grid: a race
+ * in the caller's code must not write outside the counts) go to the discard
+ * slot, so the loop has no branch. */
 static void count_values(const count_context *context, const float *values,
                          int64_t count)
 {
     int64_t *counts = context->counts;
     int64_t i;
     for (i = 0; i < count; i++) {
-        const float magnitude = fabsf(values[i]);
-        const int finite = magnitude <= 3.40282347e38f;
-        const double scaled =
-            (double)(finite ? magnitude : 0.0f) * context->inverse_width;
-        const int counted = finite && scaled < context->bin_limit &&
-                            !(context->skip_zeros && magnitude == 0.0f);
-        counts[counted ? (int64_t)scaled : context->discard_bin]++;
+        counts[fp8q_histogram_bin(values[i], context->inverse_width,
+                                  context->discard_bin,
+                                  context->skip_zeros)]++;
     }
 }
 
@@ -223,7 +191,6 @@ static fp8q_status count_into(fp8q_histogram *histogram,
     }
     job.context.dtype = source->dtype;
     job.context.inverse_width = ldexp(1.0, -histogram->bin_exponent);
-    job.context.bin_limit = (double)histogram->n_bins;
     job.context.skip_zeros = skip_zeros;
     job.context.discard_bin = histogram->n_bins;
     job.context.counts = (int64_t *)fp8q_aligned_alloc(
@@ -333,8 +300,8 @@ fp8q_status fp8q_histogram_merge(fp8q_histogram *histogram,
                 ? 0
                 : histogram->bin_exponent - other->bin_exponent;
     for (bin = 0; bin < other->n_bins; bin++) {
-        const int64_t target = shift >= 63 ? 0 : bin >> shift;
-        histogram->counts[target] += other->counts[bin];
+        histogram->counts[fp8q_histogram_widened_bin(bin, shift)] +=
+            other->counts[bin];
     }
     if (other->amax > histogram->amax) {
         histogram->amax = other->amax;
@@ -376,12 +343,13 @@ fp8q_status fp8q_histogram_check(const fp8q_histogram *histogram,
         last_allowed = 0;
     }
     else {
-        if (histogram->bin_exponent < MIN_EXPONENT ||
-            histogram->bin_exponent > MAX_EXPONENT) {
+        if (histogram->bin_exponent < FP8Q_HISTOGRAM_MIN_EXPONENT ||
+            histogram->bin_exponent > FP8Q_HISTOGRAM_MAX_EXPONENT) {
             return fp8q_fail(error, FP8Q_ERROR_VALUE,
                              "bin_width: expected 2^e with e in [%d, %d], "
                              "got 2^%d",
-                             MIN_EXPONENT, MAX_EXPONENT,
+                             FP8Q_HISTOGRAM_MIN_EXPONENT,
+                             FP8Q_HISTOGRAM_MAX_EXPONENT,
                              histogram->bin_exponent);
         }
         if ((double)amax >=

@@ -13,17 +13,13 @@
 #ifndef FP8Q_CORE_HISTOGRAM_H
 #define FP8Q_CORE_HISTOGRAM_H
 
-#include <limits.h>
 #include <stdint.h>
 
+#include "core/histogram_bins.h"
 #include "core/status.h"
 #include "core/view.h"
 
 #define FP8Q_HISTOGRAM_MAX_BINS ((int64_t)1 << 16)
-
-/* bin_exponent before any nonzero value has been counted: every count, if
- * any, is of zeros, in bin 0. */
-#define FP8Q_HISTOGRAM_NO_RANGE INT_MIN
 
 typedef struct fp8q_histogram {
     int64_t n_bins;   /* in [1, FP8Q_HISTOGRAM_MAX_BINS] */

@@ -149,6 +149,9 @@ typedef enum fp8q_cuda_kernel {
     FP8Q_KERNEL_EPILOGUE,  /* kernels/epilogue.cuh                    */
     FP8Q_KERNEL_TRANSPOSE, /* kernels/transpose.cuh                   */
     FP8Q_KERNEL_GATHER,    /* kernels/gather.cuh                      */
+    FP8Q_KERNEL_CALIB_FOLD_MAX, /* kernels/calibrate.cuh              */
+    FP8Q_KERNEL_HISTOGRAM_COUNT, /* kernels/calibrate.cuh             */
+    FP8Q_KERNEL_CALIB_FOLD_HISTOGRAM, /* kernels/calibrate.cuh        */
     FP8Q_KERNEL_COUNT
 } fp8q_cuda_kernel;
 

@@ -263,3 +263,35 @@ fp8q_status fp8q_cuda_launch_gather(const fp8q_cuda_device *device,
                   elementwise_blocks(device, FP8Q_KERNEL_GATHER, args->count),
                   args, stream, error);
 }
+
+/* The fold kernels run on one block: their work is a few thousand values,
+ * and one block can order its two phases with __syncthreads. */
+fp8q_status fp8q_cuda_launch_calib_fold_max(
+    const fp8q_cuda_device *device, const fp8q_calib_fold_max_args *args,
+    fp8q_cu_stream stream, fp8q_error *error)
+{
+    return launch(device, FP8Q_KERNEL_CALIB_FOLD_MAX, 1u, args, stream,
+                  error);
+}
+
+fp8q_status fp8q_cuda_launch_histogram_count(
+    const fp8q_cuda_device *device, const fp8q_histogram_count_args *args,
+    fp8q_cu_stream stream, fp8q_error *error)
+{
+    if (args->count == 0) {
+        return FP8Q_OK;
+    }
+    return launch(device, FP8Q_KERNEL_HISTOGRAM_COUNT,
+                  elementwise_blocks(device, FP8Q_KERNEL_HISTOGRAM_COUNT,
+                                     args->count),
+                  args, stream, error);
+}
+
+fp8q_status fp8q_cuda_launch_calib_fold_histogram(
+    const fp8q_cuda_device *device,
+    const fp8q_calib_fold_histogram_args *args, fp8q_cu_stream stream,
+    fp8q_error *error)
+{
+    return launch(device, FP8Q_KERNEL_CALIB_FOLD_HISTOGRAM, 1u, args, stream,
+                  error);
+}

@@ -11,6 +11,7 @@
 #define FP8Q_CUDA_LAUNCH_H
 
 #include "amax.cuh"
+#include "calibrate.cuh"
 #include "cast.cuh"
 #include "epilogue.cuh"
 #include "gather.cuh"
@@ -86,5 +87,24 @@ fp8q_status fp8q_cuda_launch_transpose(const fp8q_cuda_device *device,
 fp8q_status fp8q_cuda_launch_gather(const fp8q_cuda_device *device,
                                     const fp8q_gather_args *args,
                                     fp8q_cu_stream stream, fp8q_error *error);
+
+/* The max calibrator's fold of a batch into its device state
+ * (kernels/calibrate.cuh): one block. */
+fp8q_status fp8q_cuda_launch_calib_fold_max(
+    const fp8q_cuda_device *device, const fp8q_calib_fold_max_args *args,
+    fp8q_cu_stream stream, fp8q_error *error);
+
+/* The histogram of args->count elements into args->batch_counts (clear
+ * them first), on a grid sized like the elementwise kernels'. */
+fp8q_status fp8q_cuda_launch_histogram_count(
+    const fp8q_cuda_device *device, const fp8q_histogram_count_args *args,
+    fp8q_cu_stream stream, fp8q_error *error);
+
+/* The histogram calibrator's fold of a batch into its device state: one
+ * block. */
+fp8q_status fp8q_cuda_launch_calib_fold_histogram(
+    const fp8q_cuda_device *device,
+    const fp8q_calib_fold_histogram_args *args, fp8q_cu_stream stream,
+    fp8q_error *error);
 
 #endif /* FP8Q_CUDA_LAUNCH_H */

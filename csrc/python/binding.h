@@ -310,6 +310,14 @@ int fp8q_py_cuda_amax(fp8q_TensorObject *input, const int *reduce,
 int fp8q_py_cuda_amax_finite(fp8q_TensorObject *x, int channel_axis,
                              float *amax, int64_t *n_nonfinite);
 
+/* The same reduction enqueued on `stream` into device memory, with no host
+ * wait: amax_bits[channel] written (float32 bits), *nonfinite_count raised
+ * (clear it first; 8-byte aligned). 0, or -1 with an exception. */
+int fp8q_py_cuda_enqueue_amax_finite(fp8q_TensorObject *x, int channel_axis,
+                                     uint32_t *amax_bits,
+                                     uint64_t *nonfinite_count,
+                                     fp8q_cu_stream stream);
+
 /* quantize on x's GPU: with options->compute_scale, each group's amax
  * into `scale` and scales from it there; then data = cast(x / scale). x
  * C-contiguous; data (FP8, x's shape) and scale (float32, the granularity's
@@ -368,11 +376,6 @@ fp8q_TensorObject *fp8q_py_cuda_convert(fp8q_TensorObject *source,
 extern PyTypeObject fp8q_MaxCalibrator_Type;
 extern PyTypeObject fp8q_HistogramCalibrator_Type;
 
-/* A calibrator's `x` as a CPU Tensor: over x's data (converted only where
- * fp8q cannot read it in place), or a host copy of a CUDA tensor; NULL with
- * an exception. */
-fp8q_TensorObject *fp8q_py_calibration_input(PyObject *x_object);
-
 /* A new C-contiguous float32 NumPy array of `shape` holding a copy of
  * `values`. */
 PyObject *fp8q_py_float32_array(int ndim, const int64_t *shape,
@@ -401,6 +404,58 @@ int fp8q_py_parse_scale_options(PyObject *dtype_object,
 PyObject *fp8q_py_scales_from_amax(int ndim, const int64_t *shape,
                                    const float *amax, fp8q_dtype target,
                                    int margin, int power_of_2);
+
+/* ------------------------------------------------------------------------- */
+/* calibration_device.c: a calibrator's state kept on a device              */
+
+/*
+ * The device half of a calibrator's state (kernels/calibrate.cuh's layouts:
+ * a record of skipped and refused batches, then the calibrator's own
+ * statistics). CUDA batches are folded into it by kernels on their stream,
+ * with no host wait; "settling" copies it back (waiting), folds it into the
+ * host state and empties it. Changed with the GIL held only.
+ */
+typedef struct fp8q_py_device_state {
+    fp8q_TensorObject *memory; /* uint8 CUDA tensor, or NULL: nothing there */
+    int pending;               /* batches folded in since the last settle  */
+    int64_t n_updates;         /* update() calls so far (1-based numbers)   */
+} fp8q_py_device_state;
+
+/* Folds a settled device state (a host copy of all its `bytes`, 8-byte
+ * aligned) into the calibrator's host state; 0, or -1 with an exception and
+ * the host state unchanged. */
+typedef int (*fp8q_py_device_fold)(PyObject *calibrator, const void *state,
+                                   size_t bytes);
+
+/*
+ * Settles the device state, if any: copies it back (waiting for the work
+ * queued on its stream), folds it in with `fold`, adds its skipped
+ * non-finite count to *nonfinite_count and empties it (kept for reuse).
+ * When batches were refused for NaN/inf since the last settle, raises the
+ * deferred ValueError naming the first one's update number and count, the
+ * number refused and the skip_nonfinite hint, after folding every admitted
+ * batch; the record is cleared. 0, or -1 with an exception.
+ */
+int fp8q_py_device_state_settle(fp8q_py_device_state *state,
+                                PyObject *calibrator, fp8q_py_device_fold fold,
+                                int64_t *nonfinite_count);
+
+/*
+ * Makes the device state `bytes` long on x's device (x a CUDA tensor),
+ * ordered on `stream`: kept when it already is, else the old one settled
+ * (as fp8q_py_device_state_settle, which may raise) and a new, zeroed one
+ * allocated. Marks it pending: the caller enqueues a fold into it next.
+ * Returns the state's device memory, or NULL with an exception.
+ */
+void *fp8q_py_device_state_prepare(fp8q_py_device_state *state,
+                                   fp8q_TensorObject *x, size_t bytes,
+                                   fp8q_cu_stream stream, PyObject *calibrator,
+                                   fp8q_py_device_fold fold,
+                                   int64_t *nonfinite_count);
+
+/* Forgets the device state and its record (reset, __init__), and restarts
+ * the update numbering. */
+void fp8q_py_device_state_clear(fp8q_py_device_state *state);
 
 /* ------------------------------------------------------------------------- */
 /* dlpack.c                                                                  */

@@ -1,8 +1,7 @@
 /*
- * calibration.c - what the calibrator types share: reading their input,
- * float32 NumPy results, the margin argument, and fp8q._C._scale_from_amax
- * (amax to scale, the one conversion the calibrators and
- * fp8q.CalibrationCache use). Registers the calibrator types as
+ * calibration.c - what the calibrator types share: float32 NumPy results,
+ * the margin argument, and fp8q._C._scale_from_amax (amax to scale, the one
+ * conversion the calibrators and fp8q.CalibrationCache use). Registers the calibrator types as
  * fp8q._C._MaxCalibrator and fp8q._C._HistogramCalibrator.
  */
 #include <string.h>
@@ -13,20 +12,6 @@
 
 /* ------------------------------------------------------------------------- */
 /* Shared by the calibrator types                                            */
-
-fp8q_TensorObject *fp8q_py_calibration_input(PyObject *x_object)
-{
-    static const fp8q_py_device cpu = {FP8Q_DEVICE_CPU, 0};
-    fp8q_TensorObject *x =
-        fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
-
-    if (x != NULL && x->device_type == FP8Q_DEVICE_CUDA) {
-        /* The statistics are computed on the CPU: a GPU batch comes over,
-         * after the work that wrote it. */
-        Py_SETREF(x, fp8q_tensor_copy_to(x, &cpu, fp8q_py_last_stream(x)));
-    }
-    return x;
-}
 
 PyObject *fp8q_py_float32_array(int ndim, const int64_t *shape,
                                 const float *values)

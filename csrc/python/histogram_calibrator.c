@@ -6,8 +6,11 @@
  *
  * update() counts the batch into a histogram of its own with the GIL
  * released, then merges it into the calibrator's with the GIL held; merging
- * is exact on this grid, so concurrent updates lose nothing. compute_amax()
- * searches a snapshot of the counts with the GIL released.
+ * is exact on this grid, so concurrent updates lose nothing. A CUDA batch
+ * is counted on its GPU (kernels/calibrate.cuh: finite amax, counts on the
+ * covered grid, fold) into a state kept there (calibration_device.c),
+ * merged into the host's when the state is read. compute_amax() searches a
+ * snapshot of the counts with the GIL released.
  */
 #include <math.h>
 #include <string.h>
@@ -16,6 +19,9 @@
 
 #include "core/histogram.h"
 #include "core/histogram_threshold.h"
+#include "cuda/launch.h"
+#include "cuda/memory.h"
+#include "cuda/scratch.h"
 
 /* What a state_dict holds, for load_state_dict's KeyError. */
 #define STATE_KEYS                                                            \
@@ -27,6 +33,7 @@ typedef struct fp8q_HistogramCalibratorObject {
     fp8q_histogram histogram; /* counts allocated with PyMem */
     int skip_zeros;
     int64_t nonfinite_count;
+    fp8q_py_device_state device; /* counts of CUDA batches */
 } fp8q_HistogramCalibratorObject;
 
 /* A zeroed histogram of n_bins over new PyMem counts; -1 with MemoryError. */
@@ -60,6 +67,40 @@ static int has_counted(const fp8q_HistogramCalibratorObject *self)
     return fp8q_histogram_total(&self->histogram) > 0;
 }
 
+/* fp8q_py_device_fold: the device's histogram (kernels/calibrate.cuh,
+ * fp8q_calib_histogram_state and its counts) merged into the host's.
+ * Merging is exact on this grid, so the result is the CPU's for the same
+ * batches. */
+static int fold_device_state(PyObject *object, const void *memory,
+                             size_t bytes)
+{
+    fp8q_HistogramCalibratorObject *self =
+        (fp8q_HistogramCalibratorObject *)object;
+    const fp8q_calib_histogram_state *state =
+        (const fp8q_calib_histogram_state *)memory;
+    fp8q_histogram on_device;
+    fp8q_error error;
+
+    (void)bytes; /* n_bins counts, as the calibrator's */
+    on_device.n_bins = self->histogram.n_bins;
+    on_device.counts = (int64_t *)(void *)(state + 1);
+    on_device.bin_exponent =
+        state->has_range ? state->bin_exponent : FP8Q_HISTOGRAM_NO_RANGE;
+    on_device.amax = fp8q_bits_to_float(state->amax_bits);
+    fp8q_error_clear(&error);
+    return fp8q_py_raise_on_failure(
+        fp8q_histogram_merge(&self->histogram, &on_device, &error), &error);
+}
+
+/* Brings the device state into the host state (calibration_device.c); -1
+ * with an exception, e.g. the deferred error of a refused batch. */
+static int settle(fp8q_HistogramCalibratorObject *self)
+{
+    return fp8q_py_device_state_settle(&self->device, (PyObject *)self,
+                                       fold_device_state,
+                                       &self->nonfinite_count);
+}
+
 /* ------------------------------------------------------------------------- */
 /* Construction                                                              */
 
@@ -87,17 +128,109 @@ static int histogram_calibrator_init(fp8q_HistogramCalibratorObject *self,
     self->histogram = histogram;
     self->skip_zeros = skip_zeros;
     self->nonfinite_count = 0;
+    fp8q_py_device_state_clear(&self->device);
     return 0;
 }
 
 static void histogram_calibrator_dealloc(fp8q_HistogramCalibratorObject *self)
 {
+    Py_XDECREF(self->device.memory);
     PyMem_Free(self->histogram.counts);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 /* ------------------------------------------------------------------------- */
 /* update, merge, extend_range                                               */
+
+/*
+ * A non-empty CUDA batch counted on its GPU, on x's stream: its finite amax
+ * and NaN/inf count, its counts on the grid the state will have once it
+ * covers that amax, then the fold into the device state (which refuses and
+ * records a batch with NaN/inf unless skip_nonfinite), all in scratch
+ * memory. No host wait, no copy back. The kernels that read or write the
+ * state are launched with the GIL held, right after the state was ordered
+ * on the stream, so that updates from several threads fold one after
+ * another.
+ */
+static int update_on_device(fp8q_HistogramCalibratorObject *self,
+                            fp8q_TensorObject *x, int skip_nonfinite)
+{
+    const fp8q_cu_stream stream = fp8q_py_last_stream(x);
+    const int64_t n_bins = self->histogram.n_bins;
+    const size_t counts_offset = 2 * sizeof(uint64_t);
+    fp8q_TensorObject *source = fp8q_py_cuda_contiguous(x, stream);
+    fp8q_histogram_count_args count;
+    fp8q_calib_fold_histogram_args fold;
+    fp8q_cuda_scratch scratch = {NULL, NULL, 0};
+    fp8q_error error;
+    fp8q_status status;
+    char *batch;
+    int outcome = -1;
+
+    if (source == NULL || fp8q_py_use_on_stream(source, stream) < 0) {
+        Py_XDECREF(source);
+        return -1;
+    }
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_scratch_acquire(
+        x->cuda_device, counts_offset + (size_t)n_bins * sizeof(uint64_t),
+        stream, &scratch, &error);
+    if (status == FP8Q_OK) {
+        status = fp8q_cuda_zero(
+            x->cuda_device, scratch.memory,
+            counts_offset + (size_t)n_bins * sizeof(uint64_t), stream,
+            &error);
+    }
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        goto done;
+    }
+    /* Scratch: the NaN/inf count, the amax bits, then the counts. */
+    batch = (char *)scratch.memory;
+    memset(&count, 0, sizeof count);
+    count.source = source->view.data;
+    count.batch_counts = (uint64_t *)(void *)(batch + counts_offset);
+    count.batch_amax_bits = (const uint32_t *)(void *)(batch + 8);
+    count.count = fp8q_view_size(&source->view);
+    count.n_bins = n_bins;
+    count.source_dtype = (int32_t)source->view.dtype;
+    count.skip_zeros = self->skip_zeros != 0;
+    memset(&fold, 0, sizeof fold);
+    fold.batch_counts = count.batch_counts;
+    fold.batch_amax_bits = count.batch_amax_bits;
+    fold.batch_nonfinite = (const uint64_t *)(void *)batch;
+    fold.n_bins = n_bins;
+    fold.update_number = self->device.n_updates;
+    fold.skip_nonfinite = skip_nonfinite != 0;
+    if (fp8q_py_cuda_enqueue_amax_finite(
+            source, -1, (uint32_t *)(void *)(batch + 8),
+            (uint64_t *)(void *)batch, stream) < 0) {
+        goto done;
+    }
+    fold.state = (fp8q_calib_histogram_state *)fp8q_py_device_state_prepare(
+        &self->device, x,
+        sizeof(fp8q_calib_histogram_state) +
+            (size_t)n_bins * sizeof(uint64_t),
+        stream, (PyObject *)self, fold_device_state, &self->nonfinite_count);
+    if (fold.state == NULL) {
+        goto done;
+    }
+    count.state = fold.state;
+    status = fp8q_cuda_launch_histogram_count(x->cuda_device, &count, stream,
+                                              &error);
+    if (status == FP8Q_OK) {
+        status = fp8q_cuda_launch_calib_fold_histogram(x->cuda_device, &fold,
+                                                       stream, &error);
+    }
+    outcome = fp8q_py_raise_on_failure(status, &error);
+done:
+    Py_BEGIN_ALLOW_THREADS
+    fp8q_cuda_scratch_release(&scratch, stream);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(source);
+    return outcome;
+}
 
 static PyObject *histogram_calibrator_update(
     fp8q_HistogramCalibratorObject *self, PyObject *args, PyObject *kwargs)
@@ -115,11 +248,25 @@ static PyObject *histogram_calibrator_update(
                                      &x_object, &skip_nonfinite)) {
         return NULL;
     }
-    x = fp8q_py_calibration_input(x_object);
+    self->device.n_updates++;
+    x = fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
     if (x == NULL) {
         return NULL;
     }
-    if (new_histogram(&batch, self->histogram.n_bins) < 0) {
+    if (x->device_type == FP8Q_DEVICE_CUDA) {
+        const int outcome = fp8q_view_size(&x->view) == 0
+                                ? 0
+                                : update_on_device(self, x, skip_nonfinite);
+        Py_DECREF(x);
+        if (outcome < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    /* A CPU batch goes to the host state, after what the device holds
+     * (which may raise its deferred error first). */
+    if (settle(self) < 0 ||
+        new_histogram(&batch, self->histogram.n_bins) < 0) {
         Py_DECREF(x);
         return NULL;
     }
@@ -153,6 +300,9 @@ static PyObject *histogram_calibrator_merge(
         return NULL;
     }
     other = (fp8q_HistogramCalibratorObject *)other_object;
+    if (settle(self) < 0 || settle(other) < 0) {
+        return NULL;
+    }
     if (other->skip_zeros != self->skip_zeros) {
         PyErr_SetString(PyExc_ValueError,
                         "other: calibrators differ in skip_zeros and cannot "
@@ -175,7 +325,7 @@ static PyObject *histogram_calibrator_extend_range(
     const double amax = PyFloat_AsDouble(amax_object);
     fp8q_error error;
 
-    if (amax == -1.0 && PyErr_Occurred()) {
+    if ((amax == -1.0 && PyErr_Occurred()) || settle(self) < 0) {
         return NULL;
     }
     if (!(amax <= 3.40282347e38)) {
@@ -238,6 +388,9 @@ static PyObject *histogram_calibrator_compute_amax(
                      method);
         return NULL;
     }
+    if (settle(self) < 0) {
+        return NULL;
+    }
     if (!has_counted(self)) {
         PyErr_SetString(PyExc_ValueError,
                         "HistogramCalibrator.compute_amax: no values counted "
@@ -291,9 +444,13 @@ static PyObject *counts_array(const fp8q_histogram *histogram)
 static PyObject *histogram_calibrator_state_dict(
     fp8q_HistogramCalibratorObject *self, PyObject *unused)
 {
-    PyObject *counts = counts_array(&self->histogram);
+    PyObject *counts;
 
     (void)unused;
+    if (settle(self) < 0) {
+        return NULL;
+    }
+    counts = counts_array(&self->histogram);
     if (counts == NULL) {
         return NULL;
     }
@@ -331,8 +488,11 @@ static int parse_bin_width(PyObject *object, int *exponent)
 static PyObject *histogram_calibrator_load_state_dict(
     fp8q_HistogramCalibratorObject *self, PyObject *state)
 {
+    /* What the device holds is settled first, so a deferred error is not
+     * lost; then the loaded state replaces everything. */
     PyObject *counts_object =
-        fp8q_py_state_item(state, "counts", STATE_KEYS);
+        settle(self) < 0 ? NULL
+                         : fp8q_py_state_item(state, "counts", STATE_KEYS);
     PyObject *width_object =
         counts_object != NULL
             ? fp8q_py_state_item(state, "bin_width", STATE_KEYS)
@@ -409,6 +569,7 @@ static PyObject *histogram_calibrator_reset(
     fp8q_histogram_init(&self->histogram, self->histogram.n_bins,
                         self->histogram.counts);
     self->nonfinite_count = 0;
+    fp8q_py_device_state_clear(&self->device);
     Py_RETURN_NONE;
 }
 
@@ -441,6 +602,9 @@ static PyObject *histogram_calibrator_get_amax(
     fp8q_HistogramCalibratorObject *self, void *closure)
 {
     (void)closure;
+    if (settle(self) < 0) {
+        return NULL;
+    }
     if (!has_counted(self)) {
         Py_RETURN_NONE;
     }
@@ -451,6 +615,9 @@ static PyObject *histogram_calibrator_get_bin_width(
     fp8q_HistogramCalibratorObject *self, void *closure)
 {
     (void)closure;
+    if (settle(self) < 0) {
+        return NULL;
+    }
     return PyFloat_FromDouble(fp8q_histogram_bin_width(&self->histogram));
 }
 
@@ -458,6 +625,9 @@ static PyObject *histogram_calibrator_get_counts(
     fp8q_HistogramCalibratorObject *self, void *closure)
 {
     (void)closure;
+    if (settle(self) < 0) {
+        return NULL;
+    }
     return counts_array(&self->histogram);
 }
 
@@ -465,6 +635,9 @@ static PyObject *histogram_calibrator_get_total_count(
     fp8q_HistogramCalibratorObject *self, void *closure)
 {
     (void)closure;
+    if (settle(self) < 0) {
+        return NULL;
+    }
     return PyLong_FromLongLong(
         (long long)fp8q_histogram_total(&self->histogram));
 }
@@ -473,12 +646,18 @@ static PyObject *histogram_calibrator_get_nonfinite_count(
     fp8q_HistogramCalibratorObject *self, void *closure)
 {
     (void)closure;
+    if (settle(self) < 0) {
+        return NULL;
+    }
     return PyLong_FromLongLong((long long)self->nonfinite_count);
 }
 
 static PyObject *histogram_calibrator_repr(
     fp8q_HistogramCalibratorObject *self)
 {
+    if (settle(self) < 0) {
+        return NULL;
+    }
     return PyUnicode_FromFormat(
         "HistogramCalibrator(bins=%lld, skip_zeros=%s, total_count=%lld)",
         (long long)self->histogram.n_bins,
@@ -495,8 +674,17 @@ PyDoc_STRVAR(
     "counted with skip_zeros=True. NaN and infinity raise ValueError "
     "(nothing counted) unless skip_nonfinite=True, which skips them and adds "
     "their number to nonfinite_count. The GIL is released while x is read. "
-    "A CUDA x is copied to the host first (after the work that wrote it); "
-    "the statistics run on the CPU.");
+    "A CUDA x is counted on its GPU (after the work that wrote it, on that "
+    "stream), with the CPU's bin rule, into a state kept on that GPU: "
+    "update() neither waits nor copies anything back. A CUDA batch holding "
+    "NaN or infinity without skip_nonfinite is refused there (nothing of it "
+    "counted); the next read of the state (counts, amax, bin_width, "
+    "total_count, nonfinite_count, compute_amax, state_dict, "
+    "load_state_dict, merge, extend_range, repr, a CPU batch or a batch on "
+    "another GPU) brings the state back once, bit-identical to the CPU's "
+    "counts, and raises that deferred ValueError, naming the first refused "
+    "update (numbered from 1 since construction or reset), its count and "
+    "the number refused, after keeping every other batch.");
 
 PyDoc_STRVAR(
     compute_amax_doc,
@@ -542,7 +730,9 @@ PyDoc_STRVAR(load_state_dict_doc,
              "count, negative counts, a bin width that is not a power of two, "
              "or counts and amax that disagree.");
 
-PyDoc_STRVAR(reset_doc, "reset()\n--\n\nForgets every count.");
+PyDoc_STRVAR(reset_doc,
+             "reset()\n--\n\nForgets every count, on the host and on a "
+             "GPU, refused batches included.");
 
 static PyMethodDef histogram_calibrator_methods[] = {
     {"update", (PyCFunction)(void (*)(void))histogram_calibrator_update,

@@ -4,11 +4,15 @@
  * default), a window of recent amax values or a moving average
  * (core/amax_history.h).
  *
- * update() computes the batch's amax with the GIL released (on the GPU for
- * a CUDA batch: kernels/amax.cuh's fp8q_amax_finite_rows, whose few results
- * come back to the host) and touches the calibrator's state only afterwards,
- * with the GIL held: concurrent updates from several threads are safe and
- * none is lost.
+ * update() computes the batch's amax with the GIL released and touches the
+ * calibrator's state only afterwards, with the GIL held: concurrent updates
+ * from several threads are safe and none is lost. A CUDA batch is reduced
+ * on its GPU (kernels/amax.cuh's fp8q_amax_finite_rows). With the default
+ * running maximum the result stays there: kernels/calibrate.cuh's
+ * fp8q_calib_fold_max folds it into a state on the device
+ * (calibration_device.c), read back only when the state is read. A window
+ * or a momentum needs each batch's entry in order on the host: their few
+ * values come back per batch.
  */
 #include <string.h>
 
@@ -16,6 +20,9 @@
 
 #include "core/amax.h"
 #include "core/amax_history.h"
+#include "cuda/launch.h"
+#include "cuda/memory.h"
+#include "cuda/scratch.h"
 
 #define NO_CHANNEL_AXIS (-1000)
 
@@ -29,6 +36,7 @@ typedef struct fp8q_MaxCalibratorObject {
     int most_recent;        /* algo == "most_recent" */
     fp8q_amax_history history; /* entries NULL until the channels are known */
     int64_t nonfinite_count;
+    fp8q_py_device_state device; /* running maximum of CUDA batches */
 } fp8q_MaxCalibratorObject;
 
 /* ------------------------------------------------------------------------- */
@@ -76,6 +84,39 @@ static int has_data(const fp8q_MaxCalibratorObject *self)
 static int per_channel(const fp8q_MaxCalibratorObject *self)
 {
     return self->channel_axis != NO_CHANNEL_AXIS;
+}
+
+/* fp8q_py_device_fold: the device's running maximum (kernels/calibrate.cuh,
+ * fp8q_calib_max_state and its amax bits) pushed as one entry, which a
+ * running maximum takes elementwise: max is exact, so the result is the
+ * CPU's for the same batches in any order. */
+static int fold_device_state(PyObject *object, const void *memory,
+                             size_t bytes)
+{
+    fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
+    const fp8q_calib_max_state *state = (const fp8q_calib_max_state *)memory;
+    const int64_t n_channels =
+        (int64_t)((bytes - sizeof *state) / sizeof(uint32_t));
+
+    if (state->batches == 0u) {
+        return 0;
+    }
+    if (self->history.entries == NULL &&
+        allocate_history(self, n_channels) < 0) {
+        return -1;
+    }
+    fp8q_amax_history_push(&self->history,
+                           (const float *)(const void *)(state + 1));
+    return 0;
+}
+
+/* Brings the device state into the host state (calibration_device.c); -1
+ * with an exception, e.g. the deferred error of a refused batch. */
+static int settle(fp8q_MaxCalibratorObject *self)
+{
+    return fp8q_py_device_state_settle(&self->device, (PyObject *)self,
+                                       fold_device_state,
+                                       &self->nonfinite_count);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -180,12 +221,14 @@ static int max_calibrator_init(fp8q_MaxCalibratorObject *self, PyObject *args,
     self->history.running_max =
         history_len_object == Py_None && momentum_object == Py_None;
     self->nonfinite_count = 0;
+    fp8q_py_device_state_clear(&self->device);
     /* Per tensor the channel count is known now. */
     return per_channel(self) ? 0 : allocate_history(self, 1);
 }
 
 static void max_calibrator_dealloc(fp8q_MaxCalibratorObject *self)
 {
+    Py_XDECREF(self->device.memory);
     PyMem_Free(self->history.entries);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -210,6 +253,101 @@ static int resolve_axis(const fp8q_MaxCalibratorObject *self, int ndim,
     return 0;
 }
 
+/* The channel count the calibrator has fixed (host or device state), or
+ * -1 while it is open. */
+static int64_t known_channels(const fp8q_MaxCalibratorObject *self)
+{
+    if (self->history.entries != NULL) {
+        return self->history.n_channels;
+    }
+    if (self->device.memory != NULL) {
+        return (self->device.memory->view.shape[0] -
+                (int64_t)sizeof(fp8q_calib_max_state)) /
+               (int64_t)sizeof(uint32_t);
+    }
+    return -1;
+}
+
+/* -1 with a ValueError when x's channel count differs from the one fixed. */
+static int check_channels(const fp8q_MaxCalibratorObject *self,
+                          int channel_dimension, int64_t n_channels)
+{
+    const int64_t known = known_channels(self);
+    if (known < 0 || known == n_channels) {
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError,
+                 "x: its channel axis (%d) has %lld entries, but this "
+                 "calibrator has seen %lld channels",
+                 channel_dimension, (long long)n_channels, (long long)known);
+    return -1;
+}
+
+/*
+ * The running maximum of a CUDA batch, all on its GPU on x's stream: the
+ * batch's finite amax and NaN/inf count into scratch memory, then the fold
+ * kernel into the device state (which refuses and records a batch with
+ * NaN/inf unless skip_nonfinite). No host wait, no copy back. The fold is
+ * launched with the GIL held, right after the state was ordered on the
+ * stream, so that updates from several threads fold one after another.
+ */
+static int update_on_device(fp8q_MaxCalibratorObject *self,
+                            fp8q_TensorObject *x, int channel_dimension,
+                            int64_t n_channels, int skip_nonfinite)
+{
+    const fp8q_cu_stream stream = fp8q_py_last_stream(x);
+    const size_t amax_offset = sizeof(uint64_t);
+    fp8q_calib_fold_max_args args;
+    fp8q_cuda_scratch scratch;
+    fp8q_error error;
+    fp8q_status status;
+    int outcome = -1;
+
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_scratch_acquire(
+        x->cuda_device, amax_offset + (size_t)n_channels * sizeof(uint32_t),
+        stream, &scratch, &error);
+    if (status == FP8Q_OK) {
+        status = fp8q_cuda_zero(x->cuda_device, scratch.memory,
+                                sizeof(uint64_t), stream, &error);
+    }
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        goto done;
+    }
+    memset(&args, 0, sizeof args);
+    args.batch_nonfinite = (const uint64_t *)scratch.memory;
+    args.batch_amax_bits =
+        (const uint32_t *)((char *)scratch.memory + amax_offset);
+    args.n_channels = n_channels;
+    args.batch_size = fp8q_view_size(&x->view);
+    args.update_number = self->device.n_updates;
+    args.skip_nonfinite = skip_nonfinite != 0;
+    if (fp8q_py_cuda_enqueue_amax_finite(x, channel_dimension,
+                                         (uint32_t *)args.batch_amax_bits,
+                                         (uint64_t *)args.batch_nonfinite,
+                                         stream) < 0) {
+        goto done;
+    }
+    args.state = (fp8q_calib_max_state *)fp8q_py_device_state_prepare(
+        &self->device, x,
+        sizeof(fp8q_calib_max_state) + (size_t)n_channels * sizeof(uint32_t),
+        stream, (PyObject *)self, fold_device_state, &self->nonfinite_count);
+    if (args.state == NULL) {
+        goto done;
+    }
+    outcome = fp8q_py_raise_on_failure(
+        fp8q_cuda_launch_calib_fold_max(x->cuda_device, &args, stream,
+                                        &error),
+        &error);
+done:
+    Py_BEGIN_ALLOW_THREADS
+    fp8q_cuda_scratch_release(&scratch, stream);
+    Py_END_ALLOW_THREADS
+    return outcome;
+}
+
 static PyObject *max_calibrator_update(fp8q_MaxCalibratorObject *self,
                                        PyObject *args, PyObject *kwargs)
 {
@@ -230,6 +368,7 @@ static PyObject *max_calibrator_update(fp8q_MaxCalibratorObject *self,
                                      &x_object, &skip_nonfinite)) {
         return NULL;
     }
+    self->device.n_updates++;
     /* A CUDA x stays there: its amax is computed on its GPU. */
     x = fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
     if (x == NULL) {
@@ -243,6 +382,23 @@ static PyObject *max_calibrator_update(fp8q_MaxCalibratorObject *self,
         Py_DECREF(x); /* no values: nothing observed */
         Py_RETURN_NONE;
     }
+    if (channel_dimension >= 0) {
+        n_channels = x->view.shape[channel_dimension];
+    }
+    if (x->device_type == FP8Q_DEVICE_CUDA && self->history.running_max) {
+        if (check_channels(self, channel_dimension, n_channels) < 0 ||
+            update_on_device(self, x, channel_dimension, n_channels,
+                             skip_nonfinite) < 0) {
+            goto fail;
+        }
+        Py_DECREF(x);
+        Py_RETURN_NONE;
+    }
+    /* Any other batch goes to the host state, after what the device holds
+     * (which may raise its deferred error first). */
+    if (settle(self) < 0) {
+        goto fail;
+    }
 
     /* The batch's amax, as a keepdims reduction to the channel axis. */
     destination.dtype = FP8Q_FLOAT32;
@@ -252,7 +408,6 @@ static PyObject *max_calibrator_update(fp8q_MaxCalibratorObject *self,
         destination.strides[axis] = 0;
     }
     if (channel_dimension >= 0) {
-        n_channels = x->view.shape[channel_dimension];
         destination.shape[channel_dimension] = n_channels;
         destination.strides[channel_dimension] = 1;
     }
@@ -295,17 +450,9 @@ static PyObject *max_calibrator_update(fp8q_MaxCalibratorObject *self,
         Py_DECREF(x);
         Py_RETURN_NONE;
     }
-    if (self->history.entries == NULL) {
-        if (allocate_history(self, n_channels) < 0) {
-            goto fail;
-        }
-    }
-    else if (self->history.n_channels != n_channels) {
-        PyErr_Format(PyExc_ValueError,
-                     "x: its channel axis (%d) has %lld entries, but this "
-                     "calibrator has seen %lld channels",
-                     channel_dimension, (long long)n_channels,
-                     (long long)self->history.n_channels);
+    if (check_channels(self, channel_dimension, n_channels) < 0 ||
+        (self->history.entries == NULL &&
+         allocate_history(self, n_channels) < 0)) {
         goto fail;
     }
     fp8q_amax_history_push(&self->history, batch_amax);
@@ -341,6 +488,9 @@ static PyObject *max_calibrator_get_amax(fp8q_MaxCalibratorObject *self,
     PyObject *result;
 
     (void)closure;
+    if (settle(self) < 0) {
+        return NULL;
+    }
     if (!has_data(self)) {
         Py_RETURN_NONE;
     }
@@ -372,7 +522,8 @@ static PyObject *max_calibrator_scale(fp8q_MaxCalibratorObject *self,
         return NULL;
     }
     if (fp8q_py_parse_scale_options(dtype_object, margin_object, &target,
-                                    &margin) < 0) {
+                                    &margin) < 0 ||
+        settle(self) < 0) {
         return NULL;
     }
     if (!has_data(self)) {
@@ -409,6 +560,9 @@ static PyObject *max_calibrator_merge(fp8q_MaxCalibratorObject *self,
         return NULL;
     }
     other = (fp8q_MaxCalibratorObject *)other_object;
+    if (settle(self) < 0 || settle(other) < 0) {
+        return NULL;
+    }
     if (other->channel_axis != self->channel_axis ||
         other->most_recent != self->most_recent ||
         other->history.length != self->history.length ||
@@ -446,9 +600,8 @@ static PyObject *max_calibrator_merge(fp8q_MaxCalibratorObject *self,
 static PyObject *max_calibrator_state_dict(fp8q_MaxCalibratorObject *self,
                                            PyObject *unused)
 {
-    const int64_t filled = has_data(self) ? self->history.filled : 0;
-    const int64_t n_channels =
-        self->history.entries != NULL ? self->history.n_channels : 0;
+    int64_t filled;
+    int64_t n_channels;
     int64_t shape[2];
     float *rows = NULL;
     PyObject *history;
@@ -456,6 +609,11 @@ static PyObject *max_calibrator_state_dict(fp8q_MaxCalibratorObject *self,
     int64_t age;
 
     (void)unused;
+    if (settle(self) < 0) {
+        return NULL;
+    }
+    filled = has_data(self) ? self->history.filled : 0;
+    n_channels = self->history.entries != NULL ? self->history.n_channels : 0;
     shape[0] = filled;
     shape[1] = n_channels;
     if (filled > 0) {
@@ -495,6 +653,11 @@ static PyObject *max_calibrator_load_state_dict(fp8q_MaxCalibratorObject *self,
     int64_t row;
     int64_t index;
 
+    /* What the device holds is settled first, so a deferred error is not
+     * lost; then the loaded state replaces everything. */
+    if (settle(self) < 0) {
+        return NULL;
+    }
     history_object = fp8q_py_state_item(state, "amax_history", STATE_KEYS);
     count_object =
         history_object != NULL
@@ -583,6 +746,7 @@ static PyObject *max_calibrator_reset(fp8q_MaxCalibratorObject *self,
 {
     (void)unused;
     self->nonfinite_count = 0;
+    fp8q_py_device_state_clear(&self->device);
     if (per_channel(self)) {
         PyMem_Free(self->history.entries);
         self->history.entries = NULL;
@@ -646,6 +810,9 @@ static PyObject *max_calibrator_get_nonfinite_count(
     fp8q_MaxCalibratorObject *self, void *closure)
 {
     (void)closure;
+    if (settle(self) < 0) {
+        return NULL;
+    }
     return PyLong_FromLongLong((long long)self->nonfinite_count);
 }
 
@@ -681,9 +848,19 @@ PyDoc_STRVAR(update_doc,
              "which skips them and adds their number to nonfinite_count. An "
              "empty x records nothing. The GIL is released while x is read. "
              "A CUDA x is reduced on its GPU (after the work that wrote it, "
-             "on that stream); only the batch's amax per channel and its "
-             "count of non-finite values come back to the host, which waits "
-             "for them.");
+             "on that stream). With the running maximum (history_len=None, "
+             "no momentum) the state stays on that GPU: update() neither "
+             "waits nor copies anything back, and a batch holding NaN or "
+             "infinity without skip_nonfinite is refused there (nothing of it "
+             "recorded); the next read of the state (amax, nonfinite_count, "
+             "scale, state_dict, load_state_dict, merge, repr, a CPU batch or "
+             "a batch on another GPU) brings the state back once and raises "
+             "that deferred ValueError, naming the first refused update "
+             "(numbered from 1 since construction or reset), its count and "
+             "the number refused, after keeping every other batch. With a "
+             "window or a momentum the batch's amax per channel and its "
+             "non-finite count come back to the host at each update, which "
+             "waits for them and raises at once, as on the CPU.");
 
 PyDoc_STRVAR(scale_doc,
              "scale(dtype=\"float8_e4m3fn\", margin=0, power_of_2=False)\n--\n\n"
@@ -719,7 +896,9 @@ PyDoc_STRVAR(load_state_dict_doc,
              "is negative or not "
              "finite.");
 
-PyDoc_STRVAR(reset_doc, "reset()\n--\n\nForgets every recorded amax.");
+PyDoc_STRVAR(reset_doc,
+             "reset()\n--\n\nForgets every recorded amax, on the host and "
+             "on a GPU, refused batches included.");
 
 static PyMethodDef max_calibrator_methods[] = {
     {"update", (PyCFunction)(void (*)(void))max_calibrator_update,

@@ -346,20 +346,16 @@ int fp8q_py_cuda_amax(fp8q_TensorObject *input, const int *reduce,
     return fp8q_py_raise_on_failure(status, &error);
 }
 
-int fp8q_py_cuda_amax_finite(fp8q_TensorObject *x, int channel_axis,
-                             float *amax, int64_t *n_nonfinite)
+int fp8q_py_cuda_enqueue_amax_finite(fp8q_TensorObject *x, int channel_axis,
+                                     uint32_t *amax_bits,
+                                     uint64_t *nonfinite_count,
+                                     fp8q_cu_stream stream)
 {
-    static const fp8q_py_device cpu = {FP8Q_DEVICE_CPU, 0};
-    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, x->device_index};
-    const fp8q_cu_stream stream = fp8q_py_last_stream(x);
     int reduce[FP8Q_MAX_DIMS];
-    fp8q_TensorObject *rows = NULL;
-    fp8q_TensorObject *result = NULL; /* the count (2 float32), then amax */
-    fp8q_TensorObject *on_host = NULL;
+    fp8q_TensorObject *rows;
     fp8q_amax_finite_rows_args args;
     fp8q_error error;
     fp8q_status status;
-    int64_t size;
     int axis, outcome = -1;
 
     memset(&args, 0, sizeof args);
@@ -367,28 +363,51 @@ int fp8q_py_cuda_amax_finite(fp8q_TensorObject *x, int channel_axis,
     for (axis = 0; axis < x->view.ndim; axis++) {
         reduce[axis] = axis != channel_axis;
     }
-    size = args.n_rows + 2;
     rows = reduced_axes_last(x, reduce, stream);
-    result = rows == NULL ? NULL
-                          : fp8q_tensor_new_empty_on(FP8Q_FLOAT32, 1, &size,
-                                                     &device, stream);
-    if (result == NULL || fp8q_py_use_on_stream(rows, stream) < 0) {
+    if (rows == NULL || fp8q_py_use_on_stream(rows, stream) < 0) {
         goto done;
     }
     args.source = rows->view.data;
-    args.nonfinite_count = (uint64_t *)result->view.data;
-    args.amax_bits = (uint32_t *)result->view.data + 2;
+    args.nonfinite_count = nonfinite_count;
+    args.amax_bits = amax_bits;
     args.row_length =
         args.n_rows > 0 ? fp8q_view_size(&rows->view) / args.n_rows : 0;
     args.source_dtype = (int32_t)rows->view.dtype;
     fp8q_error_clear(&error);
+    RUN_WITHOUT_GIL(status, fp8q_cuda_launch_amax_finite_rows(
+                                x->cuda_device, &args, stream, &error));
+    outcome = fp8q_py_raise_on_failure(status, &error);
+done:
+    Py_XDECREF(rows);
+    return outcome;
+}
+
+int fp8q_py_cuda_amax_finite(fp8q_TensorObject *x, int channel_axis,
+                             float *amax, int64_t *n_nonfinite)
+{
+    static const fp8q_py_device cpu = {FP8Q_DEVICE_CPU, 0};
+    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, x->device_index};
+    const fp8q_cu_stream stream = fp8q_py_last_stream(x);
+    const int64_t n_rows = channel_axis >= 0 ? x->view.shape[channel_axis] : 1;
+    const int64_t size = n_rows + 2;
+    fp8q_TensorObject *result; /* the count (2 float32), then amax */
+    fp8q_TensorObject *on_host = NULL;
+    fp8q_error error;
+    fp8q_status status;
+    int outcome = -1;
+
+    result = fp8q_tensor_new_empty_on(FP8Q_FLOAT32, 1, &size, &device,
+                                      stream);
+    if (result == NULL) {
+        return -1;
+    }
+    fp8q_error_clear(&error);
     RUN_WITHOUT_GIL(status, fp8q_cuda_zero(x->cuda_device, result->view.data,
                                            (size_t)size * 4, stream, &error));
-    if (status == FP8Q_OK) {
-        RUN_WITHOUT_GIL(status, fp8q_cuda_launch_amax_finite_rows(
-                                    x->cuda_device, &args, stream, &error));
-    }
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+    if (fp8q_py_raise_on_failure(status, &error) < 0 ||
+        fp8q_py_cuda_enqueue_amax_finite(
+            x, channel_axis, (uint32_t *)result->view.data + 2,
+            (uint64_t *)result->view.data, stream) < 0) {
         goto done;
     }
     on_host = fp8q_tensor_copy_to(result, &cpu, stream); /* waits */
@@ -397,13 +416,12 @@ int fp8q_py_cuda_amax_finite(fp8q_TensorObject *x, int channel_axis,
         memcpy(&count, on_host->view.data, sizeof count);
         *n_nonfinite = (int64_t)count;
         memcpy(amax, (const float *)on_host->view.data + 2,
-               (size_t)args.n_rows * sizeof(float));
+               (size_t)n_rows * sizeof(float));
         outcome = 0;
     }
 done:
     Py_XDECREF(on_host);
-    Py_XDECREF(result);
-    Py_XDECREF(rows);
+    Py_DECREF(result);
     return outcome;
 }
 

@@ -17,7 +17,8 @@ A second table (issue 14) measures per-token dynamic quantization of an
 one-pass kernel) against PyTorch eager `x.abs().amax(-1)` + divide +
 `.to(float8_e4m3fn)` and torch.compile of it, the rowwise scaled cast
 (fp8q.cast with one given scale per row) and a HistogramCalibrator update
-from the GPU tensor, each against a copy of the bytes it must move.
+from the GPU tensor (counted on the GPU into a state kept there, no host
+wait), each against a copy of the bytes it must move.
 """
 import statistics
 
@@ -170,7 +171,7 @@ def measure_per_token(repeats):
         ("rowwise", "fp8q.cast(x, scale=<one per row>)",
          lambda: fp8q.cast(fx, "float8_e4m3fn", scale=f_row_scale,
                            out=f_out), quantize_bytes),
-        ("histogram", "HistogramCalibrator.update(x on the GPU)",
+        ("histogram", "HistogramCalibrator.update(x on the GPU, state kept there)",
          lambda: calibrator.update(fx), elements * 2),
     ]
     notes = []

@@ -70,10 +70,15 @@ def calibrate(model, method="max", *, momentum=None, skip_nonfinite=False,
     method: "max" (the maximum |x| over every batch; momentum=m for
     optimum-quanto's moving average instead), or "percentile", "entropy",
     "mse" (a HistogramCalibrator and its compute_amax; method_options such
-    as percentile=99.9 go to it). Inputs are read as float32 on the CPU.
+    as percentile=99.9 go to it). Inputs are read as float32, on their
+    device.
     NaN or infinity in an input raises ValueError naming the layer, unless
     skip_nonfinite=True, which leaves those values out of the statistics
-    (the calibrators' update(x, skip_nonfinite=True)). The statistics stay
+    (the calibrators' update(x, skip_nonfinite=True)): at the forward pass
+    for a CPU input; for a CUDA input, whose statistics stay on the GPU
+    without a host wait per batch, when the block ends and each layer's
+    statistics are read once (the error names the update of that layer
+    that held them). The statistics stay
     on each layer until freeze(model) turns them into input_scale.
     Calibrating again starts over. ValueError when the model has no layer
     to calibrate."""
@@ -90,11 +95,23 @@ def calibrate(model, method="max", *, momentum=None, skip_nonfinite=False,
     finally:
         for handle in handles:
             handle.remove()
+    for name, layer in layers:
+        _settle(name, layer._calibration[0])
+
+
+def _settle(name, calibrator):
+    """Reads a layer's statistics once, bringing those kept on a GPU to the
+    host: a batch refused there for NaN/inf raises now, naming the layer."""
+    try:
+        calibrator.nonfinite_count
+    except ValueError as error:
+        raise ValueError(f"calibrate: the input of layer {name!r}: "
+                         f"{error}") from None
 
 
 def _record_input(name, skip_nonfinite, layer, inputs):
-    # A GPU batch is copied to the host by the calibrator (on torch's
-    # stream, after the work that wrote it).
+    # A GPU batch is reduced on the GPU by the calibrator (on torch's
+    # stream, after the work that wrote it), with no host wait.
     try:
         layer._calibration[0].update(from_torch(inputs[0]),
                                      skip_nonfinite=skip_nonfinite)

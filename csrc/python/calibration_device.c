@@ -1,0 +1,165 @@
+/*
+ * calibration_device.c - a calibrator's state kept on a device, shared by
+ * the max and histogram calibrators (binding.h, fp8q_py_device_state).
+ *
+ * A CUDA batch is reduced and folded into the device state by kernels on
+ * its stream (kernels/calibrate.cuh); nothing comes back per batch. A batch
+ * holding NaN or infinity without skip_nonfinite cannot raise at its
+ * update() (that would need a host wait), so the fold kernel refuses it on
+ * the device and records it; the next settle, at the first read of the
+ * state, raises the deferred ValueError.
+ */
+#include <string.h>
+
+#include "python/binding.h"
+
+#include "calibrate.cuh"
+#include "cuda/memory.h"
+
+/* The record every device state starts with. */
+static const fp8q_calib_record *record_of(const void *state)
+{
+    return (const fp8q_calib_record *)state;
+}
+
+/* The deferred ValueError of a record with refused batches. */
+static void raise_refused(const fp8q_calib_record *record, int device_index)
+{
+    const unsigned long long refused =
+        (unsigned long long)record->refused_batches;
+    PyErr_Format(PyExc_ValueError,
+                 "x: update %llu (a batch on cuda:%d) held %llu NaN or "
+                 "infinite values and was not recorded; %llu batch%s "
+                 "refused for NaN/inf since the state was last read, every "
+                 "other batch is recorded (pass skip_nonfinite=True to "
+                 "update() to skip and count them)",
+                 (unsigned long long)record->first_refused_update,
+                 device_index,
+                 (unsigned long long)record->first_refused_count, refused,
+                 refused == 1 ? " was" : "es were");
+}
+
+/* Puts `memory` back as the state, unless a concurrent update has made a
+ * new one meanwhile (then `memory` is released). */
+static void reattach(fp8q_py_device_state *state, fp8q_TensorObject *memory)
+{
+    if (state->memory == NULL) {
+        state->memory = memory;
+    }
+    else {
+        Py_DECREF(memory);
+    }
+}
+
+int fp8q_py_device_state_settle(fp8q_py_device_state *state,
+                                PyObject *calibrator, fp8q_py_device_fold fold,
+                                int64_t *nonfinite_count)
+{
+    /* Detached while the GIL is released, so a concurrent update starts a
+     * state of its own rather than folding into one being read. */
+    fp8q_TensorObject *memory = state->memory;
+    fp8q_calib_record record;
+    fp8q_cu_stream stream;
+    fp8q_error error;
+    fp8q_status status;
+    size_t bytes;
+    void *copy;
+    int device_index;
+
+    if (memory == NULL || !state->pending) {
+        return 0;
+    }
+    stream = fp8q_py_last_stream(memory);
+    device_index = memory->device_index;
+    bytes = (size_t)memory->view.shape[0];
+    copy = PyMem_Malloc(bytes);
+    if (copy == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    state->memory = NULL;
+    state->pending = 0;
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_copy(memory->cuda_device, copy, memory->view.data,
+                            bytes, stream, 1, &error);
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0 ||
+        fold(calibrator, copy, bytes) < 0) {
+        state->pending = state->memory == NULL;
+        reattach(state, memory); /* unchanged: nothing is lost */
+        PyMem_Free(copy);
+        return -1;
+    }
+    memcpy(&record, record_of(copy), sizeof record);
+    PyMem_Free(copy);
+    *nonfinite_count += (int64_t)record.nonfinite_count;
+    /* Emptied for the next batch (stream-ordered, no wait). */
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_zero(memory->cuda_device, memory->view.data, bytes,
+                            stream, &error);
+    Py_END_ALLOW_THREADS
+    if (status == FP8Q_OK) {
+        reattach(state, memory);
+    }
+    else {
+        Py_DECREF(memory); /* folded already: the next batch allocates */
+    }
+    if (record.refused_batches != 0u) {
+        raise_refused(&record, device_index);
+        return -1;
+    }
+    return 0;
+}
+
+void *fp8q_py_device_state_prepare(fp8q_py_device_state *state,
+                                   fp8q_TensorObject *x, size_t bytes,
+                                   fp8q_cu_stream stream, PyObject *calibrator,
+                                   fp8q_py_device_fold fold,
+                                   int64_t *nonfinite_count)
+{
+    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, x->device_index};
+    const int64_t size = (int64_t)bytes;
+    fp8q_TensorObject *memory;
+    fp8q_error error;
+    fp8q_status status;
+
+    if (state->memory != NULL &&
+        (state->memory->device_index != x->device_index ||
+         state->memory->view.shape[0] != size)) {
+        if (fp8q_py_device_state_settle(state, calibrator, fold,
+                                        nonfinite_count) < 0) {
+            return NULL;
+        }
+        Py_CLEAR(state->memory);
+    }
+    if (state->memory == NULL) {
+        memory = fp8q_tensor_new_empty_on(FP8Q_UINT8, 1, &size, &device,
+                                          stream);
+        if (memory == NULL) {
+            return NULL;
+        }
+        fp8q_error_clear(&error);
+        Py_BEGIN_ALLOW_THREADS
+        status = fp8q_cuda_zero(memory->cuda_device, memory->view.data, bytes,
+                                stream, &error);
+        Py_END_ALLOW_THREADS
+        if (fp8q_py_raise_on_failure(status, &error) < 0) {
+            Py_DECREF(memory);
+            return NULL;
+        }
+        state->memory = memory;
+    }
+    if (fp8q_py_use_on_stream(state->memory, stream) < 0) {
+        return NULL;
+    }
+    state->pending = 1;
+    return state->memory->view.data;
+}
+
+void fp8q_py_device_state_clear(fp8q_py_device_state *state)
+{
+    Py_CLEAR(state->memory);
+    state->pending = 0;
+    state->n_updates = 0;
+}

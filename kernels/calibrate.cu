@@ -1,0 +1,164 @@
+/*
+ * calibrate.cu - calibration kernels: the fold of a batch's amax into the
+ * max calibrator's device state, the histogram of a batch (per-block
+ * shared-memory bins, then 64-bit global atomics) and its fold into the
+ * histogram calibrator's device state. A batch holding NaN or infinity
+ * without skip_nonfinite is refused on the device and only recorded, for
+ * the host to report when it reads the state. Launch contracts:
+ * kernels/calibrate.cuh. The bin rule is core/histogram_bins.h, the CPU's.
+ */
+#include "calibrate.cuh"
+#include "common.cuh"
+#include "core/histogram_bins.h"
+
+static_assert(sizeof(fp8q_calib_record) == 32, "fp8q_calib_record must match the host's layout");
+static_assert(sizeof(fp8q_calib_max_state) == 40, "fp8q_calib_max_state must match the host's layout");
+static_assert(sizeof(fp8q_calib_histogram_state) == 48,
+              "fp8q_calib_histogram_state must match the host's layout");
+static_assert(sizeof(fp8q_calib_fold_max_args) == 56, "fp8q_calib_fold_max_args must match the host's layout");
+static_assert(sizeof(fp8q_histogram_count_args) == 56,
+              "fp8q_histogram_count_args must match the host's layout");
+static_assert(sizeof(fp8q_calib_fold_histogram_args) == 56,
+              "fp8q_calib_fold_histogram_args must match the host's layout");
+
+/* ------------------------------------------------------------------------- */
+/* Admission (every fold)                                                    */
+
+/* Whether a batch with `nonfinite` NaN/inf values is folded in; thread 0
+ * records it (admitted: its count; refused: the refusal). The same answer
+ * for every thread of the block. */
+static __device__ __forceinline__ int admit_batch(fp8q_calib_record *record, uint64_t nonfinite,
+                                                  int64_t update_number, int skip_nonfinite)
+{
+    const int admitted = nonfinite == 0u || skip_nonfinite != 0;
+    if (threadIdx.x == 0) {
+        if (admitted) {
+            record->nonfinite_count += nonfinite;
+        }
+        else {
+            if (record->refused_batches == 0u) {
+                record->first_refused_update = (uint64_t)update_number;
+                record->first_refused_count = nonfinite;
+            }
+            record->refused_batches += 1u;
+        }
+    }
+    return admitted;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Max calibrator                                                            */
+
+extern "C" __global__ void fp8q_calib_fold_max(const fp8q_calib_fold_max_args args)
+{
+    const uint64_t nonfinite = *args.batch_nonfinite;
+    uint32_t *amax_bits = (uint32_t *)(args.state + 1);
+    int64_t channel;
+
+    if (!admit_batch(&args.state->record, nonfinite, args.update_number, args.skip_nonfinite) ||
+        nonfinite >= (uint64_t)args.batch_size) {
+        return; /* refused, or no finite value: nothing but the count */
+    }
+    for (channel = threadIdx.x; channel < args.n_channels; channel += blockDim.x) {
+        amax_bits[channel] = max(amax_bits[channel], args.batch_amax_bits[channel]);
+    }
+    if (threadIdx.x == 0) {
+        args.state->batches += 1u;
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Histogram calibrator                                                      */
+
+/* The state's bin exponent once it covers the batch's amax. */
+static __device__ int covered_exponent(const fp8q_calib_histogram_state *state, int64_t n_bins,
+                                       uint32_t batch_amax_bits)
+{
+    return fp8q_histogram_covered_exponent(
+        n_bins, state->has_range ? state->bin_exponent : FP8Q_HISTOGRAM_NO_RANGE,
+        fp8q_bits_to_float(batch_amax_bits));
+}
+
+template <int S>
+static __device__ __noinline__ void histogram_count_run(const fp8q_histogram_count_args args,
+                                                        unsigned long long *shared_counts)
+{
+    typedef typename dtype_traits<S>::storage source_t;
+    const source_t *source = (const source_t *)args.source;
+    const int exponent = covered_exponent(args.state, args.n_bins, *args.batch_amax_bits);
+    const double inverse_width = exponent == FP8Q_HISTOGRAM_NO_RANGE ? 0.0 : ldexp(1.0, -exponent);
+    const int in_shared = args.n_bins <= FP8Q_HISTOGRAM_SHARED_BINS;
+    unsigned long long *global_counts = (unsigned long long *)args.batch_counts;
+    unsigned long long *counts = in_shared ? shared_counts : global_counts;
+    int64_t i, bin;
+
+    if (in_shared) {
+        for (bin = threadIdx.x; bin < args.n_bins; bin += blockDim.x) {
+            shared_counts[bin] = 0u;
+        }
+        __syncthreads();
+    }
+    for (i = global_thread_index(); i < args.count; i += global_thread_count()) {
+        bin = fp8q_histogram_bin(dtype_traits<S>::load(source[i]), inverse_width, args.n_bins,
+                                 args.skip_zeros);
+        if (bin < args.n_bins) {
+            atomicAdd(counts + bin, 1ull);
+        }
+    }
+    if (in_shared) {
+        __syncthreads();
+        for (bin = threadIdx.x; bin < args.n_bins; bin += blockDim.x) {
+            if (shared_counts[bin] != 0u) {
+                atomicAdd(global_counts + bin, shared_counts[bin]);
+            }
+        }
+    }
+}
+
+struct histogram_count_body {
+    const fp8q_histogram_count_args &args;
+    unsigned long long *shared_counts;
+    template <int S> __device__ void run() { histogram_count_run<S>(args, shared_counts); }
+};
+
+extern "C" __global__ void fp8q_histogram_count(const fp8q_histogram_count_args args)
+{
+    /* One array for every dtype's instance (static: no dynamic shared memory). */
+    __shared__ unsigned long long shared_counts[FP8Q_HISTOGRAM_SHARED_BINS];
+    histogram_count_body body = {args, shared_counts};
+    dispatch_dtype(args.source_dtype, body);
+}
+
+extern "C" __global__ void fp8q_calib_fold_histogram(const fp8q_calib_fold_histogram_args args)
+{
+    fp8q_calib_histogram_state *state = args.state;
+    unsigned long long *counts = (unsigned long long *)(state + 1);
+    unsigned long long *widened = (unsigned long long *)args.batch_counts;
+    const uint32_t batch_amax = *args.batch_amax_bits;
+    const int exponent = covered_exponent(state, args.n_bins, batch_amax);
+    /* Without a range only bin 0 (zeros) counts: it stays bin 0. */
+    const int shift = state->has_range ? exponent - state->bin_exponent : 0;
+    int64_t bin;
+
+    if (!admit_batch(&state->record, *args.batch_nonfinite, args.update_number, args.skip_nonfinite)) {
+        return;
+    }
+    /* The state's counts onto the batch's (covered) grid, added to the
+     * batch's; then they become the state's. */
+    for (bin = threadIdx.x; bin < args.n_bins; bin += blockDim.x) {
+        if (counts[bin] != 0u) {
+            atomicAdd(widened + fp8q_histogram_widened_bin(bin, shift), counts[bin]);
+        }
+    }
+    __syncthreads();
+    for (bin = threadIdx.x; bin < args.n_bins; bin += blockDim.x) {
+        counts[bin] = widened[bin];
+    }
+    if (threadIdx.x == 0) {
+        if (exponent != FP8Q_HISTOGRAM_NO_RANGE) {
+            state->has_range = 1;
+            state->bin_exponent = exponent;
+        }
+        state->amax_bits = max(state->amax_bits, batch_amax);
+    }
+}
