@@ -11,3 +11,4 @@
 #include "epilogue.cu"
 #include "transpose.cu"
 #include "gather.cu"
+#include "pad.cu"

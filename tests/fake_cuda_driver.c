@@ -53,6 +53,7 @@
 #include "core/scale_formula.h"
 #include "epilogue.cuh"
 #include "gather.cuh"
+#include "pad.cuh"
 #include "quantize_rows.cuh"
 #include "scale.cuh"
 #include "transpose.cuh"
@@ -694,13 +695,34 @@ static void run_gather(const fp8q_gather_args *args)
     }
 }
 
+static void run_pad(const fp8q_pad_args *args)
+{
+    const size_t size = (size_t)args->element_size;
+    int64_t r, c;
+    for (r = 0; r < args->rows; r++) {
+        for (c = 0; c < args->cols; c++) {
+            char *destination = (char *)args->destination +
+                                (size_t)(r * args->cols + c) * size;
+            if (r < args->source_rows && c < args->source_cols) {
+                memcpy(destination,
+                       (const char *)args->source +
+                           (size_t)(r * args->source_cols + c) * size,
+                       size);
+            }
+            else {
+                memset(destination, 0, size);
+            }
+        }
+    }
+}
+
 /* A function handle is the address of its name in this table. */
 static const char *const kernel_names[] = {
     FP8Q_CAST_KERNEL, FP8Q_AMAX_KERNEL, FP8Q_AMAX_ROWS_KERNEL,
     FP8Q_AMAX_BLOCKS_KERNEL, FP8Q_AMAX_COLUMNS_KERNEL,
     FP8Q_AMAX_FINITE_ROWS_KERNEL, FP8Q_SCALES_FROM_AMAX_KERNEL,
     FP8Q_QUANTIZE_ROWS_KERNEL, FP8Q_EPILOGUE_KERNEL, FP8Q_TRANSPOSE_KERNEL,
-    FP8Q_GATHER_KERNEL};
+    FP8Q_GATHER_KERNEL, FP8Q_PAD_KERNEL};
 
 static result_t fake_module_get_function(void **function, void *module,
                                          const char *name)
@@ -760,6 +782,9 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
     }
     else if (strcmp(name, FP8Q_GATHER_KERNEL) == 0) {
         run_gather((const fp8q_gather_args *)parameters[0]);
+    }
+    else if (strcmp(name, FP8Q_PAD_KERNEL) == 0) {
+        run_pad((const fp8q_pad_args *)parameters[0]);
     }
     else if (strcmp(name, FP8Q_TRANSPOSE_KERNEL) == 0) {
         if (block_x != FP8Q_TRANSPOSE_THREADS) {

@@ -15,6 +15,7 @@
 #include "cast.cuh"
 #include "epilogue.cuh"
 #include "gather.cuh"
+#include "pad.cuh"
 #include "quantize_rows.cuh"
 #include "scale.cuh"
 #include "transpose.cuh"
@@ -53,7 +54,7 @@ const char *fp8q_cuda_kernel_name(fp8q_cuda_kernel kernel)
         FP8Q_AMAX_BLOCKS_KERNEL, FP8Q_AMAX_COLUMNS_KERNEL,
         FP8Q_AMAX_FINITE_ROWS_KERNEL, FP8Q_SCALES_FROM_AMAX_KERNEL,
         FP8Q_QUANTIZE_ROWS_KERNEL, FP8Q_EPILOGUE_KERNEL, FP8Q_TRANSPOSE_KERNEL,
-        FP8Q_GATHER_KERNEL};
+        FP8Q_GATHER_KERNEL, FP8Q_PAD_KERNEL};
     return names[kernel];
 }
 

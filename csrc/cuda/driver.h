@@ -149,6 +149,7 @@ typedef enum fp8q_cuda_kernel {
     FP8Q_KERNEL_EPILOGUE,  /* kernels/epilogue.cuh                    */
     FP8Q_KERNEL_TRANSPOSE, /* kernels/transpose.cuh                   */
     FP8Q_KERNEL_GATHER,    /* kernels/gather.cuh                      */
+    FP8Q_KERNEL_PAD,       /* kernels/pad.cuh                         */
     FP8Q_KERNEL_COUNT
 } fp8q_cuda_kernel;
 
