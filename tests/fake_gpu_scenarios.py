@@ -608,7 +608,11 @@ def scaled_mm_paths():
         ("tensor", 64, 32, {"bias": np.ones(32, np.float32)},
          ("29", "28", "0", "plain")),
         ("row", 64, 32, {}, ("28", "28", "0", "plain")),
-        ("row", 40, 32, {}, ("14", "14", "0", "plain")),  # K % 16 != 0
+        # K % 16 != 0: zero-padded FP8 operands, where the padded product
+        # has at most twice the multiply-adds; else the exact bfloat16 one.
+        ("row", 40, 32, {}, ("28", "28", "0", "plain")),
+        ("tensor", 64, 40, {}, ("29", "28", "0", "plain")),
+        ("row", 4, 32, {}, ("14", "14", "0", "plain")),
         ("block", 256, 32, {}, ("0", "0", "0", "plain")),
     ]
     for granularity, k, n, keywords, path in cases:
@@ -621,6 +625,46 @@ def scaled_mm_paths():
             # No FP8 tensor cores: the codes go to bfloat16.
             path = ("14", "14", "0", "plain")
         assert taken == [path], (granularity, k, keywords, taken, path)
+
+
+def scaled_mm_padded_matches_the_cpu():
+    """K or N not multiples of 16 on a GPU with FP8 tensor cores: a and w
+    are copied into zero-padded operands (the pad kernel) and cuBLASLt's
+    FP8 product runs on them, its padded columns dropped before the
+    epilogue; results as the CPU's, bit for bit where the epilogue path is
+    (float32 sums of exact products: zeros along K add nothing). Where
+    padding would more than double the work, the exact bfloat16 product."""
+    rng = np.random.default_rng(24)
+    for m, k, n, padded in ((5, 40, 24, True), (3, 4095, 16, True),
+                            (2, 64, 100, True), (4, 4, 32, False),
+                            (6, 60, 30, True)):
+        for granularity in ("tensor", "row"):
+            a, b, scale_a, scale_b = operands(rng, m, k, n, granularity)
+            ga, gb = a.to("cuda"), b.T.to("cuda").T
+            for out_dtype in ("float32", "bfloat16", "float8_e4m3fn"):
+                keywords = dict(out_dtype=out_dtype,
+                                bias=rng.standard_normal(n).astype(
+                                    np.float32))
+                expected = fp8q.scaled_mm(a, b, scale_a, scale_b, **keywords)
+                before = len(log_lines())
+                got = fp8q.scaled_mm(ga, gb, scale_a, scale_b, **keywords)
+                made = calls()[before:]
+                assert close(got, expected, out_dtype), (m, k, n, granularity,
+                                                         out_dtype)
+                assert ("fp8q_pad" in made) == padded, (m, k, n, made)
+                taken = [tuple(words[:3]) for words in matmul_log()][-1]
+                assert taken == (("29" if granularity == "tensor" else "28",
+                                  "28", "0") if padded
+                                 else ("14", "14", "0")), (m, k, n, taken)
+                if out_dtype == "float32" and granularity == "row":
+                    # The FP8 sums of exact products in k order, +0 for
+                    # the padding: the bits of the bfloat16 path's sums.
+                    exact = fp8q.scaled_mm(
+                        ga, gb, scale_a, scale_b,
+                        out=fp8q.empty((m, n), "float32", device="cuda"),
+                        **keywords)
+                    assert same_bits(exact.cpu().numpy(),
+                                     got.cpu().numpy())
 
 
 def plan_cache_is_bounded():
@@ -866,32 +910,39 @@ def cached_plan_allocates_nothing():
     cuBLASLt's layouts, the epilogue paths' float32 product) live in the
     device's reused scratch memory. One cuBLASLt call on sm_90 for every
     mode, an FP8 result with its D scale computed on the GPU from a GPU
-    scale_result, and the FP8 product + epilogue kernel (a float32 bias)."""
+    scale_result, the FP8 product + epilogue kernel (a float32 bias), the
+    same of zero-padded operands (K or N not multiples of 16), and the
+    exact paths' decoded operands (blockwise float32 on sm_89; bfloat16
+    everywhere on sm_86)."""
     rng = np.random.default_rng(23)
     sm90 = os.environ.get("FAKE_CUDA_CC", "8.9") >= "9.0"
     cases = [("tensor", 64, "bfloat16", {}),
              ("tensor", 64, "float8_e4m3fn", {"scale_result": 0.3}),
              ("row", 64, "bfloat16", {"bias": np.float32}),
-             ("row", 64, "float8_e4m3fn", {"scale_result": 0.3})]
+             ("row", 64, "float8_e4m3fn", {"scale_result": 0.3}),
+             ("row", 40, "bfloat16", {}),
+             ("tensor", 64, "float8_e4m3fn", {"scale_result": 0.3, "n": 40}),
+             ("row", 4, "float32", {})]
     if sm90:
         cases += [("row", 64, "float8_e4m3fn", {"scale_result": 0.3,
                                                  "bias": np.float16}),
-                  ("block", 384, "bfloat16", {}),
                   ("block", 640, "float8_e4m3fn", {"scale_result": 0.3})]
+    cases += [("block", 384, "bfloat16", {})]
     for granularity, k, out_dtype, extras in cases:
-        a, b, scale_a, scale_b = operands(rng, 8, k, 32, granularity)
+        n = extras.get("n", 32)
+        a, b, scale_a, scale_b = operands(rng, 8, k, n, granularity)
         ga, gb = a.to("cuda"), b.T.to("cuda").T
         keywords = {}
         if "bias" in extras:
             keywords["bias"] = fp8q.asarray(
-                rng.standard_normal(32).astype(extras["bias"]),
+                rng.standard_normal(n).astype(extras["bias"]),
                 device="cuda")
         if "scale_result" in extras:
             keywords["scale_result"] = fp8q.asarray(
                 np.float32(extras["scale_result"]), device="cuda")
             keywords["amax_out"] = fp8q.zeros(1, device="cuda")
         scales = (scale_a.to("cuda"), scale_b.to("cuda"))
-        out = fp8q.empty((8, 32), out_dtype, device="cuda")
+        out = fp8q.empty((8, n), out_dtype, device="cuda")
         fp8q.scaled_mm(ga, gb, *scales, out=out, **keywords)
         before = len(log_lines())
         fp8q.scaled_mm(ga, gb, *scales, out=out, **keywords)

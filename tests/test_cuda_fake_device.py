@@ -57,6 +57,7 @@ def run_scenario(driver, name, tmp_path, environment=None, **fake):
     "quantize_empty_groups",
     "scaled_mm_matches_the_cpu",
     "scaled_mm_paths",
+    "scaled_mm_padded_matches_the_cpu",
     "plan_cache_is_bounded",
     "heuristic_sees_the_scales",
     "scaled_mm_amax_and_out",
@@ -102,7 +103,8 @@ def test_no_driver(tmp_path):
 
 
 def test_scaled_mm_on_gpus_without_fp8(fake_driver, tmp_path):
-    for name in ("scaled_mm_matches_the_cpu", "scaled_mm_paths"):
+    for name in ("scaled_mm_matches_the_cpu", "scaled_mm_paths",
+                 "cached_plan_allocates_nothing"):
         run_scenario(fake_driver, name, tmp_path, cc="8.6")
 
 

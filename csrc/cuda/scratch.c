@@ -101,6 +101,12 @@ static fp8q_status prepare_block(const fp8q_cuda_device *device,
     return FP8Q_OK;
 }
 
+size_t fp8q_cuda_scratch_rounded(size_t bytes)
+{
+    return (bytes + FP8Q_SCRATCH_ALIGNMENT - 1) / FP8Q_SCRATCH_ALIGNMENT *
+           FP8Q_SCRATCH_ALIGNMENT;
+}
+
 fp8q_status fp8q_cuda_scratch_acquire(const fp8q_cuda_device *device,
                                       size_t bytes, fp8q_cu_stream stream,
                                       fp8q_cuda_scratch *scratch,

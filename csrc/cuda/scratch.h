@@ -30,6 +30,14 @@ typedef struct fp8q_cuda_scratch {
     int shared;   /* 1: the device's reused block; 0: this call's own */
 } fp8q_cuda_scratch;
 
+/* Where the parts of a call's scratch memory start: the block itself is
+ * 256-byte aligned, and so is each part placed at a multiple of
+ * fp8q_cuda_scratch_rounded's sizes. */
+#define FP8Q_SCRATCH_ALIGNMENT 256
+
+/* `bytes` rounded up to a multiple of FP8Q_SCRATCH_ALIGNMENT. */
+size_t fp8q_cuda_scratch_rounded(size_t bytes);
+
 /* At least `bytes` of device memory usable on `stream` until
  * fp8q_cuda_scratch_release (also on failure, which leaves nothing to
  * release). */
