@@ -665,6 +665,12 @@ def scaled_mm_padded_matches_the_cpu():
                         **keywords)
                     assert same_bits(exact.cpu().numpy(),
                                      got.cpu().numpy())
+    # The benchmark's switch: padding off, the exact bfloat16 path.
+    a, b, scale_a, scale_b = operands(rng, 5, 40, 24, "row")
+    assert fp8q._C._scaled_mm_padding(False) is True
+    fp8q.scaled_mm(a.to("cuda"), b.T.to("cuda").T, scale_a, scale_b)
+    assert fp8q._C._scaled_mm_padding(True) is False
+    assert tuple(matmul_log()[-1][:3]) == ("14", "14", "0")
 
 
 def plan_cache_is_bounded():

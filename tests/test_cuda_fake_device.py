@@ -145,13 +145,14 @@ def test_scale_modes_fall_back(fake_driver, tmp_path, fake):
                  **fake)
 
 
-def scaled_mm_stderr(driver, tmp_path, **fake):
-    """stderr of one rowwise and one blockwise product with FP8Q_LOG=1."""
+def scaled_mm_stderr(driver, tmp_path, k=512, **fake):
+    """stderr of one rowwise and one blockwise product (4, k) @ (k, 32) with
+    FP8Q_LOG=1."""
     code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); "
             "import numpy as np, fp8q; from fake_gpu_scenarios import operands; "
             "rng = np.random.default_rng(1)\n"
             "for g in ('row', 'block'):\n"
-            "    a, b, sa, sb = operands(rng, 4, 512, 32, g)\n"
+            f"    a, b, sa, sb = operands(rng, 4, {k}, 32, g)\n"
             "    fp8q.scaled_mm(a.to('cuda'), b.T.to('cuda').T, sa, sb)")
     environment = child_environment(driver, log=tmp_path / "calls.log",
                                     **fake)
@@ -176,6 +177,15 @@ def test_fp8q_log_names_each_path(fake_driver, tmp_path, fake, paths):
     lines = scaled_mm_stderr(fake_driver, tmp_path, **fake)
     assert lines == [f"fp8q: scaled_mm M=4 N=32 K=512 on cuda:0: {path}"
                      for path in paths], lines
+
+
+def test_fp8q_log_names_the_padded_path(fake_driver, tmp_path):
+    """(With K = 40 the blocks' scales, (4, 1) and (1, 1), are rowwise
+    ones too.)"""
+    lines = scaled_mm_stderr(fake_driver, tmp_path, k=40)
+    assert lines == [
+        "fp8q: scaled_mm M=4 N=32 K=40 on cuda:0: cuBLASLt FP8 product of "
+        "operands padded to multiples of 16 + epilogue kernel"] * 2, lines
 
 
 @pytest.mark.parametrize("version, first", [(12020, "libcublasLt.so.12"),

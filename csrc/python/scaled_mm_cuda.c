@@ -484,8 +484,12 @@ static fp8q_status sums(const fp8q_cublaslt *library,
     return fp8q_cuda_matmul(library, cuda, &problem, stream, refused, error);
 }
 
+/* 0 while fp8q._C._scaled_mm_padding(False) has switched padding off (for
+ * the benchmark that times padded against exact products). */
+static volatile int padding_enabled = 1;
+
 /* The first path of the sums (fp8 tensor cores or not, the operands
- * aligned for them or not). */
+ * aligned for them or not, padding_enabled and the padding rule). */
 static sums_path first_sums_path(const fp8q_py_scaled_mm *call,
                                  const fp8q_matmul *problem)
 {
@@ -500,7 +504,9 @@ static sums_path first_sums_path(const fp8q_py_scaled_mm *call,
     if (fp8q_matmul_fp8_aligned(problem)) {
         return SUMS_FP8;
     }
-    return fp8q_matmul_padding_pays(problem->m, problem->n, problem->k)
+    return padding_enabled &&
+                   fp8q_matmul_padding_pays(problem->m, problem->n,
+                                            problem->k)
                ? SUMS_PADDED
                : SUMS_BFLOAT16;
 }
@@ -813,7 +819,27 @@ static PyObject *cublaslt_info(PyObject *module, PyObject *unused)
         scale_modes_seen());
 }
 
+static PyObject *scaled_mm_padding(PyObject *module, PyObject *enabled)
+{
+    const int previous = padding_enabled;
+    const int wanted = PyObject_IsTrue(enabled);
+
+    (void)module;
+    if (wanted < 0) {
+        return NULL;
+    }
+    padding_enabled = wanted;
+    return PyBool_FromLong(previous);
+}
+
 static PyMethodDef scaled_mm_cuda_functions[] = {
+    {"_scaled_mm_padding", scaled_mm_padding, METH_O,
+     "_scaled_mm_padding(enabled)\n--\n\n"
+     "Private, for `python -m fp8q bench gemm`: with enabled false, GPU "
+     "products whose K or N is not a multiple of 16 take the exact "
+     "bfloat16 path instead of zero-padded FP8 operands (the default, "
+     "true, follows csrc/cuda/matmul_padding.h's rule). Process-wide; "
+     "returns the previous setting."},
     {"_cublaslt_info", cublaslt_info, METH_NOARGS,
      "_cublaslt_info()\n--\n\n"
      "Loads cuBLASLt as the first GPU scaled_mm would (see "
