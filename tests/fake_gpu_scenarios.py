@@ -970,6 +970,35 @@ def cached_plan_allocates_nothing():
         assert close(out, expected, out_dtype), (granularity, k, out_dtype)
 
 
+def scratch_memory_is_freed_on_request():
+    """fp8q.empty_cache() frees the device's reused scratch block in stream
+    order after its last use (the default stream waits for the block's
+    event, then frees it), without synchronizing; the next product
+    allocates a new one. Then a product is left for the exit to free: the
+    number of log lines so far is printed (JSON) for the test to read the
+    rest of the log after the interpreter's exit."""
+    import json
+    rng = np.random.default_rng(25)
+    a, b, scale_a, scale_b = operands(rng, 4, 40, 24, "row")
+    ga, gb = a.to("cuda"), b.T.to("cuda").T
+    scales = (scale_a.to("cuda"), scale_b.to("cuda"))
+    out = fp8q.empty((4, 24), "bfloat16", device="cuda")
+    fp8q.scaled_mm(ga, gb, *scales, out=out)
+    before = len(log_lines())
+    fp8q.empty_cache()
+    made = calls()[before:]
+    assert made == ["cuCtxPushCurrent", "cuStreamWaitEvent",
+                    "cuCtxPopCurrent", "cuCtxPushCurrent", "cuMemFreeAsync",
+                    "cuCtxPopCurrent"], made
+    before = len(log_lines())
+    fp8q.empty_cache("cuda:0")
+    fp8q.empty_cache(device="cpu")
+    assert calls()[before:] == [], calls()[before:]
+    fp8q.scaled_mm(ga, gb, *scales, out=out)
+    assert "cuMemAllocAsync" in calls()[before:], calls()[before:]
+    print(json.dumps(len(log_lines())))
+
+
 def cublaslt_search_order():
     """Prints, as JSON, the places the failed cuBLASLt search tried, in
     order (from the error message)."""

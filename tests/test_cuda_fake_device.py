@@ -123,6 +123,23 @@ def test_scaled_mm_when_the_fp8_product_is_refused(fake_driver, tmp_path):
                  tmp_path, cublaslt_refuse_fp8_matmul=1)
 
 
+def test_scratch_memory_is_freed(fake_driver, tmp_path):
+    """fp8q.empty_cache(), and the same at interpreter exit: the last
+    product's scratch block is freed after it (FAKE_CUDA_LOG)."""
+    code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); "
+            "import fake_gpu_scenarios; "
+            "fake_gpu_scenarios.scratch_memory_is_freed_on_request()")
+    log = tmp_path / "calls.log"
+    before_exit = run_child(fake_driver, code, log=log)
+    at_exit = [line.split()[0]
+               for line in log.read_text().splitlines()[before_exit:]]
+    # (After the scenario's own tensors are freed.)
+    wait = at_exit.index("cuStreamWaitEvent")
+    assert at_exit[wait:wait + 4] == ["cuStreamWaitEvent", "cuCtxPopCurrent",
+                                      "cuCtxPushCurrent", "cuMemFreeAsync"], (
+        at_exit)
+
+
 def test_scaled_mm_without_cublaslt(fake_driver, tmp_path):
     run_scenario(fake_driver, "scaled_mm_without_cublaslt", tmp_path,
                  environment={"FP8Q_CUBLASLT":

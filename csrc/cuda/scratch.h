@@ -52,4 +52,15 @@ fp8q_status fp8q_cuda_scratch_acquire(const fp8q_cuda_device *device,
 void fp8q_cuda_scratch_release(fp8q_cuda_scratch *scratch,
                                fp8q_cu_stream stream);
 
+/*
+ * Frees the reused block of device `device_index` (-1: of every device),
+ * in stream order after its last use (the legacy default stream waits for
+ * the block's event, then frees it there), without synchronizing; the next
+ * call that needs scratch memory allocates a new block. A block held by a
+ * call at that moment is left alone. With a memory pool the memory goes
+ * back to the device's default pool (memory.h), not to the system.
+ * FP8Q_ERROR_CUDA when the driver refuses the wait (the block is then kept).
+ */
+fp8q_status fp8q_cuda_scratch_empty(int device_index, fp8q_error *error);
+
 #endif /* FP8Q_CUDA_SCRATCH_H */
