@@ -17,9 +17,14 @@
  *   native   native FP8, tensorwise or rowwise: cuBLASLt's FP8 product of
  *            the raw codes into float32, then fp8q's epilogue kernel
  *            (scales, bias, amax, rounding into out_dtype).
+ *   padded   native FP8, tensorwise or rowwise, K or N not a multiple of
+ *            16 (or misaligned) where the padding rule pays
+ *            (cuda/matmul_padding.h): zero-padded copies of the codes in
+ *            scratch memory, the FP8 product, its real columns, then the
+ *            epilogue.
  *   emulated GPUs without FP8 tensor cores, operands cuBLASLt's FP8
- *            kernels do not take (K or N not a multiple of 16, misaligned),
- *            or an FP8 product cuBLASLt refuses (no algorithm, status):
+ *            kernels do not take where padding does not pay, or an FP8
+ *            product cuBLASLt refuses (no algorithm, status):
  *            the codes decoded exactly into bfloat16 (every float8_e4m3fn
  *            and float8_e5m2 value is a bfloat16 value), a bfloat16 product
  *            into float32, then the epilogue.
