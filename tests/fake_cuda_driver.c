@@ -297,7 +297,9 @@ static result_t allocate(deviceptr_t *pointer, size_t bytes)
     if (bytes == 0) {
         return 1; /* CUDA_ERROR_INVALID_VALUE, as the real driver */
     }
-    memory = malloc(bytes);
+    /* 256-byte aligned, as the real driver's allocations are (fp8q's
+     * scratch memory and plan keys rely on it). */
+    memory = aligned_alloc(256, (bytes + 255) / 256 * 256);
     if (memory == NULL) {
         return 2;
     }

@@ -806,6 +806,53 @@ def scaled_mm_when_the_fp8_product_is_refused():
     assert matmul_paths() == [("14", "14", "0", "plain")] * 2
 
 
+def refused_products_are_not_prepared_again():
+    """cublasLtMatmul refuses FP8 operands (FAKE_CUBLASLT_REFUSE_FP8_MATMUL):
+    the first call tries each FP8 product its path offers (the one call, the
+    FP8 sums, or the sums of zero-padded operands, padding them first), then
+    runs the bfloat16 product. The refusals are remembered, so a second
+    identical call goes straight to the bfloat16 product: no FP8 attempt,
+    no pad launch, one scratch acquisition (one cuStreamWaitEvent and one
+    cuEventRecord for it, one each for cuBLASLt's workspace), nothing
+    allocated, with the CPU's results."""
+    rng = np.random.default_rng(25)
+    for granularity, k, n, out_dtype, padded in (
+            ("tensor", 64, 32, "bfloat16", False),
+            ("row", 64, 32, "float8_e4m3fn", False),
+            ("row", 40, 24, "bfloat16", True),
+            ("tensor", 64, 40, "float32", True)):
+        a, b, scale_a, scale_b = operands(rng, 8, k, n, granularity)
+        ga, gb = a.to("cuda"), b.T.to("cuda").T
+        scales = (scale_a.to("cuda"), scale_b.to("cuda"))
+        keywords = {}
+        if out_dtype == "float8_e4m3fn":
+            keywords = {"scale_result": fp8q.asarray(np.float32(0.5),
+                                                     device="cuda"),
+                        "amax_out": fp8q.zeros(1, device="cuda")}
+        out = fp8q.empty((8, n), out_dtype, device="cuda")
+        case = (granularity, k, n, out_dtype)
+        before = len(log_lines())
+        fp8q.scaled_mm(ga, gb, *scales, out=out, **keywords)
+        made = calls()[before:]
+        assert ("fp8q_pad" in made) == padded, (case, made)
+        assert "cublasLtMatmulRefused" in made, (case, made)
+        before = len(log_lines())
+        fp8q.scaled_mm(ga, gb, *scales, out=out, **keywords)
+        made = calls()[before:]
+        assert "fp8q_pad" not in made, (case, made)
+        assert "cublasLtMatmulRefused" not in made, (case, made)
+        assert made.count("cublasLtMatmul") == 1, (case, made)
+        assert tuple(matmul_log()[-1][:3]) == ("14", "14", "0"), case
+        assert made.count("cuStreamWaitEvent") == 2, (case, made)
+        assert made.count("cuEventRecord") == 2, (case, made)
+        assert not [name for name in made
+                    if name.startswith(("cuMemAlloc", "cuMemFree"))], made
+        host_keywords = {"scale_result": np.float32(0.5)} if keywords else {}
+        expected = fp8q.scaled_mm(a, b, scale_a, scale_b,
+                                  out_dtype=out_dtype, **host_keywords)
+        assert close(out, expected, out_dtype), case
+
+
 def one_call_log():
     """The fake's cuBLASLt products as (A, B, D types, scale modes, bias
     type, D scale, amax)."""

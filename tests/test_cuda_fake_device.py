@@ -118,9 +118,13 @@ def test_scaled_mm_when_fp8_is_refused(fake_driver, tmp_path):
                  cublaslt_no_fp8=1)
 
 
-def test_scaled_mm_when_the_fp8_product_is_refused(fake_driver, tmp_path):
-    run_scenario(fake_driver, "scaled_mm_when_the_fp8_product_is_refused",
-                 tmp_path, cublaslt_refuse_fp8_matmul=1)
+@pytest.mark.parametrize("name", [
+    "scaled_mm_when_the_fp8_product_is_refused",
+    "refused_products_are_not_prepared_again",
+])
+def test_scaled_mm_when_the_fp8_product_is_refused(fake_driver, tmp_path,
+                                                  name):
+    run_scenario(fake_driver, name, tmp_path, cublaslt_refuse_fp8_matmul=1)
 
 
 def test_scratch_memory_is_freed(fake_driver, tmp_path):

@@ -56,31 +56,51 @@ static fp8q_status pad(const fp8q_cuda_device *device, const void *source,
     return fp8q_cuda_launch_pad(device, &args, stream, error);
 }
 
+/* `problem` with k and n padded (its pointers left as they are). */
+static void padded_extents(const fp8q_matmul *problem, fp8q_matmul *padded)
+{
+    *padded = *problem;
+    padded->k = fp8q_matmul_padded_extent(problem->k);
+    padded->n = fp8q_matmul_padded_extent(problem->n);
+}
+
+int fp8q_matmul_padded_refused(const fp8q_cuda_device *device,
+                               const fp8q_matmul *problem)
+{
+    fp8q_matmul padded;
+    padded_extents(problem, &padded);
+    /* The padded operands (and a padded d) lie in the scratch memory,
+     * 256-byte aligned: NULL stands for them (fp8q_matmul_refused). */
+    padded.a = NULL;
+    padded.b = NULL;
+    if (padded.n != problem->n) {
+        padded.d = NULL;
+    }
+    return fp8q_matmul_refused(device, &padded);
+}
+
 fp8q_status fp8q_matmul_pad(const fp8q_cuda_device *device,
                             const fp8q_matmul *problem, void *scratch,
                             fp8q_cu_stream stream, fp8q_matmul *padded,
                             fp8q_error *error)
 {
-    const int64_t padded_k = fp8q_matmul_padded_extent(problem->k);
-    const int64_t padded_n = fp8q_matmul_padded_extent(problem->n);
     char *a = (char *)scratch;
-    char *b = a + fp8q_cuda_scratch_rounded((size_t)(problem->m * padded_k));
-    char *d = b + fp8q_cuda_scratch_rounded((size_t)(padded_n * padded_k));
+    char *b;
 
-    *padded = *problem;
-    padded->k = padded_k;
-    padded->n = padded_n;
+    padded_extents(problem, padded);
+    b = a + fp8q_cuda_scratch_rounded((size_t)(problem->m * padded->k));
     padded->a = a;
     padded->b = b;
-    if (padded_n != problem->n) {
-        padded->d = d;
+    if (padded->n != problem->n) {
+        padded->d = b + fp8q_cuda_scratch_rounded(
+                            (size_t)(padded->n * padded->k));
     }
     if (pad(device, problem->a, problem->m, problem->k, a, problem->m,
-            padded_k, 1, stream, error) != FP8Q_OK) {
+            padded->k, 1, stream, error) != FP8Q_OK) {
         return error->status;
     }
-    return pad(device, problem->b, problem->n, problem->k, b, padded_n,
-               padded_k, 1, stream, error);
+    return pad(device, problem->b, problem->n, problem->k, b, padded->n,
+               padded->k, 1, stream, error);
 }
 
 fp8q_status fp8q_matmul_crop(const fp8q_cuda_device *device,

@@ -55,6 +55,15 @@ fp8q_status fp8q_matmul_pad(const fp8q_cuda_device *device,
                             fp8q_cu_stream stream, fp8q_matmul *padded,
                             fp8q_error *error);
 
+/* Nonzero when cuBLASLt has refused before (fp8q_matmul_refused) the
+ * padded product fp8q_matmul_pad would make of `problem` into its scratch
+ * memory, so that padding the operands again would be wasted. problem->d,
+ * kept by the padded product when n needs no padding, is read for its
+ * alignment only (NULL: the float32 sums in scratch memory). No CUDA
+ * call. */
+int fp8q_matmul_padded_refused(const fp8q_cuda_device *device,
+                               const fp8q_matmul *problem);
+
 /* Writes the real (m, n) product of `problem` from the padded product
  * `padded` (made by fp8q_matmul_pad) into problem->d, ordered on `stream`;
  * nothing to do when n was not padded. */

@@ -286,7 +286,8 @@ static size_t one_call_scratch_bytes(const fp8q_matmul *problem)
  * cuBLASLt's layouts (block scales transposed and padded on the GPU), bias,
  * an FP8 result's D scale (1 / scale_result, on the GPU) and amax, every
  * temporary in the device's reused scratch memory. Returns 1 when done, 0
- * when cuBLASLt refused it (remembered: the next path runs), -1 with an
+ * when cuBLASLt refused it (remembered: the next path runs; a refusal
+ * remembered before returns 0 at once, nothing made), -1 with an
  * exception. `keep` takes the temporaries.
  */
 static int one_call(const fp8q_cublaslt *library,
@@ -310,6 +311,18 @@ static int one_call(const fp8q_cublaslt *library,
     problem.d_dtype = call->out->view.dtype;
     problem.a_scale = (const float *)scale_a->view.data;
     problem.b_scale = (const float *)scale_b->view.data;
+    /* A refusal cuBLASLt gave before: the next path, with nothing made.
+     * (The plan's key sees only whether bias and D's scale are set.) */
+    problem.bias = call->bias != NULL ? call->bias->view.data : NULL;
+    problem.bias_dtype = call->bias != NULL ? call->bias->view.dtype
+                                            : FP8Q_FLOAT32;
+    problem.d_scale = needs_d_scale(call) ? &call->scale_result : NULL;
+    problem.amax_d =
+        call->amax_out != NULL ? (float *)call->amax_out->view.data : NULL;
+    if (fp8q_matmul_refused(cuda, &problem)) {
+        return 0;
+    }
+    problem.d_scale = NULL; /* made in the scratch memory below */
     if (call->bias != NULL) {
         bias = on_device(call->bias, &device, stream);
         if (bias == NULL) {
@@ -320,7 +333,6 @@ static int one_call(const fp8q_cublaslt *library,
             return -1;
         }
         problem.bias = bias->view.data;
-        problem.bias_dtype = bias->view.dtype;
     }
     if (call->scale_result_on_device != NULL) {
         if (fp8q_py_use_on_stream(call->scale_result_on_device, stream) < 0) {
@@ -329,11 +341,9 @@ static int one_call(const fp8q_cublaslt *library,
         scale_result_on_device =
             (const float *)call->scale_result_on_device->view.data;
     }
-    if (call->amax_out != NULL) {
-        if (fp8q_py_use_on_stream(call->amax_out, stream) < 0) {
-            return -1;
-        }
-        problem.amax_d = (float *)call->amax_out->view.data;
+    if (call->amax_out != NULL &&
+        fp8q_py_use_on_stream(call->amax_out, stream) < 0) {
+        return -1;
     }
     fp8q_error_clear(&error);
     Py_BEGIN_ALLOW_THREADS
@@ -493,19 +503,11 @@ static fp8q_status sums(const fp8q_cublaslt *library,
  * the benchmark that times padded against exact products). */
 static volatile int padding_enabled = 1;
 
-/* The first path of the sums (fp8 tensor cores or not, the operands
- * aligned for them or not, padding_enabled and the padding rule). */
-static sums_path first_sums_path(const fp8q_py_scaled_mm *call,
-                                 const fp8q_matmul *problem)
+/* The FP8 path of the sums a GPU with FP8 tensor cores takes for
+ * `problem` (SUMS_FP8 for aligned operands, else SUMS_PADDED where
+ * padding_enabled and the padding rule say so), or SUMS_BFLOAT16. */
+static sums_path fp8_sums_path(const fp8q_matmul *problem)
 {
-    const fp8q_cuda_device *cuda = call->a->cuda_device;
-    if (call->mode == FP8Q_SCALING_BLOCKWISE) {
-        return SUMS_BLOCKWISE;
-    }
-    if (!fp8q_cuda_has_fp8_tensor_cores(cuda->compute_capability_major,
-                                        cuda->compute_capability_minor)) {
-        return SUMS_BFLOAT16;
-    }
     if (fp8q_matmul_fp8_aligned(problem)) {
         return SUMS_FP8;
     }
@@ -514,6 +516,34 @@ static sums_path first_sums_path(const fp8q_py_scaled_mm *call,
                                             problem->k)
                ? SUMS_PADDED
                : SUMS_BFLOAT16;
+}
+
+/* The path the sums of `problem` (float32 d) take: blockwise for block
+ * scales; on FP8 tensor cores fp8_sums_path's, unless cuBLASLt refused
+ * that FP8 product before (remembered in its plan: then no operand of it
+ * is made, nor scratch memory acquired for them); else bfloat16. */
+static sums_path first_sums_path(const fp8q_py_scaled_mm *call,
+                                 const fp8q_matmul *problem)
+{
+    const fp8q_cuda_device *cuda = call->a->cuda_device;
+    fp8q_matmul sums_problem = *problem;
+    sums_path path;
+
+    if (call->mode == FP8Q_SCALING_BLOCKWISE) {
+        return SUMS_BLOCKWISE;
+    }
+    if (!fp8q_cuda_has_fp8_tensor_cores(cuda->compute_capability_major,
+                                        cuda->compute_capability_minor)) {
+        return SUMS_BFLOAT16;
+    }
+    path = fp8_sums_path(problem);
+    sums_problem.d = NULL; /* the sums lie in the scratch memory */
+    if ((path == SUMS_FP8 && fp8q_matmul_refused(cuda, &sums_problem)) ||
+        (path == SUMS_PADDED &&
+         fp8q_matmul_padded_refused(cuda, &sums_problem))) {
+        return SUMS_BFLOAT16;
+    }
+    return path;
 }
 
 int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
@@ -633,8 +663,10 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
         }
     }
     /* The float32 sums and the operands their path makes, in the device's
-     * reused scratch memory; an FP8 product cuBLASLt refuses is made
-     * again from exact bfloat16 operands (their scratch acquired anew). */
+     * reused scratch memory; an FP8 product cuBLASLt refuses now (a
+     * refusal remembered before took the bfloat16 path in
+     * first_sums_path) is made again from exact bfloat16 operands (their
+     * scratch acquired anew). */
     problem.d_dtype = FP8Q_FLOAT32;
     path = first_sums_path(call, &problem);
     Py_BEGIN_ALLOW_THREADS
