@@ -732,13 +732,69 @@ def scaled_mm_errors():
            amax_out=np.zeros(1, np.float32))
 
 
+def cublaslt_failures_name_the_call():
+    """cublasLtMatmul fails with a status that is no refusal
+    (FAKE_CUBLASLT_MATMUL_STATUS: EXECUTION_FAILED, ALLOC_FAILED,
+    INTERNAL_ERROR): fp8q.CudaError, nothing tried after it, whose text
+    names scaled_mm's scaling mode and path, the cuBLASLt call, the status's
+    name and number, and the product cuBLASLt ran (M, N, K, types)."""
+    number = int(os.environ["FAKE_CUBLASLT_MATMUL_STATUS"])
+    status = {3: "CUBLAS_STATUS_ALLOC_FAILED",
+              13: "CUBLAS_STATUS_EXECUTION_FAILED",
+              14: "CUBLAS_STATUS_INTERNAL_ERROR"}[number]
+    sm90 = os.environ.get("FAKE_CUDA_CC", "8.9") >= "9.0"
+    rng = np.random.default_rng(26)
+    cases = [
+        ("tensor", 64, 32, "tensorwise", "one cuBLASLt call",
+         "M=4, N=32, K=64, a float8_e4m3fn, b float8_e5m2, result bfloat16, "
+         "tensorwise scales (SCALAR_32F)"),
+        ("row", 40, 24, "rowwise", "cuBLASLt FP8 product of operands padded "
+         "to multiples of 16 + epilogue kernel",
+         "M=4, N=32, K=48, a float8_e4m3fn, b float8_e4m3fn, result float32, "
+         "unscaled"),
+    ]
+    if sm90:
+        cases += [("row", 64, 32, "rowwise", "one cuBLASLt call",
+                   "M=4, N=32, K=64, a float8_e4m3fn, b float8_e4m3fn, "
+                   "result bfloat16, rowwise scales (OUTER_VEC_32F)"),
+                  ("block", 256, 32, "blockwise", "one cuBLASLt call",
+                   "M=4, N=32, K=256, a float8_e4m3fn, b float8_e4m3fn, "
+                   "result bfloat16, blockwise scales (VEC128_32F x "
+                   "BLK128x128_32F)")]
+    else:
+        cases += [("row", 64, 32, "rowwise", "cuBLASLt FP8 product + "
+                   "epilogue kernel",
+                   "M=4, N=32, K=64, a float8_e4m3fn, b float8_e4m3fn, "
+                   "result float32, unscaled"),
+                  ("block", 256, 32, "blockwise", "float32 product of "
+                   "block-scaled operands + epilogue kernel",
+                   "M=4, N=32, K=256, a float32, b float32, result float32, "
+                   "unscaled")]
+    for granularity, k, n, mode, path, problem in cases:
+        a, b, scale_a, scale_b = operands(rng, 4, k, n, granularity)
+        before = len(log_lines())
+        try:
+            fp8q.scaled_mm(a.to("cuda"), b.T.to("cuda").T, scale_a, scale_b)
+        except fp8q.CudaError as error:
+            assert str(error) == (
+                f"scaled_mm ({mode} scaling, path: {path}): cublasLtMatmul "
+                f"failed with {status} ({number}) on CUDA device 0 "
+                f"({problem})"), str(error)
+        else:
+            raise AssertionError(f"{granularity}: no CudaError")
+        made = calls()[before:]
+        assert made.count("cublasLtMatmulFailed") == 1, made
+
+
 def scaled_mm_without_an_algorithm():
     """No algorithm for the FP8 product, nor for the bfloat16 one it falls
     back to: the error names the last."""
     rng = np.random.default_rng(13)
     a, b, scale_a, scale_b = operands(rng, 4, 64, 32, "row")
-    expect(fp8q.CudaError, "cuBLASLt has no algorithm for this matrix "
-           "multiply on CUDA device 0 (M=4, N=32, K=64, a bfloat16, "
+    expect(fp8q.CudaError, "scaled_mm (rowwise scaling, path: bfloat16 "
+           "product of the decoded codes + epilogue kernel): cuBLASLt has no "
+           "algorithm for this matrix multiply on CUDA device 0 (M=4, N=32, "
+           "K=64, a bfloat16, "
            "b bfloat16, result float32, unscaled)", fp8q.scaled_mm,
            a.to("cuda"), b.T.to("cuda").T, scale_a, scale_b,
            stream=Stream(5))

@@ -113,6 +113,13 @@ def test_scaled_mm_without_an_algorithm(fake_driver, tmp_path):
                  cublaslt_no_algo=1)
 
 
+@pytest.mark.parametrize("status", [3, 13, 14])
+@pytest.mark.parametrize("cc", ["8.9", "9.0"])
+def test_cublaslt_failures_name_the_call(fake_driver, tmp_path, status, cc):
+    run_scenario(fake_driver, "cublaslt_failures_name_the_call", tmp_path,
+                 cc=cc, cublaslt_matmul_status=status)
+
+
 def test_scaled_mm_when_fp8_is_refused(fake_driver, tmp_path):
     run_scenario(fake_driver, "scaled_mm_when_fp8_is_refused", tmp_path,
                  cublaslt_no_fp8=1)

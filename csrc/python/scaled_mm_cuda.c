@@ -211,8 +211,25 @@ static void log_path(const fp8q_py_scaled_mm *call, const char *path)
     }
 }
 
+/* Puts "scaled_mm (MODE scaling, path: PATH): " before the message of a
+ * failure on `path`, so that an error from cuBLASLt or the driver (which
+ * names its call, status and the M, N, K and types of the product it ran)
+ * also says which call of scaled_mm and which of its paths it was. */
+static void name_the_path(fp8q_error *error, const fp8q_py_scaled_mm *call,
+                          const char *path)
+{
+    char message[FP8Q_ERROR_MESSAGE_SIZE];
+    memcpy(message, error->message, sizeof message);
+    (void)snprintf(error->message, sizeof error->message,
+                   "scaled_mm (%s scaling, path: %s): %s",
+                   fp8q_scaling_name(call->mode), path, message);
+}
+
 /* ------------------------------------------------------------------------- */
 /* One cuBLASLt call                                                         */
+
+/* The one-call path's words in FP8Q_LOG's lines and in errors. */
+#define ONE_CALL_PATH "one cuBLASLt call"
 
 /* Whether cuBLASLt's FP8 kernels take a bias of `bias` for a result of
  * `out` (cuBLASLt's table of FP8 types): bfloat16 for bfloat16, float32 and
@@ -370,10 +387,11 @@ static int one_call(const fp8q_cublaslt *library,
     if (refused) {
         return 0;
     }
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        return -1;
+    if (status != FP8Q_OK) {
+        name_the_path(&error, call, ONE_CALL_PATH);
+        return fp8q_py_raise_on_failure(status, &error);
     }
-    log_path(call, "one cuBLASLt call");
+    log_path(call, ONE_CALL_PATH);
     return 1;
 }
 
@@ -413,7 +431,7 @@ typedef enum sums_path {
     SUMS_BLOCKWISE  /* the codes decoded times their block scales, float32 */
 } sums_path;
 
-/* The path's words in FP8Q_LOG's lines. */
+/* The path's words in FP8Q_LOG's lines and in errors. */
 static const char *sums_path_name(sums_path path)
 {
     switch (path) {
@@ -692,7 +710,9 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
         path = SUMS_BFLOAT16;
     }
     Py_END_ALLOW_THREADS
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+    if (status != FP8Q_OK) {
+        name_the_path(&error, call, sums_path_name(path));
+        (void)fp8q_py_raise_on_failure(status, &error);
         goto done;
     }
 
