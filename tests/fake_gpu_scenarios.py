@@ -722,7 +722,8 @@ def scaled_mm_errors():
     rng = np.random.default_rng(12)
     a, b, scale_a, scale_b = operands(rng, 4, 64, 32, "row")
     ga, gb = a.to("cuda"), b.T.to("cuda").T
-    expect(ValueError, "scaled_mm: on CUDA, out= must be C-contiguous",
+    expect(ValueError, "scaled_mm: on CUDA, out= must be C-contiguous, got "
+           "strides (1, 4) (pass a C-contiguous out, or none)",
            fp8q.scaled_mm, ga, gb, scale_a, scale_b,
            out=fp8q.empty((32, 4), "bfloat16", device="cuda").T)
     expect(ValueError, "scaled_mm: b is on cpu, but a is on cuda:0",

@@ -593,8 +593,13 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     int index;
 
     if (!fp8q_view_is_contiguous(&call->out->view)) {
-        PyErr_SetString(PyExc_ValueError,
-                        "scaled_mm: on CUDA, out= must be C-contiguous");
+        char strides[256];
+        fp8q_format_shape(strides, sizeof strides, call->out->view.ndim,
+                          call->out->view.strides);
+        PyErr_Format(PyExc_ValueError,
+                     "scaled_mm: on CUDA, out= must be C-contiguous, got "
+                     "strides %s (pass a C-contiguous out, or none)",
+                     strides);
         return -1;
     }
     if (m == 0 || n == 0) {
