@@ -12,3 +12,4 @@
 #include "transpose.cu"
 #include "gather.cu"
 #include "calibrate.cu"
+#include "pad.cu"

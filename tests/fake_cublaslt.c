@@ -17,6 +17,11 @@
  *                          algorithm for FP8 operands but cublasLtMatmul
  *                          returns NOT_SUPPORTED for them (logged as
  *                          "cublasLtMatmulRefused A_TYPE B_TYPE D_TYPE")
+ *   FAKE_CUBLASLT_MATMUL_STATUS  when set to a cublasStatus_t N (e.g. 13,
+ *                          CUBLAS_STATUS_EXECUTION_FAILED), every
+ *                          cublasLtMatmul whose problem passes the checks
+ *                          returns N instead of running (logged as
+ *                          "cublasLtMatmulFailed A_TYPE B_TYPE D_TYPE")
  *   FAKE_CUBLASLT_REFUSE_SCALE_MODES  when set, the heuristic refuses the
  *                          outer-vector and block scale modes (as on sm_89,
  *                          which it also refuses when FAKE_CUDA_CC < 9.0)
@@ -108,6 +113,9 @@ const char *cublasLtGetStatusName(status_t status)
     case SUCCESS: return "CUBLAS_STATUS_SUCCESS";
     case INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
     case NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case 3: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case 13: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case 14: return "CUBLAS_STATUS_INTERNAL_ERROR";
     default: return "CUBLAS_STATUS_UNKNOWN";
     }
 }
@@ -495,6 +503,12 @@ status_t cublasLtMatmul(void *handle, desc *operation, const float *alpha,
         log_product("cublasLtMatmulRefused", operation, a_layout, b_layout,
                     d_layout);
         return NOT_SUPPORTED;
+    }
+    if (getenv("FAKE_CUBLASLT_MATMUL_STATUS") != NULL) {
+        log_product("cublasLtMatmulFailed", operation, a_layout, b_layout,
+                    d_layout);
+        return (status_t)strtol(getenv("FAKE_CUBLASLT_MATMUL_STATUS"), NULL,
+                                10);
     }
     log_product("cublasLtMatmul", operation, a_layout, b_layout, d_layout);
     for (j = 0; j < n; j++) {

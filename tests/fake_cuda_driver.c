@@ -55,6 +55,7 @@
 #include "core/scale_formula.h"
 #include "epilogue.cuh"
 #include "gather.cuh"
+#include "pad.cuh"
 #include "quantize_rows.cuh"
 #include "scale.cuh"
 #include "transpose.cuh"
@@ -298,7 +299,9 @@ static result_t allocate(deviceptr_t *pointer, size_t bytes)
     if (bytes == 0) {
         return 1; /* CUDA_ERROR_INVALID_VALUE, as the real driver */
     }
-    memory = malloc(bytes);
+    /* 256-byte aligned, as the real driver's allocations are (fp8q's
+     * scratch memory and plan keys rely on it). */
+    memory = aligned_alloc(256, (bytes + 255) / 256 * 256);
     if (memory == NULL) {
         return 2;
     }
@@ -757,6 +760,27 @@ static void run_histogram_count(const fp8q_histogram_count_args *args)
     }
 }
 
+static void run_pad(const fp8q_pad_args *args)
+{
+    const size_t size = (size_t)args->element_size;
+    int64_t r, c;
+    for (r = 0; r < args->rows; r++) {
+        for (c = 0; c < args->cols; c++) {
+            char *destination = (char *)args->destination +
+                                (size_t)(r * args->cols + c) * size;
+            if (r < args->source_rows && c < args->source_cols) {
+                memcpy(destination,
+                       (const char *)args->source +
+                           (size_t)(r * args->source_cols + c) * size,
+                       size);
+            }
+            else {
+                memset(destination, 0, size);
+            }
+        }
+    }
+}
+
 static void run_calib_fold_histogram(
     const fp8q_calib_fold_histogram_args *args)
 {
@@ -791,7 +815,8 @@ static const char *const kernel_names[] = {
     FP8Q_AMAX_FINITE_ROWS_KERNEL, FP8Q_SCALES_FROM_AMAX_KERNEL,
     FP8Q_QUANTIZE_ROWS_KERNEL, FP8Q_EPILOGUE_KERNEL, FP8Q_TRANSPOSE_KERNEL,
     FP8Q_GATHER_KERNEL, FP8Q_CALIB_FOLD_MAX_KERNEL,
-    FP8Q_HISTOGRAM_COUNT_KERNEL, FP8Q_CALIB_FOLD_HISTOGRAM_KERNEL};
+    FP8Q_HISTOGRAM_COUNT_KERNEL, FP8Q_CALIB_FOLD_HISTOGRAM_KERNEL,
+    FP8Q_PAD_KERNEL};
 
 static result_t fake_module_get_function(void **function, void *module,
                                          const char *name)
@@ -868,6 +893,9 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
     }
     else if (strcmp(name, FP8Q_GATHER_KERNEL) == 0) {
         run_gather((const fp8q_gather_args *)parameters[0]);
+    }
+    else if (strcmp(name, FP8Q_PAD_KERNEL) == 0) {
+        run_pad((const fp8q_pad_args *)parameters[0]);
     }
     else if (strcmp(name, FP8Q_TRANSPOSE_KERNEL) == 0) {
         if (block_x != FP8Q_TRANSPOSE_THREADS) {

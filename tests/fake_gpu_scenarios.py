@@ -640,7 +640,11 @@ def scaled_mm_paths():
         ("tensor", 64, 32, {"bias": np.ones(32, np.float32)},
          ("29", "28", "0", "plain")),
         ("row", 64, 32, {}, ("28", "28", "0", "plain")),
-        ("row", 40, 32, {}, ("14", "14", "0", "plain")),  # K % 16 != 0
+        # K % 16 != 0: zero-padded FP8 operands, where the padded product
+        # has at most twice the multiply-adds; else the exact bfloat16 one.
+        ("row", 40, 32, {}, ("28", "28", "0", "plain")),
+        ("tensor", 64, 40, {}, ("29", "28", "0", "plain")),
+        ("row", 4, 32, {}, ("14", "14", "0", "plain")),
         ("block", 256, 32, {}, ("0", "0", "0", "plain")),
     ]
     for granularity, k, n, keywords, path in cases:
@@ -653,6 +657,52 @@ def scaled_mm_paths():
             # No FP8 tensor cores: the codes go to bfloat16.
             path = ("14", "14", "0", "plain")
         assert taken == [path], (granularity, k, keywords, taken, path)
+
+
+def scaled_mm_padded_matches_the_cpu():
+    """K or N not multiples of 16 on a GPU with FP8 tensor cores: a and w
+    are copied into zero-padded operands (the pad kernel) and cuBLASLt's
+    FP8 product runs on them, its padded columns dropped before the
+    epilogue; results as the CPU's, bit for bit where the epilogue path is
+    (float32 sums of exact products: zeros along K add nothing). Where
+    padding would more than double the work, the exact bfloat16 product."""
+    rng = np.random.default_rng(24)
+    for m, k, n, padded in ((5, 40, 24, True), (3, 4095, 16, True),
+                            (2, 64, 100, True), (4, 4, 32, False),
+                            (6, 60, 30, True)):
+        for granularity in ("tensor", "row"):
+            a, b, scale_a, scale_b = operands(rng, m, k, n, granularity)
+            ga, gb = a.to("cuda"), b.T.to("cuda").T
+            for out_dtype in ("float32", "bfloat16", "float8_e4m3fn"):
+                keywords = dict(out_dtype=out_dtype,
+                                bias=rng.standard_normal(n).astype(
+                                    np.float32))
+                expected = fp8q.scaled_mm(a, b, scale_a, scale_b, **keywords)
+                before = len(log_lines())
+                got = fp8q.scaled_mm(ga, gb, scale_a, scale_b, **keywords)
+                made = calls()[before:]
+                assert close(got, expected, out_dtype), (m, k, n, granularity,
+                                                         out_dtype)
+                assert ("fp8q_pad" in made) == padded, (m, k, n, made)
+                taken = [tuple(words[:3]) for words in matmul_log()][-1]
+                assert taken == (("29" if granularity == "tensor" else "28",
+                                  "28", "0") if padded
+                                 else ("14", "14", "0")), (m, k, n, taken)
+                if out_dtype == "float32" and granularity == "row":
+                    # The FP8 sums of exact products in k order, +0 for
+                    # the padding: the bits of the bfloat16 path's sums.
+                    exact = fp8q.scaled_mm(
+                        ga, gb, scale_a, scale_b,
+                        out=fp8q.empty((m, n), "float32", device="cuda"),
+                        **keywords)
+                    assert same_bits(exact.cpu().numpy(),
+                                     got.cpu().numpy())
+    # The benchmark's switch: padding off, the exact bfloat16 path.
+    a, b, scale_a, scale_b = operands(rng, 5, 40, 24, "row")
+    assert fp8q._C._scaled_mm_padding(False) is True
+    fp8q.scaled_mm(a.to("cuda"), b.T.to("cuda").T, scale_a, scale_b)
+    assert fp8q._C._scaled_mm_padding(True) is False
+    assert tuple(matmul_log()[-1][:3]) == ("14", "14", "0")
 
 
 def plan_cache_is_bounded():
@@ -704,7 +754,8 @@ def scaled_mm_errors():
     rng = np.random.default_rng(12)
     a, b, scale_a, scale_b = operands(rng, 4, 64, 32, "row")
     ga, gb = a.to("cuda"), b.T.to("cuda").T
-    expect(ValueError, "scaled_mm: on CUDA, out= must be C-contiguous",
+    expect(ValueError, "scaled_mm: on CUDA, out= must be C-contiguous, got "
+           "strides (1, 4) (pass a C-contiguous out, or none)",
            fp8q.scaled_mm, ga, gb, scale_a, scale_b,
            out=fp8q.empty((32, 4), "bfloat16", device="cuda").T)
     expect(ValueError, "scaled_mm: b is on cpu, but a is on cuda:0",
@@ -714,13 +765,69 @@ def scaled_mm_errors():
            amax_out=np.zeros(1, np.float32))
 
 
+def cublaslt_failures_name_the_call():
+    """cublasLtMatmul fails with a status that is no refusal
+    (FAKE_CUBLASLT_MATMUL_STATUS: EXECUTION_FAILED, ALLOC_FAILED,
+    INTERNAL_ERROR): fp8q.CudaError, nothing tried after it, whose text
+    names scaled_mm's scaling mode and path, the cuBLASLt call, the status's
+    name and number, and the product cuBLASLt ran (M, N, K, types)."""
+    number = int(os.environ["FAKE_CUBLASLT_MATMUL_STATUS"])
+    status = {3: "CUBLAS_STATUS_ALLOC_FAILED",
+              13: "CUBLAS_STATUS_EXECUTION_FAILED",
+              14: "CUBLAS_STATUS_INTERNAL_ERROR"}[number]
+    sm90 = os.environ.get("FAKE_CUDA_CC", "8.9") >= "9.0"
+    rng = np.random.default_rng(26)
+    cases = [
+        ("tensor", 64, 32, "tensorwise", "one cuBLASLt call",
+         "M=4, N=32, K=64, a float8_e4m3fn, b float8_e5m2, result bfloat16, "
+         "tensorwise scales (SCALAR_32F)"),
+        ("row", 40, 24, "rowwise", "cuBLASLt FP8 product of operands padded "
+         "to multiples of 16 + epilogue kernel",
+         "M=4, N=32, K=48, a float8_e4m3fn, b float8_e4m3fn, result float32, "
+         "unscaled"),
+    ]
+    if sm90:
+        cases += [("row", 64, 32, "rowwise", "one cuBLASLt call",
+                   "M=4, N=32, K=64, a float8_e4m3fn, b float8_e4m3fn, "
+                   "result bfloat16, rowwise scales (OUTER_VEC_32F)"),
+                  ("block", 256, 32, "blockwise", "one cuBLASLt call",
+                   "M=4, N=32, K=256, a float8_e4m3fn, b float8_e4m3fn, "
+                   "result bfloat16, blockwise scales (VEC128_32F x "
+                   "BLK128x128_32F)")]
+    else:
+        cases += [("row", 64, 32, "rowwise", "cuBLASLt FP8 product + "
+                   "epilogue kernel",
+                   "M=4, N=32, K=64, a float8_e4m3fn, b float8_e4m3fn, "
+                   "result float32, unscaled"),
+                  ("block", 256, 32, "blockwise", "float32 product of "
+                   "block-scaled operands + epilogue kernel",
+                   "M=4, N=32, K=256, a float32, b float32, result float32, "
+                   "unscaled")]
+    for granularity, k, n, mode, path, problem in cases:
+        a, b, scale_a, scale_b = operands(rng, 4, k, n, granularity)
+        before = len(log_lines())
+        try:
+            fp8q.scaled_mm(a.to("cuda"), b.T.to("cuda").T, scale_a, scale_b)
+        except fp8q.CudaError as error:
+            assert str(error) == (
+                f"scaled_mm ({mode} scaling, path: {path}): cublasLtMatmul "
+                f"failed with {status} ({number}) on CUDA device 0 "
+                f"({problem})"), str(error)
+        else:
+            raise AssertionError(f"{granularity}: no CudaError")
+        made = calls()[before:]
+        assert made.count("cublasLtMatmulFailed") == 1, made
+
+
 def scaled_mm_without_an_algorithm():
     """No algorithm for the FP8 product, nor for the bfloat16 one it falls
     back to: the error names the last."""
     rng = np.random.default_rng(13)
     a, b, scale_a, scale_b = operands(rng, 4, 64, 32, "row")
-    expect(fp8q.CudaError, "cuBLASLt has no algorithm for this matrix "
-           "multiply on CUDA device 0 (M=4, N=32, K=64, a bfloat16, "
+    expect(fp8q.CudaError, "scaled_mm (rowwise scaling, path: bfloat16 "
+           "product of the decoded codes + epilogue kernel): cuBLASLt has no "
+           "algorithm for this matrix multiply on CUDA device 0 (M=4, N=32, "
+           "K=64, a bfloat16, "
            "b bfloat16, result float32, unscaled)", fp8q.scaled_mm,
            a.to("cuda"), b.T.to("cuda").T, scale_a, scale_b,
            stream=Stream(5))
@@ -786,6 +893,53 @@ def scaled_mm_when_the_fp8_product_is_refused():
     assert close(got, expected, "bfloat16")
     assert refusals().count(["29", "28", "14", "scaled"]) == 1, refusals()
     assert matmul_paths() == [("14", "14", "0", "plain")] * 2
+
+
+def refused_products_are_not_prepared_again():
+    """cublasLtMatmul refuses FP8 operands (FAKE_CUBLASLT_REFUSE_FP8_MATMUL):
+    the first call tries each FP8 product its path offers (the one call, the
+    FP8 sums, or the sums of zero-padded operands, padding them first), then
+    runs the bfloat16 product. The refusals are remembered, so a second
+    identical call goes straight to the bfloat16 product: no FP8 attempt,
+    no pad launch, one scratch acquisition (one cuStreamWaitEvent and one
+    cuEventRecord for it, one each for cuBLASLt's workspace), nothing
+    allocated, with the CPU's results."""
+    rng = np.random.default_rng(25)
+    for granularity, k, n, out_dtype, padded in (
+            ("tensor", 64, 32, "bfloat16", False),
+            ("row", 64, 32, "float8_e4m3fn", False),
+            ("row", 40, 24, "bfloat16", True),
+            ("tensor", 64, 40, "float32", True)):
+        a, b, scale_a, scale_b = operands(rng, 8, k, n, granularity)
+        ga, gb = a.to("cuda"), b.T.to("cuda").T
+        scales = (scale_a.to("cuda"), scale_b.to("cuda"))
+        keywords = {}
+        if out_dtype == "float8_e4m3fn":
+            keywords = {"scale_result": fp8q.asarray(np.float32(0.5),
+                                                     device="cuda"),
+                        "amax_out": fp8q.zeros(1, device="cuda")}
+        out = fp8q.empty((8, n), out_dtype, device="cuda")
+        case = (granularity, k, n, out_dtype)
+        before = len(log_lines())
+        fp8q.scaled_mm(ga, gb, *scales, out=out, **keywords)
+        made = calls()[before:]
+        assert ("fp8q_pad" in made) == padded, (case, made)
+        assert "cublasLtMatmulRefused" in made, (case, made)
+        before = len(log_lines())
+        fp8q.scaled_mm(ga, gb, *scales, out=out, **keywords)
+        made = calls()[before:]
+        assert "fp8q_pad" not in made, (case, made)
+        assert "cublasLtMatmulRefused" not in made, (case, made)
+        assert made.count("cublasLtMatmul") == 1, (case, made)
+        assert tuple(matmul_log()[-1][:3]) == ("14", "14", "0"), case
+        assert made.count("cuStreamWaitEvent") == 2, (case, made)
+        assert made.count("cuEventRecord") == 2, (case, made)
+        assert not [name for name in made
+                    if name.startswith(("cuMemAlloc", "cuMemFree"))], made
+        host_keywords = {"scale_result": np.float32(0.5)} if keywords else {}
+        expected = fp8q.scaled_mm(a, b, scale_a, scale_b,
+                                  out_dtype=out_dtype, **host_keywords)
+        assert close(out, expected, out_dtype), case
 
 
 def one_call_log():
@@ -898,32 +1052,39 @@ def cached_plan_allocates_nothing():
     cuBLASLt's layouts, the epilogue paths' float32 product) live in the
     device's reused scratch memory. One cuBLASLt call on sm_90 for every
     mode, an FP8 result with its D scale computed on the GPU from a GPU
-    scale_result, and the FP8 product + epilogue kernel (a float32 bias)."""
+    scale_result, the FP8 product + epilogue kernel (a float32 bias), the
+    same of zero-padded operands (K or N not multiples of 16), and the
+    exact paths' decoded operands (blockwise float32 on sm_89; bfloat16
+    everywhere on sm_86)."""
     rng = np.random.default_rng(23)
     sm90 = os.environ.get("FAKE_CUDA_CC", "8.9") >= "9.0"
     cases = [("tensor", 64, "bfloat16", {}),
              ("tensor", 64, "float8_e4m3fn", {"scale_result": 0.3}),
              ("row", 64, "bfloat16", {"bias": np.float32}),
-             ("row", 64, "float8_e4m3fn", {"scale_result": 0.3})]
+             ("row", 64, "float8_e4m3fn", {"scale_result": 0.3}),
+             ("row", 40, "bfloat16", {}),
+             ("tensor", 64, "float8_e4m3fn", {"scale_result": 0.3, "n": 40}),
+             ("row", 4, "float32", {})]
     if sm90:
         cases += [("row", 64, "float8_e4m3fn", {"scale_result": 0.3,
                                                  "bias": np.float16}),
-                  ("block", 384, "bfloat16", {}),
                   ("block", 640, "float8_e4m3fn", {"scale_result": 0.3})]
+    cases += [("block", 384, "bfloat16", {})]
     for granularity, k, out_dtype, extras in cases:
-        a, b, scale_a, scale_b = operands(rng, 8, k, 32, granularity)
+        n = extras.get("n", 32)
+        a, b, scale_a, scale_b = operands(rng, 8, k, n, granularity)
         ga, gb = a.to("cuda"), b.T.to("cuda").T
         keywords = {}
         if "bias" in extras:
             keywords["bias"] = fp8q.asarray(
-                rng.standard_normal(32).astype(extras["bias"]),
+                rng.standard_normal(n).astype(extras["bias"]),
                 device="cuda")
         if "scale_result" in extras:
             keywords["scale_result"] = fp8q.asarray(
                 np.float32(extras["scale_result"]), device="cuda")
             keywords["amax_out"] = fp8q.zeros(1, device="cuda")
         scales = (scale_a.to("cuda"), scale_b.to("cuda"))
-        out = fp8q.empty((8, 32), out_dtype, device="cuda")
+        out = fp8q.empty((8, n), out_dtype, device="cuda")
         fp8q.scaled_mm(ga, gb, *scales, out=out, **keywords)
         before = len(log_lines())
         fp8q.scaled_mm(ga, gb, *scales, out=out, **keywords)
@@ -943,6 +1104,35 @@ def cached_plan_allocates_nothing():
         expected = fp8q.scaled_mm(a, b, scale_a, scale_b,
                                   out_dtype=out_dtype, **host_keywords)
         assert close(out, expected, out_dtype), (granularity, k, out_dtype)
+
+
+def scratch_memory_is_freed_on_request():
+    """fp8q.empty_cache() frees the device's reused scratch block in stream
+    order after its last use (the default stream waits for the block's
+    event, then frees it), without synchronizing; the next product
+    allocates a new one. Then a product is left for the exit to free: the
+    number of log lines so far is printed (JSON) for the test to read the
+    rest of the log after the interpreter's exit."""
+    import json
+    rng = np.random.default_rng(25)
+    a, b, scale_a, scale_b = operands(rng, 4, 40, 24, "row")
+    ga, gb = a.to("cuda"), b.T.to("cuda").T
+    scales = (scale_a.to("cuda"), scale_b.to("cuda"))
+    out = fp8q.empty((4, 24), "bfloat16", device="cuda")
+    fp8q.scaled_mm(ga, gb, *scales, out=out)
+    before = len(log_lines())
+    fp8q.empty_cache()
+    made = calls()[before:]
+    assert made == ["cuCtxPushCurrent", "cuStreamWaitEvent",
+                    "cuCtxPopCurrent", "cuCtxPushCurrent", "cuMemFreeAsync",
+                    "cuCtxPopCurrent"], made
+    before = len(log_lines())
+    fp8q.empty_cache("cuda:0")
+    fp8q.empty_cache(device="cpu")
+    assert calls()[before:] == [], calls()[before:]
+    fp8q.scaled_mm(ga, gb, *scales, out=out)
+    assert "cuMemAllocAsync" in calls()[before:], calls()[before:]
+    print(json.dumps(len(log_lines())))
 
 
 def cublaslt_search_order():

@@ -63,6 +63,7 @@ def run_scenario(driver, name, tmp_path, environment=None, **fake):
     "quantize_empty_groups",
     "scaled_mm_matches_the_cpu",
     "scaled_mm_paths",
+    "scaled_mm_padded_matches_the_cpu",
     "plan_cache_is_bounded",
     "heuristic_sees_the_scales",
     "scaled_mm_amax_and_out",
@@ -108,7 +109,8 @@ def test_no_driver(tmp_path):
 
 
 def test_scaled_mm_on_gpus_without_fp8(fake_driver, tmp_path):
-    for name in ("scaled_mm_matches_the_cpu", "scaled_mm_paths"):
+    for name in ("scaled_mm_matches_the_cpu", "scaled_mm_paths",
+                 "cached_plan_allocates_nothing"):
         run_scenario(fake_driver, name, tmp_path, cc="8.6")
 
 
@@ -117,14 +119,42 @@ def test_scaled_mm_without_an_algorithm(fake_driver, tmp_path):
                  cublaslt_no_algo=1)
 
 
+@pytest.mark.parametrize("status", [3, 13, 14])
+@pytest.mark.parametrize("cc", ["8.9", "9.0"])
+def test_cublaslt_failures_name_the_call(fake_driver, tmp_path, status, cc):
+    run_scenario(fake_driver, "cublaslt_failures_name_the_call", tmp_path,
+                 cc=cc, cublaslt_matmul_status=status)
+
+
 def test_scaled_mm_when_fp8_is_refused(fake_driver, tmp_path):
     run_scenario(fake_driver, "scaled_mm_when_fp8_is_refused", tmp_path,
                  cublaslt_no_fp8=1)
 
 
-def test_scaled_mm_when_the_fp8_product_is_refused(fake_driver, tmp_path):
-    run_scenario(fake_driver, "scaled_mm_when_the_fp8_product_is_refused",
-                 tmp_path, cublaslt_refuse_fp8_matmul=1)
+@pytest.mark.parametrize("name", [
+    "scaled_mm_when_the_fp8_product_is_refused",
+    "refused_products_are_not_prepared_again",
+])
+def test_scaled_mm_when_the_fp8_product_is_refused(fake_driver, tmp_path,
+                                                  name):
+    run_scenario(fake_driver, name, tmp_path, cublaslt_refuse_fp8_matmul=1)
+
+
+def test_scratch_memory_is_freed(fake_driver, tmp_path):
+    """fp8q.empty_cache(), and the same at interpreter exit: the last
+    product's scratch block is freed after it (FAKE_CUDA_LOG)."""
+    code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); "
+            "import fake_gpu_scenarios; "
+            "fake_gpu_scenarios.scratch_memory_is_freed_on_request()")
+    log = tmp_path / "calls.log"
+    before_exit = run_child(fake_driver, code, log=log)
+    at_exit = [line.split()[0]
+               for line in log.read_text().splitlines()[before_exit:]]
+    # (After the scenario's own tensors are freed.)
+    wait = at_exit.index("cuStreamWaitEvent")
+    assert at_exit[wait:wait + 4] == ["cuStreamWaitEvent", "cuCtxPopCurrent",
+                                      "cuCtxPushCurrent", "cuMemFreeAsync"], (
+        at_exit)
 
 
 def test_scaled_mm_without_cublaslt(fake_driver, tmp_path):
@@ -149,13 +179,14 @@ def test_scale_modes_fall_back(fake_driver, tmp_path, fake):
                  **fake)
 
 
-def scaled_mm_stderr(driver, tmp_path, **fake):
-    """stderr of one rowwise and one blockwise product with FP8Q_LOG=1."""
+def scaled_mm_stderr(driver, tmp_path, k=512, **fake):
+    """stderr of one rowwise and one blockwise product (4, k) @ (k, 32) with
+    FP8Q_LOG=1."""
     code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); "
             "import numpy as np, fp8q; from fake_gpu_scenarios import operands; "
             "rng = np.random.default_rng(1)\n"
             "for g in ('row', 'block'):\n"
-            "    a, b, sa, sb = operands(rng, 4, 512, 32, g)\n"
+            f"    a, b, sa, sb = operands(rng, 4, {k}, 32, g)\n"
             "    fp8q.scaled_mm(a.to('cuda'), b.T.to('cuda').T, sa, sb)")
     environment = child_environment(driver, log=tmp_path / "calls.log",
                                     **fake)
@@ -180,6 +211,15 @@ def test_fp8q_log_names_each_path(fake_driver, tmp_path, fake, paths):
     lines = scaled_mm_stderr(fake_driver, tmp_path, **fake)
     assert lines == [f"fp8q: scaled_mm M=4 N=32 K=512 on cuda:0: {path}"
                      for path in paths], lines
+
+
+def test_fp8q_log_names_the_padded_path(fake_driver, tmp_path):
+    """(With K = 40 the blocks' scales, (4, 1) and (1, 1), are rowwise
+    ones too.)"""
+    lines = scaled_mm_stderr(fake_driver, tmp_path, k=40)
+    assert lines == [
+        "fp8q: scaled_mm M=4 N=32 K=40 on cuda:0: cuBLASLt FP8 product of "
+        "operands padded to multiples of 16 + epilogue kernel"] * 2, lines
 
 
 @pytest.mark.parametrize("version, first", [(12020, "libcublasLt.so.12"),

@@ -273,7 +273,7 @@ void fp8q_cublaslt_describe(const fp8q_cublaslt *loaded, fp8q_lt_status status,
                            ? loaded->api.get_status_name(status)
                            : NULL;
     if (name != NULL) {
-        (void)snprintf(text, text_size, "%s", name);
+        (void)snprintf(text, text_size, "%s (%d)", name, status);
     }
     else {
         (void)snprintf(text, text_size, "cublasStatus_t %d", status);

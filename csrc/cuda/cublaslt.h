@@ -72,8 +72,9 @@ const fp8q_cublaslt *fp8q_cublaslt_load(const char *const *wheel_directories,
  * (for fp8q.info(), which never loads it). */
 const fp8q_cublaslt *fp8q_cublaslt_loaded(void);
 
-/* Writes "NAME" for a cuBLASLt status (e.g. "CUBLAS_STATUS_NOT_SUPPORTED"),
- * or "cublasStatus_t N". */
+/* Writes "NAME (N)" for a cuBLASLt status N (e.g.
+ * "CUBLAS_STATUS_NOT_SUPPORTED (15)"), or "cublasStatus_t N" when the
+ * library has no name for it. */
 void fp8q_cublaslt_describe(const fp8q_cublaslt *library, fp8q_lt_status status,
                             char *text, size_t text_size);
 

@@ -16,6 +16,7 @@
 #include "cast.cuh"
 #include "epilogue.cuh"
 #include "gather.cuh"
+#include "pad.cuh"
 #include "quantize_rows.cuh"
 #include "scale.cuh"
 #include "transpose.cuh"
@@ -55,7 +56,8 @@ const char *fp8q_cuda_kernel_name(fp8q_cuda_kernel kernel)
         FP8Q_AMAX_FINITE_ROWS_KERNEL, FP8Q_SCALES_FROM_AMAX_KERNEL,
         FP8Q_QUANTIZE_ROWS_KERNEL, FP8Q_EPILOGUE_KERNEL, FP8Q_TRANSPOSE_KERNEL,
         FP8Q_GATHER_KERNEL, FP8Q_CALIB_FOLD_MAX_KERNEL,
-        FP8Q_HISTOGRAM_COUNT_KERNEL, FP8Q_CALIB_FOLD_HISTOGRAM_KERNEL};
+        FP8Q_HISTOGRAM_COUNT_KERNEL, FP8Q_CALIB_FOLD_HISTOGRAM_KERNEL,
+        FP8Q_PAD_KERNEL};
     return names[kernel];
 }
 

@@ -152,6 +152,7 @@ typedef enum fp8q_cuda_kernel {
     FP8Q_KERNEL_CALIB_FOLD_MAX, /* kernels/calibrate.cuh              */
     FP8Q_KERNEL_HISTOGRAM_COUNT, /* kernels/calibrate.cuh             */
     FP8Q_KERNEL_CALIB_FOLD_HISTOGRAM, /* kernels/calibrate.cuh        */
+    FP8Q_KERNEL_PAD,       /* kernels/pad.cuh                         */
     FP8Q_KERNEL_COUNT
 } fp8q_cuda_kernel;
 

@@ -295,3 +295,17 @@ fp8q_status fp8q_cuda_launch_calib_fold_histogram(
     return launch(device, FP8Q_KERNEL_CALIB_FOLD_HISTOGRAM, 1u, args, stream,
                   error);
 }
+
+fp8q_status fp8q_cuda_launch_pad(const fp8q_cuda_device *device,
+                                 const fp8q_pad_args *args,
+                                 fp8q_cu_stream stream, fp8q_error *error)
+{
+    const int64_t count = args->rows * args->cols;
+
+    if (count == 0) {
+        return FP8Q_OK;
+    }
+    return launch(device, FP8Q_KERNEL_PAD,
+                  elementwise_blocks(device, FP8Q_KERNEL_PAD, count), args,
+                  stream, error);
+}

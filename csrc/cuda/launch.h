@@ -15,6 +15,7 @@
 #include "cast.cuh"
 #include "epilogue.cuh"
 #include "gather.cuh"
+#include "pad.cuh"
 #include "quantize_rows.cuh"
 #include "scale.cuh"
 #include "transpose.cuh"
@@ -106,5 +107,10 @@ fp8q_status fp8q_cuda_launch_calib_fold_histogram(
     const fp8q_cuda_device *device,
     const fp8q_calib_fold_histogram_args *args, fp8q_cu_stream stream,
     fp8q_error *error);
+
+/* The pad kernel over args->rows x args->cols destination elements. */
+fp8q_status fp8q_cuda_launch_pad(const fp8q_cuda_device *device,
+                                 const fp8q_pad_args *args,
+                                 fp8q_cu_stream stream, fp8q_error *error);
 
 #endif /* FP8Q_CUDA_LAUNCH_H */

@@ -471,6 +471,26 @@ static void describe_problem(const fp8q_matmul *problem, char *text,
                    problem->amax_d != NULL ? ", amax" : "");
 }
 
+/* The cached plan of `key`, moved to the front of the list (the most
+ * recently used), or NULL. Called with the lock held. */
+static plan *cached_plan(const plan_key *key)
+{
+    plan *found;
+    plan *before;
+    for (found = plans, before = NULL; found != NULL;
+         before = found, found = found->next) {
+        if (memcmp(&found->key, key, sizeof *key) == 0) {
+            if (before != NULL) {
+                before->next = found->next;
+                found->next = plans;
+                plans = found;
+            }
+            return found;
+        }
+    }
+    return NULL;
+}
+
 /* The cached plan for `problem`, made on first use; *refused set when
  * cuBLASLt refuses the problem (remembered). Called with the lock held. */
 static fp8q_status find_plan(const fp8q_cublaslt *lt,
@@ -482,29 +502,21 @@ static fp8q_status find_plan(const fp8q_cublaslt *lt,
 {
     plan_key key;
     plan *made;
-    plan *before;
     const char *step = "";
     fp8q_lt_status status;
     char what[96];
     char shapes[192];
 
     key_of(device, problem, &key);
-    for (made = plans, before = NULL; made != NULL;
-         before = made, made = made->next) {
-        if (memcmp(&made->key, &key, sizeof key) == 0) {
-            if (before != NULL) { /* to the front: most recently used */
-                before->next = made->next;
-                made->next = plans;
-                plans = made;
-            }
-            if (made->refusal.status != FP8Q_OK) {
-                *error = made->refusal;
-                *refused = 1;
-                return error->status;
-            }
-            *found = made;
-            return FP8Q_OK;
+    made = cached_plan(&key);
+    if (made != NULL) {
+        if (made->refusal.status != FP8Q_OK) {
+            *error = made->refusal;
+            *refused = 1;
+            return error->status;
         }
+        *found = made;
+        return FP8Q_OK;
     }
     made = (plan *)calloc(1, sizeof *made);
     if (made == NULL) {
@@ -600,6 +612,25 @@ void fp8q_matmul_modes_seen(int device_index, unsigned *accepted,
         *refused = modes_refused[device_index];
         fp8q_mutex_unlock(plans_lock);
     }
+}
+
+int fp8q_matmul_refused(const fp8q_cuda_device *device,
+                        const fp8q_matmul *problem)
+{
+    plan_key key;
+    const plan *found;
+    int refused;
+
+    fp8q_once_run(&lock_once, create_lock, NULL);
+    if (plans_lock == NULL) {
+        return 0;
+    }
+    key_of(device, problem, &key);
+    fp8q_mutex_lock(plans_lock);
+    found = cached_plan(&key);
+    refused = found != NULL && found->refusal.status != FP8Q_OK;
+    fp8q_mutex_unlock(plans_lock);
+    return refused;
 }
 
 int fp8q_matmul_fp8_aligned(const fp8q_matmul *problem)

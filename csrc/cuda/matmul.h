@@ -86,6 +86,20 @@ int fp8q_matmul_scaling_available(const fp8q_cublaslt *library,
 /* The oldest cuBLASLt with the outer-vector and block scale modes. */
 #define FP8Q_CUBLASLT_SCALE_MODES_VERSION 120900
 
+/*
+ * Nonzero when cuBLASLt refused `problem` on `device` before and the plan
+ * cache still remembers it, so fp8q_cuda_matmul would refuse it again at
+ * once: a caller can take its next path without preparing this one's
+ * operands. Reads `problem` as the plan cache's key does: m, n, k, the
+ * dtypes, the scaling, which of bias (with bias_dtype), d_scale and amax_d
+ * are set, fast accumulation, and the alignments (up to 256 bytes) of a, b
+ * and d, never what they point to; so operands still to be made in scratch
+ * memory (256-byte aligned) can be given as NULL, which counts as 256-byte
+ * aligned. Marks the plan most recently used. Runs no CUDA call.
+ */
+int fp8q_matmul_refused(const fp8q_cuda_device *device,
+                        const fp8q_matmul *problem);
+
 /* Nonzero when cuBLASLt's FP8 kernels take these operands as they are: k
  * and n multiples of 16, a and b 16-byte aligned. */
 int fp8q_matmul_fp8_aligned(const fp8q_matmul *problem);

@@ -10,17 +10,11 @@
 #include "cuda/launch.h"
 #include "cuda/matmul_scales.h"
 #include "cuda/memory.h"
+#include "cuda/scratch.h"
 
 #define BLOCK 128
-/* cuBLASLt's block-scale arrays start at 256-byte boundaries here. */
-#define ALIGNMENT 256
 /* float8_e4m3fn's code of 1.0: the dividend of the reciprocal. */
 #define E4M3FN_ONE 0x38
-
-static size_t aligned(size_t bytes)
-{
-    return (bytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
-}
 
 /* K/128 rounded up to a multiple of 4: the row length of b's scales. */
 static int64_t padded_k_blocks(int64_t k)
@@ -34,7 +28,8 @@ size_t fp8q_matmul_block_scales_bytes(int64_t m, int64_t n, int64_t k)
     const size_t n_blocks = (size_t)fp8q_block_count(n, BLOCK);
     const size_t padded = (size_t)padded_k_blocks(k);
     /* a's, b's, and b's padded (L4, N/128) before its transpose. */
-    return aligned(k_blocks * (size_t)m * 4) + 2 * aligned(padded * n_blocks * 4);
+    return fp8q_cuda_scratch_rounded(k_blocks * (size_t)m * 4) +
+           2 * fp8q_cuda_scratch_rounded(padded * n_blocks * 4);
 }
 
 /* destination (cols, rows) = source (rows, cols).T, float32. */
@@ -86,9 +81,11 @@ fp8q_status fp8q_matmul_block_scales(const fp8q_cuda_device *device,
     const int64_t padded = padded_k_blocks(k);
     char *base = (char *)scratch;
     float *a_layout = (float *)base;
-    float *b_layout = (float *)(base + aligned((size_t)(k_blocks * m) * 4));
+    float *b_layout = (float *)(base + fp8q_cuda_scratch_rounded(
+                                           (size_t)(k_blocks * m) * 4));
     float *b_padded = (float *)((char *)b_layout +
-                                aligned((size_t)(padded * n_blocks) * 4));
+                                fp8q_cuda_scratch_rounded(
+                                    (size_t)(padded * n_blocks) * 4));
     const float *b_source = scale_b;
 
     if (transpose(device, scale_a, a_layout, m, k_blocks, stream, error) !=

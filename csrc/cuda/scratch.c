@@ -7,6 +7,7 @@
 #include "platform.h"
 
 typedef struct scratch_block {
+    const fp8q_cuda_device *device; /* set at the first allocation */
     void *memory;
     size_t size;
     fp8q_cu_event last_use; /* recorded at each release */
@@ -98,7 +99,14 @@ static fp8q_status prepare_block(const fp8q_cuda_device *device,
         return error->status;
     }
     block->size = size;
+    block->device = device;
     return FP8Q_OK;
+}
+
+size_t fp8q_cuda_scratch_rounded(size_t bytes)
+{
+    return (bytes + FP8Q_SCRATCH_ALIGNMENT - 1) / FP8Q_SCRATCH_ALIGNMENT *
+           FP8Q_SCRATCH_ALIGNMENT;
 }
 
 fp8q_status fp8q_cuda_scratch_acquire(const fp8q_cuda_device *device,
@@ -158,4 +166,46 @@ void fp8q_cuda_scratch_release(fp8q_cuda_scratch *scratch,
     }
     scratch->memory = NULL;
     give_block(device->index);
+}
+
+/* Frees a block its caller holds (fp8q_cuda_scratch_empty). */
+static fp8q_status empty_block(scratch_block *block, fp8q_error *error)
+{
+    fp8q_cu_result result;
+
+    if (block->memory == NULL) {
+        return FP8Q_OK; /* (nor is the driver loaded for it) */
+    }
+    if (fp8q_cuda_context_enter(block->device, error) != FP8Q_OK) {
+        return error->status;
+    }
+    result = fp8q_cuda_driver_load()->api.stream_wait_event(
+        NULL, block->last_use, 0);
+    fp8q_cuda_context_leave();
+    if (result != FP8Q_CUDA_SUCCESS) {
+        return fp8q_cuda_fail(block->device, "cuStreamWaitEvent", result,
+                              "before freeing fp8q's scratch memory", error);
+    }
+    fp8q_cuda_free(block->device, block->memory, NULL);
+    block->memory = NULL;
+    block->size = 0;
+    return FP8Q_OK;
+}
+
+fp8q_status fp8q_cuda_scratch_empty(int device_index, fp8q_error *error)
+{
+    int index;
+    for (index = 0; index < FP8Q_SCRATCH_MAX_DEVICES; index++) {
+        fp8q_status status;
+        if ((device_index >= 0 && index != device_index) ||
+            !take_block(index)) {
+            continue;
+        }
+        status = empty_block(&blocks[index], error);
+        give_block(index);
+        if (status != FP8Q_OK) {
+            return status;
+        }
+    }
+    return FP8Q_OK;
 }

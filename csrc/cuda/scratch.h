@@ -30,6 +30,14 @@ typedef struct fp8q_cuda_scratch {
     int shared;   /* 1: the device's reused block; 0: this call's own */
 } fp8q_cuda_scratch;
 
+/* Where the parts of a call's scratch memory start: the block itself is
+ * 256-byte aligned, and so is each part placed at a multiple of
+ * fp8q_cuda_scratch_rounded's sizes. */
+#define FP8Q_SCRATCH_ALIGNMENT 256
+
+/* `bytes` rounded up to a multiple of FP8Q_SCRATCH_ALIGNMENT. */
+size_t fp8q_cuda_scratch_rounded(size_t bytes);
+
 /* At least `bytes` of device memory usable on `stream` until
  * fp8q_cuda_scratch_release (also on failure, which leaves nothing to
  * release). */
@@ -43,5 +51,16 @@ fp8q_status fp8q_cuda_scratch_acquire(const fp8q_cuda_device *device,
  * error paths): the block is then simply not reused. */
 void fp8q_cuda_scratch_release(fp8q_cuda_scratch *scratch,
                                fp8q_cu_stream stream);
+
+/*
+ * Frees the reused block of device `device_index` (-1: of every device),
+ * in stream order after its last use (the legacy default stream waits for
+ * the block's event, then frees it there), without synchronizing; the next
+ * call that needs scratch memory allocates a new block. A block held by a
+ * call at that moment is left alone. With a memory pool the memory goes
+ * back to the device's default pool (memory.h), not to the system.
+ * FP8Q_ERROR_CUDA when the driver refuses the wait (the block is then kept).
+ */
+fp8q_status fp8q_cuda_scratch_empty(int device_index, fp8q_error *error);
 
 #endif /* FP8Q_CUDA_SCRATCH_H */

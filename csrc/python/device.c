@@ -16,6 +16,7 @@
 
 #include "cuda/launch.h"
 #include "cuda/memory.h"
+#include "cuda/scratch.h"
 
 /* ------------------------------------------------------------------------- */
 /* Parsing and naming                                                        */
@@ -628,7 +629,52 @@ static PyObject *synchronize(PyObject *module, PyObject *args,
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------------- */
+/* fp8q.empty_cache                                                          */
+
+static PyObject *empty_cache(PyObject *module, PyObject *args,
+                             PyObject *kwargs)
+{
+    static char *keywords[] = {"device", NULL};
+    PyObject *device_object = Py_None;
+    fp8q_py_device device = {FP8Q_DEVICE_CUDA, -1};
+    fp8q_error error;
+    fp8q_status status;
+
+    (void)module;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:empty_cache",
+                                     keywords, &device_object) ||
+        (device_object != Py_None &&
+         fp8q_py_parse_device(device_object, "device", &device) < 0)) {
+        return NULL;
+    }
+    if (device.type == FP8Q_DEVICE_CPU) {
+        Py_RETURN_NONE; /* no scratch memory on the CPU */
+    }
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_scratch_empty(device.index, &error);
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef device_functions[] = {
+    {"empty_cache", (PyCFunction)(void (*)(void))empty_cache,
+     METH_VARARGS | METH_KEYWORDS,
+     "empty_cache(device=None)\n--\n\n"
+     "Frees the scratch memory fp8q keeps on CUDA device `device` (None: "
+     "every device; 'cuda:N', an int N or a torch.device) for the "
+     "temporaries of its GPU operations (scaled_mm's padded or decoded "
+     "operands, float32 products, scales in cuBLASLt's layouts; it grows "
+     "to the largest call's need). The memory is freed after the work "
+     "already queued that uses it, without waiting; with a memory pool it "
+     "returns to the device's default pool. The next GPU operation that "
+     "needs scratch memory allocates it again. cuBLASLt's workspace (4 or "
+     "32 MiB per device) is kept. For device='cpu' it does nothing. Also "
+     "called at interpreter exit. fp8q.CudaError when the driver refuses."},
     {"synchronize", (PyCFunction)(void (*)(void))synchronize,
      METH_VARARGS | METH_KEYWORDS,
      "synchronize(device=None, *, stream=None)\n--\n\n"

@@ -17,9 +17,14 @@
  *   native   native FP8, tensorwise or rowwise: cuBLASLt's FP8 product of
  *            the raw codes into float32, then fp8q's epilogue kernel
  *            (scales, bias, amax, rounding into out_dtype).
+ *   padded   native FP8, tensorwise or rowwise, K or N not a multiple of
+ *            16 (or misaligned) where the padding rule pays
+ *            (cuda/matmul_padding.h): zero-padded copies of the codes in
+ *            scratch memory, the FP8 product, its real columns, then the
+ *            epilogue.
  *   emulated GPUs without FP8 tensor cores, operands cuBLASLt's FP8
- *            kernels do not take (K or N not a multiple of 16, misaligned),
- *            or an FP8 product cuBLASLt refuses (no algorithm, status):
+ *            kernels do not take where padding does not pay, or an FP8
+ *            product cuBLASLt refuses (no algorithm, status):
  *            the codes decoded exactly into bfloat16 (every float8_e4m3fn
  *            and float8_e5m2 value is a bfloat16 value), a bfloat16 product
  *            into float32, then the epilogue.
@@ -37,6 +42,7 @@
 #include "cuda/cublaslt.h"
 #include "cuda/launch.h"
 #include "cuda/matmul.h"
+#include "cuda/matmul_padding.h"
 #include "cuda/matmul_scales.h"
 #include "cuda/memory.h"
 #include "cuda/scratch.h"
@@ -126,25 +132,17 @@ static fp8q_TensorObject *on_device(fp8q_TensorObject *tensor,
     return fp8q_tensor_copy_to(tensor, device, stream);
 }
 
-/* A new (rows, cols) tensor of `dtype` on x's device holding
- * decode(source) (times its scale when `scale` is not NULL, addressed as
- * the cast kernel's args say) for the C-contiguous FP8 matrix `source`. */
-static fp8q_TensorObject *decoded(fp8q_TensorObject *source, fp8q_dtype dtype,
-                                  const fp8q_TensorObject *scale,
-                                  const fp8q_cast_args *addressing,
-                                  fp8q_cu_stream stream)
+/* destination (count elements of `dtype`, on the GPU) = decode(source)
+ * (times its scale when `scale` is not NULL, addressed as `addressing`
+ * says), for `count` FP8 codes `source` of `source_dtype` on the GPU. */
+static fp8q_status decode(const fp8q_cuda_device *cuda, const void *source,
+                          fp8q_dtype source_dtype, int64_t count,
+                          fp8q_dtype dtype, const float *scale,
+                          const fp8q_cast_args *addressing, void *destination,
+                          fp8q_cu_stream stream, fp8q_error *error)
 {
-    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, source->device_index};
-    fp8q_TensorObject *result = fp8q_tensor_new_empty_on(
-        dtype, source->view.ndim, source->view.shape, &device, stream);
     fp8q_cast_args args;
-    fp8q_error error;
-    fp8q_status status;
 
-    if (result == NULL || fp8q_py_use_on_stream(source, stream) < 0) {
-        Py_XDECREF(result);
-        return NULL;
-    }
     if (addressing != NULL) {
         args = *addressing;
     }
@@ -154,23 +152,15 @@ static fp8q_TensorObject *decoded(fp8q_TensorObject *source, fp8q_dtype dtype,
         args.scale_block_rows = 1;
         args.scale_block_cols = 1;
     }
-    args.source = source->view.data;
-    args.destination = result->view.data;
-    args.scale = scale != NULL ? (const float *)scale->view.data : NULL;
-    args.count = fp8q_view_size(&source->view);
-    args.source_dtype = (int32_t)source->view.dtype;
+    args.source = source;
+    args.destination = destination;
+    args.scale = scale;
+    args.count = count;
+    args.source_dtype = (int32_t)source_dtype;
     args.destination_dtype = (int32_t)dtype;
     args.scale_op = FP8Q_SCALE_MULTIPLY;
     args.saturate = 1;
-    fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_launch_cast(source->cuda_device, &args, stream, &error);
-    Py_END_ALLOW_THREADS
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        Py_DECREF(result);
-        return NULL;
-    }
-    return result;
+    return fp8q_cuda_launch_cast(cuda, &args, stream, error);
 }
 
 /* The blockwise addressing of a's (1 x 128) scales over a (M, K) and of
@@ -221,8 +211,25 @@ static void log_path(const fp8q_py_scaled_mm *call, const char *path)
     }
 }
 
+/* Puts "scaled_mm (MODE scaling, path: PATH): " before the message of a
+ * failure on `path`, so that an error from cuBLASLt or the driver (which
+ * names its call, status and the M, N, K and types of the product it ran)
+ * also says which call of scaled_mm and which of its paths it was. */
+static void name_the_path(fp8q_error *error, const fp8q_py_scaled_mm *call,
+                          const char *path)
+{
+    char message[FP8Q_ERROR_MESSAGE_SIZE];
+    memcpy(message, error->message, sizeof message);
+    (void)snprintf(error->message, sizeof error->message,
+                   "scaled_mm (%s scaling, path: %s): %s",
+                   fp8q_scaling_name(call->mode), path, message);
+}
+
 /* ------------------------------------------------------------------------- */
 /* One cuBLASLt call                                                         */
+
+/* The one-call path's words in FP8Q_LOG's lines and in errors. */
+#define ONE_CALL_PATH "one cuBLASLt call"
 
 /* Whether cuBLASLt's FP8 kernels take a bias of `bias` for a result of
  * `out` (cuBLASLt's table of FP8 types): bfloat16 for bfloat16, float32 and
@@ -296,7 +303,8 @@ static size_t one_call_scratch_bytes(const fp8q_matmul *problem)
  * cuBLASLt's layouts (block scales transposed and padded on the GPU), bias,
  * an FP8 result's D scale (1 / scale_result, on the GPU) and amax, every
  * temporary in the device's reused scratch memory. Returns 1 when done, 0
- * when cuBLASLt refused it (remembered: the next path runs), -1 with an
+ * when cuBLASLt refused it (remembered: the next path runs; a refusal
+ * remembered before returns 0 at once, nothing made), -1 with an
  * exception. `keep` takes the temporaries.
  */
 static int one_call(const fp8q_cublaslt *library,
@@ -320,6 +328,18 @@ static int one_call(const fp8q_cublaslt *library,
     problem.d_dtype = call->out->view.dtype;
     problem.a_scale = (const float *)scale_a->view.data;
     problem.b_scale = (const float *)scale_b->view.data;
+    /* A refusal cuBLASLt gave before: the next path, with nothing made.
+     * (The plan's key sees only whether bias and D's scale are set.) */
+    problem.bias = call->bias != NULL ? call->bias->view.data : NULL;
+    problem.bias_dtype = call->bias != NULL ? call->bias->view.dtype
+                                            : FP8Q_FLOAT32;
+    problem.d_scale = needs_d_scale(call) ? &call->scale_result : NULL;
+    problem.amax_d =
+        call->amax_out != NULL ? (float *)call->amax_out->view.data : NULL;
+    if (fp8q_matmul_refused(cuda, &problem)) {
+        return 0;
+    }
+    problem.d_scale = NULL; /* made in the scratch memory below */
     if (call->bias != NULL) {
         bias = on_device(call->bias, &device, stream);
         if (bias == NULL) {
@@ -330,7 +350,6 @@ static int one_call(const fp8q_cublaslt *library,
             return -1;
         }
         problem.bias = bias->view.data;
-        problem.bias_dtype = bias->view.dtype;
     }
     if (call->scale_result_on_device != NULL) {
         if (fp8q_py_use_on_stream(call->scale_result_on_device, stream) < 0) {
@@ -339,11 +358,9 @@ static int one_call(const fp8q_cublaslt *library,
         scale_result_on_device =
             (const float *)call->scale_result_on_device->view.data;
     }
-    if (call->amax_out != NULL) {
-        if (fp8q_py_use_on_stream(call->amax_out, stream) < 0) {
-            return -1;
-        }
-        problem.amax_d = (float *)call->amax_out->view.data;
+    if (call->amax_out != NULL &&
+        fp8q_py_use_on_stream(call->amax_out, stream) < 0) {
+        return -1;
     }
     fp8q_error_clear(&error);
     Py_BEGIN_ALLOW_THREADS
@@ -370,10 +387,11 @@ static int one_call(const fp8q_cublaslt *library,
     if (refused) {
         return 0;
     }
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        return -1;
+    if (status != FP8Q_OK) {
+        name_the_path(&error, call, ONE_CALL_PATH);
+        return fp8q_py_raise_on_failure(status, &error);
     }
-    log_path(call, "one cuBLASLt call");
+    log_path(call, ONE_CALL_PATH);
     return 1;
 }
 
@@ -405,59 +423,145 @@ static fp8q_status divide_into_out(const fp8q_cuda_device *cuda,
 /* ------------------------------------------------------------------------- */
 /* The product                                                               */
 
-/*
- * The float32 sums of a @ w.T into problem->d (float32): the FP8 codes as
- * they are when `native`, else operands decoded first (exact bfloat16, or
- * float32 times the block scales in the blockwise mode). Returns -1 with a
- * Python exception when the operands cannot be made; else 0 with the
- * cuBLASLt product's outcome in *status, *refused and *error.
- */
-static int sums(const fp8q_cublaslt *library, const fp8q_cuda_device *cuda,
-                const fp8q_matmul *codes, fp8q_scaling mode, int native,
-                fp8q_TensorObject *a, fp8q_TensorObject *w,
-                fp8q_TensorObject *scale_a, fp8q_TensorObject *scale_b,
-                fp8q_cu_stream stream, fp8q_status *status, int *refused,
-                fp8q_error *error)
-{
-    fp8q_matmul problem = *codes;
-    fp8q_TensorObject *a_operand = NULL;
-    fp8q_TensorObject *b_operand = NULL;
+/* How the float32 sums of a product are made (docs/scaled_mm.md). */
+typedef enum sums_path {
+    SUMS_FP8,       /* cuBLASLt's FP8 product of the codes as they are */
+    SUMS_PADDED,    /* the same of zero-padded copies (matmul_padding.h) */
+    SUMS_BFLOAT16,  /* the codes decoded exactly into bfloat16 */
+    SUMS_BLOCKWISE  /* the codes decoded times their block scales, float32 */
+} sums_path;
 
-    if (mode == FP8Q_SCALING_BLOCKWISE) {
-        fp8q_cast_args a_addressing, b_addressing;
+/* The path's words in FP8Q_LOG's lines and in errors. */
+static const char *sums_path_name(sums_path path)
+{
+    switch (path) {
+    case SUMS_FP8: return "cuBLASLt FP8 product + epilogue kernel";
+    case SUMS_PADDED:
+        return "cuBLASLt FP8 product of operands padded to multiples of 16 "
+               "+ epilogue kernel";
+    case SUMS_BFLOAT16:
+        return "bfloat16 product of the decoded codes + epilogue kernel";
+    default:
+        return "float32 product of block-scaled operands + epilogue kernel";
+    }
+}
+
+/* The element size of the decoded operands of `path` (0: none). */
+static size_t decoded_size(sums_path path)
+{
+    return path == SUMS_BFLOAT16 ? 2 : path == SUMS_BLOCKWISE ? 4 : 0;
+}
+
+/* Scratch bytes of the operands `path` makes for an (m, k) @ (k, n)
+ * product: its padded or decoded copies of a and w. */
+static size_t operand_bytes(sums_path path, int64_t m, int64_t n, int64_t k)
+{
+    if (path == SUMS_PADDED) {
+        return fp8q_matmul_padding_bytes(m, n, k);
+    }
+    return fp8q_cuda_scratch_rounded((size_t)(m * k) * decoded_size(path)) +
+           fp8q_cuda_scratch_rounded((size_t)(n * k) * decoded_size(path));
+}
+
+/*
+ * The float32 sums of a @ w.T into codes->d (float32 (m, n)) along `path`,
+ * its operands made in `operands` (operand_bytes of scratch memory), with
+ * the device scales of the blockwise mode. *refused as fp8q_cuda_matmul
+ * says. Call without the GIL.
+ */
+static fp8q_status sums(const fp8q_cublaslt *library,
+                        const fp8q_cuda_device *cuda, const fp8q_matmul *codes,
+                        sums_path path, const float *scale_a,
+                        const float *scale_b, void *operands,
+                        fp8q_cu_stream stream, int *refused, fp8q_error *error)
+{
+    const size_t size = decoded_size(path);
+    fp8q_matmul problem = *codes;
+    fp8q_cast_args a_addressing, b_addressing;
+    char *a_operand = (char *)operands;
+    char *b_operand = a_operand + fp8q_cuda_scratch_rounded(
+                                      (size_t)(codes->m * codes->k) * size);
+
+    *refused = 0;
+    if (path == SUMS_PADDED) {
+        fp8q_matmul padded;
+        if (fp8q_matmul_pad(cuda, codes, operands, stream, &padded, error) !=
+                FP8Q_OK ||
+            fp8q_cuda_matmul(library, cuda, &padded, stream, refused,
+                             error) != FP8Q_OK) {
+            return error->status;
+        }
+        return fp8q_matmul_crop(cuda, codes, &padded, stream, error);
+    }
+    if (path == SUMS_BFLOAT16 || path == SUMS_BLOCKWISE) {
+        const fp8q_dtype dtype =
+            path == SUMS_BFLOAT16 ? FP8Q_BFLOAT16 : FP8Q_FLOAT32;
+        const int blockwise = path == SUMS_BLOCKWISE;
         block_addressing(codes->k, codes->n, &a_addressing, &b_addressing);
-        a_operand = decoded(a, FP8Q_FLOAT32, scale_a, &a_addressing, stream);
-        b_operand = a_operand != NULL
-                        ? decoded(w, FP8Q_FLOAT32, scale_b, &b_addressing,
-                                  stream)
-                        : NULL;
-    }
-    else if (!native) {
-        a_operand = decoded(a, FP8Q_BFLOAT16, NULL, NULL, stream);
-        b_operand = a_operand != NULL
-                        ? decoded(w, FP8Q_BFLOAT16, NULL, NULL, stream)
-                        : NULL;
-    }
-    if ((mode == FP8Q_SCALING_BLOCKWISE || !native) && b_operand == NULL) {
-        Py_XDECREF(a_operand);
-        return -1;
-    }
-    if (a_operand != NULL) {
-        problem.a = a_operand->view.data;
-        problem.b = b_operand->view.data;
-        problem.a_dtype = a_operand->view.dtype;
-        problem.b_dtype = b_operand->view.dtype;
+        if (decode(cuda, codes->a, codes->a_dtype, codes->m * codes->k, dtype,
+                   blockwise ? scale_a : NULL,
+                   blockwise ? &a_addressing : NULL, a_operand, stream,
+                   error) != FP8Q_OK ||
+            decode(cuda, codes->b, codes->b_dtype, codes->n * codes->k, dtype,
+                   blockwise ? scale_b : NULL,
+                   blockwise ? &b_addressing : NULL, b_operand, stream,
+                   error) != FP8Q_OK) {
+            return error->status;
+        }
+        problem.a = a_operand;
+        problem.b = b_operand;
+        problem.a_dtype = dtype;
+        problem.b_dtype = dtype;
         problem.fast_accumulation = 0;
     }
-    fp8q_error_clear(error);
-    Py_BEGIN_ALLOW_THREADS
-    *status = fp8q_cuda_matmul(library, cuda, &problem, stream, refused,
-                               error);
-    Py_END_ALLOW_THREADS
-    /* Freed in the stream's order, after the product that reads them. */
-    Py_XDECREF(a_operand);
-    Py_XDECREF(b_operand);
-    return 0;
+    return fp8q_cuda_matmul(library, cuda, &problem, stream, refused, error);
+}
+
+/* 0 while fp8q._C._scaled_mm_padding(False) has switched padding off (for
+ * the benchmark that times padded against exact products). */
+static volatile int padding_enabled = 1;
+
+/* The FP8 path of the sums a GPU with FP8 tensor cores takes for
+ * `problem` (SUMS_FP8 for aligned operands, else SUMS_PADDED where
+ * padding_enabled and the padding rule say so), or SUMS_BFLOAT16. */
+static sums_path fp8_sums_path(const fp8q_matmul *problem)
+{
+    if (fp8q_matmul_fp8_aligned(problem)) {
+        return SUMS_FP8;
+    }
+    return padding_enabled &&
+                   fp8q_matmul_padding_pays(problem->m, problem->n,
+                                            problem->k)
+               ? SUMS_PADDED
+               : SUMS_BFLOAT16;
+}
+
+/* The path the sums of `problem` (float32 d) take: blockwise for block
+ * scales; on FP8 tensor cores fp8_sums_path's, unless cuBLASLt refused
+ * that FP8 product before (remembered in its plan: then no operand of it
+ * is made, nor scratch memory acquired for them); else bfloat16. */
+static sums_path first_sums_path(const fp8q_py_scaled_mm *call,
+                                 const fp8q_matmul *problem)
+{
+    const fp8q_cuda_device *cuda = call->a->cuda_device;
+    fp8q_matmul sums_problem = *problem;
+    sums_path path;
+
+    if (call->mode == FP8Q_SCALING_BLOCKWISE) {
+        return SUMS_BLOCKWISE;
+    }
+    if (!fp8q_cuda_has_fp8_tensor_cores(cuda->compute_capability_major,
+                                        cuda->compute_capability_minor)) {
+        return SUMS_BFLOAT16;
+    }
+    path = fp8_sums_path(problem);
+    sums_problem.d = NULL; /* the sums lie in the scratch memory */
+    if ((path == SUMS_FP8 && fp8q_matmul_refused(cuda, &sums_problem)) ||
+        (path == SUMS_PADDED &&
+         fp8q_matmul_padded_refused(cuda, &sums_problem))) {
+        return SUMS_BFLOAT16;
+    }
+    return path;
 }
 
 int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
@@ -484,12 +588,18 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     int n_keep = 0;
     int result = -1;
     int refused = 0;
-    int fp8, native, done;
+    sums_path path;
+    int fp8, done;
     int index;
 
     if (!fp8q_view_is_contiguous(&call->out->view)) {
-        PyErr_SetString(PyExc_ValueError,
-                        "scaled_mm: on CUDA, out= must be C-contiguous");
+        char strides[256];
+        fp8q_format_shape(strides, sizeof strides, call->out->view.ndim,
+                          call->out->view.strides);
+        PyErr_Format(PyExc_ValueError,
+                     "scaled_mm: on CUDA, out= must be C-contiguous, got "
+                     "strides %s (pass a C-contiguous out, or none)",
+                     strides);
         return -1;
     }
     if (m == 0 || n == 0) {
@@ -559,7 +669,6 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     fp8 = fp8q_cuda_has_fp8_tensor_cores(cuda->compute_capability_major,
                                          cuda->compute_capability_minor) &&
           fp8q_matmul_fp8_aligned(&problem);
-    native = fp8 && call->mode != FP8Q_SCALING_BLOCKWISE;
 
     if (fp8q_py_use_on_stream(a, stream) < 0 ||
         fp8q_py_use_on_stream(w, stream) < 0 ||
@@ -576,28 +685,39 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
             goto done;
         }
     }
-    /* The float32 sums, in the device's reused scratch memory. */
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_scratch_acquire(cuda, (size_t)(m * n) * 4, stream,
-                                       &product, &error);
-    Py_END_ALLOW_THREADS
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        goto done;
-    }
-    problem.d = product.memory;
+    /* The float32 sums and the operands their path makes, in the device's
+     * reused scratch memory; an FP8 product cuBLASLt refuses now (a
+     * refusal remembered before took the bfloat16 path in
+     * first_sums_path) is made again from exact bfloat16 operands (their
+     * scratch acquired anew). */
     problem.d_dtype = FP8Q_FLOAT32;
-    if (sums(library, cuda, &problem, call->mode, native, a, w, scale_a,
-             scale_b, stream, &status, &refused, &error) < 0) {
-        goto done;
-    }
-    if (refused && native) {
-        native = 0;
-        if (sums(library, cuda, &problem, call->mode, 0, a, w, scale_a,
-                 scale_b, stream, &status, &refused, &error) < 0) {
-            goto done;
+    path = first_sums_path(call, &problem);
+    Py_BEGIN_ALLOW_THREADS
+    for (;;) {
+        const size_t product_bytes = fp8q_cuda_scratch_rounded(
+            (size_t)(m * n) * 4);
+        status = fp8q_cuda_scratch_acquire(
+            cuda, product_bytes + operand_bytes(path, m, n, k), stream,
+            &product, &error);
+        if (status != FP8Q_OK) {
+            break;
         }
+        problem.d = product.memory;
+        status = sums(library, cuda, &problem, path,
+                      (const float *)scale_a->view.data,
+                      (const float *)scale_b->view.data,
+                      (char *)product.memory + product_bytes, stream,
+                      &refused, &error);
+        if (!refused || (path != SUMS_FP8 && path != SUMS_PADDED)) {
+            break;
+        }
+        fp8q_cuda_scratch_release(&product, stream);
+        path = SUMS_BFLOAT16;
     }
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+    Py_END_ALLOW_THREADS
+    if (status != FP8Q_OK) {
+        name_the_path(&error, call, sums_path_name(path));
+        (void)fp8q_py_raise_on_failure(status, &error);
         goto done;
     }
 
@@ -668,12 +788,7 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     Py_END_ALLOW_THREADS
     result = fp8q_py_raise_on_failure(status, &error);
     if (result == 0) {
-        log_path(call, native ? "cuBLASLt FP8 product + epilogue kernel"
-                 : call->mode == FP8Q_SCALING_BLOCKWISE
-                     ? "float32 product of block-scaled operands + epilogue "
-                       "kernel"
-                     : "bfloat16 product of the decoded codes + epilogue "
-                       "kernel");
+        log_path(call, sums_path_name(path));
     }
 
 done:
@@ -766,7 +881,27 @@ static PyObject *cublaslt_info(PyObject *module, PyObject *unused)
         scale_modes_seen());
 }
 
+static PyObject *scaled_mm_padding(PyObject *module, PyObject *enabled)
+{
+    const int previous = padding_enabled;
+    const int wanted = PyObject_IsTrue(enabled);
+
+    (void)module;
+    if (wanted < 0) {
+        return NULL;
+    }
+    padding_enabled = wanted;
+    return PyBool_FromLong(previous);
+}
+
 static PyMethodDef scaled_mm_cuda_functions[] = {
+    {"_scaled_mm_padding", scaled_mm_padding, METH_O,
+     "_scaled_mm_padding(enabled)\n--\n\n"
+     "Private, for `python -m fp8q bench gemm`: with enabled false, GPU "
+     "products whose K or N is not a multiple of 16 take the exact "
+     "bfloat16 path instead of zero-padded FP8 operands (the default, "
+     "true, follows csrc/cuda/matmul_padding.h's rule). Process-wide; "
+     "returns the previous setting."},
     {"_cublaslt_info", cublaslt_info, METH_NOARGS,
      "_cublaslt_info()\n--\n\n"
      "Loads cuBLASLt as the first GPU scaled_mm would (see "

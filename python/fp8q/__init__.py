@@ -9,6 +9,7 @@ fp8q.calib.CalibrationCache). fp8q.calib and fp8q.torch (which quantizes
 PyTorch models) are imported on first use of the attribute, so
 `import fp8q` never imports torch.
 """
+import atexit
 import importlib
 from fp8q._C import *  # noqa: F401,F403
 from fp8q import _C
@@ -115,6 +116,17 @@ def dequantize(q, dtype="float32"):
             f"fp8q.quantize), got an object of type {type(q).__name__}; "
             "to cast plain data use fp8q.cast")
     return q.dequantize(dtype)
+
+
+@atexit.register
+def _empty_cache_at_exit():
+    """Frees fp8q's GPU scratch memory at interpreter exit (fp8q.empty_cache;
+    nothing is touched when no GPU operation ran). A failure only leaks the
+    memory, which the process's end returns anyway."""
+    try:
+        _C.empty_cache()
+    except _C.CudaError:
+        pass
 
 
 # Submodules imported on first attribute access (fp8q.torch imports torch).
