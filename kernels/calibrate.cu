@@ -1,8 +1,9 @@
 /*
- * calibrate.cu - calibration kernels: the fold of a batch's amax into the
- * max calibrator's device state, the histogram of a batch (per-block
- * shared-memory bins, then 64-bit global atomics) and its fold into the
- * histogram calibrator's device state. A batch holding NaN or infinity
+ * calibrate.cu - calibration kernels: the push of a batch's amax into the
+ * max calibrator's device amax history (running maximum, window or moving
+ * average), the histogram of a batch (per-block shared-memory bins, then
+ * 64-bit global atomics) and its fold into the histogram calibrator's
+ * device state. A batch holding NaN or infinity
  * without skip_nonfinite is refused on the device and only recorded, for
  * the host to report when it reads the state. Launch contracts:
  * kernels/calibrate.cuh. The bin rule is core/histogram_bins.h, the CPU's.
@@ -12,10 +13,10 @@
 #include "core/histogram_bins.h"
 
 static_assert(sizeof(fp8q_calib_record) == 32, "fp8q_calib_record must match the host's layout");
-static_assert(sizeof(fp8q_calib_max_state) == 40, "fp8q_calib_max_state must match the host's layout");
+static_assert(sizeof(fp8q_calib_max_state) == 48, "fp8q_calib_max_state must match the host's layout");
 static_assert(sizeof(fp8q_calib_histogram_state) == 48,
               "fp8q_calib_histogram_state must match the host's layout");
-static_assert(sizeof(fp8q_calib_fold_max_args) == 56, "fp8q_calib_fold_max_args must match the host's layout");
+static_assert(sizeof(fp8q_calib_fold_max_args) == 72, "fp8q_calib_fold_max_args must match the host's layout");
 static_assert(sizeof(fp8q_histogram_count_args) == 56,
               "fp8q_histogram_count_args must match the host's layout");
 static_assert(sizeof(fp8q_calib_fold_histogram_args) == 56,
@@ -49,21 +50,47 @@ static __device__ __forceinline__ int admit_batch(fp8q_calib_record *record, uin
 /* ------------------------------------------------------------------------- */
 /* Max calibrator                                                            */
 
+/* The moving average of core/amax_history.c, float32(keep * old +
+ * (1 - keep) * amax) in double, each operation rounded on its own as the
+ * CPU's (no contraction into an FMA). */
+static __device__ __forceinline__ float moving_average(double keep, float old, float amax)
+{
+    return __double2float_rn(
+        __dadd_rn(__dmul_rn(keep, (double)old), __dmul_rn(__dsub_rn(1.0, keep), (double)amax)));
+}
+
 extern "C" __global__ void fp8q_calib_fold_max(const fp8q_calib_fold_max_args args)
 {
     const uint64_t nonfinite = *args.batch_nonfinite;
-    uint32_t *amax_bits = (uint32_t *)(args.state + 1);
+    const float *amax = (const float *)args.batch_amax_bits;
+    float *ring = (float *)(args.state + 1);
+    const int64_t filled = args.state->filled;
+    /* A moving average or running maximum combines into its one entry;
+     * otherwise the batch becomes the new newest entry. */
+    const int combine = filled > 0 && (args.momentum >= 0.0 || args.running_max);
+    const int64_t newest = combine ? args.state->newest : (args.state->newest + 1) % args.length;
+    float *entry = ring + newest * args.n_channels;
     int64_t channel;
 
     if (!admit_batch(&args.state->record, nonfinite, args.update_number, args.skip_nonfinite) ||
         nonfinite >= (uint64_t)args.batch_size) {
         return; /* refused, or no finite value: nothing but the count */
     }
+    __syncthreads(); /* every thread has read the counters */
     for (channel = threadIdx.x; channel < args.n_channels; channel += blockDim.x) {
-        amax_bits[channel] = max(amax_bits[channel], args.batch_amax_bits[channel]);
+        if (!combine) {
+            entry[channel] = amax[channel];
+        }
+        else if (args.momentum >= 0.0) {
+            entry[channel] = moving_average(args.momentum, entry[channel], amax[channel]);
+        }
+        else {
+            entry[channel] = amax[channel] > entry[channel] ? amax[channel] : entry[channel];
+        }
     }
     if (threadIdx.x == 0) {
-        args.state->batches += 1u;
+        args.state->newest = newest;
+        args.state->filled = filled < args.length ? filled + 1 : filled;
     }
 }
 

@@ -6,8 +6,9 @@
  *
  * Plain C as well as CUDA C++ (see amax.cuh). Every state and batch buffer
  * is device memory, 8-byte aligned. A state starts as all zero bytes (an
- * empty state; cuMemsetD8Async) and is read back by the host, which folds
- * it into its own state (the calibrator's "settle").
+ * empty state; cuMemsetD8Async) or as a copy of the host's state with a
+ * zero record, and is read back by the host, which folds it into its own
+ * state or takes it as its state (the calibrator's "settle").
  *
  * Every fold kernel decides first whether the batch is admitted: it is
  * unless it holds non-finite values (*batch_nonfinite != 0) and
@@ -19,11 +20,16 @@
  *
  * Kernel "fp8q_calib_fold_max" (FP8Q_CALIB_FOLD_MAX_KERNEL):
  *     __global__ void fp8q_calib_fold_max(const fp8q_calib_fold_max_args args);
- *   The max calibrator's running maximum: an admitted batch that holds a
- *   finite value (*batch_nonfinite < batch_size) raises amax_bits[c] to
- *   batch_amax_bits[c] for each of n_channels channels and adds 1 to
- *   state->batches (kernels/amax.cuh's fp8q_amax_finite_rows wrote the
- *   batch's amax and count).
+ *   The max calibrator's amax history (core/amax_history.h, in the same
+ *   ring layout): an admitted batch that holds a finite value
+ *   (*batch_nonfinite < batch_size) is pushed as fp8q_amax_history_push
+ *   pushes it, batch_amax_bits[c] (float32 bits) for each of n_channels
+ *   channels: with a momentum m >= 0 and an entry already there, the entry
+ *   becomes float32(m * old + (1 - m) * amax) computed in double, each
+ *   operation rounded on its own (no FMA); with running_max and an entry
+ *   there, the entry's elementwise maximum; otherwise a new newest entry
+ *   (the oldest dropped when all `length` are filled). kernels/amax.cuh's
+ *   fp8q_amax_finite_rows wrote the batch's amax and count.
  *
  * Kernel "fp8q_histogram_count" (FP8Q_HISTOGRAM_COUNT_KERNEL):
  *     __global__ void fp8q_histogram_count(const fp8q_histogram_count_args args);
@@ -60,11 +66,14 @@ typedef struct fp8q_calib_record {
     uint64_t first_refused_count;  /* its NaN/inf count                   */
 } fp8q_calib_record;
 
-/* The max calibrator's device state (40 bytes), followed in memory by
- * n_channels uint32 amax bits (float32 bits, 0 when empty). */
+/* The max calibrator's device state (48 bytes): fp8q_amax_history's
+ * counters, followed in memory by its ring of length * n_channels float32
+ * entries (all zero bytes: an empty history whose first push lands in
+ * position 1 % length; positions only matter relative to `newest`). */
 typedef struct fp8q_calib_max_state {
     fp8q_calib_record record;
-    uint64_t batches; /* batches folded into the running maximum */
+    int64_t filled; /* entries holding values, <= length */
+    int64_t newest; /* ring position of the newest entry  */
 } fp8q_calib_max_state;
 
 /* The histogram calibrator's device state (48 bytes), followed in memory
@@ -77,14 +86,17 @@ typedef struct fp8q_calib_histogram_state {
     uint32_t padding;
 } fp8q_calib_histogram_state;
 
-/* 56 bytes (4 of them tail padding). */
+/* 72 bytes. */
 typedef struct fp8q_calib_fold_max_args {
-    fp8q_calib_max_state *state;     /* then the state's amax bits        */
+    fp8q_calib_max_state *state;     /* then the state's ring             */
     const uint32_t *batch_amax_bits; /* n_channels                        */
     const uint64_t *batch_nonfinite; /* one count                         */
     int64_t n_channels;              /* >= 1                              */
+    int64_t length;                  /* ring entries, >= 1                */
     int64_t batch_size;              /* the batch's elements, >= 1        */
     int64_t update_number;           /* 1-based, for the record           */
+    double momentum;                 /* in [0, 1), or < 0 for none        */
+    int32_t running_max;             /* 1: length 1, no momentum          */
     int32_t skip_nonfinite;
 } fp8q_calib_fold_max_args;
 

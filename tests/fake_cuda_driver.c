@@ -715,22 +715,40 @@ static int admit_batch(fp8q_calib_record *record, uint64_t nonfinite,
     return 0;
 }
 
+/* The push of core/amax_history.c, written from the launch contract. */
 static void run_calib_fold_max(const fp8q_calib_fold_max_args *args)
 {
     const uint64_t nonfinite = *args->batch_nonfinite;
-    uint32_t *amax_bits = (uint32_t *)(args->state + 1);
+    const float *amax = (const float *)args->batch_amax_bits;
+    fp8q_calib_max_state *state = args->state;
+    float *entry;
     int64_t channel;
-    if (!admit_batch(&args->state->record, nonfinite, args->update_number,
+    if (!admit_batch(&state->record, nonfinite, args->update_number,
                      args->skip_nonfinite) ||
         nonfinite >= (uint64_t)args->batch_size) {
         return;
     }
-    for (channel = 0; channel < args->n_channels; channel++) {
-        if (args->batch_amax_bits[channel] > amax_bits[channel]) {
-            amax_bits[channel] = args->batch_amax_bits[channel];
+    if (state->filled > 0 && (args->momentum >= 0.0 || args->running_max)) {
+        entry = (float *)(state + 1) + state->newest * args->n_channels;
+        for (channel = 0; channel < args->n_channels; channel++) {
+            const double old = entry[channel], batch = amax[channel];
+            if (args->momentum >= 0.0) {
+                const double kept = args->momentum * old;
+                const double added = (1.0 - args->momentum) * batch;
+                entry[channel] = (float)(kept + added);
+            }
+            else if (batch > old) {
+                entry[channel] = amax[channel];
+            }
         }
+        return;
     }
-    args->state->batches += 1u;
+    state->newest = (state->newest + 1) % args->length;
+    if (state->filled < args->length) {
+        state->filled += 1;
+    }
+    memcpy((float *)(state + 1) + state->newest * args->n_channels, amax,
+           (size_t)args->n_channels * sizeof(float));
 }
 
 /* The state's exponent once it covers the batch's amax. */

@@ -1240,6 +1240,13 @@ def calibrators_keep_their_state_on_the_gpu():
                for x in calibration_batches(rng, 5)]
     for make in (fp8q.calib.MaxCalibrator,
                  lambda: fp8q.calib.MaxCalibrator(channel_axis=0),
+                 lambda: fp8q.calib.MaxCalibrator(history_len=3),
+                 lambda: fp8q.calib.MaxCalibrator(channel_axis=0,
+                                                  history_len=16,
+                                                  algo="most_recent"),
+                 lambda: fp8q.calib.MaxCalibrator(momentum=0.9),
+                 lambda: fp8q.calib.MaxCalibrator(channel_axis=0,
+                                                  momentum=0.99),
                  fp8q.calib.HistogramCalibrator):
         calibrator = make()
         calibrator.update(batches[0])
@@ -1256,6 +1263,58 @@ def calibrators_keep_their_state_on_the_gpu():
         before = len(log_lines())
         calibrator.nonfinite_count  # settled: nothing to bring back
         assert device_calls(calls()[before:]) == []
+
+
+def max_calibrator_history_on_the_gpu_matches_the_cpu():
+    """A window (history_len 1, 3, 16; algo max and most_recent) or a
+    moving average (momentum 0.9, 0.99), per tensor and per channel, kept on
+    the device over many batches: after every read the history equals the
+    CPU calibrator's bit for bit, with a refused NaN batch (which pushes
+    nothing) and CPU batches interleaved between the GPU ones."""
+    seed = int(np.random.SeedSequence().entropy % 2**32)
+    rng = np.random.default_rng(seed)
+    batches = calibration_batches(rng, 24, shape=(5, 12))
+    settings = [dict(history_len=n, algo=algo) for n in (1, 3, 16)
+                for algo in ("max", "most_recent")]
+    settings += [dict(momentum=m) for m in (0.9, 0.99)]
+    for options in settings:
+        for channel_axis in (None, 1):
+            key = (seed, options, channel_axis)
+            on_gpu = fp8q.calib.MaxCalibrator(channel_axis=channel_axis,
+                                              **options)
+            on_host = fp8q.calib.MaxCalibrator(channel_axis=channel_axis,
+                                               **options)
+            for index, x in enumerate(batches):
+                if index == 9:  # refused on the device, raises at the read
+                    poisoned = x.copy()
+                    poisoned[0, 0] = np.nan
+                    on_gpu.update(fp8q.asarray(poisoned, device="cuda"))
+                if index % 7 == 4:
+                    on_gpu.update(x)  # a CPU batch between GPU batches
+                else:
+                    on_gpu.update(fp8q.asarray(x, device="cuda"))
+                on_host.update(x)
+                if index % 5 == 2 or index == 9:
+                    try:
+                        state = on_gpu.state_dict()
+                    except ValueError as error:
+                        assert index == 9 and "update %d " % (index + 1) in \
+                            str(error), (key, str(error))
+                        state = on_gpu.state_dict()
+                    else:
+                        assert index != 9, key
+                    expected = on_host.state_dict()
+                    assert same_bits(state["amax_history"],
+                                     expected["amax_history"]), (key, index)
+            assert same_bits(np.asarray(on_gpu.amax, np.float32),
+                             np.asarray(on_host.amax, np.float32)), key
+            assert repr(on_gpu) == repr(on_host), key
+    # A moving average's first batch is taken as is, also with no host
+    # entry yet; skipped NaN/inf are counted.
+    on_gpu = fp8q.calib.MaxCalibrator(momentum=0.5)
+    x = np.float32([[1.0, np.nan], [-3.0, np.inf]])
+    on_gpu.update(fp8q.asarray(x, device="cuda"), skip_nonfinite=True)
+    assert on_gpu.amax == 3.0 and on_gpu.nonfinite_count == 2
 
 
 def compare_histograms(on_gpu, on_host, key):

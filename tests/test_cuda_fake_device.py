@@ -54,6 +54,7 @@ def run_scenario(driver, name, tmp_path, environment=None, **fake):
     "calibrators_take_gpu_batches",
     "max_calibrator_reduces_on_the_gpu",
     "calibrators_keep_their_state_on_the_gpu",
+    "max_calibrator_history_on_the_gpu_matches_the_cpu",
     "histogram_calibrator_counts_on_the_gpu",
     "deferred_nonfinite_error",
     "device_state_is_settled_by_every_reader",

@@ -205,15 +205,20 @@ def test_one_pass_row_quantize_matches_the_cpu(source, row_length, rng):
 
 @pytest.mark.parametrize("channel_axis", [None, 0, -1])
 @pytest.mark.parametrize("source", ["float32", "bfloat16", "float16"])
-def test_max_calibrator_on_the_gpu_matches_the_cpu(channel_axis, source, rng):
+@pytest.mark.parametrize("options", [{}, {"history_len": 3},
+                                     {"history_len": 2, "algo": "most_recent"},
+                                     {"momentum": 0.9}])
+def test_max_calibrator_on_the_gpu_matches_the_cpu(channel_axis, source,
+                                                   options, rng):
     """MaxCalibrator reduces CUDA batches on the GPU (finite amax per
-    channel, non-finite values counted): the same amax bits and counts as
-    the CPU calibrator, over random and special values."""
+    channel, non-finite values counted) and keeps its running maximum,
+    window or moving average there: the same amax bits and counts as the
+    CPU calibrator, over random and special values."""
     import fp8q.calib
 
-    on_gpu = fp8q.calib.MaxCalibrator(channel_axis=channel_axis)
-    on_host = fp8q.calib.MaxCalibrator(channel_axis=channel_axis)
-    for _ in range(3):
+    on_gpu = fp8q.calib.MaxCalibrator(channel_axis=channel_axis, **options)
+    on_host = fp8q.calib.MaxCalibrator(channel_axis=channel_axis, **options)
+    for _ in range(4):
         x = specials_and_random(rng, 257 * 1031).reshape(257, 1031)
         x[rng.integers(0, 257, 5), rng.integers(0, 1031, 5)] = np.nan
         data = fp8q.asarray(x, dtype=source)

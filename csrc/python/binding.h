@@ -301,18 +301,12 @@ int fp8q_py_cuda_cast(fp8q_TensorObject *x, fp8q_TensorObject *scale,
 int fp8q_py_cuda_amax(fp8q_TensorObject *input, const int *reduce,
                       fp8q_TensorObject *destination, fp8q_cu_stream stream);
 
-/* Calibration's amax of a CUDA x (fp8q_amax_finite on the GPU): the
- * largest finite |x| per index of `channel_axis` (0 <= axis < ndim), or of
- * all of x when channel_axis < 0, into the host array `amax`, and the
- * number of NaN and infinite values into *n_nonfinite. Only those values
- * come back to the host (waiting for the kernel), not x. -1 with an
- * exception set on failure. */
-int fp8q_py_cuda_amax_finite(fp8q_TensorObject *x, int channel_axis,
-                             float *amax, int64_t *n_nonfinite);
-
-/* The same reduction enqueued on `stream` into device memory, with no host
- * wait: amax_bits[channel] written (float32 bits), *nonfinite_count raised
- * (clear it first; 8-byte aligned). 0, or -1 with an exception. */
+/* Calibration's amax of a CUDA x (fp8q_amax_finite on the GPU), enqueued
+ * on `stream` into device memory, with no host wait: the largest finite |x|
+ * per index of `channel_axis` (0 <= axis < ndim), or of all of x when
+ * channel_axis < 0, as amax_bits[channel] (float32 bits), and the number
+ * of NaN and infinite values added to *nonfinite_count (clear it first;
+ * 8-byte aligned). 0, or -1 with an exception. */
 int fp8q_py_cuda_enqueue_amax_finite(fp8q_TensorObject *x, int channel_axis,
                                      uint32_t *amax_bits,
                                      uint64_t *nonfinite_count,
@@ -418,6 +412,7 @@ PyObject *fp8q_py_scales_from_amax(int ndim, const int64_t *shape,
 typedef struct fp8q_py_device_state {
     fp8q_TensorObject *memory; /* uint8 CUDA tensor, or NULL: nothing there */
     int pending;               /* batches folded in since the last settle  */
+    int uploaded;              /* started as an image of the host state    */
     int64_t n_updates;         /* update() calls so far (1-based numbers)   */
 } fp8q_py_device_state;
 
@@ -426,6 +421,12 @@ typedef struct fp8q_py_device_state {
  * the host state unchanged. */
 typedef int (*fp8q_py_device_fold)(PyObject *calibrator, const void *state,
                                    size_t bytes);
+
+/* Writes the image of the calibrator's host state into `state` (`bytes`,
+ * zero-filled, 8-byte aligned; the record stays zero), for a device state
+ * that continues the host state rather than adding to it. */
+typedef void (*fp8q_py_device_image)(PyObject *calibrator, void *state,
+                                     size_t bytes);
 
 /*
  * Settles the device state, if any: copies it back (waiting for the work
@@ -443,14 +444,18 @@ int fp8q_py_device_state_settle(fp8q_py_device_state *state,
 /*
  * Makes the device state `bytes` long on x's device (x a CUDA tensor),
  * ordered on `stream`: kept when it already is, else the old one settled
- * (as fp8q_py_device_state_settle, which may raise) and a new, zeroed one
- * allocated. Marks it pending: the caller enqueues a fold into it next.
- * Returns the state's device memory, or NULL with an exception.
+ * (as fp8q_py_device_state_settle, which may raise) and a new one
+ * allocated. A state's first fold after its allocation or a settle starts
+ * it: all zero bytes when `image` is NULL, else uploaded from the host
+ * state's image (waiting for the copy), which the settle's `fold` then takes
+ * as the host state. Marks it pending: the caller enqueues a fold into it
+ * next. Returns the state's device memory, or NULL with an exception.
  */
 void *fp8q_py_device_state_prepare(fp8q_py_device_state *state,
                                    fp8q_TensorObject *x, size_t bytes,
                                    fp8q_cu_stream stream, PyObject *calibrator,
                                    fp8q_py_device_fold fold,
+                                   fp8q_py_device_image image,
                                    int64_t *nonfinite_count);
 
 /* Forgets the device state and its record (reset, __init__), and restarts

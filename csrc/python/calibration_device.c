@@ -8,6 +8,16 @@
  * update() (that would need a host wait), so the fold kernel refuses it on
  * the device and records it; the next settle, at the first read of the
  * state, raises the deferred ValueError.
+ *
+ * A state starts, at its first fold after its creation or a settle, either
+ * empty (all zero bytes: what the device adds to the host state, e.g. a
+ * running maximum or histogram counts, merged exactly at the settle) or as
+ * an image of the whole host state (an amax window or moving average, where
+ * each batch's entry depends on every earlier one: the device continues the
+ * host's history and the settle takes the device's as the host's). Such an
+ * uploaded state is uploaded and copied back with the GIL held: no other
+ * thread can change the host state between the upload and the settle, nor
+ * start a second state from a host state that a settle is about to replace.
  */
 #include <string.h>
 
@@ -80,10 +90,16 @@ int fp8q_py_device_state_settle(fp8q_py_device_state *state,
     state->memory = NULL;
     state->pending = 0;
     fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_copy(memory->cuda_device, copy, memory->view.data,
-                            bytes, stream, 1, &error);
-    Py_END_ALLOW_THREADS
+    if (state->uploaded) {
+        status = fp8q_cuda_copy(memory->cuda_device, copy, memory->view.data,
+                                bytes, stream, 1, &error);
+    }
+    else {
+        Py_BEGIN_ALLOW_THREADS
+        status = fp8q_cuda_copy(memory->cuda_device, copy, memory->view.data,
+                                bytes, stream, 1, &error);
+        Py_END_ALLOW_THREADS
+    }
     if (fp8q_py_raise_on_failure(status, &error) < 0 ||
         fold(calibrator, copy, bytes) < 0) {
         state->pending = state->memory == NULL;
@@ -94,17 +110,7 @@ int fp8q_py_device_state_settle(fp8q_py_device_state *state,
     memcpy(&record, record_of(copy), sizeof record);
     PyMem_Free(copy);
     *nonfinite_count += (int64_t)record.nonfinite_count;
-    /* Emptied for the next batch (stream-ordered, no wait). */
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_zero(memory->cuda_device, memory->view.data, bytes,
-                            stream, &error);
-    Py_END_ALLOW_THREADS
-    if (status == FP8Q_OK) {
-        reattach(state, memory);
-    }
-    else {
-        Py_DECREF(memory); /* folded already: the next batch allocates */
-    }
+    reattach(state, memory); /* kept for reuse: the next fold restarts it */
     if (record.refused_batches != 0u) {
         raise_refused(&record, device_index);
         return -1;
@@ -112,17 +118,47 @@ int fp8q_py_device_state_settle(fp8q_py_device_state *state,
     return 0;
 }
 
+/* Starts the state's memory for its first fold: all zero bytes, or the
+ * host state's image (`image`, when not NULL) after a zero record. With the
+ * GIL held, so that no concurrent update folds into the memory before it
+ * is started (an enqueued fill does not wait; an upload waits so that its
+ * host buffer can be released). */
+static int start(fp8q_py_device_state *state, fp8q_TensorObject *memory,
+                 size_t bytes, fp8q_cu_stream stream, PyObject *calibrator,
+                 fp8q_py_device_image image)
+{
+    fp8q_error error;
+    fp8q_status status;
+    void *initial;
+
+    fp8q_error_clear(&error);
+    state->uploaded = image != NULL;
+    if (image == NULL) {
+        status = fp8q_cuda_zero(memory->cuda_device, memory->view.data, bytes,
+                                stream, &error);
+        return fp8q_py_raise_on_failure(status, &error);
+    }
+    initial = PyMem_Calloc(1, bytes);
+    if (initial == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    image(calibrator, initial, bytes);
+    status = fp8q_cuda_copy(memory->cuda_device, memory->view.data, initial,
+                            bytes, stream, 1, &error);
+    PyMem_Free(initial);
+    return fp8q_py_raise_on_failure(status, &error);
+}
+
 void *fp8q_py_device_state_prepare(fp8q_py_device_state *state,
                                    fp8q_TensorObject *x, size_t bytes,
                                    fp8q_cu_stream stream, PyObject *calibrator,
                                    fp8q_py_device_fold fold,
+                                   fp8q_py_device_image image,
                                    int64_t *nonfinite_count)
 {
     const fp8q_py_device device = {FP8Q_DEVICE_CUDA, x->device_index};
     const int64_t size = (int64_t)bytes;
-    fp8q_TensorObject *memory;
-    fp8q_error error;
-    fp8q_status status;
 
     if (state->memory != NULL &&
         (state->memory->device_index != x->device_index ||
@@ -134,23 +170,16 @@ void *fp8q_py_device_state_prepare(fp8q_py_device_state *state,
         Py_CLEAR(state->memory);
     }
     if (state->memory == NULL) {
-        memory = fp8q_tensor_new_empty_on(FP8Q_UINT8, 1, &size, &device,
-                                          stream);
-        if (memory == NULL) {
+        state->memory = fp8q_tensor_new_empty_on(FP8Q_UINT8, 1, &size,
+                                                 &device, stream);
+        if (state->memory == NULL) {
             return NULL;
         }
-        fp8q_error_clear(&error);
-        Py_BEGIN_ALLOW_THREADS
-        status = fp8q_cuda_zero(memory->cuda_device, memory->view.data, bytes,
-                                stream, &error);
-        Py_END_ALLOW_THREADS
-        if (fp8q_py_raise_on_failure(status, &error) < 0) {
-            Py_DECREF(memory);
-            return NULL;
-        }
-        state->memory = memory;
+        state->pending = 0;
     }
-    if (fp8q_py_use_on_stream(state->memory, stream) < 0) {
+    if (fp8q_py_use_on_stream(state->memory, stream) < 0 ||
+        (!state->pending && start(state, state->memory, bytes, stream,
+                                  calibrator, image) < 0)) {
         return NULL;
     }
     state->pending = 1;
@@ -161,5 +190,6 @@ void fp8q_py_device_state_clear(fp8q_py_device_state *state)
 {
     Py_CLEAR(state->memory);
     state->pending = 0;
+    state->uploaded = 0;
     state->n_updates = 0;
 }

@@ -212,7 +212,8 @@ static int update_on_device(fp8q_HistogramCalibratorObject *self,
         &self->device, x,
         sizeof(fp8q_calib_histogram_state) +
             (size_t)n_bins * sizeof(uint64_t),
-        stream, (PyObject *)self, fold_device_state, &self->nonfinite_count);
+        stream, (PyObject *)self, fold_device_state, NULL,
+        &self->nonfinite_count);
     if (fold.state == NULL) {
         goto done;
     }

@@ -7,12 +7,15 @@
  * update() computes the batch's amax with the GIL released and touches the
  * calibrator's state only afterwards, with the GIL held: concurrent updates
  * from several threads are safe and none is lost. A CUDA batch is reduced
- * on its GPU (kernels/amax.cuh's fp8q_amax_finite_rows). With the default
- * running maximum the result stays there: kernels/calibrate.cuh's
- * fp8q_calib_fold_max folds it into a state on the device
- * (calibration_device.c), read back only when the state is read. A window
- * or a momentum needs each batch's entry in order on the host: their few
- * values come back per batch.
+ * on its GPU (kernels/amax.cuh's fp8q_amax_finite_rows) and the result
+ * stays there: kernels/calibrate.cuh's fp8q_calib_fold_max pushes it into
+ * an amax history on the device (calibration_device.c), read back only
+ * when the state is read. The running maximum's device history starts
+ * empty and is pushed into the host's at the settle (a maximum is exact in
+ * any order). A window or a moving average needs every entry in order: its
+ * device history starts as a copy of the host's (same ring, counters and
+ * entries), continues it batch by batch as the CPU would, and replaces it
+ * at the settle.
  */
 #include <string.h>
 
@@ -36,7 +39,7 @@ typedef struct fp8q_MaxCalibratorObject {
     int most_recent;        /* algo == "most_recent" */
     fp8q_amax_history history; /* entries NULL until the channels are known */
     int64_t nonfinite_count;
-    fp8q_py_device_state device; /* running maximum of CUDA batches */
+    fp8q_py_device_state device; /* the amax history of CUDA batches */
 } fp8q_MaxCalibratorObject;
 
 /* ------------------------------------------------------------------------- */
@@ -86,28 +89,60 @@ static int per_channel(const fp8q_MaxCalibratorObject *self)
     return self->channel_axis != NO_CHANNEL_AXIS;
 }
 
-/* fp8q_py_device_fold: the device's running maximum (kernels/calibrate.cuh,
- * fp8q_calib_max_state and its amax bits) pushed as one entry, which a
- * running maximum takes elementwise: max is exact, so the result is the
- * CPU's for the same batches in any order. */
+/* The channels of a device state of `bytes` (kernels/calibrate.cuh,
+ * fp8q_calib_max_state and its ring of history.length entries). */
+static int64_t device_channels(const fp8q_MaxCalibratorObject *self,
+                               size_t bytes)
+{
+    return (int64_t)((bytes - sizeof(fp8q_calib_max_state)) /
+                     ((size_t)self->history.length * sizeof(float)));
+}
+
+/* fp8q_py_device_fold: a running maximum's device history (what the device
+ * saw since it started empty) is pushed as one entry, which the host's
+ * takes elementwise; a window's or moving average's (which started as the
+ * host's) becomes the host's. */
 static int fold_device_state(PyObject *object, const void *memory,
                              size_t bytes)
 {
     fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
     const fp8q_calib_max_state *state = (const fp8q_calib_max_state *)memory;
-    const int64_t n_channels =
-        (int64_t)((bytes - sizeof *state) / sizeof(uint32_t));
+    const int64_t n_channels = device_channels(self, bytes);
+    const float *ring = (const float *)(const void *)(state + 1);
 
-    if (state->batches == 0u) {
+    if (state->filled == 0) {
         return 0;
     }
     if (self->history.entries == NULL &&
         allocate_history(self, n_channels) < 0) {
         return -1;
     }
-    fp8q_amax_history_push(&self->history,
-                           (const float *)(const void *)(state + 1));
+    if (self->history.running_max) {
+        fp8q_amax_history_push(&self->history,
+                               ring + state->newest * n_channels);
+        return 0;
+    }
+    self->history.filled = state->filled;
+    self->history.newest = state->newest;
+    memcpy(self->history.entries, ring,
+           (size_t)(self->history.length * n_channels) * sizeof(float));
     return 0;
+}
+
+/* fp8q_py_device_image: the host history as a device state (a window or a
+ * moving average); zeros, an empty history, before any entry. */
+static void device_image(PyObject *object, void *memory, size_t bytes)
+{
+    const fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
+    fp8q_calib_max_state *state = (fp8q_calib_max_state *)memory;
+
+    if (!has_data(self)) {
+        return;
+    }
+    state->filled = self->history.filled;
+    state->newest = self->history.newest;
+    memcpy(state + 1, self->history.entries,
+           bytes - sizeof *state); /* the ring, same layout */
 }
 
 /* Brings the device state into the host state (calibration_device.c); -1
@@ -261,9 +296,8 @@ static int64_t known_channels(const fp8q_MaxCalibratorObject *self)
         return self->history.n_channels;
     }
     if (self->device.memory != NULL) {
-        return (self->device.memory->view.shape[0] -
-                (int64_t)sizeof(fp8q_calib_max_state)) /
-               (int64_t)sizeof(uint32_t);
+        return device_channels(self,
+                               (size_t)self->device.memory->view.shape[0]);
     }
     return -1;
 }
@@ -284,10 +318,10 @@ static int check_channels(const fp8q_MaxCalibratorObject *self,
 }
 
 /*
- * The running maximum of a CUDA batch, all on its GPU on x's stream: the
- * batch's finite amax and NaN/inf count into scratch memory, then the fold
- * kernel into the device state (which refuses and records a batch with
- * NaN/inf unless skip_nonfinite). No host wait, no copy back. The fold is
+ * A CUDA batch, all on its GPU on x's stream: the batch's finite amax and
+ * NaN/inf count into scratch memory, then the fold kernel pushes it into
+ * the device history (and refuses and records a batch with NaN/inf unless
+ * skip_nonfinite). No host wait, no copy back. The fold is
  * launched with the GIL held, right after the state was ordered on the
  * stream, so that updates from several threads fold one after another.
  */
@@ -321,7 +355,10 @@ static int update_on_device(fp8q_MaxCalibratorObject *self,
     args.batch_amax_bits =
         (const uint32_t *)((char *)scratch.memory + amax_offset);
     args.n_channels = n_channels;
+    args.length = self->history.length;
     args.batch_size = fp8q_view_size(&x->view);
+    args.momentum = self->history.momentum;
+    args.running_max = self->history.running_max;
     args.update_number = self->device.n_updates;
     args.skip_nonfinite = skip_nonfinite != 0;
     if (fp8q_py_cuda_enqueue_amax_finite(x, channel_dimension,
@@ -332,8 +369,11 @@ static int update_on_device(fp8q_MaxCalibratorObject *self,
     }
     args.state = (fp8q_calib_max_state *)fp8q_py_device_state_prepare(
         &self->device, x,
-        sizeof(fp8q_calib_max_state) + (size_t)n_channels * sizeof(uint32_t),
-        stream, (PyObject *)self, fold_device_state, &self->nonfinite_count);
+        sizeof(fp8q_calib_max_state) +
+            (size_t)(self->history.length * n_channels) * sizeof(float),
+        stream, (PyObject *)self, fold_device_state,
+        self->history.running_max ? NULL : device_image,
+        &self->nonfinite_count);
     if (args.state == NULL) {
         goto done;
     }
@@ -385,7 +425,7 @@ static PyObject *max_calibrator_update(fp8q_MaxCalibratorObject *self,
     if (channel_dimension >= 0) {
         n_channels = x->view.shape[channel_dimension];
     }
-    if (x->device_type == FP8Q_DEVICE_CUDA && self->history.running_max) {
+    if (x->device_type == FP8Q_DEVICE_CUDA) {
         if (check_channels(self, channel_dimension, n_channels) < 0 ||
             update_on_device(self, x, channel_dimension, n_channels,
                              skip_nonfinite) < 0) {
@@ -394,7 +434,7 @@ static PyObject *max_calibrator_update(fp8q_MaxCalibratorObject *self,
         Py_DECREF(x);
         Py_RETURN_NONE;
     }
-    /* Any other batch goes to the host state, after what the device holds
+    /* A CPU batch goes to the host state, after what the device holds
      * (which may raise its deferred error first). */
     if (settle(self) < 0) {
         goto fail;
@@ -417,21 +457,12 @@ static PyObject *max_calibrator_update(fp8q_MaxCalibratorObject *self,
         goto fail;
     }
     destination.data = batch_amax;
-    if (x->device_type == FP8Q_DEVICE_CUDA) {
-        if (fp8q_py_cuda_amax_finite(x, channel_dimension, batch_amax,
-                                     &n_nonfinite) < 0) {
-            goto fail;
-        }
-    }
-    else {
-        fp8q_error_clear(&error);
-        Py_BEGIN_ALLOW_THREADS
-        status = fp8q_amax_finite(&x->view, &destination, &n_nonfinite,
-                                  &error);
-        Py_END_ALLOW_THREADS
-        if (fp8q_py_raise_on_failure(status, &error) < 0) {
-            goto fail;
-        }
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_amax_finite(&x->view, &destination, &n_nonfinite, &error);
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        goto fail;
     }
     if (n_nonfinite != 0 && !skip_nonfinite) {
         PyErr_Format(PyExc_ValueError,
@@ -848,19 +879,20 @@ PyDoc_STRVAR(update_doc,
              "which skips them and adds their number to nonfinite_count. An "
              "empty x records nothing. The GIL is released while x is read. "
              "A CUDA x is reduced on its GPU (after the work that wrote it, "
-             "on that stream). With the running maximum (history_len=None, "
-             "no momentum) the state stays on that GPU: update() neither "
-             "waits nor copies anything back, and a batch holding NaN or "
-             "infinity without skip_nonfinite is refused there (nothing of it "
-             "recorded); the next read of the state (amax, nonfinite_count, "
-             "scale, state_dict, load_state_dict, merge, repr, a CPU batch or "
-             "a batch on another GPU) brings the state back once and raises "
-             "that deferred ValueError, naming the first refused update "
+             "on that stream) and the state stays on that GPU, in every "
+             "mode (running maximum, window, momentum): update() neither "
+             "waits nor copies anything back (a window or momentum uploads "
+             "the host state once, at the first CUDA update after a read), "
+             "and a batch holding NaN or infinity without skip_nonfinite is "
+             "refused there (nothing of it recorded); the next read of the "
+             "state (amax, nonfinite_count, scale, state_dict, "
+             "load_state_dict, merge, repr, a CPU batch or a batch on "
+             "another GPU) brings the state back once and raises that "
+             "deferred ValueError, naming the first refused update "
              "(numbered from 1 since construction or reset), its count and "
-             "the number refused, after keeping every other batch. With a "
-             "window or a momentum the batch's amax per channel and its "
-             "non-finite count come back to the host at each update, which "
-             "waits for them and raises at once, as on the CPU.");
+             "the number refused, after keeping every other batch. The "
+             "results are bit-identical to the CPU's for the same "
+             "batches.");
 
 PyDoc_STRVAR(scale_doc,
              "scale(dtype=\"float8_e4m3fn\", margin=0, power_of_2=False)\n--\n\n"

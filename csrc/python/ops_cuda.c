@@ -382,49 +382,6 @@ done:
     return outcome;
 }
 
-int fp8q_py_cuda_amax_finite(fp8q_TensorObject *x, int channel_axis,
-                             float *amax, int64_t *n_nonfinite)
-{
-    static const fp8q_py_device cpu = {FP8Q_DEVICE_CPU, 0};
-    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, x->device_index};
-    const fp8q_cu_stream stream = fp8q_py_last_stream(x);
-    const int64_t n_rows = channel_axis >= 0 ? x->view.shape[channel_axis] : 1;
-    const int64_t size = n_rows + 2;
-    fp8q_TensorObject *result; /* the count (2 float32), then amax */
-    fp8q_TensorObject *on_host = NULL;
-    fp8q_error error;
-    fp8q_status status;
-    int outcome = -1;
-
-    result = fp8q_tensor_new_empty_on(FP8Q_FLOAT32, 1, &size, &device,
-                                      stream);
-    if (result == NULL) {
-        return -1;
-    }
-    fp8q_error_clear(&error);
-    RUN_WITHOUT_GIL(status, fp8q_cuda_zero(x->cuda_device, result->view.data,
-                                           (size_t)size * 4, stream, &error));
-    if (fp8q_py_raise_on_failure(status, &error) < 0 ||
-        fp8q_py_cuda_enqueue_amax_finite(
-            x, channel_axis, (uint32_t *)result->view.data + 2,
-            (uint64_t *)result->view.data, stream) < 0) {
-        goto done;
-    }
-    on_host = fp8q_tensor_copy_to(result, &cpu, stream); /* waits */
-    if (on_host != NULL) {
-        uint64_t count;
-        memcpy(&count, on_host->view.data, sizeof count);
-        *n_nonfinite = (int64_t)count;
-        memcpy(amax, (const float *)on_host->view.data + 2,
-               (size_t)n_rows * sizeof(float));
-        outcome = 0;
-    }
-done:
-    Py_XDECREF(on_host);
-    Py_DECREF(result);
-    return outcome;
-}
-
 /* ------------------------------------------------------------------------- */
 /* quantize / dequantize                                                     */
 
