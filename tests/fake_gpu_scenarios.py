@@ -1562,6 +1562,10 @@ def expect(exception, start, function, *args, **keywords):
 
 def errors_are_clear():
     t = fp8q.zeros((4, 6), device="cuda")
+    w = fp8q.quantize(np.ones((8, 6), np.float32))
+    expect(ValueError, "linear: x is on cuda:0 but w is on cpu; move one of "
+           "them (.to(device)) so both are on the same device", fp8q.linear,
+           t, w)
     expect(ValueError, "cast: out= on CUDA must be C-contiguous, got "
            "strides (1, 4)", fp8q.cast, t, "e4m3",
            out=fp8q.empty((6, 4), "e4m3", device="cuda").T)

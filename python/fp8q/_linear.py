@@ -72,6 +72,29 @@ def _activation(x, w, scaling, k, stream):
     return data, scale, leading, x.dtype
 
 
+def _check_pairing(x, w, bias, n):
+    """linear's own refusals of what scaled_mm would refuse under its names
+    (a, b): x and w on different devices, two float8_e5m2 operands, a bias
+    that is not N values. Returns bias as an fp8q.Tensor (or None)."""
+    x_data = x.data if isinstance(x, QTensor) else x
+    if x_data.device != w.data.device:
+        raise ValueError(
+            f"linear: x is on {x_data.device} but w is on {w.data.device}; "
+            "move one of them (.to(device)) so both are on the same device")
+    if isinstance(x, QTensor) and x.dtype.name == w.dtype.name == "float8_e5m2":
+        raise TypeError(
+            "linear: x and w are both float8_e5m2, but an FP8 product needs "
+            "one float8_e4m3fn operand; quantize x to float8_e4m3fn, or pass "
+            "it unquantized to have it quantized to match")
+    if bias is None:
+        return None
+    bias = _C.asarray(bias)
+    if bias.shape != (n,):
+        raise ValueError(f"linear: bias must hold N = {n} values (one per "
+                         f"output feature of w), got shape {bias.shape}")
+    return bias
+
+
 def linear(x, w, *, bias=None, out_dtype=None, stream=None):
     """y = x @ w.T + bias with FP8 operands, the nn.Linear convention.
 
@@ -99,6 +122,9 @@ def linear(x, w, *, bias=None, out_dtype=None, stream=None):
         raise ValueError(f"linear: w must be 2-D (N, K), got shape {w.shape}")
     n, k = w.shape
     scaling = _weight_scaling(w)
+    if not isinstance(x, QTensor):
+        x = _C.asarray(x)
+    bias = _check_pairing(x, w, bias, n)
     data, scale_a, leading, x_dtype = _activation(x, w, scaling, k, stream)
     # One value (repeated against row scales), (1, N) rows, or the
     # (K/128, N/128) blocks.
