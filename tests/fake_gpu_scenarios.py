@@ -663,9 +663,10 @@ def scaled_mm_padded_matches_the_cpu():
     """K or N not multiples of 16 on a GPU with FP8 tensor cores: a and w
     are copied into zero-padded operands (the pad kernel) and cuBLASLt's
     FP8 product runs on them, its padded columns dropped before the
-    epilogue; results as the CPU's, bit for bit where the epilogue path is
-    (float32 sums of exact products: zeros along K add nothing). Where
-    padding would more than double the work, the exact bfloat16 product."""
+    epilogue (or, with only K padded, one cuBLASLt call on them); results
+    as the CPU's, bit for bit where the epilogue path is (float32 sums of
+    exact products: zeros along K add nothing). Where padding would more
+    than double the work, the exact bfloat16 product."""
     rng = np.random.default_rng(24)
     for m, k, n, padded in ((5, 40, 24, True), (3, 4095, 16, True),
                             (2, 64, 100, True), (4, 4, 32, False),
@@ -697,6 +698,24 @@ def scaled_mm_padded_matches_the_cpu():
                         **keywords)
                     assert same_bits(exact.cpu().numpy(),
                                      got.cpu().numpy())
+    # Only K unaligned, and the call fits one cuBLASLt call (tensorwise on
+    # sm_89, no bias): that one call runs on the padded operands, with the
+    # result, its type and the scales as they are; no epilogue kernel.
+    d_types = {"float32": "0", "bfloat16": "14", "float8_e4m3fn": "28"}
+    for m, k, n in ((3, 4095, 16), (5, 40, 32)):
+        a, b, scale_a, scale_b = operands(rng, m, k, n, "tensor")
+        ga, gb = a.to("cuda"), b.T.to("cuda").T
+        for out_dtype in d_types:
+            expected = fp8q.scaled_mm(a, b, scale_a, scale_b,
+                                      out_dtype=out_dtype)
+            before = len(log_lines())
+            got = fp8q.scaled_mm(ga, gb, scale_a, scale_b,
+                                 out_dtype=out_dtype)
+            made = calls()[before:]
+            assert "fp8q_pad" in made, (m, k, n, made)
+            assert "fp8q_scaled_mm_epilogue" not in made, (m, k, n, made)
+            assert matmul_log()[-1][2] == d_types[out_dtype], matmul_log()
+            assert close(got, expected, out_dtype), (m, k, n, out_dtype)
     # The benchmark's switch: padding off, the exact bfloat16 path.
     a, b, scale_a, scale_b = operands(rng, 5, 40, 24, "row")
     assert fp8q._C._scaled_mm_padding(False) is True

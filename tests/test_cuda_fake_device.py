@@ -214,13 +214,16 @@ def test_fp8q_log_names_each_path(fake_driver, tmp_path, fake, paths):
                      for path in paths], lines
 
 
-def test_fp8q_log_names_the_padded_path(fake_driver, tmp_path):
+@pytest.mark.parametrize("cc, path", [
+    ("8.9", "cuBLASLt FP8 product of operands padded to multiples of 16 + "
+     "epilogue kernel"),
+    ("9.0", "one cuBLASLt call on operands padded to multiples of 16")])
+def test_fp8q_log_names_the_padded_path(fake_driver, tmp_path, cc, path):
     """(With K = 40 the blocks' scales, (4, 1) and (1, 1), are rowwise
-    ones too.)"""
-    lines = scaled_mm_stderr(fake_driver, tmp_path, k=40)
+    ones too: one call where rowwise scales are, on sm_90.)"""
+    lines = scaled_mm_stderr(fake_driver, tmp_path, k=40, cc=cc)
     assert lines == [
-        "fp8q: scaled_mm M=4 N=32 K=40 on cuda:0: cuBLASLt FP8 product of "
-        "operands padded to multiples of 16 + epilogue kernel"] * 2, lines
+        f"fp8q: scaled_mm M=4 N=32 K=40 on cuda:0: {path}"] * 2, lines
 
 
 @pytest.mark.parametrize("version, first", [(12020, "libcublasLt.so.12"),

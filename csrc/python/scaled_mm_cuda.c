@@ -13,7 +13,10 @@
  *            cuBLASLt product: the scales (tensorwise; rowwise and blockwise
  *            through cuBLASLt 12.9's scale modes on sm_90+), a bias of the
  *            type cuBLASLt takes for out_dtype, an FP8 result's scale and
- *            amax. Refused (remembered per plan): the next path.
+ *            amax. With K not a multiple of 16 (or operands misaligned)
+ *            while N is, where the padding rule pays: the same one call on
+ *            zero-padded copies of the codes (cuda/matmul_padding.h).
+ *            Refused (remembered per plan): the next path.
  *   native   native FP8, tensorwise or rowwise: cuBLASLt's FP8 product of
  *            the raw codes into float32, then fp8q's epilogue kernel
  *            (scales, bias, amax, rounding into out_dtype).
@@ -228,8 +231,11 @@ static void name_the_path(fp8q_error *error, const fp8q_py_scaled_mm *call,
 /* ------------------------------------------------------------------------- */
 /* One cuBLASLt call                                                         */
 
-/* The one-call path's words in FP8Q_LOG's lines and in errors. */
+/* The one-call path's words in FP8Q_LOG's lines and in errors, on the
+ * operands as they are or on zero-padded copies of them. */
 #define ONE_CALL_PATH "one cuBLASLt call"
+#define ONE_CALL_PADDED_PATH \
+    "one cuBLASLt call on operands padded to multiples of 16"
 
 /* Whether cuBLASLt's FP8 kernels take a bias of `bias` for a result of
  * `out` (cuBLASLt's table of FP8 types): bfloat16 for bfloat16, float32 and
@@ -288,13 +294,14 @@ static int needs_d_scale(const fp8q_py_scaled_mm *call)
            (call->has_scale_result && call->scale_result != 1.0f);
 }
 
-/* The scratch parts of one call: D's scale, then the block scales. */
-static size_t one_call_scratch_bytes(const fp8q_matmul *problem)
+/* The scratch parts of one call before any padded operands: D's scale,
+ * then the block scales. */
+static size_t one_call_scales_bytes(const fp8q_matmul *problem)
 {
     return FP8Q_MATMUL_D_SCALE_BYTES +
            (problem->scaling == FP8Q_MATMUL_BLOCKWISE
-                ? fp8q_matmul_block_scales_bytes(problem->m, problem->n,
-                                                 problem->k)
+                ? fp8q_cuda_scratch_rounded(fp8q_matmul_block_scales_bytes(
+                      problem->m, problem->n, problem->k))
                 : 0);
 }
 
@@ -302,17 +309,21 @@ static size_t one_call_scratch_bytes(const fp8q_matmul *problem)
  * The whole product as one cuBLASLt call into out, when it fits: scales in
  * cuBLASLt's layouts (block scales transposed and padded on the GPU), bias,
  * an FP8 result's D scale (1 / scale_result, on the GPU) and amax, every
- * temporary in the device's reused scratch memory. Returns 1 when done, 0
+ * temporary in the device's reused scratch memory. With `padded` (K not
+ * a multiple of 16 or operands misaligned, N a multiple of 16) the product
+ * runs on zero-padded copies of a and w there (cuda/matmul_padding.h): the
+ * result, bias and row scales are untouched. Returns 1 when done, 0
  * when cuBLASLt refused it (remembered: the next path runs; a refusal
  * remembered before returns 0 at once, nothing made), -1 with an
  * exception. `keep` takes the temporaries.
  */
 static int one_call(const fp8q_cublaslt *library,
                     const fp8q_py_scaled_mm *call, const fp8q_matmul *codes,
-                    fp8q_TensorObject *scale_a, fp8q_TensorObject *scale_b,
-                    fp8q_cu_stream stream, fp8q_TensorObject **keep,
-                    int *n_keep)
+                    int padded, fp8q_TensorObject *scale_a,
+                    fp8q_TensorObject *scale_b, fp8q_cu_stream stream,
+                    fp8q_TensorObject **keep, int *n_keep)
 {
+    const char *path = padded ? ONE_CALL_PADDED_PATH : ONE_CALL_PATH;
     const fp8q_py_device device = {FP8Q_DEVICE_CUDA, call->a->device_index};
     const fp8q_cuda_device *cuda = call->a->cuda_device;
     fp8q_matmul problem = *codes;
@@ -336,7 +347,8 @@ static int one_call(const fp8q_cublaslt *library,
     problem.d_scale = needs_d_scale(call) ? &call->scale_result : NULL;
     problem.amax_d =
         call->amax_out != NULL ? (float *)call->amax_out->view.data : NULL;
-    if (fp8q_matmul_refused(cuda, &problem)) {
+    if (padded ? fp8q_matmul_padded_refused(cuda, &problem)
+               : fp8q_matmul_refused(cuda, &problem)) {
         return 0;
     }
     problem.d_scale = NULL; /* made in the scratch memory below */
@@ -364,9 +376,13 @@ static int one_call(const fp8q_cublaslt *library,
     }
     fp8q_error_clear(&error);
     Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_scratch_acquire(cuda,
-                                       one_call_scratch_bytes(&problem),
-                                       stream, &scratch, &error);
+    status = fp8q_cuda_scratch_acquire(
+        cuda,
+        one_call_scales_bytes(&problem) +
+            (padded ? fp8q_matmul_padding_bytes(problem.m, problem.n,
+                                                problem.k)
+                    : 0),
+        stream, &scratch, &error);
     if (status == FP8Q_OK && needs_d_scale(call)) {
         status = fp8q_matmul_d_scale(cuda, scale_result_on_device,
                                      call->scale_result, scratch.memory,
@@ -378,6 +394,13 @@ static int one_call(const fp8q_cublaslt *library,
             problem.k, (char *)scratch.memory + FP8Q_MATMUL_D_SCALE_BYTES,
             stream, &problem.a_scale, &problem.b_scale, &error);
     }
+    if (status == FP8Q_OK && padded) {
+        const fp8q_matmul real = problem;
+        status = fp8q_matmul_pad(
+            cuda, &real,
+            (char *)scratch.memory + one_call_scales_bytes(&real), stream,
+            &problem, &error);
+    }
     if (status == FP8Q_OK) {
         status = fp8q_cuda_matmul(library, cuda, &problem, stream, &refused,
                                   &error);
@@ -388,10 +411,10 @@ static int one_call(const fp8q_cublaslt *library,
         return 0;
     }
     if (status != FP8Q_OK) {
-        name_the_path(&error, call, ONE_CALL_PATH);
+        name_the_path(&error, call, path);
         return fp8q_py_raise_on_failure(status, &error);
     }
-    log_path(call, ONE_CALL_PATH);
+    log_path(call, path);
     return 1;
 }
 
@@ -588,8 +611,8 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     int n_keep = 0;
     int result = -1;
     int refused = 0;
-    sums_path path;
-    int fp8, done;
+    sums_path path, fp8_path;
+    int done;
     int index;
 
     if (!fp8q_view_is_contiguous(&call->out->view)) {
@@ -666,9 +689,15 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     problem.b_dtype = w->view.dtype;
     problem.fast_accumulation = call->use_fast_accum;
     problem.d = call->out->view.data;
-    fp8 = fp8q_cuda_has_fp8_tensor_cores(cuda->compute_capability_major,
-                                         cuda->compute_capability_minor) &&
-          fp8q_matmul_fp8_aligned(&problem);
+    /* One call on the operands as they are, or on zero-padded copies when
+     * only K (or the operands' alignment) keeps them from cuBLASLt's FP8
+     * kernels: a padded N would need a padded result, which the sums
+     * paths below crop. */
+    fp8_path =
+        fp8q_cuda_has_fp8_tensor_cores(cuda->compute_capability_major,
+                                       cuda->compute_capability_minor)
+            ? fp8_sums_path(&problem)
+            : SUMS_BFLOAT16;
 
     if (fp8q_py_use_on_stream(a, stream) < 0 ||
         fp8q_py_use_on_stream(w, stream) < 0 ||
@@ -677,9 +706,10 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
         fp8q_py_use_on_stream(call->out, stream) < 0) {
         goto done;
     }
-    if (fp8 && one_call_fits(library, call, k)) {
-        done = one_call(library, call, &problem, scale_a, scale_b, stream,
-                        keep, &n_keep);
+    if ((fp8_path == SUMS_FP8 || (fp8_path == SUMS_PADDED && n % 16 == 0)) &&
+        one_call_fits(library, call, k)) {
+        done = one_call(library, call, &problem, fp8_path == SUMS_PADDED,
+                        scale_a, scale_b, stream, keep, &n_keep);
         if (done != 0) {
             result = done < 0 ? -1 : 0;
             goto done;
