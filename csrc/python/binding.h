@@ -265,6 +265,15 @@ int fp8q_py_require_cpu(const fp8q_TensorObject *tensor, const char *function,
                         const char *argument);
 
 /*
+ * Whether `object` can be an output argument, viewed in place: 1 for an
+ * fp8q.Tensor, a NumPy array of a dtype fp8q stores, a DLPack producer or a
+ * buffer (its dtype, device and layout still to be checked); 0 with *given a
+ * new string that says what it is instead ("a NumPy array of dtype
+ * float64", "an object of type list"); -1 with an exception.
+ */
+int fp8q_py_output_kind(PyObject *object, PyObject **given);
+
+/*
  * An output argument: a new reference to a Tensor over out_object's memory
  * (out_object itself when it is an fp8q.Tensor, else a zero-copy view of a
  * NumPy array, DLPack producer or buffer) that has `dtype`, lives on
