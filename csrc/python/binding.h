@@ -96,6 +96,13 @@ int fp8q_py_parse_dtype(PyObject *object, const char *argument_name,
                         fp8q_dtype *dtype);
 
 /*
+ * fp8q_py_parse_dtype without its TypeError: 1 and *dtype for a dtype-like
+ * object fp8q supports, 0 for anything else (no exception set), -1 with an
+ * exception on an internal failure.
+ */
+int fp8q_py_dtype_from_object(PyObject *object, fp8q_dtype *dtype);
+
+/*
  * Recognises a NumPy dtype whose elements fp8q stores unchanged: native byte
  * order float32, float16 and uint8, and the ml_dtypes bfloat16 and FP8 dtypes
  * (by name). Returns 1 and sets *dtype, 0 for any other dtype (no exception
