@@ -179,7 +179,9 @@ static int same_device(const fp8q_TensorObject *tensor,
                  "scaled_mm: %s is on %s, but a is on %s; %s must be on "
                  "%s%s (tensor.to(...))",
                  name, received, expected, name, expected,
-                 host_allowed ? " or the CPU" : "");
+                 host_allowed && device->type != FP8Q_DEVICE_CPU
+                     ? " or the CPU"
+                     : "");
     return -1;
 }
 
