@@ -777,11 +777,22 @@ def scaled_mm_errors():
            "strides (1, 4) (pass a C-contiguous out, or none)",
            fp8q.scaled_mm, ga, gb, scale_a, scale_b,
            out=fp8q.empty((32, 4), "bfloat16", device="cuda").T)
-    expect(ValueError, "scaled_mm: b is on cpu, but a is on cuda:0",
+    expect(ValueError, "scaled_mm: b is on cpu, but a is on cuda:0; b must "
+           "be on cuda:0 (tensor.to(...))",
            fp8q.scaled_mm, ga, b, scale_a, scale_b)
-    expect(ValueError, "scaled_mm: amax_out is on cpu, but a is on cuda:0",
+    expect(ValueError, "scaled_mm: amax_out is on cpu, but a is on cuda:0; "
+           "amax_out must be on cuda:0 (tensor.to(...))",
            fp8q.scaled_mm, ga, gb, scale_a, scale_b,
            amax_out=np.zeros(1, np.float32))
+    expect(ValueError, "scaled_mm: out= must be on the inputs' device, "
+           "cuda:0; got a tensor on cpu", fp8q.scaled_mm, ga, gb, scale_a,
+           scale_b, out=fp8q.empty((4, 32), "bfloat16"))
+    expect(ValueError, "scaled_mm: bias is on cuda:0, but a is on cpu; bias "
+           "must be on cpu (tensor.to(...))", fp8q.scaled_mm, a, b, scale_a,
+           scale_b, bias=fp8q.zeros(32, device="cuda"))
+    expect(ValueError, "scaled_mm: scale_b is on cuda:0, but a is on cpu; "
+           "scale_b must be on cpu (tensor.to(...))", fp8q.scaled_mm, a, b,
+           scale_a, fp8q.asarray(scale_b, device="cuda"))
 
 
 def cublaslt_failures_name_the_call():

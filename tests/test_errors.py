@@ -103,7 +103,7 @@ def test_cast_out_must_be_an_array_written_in_place():
         fp8q.cast(X, "float32", out=[0.0] * 12)
     with raises(TypeError, "out=", "float32", "float"):
         fp8q.cast(X, "float32", out=1.5)
-    with raises(ValueError, "out", "copy"):
+    with raises(ValueError, "out=", "float32", "NumPy array of dtype float64"):
         fp8q.cast(X, "float32", out=np.empty((3, 4), np.float64))
 
 

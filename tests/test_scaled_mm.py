@@ -562,35 +562,6 @@ def _operands(m=4, k=5, n=3):
     return random_fp8(rng, (m, k), E4M3), random_fp8(rng, (k, n), E4M3)
 
 
-def test_both_e5m2_is_refused():
-    a, b = _operands()
-    with pytest.raises(TypeError, match="e5m2"):
-        fp8q.scaled_mm(a.astype(ml_dtypes.float8_e5m2),
-                       b.astype(ml_dtypes.float8_e5m2), 1.0, 1.0)
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float16,
-                                   ml_dtypes.bfloat16, np.uint8,
-                                   ml_dtypes.float8_e4m3fnuz,
-                                   ml_dtypes.float8_e5m2fnuz])
-def test_non_fp8_operands_are_refused(dtype):
-    a, b = _operands()
-    with pytest.raises(TypeError, match=r"\ba must be float8_e4m3fn"):
-        fp8q.scaled_mm(a.astype(np.float32).astype(dtype), b, 1.0, 1.0)
-    with pytest.raises(TypeError, match=r"\bb must be float8_e4m3fn"):
-        fp8q.scaled_mm(a, b.astype(np.float32).astype(dtype), 1.0, 1.0)
-
-
-def test_operand_shape_errors():
-    a, b = _operands()
-    with pytest.raises(ValueError, match="a must be a matrix"):
-        fp8q.scaled_mm(a[0], b, 1.0, 1.0)
-    with pytest.raises(ValueError, match="b must be a matrix"):
-        fp8q.scaled_mm(a, b[None], 1.0, 1.0)
-    with pytest.raises(ValueError, match=r"\(4, 5\).*\(4, 3\)"):
-        fp8q.scaled_mm(a, b[:4], 1.0, 1.0)
-
-
 @pytest.mark.parametrize("scale_a, scale_b", [
     ((4, 2), ()), ((1, 4), (1, 3)),
     ((4,), (3,)), ((4, 1), (3, 1)), ((1, 1, 1), ()), ((2,), ()),
@@ -619,64 +590,6 @@ def test_rowwise_with_one_value_on_one_side(rng, single_side):
     ref, magnitude = reference(a, b, scale_a, scale_b, "rowwise")
     result = fp8q.scaled_mm(a, b, scale_a, scale_b, out_dtype="float32")
     assert_close(result, ref, magnitude, 48, "float32", single_side)
-
-
-@pytest.mark.parametrize("bad", [0.0, -1.0, np.nan, np.inf, -0.0])
-def test_invalid_scale_values_name_the_scale(bad):
-    a, b = _operands()
-    rows = np.ones((4, 1), np.float32)
-    columns = np.ones((1, 3), np.float32)
-    with pytest.raises(ValueError, match=r"^scale_a\b"):
-        fp8q.scaled_mm(a, b, bad, 1.0)
-    with pytest.raises(ValueError, match=r"^scale_b\b"):
-        fp8q.scaled_mm(a, b, 1.0, bad)
-    rows[2, 0] = bad
-    with pytest.raises(ValueError, match=r"^scale_a\b.*element 2"):
-        fp8q.scaled_mm(a, b, rows, columns)
-    columns[0, 1] = bad
-    with pytest.raises(ValueError, match=r"^scale_b\b.*element 1"):
-        fp8q.scaled_mm(a, b, np.ones((4, 1), np.float32), columns)
-
-
-def test_bias_errors():
-    a, b = _operands()
-    for shape in [(4,), (2,), (1, 3), (3, 1), ()]:
-        with pytest.raises(ValueError, match="bias"):
-            fp8q.scaled_mm(a, b, 1.0, 1.0, bias=np.ones(shape, np.float32))
-    for dtype in [np.uint8, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2]:
-        with pytest.raises(TypeError, match="bias"):
-            fp8q.scaled_mm(a, b, 1.0, 1.0, bias=np.ones(3, dtype))
-
-
-def test_scale_result_errors():
-    a, b = _operands()
-    for out_dtype in ["bfloat16", "float16", "float32"]:
-        with pytest.raises(ValueError, match="scale_result"):
-            fp8q.scaled_mm(a, b, 1.0, 1.0, out_dtype=out_dtype,
-                           scale_result=1.0)
-    with pytest.raises(ValueError, match="scale_result"):
-        fp8q.scaled_mm(a, b, 1.0, 1.0, scale_result=2.0)  # bfloat16 default
-    for bad in [0.0, -2.0, np.nan, np.inf]:
-        with pytest.raises(ValueError, match="scale_result"):
-            fp8q.scaled_mm(a, b, 1.0, 1.0, out_dtype=E4M3, scale_result=bad)
-    with pytest.raises(ValueError, match="scale_result"):
-        fp8q.scaled_mm(a, b, 1.0, 1.0, out_dtype=E4M3,
-                       scale_result=[1.0, 2.0])
-
-
-def test_stream_and_out_dtype_errors():
-    a, b = _operands()
-    for stream in [0, 1]:
-        with pytest.raises(ValueError, match="stream= applies to CUDA"):
-            fp8q.scaled_mm(a, b, 1.0, 1.0, stream=stream)
-    with pytest.raises(TypeError, match="^stream: expected None"):
-        fp8q.scaled_mm(a, b, 1.0, 1.0, stream=object())
-    for out_dtype in [E5M2, "uint8", "float8_e4m3fnuz", "float8_e5m2fnuz"]:
-        with pytest.raises(TypeError, match="out_dtype"):
-            fp8q.scaled_mm(a, b, 1.0, 1.0, out_dtype=out_dtype)
-    for out_dtype in ["float64", "bogus", 3]:
-        with pytest.raises(TypeError, match="out_dtype"):
-            fp8q.scaled_mm(a, b, 1.0, 1.0, out_dtype=out_dtype)
 
 
 def test_out_errors_leave_out_untouched():
@@ -708,15 +621,170 @@ def test_out_errors_leave_out_untouched():
     assert np.isnan(overlapping).all()
 
 
-def test_amax_out_errors():
+def _read_only(array):
+    array.flags.writeable = False
+    return array
+
+
+def _refusals():
+    """(id, positional arguments, keywords, exception, message): every
+    refusal of scaled_mm reachable on the CPU, for a (4, 5) @ b (5, 3)."""
     a, b = _operands()
-    readonly = np.zeros(1, np.float32)
-    readonly.flags.writeable = False
-    for amax_out in [np.zeros(2, np.float32), np.zeros(0, np.float32),
-                     np.zeros(1, np.float64), np.zeros(1, np.float16),
-                     readonly]:
-        with pytest.raises(ValueError, match="amax_out"):
-            fp8q.scaled_mm(a, b, 1.0, 1.0, amax_out=amax_out)
+    a5, b5 = a.astype(ml_dtypes.float8_e5m2), b.astype(ml_dtypes.float8_e5m2)
+    rows, columns = np.ones((4, 1), np.float32), np.ones((1, 3), np.float32)
+    bad_rows, bad_columns = rows.copy(), columns.copy()
+    bad_rows[2, 0], bad_columns[0, 1] = np.nan, -1.0
+    ones = (a, b, 1.0, 1.0)
+    not_fp8 = ("must be float8_e4m3fn or float8_e5m2 (quantize it first, "
+               "e.g. with fp8q.quantize), got ")
+    not_a_tensor = (": expected a Tensor, a NumPy array, a DLPack or "
+                    "buffer-protocol object, a number or a nested sequence "
+                    "of numbers, got str")
+    not_positive = (": every value must be finite and > 0 (it is the "
+                    "dequantization scale, x ~= q * scale), but element ")
+    out_kinds = ("must be an fp8q.Tensor, or an array fp8q can write in "
+                 "place (NumPy array, DLPack producer, writable buffer), of "
+                 "dtype ")
+    out_dtypes = "bfloat16, float16, float32 or float8_e4m3fn, got "
+    amax = ("scaled_mm: amax_out= must be one writable float32 element on "
+            "a's device (e.g. numpy.zeros(1, numpy.float32) for CPU "
+            "operands), got ")
+    return [
+        ("a text", ("x", b, 1.0, 1.0), {}, TypeError,
+         "scaled_mm: a" + not_a_tensor),
+        ("a float32", (a.astype(np.float32), b, 1.0, 1.0), {}, TypeError,
+         "scaled_mm: a " + not_fp8 + "float32"),
+        ("b uint8", (a, b.view(np.uint8), 1.0, 1.0), {}, TypeError,
+         "scaled_mm: b " + not_fp8 + "uint8"),
+        ("b e4m3fnuz", (a, b.astype(ml_dtypes.float8_e4m3fnuz), 1.0, 1.0),
+         {}, TypeError, "scaled_mm: b " + not_fp8 + "float8_e4m3fnuz"),
+        ("a vector", (a[0], b, 1.0, 1.0), {}, ValueError,
+         "scaled_mm: a must be a matrix (2 dimensions), got shape (5,)"),
+        ("b 3-D", (a, b[None], 1.0, 1.0), {}, ValueError,
+         "scaled_mm: b must be a matrix (2 dimensions), got shape "
+         "(1, 5, 3)"),
+        ("stream on the CPU", ones, {"stream": 0}, ValueError,
+         "scaled_mm: stream= applies to CUDA tensors; this call runs on the "
+         "CPU (pass stream=None)"),
+        ("stream object", ones, {"stream": "s"}, TypeError,
+         "scaled_mm: stream: expected None, an int stream handle, or a "
+         "stream object (with __cuda_stream__ or .cuda_stream, e.g. "
+         "torch.cuda.Stream), got 's'"),
+        ("stream negative", ones, {"stream": -1}, ValueError,
+         "scaled_mm: stream: the int is not a stream handle (a "
+         "pointer-sized int >= 0), got -1"),
+        ("both e5m2", (a5, b5, 1.0, 1.0), {}, TypeError,
+         "scaled_mm: a and b cannot both be float8_e5m2 (FP8 matrix "
+         "multiplies need at least one float8_e4m3fn operand, as the "
+         "hardware does)"),
+        ("K", (a, b[:4], 1.0, 1.0), {}, ValueError,
+         "scaled_mm: a is (4, 5) and b is (4, 3): a's columns must equal "
+         "b's rows"),
+        ("scale_a text", (a, b, "x", 1.0), {}, TypeError,
+         "scaled_mm: scale_a" + not_a_tensor),
+        ("scale_a zero", (a, b, 0.0, 1.0), {}, ValueError,
+         "scaled_mm: scale_a" + not_positive + "0 (C order) is 0"),
+        ("scale_b nan", (a, b, 1.0, np.nan), {}, ValueError,
+         "scaled_mm: scale_b" + not_positive + "0 (C order) is nan"),
+        ("scale_a row", (a, b, bad_rows, columns), {}, ValueError,
+         "scaled_mm: scale_a" + not_positive + "2 (C order) is nan"),
+        ("scale_b column", (a, b, rows, bad_columns), {}, ValueError,
+         "scaled_mm: scale_b" + not_positive + "1 (C order) is -1"),
+        ("scale shapes", (a, b, np.ones(4, np.float32), 1.0), {},
+         ValueError,
+         "scaled_mm: scale_a, scale_b: shapes (4,) and () do not describe a "
+         "scaling of a (4, 5) @ b (5, 3); accepted: tensorwise () and () (or "
+         "(1, 1)); rowwise (4, 1) and (1, 3), either of them may be one "
+         "value; blockwise (4, 1) and (1, 1) for 1x128 blocks of a and "
+         "128x128 blocks of b"),
+        ("bias text", ones, {"bias": "x"}, TypeError,
+         "scaled_mm: bias" + not_a_tensor),
+        ("bias uint8", ones, {"bias": np.ones(3, np.uint8)}, TypeError,
+         "scaled_mm: bias must be float32, float16 or bfloat16, got uint8"),
+        ("bias length", ones, {"bias": np.ones(4, np.float32)}, ValueError,
+         "scaled_mm: bias must be a vector of N = 3 values (one per column "
+         "of the result), got shape (4,)"),
+        ("bias matrix", ones, {"bias": np.ones((1, 3), np.float32)},
+         ValueError,
+         "scaled_mm: bias must be a vector of N = 3 values (one per column "
+         "of the result), got shape (1, 3)"),
+        ("out_dtype e5m2", ones, {"out_dtype": E5M2}, TypeError,
+         "scaled_mm: out_dtype must be " + out_dtypes + "float8_e5m2"),
+        ("out_dtype unknown", ones, {"out_dtype": "bogus"}, TypeError,
+         "scaled_mm: out_dtype must be " + out_dtypes + "'bogus' (str)"),
+        ("out_dtype int", ones, {"out_dtype": 3}, TypeError,
+         "scaled_mm: out_dtype must be " + out_dtypes + "3 (int)"),
+        ("out uint8", ones, {"out": np.zeros((4, 3), np.uint8)}, TypeError,
+         "scaled_mm: out= must have dtype " + out_dtypes + "uint8"),
+        ("scale_result of bfloat16", ones, {"scale_result": 2.0},
+         ValueError,
+         "scaled_mm: scale_result applies to an FP8 result "
+         "(out_dtype=\"float8_e4m3fn\"), but the result is bfloat16"),
+        ("scale_result of out float32", ones,
+         {"scale_result": 1.0, "out": np.zeros((4, 3), np.float32)},
+         ValueError,
+         "scaled_mm: scale_result applies to an FP8 result "
+         "(out_dtype=\"float8_e4m3fn\"), but the result is float32"),
+        ("scale_result text", ones,
+         {"out_dtype": E4M3, "scale_result": "x"}, TypeError,
+         "scaled_mm: scale_result" + not_a_tensor),
+        ("scale_result two", ones,
+         {"out_dtype": E4M3, "scale_result": [1.0, 2.0]}, ValueError,
+         "scaled_mm: scale_result must be one float32 value, got 2 values"),
+        ("scale_result inf", ones,
+         {"out_dtype": E4M3, "scale_result": np.inf}, ValueError,
+         "scaled_mm: scale_result" + not_positive + "0 (C order) is inf"),
+        ("amax_out float64", ones, {"amax_out": np.zeros(1)}, ValueError,
+         amax + "a NumPy array of dtype float64"),
+        ("amax_out list", ones, {"amax_out": [0.0]}, ValueError,
+         amax + "an object of type list"),
+        ("amax_out two", ones, {"amax_out": np.zeros(2, np.float32)},
+         ValueError, amax + "a float32 tensor of shape (2,)"),
+        ("amax_out float16", ones, {"amax_out": np.zeros(1, np.float16)},
+         ValueError, amax + "a float16 tensor of shape (1,)"),
+        ("amax_out read-only", ones,
+         {"amax_out": _read_only(np.zeros((1, 1), np.float32))}, ValueError,
+         amax + "a read-only float32 tensor of shape (1, 1)"),
+        ("out list", ones, {"out": [[0.0] * 3] * 4}, TypeError,
+         "scaled_mm: out= " + out_kinds + "bfloat16; got an object of type "
+         "list"),
+        ("out float64", ones,
+         {"out": np.zeros((4, 3)), "out_dtype": "float32"}, ValueError,
+         "scaled_mm: out= " + out_kinds + "float32; got a NumPy array of "
+         "dtype float64"),
+        ("out of another dtype", ones,
+         {"out": np.zeros((4, 3), np.float32), "out_dtype": "bfloat16"},
+         TypeError,
+         "scaled_mm: out= must have dtype bfloat16, got a tensor of dtype "
+         "float32"),
+        ("out shape", ones, {"out": np.zeros((3, 4), np.float32)},
+         ValueError,
+         "scaled_mm: out= must have the result's shape (4, 3), got shape "
+         "(3, 4)"),
+        ("out read-only", ones,
+         {"out": _read_only(np.zeros((4, 3), np.float32))}, ValueError,
+         "scaled_mm: out= must be writable, got a read-only tensor"),
+        ("out overlapping", ones,
+         {"out": np.lib.stride_tricks.as_strided(
+             np.zeros(3, np.float32), shape=(4, 3), strides=(0, 4),
+             writeable=True)}, ValueError,
+         "scaled_mm: out: axis 0 (extent 4, stride 0) revisits elements "
+         "already reached, so several results would land on one element"),
+    ]
+
+
+REFUSALS = _refusals()
+
+
+@pytest.mark.parametrize("arguments, keywords, exception, message",
+                         [case[1:] for case in REFUSALS],
+                         ids=[case[0] for case in REFUSALS])
+def test_every_refusal_names_the_argument(arguments, keywords, exception,
+                                          message):
+    """Each refusal's exact text: scaled_mm, the argument, what was given
+    and what is accepted (docs/scaled_mm.md, Errors)."""
+    with pytest.raises(exception, match=f"^{re.escape(message)}$"):
+        fp8q.scaled_mm(*arguments, **keywords)
 
 
 # --------------------------------------------------------------------------

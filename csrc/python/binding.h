@@ -96,6 +96,13 @@ int fp8q_py_parse_dtype(PyObject *object, const char *argument_name,
                         fp8q_dtype *dtype);
 
 /*
+ * fp8q_py_parse_dtype without its TypeError: 1 and *dtype for a dtype-like
+ * object fp8q supports, 0 for anything else (no exception set), -1 with an
+ * exception on an internal failure.
+ */
+int fp8q_py_dtype_from_object(PyObject *object, fp8q_dtype *dtype);
+
+/*
  * Recognises a NumPy dtype whose elements fp8q stores unchanged: native byte
  * order float32, float16 and uint8, and the ml_dtypes bfloat16 and FP8 dtypes
  * (by name). Returns 1 and sets *dtype, 0 for any other dtype (no exception
@@ -263,6 +270,15 @@ fp8q_TensorObject *fp8q_tensor_from_object(PyObject *object,
  * on the CPU only and naming `argument` and the tensor's device. */
 int fp8q_py_require_cpu(const fp8q_TensorObject *tensor, const char *function,
                         const char *argument);
+
+/*
+ * Whether `object` can be an output argument, viewed in place: 1 for an
+ * fp8q.Tensor, a NumPy array of a dtype fp8q stores, a DLPack producer or a
+ * buffer (its dtype, device and layout still to be checked); 0 with *given a
+ * new string that says what it is instead ("a NumPy array of dtype
+ * float64", "an object of type list"); -1 with an exception.
+ */
+int fp8q_py_output_kind(PyObject *object, PyObject **given);
 
 /*
  * An output argument: a new reference to a Tensor over out_object's memory

@@ -197,9 +197,7 @@ static int parse_dtype_string(PyObject *string, fp8q_dtype *dtype)
     return found;
 }
 
-/* 1 and *dtype for a dtype-like object fp8q supports, 0 for anything else
- * (no exception), -1 with an exception on an internal failure. */
-static int parse_dtype_quietly(PyObject *object, fp8q_dtype *dtype)
+int fp8q_py_dtype_from_object(PyObject *object, fp8q_dtype *dtype)
 {
     if (PyObject_TypeCheck(object, &fp8q_Dtype_Type)) {
         *dtype = ((fp8q_DtypeObject *)object)->dtype;
@@ -244,7 +242,7 @@ static int parse_dtype_quietly(PyObject *object, fp8q_dtype *dtype)
 int fp8q_py_parse_dtype(PyObject *object, const char *argument_name,
                         fp8q_dtype *dtype)
 {
-    int found = parse_dtype_quietly(object, dtype);
+    int found = fp8q_py_dtype_from_object(object, dtype);
 
     if (found < 0) {
         return -1;
@@ -317,7 +315,7 @@ static PyObject *dtype_richcompare(PyObject *self, PyObject *other, int op)
     if (op != Py_EQ && op != Py_NE) {
         Py_RETURN_NOTIMPLEMENTED;
     }
-    found = parse_dtype_quietly(other, &other_dtype);
+    found = fp8q_py_dtype_from_object(other, &other_dtype);
     if (found < 0) {
         return NULL;
     }

@@ -96,6 +96,31 @@ static void raise_shape_mismatch(const char *function, const char *argument,
                  received_text);
 }
 
+int fp8q_py_output_kind(PyObject *object, PyObject **given)
+{
+    fp8q_dtype dtype;
+    int found;
+
+    *given = NULL;
+    if (PyArray_Check(object)) {
+        PyArray_Descr *descr = PyArray_DESCR((PyArrayObject *)object);
+        found = fp8q_py_dtype_from_numpy(descr, &dtype);
+        if (found == 0) {
+            *given = PyUnicode_FromFormat("a NumPy array of dtype %S",
+                                          (PyObject *)descr);
+            return *given != NULL ? 0 : -1;
+        }
+        return found;
+    }
+    if (fp8q_Tensor_Check(object) || PyObject_CheckBuffer(object) ||
+        PyObject_HasAttrString(object, "__dlpack__")) {
+        return 1;
+    }
+    *given = PyUnicode_FromFormat("an object of type %.200s",
+                                  Py_TYPE(object)->tp_name);
+    return *given != NULL ? 0 : -1;
+}
+
 fp8q_TensorObject *fp8q_py_writable_output(PyObject *out_object,
                                            const char *function,
                                            const char *argument,
@@ -108,26 +133,24 @@ fp8q_TensorObject *fp8q_py_writable_output(PyObject *out_object,
     fp8q_error error;
     char name[64]; /* "function: argument", for the message */
 
-    if (fp8q_Tensor_Check(out_object)) {
-        Py_INCREF(out_object);
-        out = (fp8q_TensorObject *)out_object;
-    }
-    else if (PyArray_Check(out_object) || PyObject_CheckBuffer(out_object) ||
-             PyObject_HasAttrString(out_object, "__dlpack__")) {
-        out = fp8q_tensor_from_object(out_object, argument, -1,
-                                      FP8Q_COPY_NEVER);
-        if (out == NULL) {
-            return NULL;
-        }
-    }
-    else {
-        PyErr_Format(PyExc_TypeError,
+    PyObject *given;
+    const int viewable = fp8q_py_output_kind(out_object, &given);
+
+    if (viewable == 0) {
+        /* (An array of another dtype: ValueError, as a copy would be.) */
+        PyErr_Format(PyArray_Check(out_object) ? PyExc_ValueError
+                                               : PyExc_TypeError,
                      "%s: %s= must be an fp8q.Tensor, or an array fp8q "
                      "can write in place (NumPy array, DLPack producer, "
-                     "writable buffer), of dtype %s; got an object of type "
-                     "%.200s",
-                     function, argument, fp8q_dtype_name(dtype),
-                     Py_TYPE(out_object)->tp_name);
+                     "writable buffer), of dtype %s; got %U",
+                     function, argument, fp8q_dtype_name(dtype), given);
+        Py_DECREF(given);
+        return NULL;
+    }
+    out = viewable < 0 ? NULL
+                       : fp8q_tensor_from_object(out_object, argument, -1,
+                                                 FP8Q_COPY_NEVER);
+    if (out == NULL) {
         return NULL;
     }
     if (out->view.dtype != dtype) {

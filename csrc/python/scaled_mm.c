@@ -54,11 +54,36 @@ static void release_call(scaled_mm_call *call)
 /* ------------------------------------------------------------------------- */
 /* Argument checks                                                           */
 
+/* The dtypes of scaled_mm's results. */
+#define OUT_DTYPES "bfloat16, float16, float32 or float8_e4m3fn"
+
+/* Puts "scaled_mm: " before the message of the exception raised by a helper
+ * shared with other functions, which names only the argument ("stream:
+ * ...", "scale_a: ..."); returns -1. */
+static int name_scaled_mm(void)
+{
+    fp8q_py_error_add_prefix("scaled_mm: ");
+    return -1;
+}
+
+/* fp8q_tensor_from_object, its refusals naming scaled_mm. */
+static fp8q_TensorObject *argument(PyObject *object, const char *name,
+                                   int dtype, int copy)
+{
+    fp8q_TensorObject *tensor =
+        fp8q_tensor_from_object(object, name, dtype, copy);
+
+    if (tensor == NULL) {
+        (void)name_scaled_mm();
+    }
+    return tensor;
+}
+
 /* An FP8 matrix operand (float8_e4m3fn or float8_e5m2, 2-D). */
 static fp8q_TensorObject *matrix_operand(PyObject *object, const char *name)
 {
     fp8q_TensorObject *tensor =
-        fp8q_tensor_from_object(object, name, -1, FP8Q_COPY_IF_NEEDED);
+        argument(object, name, -1, FP8Q_COPY_IF_NEEDED);
 
     if (tensor == NULL) {
         return NULL;
@@ -73,10 +98,13 @@ static fp8q_TensorObject *matrix_operand(PyObject *object, const char *name)
         return NULL;
     }
     if (tensor->view.ndim != 2) {
+        char shape[256];
+        fp8q_format_shape(shape, sizeof shape, tensor->view.ndim,
+                          tensor->view.shape);
         PyErr_Format(PyExc_ValueError,
-                     "scaled_mm: %s must be a matrix (2 dimensions), got %d "
-                     "dimensions",
-                     name, tensor->view.ndim);
+                     "scaled_mm: %s must be a matrix (2 dimensions), got "
+                     "shape %s",
+                     name, shape);
         Py_DECREF(tensor);
         return NULL;
     }
@@ -88,8 +116,7 @@ static fp8q_TensorObject *matrix_operand(PyObject *object, const char *name)
 static fp8q_TensorObject *scale_operand(PyObject *object, const char *name)
 {
     fp8q_TensorObject *tensor =
-        fp8q_tensor_from_object(object, name, FP8Q_FLOAT32,
-                                FP8Q_COPY_IF_NEEDED);
+        argument(object, name, FP8Q_FLOAT32, FP8Q_COPY_IF_NEEDED);
     fp8q_error error;
     fp8q_status status;
 
@@ -99,6 +126,7 @@ static fp8q_TensorObject *scale_operand(PyObject *object, const char *name)
     fp8q_error_clear(&error);
     status = fp8q_check_scale_values(&tensor->view, name, &error);
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        (void)name_scaled_mm();
         Py_DECREF(tensor);
         return NULL;
     }
@@ -130,8 +158,8 @@ static int check_bias(const fp8q_TensorObject *bias, int64_t n)
     return 0;
 }
 
-/* 0 when `tensor` is on `device` (or, with host_allowed, on the host: it
- * is then copied over); else -1 with a ValueError naming `name`. */
+/* 0 when `tensor` is on `device`, a's (or, with host_allowed, on the host:
+ * it is then copied over); else -1 with a ValueError naming `name`. */
 static int same_device(const fp8q_TensorObject *tensor,
                        const fp8q_py_device *device, const char *name,
                        int host_allowed)
@@ -148,39 +176,78 @@ static int same_device(const fp8q_TensorObject *tensor,
     fp8q_py_format_device(tensor->device_type, tensor->device_index,
                           received, sizeof received);
     PyErr_Format(PyExc_ValueError,
-                 "scaled_mm: %s is on %s, but a is on %s; move them to one "
-                 "device (tensor.to(...))",
-                 name, received, expected);
+                 "scaled_mm: %s is on %s, but a is on %s; %s must be on "
+                 "%s%s (tensor.to(...))",
+                 name, received, expected, name, expected,
+                 host_allowed && device->type != FP8Q_DEVICE_CPU
+                     ? " or the CPU"
+                     : "");
     return -1;
+}
+
+/* -1 with the TypeError of a result dtype scaled_mm does not produce:
+ * `argument` ("out_dtype must be", "out= must have dtype") and what was
+ * `given` (a str or repr()'d object). */
+static int refuse_out_dtype(const char *argument, PyObject *given)
+{
+    if (given != NULL) {
+        PyErr_Format(PyExc_TypeError, "scaled_mm: %s " OUT_DTYPES ", got %U",
+                     argument, given);
+    }
+    Py_XDECREF(given);
+    return -1;
+}
+
+/* The result's dtype when out_dtype is not given: out's, when it is an
+ * array fp8q can view (else bfloat16, and fp8q_py_writable_output says what
+ * out= must be). */
+static int dtype_of_out(PyObject *out_object, fp8q_dtype *out_dtype)
+{
+    fp8q_TensorObject *out;
+    PyObject *given;
+    const int viewable = fp8q_py_output_kind(out_object, &given);
+
+    if (viewable <= 0) {
+        Py_XDECREF(given);
+        return viewable;
+    }
+    out = argument(out_object, "out", -1, FP8Q_COPY_NEVER);
+    if (out == NULL) {
+        return -1;
+    }
+    *out_dtype = out->view.dtype;
+    Py_DECREF(out);
+    return 0;
 }
 
 /* Parses out_dtype (given, or out's dtype, or bfloat16) and checks it. */
 static int parse_out_dtype(PyObject *out_dtype_object, PyObject *out_object,
                            fp8q_dtype *out_dtype)
 {
+    const int given = out_dtype_object != NULL && out_dtype_object != Py_None;
+    int found = 1;
+
     *out_dtype = FP8Q_BFLOAT16;
-    if (out_dtype_object != NULL && out_dtype_object != Py_None) {
-        if (fp8q_py_parse_dtype(out_dtype_object, "out_dtype", out_dtype) <
-            0) {
-            return -1;
-        }
+    if (given) {
+        found = fp8q_py_dtype_from_object(out_dtype_object, out_dtype);
     }
-    else if (out_object != Py_None) {
-        fp8q_TensorObject *out = fp8q_tensor_from_object(
-            out_object, "out", -1, FP8Q_COPY_NEVER);
-        if (out == NULL) {
-            return -1;
-        }
-        *out_dtype = out->view.dtype;
-        Py_DECREF(out);
+    else if (out_object != Py_None && dtype_of_out(out_object, out_dtype) < 0) {
+        return -1;
+    }
+    if (found < 0) {
+        return -1;
+    }
+    if (found == 0) {
+        return refuse_out_dtype(
+            "out_dtype must be",
+            PyUnicode_FromFormat("%R (%s)", out_dtype_object,
+                                 Py_TYPE(out_dtype_object)->tp_name));
     }
     if (*out_dtype != FP8Q_BFLOAT16 && *out_dtype != FP8Q_FLOAT16 &&
         *out_dtype != FP8Q_FLOAT32 && *out_dtype != FP8Q_FLOAT8_E4M3FN) {
-        PyErr_Format(PyExc_TypeError,
-                     "scaled_mm: out_dtype must be bfloat16, float16, "
-                     "float32 or float8_e4m3fn, got %s",
-                     fp8q_dtype_name(*out_dtype));
-        return -1;
+        return refuse_out_dtype(
+            given ? "out_dtype must be" : "out= must have dtype",
+            PyUnicode_FromString(fp8q_dtype_name(*out_dtype)));
     }
     return 0;
 }
@@ -205,12 +272,12 @@ static int parse_scale_result(PyObject *object, fp8q_dtype out_dtype,
     if (out_dtype != FP8Q_FLOAT8_E4M3FN) {
         PyErr_Format(PyExc_ValueError,
                      "scaled_mm: scale_result applies to an FP8 result "
-                     "(out_dtype=\"float8_e4m3fn\"), but out_dtype is %s",
+                     "(out_dtype=\"float8_e4m3fn\"), but the result is %s",
                      fp8q_dtype_name(out_dtype));
         return -1;
     }
-    tensor = fp8q_tensor_from_object(object, "scale_result", FP8Q_FLOAT32,
-                                     FP8Q_COPY_IF_NEEDED);
+    tensor = argument(object, "scale_result", FP8Q_FLOAT32,
+                      FP8Q_COPY_IF_NEEDED);
     if (tensor != NULL && fp8q_view_size(&tensor->view) != 1) {
         PyErr_Format(PyExc_ValueError,
                      "scaled_mm: scale_result must be one float32 value, "
@@ -230,6 +297,9 @@ static int parse_scale_result(PyObject *object, fp8q_dtype out_dtype,
         static const fp8q_py_device cpu = {FP8Q_DEVICE_CPU, 0};
         Py_SETREF(tensor, fp8q_tensor_copy_to(tensor, &cpu,
                                               fp8q_py_last_stream(tensor)));
+        if (tensor == NULL) {
+            return name_scaled_mm();
+        }
     }
     if (tensor == NULL) {
         return -1;
@@ -238,32 +308,46 @@ static int parse_scale_result(PyObject *object, fp8q_dtype out_dtype,
     status = fp8q_check_scale_values(&tensor->view, "scale_result", &error);
     memcpy(scale_result, tensor->view.data, sizeof *scale_result);
     Py_DECREF(tensor);
-    return fp8q_py_raise_on_failure(status, &error);
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        return name_scaled_mm();
+    }
+    return 0;
 }
 
 /* amax_out=: one writable float32 element (any shape of size 1) on the
  * operands' device, viewed in place. */
 static fp8q_TensorObject *amax_output(PyObject *object)
 {
-    fp8q_TensorObject *tensor =
-        fp8q_tensor_from_object(object, "amax_out", -1, FP8Q_COPY_NEVER);
+    fp8q_TensorObject *tensor;
+    PyObject *given;
+    const int viewable = fp8q_py_output_kind(object, &given);
+    char shape[256];
 
-    if (tensor == NULL) {
-        return NULL;
+    if (viewable > 0) {
+        tensor = argument(object, "amax_out", -1, FP8Q_COPY_NEVER);
+        if (tensor == NULL) {
+            return NULL;
+        }
+        if (tensor->view.dtype == FP8Q_FLOAT32 &&
+            fp8q_view_size(&tensor->view) == 1 && !tensor->readonly) {
+            return tensor;
+        }
+        fp8q_format_shape(shape, sizeof shape, tensor->view.ndim,
+                          tensor->view.shape);
+        given = PyUnicode_FromFormat(
+            "%s%s tensor of shape %s", tensor->readonly ? "a read-only " : "a ",
+            fp8q_dtype_name(tensor->view.dtype), shape);
+        Py_DECREF(tensor);
     }
-    if (tensor->view.dtype != FP8Q_FLOAT32 ||
-        fp8q_view_size(&tensor->view) != 1 || tensor->readonly) {
+    if (given != NULL) {
         PyErr_Format(PyExc_ValueError,
                      "scaled_mm: amax_out= must be one writable float32 "
-                     "element (e.g. numpy.zeros(1, numpy.float32)), got %s "
-                     "%s tensor of %lld elements",
-                     tensor->readonly ? "a read-only" : "a",
-                     fp8q_dtype_name(tensor->view.dtype),
-                     (long long)fp8q_view_size(&tensor->view));
-        Py_DECREF(tensor);
-        return NULL;
+                     "element on a's device (e.g. numpy.zeros(1, "
+                     "numpy.float32) for CPU operands), got %U",
+                     given);
+        Py_DECREF(given);
     }
-    return tensor;
+    return NULL;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -447,6 +531,7 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     if (fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
+        (void)name_scaled_mm();
         return NULL;
     }
     call.a = matrix_operand(a_object, "a");
@@ -498,11 +583,11 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
                                  &call.scale_a->view, &call.scale_b->view,
                                  &mode, &error);
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        (void)name_scaled_mm();
         goto fail;
     }
     if (bias_object != Py_None) {
-        call.bias = fp8q_tensor_from_object(bias_object, "bias", -1,
-                                            FP8Q_COPY_IF_NEEDED);
+        call.bias = argument(bias_object, "bias", -1, FP8Q_COPY_IF_NEEDED);
         if (call.bias == NULL || check_bias(call.bias, shape[1]) < 0 ||
             same_device(call.bias, &device, "bias", 1) < 0) {
             goto fail;
