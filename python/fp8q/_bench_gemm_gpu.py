@@ -58,6 +58,8 @@ def measure(repeats):
     cuda = fp8q.info()["cuda"]
     if not cuda["available"]:
         raise RuntimeError(f"fp8q cannot use CUDA here: {cuda['reason']}")
+    # FP8 tensors cross as uint8 where this PyTorch's DLPack refuses float8.
+    from fp8q.torch._convert import from_torch
 
     generator = torch.Generator(device="cuda").manual_seed(0)
     rows = []
@@ -66,15 +68,15 @@ def measure(repeats):
         scale_w = (w.abs().amax() / 448).float()
         qw = (w / scale_w).to(torch.float8_e4m3fn)
         w16 = w.to(torch.bfloat16)
-        f_w = fp8q.from_dlpack(qw).T
-        f_scale_w = fp8q.from_dlpack(scale_w)
+        f_w = from_torch(qw).T
+        f_scale_w = from_torch(scale_w)
         for m in M_VALUES:
             x = torch.randn(m, k, device="cuda", generator=generator)
             scale_x = (x.abs().amax() / 448).float()
             qx = (x / scale_x).to(torch.float8_e4m3fn)
             x16 = x.to(torch.bfloat16)
-            f_x = fp8q.from_dlpack(qx)
-            f_scale_x = fp8q.from_dlpack(scale_x)
+            f_x = from_torch(qx)
+            f_scale_x = from_torch(scale_x)
             out = fp8q.empty((m, n), "bfloat16", device="cuda")
 
             def ours():
@@ -98,6 +100,7 @@ def measure(repeats):
 def measure_padding(torch, repeats):
     """Rows (m, n, k, padded ms, exact ms) for PADDING_SHAPES: one
     tensorwise product each with padding on and off, taking turns."""
+    from fp8q.torch._convert import from_torch
     generator = torch.Generator(device="cuda").manual_seed(1)
     rows = []
     for m, n, k in PADDING_SHAPES:
@@ -105,7 +108,7 @@ def measure_padding(torch, repeats):
             torch.float8_e4m3fn)
         codes_w = torch.randn(n, k, device="cuda", generator=generator).to(
             torch.float8_e4m3fn)
-        f_x, f_w = fp8q.from_dlpack(codes_x), fp8q.from_dlpack(codes_w).T
+        f_x, f_w = from_torch(codes_x), from_torch(codes_w).T
         out = fp8q.empty((m, n), "bfloat16", device="cuda")
 
         def product(padding):
