@@ -7,6 +7,7 @@ against ml_dtypes and NumPy; the fake runs fp8q's kernels on the host from
 their launch contracts, so these scenarios test what the host side asks for
 and does, not the CUDA kernels.
 """
+import copy
 import os
 
 import numpy as np
@@ -1424,7 +1425,7 @@ def deferred_nonfinite_error():
             "x: update 3 (a batch on cuda:0) held 2 NaN or infinite values "
             "and was not recorded; 2 batches were refused for NaN/inf since "
             "the state was last read, every other batch is recorded (pass "
-            "skip_nonfinite=True to update() to skip and count them)"), \
+            "skip_nonfinite=True to skip and count them)"), \
             message
         assert same_bits(np.asarray(on_gpu.state_dict()[
             "amax_history" if "amax_history" in on_gpu.state_dict()
@@ -1435,8 +1436,8 @@ def deferred_nonfinite_error():
 
 
 def device_state_is_settled_by_every_reader():
-    """A CPU batch, merge, state_dict / load_state_dict, extend_range and
-    reset see (or drop) what the device holds; the results equal the CPU
+    """A CPU batch, merge, state_dict / load_state_dict, copy.deepcopy,
+    extend_range and reset see (or drop) what the device holds; the results equal the CPU
     calibrator's for the same batches."""
     rng = np.random.default_rng(33)
     a, b, c = calibration_batches(rng, 3)
@@ -1455,6 +1456,12 @@ def device_state_is_settled_by_every_reader():
         for key in state:
             assert same_bits(np.asarray(state[key]),
                              np.asarray(expected[key])), key
+        # A copy of a calibrator holding a device state has its statistics.
+        pending = make()
+        pending.update(fp8q.asarray(a, device="cuda"))
+        twin, single = copy.deepcopy(pending), make()
+        single.update(a)
+        assert repr(twin) == repr(single) == repr(pending)
         # Round trip, then merge of a calibrator holding a device state.
         loaded = make()
         loaded.update(fp8q.asarray(c, device="cuda"))
@@ -1513,8 +1520,11 @@ def calibrate_names_the_layer_of_a_refused_gpu_batch():
         raise AssertionError("no error at the end of calibrate")
     assert message.startswith("calibrate: the input of layer '0': x: update "
                               "2 (a batch on cuda:0) held 1 NaN"), message
-    assert message.endswith("(pass skip_nonfinite=True to update() to skip "
-                            "and count them)"), message
+    # The hint is one calibrate() takes too (skip_nonfinite=True), and the
+    # incomplete statistics are not left on the layer for freeze() to use.
+    assert message.endswith("(pass skip_nonfinite=True to skip and count "
+                            "them)"), message
+    assert not hasattr(model[0], "_calibration")
 
 
 # --------------------------------------------------------------------------

@@ -1182,6 +1182,32 @@ def test_max_state_round_trip(kwargs, rng, seed):
     assert np.array_equal(np.asarray(fresh.scale()), np.asarray(cal.scale()))
 
 
+@pytest.mark.parametrize("make", [
+    lambda: MaxCalibrator(), lambda: MaxCalibrator(channel_axis=-1),
+    lambda: MaxCalibrator(history_len=3, algo="most_recent"),
+    lambda: MaxCalibrator(momentum=0.9),
+    lambda: HistogramCalibrator(bins=100, skip_zeros=True)])
+def test_calibrators_pickle_and_copy(make, rng, seed):
+    """pickle and copy.deepcopy keep the settings and the state; the copy
+    then goes on exactly as the original (a model's calibrators are copied
+    this way by copy.deepcopy(model) and torch.save)."""
+    import copy
+    import pickle
+    cal = make()
+    assert repr(copy.deepcopy(cal)) == repr(cal)  # empty
+    for _ in range(3):
+        cal.update(rng.standard_normal((3, 4)) * rng.uniform(0.1, 10))
+    for duplicate in (copy.deepcopy, lambda c: pickle.loads(pickle.dumps(c))):
+        twin = duplicate(cal)
+        assert type(twin) is type(cal) and repr(twin) == repr(cal)
+        x = rng.standard_normal((3, 4)) * 20
+        for each in (cal, twin):
+            each.update(x)
+        mine, theirs = cal.state_dict(), twin.state_dict()
+        assert all(np.array_equal(mine[key], theirs[key]) for key in mine), \
+            f"seed={seed}"
+
+
 def test_max_state_rejected():
     cal = MaxCalibrator(history_len=3)
     cal.update(np.array([2.0, -4.0], np.float32))

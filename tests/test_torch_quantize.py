@@ -280,7 +280,11 @@ def test_calibrate_skip_nonfinite_as_its_error_suggests(rng, seed):
     poisoned[2, 5] = float("nan")
     with pytest.raises(ValueError, match="'0'.*skip_nonfinite=True"):
         with fpt.calibrate(model), torch.no_grad():
+            model(batches[0])
             model(poisoned)
+    # The failed block's statistics are dropped, not frozen as if complete.
+    with pytest.raises(ValueError, match="nothing to freeze"):
+        fpt.freeze(model)
     with fpt.calibrate(model, skip_nonfinite=True), torch.no_grad():
         for batch in (batches[0], poisoned):
             model(batch)
@@ -290,6 +294,34 @@ def test_calibrate_skip_nonfinite_as_its_error_suggests(rng, seed):
                float(poisoned.nan_to_num(0.0).abs().max()))
     assert float(model[0].input_scale) == \
         fp8q.calib.scale_from_amax(amax), f"seed={seed}"
+
+
+def test_a_model_mid_calibration_copies_and_pickles(rng, seed):
+    """copy.deepcopy and torch.save of a model between calibrate and freeze
+    carry the calibrators' statistics: the copy freezes to the same
+    scales."""
+    import copy
+    import io
+    for method in ("max", "percentile"):
+        model = fpt.quantize(mlp(seed), activations="e4m3")
+        with fpt.calibrate(model, method=method), torch.no_grad():
+            for batch in calibration_batches(rng):
+                model(batch)
+        buffer = io.BytesIO()
+        torch.save(model, buffer)
+        buffer.seek(0)
+        copies = [copy.deepcopy(model),
+                  torch.load(buffer, weights_only=False)]
+        fpt.freeze(model)
+        scales = [layer.input_scale for layer in model.modules()
+                  if isinstance(layer, fpt.Linear)]
+        assert scales, "no calibrated layer"
+        for twin in copies:
+            fpt.freeze(twin)
+            assert all(torch.equal(mine, theirs) for mine, theirs in zip(
+                scales, [layer.input_scale for layer in twin.modules()
+                         if isinstance(layer, fpt.Linear)])), \
+                (method, f"seed={seed}")
 
 
 def test_freeze_reduces_across_ranks(tmp_path, rng, seed):

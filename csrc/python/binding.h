@@ -397,6 +397,15 @@ PyObject *fp8q_py_float32_array(int ndim, const int64_t *shape,
 PyObject *fp8q_py_state_item(PyObject *state, const char *key,
                              const char *keys_text);
 
+/* The calibrators' __reduce__ (pickle, copy.deepcopy, torch.save of a
+ * model mid-calibration): (type(self), (getattr(self, name) for each of the
+ * NULL-terminated `settings`, in the constructor's positional order),
+ * self.state_dict()); __setstate__ is load_state_dict. State kept on a GPU
+ * is settled first (state_dict reads it), so a pending deferred error
+ * raises here. */
+PyObject *fp8q_py_calibrator_reduce(PyObject *self,
+                                    const char *const *settings);
+
 /* A new object of `type` already initialised with default settings (init
  * called with no arguments), so no method ever sees unallocated state;
  * the type's __init__ then applies the caller's settings. For tp_new. */

@@ -13,6 +13,37 @@
 /* ------------------------------------------------------------------------- */
 /* Shared by the calibrator types                                            */
 
+PyObject *fp8q_py_calibrator_reduce(PyObject *self,
+                                    const char *const *settings)
+{
+    PyObject *arguments = NULL;
+    PyObject *state = NULL;
+    Py_ssize_t count = 0, index;
+
+    while (settings[count] != NULL) {
+        count++;
+    }
+    arguments = PyTuple_New(count);
+    if (arguments == NULL) {
+        return NULL;
+    }
+    for (index = 0; index < count; index++) {
+        PyObject *value = PyObject_GetAttrString(self, settings[index]);
+        if (value == NULL) {
+            Py_DECREF(arguments);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(arguments, index, value);
+    }
+    state = PyObject_CallMethod(self, "state_dict", NULL);
+    if (state == NULL) {
+        Py_DECREF(arguments);
+        return NULL;
+    }
+    return Py_BuildValue("(ONN)", (PyObject *)Py_TYPE(self), arguments,
+                         state);
+}
+
 PyObject *fp8q_py_float32_array(int ndim, const int64_t *shape,
                                 const float *values)
 {

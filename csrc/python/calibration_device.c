@@ -42,7 +42,7 @@ static void raise_refused(const fp8q_calib_record *record, int device_index)
                  "infinite values and was not recorded; %llu batch%s "
                  "refused for NaN/inf since the state was last read, every "
                  "other batch is recorded (pass skip_nonfinite=True to "
-                 "update() to skip and count them)",
+                 "skip and count them)",
                  (unsigned long long)record->first_refused_update,
                  device_index,
                  (unsigned long long)record->first_refused_count, refused,

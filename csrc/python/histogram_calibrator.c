@@ -735,6 +735,15 @@ PyDoc_STRVAR(reset_doc,
              "reset()\n--\n\nForgets every count, on the host and on a "
              "GPU, refused batches included.");
 
+/* pickle and copy: the settings in the constructor's order, then the
+ * state (fp8q_py_calibrator_reduce). */
+static PyObject *histogram_calibrator_reduce(PyObject *self, PyObject *unused)
+{
+    static const char *const settings[] = {"bins", "skip_zeros", NULL};
+    (void)unused;
+    return fp8q_py_calibrator_reduce(self, settings);
+}
+
 static PyMethodDef histogram_calibrator_methods[] = {
     {"update", (PyCFunction)(void (*)(void))histogram_calibrator_update,
      METH_VARARGS | METH_KEYWORDS, update_doc},
@@ -748,6 +757,11 @@ static PyMethodDef histogram_calibrator_methods[] = {
      state_dict_doc},
     {"load_state_dict", (PyCFunction)histogram_calibrator_load_state_dict,
      METH_O, load_state_dict_doc},
+    {"__reduce__", (PyCFunction)histogram_calibrator_reduce, METH_NOARGS,
+     "Pickling and copy.deepcopy: the settings and state_dict() (state "
+     "kept on a GPU comes back to the host)."},
+    {"__setstate__", (PyCFunction)histogram_calibrator_load_state_dict, METH_O,
+     "Unpickling: load_state_dict(state)."},
     {"reset", (PyCFunction)histogram_calibrator_reset, METH_NOARGS,
      reset_doc},
     {NULL, NULL, 0, NULL},

@@ -932,6 +932,15 @@ PyDoc_STRVAR(reset_doc,
              "reset()\n--\n\nForgets every recorded amax, on the host and "
              "on a GPU, refused batches included.");
 
+/* pickle and copy: the settings in the constructor's order, then the
+ * state (fp8q_py_calibrator_reduce). */
+static PyObject *max_calibrator_reduce(PyObject *self, PyObject *unused)
+{
+    static const char *const settings[] = {"channel_axis", "history_len", "algo", "momentum", NULL};
+    (void)unused;
+    return fp8q_py_calibrator_reduce(self, settings);
+}
+
 static PyMethodDef max_calibrator_methods[] = {
     {"update", (PyCFunction)(void (*)(void))max_calibrator_update,
      METH_VARARGS | METH_KEYWORDS, update_doc},
@@ -942,6 +951,11 @@ static PyMethodDef max_calibrator_methods[] = {
      state_dict_doc},
     {"load_state_dict", (PyCFunction)max_calibrator_load_state_dict, METH_O,
      load_state_dict_doc},
+    {"__reduce__", (PyCFunction)max_calibrator_reduce, METH_NOARGS,
+     "Pickling and copy.deepcopy: the settings and state_dict() (state "
+     "kept on a GPU comes back to the host)."},
+    {"__setstate__", (PyCFunction)max_calibrator_load_state_dict, METH_O,
+     "Unpickling: load_state_dict(state)."},
     {"reset", (PyCFunction)max_calibrator_reset, METH_NOARGS, reset_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -79,7 +79,10 @@ def calibrate(model, method="max", *, momentum=None, skip_nonfinite=False,
     without a host wait per batch, when the block ends and each layer's
     statistics are read once (the error names the update of that layer
     that held them). The statistics stay
-    on each layer until freeze(model) turns them into input_scale.
+    on each layer until freeze(model) turns them into input_scale (they
+    can be copied and pickled meanwhile: copy.deepcopy(model) and
+    torch.save(model) work); when the block raises, or that final read
+    does, they are dropped, so freeze(model) cannot use incomplete ones.
     Calibrating again starts over. ValueError when the model has no layer
     to calibrate."""
     layers = _calibrated_layers(model)
@@ -92,11 +95,16 @@ def calibrate(model, method="max", *, momentum=None, skip_nonfinite=False,
             functools.partial(_record_input, name, skip_nonfinite)))
     try:
         yield model
+        for name, layer in layers:
+            _settle(name, layer._calibration[0])
+    except BaseException:
+        # Incomplete statistics are not left for freeze() to use.
+        for _, layer in layers:
+            del layer._calibration
+        raise
     finally:
         for handle in handles:
             handle.remove()
-    for name, layer in layers:
-        _settle(name, layer._calibration[0])
 
 
 def _settle(name, calibrator):
