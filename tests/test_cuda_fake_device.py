@@ -58,7 +58,6 @@ def run_scenario(driver, name, tmp_path, environment=None, **fake):
     "histogram_calibrator_counts_on_the_gpu",
     "deferred_nonfinite_error",
     "device_state_is_settled_by_every_reader",
-    "calibrate_names_the_layer_of_a_refused_gpu_batch",
     "nonfinite_groups_on_the_gpu",
     "linear_gives_a_nan_row_for_a_nonfinite_token",
     "quantize_empty_groups",
@@ -77,6 +76,13 @@ def run_scenario(driver, name, tmp_path, environment=None, **fake):
 ])
 def test_scenario(fake_driver, name, tmp_path):
     run_scenario(fake_driver, name, tmp_path)
+
+
+def test_calibrate_names_the_layer_of_a_refused_gpu_batch(fake_driver,
+                                                          tmp_path):
+    pytest.importorskip("torch", reason="fp8q.torch.calibrate needs PyTorch")
+    run_scenario(fake_driver,
+                 "calibrate_names_the_layer_of_a_refused_gpu_batch", tmp_path)
 
 
 def test_devices_without_memory_pools(fake_driver, tmp_path):
