@@ -32,7 +32,8 @@ def _as_matrix(tensor, k):
 
 
 def _activation(x, w, scaling, k, stream):
-    """x as (data (M, K), scale) for scaled_mm: a QTensor's own data and
+    """x (a QTensor, or an fp8q.Tensor from linear's fp8q.asarray) as
+    (data (M, K), scale) for scaled_mm: a QTensor's own data and
     scale, or x quantized per row (1x128 blocks for block weights) to w's
     dtype. Returns (data, scale, leading shape, float dtype of x or None)."""
     if isinstance(x, QTensor):
@@ -54,7 +55,6 @@ def _activation(x, w, scaling, k, stream):
                 f"does not combine with a weight of {w.granularity!r} scales; "
                 "pass x unquantized to have it quantized to match")
         return data, scale, leading, None
-    x = _C.asarray(x)
     if x.ndim == 0 or x.shape[-1] != k:
         raise ValueError(f"linear: x has shape {x.shape}, but w expects {k} "
                          "input features (the last axis)")
