@@ -9,7 +9,9 @@
  * dtype_object.c (fp8q.dtype, dtype parsing), tensor_object.c (fp8q.Tensor),
  * tensor_buffer.c (PEP 3118), dlpack.c (producer and consumer),
  * asarray.c (any object -> Tensor), ops.c (cast, amax, quantize, ...),
- * cuda_info.c (what the CUDA backend finds, for fp8q.info()).
+ * cuda_info.c (what the CUDA backend finds, for fp8q.info()),
+ * dlpack_exchange.c (DLPack's C exchange API: torch tensors in C),
+ * linear_layer.c (an fp8q.torch.Linear forward in one call).
  */
 #ifndef FP8Q_PYTHON_BINDING_H
 #define FP8Q_PYTHON_BINDING_H
@@ -32,6 +34,7 @@
 #include "core/status.h"
 #include "core/view.h"
 #include "cuda/driver.h"
+#include "python/dlpack_abi.h"
 
 /* ------------------------------------------------------------------------- */
 /* errors.c                                                                  */
@@ -346,7 +349,7 @@ int fp8q_py_cuda_dequantize(fp8q_TensorObject *data, fp8q_TensorObject *scale,
                             const fp8q_granularity *granularity,
                             fp8q_TensorObject *result, fp8q_cu_stream stream);
 
-/* A checked scaled_mm call (scaled_mm.c) for its CUDA half. */
+/* A checked scaled_mm call (scaled_mm.c): its operands, on one device. */
 typedef struct fp8q_py_scaled_mm {
     fp8q_TensorObject *a;       /* (M, K) FP8, on a GPU                   */
     fp8q_TensorObject *b;       /* (K, N) FP8, on a's GPU                 */
@@ -368,6 +371,12 @@ typedef struct fp8q_py_scaled_mm {
  * exception. */
 int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
                            fp8q_cu_stream stream);
+
+/* The product on the operands' device (scaled_mm.c): the GPU's on `stream`,
+ * or the CPU's, which may compute straight into call->out when `out_is_new`
+ * (nothing else can alias it). 0, or -1 with an exception. */
+int fp8q_py_scaled_mm_run(const fp8q_py_scaled_mm *call, int out_is_new,
+                          fp8q_cu_stream stream);
 
 /* destination (cols, rows) = source (rows, cols).T on the GPU, both
  * C-contiguous CUDA tensors of one dtype (1, 2 or 4 bytes). 0, or -1 with
@@ -507,6 +516,59 @@ fp8q_TensorObject *fp8q_tensor_from_dlpack(PyObject *object,
                                            int reinterpret_dtype,
                                            int *unsupported_dtype);
 
+/* The DLPack dtype of fp8q's `dtype` (lanes 1). */
+fp8q_dl_data_type fp8q_py_dl_data_type(fp8q_dtype dtype);
+
+/*
+ * A view of a DLPack tensor after checking everything fp8q relies on
+ * (device CPU or CUDA, a dtype fp8q stores or `reinterpret_dtype` >= 0 of
+ * the same itemsize, layout, alignment). Sets *unsupported_dtype (may be
+ * NULL) when the dtype alone is the problem. 0, or -1 with an exception
+ * naming `argument_name`.
+ */
+int fp8q_py_view_from_dl_tensor(const fp8q_dl_tensor *dl_tensor,
+                                const char *argument_name,
+                                int reinterpret_dtype, fp8q_view *view,
+                                int *unsupported_dtype);
+
+/* Marks a new view tensor as CUDA memory of the opened device `cuda`,
+ * last used on `stream`. */
+void fp8q_py_place_on_cuda(fp8q_TensorObject *tensor,
+                           const fp8q_cuda_device *cuda, fp8q_cu_stream stream);
+
+/* ------------------------------------------------------------------------- */
+/* dlpack_exchange.c: DLPack's C exchange API (PyTorch's tensors, in C)      */
+
+/* The exchange table of object's type (looked up once per type), or NULL
+ * (no exception) when the type publishes no DLPack 1.3 table with a
+ * non-owning export, as fp8q.Tensor and NumPy arrays. */
+const fp8q_dl_exchange_api *fp8q_py_exchange_api(PyObject *object);
+
+/* A Tensor viewing `object`'s memory (no copy; it keeps `object` alive),
+ * CUDA memory marked as last used on `stream`; NULL with an exception
+ * naming `argument_name`. */
+fp8q_TensorObject *fp8q_py_exchange_import(const fp8q_dl_exchange_api *api,
+                                           PyObject *object,
+                                           const char *argument_name,
+                                           fp8q_cu_stream stream);
+
+/* The producer's current work stream on `device` (torch's current CUDA
+ * stream; NULL for the CPU). 0, or -1 with an exception. */
+int fp8q_py_exchange_stream(const fp8q_dl_exchange_api *api,
+                            const fp8q_py_device *device,
+                            fp8q_cu_stream *stream);
+
+/* A new C-contiguous producer tensor (e.g. a torch.Tensor from torch's
+ * caching allocator) of `dtype` and `shape` on `device`, uninitialised;
+ * returns it (new reference) and sets *tensor to a new fp8q view of it
+ * (last used on `stream`). NULL with an exception. */
+PyObject *fp8q_py_exchange_empty(const fp8q_dl_exchange_api *api,
+                                 fp8q_dtype dtype, int ndim,
+                                 const int64_t *shape,
+                                 const fp8q_py_device *device,
+                                 fp8q_cu_stream stream,
+                                 fp8q_TensorObject **tensor);
+
 /* Tensor.__dlpack__(*, stream=None, max_version=None, dl_device=None,
  * copy=None) and Tensor.__dlpack_device__() (methods of fp8q.Tensor). */
 PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args,
@@ -528,5 +590,6 @@ int fp8q_py_cuda_info_init(PyObject *module);
 int fp8q_py_calibration_init(PyObject *module);
 int fp8q_py_scaled_mm_init(PyObject *module);
 int fp8q_py_scaled_mm_cuda_init(PyObject *module);
+int fp8q_py_linear_layer_init(PyObject *module);
 
 #endif /* FP8Q_PYTHON_BINDING_H */

@@ -23,7 +23,7 @@
 /* ------------------------------------------------------------------------- */
 /* dtype codes                                                               */
 
-static fp8q_dl_data_type dl_data_type(fp8q_dtype dtype)
+fp8q_dl_data_type fp8q_py_dl_data_type(fp8q_dtype dtype)
 {
     fp8q_dl_data_type result;
 
@@ -241,7 +241,7 @@ static void fill_dl_tensor(fp8q_dl_tensor *dl_tensor,
     dl_tensor->device.device_type = tensor->device_type;
     dl_tensor->device.device_id = tensor->device_index;
     dl_tensor->ndim = tensor->view.ndim;
-    dl_tensor->dtype = dl_data_type(tensor->view.dtype);
+    dl_tensor->dtype = fp8q_py_dl_data_type(tensor->view.dtype);
     dl_tensor->shape = shape;
     dl_tensor->strides = strides;
     dl_tensor->byte_offset = 0;
@@ -581,10 +581,10 @@ static int elements_outside_the_address_space(const fp8q_view *view)
  * fp8q relies on. Sets *unsupported_dtype when the dtype alone is the
  * problem. 0, or -1 with an exception (nothing is consumed then).
  */
-static int view_from_dl_tensor(const fp8q_dl_tensor *dl_tensor,
-                               const char *argument_name,
-                               int reinterpret_dtype, fp8q_view *view,
-                               int *unsupported_dtype)
+int fp8q_py_view_from_dl_tensor(const fp8q_dl_tensor *dl_tensor,
+                                const char *argument_name,
+                                int reinterpret_dtype, fp8q_view *view,
+                                int *unsupported_dtype)
 {
     const fp8q_dl_data_type type = dl_tensor->dtype;
     fp8q_dtype dtype;
@@ -744,7 +744,7 @@ static fp8q_TensorObject *tensor_from_capsule(PyObject *capsule,
                      argument_name, name == NULL ? "(null)" : name);
         return NULL;
     }
-    if (view_from_dl_tensor(dl_tensor, argument_name, reinterpret_dtype, &view,
+    if (fp8q_py_view_from_dl_tensor(dl_tensor, argument_name, reinterpret_dtype, &view,
                             unsupported_dtype) < 0) {
         return NULL;
     }
@@ -781,12 +781,18 @@ static fp8q_TensorObject *tensor_from_capsule(PyObject *capsule,
     tensor = fp8q_tensor_new_view(&view, owner, readonly);
     Py_DECREF(owner);
     if (tensor != NULL && cuda != NULL) {
-        tensor->device_type = FP8Q_DEVICE_CUDA;
-        tensor->device_index = cuda->index;
-        tensor->cuda_device = cuda;
-        tensor->stream = fp8q_cuda_last_use_stream(stream);
+        fp8q_py_place_on_cuda(tensor, cuda, stream);
     }
     return tensor;
+}
+
+void fp8q_py_place_on_cuda(fp8q_TensorObject *tensor,
+                           const fp8q_cuda_device *cuda, fp8q_cu_stream stream)
+{
+    tensor->device_type = FP8Q_DEVICE_CUDA;
+    tensor->device_index = cuda->index;
+    tensor->cuda_device = cuda;
+    tensor->stream = fp8q_cuda_last_use_stream(stream);
 }
 
 /* The producer's DLPack device type from __dlpack_device__() (the CPU for

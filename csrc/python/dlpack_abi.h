@@ -7,7 +7,8 @@
  * names here carry an fp8q_ prefix so that they can never clash with a copy of
  * dlpack.h another library might bring into the same translation unit.
  * Declared: the structs, the capsule names, the device types and flags fp8q
- * deals with, and every data type code of DLPack 1.1 (named in messages).
+ * deals with, every data type code of DLPack 1.1 (named in messages), and the
+ * C exchange API table of DLPack 1.3 (`__dlpack_c_exchange_api__`).
  */
 #ifndef FP8Q_PYTHON_DLPACK_ABI_H
 #define FP8Q_PYTHON_DLPACK_ABI_H
@@ -94,5 +95,45 @@ typedef struct fp8q_dl_managed_tensor_versioned {
     uint64_t flags;
     fp8q_dl_tensor dl_tensor;
 } fp8q_dl_managed_tensor_versioned;
+
+/* ------------------------------------------------------------------------- */
+/* The C exchange API (DLPack 1.3): a table of C functions a producer's type  */
+/* publishes as the PyCapsule `type(x).__dlpack_c_exchange_api__`, named      */
+/* FP8Q_DLPACK_EXCHANGE_API_CAPSULE. A consumer checks header.version.major.  */
+
+#define FP8Q_DLPACK_EXCHANGE_API_CAPSULE "dlpack_exchange_api"
+
+typedef struct fp8q_dl_exchange_api_header {
+    fp8q_dl_version version;
+    struct fp8q_dl_exchange_api_header *prev_api;
+} fp8q_dl_exchange_api_header;
+
+typedef struct fp8q_dl_exchange_api {
+    fp8q_dl_exchange_api_header header;
+    /* A new producer tensor of prototype's dtype, ndim, shape and device
+     * (the producer's allocator); 0, or -1 after set_error(error_context,
+     * kind, message). */
+    int (*managed_tensor_allocator)(
+        fp8q_dl_tensor *prototype, fp8q_dl_managed_tensor_versioned **out,
+        void *error_context,
+        void (*set_error)(void *error_context, const char *kind,
+                          const char *message));
+    /* An owning export of a producer object; 0, or -1 with a Python error. */
+    int (*managed_tensor_from_py_object_no_sync)(
+        void *py_object, fp8q_dl_managed_tensor_versioned **out);
+    /* The producer object owning `tensor` (stolen); 0, or -1 with a Python
+     * error. */
+    int (*managed_tensor_to_py_object_no_sync)(
+        fp8q_dl_managed_tensor_versioned *tensor, void **out_py_object);
+    /* A non-owning description, valid while py_object is alive and
+     * unchanged (may be NULL in a producer's table); 0, or -1 with a Python
+     * error. */
+    int (*dltensor_from_py_object_no_sync)(void *py_object,
+                                           fp8q_dl_tensor *out);
+    /* The producer's current work stream of a device (NULL for the CPU);
+     * 0, or -1 with a Python error. */
+    int (*current_work_stream)(int32_t device_type, int32_t device_id,
+                               void **out_current_stream);
+} fp8q_dl_exchange_api;
 
 #endif /* FP8Q_PYTHON_DLPACK_ABI_H */

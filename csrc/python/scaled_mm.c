@@ -31,10 +31,15 @@ typedef struct scaled_mm_call {
     fp8q_TensorObject *amax_out;
     fp8q_TensorObject *out;
     fp8q_TensorObject *scale_result; /* NULL, or on the operands' GPU */
-    PyObject *a_operand;  /* float32 NumPy arrays */
+} scaled_mm_call;
+
+/* The CPU path's float32 NumPy temporaries; released by
+ * release_temporaries. */
+typedef struct cpu_temporaries {
+    PyObject *a_operand;
     PyObject *b_operand;
     PyObject *product;
-} scaled_mm_call;
+} cpu_temporaries;
 
 static void release_call(scaled_mm_call *call)
 {
@@ -46,9 +51,13 @@ static void release_call(scaled_mm_call *call)
     Py_XDECREF(call->amax_out);
     Py_XDECREF(call->out);
     Py_XDECREF(call->scale_result);
-    Py_XDECREF(call->a_operand);
-    Py_XDECREF(call->b_operand);
-    Py_XDECREF(call->product);
+}
+
+static void release_temporaries(cpu_temporaries *temporaries)
+{
+    Py_XDECREF(temporaries->a_operand);
+    Py_XDECREF(temporaries->b_operand);
+    Py_XDECREF(temporaries->product);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -398,12 +407,15 @@ static int writes_in_place(const fp8q_view *out)
            (out->strides[0] == out->shape[1] || out->shape[0] == 1);
 }
 
-/* The float32 product of the operands, epilogue applied, into call->product
- * or, where core computes it, straight into a new float32 result
- * (`out_is_new`); viewed by *product. -1 with an exception on failure. */
-static int compute_product(scaled_mm_call *call, fp8q_scaling mode,
-                           int out_is_new, fp8q_view *product)
+/* The float32 product of the operands, epilogue applied, into
+ * temporaries->product or, where core computes it, straight into a new
+ * float32 result (`out_is_new`); viewed by *product. -1 with an exception
+ * on failure. */
+static int compute_product(const fp8q_py_scaled_mm *call,
+                           cpu_temporaries *temporaries, int out_is_new,
+                           fp8q_view *product)
 {
+    const fp8q_scaling mode = call->mode;
     const int64_t m = call->a->view.shape[0];
     const int64_t k = call->a->view.shape[1];
     const int64_t n = call->b->view.shape[1];
@@ -416,22 +428,22 @@ static int compute_product(scaled_mm_call *call, fp8q_scaling mode,
     /* core's own product, where it has one: no float32 copy of b. */
     const int own_product = fp8q_scaled_mm_has_kernel(m, k, &call->b->view);
 
-    call->a_operand = new_float32_matrix(
+    temporaries->a_operand = new_float32_matrix(
         m, k, !own_product && is_column_major(&call->a->view), &a_view);
     if (own_product && out_is_new && writes_in_place(&call->out->view)) {
         *product = call->out->view; /* the result itself: no copy */
     }
     else {
-        call->product = new_float32_matrix(m, n, 0, product);
-        if (call->product == NULL) {
+        temporaries->product = new_float32_matrix(m, n, 0, product);
+        if (temporaries->product == NULL) {
             return -1;
         }
     }
     if (!own_product) {
-        call->b_operand = new_float32_matrix(
+        temporaries->b_operand = new_float32_matrix(
             k, n, is_column_major(&call->b->view), &b_view);
     }
-    if (call->a_operand == NULL || (!own_product && call->b_operand == NULL)) {
+    if (temporaries->a_operand == NULL || (!own_product && temporaries->b_operand == NULL)) {
         return -1;
     }
     fp8q_error_clear(&error);
@@ -453,8 +465,8 @@ static int compute_product(scaled_mm_call *call, fp8q_scaling mode,
     }
     if (!own_product) {
         /* sgemm through NumPy's BLAS; it releases the GIL itself. */
-        result = PyArray_MatrixProduct2(call->a_operand, call->b_operand,
-                                        (PyArrayObject *)call->product);
+        result = PyArray_MatrixProduct2(temporaries->a_operand, temporaries->b_operand,
+                                        (PyArrayObject *)temporaries->product);
         if (result == NULL) {
             return -1;
         }
@@ -487,6 +499,60 @@ static int record_amax(fp8q_TensorObject *amax_out, const fp8q_view *product)
     return fp8q_py_raise_on_failure(status, &error);
 }
 
+/* The CPU half of fp8q_py_scaled_mm_run. */
+static int run_on_cpu(const fp8q_py_scaled_mm *call, int out_is_new)
+{
+    const int64_t m = call->out->view.shape[0];
+    const int64_t n = call->out->view.shape[1];
+    const fp8q_dtype out_dtype = call->out->view.dtype;
+    cpu_temporaries temporaries;
+    fp8q_view product;
+    fp8q_view scale_view;
+    fp8q_error error;
+    fp8q_status status;
+    float scale_result = call->has_scale_result ? call->scale_result : 1.0f;
+    int result = -1;
+
+    memset(&temporaries, 0, sizeof temporaries);
+    if (compute_product(call, &temporaries, out_is_new, &product) < 0 ||
+        (call->amax_out != NULL && record_amax(call->amax_out, &product) < 0)) {
+        goto done;
+    }
+    /* Round once into out_dtype (FP8: divided by scale_result, saturated),
+     * unless the product was computed in the result itself. */
+    if (product.data != call->out->view.data) {
+        memset(&scale_view, 0, sizeof scale_view);
+        scale_view.data = &scale_result;
+        scale_view.dtype = FP8Q_FLOAT32;
+        scale_view.ndim = 2;
+        scale_view.shape[0] = m;
+        scale_view.shape[1] = n;
+        fp8q_error_clear(&error);
+        Py_BEGIN_ALLOW_THREADS
+        status = fp8q_cast(&product, &call->out->view,
+                           out_dtype == FP8Q_FLOAT8_E4M3FN ? &scale_view
+                                                           : NULL,
+                           FP8Q_SCALE_DIVIDE, 1, &error);
+        Py_END_ALLOW_THREADS
+        if (fp8q_py_raise_on_failure(status, &error) < 0) {
+            goto done;
+        }
+    }
+    result = 0;
+done:
+    release_temporaries(&temporaries);
+    return result;
+}
+
+int fp8q_py_scaled_mm_run(const fp8q_py_scaled_mm *call, int out_is_new,
+                          fp8q_cu_stream stream)
+{
+    if (call->out->device_type == FP8Q_DEVICE_CUDA) {
+        return fp8q_py_cuda_scaled_mm(call, stream);
+    }
+    return run_on_cpu(call, out_is_new);
+}
+
 /* ------------------------------------------------------------------------- */
 /* fp8q.scaled_mm                                                            */
 
@@ -512,8 +578,7 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     fp8q_cu_stream stream;
     fp8q_py_device device;
     scaled_mm_call call;
-    fp8q_view product;
-    fp8q_view scale_view;
+    fp8q_py_scaled_mm run;
     fp8q_dtype out_dtype;
     fp8q_scaling mode;
     fp8q_error error;
@@ -617,54 +682,21 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     if (call.out == NULL) {
         goto fail;
     }
-    if (device.type == FP8Q_DEVICE_CUDA) {
-        fp8q_py_scaled_mm gpu_call;
-        gpu_call.a = call.a;
-        gpu_call.b = call.b;
-        gpu_call.scale_a = call.scale_a;
-        gpu_call.scale_b = call.scale_b;
-        gpu_call.bias = call.bias;
-        gpu_call.amax_out = call.amax_out;
-        gpu_call.out = call.out;
-        gpu_call.mode = mode;
-        gpu_call.use_fast_accum = use_fast_accum;
-        gpu_call.has_scale_result = scale_result_object != Py_None;
-        gpu_call.scale_result = scale_result;
-        gpu_call.scale_result_on_device = call.scale_result;
-        if (fp8q_py_cuda_scaled_mm(&gpu_call, stream) < 0) {
-            goto fail;
-        }
-        goto finished;
-    }
-    if (compute_product(&call, mode, out_object == Py_None, &product) < 0) {
+    run.a = call.a;
+    run.b = call.b;
+    run.scale_a = call.scale_a;
+    run.scale_b = call.scale_b;
+    run.bias = call.bias;
+    run.amax_out = call.amax_out;
+    run.out = call.out;
+    run.mode = mode;
+    run.use_fast_accum = use_fast_accum;
+    run.has_scale_result = scale_result_object != Py_None;
+    run.scale_result = scale_result;
+    run.scale_result_on_device = call.scale_result;
+    if (fp8q_py_scaled_mm_run(&run, out_object == Py_None, stream) < 0) {
         goto fail;
     }
-    if (call.amax_out != NULL && record_amax(call.amax_out, &product) < 0) {
-        goto fail;
-    }
-
-    /* Round once into out_dtype (FP8: divided by scale_result, saturated),
-     * unless the product was computed in the result itself. */
-    if (product.data != call.out->view.data) {
-        scale_view.data = &scale_result;
-        scale_view.dtype = FP8Q_FLOAT32;
-        scale_view.ndim = 2;
-        scale_view.shape[0] = shape[0];
-        scale_view.shape[1] = shape[1];
-        scale_view.strides[0] = 0;
-        scale_view.strides[1] = 0;
-        fp8q_error_clear(&error);
-        Py_BEGIN_ALLOW_THREADS
-        status = fp8q_cast(&product, &call.out->view,
-                           out_dtype == FP8Q_FLOAT8_E4M3FN ? &scale_view
-                                                           : NULL,
-                           FP8Q_SCALE_DIVIDE, 1, &error);
-        Py_END_ALLOW_THREADS
-        if (fp8q_py_raise_on_failure(status, &error) < 0) {
-            goto fail;
-        }
-    }
-finished:
     if (out_object != Py_None) {
         release_call(&call);
         Py_INCREF(out_object);

@@ -3,6 +3,10 @@ import torch
 
 import fp8q
 
+# Whether torch publishes DLPack's C exchange API (torch >= 2.10), through
+# which fp8q._C views torch tensors and allocates results in C.
+HAS_C_EXCHANGE = hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
+
 # torch's FP8 dtypes by fp8q name, for the uint8 fallback below.
 _TORCH_FP8 = {
     "float8_e4m3fn": torch.float8_e4m3fn,

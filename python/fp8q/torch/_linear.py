@@ -46,9 +46,12 @@ class Linear(torch.nn.Module):
 
     forward(x): x (..., in_features) float32, float16 or bfloat16 on the
     layer's device (the CPU, or a GPU after model.to("cuda"); fp8q's work
-    runs on PyTorch's current stream there), through the custom operators
-    torch.ops.fp8q.linear_weight_only / linear_fp8 (so torch.compile and
-    torch.export see one opaque op per layer). With activations=None
+    runs on PyTorch's current stream there, and the result comes from
+    torch's allocator). Eagerly it is one call into fp8q._C; under
+    torch.compile and torch.export, for tensor subclasses and when x
+    requires grad, it goes through the custom operators
+    torch.ops.fp8q.linear_weight_only / linear_fp8 (one opaque op per
+    layer), which compute the same bits. With activations=None
     (weight-only) the weight is dequantized into x's dtype and torch
     multiplies; with activations="e4m3", x is quantized to e4m3fn — with
     input_scale when set (static, per tensor), else dynamically per token
@@ -157,13 +160,27 @@ class Linear(torch.nn.Module):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(self, x):
+        if (type(x) is not torch.Tensor or torch.compiler.is_compiling()
+                or (x.requires_grad and torch.is_grad_enabled())):
+            return self._traced_forward(x)
+        # Eager: one fp8q._C call (the custom operator's own computation,
+        # without its Python dispatch); x's dtype, device and shape are
+        # checked there.
+        buffers = self._buffers
+        if self.activations is None:
+            return _ops.weight_only_forward(
+                x, buffers["weight"], buffers["weight_scale"],
+                buffers["bias"], self.granularity)
+        return _ops.fp8_forward(x, buffers["weight"], buffers["weight_scale"],
+                                buffers["bias"], buffers["input_scale"],
+                                self.granularity)
+
+    def _traced_forward(self, x):
+        """forward through the custom operators: what torch.compile,
+        torch.export, tensor subclasses and autograd see."""
         if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise TypeError("fp8q.torch.Linear: x must be float32, float16 "
                             f"or bfloat16, got {x.dtype}")
-        if x.device != self.weight.device:
-            raise ValueError(f"fp8q.torch.Linear: x is on {x.device} but the "
-                             f"layer's weight is on {self.weight.device}; "
-                             f"move one of them (model.to({x.device.type!r}))")
         if self.activations is None:
             return _ops.linear_weight_only(x, self.weight, self.weight_scale,
                                            self.bias, self.granularity)

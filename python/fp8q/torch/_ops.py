@@ -1,20 +1,24 @@
-"""fp8q's operations as PyTorch custom operators (torch.ops.fp8q.*), the one
-place fp8q.torch calls fp8q: torch.compile and torch.export see opaque ops
-with fake (meta) implementations for shapes and dtypes, and eager, compiled
-and exported models run the same code, so they agree bit for bit.
+"""fp8q's operations as PyTorch custom operators (torch.ops.fp8q.*), and the
+eager forward passes of fp8q.torch.Linear that those operators run.
 
-Each op has one implementation, registered for CPU and CUDA tensors, that
-hands the tensors to fp8q through DLPack (fp8q.torch._convert) and runs on
-PyTorch's current stream. None of them has a backward: fp8q.torch is for
-inference, and differentiating through an op raises a RuntimeError that
-says so.
+A layer's forward is one call into fp8q._C (linear_layer for FP8
+activations, layer_weight for weight-only), given the torch tensors
+themselves: fp8q views them through DLPack's C exchange API, reads torch's
+current stream and allocates the result with torch's allocator, in C.
+Eager layers call fp8q_forward / weight_only_forward directly; torch.compile
+and torch.export see the custom operators, whose implementations are those
+same functions, so eager, compiled and exported models agree bit for bit.
+The fake (meta) implementations give shapes and dtypes for tracing.
+
+None of the operators has a backward: fp8q.torch is for inference, and
+differentiating through an op raises a RuntimeError that says so.
 """
-import math
-
 import torch
 
 import fp8q
-from fp8q.torch._convert import current_stream, from_torch, to_torch
+from fp8q import _C
+from fp8q.torch._convert import (HAS_C_EXCHANGE, current_stream, from_torch,
+                                 to_torch)
 
 # Weight granularity name -> fp8q.quantize granularity.
 WEIGHT_GRANULARITIES = {"row": "row", "tensor": "tensor",
@@ -38,13 +42,58 @@ def _dtype_name(dtype):
     return str(dtype).split(".")[-1]
 
 
-def _weight(weight, weight_scale, granularity):
-    return fp8q.QTensor(from_torch(weight), from_torch(weight_scale),
-                        WEIGHT_GRANULARITIES[granularity])
-
-
 def _raise_inference_only(ctx, grad_output):
     raise RuntimeError(INFERENCE_ONLY)
+
+
+# ---------------------------------------------------------------------------
+# The forward passes (one fp8q._C call each)
+
+
+def _call_c(function, x, *arguments):
+    """function(x, *arguments, stream) in fp8q._C. Where torch has no DLPack
+    C exchange API (torch < 2.10), the tensors cross as fp8q.Tensor views
+    (from_torch) and back (to_torch): the same computation, slower glue."""
+    if HAS_C_EXCHANGE:
+        return function(x, *arguments, None)
+    converted = [from_torch(a) if isinstance(a, torch.Tensor) else a
+                 for a in arguments]
+    return to_torch(function(from_torch(x), *converted, current_stream(x)))
+
+
+def _zero_features(x, out_features, bias):
+    """x @ W.T + bias for in_features == 0: bias (or zeros) in every row,
+    as torch computes it."""
+    result = x.new_zeros((*x.shape[:-1], out_features))
+    if bias is not None:
+        result += bias.to(x.dtype)
+    return result
+
+
+def fp8_forward(x, weight, weight_scale, bias, input_scale, granularity):
+    """y = x @ W.T + bias with FP8 operands: torch.ops.fp8q.linear_fp8's
+    computation (see there), run eagerly."""
+    if weight.shape[1] == 0:
+        return _zero_features(x, weight.shape[0], bias)
+    y = _call_c(_C.linear_layer, x, weight, weight_scale, bias, input_scale,
+                granularity)
+    if input_scale is not None and y.is_cuda:
+        # A static scale saturates an infinity to a finite code: such a
+        # token's row is masked here (the GPU never reads a flag back).
+        y = torch.where(torch.isfinite(x).all(dim=-1, keepdim=True), y,
+                        y.new_full((), float("nan")))
+    return y
+
+
+def weight_only_forward(x, weight, weight_scale, bias, granularity):
+    """torch.nn.functional.linear(x, W, bias) with W = weight dequantized
+    into x's dtype by fp8q: torch.ops.fp8q.linear_weight_only's computation,
+    run eagerly."""
+    dequantized = _call_c(_C.layer_weight, x, weight, weight_scale,
+                          granularity)
+    if bias is not None and bias.dtype != x.dtype:
+        bias = bias.to(x.dtype)
+    return torch.nn.functional.linear(x, dequantized, bias)
 
 
 # ---------------------------------------------------------------------------
@@ -86,11 +135,7 @@ def linear_weight_only(x: torch.Tensor, weight: torch.Tensor,
     (out, in)) dequantized by fp8q into x's dtype with weight_scale at
     `granularity` ("row", "tensor" or "block"); bias is cast to x's dtype.
     Non-finite values in x behave as in torch's float path."""
-    dequantized = to_torch(_weight(weight, weight_scale, granularity)
-                           .dequantize(_dtype_name(x.dtype),
-                                       stream=current_stream(x)))
-    return torch.nn.functional.linear(
-        x, dequantized, None if bias is None else bias.to(x.dtype))
+    return weight_only_forward(x, weight, weight_scale, bias, granularity)
 
 
 @linear_weight_only.register_fake
@@ -102,69 +147,24 @@ def _(x, weight, weight_scale, bias, granularity):
 # linear_fp8 (W8A8)
 
 
-def _fp8_product(x2d, weight, weight_scale, bias, input_scale, granularity,
-                 out_dtype):
-    """fp8q.linear of finite rows x2d (m, in): x quantized to e4m3fn with
-    input_scale (static, per tensor) or per row (1x128 blocks for block
-    weights) when input_scale is None."""
-    stream = current_stream(x2d)
-    source = from_torch(x2d)
-    if input_scale is not None:
-        source = fp8q.quantize(source, "float8_e4m3fn",
-                               scale=from_torch(input_scale), stream=stream)
-    y = fp8q.linear(source, _weight(weight, weight_scale, granularity),
-                    bias=None if bias is None else from_torch(bias),
-                    out_dtype=_dtype_name(out_dtype), stream=stream)
-    return to_torch(y)
-
-
 @torch.library.custom_op("fp8q::linear_fp8", mutates_args=(),
                          device_types=DEVICES)
 def linear_fp8(x: torch.Tensor, weight: torch.Tensor,
                weight_scale: torch.Tensor, bias: torch.Tensor | None,
                input_scale: torch.Tensor | None,
                granularity: str) -> torch.Tensor:
-    """y = x @ W.T + bias with FP8 operands (fp8q.linear): x (..., in) in
-    float32, float16 or bfloat16 is quantized to float8_e4m3fn with the
-    float32 () input_scale when given (static), else per token (1x128
-    blocks for "block" weights); weight holds the FP8 codes (out, in) with
-    weight_scale at `granularity`. The result has x's dtype and shape
-    (..., out). A token (row of x) holding NaN or infinity gives a row of
-    NaN; the other rows are computed as if it were absent. An empty x, or
-    in = 0, gives bias (or zeros) in every row, as torch does."""
-    out_features, in_features = weight.shape
-    out_shape = (*x.shape[:-1], out_features)
-    rows = x.reshape(math.prod(x.shape[:-1]), in_features)
-    if rows.shape[0] == 0 or in_features == 0:
-        result = x.new_zeros((rows.shape[0], out_features))
-        if bias is not None:
-            result += bias.to(x.dtype)
-        return result.reshape(out_shape)
-    if rows.is_cuda:
-        # The GPU never refuses a non-finite token, and reading a flag on the
-        # host would wait for the GPU at every layer. Quantized per token (or
-        # in 1x128 blocks), such a token's scale becomes NaN or infinite and
-        # its codes hold a NaN (fp8q.quantize's GPU contract), so its row of
-        # the product is NaN by itself. A static input_scale saturates an
-        # infinity to a finite code instead: mask those rows afterwards.
-        product = _fp8_product(rows.contiguous(), weight, weight_scale, bias,
-                               input_scale, granularity, x.dtype)
-        if input_scale is not None:
-            product = torch.where(torch.isfinite(rows).all(dim=1, keepdim=True),
-                                  product, product.new_full((), float("nan")))
-        return product.reshape(out_shape)
-    finite = torch.isfinite(rows).all(dim=1)
-    if bool(finite.all()):
-        return _fp8_product(rows.contiguous(), weight, weight_scale, bias,
-                            input_scale, granularity, x.dtype
-                            ).reshape(out_shape)
-    result = x.new_full((rows.shape[0], out_features), float("nan"))
-    kept = finite.nonzero().squeeze(1)
-    if kept.numel():
-        result[kept] = _fp8_product(rows[kept].contiguous(), weight,
-                                    weight_scale, bias, input_scale,
-                                    granularity, x.dtype)
-    return result.reshape(out_shape)
+    """y = x @ W.T + bias with FP8 operands: x (..., in) in float32,
+    float16 or bfloat16 is quantized to float8_e4m3fn with the float32 ()
+    input_scale when given (static), else per token (1x128 blocks for
+    "block" weights), exactly as fp8q.quantize; weight holds the FP8 codes
+    (out, in) with weight_scale at `granularity`; the product is
+    fp8q.scaled_mm's (float32 accumulation, scales and bias applied, rounded
+    once). The result has x's dtype and shape (..., out). A token (row of x)
+    holding NaN or infinity gives a row of NaN; the other rows are computed
+    as if it were absent. An empty x, or in = 0, gives bias (or zeros) in
+    every row, as torch does."""
+    return fp8_forward(x, weight, weight_scale, bias, input_scale,
+                       granularity)
 
 
 @linear_fp8.register_fake

@@ -1,0 +1,198 @@
+/*
+ * dlpack_exchange.c - the consumer side of DLPack's C exchange API
+ * (`type(x).__dlpack_c_exchange_api__`, DLPack 1.3; PyTorch 2.10+): torch
+ * tensors viewed, allocated and given back through C function pointers,
+ * with no Python call and no capsule in between, and the producer's current
+ * stream read in C. It is what makes one fp8q.torch layer call cheap
+ * (linear_layer.c); everything else goes through `__dlpack__` (dlpack.c).
+ */
+#include <string.h>
+
+#include "python/binding.h"
+
+/* ------------------------------------------------------------------------- */
+/* Finding a type's table                                                    */
+
+/* Types seen so far and their tables (NULL: the type publishes none fp8q
+ * reads). The types are kept alive, so their addresses stay theirs. */
+#define KNOWN_TYPES 8
+static PyTypeObject *known_types[KNOWN_TYPES];
+static const fp8q_dl_exchange_api *known_tables[KNOWN_TYPES];
+static int n_known_types;
+
+/* The table of `type`, asked for once: NULL (no exception) when the type
+ * has no `__dlpack_c_exchange_api__` capsule or one of another major
+ * version, or no non-owning export. */
+static const fp8q_dl_exchange_api *lookup(PyTypeObject *type)
+{
+    PyObject *capsule = PyObject_GetAttrString((PyObject *)type,
+                                               "__dlpack_c_exchange_api__");
+    const fp8q_dl_exchange_api *table = NULL;
+
+    if (capsule != NULL &&
+        PyCapsule_IsValid(capsule, FP8Q_DLPACK_EXCHANGE_API_CAPSULE)) {
+        table = (const fp8q_dl_exchange_api *)PyCapsule_GetPointer(
+            capsule, FP8Q_DLPACK_EXCHANGE_API_CAPSULE);
+    }
+    Py_XDECREF(capsule);
+    PyErr_Clear();
+    if (table != NULL &&
+        (table->header.version.major != 1 ||
+         table->dltensor_from_py_object_no_sync == NULL ||
+         table->managed_tensor_allocator == NULL ||
+         table->managed_tensor_to_py_object_no_sync == NULL ||
+         table->current_work_stream == NULL)) {
+        table = NULL;
+    }
+    return table;
+}
+
+const fp8q_dl_exchange_api *fp8q_py_exchange_api(PyObject *object)
+{
+    PyTypeObject *type = Py_TYPE(object);
+    const fp8q_dl_exchange_api *table;
+    int index;
+
+    for (index = 0; index < n_known_types; index++) {
+        if (known_types[index] == type) {
+            return known_tables[index];
+        }
+    }
+    if (type == &fp8q_Tensor_Type) {
+        return NULL;
+    }
+    table = lookup(type);
+    if (n_known_types < KNOWN_TYPES) {
+        Py_INCREF(type);
+        known_types[n_known_types] = type;
+        known_tables[n_known_types] = table;
+        n_known_types++;
+    }
+    return table;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Views, streams and allocations                                            */
+
+/* Places a new view of DLPack memory on its device: CUDA memory on the
+ * opened device, last used on `stream`. 0, or -1 with an exception. */
+static int place(fp8q_TensorObject *tensor, const fp8q_dl_device *device,
+                 fp8q_cu_stream stream)
+{
+    const fp8q_cuda_device *cuda;
+
+    if (device->device_type != FP8Q_DL_CUDA) {
+        return 0;
+    }
+    cuda = fp8q_py_cuda_device((int)device->device_id);
+    if (cuda == NULL) {
+        return -1;
+    }
+    fp8q_py_place_on_cuda(tensor, cuda, stream);
+    return 0;
+}
+
+fp8q_TensorObject *fp8q_py_exchange_import(const fp8q_dl_exchange_api *api,
+                                           PyObject *object,
+                                           const char *argument_name,
+                                           fp8q_cu_stream stream)
+{
+    fp8q_dl_tensor dl_tensor;
+    fp8q_TensorObject *tensor;
+    fp8q_view view;
+
+    if (api->dltensor_from_py_object_no_sync(object, &dl_tensor) < 0) {
+        fp8q_py_error_add_prefix("%s: ", argument_name);
+        return NULL;
+    }
+    if (fp8q_py_view_from_dl_tensor(&dl_tensor, argument_name, -1, &view,
+                                    NULL) < 0) {
+        return NULL;
+    }
+    tensor = fp8q_tensor_new_view(&view, object, 0);
+    if (tensor != NULL && place(tensor, &dl_tensor.device, stream) < 0) {
+        Py_CLEAR(tensor);
+    }
+    return tensor;
+}
+
+int fp8q_py_exchange_stream(const fp8q_dl_exchange_api *api,
+                            const fp8q_py_device *device,
+                            fp8q_cu_stream *stream)
+{
+    void *handle = NULL;
+
+    *stream = NULL;
+    if (device->type != FP8Q_DEVICE_CUDA) {
+        return 0;
+    }
+    if (api->current_work_stream(FP8Q_DL_CUDA, device->index, &handle) < 0) {
+        return -1;
+    }
+    *stream = (fp8q_cu_stream)handle;
+    return 0;
+}
+
+/* The allocator's error callback: raises `kind` (MemoryError or a
+ * RuntimeError naming the kind) with the producer's message. */
+static void set_allocation_error(void *context, const char *kind,
+                                 const char *message)
+{
+    (void)context;
+    if (kind != NULL && strcmp(kind, "MemoryError") == 0) {
+        PyErr_Format(PyExc_MemoryError, "%s", message);
+    }
+    else {
+        PyErr_Format(PyExc_RuntimeError, "%s: %s",
+                     kind != NULL ? kind : "error", message);
+    }
+}
+
+PyObject *fp8q_py_exchange_empty(const fp8q_dl_exchange_api *api,
+                                 fp8q_dtype dtype, int ndim,
+                                 const int64_t *shape,
+                                 const fp8q_py_device *device,
+                                 fp8q_cu_stream stream,
+                                 fp8q_TensorObject **tensor)
+{
+    fp8q_dl_managed_tensor_versioned *managed = NULL;
+    fp8q_dl_tensor prototype;
+    int64_t extents[FP8Q_MAX_DIMS];
+    PyObject *result = NULL;
+    void *object = NULL;
+    fp8q_view view;
+
+    *tensor = NULL;
+    memset(&prototype, 0, sizeof prototype);
+    memcpy(extents, shape, (size_t)ndim * sizeof *shape);
+    prototype.device.device_type =
+        device->type == FP8Q_DEVICE_CUDA ? FP8Q_DL_CUDA : FP8Q_DL_CPU;
+    prototype.device.device_id = device->index;
+    prototype.ndim = ndim;
+    prototype.dtype = fp8q_py_dl_data_type(dtype);
+    prototype.shape = extents;
+    if (api->managed_tensor_allocator(&prototype, &managed, NULL,
+                                      set_allocation_error) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_MemoryError,
+                            "the tensor library's allocator failed");
+        }
+        return NULL;
+    }
+    /* Viewed before the producer object takes the managed tensor over. */
+    if (fp8q_py_view_from_dl_tensor(&managed->dl_tensor, "out", -1, &view,
+                                    NULL) < 0) {
+        managed->deleter(managed);
+        return NULL;
+    }
+    if (api->managed_tensor_to_py_object_no_sync(managed, &object) < 0) {
+        return NULL; /* the producer owns the managed tensor now */
+    }
+    result = (PyObject *)object;
+    *tensor = fp8q_tensor_new_view(&view, result, 0);
+    if (*tensor == NULL || place(*tensor, &prototype.device, stream) < 0) {
+        Py_CLEAR(*tensor);
+        Py_CLEAR(result);
+    }
+    return result;
+}

@@ -1,0 +1,711 @@
+/*
+ * linear_layer.c - the forward pass of an fp8q.torch.Linear in one C call:
+ *
+ *   _C.linear_layer(x, weight, weight_scale, bias, input_scale,
+ *                   granularity, stream)  W8A8: y = x @ W.T + bias
+ *   _C.layer_weight(x, weight, weight_scale, granularity, stream)
+ *                                          W8A16: W in x's dtype
+ *
+ * The tensors are the layer's own torch tensors, viewed through DLPack's C
+ * exchange API (dlpack_exchange.c): no Python call, no capsule, torch's
+ * current stream read in C, results and GPU temporaries from torch's
+ * caching allocator (so CUDA-graph pools and torch.cuda.memory_allocated
+ * see them). fp8q.Tensor arguments (or a torch without that API, through
+ * fp8q.torch.from_torch) take the same path with fp8q's own allocations;
+ * the numbers are the same either way: exactly fp8q.quantize of each token
+ * followed by fp8q.scaled_mm, as fp8q.linear computes them (docs/torch.md).
+ */
+#include <string.h>
+
+#include "python/binding.h"
+
+#include "core/activation.h"
+#include "core/quantize.h"
+#include "core/scaled_mm.h"
+
+#define LAYER "fp8q.torch.Linear"
+
+/* ------------------------------------------------------------------------- */
+/* One call's tensors                                                        */
+
+typedef struct layer_call {
+    const fp8q_dl_exchange_api *api; /* x's producer's table, or NULL */
+    fp8q_cu_stream stream;
+    fp8q_py_device device;
+    fp8q_granularity_kind granularity; /* of the weight scales */
+    fp8q_TensorObject *x;              /* (..., K) float              */
+    fp8q_TensorObject *rows;           /* x as C-contiguous (M, K)    */
+    fp8q_TensorObject *weight;         /* (N, K) FP8                  */
+    fp8q_TensorObject *weight_scale;
+    fp8q_TensorObject *bias;        /* NULL or (N,)                   */
+    fp8q_TensorObject *input_scale; /* NULL or one float32            */
+    fp8q_TensorObject *codes;       /* x quantized, (M, K) e4m3fn     */
+    fp8q_TensorObject *x_scale;
+    fp8q_TensorObject *out_rows; /* the result as (M, N)               */
+    PyObject *result;            /* what the call returns             */
+} layer_call;
+
+static void release(layer_call *call)
+{
+    Py_XDECREF(call->x);
+    Py_XDECREF(call->rows);
+    Py_XDECREF(call->weight);
+    Py_XDECREF(call->weight_scale);
+    Py_XDECREF(call->bias);
+    Py_XDECREF(call->input_scale);
+    Py_XDECREF(call->codes);
+    Py_XDECREF(call->x_scale);
+    Py_XDECREF(call->out_rows);
+    Py_XDECREF(call->result);
+}
+
+/* A tensor argument: through x's exchange table when it has the same one,
+ * else as fp8q.asarray takes it (no copy). */
+static fp8q_TensorObject *import(layer_call *call, PyObject *object,
+                                 const char *name)
+{
+    if (call->api != NULL && fp8q_py_exchange_api(object) == call->api) {
+        return fp8q_py_exchange_import(call->api, object, name, call->stream);
+    }
+    return fp8q_tensor_from_object(object, name, -1, FP8Q_COPY_NEVER);
+}
+
+/* A new uninitialised C-contiguous tensor on the call's device: from x's
+ * producer's allocator (torch's) when x has an exchange table and
+ * `from_producer`, else fp8q's own. *producer_out (may be NULL) receives a
+ * new reference to the object to hand back: the producer's tensor, or the
+ * fp8q.Tensor itself. */
+static fp8q_TensorObject *new_tensor(layer_call *call, fp8q_dtype dtype,
+                                     int ndim, const int64_t *shape,
+                                     int from_producer,
+                                     PyObject **producer_out)
+{
+    fp8q_TensorObject *tensor = NULL;
+    PyObject *producer;
+
+    if (call->api != NULL && from_producer) {
+        producer = fp8q_py_exchange_empty(call->api, dtype, ndim, shape,
+                                          &call->device, call->stream,
+                                          &tensor);
+    }
+    else {
+        tensor = fp8q_tensor_new_empty_on(dtype, ndim, shape, &call->device,
+                                          call->stream);
+        producer = (PyObject *)tensor;
+        Py_XINCREF(producer);
+    }
+    if (producer_out != NULL) {
+        *producer_out = producer;
+    }
+    else {
+        Py_XDECREF(producer); /* the view keeps it alive */
+    }
+    return tensor;
+}
+
+/* A 2-D view (rows, cols) of a C-contiguous tensor. */
+static fp8q_TensorObject *matrix_view(fp8q_TensorObject *tensor, int64_t rows,
+                                      int64_t cols)
+{
+    fp8q_view view = tensor->view;
+
+    view.ndim = 2;
+    view.shape[0] = rows;
+    view.shape[1] = cols;
+    view.strides[0] = cols > 0 ? cols : 1;
+    view.strides[1] = 1;
+    return fp8q_tensor_new_view(&view, (PyObject *)tensor, tensor->readonly);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Arguments                                                                 */
+
+static int parse_granularity(PyObject *object, fp8q_granularity_kind *kind)
+{
+    if (PyUnicode_Check(object)) {
+        if (PyUnicode_CompareWithASCIIString(object, "row") == 0) {
+            *kind = FP8Q_GRANULARITY_ROW;
+            return 0;
+        }
+        if (PyUnicode_CompareWithASCIIString(object, "tensor") == 0) {
+            *kind = FP8Q_GRANULARITY_TENSOR;
+            return 0;
+        }
+        if (PyUnicode_CompareWithASCIIString(object, "block") == 0) {
+            *kind = FP8Q_GRANULARITY_BLOCK;
+            return 0;
+        }
+    }
+    PyErr_Format(PyExc_ValueError,
+                 LAYER ": granularity must be \"row\", \"tensor\" or "
+                 "\"block\", got %R",
+                 object);
+    return -1;
+}
+
+/* x: the call's device and stream come from it. */
+static int import_x(layer_call *call, PyObject *x_object,
+                    PyObject *stream_object)
+{
+    const fp8q_dtype dtype_unset = FP8Q_UINT8;
+    fp8q_dtype dtype = dtype_unset;
+
+    call->api = fp8q_py_exchange_api(x_object);
+    call->x = import(call, x_object, "x");
+    if (call->x == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            fp8q_py_error_add_prefix(LAYER ": x must be float32, float16 or "
+                                           "bfloat16; ");
+        }
+        return -1;
+    }
+    dtype = call->x->view.dtype;
+    if (dtype != FP8Q_FLOAT32 && dtype != FP8Q_FLOAT16 &&
+        dtype != FP8Q_BFLOAT16) {
+        PyErr_Format(PyExc_TypeError,
+                     LAYER ": x must be float32, float16 or bfloat16, got %s",
+                     fp8q_dtype_name(dtype));
+        return -1;
+    }
+    if (call->x->view.ndim == 0) {
+        PyErr_SetString(PyExc_ValueError,
+                         LAYER ": x must have at least one axis (..., "
+                         "in_features), got a 0-d tensor");
+        return -1;
+    }
+    call->device.type = call->x->device_type;
+    call->device.index = call->x->device_index;
+    if (stream_object != Py_None) {
+        if (fp8q_py_parse_stream(stream_object, "stream", &call->stream) < 0) {
+            return -1;
+        }
+    }
+    else if (call->api != NULL &&
+             fp8q_py_exchange_stream(call->api, &call->device,
+                                     &call->stream) < 0) {
+        return -1;
+    }
+    else if (call->api == NULL) {
+        call->stream = fp8q_py_last_stream(call->x);
+    }
+    if (call->device.type == FP8Q_DEVICE_CUDA) {
+        call->x->stream = call->stream;
+    }
+    return 0;
+}
+
+static int check_device(layer_call *call, const fp8q_TensorObject *tensor,
+                        const char *name)
+{
+    char x_device[32], device[32];
+
+    if (tensor->device_type == call->device.type &&
+        tensor->device_index == call->device.index) {
+        return 0;
+    }
+    fp8q_py_format_device(call->device.type, call->device.index, x_device,
+                          sizeof x_device);
+    fp8q_py_format_device(tensor->device_type, tensor->device_index, device,
+                          sizeof device);
+    PyErr_Format(PyExc_ValueError,
+                 LAYER ": x is on %s but the layer's %s is on %s; move one "
+                 "of them (model.to(\"%s\"))",
+                 x_device, name, device,
+                 call->device.type == FP8Q_DEVICE_CUDA ? "cuda" : "cpu");
+    return -1;
+}
+
+/* The weight (N, K) FP8 and its scales, on x's device; K = x's last axis.
+ * CPU scales are checked (finite, > 0); a GPU's are not read back. */
+static int import_weight(layer_call *call, PyObject *weight_object,
+                         PyObject *scale_object)
+{
+    const fp8q_view *x = &call->x->view;
+    fp8q_error error;
+    fp8q_status status;
+
+    call->weight = import(call, weight_object, "weight");
+    call->weight_scale =
+        call->weight != NULL ? import(call, scale_object, "weight_scale")
+                             : NULL;
+    if (call->weight_scale == NULL ||
+        check_device(call, call->weight, "weight") < 0 ||
+        check_device(call, call->weight_scale, "weight_scale") < 0) {
+        return -1;
+    }
+    if ((call->weight->view.dtype != FP8Q_FLOAT8_E4M3FN &&
+         call->weight->view.dtype != FP8Q_FLOAT8_E5M2) ||
+        call->weight->view.ndim != 2) {
+        PyErr_Format(PyExc_TypeError,
+                     LAYER ": weight must be a 2-D float8_e4m3fn or "
+                     "float8_e5m2 tensor, got %d-D %s",
+                     call->weight->view.ndim,
+                     fp8q_dtype_name(call->weight->view.dtype));
+        return -1;
+    }
+    if (x->shape[x->ndim - 1] != call->weight->view.shape[1]) {
+        char shape[256];
+        fp8q_format_shape(shape, sizeof shape, x->ndim, x->shape);
+        PyErr_Format(PyExc_ValueError,
+                     LAYER ": x has shape %s, but the layer has %lld input "
+                     "features (x's last axis)",
+                     shape, (long long)call->weight->view.shape[1]);
+        return -1;
+    }
+    if (call->device.type != FP8Q_DEVICE_CPU) {
+        return 0;
+    }
+    fp8q_error_clear(&error);
+    status = fp8q_check_scale_values(&call->weight_scale->view,
+                                     "weight_scale", &error);
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        fp8q_py_error_add_prefix(LAYER ": ");
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* W8A8                                                                      */
+
+/* x as a C-contiguous (M, K) tensor: a view of x, or a copy on x's device
+ * when x's layout is not C-contiguous. */
+static int make_rows(layer_call *call, int64_t m, int64_t k)
+{
+    fp8q_TensorObject *contiguous = call->x;
+
+    if (!fp8q_view_is_contiguous(&call->x->view)) {
+        contiguous =
+            call->device.type == FP8Q_DEVICE_CUDA
+                ? fp8q_py_cuda_contiguous(call->x, call->stream)
+                : fp8q_tensor_copy_as(call->x, call->x->view.dtype);
+        if (contiguous == NULL) {
+            return -1;
+        }
+    }
+    else {
+        Py_INCREF(contiguous);
+    }
+    call->rows = matrix_view(contiguous, m, k);
+    Py_DECREF(contiguous);
+    return call->rows == NULL ? -1 : 0;
+}
+
+/* The dynamic activation scales' shape: (M, 1) per token, (M,
+ * ceil(K/128)) for block weights. */
+static void activation_scale_shape(const layer_call *call, int64_t m,
+                                   int64_t k, int64_t *shape)
+{
+    shape[0] = m;
+    shape[1] = call->granularity == FP8Q_GRANULARITY_BLOCK
+                   ? (k + FP8Q_SCALED_MM_BLOCK - 1) / FP8Q_SCALED_MM_BLOCK
+                   : 1;
+}
+
+/* CPU: codes and scales by core, rows holding NaN or infinity flagged in
+ * `nonfinite` (M bytes). */
+static int quantize_on_cpu(layer_call *call, uint8_t *nonfinite,
+                           int64_t *n_nonfinite)
+{
+    const int64_t m = call->rows->view.shape[0];
+    const int64_t k = call->rows->view.shape[1];
+    const int64_t block_cols =
+        call->input_scale != NULL ? 0
+        : call->granularity == FP8Q_GRANULARITY_BLOCK ? FP8Q_SCALED_MM_BLOCK
+                                                      : k;
+    fp8q_TensorObject *row_amax = NULL;
+    int64_t amax_shape[2];
+    fp8q_error error;
+    fp8q_status status;
+
+    amax_shape[0] = m;
+    amax_shape[1] = 1;
+    if (block_cols == 0) {
+        row_amax = fp8q_tensor_new_empty(FP8Q_FLOAT32, 2, amax_shape);
+        if (row_amax == NULL) {
+            return -1;
+        }
+    }
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_quantize_activations(
+        &call->rows->view, &call->codes->view, &call->x_scale->view,
+        block_cols, row_amax != NULL ? &row_amax->view : NULL, nonfinite,
+        n_nonfinite, &error);
+    Py_END_ALLOW_THREADS
+    Py_XDECREF(row_amax);
+    return fp8q_py_raise_on_failure(status, &error);
+}
+
+/* GPU: per token (or 1x128 block) or with the static scale, on the call's
+ * stream. A token holding NaN or infinity gets a NaN or infinite scale and
+ * NaN codes (fp8q.quantize's GPU contract), so its row of the product is
+ * NaN by itself; the static scale saturates an infinity instead (the
+ * layer masks those rows, docs/torch.md). */
+static int quantize_on_gpu(layer_call *call)
+{
+    fp8q_quantize_options options;
+
+    memset(&options, 0, sizeof options);
+    options.saturate = 1;
+    options.compute_scale = call->input_scale == NULL;
+    options.granularity.kind = FP8Q_GRANULARITY_ROW;
+    if (call->input_scale != NULL) {
+        options.granularity.kind = FP8Q_GRANULARITY_TENSOR;
+    }
+    else if (call->granularity == FP8Q_GRANULARITY_BLOCK) {
+        options.granularity.kind = FP8Q_GRANULARITY_BLOCK;
+        options.granularity.block_rows = 1;
+        options.granularity.block_cols = FP8Q_SCALED_MM_BLOCK;
+    }
+    return fp8q_py_cuda_quantize(call->rows, &options, call->codes,
+                                 call->x_scale, call->stream);
+}
+
+/* The weight as scaled_mm's b = weight.T (K, N) and its scales laid out
+ * for b: () tensorwise, (1, N) rowwise, (ceil(K/128), ceil(N/128)). */
+static fp8q_TensorObject *transposed(fp8q_TensorObject *tensor)
+{
+    fp8q_view view = tensor->view;
+
+    if (view.ndim == 2) {
+        view.shape[0] = tensor->view.shape[1];
+        view.shape[1] = tensor->view.shape[0];
+        view.strides[0] = tensor->view.strides[1];
+        view.strides[1] = tensor->view.strides[0];
+    }
+    return fp8q_tensor_new_view(&view, (PyObject *)tensor, 1);
+}
+
+static int multiply(layer_call *call)
+{
+    const int64_t m = call->rows->view.shape[0];
+    const int64_t k = call->rows->view.shape[1];
+    const int64_t n = call->weight->view.shape[0];
+    fp8q_py_scaled_mm product;
+    fp8q_error error;
+    fp8q_status status;
+    int result;
+
+    memset(&product, 0, sizeof product);
+    product.a = call->codes;
+    product.b = transposed(call->weight);
+    product.scale_a = call->x_scale;
+    product.scale_b = product.b != NULL ? transposed(call->weight_scale)
+                                        : NULL;
+    product.bias = call->bias;
+    product.out = call->out_rows;
+    if (product.scale_b == NULL) {
+        Py_XDECREF(product.b);
+        return -1;
+    }
+    fp8q_error_clear(&error);
+    status = fp8q_scaled_mm_mode(m, k, n, &product.scale_a->view,
+                                 &product.scale_b->view, &product.mode,
+                                 &error);
+    result = fp8q_py_raise_on_failure(status, &error);
+    if (result == 0) {
+        result = fp8q_py_scaled_mm_run(&product, 1, call->stream);
+    }
+    Py_DECREF(product.b);
+    Py_DECREF(product.scale_b);
+    return result;
+}
+
+static int import_activation_arguments(layer_call *call, PyObject *bias,
+                                       PyObject *input_scale)
+{
+    fp8q_error error;
+    fp8q_status status;
+
+    if (bias != Py_None) {
+        call->bias = import(call, bias, "bias");
+        if (call->bias == NULL || check_device(call, call->bias, "bias") < 0) {
+            return -1;
+        }
+        if (call->bias->view.ndim != 1 ||
+            call->bias->view.shape[0] != call->weight->view.shape[0]) {
+            PyErr_Format(PyExc_ValueError,
+                         LAYER ": bias must hold out_features = %lld values",
+                         (long long)call->weight->view.shape[0]);
+            return -1;
+        }
+    }
+    if (input_scale == Py_None) {
+        return 0;
+    }
+    call->input_scale = import(call, input_scale, "input_scale");
+    if (call->input_scale == NULL ||
+        check_device(call, call->input_scale, "input_scale") < 0) {
+        return -1;
+    }
+    if (call->input_scale->view.dtype != FP8Q_FLOAT32 ||
+        fp8q_view_size(&call->input_scale->view) != 1) {
+        PyErr_SetString(PyExc_ValueError,
+                        LAYER ": input_scale must be one float32 value");
+        return -1;
+    }
+    if (call->granularity == FP8Q_GRANULARITY_BLOCK) {
+        PyErr_SetString(PyExc_ValueError,
+                        LAYER ": a static input_scale needs \"row\" or "
+                        "\"tensor\" weight scales, not \"block\"");
+        return -1;
+    }
+    if (call->device.type != FP8Q_DEVICE_CPU) {
+        return 0;
+    }
+    fp8q_error_clear(&error);
+    status = fp8q_check_scale_values(&call->input_scale->view, "input_scale",
+                                     &error);
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        fp8q_py_error_add_prefix(LAYER ": ");
+        return -1;
+    }
+    return 0;
+}
+
+/* Allocates the result (x's leading shape, N) and runs quantize + product
+ * into it. */
+static int forward(layer_call *call)
+{
+    const fp8q_view *x = &call->x->view;
+    const int64_t k = x->shape[x->ndim - 1];
+    const int64_t n = call->weight->view.shape[0];
+    int64_t shape[FP8Q_MAX_DIMS];
+    int64_t scale_shape[2];
+    int64_t m = 1;
+    int64_t n_nonfinite = 0;
+    uint8_t *nonfinite = NULL;
+    fp8q_TensorObject *out;
+    int axis, on_gpu, result = -1;
+
+    for (axis = 0; axis + 1 < x->ndim; axis++) {
+        shape[axis] = x->shape[axis];
+        m *= x->shape[axis];
+    }
+    shape[x->ndim - 1] = n;
+    if (k == 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        LAYER ": in_features is 0 (the layer computes that "
+                        "case in Python)");
+        return -1;
+    }
+    out = new_tensor(call, x->dtype, x->ndim, shape, 1, &call->result);
+    if (out == NULL) {
+        return -1;
+    }
+    call->out_rows = matrix_view(out, m, n);
+    Py_DECREF(out);
+    if (call->out_rows == NULL || make_rows(call, m, k) < 0) {
+        return -1;
+    }
+    if (m == 0 || n == 0) {
+        return 0;
+    }
+    on_gpu = call->device.type == FP8Q_DEVICE_CUDA;
+    if (call->input_scale != NULL) {
+        call->x_scale = call->input_scale;
+        Py_INCREF(call->x_scale);
+    }
+    else {
+        activation_scale_shape(call, m, k, scale_shape);
+        call->x_scale = new_tensor(call, FP8Q_FLOAT32, 2, scale_shape,
+                                   on_gpu, NULL);
+    }
+    call->codes = new_tensor(call, FP8Q_FLOAT8_E4M3FN, 2,
+                             call->rows->view.shape, on_gpu, NULL);
+    if (call->x_scale == NULL || call->codes == NULL) {
+        return -1;
+    }
+    if (on_gpu) {
+        return quantize_on_gpu(call) < 0 ? -1 : multiply(call);
+    }
+    nonfinite = (uint8_t *)PyMem_Malloc((size_t)m);
+    if (nonfinite == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (quantize_on_cpu(call, nonfinite, &n_nonfinite) == 0 &&
+        multiply(call) == 0) {
+        fp8q_error error;
+        fp8q_status status = FP8Q_OK;
+        fp8q_error_clear(&error);
+        if (n_nonfinite > 0) {
+            status = fp8q_fill_rows_nan(&call->out_rows->view, nonfinite,
+                                        &error);
+        }
+        result = fp8q_py_raise_on_failure(status, &error);
+    }
+    PyMem_Free(nonfinite);
+    return result;
+}
+
+/* ------------------------------------------------------------------------- */
+/* W8A16: the weight in x's dtype                                            */
+
+/* weight dequantized into a new (N, K) tensor of x's dtype on x's device
+ * (x's producer's, when it has an exchange table): call->result. */
+static int dequantize_weight(layer_call *call)
+{
+    const fp8q_view *weight = &call->weight->view;
+    fp8q_granularity granularity;
+    fp8q_TensorObject *destination;
+    fp8q_error error;
+    fp8q_status status;
+
+    memset(&granularity, 0, sizeof granularity);
+    granularity.kind = call->granularity;
+    if (call->granularity == FP8Q_GRANULARITY_BLOCK) {
+        granularity.block_rows = FP8Q_SCALED_MM_BLOCK;
+        granularity.block_cols = FP8Q_SCALED_MM_BLOCK;
+    }
+    fp8q_error_clear(&error);
+    status = fp8q_check_scale_shape(&granularity, weight,
+                                    &call->weight_scale->view, &error);
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        fp8q_py_error_add_prefix(LAYER ": weight_scale: ");
+        return -1;
+    }
+    destination = new_tensor(call, call->x->view.dtype, 2, weight->shape, 1,
+                             &call->result);
+    if (destination == NULL) {
+        return -1;
+    }
+    if (call->device.type == FP8Q_DEVICE_CUDA) {
+        status = fp8q_py_cuda_dequantize(call->weight, call->weight_scale,
+                                         &granularity, destination,
+                                         call->stream) < 0
+                     ? FP8Q_ERROR_CUDA
+                     : FP8Q_OK;
+        Py_DECREF(destination);
+        return status == FP8Q_OK ? 0 : -1;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_dequantize(weight, &call->weight_scale->view, &granularity,
+                             &destination->view, &error);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(destination);
+    return fp8q_py_raise_on_failure(status, &error);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The module's functions                                                    */
+
+/* Fills `arguments` from a vectorcall's positional arguments; TypeError
+ * unless there are exactly `count`. */
+static int positional(const char *function, PyObject *const *args,
+                      Py_ssize_t n_args, Py_ssize_t count)
+{
+    if (n_args == count) {
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "%s() takes %zd positional arguments (%zd "
+                                  "given)",
+                 function, count, n_args);
+    return -1;
+}
+
+/* A C-contiguous weight view for the GPU kernels (a copy when needed). */
+static int contiguous_on_gpu(layer_call *call, fp8q_TensorObject **tensor)
+{
+    if (call->device.type != FP8Q_DEVICE_CUDA ||
+        fp8q_view_is_contiguous(&(*tensor)->view)) {
+        return 0;
+    }
+    Py_SETREF(*tensor, fp8q_py_cuda_contiguous(*tensor, call->stream));
+    return *tensor == NULL ? -1 : 0;
+}
+
+static PyObject *linear_layer(PyObject *module, PyObject *const *args,
+                              Py_ssize_t n_args)
+{
+    layer_call call;
+    PyObject *result = NULL;
+
+    (void)module;
+    memset(&call, 0, sizeof call);
+    if (positional("linear_layer", args, n_args, 7) < 0 ||
+        parse_granularity(args[5], &call.granularity) < 0 ||
+        import_x(&call, args[0], args[6]) < 0 ||
+        import_weight(&call, args[1], args[2]) < 0 ||
+        import_activation_arguments(&call, args[3], args[4]) < 0 ||
+        forward(&call) < 0) {
+        release(&call);
+        return NULL;
+    }
+    result = call.result;
+    call.result = NULL;
+    release(&call);
+    return result;
+}
+
+static PyObject *layer_weight(PyObject *module, PyObject *const *args,
+                              Py_ssize_t n_args)
+{
+    layer_call call;
+    PyObject *result = NULL;
+
+    (void)module;
+    memset(&call, 0, sizeof call);
+    if (positional("layer_weight", args, n_args, 5) < 0 ||
+        parse_granularity(args[3], &call.granularity) < 0 ||
+        import_x(&call, args[0], args[4]) < 0 ||
+        import_weight(&call, args[1], args[2]) < 0 ||
+        contiguous_on_gpu(&call, &call.weight) < 0 ||
+        contiguous_on_gpu(&call, &call.weight_scale) < 0 ||
+        dequantize_weight(&call) < 0) {
+        release(&call);
+        return NULL;
+    }
+    result = call.result;
+    call.result = NULL;
+    release(&call);
+    return result;
+}
+
+PyDoc_STRVAR(
+    linear_layer_doc,
+    "linear_layer(x, weight, weight_scale, bias, input_scale, granularity, "
+    "stream)\n"
+    "--\n\n"
+    "The forward pass of fp8q.torch.Linear with FP8 activations, in one "
+    "call: y = x @ (weight * weight_scale).T + bias, with x (..., K) "
+    "float32, float16 or bfloat16 quantized to float8_e4m3fn per token "
+    "(granularity \"row\" or \"tensor\" weights), in 1x128 blocks "
+    "(\"block\" weights, 128x128 weight scales), or with the float32 "
+    "input_scale when it is not None (static); exactly fp8q.quantize "
+    "followed by fp8q.scaled_mm. weight: (N, K) float8_e4m3fn or "
+    "float8_e5m2; weight_scale: (N, 1) \"row\", () \"tensor\", "
+    "(ceil(N/128), ceil(K/128)) \"block\"; bias None or N values. Returns "
+    "(..., N) in x's dtype, on x's device.\n\n"
+    "torch tensors are viewed through DLPack's C exchange API and the "
+    "result comes from torch's allocator, on torch's current stream when "
+    "stream is None; other arguments are read as fp8q.asarray reads them "
+    "and the result is an fp8q.Tensor (stream None: x's last stream). On "
+    "the CPU a token holding NaN or infinity gives a row of NaN and the "
+    "other rows are computed as if it were absent; on a GPU the dynamic "
+    "scales carry the NaN into the row, a static scale does not (the "
+    "caller masks). Internal to fp8q.torch (docs/torch.md).");
+
+PyDoc_STRVAR(
+    layer_weight_doc,
+    "layer_weight(x, weight, weight_scale, granularity, stream)\n"
+    "--\n\n"
+    "The weight of fp8q.torch.Linear without FP8 activations: weight (N, "
+    "K) FP8 times weight_scale at `granularity` (\"row\", \"tensor\", "
+    "\"block\": 128x128), rounded once into x's dtype, as a new (N, K) "
+    "tensor on x's device (torch's allocator and current stream for torch "
+    "tensors, as linear_layer). Internal to fp8q.torch.");
+
+static PyMethodDef linear_layer_functions[] = {
+    {"linear_layer", (PyCFunction)(void (*)(void))linear_layer,
+     METH_FASTCALL, linear_layer_doc},
+    {"layer_weight", (PyCFunction)(void (*)(void))layer_weight,
+     METH_FASTCALL, layer_weight_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int fp8q_py_linear_layer_init(PyObject *module)
+{
+    return PyModule_AddFunctions(module, linear_layer_functions);
+}
