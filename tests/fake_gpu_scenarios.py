@@ -565,6 +565,50 @@ def linear_gives_a_nan_row_for_a_nonfinite_token():
             assert same_bits(got[kept], without.cpu().numpy()), granularity
 
 
+def linear_layer_is_fp8q_linear():
+    """fp8q.torch's one-call forward (_C.linear_layer, _C.layer_weight)
+    with fp8q CUDA tensors gives exactly fp8q.linear's and the
+    QTensor.dequantize's bits on the GPU, per token, in blocks and with a
+    static scale, a NaN token making its own row NaN; its result and
+    temporaries are ordered on x's stream: no synchronization and no host
+    copy."""
+    rng = np.random.default_rng(37)
+    weight = rng.standard_normal((160, 256)).astype(np.float32)
+    bias = fp8q.asarray(rng.standard_normal(160).astype(np.float32),
+                        device="cuda")
+    x = rng.standard_normal((2, 3, 256)).astype(np.float32)
+    x[1, 2, 5] = np.nan
+    gx = fp8q.asarray(x, device="cuda")
+    for name, blocks in (("tensor", "tensor"), ("row", "row"),
+                         ("block", (128, 128))):
+        w = fp8q.quantize(fp8q.asarray(weight, device="cuda"),
+                          granularity=blocks)
+        scale = w.scale
+        expected = fp8q.linear(gx, w, bias=bias).cpu().numpy()
+        before = len(log_lines())
+        got = fp8q._C.linear_layer(gx, w.data, scale, bias, None, name, None)
+        made = calls()[before:]
+        got = got.cpu().numpy()
+        assert got.shape == (2, 3, 160)
+        assert same_bits(got, expected), name
+        assert np.isnan(got[1, 2]).all() and np.isfinite(got[0]).all(), name
+        for forbidden in ("cuStreamSynchronize", "cuMemcpyDtoH_v2",
+                          "cuMemcpyHtoD_v2", "cuCtxSynchronize"):
+            assert forbidden not in made, (name, made)
+        dequantized = fp8q._C.layer_weight(gx, w.data, scale, name, None)
+        assert same_bits(dequantized.cpu().numpy(),
+                         w.dequantize("float32").cpu().numpy()), name
+        if name == "block":
+            continue
+        input_scale = fp8q.asarray(np.float32(0.02), device="cuda")
+        static = fp8q.quantize(gx, "float8_e4m3fn", scale=input_scale)
+        expected = fp8q.linear(static, w, bias=bias,
+                               out_dtype="float32").cpu().numpy()
+        got = fp8q._C.linear_layer(gx, w.data, scale, bias, input_scale,
+                                   name, None).cpu().numpy()
+        assert same_bits(got, expected), name
+
+
 # --------------------------------------------------------------------------
 # scaled_mm
 
