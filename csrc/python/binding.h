@@ -545,12 +545,16 @@ void fp8q_py_place_on_cuda(fp8q_TensorObject *tensor,
 const fp8q_dl_exchange_api *fp8q_py_exchange_api(PyObject *object);
 
 /* A Tensor viewing `object`'s memory (no copy; it keeps `object` alive),
- * CUDA memory marked as last used on `stream`; NULL with an exception
- * naming `argument_name`. */
+ * CUDA memory marked as last used on *stream, or, when stream is NULL, on
+ * the producer's current work stream of its device (where a DLPack
+ * producer would have made its pending work visible); NULL with an
+ * exception naming `argument_name`, and *unsupported_dtype (may be NULL)
+ * set when the dtype alone is the problem. */
 fp8q_TensorObject *fp8q_py_exchange_import(const fp8q_dl_exchange_api *api,
                                            PyObject *object,
                                            const char *argument_name,
-                                           fp8q_cu_stream stream);
+                                           const fp8q_cu_stream *stream,
+                                           int *unsupported_dtype);
 
 /* The producer's current work stream on `device` (torch's current CUDA
  * stream; NULL for the CPU). 0, or -1 with an exception. */

@@ -1014,13 +1014,49 @@ static fp8q_TensorObject *import_object(PyObject *object,
     return tensor;
 }
 
+/* Nonzero when object.requires_grad is true, or cannot be read. */
+static int requires_grad(PyObject *object)
+{
+    static PyObject *name;
+    PyObject *value;
+    int result;
+
+    if (name == NULL) {
+        name = PyUnicode_InternFromString("requires_grad");
+        if (name == NULL) {
+            PyErr_Clear();
+            return 1;
+        }
+    }
+    value = PyObject_GetAttr(object, name);
+    result = value == NULL ? 1 : PyObject_IsTrue(value) != 0;
+    Py_XDECREF(value);
+    PyErr_Clear();
+    return result;
+}
+
 fp8q_TensorObject *fp8q_tensor_from_dlpack(PyObject *object,
                                            const char *argument_name,
                                            int reinterpret_dtype,
                                            int *unsupported_dtype)
 {
-    return import_object(object, argument_name, reinterpret_dtype,
-                         unsupported_dtype, 1, NULL);
+    const fp8q_dl_exchange_api *api =
+        reinterpret_dtype < 0 && !PyCapsule_CheckExact(object)
+            ? fp8q_py_exchange_api(object)
+            : NULL;
+
+    if (unsupported_dtype != NULL) {
+        *unsupported_dtype = 0;
+    }
+    if (api == NULL || requires_grad(object)) {
+        /* __dlpack__ refuses a tensor that requires grad, with torch's own
+         * message: its memory must not change behind autograd's back. */
+        return import_object(object, argument_name, reinterpret_dtype,
+                             unsupported_dtype, 1, NULL);
+    }
+    /* DLPack's C exchange API: no capsule, no Python call. */
+    return fp8q_py_exchange_import(api, object, argument_name, NULL,
+                                   unsupported_dtype);
 }
 
 PyObject *fp8q_py_from_dlpack(PyObject *module, PyObject *args,

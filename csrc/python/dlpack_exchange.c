@@ -95,10 +95,12 @@ static int place(fp8q_TensorObject *tensor, const fp8q_dl_device *device,
 fp8q_TensorObject *fp8q_py_exchange_import(const fp8q_dl_exchange_api *api,
                                            PyObject *object,
                                            const char *argument_name,
-                                           fp8q_cu_stream stream)
+                                           const fp8q_cu_stream *stream,
+                                           int *unsupported_dtype)
 {
     fp8q_dl_tensor dl_tensor;
     fp8q_TensorObject *tensor;
+    fp8q_cu_stream last_use = NULL;
     fp8q_view view;
 
     if (api->dltensor_from_py_object_no_sync(object, &dl_tensor) < 0) {
@@ -106,11 +108,22 @@ fp8q_TensorObject *fp8q_py_exchange_import(const fp8q_dl_exchange_api *api,
         return NULL;
     }
     if (fp8q_py_view_from_dl_tensor(&dl_tensor, argument_name, -1, &view,
-                                    NULL) < 0) {
+                                    unsupported_dtype) < 0) {
         return NULL;
     }
+    if (stream != NULL) {
+        last_use = *stream;
+    }
+    else if (dl_tensor.device.device_type == FP8Q_DL_CUDA) {
+        void *handle = NULL;
+        if (api->current_work_stream(FP8Q_DL_CUDA, dl_tensor.device.device_id,
+                                     &handle) < 0) {
+            return NULL;
+        }
+        last_use = (fp8q_cu_stream)handle;
+    }
     tensor = fp8q_tensor_new_view(&view, object, 0);
-    if (tensor != NULL && place(tensor, &dl_tensor.device, stream) < 0) {
+    if (tensor != NULL && place(tensor, &dl_tensor.device, last_use) < 0) {
         Py_CLEAR(tensor);
     }
     return tensor;

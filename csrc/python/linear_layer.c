@@ -65,7 +65,8 @@ static fp8q_TensorObject *import(layer_call *call, PyObject *object,
                                  const char *name)
 {
     if (call->api != NULL && fp8q_py_exchange_api(object) == call->api) {
-        return fp8q_py_exchange_import(call->api, object, name, call->stream);
+        return fp8q_py_exchange_import(call->api, object, name,
+                                       &call->stream, NULL);
     }
     return fp8q_tensor_from_object(object, name, -1, FP8Q_COPY_NEVER);
 }
@@ -591,10 +592,10 @@ static int dequantize_weight(layer_call *call)
 /* ------------------------------------------------------------------------- */
 /* The module's functions                                                    */
 
-/* Fills `arguments` from a vectorcall's positional arguments; TypeError
- * unless there are exactly `count`. */
-static int positional(const char *function, PyObject *const *args,
-                      Py_ssize_t n_args, Py_ssize_t count)
+/* 0 when a vectorcall got exactly `count` positional arguments, else -1
+ * with a TypeError. */
+static int positional(const char *function, Py_ssize_t n_args,
+                      Py_ssize_t count)
 {
     if (n_args == count) {
         return 0;
@@ -624,7 +625,7 @@ static PyObject *linear_layer(PyObject *module, PyObject *const *args,
 
     (void)module;
     memset(&call, 0, sizeof call);
-    if (positional("linear_layer", args, n_args, 7) < 0 ||
+    if (positional("linear_layer", n_args, 7) < 0 ||
         parse_granularity(args[5], &call.granularity) < 0 ||
         import_x(&call, args[0], args[6]) < 0 ||
         import_weight(&call, args[1], args[2]) < 0 ||
@@ -647,7 +648,7 @@ static PyObject *layer_weight(PyObject *module, PyObject *const *args,
 
     (void)module;
     memset(&call, 0, sizeof call);
-    if (positional("layer_weight", args, n_args, 5) < 0 ||
+    if (positional("layer_weight", n_args, 5) < 0 ||
         parse_granularity(args[3], &call.granularity) < 0 ||
         import_x(&call, args[0], args[4]) < 0 ||
         import_weight(&call, args[1], args[2]) < 0 ||
