@@ -129,6 +129,11 @@ void test_quantize_given_scales(void);
 void test_quantize_empty_and_scalar(void);
 void test_quantize_errors(void);
 
+/* test_activation.c */
+void test_quantize_activations_dynamic(void);
+void test_quantize_activations_static(void);
+void test_fill_rows_nan(void);
+
 /* test_calibration.c */
 void test_amax_finite(void);
 void test_histogram_counts(void);
