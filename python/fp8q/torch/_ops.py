@@ -50,12 +50,11 @@ def _raise_inference_only(ctx, grad_output):
 # The forward passes (one fp8q._C call each)
 
 
-def _call_c(function, x, *arguments):
-    """function(x, *arguments, stream) in fp8q._C. Where torch has no DLPack
-    C exchange API (torch < 2.10), the tensors cross as fp8q.Tensor views
-    (from_torch) and back (to_torch): the same computation, slower glue."""
-    if HAS_C_EXCHANGE:
-        return function(x, *arguments, None)
+def _through_fp8q_tensors(function, x, *arguments):
+    """function(x, *arguments, stream) in fp8q._C for a torch without
+    DLPack's C exchange API (torch < 2.10): the tensors cross as fp8q.Tensor
+    views (from_torch) and back (to_torch), the same computation with
+    slower glue."""
     converted = [from_torch(a) if isinstance(a, torch.Tensor) else a
                  for a in arguments]
     return to_torch(function(from_torch(x), *converted, current_stream(x)))
@@ -75,8 +74,12 @@ def fp8_forward(x, weight, weight_scale, bias, input_scale, granularity):
     computation (see there), run eagerly."""
     if weight.shape[1] == 0:
         return _zero_features(x, weight.shape[0], bias)
-    y = _call_c(_C.linear_layer, x, weight, weight_scale, bias, input_scale,
-                granularity)
+    if HAS_C_EXCHANGE:
+        y = _C.linear_layer(x, weight, weight_scale, bias, input_scale,
+                            granularity, None)
+    else:
+        y = _through_fp8q_tensors(_C.linear_layer, x, weight, weight_scale,
+                                  bias, input_scale, granularity)
     if input_scale is not None and y.is_cuda:
         # A static scale saturates an infinity to a finite code: such a
         # token's row is masked here (the GPU never reads a flag back).
@@ -89,8 +92,12 @@ def weight_only_forward(x, weight, weight_scale, bias, granularity):
     """torch.nn.functional.linear(x, W, bias) with W = weight dequantized
     into x's dtype by fp8q: torch.ops.fp8q.linear_weight_only's computation,
     run eagerly."""
-    dequantized = _call_c(_C.layer_weight, x, weight, weight_scale,
-                          granularity)
+    if HAS_C_EXCHANGE:
+        dequantized = _C.layer_weight(x, weight, weight_scale, granularity,
+                                      None)
+    else:
+        dequantized = _through_fp8q_tensors(_C.layer_weight, x, weight,
+                                            weight_scale, granularity)
     if bias is not None and bias.dtype != x.dtype:
         bias = bias.to(x.dtype)
     return torch.nn.functional.linear(x, dequantized, bias)
