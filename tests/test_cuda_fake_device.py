@@ -159,9 +159,10 @@ def test_scratch_memory_is_freed(fake_driver, tmp_path):
                for line in log.read_text().splitlines()[before_exit:]]
     # (After the scenario's own tensors are freed.)
     wait = at_exit.index("cuStreamWaitEvent")
-    assert at_exit[wait:wait + 4] == ["cuStreamWaitEvent", "cuCtxPopCurrent",
-                                      "cuCtxPushCurrent", "cuMemFreeAsync"], (
-        at_exit)
+    assert at_exit[wait:wait + 7] == [
+        "cuStreamWaitEvent", "cuCtxPopCurrent", "cuCtxPushCurrent",
+        "cuStreamGetCaptureInfo", "cuCtxPopCurrent", "cuCtxPushCurrent",
+        "cuMemFreeAsync"], at_exit
 
 
 def test_scaled_mm_without_cublaslt(fake_driver, tmp_path):

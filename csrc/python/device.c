@@ -256,6 +256,7 @@ fp8q_TensorObject *fp8q_tensor_new_empty_on(fp8q_dtype dtype, int ndim,
 {
     const fp8q_cuda_device *cuda;
     fp8q_TensorObject *self;
+    fp8q_cuda_capture allocated_in;
     fp8q_view view;
     fp8q_error error;
     fp8q_status status;
@@ -278,7 +279,8 @@ fp8q_TensorObject *fp8q_tensor_new_empty_on(fp8q_dtype dtype, int ndim,
     bytes = (size_t)(fp8q_view_size(&view) *
                      (int64_t)fp8q_dtype_itemsize(dtype));
     Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_alloc(cuda, bytes, stream, &memory, &error);
+    status = fp8q_cuda_alloc(cuda, bytes, stream, &memory, &allocated_in,
+                             &error);
     Py_END_ALLOW_THREADS
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         return NULL;
@@ -286,9 +288,10 @@ fp8q_TensorObject *fp8q_tensor_new_empty_on(fp8q_dtype dtype, int ndim,
     view.data = memory;
     self = fp8q_tensor_new_view(&view, NULL, 0);
     if (self == NULL) {
-        fp8q_cuda_free(cuda, memory, stream);
+        fp8q_cuda_free(cuda, memory, &allocated_in, stream);
         return NULL;
     }
+    self->allocated_in = allocated_in;
     self->view.data = memory;
     self->device_type = FP8Q_DEVICE_CUDA;
     self->device_index = device->index;
