@@ -674,7 +674,8 @@ static PyMethodDef device_functions[] = {
      "operands, float32 products, scales in cuBLASLt's layouts; it grows "
      "to the largest call's need). The memory is freed after the work "
      "already queued that uses it, without waiting; with a memory pool it "
-     "returns to the device's default pool. The next GPU operation that "
+     "returns to the device's default pool; a block a captured CUDA graph "
+     "uses is kept (the graph holds its address). The next GPU operation that "
      "needs scratch memory allocates it again. cuBLASLt's workspace (4 or "
      "32 MiB per device) is kept. For device='cpu' it does nothing. Also "
      "called at interpreter exit. fp8q.CudaError when the driver refuses."},
@@ -687,7 +688,8 @@ static PyMethodDef device_functions[] = {
      "`device` (None: cuda:0; 'cuda:N', an int N or a torch.device) is "
      "done. fp8q's GPU operations return once their work is queued; this "
      "is how to wait for it (e.g. to time it). For device='cpu' it returns "
-     "at once. fp8q.CudaError when CUDA cannot be used."},
+     "at once. fp8q.CudaError when CUDA cannot be used, or when `stream` "
+     "is capturing a CUDA graph."},
     {NULL, NULL, 0, NULL},
 };
 
