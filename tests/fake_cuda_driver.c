@@ -15,7 +15,9 @@
  *   FAKE_CUDA_LOAD_ERROR  the CUresult of loading a kernel image (default 0)
  *   FAKE_CUDA_NO_LIBRARY  when set, there is no cuLibraryLoadData
  *   FAKE_CUDA_LOG         a file each call is appended to: its name, and for
- *                         calls on a stream the handle ("cuMemFreeAsync 0")
+ *                         calls on a stream the handle ("cuMemFreeAsync 0");
+ *                         a call refused for a CUDA graph capture adds
+ *                         "refused NAME RESULT"
  *   FAKE_CUDA_NO_POOLS    when set, the devices lack the stream-ordered
  *                         allocator (cuMemAlloc / cuMemFree are used)
  *   FAKE_CUDA_ALLOC_ERROR the CUresult of every allocation (default 0)
@@ -32,7 +34,9 @@
  *                         what other threads do meanwhile
  *
  * "Device memory" is host memory, copies are memcpy, streams and events
- * are immediate. cuLaunchKernel runs fp8q's kernels on the host as their
+ * are immediate, and CUDA graph capture is a state of streams with the real
+ * driver's refusals (tests/fake_cuda_streams.c, compiled into the same
+ * library). cuLaunchKernel runs fp8q's kernels on the host as their
  * launch contracts (kernels/<family>.cuh) define them, with
  * the shared codec (csrc/core/float_codec.h): enough to test everything
  * the host side does, not the CUDA kernels themselves. Compile with -I
@@ -45,6 +49,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "fake_cuda.h"
 
 #include "amax.cuh"
 #include "calibrate.cuh"
@@ -60,15 +66,13 @@
 #include "scale.cuh"
 #include "transpose.cuh"
 
-typedef int result_t;
-
-static int setting(const char *name, int fallback)
+int setting(const char *name, int fallback)
 {
     const char *text = getenv(name);
     return text != NULL && text[0] != '\0' ? atoi(text) : fallback;
 }
 
-static void log_call(const char *name)
+void log_call(const char *name)
 {
     const char *path = getenv("FAKE_CUDA_LOG");
     FILE *file;
@@ -82,8 +86,7 @@ static void log_call(const char *name)
     }
 }
 
-/* Logs "name stream", the stream as a decimal handle (0 for NULL). */
-static void log_stream_call(const char *name, const void *stream)
+void log_stream_call(const char *name, const void *stream)
 {
     char line[96];
     (void)snprintf(line, sizeof line, "%s %llu", name,
@@ -100,6 +103,14 @@ static const char *error_name(result_t error)
     case 100: return "CUDA_ERROR_NO_DEVICE";
     case 209: return "CUDA_ERROR_NO_BINARY_FOR_GPU";
     case 222: return "CUDA_ERROR_UNSUPPORTED_PTX_VERSION";
+    case 900: return "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED";
+    case 901: return "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED";
+    case 902: return "CUDA_ERROR_STREAM_CAPTURE_MERGE";
+    case 903: return "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED";
+    case 904: return "CUDA_ERROR_STREAM_CAPTURE_UNJOINED";
+    case 905: return "CUDA_ERROR_STREAM_CAPTURE_ISOLATION";
+    case 906: return "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT";
+    case 907: return "CUDA_ERROR_CAPTURED_EVENT";
     case 999: return "CUDA_ERROR_UNKNOWN";
     default: return NULL;
     }
@@ -282,141 +293,6 @@ static result_t fake_module_load_data(void **module, const void *image)
     log_call("cuModuleLoadData");
     *module = &module_storage;
     return setting("FAKE_CUDA_LOAD_ERROR", 0);
-}
-
-/* ------------------------------------------------------------------------- */
-/* Memory, streams and events                                                */
-
-typedef unsigned long long deviceptr_t;
-
-static result_t allocate(deviceptr_t *pointer, size_t bytes)
-{
-    const int error = setting("FAKE_CUDA_ALLOC_ERROR", 0);
-    void *memory;
-    if (error != 0) {
-        return error;
-    }
-    if (bytes == 0) {
-        return 1; /* CUDA_ERROR_INVALID_VALUE, as the real driver */
-    }
-    /* 256-byte aligned, as the real driver's allocations are (fp8q's
-     * scratch memory and plan keys rely on it). */
-    memory = aligned_alloc(256, (bytes + 255) / 256 * 256);
-    if (memory == NULL) {
-        return 2;
-    }
-    /* Poison, so that reading memory nobody wrote shows. */
-    memset(memory, 0xA5, bytes);
-    *pointer = (deviceptr_t)(uintptr_t)memory;
-    return 0;
-}
-
-static result_t fake_mem_alloc(deviceptr_t *pointer, size_t bytes)
-{
-    log_call("cuMemAlloc");
-    return allocate(pointer, bytes);
-}
-
-static result_t fake_mem_alloc_async(deviceptr_t *pointer, size_t bytes,
-                                     void *stream)
-{
-    log_stream_call("cuMemAllocAsync", stream);
-    return allocate(pointer, bytes);
-}
-
-/* The one default pool of every device. */
-static int default_pool;
-
-static result_t fake_device_get_default_mem_pool(void **pool, int device)
-{
-    (void)device;
-    log_call("cuDeviceGetDefaultMemPool");
-    *pool = &default_pool;
-    return 0;
-}
-
-static result_t fake_mem_pool_set_attribute(void *pool, int attribute,
-                                            void *value)
-{
-    uint64_t threshold;
-    char line[96];
-    if (pool != &default_pool || attribute != 4) {
-        return 1; /* fp8q sets only the default pool's release threshold */
-    }
-    memcpy(&threshold, value, sizeof threshold);
-    (void)snprintf(line, sizeof line, "cuMemPoolSetAttribute %d %llu",
-                   attribute, (unsigned long long)threshold);
-    log_call(line);
-    return setting("FAKE_CUDA_POOL_ERROR", 0);
-}
-
-static result_t fake_mem_free(deviceptr_t pointer)
-{
-    log_call("cuMemFree");
-    free((void *)(uintptr_t)pointer);
-    return 0;
-}
-
-static result_t fake_mem_free_async(deviceptr_t pointer, void *stream)
-{
-    log_stream_call("cuMemFreeAsync", stream);
-    free((void *)(uintptr_t)pointer);
-    return 0;
-}
-
-static result_t fake_memcpy_async(deviceptr_t destination, deviceptr_t source,
-                                  size_t bytes, void *stream)
-{
-    log_stream_call("cuMemcpyAsync", stream);
-    memcpy((void *)(uintptr_t)destination, (const void *)(uintptr_t)source,
-           bytes);
-    return 0;
-}
-
-static result_t fake_memset_d8_async(deviceptr_t destination,
-                                     unsigned char value, size_t count,
-                                     void *stream)
-{
-    log_stream_call("cuMemsetD8Async", stream);
-    memset((void *)(uintptr_t)destination, value, count);
-    return 0;
-}
-
-static int event_storage;
-
-static result_t fake_stream_synchronize(void *stream)
-{
-    log_stream_call("cuStreamSynchronize", stream);
-    return 0;
-}
-
-static result_t fake_stream_wait_event(void *stream, void *event,
-                                       unsigned int flags)
-{
-    (void)event;
-    log_stream_call("cuStreamWaitEvent", stream);
-    return flags == 0 ? 0 : 1;
-}
-
-static result_t fake_event_create(void **event, unsigned int flags)
-{
-    log_call("cuEventCreate");
-    *event = &event_storage;
-    return flags == 2 ? 0 : 1; /* fp8q asks for CU_EVENT_DISABLE_TIMING */
-}
-
-static result_t fake_event_record(void *event, void *stream)
-{
-    (void)event;
-    log_stream_call("cuEventRecord", stream);
-    return 0;
-}
-
-static result_t fake_event_destroy(void *event)
-{
-    (void)event;
-    log_call("cuEventDestroy");
-    return 0;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -860,8 +736,12 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
                                    void **extra)
 {
     const char *name = *(const char *const *)function;
-    (void)stream;
+    result_t refused;
     log_call(name);
+    refused = stream_check(name, stream);
+    if (refused != 0) {
+        return refused;
+    }
     /* The launch contracts: a 1-D grid of >= 1 blocks of a multiple of 32
      * threads (at most 1024), no shared memory, one parameter. */
     if (grid_x < 1 ||
@@ -971,8 +851,6 @@ typedef struct entry {
     void *function; /* the function, converted through uintptr_t */
 } entry;
 
-#define FUNCTION(function) ((void *)(uintptr_t)(function))
-
 result_t cuGetProcAddress_v2(const char *symbol, void **function,
                              int cuda_version, uint64_t flags, int *status)
 {
@@ -998,20 +876,6 @@ result_t cuGetProcAddress_v2(const char *symbol, void **function,
         {"cuLaunchKernel", FUNCTION(fake_launch_kernel)},
         {"cuOccupancyMaxActiveBlocksPerMultiprocessor",
          FUNCTION(fake_occupancy_max_active_blocks)},
-        {"cuMemAlloc", FUNCTION(fake_mem_alloc)},
-        {"cuMemFree", FUNCTION(fake_mem_free)},
-        {"cuMemAllocAsync", FUNCTION(fake_mem_alloc_async)},
-        {"cuMemFreeAsync", FUNCTION(fake_mem_free_async)},
-        {"cuDeviceGetDefaultMemPool",
-         FUNCTION(fake_device_get_default_mem_pool)},
-        {"cuMemPoolSetAttribute", FUNCTION(fake_mem_pool_set_attribute)},
-        {"cuMemcpyAsync", FUNCTION(fake_memcpy_async)},
-        {"cuMemsetD8Async", FUNCTION(fake_memset_d8_async)},
-        {"cuStreamSynchronize", FUNCTION(fake_stream_synchronize)},
-        {"cuStreamWaitEvent", FUNCTION(fake_stream_wait_event)},
-        {"cuEventCreate", FUNCTION(fake_event_create)},
-        {"cuEventRecord", FUNCTION(fake_event_record)},
-        {"cuEventDestroy", FUNCTION(fake_event_destroy)},
     };
     const char *missing = getenv("FAKE_CUDA_MISSING");
     size_t index;
@@ -1033,9 +897,11 @@ result_t cuGetProcAddress_v2(const char *symbol, void **function,
     for (index = 0; index < sizeof entries / sizeof entries[0]; index++) {
         if (strcmp(symbol, entries[index].name) == 0) {
             *function = entries[index].function;
-            *status = 0;
-            return 0;
         }
     }
+    if (*function == NULL) {
+        *function = stream_entry_point(symbol);
+    }
+    *status = *function != NULL ? 0 : 1;
     return 0;
 }

@@ -1,7 +1,7 @@
 """A fake CUDA driver and a fake cuBLASLt for tests on machines without a GPU.
 
-tests/fake_cuda_driver.c and tests/fake_cublaslt.c are compiled into shared
-libraries; FP8Q_CUDA_DRIVER and FP8Q_CUBLASLT point fp8q at them, and
+tests/fake_cuda_driver.c with tests/fake_cuda_streams.c, and
+tests/fake_cublaslt.c, are compiled into shared libraries; FP8Q_CUDA_DRIVER and FP8Q_CUBLASLT point fp8q at them, and
 FAKE_CUDA_* (keywords of run_child) and FAKE_CUBLASLT_* (keywords starting
 with cublaslt_) choose their behaviour. fp8q loads
 the driver once per process, so every scenario runs in a fresh interpreter
@@ -37,12 +37,14 @@ def build_fake_driver(directory):
         pytest.skip(f"the fake driver is built from csrc/ and kernels/, not found beside "
                     f"{TESTS} (copy them from the source tree)")
     directory = Path(directory)
-    for source, name in (("fake_cuda_driver.c", "libfakecuda.so"),
-                         ("fake_cublaslt.c", CUBLASLT_NAME)):
+    for sources, name in ((("fake_cuda_driver.c", "fake_cuda_streams.c"),
+                           "libfakecuda.so"),
+                          (("fake_cublaslt.c",), CUBLASLT_NAME)):
         subprocess.run([compiler, "-std=c11", "-O1", "-ffp-contract=off",
-                        "-shared", "-fPIC", "-I", str(ROOT / "csrc"),
-                        "-I", str(ROOT / "kernels"), "-o",
-                        str(directory / name), str(TESTS / source)],
+                        "-shared", "-fPIC", "-pthread", "-I",
+                        str(ROOT / "csrc"), "-I", str(ROOT / "kernels"),
+                        "-o", str(directory / name),
+                        *(str(TESTS / source) for source in sources)],
                        check=True)
     return directory / "libfakecuda.so"
 

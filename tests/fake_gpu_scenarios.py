@@ -1198,8 +1198,13 @@ def scratch_memory_is_freed_on_request():
     before = len(log_lines())
     fp8q.empty_cache()
     made = calls()[before:]
-    assert made == ["cuCtxPushCurrent", "cuStreamWaitEvent",
-                    "cuCtxPopCurrent", "cuCtxPushCurrent", "cuMemFreeAsync",
+    # (Each step first asks whether the legacy stream can be used: it
+    # cannot while a blocking stream captures a CUDA graph.)
+    assert made == ["cuCtxPushCurrent", "cuStreamGetCaptureInfo",
+                    "cuCtxPopCurrent", "cuCtxPushCurrent", "cuStreamWaitEvent",
+                    "cuCtxPopCurrent", "cuCtxPushCurrent",
+                    "cuStreamGetCaptureInfo", "cuCtxPopCurrent",
+                    "cuCtxPushCurrent", "cuMemFreeAsync",
                     "cuCtxPopCurrent"], made
     before = len(log_lines())
     fp8q.empty_cache("cuda:0")

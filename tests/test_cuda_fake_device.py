@@ -26,9 +26,10 @@ def fake_driver(tmp_path_factory):
     return build_fake_driver(tmp_path_factory.mktemp("fake-cuda"))
 
 
-def run_scenario(driver, name, tmp_path, environment=None, **fake):
+def run_scenario(driver, name, tmp_path, environment=None,
+                 module="fake_gpu_scenarios", **fake):
     code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); "
-            f"import fake_gpu_scenarios; fake_gpu_scenarios.{name}()")
+            f"import {module}; {module}.{name}()")
     run_child(driver, code, log=tmp_path / "calls.log",
               environment=environment, **fake)
 
@@ -160,9 +161,10 @@ def test_scratch_memory_is_freed(fake_driver, tmp_path):
                for line in log.read_text().splitlines()[before_exit:]]
     # (After the scenario's own tensors are freed.)
     wait = at_exit.index("cuStreamWaitEvent")
-    assert at_exit[wait:wait + 4] == ["cuStreamWaitEvent", "cuCtxPopCurrent",
-                                      "cuCtxPushCurrent", "cuMemFreeAsync"], (
-        at_exit)
+    assert at_exit[wait:wait + 7] == [
+        "cuStreamWaitEvent", "cuCtxPopCurrent", "cuCtxPushCurrent",
+        "cuStreamGetCaptureInfo", "cuCtxPopCurrent", "cuCtxPushCurrent",
+        "cuMemFreeAsync"], at_exit
 
 
 def test_scaled_mm_without_cublaslt(fake_driver, tmp_path):
@@ -254,3 +256,41 @@ def test_driver_version_picks_the_cublaslt_release(fake_driver, tmp_path,
     assert len(names) >= 2 and all(
         names[index:index + 2] == [first, second]
         for index in range(0, len(names) - 1, 2)), tried
+
+
+# --------------------------------------------------------------------------
+# CUDA graph capture (tests/fake_gpu_capture.py)
+
+
+@pytest.mark.parametrize("name", [
+    "fake_models_the_driver",
+    "warm_cast_and_quantize_capture",
+    "uncaptured_work_is_not_waited_for",
+    "forked_streams_of_one_capture_are_ordered",
+    "cold_calls_are_refused",
+    "streams_that_cannot_be_ordered_are_refused",
+    "memory_a_graph_uses_is_kept",
+])
+def test_capture(fake_driver, name, tmp_path):
+    run_scenario(fake_driver, name, tmp_path, module="fake_gpu_capture")
+
+
+@pytest.mark.parametrize("cc", ["8.9", "9.0", "8.6"])
+def test_warm_scaled_mm_captures(fake_driver, tmp_path, cc):
+    """Every path: one cuBLASLt call (sm_90 for rowwise and blockwise),
+    FP8 product + epilogue, padded K or N, blockwise float32, and the
+    bfloat16 product of GPUs without FP8 tensor cores (sm_86)."""
+    run_scenario(fake_driver, "warm_scaled_mm_captures", tmp_path,
+                 module="fake_gpu_capture", cc=cc)
+
+
+def test_capture_without_memory_pools(fake_driver, tmp_path):
+    run_scenario(fake_driver,
+                 "without_memory_pools_nothing_is_allocated_in_a_capture",
+                 tmp_path, module="fake_gpu_capture", no_pools=1)
+
+
+def test_drivers_without_capture_info(fake_driver, tmp_path):
+    run_scenario(fake_driver, "without_capture_info", tmp_path,
+                 module="fake_gpu_capture",
+                 missing="cuStreamGetCaptureInfo")

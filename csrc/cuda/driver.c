@@ -248,6 +248,7 @@ static int resolve_entry_points(void)
         resolve("cuMemFreeAsync", &api->mem_free_async, 1) < 0 ||
         resolve("cuMemcpyAsync", &api->memcpy_async, 1) < 0 ||
         resolve("cuMemsetD8Async", &api->memset_d8_async, 1) < 0 ||
+        resolve("cuMemsetD32Async", &api->memset_d32_async, 1) < 0 ||
         resolve("cuStreamSynchronize", &api->stream_synchronize, 1) < 0 ||
         resolve("cuStreamWaitEvent", &api->stream_wait_event, 1) < 0 ||
         resolve("cuEventCreate", &api->event_create, 1) < 0 ||
@@ -264,6 +265,10 @@ static int resolve_entry_points(void)
         api->device_get_default_mem_pool = NULL;
         api->mem_pool_set_attribute = NULL;
     }
+    /* Optional (every driver from CUDA 11.3 has it): without it no stream
+     * is taken to be capturing a CUDA graph (cuda/capture.h). */
+    (void)resolve("cuStreamGetCaptureInfo", &api->stream_get_capture_info,
+                  0);
     /* Optional: the library API, preferred for the kernel image. */
     if (resolve("cuLibraryLoadData", &api->library_load_data, 0) < 0 ||
         resolve("cuLibraryGetModule", &api->library_get_module, 0) < 0 ||

@@ -35,8 +35,9 @@
 /* The driver entry points, resolved with cuGetProcAddress at
  * FP8Q_CUDA_API_VERSION (so cuDeviceTotalMem is cuDeviceTotalMem_v2, and so
  * on). All are non-NULL once the driver loaded, except library_load_data,
- * library_get_module, library_unload, device_get_default_mem_pool and
- * mem_pool_set_attribute, which are NULL where the driver lacks them. */
+ * library_get_module, library_unload, device_get_default_mem_pool,
+ * mem_pool_set_attribute and stream_get_capture_info, which are NULL where
+ * the driver lacks them. */
 typedef struct fp8q_cuda_api {
     fp8q_cu_get_error_text_fn get_error_name;
     fp8q_cu_get_error_text_fn get_error_string;
@@ -66,7 +67,9 @@ typedef struct fp8q_cuda_api {
     fp8q_cu_mem_pool_set_attribute_fn mem_pool_set_attribute;
     fp8q_cu_memcpy_async_fn memcpy_async;
     fp8q_cu_memset_d8_async_fn memset_d8_async;
+    fp8q_cu_memset_d32_async_fn memset_d32_async;
     fp8q_cu_stream_synchronize_fn stream_synchronize;
+    fp8q_cu_stream_get_capture_info_fn stream_get_capture_info;
     fp8q_cu_stream_wait_event_fn stream_wait_event;
     fp8q_cu_event_create_fn event_create;
     fp8q_cu_event_record_fn event_record;

@@ -34,6 +34,9 @@ typedef struct fp8q_cu_event_opaque *fp8q_cu_event;     /* CUevent */
 typedef struct fp8q_cu_mem_pool_opaque *fp8q_cu_mem_pool; /* CUmemoryPool */
 typedef int fp8q_cu_mem_pool_attribute; /* CUmemPool_attribute */
 typedef unsigned long long fp8q_cu_deviceptr;           /* CUdeviceptr */
+typedef int fp8q_cu_stream_capture_status; /* CUstreamCaptureStatus */
+typedef struct fp8q_cu_graph_opaque *fp8q_cu_graph;     /* CUgraph */
+typedef struct fp8q_cu_graph_node_opaque *fp8q_cu_graph_node; /* CUgraphNode */
 
 /* ------------------------------------------------------------------------- */
 /* Constants                                                                 */
@@ -46,6 +49,14 @@ typedef unsigned long long fp8q_cu_deviceptr;           /* CUdeviceptr */
 #define FP8Q_CUDA_ERROR_NO_DEVICE 100
 #define FP8Q_CUDA_ERROR_NO_BINARY_FOR_GPU 209
 #define FP8Q_CUDA_ERROR_UNSUPPORTED_PTX_VERSION 222
+/* The legacy default stream queried (or used) while a stream created
+ * without CU_STREAM_NON_BLOCKING captures a CUDA graph. */
+#define FP8Q_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT 906
+
+/* CUstreamCaptureStatus */
+#define FP8Q_CU_STREAM_CAPTURE_STATUS_NONE 0
+#define FP8Q_CU_STREAM_CAPTURE_STATUS_ACTIVE 1
+#define FP8Q_CU_STREAM_CAPTURE_STATUS_INVALIDATED 2
 
 /* CUdevice_attribute */
 #define FP8Q_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
@@ -173,6 +184,21 @@ typedef fp8q_cu_result (*fp8q_cu_memcpy_async_fn)(fp8q_cu_deviceptr destination,
 typedef fp8q_cu_result (*fp8q_cu_memset_d8_async_fn)(
     fp8q_cu_deviceptr destination, unsigned char value, size_t count,
     fp8q_cu_stream stream);
+
+/* cuMemsetD32Async: `count` 4-byte words set to `value`. */
+typedef fp8q_cu_result (*fp8q_cu_memset_d32_async_fn)(
+    fp8q_cu_deviceptr destination, unsigned int value, size_t count,
+    fp8q_cu_stream stream);
+
+/* cuStreamGetCaptureInfo as cuGetProcAddress gives it at CUDA 12.0 (the
+ * ABI of cuStreamGetCaptureInfo_v2, CUDA 11.3; CUDA 12.3's _v3 adds edge
+ * data): the stream's capture status and, while it is ACTIVE, the id of
+ * its capture sequence (unique in the process); the other outputs may be
+ * NULL. */
+typedef fp8q_cu_result (*fp8q_cu_stream_get_capture_info_fn)(
+    fp8q_cu_stream stream, fp8q_cu_stream_capture_status *status,
+    uint64_t *id, fp8q_cu_graph *graph,
+    const fp8q_cu_graph_node **dependencies, size_t *n_dependencies);
 
 /* cuStreamSynchronize */
 typedef fp8q_cu_result (*fp8q_cu_stream_synchronize_fn)(fp8q_cu_stream stream);

@@ -49,15 +49,16 @@ static fp8q_mutex *plans_lock;
 static plan *plans; /* most recently used first */
 static int n_plans;
 /* Each device's cuBLASLt workspace (32 MiB on sm_90 and newer, 4 MiB
- * below), allocated at its first product (again after a failure) and kept,
- * with an event recorded after each product that used it: the next product,
- * on whatever stream, waits for that event, so two products never share the
- * scratch memory at once (and no stream handle has to outlive its use).
- * Guarded by plans_lock. */
+ * below), allocated at its first product outside a CUDA graph capture
+ * (again after a failure) and kept, with the events of
+ * fp8q_cuda_shared_order recorded after each product that used it: the
+ * next product, on whatever stream, waits for the last one's, so two
+ * products never share the scratch memory at once (and no stream handle has
+ * to outlive its use). Guarded by plans_lock. */
 typedef struct workspace {
     void *memory;
     size_t size;
-    fp8q_cu_event last_use;
+    fp8q_cuda_shared_order order;
 } workspace;
 
 static workspace workspaces[FP8Q_CUBLASLT_MAX_DEVICES];
@@ -71,53 +72,66 @@ static unsigned modes_refused[FP8Q_CUBLASLT_MAX_DEVICES];
 #define LARGE_WORKSPACE ((size_t)32 << 20)
 #define SMALL_WORKSPACE ((size_t)4 << 20)
 
-/* The device's workspace, allocated (ordered on `stream`) and given its
- * event on first use; the event is recorded right after the allocation, so
+/* The device's workspace, allocated (ordered on `stream`, which is not
+ * capturing) on first use; its end recorded right after the allocation, so
  * a product on another stream waits for the allocation even when the first
  * product never runs (refused, failed). Called with plans_lock held. */
 static fp8q_status take_workspace(const fp8q_cuda_device *device,
                                   fp8q_cu_stream stream, workspace **taken,
                                   fp8q_error *error)
 {
+    static const fp8q_cuda_capture not_captured = {0, 0};
     workspace *space = &workspaces[device->index];
-    fp8q_cu_result result;
+    fp8q_cuda_capture allocated_in;
 
-    if (space->last_use == NULL) {
-        if (fp8q_cuda_context_enter(device, error) != FP8Q_OK) {
-            return error->status;
-        }
-        result = fp8q_cuda_driver_load()->api.event_create(
-            &space->last_use, FP8Q_CU_EVENT_DISABLE_TIMING);
-        fp8q_cuda_context_leave();
-        if (result != FP8Q_CUDA_SUCCESS) {
-            space->last_use = NULL;
-            return fp8q_cuda_fail(device, "cuEventCreate", result,
-                                  "for the cuBLASLt workspace", error);
-        }
-    }
     if (space->memory == NULL) {
         space->size = device->compute_capability_major >= 9 ? LARGE_WORKSPACE
                                                             : SMALL_WORKSPACE;
         if (fp8q_cuda_alloc(device, space->size, stream, &space->memory,
-                            error) != FP8Q_OK) {
+                            &allocated_in, error) != FP8Q_OK) {
             return error->status;
         }
-        if (fp8q_cuda_context_enter(device, error) != FP8Q_OK) {
-            return error->status;
-        }
-        result = fp8q_cuda_driver_load()->api.event_record(space->last_use,
-                                                           stream);
-        fp8q_cuda_context_leave();
-        if (result != FP8Q_CUDA_SUCCESS) {
-            fp8q_cuda_free(device, space->memory, stream);
+        if (fp8q_cuda_shared_end(device, &space->order, stream,
+                                 &not_captured, error) != FP8Q_OK) {
+            fp8q_cuda_free(device, space->memory, &allocated_in, stream);
             space->memory = NULL;
-            return fp8q_cuda_fail(device, "cuEventRecord", result,
-                                  "after allocating the cuBLASLt workspace",
-                                  error);
+            return error->status;
         }
     }
     *taken = space;
     return FP8Q_OK;
+}
+
+/* FP8Q_ERROR_CUDA when `stream` captures a CUDA graph and the device has
+ * no cuBLASLt workspace yet (nor, then, a cuBLASLt handle): neither can be
+ * made inside a capture. */
+static fp8q_status refuse_cold_device(const fp8q_cuda_device *device,
+                                      fp8q_cu_stream stream,
+                                      const fp8q_cuda_capture *capture,
+                                      fp8q_error *error)
+{
+    int ready;
+    char what[96];
+
+    if (!capture->capturing || device->index < 0 ||
+        device->index >= FP8Q_CUBLASLT_MAX_DEVICES) {
+        return FP8Q_OK; /* (fp8q_cublaslt_device_open refuses the latter) */
+    }
+    fp8q_mutex_lock(plans_lock);
+    ready = workspaces[device->index].memory != NULL;
+    fp8q_mutex_unlock(plans_lock);
+    if (ready) {
+        return FP8Q_OK;
+    }
+    (void)snprintf(what, sizeof what,
+                   "creating the cuBLASLt handle and workspace of CUDA "
+                   "device %d",
+                   device->index);
+    return fp8q_cuda_capture_refuse(
+        stream, capture, what,
+        "run one scaled_mm on this device before the capture (as "
+        "torch.cuda.graph's warm-up does)",
+        error);
 }
 
 /* Whether a cuBLASLt status says the problem itself is refused (so asking
@@ -644,9 +658,9 @@ fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
                              const fp8q_matmul *problem, fp8q_cu_stream stream,
                              int *refused, fp8q_error *error)
 {
-    const fp8q_cuda_api *api = &fp8q_cuda_driver_load()->api;
-    fp8q_cu_result driver_result = FP8Q_CUDA_SUCCESS;
     const fp8q_cublaslt_device *state = NULL;
+    fp8q_cuda_capture capture;
+    fp8q_status result = FP8Q_OK;
     workspace *space = NULL;
     const float one = 1.0f;
     const float zero = 0.0f;
@@ -667,34 +681,34 @@ fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
                                   fp8q_dtype_itemsize(problem->d_dtype),
                               stream, error);
     }
-    if (fp8q_cublaslt_device_open(library, device, &state, error) != FP8Q_OK) {
-        return error->status;
-    }
     fp8q_once_run(&lock_once, create_lock, NULL);
     if (plans_lock == NULL) {
         return fp8q_fail(error, FP8Q_ERROR_MEMORY,
                          "out of memory for the cuBLASLt plan lock");
+    }
+    /* (The handle is made with the workspace's first product.) */
+    if (fp8q_cuda_capture_query(device, stream, &capture, error) != FP8Q_OK ||
+        refuse_cold_device(device, stream, &capture, error) != FP8Q_OK ||
+        fp8q_cublaslt_device_open(library, device, &state, error) !=
+            FP8Q_OK) {
+        return error->status;
     }
     /* (fp8q_cublaslt_device_open took only devices below
      * FP8Q_CUBLASLT_MAX_DEVICES.) */
     fp8q_mutex_lock(plans_lock);
     if (take_workspace(device, stream, &space, error) != FP8Q_OK ||
         find_plan(library, device, state, space, problem, &found, refused,
-                  error) != FP8Q_OK) {
-        fp8q_mutex_unlock(plans_lock);
-        return error->status;
-    }
-    if (fp8q_cuda_context_enter(device, error) != FP8Q_OK) {
+                  error) != FP8Q_OK ||
+        /* After the workspace's last use, whatever stream that was. */
+        fp8q_cuda_shared_begin(device, &space->order, stream, &capture,
+                               error) != FP8Q_OK ||
+        fp8q_cuda_context_enter(device, error) != FP8Q_OK) {
         fp8q_mutex_unlock(plans_lock);
         return error->status;
     }
     step = "cublasLtMatmulDescSetAttribute";
     status = set_pointers(library, found->desc, problem);
     if (status == FP8Q_LT_SUCCESS) {
-        /* After the workspace's last use, whatever stream that was. */
-        driver_result = api->stream_wait_event(stream, space->last_use, 0);
-    }
-    if (status == FP8Q_LT_SUCCESS && driver_result == FP8Q_CUDA_SUCCESS) {
         step = "cublasLtMatmul";
         status = library->api.matmul(
             state->handle, found->desc, &one, problem->b, found->a_layout,
@@ -702,12 +716,13 @@ fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
             problem->d, found->c_layout, problem->d, found->d_layout,
             &found->algo, space->memory,
             space->size, stream);
-        if (status == FP8Q_LT_SUCCESS) {
-            driver_result = api->event_record(space->last_use, stream);
-            modes_accepted[device->index] |= 1u << problem->scaling;
-        }
     }
     fp8q_cuda_context_leave();
+    if (status == FP8Q_LT_SUCCESS) {
+        modes_accepted[device->index] |= 1u << problem->scaling;
+        result = fp8q_cuda_shared_end(device, &space->order, stream, &capture,
+                                      error);
+    }
     if (status != FP8Q_LT_SUCCESS) {
         fp8q_cublaslt_describe(library, status, what, sizeof what);
         describe_problem(problem, shapes, sizeof shapes);
@@ -722,11 +737,8 @@ fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
             modes_refused[device->index] |= 1u << problem->scaling;
             *refused = 1;
         }
+        result = error->status;
     }
     fp8q_mutex_unlock(plans_lock);
-    if (driver_result != FP8Q_CUDA_SUCCESS) {
-        return fp8q_cuda_fail(device, "ordering the cuBLASLt workspace",
-                              driver_result, "for a matrix multiply", error);
-    }
-    return status == FP8Q_LT_SUCCESS ? FP8Q_OK : error->status;
+    return result;
 }

@@ -6,6 +6,7 @@
 
 #include "core/cast.h"
 #include "core/dtype.h"
+#include "core/float_codec.h"
 #include "core/view.h"
 #include "cuda/launch.h"
 #include "cuda/matmul_scales.h"
@@ -124,9 +125,9 @@ fp8q_status fp8q_matmul_d_scale(const fp8q_cuda_device *device,
 
     *d_scale = reciprocal;
     if (scale_result_on_device == NULL) {
-        const float value = 1.0f / scale_result;
-        return fp8q_cuda_copy(device, reciprocal, &value, sizeof value,
-                              stream, 1, error);
+        return fp8q_cuda_fill_words(device, reciprocal,
+                                    fp8q_float_to_bits(1.0f / scale_result),
+                                    1, stream, error);
     }
     if (fp8q_cuda_fill(device, one, E4M3FN_ONE, 1, stream, error) !=
         FP8Q_OK) {

@@ -45,8 +45,9 @@ fp8q_status fp8q_matmul_block_scales(const fp8q_cuda_device *device,
 /* 1 / scale_result into `scratch` (*d_scale points at it), ordered on
  * `stream`: computed there by the cast kernel from `scale_result_on_device`
  * (one float32 on the device) when not NULL, else from the host's
- * `scale_result`, computed on the host and copied (which waits for the
- * stream, as host scales do). Both round 1 / scale_result once, to nearest. */
+ * `scale_result`, computed on the host and written by a 4-byte fill (no
+ * copy, no wait: a memset node in a CUDA graph, holding the value of the
+ * call that was captured). Both round 1 / scale_result once, to nearest. */
 fp8q_status fp8q_matmul_d_scale(const fp8q_cuda_device *device,
                                 const float *scale_result_on_device,
                                 float scale_result, void *scratch,

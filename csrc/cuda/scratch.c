@@ -2,6 +2,8 @@
  * scratch.c - each device's reused block of temporary device memory (see
  * scratch.h).
  */
+#include <stdio.h>
+
 #include "cuda/scratch.h"
 #include "cuda/memory.h"
 #include "platform.h"
@@ -10,9 +12,12 @@ typedef struct scratch_block {
     const fp8q_cuda_device *device; /* set at the first allocation */
     void *memory;
     size_t size;
-    fp8q_cu_event last_use; /* recorded at each release */
+    fp8q_cuda_shared_order order; /* recorded at each release */
     int held;
 } scratch_block;
+
+/* Blocks are allocated outside captures. */
+static const fp8q_cuda_capture not_captured = {0, 0};
 
 static fp8q_once lock_once = FP8Q_ONCE_INIT;
 static fp8q_mutex *lock; /* guards `held` only */
@@ -54,36 +59,47 @@ static void give_block(int device_index)
     fp8q_mutex_unlock(lock);
 }
 
-/* Orders `stream` after the block's last use and grows it to `bytes`.
- * Called by its holder. */
+/* Lets go of the block's memory, freed on `stream` after its last use,
+ * or, when a captured graph holds its address, left allocated. */
+static void drop_memory(scratch_block *block, fp8q_cu_stream stream)
+{
+    if (!block->order.captured) {
+        fp8q_cuda_free(block->device, block->memory, &not_captured, stream);
+    }
+    block->memory = NULL;
+    block->size = 0;
+    block->order.captured = 0;
+}
+
+/* Orders `stream` (capturing as `capture` says) after the block's last
+ * use and grows it to `bytes` (outside captures only). Called by its
+ * holder. */
 static fp8q_status prepare_block(const fp8q_cuda_device *device,
                                  scratch_block *block, size_t bytes,
-                                 fp8q_cu_stream stream, fp8q_error *error)
+                                 fp8q_cu_stream stream,
+                                 const fp8q_cuda_capture *capture,
+                                 fp8q_error *error)
 {
-    const fp8q_cuda_api *api = &fp8q_cuda_driver_load()->api;
-    const char *call = "cuEventCreate";
-    fp8q_cu_result result = FP8Q_CUDA_SUCCESS;
+    fp8q_cuda_capture allocated_in;
     size_t size = SMALLEST_BLOCK;
+    char what[160];
 
-    if (fp8q_cuda_context_enter(device, error) != FP8Q_OK) {
+    if (capture->capturing && block->size < bytes) {
+        (void)snprintf(what, sizeof what,
+                       "growing fp8q's scratch memory on CUDA device %d to "
+                       "%llu bytes (%llu allocated)",
+                       device->index, (unsigned long long)bytes,
+                       (unsigned long long)block->size);
+        return fp8q_cuda_capture_refuse(
+            stream, capture, what,
+            "run the same call once before the capture (as "
+            "torch.cuda.graph's warm-up does), so that its scratch memory "
+            "exists",
+            error);
+    }
+    if (fp8q_cuda_shared_begin(device, &block->order, stream, capture,
+                               error) != FP8Q_OK) {
         return error->status;
-    }
-    if (block->last_use == NULL) {
-        result = api->event_create(&block->last_use,
-                                   FP8Q_CU_EVENT_DISABLE_TIMING);
-        if (result != FP8Q_CUDA_SUCCESS) {
-            block->last_use = NULL;
-        }
-    }
-    else {
-        /* (Never recorded yet: waiting for it waits for nothing.) */
-        call = "cuStreamWaitEvent";
-        result = api->stream_wait_event(stream, block->last_use, 0);
-    }
-    fp8q_cuda_context_leave();
-    if (result != FP8Q_CUDA_SUCCESS) {
-        return fp8q_cuda_fail(device, call, result,
-                              "ordering fp8q's scratch memory", error);
     }
     if (block->size >= bytes) {
         return FP8Q_OK;
@@ -91,11 +107,9 @@ static fp8q_status prepare_block(const fp8q_cuda_device *device,
     while (size < bytes) {
         size *= 2;
     }
-    fp8q_cuda_free(device, block->memory, stream); /* after its last use */
-    block->memory = NULL;
-    block->size = 0;
-    if (fp8q_cuda_alloc(device, size, stream, &block->memory, error) !=
-        FP8Q_OK) {
+    drop_memory(block, stream); /* after its last use */
+    if (fp8q_cuda_alloc(device, size, stream, &block->memory, &allocated_in,
+                        error) != FP8Q_OK) {
         return error->status;
     }
     block->size = size;
@@ -117,15 +131,18 @@ fp8q_status fp8q_cuda_scratch_acquire(const fp8q_cuda_device *device,
     scratch->device = device;
     scratch->memory = NULL;
     scratch->shared = 0;
+    scratch->capture = not_captured;
     if (bytes == 0) {
         return FP8Q_OK;
     }
     if (!take_block(device->index)) {
         return fp8q_cuda_alloc(device, bytes, stream, &scratch->memory,
-                               error);
+                               &scratch->capture, error);
     }
-    if (prepare_block(device, &blocks[device->index], bytes, stream,
-                      error) != FP8Q_OK) {
+    if (fp8q_cuda_capture_query(device, stream, &scratch->capture, error) !=
+            FP8Q_OK ||
+        prepare_block(device, &blocks[device->index], bytes, stream,
+                      &scratch->capture, error) != FP8Q_OK) {
         give_block(device->index);
         return error->status;
     }
@@ -140,55 +157,52 @@ void fp8q_cuda_scratch_release(fp8q_cuda_scratch *scratch,
     const fp8q_cuda_device *device = scratch->device;
     scratch_block *block;
     fp8q_error ignored;
-    int recorded = 0;
 
     if (scratch->memory == NULL) {
         return;
     }
     if (!scratch->shared) {
-        fp8q_cuda_free(device, scratch->memory, stream);
+        fp8q_cuda_free(device, scratch->memory, &scratch->capture, stream);
         scratch->memory = NULL;
         return;
     }
     block = &blocks[device->index];
     fp8q_error_clear(&ignored);
-    if (fp8q_cuda_context_enter(device, &ignored) == FP8Q_OK) {
-        recorded = fp8q_cuda_driver_load()->api.event_record(
-                       block->last_use, stream) == FP8Q_CUDA_SUCCESS;
-        fp8q_cuda_context_leave();
-    }
-    if (!recorded) {
+    if (fp8q_cuda_shared_end(device, &block->order, stream,
+                             &scratch->capture, &ignored) != FP8Q_OK) {
         /* The next holder could not wait for this use: the block is not
          * reused (freed in this stream's order, after the use). */
-        fp8q_cuda_free(device, block->memory, stream);
-        block->memory = NULL;
-        block->size = 0;
+        drop_memory(block, stream);
     }
     scratch->memory = NULL;
     give_block(device->index);
 }
 
-/* Frees a block its caller holds (fp8q_cuda_scratch_empty). */
+/* Frees a block its caller holds (fp8q_cuda_scratch_empty), unless a
+ * captured graph holds its address. */
 static fp8q_status empty_block(scratch_block *block, fp8q_error *error)
 {
+    fp8q_cuda_capture legacy;
     fp8q_cu_result result;
 
-    if (block->memory == NULL) {
+    if (block->memory == NULL || block->order.captured) {
         return FP8Q_OK; /* (nor is the driver loaded for it) */
+    }
+    if (fp8q_cuda_capture_query(block->device, NULL, &legacy, error) !=
+        FP8Q_OK) {
+        return error->status;
     }
     if (fp8q_cuda_context_enter(block->device, error) != FP8Q_OK) {
         return error->status;
     }
     result = fp8q_cuda_driver_load()->api.stream_wait_event(
-        NULL, block->last_use, 0);
+        NULL, block->order.outside, 0);
     fp8q_cuda_context_leave();
     if (result != FP8Q_CUDA_SUCCESS) {
         return fp8q_cuda_fail(block->device, "cuStreamWaitEvent", result,
                               "before freeing fp8q's scratch memory", error);
     }
-    fp8q_cuda_free(block->device, block->memory, NULL);
-    block->memory = NULL;
-    block->size = 0;
+    drop_memory(block, NULL);
     return FP8Q_OK;
 }
 

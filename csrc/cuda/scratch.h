@@ -12,6 +12,15 @@
  * finds it held gets a block of its own instead, freed at release (correct,
  * only slower), so no lock is held while the holder works. Call without
  * holding Python's GIL.
+ *
+ * CUDA graph capture (cuda/capture.h): a call on a capturing stream uses
+ * the block only when it is already large enough (run the same call once
+ * before the capture); growing it is refused with FP8Q_ERROR_CUDA before
+ * any driver call. The graph then holds the block's address, so that block
+ * is never freed: growth after the capture leaves it allocated and takes a
+ * new one, and fp8q_cuda_scratch_empty keeps it. Its events order uses
+ * within one capture (cuda/capture.h, fp8q_cuda_shared_order); replays of
+ * the graph are not ordered with other calls that use the block.
  */
 #ifndef FP8Q_CUDA_SCRATCH_H
 #define FP8Q_CUDA_SCRATCH_H
@@ -19,6 +28,7 @@
 #include <stddef.h>
 
 #include "core/status.h"
+#include "cuda/capture.h"
 #include "cuda/driver.h"
 
 /* Devices 0 to FP8Q_SCRATCH_MAX_DEVICES - 1 have a reused block. */
@@ -28,6 +38,9 @@ typedef struct fp8q_cuda_scratch {
     const fp8q_cuda_device *device;
     void *memory; /* at least the bytes asked for; NULL for 0 bytes */
     int shared;   /* 1: the device's reused block; 0: this call's own */
+    /* The stream's capture state when the memory was acquired (a call's
+     * own memory is then a graph allocation). */
+    fp8q_cuda_capture capture;
 } fp8q_cuda_scratch;
 
 /* Where the parts of a call's scratch memory start: the block itself is
@@ -57,9 +70,10 @@ void fp8q_cuda_scratch_release(fp8q_cuda_scratch *scratch,
  * in stream order after its last use (the legacy default stream waits for
  * the block's event, then frees it there), without synchronizing; the next
  * call that needs scratch memory allocates a new block. A block held by a
- * call at that moment is left alone. With a memory pool the memory goes
+ * call at that moment is left alone, and so is one a CUDA graph captured. With a memory pool the memory goes
  * back to the device's default pool (memory.h), not to the system.
- * FP8Q_ERROR_CUDA when the driver refuses the wait (the block is then kept).
+ * FP8Q_ERROR_CUDA when the driver refuses the wait (the block is then kept),
+ * or when the legacy stream cannot be used (a blocking stream captures).
  */
 fp8q_status fp8q_cuda_scratch_empty(int device_index, fp8q_error *error);
 

@@ -33,6 +33,7 @@
 #include "core/scaled_mm.h"
 #include "core/status.h"
 #include "core/view.h"
+#include "cuda/capture.h"
 #include "cuda/driver.h"
 #include "python/dlpack_abi.h"
 
@@ -144,6 +145,9 @@ typedef struct fp8q_TensorObject {
      * device.c). NULL on the CPU. */
     const fp8q_cuda_device *cuda_device;
     fp8q_cu_stream stream;
+    /* The capture state of the stream `allocation` was allocated on: a
+     * graph's memory while that stream was capturing (cuda/memory.h). */
+    fp8q_cuda_capture allocated_in;
 } fp8q_TensorObject;
 
 extern PyTypeObject fp8q_Tensor_Type;

@@ -256,6 +256,7 @@ fp8q_TensorObject *fp8q_tensor_new_empty_on(fp8q_dtype dtype, int ndim,
 {
     const fp8q_cuda_device *cuda;
     fp8q_TensorObject *self;
+    fp8q_cuda_capture allocated_in;
     fp8q_view view;
     fp8q_error error;
     fp8q_status status;
@@ -278,7 +279,8 @@ fp8q_TensorObject *fp8q_tensor_new_empty_on(fp8q_dtype dtype, int ndim,
     bytes = (size_t)(fp8q_view_size(&view) *
                      (int64_t)fp8q_dtype_itemsize(dtype));
     Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_alloc(cuda, bytes, stream, &memory, &error);
+    status = fp8q_cuda_alloc(cuda, bytes, stream, &memory, &allocated_in,
+                             &error);
     Py_END_ALLOW_THREADS
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         return NULL;
@@ -286,9 +288,10 @@ fp8q_TensorObject *fp8q_tensor_new_empty_on(fp8q_dtype dtype, int ndim,
     view.data = memory;
     self = fp8q_tensor_new_view(&view, NULL, 0);
     if (self == NULL) {
-        fp8q_cuda_free(cuda, memory, stream);
+        fp8q_cuda_free(cuda, memory, &allocated_in, stream);
         return NULL;
     }
+    self->allocated_in = allocated_in;
     self->view.data = memory;
     self->device_type = FP8Q_DEVICE_CUDA;
     self->device_index = device->index;
@@ -671,7 +674,8 @@ static PyMethodDef device_functions[] = {
      "operands, float32 products, scales in cuBLASLt's layouts; it grows "
      "to the largest call's need). The memory is freed after the work "
      "already queued that uses it, without waiting; with a memory pool it "
-     "returns to the device's default pool. The next GPU operation that "
+     "returns to the device's default pool; a block a captured CUDA graph "
+     "uses is kept (the graph holds its address). The next GPU operation that "
      "needs scratch memory allocates it again. cuBLASLt's workspace (4 or "
      "32 MiB per device) is kept. For device='cpu' it does nothing. Also "
      "called at interpreter exit. fp8q.CudaError when the driver refuses."},
@@ -684,7 +688,8 @@ static PyMethodDef device_functions[] = {
      "`device` (None: cuda:0; 'cuda:N', an int N or a torch.device) is "
      "done. fp8q's GPU operations return once their work is queued; this "
      "is how to wait for it (e.g. to time it). For device='cpu' it returns "
-     "at once. fp8q.CudaError when CUDA cannot be used."},
+     "at once. fp8q.CudaError when CUDA cannot be used, or when `stream` "
+     "is capturing a CUDA graph."},
     {NULL, NULL, 0, NULL},
 };
 

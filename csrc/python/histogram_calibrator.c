@@ -161,7 +161,7 @@ static int update_on_device(fp8q_HistogramCalibratorObject *self,
     fp8q_TensorObject *source = fp8q_py_cuda_contiguous(x, stream);
     fp8q_histogram_count_args count;
     fp8q_calib_fold_histogram_args fold;
-    fp8q_cuda_scratch scratch = {NULL, NULL, 0};
+    fp8q_cuda_scratch scratch = {NULL, NULL, 0, {0, 0}};
     fp8q_error error;
     fp8q_status status;
     char *batch;

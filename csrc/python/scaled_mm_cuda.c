@@ -602,7 +602,7 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
      * w, scale_a, scale_b and bias, and one_call's bias. */
     fp8q_TensorObject *keep[8];
     fp8q_TensorObject *scale_a = NULL, *scale_b = NULL, *bias = NULL;
-    fp8q_cuda_scratch product = {NULL, NULL, 0};
+    fp8q_cuda_scratch product = {NULL, NULL, 0, {0, 0}};
     fp8q_matmul problem;
     fp8q_epilogue_args epilogue;
     fp8q_view w_view;
@@ -754,21 +754,23 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     /* The epilogue: scales, bias, amax, rounding into out_dtype. */
     memset(&epilogue, 0, sizeof epilogue);
     if (call->bias != NULL) {
+        /* Used on `stream` before its conversion to float32, which runs on
+         * the tensor's last stream. */
         fp8q_TensorObject *bias_on_device = on_device(call->bias, &device,
                                                       stream);
-        bias = bias_on_device != NULL
-                   ? (bias_on_device->view.dtype == FP8Q_FLOAT32
-                          ? (fp8q_TensorObject *)Py_NewRef(bias_on_device)
-                          : fp8q_tensor_copy_as(bias_on_device, FP8Q_FLOAT32))
-                   : NULL;
-        Py_XDECREF(bias_on_device);
+        if (bias_on_device == NULL ||
+            fp8q_py_use_on_stream(bias_on_device, stream) < 0) {
+            Py_XDECREF(bias_on_device);
+            goto done;
+        }
+        bias = bias_on_device->view.dtype == FP8Q_FLOAT32
+                   ? (fp8q_TensorObject *)Py_NewRef(bias_on_device)
+                   : fp8q_tensor_copy_as(bias_on_device, FP8Q_FLOAT32);
+        Py_DECREF(bias_on_device);
         if (bias == NULL) {
             goto done;
         }
         keep[n_keep++] = bias;
-        if (fp8q_py_use_on_stream(bias, stream) < 0) {
-            goto done;
-        }
         epilogue.bias = (const float *)bias->view.data;
     }
     /* A scale_result on the GPU: the epilogue's float32 result in place,

@@ -829,7 +829,8 @@ static void tensor_dealloc(PyObject *object)
         PyObject_ClearWeakRefs(object);
     }
     if (self->allocation != NULL && self->device_type == FP8Q_DEVICE_CUDA) {
-        fp8q_cuda_free(self->cuda_device, self->allocation, self->stream);
+        fp8q_cuda_free(self->cuda_device, self->allocation,
+                       &self->allocated_in, self->stream);
     }
     else if (self->allocation != NULL) {
         fp8q_aligned_free(self->allocation);
