@@ -236,6 +236,34 @@ def warm_scaled_mm_captures():
         assert close(out, expected, out_dtype), case
 
 
+def warm_layer_calls_capture():
+    """fp8q.torch's one-call forward (_C.linear_layer for W8A8 per token, in
+    blocks and static; _C.layer_weight for W8A16) on a capturing stream,
+    warm, captures as it runs eagerly: the same work, no forbidden call,
+    the same bits."""
+    rng = np.random.default_rng(33)
+    x = on_gpu(fp8q.asarray(rng.standard_normal((2, 8, 256)).astype(
+        np.float32)))
+    bias = on_gpu(fp8q.asarray(rng.standard_normal(96).astype(np.float32)))
+    input_scale = on_gpu(fp8q.asarray(np.float32(0.02)))
+    weight = rng.standard_normal((96, 256)).astype(np.float32)
+    cases = []
+    for name, blocks in (("row", "row"), ("tensor", "tensor"),
+                         ("block", (128, 128))):
+        w = fp8q.quantize(on_gpu(fp8q.asarray(weight)), granularity=blocks)
+        cases.append(lambda w=w, name=name: fp8q._C.linear_layer(
+            x, w.data, w.scale, bias, None, name, CAPTURING))
+        cases.append(lambda w=w, name=name: fp8q._C.layer_weight(
+            x, w.data, w.scale, name, CAPTURING))
+        if name != "block":
+            cases.append(lambda w=w, name=name: fp8q._C.linear_layer(
+                x, w.data, w.scale, bias, input_scale, name, CAPTURING))
+    for function in cases:
+        eager, captured = captured_like_eager(function)
+        assert same_bits(captured.cpu(stream=CAPTURING).numpy(),
+                         eager.cpu(stream=CAPTURING).numpy())
+
+
 def warm_cast_and_quantize_capture():
     """cast (with out=, a GPU scale and amax_out, and without out=) and
     quantize (per tensor, per row in one pass and by groups, blocks, a given

@@ -265,6 +265,7 @@ def test_driver_version_picks_the_cublaslt_release(fake_driver, tmp_path,
 @pytest.mark.parametrize("name", [
     "fake_models_the_driver",
     "warm_cast_and_quantize_capture",
+    "warm_layer_calls_capture",
     "uncaptured_work_is_not_waited_for",
     "forked_streams_of_one_capture_are_ordered",
     "cold_calls_are_refused",
