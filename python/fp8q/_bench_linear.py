@@ -13,7 +13,7 @@ import platform
 import fp8q
 from fp8q import _info
 from fp8q._bench import SEED, median_seconds
-from fp8q._bench_cast_gpu import median_ms_cuda
+from fp8q._bench_gpu import median_ms_cuda, unavailable_reason
 
 FULL_M = (16, 1024, 8192)
 FULL_NK = (4096, 8192)
@@ -44,19 +44,11 @@ def _layers(torch, n, k):
     return [("bf16 nn.Linear", linear.to(torch.bfloat16))] + layers
 
 
-def _gpu_reason(torch):
-    """Why the GPU table cannot run here, or None."""
-    if not torch.cuda.is_available():
-        return "this PyTorch has no usable CUDA device"
-    cuda = fp8q.info()["cuda"]
-    return None if cuda["available"] else f"fp8q: {cuda['reason']}"
-
-
 def print_gpu_linear_benchmark(repeats):
     """The issue's whole sweep on the GPU, and the verdict on its goals."""
     import torch
 
-    reason = _gpu_reason(torch)
+    reason = unavailable_reason(torch)
     if reason is not None:
         print(f"GPU linear benchmark not run: {reason}")
         return
