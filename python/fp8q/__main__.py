@@ -1,7 +1,7 @@
 """Command line of fp8q: `python -m fp8q demo` (the main job),
 `python -m fp8q info [--json]`,
 `python -m fp8q bench {cast,calib,gemm,linear} [--size N] [--repeats R]
-[--full] [--device cpu|cuda|all]` and
+[--full] [--device cpu|cuda|all] [--glue]` and
 `python -m fp8q convert IN.safetensors OUT.safetensors [--granularity ...]
 [--exclude PATTERN]... [--format fp8q|vllm]`.
 
@@ -12,7 +12,9 @@ memcpy) and, where a GPU and PyTorch with CUDA are present, the GPU cast
 NumPy) in the same run and
 prints a markdown table (docs/benchmarks.md); bench gemm times
 fp8q.scaled_mm against NumPy's float32 matmul and, on a GPU with PyTorch,
-against torch._scaled_mm and a bfloat16 matmul.
+against torch._scaled_mm and a bfloat16 matmul; bench linear times
+fp8q.torch.Linear against nn.Linear and optimum-quanto (--glue: the
+per-call overhead on tiny CPU shapes).
 """
 import argparse
 import sys
@@ -58,6 +60,10 @@ def _parse(argv):
                        help="cast, gemm, linear: the CPU table, the GPU table "
                             "(printed only where a GPU and PyTorch with CUDA "
                             "are present), or both (default)")
+    bench.add_argument("--glue", action="store_true",
+                       help="linear: instead of the CPU sweep, the per-call "
+                            "overhead on tiny shapes (microseconds per call "
+                            "against torch.nn.Linear, float32 and bfloat16)")
     commands.add_parser(
         "demo", help="the main job: FP8-quantize a sentence-embedding model "
                      "(MiniLM) and compare it with the float model")
@@ -106,7 +112,9 @@ def main(argv=None):
                          arguments.full, arguments.repeats),
                      lambda: _bench_gemm_gpu.print_gpu_gemm_benchmark(
                          arguments.repeats)),
-            "linear": (lambda: _bench_linear.print_linear_benchmark(
+            "linear": (lambda: _bench_linear.print_glue_benchmark(
+                           arguments.repeats) if arguments.glue
+                       else _bench_linear.print_linear_benchmark(
                            arguments.full, arguments.repeats),
                        lambda: _bench_linear.print_gpu_linear_benchmark(
                            arguments.repeats)),
