@@ -128,3 +128,17 @@ def truncated_sum_product(a, b, bits, promotion_interval):
             total = (total + partial.astype(np.float32)).astype(np.float32)
             partial[:] = 0.0
     return total
+
+
+def markdown_table(text):
+    """The first markdown table in `text` (a command's output): (header
+    cells, rows of cells), cells stripped; the |---| line is skipped."""
+    lines = text.splitlines()
+    start = next(index for index, line in enumerate(lines)
+                 if line.startswith("|"))
+    table = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        table.append([cell.strip() for cell in line.strip("|").split(" | ")])
+    return table[0], table[2:]

@@ -1,7 +1,8 @@
 """Command line of fp8q: `python -m fp8q demo` (the main job),
 `python -m fp8q info [--json]`,
-`python -m fp8q bench {cast,calib,gemm,linear} [--size N] [--repeats R]
-[--full] [--device cpu|cuda|all]` and
+`python -m fp8q bench {cast,calib,gemm,linear,model} [--size N]
+[--repeats R] [--full] [--device cpu|cuda|all] [--glue] [--tokens T ...]
+[--no-compile]` and
 `python -m fp8q convert IN.safetensors OUT.safetensors [--granularity ...]
 [--exclude PATTERN]... [--format fp8q|vllm]`.
 
@@ -12,14 +13,17 @@ memcpy) and, where a GPU and PyTorch with CUDA are present, the GPU cast
 NumPy) in the same run and
 prints a markdown table (docs/benchmarks.md); bench gemm times
 fp8q.scaled_mm against NumPy's float32 matmul and, on a GPU with PyTorch,
-against torch._scaled_mm and a bfloat16 matmul.
+against torch._scaled_mm and a bfloat16 matmul; bench linear times
+fp8q.torch.Linear against nn.Linear and optimum-quanto (--glue: the
+per-call overhead on tiny CPU shapes); bench model times a Llama-shaped
+decoder, float and FP8-quantized, eager and compiled.
 """
 import argparse
 import sys
 
 from fp8q import (_bench, _bench_calib, _bench_cast_gpu, _bench_gemm,
-                  _bench_gemm_gpu, _bench_linear, _convert_checkpoint, _demo,
-                  _info)
+                  _bench_gemm_gpu, _bench_linear, _bench_model,
+                  _convert_checkpoint, _demo, _info)
 
 
 def _parse(argv):
@@ -38,12 +42,16 @@ def _parse(argv):
     bench = commands.add_parser(
         "bench", help="CPU benchmarks against the peers measured in the "
                       "same run (markdown table)")
-    bench.add_argument("what", choices=["cast", "calib", "gemm", "linear"],
+    bench.add_argument("what",
+                       choices=["cast", "calib", "gemm", "linear", "model"],
                        help="cast: float32 -> float8_e4m3fn casts, quantize "
                             "and dequantize; calib: calibrator updates and "
                             "amax searches; gemm: scaled_mm vs NumPy matmul; "
                             "linear: fp8q.torch.Linear vs bf16 nn.Linear and "
-                            "optimum-quanto (needs torch)")
+                            "optimum-quanto (needs torch); model: a "
+                            "Llama-shaped decoder, float vs fp8q W8A8 and "
+                            "W8A16 (and optimum-quanto), eager and compiled "
+                            "(needs torch)")
     bench.add_argument("--size", type=int, default=_bench.DEFAULT_SIZE,
                        help="elements (default 16M = 2**24)")
     bench.add_argument("--repeats", type=int, default=_bench.DEFAULT_REPEATS,
@@ -55,9 +63,19 @@ def _parse(argv):
                             "default: a CPU-sized part of it")
     bench.add_argument("--device", choices=["cpu", "cuda", "all"],
                        default="all",
-                       help="cast, gemm, linear: the CPU table, the GPU table "
-                            "(printed only where a GPU and PyTorch with CUDA "
-                            "are present), or both (default)")
+                       help="cast, gemm, linear, model: the CPU table, the "
+                            "GPU table (printed only where a GPU and PyTorch "
+                            "with CUDA are present), or both (default)")
+    bench.add_argument("--glue", action="store_true",
+                       help="linear: instead of the CPU sweep, the per-call "
+                            "overhead on tiny shapes (microseconds per call "
+                            "against torch.nn.Linear, float32 and bfloat16)")
+    bench.add_argument("--tokens", type=int, nargs="+", metavar="T",
+                       help="model: the token counts to run (default: 1 16 "
+                            "128 on the CPU, 1 16 2048 8192 on the GPU)")
+    bench.add_argument("--no-compile", action="store_true",
+                       help="model: eager only (no torch.compile, no "
+                            "reduce-overhead)")
     commands.add_parser(
         "demo", help="the main job: FP8-quantize a sentence-embedding model "
                      "(MiniLM) and compare it with the float model")
@@ -97,6 +115,9 @@ def main(argv=None):
             print("fp8q bench: --size must be >= 1024 and --repeats >= 1",
                   file=sys.stderr)
             return 2
+        if arguments.tokens and min(arguments.tokens) < 1:
+            print("fp8q bench: --tokens must be >= 1", file=sys.stderr)
+            return 2
         if arguments.what == "calib":
             _bench_calib.print_calib_benchmark(arguments.size,
                                                arguments.repeats)
@@ -106,10 +127,18 @@ def main(argv=None):
                          arguments.full, arguments.repeats),
                      lambda: _bench_gemm_gpu.print_gpu_gemm_benchmark(
                          arguments.repeats)),
-            "linear": (lambda: _bench_linear.print_linear_benchmark(
+            "linear": (lambda: _bench_linear.print_glue_benchmark(
+                           arguments.repeats) if arguments.glue
+                       else _bench_linear.print_linear_benchmark(
                            arguments.full, arguments.repeats),
                        lambda: _bench_linear.print_gpu_linear_benchmark(
                            arguments.repeats)),
+            "model": (lambda: _bench_model.print_model_benchmark(
+                          arguments.tokens, arguments.repeats,
+                          not arguments.no_compile),
+                      lambda: _bench_model.print_gpu_model_benchmark(
+                          arguments.tokens, arguments.repeats,
+                          not arguments.no_compile)),
             "cast": (lambda: _bench.print_cast_benchmark(
                          arguments.size, arguments.repeats),
                      lambda: _bench_cast_gpu.print_gpu_cast_benchmark(

@@ -29,19 +29,28 @@ SEED = 0
 ACCEPTANCE_RATIO = 10.0
 
 
-def median_seconds(functions, repeats):
-    """Median wall time of each of `functions` over `repeats` rounds, after
-    one warm-up call each. The functions take turns within every round, so
-    that a change in the machine's load hits all of them alike and their
-    ratios stay fair."""
+def median_seconds(functions, repeats, calls=1, synchronize=None):
+    """Median wall time per call of each of `functions`, in seconds: one
+    warm-up call each, then `repeats` rounds in which every function takes
+    one sample (in turn, so that a change in the machine's load hits all of
+    them alike and their ratios stay fair). A sample times `calls`
+    back-to-back calls and is divided by `calls`. `synchronize`, when
+    given, is called before and after every sample, outside the timed
+    span: with a device's synchronisation there, a sample is the host's
+    time to enqueue `calls` calls with no waiting in between."""
     for function in functions:
         function()
     times = [[] for _ in functions]
     for _ in range(repeats):
         for index, function in enumerate(functions):
+            if synchronize is not None:
+                synchronize()
             start = time.perf_counter()
-            function()
-            times[index].append(time.perf_counter() - start)
+            for _ in range(calls):
+                function()
+            times[index].append((time.perf_counter() - start) / calls)
+            if synchronize is not None:
+                synchronize()
     return [statistics.median(samples) for samples in times]
 
 

@@ -20,35 +20,14 @@ one-pass kernel) against PyTorch eager `x.abs().amax(-1)` + divide +
 from the GPU tensor (counted on the GPU into a state kept there, no host
 wait), each against a copy of the bytes it must move.
 """
-import statistics
-
 import fp8q
+from fp8q._bench_gpu import median_ms_cuda, unavailable_reason
 
 DEFAULT_BYTES = 512 << 20  # bfloat16 input: 256 Mi elements
-CALLS_PER_ROUND = 5
 GOAL_OF_COPY = 0.90
 GOAL_OF_EAGER = 3.0
 TOKENS, HIDDEN = 8192, 8192  # the per-token quantize input, bfloat16
 GOALS_OF_COPY_14 = {"per-token": 0.85, "rowwise": 0.85, "histogram": 0.50}
-
-
-def median_ms_cuda(torch, functions, repeats):
-    """Median milliseconds per call of each function, interleaved."""
-    for function in functions:
-        function()
-    torch.cuda.synchronize()
-    samples = [[] for _ in functions]
-    for _ in range(repeats):
-        for index, function in enumerate(functions):
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(CALLS_PER_ROUND):
-                function()
-            end.record()
-            end.synchronize()
-            samples[index].append(start.elapsed_time(end) / CALLS_PER_ROUND)
-    return [statistics.median(values) for values in samples]
 
 
 def _torch_compiled(torch, expression):
@@ -68,11 +47,9 @@ def measure(repeats, input_bytes=DEFAULT_BYTES):
         import torch
     except ImportError:
         raise RuntimeError("needs PyTorch (for the peers and CUDA events)")
-    if not torch.cuda.is_available():
-        raise RuntimeError("this PyTorch has no usable CUDA device")
-    cuda = fp8q.info()["cuda"]
-    if not cuda["available"]:
-        raise RuntimeError(f"fp8q cannot use CUDA here: {cuda['reason']}")
+    reason = unavailable_reason(torch)
+    if reason is not None:
+        raise RuntimeError(reason)
 
     count = input_bytes // 2
     generator = torch.Generator(device="cuda").manual_seed(0)

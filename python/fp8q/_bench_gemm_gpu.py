@@ -15,32 +15,18 @@ FP8 operands against its exact bfloat16 path (fp8q._C._scaled_mm_padding
 switches padding off), the measurement that csrc/cuda/matmul_padding.h's
 rule (pad while the padded product is at most twice the work) still lacks.
 """
-import time
-
 import fp8q
-from fp8q._bench_cast_gpu import median_ms_cuda
+from fp8q._bench_gpu import (host_microseconds, median_ms_cuda,
+                             unavailable_reason)
 
 M_VALUES = [1, 16, 64, 256, 1024, 4096, 8192]
 NK_VALUES = [(4096, 4096), (14336, 4096), (4096, 14336), (8192, 8192)]
 # (M, N, K) with K or N off a multiple of 16, for the padding rows.
 PADDING_SHAPES = [(16, 4096, 4095), (1024, 4096, 4095), (1024, 4100, 4096),
                   (1024, 4100, 4095), (4096, 4100, 4095), (1024, 4096, 24)]
-HOST_CALLS = 200
 GOAL_OF_TORCH = 1.0
 GOAL_PFLOPS = 1.3
 GOAL_HOST_US = 10.0
-
-
-def _host_microseconds(torch, function):
-    """Wall time per call of enqueueing HOST_CALLS calls."""
-    function()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(HOST_CALLS):
-        function()
-    elapsed = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return elapsed / HOST_CALLS * 1e6
 
 
 def measure(repeats):
@@ -51,13 +37,11 @@ def measure(repeats):
         import torch
     except ImportError:
         raise RuntimeError("needs PyTorch (the peers and CUDA events)")
-    if not torch.cuda.is_available():
-        raise RuntimeError("this PyTorch has no usable CUDA device")
+    reason = unavailable_reason(torch)
+    if reason is not None:
+        raise RuntimeError(reason)
     if torch.cuda.get_device_capability() < (8, 9):
         raise RuntimeError("torch._scaled_mm needs FP8 tensor cores (sm_89+)")
-    cuda = fp8q.info()["cuda"]
-    if not cuda["available"]:
-        raise RuntimeError(f"fp8q cannot use CUDA here: {cuda['reason']}")
     # FP8 tensors cross as uint8 where this PyTorch's DLPack refuses float8.
     from fp8q.torch._convert import from_torch
 
@@ -90,8 +74,8 @@ def measure(repeats):
                 torch.matmul(x16, w16.t())
 
             ms = median_ms_cuda(torch, [ours, theirs, bf16], repeats)
-            host = ((_host_microseconds(torch, ours),
-                     _host_microseconds(torch, theirs)) if m <= 16
+            host = ((host_microseconds(torch, ours),
+                     host_microseconds(torch, theirs)) if m <= 16
                     else (None, None))
             rows.append((m, n, k, *ms, *host))
     return rows, torch.cuda.get_device_name(), torch.__version__

