@@ -144,17 +144,23 @@ static int parse_granularity(PyObject *object, fp8q_granularity_kind *kind)
     return -1;
 }
 
-/* x: the call's device and stream come from it. */
+/* x: the call's device comes from it, and its stream unless `stream` is
+ * given: torch's current stream for a torch tensor (x imported as last
+ * used there), else the stream of x's last use. */
 static int import_x(layer_call *call, PyObject *x_object,
                     PyObject *stream_object)
 {
-    const fp8q_dtype dtype_unset = FP8Q_UINT8;
-    fp8q_dtype dtype = dtype_unset;
+    fp8q_dtype dtype;
+    int unsupported_dtype = 0;
 
     call->api = fp8q_py_exchange_api(x_object);
-    call->x = import(call, x_object, "x");
+    call->x = call->api != NULL
+                  ? fp8q_py_exchange_import(call->api, x_object, "x", NULL,
+                                            &unsupported_dtype)
+                  : fp8q_tensor_from_object(x_object, "x", -1,
+                                            FP8Q_COPY_NEVER);
     if (call->x == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+        if (unsupported_dtype || PyErr_ExceptionMatches(PyExc_TypeError)) {
             fp8q_py_error_add_prefix(LAYER ": x must be float32, float16 or "
                                            "bfloat16; ");
         }
@@ -170,28 +176,20 @@ static int import_x(layer_call *call, PyObject *x_object,
     }
     if (call->x->view.ndim == 0) {
         PyErr_SetString(PyExc_ValueError,
-                         LAYER ": x must have at least one axis (..., "
-                         "in_features), got a 0-d tensor");
+                        LAYER ": x must have at least one axis (..., "
+                        "in_features), got a 0-d tensor");
         return -1;
     }
     call->device.type = call->x->device_type;
     call->device.index = call->x->device_index;
     if (stream_object != Py_None) {
-        if (fp8q_py_parse_stream(stream_object, "stream", &call->stream) < 0) {
-            return -1;
-        }
+        return fp8q_py_parse_stream(stream_object, "stream", &call->stream);
     }
-    else if (call->api != NULL &&
-             fp8q_py_exchange_stream(call->api, &call->device,
-                                     &call->stream) < 0) {
-        return -1;
+    if (call->api != NULL) {
+        return fp8q_py_exchange_stream(call->api, &call->device,
+                                       &call->stream);
     }
-    else if (call->api == NULL) {
-        call->stream = fp8q_py_last_stream(call->x);
-    }
-    if (call->device.type == FP8Q_DEVICE_CUDA) {
-        call->x->stream = call->stream;
-    }
+    call->stream = fp8q_py_last_stream(call->x);
     return 0;
 }
 
@@ -617,51 +615,51 @@ static int contiguous_on_gpu(layer_call *call, fp8q_TensorObject **tensor)
     return *tensor == NULL ? -1 : 0;
 }
 
+/* What an entry returns: the call's result, or NULL when `failed` (an
+ * exception is set); the call's references are released either way. */
+static PyObject *finish(layer_call *call, int failed)
+{
+    PyObject *result = failed ? NULL : call->result;
+
+    if (!failed) {
+        call->result = NULL;
+    }
+    release(call);
+    return result;
+}
+
 static PyObject *linear_layer(PyObject *module, PyObject *const *args,
                               Py_ssize_t n_args)
 {
     layer_call call;
-    PyObject *result = NULL;
 
     (void)module;
     memset(&call, 0, sizeof call);
-    if (positional("linear_layer", n_args, 7) < 0 ||
-        parse_granularity(args[5], &call.granularity) < 0 ||
-        import_x(&call, args[0], args[6]) < 0 ||
-        import_weight(&call, args[1], args[2]) < 0 ||
-        import_activation_arguments(&call, args[3], args[4]) < 0 ||
-        forward(&call) < 0) {
-        release(&call);
-        return NULL;
-    }
-    result = call.result;
-    call.result = NULL;
-    release(&call);
-    return result;
+    return finish(&call,
+                  positional("linear_layer", n_args, 7) < 0 ||
+                      parse_granularity(args[5], &call.granularity) < 0 ||
+                      import_x(&call, args[0], args[6]) < 0 ||
+                      import_weight(&call, args[1], args[2]) < 0 ||
+                      import_activation_arguments(&call, args[3], args[4]) <
+                          0 ||
+                      forward(&call) < 0);
 }
 
 static PyObject *layer_weight(PyObject *module, PyObject *const *args,
                               Py_ssize_t n_args)
 {
     layer_call call;
-    PyObject *result = NULL;
 
     (void)module;
     memset(&call, 0, sizeof call);
-    if (positional("layer_weight", n_args, 5) < 0 ||
-        parse_granularity(args[3], &call.granularity) < 0 ||
-        import_x(&call, args[0], args[4]) < 0 ||
-        import_weight(&call, args[1], args[2]) < 0 ||
-        contiguous_on_gpu(&call, &call.weight) < 0 ||
-        contiguous_on_gpu(&call, &call.weight_scale) < 0 ||
-        dequantize_weight(&call) < 0) {
-        release(&call);
-        return NULL;
-    }
-    result = call.result;
-    call.result = NULL;
-    release(&call);
-    return result;
+    return finish(&call,
+                  positional("layer_weight", n_args, 5) < 0 ||
+                      parse_granularity(args[3], &call.granularity) < 0 ||
+                      import_x(&call, args[0], args[4]) < 0 ||
+                      import_weight(&call, args[1], args[2]) < 0 ||
+                      contiguous_on_gpu(&call, &call.weight) < 0 ||
+                      contiguous_on_gpu(&call, &call.weight_scale) < 0 ||
+                      dequantize_weight(&call) < 0);
 }
 
 PyDoc_STRVAR(
