@@ -1014,7 +1014,8 @@ static fp8q_TensorObject *import_object(PyObject *object,
     return tensor;
 }
 
-/* Nonzero when object.requires_grad is true, or cannot be read. */
+/* Nonzero when object.requires_grad (torch's autograd flag) is true; 0
+ * for producers without the attribute. */
 static int requires_grad(PyObject *object)
 {
     static PyObject *name;
@@ -1029,7 +1030,7 @@ static int requires_grad(PyObject *object)
         }
     }
     value = PyObject_GetAttr(object, name);
-    result = value == NULL ? 1 : PyObject_IsTrue(value) != 0;
+    result = value != NULL && PyObject_IsTrue(value) != 0;
     Py_XDECREF(value);
     PyErr_Clear();
     return result;
