@@ -132,7 +132,8 @@ UNSUPPORTED = [
 
 
 @pytest.mark.parametrize("value", UNSUPPORTED,
-                         ids=[repr(v)[:40] for v in UNSUPPORTED])
+                         ids=["object()" if type(v) is object else repr(v)[:40]
+                              for v in UNSUPPORTED])
 def test_unsupported_dtypes_raise_type_error(value):
     with pytest.raises(TypeError) as info:
         fp8q.dtype(value)
