@@ -214,12 +214,11 @@ static int check_device(layer_call *call, const fp8q_TensorObject *tensor,
     return -1;
 }
 
-/* The weight (N, K) FP8 and its scales, on x's device; K = x's last axis.
- * CPU scales are checked (finite, > 0); a GPU's are not read back. */
+/* The weight (N, K) FP8 and its scales, on x's device. CPU scales are
+ * checked (finite, > 0); a GPU's are not read back. */
 static int import_weight(layer_call *call, PyObject *weight_object,
                          PyObject *scale_object)
 {
-    const fp8q_view *x = &call->x->view;
     fp8q_error error;
     fp8q_status status;
 
@@ -240,15 +239,6 @@ static int import_weight(layer_call *call, PyObject *weight_object,
                      "float8_e5m2 tensor, got %d-D %s",
                      call->weight->view.ndim,
                      fp8q_dtype_name(call->weight->view.dtype));
-        return -1;
-    }
-    if (x->shape[x->ndim - 1] != call->weight->view.shape[1]) {
-        char shape[256];
-        fp8q_format_shape(shape, sizeof shape, x->ndim, x->shape);
-        PyErr_Format(PyExc_ValueError,
-                     LAYER ": x has shape %s, but the layer has %lld input "
-                     "features (x's last axis)",
-                     shape, (long long)call->weight->view.shape[1]);
         return -1;
     }
     if (call->device.type != FP8Q_DEVICE_CPU) {
@@ -483,6 +473,15 @@ static int forward(layer_call *call)
         m *= x->shape[axis];
     }
     shape[x->ndim - 1] = n;
+    if (k != call->weight->view.shape[1]) {
+        char text[256];
+        fp8q_format_shape(text, sizeof text, x->ndim, x->shape);
+        PyErr_Format(PyExc_ValueError,
+                     LAYER ": x has shape %s, but the layer has %lld input "
+                     "features (x's last axis)",
+                     text, (long long)call->weight->view.shape[1]);
+        return -1;
+    }
     if (k == 0) {
         PyErr_SetString(PyExc_ValueError,
                         LAYER ": in_features is 0 (the layer computes that "
@@ -688,13 +687,15 @@ PyDoc_STRVAR(
 
 PyDoc_STRVAR(
     layer_weight_doc,
-    "layer_weight(x, weight, weight_scale, granularity, stream)\n"
+    "layer_weight(like, weight, weight_scale, granularity, stream)\n"
     "--\n\n"
-    "The weight of fp8q.torch.Linear without FP8 activations: weight (N, "
-    "K) FP8 times weight_scale at `granularity` (\"row\", \"tensor\", "
-    "\"block\": 128x128), rounded once into x's dtype, as a new (N, K) "
-    "tensor on x's device (torch's allocator and current stream for torch "
-    "tensors, as linear_layer). Internal to fp8q.torch.");
+    "The weight of fp8q.torch.Linear in floating point: weight (N, K) FP8 "
+    "times weight_scale at `granularity` (\"row\", \"tensor\", "
+    "\"block\": 128x128), rounded once into the dtype of `like` (float32, "
+    "float16 or bfloat16; any shape: the W8A16 forward's x, the backward's "
+    "grad_y), as a new (N, K) tensor on like's device (torch's allocator "
+    "and current stream for torch tensors, as linear_layer). Internal to "
+    "fp8q.torch.");
 
 static PyMethodDef linear_layer_functions[] = {
     {"linear_layer", (PyCFunction)(void (*)(void))linear_layer,

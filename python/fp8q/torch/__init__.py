@@ -5,14 +5,15 @@ Imported on demand (`import fp8q.torch`); `import fp8q` never imports torch.
 - to_torch / from_torch: zero-copy conversions through DLPack, FP8 included.
 - quantize(model, ...): replaces nn.Linear modules by fp8q.torch.Linear,
   which holds FP8 weights with float32 dequantization scales.
-- Linear: the quantized layer (inference only), computed by fp8q's
+- Linear: the quantized layer (gradients reach its input and bias),
+  computed by one fp8q._C call per forward, or by fp8q's
   PyTorch custom operators (torch.ops.fp8q.*, registered on import), so
   torch.compile and torch.export trace it without graph breaks.
 - calibrate(model, method) / freeze(model): static activation scales.
 - fp8q.torch.quanto_compat: optimum-quanto's FP8 API on top of these.
 
-The GEMMs run through fp8q.linear on the tensors' device (CPU or CUDA, on
-PyTorch's current stream). docs/torch.md.
+The GEMMs run through fp8q's scaled_mm on the tensors' device (CPU or
+CUDA, on PyTorch's current stream). docs/torch.md.
 """
 from fp8q.torch import _ops  # noqa: F401 (registers torch.ops.fp8q)
 from fp8q.torch._calibrate import calibrate, freeze

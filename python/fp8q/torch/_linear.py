@@ -1,6 +1,7 @@
 """fp8q.torch.Linear: an nn.Linear whose weight is FP8 with float32
-dequantization scales, computed through fp8q's custom operators
-(torch.ops.fp8q, fp8q.torch._ops; inference only)."""
+dequantization scales, computed by one fp8q._C call per forward, or by
+fp8q's custom operators (torch.ops.fp8q, fp8q.torch._ops) when traced or
+differentiated."""
 import torch
 
 from fp8q.torch import _ops
@@ -60,7 +61,12 @@ class Linear(torch.nn.Module):
     one below). The result has x's dtype and shape (..., out_features). A
     token holding NaN or infinity gives NaN in its row of the result (as
     the float layer would); forward never raises for non-finite values.
-    Inference only: a backward pass raises RuntimeError.
+
+    Gradients reach x and the bias (when they require grad): grad_x =
+    grad_y @ W with W the weight dequantized into grad_y's dtype (straight
+    through the activation quantization of W8A8), grad_bias = grad_y summed
+    over the tokens; the FP8 weight and the scales are buffers and never
+    train. So adapters (LoRA) and anything upstream of the layer can train.
 
     Dtype conversions of the module (.to(dtype), .half(), .bfloat16(),
     .float()) convert the bias only: the FP8 weight and the float32
@@ -161,7 +167,7 @@ class Linear(torch.nn.Module):
 
     def forward(self, x):
         if (type(x) is not torch.Tensor or torch.compiler.is_compiling()
-                or (x.requires_grad and torch.is_grad_enabled())):
+                or (torch.is_grad_enabled() and self._needs_gradients(x))):
             return self._traced_forward(x)
         # Eager: one fp8q._C call (the custom operator's own computation,
         # without its Python dispatch); x's dtype, device and shape are
@@ -174,6 +180,12 @@ class Linear(torch.nn.Module):
         return _ops.fp8_forward(x, buffers["weight"], buffers["weight_scale"],
                                 buffers["bias"], buffers["input_scale"],
                                 self.granularity)
+
+    def _needs_gradients(self, x):
+        """Whether autograd must see this forward: x or the bias requires
+        grad."""
+        bias = self._buffers["bias"]
+        return x.requires_grad or (bias is not None and bias.requires_grad)
 
     def _traced_forward(self, x):
         """forward through the custom operators: what torch.compile,

@@ -10,8 +10,11 @@ and torch.export see the custom operators, whose implementations are those
 same functions, so eager, compiled and exported models agree bit for bit.
 The fake (meta) implementations give shapes and dtypes for tracing.
 
-None of the operators has a backward: fp8q.torch is for inference, and
-differentiating through an op raises a RuntimeError that says so.
+The linear operators have a backward for their input and bias (the FP8
+weight and the scales never require grad): grad_x = grad_y @ W with W the
+weight dequantized into grad_y's dtype (torch.ops.fp8q.dequantize_weight),
+straight through the activation quantization of W8A8, as optimum-quanto
+and torchao train adapters on FP8 base weights. quantize_weight has none.
 """
 import torch
 
@@ -25,10 +28,10 @@ WEIGHT_GRANULARITIES = {"row": "row", "tensor": "tensor",
                         "block": (128, 128)}
 BLOCK = 128
 DEVICES = ("cpu", "cuda")
-INFERENCE_ONLY = (
-    "fp8q.torch.Linear is inference-only: it has no backward pass (run the "
-    "model under torch.no_grad() or torch.inference_mode(), or train the "
-    "float model and quantize it afterwards)")
+NOT_DIFFERENTIABLE = (
+    "torch.ops.fp8q.quantize_weight has no backward: quantizing a weight "
+    "gives FP8 codes, which do not train (quantize the float weight after "
+    "training it)")
 
 
 def weight_scale_shape(out_features, in_features, granularity):
@@ -42,8 +45,8 @@ def _dtype_name(dtype):
     return str(dtype).split(".")[-1]
 
 
-def _raise_inference_only(ctx, grad_output):
-    raise RuntimeError(INFERENCE_ONLY)
+def _raise_not_differentiable(ctx, *grad_outputs):
+    raise RuntimeError(NOT_DIFFERENTIABLE)
 
 
 # ---------------------------------------------------------------------------
@@ -179,5 +182,67 @@ def _(x, weight, weight_scale, bias, input_scale, granularity):
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
 
-for _op in (quantize_weight, linear_weight_only, linear_fp8):
-    _op.register_autograd(_raise_inference_only)
+# ---------------------------------------------------------------------------
+# dequantize_weight, and the linear operators' backward
+
+
+@torch.library.custom_op("fp8q::dequantize_weight", mutates_args=(),
+                         device_types=DEVICES)
+def dequantize_weight(like: torch.Tensor, weight: torch.Tensor,
+                      weight_scale: torch.Tensor,
+                      granularity: str) -> torch.Tensor:
+    """weight (FP8 codes, (out, in)) times weight_scale at `granularity`,
+    rounded once into like's dtype, on like's device: a new (out, in)
+    tensor (fp8q's dequantize; what the W8A16 forward multiplies by)."""
+    if HAS_C_EXCHANGE:
+        return _C.layer_weight(like, weight, weight_scale, granularity, None)
+    return _through_fp8q_tensors(_C.layer_weight, like, weight, weight_scale,
+                                 granularity)
+
+
+@dequantize_weight.register_fake
+def _(like, weight, weight_scale, granularity):
+    return like.new_empty(weight.shape)
+
+
+def _save_weight(ctx, inputs, output):
+    """What the backward needs: the weight, its scales and granularity, and
+    the bias's dtype (inputs: x, weight, weight_scale, bias, ...,
+    granularity)."""
+    bias = inputs[3]
+    ctx.save_for_backward(inputs[1], inputs[2])
+    ctx.granularity = inputs[-1]
+    ctx.bias_dtype = None if bias is None else bias.dtype
+
+
+def _input_gradients(ctx, grad_output):
+    """(grad_x, grad_bias) of y = x @ W.T + bias: grad_y @ W with W
+    dequantized into grad_y's dtype, and grad_y summed over the tokens in
+    the bias's dtype; None where no gradient is asked for."""
+    weight, weight_scale = ctx.saved_tensors
+    grad_x = grad_bias = None
+    if ctx.needs_input_grad[0]:
+        grad_x = grad_output @ dequantize_weight(grad_output, weight,
+                                                 weight_scale,
+                                                 ctx.granularity)
+    if ctx.bias_dtype is not None and ctx.needs_input_grad[3]:
+        grad_bias = grad_output.reshape(-1, weight.shape[0]).sum(0).to(
+            ctx.bias_dtype)
+    return grad_x, grad_bias
+
+
+def _weight_only_backward(ctx, grad_output):
+    grad_x, grad_bias = _input_gradients(ctx, grad_output)
+    return grad_x, None, None, grad_bias, None
+
+
+def _fp8_backward(ctx, grad_output):
+    grad_x, grad_bias = _input_gradients(ctx, grad_output)
+    return grad_x, None, None, grad_bias, None, None
+
+
+linear_weight_only.register_autograd(_weight_only_backward,
+                                     setup_context=_save_weight)
+linear_fp8.register_autograd(_fp8_backward, setup_context=_save_weight)
+quantize_weight.register_autograd(_raise_not_differentiable)
+dequantize_weight.register_autograd(_raise_not_differentiable)
