@@ -102,3 +102,18 @@ def test_no_grad_and_inference_take_the_one_call_path(seed, monkeypatch):
         assert quantized(x).grad_fn is None
     with torch.inference_mode():
         quantized(x.detach())
+
+
+def test_second_order_gradients(seed):
+    """create_graph=True (a gradient penalty): W is a constant of the
+    backward, so d/dx sum(d sum(y^2)/dx) = 2 (W 1) W in every row, as for
+    the float layer with the dequantized weight."""
+    quantized = layer(seed, "e4m3", "row", False, torch.float32)
+    weight = dequantized(quantized).double()
+    x = torch.randn(3, 200, requires_grad=True)
+    grad, = torch.autograd.grad(quantized(x).square().sum(), x,
+                                create_graph=True)
+    grad.sum().backward()
+    expected = (2 * weight.sum(dim=1) @ weight).expand(3, 200)
+    assert torch.allclose(x.grad.double(), expected, rtol=1e-4,
+                          atol=1e-4 * expected.abs().max().item())

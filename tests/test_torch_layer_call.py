@@ -200,14 +200,24 @@ def test_c_entry_refuses_bad_arguments(seed):
                                         "float8_e4m3fn or float8_e5m2"):
         fp8q._C.linear_layer(x, x, quantized.weight_scale, None, None, "row",
                              None)
-    with pytest.raises(TypeError, match="stream: expected None, an int"):
+    with pytest.raises(ValueError, match="stream must be None for torch "
+                                         "tensors"):
         fp8q._C.layer_weight(x, quantized.weight, quantized.weight_scale,
-                             "row", "not a stream")
+                             "row", 7)
+    with pytest.raises(ValueError, match="stream applies to CUDA tensors"):
+        fp8q._C.layer_weight(x.numpy(), fpt.from_torch(quantized.weight),
+                             quantized.weight_scale.numpy(), "row", 7)
+    with pytest.raises(TypeError, match="bias must be float32, float16 or "
+                                        "bfloat16, got uint8"):
+        fp8q._C.linear_layer(x, quantized.weight, quantized.weight_scale,
+                             torch.zeros(160, dtype=torch.uint8), None, "row",
+                             None)
 
 
 def test_exchange_api_is_torch_s():
     assert _convert.HAS_C_EXCHANGE == hasattr(torch.Tensor,
                                               "__dlpack_c_exchange_api__")
+    assert not fp8q._C._dlpack_exchange_usable(np.zeros(1))
     # NumPy arrays and fp8q tensors take fp8q.asarray's path: fp8q results.
     rng = np.random.default_rng(0)
     w = fp8q.quantize(rng.standard_normal((16, 32)).astype(np.float32))
@@ -216,3 +226,35 @@ def test_exchange_api_is_torch_s():
     assert isinstance(got, fp8q.Tensor)
     expected = fp8q.linear(x, w)
     assert np.array_equal(got.numpy(), expected.numpy())
+
+
+@pytest.mark.parametrize("activations", [None, "e4m3"],
+                         ids=["W8A16", "W8A8"])
+def test_tools_that_trace_see_the_custom_operator(activations, seed):
+    """torch.jit.trace, torch.vmap and the meta device cannot see a C call:
+    the layer gives them the custom operator, with the one-call result."""
+    quantized = layer(seed, "row", activations, False, torch.float32)
+    x = torch.randn(4, 200)
+    with torch.no_grad():
+        expected = quantized(x)
+        traced = torch.jit.trace(quantized, x)
+        assert same_bits(traced(x), expected), f"seed={seed}"
+        per_sample = torch.vmap(quantized)(x.unsqueeze(1)).squeeze(1)
+        assert per_sample.shape == expected.shape
+        on_meta = quantized.to("meta")(x.to("meta"))
+        assert on_meta.device.type == "meta" and on_meta.shape == (4, 160)
+
+
+def test_a_trainable_bias_and_a_negative_view(seed):
+    quantized = layer(seed, "row", "e4m3", False, torch.float32)
+    x = torch.randn(3, 200)
+    with torch.no_grad():
+        expected = quantized(x)
+        view = (x * -1j).conj().imag  # x, stored as -x with a negative bit
+        assert view.is_neg() and torch.equal(view, x)
+        assert same_bits(quantized(view), expected), f"seed={seed}"
+    quantized.bias = torch.nn.Parameter(quantized.bias.clone())
+    with torch.no_grad():
+        assert same_bits(quantized(x), expected), f"seed={seed}"
+    quantized(x).sum().backward()
+    assert torch.equal(quantized.bias.grad, torch.full((160,), 3.0))

@@ -353,7 +353,8 @@ int fp8q_py_cuda_dequantize(fp8q_TensorObject *data, fp8q_TensorObject *scale,
                             const fp8q_granularity *granularity,
                             fp8q_TensorObject *result, fp8q_cu_stream stream);
 
-/* A checked scaled_mm call (scaled_mm.c): its operands, on one device. */
+/* A checked scaled_mm call (scaled_mm.c): its operands, on one device (the
+ * "GPU" of the comments below is that device when it is the CPU). */
 typedef struct fp8q_py_scaled_mm {
     fp8q_TensorObject *a;       /* (M, K) FP8, on a GPU                   */
     fp8q_TensorObject *b;       /* (K, N) FP8, on a's GPU                 */
@@ -510,6 +511,10 @@ PyObject *fp8q_py_from_dlpack(PyObject *module, PyObject *args,
 /*
  * Zero-copy Tensor over the memory `object` (a DLPack producer or a DLPack
  * capsule) exports; the Tensor keeps the producer's managed tensor alive.
+ * A producer with a C exchange table (dlpack_exchange.c) that does not
+ * require grad exports through it (an owning export, no Python call), its
+ * CUDA memory marked as last used on the producer's current stream; the
+ * others through __dlpack__(stream=...) on the legacy default stream.
  * `reinterpret_dtype` is -1, or a dtype of the same itemsize to view the
  * bytes as. On failure returns NULL with an exception set; *unsupported_dtype
  * (may be NULL) is then 1 exactly when the only problem was a DLPack dtype
@@ -543,28 +548,28 @@ void fp8q_py_place_on_cuda(fp8q_TensorObject *tensor,
 /* ------------------------------------------------------------------------- */
 /* dlpack_exchange.c: DLPack's C exchange API (PyTorch's tensors, in C)      */
 
-/* The exchange table of object's type (looked up once per type), or NULL
- * (no exception) when the type publishes no DLPack 1.3 table with a
- * non-owning export, as fp8q.Tensor and NumPy arrays. */
-const fp8q_dl_exchange_api *fp8q_py_exchange_api(PyObject *object);
+/* 0 and *api: the exchange table of object's type (looked up once per
+ * type), or NULL for a type with no DLPack 1.x table holding every entry
+ * fp8q calls (fp8q.Tensor, NumPy arrays, torch < 2.10); -1 with an
+ * exception when the lookup itself failed. */
+int fp8q_py_exchange_api(PyObject *object, const fp8q_dl_exchange_api **api);
 
-/* A Tensor viewing `object`'s memory (no copy; it keeps `object` alive),
- * CUDA memory marked as last used on *stream, or, when stream is NULL, on
- * the producer's current work stream of its device (where a DLPack
- * producer would have made its pending work visible); NULL with an
- * exception naming `argument_name`, and *unsupported_dtype (may be NULL)
- * set when the dtype alone is the problem. */
+/* The producer's current work stream on `device` (torch's current CUDA
+ * stream there; NULL for the CPU). 0, or -1 with an exception. */
+int fp8q_py_exchange_current_stream(const fp8q_dl_exchange_api *api,
+                                    const fp8q_dl_device *device,
+                                    fp8q_cu_stream *stream);
+
+/* A Tensor viewing `object`'s memory through the non-owning export (no
+ * copy; it keeps `object` alive, but the producer promises the view only
+ * until control returns to it: for use within one call), CUDA memory
+ * marked as last used on the producer's current stream of its device;
+ * NULL with an exception naming `argument_name`, and *unsupported_dtype
+ * (may be NULL) set when the dtype alone is the problem. */
 fp8q_TensorObject *fp8q_py_exchange_import(const fp8q_dl_exchange_api *api,
                                            PyObject *object,
                                            const char *argument_name,
-                                           const fp8q_cu_stream *stream,
                                            int *unsupported_dtype);
-
-/* The producer's current work stream on `device` (torch's current CUDA
- * stream; NULL for the CPU). 0, or -1 with an exception. */
-int fp8q_py_exchange_stream(const fp8q_dl_exchange_api *api,
-                            const fp8q_py_device *device,
-                            fp8q_cu_stream *stream);
 
 /* A new C-contiguous producer tensor (e.g. a torch.Tensor from torch's
  * caching allocator) of `dtype` and `shape` on `device`, uninitialised;
@@ -598,6 +603,7 @@ int fp8q_py_cuda_info_init(PyObject *module);
 int fp8q_py_calibration_init(PyObject *module);
 int fp8q_py_scaled_mm_init(PyObject *module);
 int fp8q_py_scaled_mm_cuda_init(PyObject *module);
+int fp8q_py_dlpack_exchange_init(PyObject *module);
 int fp8q_py_linear_layer_init(PyObject *module);
 
 #endif /* FP8Q_PYTHON_BINDING_H */

@@ -744,8 +744,9 @@ static fp8q_TensorObject *tensor_from_capsule(PyObject *capsule,
                      argument_name, name == NULL ? "(null)" : name);
         return NULL;
     }
-    if (fp8q_py_view_from_dl_tensor(dl_tensor, argument_name, reinterpret_dtype, &view,
-                            unsupported_dtype) < 0) {
+    if (fp8q_py_view_from_dl_tensor(dl_tensor, argument_name,
+                                    reinterpret_dtype, &view,
+                                    unsupported_dtype) < 0) {
         return NULL;
     }
     /* CUDA memory: the device must open before the capsule is consumed. */
@@ -1036,28 +1037,69 @@ static int requires_grad(PyObject *object)
     return result;
 }
 
+/* Through the C exchange table `api`: the producer's owning export, taken
+ * over as tensor_from_capsule takes a capsule, its CUDA memory last used on
+ * the producer's current stream. */
+static fp8q_TensorObject *from_exchange(const fp8q_dl_exchange_api *api,
+                                        PyObject *object,
+                                        const char *argument_name,
+                                        int *unsupported_dtype)
+{
+    fp8q_dl_managed_tensor_versioned *managed = NULL;
+    fp8q_TensorObject *tensor;
+    fp8q_cu_stream stream;
+    PyObject *capsule;
+
+    if (api->managed_tensor_from_py_object_no_sync(object, &managed) < 0 ||
+        managed == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_BufferError, "the DLPack export failed");
+        }
+        fp8q_py_error_add_prefix("%s: ", argument_name);
+        return NULL;
+    }
+    if (fp8q_py_exchange_current_stream(api, &managed->dl_tensor.device,
+                                        &stream) < 0) {
+        if (managed->deleter != NULL) {
+            managed->deleter(managed);
+        }
+        return NULL;
+    }
+    capsule = PyCapsule_New(managed, FP8Q_DLPACK_CAPSULE_VERSIONED,
+                            versioned_capsule_destructor);
+    if (capsule == NULL) {
+        if (managed->deleter != NULL) {
+            managed->deleter(managed);
+        }
+        return NULL;
+    }
+    tensor = tensor_from_capsule(capsule, argument_name, -1,
+                                 unsupported_dtype, stream);
+    Py_DECREF(capsule); /* frees the export unless the tensor took it */
+    return tensor;
+}
+
 fp8q_TensorObject *fp8q_tensor_from_dlpack(PyObject *object,
                                            const char *argument_name,
                                            int reinterpret_dtype,
                                            int *unsupported_dtype)
 {
-    const fp8q_dl_exchange_api *api =
-        reinterpret_dtype < 0 && !PyCapsule_CheckExact(object)
-            ? fp8q_py_exchange_api(object)
-            : NULL;
+    const fp8q_dl_exchange_api *api = NULL;
 
     if (unsupported_dtype != NULL) {
         *unsupported_dtype = 0;
     }
-    if (api == NULL || requires_grad(object)) {
-        /* __dlpack__ refuses a tensor that requires grad, with torch's own
-         * message: its memory must not change behind autograd's back. */
-        return import_object(object, argument_name, reinterpret_dtype,
-                             unsupported_dtype, 1, NULL);
+    if (reinterpret_dtype < 0 && !PyCapsule_CheckExact(object) &&
+        fp8q_py_exchange_api(object, &api) < 0) {
+        return NULL;
     }
-    /* DLPack's C exchange API: no capsule, no Python call. */
-    return fp8q_py_exchange_import(api, object, argument_name, NULL,
-                                   unsupported_dtype);
+    if (api != NULL && !requires_grad(object)) {
+        return from_exchange(api, object, argument_name, unsupported_dtype);
+    }
+    /* __dlpack__ also refuses a tensor that requires grad, with torch's own
+     * message: its memory must not change behind autograd's back. */
+    return import_object(object, argument_name, reinterpret_dtype,
+                         unsupported_dtype, 1, NULL);
 }
 
 PyObject *fp8q_py_from_dlpack(PyObject *module, PyObject *args,

@@ -125,9 +125,9 @@ typedef struct fp8q_dl_exchange_api {
      * error. */
     int (*managed_tensor_to_py_object_no_sync)(
         fp8q_dl_managed_tensor_versioned *tensor, void **out_py_object);
-    /* A non-owning description, valid while py_object is alive and
-     * unchanged (may be NULL in a producer's table); 0, or -1 with a Python
-     * error. */
+    /* A non-owning description, promised only until control returns to
+     * the producer (may be NULL in a producer's table); 0, or -1 with a
+     * Python error. */
     int (*dltensor_from_py_object_no_sync)(void *py_object,
                                            fp8q_dl_tensor *out);
     /* The producer's current work stream of a device (NULL for the CPU);

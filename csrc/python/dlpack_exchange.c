@@ -3,8 +3,11 @@
  * (`type(x).__dlpack_c_exchange_api__`, DLPack 1.3; PyTorch 2.10+): torch
  * tensors viewed, allocated and given back through C function pointers,
  * with no Python call and no capsule in between, and the producer's current
- * stream read in C. It is what makes one fp8q.torch layer call cheap
- * (linear_layer.c); everything else goes through `__dlpack__` (dlpack.c).
+ * stream read in C. Its non-owning views, valid while the call that made
+ * them runs, make one fp8q.torch layer call cheap (linear_layer.c);
+ * fp8q.asarray takes an owning export from the same table and keeps it
+ * like a DLPack capsule (dlpack.c). Types without a table go through
+ * `__dlpack__`.
  */
 #include <string.h>
 
@@ -20,55 +23,65 @@ static PyTypeObject *known_types[KNOWN_TYPES];
 static const fp8q_dl_exchange_api *known_tables[KNOWN_TYPES];
 static int n_known_types;
 
-/* The table of `type`, asked for once: NULL (no exception) when the type
- * has no `__dlpack_c_exchange_api__` capsule or one of another major
- * version, or no non-owning export. */
-static const fp8q_dl_exchange_api *lookup(PyTypeObject *type)
+/* The table of `type`: 0 and *table (NULL when the type has no
+ * `__dlpack_c_exchange_api__` capsule, one of another major version, or one
+ * without every entry fp8q calls), or -1 with the exception of a lookup
+ * that failed otherwise than by a missing attribute. */
+static int lookup(PyTypeObject *type, const fp8q_dl_exchange_api **table)
 {
     PyObject *capsule = PyObject_GetAttrString((PyObject *)type,
                                                "__dlpack_c_exchange_api__");
-    const fp8q_dl_exchange_api *table = NULL;
+    const fp8q_dl_exchange_api *found = NULL;
 
-    if (capsule != NULL &&
-        PyCapsule_IsValid(capsule, FP8Q_DLPACK_EXCHANGE_API_CAPSULE)) {
-        table = (const fp8q_dl_exchange_api *)PyCapsule_GetPointer(
+    *table = NULL;
+    if (capsule == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return -1;
+        }
+        PyErr_Clear();
+        return 0;
+    }
+    if (PyCapsule_IsValid(capsule, FP8Q_DLPACK_EXCHANGE_API_CAPSULE)) {
+        found = (const fp8q_dl_exchange_api *)PyCapsule_GetPointer(
             capsule, FP8Q_DLPACK_EXCHANGE_API_CAPSULE);
     }
-    Py_XDECREF(capsule);
-    PyErr_Clear();
-    if (table != NULL &&
-        (table->header.version.major != 1 ||
-         table->dltensor_from_py_object_no_sync == NULL ||
-         table->managed_tensor_allocator == NULL ||
-         table->managed_tensor_to_py_object_no_sync == NULL ||
-         table->current_work_stream == NULL)) {
-        table = NULL;
+    Py_DECREF(capsule);
+    if (found != NULL && found->header.version.major == 1 &&
+        found->dltensor_from_py_object_no_sync != NULL &&
+        found->managed_tensor_from_py_object_no_sync != NULL &&
+        found->managed_tensor_allocator != NULL &&
+        found->managed_tensor_to_py_object_no_sync != NULL &&
+        found->current_work_stream != NULL) {
+        *table = found;
     }
-    return table;
+    return 0;
 }
 
-const fp8q_dl_exchange_api *fp8q_py_exchange_api(PyObject *object)
+int fp8q_py_exchange_api(PyObject *object, const fp8q_dl_exchange_api **api)
 {
     PyTypeObject *type = Py_TYPE(object);
-    const fp8q_dl_exchange_api *table;
     int index;
 
+    *api = NULL;
     for (index = 0; index < n_known_types; index++) {
         if (known_types[index] == type) {
-            return known_tables[index];
+            *api = known_tables[index];
+            return 0;
         }
     }
-    if (type == &fp8q_Tensor_Type) {
-        return NULL;
+    if (type == &fp8q_Tensor_Type || PyArray_Check(object)) {
+        return 0;
     }
-    table = lookup(type);
+    if (lookup(type, api) < 0) {
+        return -1;
+    }
     if (n_known_types < KNOWN_TYPES) {
         Py_INCREF(type);
         known_types[n_known_types] = type;
-        known_tables[n_known_types] = table;
+        known_tables[n_known_types] = *api;
         n_known_types++;
     }
-    return table;
+    return 0;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -92,15 +105,32 @@ static int place(fp8q_TensorObject *tensor, const fp8q_dl_device *device,
     return 0;
 }
 
+int fp8q_py_exchange_current_stream(const fp8q_dl_exchange_api *api,
+                                    const fp8q_dl_device *device,
+                                    fp8q_cu_stream *stream)
+{
+    void *handle = NULL;
+
+    *stream = NULL;
+    if (device->device_type != FP8Q_DL_CUDA) {
+        return 0;
+    }
+    if (api->current_work_stream(FP8Q_DL_CUDA, device->device_id, &handle) <
+        0) {
+        return -1;
+    }
+    *stream = (fp8q_cu_stream)handle;
+    return 0;
+}
+
 fp8q_TensorObject *fp8q_py_exchange_import(const fp8q_dl_exchange_api *api,
                                            PyObject *object,
                                            const char *argument_name,
-                                           const fp8q_cu_stream *stream,
                                            int *unsupported_dtype)
 {
     fp8q_dl_tensor dl_tensor;
     fp8q_TensorObject *tensor;
-    fp8q_cu_stream last_use = NULL;
+    fp8q_cu_stream stream;
     fp8q_view view;
 
     if (api->dltensor_from_py_object_no_sync(object, &dl_tensor) < 0) {
@@ -108,42 +138,16 @@ fp8q_TensorObject *fp8q_py_exchange_import(const fp8q_dl_exchange_api *api,
         return NULL;
     }
     if (fp8q_py_view_from_dl_tensor(&dl_tensor, argument_name, -1, &view,
-                                    unsupported_dtype) < 0) {
+                                    unsupported_dtype) < 0 ||
+        fp8q_py_exchange_current_stream(api, &dl_tensor.device, &stream) <
+            0) {
         return NULL;
     }
-    if (stream != NULL) {
-        last_use = *stream;
-    }
-    else if (dl_tensor.device.device_type == FP8Q_DL_CUDA) {
-        void *handle = NULL;
-        if (api->current_work_stream(FP8Q_DL_CUDA, dl_tensor.device.device_id,
-                                     &handle) < 0) {
-            return NULL;
-        }
-        last_use = (fp8q_cu_stream)handle;
-    }
     tensor = fp8q_tensor_new_view(&view, object, 0);
-    if (tensor != NULL && place(tensor, &dl_tensor.device, last_use) < 0) {
+    if (tensor != NULL && place(tensor, &dl_tensor.device, stream) < 0) {
         Py_CLEAR(tensor);
     }
     return tensor;
-}
-
-int fp8q_py_exchange_stream(const fp8q_dl_exchange_api *api,
-                            const fp8q_py_device *device,
-                            fp8q_cu_stream *stream)
-{
-    void *handle = NULL;
-
-    *stream = NULL;
-    if (device->type != FP8Q_DEVICE_CUDA) {
-        return 0;
-    }
-    if (api->current_work_stream(FP8Q_DL_CUDA, device->index, &handle) < 0) {
-        return -1;
-    }
-    *stream = (fp8q_cu_stream)handle;
-    return 0;
 }
 
 /* The allocator's error callback: raises `kind` (MemoryError or a
@@ -185,7 +189,8 @@ PyObject *fp8q_py_exchange_empty(const fp8q_dl_exchange_api *api,
     prototype.dtype = fp8q_py_dl_data_type(dtype);
     prototype.shape = extents;
     if (api->managed_tensor_allocator(&prototype, &managed, NULL,
-                                      set_allocation_error) < 0) {
+                                      set_allocation_error) < 0 ||
+        managed == NULL) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_MemoryError,
                             "the tensor library's allocator failed");
@@ -195,7 +200,9 @@ PyObject *fp8q_py_exchange_empty(const fp8q_dl_exchange_api *api,
     /* Viewed before the producer object takes the managed tensor over. */
     if (fp8q_py_view_from_dl_tensor(&managed->dl_tensor, "out", -1, &view,
                                     NULL) < 0) {
-        managed->deleter(managed);
+        if (managed->deleter != NULL) {
+            managed->deleter(managed);
+        }
         return NULL;
     }
     if (api->managed_tensor_to_py_object_no_sync(managed, &object) < 0) {
@@ -208,4 +215,31 @@ PyObject *fp8q_py_exchange_empty(const fp8q_dl_exchange_api *api,
         Py_CLEAR(result);
     }
     return result;
+}
+
+/* ------------------------------------------------------------------------- */
+/* fp8q._C._dlpack_exchange_usable                                           */
+
+static PyObject *exchange_usable(PyObject *module, PyObject *object)
+{
+    const fp8q_dl_exchange_api *api;
+
+    (void)module;
+    if (fp8q_py_exchange_api(object, &api) < 0) {
+        return NULL;
+    }
+    return PyBool_FromLong(api != NULL);
+}
+
+static PyMethodDef exchange_functions[] = {
+    {"_dlpack_exchange_usable", exchange_usable, METH_O,
+     "_dlpack_exchange_usable(obj)\n--\n\nWhether fp8q reads obj's type "
+     "through DLPack's C exchange API (a DLPack 1.x table with every entry "
+     "fp8q calls), as it does torch.Tensor from PyTorch 2.10 on."},
+    {NULL, NULL, 0, NULL},
+};
+
+int fp8q_py_dlpack_exchange_init(PyObject *module)
+{
+    return PyModule_AddFunctions(module, exchange_functions);
 }

@@ -59,14 +59,21 @@ static void release(layer_call *call)
     Py_XDECREF(call->result);
 }
 
-/* A tensor argument: through x's exchange table when it has the same one,
- * else as fp8q.asarray takes it (no copy). */
+/* A tensor argument: through x's exchange table when it has the same one
+ * (a view for this call, last used on the producer's current stream, the
+ * call's), else as fp8q.asarray takes it (no copy). */
 static fp8q_TensorObject *import(layer_call *call, PyObject *object,
                                  const char *name)
 {
-    if (call->api != NULL && fp8q_py_exchange_api(object) == call->api) {
-        return fp8q_py_exchange_import(call->api, object, name,
-                                       &call->stream, NULL);
+    const fp8q_dl_exchange_api *api;
+
+    if (call->api != NULL) {
+        if (fp8q_py_exchange_api(object, &api) < 0) {
+            return NULL;
+        }
+        if (api == call->api) {
+            return fp8q_py_exchange_import(api, object, name, NULL);
+        }
     }
     return fp8q_tensor_from_object(object, name, -1, FP8Q_COPY_NEVER);
 }
@@ -144,23 +151,27 @@ static int parse_granularity(PyObject *object, fp8q_granularity_kind *kind)
     return -1;
 }
 
-/* x: the call's device comes from it, and its stream unless `stream` is
- * given: torch's current stream for a torch tensor (x imported as last
- * used there), else the stream of x's last use. */
+/* x: the call's device comes from it, and its stream: torch's current
+ * stream for a torch tensor (every torch argument is then imported as last
+ * used there; another stream is refused), else `stream` when given, or the
+ * stream of x's last use. */
 static int import_x(layer_call *call, PyObject *x_object,
                     PyObject *stream_object)
 {
+    fp8q_dl_device device;
     fp8q_dtype dtype;
     int unsupported_dtype = 0;
 
-    call->api = fp8q_py_exchange_api(x_object);
+    if (fp8q_py_exchange_api(x_object, &call->api) < 0) {
+        return -1;
+    }
     call->x = call->api != NULL
-                  ? fp8q_py_exchange_import(call->api, x_object, "x", NULL,
+                  ? fp8q_py_exchange_import(call->api, x_object, "x",
                                             &unsupported_dtype)
                   : fp8q_tensor_from_object(x_object, "x", -1,
                                             FP8Q_COPY_NEVER);
     if (call->x == NULL) {
-        if (unsupported_dtype || PyErr_ExceptionMatches(PyExc_TypeError)) {
+        if (unsupported_dtype) {
             fp8q_py_error_add_prefix(LAYER ": x must be float32, float16 or "
                                            "bfloat16; ");
         }
@@ -182,15 +193,29 @@ static int import_x(layer_call *call, PyObject *x_object,
     }
     call->device.type = call->x->device_type;
     call->device.index = call->x->device_index;
+    if (stream_object != Py_None &&
+        (call->api != NULL || call->device.type != FP8Q_DEVICE_CUDA)) {
+        PyErr_SetString(PyExc_ValueError,
+                        call->api != NULL
+                            ? LAYER ": stream must be None for torch tensors: "
+                                    "the call runs on torch's current stream "
+                                    "(choose it with torch.cuda.stream(...))"
+                            : LAYER ": stream applies to CUDA tensors; this "
+                                    "call runs on the CPU (pass None)");
+        return -1;
+    }
     if (stream_object != Py_None) {
         return fp8q_py_parse_stream(stream_object, "stream", &call->stream);
     }
-    if (call->api != NULL) {
-        return fp8q_py_exchange_stream(call->api, &call->device,
-                                       &call->stream);
+    if (call->api == NULL) {
+        call->stream = fp8q_py_last_stream(call->x);
+        return 0;
     }
-    call->stream = fp8q_py_last_stream(call->x);
-    return 0;
+    device.device_type =
+        call->device.type == FP8Q_DEVICE_CUDA ? FP8Q_DL_CUDA : FP8Q_DL_CPU;
+    device.device_id = call->device.index;
+    return fp8q_py_exchange_current_stream(call->api, &device,
+                                           &call->stream);
 }
 
 static int check_device(layer_call *call, const fp8q_TensorObject *tensor,
@@ -412,6 +437,15 @@ static int import_activation_arguments(layer_call *call, PyObject *bias,
         if (call->bias == NULL || check_device(call, call->bias, "bias") < 0) {
             return -1;
         }
+        if (call->bias->view.dtype != FP8Q_FLOAT32 &&
+            call->bias->view.dtype != FP8Q_FLOAT16 &&
+            call->bias->view.dtype != FP8Q_BFLOAT16) {
+            PyErr_Format(PyExc_TypeError,
+                         LAYER ": bias must be float32, float16 or bfloat16, "
+                         "got %s",
+                         fp8q_dtype_name(call->bias->view.dtype));
+            return -1;
+        }
         if (call->bias->view.ndim != 1 ||
             call->bias->view.shape[0] != call->weight->view.shape[0]) {
             PyErr_Format(PyExc_ValueError,
@@ -462,7 +496,7 @@ static int forward(layer_call *call)
     const int64_t n = call->weight->view.shape[0];
     int64_t shape[FP8Q_MAX_DIMS];
     int64_t scale_shape[2];
-    int64_t m = 1;
+    int64_t m;
     int64_t n_nonfinite = 0;
     uint8_t *nonfinite = NULL;
     fp8q_TensorObject *out;
@@ -470,7 +504,6 @@ static int forward(layer_call *call)
 
     for (axis = 0; axis + 1 < x->ndim; axis++) {
         shape[axis] = x->shape[axis];
-        m *= x->shape[axis];
     }
     shape[x->ndim - 1] = n;
     if (k != call->weight->view.shape[1]) {
@@ -488,6 +521,7 @@ static int forward(layer_call *call)
                         "case in Python)");
         return -1;
     }
+    m = fp8q_view_size(x) / k; /* the tokens (no overflow: x exists) */
     out = new_tensor(call, x->dtype, x->ndim, shape, 1, &call->result);
     if (out == NULL) {
         return -1;
@@ -529,8 +563,10 @@ static int forward(layer_call *call)
         fp8q_status status = FP8Q_OK;
         fp8q_error_clear(&error);
         if (n_nonfinite > 0) {
+            Py_BEGIN_ALLOW_THREADS
             status = fp8q_fill_rows_nan(&call->out_rows->view, nonfinite,
                                         &error);
+            Py_END_ALLOW_THREADS
         }
         result = fp8q_py_raise_on_failure(status, &error);
     }
@@ -542,7 +578,8 @@ static int forward(layer_call *call)
 /* W8A16: the weight in x's dtype                                            */
 
 /* weight dequantized into a new (N, K) tensor of x's dtype on x's device
- * (x's producer's, when it has an exchange table): call->result. */
+ * (x being `like`; from x's producer when it has an exchange table):
+ * call->result. */
 static int dequantize_weight(layer_call *call)
 {
     const fp8q_view *weight = &call->weight->view;
@@ -570,13 +607,11 @@ static int dequantize_weight(layer_call *call)
         return -1;
     }
     if (call->device.type == FP8Q_DEVICE_CUDA) {
-        status = fp8q_py_cuda_dequantize(call->weight, call->weight_scale,
-                                         &granularity, destination,
-                                         call->stream) < 0
-                     ? FP8Q_ERROR_CUDA
-                     : FP8Q_OK;
+        const int result = fp8q_py_cuda_dequantize(
+            call->weight, call->weight_scale, &granularity, destination,
+            call->stream);
         Py_DECREF(destination);
-        return status == FP8Q_OK ? 0 : -1;
+        return result;
     }
     Py_BEGIN_ALLOW_THREADS
     status = fp8q_dequantize(weight, &call->weight_scale->view, &granularity,

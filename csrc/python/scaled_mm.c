@@ -443,7 +443,8 @@ static int compute_product(const fp8q_py_scaled_mm *call,
         temporaries->b_operand = new_float32_matrix(
             k, n, is_column_major(&call->b->view), &b_view);
     }
-    if (temporaries->a_operand == NULL || (!own_product && temporaries->b_operand == NULL)) {
+    if (temporaries->a_operand == NULL ||
+        (!own_product && temporaries->b_operand == NULL)) {
         return -1;
     }
     fp8q_error_clear(&error);
@@ -465,7 +466,8 @@ static int compute_product(const fp8q_py_scaled_mm *call,
     }
     if (!own_product) {
         /* sgemm through NumPy's BLAS; it releases the GIL itself. */
-        result = PyArray_MatrixProduct2(temporaries->a_operand, temporaries->b_operand,
+        result = PyArray_MatrixProduct2(temporaries->a_operand,
+                                        temporaries->b_operand,
                                         (PyArrayObject *)temporaries->product);
         if (result == NULL) {
             return -1;
@@ -515,7 +517,8 @@ static int run_on_cpu(const fp8q_py_scaled_mm *call, int out_is_new)
 
     memset(&temporaries, 0, sizeof temporaries);
     if (compute_product(call, &temporaries, out_is_new, &product) < 0 ||
-        (call->amax_out != NULL && record_amax(call->amax_out, &product) < 0)) {
+        (call->amax_out != NULL &&
+         record_amax(call->amax_out, &product) < 0)) {
         goto done;
     }
     /* Round once into out_dtype (FP8: divided by scale_result, saturated),

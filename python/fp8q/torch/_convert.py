@@ -3,9 +3,10 @@ import torch
 
 import fp8q
 
-# Whether torch publishes DLPack's C exchange API (torch >= 2.10), through
-# which fp8q._C views torch tensors and allocates results in C.
-HAS_C_EXCHANGE = hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
+# Whether fp8q._C reads torch tensors through DLPack's C exchange API
+# (torch >= 2.10 publishes a table fp8q takes): views, current stream and
+# allocations in C. Asked of fp8q._C itself, so Python and C agree.
+HAS_C_EXCHANGE = fp8q._C._dlpack_exchange_usable(torch.empty(0))
 
 # torch's FP8 dtypes by fp8q name, for the uint8 fallback below.
 _TORCH_FP8 = {

@@ -56,9 +56,9 @@ class Linear(torch.nn.Module):
     (weight-only) the weight is dequantized into x's dtype and torch
     multiplies; with activations="e4m3", x is quantized to e4m3fn — with
     input_scale when set (static, per tensor), else dynamically per token
-    (1x128 blocks for block weights) — and fp8q.linear computes the FP8
-    product (on a GPU: cuBLASLt's FP8 GEMM on sm_89+, the emulated bfloat16
-    one below). The result has x's dtype and shape (..., out_features). A
+    (1x128 blocks for block weights) — and fp8q.scaled_mm's product
+    computes the FP8 GEMM, exactly as fp8q.linear would (on a GPU:
+    cuBLASLt's FP8 GEMM on sm_89+, the emulated bfloat16 one below). The result has x's dtype and shape (..., out_features). A
     token holding NaN or infinity gives NaN in its row of the result (as
     the float layer would); forward never raises for non-finite values.
 
@@ -166,8 +166,7 @@ class Linear(torch.nn.Module):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(self, x):
-        if (type(x) is not torch.Tensor or torch.compiler.is_compiling()
-                or (torch.is_grad_enabled() and self._needs_gradients(x))):
+        if not self._eager_call_reads(x):
             return self._traced_forward(x)
         # Eager: one fp8q._C call (the custom operator's own computation,
         # without its Python dispatch); x's dtype, device and shape are
@@ -175,21 +174,41 @@ class Linear(torch.nn.Module):
         buffers = self._buffers
         if self.activations is None:
             return _ops.weight_only_forward(
-                x, buffers["weight"], buffers["weight_scale"],
-                buffers["bias"], self.granularity)
+                x, buffers["weight"], buffers["weight_scale"], self._bias(),
+                self.granularity)
         return _ops.fp8_forward(x, buffers["weight"], buffers["weight_scale"],
-                                buffers["bias"], buffers["input_scale"],
+                                self._bias(), buffers["input_scale"],
                                 self.granularity)
 
-    def _needs_gradients(self, x):
-        """Whether autograd must see this forward: x or the bias requires
-        grad."""
-        bias = self._buffers["bias"]
-        return x.requires_grad or (bias is not None and bias.requires_grad)
+    def _bias(self):
+        """The bias: a buffer, or a Parameter once made trainable, or None
+        (read from the module's dicts: nn.Module.__getattr__ costs 0.4 us
+        per call)."""
+        bias = self._buffers.get("bias")
+        return bias if bias is not None else self._parameters.get("bias")
+
+    def _eager_call_reads(self, x):
+        """Whether the one-call path may read x: a plain CPU or CUDA tensor
+        with no negative bit (DLPack cannot express it), outside
+        torch.compile, torch.jit.trace and functorch transforms (vmap,
+        grad), and no gradient to record. Everything else goes through the
+        custom operators, which these tools see."""
+        # is_compiling() first: under torch.compile the rest is not traced.
+        if (torch.compiler.is_compiling() or type(x) is not torch.Tensor
+                or not (x.is_cpu or x.is_cuda) or x.is_neg()
+                or torch.jit.is_tracing()
+                or torch._C._are_functorch_transforms_active()):
+            return False
+        if not torch.is_grad_enabled():
+            return True
+        bias = self._bias()
+        return not (x.requires_grad
+                    or (bias is not None and bias.requires_grad))
 
     def _traced_forward(self, x):
         """forward through the custom operators: what torch.compile,
-        torch.export, tensor subclasses and autograd see."""
+        torch.export, torch.jit.trace, functorch, tensor subclasses, the
+        meta device and autograd see."""
         if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise TypeError("fp8q.torch.Linear: x must be float32, float16 "
                             f"or bfloat16, got {x.dtype}")

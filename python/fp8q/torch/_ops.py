@@ -5,7 +5,7 @@ A layer's forward is one call into fp8q._C (linear_layer for FP8
 activations, layer_weight for weight-only), given the torch tensors
 themselves: fp8q views them through DLPack's C exchange API, reads torch's
 current stream and allocates the result with torch's allocator, in C.
-Eager layers call fp8q_forward / weight_only_forward directly; torch.compile
+Eager layers call fp8_forward / weight_only_forward directly; torch.compile
 and torch.export see the custom operators, whose implementations are those
 same functions, so eager, compiled and exported models agree bit for bit.
 The fake (meta) implementations give shapes and dtypes for tracing.
@@ -66,6 +66,9 @@ def _through_fp8q_tensors(function, x, *arguments):
 def _zero_features(x, out_features, bias):
     """x @ W.T + bias for in_features == 0: bias (or zeros) in every row,
     as torch computes it."""
+    if x.shape[-1:] != (0,):
+        raise ValueError(f"fp8q.torch.Linear: x has shape {tuple(x.shape)}, "
+                         "but the layer has 0 input features (x's last axis)")
     result = x.new_zeros((*x.shape[:-1], out_features))
     if bias is not None:
         result += bias.to(x.dtype)
@@ -173,8 +176,8 @@ def linear_fp8(x: torch.Tensor, weight: torch.Tensor,
     holding NaN or infinity gives a row of NaN; the other rows are computed
     as if it were absent. An empty x, or in = 0, gives bias (or zeros) in
     every row, as torch does."""
-    return fp8_forward(x, weight, weight_scale, bias, input_scale,
-                       granularity)
+    return fp8_forward(x.resolve_neg(), weight, weight_scale, bias,
+                       input_scale, granularity)
 
 
 @linear_fp8.register_fake
@@ -222,7 +225,9 @@ def _input_gradients(ctx, grad_output):
     weight, weight_scale = ctx.saved_tensors
     grad_x = grad_bias = None
     if ctx.needs_input_grad[0]:
-        grad_x = grad_output @ dequantize_weight(grad_output, weight,
+        # grad_y gives the dtype and device only: W is a constant, so a
+        # second-order gradient (create_graph=True) is exact.
+        grad_x = grad_output @ dequantize_weight(grad_output.detach(), weight,
                                                  weight_scale,
                                                  ctx.granularity)
     if ctx.bias_dtype is not None and ctx.needs_input_grad[3]:
@@ -245,4 +250,3 @@ linear_weight_only.register_autograd(_weight_only_backward,
                                      setup_context=_save_weight)
 linear_fp8.register_autograd(_fp8_backward, setup_context=_save_weight)
 quantize_weight.register_autograd(_raise_not_differentiable)
-dequantize_weight.register_autograd(_raise_not_differentiable)
