@@ -40,3 +40,10 @@ def test_bench_linear_glue_prints_every_shape_dtype_and_layer():
                      if line.startswith(verdict)]
             assert len(lines) == 1, completed.stdout
             assert f"nn.Linear's time (goal <= {goal}x: " in lines[0]
+    costs = completed.stdout[completed.stdout.index(
+        "| fp8q call on torch CPU tensors"):]
+    header, rows = markdown_table(costs)
+    assert header == ["fp8q call on torch CPU tensors", "us per call"]
+    assert [row[0].split(",")[0].split("(")[0] for row in rows] == [
+        "fp8q.asarray", "fp8q.cast", "fp8q.scaled_mm"], costs
+    assert all(float(row[1]) > 0 for row in rows), costs
