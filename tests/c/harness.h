@@ -77,6 +77,7 @@ void test_once(void);
 void test_library_open_and_symbols(void);
 void test_library_open_by_path(void);
 void test_library_open_errors(void);
+void test_cpu_features(void);
 
 /* test_codec.c */
 void test_dtype_names(void);
