@@ -151,6 +151,7 @@ static const harness_test tests[] = {
     {"library_open_by_path", test_library_open_by_path},
     {"library_open_errors", test_library_open_errors},
     {"cpu_features", test_cpu_features},
+    {"cpu_paths", test_cpu_paths},
     {"dtype_names", test_dtype_names},
     {"finfo", test_finfo},
     {"codec_hand_values", test_codec_hand_values},

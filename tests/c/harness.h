@@ -79,6 +79,9 @@ void test_library_open_by_path(void);
 void test_library_open_errors(void);
 void test_cpu_features(void);
 
+/* test_cpu_paths.c */
+void test_cpu_paths(void);
+
 /* test_codec.c */
 void test_dtype_names(void);
 void test_finfo(void);
