@@ -82,6 +82,10 @@ void test_cpu_features(void);
 /* test_cpu_paths.c */
 void test_cpu_paths(void);
 
+/* test_status.c */
+void test_number_text(void);
+void test_messages_with_non_finite_values(void);
+
 /* test_codec.c */
 void test_dtype_names(void);
 void test_finfo(void);
