@@ -1,14 +1,15 @@
 /*
  * platform.c - the only OS-specific code in fp8q: aligned allocation, the
- * processor count, a parallel loop on a pool of worker threads, 64-bit
- * atomics, one-time initialisation, locks that survive fork() and shared
- * libraries opened at run time.
+ * processor count and its x86 features, a parallel loop on a pool of worker
+ * threads, 64-bit atomics, one-time initialisation, locks that survive
+ * fork() and shared libraries opened at run time.
  *
  * POSIX builds use posix_memalign, sysconf/sched_getaffinity, pthreads (with
  * fork handlers that keep every lock usable in a child), the GCC/clang
  * __atomic builtins and dlopen; Windows builds use _aligned_malloc,
  * GetActiveProcessorCount, _beginthreadex, the Interlocked* functions, SRW
- * locks, condition variables and LoadLibraryExW.
+ * locks, condition variables and LoadLibraryExW. Processor features come
+ * from the CPUID and XGETBV instructions on every OS and compiler.
  */
 #if defined(_WIN32)
 #ifndef _WIN32_WINNT
@@ -22,7 +23,7 @@
 #include <process.h>
 #include <wchar.h> /* wcspbrk */
 #if defined(_MSC_VER) && !defined(__clang__)
-#include <intrin.h> /* __cpuid, _xgetbv */
+#include <intrin.h> /* __cpuidex */
 #endif
 #elif defined(__linux__)
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
@@ -47,10 +48,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-/* A hint to the processor inside a polling loop (x86's PAUSE). */
 #if defined(__x86_64__) || defined(__i386__) || defined(_M_X64) || \
     defined(_M_IX86)
-#include <immintrin.h> /* _mm_pause */
+#define FP8Q_X86 1
+#else
+#define FP8Q_X86 0
+#endif
+/* A hint to the processor inside a polling loop (x86's PAUSE). */
+#if FP8Q_X86
+#include <immintrin.h> /* _mm_pause, _xgetbv */
 #define FP8Q_SPIN_PAUSE() _mm_pause()
 #else
 #define FP8Q_SPIN_PAUSE() ((void)0)
@@ -149,76 +155,167 @@ int64_t fp8q_atomic_fetch_add_i64(volatile int64_t *address, int64_t delta)
 /* ------------------------------------------------------------------------- */
 /* Processor features                                                        */
 
-#if defined(_MSC_VER) && !defined(__clang__) && \
-    (defined(_M_X64) || defined(_M_IX86))
+/*
+ * Read from the CPUID and XGETBV instructions through each compiler's
+ * intrinsics: MSVC's __cpuidex and _xgetbv; <cpuid.h>'s __cpuid_count and
+ * <immintrin.h>'s _xgetbv with gcc, clang and zig. Their _xgetbv belongs to
+ * the XSAVE instruction set, so read_xcr0 alone is compiled for it; it runs
+ * only where CPUID's OSXSAVE bit says the OS has turned XSAVE on (which
+ * implies that the processor has it). The decisions below are the same for
+ * every compiler.
+ */
+#if FP8Q_X86 && defined(_MSC_VER) && !defined(__clang__)
 
-int fp8q_cpu_has_avx2(void)
+/* CPUID leaf `leaf`, subleaf `subleaf`: EAX, EBX, ECX and EDX. */
+static void read_cpuid(unsigned int leaf, unsigned int subleaf,
+                       uint32_t registers[4])
 {
-    int registers[4];
-    __cpuid(registers, 0);
-    if (registers[0] < 7) {
-        return 0;
+    int values[4];
+    int i;
+
+    __cpuidex(values, (int)leaf, (int)subleaf);
+    for (i = 0; i < 4; i++) {
+        registers[i] = (uint32_t)values[i];
     }
-    /* AVX and OSXSAVE, and the OS saving the XMM and YMM registers. */
-    __cpuid(registers, 1);
-    if ((registers[2] & (1 << 28)) == 0 || (registers[2] & (1 << 27)) == 0 ||
-        (_xgetbv(0) & 6) != 6) {
-        return 0;
-    }
-    /* F16C */
-    if ((registers[2] & (1 << 29)) == 0) {
-        return 0;
-    }
-    __cpuidex(registers, 7, 0);
-    return (registers[1] & (1 << 5)) != 0;
 }
 
-int fp8q_cpu_has_avx2_fma(void)
+/* XCR0: the register state the OS saves and restores (XGETBV 0). */
+static uint64_t read_xcr0(void)
 {
-    int registers[4];
-    if (!fp8q_cpu_has_avx2()) {
-        return 0;
-    }
-    __cpuid(registers, 1);
-    return (registers[2] & (1 << 12)) != 0;
+    return (uint64_t)_xgetbv(0);
 }
 
-#elif defined(__x86_64__) || defined(__i386__)
+#elif FP8Q_X86
 
-#include <cpuid.h> /* __get_cpuid */
+#include <cpuid.h> /* __cpuid_count */
 
-int fp8q_cpu_has_avx2(void)
+/* CPUID leaf `leaf`, subleaf `subleaf`: EAX, EBX, ECX and EDX. */
+static void read_cpuid(unsigned int leaf, unsigned int subleaf,
+                       uint32_t registers[4])
 {
     unsigned int eax, ebx, ecx, edx;
-    /* libgcc / compiler-rt check the OS support (XGETBV) as well; clang
-     * names no "f16c" feature, so its bit (CPUID leaf 1, ECX bit 29) is
-     * read directly. */
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") != 0 &&
-           __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 &&
-           (ecx & (1u << 29)) != 0;
+
+    __cpuid_count(leaf, subleaf, eax, ebx, ecx, edx);
+    registers[0] = eax;
+    registers[1] = ebx;
+    registers[2] = ecx;
+    registers[3] = edx;
 }
 
-int fp8q_cpu_has_avx2_fma(void)
+/* XCR0: the register state the OS saves and restores (XGETBV 0). */
+__attribute__((target("xsave"))) static uint64_t read_xcr0(void)
 {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") != 0 &&
-           __builtin_cpu_supports("fma") != 0;
-}
-
-#else
-
-int fp8q_cpu_has_avx2(void)
-{
-    return 0;
-}
-
-int fp8q_cpu_has_avx2_fma(void)
-{
-    return 0;
+    return (uint64_t)_xgetbv(0);
 }
 
 #endif
+
+#if FP8Q_X86
+/* The bits that matter here: CPUID leaf 1's ECX, leaf 7's EBX, and XCR0's
+ * SSE (XMM, bit 1) and AVX (upper YMM halves, bit 2) state components. */
+#define CPUID_1_ECX_FMA (1u << 12)
+#define CPUID_1_ECX_OSXSAVE (1u << 27)
+#define CPUID_1_ECX_AVX (1u << 28)
+#define CPUID_1_ECX_F16C (1u << 29)
+#define CPUID_7_EBX_AVX2 (1u << 5)
+#define XCR0_SSE_AVX_STATE 6u
+#endif
+
+static fp8q_cpu_support cpu_support[FP8Q_CPU_FEATURE_COUNT];
+static fp8q_once cpu_support_once = FP8Q_ONCE_INIT;
+
+static void detect_cpu_support(void *context)
+{
+#if FP8Q_X86
+    uint32_t registers[4];
+    uint32_t max_leaf;
+    uint32_t leaf1_ecx;
+    uint32_t leaf7_ebx = 0;
+    int reported[FP8Q_CPU_FEATURE_COUNT];
+    int os_avx_state;
+    int feature;
+
+    (void)context;
+    read_cpuid(0, 0, registers);
+    max_leaf = registers[0];
+    read_cpuid(1, 0, registers);
+    leaf1_ecx = registers[2];
+    if (max_leaf >= 7) {
+        read_cpuid(7, 0, registers);
+        leaf7_ebx = registers[1];
+    }
+    os_avx_state = (leaf1_ecx & CPUID_1_ECX_OSXSAVE) != 0 &&
+                   (read_xcr0() & XCR0_SSE_AVX_STATE) == XCR0_SSE_AVX_STATE;
+    reported[FP8Q_CPU_AVX2] = (leaf7_ebx & CPUID_7_EBX_AVX2) != 0;
+    reported[FP8Q_CPU_FMA] = (leaf1_ecx & CPUID_1_ECX_FMA) != 0;
+    reported[FP8Q_CPU_F16C] = (leaf1_ecx & CPUID_1_ECX_F16C) != 0;
+    for (feature = 0; feature < FP8Q_CPU_FEATURE_COUNT; feature++) {
+        /* All three are VEX-encoded: each needs AVX and its registers. */
+        if (!reported[feature] || (leaf1_ecx & CPUID_1_ECX_AVX) == 0) {
+            cpu_support[feature] = FP8Q_CPU_NOT_REPORTED;
+        }
+        else if (!os_avx_state) {
+            cpu_support[feature] = FP8Q_CPU_NO_OS_AVX_STATE;
+        }
+        else {
+            cpu_support[feature] = FP8Q_CPU_SUPPORTED;
+        }
+    }
+#else
+    int feature;
+
+    (void)context;
+    for (feature = 0; feature < FP8Q_CPU_FEATURE_COUNT; feature++) {
+        cpu_support[feature] = FP8Q_CPU_NOT_X86;
+    }
+#endif
+}
+
+fp8q_cpu_support fp8q_cpu_support_of(fp8q_cpu_feature feature)
+{
+    fp8q_once_run(&cpu_support_once, detect_cpu_support, NULL);
+    return cpu_support[feature];
+}
+
+const char *fp8q_cpu_feature_name(fp8q_cpu_feature feature)
+{
+    switch (feature) {
+    case FP8Q_CPU_AVX2:
+        return "AVX2";
+    case FP8Q_CPU_FMA:
+        return "FMA";
+    case FP8Q_CPU_F16C:
+        return "F16C";
+    }
+    return "unknown";
+}
+
+const char *fp8q_cpu_support_text(fp8q_cpu_support support)
+{
+    switch (support) {
+    case FP8Q_CPU_SUPPORTED:
+        return "supported";
+    case FP8Q_CPU_NOT_X86:
+        return "not built (non-x86)";
+    case FP8Q_CPU_NOT_REPORTED:
+        return "not reported by the CPU";
+    case FP8Q_CPU_NO_OS_AVX_STATE:
+        return "the OS has not enabled AVX state";
+    }
+    return "unknown";
+}
+
+int fp8q_cpu_has_avx2(void)
+{
+    return fp8q_cpu_support_of(FP8Q_CPU_AVX2) == FP8Q_CPU_SUPPORTED &&
+           fp8q_cpu_support_of(FP8Q_CPU_F16C) == FP8Q_CPU_SUPPORTED;
+}
+
+int fp8q_cpu_has_avx2_fma(void)
+{
+    return fp8q_cpu_has_avx2() &&
+           fp8q_cpu_support_of(FP8Q_CPU_FMA) == FP8Q_CPU_SUPPORTED;
+}
 
 /* ------------------------------------------------------------------------- */
 /* Processor count                                                           */

@@ -3,9 +3,9 @@
  *
  * Everything outside csrc/platform.{h,c} is the C11 subset that gcc, clang and
  * MSVC (/std:c11) all compile. What differs between them (inline and restrict
- * spellings, aligned allocation, threads, atomics, one-time initialisation,
- * loading shared libraries at run time) is hidden behind the macros and
- * functions below. This header includes no OS
+ * spellings, aligned allocation, threads, processor features, atomics,
+ * one-time initialisation, loading shared libraries at run time) is hidden
+ * behind the macros and functions below. This header includes no OS
  * header, so it is safe to include from anywhere, .cu files included.
  */
 #ifndef FP8Q_PLATFORM_H
@@ -29,6 +29,19 @@
 #endif
 
 #define FP8Q_INLINE static inline
+
+/* Before a loop whose narrowest elements are bytes (the FP8 encode): asks
+ * clang to vectorise it 32 lanes wide, a full AVX2 register of bytes, which
+ * gcc chooses by itself from the narrowest type; clang's cost model takes 8
+ * lanes of the widest type (the float32 inputs) and packs every 8 codes on
+ * their own, which made the AVX2 float32 -> e4m3fn loop twice as slow as
+ * gcc's (16 ms against 8 on 16M elements, docs/benchmarks.md). Nothing
+ * with other compilers. */
+#if defined(__clang__)
+#define FP8Q_VECTORIZE_BYTES _Pragma("clang loop vectorize_width(32)")
+#else
+#define FP8Q_VECTORIZE_BYTES
+#endif
 
 /* ------------------------------------------------------------------------- */
 /* Memory                                                                    */
@@ -67,14 +80,51 @@ void fp8q_parallel_for(int64_t n_tasks, int n_threads, fp8q_task_fn task,
 /* ------------------------------------------------------------------------- */
 /* Processor features                                                        */
 
-/* Nonzero when the processor and the OS support AVX2, and the processor has
- * the float16 conversions (F16C, which every processor with AVX2 has; x86
- * only, 0 on other processors). Core code compiled for AVX2 (with F16C)
- * runs only when this says so. */
+/* The x86 instruction-set extensions that fp8q has code for. */
+typedef enum fp8q_cpu_feature {
+    FP8Q_CPU_AVX2, /* 256-bit integer and float vectors (AVX2, with AVX) */
+    FP8Q_CPU_FMA,  /* fused multiply-add (FMA3) */
+    FP8Q_CPU_F16C  /* float16 <-> float32 vector conversions */
+} fp8q_cpu_feature;
+
+#define FP8Q_CPU_FEATURE_COUNT 3
+
+/* Whether this process can run a feature's instructions, or why not. */
+typedef enum fp8q_cpu_support {
+    FP8Q_CPU_SUPPORTED,      /* the processor reports it and the OS has
+                                enabled the AVX registers */
+    FP8Q_CPU_NOT_X86,        /* fp8q was built for another processor
+                                family, so it has no code for it */
+    FP8Q_CPU_NOT_REPORTED,   /* CPUID reports no such feature (or no AVX,
+                                which all three need) */
+    FP8Q_CPU_NO_OS_AVX_STATE /* the processor has it, but the OS does not
+                                save the AVX registers (CPUID's OSXSAVE is
+                                0, or XGETBV's XCR0 lacks the SSE and AVX
+                                state bits) */
+} fp8q_cpu_support;
+
+/*
+ * Whether `feature` can run here, read once per process from the CPUID and
+ * XGETBV instructions themselves, with the same code for every compiler
+ * (never a compiler runtime's __builtin_cpu_supports, which zig's runtime
+ * answers with "no feature").
+ */
+fp8q_cpu_support fp8q_cpu_support_of(fp8q_cpu_feature feature);
+
+/* The feature's usual name: "AVX2", "FMA" or "F16C". */
+const char *fp8q_cpu_feature_name(fp8q_cpu_feature feature);
+
+/* `support` in words: "supported", "not built (non-x86)", "not reported by
+ * the CPU" or "the OS has not enabled AVX state". */
+const char *fp8q_cpu_support_text(fp8q_cpu_support support);
+
+/* Nonzero when AVX2 and F16C are both supported (every processor with AVX2
+ * has F16C). Core code compiled for AVX2 (with F16C) runs only when this
+ * says so. */
 int fp8q_cpu_has_avx2(void);
 
-/* Nonzero when fp8q_cpu_has_avx2() and the processor has FMA3 as well. Core
- * code compiled for AVX2 + FMA runs only when this says so. */
+/* Nonzero when fp8q_cpu_has_avx2() and FMA is supported as well. Core code
+ * compiled for AVX2 + FMA runs only when this says so. */
 int fp8q_cpu_has_avx2_fma(void);
 
 /* ------------------------------------------------------------------------- */

@@ -1,5 +1,6 @@
 """Shared pytest fixtures for fp8q's numerics tests: a fresh random seed per
-test, reported on failure, and a guard that restores the thread count.
+test, reported on failure, and guards that restore the thread count and the
+AVX2 switch.
 
 Set FP8Q_TEST_SEED=<n> to rerun a failing test with the seed it printed.
 Set FP8Q_REQUIRE_GPU=1 (as .ci/gpu-check does) to make a skipped
@@ -42,6 +43,14 @@ def restore_threads():
     """Restores fp8q's default thread count after the test."""
     yield
     fp8q.set_num_threads(0)
+
+
+@pytest.fixture
+def allow_avx2():
+    """fp8q._C._allow_avx2 (switches the CPU code's AVX2 variants off and
+    on), with them switched back on after the test."""
+    yield fp8q._C._allow_avx2
+    fp8q._C._allow_avx2(True)
 
 
 @pytest.hookimpl(wrapper=True)

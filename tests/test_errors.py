@@ -264,6 +264,44 @@ def test_quantize_non_finite_input(bad):
         fp8q.quantize(x, granularity="row")
 
 
+# A negative quiet NaN, as 0/0 gives on x86 (np.nan is positive).
+NEGATIVE_NAN = np.array([0xFFC00000], np.uint32).view(np.float32)[0]
+
+
+def _histogram_calibrator():
+    calibrator = fp8q.calib.HistogramCalibrator()
+    calibrator.update(X)
+    return calibrator
+
+
+@pytest.mark.parametrize("value, text", [
+    pytest.param(NEGATIVE_NAN, "-nan", id="negative-nan"),
+    pytest.param(np.float32(np.nan), "nan", id="nan"),
+    pytest.param(np.float32(-np.inf), "-inf", id="negative-inf"),
+    pytest.param(np.float32(np.inf), "inf", id="inf")])
+@pytest.mark.parametrize("call, message", [
+    pytest.param(lambda bad: fp8q.cast(X, "e4m3", scale=bad),
+                 "but element 0 (C order) is {}", id="cast-scale"),
+    pytest.param(lambda bad: fp8q.quantize(
+        X, granularity="row", scale=np.array([[1], [bad], [1]], np.float32)),
+        "but element 1 (C order) is {}", id="quantize-scale"),
+    pytest.param(lambda bad: fp8q.calib.scale_from_amax(
+        np.array([1, bad], np.float32)),
+        "group 1 (C-order index into the scale): its amax is {} (the data "
+        "contain NaN or infinity)", id="scale-from-amax"),
+    pytest.param(lambda bad: _histogram_calibrator().compute_amax(
+        "percentile", percentile=float(bad)),
+        "percentile: expected a value in (0, 100], got {}", id="percentile")])
+def test_non_finite_values_read_the_same_everywhere(call, message, value,
+                                                    text):
+    """fp8q writes non-finite numbers itself: "nan", "-nan", "inf", "-inf"
+    whatever the C runtime's printf would (glibc "-nan", the UCRT
+    "-nan(ind)", msvcrt "nan" for a negative NaN)."""
+    with pytest.raises(ValueError) as info:
+        call(value)
+    assert str(info.value).endswith(message.format(text)), str(info.value)
+
+
 def test_dequantize_needs_a_qtensor():
     with raises(TypeError, "QTensor", "ndarray"):
         fp8q.dequantize(X)

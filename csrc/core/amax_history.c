@@ -91,10 +91,11 @@ fp8q_status fp8q_amax_history_merge(fp8q_amax_history *history,
         other->momentum != history->momentum ||
         other->running_max != history->running_max) {
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                         "other: history_len %" PRId64 ", momentum %g and "
-                         "running max %d, expected %" PRId64 ", %g and %d",
-                         other->length, other->momentum, other->running_max,
-                         history->length, history->momentum,
+                         "other: history_len %" PRId64 ", momentum %s and "
+                         "running max %d, expected %" PRId64 ", %s and %d",
+                         other->length, fp8q_number(other->momentum).text,
+                         other->running_max, history->length,
+                         fp8q_number(history->momentum).text,
                          history->running_max);
     }
     for (age = 0; age < other->filled; age++) {

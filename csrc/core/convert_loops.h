@@ -10,7 +10,9 @@
  * lets gcc -O2 (whose "very cheap" cost model refuses loops that need a
  * scalar epilogue or alias checks) and clang vectorise them. gcc also needs
  * -fno-trapping-math to if-convert the codec's float addition; that flag
- * changes no result. Only convert.c and convert_avx2.c include this file.
+ * changes no result. The FP8 loop asks for one register of codes per
+ * vector step (FP8Q_VECTORIZE_BYTES), which clang does not choose itself.
+ * Only convert.c and convert_avx2.c include this file.
  */
 #ifndef FP8Q_CORE_CONVERT_LOOPS_H
 #define FP8Q_CORE_CONVERT_LOOPS_H
@@ -49,6 +51,7 @@ FP8Q_FORCE_INLINE void encode_fp8_block(const float *FP8Q_RESTRICT values,
                                         int kind, int saturate)
 {
     int64_t i;
+    FP8Q_VECTORIZE_BYTES
     for (i = 0; i < count; i++) {
         codes[i] = fp8q_encode_fp8(values[i], mantissa_bits, exponent_bias,
                                    max_code, kind, saturate);

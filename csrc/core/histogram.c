@@ -84,8 +84,8 @@ fp8q_status fp8q_histogram_cover(fp8q_histogram *histogram, float value,
 {
     if (!is_finite(value) || value < 0.0f) {
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                         "amax: expected a finite value >= 0, got %g",
-                         (double)value);
+                         "amax: expected a finite value >= 0, got %s",
+                         fp8q_number((double)value).text);
     }
     widen_to(histogram,
              fp8q_histogram_covered_exponent(histogram->n_bins,
@@ -331,14 +331,14 @@ fp8q_status fp8q_histogram_check(const fp8q_histogram *histogram,
     }
     if (!is_finite(amax) || amax < 0.0f) {
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                         "amax: expected a finite value >= 0, got %g",
-                         (double)amax);
+                         "amax: expected a finite value >= 0, got %s",
+                         fp8q_number((double)amax).text);
     }
     if (histogram->bin_exponent == FP8Q_HISTOGRAM_NO_RANGE) {
         if (amax != 0.0f) {
             return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                             "bin_width: 0 (no range yet) but amax is %g",
-                             (double)amax);
+                             "bin_width: 0 (no range yet) but amax is %s",
+                             fp8q_number((double)amax).text);
         }
         last_allowed = 0;
     }
@@ -355,10 +355,12 @@ fp8q_status fp8q_histogram_check(const fp8q_histogram *histogram,
         if ((double)amax >=
             ldexp((double)histogram->n_bins, histogram->bin_exponent)) {
             return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                             "amax %g lies beyond the last bin (%" PRId64
-                             " bins of width %g)",
-                             (double)amax, histogram->n_bins,
-                             fp8q_histogram_bin_width(histogram));
+                             "amax %s lies beyond the last bin (%" PRId64
+                             " bins of width %s)",
+                             fp8q_number((double)amax).text,
+                             histogram->n_bins,
+                             fp8q_number(fp8q_histogram_bin_width(histogram))
+                                 .text);
         }
         last_allowed = (int64_t)ldexp((double)amax, -histogram->bin_exponent);
     }
@@ -366,15 +368,16 @@ fp8q_status fp8q_histogram_check(const fp8q_histogram *histogram,
         if (histogram->counts[bin] != 0) {
             return fp8q_fail(error, FP8Q_ERROR_VALUE,
                              "counts: bin %" PRId64 " counts values above "
-                             "amax %g (its bin is %" PRId64 ")",
-                             bin, (double)amax, last_allowed);
+                             "amax %s (its bin is %" PRId64 ")",
+                             bin, fp8q_number((double)amax).text,
+                             last_allowed);
         }
     }
     if (amax > 0.0f && histogram->counts[last_allowed] == 0) {
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                         "counts: amax %g was counted in bin %" PRId64
+                         "counts: amax %s was counted in bin %" PRId64
                          ", which is empty",
-                         (double)amax, last_allowed);
+                         fp8q_number((double)amax).text, last_allowed);
     }
     return FP8Q_OK;
 }

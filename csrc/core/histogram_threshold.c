@@ -96,8 +96,8 @@ fp8q_status fp8q_threshold_percentile(const fp8q_histogram *histogram,
 
     if (!(percentile > 0.0 && percentile <= 100.0)) {
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                         "percentile: expected a value in (0, 100], got %g",
-                         percentile);
+                         "percentile: expected a value in (0, 100], got %s",
+                         fp8q_number(percentile).text);
     }
     status = check_counted(histogram, error);
     if (status != FP8Q_OK) {

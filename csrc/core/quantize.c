@@ -238,10 +238,11 @@ fp8q_status fp8q_scales_from_amax(const fp8q_view *amax, fp8q_dtype target,
         if (is_finite(walk.bad_value) && walk.bad_value >= 0.0f) {
             return fp8q_fail(error, FP8Q_ERROR_VALUE,
                              "cannot compute a scale for group %" PRId64
-                             " (C-order index into the scale): amax %g / "
-                             "%g%s overflows float32",
-                             walk.bad_index, (double)walk.bad_value,
-                             (double)walk.max,
+                             " (C-order index into the scale): amax %s / "
+                             "%s%s overflows float32",
+                             walk.bad_index,
+                             fp8q_number((double)walk.bad_value).text,
+                             fp8q_number((double)walk.max).text,
                              power_of_2 ? " rounded up to a power of two"
                                         : "");
         }
@@ -249,14 +250,16 @@ fp8q_status fp8q_scales_from_amax(const fp8q_view *amax, fp8q_dtype target,
             return fp8q_fail(error, FP8Q_ERROR_VALUE,
                              "cannot compute a scale for group %" PRId64
                              " (C-order index into the scale): its amax is "
-                             "%g, but an amax must be >= 0",
-                             walk.bad_index, (double)walk.bad_value);
+                             "%s, but an amax must be >= 0",
+                             walk.bad_index,
+                             fp8q_number((double)walk.bad_value).text);
         }
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
                          "cannot compute a scale for group %" PRId64
-                         " (C-order index into the scale): its amax is %g "
+                         " (C-order index into the scale): its amax is %s "
                          "(the data contain NaN or infinity)",
-                         walk.bad_index, (double)walk.bad_value);
+                         walk.bad_index,
+                         fp8q_number((double)walk.bad_value).text);
     }
     walk.pass = SCALE_PASS_AMAX_TO_SCALE;
     walk_scales(&walk, amax);
@@ -332,9 +335,9 @@ fp8q_status fp8q_check_scale_values(const fp8q_view *scale,
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
                          "%s: every value must be finite and > 0 (it is "
                          "the dequantization scale, x ~= q * scale), but "
-                         "element %" PRId64 " (C order) is %g",
+                         "element %" PRId64 " (C order) is %s",
                          argument_name, walk.bad_index,
-                         (double)walk.bad_value);
+                         fp8q_number((double)walk.bad_value).text);
     }
     return FP8Q_OK;
 }

@@ -354,7 +354,7 @@ static int64_t block_columns_for(int64_t n, int threads)
     return columns < BLOCK_COLUMNS ? columns : BLOCK_COLUMNS;
 }
 
-static int uses_avx2_kernels(void)
+int fp8q_scaled_mm_uses_avx2_fma(void)
 {
     /* fp8q_convert_allow_avx2(0) (tests) turns these kernels off too. */
     return fp8q_convert_uses_avx2() && fp8q_cpu_has_avx2_fma();
@@ -363,7 +363,7 @@ static int uses_avx2_kernels(void)
 int fp8q_scaled_mm_has_kernel(int64_t m, int64_t k, const fp8q_view *b)
 {
     return b->strides[0] == 1 && k > 0 &&
-           (uses_avx2_kernels() || m <= FP8Q_SCALED_MM_DOT_M);
+           (fp8q_scaled_mm_uses_avx2_fma() || m <= FP8Q_SCALED_MM_DOT_M);
 }
 
 fp8q_status fp8q_scaled_mm_product(const fp8q_view *a, const fp8q_view *b,
@@ -383,7 +383,7 @@ fp8q_status fp8q_scaled_mm_product(const fp8q_view *a, const fp8q_view *b,
     job.product = (float *)product->data;
     job.block_columns = BLOCK_COLUMNS;
     job.failed = 0;
-    if (!uses_avx2_kernels()) {
+    if (!fp8q_scaled_mm_uses_avx2_fma()) {
         fp8q_for_each_unit_range(n, work, dot_columns, &job);
     }
     else if (a->shape[0] <= FP8Q_SCALED_MM_DOT_M) {

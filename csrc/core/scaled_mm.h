@@ -76,6 +76,11 @@ fp8q_status fp8q_scaled_mm_operand(const fp8q_view *source,
  */
 #define FP8Q_SCALED_MM_DOT_M 8
 
+/* Nonzero when fp8q_scaled_mm_product runs the AVX2 + FMA kernels: the
+ * processor has AVX2, FMA and F16C and fp8q_convert_allow_avx2 has not
+ * switched them off. */
+int fp8q_scaled_mm_uses_avx2_fma(void);
+
 /* Nonzero when fp8q_scaled_mm_product takes a product of m rows of a with
  * this b (k rows), on this processor; else the caller multiplies float32
  * operands with a BLAS sgemm. */

@@ -4,7 +4,8 @@
  * Functions return an fp8q_status; when it is not FP8Q_OK they have written a
  * human-readable message (naming the argument, what was expected and what was
  * received) into the caller's fp8q_error. The Python binding maps the status
- * to an exception class; nothing in the library aborts or exits.
+ * to an exception class; nothing in the library aborts or exits. Numbers in
+ * messages go through fp8q_number, so that they read the same everywhere.
  */
 #ifndef FP8Q_CORE_STATUS_H
 #define FP8Q_CORE_STATUS_H
@@ -37,5 +38,21 @@ fp8q_status fp8q_fail(fp8q_error *error, fp8q_status status,
 /* Resets `error` to FP8Q_OK with an empty message (before a call that may
  * fill it). */
 void fp8q_error_clear(fp8q_error *error);
+
+/* Room for any double as fp8q_number writes it. */
+#define FP8Q_NUMBER_TEXT_SIZE 32
+
+/* A number as text, returned by value so that it can be an argument of the
+ * message it is for: fp8q_fail(error, ..., "got %s", fp8q_number(x).text)
+ * (the array lives until the end of that full expression, C11 6.2.4). */
+typedef struct fp8q_number_text {
+    char text[FP8Q_NUMBER_TEXT_SIZE];
+} fp8q_number_text;
+
+/* `value` as fp8q's messages write numbers: printf's "%g" where it is
+ * finite, and "nan", "-nan", "inf" or "-inf" (by the sign bit) otherwise,
+ * the same with every C runtime (printf itself writes a negative NaN as
+ * "-nan" with glibc, "-nan(ind)" with the UCRT and "nan" with msvcrt). */
+fp8q_number_text fp8q_number(double value);
 
 #endif /* FP8Q_CORE_STATUS_H */

@@ -10,6 +10,7 @@
  * tensor_buffer.c (PEP 3118), dlpack.c (producer and consumer),
  * asarray.c (any object -> Tensor), ops.c (cast, amax, quantize, ...),
  * cuda_info.c (what the CUDA backend finds, for fp8q.info()),
+ * cpu_info.c (which x86 features the CPU code uses, for fp8q.info()),
  * dlpack_exchange.c (DLPack's C exchange API: torch tensors in C),
  * linear_layer.c (an fp8q.torch.Linear forward in one call).
  */
@@ -600,6 +601,7 @@ int fp8q_py_dlpack_init(PyObject *module);
 int fp8q_py_asarray_init(PyObject *module);
 int fp8q_py_ops_init(PyObject *module);
 int fp8q_py_cuda_info_init(PyObject *module);
+int fp8q_py_cpu_info_init(PyObject *module);
 int fp8q_py_calibration_init(PyObject *module);
 int fp8q_py_scaled_mm_init(PyObject *module);
 int fp8q_py_scaled_mm_cuda_init(PyObject *module);

@@ -32,6 +32,7 @@ PyMODINIT_FUNC PyInit__C(void)
         fp8q_py_dlpack_init(module) < 0 ||
         fp8q_py_asarray_init(module) < 0 || fp8q_py_ops_init(module) < 0 ||
         fp8q_py_cuda_info_init(module) < 0 ||
+        fp8q_py_cpu_info_init(module) < 0 ||
         fp8q_py_calibration_init(module) < 0 ||
         fp8q_py_scaled_mm_init(module) < 0 ||
         fp8q_py_scaled_mm_cuda_init(module) < 0 ||

@@ -79,9 +79,16 @@ def info():
 
     Keys: fp8q (version); build (compiler, cuda_kernels, cuda_kernels_reason,
     nvcc_version, ptxas_version, numpy_headers, build_system, kernel_archs);
-    platform; python; packages (numpy, ml_dtypes, torch: versions, None when
-    not installed; torch is never imported); threads; cuda; cublaslt;
-    round_trip (a 1024x1024 quantize/dequantize and its errors).
+    platform; cpu_features; python; packages (numpy, ml_dtypes, torch:
+    versions, None when not installed; torch is never imported); threads;
+    cuda; cublaslt; round_trip (a 1024x1024 quantize/dequantize and its
+    errors).
+
+    cpu_features: for each x86 feature fp8q has code for ("AVX2", "FMA",
+    "F16C"), {used (bool), by (the code that uses it: "conversions",
+    "scaled_mm"; None when unused), why_not (None when used; else e.g. "not
+    reported by the CPU", "the OS has not enabled AVX state", "not built
+    (non-x86)")}.
 
     cuda: available (bool: fp8q's kernels load on at least one device),
     reason (why not, e.g. every driver library tried; else None), driver

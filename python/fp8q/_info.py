@@ -1,7 +1,7 @@
 """fp8q.info() and `python -m fp8q info`: what fp8q is, how it was built,
-where it runs (CPU, CUDA driver and devices, which path each operation takes
-on each device), and whether its main job works here (a small quantize /
-dequantize round trip).
+where it runs (CPU and the x86 features its code uses, CUDA driver and
+devices, which path each operation takes on each device), and whether its
+main job works here (a small quantize / dequantize round trip).
 
 Nothing here imports torch: its version is shown if it is already imported,
 otherwise from its installed metadata. Nothing here runs at `import fp8q`:
@@ -147,6 +147,7 @@ def info():
             "cpu": cpu_model(),
             "logical_cpus": os.cpu_count(),
         },
+        "cpu_features": _C._cpu_features(),
         "python": {
             "version": platform.python_version(),
             "implementation": platform.python_implementation(),
@@ -202,6 +203,13 @@ def _cuda_lines(cuda):
     return lines
 
 
+def _cpu_feature_lines(features):
+    """The report's lines (name, value) for info()["cpu_features"]."""
+    return [(f"  {name}", f"used by {use['by']}" if use["used"]
+             else f"not used: {use['why_not']}")
+            for name, use in features.items()]
+
+
 def print_info(as_json=False):
     """Prints info(), as a readable report or as JSON."""
     facts = info()
@@ -228,6 +236,7 @@ def print_info(as_json=False):
         ("numpy headers", build["numpy_headers"]),
         ("platform", f"{machine['system']} ({machine['machine']})"),
         ("cpu", f"{machine['cpu']}, {machine['logical_cpus']} logical CPUs"),
+        *_cpu_feature_lines(facts["cpu_features"]),
         ("python", f"{python['version']} ({python['implementation']}) "
                    f"{python['executable']}"),
     ]

@@ -77,6 +77,14 @@ void test_once(void);
 void test_library_open_and_symbols(void);
 void test_library_open_by_path(void);
 void test_library_open_errors(void);
+void test_cpu_features(void);
+
+/* test_cpu_paths.c */
+void test_cpu_paths(void);
+
+/* test_status.c */
+void test_number_text(void);
+void test_messages_with_non_finite_values(void);
 
 /* test_codec.c */
 void test_dtype_names(void);

@@ -1,8 +1,10 @@
 /*
  * test_platform.c - aligned allocation, the parallel loop, atomics,
- * one-time initialisation and shared libraries opened at run time.
+ * one-time initialisation, shared libraries opened at run time and the
+ * processor's features.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "harness.h"
@@ -279,4 +281,80 @@ void test_library_open_errors(void)
     library = (fp8q_library *)&error_text;
     CHECK(!fp8q_library_is_loaded("fp8q-no-such-library-1234", &library));
     CHECK(library == NULL);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Processor features                                                        */
+
+/* The flags line of /proc/cpuinfo (Linux's view of CPUID, with the
+ * features whose registers the kernel does not enable taken out), with a
+ * space at each end, in `flags`; 0 where there is no such file (Windows; a
+ * program under Wine reads the Linux host's). */
+static int read_cpuinfo_flags(char *flags, size_t size)
+{
+    char line[8192];
+    FILE *file = fopen("/proc/cpuinfo", "r");
+    int found = 0;
+
+    if (file == NULL) {
+        return 0;
+    }
+    while (!found && fgets(line, (int)sizeof line, file) != NULL) {
+        if (strncmp(line, "flags", 5) == 0 && strchr(line, ':') != NULL) {
+            (void)snprintf(flags, size, " %s", strchr(line, ':') + 1);
+            flags[strcspn(flags, "\n")] = ' ';
+            found = 1;
+        }
+    }
+    fclose(file);
+    return found;
+}
+
+void test_cpu_features(void)
+{
+    static const char *const flag_names[FP8Q_CPU_FEATURE_COUNT] = {
+        " avx2 ", " fma ", " f16c "};
+    static const char *const names[FP8Q_CPU_FEATURE_COUNT] = {"AVX2", "FMA",
+                                                               "F16C"};
+    static char flags[8192];
+    const int have_flags = read_cpuinfo_flags(flags, sizeof flags);
+    fp8q_cpu_support support[FP8Q_CPU_FEATURE_COUNT];
+    int feature;
+
+    for (feature = 0; feature < FP8Q_CPU_FEATURE_COUNT; feature++) {
+        support[feature] = fp8q_cpu_support_of((fp8q_cpu_feature)feature);
+        CHECK(strcmp(fp8q_cpu_feature_name((fp8q_cpu_feature)feature),
+                     names[feature]) == 0);
+#if defined(__x86_64__) || defined(__i386__) || defined(_M_X64) || \
+    defined(_M_IX86)
+        CHECK(support[feature] != FP8Q_CPU_NOT_X86);
+        if (have_flags) {
+            /* The kernel's flags and fp8q's reading of CPUID and XCR0 agree
+             * (natively, and under Wine through the host's file). */
+            CHECK_INT(support[feature] == FP8Q_CPU_SUPPORTED,
+                      strstr(flags, flag_names[feature]) != NULL);
+        }
+#else
+        (void)have_flags;
+        (void)flag_names;
+        CHECK_INT(support[feature], FP8Q_CPU_NOT_X86);
+#endif
+        /* Read once: the same answer every time. */
+        CHECK_INT(fp8q_cpu_support_of((fp8q_cpu_feature)feature),
+                  support[feature]);
+    }
+    CHECK_INT(fp8q_cpu_has_avx2(),
+              support[FP8Q_CPU_AVX2] == FP8Q_CPU_SUPPORTED &&
+                  support[FP8Q_CPU_F16C] == FP8Q_CPU_SUPPORTED);
+    CHECK_INT(fp8q_cpu_has_avx2_fma(),
+              fp8q_cpu_has_avx2() &&
+                  support[FP8Q_CPU_FMA] == FP8Q_CPU_SUPPORTED);
+    CHECK(strcmp(fp8q_cpu_support_text(FP8Q_CPU_SUPPORTED), "supported") ==
+          0);
+    CHECK(strcmp(fp8q_cpu_support_text(FP8Q_CPU_NOT_X86),
+                 "not built (non-x86)") == 0);
+    CHECK(strcmp(fp8q_cpu_support_text(FP8Q_CPU_NOT_REPORTED),
+                 "not reported by the CPU") == 0);
+    CHECK(strcmp(fp8q_cpu_support_text(FP8Q_CPU_NO_OS_AVX_STATE),
+                 "the OS has not enabled AVX state") == 0);
 }

@@ -13,7 +13,8 @@ BUILD_DIR=${BUILD_DIR:-$ROOT/build/tests-c/bench-$(basename "$CC")}
 STRICT="-std=c11 -Wall -Wextra -Wpedantic -Werror"
 
 case "$("$CC" -dumpmachine 2>/dev/null)" in
-    x86_64*|i?86*|amd64*) AVX2_FLAGS="-mavx2"; FMA_FLAGS="-mavx2 -mfma" ;;
+    x86_64*|i?86*|amd64*)
+        AVX2_FLAGS="-mavx2 -mf16c"; FMA_FLAGS="-mavx2 -mfma -mf16c" ;;
     *) AVX2_FLAGS=""; FMA_FLAGS="" ;;
 esac
 SOURCES="$ROOT/csrc/platform.c"
