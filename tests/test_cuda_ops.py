@@ -380,6 +380,24 @@ def test_scaled_mm_with_gpu_scale_result(granularity, k, rng):
     assert same_bits(on_gpu.cpu().numpy(), on_host.cpu().numpy())
 
 
+@pytest.mark.parametrize("single", ["scale_a", "scale_b"])
+def test_rowwise_scales_with_one_single_side_match_the_cpu(single, rng):
+    """Rowwise scales with one side a single value, repeated (what
+    fp8q.linear passes for a tensorwise weight): cuBLASLt's rowwise mode
+    would read M or N values there, so these take the epilogue kernel;
+    within the FP8 bound of the CPU."""
+    m, k, n = 64, 512, 384
+    a, b, scale_a, scale_b = scaled_mm_operands(rng, m, k, n, "row")
+    one = fp8q.asarray(np.float32(0.75))
+    scales = (one, scale_b) if single == "scale_a" else (scale_a, one)
+    keywords = dict(out_dtype="bfloat16")
+    expected = np.asarray(fp8q.scaled_mm(a, b, *scales, **keywords).numpy(),
+                          np.float64)
+    out = fp8q.scaled_mm(a.to("cuda"), b.T.to("cuda").T,
+                         *(scale.to("cuda") for scale in scales), **keywords)
+    assert_within_the_fp8_bound(out, expected, a, b, *scales, keywords)
+
+
 def absolute(codes):
     """|x| of FP8 codes (the sign bit cleared), as a tensor of their dtype."""
     host = codes.cpu() if hasattr(codes, "cpu") else codes

@@ -137,7 +137,8 @@ static fp8q_TensorObject *on_device(fp8q_TensorObject *tensor,
 
 /* destination (count elements of `dtype`, on the GPU) = decode(source)
  * (times its scale when `scale` is not NULL, addressed as `addressing`
- * says), for `count` FP8 codes `source` of `source_dtype` on the GPU. */
+ * says), for `count` values `source` of `source_dtype` on the GPU (FP8
+ * codes, or a 16-bit bias). */
 static fp8q_status decode(const fp8q_cuda_device *cuda, const void *source,
                           fp8q_dtype source_dtype, int64_t count,
                           fp8q_dtype dtype, const float *scale,
@@ -264,19 +265,27 @@ static fp8q_matmul_scaling matmul_scaling(fp8q_scaling mode)
 }
 
 /* Whether the call can be one cuBLASLt product (its FP8 operands aligned):
- * the mode available, K a multiple of 128 for block scales (each block
- * whole), a bias cuBLASLt takes, amax only of an FP8 result (cuBLASLt's AMAX_D); K > 0 (cuBLASLt
- * refuses empty sums, whose result is the bias). */
+ * the mode available; K a multiple of 128 for block scales (each block
+ * whole); rowwise scales of M and N values (cuBLASLt's OUTER_VEC_32F reads
+ * that many: one side given as a single value, repeated, takes the
+ * epilogue kernel, which repeats it); a bias cuBLASLt takes; amax only of
+ * an FP8 result (cuBLASLt's AMAX_D); K > 0 (cuBLASLt refuses empty sums,
+ * whose result is the bias). */
 static int one_call_fits(const fp8q_cublaslt *library,
                          const fp8q_py_scaled_mm *call, int64_t k)
 {
     const fp8q_dtype out = call->out->view.dtype;
     const fp8q_matmul_scaling scaling = matmul_scaling(call->mode);
     if (k == 0 || !fp8q_matmul_scaling_available(library, call->a->cuda_device,
-                                       scaling)) {
+                                                 scaling)) {
         return 0;
     }
     if (scaling == FP8Q_MATMUL_BLOCKWISE && k % FP8Q_SCALED_MM_BLOCK != 0) {
+        return 0;
+    }
+    if (scaling == FP8Q_MATMUL_ROWWISE &&
+        (fp8q_view_size(&call->scale_a->view) != call->a->view.shape[0] ||
+         fp8q_view_size(&call->scale_b->view) != call->b->view.shape[1])) {
         return 0;
     }
     if (call->bias != NULL &&
@@ -612,6 +621,7 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     int result = -1;
     int refused = 0;
     sums_path path, fp8_path;
+    size_t product_bytes, bias_bytes;
     int done;
     int index;
 
@@ -715,20 +725,25 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
             goto done;
         }
     }
-    /* The float32 sums and the operands their path makes, in the device's
-     * reused scratch memory; an FP8 product cuBLASLt refuses now (a
-     * refusal remembered before took the bfloat16 path in
-     * first_sums_path) is made again from exact bfloat16 operands (their
-     * scratch acquired anew). */
+    /* The float32 sums and the operands their path makes, then a float32
+     * copy of a 16-bit bias, in the device's reused scratch memory; an FP8
+     * product cuBLASLt refuses now (a refusal remembered before took the
+     * bfloat16 path in first_sums_path) is made again from exact bfloat16
+     * operands (their scratch acquired anew). */
+    product_bytes = fp8q_cuda_scratch_rounded((size_t)(m * n) * 4);
+    bias_bytes = call->bias != NULL &&
+                         call->bias->view.dtype != FP8Q_FLOAT32
+                     ? fp8q_cuda_scratch_rounded((size_t)n * 4)
+                     : 0;
     problem.d_dtype = FP8Q_FLOAT32;
     path = first_sums_path(call, &problem);
     Py_BEGIN_ALLOW_THREADS
     for (;;) {
-        const size_t product_bytes = fp8q_cuda_scratch_rounded(
-            (size_t)(m * n) * 4);
         status = fp8q_cuda_scratch_acquire(
-            cuda, product_bytes + operand_bytes(path, m, n, k), stream,
-            &product, &error);
+            cuda,
+            product_bytes + operand_bytes(path, m, n, k) +
+                bias_bytes,
+            stream, &product, &error);
         if (status != FP8Q_OK) {
             break;
         }
@@ -754,24 +769,29 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     /* The epilogue: scales, bias, amax, rounding into out_dtype. */
     memset(&epilogue, 0, sizeof epilogue);
     if (call->bias != NULL) {
-        /* Used on `stream` before its conversion to float32, which runs on
-         * the tensor's last stream. */
-        fp8q_TensorObject *bias_on_device = on_device(call->bias, &device,
-                                                      stream);
-        if (bias_on_device == NULL ||
-            fp8q_py_use_on_stream(bias_on_device, stream) < 0) {
-            Py_XDECREF(bias_on_device);
-            goto done;
-        }
-        bias = bias_on_device->view.dtype == FP8Q_FLOAT32
-                   ? (fp8q_TensorObject *)Py_NewRef(bias_on_device)
-                   : fp8q_tensor_copy_as(bias_on_device, FP8Q_FLOAT32);
-        Py_DECREF(bias_on_device);
+        bias = on_device(call->bias, &device, stream);
         if (bias == NULL) {
             goto done;
         }
         keep[n_keep++] = bias;
+        if (fp8q_py_use_on_stream(bias, stream) < 0) {
+            goto done;
+        }
         epilogue.bias = (const float *)bias->view.data;
+    }
+    if (bias_bytes > 0) {
+        float *bias_float32 =
+            (float *)((char *)product.memory + product_bytes +
+                      operand_bytes(path, m, n, k));
+        Py_BEGIN_ALLOW_THREADS
+        status = decode(cuda, bias->view.data, bias->view.dtype, n,
+                        FP8Q_FLOAT32, NULL, NULL, bias_float32, stream,
+                        &error);
+        Py_END_ALLOW_THREADS
+        if (fp8q_py_raise_on_failure(status, &error) < 0) {
+            goto done;
+        }
+        epilogue.bias = bias_float32;
     }
     /* A scale_result on the GPU: the epilogue's float32 result in place,
      * then divided by it into out by the cast kernel (the same correctly
