@@ -1112,7 +1112,7 @@ def scaled_mm_scale_modes_fall_back():
         taken = [words[:3] + (words[3],) for words in one_call_log()[before:]]
         # A refused one-call product is never logged as run.
         assert taken == [path], (granularity, k, taken)
-    seen = fp8q.info()["cublaslt"]["scale_modes"]["0"]
+    seen = fp8q._C._cublaslt_info()["scale_modes"]["0"]
     refused = (["rowwise", "blockwise"]
                if os.environ.get("FAKE_CUBLASLT_REFUSE_SCALE_MODES") else [])
     assert seen == {"accepted": ["unscaled"], "refused": refused}, seen
