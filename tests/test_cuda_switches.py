@@ -10,8 +10,8 @@ CUDA tests under them.
 """
 import pytest
 
-from fake_gpu import run_child
-from test_cuda_fake_device import TESTS, fake_driver  # noqa: F401 (fixture)
+from fake_gpu import TESTS, run_child
+from test_cuda_fake_device import fake_driver  # noqa: F401 (a fixture)
 
 SETTINGS = {
     "auto": {},
