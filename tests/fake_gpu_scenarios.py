@@ -1112,7 +1112,7 @@ def scaled_mm_scale_modes_fall_back():
         taken = [words[:3] + (words[3],) for words in one_call_log()[before:]]
         # A refused one-call product is never logged as run.
         assert taken == [path], (granularity, k, taken)
-    seen = fp8q.info()["cublaslt"]["scale_modes"]["0"]
+    seen = fp8q._C._cublaslt_info()["scale_modes"]["0"]
     refused = (["rowwise", "blockwise"]
                if os.environ.get("FAKE_CUBLASLT_REFUSE_SCALE_MODES") else [])
     assert seen == {"accepted": ["unscaled"], "refused": refused}, seen
@@ -1128,9 +1128,10 @@ def cached_plan_allocates_nothing():
     device's reused scratch memory. One cuBLASLt call on sm_90 for every
     mode, an FP8 result with its D scale computed on the GPU from a GPU
     scale_result, the FP8 product + epilogue kernel (a float32 bias), the
-    same of zero-padded operands (K or N not multiples of 16), and the
-    exact paths' decoded operands (blockwise float32 on sm_89; bfloat16
-    everywhere on sm_86)."""
+    same of zero-padded operands (K or N not multiples of 16; with a
+    float16 bias, converted to float32 there too), and the exact paths'
+    decoded operands (blockwise float32 on sm_89; bfloat16 everywhere on
+    sm_86)."""
     rng = np.random.default_rng(23)
     sm90 = os.environ.get("FAKE_CUDA_CC", "8.9") >= "9.0"
     cases = [("tensor", 64, "bfloat16", {}),
@@ -1139,6 +1140,7 @@ def cached_plan_allocates_nothing():
              ("row", 64, "float8_e4m3fn", {"scale_result": 0.3}),
              ("row", 40, "bfloat16", {}),
              ("tensor", 64, "float8_e4m3fn", {"scale_result": 0.3, "n": 40}),
+             ("row", 64, "bfloat16", {"bias": np.float16, "n": 40}),
              ("row", 4, "float32", {})]
     if sm90:
         cases += [("row", 64, "float8_e4m3fn", {"scale_result": 0.3,

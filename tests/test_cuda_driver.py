@@ -143,8 +143,9 @@ def test_one_device(fake_driver, cc, native):
         "index": 0, "name": "Fake RTX 0", "compute_capability": cc,
         "memory_bytes": 12884901888, "native_fp8": native}
     if device["kernels"]:
-        assert device["ops"]["scaled_mm"].startswith(
-            "cuda: cuBLASLt FP8 GEMM" if native else "cuda: emulated")
+        assert device["ops"]["scaled_mm"]["tensorwise"] == (
+            "cuda: one cuBLASLt call" if native else
+            "cuda: bfloat16 product of the decoded codes + epilogue kernel")
     if not KERNELS:
         check_unavailable(result, NO_KERNELS)
         assert device["kernels"] is False
@@ -154,6 +155,10 @@ def test_one_device(fake_driver, cc, native):
     assert device["ops"]["cast"] == ("cuda: fp8q's kernels" if device["kernels"]
                                      else "unavailable: fp8q's kernels do not "
                                      "load on this device")
+    if not device["kernels"]:
+        assert device["ops"]["scaled_mm"] == dict.fromkeys(
+            ("tensorwise", "rowwise", "blockwise"),
+            "unavailable: fp8q's kernels do not load on this device")
 
 
 def test_two_devices(fake_driver):
@@ -176,9 +181,14 @@ def test_info_cli_json_has_cuda_and_cublaslt_sections(fake_driver):
     facts = json.loads(output)
     assert facts["cuda"]["driver"]["path"] == str(fake_driver)
     if facts["cuda"]["available"]:
+        # After info's product of each scaling mode on the fake's sm_89:
+        # one tensorwise call, the other modes' unscaled FP8 or float32
+        # products.
         assert facts["cublaslt"] == {
             "found": True, "version": "13.10.0", "error": None,
-            "path": environment["FP8Q_CUBLASLT"], "scale_modes": {}}
+            "path": environment["FP8Q_CUBLASLT"], "scale_modes": {
+                "0": {"accepted": ["unscaled", "tensorwise"],
+                      "refused": []}}}
     else:
         assert facts["cublaslt"]["found"] is None
     text = subprocess.run(

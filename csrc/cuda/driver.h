@@ -110,9 +110,11 @@ void fp8q_cuda_describe_result(const fp8q_cuda_driver *driver,
 /*
  * FP8Q_OK when fp8q's GPU backend can be used here: the driver is usable
  * (as fp8q_cuda_driver_load's ->error), fp8q was built with CUDA kernels
- * ("fp8q was built without CUDA kernels: <reason>" otherwise), and the
- * driver is at least the version the kernels were built for (both versions
- * in the message otherwise). Devices' kernel images are not loaded.
+ * ("fp8q was built without CUDA kernels: <reason>" otherwise), the driver
+ * is at least the version the kernels were built for (both versions in the
+ * message otherwise), and the switches (cuda/switches.h, read here the
+ * first time) have values they take. Devices' kernel images are not
+ * loaded.
  */
 fp8q_status fp8q_cuda_backend_check(fp8q_error *error);
 
@@ -186,6 +188,10 @@ typedef struct fp8q_cuda_device {
     /* Compute capability, e.g. 9 and 0 for sm_90. */
     int compute_capability_major;
     int compute_capability_minor;
+    /* Nonzero when scaled_mm uses the device's FP8 tensor cores: compute
+     * capability 8.9 or newer, and FP8Q_CUDA_NO_FP8_TENSOR_CORES not 1
+     * (cuda/switches.h). */
+    int fp8_tensor_cores;
     /* Multiprocessors, for sizing grids. */
     int multiprocessor_count;
     /* Nonzero when fp8q allocates with the stream-ordered allocator

@@ -599,13 +599,11 @@ int fp8q_matmul_scaling_available(const fp8q_cublaslt *library,
                                   const fp8q_cuda_device *device,
                                   fp8q_matmul_scaling scaling)
 {
-    const int major = device->compute_capability_major;
-    if (!fp8q_cuda_has_fp8_tensor_cores(major,
-                                        device->compute_capability_minor)) {
+    if (!device->fp8_tensor_cores) {
         return scaling == FP8Q_MATMUL_UNSCALED;
     }
     if (scaling == FP8Q_MATMUL_ROWWISE || scaling == FP8Q_MATMUL_BLOCKWISE) {
-        return major >= 9 &&
+        return device->compute_capability_major >= 9 &&
                library->version >= FP8Q_CUBLASLT_SCALE_MODES_VERSION;
     }
     return 1;

@@ -76,8 +76,9 @@ typedef struct fp8q_matmul {
 const char *fp8q_matmul_scaling_name(fp8q_matmul_scaling scaling);
 
 /* Nonzero when `library` on `device` can be asked for `scaling` at all:
- * tensorwise with FP8 tensor cores (sm_89+); rowwise and blockwise need
- * cuBLASLt 12.9 or newer (the scale modes) and sm_90+. Whether cuBLASLt
+ * tensorwise where scaled_mm uses FP8 tensor cores (device->
+ * fp8_tensor_cores: sm_89+ unless switched off); rowwise and blockwise need
+ * cuBLASLt 12.9 or newer (the scale modes) and sm_90+ too. Whether cuBLASLt
  * then takes a given problem is its heuristic's answer. */
 int fp8q_matmul_scaling_available(const fp8q_cublaslt *library,
                                   const fp8q_cuda_device *device,

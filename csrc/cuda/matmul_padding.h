@@ -28,8 +28,10 @@
  * product has at most FP8Q_MATMUL_PAD_MAX_GROWTH times the real one's
  * multiply-adds (M x Np x Kp <= growth x M x N x K), else it takes the
  * exact bfloat16 path. 2 because FP8 tensor cores have twice bfloat16's
- * peak rate. UNMEASURED: no GPU has timed padded against exact products
- * yet; python/fp8q/_bench_gemm_gpu.py has the rows that measure it.
+ * peak rate. Timed once (H100, 2026-11-24, docs/benchmarks.md): padded
+ * products up to 1.33 times the multiply-adds were 1.23x to 3.34x faster
+ * than the exact path; the threshold itself is untested
+ * (python/fp8q/_bench_gemm_gpu.py has the rows that measure it).
  */
 #define FP8Q_MATMUL_PAD_MAX_GROWTH 2
 

@@ -378,6 +378,29 @@ typedef struct fp8q_py_scaled_mm {
 int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
                            fp8q_cu_stream stream);
 
+/* The paths of a product on the GPU (docs/scaled_mm.md, "GPUs"), in their
+ * order of preference; scaled_mm_paths.c names and records them. */
+typedef enum fp8q_py_mm_path {
+    FP8Q_PY_MM_ONE_CALL,        /* one cuBLASLt call, the codes as they are */
+    FP8Q_PY_MM_ONE_CALL_PADDED, /* the same on zero-padded operands         */
+    FP8Q_PY_MM_FP8,             /* cuBLASLt FP8 sums + epilogue kernel      */
+    FP8Q_PY_MM_FP8_PADDED,      /* the same on zero-padded operands         */
+    FP8Q_PY_MM_BFLOAT16,        /* exact bfloat16 decodes + epilogue kernel */
+    FP8Q_PY_MM_BLOCKWISE,       /* float32 block-scaled decodes + epilogue  */
+    FP8Q_PY_MM_PATH_COUNT
+} fp8q_py_mm_path;
+
+/* The path's words in FP8Q_LOG's lines, errors and fp8q.info() (e.g.
+ * "one cuBLASLt call"). */
+const char *fp8q_py_mm_path_name(fp8q_py_mm_path path);
+
+/* Called when `call` has run along `path`: remembers it as the last path of
+ * call->mode on its device (fp8q._C._scaled_mm_paths()) and, with
+ * FP8Q_LOG=1, writes "fp8q: scaled_mm M=.. N=.. K=.. on cuda:D: PATH" to
+ * stderr. */
+void fp8q_py_mm_path_taken(const fp8q_py_scaled_mm *call,
+                           fp8q_py_mm_path path);
+
 /* The product on the operands' device (scaled_mm.c): the GPU's on `stream`,
  * or the CPU's, which may compute straight into call->out when `out_is_new`
  * (nothing else can alias it). 0, or -1 with an exception. */
@@ -606,6 +629,7 @@ int fp8q_py_calibration_init(PyObject *module);
 int fp8q_py_scaled_mm_init(PyObject *module);
 int fp8q_py_scaled_mm_cuda_init(PyObject *module);
 int fp8q_py_dlpack_exchange_init(PyObject *module);
+int fp8q_py_scaled_mm_paths_init(PyObject *module);
 int fp8q_py_linear_layer_init(PyObject *module);
 
 #endif /* FP8Q_PYTHON_BINDING_H */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "cuda/driver.h"
+#include "cuda/switches.h"
 #include "python/binding.h"
 
 /* {"path": ..., "version": "13.0" or None}, or None when no driver library
@@ -23,6 +24,20 @@ static PyObject *driver_dict(const fp8q_cuda_driver *driver)
     fp8q_cuda_format_version(driver->version, version, sizeof version);
     return Py_BuildValue("{s:s,s:z}", "path", driver->path, "version",
                          driver->version > 0 ? version : NULL);
+}
+
+/* {"FP8Q_CUDA_NO_FP8_TENSOR_CORES": bool, "FP8Q_CUDA_SCALED_MM_PATH":
+ * "auto" | ..., "error": None or why a value is refused}: the switches as
+ * read (cuda/switches.h). */
+static PyObject *switches_dict(void)
+{
+    const fp8q_cuda_switches *switches = fp8q_cuda_switches_get();
+    return Py_BuildValue(
+        "{s:O,s:s,s:z}", "FP8Q_CUDA_NO_FP8_TENSOR_CORES",
+        switches->no_fp8_tensor_cores ? Py_True : Py_False,
+        "FP8Q_CUDA_SCALED_MM_PATH",
+        fp8q_scaled_mm_path_switch_name(switches->scaled_mm_path), "error",
+        switches->error.status != FP8Q_OK ? switches->error.message : NULL);
 }
 
 /* The entry for device `index`; *kernels_error receives the reason the
@@ -80,9 +95,15 @@ PyDoc_STRVAR(cuda_info_doc,
              "available (bool: fp8q's kernels load on at least one device),\n"
              "reason (str: why not, else None), driver ({'path': the driver\n"
              "library loaded, 'version': e.g. '13.0'}, or None when no driver\n"
-             "was found) and devices (one dict per device: index, name,\n"
+             "was found), devices (one dict per device: index, name,\n"
              "compute_capability such as '8.9', memory_bytes, native_fp8 (8.9\n"
-             "or newer), kernels (bool) and kernels_error (str or None)).\n"
+             "or newer), kernels (bool) and kernels_error (str or None)) and\n"
+             "switches (FP8Q_CUDA_NO_FP8_TENSOR_CORES: bool,\n"
+             "FP8Q_CUDA_SCALED_MM_PATH: 'auto', 'padded', 'epilogue' or\n"
+             "'exact', read from the environment once, and error: why a\n"
+             "value is refused, else None; a refused value makes the backend\n"
+             "unusable, and `reason` names the first problem found: driver,\n"
+             "build, then switches).\n"
              "\n"
              "The first call loads the CUDA driver (libcuda.so.1 / nvcuda.dll,\n"
              "or FP8Q_CUDA_DRIVER) as the first GPU operation would. Checking\n"
@@ -98,6 +119,7 @@ static PyObject *cuda_info(PyObject *module, PyObject *unused)
     PyObject *devices = NULL;
     PyObject *reason = NULL;
     PyObject *driver_entry = NULL;
+    PyObject *switches = NULL;
     PyObject *result = NULL;
     int available = 0;
     int index;
@@ -144,18 +166,21 @@ static PyObject *cuda_info(PyObject *module, PyObject *unused)
         Py_DECREF(entry);
     }
     driver_entry = driver_dict(driver);
-    if (driver_entry == NULL) {
+    switches = switches_dict();
+    if (driver_entry == NULL || switches == NULL) {
         goto done;
     }
     if (available) {
         Py_CLEAR(reason);
     }
-    result = Py_BuildValue("{s:O,s:O,s:O,s:O}", "available",
+    result = Py_BuildValue("{s:O,s:O,s:O,s:O,s:O}", "available",
                            available ? Py_True : Py_False, "reason",
                            reason != NULL ? reason : Py_None, "driver",
-                           driver_entry, "devices", devices);
+                           driver_entry, "devices", devices, "switches",
+                           switches);
 done:
     Py_XDECREF(driver_entry);
+    Py_XDECREF(switches);
     Py_XDECREF(reason);
     Py_DECREF(devices);
     return result;

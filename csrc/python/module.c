@@ -37,6 +37,7 @@ PyMODINIT_FUNC PyInit__C(void)
         fp8q_py_scaled_mm_init(module) < 0 ||
         fp8q_py_scaled_mm_cuda_init(module) < 0 ||
         fp8q_py_dlpack_exchange_init(module) < 0 ||
+        fp8q_py_scaled_mm_paths_init(module) < 0 ||
         fp8q_py_linear_layer_init(module) < 0) {
         Py_DECREF(module);
         return NULL;

@@ -8,7 +8,9 @@
  * are used in place; any other layout through contiguous copies gathered
  * on the GPU (kernels/gather.cuh).
  *
- * Paths, tried in this order (FP8Q_LOG=1 prints the one each call took):
+ * Paths, tried in this order (scaled_mm_paths.c names them, records them
+ * and, with FP8Q_LOG=1, prints the one each call took; the switches of
+ * cuda/switches.h make a GPU start further down the order):
  *   one call native FP8 (compute capability 8.9+) and everything inside one
  *            cuBLASLt product: the scales (tensorwise; rowwise and blockwise
  *            through cuBLASLt 12.9's scale modes on sm_90+), a bias of the
@@ -49,6 +51,7 @@
 #include "cuda/matmul_scales.h"
 #include "cuda/memory.h"
 #include "cuda/scratch.h"
+#include "cuda/switches.h"
 #include "platform.h"
 
 #define MAX_WHEEL_DIRECTORIES 192
@@ -137,7 +140,8 @@ static fp8q_TensorObject *on_device(fp8q_TensorObject *tensor,
 
 /* destination (count elements of `dtype`, on the GPU) = decode(source)
  * (times its scale when `scale` is not NULL, addressed as `addressing`
- * says), for `count` FP8 codes `source` of `source_dtype` on the GPU. */
+ * says), for `count` values `source` of `source_dtype` on the GPU (FP8
+ * codes, or a 16-bit bias). */
 static fp8q_status decode(const fp8q_cuda_device *cuda, const void *source,
                           fp8q_dtype source_dtype, int64_t count,
                           fp8q_dtype dtype, const float *scale,
@@ -187,55 +191,25 @@ static void block_addressing(int64_t k, int64_t n, fp8q_cast_args *a_args,
 }
 
 /* ------------------------------------------------------------------------- */
-/* FP8Q_LOG                                                                  */
-
-/* Nonzero when FP8Q_LOG is set to something other than "" or "0" (read
- * once; the race of two first calls reads the same value). */
-static int logging(void)
-{
-    static volatile int state = -1;
-    char value[8];
-    if (state < 0) {
-        const int length = fp8q_getenv_utf8("FP8Q_LOG", value, sizeof value);
-        state = length > 0 && strcmp(value, "0") != 0;
-    }
-    return state;
-}
-
-/* Writes "fp8q: scaled_mm M=.. N=.. K=.. on cuda:D: PATH" to stderr. */
-static void log_path(const fp8q_py_scaled_mm *call, const char *path)
-{
-    if (logging()) {
-        fprintf(stderr, "fp8q: scaled_mm M=%lld N=%lld K=%lld on cuda:%d: %s\n",
-                (long long)call->a->view.shape[0],
-                (long long)call->b->view.shape[1],
-                (long long)call->a->view.shape[1], call->a->device_index,
-                path);
-    }
-}
+/* Errors                                                                    */
 
 /* Puts "scaled_mm (MODE scaling, path: PATH): " before the message of a
  * failure on `path`, so that an error from cuBLASLt or the driver (which
  * names its call, status and the M, N, K and types of the product it ran)
  * also says which call of scaled_mm and which of its paths it was. */
 static void name_the_path(fp8q_error *error, const fp8q_py_scaled_mm *call,
-                          const char *path)
+                          fp8q_py_mm_path path)
 {
     char message[FP8Q_ERROR_MESSAGE_SIZE];
     memcpy(message, error->message, sizeof message);
     (void)snprintf(error->message, sizeof error->message,
                    "scaled_mm (%s scaling, path: %s): %s",
-                   fp8q_scaling_name(call->mode), path, message);
+                   fp8q_scaling_name(call->mode), fp8q_py_mm_path_name(path),
+                   message);
 }
 
 /* ------------------------------------------------------------------------- */
 /* One cuBLASLt call                                                         */
-
-/* The one-call path's words in FP8Q_LOG's lines and in errors, on the
- * operands as they are or on zero-padded copies of them. */
-#define ONE_CALL_PATH "one cuBLASLt call"
-#define ONE_CALL_PADDED_PATH \
-    "one cuBLASLt call on operands padded to multiples of 16"
 
 /* Whether cuBLASLt's FP8 kernels take a bias of `bias` for a result of
  * `out` (cuBLASLt's table of FP8 types): bfloat16 for bfloat16, float32 and
@@ -264,19 +238,27 @@ static fp8q_matmul_scaling matmul_scaling(fp8q_scaling mode)
 }
 
 /* Whether the call can be one cuBLASLt product (its FP8 operands aligned):
- * the mode available, K a multiple of 128 for block scales (each block
- * whole), a bias cuBLASLt takes, amax only of an FP8 result (cuBLASLt's AMAX_D); K > 0 (cuBLASLt
- * refuses empty sums, whose result is the bias). */
+ * the mode available; K a multiple of 128 for block scales (each block
+ * whole); rowwise scales of M and N values (cuBLASLt's OUTER_VEC_32F reads
+ * that many: one side given as a single value, repeated, takes the
+ * epilogue kernel, which repeats it); a bias cuBLASLt takes; amax only of
+ * an FP8 result (cuBLASLt's AMAX_D); K > 0 (cuBLASLt refuses empty sums,
+ * whose result is the bias). */
 static int one_call_fits(const fp8q_cublaslt *library,
                          const fp8q_py_scaled_mm *call, int64_t k)
 {
     const fp8q_dtype out = call->out->view.dtype;
     const fp8q_matmul_scaling scaling = matmul_scaling(call->mode);
     if (k == 0 || !fp8q_matmul_scaling_available(library, call->a->cuda_device,
-                                       scaling)) {
+                                                 scaling)) {
         return 0;
     }
     if (scaling == FP8Q_MATMUL_BLOCKWISE && k % FP8Q_SCALED_MM_BLOCK != 0) {
+        return 0;
+    }
+    if (scaling == FP8Q_MATMUL_ROWWISE &&
+        (fp8q_view_size(&call->scale_a->view) != call->a->view.shape[0] ||
+         fp8q_view_size(&call->scale_b->view) != call->b->view.shape[1])) {
         return 0;
     }
     if (call->bias != NULL &&
@@ -323,7 +305,8 @@ static int one_call(const fp8q_cublaslt *library,
                     fp8q_TensorObject *scale_b, fp8q_cu_stream stream,
                     fp8q_TensorObject **keep, int *n_keep)
 {
-    const char *path = padded ? ONE_CALL_PADDED_PATH : ONE_CALL_PATH;
+    const fp8q_py_mm_path path =
+        padded ? FP8Q_PY_MM_ONE_CALL_PADDED : FP8Q_PY_MM_ONE_CALL;
     const fp8q_py_device device = {FP8Q_DEVICE_CUDA, call->a->device_index};
     const fp8q_cuda_device *cuda = call->a->cuda_device;
     fp8q_matmul problem = *codes;
@@ -414,7 +397,7 @@ static int one_call(const fp8q_cublaslt *library,
         name_the_path(&error, call, path);
         return fp8q_py_raise_on_failure(status, &error);
     }
-    log_path(call, path);
+    fp8q_py_mm_path_taken(call, path);
     return 1;
 }
 
@@ -446,40 +429,24 @@ static fp8q_status divide_into_out(const fp8q_cuda_device *cuda,
 /* ------------------------------------------------------------------------- */
 /* The product                                                               */
 
-/* How the float32 sums of a product are made (docs/scaled_mm.md). */
-typedef enum sums_path {
-    SUMS_FP8,       /* cuBLASLt's FP8 product of the codes as they are */
-    SUMS_PADDED,    /* the same of zero-padded copies (matmul_padding.h) */
-    SUMS_BFLOAT16,  /* the codes decoded exactly into bfloat16 */
-    SUMS_BLOCKWISE  /* the codes decoded times their block scales, float32 */
-} sums_path;
-
-/* The path's words in FP8Q_LOG's lines and in errors. */
-static const char *sums_path_name(sums_path path)
-{
-    switch (path) {
-    case SUMS_FP8: return "cuBLASLt FP8 product + epilogue kernel";
-    case SUMS_PADDED:
-        return "cuBLASLt FP8 product of operands padded to multiples of 16 "
-               "+ epilogue kernel";
-    case SUMS_BFLOAT16:
-        return "bfloat16 product of the decoded codes + epilogue kernel";
-    default:
-        return "float32 product of block-scaled operands + epilogue kernel";
-    }
-}
+/* The float32 sums of a product, then the epilogue kernel, are made along
+ * one of the paths FP8Q_PY_MM_FP8 (cuBLASLt's FP8 product of the codes as
+ * they are), FP8Q_PY_MM_FP8_PADDED (the same of zero-padded copies,
+ * matmul_padding.h), FP8Q_PY_MM_BFLOAT16 (the codes decoded exactly into
+ * bfloat16) or FP8Q_PY_MM_BLOCKWISE (the codes decoded times their block
+ * scales, float32). */
 
 /* The element size of the decoded operands of `path` (0: none). */
-static size_t decoded_size(sums_path path)
+static size_t decoded_size(fp8q_py_mm_path path)
 {
-    return path == SUMS_BFLOAT16 ? 2 : path == SUMS_BLOCKWISE ? 4 : 0;
+    return path == FP8Q_PY_MM_BFLOAT16 ? 2 : path == FP8Q_PY_MM_BLOCKWISE ? 4 : 0;
 }
 
 /* Scratch bytes of the operands `path` makes for an (m, k) @ (k, n)
  * product: its padded or decoded copies of a and w. */
-static size_t operand_bytes(sums_path path, int64_t m, int64_t n, int64_t k)
+static size_t operand_bytes(fp8q_py_mm_path path, int64_t m, int64_t n, int64_t k)
 {
-    if (path == SUMS_PADDED) {
+    if (path == FP8Q_PY_MM_FP8_PADDED) {
         return fp8q_matmul_padding_bytes(m, n, k);
     }
     return fp8q_cuda_scratch_rounded((size_t)(m * k) * decoded_size(path)) +
@@ -494,7 +461,7 @@ static size_t operand_bytes(sums_path path, int64_t m, int64_t n, int64_t k)
  */
 static fp8q_status sums(const fp8q_cublaslt *library,
                         const fp8q_cuda_device *cuda, const fp8q_matmul *codes,
-                        sums_path path, const float *scale_a,
+                        fp8q_py_mm_path path, const float *scale_a,
                         const float *scale_b, void *operands,
                         fp8q_cu_stream stream, int *refused, fp8q_error *error)
 {
@@ -506,7 +473,7 @@ static fp8q_status sums(const fp8q_cublaslt *library,
                                       (size_t)(codes->m * codes->k) * size);
 
     *refused = 0;
-    if (path == SUMS_PADDED) {
+    if (path == FP8Q_PY_MM_FP8_PADDED) {
         fp8q_matmul padded;
         if (fp8q_matmul_pad(cuda, codes, operands, stream, &padded, error) !=
                 FP8Q_OK ||
@@ -516,10 +483,10 @@ static fp8q_status sums(const fp8q_cublaslt *library,
         }
         return fp8q_matmul_crop(cuda, codes, &padded, stream, error);
     }
-    if (path == SUMS_BFLOAT16 || path == SUMS_BLOCKWISE) {
+    if (path == FP8Q_PY_MM_BFLOAT16 || path == FP8Q_PY_MM_BLOCKWISE) {
         const fp8q_dtype dtype =
-            path == SUMS_BFLOAT16 ? FP8Q_BFLOAT16 : FP8Q_FLOAT32;
-        const int blockwise = path == SUMS_BLOCKWISE;
+            path == FP8Q_PY_MM_BFLOAT16 ? FP8Q_BFLOAT16 : FP8Q_FLOAT32;
+        const int blockwise = path == FP8Q_PY_MM_BLOCKWISE;
         block_addressing(codes->k, codes->n, &a_addressing, &b_addressing);
         if (decode(cuda, codes->a, codes->a_dtype, codes->m * codes->k, dtype,
                    blockwise ? scale_a : NULL,
@@ -544,45 +511,73 @@ static fp8q_status sums(const fp8q_cublaslt *library,
  * the benchmark that times padded against exact products). */
 static volatile int padding_enabled = 1;
 
-/* The FP8 path of the sums a GPU with FP8 tensor cores takes for
- * `problem` (SUMS_FP8 for aligned operands, else SUMS_PADDED where
- * padding_enabled and the padding rule say so), or SUMS_BFLOAT16. */
-static sums_path fp8_sums_path(const fp8q_matmul *problem)
+/*
+ * The FP8 path of `problem` on `cuda` (cuda/switches.h has the switches):
+ * FP8Q_PY_MM_FP8 for operands cuBLASLt's FP8 kernels take as they are,
+ * else FP8Q_PY_MM_FP8_PADDED where padding_enabled and the padding rule say
+ * so, and always under FP8Q_CUDA_SCALED_MM_PATH=padded; FP8Q_PY_MM_BFLOAT16
+ * where neither applies, without FP8 tensor cores (or switched off) and
+ * under FP8Q_CUDA_SCALED_MM_PATH=exact. The one call runs along the first
+ * two too.
+ */
+static fp8q_py_mm_path fp8_path_of(const fp8q_cuda_device *cuda,
+                                   const fp8q_matmul *problem)
 {
+    const fp8q_scaled_mm_path_switch forced =
+        fp8q_cuda_switches_get()->scaled_mm_path;
+
+    if (!cuda->fp8_tensor_cores || forced == FP8Q_SCALED_MM_PATH_EXACT) {
+        return FP8Q_PY_MM_BFLOAT16;
+    }
+    if (forced == FP8Q_SCALED_MM_PATH_PADDED) {
+        return FP8Q_PY_MM_FP8_PADDED;
+    }
     if (fp8q_matmul_fp8_aligned(problem)) {
-        return SUMS_FP8;
+        return FP8Q_PY_MM_FP8;
     }
     return padding_enabled &&
                    fp8q_matmul_padding_pays(problem->m, problem->n,
                                             problem->k)
-               ? SUMS_PADDED
-               : SUMS_BFLOAT16;
+               ? FP8Q_PY_MM_FP8_PADDED
+               : FP8Q_PY_MM_BFLOAT16;
+}
+
+/* Whether the product may be one cuBLASLt call along `fp8_path` (its
+ * fp8_path_of): on the FP8 operands as they are, or on padded copies
+ * when N needs no padding (a padded N would need a padded result, which
+ * only the sums paths crop); not under FP8Q_CUDA_SCALED_MM_PATH=epilogue;
+ * and one_call_fits. */
+static int one_call_allowed(const fp8q_cublaslt *library,
+                            const fp8q_py_scaled_mm *call,
+                            fp8q_py_mm_path fp8_path, int64_t n, int64_t k)
+{
+    return (fp8_path == FP8Q_PY_MM_FP8 ||
+            (fp8_path == FP8Q_PY_MM_FP8_PADDED && n % 16 == 0)) &&
+           fp8q_cuda_switches_get()->scaled_mm_path !=
+               FP8Q_SCALED_MM_PATH_EPILOGUE &&
+           one_call_fits(library, call, k);
 }
 
 /* The path the sums of `problem` (float32 d) take: blockwise for block
- * scales; on FP8 tensor cores fp8_sums_path's, unless cuBLASLt refused
- * that FP8 product before (remembered in its plan: then no operand of it
- * is made, nor scratch memory acquired for them); else bfloat16. */
-static sums_path first_sums_path(const fp8q_py_scaled_mm *call,
-                                 const fp8q_matmul *problem)
+ * scales; else fp8_path_of's, unless cuBLASLt refused that FP8 product
+ * before (remembered in its plan: then no operand of it is made, nor
+ * scratch memory acquired for them) and the sums are made in bfloat16. */
+static fp8q_py_mm_path first_sums_path(const fp8q_py_scaled_mm *call,
+                                       const fp8q_matmul *problem)
 {
     const fp8q_cuda_device *cuda = call->a->cuda_device;
     fp8q_matmul sums_problem = *problem;
-    sums_path path;
+    fp8q_py_mm_path path;
 
     if (call->mode == FP8Q_SCALING_BLOCKWISE) {
-        return SUMS_BLOCKWISE;
+        return FP8Q_PY_MM_BLOCKWISE;
     }
-    if (!fp8q_cuda_has_fp8_tensor_cores(cuda->compute_capability_major,
-                                        cuda->compute_capability_minor)) {
-        return SUMS_BFLOAT16;
-    }
-    path = fp8_sums_path(problem);
+    path = fp8_path_of(cuda, problem);
     sums_problem.d = NULL; /* the sums lie in the scratch memory */
-    if ((path == SUMS_FP8 && fp8q_matmul_refused(cuda, &sums_problem)) ||
-        (path == SUMS_PADDED &&
+    if ((path == FP8Q_PY_MM_FP8 && fp8q_matmul_refused(cuda, &sums_problem)) ||
+        (path == FP8Q_PY_MM_FP8_PADDED &&
          fp8q_matmul_padded_refused(cuda, &sums_problem))) {
-        return SUMS_BFLOAT16;
+        return FP8Q_PY_MM_BFLOAT16;
     }
     return path;
 }
@@ -611,7 +606,8 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     int n_keep = 0;
     int result = -1;
     int refused = 0;
-    sums_path path, fp8_path;
+    fp8q_py_mm_path path, fp8_path;
+    size_t product_bytes, bias_bytes;
     int done;
     int index;
 
@@ -689,15 +685,7 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     problem.b_dtype = w->view.dtype;
     problem.fast_accumulation = call->use_fast_accum;
     problem.d = call->out->view.data;
-    /* One call on the operands as they are, or on zero-padded copies when
-     * only K (or the operands' alignment) keeps them from cuBLASLt's FP8
-     * kernels: a padded N would need a padded result, which the sums
-     * paths below crop. */
-    fp8_path =
-        fp8q_cuda_has_fp8_tensor_cores(cuda->compute_capability_major,
-                                       cuda->compute_capability_minor)
-            ? fp8_sums_path(&problem)
-            : SUMS_BFLOAT16;
+    fp8_path = fp8_path_of(cuda, &problem);
 
     if (fp8q_py_use_on_stream(a, stream) < 0 ||
         fp8q_py_use_on_stream(w, stream) < 0 ||
@@ -706,29 +694,34 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
         fp8q_py_use_on_stream(call->out, stream) < 0) {
         goto done;
     }
-    if ((fp8_path == SUMS_FP8 || (fp8_path == SUMS_PADDED && n % 16 == 0)) &&
-        one_call_fits(library, call, k)) {
-        done = one_call(library, call, &problem, fp8_path == SUMS_PADDED,
-                        scale_a, scale_b, stream, keep, &n_keep);
+    if (one_call_allowed(library, call, fp8_path, n, k)) {
+        done = one_call(library, call, &problem,
+                        fp8_path == FP8Q_PY_MM_FP8_PADDED, scale_a, scale_b,
+                        stream, keep, &n_keep);
         if (done != 0) {
             result = done < 0 ? -1 : 0;
             goto done;
         }
     }
-    /* The float32 sums and the operands their path makes, in the device's
-     * reused scratch memory; an FP8 product cuBLASLt refuses now (a
-     * refusal remembered before took the bfloat16 path in
-     * first_sums_path) is made again from exact bfloat16 operands (their
-     * scratch acquired anew). */
+    /* The float32 sums and the operands their path makes, then a float32
+     * copy of a 16-bit bias, in the device's reused scratch memory; an FP8
+     * product cuBLASLt refuses now (a refusal remembered before took the
+     * bfloat16 path in first_sums_path) is made again from exact bfloat16
+     * operands (their scratch acquired anew). */
+    product_bytes = fp8q_cuda_scratch_rounded((size_t)(m * n) * 4);
+    bias_bytes = call->bias != NULL &&
+                         call->bias->view.dtype != FP8Q_FLOAT32
+                     ? fp8q_cuda_scratch_rounded((size_t)n * 4)
+                     : 0;
     problem.d_dtype = FP8Q_FLOAT32;
     path = first_sums_path(call, &problem);
     Py_BEGIN_ALLOW_THREADS
     for (;;) {
-        const size_t product_bytes = fp8q_cuda_scratch_rounded(
-            (size_t)(m * n) * 4);
         status = fp8q_cuda_scratch_acquire(
-            cuda, product_bytes + operand_bytes(path, m, n, k), stream,
-            &product, &error);
+            cuda,
+            product_bytes + operand_bytes(path, m, n, k) +
+                bias_bytes,
+            stream, &product, &error);
         if (status != FP8Q_OK) {
             break;
         }
@@ -738,15 +731,16 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
                       (const float *)scale_b->view.data,
                       (char *)product.memory + product_bytes, stream,
                       &refused, &error);
-        if (!refused || (path != SUMS_FP8 && path != SUMS_PADDED)) {
+        if (!refused ||
+            (path != FP8Q_PY_MM_FP8 && path != FP8Q_PY_MM_FP8_PADDED)) {
             break;
         }
         fp8q_cuda_scratch_release(&product, stream);
-        path = SUMS_BFLOAT16;
+        path = FP8Q_PY_MM_BFLOAT16;
     }
     Py_END_ALLOW_THREADS
     if (status != FP8Q_OK) {
-        name_the_path(&error, call, sums_path_name(path));
+        name_the_path(&error, call, path);
         (void)fp8q_py_raise_on_failure(status, &error);
         goto done;
     }
@@ -754,24 +748,29 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     /* The epilogue: scales, bias, amax, rounding into out_dtype. */
     memset(&epilogue, 0, sizeof epilogue);
     if (call->bias != NULL) {
-        /* Used on `stream` before its conversion to float32, which runs on
-         * the tensor's last stream. */
-        fp8q_TensorObject *bias_on_device = on_device(call->bias, &device,
-                                                      stream);
-        if (bias_on_device == NULL ||
-            fp8q_py_use_on_stream(bias_on_device, stream) < 0) {
-            Py_XDECREF(bias_on_device);
-            goto done;
-        }
-        bias = bias_on_device->view.dtype == FP8Q_FLOAT32
-                   ? (fp8q_TensorObject *)Py_NewRef(bias_on_device)
-                   : fp8q_tensor_copy_as(bias_on_device, FP8Q_FLOAT32);
-        Py_DECREF(bias_on_device);
+        bias = on_device(call->bias, &device, stream);
         if (bias == NULL) {
             goto done;
         }
         keep[n_keep++] = bias;
+        if (fp8q_py_use_on_stream(bias, stream) < 0) {
+            goto done;
+        }
         epilogue.bias = (const float *)bias->view.data;
+    }
+    if (bias_bytes > 0) {
+        float *bias_float32 =
+            (float *)((char *)product.memory + product_bytes +
+                      operand_bytes(path, m, n, k));
+        Py_BEGIN_ALLOW_THREADS
+        status = decode(cuda, bias->view.data, bias->view.dtype, n,
+                        FP8Q_FLOAT32, NULL, NULL, bias_float32, stream,
+                        &error);
+        Py_END_ALLOW_THREADS
+        if (fp8q_py_raise_on_failure(status, &error) < 0) {
+            goto done;
+        }
+        epilogue.bias = bias_float32;
     }
     /* A scale_result on the GPU: the epilogue's float32 result in place,
      * then divided by it into out by the cast kernel (the same correctly
@@ -820,7 +819,7 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     Py_END_ALLOW_THREADS
     result = fp8q_py_raise_on_failure(status, &error);
     if (result == 0) {
-        log_path(call, sums_path_name(path));
+        fp8q_py_mm_path_taken(call, path);
     }
 
 done:

