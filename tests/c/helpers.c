@@ -23,7 +23,10 @@ fp8q_view make_view(void *data, fp8q_dtype dtype, int ndim,
         view.shape[axis] = shape[axis];
         view.strides[axis] = strides != NULL ? strides[axis] : stride;
         if (strides == NULL) {
-            stride *= shape[axis] > 0 ? shape[axis] : 1;
+            /* Wrapping (unsigned) product: the tests of oversized shapes
+             * make views whose strides are never used. */
+            stride = (int64_t)((uint64_t)stride *
+                               (uint64_t)(shape[axis] > 0 ? shape[axis] : 1));
         }
     }
     return view;
