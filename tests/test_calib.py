@@ -704,6 +704,11 @@ def test_mse_matches_reference(name, kind, bins, skip_zeros, rng, seed):
     check_mse(cal, name, f"{name} {kind} bins={bins} seed={seed}")
 
 
+# How much larger the data's squared error may be with the MSE choice than
+# with the max (the histogram model's inaccuracy; 1.5% is the largest seen).
+MSE_DATA_EXCESS = 0.02
+
+
 @pytest.mark.parametrize("name", FP8_NAMES)
 @pytest.mark.parametrize("kind", ["normal", "heavy", "lognormal", "outliers",
                                   "uniform", "sparse", "integers"])
@@ -711,12 +716,15 @@ def test_mse_choice_on_the_data(name, kind, rng, seed):
     """The MSE choice against the max's scale A / F: in the histogram's
     error model it is never worse (k = 0 is the max itself), and applied to
     the data itself (fp8q.quantize with scale choice / F, then dequantize,
-    errors summed in float64) it is no worse either.
+    errors summed in float64) it is at most MSE_DATA_EXCESS worse.
 
     The search minimises the model's error (counts spread evenly over each
     bin), not the data's; the 1% tolerance in favour of larger candidates
-    is what keeps a model-only gain from clipping the data for nothing
-    (docs/calibration.md gives the study behind it)."""
+    keeps a model-only gain from clipping the data for nothing, but not
+    always: in 2,100 calibrations (seeds 0-299, these seven kinds, the four
+    formats) 5 of 4,829 choices below A were worse on the data, by at most
+    1.5% (docs/calibration.md). A strict bound made this test fail for
+    about one fresh seed in 40."""
     x = distribution(kind, rng, 20000)
     cal = HistogramCalibrator()
     cal.update(x)
@@ -728,7 +736,7 @@ def test_mse_choice_on_the_data(name, kind, rng, seed):
     assert model <= errors[0], (choice, model, errors[0], f"seed={seed}")
     with_choice = data_error(x, choice, name)
     with_max = data_error(x, cal.amax, name)
-    assert with_choice <= with_max, \
+    assert with_choice <= with_max * (1 + MSE_DATA_EXCESS), \
         (choice, cal.amax, with_choice, with_max, f"{kind} seed={seed}")
 
 
