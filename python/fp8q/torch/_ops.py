@@ -63,6 +63,15 @@ def _through_fp8q_tensors(function, x, *arguments):
     return to_torch(function(from_torch(x), *converted, current_stream(x)))
 
 
+def _weight_like(like, weight, weight_scale, granularity):
+    """The weight dequantized into like's dtype on like's device (one
+    fp8q._C.layer_weight call): what W8A16 and the backward multiply by."""
+    if HAS_C_EXCHANGE:
+        return _C.layer_weight(like, weight, weight_scale, granularity, None)
+    return _through_fp8q_tensors(_C.layer_weight, like, weight, weight_scale,
+                                 granularity)
+
+
 def _zero_features(x, out_features, bias):
     """x @ W.T + bias for in_features == 0: bias (or zeros) in every row,
     as torch computes it."""
@@ -98,12 +107,7 @@ def weight_only_forward(x, weight, weight_scale, bias, granularity):
     """torch.nn.functional.linear(x, W, bias) with W = weight dequantized
     into x's dtype by fp8q: torch.ops.fp8q.linear_weight_only's computation,
     run eagerly."""
-    if HAS_C_EXCHANGE:
-        dequantized = _C.layer_weight(x, weight, weight_scale, granularity,
-                                      None)
-    else:
-        dequantized = _through_fp8q_tensors(_C.layer_weight, x, weight,
-                                            weight_scale, granularity)
+    dequantized = _weight_like(x, weight, weight_scale, granularity)
     if bias is not None and bias.dtype != x.dtype:
         bias = bias.to(x.dtype)
     return torch.nn.functional.linear(x, dequantized, bias)
@@ -197,10 +201,7 @@ def dequantize_weight(like: torch.Tensor, weight: torch.Tensor,
     """weight (FP8 codes, (out, in)) times weight_scale at `granularity`,
     rounded once into like's dtype, on like's device: a new (out, in)
     tensor (fp8q's dequantize; what the W8A16 forward multiplies by)."""
-    if HAS_C_EXCHANGE:
-        return _C.layer_weight(like, weight, weight_scale, granularity, None)
-    return _through_fp8q_tensors(_C.layer_weight, like, weight, weight_scale,
-                                 granularity)
+    return _weight_like(like, weight, weight_scale, granularity)
 
 
 @dequantize_weight.register_fake
