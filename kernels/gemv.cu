@@ -1,12 +1,12 @@
 /*
- * gemv.cu - the weight-only FP8 product for few rows of x: each warp owns
- * FP8Q_GEMV_WEIGHT_ROWS rows of the FP8 weight and walks along k, every
- * lane reading 16 codes of each of its rows with one 16-byte load (the
- * weight is read once, one byte a value) and the matching values of every
- * row of x (small, served from the caches); the codes are decoded in
- * registers (float_codec.h's product form), multiplied into float32 sums
- * with fused multiply-adds, and the warp's lanes add their sums with
- * shuffles at the end. Launch contract: kernels/gemv.cuh.
+ * gemv.cu - the weight-only FP8 product for few rows of x: each block owns
+ * a few rows of the FP8 weight and its warps walk along k, every lane
+ * reading 16 codes of each row with one 16-byte load (the weight is read
+ * once, one byte a value) and the matching values of every row of x (small,
+ * served from the caches); the codes are decoded in registers
+ * (float_codec.h's product form), multiplied into float32 sums with fused
+ * multiply-adds, and the lanes' and warps' sums are added at the end
+ * (shuffles, then shared memory). Launch contract: kernels/gemv.cuh.
  */
 #include "common.cuh"
 #include "gemv.cuh"
@@ -53,22 +53,28 @@ static __device__ __forceinline__ float bias_value(const void *bias, int64_t j, 
     }
 }
 
-/* MT: rows of x held in registers (m <= MT; rows beyond m are skipped). */
+/* MT: rows of x held in registers (m <= MT; rows beyond m are skipped).
+ * A block owns R weight rows; its warps split k (warp w takes the steps
+ * w, w + warps, ... of 32 lanes x GEMV_LANE_K values), so a block has
+ * warps x R 16-byte loads in flight per lane step and the grid grows with
+ * N; the warps' sums meet in shared memory, added in warp order. */
 template <int X, int W, int MT>
 static __device__ __forceinline__ void gemv_run(const fp8q_gemv_fp8_args args)
 {
     typedef typename dtype_traits<X>::storage x_t;
-    constexpr int R = FP8Q_GEMV_WEIGHT_ROWS;
+    constexpr int R = FP8Q_GEMV_WEIGHT_ROWS(MT);
+    constexpr int WARPS = FP8Q_GEMV_THREADS / FP8Q_WARP_SIZE;
+    __shared__ float partial[WARPS][MT * R];
     const x_t *x = (const x_t *)args.x;
     const int lane = (int)threadIdx.x % FP8Q_WARP_SIZE;
     const int warp = (int)threadIdx.x / FP8Q_WARP_SIZE;
-    const int warps = (int)blockDim.x / FP8Q_WARP_SIZE;
     const int64_t k_blocks = (args.k + FP8Q_GEMV_BLOCK - 1) / FP8Q_GEMV_BLOCK;
+    const int64_t k_step = (int64_t)WARPS * FP8Q_WARP_SIZE * GEMV_LANE_K;
     const int block_scales = args.scale_kind == FP8Q_GEMV_SCALE_BLOCK;
     int64_t group;
 
-    for (group = blockIdx.x; group * warps * R < args.n; group += gridDim.x) {
-        const int64_t first_row = (group * warps + warp) * R;
+    for (group = blockIdx.x; group * R < args.n; group += gridDim.x) {
+        const int64_t first_row = group * R;
         float sums[MT][R];
         int64_t k0;
 
@@ -79,8 +85,8 @@ static __device__ __forceinline__ void gemv_run(const fp8q_gemv_fp8_args args)
                 sums[i][r] = 0.0f;
             }
         }
-        for (k0 = (int64_t)lane * GEMV_LANE_K; k0 < args.k;
-             k0 += (int64_t)FP8Q_WARP_SIZE * GEMV_LANE_K) {
+        for (k0 = ((int64_t)warp * FP8Q_WARP_SIZE + lane) * GEMV_LANE_K; k0 < args.k;
+             k0 += k_step) {
             uint4 codes[R];
             float factor[R];
 #pragma unroll
@@ -129,7 +135,8 @@ static __device__ __forceinline__ void gemv_run(const fp8q_gemv_fp8_args args)
             }
         }
 
-        /* The warp's sums, then one lane per output writes it. */
+        /* The warp's sums, then the block's (warp order), then one lane per
+         * output writes it. */
 #pragma unroll
         for (int i = 0; i < MT; i++) {
 #pragma unroll
@@ -140,26 +147,37 @@ static __device__ __forceinline__ void gemv_run(const fp8q_gemv_fp8_args args)
                 }
             }
         }
+        if (lane == 0) {
 #pragma unroll
-        for (int i = 0; i < MT; i++) {
+            for (int i = 0; i < MT; i++) {
 #pragma unroll
-            for (int r = 0; r < R; r++) {
-                const int64_t row = first_row + r;
-                if (lane == i * R + r && i < args.m && row < args.n) {
-                    float value = sums[i][r];
-                    if (args.scale_kind == FP8Q_GEMV_SCALE_TENSOR) {
-                        value = __fmul_rn(value, args.scale[0]);
-                    }
-                    else if (args.scale_kind == FP8Q_GEMV_SCALE_ROW) {
-                        value = __fmul_rn(value, args.scale[row]);
-                    }
-                    if (args.bias != NULL) {
-                        value = __fadd_rn(value, bias_value(args.bias, row, args.bias_dtype));
-                    }
-                    ((x_t *)args.y)[i * args.n + row] = dtype_traits<X>::store(value, 0);
+                for (int r = 0; r < R; r++) {
+                    partial[warp][i * R + r] = sums[i][r];
                 }
             }
         }
+        __syncthreads();
+        if (warp == 0 && lane < MT * R) {
+            const int i = lane / R;
+            const int64_t row = first_row + lane % R;
+            if (i < args.m && row < args.n) {
+                float value = partial[0][lane];
+                for (int w = 1; w < WARPS; w++) {
+                    value += partial[w][lane];
+                }
+                if (args.scale_kind == FP8Q_GEMV_SCALE_TENSOR) {
+                    value = __fmul_rn(value, args.scale[0]);
+                }
+                else if (args.scale_kind == FP8Q_GEMV_SCALE_ROW) {
+                    value = __fmul_rn(value, args.scale[row]);
+                }
+                if (args.bias != NULL) {
+                    value = __fadd_rn(value, bias_value(args.bias, row, args.bias_dtype));
+                }
+                ((x_t *)args.y)[i * args.n + row] = dtype_traits<X>::store(value, 0);
+            }
+        }
+        __syncthreads(); /* partial is reused by the next group */
     }
 }
 
@@ -208,4 +226,10 @@ extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, 1)
     fp8q_gemv_fp8_8(const fp8q_gemv_fp8_args args)
 {
     gemv_tile<8>(args);
+}
+
+extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, 1)
+    fp8q_gemv_fp8_16(const fp8q_gemv_fp8_args args)
+{
+    gemv_tile<16>(args);
 }

@@ -20,8 +20,6 @@
 /* The largest grid.x of the per-row and per-block kernels (any size would
  * do up to 2^31 - 1; their blocks loop over the rest). */
 #define MAX_ROW_BLOCKS 65535
-/* Threads of a warp (the GEMV kernel's unit of weight rows). */
-#define WARP_THREADS 32
 
 /* The blocks of `kernel` resident on the whole device at once: its grid
  * when the work would keep more blocks busy. */
@@ -369,13 +367,17 @@ fp8q_status fp8q_cuda_launch_gemv_fp8(const fp8q_cuda_device *device,
                                       fp8q_cu_stream stream,
                                       fp8q_error *error)
 {
-    const int64_t rows_per_block = (int64_t)FP8Q_GEMV_THREADS /
-                                   WARP_THREADS * FP8Q_GEMV_WEIGHT_ROWS;
+    const int64_t tile = args->m <= 1   ? 1
+                         : args->m <= 2 ? 2
+                         : args->m <= 4 ? 4
+                         : args->m <= 8 ? 8
+                                        : 16;
     const fp8q_cuda_kernel kernel =
-        args->m <= 1   ? FP8Q_KERNEL_GEMV_FP8_1
-        : args->m <= 2 ? FP8Q_KERNEL_GEMV_FP8_2
-        : args->m <= 4 ? FP8Q_KERNEL_GEMV_FP8_4
-                       : FP8Q_KERNEL_GEMV_FP8_8;
+        tile == 1   ? FP8Q_KERNEL_GEMV_FP8_1
+        : tile == 2 ? FP8Q_KERNEL_GEMV_FP8_2
+        : tile == 4 ? FP8Q_KERNEL_GEMV_FP8_4
+        : tile == 8 ? FP8Q_KERNEL_GEMV_FP8_8
+                    : FP8Q_KERNEL_GEMV_FP8_16;
 
     if (args->m < 1 || args->m > FP8Q_GEMV_MAX_ROWS || args->k % 16 != 0) {
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
@@ -385,6 +387,7 @@ fp8q_status fp8q_cuda_launch_gemv_fp8(const fp8q_cuda_device *device,
                          (long long)args->k);
     }
     return launch_blocks(device, kernel,
-                         item_blocks(fp8q_block_count(args->n, rows_per_block)),
+                         item_blocks(fp8q_block_count(
+                             args->n, FP8Q_GEMV_WEIGHT_ROWS(tile))),
                          FP8Q_GEMV_THREADS, args, stream, error);
 }
