@@ -61,9 +61,9 @@ QUANTO_ONLY = (
     "QConv2d", "QLayerNorm", "QuantizedDiffusersModel",
     "QuantizedPixArtTransformer2DModel", "SymmetricOptimizer",
     "WeightQBitsTensor", "axis_to_dim", "dtype_info", "get_extension",
-    "group", "grouped_shape", "is_extension_available", "quantize_affine",
-    "quantize_module", "quantize_symmetric", "register_qmodule", "ungroup",
-    "unpack")
+    "group", "grouped_shape", "is_extension_available", "qfallback",
+    "quantize_affine", "quantize_module", "quantize_symmetric",
+    "register_qmodule", "ungroup", "unpack")
 
 
 def is_transformers_available():
