@@ -26,7 +26,7 @@ def layer_formats(weights, activations, optimizer):
             raise ValueError(
                 "activations: fp8q's FP8 product quantizes activations to "
                 "qfloat8_e4m3fn (qfloat8); pass qfloat8 or None, got "
-                f"{activations!r}")
+                f"{_qtypes.resolve(activations, 'activations').name}")
     _internals.check_optimizer(optimizer)
     return weight_format, activation_format
 
