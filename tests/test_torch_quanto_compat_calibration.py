@@ -204,3 +204,22 @@ def test_outputs_match_optimum_quanto(seed):
     assert torch.equal(ours.body[0].input_scale,
                        theirs.body[0].input_scale.float()), seed
     assert qc.quantization_map(ours) == quanto.quantization_map(theirs)
+
+
+def test_e5m2_input_scale_matches_optimum_quanto(seed):
+    quanto = pytest.importorskip("optimum.quanto",
+                                 reason="optimum-quanto is not installed")
+    theirs, ours = _float_twin(seed), _float_twin(seed)
+    quanto.quantize(theirs, weights=quanto.qfloat8,
+                    activations=quanto.qfloat8_e5m2)
+    qc.quantize(ours, weights=qc.qfloat8, activations=qc.qfloat8_e5m2)
+    with torch.no_grad():
+        for model, calibration in ((theirs, quanto.Calibration),
+                                   (ours, qc.Calibration)):
+            with calibration():
+                for batch in batches(seed):
+                    model(batch)
+    assert torch.equal(ours.body[0].input_scale,
+                       theirs.body[0].input_scale.float()), seed
+    assert float(ours.body[0].input_scale) == oracle_scales(
+        batches(seed), 0.9, qmax=57344.0)

@@ -110,11 +110,11 @@ def test_requantize_errors_name_the_entry(seed):
                       {"norm": {"weights": "qfloat8", "activations": "none"}})
     with pytest.raises(ValueError, match=r"\['up'\]: weights: fp8q supports"):
         qc.requantize(float_model(seed), state, {"up": {"weights": "qint8"}})
-    with pytest.raises(ValueError, match=r"\['up'\]: activations: .*"
-                                         "qfloat8_e4m3fn"):
+    with pytest.raises(ValueError, match=r"\['up'\]: activations: fp8q "
+                                         "supports.*qfloat8_e4m3fnuz"):
         qc.requantize(float_model(seed), state,
                       {"up": {"weights": "qfloat8",
-                              "activations": "qfloat8_e5m2"}})
+                              "activations": "qfloat8_e4m3fnuz"}})
     wrong = dict(qmap, head={"weights": "qfloat8", "activations": "none"})
     with pytest.raises(RuntimeError, match="head.weight holds "
                                            "torch.float8_e5m2 codes"):

@@ -141,6 +141,31 @@ def test_constructor_takes_quanto_arguments():
         qc.QLinear(16, 64)
 
 
+@pytest.mark.parametrize("frozen", [False, True])
+def test_e5m2_activations_round_x_with_the_static_scale(frozen, seed):
+    """x rounded to e5m2 with input_scale (saturating finite values,
+    ml_dtypes oracle) times the dequantized weight, in float64 here."""
+    linear = float_linear(seed)
+    layer = qc.QLinear.from_module(linear, weights=qc.qfloat8,
+                                   activations=qc.qfloat8_e5m2)
+    layer.input_scale = torch.tensor(2.0 ** -12)
+    if frozen:
+        layer.freeze()
+    x = torch.randn(6, 40) * 4
+    x[0, 0] = 1e4  # beyond 57344 * scale: saturates
+    with torch.no_grad():
+        got = layer(x).double().numpy()
+    codes, scale = oracle_weight(linear.weight, torch.float8_e4m3fn)
+    scaled = np.clip(x.numpy() / np.float32(2.0 ** -12), -57344, 57344)
+    x_q = scaled.astype(ml_dtypes.float8_e5m2).astype(np.float64) * 2.0 ** -12
+    want = x_q @ (codes * scale).T + linear.bias.detach().double().numpy()
+    assert np.allclose(got, want, rtol=1e-5, atol=1e-5), seed
+    x[1, 2] = float("nan")
+    with torch.no_grad():
+        rows = torch.isnan(layer(x)).any(dim=1)
+    assert rows.tolist() == [False, True, False, False, False, False]
+
+
 def test_dtype_conversions_keep_fp8_codes_and_scales(seed):
     layer = qc.QLinear.from_module(float_linear(seed), weights=qc.qfloat8,
                                    activations=qc.qfloat8)
@@ -194,8 +219,8 @@ def test_matches_optimum_quanto_qlinear(fmt, dtype, seed):
     x = torch.randn(5, 40, dtype=dtype)
     with torch.no_grad():
         got, want = ours(x).double(), theirs(x).double()
-    reference = torch.nn.functional.linear(
-        x.double(), linear.weight.double(), linear.bias.double())
+        reference = torch.nn.functional.linear(
+            x.double(), linear.weight.double(), linear.bias.double())
 
     def error(y, exact):
         return float((y - exact).norm() / exact.norm())

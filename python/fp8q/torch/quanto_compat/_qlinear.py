@@ -6,6 +6,7 @@ import torch
 from fp8q.torch import _ops
 from fp8q.torch._linear import Linear
 from fp8q.torch.quanto_compat import _internals, _qtypes
+from fp8q.torch.quanto_compat._qtypes import qfloat8_e5m2
 
 # The tensors a frozen layer takes from fp8q.torch.Linear, as that class
 # registers them (buffers or parameters).
@@ -15,18 +16,11 @@ _FROZEN_TENSORS = ("weight", "weight_scale")
 def layer_formats(weights, activations, optimizer):
     """fp8q's (weight format, activation format or None) for quanto's
     weights / activations qtypes (or names) and optimizer; ValueError naming
-    the argument otherwise. Activations are quantized to e4m3fn: fp8q's FP8
-    product takes e4m3fn activations (qfloat8_e5m2 activations are
-    refused)."""
+    the argument and what fp8q supports otherwise."""
     weight_format = _qtypes.fp8_format(weights, "weights")
     activation_format = None
     if activations is not None:
         activation_format = _qtypes.fp8_format(activations, "activations")
-        if activation_format != "float8_e4m3fn":
-            raise ValueError(
-                "activations: fp8q's FP8 product quantizes activations to "
-                "qfloat8_e4m3fn (qfloat8); pass qfloat8 or None, got "
-                f"{_qtypes.resolve(activations, 'activations').name}")
     _internals.check_optimizer(optimizer)
     return weight_format, activation_format
 
@@ -79,16 +73,17 @@ class QLinear(QModuleMixin, Linear):
     QLinear(in_features, out_features, bias=True, device=None, dtype=None,
     *, weights, activations=None, optimizer=None, quantize_input=False):
     weights: qfloat8 (= qfloat8_e4m3fn) or qfloat8_e5m2, or their names;
-    activations: None (weight-only) or qfloat8; optimizer: None or
-    AbsmaxOptimizer() (fp8q's per-output-channel absmax scales);
-    quantize_input is accepted and has no effect (a layer with FP8
-    activations always quantizes its input). Other qtypes and optimizers
-    raise ValueError naming the argument and what fp8q supports.
+    activations: None (weight-only), qfloat8 or qfloat8_e5m2 (see
+    forward); optimizer: None or AbsmaxOptimizer() (fp8q's
+    per-output-channel absmax scales); quantize_input is accepted and has
+    no effect (a layer with FP8 activations always quantizes its input).
+    Other qtypes and optimizers raise ValueError naming the argument and
+    what fp8q supports.
 
     As quanto's, a new layer is not frozen: `weight` is a float
     nn.Parameter (nn.Linear's initialization, `dtype`, trainable) and
     forward quantizes it on the fly (the gradient reaches it straight
-    through the rounding with weight-only layers; with FP8 activations it
+    through the rounding, except with qfloat8 activations, where it
     reaches x and the bias only). freeze() replaces it by the FP8 codes
     and `weight_scale` of fp8q.torch.Linear (exactly fp8q.quantize, "row"
     granularity), and `frozen` says which state the layer is in. `bias`
@@ -112,9 +107,14 @@ class QLinear(QModuleMixin, Linear):
         weight_format, activation_format = layer_formats(
             weights, activations, optimizer)
         with torch.device(device or torch.get_default_device()):
+            # fp8q.torch.Linear's FP8 product takes e4m3fn activations;
+            # e5m2 ones are handled by forward here.
             super().__init__(in_features, out_features, bias=bias,
                              weights=weight_format,
-                             activations=activation_format)
+                             activations=activation_format and "e4m3")
+        # The truth for fp8q.torch.Linear's attribute (forward handles
+        # e5m2 here, so the base class never computes with it).
+        self.activations = activation_format
         self.weight_qtype = _qtypes.resolve(weights, "weights")
         self.activation_qtype = _qtypes.resolve(activations, "activations")
         self.optimizer = optimizer or _internals.AbsmaxOptimizer()
@@ -256,19 +256,42 @@ class QLinear(QModuleMixin, Linear):
         """fp8q.torch.Linear's forward when frozen; unfrozen, the same
         computation with the float weight quantized first (weight-only: the
         dequantized weight times x, with the gradient passed straight to
-        the float weight; FP8 activations: torch.ops.fp8q.linear_fp8)."""
-        if self.frozen:
+        the float weight; FP8 activations: torch.ops.fp8q.linear_fp8).
+        qfloat8_e5m2 activations, which fp8q's FP8 product does not take,
+        are x rounded to e5m2 (_e5m2_input) times the dequantized weight,
+        torch's float product of the same values."""
+        e5m2 = self.activation_qtype is qfloat8_e5m2
+        if self.frozen and not e5m2:
             return super().forward(x)
-        codes, scale = self._quantized_float_weight()
-        if self.activation_qtype is None:
-            weight = _ops.dequantize_weight(x.detach(), codes, scale, "row")
+        if self.frozen:
+            codes, scale = self.weight, self.weight_scale
+        else:
+            codes, scale = self._quantized_float_weight()
+        if self.activation_qtype is not None and not e5m2:
+            return _ops.linear_fp8(x, codes, scale, self.bias,
+                                   self.input_scale, "row")
+        weight = _ops.dequantize_weight(x.detach(), codes, scale, "row")
+        if not self.frozen:
             # Straight through: forward uses the rounded weight, the
             # gradient reaches the float one.
             weight = weight + (self.weight - self.weight.detach()).to(
                 weight.dtype)
-            return torch.nn.functional.linear(x, weight, self.bias)
-        return _ops.linear_fp8(x, codes, scale, self.bias, self.input_scale,
-                               "row")
+        if e5m2:
+            x = self._e5m2_input(x)
+        return torch.nn.functional.linear(x, weight, self.bias)
+
+    def _e5m2_input(self, x):
+        """x rounded to e5m2 with the static input_scale (float32(x) /
+        scale, rounded to nearest even by torch's cast, finite values
+        saturated to +-57344, infinities and NaN kept) and scaled back into
+        x's dtype; the gradient passes straight through to x."""
+        scaled = x.detach().float() / self.input_scale
+        limit = self.activation_qtype.qmax
+        scaled = torch.where(torch.isinf(scaled), scaled,
+                             scaled.clamp(-limit, limit))
+        rounded = (scaled.to(torch.float8_e5m2).float()
+                   * self.input_scale).to(x.dtype)
+        return x + (rounded - x).detach() if x.requires_grad else rounded
 
     def extra_repr(self):
         return (f"{super().extra_repr()}, weight_qtype="
