@@ -22,11 +22,12 @@ channel (fp8q's "row" granularity), a static per-tensor activation scale
 that is 1 until Calibration sets it. On purpose different: outputs are not
 quantized (output_scale is recorded only), e5m2 activations are rounded
 by torch and multiplied in float (fp8q's FP8 product takes e4m3fn
-activations), the state dict is fp8q's (weight codes + weight_scale, not quanto's
-weight._data / weight._scale), and the integer qtypes, qfloat8_e4m3fnuz
-and quanto's tensor classes import but raise, naming what fp8q supports,
-when used. Any other optimum-quanto name raises an AttributeError listing
-what this module offers. docs/torch.md has the table, name by name.
+activations), the state dict is fp8q's (weight codes + weight_scale, not
+quanto's weight._data / weight._scale), and the integer qtypes,
+qfloat8_e4m3fnuz and quanto's tensor classes import but raise, naming what
+fp8q supports, when used. Any other optimum-quanto name raises an
+AttributeError listing what this module offers. docs/torch.md has the
+table, name by name.
 """
 import importlib.util
 

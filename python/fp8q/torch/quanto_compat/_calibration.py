@@ -75,7 +75,8 @@ class Calibration:
         magnitude = tensor.detach().abs()
         if self.skip_nonfinite:
             magnitude = torch.where(torch.isfinite(magnitude), magnitude, 0)
-        amax = magnitude.max() if magnitude.numel() else magnitude.new_zeros(())
+        amax = (magnitude.max() if magnitude.numel()
+                else magnitude.new_zeros(()))
         scale = amax.to(dtype) / layer.activation_qtype.qmax
         if not torch.isfinite(scale):
             raise ValueError(

@@ -186,8 +186,9 @@ class QLinear(QModuleMixin, Linear):
         quantized as freeze() stores it (ValueError naming the layer for
         NaN or infinity in the weight)."""
         try:
-            return Linear.from_linear(self, weights=self.weight_qtype.fp8q_format,
-                                      granularity="row")
+            return Linear.from_linear(
+                self, weights=self.weight_qtype.fp8q_format,
+                granularity="row")
         except ValueError as error:
             raise ValueError(f"freeze: layer {getattr(self, 'name', '')!r}: "
                              f"{error}") from None

@@ -94,9 +94,8 @@ def _materialize(model, device):
     """Replaces every tensor of `model` on the meta device by an empty one
     on `device` (QLinear's input_scale and output_scale by ones, their
     initial value); returns the state-dict keys of those left without
-    values. ValueError for a non-persistent buffer on the meta device,
-    which no state dict can fill."""
-    empty, transient = set(), set()
+    values."""
+    empty = set()
     for prefix, module in model.named_modules():
         prefix = f"{prefix}." if prefix else ""
         for name, tensor in list(module._parameters.items()) + list(
@@ -108,20 +107,29 @@ def _materialize(model, device):
                 value = torch.ones_like(tensor, device=device)
             else:
                 value = torch.empty_like(tensor, device=device)
-                (transient if name in module._non_persistent_buffers_set
-                 else empty).add(prefix + name)
+                empty.add(prefix + name)
             if name in module._parameters:
                 module._parameters[name] = torch.nn.Parameter(
                     value, requires_grad=tensor.requires_grad)
             else:
                 module._buffers[name] = value
-    if transient:
-        raise ValueError(
-            f"requantize: the model's non-persistent buffers {sorted(transient)} "
-            "are on the meta device, and no state dict holds them: build the "
-            "model with parameters only on meta (accelerate's "
-            "init_empty_weights()), or on the CPU")
     return empty
+
+
+def _check_meta_buffers(model):
+    """ValueError naming the non-persistent buffers of `model` on the meta
+    device: no state dict holds them, so nothing could give them values."""
+    stranded = sorted(
+        f"{prefix}.{name}" if prefix else name
+        for prefix, module in model.named_modules()
+        for name in module._non_persistent_buffers_set
+        if getattr(module._buffers.get(name), "is_meta", False))
+    if stranded:
+        raise ValueError(
+            f"requantize: the model's non-persistent buffers {stranded} "
+            "are on the meta device, and no state dict holds them: build "
+            "the model with parameters only on meta (accelerate's "
+            "init_empty_weights()), or on the CPU")
 
 
 def requantize(model, state_dict, quantization_map, device=None):
@@ -133,12 +141,15 @@ def requantize(model, state_dict, quantization_map, device=None):
     strict=False, as quanto: keys the model lacks are ignored, and tensors
     the state dict lacks keep their values. Unlike quanto, a tensor that
     was on the meta device and is not in the state dict raises a
-    ValueError naming its keys (quanto would leave it uninitialized).
-    device: default the model's (the CPU for a meta model). ValueError
-    naming the entry for a map entry that names no nn.Linear of the model
-    or a qtype fp8q does not have. FP8 codes of another format than the
-    map's are refused (RuntimeError from load_state_dict naming the key).
+    ValueError naming its keys (quanto would leave it uninitialized), and
+    so, before anything changes, does a non-persistent buffer on the meta
+    device, which no state dict holds. device: default the model's (the
+    CPU for a meta model). ValueError naming the entry for a map entry
+    that names no nn.Linear of the model or a qtype fp8q does not have.
+    FP8 codes of another format than the map's are refused (RuntimeError
+    from load_state_dict naming the key).
     Returns None, as quanto's."""
+    _check_meta_buffers(model)
     if device is None:
         device = next(model.parameters()).device
         if device.type == "meta":
