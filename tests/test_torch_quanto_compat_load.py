@@ -191,3 +191,14 @@ def test_transformers_wrappers_refuse_what_they_cannot_do(tmp_path, seed):
         qc.QuantizedModelForCausalLM.from_pretrained(tmp_path)
     with pytest.raises(ValueError, match="QuantizedModelForCausalLM"):
         qc.QuantizedTransformersModel.from_pretrained(tmp_path)
+
+
+def test_wrapper_copies_and_refuses_push_to_hub(tmp_path, seed):
+    import copy
+    wrapped = qc.QuantizedModelForCausalLM.quantize(
+        tiny_causal_lm(seed), weights=qc.qfloat8, exclude="lm_head")
+    twin = copy.deepcopy(wrapped)
+    assert twin.model is not wrapped.model
+    with pytest.raises(ValueError, match="push_to_hub.*upload_folder"):
+        wrapped.save_pretrained(tmp_path, push_to_hub=True)
+    assert not (tmp_path / "model.safetensors").exists()

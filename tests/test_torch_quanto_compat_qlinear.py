@@ -47,6 +47,8 @@ def test_from_module_shares_the_float_parameters(seed):
     assert layer.input_scale.dtype == torch.float32
     assert float(layer.input_scale) == float(layer.output_scale) == 1.0
     assert layer.output_scale.dtype == torch.float16
+    assert all(tensor.device.type == "cpu"
+               for tensor in layer.state_dict().values())
     assert isinstance(layer.optimizer, qc.AbsmaxOptimizer)
     with pytest.raises(TypeError, match="float torch.nn.Linear"):
         qc.QLinear.from_module(layer, weights=qc.qfloat8)

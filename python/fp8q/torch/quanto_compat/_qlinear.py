@@ -140,16 +140,19 @@ class QLinear(QModuleMixin, Linear):
                                                                  Linear):
             raise TypeError("from_module: expected a float torch.nn.Linear, "
                             f"got {type(module).__name__}")
+        # Built on the meta device: nothing is allocated for the float
+        # tensors it then takes from the module.
         layer = cls(module.in_features, module.out_features,
                     module.bias is not None, device="meta",
                     dtype=module.weight.dtype, weights=weights,
                     activations=activations, optimizer=optimizer)
-        layer = layer.to_empty(device=module.weight.device)
-        layer.input_scale = torch.ones_like(layer.input_scale)
-        layer.output_scale = torch.ones_like(layer.output_scale)
+        device = module.weight.device
         layer.weight = module.weight
         if module.bias is not None:
             layer.bias = module.bias
+        layer.input_scale = torch.ones((), device=device)
+        layer.output_scale = torch.ones((), dtype=module.weight.dtype,
+                                        device=device)
         return layer
 
     # -- state -------------------------------------------------------------

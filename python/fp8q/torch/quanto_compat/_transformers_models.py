@@ -67,7 +67,11 @@ class QuantizedTransformersModel:
         self._wrapped = model
 
     def __getattr__(self, name):
-        return getattr(self.__dict__["_wrapped"], name)
+        try:
+            wrapped = self.__dict__["_wrapped"]
+        except KeyError:  # while copy or pickle rebuild the object
+            raise AttributeError(name) from None
+        return getattr(wrapped, name)
 
     def __call__(self, *args, **kwargs):
         return self._wrapped(*args, **kwargs)
@@ -96,7 +100,14 @@ class QuantizedTransformersModel:
         """The wrapped model's save_pretrained(save_directory,
         safe_serialization=True, **kwargs) plus quanto_qmap.json. A
         quantized output embedding unties it from the input one
-        (config.tie_word_embeddings = False), as in quanto."""
+        (config.tie_word_embeddings = False), as in quanto. push_to_hub is
+        refused: the map is written after the model (push the folder with
+        huggingface_hub's upload_folder)."""
+        if kwargs.get("push_to_hub"):
+            raise ValueError("save_pretrained: push_to_hub would upload the "
+                             "model without quanto_qmap.json; save, then "
+                             "push the folder with huggingface_hub's "
+                             "upload_folder")
         model = self._wrapped
         if getattr(model.config, "tie_word_embeddings", False) and any(
                 isinstance(module, QModuleMixin)
