@@ -161,7 +161,7 @@ class QLinear(QModuleMixin, Linear):
     def frozen(self):
         """Whether the weight is FP8 codes (after freeze()) rather than the
         float Parameter."""
-        return self.weight.dtype == _FORMAT_DTYPES[self.weight_qtype.name]
+        return self.weight.dtype == self.weight_qtype.dtype
 
     def _use_float_weight(self):
         """Makes the layer unfrozen: a float weight Parameter (values not
@@ -216,8 +216,7 @@ class QLinear(QModuleMixin, Linear):
 
     def _quantized_float_weight(self):
         return _ops.quantize_weight(self.weight.detach(),
-                                    _FORMAT_DTYPES[self.weight_qtype.name],
-                                    "row")
+                                    self.weight_qtype.dtype, "row")
 
     def _apply(self, fn, recurse=True):
         # The float dtype follows .to(dtype) / .half() as the bias does.
@@ -229,7 +228,7 @@ class QLinear(QModuleMixin, Linear):
                               error_msgs):
         weight = state_dict.get(prefix + "weight")
         if weight is not None:
-            expected = _FORMAT_DTYPES[self.weight_qtype.name]
+            expected = self.weight_qtype.dtype
             if weight.dtype.itemsize == 1 and weight.dtype.is_floating_point:
                 if weight.dtype != expected:
                     error_msgs.append(
@@ -302,11 +301,6 @@ class QLinear(QModuleMixin, Linear):
                 f"{self.weight_qtype.name}, activation_qtype="
                 f"{getattr(self.activation_qtype, 'name', None)}, "
                 f"frozen={self.frozen}")
-
-
-# qtype name -> the torch dtype of a frozen QLinear's codes.
-_FORMAT_DTYPES = {name: qtype.dtype for name, qtype in _qtypes.qtypes.items()
-                  if qtype.fp8q_format is not None}
 
 
 def _unregister(module, name):
