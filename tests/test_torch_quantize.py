@@ -199,7 +199,8 @@ def test_safetensors_round_trip(tmp_path, rng, seed):
 
 
 # ---------------------------------------------------------------------------
-# Static activation scales: calibrate / freeze, and quanto_compat
+# Static activation scales: calibrate / freeze (quanto_compat's Calibration:
+# tests/test_torch_quanto_compat_calibration.py)
 
 
 def calibration_batches(rng, count=4):
@@ -353,56 +354,6 @@ def test_freeze_reduces_across_ranks(tmp_path, rng, seed):
             if distributed:
                 dist.destroy_process_group()
     assert results[0] == results[1], f"seed={seed}"
-
-
-def test_quanto_compat_flow(rng, seed):
-    from fp8q.torch import quanto_compat as qc
-    model = mlp(seed)
-    qc.quantize(model, weights=qc.qfloat8, activations=qc.qfloat8,
-                exclude="3")
-    assert isinstance(model[0], fpt.Linear)
-    assert isinstance(model[3], torch.nn.Linear)  # excluded
-    assert model[0].granularity == "row"  # per output channel
-    batches = calibration_batches(rng)
-    with qc.Calibration(momentum=0.9), torch.no_grad():
-        for batch in batches:
-            model(batch)
-    qc.freeze(model)
-    # quanto's activation calibration: an EMA of the batch amax, as
-    # documented: float32(m * old + (1 - m) * new) in double. (1 - 0.9 is
-    # not the double 0.1: writing 0.1 here made the test fail for some
-    # seeds.)
-    momentum = 0.9
-    amax = None
-    for batch in batches:
-        batch_amax = float(np.float32(np.abs(batch.numpy()).max()))
-        amax = batch_amax if amax is None else float(
-            np.float32(momentum * amax + (1 - momentum) * batch_amax))
-    assert float(model[0].input_scale) == fp8q.calib.scale_from_amax(amax)
-    with pytest.raises(ValueError, match="qfloat8"):
-        qc.quantize(mlp(seed), weights="qint8")
-    # Patterns that match nothing are ignored, as in quanto.
-    untouched = qc.quantize(mlp(seed), weights="qfloat8", include="nope*")
-    assert not any(isinstance(m, fpt.Linear) for m in untouched.modules())
-
-
-def test_quanto_compat_matches_optimum_quanto(rng, seed):
-    """Outputs agree with optimum-quanto's qfloat8 weight quantization to
-    rounding, when optimum-quanto is installed."""
-    quanto = pytest.importorskip(
-        "optimum.quanto", reason="optimum-quanto is not installed")
-    from fp8q.torch import quanto_compat as qc
-    x = torch.from_numpy(rng.standard_normal((4, 200)).astype(np.float32))
-    theirs = mlp(seed)
-    quanto.quantize(theirs, weights=quanto.qfloat8)
-    quanto.freeze(theirs)
-    ours = qc.quantize(mlp(seed), weights=qc.qfloat8)
-    with torch.no_grad():
-        want, got = theirs(x), ours(x)
-    # Measured with optimum-quanto 0.2.7 (torch 2.13, CPU): 1.8e-7, i.e.
-    # the same FP8 weights, and products that differ by float32 rounding.
-    error = float((got - want).norm() / want.norm())
-    assert error < 1e-5, (error, f"seed={seed}")
 
 
 def test_calibrate_checks_options_up_front(seed):

@@ -1,0 +1,185 @@
+"""quanto_compat's model-level functions, as optimum-quanto's: quantize
+(nn.Linear -> unfrozen QLinear), freeze, quantization_map and requantize
+(reloading a saved model, the model built on the meta device included)."""
+import fnmatch
+
+import torch
+
+from fp8q.torch._linear import Linear
+from fp8q.torch.quanto_compat._qlinear import (QLinear, QModuleMixin,
+                                               layer_formats)
+
+
+def _pattern_list(value):
+    return [value] if isinstance(value, str) else value
+
+
+def _replace(model, name, module):
+    parent_name, _, child = name.rpartition(".")
+    setattr(model.get_submodule(parent_name) if parent_name else model,
+            child, module)
+
+
+def quantize(model, weights=None, activations=None, optimizer=None,
+             include=None, exclude=None):
+    """As optimum.quanto.quantize: replaces in place every float
+    torch.nn.Linear of `model` whose qualified name matches an `include`
+    pattern (shell-style, a string or a list; default all) and no `exclude`
+    pattern by QLinear.from_module(module, weights, activations,
+    optimizer), unfrozen (call freeze(model) for FP8 weights), with its
+    `name` attribute set to that name. Patterns that match nothing are
+    ignored, as in quanto. Other module kinds (Conv2d, LayerNorm, ...)
+    stay float: fp8q quantizes linear layers only. The arguments are
+    checked before anything changes (ValueError naming the argument and
+    what fp8q supports); a model that is itself an nn.Linear is a
+    ValueError (use QLinear.from_module). Returns None, as quanto's."""
+    layer_formats(weights, activations, optimizer)
+    include, exclude = _pattern_list(include), _pattern_list(exclude) or []
+    chosen = [(name, module) for name, module in model.named_modules()
+              if isinstance(module, torch.nn.Linear)
+              and not isinstance(module, Linear)
+              and (include is None or any(fnmatch.fnmatch(name, pattern)
+                                          for pattern in include))
+              and not any(fnmatch.fnmatch(name, pattern)
+                          for pattern in exclude)]
+    if any(name == "" for name, _ in chosen):
+        raise ValueError("quantize: the model itself is an nn.Linear; use "
+                         "QLinear.from_module(model, weights=...)")
+    for name, module in chosen:
+        layer = QLinear.from_module(module, weights=weights,
+                                    activations=activations,
+                                    optimizer=optimizer)
+        layer.name = name
+        _replace(model, name, layer)
+
+
+def freeze(model):
+    """As optimum.quanto.freeze: every unfrozen QLinear of `model` gets its
+    FP8 weight (QLinear.freeze). All or nothing: a weight holding NaN or
+    infinity raises a ValueError naming the layer before any layer
+    changes. Layers that never ran under Calibration keep input_scale 1,
+    as in quanto. Returns None."""
+    layers = [module for module in model.modules()
+              if isinstance(module, QLinear) and not module.frozen]
+    quantized = [layer._quantized_layer() for layer in layers]
+    for layer, fp8_layer in zip(layers, quantized):
+        layer._use_fp8_tensors(fp8_layer)
+
+
+def quantization_map(model):
+    """As optimum.quanto.quantization_map: {module name: {"weights": qtype
+    name, "activations": qtype name or "none"}} for every QLinear of
+    `model`, what requantize needs besides the state dict (save it as JSON
+    beside the weights). A plain fp8q.torch.Linear (from
+    fp8q.torch.quantize) is a ValueError naming it: its state dict reloads
+    with fp8q.torch.quantize and load_state_dict instead."""
+    layers = {}
+    for name, module in model.named_modules():
+        if isinstance(module, QModuleMixin):
+            layers[name] = {
+                "weights": module.weight_qtype.name,
+                "activations": ("none" if module.activation_qtype is None
+                                else module.activation_qtype.name)}
+        elif isinstance(module, Linear):
+            raise ValueError(
+                f"quantization_map: layer {name!r} is an fp8q.torch.Linear "
+                "made by fp8q.torch.quantize, not a QLinear: reload such a "
+                "model with fp8q.torch.quantize(model, ...) and "
+                "load_state_dict, or quantize it with "
+                "quanto_compat.quantize")
+    return layers
+
+
+def _materialize(model, device):
+    """Replaces every tensor of `model` on the meta device by an empty one
+    on `device` (QLinear's input_scale and output_scale by ones, their
+    initial value); returns the state-dict keys of those left without
+    values."""
+    empty = set()
+    for prefix, module in model.named_modules():
+        prefix = f"{prefix}." if prefix else ""
+        for name, tensor in list(module._parameters.items()) + list(
+                module._buffers.items()):
+            if tensor is None or tensor.device.type != "meta":
+                continue
+            if isinstance(module, QLinear) and name in ("input_scale",
+                                                        "output_scale"):
+                value = torch.ones_like(tensor, device=device)
+            else:
+                value = torch.empty_like(tensor, device=device)
+                empty.add(prefix + name)
+            if name in module._parameters:
+                module._parameters[name] = torch.nn.Parameter(
+                    value, requires_grad=tensor.requires_grad)
+            else:
+                module._buffers[name] = value
+    return empty
+
+
+def _check_meta_buffers(model):
+    """ValueError naming the non-persistent buffers of `model` on the meta
+    device: no state dict holds them, so nothing could give them values."""
+    stranded = sorted(
+        f"{prefix}.{name}" if prefix else name
+        for prefix, module in model.named_modules()
+        for name in module._non_persistent_buffers_set
+        if getattr(module._buffers.get(name), "is_meta", False))
+    if stranded:
+        raise ValueError(
+            f"requantize: the model's non-persistent buffers {stranded} "
+            "are on the meta device, and no state dict holds them: build "
+            "the model with parameters only on meta (accelerate's "
+            "init_empty_weights()), or on the CPU")
+
+
+def requantize(model, state_dict, quantization_map, device=None):
+    """As optimum.quanto.requantize: replaces each torch.nn.Linear of the
+    float `model` named in `quantization_map` (quantization_map() of the
+    saved model) by a QLinear of the map's qtypes, gives every tensor
+    still on the meta device storage on `device`, and loads `state_dict`
+    (the saved model's state_dict(), e.g. safetensors' load_file) with
+    strict=False, as quanto: keys the model lacks are ignored, and tensors
+    the state dict lacks keep their values. Unlike quanto, a tensor that
+    was on the meta device and is not in the state dict raises a
+    ValueError naming its keys (quanto would leave it uninitialized), and
+    so, before anything changes, does a non-persistent buffer on the meta
+    device, which no state dict holds. device: default the model's (the
+    CPU for a meta model). ValueError naming the entry for a map entry
+    that names no nn.Linear of the model or a qtype fp8q does not have.
+    FP8 codes of another format than the map's are refused (RuntimeError
+    from load_state_dict naming the key).
+    Returns None, as quanto's."""
+    _check_meta_buffers(model)
+    if device is None:
+        device = next(model.parameters()).device
+        if device.type == "meta":
+            device = torch.device("cpu")
+    replacements = []
+    for name, qtypes in quantization_map.items():
+        module = model.get_submodule(name) if name else None
+        if not isinstance(module, torch.nn.Linear) or isinstance(module,
+                                                                 Linear):
+            raise ValueError(
+                f"quantization_map[{name!r}]: expected a float nn.Linear in "
+                f"the model there, found {type(module).__name__}")
+        weights, activations = (qtypes.get(key, "none")
+                                for key in ("weights", "activations"))
+        try:
+            layer = QLinear.from_module(
+                module, weights=None if weights == "none" else weights,
+                activations=None if activations == "none" else activations)
+        except ValueError as error:
+            raise ValueError(f"quantization_map[{name!r}]: {error}") from None
+        layer.name = name
+        replacements.append((name, layer))
+    for name, layer in replacements:
+        _replace(model, name, layer)
+    uninitialized = _materialize(model, device)
+    model.to(device)
+    missing = model.load_state_dict(state_dict, strict=False).missing_keys
+    unset = sorted(uninitialized.intersection(missing))
+    if unset:
+        raise ValueError(
+            f"requantize: state_dict has no {unset}: the model held them "
+            "on the meta device, so they have no values; pass a state dict "
+            "with every tensor of the saved model")
