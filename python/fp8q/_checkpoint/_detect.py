@@ -1,0 +1,80 @@
+"""Which layout a checkpoint has, from its key names and dtypes, and its
+Plan from that layout's reader. Two layouts' keys in one checkpoint are
+refused, naming one key of each."""
+from fp8q._checkpoint import (_layout_comfy_quant, _layout_comfy_scaled,
+                              _layout_compressed, _layout_finegrained,
+                              _layout_plain, _layout_quanto)
+from fp8q._checkpoint._plan import FP8_CODES, CheckpointError
+
+# Layout name -> (what it is, a test for its signature keys). Checked in
+# this order; comfy_quant layers name their scales weight_scale, so that
+# layout is tried before compressed-tensors'.
+LAYOUTS = {
+    "optimum-quanto": (
+        "optimum-quanto qfloat8 (weight._data / weight._scale)",
+        lambda key, code: key.endswith((_layout_quanto.DATA_SUFFIX,
+                                        _layout_quanto.SCALE_SUFFIX))),
+    "comfyui-quant": (
+        "ComfyUI per-layer quantization (comfy_quant)",
+        lambda key, code: key.endswith(_layout_comfy_quant.MARKER_SUFFIX)),
+    "comfyui-scaled-fp8": (
+        "ComfyUI scaled fp8 (scaled_fp8 / scale_weight / scale_input)",
+        lambda key, code: key.endswith(".scale_weight")
+        or key in _layout_comfy_scaled.markers({key: None})),
+    "finegrained-fp8": (
+        "FineGrainedFP8 / DeepSeek-V3 128x128 blocks (weight_scale_inv)",
+        lambda key, code: key.endswith(".weight_scale_inv")),
+    "compressed-tensors": (
+        "compressed-tensors / vLLM / ModelOpt (weight_scale)",
+        lambda key, code: key.endswith(".weight_scale")),
+}
+READERS = {
+    "optimum-quanto": _layout_quanto.plan,
+    "comfyui-quant": _layout_comfy_quant.plan,
+    "comfyui-scaled-fp8": _layout_comfy_scaled.plan,
+    "finegrained-fp8": _layout_finegrained.plan,
+    "compressed-tensors": _layout_compressed.plan,
+    "plain-fp8": _layout_plain.plan,
+}
+DESCRIPTIONS = {name: description
+                for name, (description, _) in LAYOUTS.items()}
+DESCRIPTIONS["plain-fp8"] = "plain FP8 weights, no scales (scale 1)"
+
+
+def detect(checkpoint):
+    """The layout name of `checkpoint` (an object with `entries`: {key:
+    (dtype code, shape)}). CheckpointError when no tensor is FP8 and no
+    layout's keys are there, or when two layouts' keys are."""
+    entries = checkpoint.entries
+    signatures = {}
+    for name, (_, test) in LAYOUTS.items():
+        for key, (code, _) in entries.items():
+            if test(key, code):
+                signatures[name] = key
+                break
+    if "comfyui-quant" in signatures:
+        signatures.pop("compressed-tensors", None)  # its scales' spelling
+    if len(signatures) > 1:
+        (first, first_key), (second, second_key) = list(
+            signatures.items())[:2]
+        raise CheckpointError(
+            f"{second_key}: a {second} key in a checkpoint that also has "
+            f"{first} keys ({first_key}); fp8q reads one layout at a time")
+    if signatures:
+        return next(iter(signatures))
+    if any(code in FP8_CODES for code, _ in entries.values()):
+        return "plain-fp8"
+    raise CheckpointError(
+        "no FP8 tensor and no FP8 layout's keys in the checkpoint: it is a "
+        "float checkpoint (load it with load_state_dict, or quantize with "
+        "fp8q.torch.quantize / python -m fp8q convert)")
+
+
+def plan_checkpoint(checkpoint, quantization_map=None):
+    """The Plan of `checkpoint` in its detected layout (quantization_map:
+    optimum-quanto's, for its layout). CheckpointError naming the key for
+    anything the layout's reader refuses."""
+    layout = detect(checkpoint)
+    if layout == "optimum-quanto":
+        return _layout_quanto.plan(checkpoint, quantization_map)
+    return READERS[layout](checkpoint)
