@@ -52,6 +52,10 @@ def detect(checkpoint):
             if test(key, code):
                 signatures[name] = key
                 break
+    if _layout_comfy_quant.METADATA_KEY in getattr(checkpoint, "metadata",
+                                                   {}):
+        signatures.setdefault(
+            "comfyui-quant", f"metadata {_layout_comfy_quant.METADATA_KEY}")
     if "comfyui-quant" in signatures:
         signatures.pop("compressed-tensors", None)  # its scales' spelling
     if len(signatures) > 1:
