@@ -69,4 +69,13 @@ def plan(checkpoint, quantization_map=None):
     notes = ["output_scale is not used (fp8q does not quantize outputs)"]
     if qmap is None:
         notes.append("no quantization map: every layer loads weight-only")
-    return finish("optimum-quanto", entries, layers, notes=notes)
+    # Activation scales of quanto's other modules (QLayerNorm quantizes its
+    # output): fp8q keeps those modules float and does not use them.
+    ignored = [key for suffix in (".input_scale", ".output_scale")
+               for name, key in prefixes(entries, suffix).items()
+               if name not in data]
+    if ignored:
+        notes.append(f"{len(ignored)} activation scales of modules that are "
+                     "not linear (e.g. QLayerNorm) are not used")
+    return finish("optimum-quanto", entries, layers, ignored=ignored,
+                  notes=notes)
