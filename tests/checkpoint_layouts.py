@@ -214,8 +214,8 @@ def layer_reference(layer, x):
     return y, rows.abs() @ weight.abs().T
 
 
-def check_layers(model, x):
-    """Runs `model` on x and checks every fp8q.torch.Linear's output
+def check_layers(model, *args, **kwargs):
+    """Runs `model(*args, **kwargs)` and checks every fp8q.torch.Linear's output
     against its float64 reference (hooks capture each layer's input);
     returns the model's output."""
     import fp8q.torch as fpt
@@ -229,7 +229,7 @@ def check_layers(model, x):
                for module in model.modules() if isinstance(module, fpt.Linear)]
     try:
         with torch.no_grad():
-            result = model(x)
+            result = model(*args, **kwargs)
     finally:
         for handle in handles:
             handle.remove()
