@@ -43,8 +43,8 @@ DESCRIPTIONS["plain-fp8"] = "plain FP8 weights, no scales (scale 1)"
 
 def detect(checkpoint):
     """The layout name of `checkpoint` (an object with `entries`: {key:
-    (dtype code, shape)}). CheckpointError when no tensor is FP8 and no
-    layout's keys are there, or when two layouts' keys are."""
+    (dtype code, shape)}), or None for a float checkpoint (no FP8 tensor,
+    no layout's keys). CheckpointError when two layouts' keys are there."""
     entries = checkpoint.entries
     signatures = {}
     for name, (_, test) in LAYOUTS.items():
@@ -68,10 +68,7 @@ def detect(checkpoint):
         return next(iter(signatures))
     if any(code in FP8_CODES for code, _ in entries.values()):
         return "plain-fp8"
-    raise CheckpointError(
-        "no FP8 tensor and no FP8 layout's keys in the checkpoint: it is a "
-        "float checkpoint (load it with load_state_dict, or quantize with "
-        "fp8q.torch.quantize / python -m fp8q convert)")
+    return None
 
 
 def plan_checkpoint(checkpoint, quantization_map=None):
@@ -79,6 +76,11 @@ def plan_checkpoint(checkpoint, quantization_map=None):
     optimum-quanto's, for its layout). CheckpointError naming the key for
     anything the layout's reader refuses."""
     layout = detect(checkpoint)
+    if layout is None:
+        raise CheckpointError(
+            "no FP8 tensor and no FP8 layout's keys in the checkpoint: it is "
+            "a float checkpoint (load it with load_state_dict, or quantize "
+            "with fp8q.torch.quantize / python -m fp8q convert)")
     if layout == "optimum-quanto":
         return _layout_quanto.plan(checkpoint, quantization_map)
     return READERS[layout](checkpoint)
