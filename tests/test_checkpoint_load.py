@@ -228,3 +228,17 @@ def test_codes_match_fp8q_quantize():
     assert torch.equal(state["out.weight"].view(torch.uint8),
                        codes.view(torch.uint8))
     assert scale.shape == (2, 2)  # 200 x 130: partial blocks both ways
+
+
+def test_strict_false_with_bias_mismatches():
+    state, _ = layout("comfy-scaled", tiny())
+    state["out.bias"] = torch.ones(200)   # the model's out has no bias
+    del state["head.bias"]                # the model's head has one
+    with torch.device("meta"):
+        model = tiny()
+    report = fpt.load_checkpoint(model, state, strict=False)
+    assert report.unexpected_keys == ["out.bias"]
+    assert report.missing_keys == ["head.bias"]
+    assert model.out.bias is None
+    assert torch.equal(model.head.bias, torch.zeros(9))  # meta: zeros
+    check_layers(model, torch.randn(2, 40))

@@ -2,7 +2,12 @@
 (its codes, scales and activation scheme, by checkpoint key) and the float
 tensors loaded as they are; the checks every layout reader shares, each
 failure a CheckpointError naming the key."""
+import math
 from dataclasses import dataclass, field
+
+import numpy as np
+
+from fp8q._safetensors import DTYPES
 
 # safetensors dtype codes of FP8 codes -> fp8q format names.
 FP8_CODES = {"F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
@@ -167,8 +172,9 @@ def layer(entries, name, weight_key, scale_key, *, input_scale_key=None,
                 f"{name}.input_scale: missing; the checkpoint's config "
                 "declares static activation scales")
         check_input_scale(entries, input_scale_key, granularity)
-    keys = tuple(key for key in (weight_key, scale_key, input_scale_key,
-                                 *extra_keys) if key is not None)
+    keys = tuple(dict.fromkeys(
+        key for key in (weight_key, scale_key, input_scale_key, *extra_keys)
+        if key is not None))
     return LayerPlan(name, weight_key, weight_format, shape, scale_key,
                      granularity, input_scale_key, activations, keys)
 
@@ -199,12 +205,6 @@ def prefixes(entries, suffix):
 
 def nbytes(entries, key):
     """The bytes tensor `key` holds."""
-    import math
-
-    import numpy as np
-
-    from fp8q._safetensors import DTYPES
-
     code, shape = entries[key]
     return math.prod(shape) * np.dtype(DTYPES[code][0]).itemsize
 

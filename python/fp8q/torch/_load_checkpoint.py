@@ -143,11 +143,13 @@ def _fp8_layer(checkpoint, layer, module):
     if layer.input_scale_key is not None:
         state["input_scale"] = _scale(checkpoint, layer.input_scale_key, ())
     bias_key = layer.name + ".bias"
-    if module.bias is not None:
-        state["bias"] = (checkpoint.tensor(bias_key)
-                         if bias_key in checkpoint.entries
-                         else module.bias.detach())
-    replacement.load_state_dict(state)
+    if module.bias is not None and bias_key in checkpoint.entries:
+        state["bias"] = checkpoint.tensor(bias_key)
+    elif module.bias is not None and not module.bias.is_meta:
+        state["bias"] = module.bias.detach()  # missing (strict=False): kept
+    # A missing bias of a meta module stays the constructor's zeros.
+    replacement.load_state_dict(state, strict=module.bias is None
+                                or "bias" in state)
     reference = module.bias if module.bias is not None else module.weight
     device = (torch.device("cpu") if reference.is_meta
               else reference.device)
