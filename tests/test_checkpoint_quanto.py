@@ -76,3 +76,29 @@ def test_quanto_static_activations(tmp_path):
     # quanto also quantizes each layer's output to FP8; fp8q does not.
     error = (got - expected).norm() / expected.norm()
     assert float(error) < 0.1
+
+
+def test_quanto_save_pretrained_of_a_llama(tmp_path):
+    transformers = pytest.importorskip(
+        "transformers", reason="needs transformers (CI installs it)")
+    from optimum.quanto import QuantizedModelForCausalLM
+
+    config = transformers.LlamaConfig(
+        vocab_size=97, hidden_size=200, intermediate_size=300,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        tie_word_embeddings=False)
+    torch.manual_seed(0)
+    quantized = QuantizedModelForCausalLM.quantize(
+        transformers.LlamaForCausalLM(config).eval(), weights=quanto.qfloat8,
+        exclude="lm_head")
+    quantized.save_pretrained(str(tmp_path))
+    model = transformers.LlamaForCausalLM(config).eval()
+    report = fpt.load_checkpoint(model, str(tmp_path))
+    assert report.counts() == {("float8_e4m3fn", "row", "W8A16"): 14}
+    ids = torch.randint(0, 97, (2, 6), generator=torch.Generator()
+                        .manual_seed(1))
+    logits = check_layers(model, ids).logits
+    with torch.no_grad():
+        expected = quantized(ids).logits
+    error = (logits - expected).abs().max() / expected.abs().max()
+    assert float(error) < 1e-5, float(error)
