@@ -116,6 +116,8 @@ def test_transformers_llama_finegrained_fp8_odd_dimensions(tmp_path):
                                14}
     assert isinstance(model.lm_head, torch.nn.Linear) and not isinstance(
         model.lm_head, fpt.Linear)
+    assert report.float_linear_layers == ["lm_head"]
+    assert "linear layers kept in float: 1: lm_head" in str(report)
 
     ids = torch.randint(0, 97, (2, 7), generator=torch.Generator()
                         .manual_seed(3))

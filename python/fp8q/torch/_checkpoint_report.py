@@ -12,6 +12,8 @@ class CheckpointReport:
     """layout: the detected layout's name (docs/checkpoints.md).
     fp8_layers: {module name: LayerPlan} of the layers now fp8q.torch.Linear
     (LayerPlan.format, .granularity, .scheme say how).
+    float_linear_layers: the model's linear layers the checkpoint keeps in
+    float (e.g. lm_head), by name.
     float_keys: the checkpoint keys loaded into float tensors as they are.
     dequantized_keys: FP8 tensors of modules that are not nn.Linear, loaded
     into their float tensors as codes x scale (exact for a scale of 1).
@@ -21,6 +23,7 @@ class CheckpointReport:
     notes: what the layout reader assumed."""
     layout: str
     fp8_layers: dict
+    float_linear_layers: list
     float_keys: list
     dequantized_keys: list
     unexpected_keys: list
@@ -44,7 +47,9 @@ class CheckpointReport:
                   in self.counts().items()]
         lines.append(f"float tensors: {len(self.float_keys)} "
                      f"({self.float_bytes:,} bytes)")
-        for label, keys in (("dequantized into float", self.dequantized_keys),
+        for label, keys in (("linear layers kept in float",
+                             self.float_linear_layers),
+                            ("dequantized into float", self.dequantized_keys),
                             ("unexpected (not loaded)", self.unexpected_keys),
                             ("missing (left as they were)",
                              self.missing_keys)):

@@ -251,6 +251,9 @@ def _load(model, checkpoint, strict, quantization_map):
     return CheckpointReport(
         layout=plan.layout,
         fp8_layers={name: layer for name, (layer, _) in match.linears.items()},
+        float_linear_layers=[name for name, module in model.named_modules()
+                             if _is_linear(module)
+                             and not isinstance(module, Linear)],
         float_keys=match.floats,
         dequantized_keys=sorted(match.dequantized),
         unexpected_keys=match.unexpected, missing_keys=match.missing,
