@@ -6,27 +6,27 @@ from fp8q._checkpoint import (_layout_comfy_quant, _layout_comfy_scaled,
                               _layout_plain, _layout_quanto)
 from fp8q._checkpoint._plan import FP8_CODES, CheckpointError
 
-# Layout name -> (what it is, a test for its signature keys). Checked in
+# Layout name -> (what it is, a test of a key for its signature). Checked in
 # this order; comfy_quant layers name their scales weight_scale, so that
 # layout is tried before compressed-tensors'.
 LAYOUTS = {
     "optimum-quanto": (
         "optimum-quanto qfloat8 (weight._data / weight._scale)",
-        lambda key, code: key.endswith((_layout_quanto.DATA_SUFFIX,
+        lambda key: key.endswith((_layout_quanto.DATA_SUFFIX,
                                         _layout_quanto.SCALE_SUFFIX))),
     "comfyui-quant": (
         "ComfyUI per-layer quantization (comfy_quant)",
-        lambda key, code: key.endswith(_layout_comfy_quant.MARKER_SUFFIX)),
+        lambda key: key.endswith(_layout_comfy_quant.MARKER_SUFFIX)),
     "comfyui-scaled-fp8": (
         "ComfyUI scaled fp8 (scaled_fp8 / scale_weight / scale_input)",
-        lambda key, code: key.endswith(".scale_weight")
-        or key in _layout_comfy_scaled.markers({key: None})),
+        lambda key: key.endswith(".scale_weight")
+        or _layout_comfy_scaled.is_marker(key)),
     "finegrained-fp8": (
         "FineGrainedFP8 / DeepSeek-V3 128x128 blocks (weight_scale_inv)",
-        lambda key, code: key.endswith(".weight_scale_inv")),
+        lambda key: key.endswith(".weight_scale_inv")),
     "compressed-tensors": (
         "compressed-tensors / vLLM / ModelOpt (weight_scale)",
-        lambda key, code: key.endswith(".weight_scale")),
+        lambda key: key.endswith(".weight_scale")),
 }
 READERS = {
     "optimum-quanto": _layout_quanto.plan,
@@ -48,8 +48,8 @@ def detect(checkpoint):
     entries = checkpoint.entries
     signatures = {}
     for name, (_, test) in LAYOUTS.items():
-        for key, (code, _) in entries.items():
-            if test(key, code):
+        for key in entries:
+            if test(key):
                 signatures[name] = key
                 break
     if _layout_comfy_quant.METADATA_KEY in getattr(checkpoint, "metadata",

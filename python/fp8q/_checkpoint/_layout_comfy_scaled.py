@@ -9,11 +9,15 @@ from fp8q._checkpoint._plan import (FP8_CODES, CheckpointError, finish,
 MARKER = "scaled_fp8"
 
 
-def markers(entries):
-    """The marker keys: `scaled_fp8`, or it under a prefix
+def is_marker(key):
+    """Whether `key` is the marker: `scaled_fp8`, or it under a prefix
     (`model.diffusion_model.scaled_fp8`)."""
-    return [key for key in entries
-            if key == MARKER or key.endswith("." + MARKER)]
+    return key == MARKER or key.endswith("." + MARKER)
+
+
+def markers(entries):
+    """The marker keys of the checkpoint."""
+    return [key for key in entries if is_marker(key)]
 
 
 def plan(checkpoint):

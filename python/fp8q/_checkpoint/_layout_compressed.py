@@ -76,25 +76,33 @@ def scheme(checkpoint):
         "reads compressed-tensors, fp8 and ModelOpt FP8 checkpoints")
 
 
-def plan(checkpoint, scale_suffix=".weight_scale", layout="compressed-tensors",
-         declared=None, activations=None, notes=()):
-    """The Plan of a checkpoint whose layers' scales are
-    `<layer>{scale_suffix}` (FineGrainedFP8 reuses it with
-    ".weight_scale_inv" and declared block scales)."""
+def plan(checkpoint):
+    """The Plan of a compressed-tensors / vLLM / ModelOpt checkpoint: the
+    scheme from its configs, `<layer>.weight_scale` scales."""
+    declared, activations, source = scheme(checkpoint)
+    notes = [f"scheme from the {source}"] if source else [
+        "no quantization config: static activations where input_scale is "
+        "present, weight-only elsewhere"]
+    return plan_scaled_layers(checkpoint, ".weight_scale",
+                              "compressed-tensors", declared, activations,
+                              notes)
+
+
+def plan_scaled_layers(checkpoint, scale_suffix, layout, declared,
+                       activations, notes):
+    """The Plan of a checkpoint whose layers are `<layer>.weight` (FP8)
+    with the scale `<layer>{scale_suffix}` of the `declared` granularity
+    (None: from its shape) and optional `<layer>.input_scale` (static
+    activations; elsewhere `activations`). FineGrainedFP8 shares it."""
     entries = checkpoint.entries
-    if declared is None and activations is None:
-        declared, activations, source = scheme(checkpoint)
-        notes = [f"scheme from the {source}"] if source else [
-            "no quantization config: static activations where input_scale "
-            "is present, weight-only elsewhere"]
     inputs = prefixes(entries, ".input_scale")
     layers = []
     for name, scale_key in prefixes(entries, scale_suffix).items():
         input_key = inputs.pop(name, None)
-        layer_activations = "static" if input_key else activations
         layers.append(layer(entries, name, name + ".weight", scale_key,
                             input_scale_key=input_key,
-                            activations=layer_activations,
+                            activations="static" if input_key
+                            else activations,
                             declared=declared))
     if inputs:
         name, key = next(iter(inputs.items()))

@@ -22,7 +22,7 @@ def plan(checkpoint):
             "config.json: quantization_config.activation_scheme "
             f"{activations!r} with block weight scales; fp8q quantizes the "
             "activations of block layers dynamically only")
-    return _layout_compressed.plan(
-        checkpoint, ".weight_scale_inv", "finegrained-fp8", declared="block",
-        activations="dynamic",
-        notes=["128x128 block scales, activations dynamic per 1x128 block"])
+    return _layout_compressed.plan_scaled_layers(
+        checkpoint, ".weight_scale_inv", "finegrained-fp8", "block",
+        "dynamic",
+        ["128x128 block scales, activations dynamic per 1x128 block"])
