@@ -215,8 +215,8 @@ def layer_reference(layer, x):
 
 
 def check_layers(model, *args, **kwargs):
-    """Runs `model(*args, **kwargs)` and checks every fp8q.torch.Linear's output
-    against its float64 reference (hooks capture each layer's input);
+    """Runs `model(*args, **kwargs)` and checks every fp8q.torch.Linear's
+    output against its float64 reference (hooks capture each layer's input);
     returns the model's output."""
     import fp8q.torch as fpt
 

@@ -11,7 +11,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
 import fp8q.torch as fpt  # noqa: E402
-from checkpoint_layouts import LINEARS, check_layers, layout, save, tiny  # noqa: E402
+from checkpoint_layouts import (LINEARS, check_layers, layout,  # noqa: E402
+                                save, tiny)
 from fp8q._safetensors import SafetensorsReader  # noqa: E402
 
 

@@ -10,8 +10,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
 import fp8q.torch as fpt  # noqa: E402
-from checkpoint_layouts import (FP8, LINEARS, check_layers, layout,  # noqa: E402
-                                quantized, save, tiny)
+from checkpoint_layouts import (FP8, LINEARS,  # noqa: E402
+                                check_layers, layout, quantized, save,
+                                tiny)
 from fp8q._checkpoint import CheckpointError  # noqa: E402
 
 # (layout, options, expected layout name, granularity, scheme)

@@ -40,7 +40,8 @@ def plan(checkpoint):
                     input_scale_key=inputs.get(name),
                     activations="static" if name in inputs else None,
                     expected_format=expected)
-              for name, scale_key in prefixes(entries, ".scale_weight").items()]
+              for name, scale_key
+              in prefixes(entries, ".scale_weight").items()]
     stray = sorted(set(inputs) - {plan.name for plan in layers})
     if stray:
         raise CheckpointError(f"{inputs[stray[0]]}: an input scale without "

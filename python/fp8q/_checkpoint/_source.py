@@ -42,8 +42,8 @@ class FileCheckpoint:
                 for key, entry in reader.entries.items():
                     if key in self.entries:
                         raise CheckpointError(
-                            f"{key}: in two shards ({self._reader_of[key].path}"
-                            f" and {file})")
+                            f"{key}: in two shards "
+                            f"({self._reader_of[key].path} and {file})")
                     self.entries[key] = entry
                     self._reader_of[key] = reader
         except (OSError, ValueError):

@@ -215,7 +215,8 @@ def load_checkpoint(model, source, *, strict=True, quantization_map=None):
         checkpoint = StateDictCheckpoint(source)
     else:
         raise TypeError("load_checkpoint: source must be a path (file or "
-                        f"folder) or a state dict, got {type(source).__name__}")
+                        "folder) or a state dict, got "
+                        f"{type(source).__name__}")
     try:
         return _load(model, checkpoint, strict, quantization_map)
     finally:
