@@ -1,7 +1,8 @@
 /*
  * amax.cu - amax kernels: max |x| over a contiguous run (every block reduces
  * its part, then one atomicMax on the float32 bits per block), over each
- * row of a contiguous 2-D run (one block per row), over each 2-D block of
+ * row of a contiguous 2-D run (rows cut into segments that fill the device,
+ * one atomicMax per segment), over each 2-D block of
  * one (one CUDA block per output), over each column of one (tiles of
  * rows x blockDim columns, atomicMax per column), and calibration's
  * finite-only amax per row with a count of the rest. Launch contracts:
@@ -14,12 +15,12 @@
 #include "common.cuh"
 
 static_assert(sizeof(fp8q_amax_args) == 32, "fp8q_amax_args must match the host's layout");
-static_assert(sizeof(fp8q_amax_rows_args) == 40, "fp8q_amax_rows_args must match the host's layout");
+static_assert(sizeof(fp8q_amax_rows_args) == 48, "fp8q_amax_rows_args must match the host's layout");
 static_assert(sizeof(fp8q_amax_blocks_args) == 56,
               "fp8q_amax_blocks_args must match the host's layout");
 static_assert(sizeof(fp8q_amax_columns_args) == 40,
               "fp8q_amax_columns_args must match the host's layout");
-static_assert(sizeof(fp8q_amax_finite_rows_args) == 48,
+static_assert(sizeof(fp8q_amax_finite_rows_args) == 56,
               "fp8q_amax_finite_rows_args must match the host's layout");
 
 /* ------------------------------------------------------------------------- */
@@ -64,34 +65,97 @@ extern "C" __global__ void fp8q_amax(const fp8q_amax_args args)
 }
 
 /* ------------------------------------------------------------------------- */
-/* Per row                                                                   */
+/* Per row, in segments (fp8q_amax_rows, and fp8q_amax_finite_rows for     */
+/* calibration)                                                              */
 
-template <int S> static __device__ __noinline__ void amax_rows_run(const fp8q_amax_rows_args args)
+/* Folds one value into a thread's maximum; with FINITE, NaN and infinity
+ * are counted instead (a float32 magnitude at or above infinity's bits). */
+template <bool FINITE>
+static __device__ __forceinline__ void fold_magnitude(float value, uint32_t &amax,
+                                                      unsigned long long &nonfinite)
+{
+    const uint32_t bits = magnitude_bits(value);
+    if (FINITE) {
+        const int finite = bits < 0x7F800000u;
+        amax = max(amax, finite ? bits : 0u);
+        nonfinite += !finite;
+    }
+    else {
+        amax = max(amax, bits);
+    }
+}
+
+/* The work items of kernels/amax.cuh's row kernels: segment s of row r
+ * raises amax_bits[r]; 16-byte vectors where the segment starts aligned,
+ * four of them in flight per thread. */
+template <int S, bool FINITE>
+static __device__ __noinline__ void amax_segments_run(const void *source, uint32_t *amax_bits,
+                                                      uint64_t *nonfinite_count, int64_t n_rows,
+                                                      int64_t row_length, int64_t segment_length)
 {
     typedef typename dtype_traits<S>::storage source_t;
-    int64_t row, column;
+    constexpr int VECTOR = 16 / sizeof(source_t);
+    typedef packed<source_t, VECTOR> source_vector;
+    const int64_t per_row = (row_length + segment_length - 1) / segment_length;
+    unsigned long long nonfinite = 0u;
+    int64_t item, v, i;
 
-    for (row = blockIdx.x; row < args.n_rows; row += gridDim.x) {
-        const source_t *source = (const source_t *)args.source + row * args.row_length;
+    for (item = blockIdx.x; item < n_rows * per_row; item += gridDim.x) {
+        const int64_t row = item / per_row;
+        const int64_t first = (item - row * per_row) * segment_length;
+        const int64_t length = min(segment_length, row_length - first);
+        const source_t *segment = (const source_t *)source + row * row_length + first;
+        const int64_t n_vectors = is_aligned16(segment) ? length / VECTOR : 0;
         uint32_t amax = 0u;
-        for (column = threadIdx.x; column < args.row_length; column += blockDim.x) {
-            amax = max(amax, magnitude_bits(dtype_traits<S>::load(source[column])));
+
+#pragma unroll 4
+        for (v = threadIdx.x; v < n_vectors; v += blockDim.x) {
+            const source_vector in = ((const source_vector *)segment)[v];
+#pragma unroll
+            for (int k = 0; k < VECTOR; k++) {
+                fold_magnitude<FINITE>(dtype_traits<S>::load(in.values[k]), amax, nonfinite);
+            }
+        }
+        for (i = n_vectors * VECTOR + threadIdx.x; i < length; i += blockDim.x) {
+            fold_magnitude<FINITE>(dtype_traits<S>::load(segment[i]), amax, nonfinite);
         }
         amax = block_max_bits(amax);
-        if (threadIdx.x == 0) {
-            args.amax_bits[row] = amax;
+        if (threadIdx.x == 0 && amax != 0u) {
+            atomicMax(amax_bits + row, amax);
         }
+    }
+    if (FINITE && nonfinite != 0u) { /* rare in calibration data: one atomic per thread */
+        atomicAdd((unsigned long long *)nonfinite_count, nonfinite);
     }
 }
 
 struct amax_rows_body {
     const fp8q_amax_rows_args &args;
-    template <int S> __device__ void run() { amax_rows_run<S>(args); }
+    template <int S> __device__ void run()
+    {
+        amax_segments_run<S, false>(args.source, args.amax_bits, NULL, args.n_rows,
+                                    args.row_length, args.segment_length);
+    }
 };
 
 extern "C" __global__ void fp8q_amax_rows(const fp8q_amax_rows_args args)
 {
     amax_rows_body body = {args};
+    dispatch_dtype(args.source_dtype, body);
+}
+
+struct amax_finite_rows_body {
+    const fp8q_amax_finite_rows_args &args;
+    template <int S> __device__ void run()
+    {
+        amax_segments_run<S, true>(args.source, args.amax_bits, args.nonfinite_count,
+                                   args.n_rows, args.row_length, args.segment_length);
+    }
+};
+
+extern "C" __global__ void fp8q_amax_finite_rows(const fp8q_amax_finite_rows_args args)
+{
+    amax_finite_rows_body body = {args};
     dispatch_dtype(args.source_dtype, body);
 }
 
@@ -180,44 +244,5 @@ struct amax_columns_body {
 extern "C" __global__ void fp8q_amax_columns(const fp8q_amax_columns_args args)
 {
     amax_columns_body body = {args};
-    dispatch_dtype(args.source_dtype, body);
-}
-
-/* ------------------------------------------------------------------------- */
-/* Per row, finite values only (calibration)                                 */
-
-template <int S> static __device__ __noinline__ void amax_finite_rows_run(const fp8q_amax_finite_rows_args args)
-{
-    typedef typename dtype_traits<S>::storage source_t;
-    unsigned long long nonfinite = 0u;
-    int64_t row, column;
-
-    for (row = blockIdx.x; row < args.n_rows; row += gridDim.x) {
-        const source_t *source = (const source_t *)args.source + row * args.row_length;
-        uint32_t amax = 0u;
-        for (column = threadIdx.x; column < args.row_length; column += blockDim.x) {
-            const uint32_t bits = magnitude_bits(dtype_traits<S>::load(source[column]));
-            const int finite = bits < 0x7F800000u;
-            amax = max(amax, finite ? bits : 0u);
-            nonfinite += !finite;
-        }
-        amax = block_max_bits(amax);
-        if (threadIdx.x == 0) {
-            args.amax_bits[row] = amax;
-        }
-    }
-    if (nonfinite != 0u) { /* rare in calibration data: one atomic per thread */
-        atomicAdd((unsigned long long *)args.nonfinite_count, nonfinite);
-    }
-}
-
-struct amax_finite_rows_body {
-    const fp8q_amax_finite_rows_args &args;
-    template <int S> __device__ void run() { amax_finite_rows_run<S>(args); }
-};
-
-extern "C" __global__ void fp8q_amax_finite_rows(const fp8q_amax_finite_rows_args args)
-{
-    amax_finite_rows_body body = {args};
     dispatch_dtype(args.source_dtype, body);
 }

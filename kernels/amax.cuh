@@ -24,10 +24,17 @@
  *
  * Kernel "fp8q_amax_rows" (FP8Q_AMAX_ROWS_KERNEL):
  *     __global__ void fp8q_amax_rows(const fp8q_amax_rows_args args);
- *   The source is n_rows rows of row_length contiguous elements; writes
- *   amax_bits[row] (no need to clear it first; an empty row gives 0).
- *   grid: any size >= 1; block b handles rows b, b + grid, ... (one block per
- *   row, up to 65535 blocks, is the natural choice).
+ *   The source is n_rows rows of row_length contiguous elements, each cut
+ *   into segments of segment_length elements (the last one partial): the
+ *   work items, n_rows * ceil(row_length / segment_length) of them in
+ *   row-major order. Raises amax_bits[row] with atomicMax to the maximum of
+ *   each of the row's segments, so the host clears the n_rows values first
+ *   (an empty row stays 0). grid: any size >= 1; block b handles items b,
+ *   b + grid, ... The host picks segment_length so that the items fill the
+ *   device whatever the row count: one row of 16 M values is as many
+ *   blocks as 16 M rows of one value (launch.c). A segment that starts
+ *   16-byte aligned is read in 16-byte vectors; segment_length a multiple
+ *   of 16 keeps every segment of an aligned row aligned.
  */
 /*
  * Kernel "fp8q_amax_blocks" (FP8Q_AMAX_BLOCKS_KERNEL):
@@ -55,10 +62,10 @@
  * Kernel "fp8q_amax_finite_rows" (FP8Q_AMAX_FINITE_ROWS_KERNEL):
  *     __global__ void fp8q_amax_finite_rows(const fp8q_amax_finite_rows_args args);
  *   Calibration's amax (csrc/core/amax.c, fp8q_amax_finite): like
- *   fp8q_amax_rows over the finite values only (a row with none gives 0),
- *   and *nonfinite_count raised (atomicAdd) by the number of NaN and
- *   infinite values seen, so the host clears it first. grid and block as
- *   fp8q_amax_rows.
+ *   fp8q_amax_rows (segments, amax_bits raised, so cleared first) over the
+ *   finite values only (a row with none stays 0), and *nonfinite_count
+ *   raised (atomicAdd) by the number of NaN and infinite values seen, so
+ *   the host clears it first. grid and block as fp8q_amax_rows.
  */
 #ifndef FP8Q_KERNELS_AMAX_CUH
 #define FP8Q_KERNELS_AMAX_CUH
@@ -80,13 +87,14 @@ typedef struct fp8q_amax_args {
     int32_t source_dtype; /* an fp8q_dtype value (core/dtype.h)         */
 } fp8q_amax_args;
 
-/* 40 bytes (4 of them tail padding). */
+/* 48 bytes (4 of them tail padding). */
 typedef struct fp8q_amax_rows_args {
-    const void *source;   /* n_rows * row_length elements of source_dtype */
-    uint32_t *amax_bits;  /* n_rows uint32 (float32 bits), written        */
-    int64_t n_rows;       /* >= 0                                         */
-    int64_t row_length;   /* >= 0                                         */
-    int32_t source_dtype; /* an fp8q_dtype value                          */
+    const void *source;     /* n_rows * row_length elements of source_dtype */
+    uint32_t *amax_bits;    /* n_rows uint32 (float32 bits), raised         */
+    int64_t n_rows;         /* >= 0                                         */
+    int64_t row_length;     /* >= 0                                         */
+    int64_t segment_length; /* >= 1, elements per work item                 */
+    int32_t source_dtype;   /* an fp8q_dtype value                          */
 } fp8q_amax_rows_args;
 
 /* 56 bytes (4 of them tail padding). */
@@ -109,13 +117,14 @@ typedef struct fp8q_amax_columns_args {
     int32_t source_dtype; /* an fp8q_dtype value                          */
 } fp8q_amax_columns_args;
 
-/* 48 bytes (4 of them tail padding). */
+/* 56 bytes (4 of them tail padding). */
 typedef struct fp8q_amax_finite_rows_args {
     const void *source;        /* n_rows * row_length elements           */
-    uint32_t *amax_bits;       /* n_rows uint32 (float32 bits), written   */
+    uint32_t *amax_bits;       /* n_rows uint32 (float32 bits), raised    */
     uint64_t *nonfinite_count; /* one uint64, 8-byte aligned, raised      */
     int64_t n_rows;            /* >= 0                                    */
     int64_t row_length;        /* >= 0                                    */
+    int64_t segment_length;    /* >= 1, elements per work item            */
     int32_t source_dtype;      /* an fp8q_dtype value                     */
 } fp8q_amax_finite_rows_args;
 

@@ -4,10 +4,16 @@
  * dequantize), saturating or not, optionally recording the input's amax in
  * the same pass. Launch contract: kernels/cast.cuh.
  *
- * One kernel, specialised inside for each (source, destination) dtype pair
- * so that every element conversion is straight-line codec code; the scale
- * mode is a uniform branch. 16-byte vectors where both pointers allow it, a
- * scalar tail, a grid-stride loop. Numerics: csrc/core/float_codec.h and
+ * Two kernels over the same code, specialised inside for each (source,
+ * destination) dtype pair so that every element conversion is straight-line
+ * codec code: fp8q_cast_uniform (no scale, or one for the whole run: the
+ * casts, quantize and dequantize per tensor) keeps nothing but the one
+ * factor and stays small enough for full occupancy; fp8q_cast carries the
+ * scale addressing (rows, columns, blocks), and reads one scale per vector
+ * where a vector never crosses a scale group. 16-byte vectors where both
+ * pointers allow it, two of them in flight per thread, a scalar tail, a
+ * grid-stride loop, launch bounds that cap registers for occupancy.
+ * Numerics: csrc/core/float_codec.h and
  * __fdiv_rn / __fmul_rn (correctly rounded, never contracted) with
  * fp8q_scaling_result's NaN, so results are bit-identical to
  * csrc/core/cast.c.
@@ -20,42 +26,48 @@ static_assert(sizeof(fp8q_cast_args) == 144, "fp8q_cast_args must match the host
 /* ------------------------------------------------------------------------- */
 /* Scales                                                                    */
 
-/* Where element i finds its scale, and how it applies (see cast.cuh). The
- * divisions by the row length and the block extents are multiply-highs
- * (core/fast_divide.h). */
-struct scale_reader {
-    const float *scale; /* NULL: no scaling */
-    float scalar;       /* the one scale when both strides are 0 */
-    int is_scalar;
+/* Where element i finds its scale, and how it applies (see cast.cuh). With
+ * INDEXED false there is one factor for the whole run (or none); with
+ * INDEXED true the divisions by the row length and the block extents are
+ * multiply-highs (core/fast_divide.h). */
+template <bool INDEXED> struct scale_reader;
+
+template <> struct scale_reader<false> {
+    float factor; /* the one scale, when has_scale */
+    int has_scale;
     int multiply;
+
+    __device__ scale_reader(const fp8q_cast_args &args, int /* vector */)
+        : factor(args.scale != NULL ? *args.scale : 1.0f), has_scale(args.scale != NULL),
+          multiply(args.scale_op == FP8Q_SCALE_MULTIPLY)
+    {
+    }
+};
+
+template <> struct scale_reader<true> {
+    const float *scale;
+    int has_scale; /* always 1: the indexed kernel is launched with scales */
+    int multiply;
+    int per_vector; /* a vector never straddles two scale groups */
     int64_t row_length, row_stride, col_stride;
     fp8q_fast_divisor by_row_length, by_block_rows, by_block_cols;
 
-    __device__ explicit scale_reader(const fp8q_cast_args &args)
-        : scale(args.scale), scalar(1.0f),
-          is_scalar(args.scale_row_stride == 0 && args.scale_col_stride == 0),
-          multiply(args.scale_op == FP8Q_SCALE_MULTIPLY), row_length(args.row_length),
-          row_stride(args.scale_row_stride), col_stride(args.scale_col_stride),
-          by_row_length(args.by_row_length), by_block_rows(args.by_block_rows),
-          by_block_cols(args.by_block_cols)
+    __device__ scale_reader(const fp8q_cast_args &args, int vector)
+        : scale(args.scale), has_scale(1), multiply(args.scale_op == FP8Q_SCALE_MULTIPLY),
+          per_vector(args.row_length % vector == 0 &&
+                     (args.scale_col_stride == 0 || args.scale_block_cols % vector == 0)),
+          row_length(args.row_length), row_stride(args.scale_row_stride),
+          col_stride(args.scale_col_stride), by_row_length(args.by_row_length),
+          by_block_rows(args.by_block_rows), by_block_cols(args.by_block_cols)
     {
-        if (scale != NULL && is_scalar) {
-            scalar = *scale;
-        }
     }
 
-    __device__ __forceinline__ int64_t scale_index(int64_t i) const
+    __device__ __forceinline__ float element_factor(int64_t i) const
     {
         const uint64_t row = fp8q_fast_divide((uint64_t)i, by_row_length);
         const uint64_t column = (uint64_t)i - row * (uint64_t)row_length;
-        return (int64_t)fp8q_fast_divide(row, by_block_rows) * row_stride +
-               (int64_t)fp8q_fast_divide(column, by_block_cols) * col_stride;
-    }
-
-    __device__ __forceinline__ float apply(float value, int64_t i) const
-    {
-        const float factor = is_scalar ? scalar : scale[scale_index(i)];
-        return apply_scale(value, factor, multiply);
+        return scale[(int64_t)fp8q_fast_divide(row, by_block_rows) * row_stride +
+                     (int64_t)fp8q_fast_divide(column, by_block_cols) * col_stride];
     }
 };
 
@@ -64,18 +76,18 @@ struct scale_reader {
 
 template <int S, int D>
 static __device__ __forceinline__ typename dtype_traits<D>::storage
-cast_element(typename dtype_traits<S>::storage x, int64_t i, int saturate,
-             const scale_reader &scale, uint32_t &amax)
+cast_element(typename dtype_traits<S>::storage x, int has_scale, float factor, int multiply,
+             int saturate, uint32_t &amax)
 {
     float value = dtype_traits<S>::load(x);
     amax = max(amax, magnitude_bits(value));
     if constexpr (S == D) {
-        if (scale.scale == NULL) {
+        if (!has_scale) {
             return x; /* a copy keeps the bits, NaN payloads included */
         }
     }
-    if (scale.scale != NULL) {
-        value = scale.apply(value, i);
+    if (has_scale) {
+        value = apply_scale(value, factor, multiply);
     }
     return dtype_traits<D>::store(value, saturate);
 }
@@ -83,41 +95,107 @@ cast_element(typename dtype_traits<S>::storage x, int64_t i, int saturate,
 /* ------------------------------------------------------------------------- */
 /* A run                                                                     */
 
-/* Takes args by value: a reference to the kernel parameter would make the
- * kernel copy it to local memory and reload fields from there in the loops. */
-template <int S, int D> static __device__ __noinline__ void cast_run(const fp8q_cast_args args)
-{
+template <int S, int D> struct cast_vectors {
     typedef typename dtype_traits<S>::storage source_t;
     typedef typename dtype_traits<D>::storage destination_t;
-    /* Elements per step: 16 bytes of the wider side, at most 8 elements (the
-     * narrower side moves 4 or 8 bytes per thread, still coalesced; short
-     * steps keep the 64 specialisations small enough for a quick ptxas). */
-    constexpr int WIDEST = sizeof(source_t) > sizeof(destination_t) ? sizeof(source_t)
-                                                                     : sizeof(destination_t);
-    constexpr int VECTOR = 16 / WIDEST < 8 ? 16 / WIDEST : 8;
+    /* Elements per vector: 16 bytes of the wider side, at most 8 elements
+     * (the narrower side moves 4 or 8 bytes per thread, still coalesced;
+     * short vectors keep the 128 specialisations quick to compile). */
+    static constexpr int WIDEST = sizeof(source_t) > sizeof(destination_t) ? sizeof(source_t)
+                                                                            : sizeof(destination_t);
+    static constexpr int VECTOR = 16 / WIDEST < 8 ? 16 / WIDEST : 8;
     typedef packed<source_t, VECTOR> source_vector;
     typedef packed<destination_t, VECTOR> destination_vector;
+};
+
+/* The vector of elements [first, first + VECTOR) converted. */
+template <int S, int D, bool INDEXED>
+static __device__ __forceinline__ typename cast_vectors<S, D>::destination_vector
+cast_vector(const typename cast_vectors<S, D>::source_vector &in, int64_t first,
+            const scale_reader<INDEXED> &scale, int saturate, uint32_t &amax)
+{
+    typename cast_vectors<S, D>::destination_vector out;
+    if constexpr (INDEXED) {
+        if (scale.per_vector) {
+            const float factor = scale.element_factor(first);
+#pragma unroll
+            for (int k = 0; k < cast_vectors<S, D>::VECTOR; k++) {
+                out.values[k] =
+                    cast_element<S, D>(in.values[k], 1, factor, scale.multiply, saturate, amax);
+            }
+            return out;
+        }
+#pragma unroll
+        for (int k = 0; k < cast_vectors<S, D>::VECTOR; k++) {
+            out.values[k] = cast_element<S, D>(in.values[k], 1, scale.element_factor(first + k),
+                                               scale.multiply, saturate, amax);
+        }
+    }
+    else {
+#pragma unroll
+        for (int k = 0; k < cast_vectors<S, D>::VECTOR; k++) {
+            out.values[k] = cast_element<S, D>(in.values[k], scale.has_scale, scale.factor,
+                                               scale.multiply, saturate, amax);
+        }
+    }
+    return out;
+}
+
+/* Takes args by value: a reference to the kernel parameter would make the
+ * kernel copy it to local memory and reload fields from there in the loops. */
+template <int S, int D, bool INDEXED>
+static __device__ __noinline__ void cast_run(const fp8q_cast_args args)
+{
+    typedef cast_vectors<S, D> vectors;
+    typedef typename vectors::source_t source_t;
+    typedef typename vectors::destination_t destination_t;
+    typedef typename vectors::source_vector source_vector;
+    typedef typename vectors::destination_vector destination_vector;
+    constexpr int VECTOR = vectors::VECTOR;
 
     const source_t *source = (const source_t *)args.source;
     destination_t *destination = (destination_t *)args.destination;
-    const scale_reader scale(args);
+    const source_vector *source_vectors = (const source_vector *)source;
+    destination_vector *destination_vectors = (destination_vector *)destination;
+    const scale_reader<INDEXED> scale(args, VECTOR);
     const int saturate = args.saturate;
+    const int64_t threads = global_thread_count();
     uint32_t amax = 0u;
     const int64_t n_vectors =
         is_aligned16(source) && is_aligned16(destination) ? args.count / VECTOR : 0;
     int64_t v, i;
 
-    for (v = global_thread_index(); v < n_vectors; v += global_thread_count()) {
-        const source_vector in = ((const source_vector *)source)[v];
-        destination_vector out;
+    /* STEP vectors a step, all loaded before any is stored (a thread reads
+     * an element before writing it, so an in-place cast is safe); the
+     * indexed kernel's scale addressing leaves room for one only. */
+    constexpr int STEP = INDEXED ? 1 : 2;
+    for (v = global_thread_index(); v < n_vectors; v += STEP * threads) {
+        source_vector in[STEP];
 #pragma unroll
-        for (int k = 0; k < VECTOR; k++) {
-            out.values[k] = cast_element<S, D>(in.values[k], v * VECTOR + k, saturate, scale, amax);
+        for (int u = 0; u < STEP; u++) {
+            if (v + u * threads < n_vectors) {
+                in[u] = source_vectors[v + u * threads];
+            }
         }
-        ((destination_vector *)destination)[v] = out;
+#pragma unroll
+        for (int u = 0; u < STEP; u++) {
+            const int64_t w = v + u * threads;
+            if (w < n_vectors) {
+                destination_vectors[w] =
+                    cast_vector<S, D, INDEXED>(in[u], w * VECTOR, scale, saturate, amax);
+            }
+        }
     }
-    for (i = n_vectors * VECTOR + global_thread_index(); i < args.count; i += global_thread_count()) {
-        destination[i] = cast_element<S, D>(source[i], i, saturate, scale, amax);
+    for (i = n_vectors * VECTOR + global_thread_index(); i < args.count; i += threads) {
+        float factor;
+        if constexpr (INDEXED) {
+            factor = scale.element_factor(i);
+        }
+        else {
+            factor = scale.factor;
+        }
+        destination[i] = cast_element<S, D>(source[i], scale.has_scale, factor, scale.multiply,
+                                            saturate, amax);
     }
 
     if (args.amax_bits != NULL) {
@@ -129,25 +207,37 @@ template <int S, int D> static __device__ __noinline__ void cast_run(const fp8q_
 }
 
 /* dispatch_dtype bodies: the source dtype, then the destination dtype. */
-template <int S> struct cast_to {
+template <int S, bool INDEXED> struct cast_to {
     const fp8q_cast_args &args;
-    template <int D> __device__ void run() { cast_run<S, D>(args); }
+    template <int D> __device__ void run() { cast_run<S, D, INDEXED>(args); }
 };
 
-struct cast_from {
+template <bool INDEXED> struct cast_from {
     const fp8q_cast_args &args;
     template <int S> __device__ void run()
     {
-        cast_to<S> body = {args};
+        cast_to<S, INDEXED> body = {args};
         dispatch_dtype(args.destination_dtype, body);
     }
 };
 
 /* ------------------------------------------------------------------------- */
-/* Kernel                                                                    */
+/* Kernels                                                                   */
 
-extern "C" __global__ void fp8q_cast(const fp8q_cast_args args)
+/* At most 64 registers, so that at least 4 blocks of 256 threads fit on a
+ * multiprocessor: enough loads in flight for memory speed. */
+#define CAST_MIN_BLOCKS 4
+
+extern "C" __global__ void __launch_bounds__(FP8Q_CAST_THREADS, CAST_MIN_BLOCKS)
+    fp8q_cast(const fp8q_cast_args args)
 {
-    cast_from body = {args};
+    cast_from<true> body = {args};
+    dispatch_dtype(args.source_dtype, body);
+}
+
+extern "C" __global__ void __launch_bounds__(FP8Q_CAST_THREADS, CAST_MIN_BLOCKS)
+    fp8q_cast_uniform(const fp8q_cast_args args)
+{
+    cast_from<false> body = {args};
     dispatch_dtype(args.source_dtype, body);
 }

@@ -5,15 +5,23 @@
  * this header for the argument struct and the kernel's name, and launches
  * the kernel from the embedded fatbin through the driver API.
  *
- * Kernel "fp8q_cast" (FP8Q_CAST_KERNEL), extern "C", one parameter:
+ * Kernels "fp8q_cast" (FP8Q_CAST_KERNEL) and "fp8q_cast_uniform"
+ * (FP8Q_CAST_UNIFORM_KERNEL), extern "C", one parameter:
  *
  *     __global__ void fp8q_cast(const fp8q_cast_args args);
+ *     __global__ void fp8q_cast_uniform(const fp8q_cast_args args);
+ *
+ *   The same function; fp8q_cast_uniform only for scale NULL or one scale
+ *   for the whole run (both strides 0; it never reads the strides, the
+ *   block extents or the divisors), and fp8q_cast for the rest (fp8q_cast
+ *   with scale NULL is not allowed). The uniform kernel keeps fewer
+ *   registers, so more of its blocks fit on a multiprocessor.
  *
  *   cuLaunchKernel(function, grid, 1, 1, block, 1, 1, 0, stream,
  *                  params, NULL) with void *params[] = {&args}.
  *
- *   block  a multiple of 32, at most 1024 (256 is a good choice); no
- *          dynamic shared memory.
+ *   block  FP8Q_CAST_THREADS (256) threads at most (the kernels' launch
+ *          bounds), a multiple of 32; no dynamic shared memory.
  *   grid   any size >= 1: a grid-stride loop covers `count` (enough blocks
  *          to fill the device, e.g. ceil(count / (block * 16)) capped at a
  *          few blocks per multiprocessor, suffices).
@@ -48,6 +56,8 @@
 #include "core/fast_divide.h"
 
 #define FP8Q_CAST_KERNEL "fp8q_cast"
+#define FP8Q_CAST_UNIFORM_KERNEL "fp8q_cast_uniform"
+#define FP8Q_CAST_THREADS 256
 
 /* 144 bytes, no padding: pointers first, then 64-bit integers and the
  * 8-byte aligned divisors, then 32-bit integers, so the host's C compiler

@@ -13,3 +13,4 @@
 #include "gather.cu"
 #include "calibrate.cu"
 #include "pad.cu"
+#include "gemv.cu"

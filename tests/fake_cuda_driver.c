@@ -29,6 +29,8 @@
  *                         reports for every kernel (default 2048 threads'
  *                         worth of the block size asked about)
  *   FAKE_CUDA_MAX_GRID    when set, a launch of more blocks fails
+ *   FAKE_CUDA_LAUNCH_LOG  a file each kernel launch is appended to as
+ *                         "NAME GRID BLOCK" (tests of the grids' sizes)
  *   FAKE_CUDA_INIT_DELAY_MS  milliseconds cuInit sleeps after logging its
  *                         call (default 0): a slow driver load, for tests of
  *                         what other threads do meanwhile
@@ -61,6 +63,7 @@
 #include "core/scale_formula.h"
 #include "epilogue.cuh"
 #include "gather.cuh"
+#include "gemv.cuh"
 #include "pad.cuh"
 #include "quantize_rows.cuh"
 #include "scale.cuh"
@@ -82,6 +85,22 @@ void log_call(const char *name)
     file = fopen(path, "a");
     if (file != NULL) {
         fprintf(file, "%s\n", name);
+        fclose(file);
+    }
+}
+
+/* FAKE_CUDA_LAUNCH_LOG: one line per kernel launch, "NAME GRID BLOCK". */
+static void log_launch(const char *name, unsigned int grid_x,
+                       unsigned int block_x)
+{
+    const char *path = getenv("FAKE_CUDA_LAUNCH_LOG");
+    FILE *file;
+    if (path == NULL || path[0] == '\0') {
+        return;
+    }
+    file = fopen(path, "a");
+    if (file != NULL) {
+        fprintf(file, "%s %u %u\n", name, grid_x, block_x);
         fclose(file);
     }
 }
@@ -492,24 +511,88 @@ static void run_amax_columns(const fp8q_amax_columns_args *args)
     }
 }
 
-static void run_amax_finite_rows(const fp8q_amax_finite_rows_args *args)
+/* The row kernels' work items (kernels/amax.cuh): each segment of each
+ * row raises amax_bits[row], as the kernels' atomicMax does, so a host that
+ * forgot to clear them first sees its stale values; with `nonfinite`, NaN
+ * and infinity are counted into it instead. Refuses (nonzero) a segment
+ * length outside the contract. */
+static int run_amax_segments(const void *source, int dtype,
+                             uint32_t *amax_bits, uint64_t *nonfinite,
+                             int64_t n_rows, int64_t row_length,
+                             int64_t segment_length)
 {
-    int64_t row, column;
-    for (row = 0; row < args->n_rows; row++) {
-        uint32_t amax = 0;
-        for (column = 0; column < args->row_length; column++) {
-            const uint32_t bits = magnitude_bits(load_element(
-                args->source, row * args->row_length + column,
-                args->source_dtype));
-            if (bits >= 0x7F800000u) {
-                *args->nonfinite_count += 1u;
+    int64_t row, first, column;
+    if (segment_length < 1) {
+        return 1;
+    }
+    for (row = 0; row < n_rows; row++) {
+        for (first = 0; first < row_length; first += segment_length) {
+            uint32_t amax = 0;
+            for (column = first;
+                 column < row_length && column < first + segment_length;
+                 column++) {
+                const uint32_t bits = magnitude_bits(
+                    load_element(source, row * row_length + column, dtype));
+                if (nonfinite != NULL && bits >= 0x7F800000u) {
+                    *nonfinite += 1u;
+                }
+                else if (bits > amax) {
+                    amax = bits;
+                }
             }
-            else if (bits > amax) {
-                amax = bits;
+            if (amax > amax_bits[row]) {
+                amax_bits[row] = amax;
             }
         }
-        args->amax_bits[row] = amax;
     }
+    return 0;
+}
+
+/* kernels/gemv.cuh's product in double (well within its float32 bound),
+ * rounded once into x's dtype. Refuses (nonzero) a launch outside the
+ * contract: the tile `rows` must hold m, k a multiple of 16, operands
+ * 16-byte aligned, FP8Q_GEMV_THREADS threads. */
+static int run_gemv_fp8(const fp8q_gemv_fp8_args *args, int rows,
+                        unsigned int block_x)
+{
+    const int64_t k_blocks = (args->k + FP8Q_GEMV_BLOCK - 1) / FP8Q_GEMV_BLOCK;
+    int64_t i, j, c;
+    if (block_x != FP8Q_GEMV_THREADS || args->m < 1 || args->m > rows ||
+        (rows > 1 && args->m <= rows / 2) || args->k < 16 ||
+        args->k % 16 != 0 || (uintptr_t)args->x % 16 != 0 ||
+        (uintptr_t)args->weight % 16 != 0 ||
+        (args->weight_dtype != FP8Q_FLOAT8_E4M3FN &&
+         args->weight_dtype != FP8Q_FLOAT8_E5M2)) {
+        return 1;
+    }
+    for (i = 0; i < args->m; i++) {
+        for (j = 0; j < args->n; j++) {
+            double sum = 0.0;
+            float value;
+            for (c = 0; c < args->k; c++) {
+                double w = load_element(args->weight, j * args->k + c,
+                                        args->weight_dtype);
+                if (args->scale_kind == FP8Q_GEMV_SCALE_BLOCK) {
+                    w *= args->scale[(j / FP8Q_GEMV_BLOCK) * k_blocks +
+                                     c / FP8Q_GEMV_BLOCK];
+                }
+                sum += (double)load_element(args->x, i * args->k + c,
+                                            args->x_dtype) * w;
+            }
+            value = (float)sum;
+            if (args->scale_kind == FP8Q_GEMV_SCALE_TENSOR) {
+                value *= args->scale[0];
+            }
+            else if (args->scale_kind == FP8Q_GEMV_SCALE_ROW) {
+                value *= args->scale[j];
+            }
+            if (args->bias != NULL) {
+                value += load_element(args->bias, j, args->bias_dtype);
+            }
+            store_element(args->y, i * args->n + j, args->x_dtype, value, 0);
+        }
+    }
+    return 0;
 }
 
 static void run_epilogue(const fp8q_epilogue_args *args)
@@ -710,7 +793,8 @@ static const char *const kernel_names[] = {
     FP8Q_QUANTIZE_ROWS_KERNEL, FP8Q_EPILOGUE_KERNEL, FP8Q_TRANSPOSE_KERNEL,
     FP8Q_GATHER_KERNEL, FP8Q_CALIB_FOLD_MAX_KERNEL,
     FP8Q_HISTOGRAM_COUNT_KERNEL, FP8Q_CALIB_FOLD_HISTOGRAM_KERNEL,
-    FP8Q_PAD_KERNEL};
+    FP8Q_PAD_KERNEL, FP8Q_CAST_UNIFORM_KERNEL, FP8Q_GEMV_FP8_KERNEL_1,
+    FP8Q_GEMV_FP8_KERNEL_2, FP8Q_GEMV_FP8_KERNEL_4, FP8Q_GEMV_FP8_KERNEL_8};
 
 static result_t fake_module_get_function(void **function, void *module,
                                          const char *name)
@@ -738,6 +822,7 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
     const char *name = *(const char *const *)function;
     result_t refused;
     log_call(name);
+    log_launch(name, grid_x, block_x);
     refused = stream_check(name, stream);
     if (refused != 0) {
         return refused;
@@ -751,8 +836,22 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
         extra != NULL || parameters == NULL) {
         return 1;
     }
-    if (strcmp(name, FP8Q_CAST_KERNEL) == 0) {
-        run_cast((const fp8q_cast_args *)parameters[0]);
+    if (strcmp(name, FP8Q_CAST_KERNEL) == 0 ||
+        strcmp(name, FP8Q_CAST_UNIFORM_KERNEL) == 0) {
+        const fp8q_cast_args *args = (const fp8q_cast_args *)parameters[0];
+        const int uniform = args->scale == NULL ||
+                            (args->scale_row_stride == 0 &&
+                             args->scale_col_stride == 0);
+        /* Each kernel takes only its own scale modes (kernels/cast.cuh). */
+        if (block_x > FP8Q_CAST_THREADS ||
+            uniform != (strcmp(name, FP8Q_CAST_UNIFORM_KERNEL) == 0)) {
+            return 1;
+        }
+        run_cast(args);
+    }
+    else if (strncmp(name, "fp8q_gemv_fp8_", 14) == 0) {
+        return run_gemv_fp8((const fp8q_gemv_fp8_args *)parameters[0],
+                            atoi(name + 14), block_x);
     }
     else if (strcmp(name, FP8Q_AMAX_KERNEL) == 0) {
         const fp8q_amax_args *args = (const fp8q_amax_args *)parameters[0];
@@ -766,8 +865,12 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
         run_amax_blocks((const fp8q_amax_blocks_args *)parameters[0]);
     }
     else if (strcmp(name, FP8Q_AMAX_FINITE_ROWS_KERNEL) == 0) {
-        run_amax_finite_rows(
-            (const fp8q_amax_finite_rows_args *)parameters[0]);
+        const fp8q_amax_finite_rows_args *args =
+            (const fp8q_amax_finite_rows_args *)parameters[0];
+        return run_amax_segments(args->source, args->source_dtype,
+                                 args->amax_bits, args->nonfinite_count,
+                                 args->n_rows, args->row_length,
+                                 args->segment_length);
     }
     else if (strcmp(name, FP8Q_AMAX_COLUMNS_KERNEL) == 0) {
         run_amax_columns((const fp8q_amax_columns_args *)parameters[0]);
@@ -820,12 +923,9 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
     else {
         const fp8q_amax_rows_args *args =
             (const fp8q_amax_rows_args *)parameters[0];
-        int64_t row;
-        for (row = 0; row < args->n_rows; row++) {
-            args->amax_bits[row] =
-                run_amax(args->source, row * args->row_length,
-                         args->row_length, args->source_dtype);
-        }
+        return run_amax_segments(args->source, args->source_dtype,
+                                 args->amax_bits, NULL, args->n_rows,
+                                 args->row_length, args->segment_length);
     }
     return 0;
 }

@@ -601,3 +601,38 @@ def test_nonfinite_token_on_the_gpu_gives_a_nan_row_only(torch, static,
         # within the accumulation's error, not bit for bit.
         torch.testing.assert_close(y[kept], model(x[kept]), rtol=2e-2,
                                    atol=1e-3)
+
+
+# ---------------------------------------------------------------------------
+# The weight-only product (kernels/gemv.cuh) and the row kernels' segments
+
+
+def test_weight_only_product_matches_the_reference():
+    """_C.layer_gemv on the GPU: fake_gpu_kernels' scenario (every tile,
+    scale granularity, x, weight and bias dtype against float64), run on
+    the real kernel."""
+    import fake_gpu_kernels
+    fake_gpu_kernels.gemv_matches_the_reference()
+    fake_gpu_kernels.gemv_declines_what_it_does_not_take()
+
+
+@pytest.mark.parametrize("shape", [(1, 1 << 22), (3, 1000003), (4096, 33)])
+def test_segmented_row_amax_matches_the_cpu(shape):
+    """Rows cut into segments (one row of 4 M values fills the GPU): the
+    per-row amax and the calibrators' finite amax and non-finite count are
+    the CPU's exactly."""
+    import fp8q.calib
+    rng = np.random.default_rng(9)
+    x = specials_and_random(rng, shape[0] * shape[1]).reshape(shape)
+    host = fp8q.asarray(x, dtype="bfloat16")
+    gpu = host.to("cuda")
+    assert same_bits(np.asarray(fp8q.amax(gpu, axis=1).cpu()),
+                     np.asarray(fp8q.amax(host, axis=1)))
+    for channel_axis in (None, 0):
+        on_gpu = fp8q.calib.MaxCalibrator(channel_axis=channel_axis)
+        on_host = fp8q.calib.MaxCalibrator(channel_axis=channel_axis)
+        on_gpu.update(gpu, skip_nonfinite=True)
+        on_host.update(host, skip_nonfinite=True)
+        assert same_bits(np.asarray(on_gpu.amax, np.float32),
+                         np.asarray(on_host.amax, np.float32))
+        assert on_gpu.nonfinite_count == on_host.nonfinite_count

@@ -234,6 +234,35 @@ FP8Q_CODEC float fp8q_decode_e5m2fnuz(uint8_t code)
     return fp8q_decode_fp8(code, 2, 5, 16, FP8Q_FP8_KIND_FNUZ);
 }
 
+/* The same decodes of E4M3FN and E5M2 in a few integer operations and one
+ * multiplication, for loops that decode every weight they read (the
+ * weight-only GEMV kernel): the code's magnitude bits are placed under
+ * float32's exponent and fraction, which gives the value times 2^(127 - bias)
+ * (a float32 subnormal for the format's subnormals), and one exact
+ * multiplication by 2^(bias - 127) removes the offset. Bit-identical to
+ * fp8q_decode_e4m3fn / fp8q_decode_e5m2 for all 256 codes, NaN included
+ * (tests/c/test_codec.c), provided float32 subnormals are not flushed (fp8q
+ * never compiles with flush-to-zero). */
+FP8Q_CODEC float fp8q_decode_e4m3fn_by_product(uint8_t code)
+{
+    const uint32_t sign = (uint32_t)(code & 0x80u) << 24;
+    const uint32_t magnitude = (uint32_t)code & 0x7Fu;
+    const float value = fp8q_bits_to_float(sign | (magnitude << 20)) *
+                        fp8q_bits_to_float((127u + 120u) << 23); /* 2^120 */
+    return magnitude == 0x7Fu ? fp8q_bits_to_float(sign | 0x7FC00000u) : value;
+}
+
+FP8Q_CODEC float fp8q_decode_e5m2_by_product(uint8_t code)
+{
+    const uint32_t sign = (uint32_t)(code & 0x80u) << 24;
+    const uint32_t magnitude = (uint32_t)code & 0x7Fu;
+    const float value = fp8q_bits_to_float(sign | (magnitude << 21)) *
+                        fp8q_bits_to_float((127u + 112u) << 23); /* 2^112 */
+    return magnitude < 0x7Cu    ? value
+           : magnitude == 0x7Cu ? fp8q_bits_to_float(sign | 0x7F800000u)
+                                : fp8q_bits_to_float(sign | 0x7FC00000u);
+}
+
 /* ------------------------------------------------------------------------- */
 /* float16 (IEEE binary16)                                                   */
 

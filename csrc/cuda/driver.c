@@ -17,6 +17,7 @@
 #include "cast.cuh"
 #include "epilogue.cuh"
 #include "gather.cuh"
+#include "gemv.cuh"
 #include "pad.cuh"
 #include "quantize_rows.cuh"
 #include "scale.cuh"
@@ -58,7 +59,9 @@ const char *fp8q_cuda_kernel_name(fp8q_cuda_kernel kernel)
         FP8Q_QUANTIZE_ROWS_KERNEL, FP8Q_EPILOGUE_KERNEL, FP8Q_TRANSPOSE_KERNEL,
         FP8Q_GATHER_KERNEL, FP8Q_CALIB_FOLD_MAX_KERNEL,
         FP8Q_HISTOGRAM_COUNT_KERNEL, FP8Q_CALIB_FOLD_HISTOGRAM_KERNEL,
-        FP8Q_PAD_KERNEL};
+        FP8Q_PAD_KERNEL, FP8Q_CAST_UNIFORM_KERNEL, FP8Q_GEMV_FP8_KERNEL_1,
+        FP8Q_GEMV_FP8_KERNEL_2, FP8Q_GEMV_FP8_KERNEL_4,
+        FP8Q_GEMV_FP8_KERNEL_8};
     return names[kernel];
 }
 

@@ -158,6 +158,11 @@ typedef enum fp8q_cuda_kernel {
     FP8Q_KERNEL_HISTOGRAM_COUNT, /* kernels/calibrate.cuh             */
     FP8Q_KERNEL_CALIB_FOLD_HISTOGRAM, /* kernels/calibrate.cuh        */
     FP8Q_KERNEL_PAD,       /* kernels/pad.cuh                         */
+    FP8Q_KERNEL_CAST_UNIFORM, /* kernels/cast.cuh, one scale or none  */
+    FP8Q_KERNEL_GEMV_FP8_1, /* kernels/gemv.cuh, rows of x: 1         */
+    FP8Q_KERNEL_GEMV_FP8_2, /* ... 2                                  */
+    FP8Q_KERNEL_GEMV_FP8_4, /* ... 3 to 4                             */
+    FP8Q_KERNEL_GEMV_FP8_8, /* ... 5 to 8                             */
     FP8Q_KERNEL_COUNT
 } fp8q_cuda_kernel;
 

@@ -11,12 +11,17 @@
 #if FP8Q_CUDA_THREADS_PER_BLOCK != FP8Q_TRANSPOSE_THREADS
 #error "the transpose kernel's tiles assume its blocks' thread count"
 #endif
+#if FP8Q_CUDA_THREADS_PER_BLOCK > FP8Q_CAST_THREADS
+#error "the cast kernels' launch bounds allow fewer threads per block"
+#endif
 /* Elements a thread handles per grid-stride step of the elementwise
  * kernels: 16 bytes of float16 / bfloat16 input. */
 #define ELEMENTS_PER_THREAD 8
 /* The largest grid.x of the per-row and per-block kernels (any size would
  * do up to 2^31 - 1; their blocks loop over the rest). */
 #define MAX_ROW_BLOCKS 65535
+/* Threads of a warp (the GEMV kernel's unit of weight rows). */
+#define WARP_THREADS 32
 
 /* The blocks of `kernel` resident on the whole device at once: its grid
  * when the work would keep more blocks busy. */
@@ -41,6 +46,39 @@ static unsigned int elementwise_blocks(const fp8q_cuda_device *device,
         blocks = full;
     }
     return blocks < 1 ? 1u : (unsigned int)blocks;
+}
+
+/* The smallest segment of the segmented row kernels: 16 elements a thread
+ * (two 16-byte vectors of float16), so that a block's fixed costs (its
+ * reduction and atomic) stay small against its reads. */
+#define MIN_SEGMENT_LENGTH (FP8Q_CUDA_THREADS_PER_BLOCK * 16)
+
+/* The segment length (kernels/amax.cuh) for n_rows rows of row_length
+ * elements: whole rows when they alone fill `kernel`'s device, else rows
+ * cut into as many segments (multiples of 16 elements, at least
+ * MIN_SEGMENT_LENGTH) as it takes to, so that one long row is reduced by
+ * the whole device and not by one block. */
+static int64_t segment_length(const fp8q_cuda_device *device,
+                              fp8q_cuda_kernel kernel, int64_t n_rows,
+                              int64_t row_length)
+{
+    const int64_t full = full_device(device, kernel);
+    const int64_t per_row =
+        n_rows >= full ? 1 : (full + n_rows - 1) / n_rows;
+    int64_t length = (row_length + per_row - 1) / per_row;
+
+    length = (length + 15) / 16 * 16;
+    if (length < MIN_SEGMENT_LENGTH) {
+        length = MIN_SEGMENT_LENGTH;
+    }
+    return length < row_length ? length : (row_length > 0 ? row_length : 1);
+}
+
+/* Blocks for `items` work items of a per-row or per-block kernel: one
+ * each, up to MAX_ROW_BLOCKS (the blocks loop over the rest). */
+static unsigned int item_blocks(int64_t items)
+{
+    return (unsigned int)(items < MAX_ROW_BLOCKS ? items : MAX_ROW_BLOCKS);
 }
 
 /* Launches `kernel` on `blocks` blocks of `threads` with one parameter, the
@@ -86,6 +124,7 @@ fp8q_status fp8q_cuda_launch_cast(const fp8q_cuda_device *device,
                                   fp8q_cu_stream stream, fp8q_error *error)
 {
     fp8q_cast_args with_divisors = *args;
+    fp8q_cuda_kernel kernel;
 
     if (args->count == 0) {
         return FP8Q_OK;
@@ -96,8 +135,12 @@ fp8q_status fp8q_cuda_launch_cast(const fp8q_cuda_device *device,
         fp8q_fast_divisor_make((uint64_t)args->scale_block_rows);
     with_divisors.by_block_cols =
         fp8q_fast_divisor_make((uint64_t)args->scale_block_cols);
-    return launch(device, FP8Q_KERNEL_CAST,
-                  elementwise_blocks(device, FP8Q_KERNEL_CAST, args->count),
+    kernel = args->scale == NULL || (args->scale_row_stride == 0 &&
+                                     args->scale_col_stride == 0)
+                 ? FP8Q_KERNEL_CAST_UNIFORM
+                 : FP8Q_KERNEL_CAST;
+    return launch(device, kernel,
+                  elementwise_blocks(device, kernel, args->count),
                   &with_divisors, stream, error);
 }
 
@@ -118,14 +161,22 @@ fp8q_status fp8q_cuda_launch_amax_rows(const fp8q_cuda_device *device,
                                        fp8q_cu_stream stream,
                                        fp8q_error *error)
 {
-    const int64_t blocks =
-        args->n_rows < MAX_ROW_BLOCKS ? args->n_rows : MAX_ROW_BLOCKS;
+    fp8q_amax_rows_args segmented = *args;
 
     if (args->n_rows == 0) {
         return FP8Q_OK;
     }
-    return launch(device, FP8Q_KERNEL_AMAX_ROWS, (unsigned int)blocks, args,
-                  stream, error);
+    segmented.segment_length = segment_length(
+        device, FP8Q_KERNEL_AMAX_ROWS, args->n_rows, args->row_length);
+    if (fp8q_cuda_zero(device, args->amax_bits, (size_t)args->n_rows * 4,
+                       stream, error) != FP8Q_OK) {
+        return error->status;
+    }
+    return launch(device, FP8Q_KERNEL_AMAX_ROWS,
+                  item_blocks(args->n_rows *
+                              fp8q_block_count(args->row_length,
+                                               segmented.segment_length)),
+                  &segmented, stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_amax_blocks(const fp8q_cuda_device *device,
@@ -140,10 +191,8 @@ fp8q_status fp8q_cuda_launch_amax_blocks(const fp8q_cuda_device *device,
     if (blocks == 0) {
         return FP8Q_OK;
     }
-    return launch(device, FP8Q_KERNEL_AMAX_BLOCKS,
-                  (unsigned int)(blocks < MAX_ROW_BLOCKS ? blocks
-                                                         : MAX_ROW_BLOCKS),
-                  args, stream, error);
+    return launch(device, FP8Q_KERNEL_AMAX_BLOCKS, item_blocks(blocks), args,
+                  stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_amax_columns(const fp8q_cuda_device *device,
@@ -168,14 +217,22 @@ fp8q_status fp8q_cuda_launch_amax_finite_rows(
     const fp8q_cuda_device *device, const fp8q_amax_finite_rows_args *args,
     fp8q_cu_stream stream, fp8q_error *error)
 {
-    const int64_t blocks =
-        args->n_rows < MAX_ROW_BLOCKS ? args->n_rows : MAX_ROW_BLOCKS;
+    fp8q_amax_finite_rows_args segmented = *args;
 
     if (args->n_rows == 0) {
         return FP8Q_OK;
     }
-    return launch(device, FP8Q_KERNEL_AMAX_FINITE_ROWS, (unsigned int)blocks,
-                  args, stream, error);
+    segmented.segment_length = segment_length(
+        device, FP8Q_KERNEL_AMAX_FINITE_ROWS, args->n_rows, args->row_length);
+    if (fp8q_cuda_zero(device, args->amax_bits, (size_t)args->n_rows * 4,
+                       stream, error) != FP8Q_OK) {
+        return error->status;
+    }
+    return launch(device, FP8Q_KERNEL_AMAX_FINITE_ROWS,
+                  item_blocks(args->n_rows *
+                              fp8q_block_count(args->row_length,
+                                               segmented.segment_length)),
+                  &segmented, stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_scales_from_amax(
@@ -200,9 +257,6 @@ fp8q_status fp8q_cuda_launch_quantize_rows(
     const int64_t warp_elements = 32 * FP8Q_QUANTIZE_ROWS_PER_THREAD;
     const int64_t threads =
         32 * ((args->row_length + warp_elements - 1) / warp_elements);
-    const int64_t blocks =
-        args->n_rows < MAX_ROW_BLOCKS ? args->n_rows : MAX_ROW_BLOCKS;
-
     if (args->n_rows == 0) {
         return FP8Q_OK;
     }
@@ -215,8 +269,8 @@ fp8q_status fp8q_cuda_launch_quantize_rows(
                          (long long)args->row_length);
     }
     return launch_blocks(device, FP8Q_KERNEL_QUANTIZE_ROWS,
-                         (unsigned int)blocks, (unsigned int)threads, args,
-                         stream, error);
+                         item_blocks(args->n_rows), (unsigned int)threads,
+                         args, stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_epilogue(const fp8q_cuda_device *device,
@@ -308,4 +362,29 @@ fp8q_status fp8q_cuda_launch_pad(const fp8q_cuda_device *device,
     return launch(device, FP8Q_KERNEL_PAD,
                   elementwise_blocks(device, FP8Q_KERNEL_PAD, count), args,
                   stream, error);
+}
+
+fp8q_status fp8q_cuda_launch_gemv_fp8(const fp8q_cuda_device *device,
+                                      const fp8q_gemv_fp8_args *args,
+                                      fp8q_cu_stream stream,
+                                      fp8q_error *error)
+{
+    const int64_t rows_per_block = (int64_t)FP8Q_GEMV_THREADS /
+                                   WARP_THREADS * FP8Q_GEMV_WEIGHT_ROWS;
+    const fp8q_cuda_kernel kernel =
+        args->m <= 1   ? FP8Q_KERNEL_GEMV_FP8_1
+        : args->m <= 2 ? FP8Q_KERNEL_GEMV_FP8_2
+        : args->m <= 4 ? FP8Q_KERNEL_GEMV_FP8_4
+                       : FP8Q_KERNEL_GEMV_FP8_8;
+
+    if (args->m < 1 || args->m > FP8Q_GEMV_MAX_ROWS || args->k % 16 != 0) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "fp8q_cuda_launch_gemv_fp8: m must be 1 to %d and k "
+                         "a multiple of 16, got m=%lld, k=%lld",
+                         FP8Q_GEMV_MAX_ROWS, (long long)args->m,
+                         (long long)args->k);
+    }
+    return launch_blocks(device, kernel,
+                         item_blocks(fp8q_block_count(args->n, rows_per_block)),
+                         FP8Q_GEMV_THREADS, args, stream, error);
 }

@@ -15,6 +15,7 @@
 #include "cast.cuh"
 #include "epilogue.cuh"
 #include "gather.cuh"
+#include "gemv.cuh"
 #include "pad.cuh"
 #include "quantize_rows.cuh"
 #include "scale.cuh"
@@ -22,9 +23,11 @@
 #include "core/status.h"
 #include "cuda/driver.h"
 
-/* The cast kernel over args->count elements (kernels/cast.cuh), with the
- * divisors (args->by_*) made here from the fields they divide by. When
- * args->amax_bits is not NULL the caller has set it (e.g. to 0) before. */
+/* The cast kernel over args->count elements (kernels/cast.cuh):
+ * fp8q_cast_uniform for no scale or one scale for the whole run, else
+ * fp8q_cast with the divisors (args->by_*) made here from the fields they
+ * divide by. When args->amax_bits is not NULL the caller has set it (e.g.
+ * to 0) before. */
 fp8q_status fp8q_cuda_launch_cast(const fp8q_cuda_device *device,
                                   const fp8q_cast_args *args,
                                   fp8q_cu_stream stream, fp8q_error *error);
@@ -35,7 +38,9 @@ fp8q_status fp8q_cuda_launch_amax(const fp8q_cuda_device *device,
                                   const fp8q_amax_args *args,
                                   fp8q_cu_stream stream, fp8q_error *error);
 
-/* The per-row amax kernel: writes args->amax_bits[0 .. n_rows). */
+/* The per-row amax kernel: writes args->amax_bits[0 .. n_rows) (cleared
+ * here on the stream, then raised by the kernel), on rows cut into segments
+ * that fill the device (args->segment_length is chosen here). */
 fp8q_status fp8q_cuda_launch_amax_rows(const fp8q_cuda_device *device,
                                        const fp8q_amax_rows_args *args,
                                        fp8q_cu_stream stream,
@@ -55,7 +60,8 @@ fp8q_status fp8q_cuda_launch_amax_columns(const fp8q_cuda_device *device,
                                           fp8q_error *error);
 
 /* Calibration's per-row finite amax: writes args->amax_bits[0 .. n_rows)
- * and raises *args->nonfinite_count (set it first). */
+ * (cleared here, segments as fp8q_cuda_launch_amax_rows) and raises
+ * *args->nonfinite_count (set it first). */
 fp8q_status fp8q_cuda_launch_amax_finite_rows(
     const fp8q_cuda_device *device, const fp8q_amax_finite_rows_args *args,
     fp8q_cu_stream stream, fp8q_error *error);
@@ -112,5 +118,14 @@ fp8q_status fp8q_cuda_launch_calib_fold_histogram(
 fp8q_status fp8q_cuda_launch_pad(const fp8q_cuda_device *device,
                                  const fp8q_pad_args *args,
                                  fp8q_cu_stream stream, fp8q_error *error);
+
+/* The weight-only FP8 product of kernels/gemv.cuh (args->m rows of x, 1
+ * to FP8Q_GEMV_MAX_ROWS; the kernel of the smallest tile that holds them),
+ * one block per FP8Q_GEMV_THREADS / 32 * FP8Q_GEMV_WEIGHT_ROWS weight rows.
+ * The caller has checked the contract (dtypes, alignment, k). */
+fp8q_status fp8q_cuda_launch_gemv_fp8(const fp8q_cuda_device *device,
+                                      const fp8q_gemv_fp8_args *args,
+                                      fp8q_cu_stream stream,
+                                      fp8q_error *error);
 
 #endif /* FP8Q_CUDA_LAUNCH_H */

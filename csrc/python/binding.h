@@ -354,6 +354,16 @@ int fp8q_py_cuda_dequantize(fp8q_TensorObject *data, fp8q_TensorObject *scale,
                             const fp8q_granularity *granularity,
                             fp8q_TensorObject *result, fp8q_cu_stream stream);
 
+/* out (M, N) = x (M, K) . (weight (N, K) FP8 * weight_scale)^T + bias on
+ * x's GPU, by kernels/gemv.cuh's weight-only product, for the
+ * FP8Q_GEMV_SCALE_* `scale_kind`; bias NULL or (N,). The caller has checked
+ * the kernel's contract (dtypes, C-contiguity, 16-byte alignment, M, K).
+ * 0, or -1 with an exception. */
+int fp8q_py_cuda_gemv_fp8(fp8q_TensorObject *x, fp8q_TensorObject *weight,
+                          fp8q_TensorObject *weight_scale, int scale_kind,
+                          fp8q_TensorObject *bias, fp8q_TensorObject *out,
+                          fp8q_cu_stream stream);
+
 /* A checked scaled_mm call (scaled_mm.c): its operands, on one device (the
  * "GPU" of the comments below is that device when it is the CPU). */
 typedef struct fp8q_py_scaled_mm {

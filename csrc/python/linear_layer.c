@@ -5,6 +5,9 @@
  *                   granularity, stream)  W8A8: y = x @ W.T + bias
  *   _C.layer_weight(x, weight, weight_scale, granularity, stream)
  *                                          W8A16: W in x's dtype
+ *   _C.layer_gemv(x, weight, weight_scale, bias, granularity, stream)
+ *                                          W8A16, few tokens on a GPU:
+ *                                          y from the FP8 codes in place
  *
  * The tensors are the layer's own torch tensors, viewed through DLPack's C
  * exchange API (dlpack_exchange.c): no Python call, no capsule, torch's
@@ -22,6 +25,7 @@
 #include "core/activation.h"
 #include "core/quantize.h"
 #include "core/scaled_mm.h"
+#include "gemv.cuh"
 
 #define LAYER "fp8q.torch.Linear"
 
@@ -580,6 +584,29 @@ static int forward(layer_call *call)
 /* weight dequantized into a new (N, K) tensor of x's dtype on x's device
  * (x being `like`; from x's producer when it has an exchange table):
  * call->result. */
+/* The weight scales' granularity (128x128 blocks for "block"), checked
+ * against the weight's and the scale's shapes. */
+static int weight_granularity(layer_call *call, fp8q_granularity *granularity)
+{
+    fp8q_error error;
+    fp8q_status status;
+
+    memset(granularity, 0, sizeof *granularity);
+    granularity->kind = call->granularity;
+    if (call->granularity == FP8Q_GRANULARITY_BLOCK) {
+        granularity->block_rows = FP8Q_SCALED_MM_BLOCK;
+        granularity->block_cols = FP8Q_SCALED_MM_BLOCK;
+    }
+    fp8q_error_clear(&error);
+    status = fp8q_check_scale_shape(granularity, &call->weight->view,
+                                    &call->weight_scale->view, &error);
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        fp8q_py_error_add_prefix(LAYER ": weight_scale: ");
+        return -1;
+    }
+    return 0;
+}
+
 static int dequantize_weight(layer_call *call)
 {
     const fp8q_view *weight = &call->weight->view;
@@ -588,17 +615,7 @@ static int dequantize_weight(layer_call *call)
     fp8q_error error;
     fp8q_status status;
 
-    memset(&granularity, 0, sizeof granularity);
-    granularity.kind = call->granularity;
-    if (call->granularity == FP8Q_GRANULARITY_BLOCK) {
-        granularity.block_rows = FP8Q_SCALED_MM_BLOCK;
-        granularity.block_cols = FP8Q_SCALED_MM_BLOCK;
-    }
-    fp8q_error_clear(&error);
-    status = fp8q_check_scale_shape(&granularity, weight,
-                                    &call->weight_scale->view, &error);
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        fp8q_py_error_add_prefix(LAYER ": weight_scale: ");
+    if (weight_granularity(call, &granularity) < 0) {
         return -1;
     }
     destination = new_tensor(call, call->x->view.dtype, 2, weight->shape, 1,
@@ -613,12 +630,89 @@ static int dequantize_weight(layer_call *call)
         Py_DECREF(destination);
         return result;
     }
+    fp8q_error_clear(&error);
     Py_BEGIN_ALLOW_THREADS
     status = fp8q_dequantize(weight, &call->weight_scale->view, &granularity,
                              &destination->view, &error);
     Py_END_ALLOW_THREADS
     Py_DECREF(destination);
     return fp8q_py_raise_on_failure(status, &error);
+}
+
+/* A C-contiguous view of a weight, scale or bias for the GPU kernels (a copy when needed). */
+static int contiguous_on_gpu(layer_call *call, fp8q_TensorObject **tensor)
+{
+    if (call->device.type != FP8Q_DEVICE_CUDA ||
+        fp8q_view_is_contiguous(&(*tensor)->view)) {
+        return 0;
+    }
+    Py_SETREF(*tensor, fp8q_py_cuda_contiguous(*tensor, call->stream));
+    return *tensor == NULL ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* W8A16 on a GPU, few tokens: the weight-only product                       */
+
+static int aligned16(const void *pointer)
+{
+    return ((uintptr_t)pointer & 15u) == 0u;
+}
+
+/* y = x . (weight * weight_scale)^T + bias by kernels/gemv.cuh when the
+ * call fits its contract (a GPU, 1 to FP8Q_GEMV_MAX_ROWS tokens, K a
+ * multiple of 16, 16-byte aligned operands): call->result is y; else
+ * call->result stays NULL and nothing ran. */
+static int gemv_forward(layer_call *call, PyObject *bias)
+{
+    const fp8q_view *x = &call->x->view;
+    const int64_t k = x->shape[x->ndim - 1];
+    const int64_t n = call->weight->view.shape[0];
+    int64_t shape[FP8Q_MAX_DIMS];
+    fp8q_granularity granularity;
+    fp8q_TensorObject *out;
+    int64_t m;
+    int axis;
+
+    if (call->device.type != FP8Q_DEVICE_CUDA || k == 0 ||
+        k != call->weight->view.shape[1] || k % 16 != 0) {
+        return 0; /* the general path computes it, or says what is wrong */
+    }
+    m = fp8q_view_size(x) / k;
+    if (m < 1 || m > FP8Q_GEMV_MAX_ROWS) {
+        return 0;
+    }
+    if (weight_granularity(call, &granularity) < 0 ||
+        contiguous_on_gpu(call, &call->weight) < 0 ||
+        contiguous_on_gpu(call, &call->weight_scale) < 0 ||
+        import_activation_arguments(call, bias, Py_None) < 0 ||
+        (call->bias != NULL && contiguous_on_gpu(call, &call->bias) < 0) ||
+        make_rows(call, m, k) < 0) {
+        return -1;
+    }
+    if (call->weight_scale->view.dtype != FP8Q_FLOAT32 ||
+        !aligned16(call->rows->view.data) ||
+        !aligned16(call->weight->view.data)) {
+        return 0;
+    }
+    for (axis = 0; axis + 1 < x->ndim; axis++) {
+        shape[axis] = x->shape[axis];
+    }
+    shape[x->ndim - 1] = n;
+    out = new_tensor(call, x->dtype, x->ndim, shape, 1, &call->result);
+    if (out == NULL) {
+        return -1;
+    }
+    call->out_rows = matrix_view(out, m, n);
+    Py_DECREF(out);
+    if (call->out_rows == NULL) {
+        return -1;
+    }
+    return fp8q_py_cuda_gemv_fp8(
+        call->rows, call->weight, call->weight_scale,
+        granularity.kind == FP8Q_GRANULARITY_TENSOR ? FP8Q_GEMV_SCALE_TENSOR
+        : granularity.kind == FP8Q_GRANULARITY_ROW  ? FP8Q_GEMV_SCALE_ROW
+                                                    : FP8Q_GEMV_SCALE_BLOCK,
+        call->bias, call->out_rows, call->stream);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -636,17 +730,6 @@ static int positional(const char *function, Py_ssize_t n_args,
                                   "given)",
                  function, count, n_args);
     return -1;
-}
-
-/* A C-contiguous weight view for the GPU kernels (a copy when needed). */
-static int contiguous_on_gpu(layer_call *call, fp8q_TensorObject **tensor)
-{
-    if (call->device.type != FP8Q_DEVICE_CUDA ||
-        fp8q_view_is_contiguous(&(*tensor)->view)) {
-        return 0;
-    }
-    Py_SETREF(*tensor, fp8q_py_cuda_contiguous(*tensor, call->stream));
-    return *tensor == NULL ? -1 : 0;
 }
 
 /* What an entry returns: the call's result, or NULL when `failed` (an
@@ -696,6 +779,25 @@ static PyObject *layer_weight(PyObject *module, PyObject *const *args,
                       dequantize_weight(&call) < 0);
 }
 
+static PyObject *layer_gemv(PyObject *module, PyObject *const *args,
+                            Py_ssize_t n_args)
+{
+    layer_call call;
+    int failed;
+
+    (void)module;
+    memset(&call, 0, sizeof call);
+    failed = positional("layer_gemv", n_args, 6) < 0 ||
+             parse_granularity(args[4], &call.granularity) < 0 ||
+             import_x(&call, args[0], args[5]) < 0 ||
+             import_weight(&call, args[1], args[2]) < 0 ||
+             gemv_forward(&call, args[3]) < 0;
+    if (!failed && call.result == NULL) {
+        call.result = Py_NewRef(Py_None);
+    }
+    return finish(&call, failed);
+}
+
 PyDoc_STRVAR(
     linear_layer_doc,
     "linear_layer(x, weight, weight_scale, bias, input_scale, granularity, "
@@ -732,7 +834,23 @@ PyDoc_STRVAR(
     "and current stream for torch tensors, as linear_layer). Internal to "
     "fp8q.torch.");
 
+PyDoc_STRVAR(
+    layer_gemv_doc,
+    "layer_gemv(x, weight, weight_scale, bias, granularity, stream)\n"
+    "--\n\n"
+    "The W8A16 forward of fp8q.torch.Linear for few tokens on a GPU: "
+    "y = x @ (weight * weight_scale).T + bias computed from the FP8 codes "
+    "in place (kernels/gemv.cuh: float32 sums, one rounding into x's "
+    "dtype), with no float copy of the weight. Returns y ((..., N) in x's "
+    "dtype, on x's device, from torch's allocator for torch tensors), or "
+    "None when the call is not one the kernel takes (x on the CPU, more "
+    "than 8 tokens, in_features not a multiple of 16, unaligned operands): "
+    "the caller then dequantizes the weight (layer_weight) and runs a "
+    "float GEMM. Arguments as linear_layer's. Internal to fp8q.torch.");
+
 static PyMethodDef linear_layer_functions[] = {
+    {"layer_gemv", (PyCFunction)(void (*)(void))layer_gemv, METH_FASTCALL,
+     layer_gemv_doc},
     {"linear_layer", (PyCFunction)(void (*)(void))linear_layer,
      METH_FASTCALL, linear_layer_doc},
     {"layer_weight", (PyCFunction)(void (*)(void))layer_weight,

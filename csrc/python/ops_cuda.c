@@ -594,6 +594,44 @@ int fp8q_py_cuda_dequantize(fp8q_TensorObject *data, fp8q_TensorObject *scale,
 }
 
 /* ------------------------------------------------------------------------- */
+/* weight-only product                                                       */
+
+int fp8q_py_cuda_gemv_fp8(fp8q_TensorObject *x, fp8q_TensorObject *weight,
+                          fp8q_TensorObject *weight_scale, int scale_kind,
+                          fp8q_TensorObject *bias, fp8q_TensorObject *out,
+                          fp8q_cu_stream stream)
+{
+    fp8q_gemv_fp8_args args;
+    fp8q_error error;
+    fp8q_status status;
+
+    if (fp8q_py_use_on_stream(x, stream) < 0 ||
+        fp8q_py_use_on_stream(weight, stream) < 0 ||
+        fp8q_py_use_on_stream(weight_scale, stream) < 0 ||
+        (bias != NULL && fp8q_py_use_on_stream(bias, stream) < 0) ||
+        fp8q_py_use_on_stream(out, stream) < 0) {
+        return -1;
+    }
+    memset(&args, 0, sizeof args);
+    args.x = x->view.data;
+    args.weight = (const uint8_t *)weight->view.data;
+    args.scale = (const float *)weight_scale->view.data;
+    args.bias = bias != NULL ? bias->view.data : NULL;
+    args.y = out->view.data;
+    args.m = x->view.shape[0];
+    args.n = weight->view.shape[0];
+    args.k = weight->view.shape[1];
+    args.x_dtype = (int32_t)x->view.dtype;
+    args.weight_dtype = (int32_t)weight->view.dtype;
+    args.bias_dtype = bias != NULL ? (int32_t)bias->view.dtype : 0;
+    args.scale_kind = scale_kind;
+    fp8q_error_clear(&error);
+    RUN_WITHOUT_GIL(status, fp8q_cuda_launch_gemv_fp8(x->cuda_device, &args,
+                                                      stream, &error));
+    return fp8q_py_raise_on_failure(status, &error);
+}
+
+/* ------------------------------------------------------------------------- */
 /* transpose                                                                 */
 
 int fp8q_py_cuda_transpose(fp8q_TensorObject *source,

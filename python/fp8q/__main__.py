@@ -1,7 +1,8 @@
 """Command line of fp8q: `python -m fp8q demo` (the main job),
 `python -m fp8q info [--json]`,
 `python -m fp8q bench {cast,calib,gemm,linear,model} [--size N]
-[--repeats R] [--full] [--device cpu|cuda|all] [--glue] [--tokens T ...]
+[--repeats R] [--full] [--device cpu|cuda|all] [--glue] [--weight-only]
+[--tokens T ...]
 [--no-compile]` and
 `python -m fp8q convert IN.safetensors OUT.safetensors [--granularity ...]
 [--exclude PATTERN]... [--format fp8q|vllm]` and
@@ -26,7 +27,7 @@ import sys
 
 from fp8q import (_bench, _bench_calib, _bench_cast_gpu, _bench_gemm,
                   _bench_gemm_gpu, _bench_linear, _bench_model,
-                  _convert_checkpoint, _demo, _info)
+                  _bench_weight_only, _convert_checkpoint, _demo, _info)
 from fp8q._checkpoint import _inspect
 
 
@@ -74,6 +75,11 @@ def _parse(argv):
                        help="linear: instead of the CPU sweep, the per-call "
                             "overhead on tiny shapes (microseconds per call "
                             "against torch.nn.Linear, float32 and bfloat16)")
+    bench.add_argument("--weight-only", action="store_true",
+                       help="linear, on the GPU: only the W8A16 table "
+                            "(fp8q.torch.Linear with FP8 weights and "
+                            "bfloat16 activations against bf16 nn.Linear, "
+                            "1 to 1024 tokens)")
     bench.add_argument("--tokens", type=int, nargs="+", metavar="T",
                        help="model: the token counts to run (default: 1 16 "
                             "128 on the CPU, 1 16 2048 8192 on the GPU)")
@@ -143,7 +149,9 @@ def main(argv=None):
                            arguments.repeats) if arguments.glue
                        else _bench_linear.print_linear_benchmark(
                            arguments.full, arguments.repeats),
-                       lambda: _bench_linear.print_gpu_linear_benchmark(
+                       lambda: _bench_weight_only.print_weight_only_benchmark(
+                           arguments.repeats) if arguments.weight_only
+                       else _bench_linear.print_gpu_linear_benchmark(
                            arguments.repeats)),
             "model": (lambda: _bench_model.print_model_benchmark(
                           arguments.tokens, arguments.repeats,

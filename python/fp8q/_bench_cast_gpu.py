@@ -12,13 +12,15 @@ implementations taking turns within every round. GB/s counts bytes read
 plus bytes written. Needs PyTorch with CUDA (for the peers and the
 events); no test asserts timings.
 
-A second table (issue 14) measures per-token dynamic quantization of an
-8192 x 8192 bfloat16 activation (fp8q.quantize(granularity="row"), the
-one-pass kernel) against PyTorch eager `x.abs().amax(-1)` + divide +
+A second table (issues 14 and 22) measures per-token dynamic quantization
+of an 8192 x 8192 bfloat16 activation (fp8q.quantize(granularity="row"),
+the one-pass kernel) against PyTorch eager `x.abs().amax(-1)` + divide +
 `.to(float8_e4m3fn)` and torch.compile of it, the rowwise scaled cast
-(fp8q.cast with one given scale per row) and a HistogramCalibrator update
-from the GPU tensor (counted on the GPU into a state kept there, no host
-wait), each against a copy of the bytes it must move.
+(fp8q.cast with one given scale per row), the plain casts of bfloat16 and
+float32 against torch's `.to(float8_e4m3fn)`, and MaxCalibrator and
+HistogramCalibrator updates from the GPU tensor (reduced on the GPU into a
+state kept there, no host wait), each against a copy of the bytes it must
+move.
 """
 import fp8q
 from fp8q._bench_gpu import median_ms_cuda, unavailable_reason
@@ -27,7 +29,19 @@ DEFAULT_BYTES = 512 << 20  # bfloat16 input: 256 Mi elements
 GOAL_OF_COPY = 0.90
 GOAL_OF_EAGER = 3.0
 TOKENS, HIDDEN = 8192, 8192  # the per-token quantize input, bfloat16
-GOALS_OF_COPY_14 = {"per-token": 0.85, "rowwise": 0.85, "histogram": 0.50}
+GOALS_OF_COPY_14 = {"per-token": 0.85, "rowwise": 0.85, "histogram": 0.50,
+                    "plain": 0.90, "max": 0.50}
+# Peers each fp8q operation of the second table must beat: (peer, goal of
+# the peer's time over fp8q's).
+PEER_GOALS = {
+    "fp8q.quantize(x, granularity=\"row\")": (
+        ("PyTorch eager x.abs().amax(-1) + divide + .to(e4m3)", GOAL_OF_EAGER),
+        ("torch.compile of the same", 1.2)),
+    "fp8q.cast(x) bfloat16 -> e4m3 (no scale)": (
+        ("PyTorch x.to(float8_e4m3fn), bfloat16", 1.0),),
+    "fp8q.cast(x) float32 -> e4m3 (no scale)": (
+        ("PyTorch x.to(float8_e4m3fn), float32", 1.0),),
+}
 
 
 def _torch_compiled(torch, expression):
@@ -132,6 +146,9 @@ def measure_per_token(repeats):
     f_out = fp8q.empty((TOKENS, HIDDEN), "float8_e4m3fn", device="cuda")
     calibrator = fp8q.calib.HistogramCalibrator()
     calibrator.update(fx)  # the first update fixes the range
+    max_calibrator = fp8q.calib.MaxCalibrator()
+    x32 = x.float()
+    fx32 = fp8q.from_dlpack(x32)
 
     def eager():
         scale = x.abs().amax(-1, keepdim=True).float() / 448.0
@@ -150,6 +167,16 @@ def measure_per_token(repeats):
                            out=f_out), quantize_bytes),
         ("histogram", "HistogramCalibrator.update(x on the GPU, state kept there)",
          lambda: calibrator.update(fx), elements * 2),
+        ("max", "MaxCalibrator.update(x on the GPU, state kept there)",
+         lambda: max_calibrator.update(fx), elements * 2),
+        ("plain", "fp8q.cast(x) bfloat16 -> e4m3 (no scale)",
+         lambda: fp8q.cast(fx, "float8_e4m3fn", out=f_out), elements * 3),
+        ("plain", "PyTorch x.to(float8_e4m3fn), bfloat16",
+         lambda: x.to(torch.float8_e4m3fn), elements * 3),
+        ("plain", "fp8q.cast(x) float32 -> e4m3 (no scale)",
+         lambda: fp8q.cast(fx32, "float8_e4m3fn", out=f_out), elements * 5),
+        ("plain", "PyTorch x.to(float8_e4m3fn), float32",
+         lambda: x32.to(torch.float8_e4m3fn), elements * 5),
     ]
     notes = []
     compiled, reason = _torch_compiled(torch, eager)
@@ -193,7 +220,7 @@ def print_per_token_benchmark(repeats):
     rows, notes = measure_per_token(repeats)
     print()
     print(f"Per-token quantize ({TOKENS} x {HIDDEN} bfloat16 -> e4m3fn), "
-          "rowwise cast, histogram update:")
+          "rowwise and plain casts, calibrator updates:")
     print()
     print("| goal | operation | median ms | GB/s | vs copy of its bytes |")
     print("|---|---|---:|---:|---:|")
@@ -205,20 +232,17 @@ def print_per_token_benchmark(repeats):
         print(line)
     by_name = {name: (ms, copy_ms) for _, name, ms, _, copy_ms in rows}
     for group, name, ms, _, copy_ms in rows:
-        if not name.startswith(("fp8q.", "HistogramCalibrator")):
+        if not name.startswith(("fp8q.", "HistogramCalibrator",
+                                "MaxCalibrator")):
             continue
         goal = GOALS_OF_COPY_14[group]
         verdict = (f"{name}: {copy_ms / ms:.2f}x the copy's bandwidth (goal "
                    f">= {goal:.2f}: {'met' if copy_ms / ms >= goal else 'NOT met'})")
-        if group == "per-token":
-            for peer, goal_of_peer in (
-                    ("PyTorch eager x.abs().amax(-1) + divide + .to(e4m3)",
-                     GOAL_OF_EAGER), ("torch.compile of the same", 1.0)):
-                if peer in by_name:
-                    ratio = by_name[peer][0] / ms
-                    verdict += (f", {ratio:.2f}x {peer.split(' x.')[0]} (goal >= "
-                                f"{goal_of_peer:g}: "
-                                f"{'met' if ratio >= goal_of_peer else 'NOT met'})")
+        for peer, goal_of_peer in PEER_GOALS.get(name, ()):
+            if peer in by_name:
+                ratio = by_name[peer][0] / ms
+                verdict += (f", {ratio:.2f}x {peer} (goal >= {goal_of_peer:g}: "
+                            f"{'met' if ratio >= goal_of_peer else 'NOT met'})")
         print(verdict)
 
 

@@ -5,7 +5,8 @@ method as in fp8q._bench; there the wall time per call is the whole cost,
 host included) and, where PyTorch and fp8q can use a GPU, on the GPU too
 (the issue's whole sweep, CUDA-event medians, plus the host's time per
 call of enqueueing HOST_CALLS calls without synchronisation for M <= 16,
-with the verdict on issue 6's goals). `--glue` replaces the CPU sweep by
+with the verdict on issue 6's goals, then the W8A16 table of
+fp8q._bench_weight_only). `--glue` replaces the CPU sweep by
 the per-call overhead on tiny shapes: fp8q.torch.Linear W8A8 and W8A16
 against torch.nn.Linear in float32 and bfloat16, microseconds per call
 (GLUE_CALLS calls per sample), with the verdict on issue 21's CPU goals.
@@ -21,6 +22,7 @@ from fp8q import _info
 from fp8q._bench import SEED, median_seconds
 from fp8q._bench_gpu import (HOST_CALLS, host_microseconds, median_ms_cuda,
                              unavailable_reason)
+from fp8q._bench_weight_only import print_weight_only_benchmark
 
 FULL_M = (16, 1024, 8192)
 FULL_NK = (4096, 8192)
@@ -106,6 +108,7 @@ def print_gpu_linear_benchmark(repeats):
         print(f"fp8q.torch.Linear vs optimum-quanto: slowest {worst_quanto:.2f}x "
               f"(goal >= {GOAL_OF_QUANTO}: "
               f"{'met' if worst_quanto >= GOAL_OF_QUANTO else 'NOT met'})")
+    print_weight_only_benchmark(repeats)
 
 
 def _print_cpu_header(torch):

@@ -158,6 +158,7 @@ static const harness_test tests[] = {
     {"dtype_names", test_dtype_names},
     {"finfo", test_finfo},
     {"codec_hand_values", test_codec_hand_values},
+    {"codec_decode_by_product", test_codec_decode_by_product},
     {"codec_round_trips", test_codec_round_trips},
     {"codec_against_brute_force", test_codec_against_brute_force},
     {"float16_bfloat16_uint8", test_float16_bfloat16_uint8},

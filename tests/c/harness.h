@@ -92,6 +92,7 @@ void test_finfo(void);
 void test_codec_hand_values(void);
 void test_codec_round_trips(void);
 void test_codec_against_brute_force(void);
+void test_codec_decode_by_product(void);
 void test_float16_bfloat16_uint8(void);
 
 /* test_view.c */

@@ -106,7 +106,14 @@ def fp8_forward(x, weight, weight_scale, bias, input_scale, granularity):
 def weight_only_forward(x, weight, weight_scale, bias, granularity):
     """torch.nn.functional.linear(x, W, bias) with W = weight dequantized
     into x's dtype by fp8q: torch.ops.fp8q.linear_weight_only's computation,
-    run eagerly."""
+    run eagerly. On a GPU, up to 8 tokens are computed from the FP8 codes
+    in place (fp8q._C.layer_gemv: float32 sums of x times each code times
+    its scale, one rounding into x's dtype, no float copy of the weight);
+    more tokens dequantize W and run torch's GEMM."""
+    if HAS_C_EXCHANGE and x.is_cuda:
+        y = _C.layer_gemv(x, weight, weight_scale, bias, granularity, None)
+        if y is not None:
+            return y
     dequantized = _weight_like(x, weight, weight_scale, granularity)
     if bias is not None and bias.dtype != x.dtype:
         bias = bias.to(x.dtype)

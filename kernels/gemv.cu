@@ -1,0 +1,211 @@
+/*
+ * gemv.cu - the weight-only FP8 product for few rows of x: each warp owns
+ * FP8Q_GEMV_WEIGHT_ROWS rows of the FP8 weight and walks along k, every
+ * lane reading 16 codes of each of its rows with one 16-byte load (the
+ * weight is read once, one byte a value) and the matching values of every
+ * row of x (small, served from the caches); the codes are decoded in
+ * registers (float_codec.h's product form), multiplied into float32 sums
+ * with fused multiply-adds, and the warp's lanes add their sums with
+ * shuffles at the end. Launch contract: kernels/gemv.cuh.
+ */
+#include "common.cuh"
+#include "gemv.cuh"
+
+static_assert(sizeof(fp8q_gemv_fp8_args) == 80, "fp8q_gemv_fp8_args must match the host's layout");
+
+/* Values of k a lane takes per step: one 16-byte load of codes per row. */
+#define GEMV_LANE_K 16
+/* ... handled in groups of 4: the x values of a group for every row of x
+ * are loaded once and used for every weight row. */
+#define GEMV_GROUP 4
+
+template <int W> static __device__ __forceinline__ float decode_weight(uint32_t code);
+template <> __device__ __forceinline__ float decode_weight<FP8Q_FLOAT8_E4M3FN>(uint32_t code)
+{
+    return fp8q_decode_e4m3fn_by_product((uint8_t)code);
+}
+template <> __device__ __forceinline__ float decode_weight<FP8Q_FLOAT8_E5M2>(uint32_t code)
+{
+    return fp8q_decode_e5m2_by_product((uint8_t)code);
+}
+
+/* Four consecutive values of x as float32 (a 16-byte load for float32, 8
+ * bytes for float16 / bfloat16). */
+template <int X>
+static __device__ __forceinline__ void load_x4(const typename dtype_traits<X>::storage *x,
+                                               float out[GEMV_GROUP])
+{
+    typedef packed<typename dtype_traits<X>::storage, GEMV_GROUP> x_vector;
+    const x_vector in = *(const x_vector *)x;
+#pragma unroll
+    for (int j = 0; j < GEMV_GROUP; j++) {
+        out[j] = dtype_traits<X>::load(in.values[j]);
+    }
+}
+
+/* bias[j] of a float dtype, as float32. */
+static __device__ __forceinline__ float bias_value(const void *bias, int64_t j, int dtype)
+{
+    switch (dtype) {
+    case FP8Q_FLOAT16: return dtype_traits<FP8Q_FLOAT16>::load(((const uint16_t *)bias)[j]);
+    case FP8Q_BFLOAT16: return dtype_traits<FP8Q_BFLOAT16>::load(((const uint16_t *)bias)[j]);
+    default: return ((const float *)bias)[j];
+    }
+}
+
+/* MT: rows of x held in registers (m <= MT; rows beyond m are skipped). */
+template <int X, int W, int MT>
+static __device__ __forceinline__ void gemv_run(const fp8q_gemv_fp8_args args)
+{
+    typedef typename dtype_traits<X>::storage x_t;
+    constexpr int R = FP8Q_GEMV_WEIGHT_ROWS;
+    const x_t *x = (const x_t *)args.x;
+    const int lane = (int)threadIdx.x % FP8Q_WARP_SIZE;
+    const int warp = (int)threadIdx.x / FP8Q_WARP_SIZE;
+    const int warps = (int)blockDim.x / FP8Q_WARP_SIZE;
+    const int64_t k_blocks = (args.k + FP8Q_GEMV_BLOCK - 1) / FP8Q_GEMV_BLOCK;
+    const int block_scales = args.scale_kind == FP8Q_GEMV_SCALE_BLOCK;
+    int64_t group;
+
+    for (group = blockIdx.x; group * warps * R < args.n; group += gridDim.x) {
+        const int64_t first_row = (group * warps + warp) * R;
+        float sums[MT][R];
+        int64_t k0;
+
+#pragma unroll
+        for (int i = 0; i < MT; i++) {
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                sums[i][r] = 0.0f;
+            }
+        }
+        for (k0 = (int64_t)lane * GEMV_LANE_K; k0 < args.k;
+             k0 += (int64_t)FP8Q_WARP_SIZE * GEMV_LANE_K) {
+            uint4 codes[R];
+            float factor[R];
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const int64_t row = first_row + r;
+                codes[r] = row < args.n ? *(const uint4 *)(args.weight + row * args.k + k0)
+                                        : make_uint4(0u, 0u, 0u, 0u);
+                factor[r] = block_scales && row < args.n
+                                ? args.scale[(row / FP8Q_GEMV_BLOCK) * k_blocks +
+                                             k0 / FP8Q_GEMV_BLOCK]
+                                : 1.0f;
+            }
+#pragma unroll
+            for (int g = 0; g < GEMV_LANE_K / GEMV_GROUP; g++) {
+                float xs[MT][GEMV_GROUP];
+#pragma unroll
+                for (int i = 0; i < MT; i++) {
+                    if (i < args.m) {
+                        load_x4<X>(x + i * args.k + k0 + g * GEMV_GROUP, xs[i]);
+                    }
+                    else {
+#pragma unroll
+                        for (int j = 0; j < GEMV_GROUP; j++) {
+                            xs[i][j] = 0.0f;
+                        }
+                    }
+                }
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const uint32_t word = g == 0   ? codes[r].x
+                                          : g == 1 ? codes[r].y
+                                          : g == 2 ? codes[r].z
+                                                   : codes[r].w;
+#pragma unroll
+                    for (int j = 0; j < GEMV_GROUP; j++) {
+                        float w = decode_weight<W>((word >> (8 * j)) & 0xFFu);
+                        if (block_scales) {
+                            w = __fmul_rn(w, factor[r]);
+                        }
+#pragma unroll
+                        for (int i = 0; i < MT; i++) {
+                            sums[i][r] = __fmaf_rn(xs[i][j], w, sums[i][r]);
+                        }
+                    }
+                }
+            }
+        }
+
+        /* The warp's sums, then one lane per output writes it. */
+#pragma unroll
+        for (int i = 0; i < MT; i++) {
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+#pragma unroll
+                for (int offset = FP8Q_WARP_SIZE / 2; offset > 0; offset /= 2) {
+                    sums[i][r] += __shfl_xor_sync(0xFFFFFFFFu, sums[i][r], offset);
+                }
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < MT; i++) {
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const int64_t row = first_row + r;
+                if (lane == i * R + r && i < args.m && row < args.n) {
+                    float value = sums[i][r];
+                    if (args.scale_kind == FP8Q_GEMV_SCALE_TENSOR) {
+                        value = __fmul_rn(value, args.scale[0]);
+                    }
+                    else if (args.scale_kind == FP8Q_GEMV_SCALE_ROW) {
+                        value = __fmul_rn(value, args.scale[row]);
+                    }
+                    if (args.bias != NULL) {
+                        value = __fadd_rn(value, bias_value(args.bias, row, args.bias_dtype));
+                    }
+                    ((x_t *)args.y)[i * args.n + row] = dtype_traits<X>::store(value, 0);
+                }
+            }
+        }
+    }
+}
+
+/* The weight's format, then x's dtype: 6 specialisations per kernel, one
+ * kernel per rows-of-x tile (so the one-row kernel keeps the registers of
+ * one row, and the occupancy that goes with them). */
+template <int MT, int X> static __device__ __forceinline__ void gemv_weight(const fp8q_gemv_fp8_args &args)
+{
+    if (args.weight_dtype == FP8Q_FLOAT8_E4M3FN) {
+        gemv_run<X, FP8Q_FLOAT8_E4M3FN, MT>(args);
+    }
+    else if (args.weight_dtype == FP8Q_FLOAT8_E5M2) {
+        gemv_run<X, FP8Q_FLOAT8_E5M2, MT>(args);
+    }
+}
+
+template <int MT> static __device__ __forceinline__ void gemv_tile(const fp8q_gemv_fp8_args &args)
+{
+    switch (args.x_dtype) {
+    case FP8Q_FLOAT32: gemv_weight<MT, FP8Q_FLOAT32>(args); break;
+    case FP8Q_FLOAT16: gemv_weight<MT, FP8Q_FLOAT16>(args); break;
+    case FP8Q_BFLOAT16: gemv_weight<MT, FP8Q_BFLOAT16>(args); break;
+    default: break;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, 1)
+    fp8q_gemv_fp8_1(const fp8q_gemv_fp8_args args)
+{
+    gemv_tile<1>(args);
+}
+
+extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, 1)
+    fp8q_gemv_fp8_2(const fp8q_gemv_fp8_args args)
+{
+    gemv_tile<2>(args);
+}
+
+extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, 1)
+    fp8q_gemv_fp8_4(const fp8q_gemv_fp8_args args)
+{
+    gemv_tile<4>(args);
+}
+
+extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, 1)
+    fp8q_gemv_fp8_8(const fp8q_gemv_fp8_args args)
+{
+    gemv_tile<8>(args);
+}

@@ -1,0 +1,75 @@
+/*
+ * gemv.cuh - launch contract of the weight-only FP8 product for few rows
+ * (kernels/gemv.cu): y = x . dequantize(weight)^T + bias, reading the FP8
+ * codes and their scales straight from memory, so a W8A16 layer moves one
+ * byte per weight instead of decoding the whole weight into a float copy
+ * first. fp8q.torch's weight-only layers use it for small batches
+ * (decode-shaped work); larger ones decode into a float weight and run a
+ * float GEMM.
+ *
+ * Plain C as well as CUDA C++ (the host side includes it).
+ *
+ * Kernels "fp8q_gemv_fp8_1", "_2", "_4" and "_8" (FP8Q_GEMV_FP8_KERNEL_*):
+ *     __global__ void fp8q_gemv_fp8_T(const fp8q_gemv_fp8_args args);
+ *   The same function for 1 <= m <= T (the smallest T >= m keeps the
+ *   fewest registers):
+ *   For every row i < m of x and every row j < n of the weight:
+ *     y[i, j] = store(sum_k x[i, k] * (decode(weight[j, k]) * s(j, k))
+ *                     + bias[j])
+ *   with decode the exact FP8 decode, the sum in float32 (fused multiply-
+ *   adds, in an order of the kernel's choosing: within docs/numerics.md's
+ *   float32 accumulation bound of the exact sum), s the weight's scale:
+ *     FP8Q_GEMV_SCALE_TENSOR  scale[0]
+ *     FP8Q_GEMV_SCALE_ROW     scale[j]
+ *     FP8Q_GEMV_SCALE_BLOCK   scale[(j / 128) * ceil(k_total / 128) + k / 128]
+ *   (tensor and row scales multiply the finished sum, block scales each
+ *   decoded weight), bias optional (NULL: none), store the single rounding
+ *   into x's dtype.
+ *   x: m x k, C-contiguous, float32 / float16 / bfloat16, 16-byte aligned;
+ *   weight: n x k FP8 codes, float8_e4m3fn or float8_e5m2, C-contiguous,
+ *   16-byte aligned; k a multiple of 16; 1 <= m <= T;
+ *   y: m x n in x's dtype, C-contiguous; bias: n values of bias_dtype
+ *   (float32 / float16 / bfloat16).
+ *   block: FP8Q_GEMV_THREADS threads, no dynamic shared memory; each warp
+ *   owns FP8Q_GEMV_WEIGHT_ROWS consecutive weight rows (a block
+ *   FP8Q_GEMV_THREADS / 32 times as many). grid: any size >= 1; block b
+ *   handles row groups b, b + grid, ... (ceil(n / rows per block) blocks is
+ *   the natural choice).
+ */
+#ifndef FP8Q_KERNELS_GEMV_CUH
+#define FP8Q_KERNELS_GEMV_CUH
+
+#include <stdint.h>
+
+#define FP8Q_GEMV_FP8_KERNEL_1 "fp8q_gemv_fp8_1"
+#define FP8Q_GEMV_FP8_KERNEL_2 "fp8q_gemv_fp8_2"
+#define FP8Q_GEMV_FP8_KERNEL_4 "fp8q_gemv_fp8_4"
+#define FP8Q_GEMV_FP8_KERNEL_8 "fp8q_gemv_fp8_8"
+#define FP8Q_GEMV_MAX_ROWS 8
+#define FP8Q_GEMV_THREADS 256
+#define FP8Q_GEMV_WEIGHT_ROWS 4
+#define FP8Q_GEMV_BLOCK 128
+
+enum fp8q_gemv_scale_kind {
+    FP8Q_GEMV_SCALE_TENSOR = 0,
+    FP8Q_GEMV_SCALE_ROW = 1,
+    FP8Q_GEMV_SCALE_BLOCK = 2
+};
+
+/* 80 bytes: pointers, then 64-bit, then 32-bit fields. */
+typedef struct fp8q_gemv_fp8_args {
+    const void *x;          /* m x k, x_dtype                          */
+    const uint8_t *weight;  /* n x k FP8 codes of weight_dtype         */
+    const float *scale;     /* per scale_kind, above                   */
+    const void *bias;       /* NULL or n values of bias_dtype          */
+    void *y;                /* m x n, x_dtype, written                 */
+    int64_t m;              /* 1 .. FP8Q_GEMV_MAX_ROWS                 */
+    int64_t n;              /* >= 1                                    */
+    int64_t k;              /* >= 16, a multiple of 16                 */
+    int32_t x_dtype;        /* FP8Q_FLOAT32, FP8Q_FLOAT16, FP8Q_BFLOAT16 */
+    int32_t weight_dtype;   /* FP8Q_FLOAT8_E4M3FN or FP8Q_FLOAT8_E5M2  */
+    int32_t bias_dtype;     /* a float dtype; ignored without bias     */
+    int32_t scale_kind;     /* an fp8q_gemv_scale_kind value           */
+} fp8q_gemv_fp8_args;
+
+#endif /* FP8Q_KERNELS_GEMV_CUH */

@@ -1,0 +1,89 @@
+"""The weight-only (W8A16) half of `python -m fp8q bench linear` on a GPU:
+fp8q.torch.Linear with FP8 weights and bfloat16 activations against a bf16
+nn.Linear of the same shape, for decode-shaped batches (few tokens, where
+fp8q reads the FP8 codes in place: kernels/gemv.cuh) and larger ones (the
+weight decoded, then torch's GEMM), with the verdict on issue 22's goals.
+
+Each timed call runs ROTATION copies of the layer in turn, so the weights
+come from device memory and not from the L2 cache (an FP8 weight of 58 MB
+would otherwise partly stay there between calls, a bf16 one not).
+CUDA-event medians (fp8q._bench_gpu). No test asserts timings.
+"""
+from fp8q._bench import SEED
+from fp8q._bench_gpu import median_ms_cuda, unavailable_reason
+
+TOKENS = (1, 2, 4, 8, 16, 64, 1024)
+SHAPES = ((4096, 4096), (14336, 4096), (4096, 14336))  # (N, K)
+ROTATION = 3
+# Issue 22's goals: speed against bf16 nn.Linear at these token counts,
+# and never below the floor at any.
+GOALS = {1: 1.5, 16: 1.2}
+FLOOR = 0.9
+
+
+def _rotated(layers, x):
+    """A call running every layer of `layers` on x once."""
+    def run():
+        for layer in layers:
+            layer(x)
+    return run
+
+
+def measure(repeats):
+    """Rows (tokens, N, K, bf16 ms, fp8q ms) per layer call, and notes.
+    Raises RuntimeError saying why when no GPU can be measured."""
+    import torch
+
+    import fp8q.torch as fpt
+
+    reason = unavailable_reason(torch)
+    if reason is not None:
+        raise RuntimeError(reason)
+    rows = []
+    for n, k in SHAPES:
+        torch.manual_seed(SEED)
+        floats = [torch.nn.Linear(k, n, bias=False).to("cuda", torch.bfloat16)
+                  for _ in range(ROTATION)]
+        quantized = [fpt.Linear.from_linear(layer, weights="e4m3")
+                     for layer in floats]
+        for m in TOKENS:
+            x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            with torch.inference_mode():
+                bf16_ms, fp8q_ms = median_ms_cuda(
+                    torch, [_rotated(floats, x), _rotated(quantized, x)],
+                    repeats)
+            rows.append((m, n, k, bf16_ms / ROTATION, fp8q_ms / ROTATION))
+        del floats, quantized
+        torch.cuda.empty_cache()
+    notes = [f"{torch.cuda.get_device_name()}, torch {torch.__version__}; "
+             "bfloat16 x, e4m3 weights with row scales, no bias; "
+             f"CUDA-event medians per layer call ({ROTATION} layers in turn)"]
+    return rows, notes
+
+
+def print_weight_only_benchmark(repeats):
+    """Prints the W8A16 table and the verdicts, or why it could not run."""
+    try:
+        rows, notes = measure(repeats)
+    except RuntimeError as error:
+        print(f"W8A16 GPU benchmark not run: {error}")
+        return
+    print()
+    print("W8A16 (weight-only FP8) against bf16 nn.Linear:")
+    for line in notes:
+        print(line)
+    print()
+    print("| tokens | N | K | bf16 ms | fp8q W8A16 ms | speed vs bf16 | "
+          "weight GB/s |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for m, n, k, bf16_ms, fp8q_ms in rows:
+        print(f"| {m} | {n} | {k} | {bf16_ms:.4f} | {fp8q_ms:.4f} | "
+              f"{bf16_ms / fp8q_ms:.2f}x | {n * k / fp8q_ms / 1e6:.0f} |")
+    print()
+    for tokens, goal in GOALS.items():
+        worst = min(bf16 / ours for m, _, _, bf16, ours in rows if m == tokens)
+        print(f"W8A16 at {tokens} token(s): slowest {worst:.2f}x bf16 (goal >= "
+              f"{goal}: {'met' if worst >= goal else 'NOT met'})")
+    worst = min(bf16 / ours for _, _, _, bf16, ours in rows)
+    print(f"W8A16 at any token count: slowest {worst:.2f}x bf16 (goal >= "
+          f"{FLOOR}: {'met' if worst >= FLOOR else 'NOT met'})")

@@ -1,0 +1,170 @@
+"""Scenarios of the kernels' launches on the fake CUDA driver, each run in a
+fresh interpreter by tests/test_cuda_kernel_launches.py: every kernel's
+grid grows with its input (a reduction launched on one block passed every
+correctness test and ran 600x below memory speed on an H100), and the
+weight-only product (kernels/gemv.cuh) computes what its contract says.
+The fake device has 4 multiprocessors and, by default, room for 8 blocks
+of 256 threads on each: 32 blocks fill it.
+"""
+import os
+
+import numpy as np
+
+import fp8q
+from fp8q import _C
+
+FULL_DEVICE = 32
+
+
+def launches(action):
+    """The (kernel, grid, block) launches `action()` makes."""
+    path = os.environ["FAKE_CUDA_LAUNCH_LOG"]
+    with open(path, "a", encoding="utf-8"):
+        pass
+    with open(path, encoding="utf-8") as log:
+        before = len(log.readlines())
+    action()
+    with open(path, encoding="utf-8") as log:
+        lines = log.readlines()[before:]
+    return [(name, int(grid), int(block))
+            for name, grid, block in (line.split() for line in lines)]
+
+
+def grid_of(kernel, action):
+    """The largest grid of `kernel` among action's launches."""
+    grids = [grid for name, grid, _ in launches(action) if name == kernel]
+    assert grids, f"{kernel} was not launched"
+    return max(grids)
+
+
+def on_gpu(shape, dtype="float32", seed=0):
+    rng = np.random.default_rng(seed)
+    return fp8q.asarray(rng.standard_normal(shape).astype(np.float32),
+                        dtype=dtype, device="cuda")
+
+
+def grids_grow_with_the_input():
+    """Per kernel, a small input takes few blocks and a large one fills the
+    device, whatever its row count: one row of 4 M values as much as many
+    rows."""
+    def per_tensor_calibration(x):
+        return lambda: fp8q.calib.MaxCalibrator().update(x)
+
+    def histogram(x):
+        return lambda: fp8q.calib.HistogramCalibrator().update(x)
+
+    def row_scaled_cast(rows, cols):
+        x = on_gpu((rows, cols))
+        scale = fp8q.asarray(np.full((rows, 1), 0.5, np.float32),
+                             device="cuda")
+        return lambda: fp8q.cast(x, "float8_e4m3fn", scale=scale)
+
+    def gemv(n):
+        x = on_gpu((1, 64), "bfloat16")
+        weight = on_gpu((n, 64), "float8_e4m3fn")
+        scale = fp8q.asarray(np.ones((n, 1), np.float32), device="cuda")
+        return lambda: _C.layer_gemv(x, weight, scale, None, "row", None)
+
+    cases = [
+        ("fp8q_cast_uniform",
+         lambda size: (lambda x: lambda: fp8q.cast(x, "float8_e4m3fn"))(
+             on_gpu((size,)))),
+        ("fp8q_cast", lambda size: row_scaled_cast(4, size // 4)),
+        ("fp8q_amax", lambda size: (lambda x: lambda: fp8q.amax(x))(
+            on_gpu((size,)))),
+        ("fp8q_amax_rows",
+         lambda size: (lambda x: lambda: fp8q.amax(x, axis=1))(
+             on_gpu((2, size // 2)))),
+        ("fp8q_amax_finite_rows",
+         lambda size: per_tensor_calibration(on_gpu((1, size)))),
+        ("fp8q_histogram_count",
+         lambda size: histogram(on_gpu((1, size)))),
+        ("fp8q_quantize_rows",
+         lambda size: (lambda x: lambda: fp8q.quantize(
+             x, "float8_e4m3fn", granularity="row"))(
+                 on_gpu((size // 256, 256)))),
+        ("fp8q_gemv_fp8_1", lambda size: gemv(size // 512)),
+    ]
+    for kernel, make in cases:
+        small = grid_of(kernel, make(4096))
+        large = grid_of(kernel, make(1 << 22))
+        assert small < FULL_DEVICE, (kernel, small)
+        assert large >= FULL_DEVICE, (kernel, small, large)
+
+
+def reference_product(x, codes, scale, granularity, bias):
+    """x . dequantize(codes)^T + bias in float64."""
+    weight = np.asarray(fp8q.cast(codes.cpu(), "float32")).astype(np.float64)
+    scale = np.asarray(scale.cpu()).astype(np.float64)
+    if granularity == "block":
+        scale = np.repeat(np.repeat(scale, 128, axis=0), 128, axis=1)
+        scale = scale[:weight.shape[0], :weight.shape[1]]
+    y = np.asarray(fp8q.cast(x.cpu(), "float32")).astype(np.float64) @ (
+        weight * scale).T
+    if bias is not None:
+        y = y + np.asarray(fp8q.cast(bias.cpu(), "float32")).astype(np.float64)
+    return y
+
+
+def gemv_matches_the_reference():
+    """_C.layer_gemv on the GPU: the product of its contract for 1 to 8
+    tokens, every scale granularity, x and bias dtype, both weight formats,
+    odd N and K not a multiple of 128; within float32 accumulation plus the
+    output's rounding of the float64 reference."""
+    rng = np.random.default_rng(5)
+    n, k = 37, 272
+    for m in (1, 2, 3, 5, 8):
+        for granularity, scale_shape in (("tensor", ()), ("row", (n, 1)),
+                                         ("block", (1, 3))):
+            for x_dtype in ("float32", "float16", "bfloat16"):
+                for weight_dtype in ("float8_e4m3fn", "float8_e5m2"):
+                    for bias_dtype in (None, "float32", "bfloat16"):
+                        x = fp8q.asarray(rng.standard_normal((m, k)).astype(
+                            np.float32), dtype=x_dtype, device="cuda")
+                        codes = fp8q.asarray(
+                            (rng.standard_normal((n, k)) * 8).astype(
+                                np.float32), dtype=weight_dtype,
+                            device="cuda")
+                        scale = fp8q.asarray(rng.uniform(
+                            0.01, 0.1, scale_shape).astype(np.float32),
+                            device="cuda")
+                        bias = None if bias_dtype is None else fp8q.asarray(
+                            rng.standard_normal(n).astype(np.float32),
+                            dtype=bias_dtype, device="cuda")
+                        y = _C.layer_gemv(x, codes, scale, bias, granularity,
+                                          None)
+                        key = (m, granularity, x_dtype, weight_dtype,
+                               bias_dtype)
+                        assert y.device == "cuda:0" and y.shape == (m, n), key
+                        assert y.dtype == x_dtype, key
+                        expected = reference_product(x, codes, scale,
+                                                     granularity, bias)
+                        got = np.asarray(fp8q.cast(y.cpu(), "float32"))
+                        ulp = {"float32": 2.0 ** -23, "float16": 2.0 ** -10,
+                               "bfloat16": 2.0 ** -7}[x_dtype]
+                        magnitude = np.abs(expected).max()
+                        assert np.abs(got - expected).max() <= (
+                            ulp + k * 2.0 ** -23) * magnitude, key
+
+
+def gemv_declines_what_it_does_not_take():
+    """None (the caller's general path) for more than 8 tokens, K not a
+    multiple of 16, CPU tensors; an error for a wrong scale shape."""
+    weight = on_gpu((16, 32), "float8_e4m3fn")
+    scale = fp8q.asarray(np.ones((16, 1), np.float32), device="cuda")
+    assert _C.layer_gemv(on_gpu((9, 32)), weight, scale, None, "row",
+                         None) is None
+    assert _C.layer_gemv(on_gpu((2, 24)), on_gpu((16, 24), "float8_e4m3fn"),
+                         scale, None, "row", None) is None
+    assert _C.layer_gemv(on_gpu((2, 32)).cpu(), weight.cpu(), scale.cpu(),
+                         None, "row", None) is None
+    assert _C.layer_gemv(on_gpu((2, 32)), weight, scale, None, "row",
+                         None).shape == (2, 16)
+    try:
+        _C.layer_gemv(on_gpu((2, 32)), weight,
+                      fp8q.asarray(np.ones((3, 1), np.float32),
+                                   device="cuda"), None, "row", None)
+    except ValueError as error:
+        assert "weight_scale" in str(error), error
+    else:
+        raise AssertionError("a wrong scale shape was accepted")
