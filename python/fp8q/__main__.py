@@ -5,7 +5,8 @@
 [--tokens T ...]
 [--no-compile]` and
 `python -m fp8q convert IN.safetensors OUT.safetensors [--granularity ...]
-[--exclude PATTERN]... [--format fp8q|vllm]`.
+[--exclude PATTERN]... [--format fp8q|vllm]` and
+`python -m fp8q inspect PATH`.
 
 info prints the version, build and platform facts and a small quantize round
 trip with its error; bench measures the CPU casts (against ml_dtypes and a
@@ -17,7 +18,9 @@ fp8q.scaled_mm against NumPy's float32 matmul and, on a GPU with PyTorch,
 against torch._scaled_mm and a bfloat16 matmul; bench linear times
 fp8q.torch.Linear against nn.Linear and optimum-quanto (--glue: the
 per-call overhead on tiny CPU shapes); bench model times a Llama-shaped
-decoder, float and FP8-quantized, eager and compiled.
+decoder, float and FP8-quantized, eager and compiled; inspect prints an FP8
+checkpoint's layout, tensors and what fp8q.torch.load_checkpoint would do
+with each layer (docs/checkpoints.md).
 """
 import argparse
 import sys
@@ -25,6 +28,7 @@ import sys
 from fp8q import (_bench, _bench_calib, _bench_cast_gpu, _bench_gemm,
                   _bench_gemm_gpu, _bench_linear, _bench_model,
                   _bench_weight_only, _convert_checkpoint, _demo, _info)
+from fp8q._checkpoint import _inspect
 
 
 def _parse(argv):
@@ -104,6 +108,12 @@ def _parse(argv):
                          help="fp8q (default): each weight's scale is "
                               "NAME.weight_scale; vllm: the same, except "
                               "NAME.weight_scale_inv for block scales")
+    inspect = commands.add_parser(
+        "inspect", help="an FP8 checkpoint's layout, tensors by dtype and "
+                        "role, and what load_checkpoint would do with each "
+                        "layer")
+    inspect.add_argument("path", help="a .safetensors file or a folder of "
+                                      "shards")
     return parser.parse_args(argv)
 
 
@@ -114,6 +124,8 @@ def main(argv=None):
         _info.print_info(as_json=arguments.json)
     elif arguments.command == "convert":
         return _convert_checkpoint.main(arguments)
+    elif arguments.command == "inspect":
+        return _inspect.main(arguments)
     elif arguments.command == "demo":
         return _demo.run()
     else:

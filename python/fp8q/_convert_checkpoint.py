@@ -8,6 +8,9 @@ scales, NAME + "_scale_inv", the name vLLM reads for 128x128 block scales;
 both are dequantization scales, x ~= q * scale. Tensors that are scales
 already (names ending in "_scale" or "_scale_inv") and FP8 tensors are
 copied unchanged, so converting a converted checkpoint changes nothing.
+FP8 checkpoints in layouts vLLM does not read (ComfyUI scaled fp8 and
+comfy_quant, plain FP8, optimum-quanto) are re-laid into its layout instead,
+codes untouched (fp8q._checkpoint._relay); docs/checkpoints.md.
 The file is written to a temporary name beside OUT and renamed at the end;
 a failure, SIGINT or SIGTERM removes it. docs/torch.md describes the layout.
 """
@@ -22,6 +25,9 @@ import tempfile
 import numpy as np
 
 import fp8q
+from fp8q._checkpoint import CheckpointError, open_checkpoint
+from fp8q._checkpoint._relay import (output_metadata, relaid_layout,
+                                     relay_tensors)
 from fp8q._safetensors import SafetensorsReader, write_safetensors
 
 GRANULARITIES = {"row": "row", "tensor": "tensor", "block": (128, 128)}
@@ -125,6 +131,9 @@ def convert(input_path, output_path, granularity="row", excludes=(),
         raise ConvertError(f"{output_path}: the output must not be the "
                            "input file")
     try:
+        relaid = _relay(input_path, output_path, output_format)
+        if relaid is not None:
+            return relaid
         reader = SafetensorsReader(input_path)
     except (OSError, ValueError) as error:
         raise ConvertError(str(error)) from None
@@ -178,6 +187,14 @@ def _convert(reader, input_path, output_path, granularity, excludes,
     metadata.update({"fp8q_version": fp8q.__version__,
                      "fp8q_granularity": granularity,
                      "fp8q_format": output_format})
+    _write(output_path, tensors, metadata)
+    return rows, os.path.getsize(input_path), os.path.getsize(output_path)
+
+
+def _write(output_path, tensors, metadata):
+    """Writes the safetensors file through a temporary file beside it,
+    renamed at the end; removed on any failure (ConvertError for an
+    OSError)."""
     directory = os.path.dirname(os.path.abspath(output_path))
     try:
         handle, temporary = tempfile.mkstemp(dir=directory, suffix=".part")
@@ -199,6 +216,24 @@ def _convert(reader, input_path, output_path, granularity, excludes,
     except BaseException:
         os.unlink(temporary)
         raise
+
+
+def _relay(input_path, output_path, output_format):
+    """Re-lays an FP8 checkpoint of another layout (fp8q._checkpoint._relay)
+    into the vLLM / compressed-tensors one, codes untouched; returns
+    convert's result, or None for any other checkpoint."""
+    try:
+        with open_checkpoint(input_path) as checkpoint:
+            layout = relaid_layout(checkpoint)
+            if layout is None:
+                return None
+            tensors, rows, layout = relay_tensors(
+                checkpoint, lambda name, granularity: scale_name(
+                    name, output_format, granularity))
+            _write(output_path, tensors,
+                   output_metadata(checkpoint, layout, output_format))
+    except CheckpointError as error:
+        raise ConvertError(f"{input_path}: {error}") from None
     return rows, os.path.getsize(input_path), os.path.getsize(output_path)
 
 

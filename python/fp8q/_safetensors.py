@@ -108,6 +108,21 @@ class SafetensorsReader:
         raw = self.tensor(name).reshape(-1).view(np.uint8)
         return _C.asarray(raw).view(DTYPES[code][1]).reshape(shape)
 
+    def release(self, name):
+        """Drops the file's pages under tensor `name` from this process's
+        resident memory (madvise MADV_DONTNEED, where the platform has it):
+        reading them again pages them back in from the file. For loaders
+        that copy each tensor once, so the mapping does not keep the whole
+        file resident."""
+        if not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        code, shape = self.entries[name]
+        begin = self._data_start + self._offsets[name]
+        end = begin + math.prod(shape) * np.dtype(DTYPES[code][0]).itemsize
+        begin -= begin % mmap.PAGESIZE
+        if end > begin:
+            self._map.madvise(mmap.MADV_DONTNEED, begin, end - begin)
+
     def close(self):
         """Unmaps the file; arrays still viewing it keep the mapping alive
         until they are gone."""

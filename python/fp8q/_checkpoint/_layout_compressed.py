@@ -1,0 +1,112 @@
+"""compressed-tensors / vLLM / ModelOpt FP8 (and fp8q's own convert
+output): `<layer>.weight` FP8, `<layer>.weight_scale` per tensor, per
+output channel or per 128x128 block, optional static `<layer>.input_scale`;
+the scheme from config.json's quantization_config (quant_method
+"compressed-tensors" or "fp8") or hf_quant_config.json (ModelOpt)."""
+from fp8q._checkpoint._plan import (CheckpointError, finish, layer,
+                                    prefixes)
+
+STRATEGIES = {"tensor": "tensor", "channel": "row", "block": "block"}
+
+
+def _compressed_tensors_scheme(config):
+    """(declared granularity or None, activations) of a compressed-tensors
+    quantization_config; its config groups must agree."""
+    schemes = set()
+    for group_name, group in (config.get("config_groups") or {}).items():
+        where = f"quantization_config.config_groups.{group_name}"
+        weights = group.get("weights") or {}
+        if weights.get("type") != "float" or weights.get("num_bits") != 8:
+            raise CheckpointError(
+                f"config.json: {where}.weights is {weights.get('num_bits')}"
+                f"-bit {weights.get('type')}; fp8q loads 8-bit float (FP8) "
+                "weights only")
+        strategy = weights.get("strategy")
+        if strategy not in STRATEGIES:
+            raise CheckpointError(f"config.json: {where}.weights.strategy "
+                                  f"{strategy!r} is not tensor, channel or "
+                                  "block")
+        if strategy == "block" and list(
+                weights.get("block_structure") or []) != [128, 128]:
+            raise CheckpointError(
+                f"config.json: {where}.weights.block_structure "
+                f"{weights.get('block_structure')}; fp8q's block scales are "
+                "128x128")
+        inputs = group.get("input_activations")
+        activations = (None if not inputs else
+                       "dynamic" if inputs.get("dynamic") else "static")
+        schemes.add((STRATEGIES[strategy], activations))
+    if len(schemes) > 1:
+        raise CheckpointError(
+            "config.json: quantization_config.config_groups declare "
+            f"different schemes {sorted(schemes, key=str)}; fp8q reads one "
+            "scheme per checkpoint")
+    return schemes.pop() if schemes else (None, None)
+
+
+def scheme(checkpoint):
+    """(declared granularity or None, activations or None, description of
+    where the scheme came from) from the checkpoint's configs."""
+    configs = getattr(checkpoint, "configs", {})
+    modelopt = configs.get("hf_quant_config.json")
+    if modelopt is not None:
+        algorithm = (modelopt.get("quantization") or {}).get("quant_algo")
+        if algorithm != "FP8":
+            raise CheckpointError(
+                f"hf_quant_config.json: quantization.quant_algo is "
+                f"{algorithm!r}; fp8q loads ModelOpt's \"FP8\" only")
+        return "tensor", "static", "ModelOpt hf_quant_config.json"
+    config = (configs.get("config.json") or {}).get("quantization_config")
+    if not config:
+        return None, None, None
+    method = config.get("quant_method")
+    if method == "compressed-tensors":
+        declared, activations = _compressed_tensors_scheme(config)
+        return declared, activations, "compressed-tensors config"
+    if method == "fp8":
+        activation_scheme = config.get("activation_scheme", "dynamic")
+        if activation_scheme not in ("dynamic", "static"):
+            raise CheckpointError(
+                "config.json: quantization_config.activation_scheme "
+                f"{activation_scheme!r} is not dynamic or static")
+        declared = "block" if config.get("weight_block_size") else None
+        return declared, activation_scheme, "fp8 config"
+    raise CheckpointError(
+        f"config.json: quantization_config.quant_method {method!r}; fp8q "
+        "reads compressed-tensors, fp8 and ModelOpt FP8 checkpoints")
+
+
+def plan(checkpoint):
+    """The Plan of a compressed-tensors / vLLM / ModelOpt checkpoint: the
+    scheme from its configs, `<layer>.weight_scale` scales."""
+    declared, activations, source = scheme(checkpoint)
+    notes = [f"scheme from the {source}"] if source else [
+        "no quantization config: static activations where input_scale is "
+        "present, weight-only elsewhere"]
+    return plan_scaled_layers(checkpoint, ".weight_scale",
+                              "compressed-tensors", declared, activations,
+                              notes)
+
+
+def plan_scaled_layers(checkpoint, scale_suffix, layout, declared,
+                       activations, notes):
+    """The Plan of a checkpoint whose layers are `<layer>.weight` (FP8)
+    with the scale `<layer>{scale_suffix}` of the `declared` granularity
+    (None: from its shape) and optional `<layer>.input_scale` (static
+    activations; elsewhere `activations`). FineGrainedFP8 shares it."""
+    entries = checkpoint.entries
+    inputs = prefixes(entries, ".input_scale")
+    layers = []
+    for name, scale_key in prefixes(entries, scale_suffix).items():
+        input_key = inputs.pop(name, None)
+        layers.append(layer(entries, name, name + ".weight", scale_key,
+                            input_scale_key=input_key,
+                            activations="static" if input_key
+                            else activations,
+                            declared=declared))
+    if inputs:
+        name, key = next(iter(inputs.items()))
+        raise CheckpointError(f"{key}: an input scale without an FP8 weight "
+                              f"and scale ({name}.weight, {name}"
+                              f"{scale_suffix})")
+    return finish(layout, entries, layers, notes=notes)

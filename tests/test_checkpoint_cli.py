@@ -1,0 +1,109 @@
+"""`python -m fp8q inspect` on every layout and on refused checkpoints, and
+`python -m fp8q convert` re-laying ComfyUI, plain FP8 and optimum-quanto
+checkpoints into the vLLM / compressed-tensors layout with the codes
+untouched."""
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("safetensors")
+
+import fp8q.torch as fpt  # noqa: E402
+from checkpoint_layouts import (LINEARS, check_layers, layout,  # noqa: E402
+                                save, tiny)
+from fp8q._safetensors import SafetensorsReader  # noqa: E402
+
+
+def run(*arguments):
+    return subprocess.run([sys.executable, "-m", "fp8q", *map(str, arguments)],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("name, options, expected, line", [
+    ("compressed-tensors", {"static": True}, "compressed-tensors",
+     "| out | 200x130 | float8_e4m3fn | row | W8A8 static |"),
+    ("finegrained", {}, "finegrained-fp8",
+     "| out | 200x130 | float8_e4m3fn | block | W8A8 dynamic |"),
+    ("comfy-scaled", {"fmt": "e5m2"}, "comfyui-scaled-fp8",
+     "| out | 200x130 | float8_e5m2 | tensor | W8A16 |"),
+    ("comfy-quant", {"static": True}, "comfyui-quant",
+     "| out | 200x130 | float8_e4m3fn | tensor | W8A8 static |"),
+    ("plain", {}, "plain-fp8", "| out | 200x130 | float8_e4m3fn | tensor | "
+     "W8A16 |"),
+    ("quanto", {}, "optimum-quanto",
+     "| out | 200x130 | float8_e4m3fn | row | W8A16 |"),
+])
+def test_inspect_every_layout(tmp_path, name, options, expected, line):
+    state, configs = layout(name, tiny(), **options)
+    result = run("inspect", save(str(tmp_path), state, configs))
+    assert result.returncode == 0, result.stderr
+    assert f"layout {expected} (" in result.stdout
+    assert line in result.stdout
+    assert "| FP8 weight | F8_E" in result.stdout
+    assert "| float | F32 | 4 | 1,596 |" in result.stdout
+
+
+@pytest.mark.parametrize("name, corrupt, message", [
+    ("comfy-scaled", lambda s: s.pop("out.weight"), "out.weight: missing"),
+    ("plain", lambda s: s.update({k: v.float() for k, v in s.items()}),
+     "no FP8 tensor"),
+])
+def test_inspect_refusal_is_one_line_exit_2(tmp_path, name, corrupt, message):
+    state, _ = layout(name, tiny())
+    corrupt(state)
+    result = run("inspect", save(str(tmp_path), state) + "/model.safetensors")
+    assert result.returncode == 2
+    assert result.stderr.startswith("fp8q inspect: error: ")
+    assert message in result.stderr and result.stderr.count("\n") == 1
+    missing = run("inspect", tmp_path / "nothing.safetensors")
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+@pytest.mark.parametrize("name, options", [
+    ("comfy-scaled", {"static": True}), ("comfy-scaled", {"fmt": "e5m2"}),
+    ("comfy-quant", {"static": True}), ("plain", {}), ("quanto", {})])
+def test_convert_relays_into_the_vllm_layout(tmp_path, name, options):
+    state, _ = layout(name, tiny(), **options)
+    source = save(str(tmp_path / "in"), state) + "/model.safetensors"
+    output = tmp_path / "out.safetensors"
+    result = run("convert", source, output, "--format", "vllm")
+    assert result.returncode == 0, result.stderr
+    reader = SafetensorsReader(output)
+    try:
+        for layer in LINEARS:
+            codes = state.get(layer + ".weight",
+                              state.get(layer + ".weight._data"))
+            assert reader.entries[layer + ".weight"][0] == (
+                "F8_E5M2" if options.get("fmt") == "e5m2" else "F8_E4M3")
+            assert bytes(reader.tensor(layer + ".weight")) == bytes(
+                codes.view(torch.uint8).numpy())
+            assert reader.entries[layer + ".weight_scale"][0] == "F32"
+            assert (layer + ".input_scale" in reader.entries) == \
+                options.get("static", False)
+        assert not any(key.endswith((".scale_weight", "scaled_fp8",
+                                     ".comfy_quant", "._data", "._scale",
+                                     ".output_scale"))
+                       for key in reader.entries)
+        assert reader.metadata["fp8q_source_layout"]
+    finally:
+        reader.close()
+    model = tiny(seed=1)
+    report = fpt.load_checkpoint(model, str(output))
+    assert report.layout == "compressed-tensors"
+    direct = tiny(seed=2)
+    fpt.load_checkpoint(direct, state)
+    x = torch.randn(3, 40)
+    assert torch.equal(check_layers(model, x), check_layers(direct, x))
+
+
+def test_convert_refuses_an_inconsistent_fp8_checkpoint(tmp_path):
+    state, _ = layout("comfy-scaled", tiny())
+    state["scaled_fp8"] = torch.empty(0, dtype=torch.float8_e5m2)
+    source = save(str(tmp_path / "in"), state) + "/model.safetensors"
+    output = tmp_path / "out.safetensors"
+    result = run("convert", source, output)
+    assert result.returncode == 2
+    assert "marker says float8_e5m2" in result.stderr
+    assert not output.exists()
