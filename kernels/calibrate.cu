@@ -128,14 +128,8 @@ static __device__ __noinline__ void histogram_count_run(const fp8q_histogram_cou
     for (i = global_thread_index(); i < args.count; i += global_thread_count()) {
         bin = fp8q_histogram_bin(dtype_traits<S>::load(source[i]), inverse_width, args.n_bins,
                                  args.skip_zeros);
-        /* Lanes that fall in the same bin add once, through their lowest
-         * lane: real data crowds into a few bins, where one atomic per
-         * value would serialise. */
-        const unsigned active = __activemask();
-        const unsigned same_bin = __match_any_sync(active, (unsigned long long)bin);
-        if (bin < args.n_bins &&
-            (int)(threadIdx.x % FP8Q_WARP_SIZE) == __ffs(same_bin) - 1) {
-            atomicAdd(counts + bin, (unsigned long long)__popc(same_bin));
+        if (bin < args.n_bins) {
+            atomicAdd(counts + bin, 1ull);
         }
     }
     if (in_shared) {

@@ -13,6 +13,13 @@
 
 static_assert(sizeof(fp8q_gemv_fp8_args) == 80, "fp8q_gemv_fp8_args must match the host's layout");
 
+/* Blocks per multiprocessor the small tiles' launch bounds ask for: their
+ * work is a stream of weight bytes, so occupancy (loads in flight) matters
+ * more than registers; the larger tiles are bound by their multiply-adds. */
+#define GEMV_MIN_BLOCKS_1 4
+#define GEMV_MIN_BLOCKS_2 3
+#define GEMV_MIN_BLOCKS_4 2
+
 /* Values of k a lane takes per step: one 16-byte load of codes per row. */
 #define GEMV_LANE_K 16
 /* ... handled in groups of 4: the x values of a group for every row of x
@@ -204,19 +211,19 @@ template <int MT> static __device__ __forceinline__ void gemv_tile(const fp8q_ge
     }
 }
 
-extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, GEMV_MIN_BLOCKS_1)
     fp8q_gemv_fp8_1(const fp8q_gemv_fp8_args args)
 {
     gemv_tile<1>(args);
 }
 
-extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, GEMV_MIN_BLOCKS_2)
     fp8q_gemv_fp8_2(const fp8q_gemv_fp8_args args)
 {
     gemv_tile<2>(args);
 }
 
-extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, GEMV_MIN_BLOCKS_4)
     fp8q_gemv_fp8_4(const fp8q_gemv_fp8_args args)
 {
     gemv_tile<4>(args);
