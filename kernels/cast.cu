@@ -77,10 +77,9 @@ template <> struct scale_reader<true> {
 template <int S, int D>
 static __device__ __forceinline__ typename dtype_traits<D>::storage
 cast_element(typename dtype_traits<S>::storage x, int has_scale, float factor, int multiply,
-             int saturate, uint32_t &amax)
+             int saturate)
 {
     float value = dtype_traits<S>::load(x);
-    amax = max(amax, magnitude_bits(value));
     if constexpr (S == D) {
         if (!has_scale) {
             return x; /* a copy keeps the bits, NaN payloads included */
@@ -112,7 +111,7 @@ template <int S, int D> struct cast_vectors {
 template <int S, int D, bool INDEXED>
 static __device__ __forceinline__ typename cast_vectors<S, D>::destination_vector
 cast_vector(const typename cast_vectors<S, D>::source_vector &in, int64_t first,
-            const scale_reader<INDEXED> &scale, int saturate, uint32_t &amax)
+            const scale_reader<INDEXED> &scale, int saturate)
 {
     typename cast_vectors<S, D>::destination_vector out;
     if constexpr (INDEXED) {
@@ -121,21 +120,21 @@ cast_vector(const typename cast_vectors<S, D>::source_vector &in, int64_t first,
 #pragma unroll
             for (int k = 0; k < cast_vectors<S, D>::VECTOR; k++) {
                 out.values[k] =
-                    cast_element<S, D>(in.values[k], 1, factor, scale.multiply, saturate, amax);
+                    cast_element<S, D>(in.values[k], 1, factor, scale.multiply, saturate);
             }
             return out;
         }
 #pragma unroll
         for (int k = 0; k < cast_vectors<S, D>::VECTOR; k++) {
             out.values[k] = cast_element<S, D>(in.values[k], 1, scale.element_factor(first + k),
-                                               scale.multiply, saturate, amax);
+                                               scale.multiply, saturate);
         }
     }
     else {
 #pragma unroll
         for (int k = 0; k < cast_vectors<S, D>::VECTOR; k++) {
             out.values[k] = cast_element<S, D>(in.values[k], scale.has_scale, scale.factor,
-                                               scale.multiply, saturate, amax);
+                                               scale.multiply, saturate);
         }
     }
     return out;
@@ -159,6 +158,9 @@ static __device__ __noinline__ void cast_run(const fp8q_cast_args args)
     destination_vector *destination_vectors = (destination_vector *)destination;
     const scale_reader<INDEXED> scale(args, VECTOR);
     const int saturate = args.saturate;
+    /* The amax, when asked for, from the loaded vectors, apart from the
+     * conversions: a cast without it does no work for it. */
+    const int track_amax = args.amax_bits != NULL;
     const int64_t threads = global_thread_count();
     uint32_t amax = 0u;
     const int64_t n_vectors =
@@ -181,8 +183,14 @@ static __device__ __noinline__ void cast_run(const fp8q_cast_args args)
         for (int u = 0; u < STEP; u++) {
             const int64_t w = v + u * threads;
             if (w < n_vectors) {
+                if (track_amax) {
+#pragma unroll
+                    for (int k = 0; k < VECTOR; k++) {
+                        amax = max(amax, magnitude_bits(dtype_traits<S>::load(in[u].values[k])));
+                    }
+                }
                 destination_vectors[w] =
-                    cast_vector<S, D, INDEXED>(in[u], w * VECTOR, scale, saturate, amax);
+                    cast_vector<S, D, INDEXED>(in[u], w * VECTOR, scale, saturate);
             }
         }
     }
@@ -194,11 +202,14 @@ static __device__ __noinline__ void cast_run(const fp8q_cast_args args)
         else {
             factor = scale.factor;
         }
+        if (track_amax) {
+            amax = max(amax, magnitude_bits(dtype_traits<S>::load(source[i])));
+        }
         destination[i] = cast_element<S, D>(source[i], scale.has_scale, factor, scale.multiply,
-                                            saturate, amax);
+                                            saturate);
     }
 
-    if (args.amax_bits != NULL) {
+    if (track_amax) {
         amax = block_max_bits(amax);
         if (threadIdx.x == 0) {
             atomicMax(args.amax_bits, amax);

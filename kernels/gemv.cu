@@ -15,7 +15,7 @@ static_assert(sizeof(fp8q_gemv_fp8_args) == 80, "fp8q_gemv_fp8_args must match t
 
 /* Blocks per multiprocessor the small tiles' launch bounds ask for: their
  * work is a stream of weight bytes, so occupancy (loads in flight) matters
- * more than registers; the larger tiles are bound by their multiply-adds. */
+ * more than registers; the 8-row tile is bound by its multiply-adds. */
 #define GEMV_MIN_BLOCKS_1 4
 #define GEMV_MIN_BLOCKS_2 3
 #define GEMV_MIN_BLOCKS_4 2
@@ -69,7 +69,7 @@ template <int X, int W, int MT>
 static __device__ __forceinline__ void gemv_run(const fp8q_gemv_fp8_args args)
 {
     typedef typename dtype_traits<X>::storage x_t;
-    constexpr int R = FP8Q_GEMV_WEIGHT_ROWS(MT);
+    constexpr int R = FP8Q_GEMV_WEIGHT_ROWS;
     constexpr int WARPS = FP8Q_GEMV_THREADS / FP8Q_WARP_SIZE;
     __shared__ float partial[WARPS][MT * R];
     const x_t *x = (const x_t *)args.x;
@@ -233,10 +233,4 @@ extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, 1)
     fp8q_gemv_fp8_8(const fp8q_gemv_fp8_args args)
 {
     gemv_tile<8>(args);
-}
-
-extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, 1)
-    fp8q_gemv_fp8_16(const fp8q_gemv_fp8_args args)
-{
-    gemv_tile<16>(args);
 }

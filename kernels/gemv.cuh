@@ -9,8 +9,7 @@
  *
  * Plain C as well as CUDA C++ (the host side includes it).
  *
- * Kernels "fp8q_gemv_fp8_1", "_2", "_4", "_8" and "_16"
- * (FP8Q_GEMV_FP8_KERNEL_*):
+ * Kernels "fp8q_gemv_fp8_1", "_2", "_4" and "_8" (FP8Q_GEMV_FP8_KERNEL_*):
  *     __global__ void fp8q_gemv_fp8_T(const fp8q_gemv_fp8_args args);
  *   The same function for 1 <= m <= T (the smallest T >= m keeps the
  *   fewest registers):
@@ -32,10 +31,10 @@
  *   y: m x n in x's dtype, C-contiguous; bias: n values of bias_dtype
  *   (float32 / float16 / bfloat16).
  *   block: FP8Q_GEMV_THREADS threads, no dynamic shared memory; a block
- *   owns FP8Q_GEMV_WEIGHT_ROWS(T) consecutive weight rows at a time, its
+ *   owns FP8Q_GEMV_WEIGHT_ROWS consecutive weight rows at a time, its
  *   warps splitting k. grid: any size >= 1; block b handles row groups b,
- *   b + grid, ... (ceil(n / FP8Q_GEMV_WEIGHT_ROWS(T)) blocks, up to 65535,
- *   is the natural choice).
+ *   b + grid, ... (ceil(n / FP8Q_GEMV_WEIGHT_ROWS) blocks, up to 65535, is
+ *   the natural choice).
  */
 #ifndef FP8Q_KERNELS_GEMV_CUH
 #define FP8Q_KERNELS_GEMV_CUH
@@ -46,11 +45,10 @@
 #define FP8Q_GEMV_FP8_KERNEL_2 "fp8q_gemv_fp8_2"
 #define FP8Q_GEMV_FP8_KERNEL_4 "fp8q_gemv_fp8_4"
 #define FP8Q_GEMV_FP8_KERNEL_8 "fp8q_gemv_fp8_8"
-#define FP8Q_GEMV_FP8_KERNEL_16 "fp8q_gemv_fp8_16"
-#define FP8Q_GEMV_MAX_ROWS 16
+#define FP8Q_GEMV_MAX_ROWS 8
 #define FP8Q_GEMV_THREADS 256
-/* Weight rows per block for the tile of T rows of x (T * rows <= 32). */
-#define FP8Q_GEMV_WEIGHT_ROWS(T) ((T) > 8 ? 2 : 4)
+/* Weight rows per block (rows of x times these is at most 32). */
+#define FP8Q_GEMV_WEIGHT_ROWS 4
 #define FP8Q_GEMV_BLOCK 128
 
 enum fp8q_gemv_scale_kind {
@@ -66,7 +64,7 @@ typedef struct fp8q_gemv_fp8_args {
     const float *scale;     /* per scale_kind, above                   */
     const void *bias;       /* NULL or n values of bias_dtype          */
     void *y;                /* m x n, x_dtype, written                 */
-    int64_t m;              /* 1 .. the kernel's tile (at most 16)     */
+    int64_t m;              /* 1 .. the kernel's tile (at most 8)      */
     int64_t n;              /* >= 1                                    */
     int64_t k;              /* >= 16, a multiple of 16                 */
     int32_t x_dtype;        /* FP8Q_FLOAT32, FP8Q_FLOAT16, FP8Q_BFLOAT16 */

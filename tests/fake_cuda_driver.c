@@ -794,8 +794,7 @@ static const char *const kernel_names[] = {
     FP8Q_GATHER_KERNEL, FP8Q_CALIB_FOLD_MAX_KERNEL,
     FP8Q_HISTOGRAM_COUNT_KERNEL, FP8Q_CALIB_FOLD_HISTOGRAM_KERNEL,
     FP8Q_PAD_KERNEL, FP8Q_CAST_UNIFORM_KERNEL, FP8Q_GEMV_FP8_KERNEL_1,
-    FP8Q_GEMV_FP8_KERNEL_2, FP8Q_GEMV_FP8_KERNEL_4, FP8Q_GEMV_FP8_KERNEL_8,
-    FP8Q_GEMV_FP8_KERNEL_16};
+    FP8Q_GEMV_FP8_KERNEL_2, FP8Q_GEMV_FP8_KERNEL_4, FP8Q_GEMV_FP8_KERNEL_8};
 
 static result_t fake_module_get_function(void **function, void *module,
                                          const char *name)

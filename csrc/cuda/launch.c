@@ -367,17 +367,10 @@ fp8q_status fp8q_cuda_launch_gemv_fp8(const fp8q_cuda_device *device,
                                       fp8q_cu_stream stream,
                                       fp8q_error *error)
 {
-    const int64_t tile = args->m <= 1   ? 1
-                         : args->m <= 2 ? 2
-                         : args->m <= 4 ? 4
-                         : args->m <= 8 ? 8
-                                        : 16;
-    const fp8q_cuda_kernel kernel =
-        tile == 1   ? FP8Q_KERNEL_GEMV_FP8_1
-        : tile == 2 ? FP8Q_KERNEL_GEMV_FP8_2
-        : tile == 4 ? FP8Q_KERNEL_GEMV_FP8_4
-        : tile == 8 ? FP8Q_KERNEL_GEMV_FP8_8
-                    : FP8Q_KERNEL_GEMV_FP8_16;
+    const fp8q_cuda_kernel kernel = args->m <= 1   ? FP8Q_KERNEL_GEMV_FP8_1
+                                    : args->m <= 2 ? FP8Q_KERNEL_GEMV_FP8_2
+                                    : args->m <= 4 ? FP8Q_KERNEL_GEMV_FP8_4
+                                                   : FP8Q_KERNEL_GEMV_FP8_8;
 
     if (args->m < 1 || args->m > FP8Q_GEMV_MAX_ROWS || args->k % 16 != 0) {
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
@@ -388,6 +381,6 @@ fp8q_status fp8q_cuda_launch_gemv_fp8(const fp8q_cuda_device *device,
     }
     return launch_blocks(device, kernel,
                          item_blocks(fp8q_block_count(
-                             args->n, FP8Q_GEMV_WEIGHT_ROWS(tile))),
+                             args->n, FP8Q_GEMV_WEIGHT_ROWS)),
                          FP8Q_GEMV_THREADS, args, stream, error);
 }

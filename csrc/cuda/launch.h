@@ -121,7 +121,7 @@ fp8q_status fp8q_cuda_launch_pad(const fp8q_cuda_device *device,
 
 /* The weight-only FP8 product of kernels/gemv.cuh (args->m rows of x, 1
  * to FP8Q_GEMV_MAX_ROWS; the kernel of the smallest tile that holds them),
- * one block per FP8Q_GEMV_WEIGHT_ROWS(tile) weight rows.
+ * one block per FP8Q_GEMV_WEIGHT_ROWS weight rows.
  * The caller has checked the contract (dtypes, alignment, k). */
 fp8q_status fp8q_cuda_launch_gemv_fp8(const fp8q_cuda_device *device,
                                       const fp8q_gemv_fp8_args *args,

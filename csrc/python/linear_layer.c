@@ -844,7 +844,7 @@ PyDoc_STRVAR(
     "dtype), with no float copy of the weight. Returns y ((..., N) in x's "
     "dtype, on x's device, from torch's allocator for torch tensors), or "
     "None when the call is not one the kernel takes (x on the CPU, more "
-    "than 16 tokens, in_features not a multiple of 16, unaligned operands): "
+    "than 8 tokens, in_features not a multiple of 16, unaligned operands): "
     "the caller then dequantizes the weight (layer_weight) and runs a "
     "float GEMM. Arguments as linear_layer's. Internal to fp8q.torch.");
 
