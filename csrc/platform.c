@@ -1037,22 +1037,34 @@ void fp8q_library_close(fp8q_library *library)
 /* ------------------------------------------------------------------------- */
 /* Files                                                                     */
 
-/* `path` (UTF-8) opened for binary reading: _wfopen on Windows, where the
- * narrow fopen would take the ANSI code page; NULL with errno set. */
-static FILE *open_for_reading(const char *path)
+/* `path` (UTF-8) opened for binary reading, or NULL with the C library's
+ * text for the error in `error_text`. Windows: _wfopen_s (the narrow fopen
+ * would take the ANSI code page; MSVC deprecates _wfopen and strerror). */
+static FILE *open_for_reading(const char *path, char *error_text,
+                              size_t error_size)
 {
 #if defined(_WIN32)
-    FILE *file;
+    FILE *file = NULL;
     wchar_t *wide = utf8_to_wide(path);
-    if (wide == NULL) {
-        errno = EINVAL;
+    errno_t error_number = EINVAL;
+    if (wide != NULL) {
+        error_number = _wfopen_s(&file, wide, L"rb");
+        free(wide);
+    }
+    if (error_number != 0 || file == NULL) {
+        if (error_size > 0 &&
+            strerror_s(error_text, error_size, error_number) != 0) {
+            copy_text(error_text, error_size, "cannot open it");
+        }
         return NULL;
     }
-    file = _wfopen(wide, L"rb");
-    free(wide);
     return file;
 #else
-    return fopen(path, "rb");
+    FILE *file = fopen(path, "rb");
+    if (file == NULL) {
+        copy_text(error_text, error_size, strerror(errno));
+    }
+    return file;
 #endif
 }
 
@@ -1065,9 +1077,8 @@ int fp8q_file_read(const char *path, unsigned char **data, size_t *size,
 
     *data = NULL;
     *size = 0;
-    file = open_for_reading(path);
+    file = open_for_reading(path, error_text, error_size);
     if (file == NULL) {
-        copy_text(error_text, error_size, strerror(errno));
         return -1;
     }
     if (fseek(file, 0, SEEK_END) != 0 || (length = ftell(file)) < 0 ||

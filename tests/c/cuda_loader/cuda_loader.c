@@ -16,6 +16,11 @@
  *   cublaslt-wheel   ARGS: two wheel folders, the second holding a fake
  *                    cublasLt64_12.dll: it is opened there (an absolute
  *                    path) and refused cleanly for its missing entry points
+ *   kernel-image-missing  no fp8q_kernels.fatbin in the folder named: the
+ *                    error names the file and the UCRT's / msvcrt's reason
+ *   kernel-image-valid    a fatbin header with nothing after it, in the
+ *                    working directory (named by a UTF-8 path with
+ *                    non-ASCII characters): read and accepted
  *
  * Prints "ok SCENARIO" and exits 0, or "FAIL SCENARIO: why" and exits 1.
  */
@@ -24,6 +29,7 @@
 
 #include "cuda/cublaslt.h"
 #include "cuda/driver.h"
+#include "cuda/kernel_image.h"
 
 static int fail(const char *scenario, const char *why, const char *text)
 {
@@ -150,6 +156,32 @@ static int cublaslt_wheel(const char *const *wheels)
     return 0;
 }
 
+static int kernel_image(const char *scenario, const char *folder,
+                        int expect_ok)
+{
+    const unsigned char *image = NULL;
+    size_t size = 0;
+    fp8q_error error;
+    char expected[FP8Q_CUDA_PATH_SIZE + 64];
+    fp8q_status status;
+
+    fp8q_error_clear(&error);
+    fp8q_kernel_image_set_folder(folder);
+    status = fp8q_kernel_image_get(&image, &size, &error);
+    if (expect_ok) {
+        return status == FP8Q_OK && size == 16 && image != NULL
+                   ? 0
+                   : fail(scenario, "the image was not read", error.message);
+    }
+    (void)snprintf(expected, sizeof expected,
+                   "fp8q's CUDA kernels are missing: %s/%s cannot be read "
+                   "(No such file or directory); reinstall fp8q",
+                   folder, FP8Q_KERNEL_IMAGE_FILE);
+    return status == FP8Q_ERROR_CUDA && strcmp(error.message, expected) == 0
+               ? 0
+               : fail(scenario, expected, error.message);
+}
+
 int main(int argc, char **argv)
 {
     const char *scenario = argc > 1 ? argv[1] : "";
@@ -168,10 +200,17 @@ int main(int argc, char **argv)
     else if (strcmp(scenario, "cublaslt-wheel") == 0 && argc == 4) {
         failed = cublaslt_wheel(wheels);
     }
+    else if (strcmp(scenario, "kernel-image-missing") == 0) {
+        failed = kernel_image(scenario, "C:/fp8q-nowhere", 0);
+    }
+    else if (strcmp(scenario, "kernel-image-valid") == 0) {
+        /* "kernel-\u00e9" in UTF-8: _wfopen_s gets the same name. */
+        failed = kernel_image(scenario, "kernel-\xc3\xa9", 1);
+    }
     else {
         printf("usage: cuda_loader no-driver | no-entry-points | "
                "cublaslt-order WHEEL1 WHEEL2 | cublaslt-wheel WHEEL1 "
-               "WHEEL2\n");
+               "WHEEL2 | kernel-image-missing | kernel-image-valid\n");
         return 2;
     }
     if (!failed) {

@@ -62,5 +62,12 @@ FP8Q_CUDA_DRIVER=$(winepath -w "$BUILD_DIR/fake_library.dll" 2>/dev/null) \
 scenario cublaslt-order "$windows_a" "$windows_b" || failed=1
 cp "$BUILD_DIR/fake_library.dll" "$wheel_b/cublasLt64_12.dll"
 scenario cublaslt-wheel "$windows_a" "$windows_b" || failed=1
-[ "$failed" -eq 0 ] && echo "cuda loader: 4 scenarios passed"
+scenario kernel-image-missing || failed=1
+# A fatbin header (magic, version 1, header size 16) with no payload, in a
+# folder whose name is not ASCII.
+mkdir -p "$BUILD_DIR/kernel-image-valid/kernel-é"
+printf '\120\355\125\272\001\000\020\000\000\000\000\000\000\000\000\000' \
+    >"$BUILD_DIR/kernel-image-valid/kernel-é/fp8q_kernels.fatbin"
+scenario kernel-image-valid || failed=1
+[ "$failed" -eq 0 ] && echo "cuda loader: 6 scenarios passed"
 exit "$failed"
