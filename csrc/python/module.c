@@ -86,8 +86,10 @@ static int fp8q_module_exec(PyObject *module)
     return 0;
 }
 
+/* The exec slot's function is stored by PyInit__C: ISO C has no cast from
+ * a function pointer to void *, and memcpy converts without one. */
 static PyModuleDef_Slot fp8q_module_slots[] = {
-    {Py_mod_exec, (void *)fp8q_module_exec},
+    {Py_mod_exec, NULL},
 #if PY_VERSION_HEX >= 0x030C0000
     {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
 #endif
@@ -111,5 +113,8 @@ static struct PyModuleDef fp8q_module_definition = {
 
 PyMODINIT_FUNC PyInit__C(void)
 {
+    int (*exec)(PyObject *) = fp8q_module_exec;
+
+    memcpy(&fp8q_module_slots[0].value, &exec, sizeof exec);
     return PyModuleDef_Init(&fp8q_module_definition);
 }
