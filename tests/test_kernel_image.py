@@ -85,3 +85,13 @@ def test_a_damaged_file_fails_cuda_work_naming_it(fake_driver, tmp_path,
     assert run(fake_driver, kernel_file) == (
         f"fp8q's CUDA kernels are damaged: {kernel_file} ({len(data)} "
         f"bytes): {reason}; reinstall fp8q")
+
+
+def test_info_names_the_kernel_file():
+    """(No driver needed: the path is known from the module's folder.)"""
+    kernel_file = fp8q._C._build_info()["kernel_file"]
+    if not fp8q._C._build_info()["cuda_kernels"]:
+        assert kernel_file is None
+        return
+    assert Path(kernel_file) == Path(fp8q._C.__file__).parent / FILE
+    assert fp8q.info()["build"]["kernel_file"] == kernel_file

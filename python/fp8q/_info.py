@@ -135,6 +135,7 @@ def info():
             "numpy_headers": build["numpy_build_version"],
             "build_system": build["build_system"],
             "kernel_archs": build["kernel_archs"],
+            "kernel_file": build["kernel_file"],
             "cuda_min_driver_version": build["cuda_min_driver_version"],
             "cuda_ptx_min_driver_version": build["cuda_ptx_min_driver_version"],
         },
@@ -245,6 +246,8 @@ def print_info(as_json=False):
         ("fp8q", facts["fp8q"]),
         ("compiler", build["compiler"]),
         ("cuda kernels", f"{kernels}{nvcc}"),
+        *([("  kernel file", build["kernel_file"])] if build["kernel_file"]
+          else []),
         ("numpy headers", build["numpy_headers"]),
         ("platform", f"{machine['system']} ({machine['machine']})"),
         ("cpu", f"{machine['cpu']}, {machine['logical_cpus']} logical CPUs"),
