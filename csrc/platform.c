@@ -2,7 +2,8 @@
  * platform.c - the only OS-specific code in fp8q: aligned allocation, the
  * processor count and its x86 features, a parallel loop on a pool of worker
  * threads, 64-bit atomics, one-time initialisation, locks that survive
- * fork() and shared libraries opened at run time.
+ * fork(), shared libraries opened at run time and whole files read by
+ * UTF-8 path.
  *
  * POSIX builds use posix_memalign, sysconf/sched_getaffinity, pthreads (with
  * fork handlers that keep every lock usable in a child), the GCC/clang
@@ -45,6 +46,7 @@
 #include <dlfcn.h>
 #endif
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1031,3 +1033,74 @@ void fp8q_library_close(fp8q_library *library)
 }
 
 #endif
+
+/* ------------------------------------------------------------------------- */
+/* Files                                                                     */
+
+/* `path` (UTF-8) opened for binary reading, or NULL with the C library's
+ * text for the error in `error_text`. Windows: _wfopen_s (the narrow fopen
+ * would take the ANSI code page; MSVC deprecates _wfopen and strerror). */
+static FILE *open_for_reading(const char *path, char *error_text,
+                              size_t error_size)
+{
+#if defined(_WIN32)
+    FILE *file = NULL;
+    wchar_t *wide = utf8_to_wide(path);
+    errno_t error_number = EINVAL;
+    if (wide != NULL) {
+        error_number = _wfopen_s(&file, wide, L"rb");
+        free(wide);
+    }
+    if (error_number != 0 || file == NULL) {
+        if (error_size > 0 &&
+            strerror_s(error_text, error_size, error_number) != 0) {
+            copy_text(error_text, error_size, "cannot open it");
+        }
+        return NULL;
+    }
+    return file;
+#else
+    FILE *file = fopen(path, "rb");
+    if (file == NULL) {
+        copy_text(error_text, error_size, strerror(errno));
+    }
+    return file;
+#endif
+}
+
+int fp8q_file_read(const char *path, unsigned char **data, size_t *size,
+                   char *error_text, size_t error_size)
+{
+    FILE *file;
+    long length;
+    unsigned char *buffer;
+
+    *data = NULL;
+    *size = 0;
+    file = open_for_reading(path, error_text, error_size);
+    if (file == NULL) {
+        return -1;
+    }
+    if (fseek(file, 0, SEEK_END) != 0 || (length = ftell(file)) < 0 ||
+        fseek(file, 0, SEEK_SET) != 0) {
+        copy_text(error_text, error_size, "cannot tell its size");
+        (void)fclose(file);
+        return -1;
+    }
+    buffer = (unsigned char *)fp8q_aligned_alloc((size_t)length);
+    if (buffer == NULL) {
+        copy_text(error_text, error_size, "out of memory");
+        (void)fclose(file);
+        return -1;
+    }
+    if (fread(buffer, 1, (size_t)length, file) != (size_t)length) {
+        copy_text(error_text, error_size, "read error");
+        fp8q_aligned_free(buffer);
+        (void)fclose(file);
+        return -1;
+    }
+    (void)fclose(file);
+    *data = buffer;
+    *size = (size_t)length;
+    return 0;
+}

@@ -237,4 +237,17 @@ int fp8q_library_path(fp8q_library *library, char *path, size_t path_size);
  * unloaded when no reference is left. */
 void fp8q_library_close(fp8q_library *library);
 
+/* ------------------------------------------------------------------------- */
+/* Files                                                                     */
+
+/*
+ * Reads the whole file at `path` (UTF-8; on Windows opened through its
+ * UTF-16 form, so any characters work) into a new FP8Q_ALIGNMENT-aligned
+ * block: 0 with *data (free it with fp8q_aligned_free) and *size, or -1
+ * with *data NULL and the reason (the C library's text for errno, e.g. "No
+ * such file or directory") in `error_text`, truncated to `error_size`.
+ */
+int fp8q_file_read(const char *path, unsigned char **data, size_t *size,
+                   char *error_text, size_t error_size);
+
 #endif /* FP8Q_PLATFORM_H */

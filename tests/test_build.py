@@ -1,5 +1,5 @@
 """How fp8q._C was built: it links no CUDA library, and its build facts
-(_C._build_info()) agree with one another and with the embedded kernels.
+(_C._build_info()) agree with one another and with the kernels built.
 
 The NEEDED entries are read from the module's ELF dynamic section by a small
 parser here (no readelf needed); on a platform whose modules are not ELF

@@ -186,7 +186,8 @@ def test_info_cli_json_has_cuda_and_cublaslt_sections(fake_driver):
         # products.
         assert facts["cublaslt"] == {
             "found": True, "version": "13.10.0", "error": None,
-            "path": environment["FP8Q_CUBLASLT"], "scale_modes": {
+            "path": environment["FP8Q_CUBLASLT"], "search": [],
+            "scale_modes": {
                 "0": {"accepted": ["unscaled", "tensorwise"],
                       "refused": []}}}
     else:
@@ -208,6 +209,8 @@ def test_info_reports_a_missing_cublaslt(fake_driver):
     assert facts["cublaslt"]["found"] is False
     assert facts["cublaslt"]["error"].startswith(
         "cuBLASLt not found: tried /nonexistent/libcublasLt.so.13 (")
+    assert [line.split(" (")[0] for line in facts["cublaslt"]["search"]] == [
+        "/nonexistent/libcublasLt.so.13"]
 
 
 def _real_gpu_reason():

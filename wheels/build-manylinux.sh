@@ -4,7 +4,8 @@
 # 2.17 (wheels/zig-cc) and auditwheel checks and tags the result.
 #
 #   bash wheels/build-manylinux.sh OUT_DIR
-#     -> OUT_DIR/fp8q-<version>-<python>-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
+#     -> OUT_DIR/fp8q-<version>-<python>-manylinux2014_x86_64.manylinux_2_17_x86_64.whl
+#        (measured, cp312: those two tags; fp8q/fp8q_kernels.fatbin inside)
 #
 # FP8Q_PREBUILT_FATBIN (kernels/build-fatbin.sh) gives the wheel its CUDA
 # kernels; without it the wheel is CPU-only. PYTHON (default python3) picks

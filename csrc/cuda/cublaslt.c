@@ -56,18 +56,66 @@ static const char *const *library_names = names_13_first;
 /* ------------------------------------------------------------------------- */
 /* Finding the library                                                       */
 
-/* Everything tried so far, for the message when nothing works. */
+/* Everything tried so far: one "place (reason)" line each, in
+ * library.search. */
 typedef struct search_log {
-    char text[2048];
+    int count;
+    int overflowed; /* a line did not fit */
 } search_log;
 
 static void log_try(search_log *log, const char *what, const char *reason)
 {
-    const size_t used = strlen(log->text);
-    if (used + 1 < sizeof log->text) {
-        (void)snprintf(log->text + used, sizeof log->text - used, "%s%s (%s)",
-                       used > 0 ? "; " : "", what, reason);
+    const size_t used = strlen(library.search);
+    const size_t room = sizeof library.search - used;
+    const int length =
+        snprintf(library.search + used, room, "%s (%s)\n", what, reason);
+    if (length < 0 || (size_t)length >= room) {
+        library.search[used] = '\0';
+        log->overflowed = 1;
+        return;
     }
+    log->count++;
+}
+
+/* The failure of a search that found nothing: every place in the message
+ * where they fit, else their number and where to read them. */
+static void fail_not_found(const search_log *log)
+{
+    /* What the message's other words leave of FP8Q_ERROR_MESSAGE_SIZE. */
+    char tried[FP8Q_ERROR_MESSAGE_SIZE - 160];
+    const char *line = library.search;
+    size_t used = 0;
+    int fits = !log->overflowed;
+
+    tried[0] = '\0';
+    while (fits && *line != '\0') {
+        const char *end = strchr(line, '\n');
+        const size_t length = (size_t)(end - line);
+        const size_t separator = used > 0 ? 2 : 0;
+        if (used + separator + length >= sizeof tried) {
+            fits = 0;
+            break;
+        }
+        memcpy(tried + used, "; ", separator);
+        memcpy(tried + used + separator, line, length);
+        used += separator + length;
+        tried[used] = '\0';
+        line = end + 1;
+    }
+    if (fits) {
+        fp8q_fail(&library.error, FP8Q_ERROR_CUDA,
+                  "cuBLASLt not found: tried %s. Install NVIDIA's "
+                  "nvidia-cublas wheel (or PyTorch with CUDA), or set "
+                  "FP8Q_CUBLASLT to libcublasLt's path",
+                  tried);
+        return;
+    }
+    fp8q_fail(&library.error, FP8Q_ERROR_CUDA,
+              "cuBLASLt not found in %d places (`python -m fp8q info` lists "
+              "each and why it failed). Install NVIDIA's nvidia-cublas wheel "
+              "(or PyTorch with CUDA), or set FP8Q_CUBLASLT to libcublasLt's "
+              "path",
+              log->count);
 }
 
 /* Opens `path`; on success records it as the library's path. */
@@ -210,13 +258,13 @@ static void load_library(void *context)
 {
     const load_request *request = (const load_request *)context;
     char override[FP8Q_CUDA_PATH_SIZE];
-    search_log log;
+    search_log log = {0, 0};
     const int override_state =
         fp8q_getenv_utf8("FP8Q_CUBLASLT", override, sizeof override);
     int found;
 
     fp8q_error_clear(&library.error);
-    log.text[0] = '\0';
+    library.search[0] = '\0';
     if (request->driver_version < 13000) {
         library_names = names_12_first;
     }
@@ -230,11 +278,7 @@ static void load_library(void *context)
     found = override_state > 0 ? try_open(override, &log)
                                : search(request, &log);
     if (!found) {
-        fp8q_fail(&library.error, FP8Q_ERROR_CUDA,
-                  "cuBLASLt not found: tried %s. Install NVIDIA's "
-                  "nvidia-cublas wheel (or PyTorch with CUDA), or set "
-                  "FP8Q_CUBLASLT to libcublasLt's path",
-                  log.text);
+        fail_not_found(&log);
         return;
     }
     if (resolve_entry_points() < 0) {

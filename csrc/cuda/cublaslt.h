@@ -10,8 +10,10 @@
  *      libcublasLt.so.13, then .so.12 (cublasLt64_13.dll, _12.dll) — .12
  *      first where the driver is older than CUDA 13, in every step;
  *   3. NVIDIA's pip wheels: each directory the caller passes (the binding
- *      gives <site-packages>/nvidia/cu13/lib and nvidia/cublas/lib, or
- *      their bin directories on Windows);
+ *      gives nvidia/cu13/lib and nvidia/cublas/lib, or their bin
+ *      directories on Windows, under the running interpreter's install
+ *      folders only: site-packages, the user site; never the working
+ *      directory, a script's folder or other sys.path entries);
  *   4. CUDA_PATH, then CUDA_HOME: lib64/ and lib/ (bin/ and bin/x64/ on
  *      Windows);
  *   5. the system's loader, by bare name (on Windows: the application's
@@ -35,6 +37,9 @@
  * + 100 * minor + patch): 12.0. */
 #define FP8Q_CUBLASLT_MIN_VERSION 120000
 
+/* Room for the search record: about 40 places of 400 bytes each. */
+#define FP8Q_CUBLASLT_SEARCH_SIZE 16384
+
 typedef struct fp8q_cublaslt_api {
     fp8q_lt_create_fn create;
     fp8q_lt_get_version_fn get_version;
@@ -57,6 +62,11 @@ typedef struct fp8q_cublaslt {
      * tried and why each failed. */
     fp8q_error error;
     char path[FP8Q_CUDA_PATH_SIZE]; /* the file loaded ("" when none) */
+    /* Every place tried before the one that opened (or all of them), one
+     * "place (the loader's reason)" line each, in order; the error message
+     * repeats them where they fit, else points to `python -m fp8q info`,
+     * which prints them. */
+    char search[FP8Q_CUBLASLT_SEARCH_SIZE];
     size_t version;                 /* cublasLtGetVersion(), 0 when none */
     fp8q_cublaslt_api api;
 } fp8q_cublaslt;

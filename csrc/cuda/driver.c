@@ -1,7 +1,8 @@
 /*
  * driver.c - opens the CUDA driver at first GPU use, resolves its entry
  * points with cuGetProcAddress, describes the devices, and loads fp8q's
- * embedded kernel image into each device's primary context (see driver.h).
+ * kernel image (cuda/kernel_image.h) into each device's primary context
+ * (see driver.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,9 +23,7 @@
 #include "quantize_rows.cuh"
 #include "scale.cuh"
 #include "transpose.cuh"
-#if FP8Q_CUDA_KERNELS
 #include "cuda/kernel_image.h"
-#endif
 
 /* ------------------------------------------------------------------------- */
 /* Process-wide state                                                        */
@@ -506,19 +505,22 @@ fp8q_status fp8q_cuda_device_properties_get(
 
 #if FP8Q_CUDA_KERNELS
 
-/* Loads the kernel image into the current context: the library API where
- * the driver has it, else a module. */
+/* Loads the kernel image (read by fp8q_cuda_device_open) into the current
+ * context from memory: the library API where the driver has it, else a
+ * module. */
 static fp8q_cu_result load_kernel_image(const fp8q_cuda_driver *loaded,
                                         fp8q_cuda_device *device,
                                         const char **step)
 {
+    const unsigned char *image = NULL;
+    size_t image_size = 0;
     fp8q_cu_result result;
 
+    (void)fp8q_kernel_image_get(&image, &image_size, NULL);
     if (loaded->api.library_load_data != NULL) {
         *step = "cuLibraryLoadData";
-        result = loaded->api.library_load_data(&device->library,
-                                               fp8q_kernel_image, NULL, NULL,
-                                               0, NULL, NULL, 0);
+        result = loaded->api.library_load_data(&device->library, image, NULL,
+                                               NULL, 0, NULL, NULL, 0);
         if (result != FP8Q_CUDA_SUCCESS) {
             device->library = NULL;
             return result;
@@ -535,7 +537,7 @@ static fp8q_cu_result load_kernel_image(const fp8q_cuda_driver *loaded,
         return result;
     }
     *step = "cuModuleLoadData";
-    return loaded->api.module_load_data(&device->module, fp8q_kernel_image);
+    return loaded->api.module_load_data(&device->module, image);
 }
 
 /* Finds every kernel in the loaded module; *step names the failing call. */
@@ -725,11 +727,18 @@ fp8q_status fp8q_cuda_device_open(int index, const fp8q_cuda_device **device,
     fp8q_cu_device unused;
     device_slot *slot;
     fp8q_status status;
+    const unsigned char *image;
+    size_t image_size;
 
     *device = NULL;
     status = fp8q_cuda_backend_check(error);
     if (status == FP8Q_OK) {
         status = get_device(loaded, index, &unused, error);
+    }
+    if (status == FP8Q_OK) {
+        /* Read here, outside the slot's once (fp8q_once_run must not
+         * nest); open_device finds it read. */
+        status = fp8q_kernel_image_get(&image, &image_size, error);
     }
     if (status != FP8Q_OK) {
         return status;

@@ -210,9 +210,11 @@ typedef struct fp8q_cuda_device {
 /*
  * Returns device `index` with fp8q's kernels loaded into its primary
  * context: on the first call for the device, retains the primary context
- * and loads the embedded kernel image (once per device, thread-safely).
- * Fails as fp8q_cuda_backend_check, with "CUDA device N does not exist"
- * for a bad index, and with the device's sm_XY and the architectures fp8q's
+ * and loads the kernel image read from its file (cuda/kernel_image.h; once
+ * per device, thread-safely). Fails as fp8q_cuda_backend_check, with the
+ * kernel file's error when it is missing or damaged, with "CUDA device N
+ * does not exist" for a bad index, and with the device's sm_XY and the
+ * architectures fp8q's
  * kernels were built for when the image has no code this GPU can run
  * (CUDA_ERROR_NO_BINARY_FOR_GPU).
  */

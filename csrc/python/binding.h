@@ -29,6 +29,53 @@
 #endif
 #include <numpy/arrayobject.h>
 
+/* Per-object critical sections (PEP 703): on a free-threaded CPython
+ * (3.13+) they lock the object, and are suspended while the thread waits or
+ * releases its thread state (Py_BEGIN_ALLOW_THREADS), as the GIL would be;
+ * with a GIL they do nothing. Python before 3.13 lacks the macros. */
+#if !defined(Py_BEGIN_CRITICAL_SECTION)
+#define Py_BEGIN_CRITICAL_SECTION(object) {
+#define Py_END_CRITICAL_SECTION() }
+#define Py_BEGIN_CRITICAL_SECTION2(first, second) {
+#define Py_END_CRITICAL_SECTION2() }
+#endif
+
+/* Defines `name`, a method of METH_O or getter shape, that runs `method`
+ * inside a critical section of `self` (the state of objects users share
+ * across threads, such as a calibrator). */
+#define FP8Q_LOCKED_SELF(name, method, self_type)                          \
+    static PyObject *name(self_type *self, void *argument)                 \
+    {                                                                      \
+        PyObject *result;                                                  \
+        Py_BEGIN_CRITICAL_SECTION(self);                                   \
+        result = method(self, argument);                                   \
+        Py_END_CRITICAL_SECTION();                                         \
+        return result;                                                     \
+    }
+
+/* The same for a METH_O method whose argument's state is read too (merge):
+ * both objects locked. */
+#define FP8Q_LOCKED_PAIR(name, method, self_type)                          \
+    static PyObject *name(self_type *self, PyObject *other)                \
+    {                                                                      \
+        PyObject *result;                                                  \
+        Py_BEGIN_CRITICAL_SECTION2(self, other);                           \
+        result = method(self, other);                                      \
+        Py_END_CRITICAL_SECTION2();                                        \
+        return result;                                                     \
+    }
+
+/* The same for METH_VARARGS | METH_KEYWORDS methods. */
+#define FP8Q_LOCKED_KEYWORDS(name, method, self_type)                      \
+    static PyObject *name(self_type *self, PyObject *args, PyObject *kwargs) \
+    {                                                                      \
+        PyObject *result;                                                  \
+        Py_BEGIN_CRITICAL_SECTION(self);                                   \
+        result = method(self, args, kwargs);                               \
+        Py_END_CRITICAL_SECTION();                                         \
+        return result;                                                     \
+    }
+
 #include "core/dtype.h"
 #include "core/quantize.h"
 #include "core/scaled_mm.h"

@@ -1015,22 +1015,17 @@ static fp8q_TensorObject *import_object(PyObject *object,
     return tensor;
 }
 
+/* "requires_grad", interned once at module execution (never freed). */
+static PyObject *requires_grad_name;
+
 /* Nonzero when object.requires_grad (torch's autograd flag) is true; 0
  * for producers without the attribute. */
 static int requires_grad(PyObject *object)
 {
-    static PyObject *name;
     PyObject *value;
     int result;
 
-    if (name == NULL) {
-        name = PyUnicode_InternFromString("requires_grad");
-        if (name == NULL) {
-            PyErr_Clear();
-            return 1;
-        }
-    }
-    value = PyObject_GetAttr(object, name);
+    value = PyObject_GetAttr(object, requires_grad_name);
     result = value != NULL && PyObject_IsTrue(value) != 0;
     Py_XDECREF(value);
     PyErr_Clear();
@@ -1164,5 +1159,11 @@ static PyMethodDef dlpack_functions[] = {
 
 int fp8q_py_dlpack_init(PyObject *module)
 {
+    if (requires_grad_name == NULL) {
+        requires_grad_name = PyUnicode_InternFromString("requires_grad");
+        if (requires_grad_name == NULL) {
+            return -1;
+        }
+    }
     return PyModule_AddFunctions(module, dlpack_functions);
 }

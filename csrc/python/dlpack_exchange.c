@@ -13,15 +13,21 @@
 
 #include "python/binding.h"
 
+#include "platform.h"
+
 /* ------------------------------------------------------------------------- */
 /* Finding a type's table                                                    */
 
 /* Types seen so far and their tables (NULL: the type publishes none fp8q
- * reads). The types are kept alive, so their addresses stay theirs. */
+ * reads). The types are kept alive, so their addresses stay theirs. An
+ * entry is written before n_known_types counts it (atomics: a thread of a
+ * free-threaded CPython reads only whole entries); two threads that add at
+ * once may both look the type up, and one entry is then claimed twice or
+ * left NULL, which only costs a lookup. */
 #define KNOWN_TYPES 8
 static PyTypeObject *known_types[KNOWN_TYPES];
 static const fp8q_dl_exchange_api *known_tables[KNOWN_TYPES];
-static int n_known_types;
+static volatile int64_t n_known_types;
 
 /* The table of `type`: 0 and *table (NULL when the type has no
  * `__dlpack_c_exchange_api__` capsule, one of another major version, or one
@@ -62,8 +68,10 @@ int fp8q_py_exchange_api(PyObject *object, const fp8q_dl_exchange_api **api)
     PyTypeObject *type = Py_TYPE(object);
     int index;
 
+    const int known = (int)fp8q_atomic_load_i64(&n_known_types);
+
     *api = NULL;
-    for (index = 0; index < n_known_types; index++) {
+    for (index = 0; index < known; index++) {
         if (known_types[index] == type) {
             *api = known_tables[index];
             return 0;
@@ -75,11 +83,11 @@ int fp8q_py_exchange_api(PyObject *object, const fp8q_dl_exchange_api **api)
     if (lookup(type, api) < 0) {
         return -1;
     }
-    if (n_known_types < KNOWN_TYPES) {
+    if (known < KNOWN_TYPES) {
         Py_INCREF(type);
-        known_types[n_known_types] = type;
-        known_tables[n_known_types] = *api;
-        n_known_types++;
+        known_tables[known] = *api;
+        known_types[known] = type;
+        fp8q_atomic_store_i64(&n_known_types, known + 1);
     }
     return 0;
 }

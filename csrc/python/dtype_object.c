@@ -7,6 +7,8 @@
 
 #include "python/binding.h"
 
+#include "platform.h"
+
 /* ------------------------------------------------------------------------- */
 /* Singletons                                                                */
 
@@ -30,8 +32,10 @@ PyObject *fp8q_py_dtype_object(fp8q_dtype dtype)
 
 /* ml_dtypes is imported on first need: 0 not tried yet, 1 imported,
  * -1 not installed. ml_dtypes_descrs holds its dtypes (NULL where ml_dtypes
- * lacks one). */
-static int ml_dtypes_state;
+ * lacks one), written before the state is published (atomics, so a thread
+ * of a free-threaded CPython that sees 1 sees the descriptors too; two
+ * threads that both import store the same descriptors). */
+static volatile int64_t ml_dtypes_state;
 static PyArray_Descr *ml_dtypes_descrs[FP8Q_DTYPE_COUNT];
 
 static int dtype_is_ml_dtypes_type(fp8q_dtype dtype)
@@ -47,7 +51,7 @@ static int load_ml_dtypes(void)
     PyArray_Descr *descrs[FP8Q_DTYPE_COUNT] = {NULL};
     int index;
 
-    if (ml_dtypes_state != 0) {
+    if (fp8q_atomic_load_i64(&ml_dtypes_state) != 0) {
         return 0;
     }
     module = PyImport_ImportModule("ml_dtypes");
@@ -56,7 +60,7 @@ static int load_ml_dtypes(void)
             return -1;
         }
         PyErr_Clear();
-        ml_dtypes_state = -1;
+        fp8q_atomic_store_i64(&ml_dtypes_state, -1);
         return 0;
     }
     for (index = 0; index < FP8Q_DTYPE_COUNT; index++) {
@@ -84,14 +88,14 @@ static int load_ml_dtypes(void)
     }
     Py_DECREF(module);
     /* The import may have released the GIL: another thread may have won. */
-    if (ml_dtypes_state != 0) {
+    if (fp8q_atomic_load_i64(&ml_dtypes_state) != 0) {
         for (index = 0; index < FP8Q_DTYPE_COUNT; index++) {
             Py_XDECREF(descrs[index]);
         }
         return 0;
     }
     memcpy(ml_dtypes_descrs, descrs, sizeof descrs);
-    ml_dtypes_state = 1;
+    fp8q_atomic_store_i64(&ml_dtypes_state, 1);
     return 0;
 }
 

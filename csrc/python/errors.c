@@ -26,20 +26,23 @@ PyDoc_STRVAR(cuda_out_of_memory_doc,
              "loading\nfp8q's kernels). Both an fp8q.CudaError and a "
              "MemoryError.");
 
-/* Creates the exception type `name` and adds it to the module as
- * `attribute`; the global `*type` keeps the module's reference valid. */
+/* Creates the exception type `name` (once per process: a module executed
+ * again, after `del sys.modules["fp8q._C"]`, gets the same class, so
+ * `except fp8q.CudaError` keeps working) and adds it to the module as
+ * `attribute`; the global `*type` holds its own reference. */
 static int add_exception(PyObject *module, PyObject **type, const char *name,
                          const char *attribute, const char *doc,
                          PyObject *bases)
 {
-    *type = PyErr_NewExceptionWithDoc(name, doc, bases, NULL);
     if (*type == NULL) {
-        return -1;
+        *type = PyErr_NewExceptionWithDoc(name, doc, bases, NULL);
+        if (*type == NULL) {
+            return -1;
+        }
     }
     Py_INCREF(*type);
     if (PyModule_AddObject(module, attribute, *type) < 0) {
         Py_DECREF(*type);
-        Py_CLEAR(*type);
         return -1;
     }
     return 0;

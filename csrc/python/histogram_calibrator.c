@@ -744,25 +744,55 @@ static PyObject *histogram_calibrator_reduce(PyObject *self, PyObject *unused)
     return fp8q_py_calibrator_reduce(self, settings);
 }
 
+/* Every method and getter that reads or changes the state runs inside a
+ * critical section of the calibrator (binding.h): one calibrator updated
+ * from several threads behaves as under the GIL, free-threaded too. The
+ * settings (fixed at construction) and __reduce__ (which calls
+ * state_dict) need none. */
+FP8Q_LOCKED_KEYWORDS(locked_update, histogram_calibrator_update,
+                     fp8q_HistogramCalibratorObject)
+FP8Q_LOCKED_KEYWORDS(locked_compute_amax, histogram_calibrator_compute_amax,
+                     fp8q_HistogramCalibratorObject)
+FP8Q_LOCKED_SELF(locked_state_dict, histogram_calibrator_state_dict,
+                 fp8q_HistogramCalibratorObject)
+FP8Q_LOCKED_SELF(locked_load_state_dict, histogram_calibrator_load_state_dict,
+                 fp8q_HistogramCalibratorObject)
+FP8Q_LOCKED_SELF(locked_reset, histogram_calibrator_reset,
+                 fp8q_HistogramCalibratorObject)
+FP8Q_LOCKED_SELF(locked_extend_range, histogram_calibrator_extend_range,
+                 fp8q_HistogramCalibratorObject)
+FP8Q_LOCKED_PAIR(locked_merge, histogram_calibrator_merge,
+                 fp8q_HistogramCalibratorObject)
+FP8Q_LOCKED_SELF(locked_get_amax, histogram_calibrator_get_amax,
+                 fp8q_HistogramCalibratorObject)
+FP8Q_LOCKED_SELF(locked_get_bin_width, histogram_calibrator_get_bin_width,
+                 fp8q_HistogramCalibratorObject)
+FP8Q_LOCKED_SELF(locked_get_counts, histogram_calibrator_get_counts,
+                 fp8q_HistogramCalibratorObject)
+FP8Q_LOCKED_SELF(locked_get_total_count, histogram_calibrator_get_total_count,
+                 fp8q_HistogramCalibratorObject)
+FP8Q_LOCKED_SELF(locked_get_nonfinite_count, histogram_calibrator_get_nonfinite_count,
+                 fp8q_HistogramCalibratorObject)
+
 static PyMethodDef histogram_calibrator_methods[] = {
-    {"update", (PyCFunction)(void (*)(void))histogram_calibrator_update,
+    {"update", (PyCFunction)(void (*)(void))locked_update,
      METH_VARARGS | METH_KEYWORDS, update_doc},
     {"compute_amax",
-     (PyCFunction)(void (*)(void))histogram_calibrator_compute_amax,
+     (PyCFunction)(void (*)(void))locked_compute_amax,
      METH_VARARGS | METH_KEYWORDS, compute_amax_doc},
-    {"merge", (PyCFunction)histogram_calibrator_merge, METH_O, merge_doc},
-    {"extend_range", (PyCFunction)histogram_calibrator_extend_range, METH_O,
+    {"merge", (PyCFunction)locked_merge, METH_O, merge_doc},
+    {"extend_range", (PyCFunction)locked_extend_range, METH_O,
      extend_range_doc},
-    {"state_dict", (PyCFunction)histogram_calibrator_state_dict, METH_NOARGS,
+    {"state_dict", (PyCFunction)locked_state_dict, METH_NOARGS,
      state_dict_doc},
-    {"load_state_dict", (PyCFunction)histogram_calibrator_load_state_dict,
+    {"load_state_dict", (PyCFunction)locked_load_state_dict,
      METH_O, load_state_dict_doc},
     {"__reduce__", (PyCFunction)histogram_calibrator_reduce, METH_NOARGS,
      "Pickling and copy.deepcopy: the settings and state_dict() (state "
      "kept on a GPU comes back to the host)."},
-    {"__setstate__", (PyCFunction)histogram_calibrator_load_state_dict, METH_O,
+    {"__setstate__", (PyCFunction)locked_load_state_dict, METH_O,
      "Unpickling: load_state_dict(state)."},
-    {"reset", (PyCFunction)histogram_calibrator_reset, METH_NOARGS,
+    {"reset", (PyCFunction)locked_reset, METH_NOARGS,
      reset_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -772,18 +802,18 @@ static PyGetSetDef histogram_calibrator_getset[] = {
      NULL},
     {"skip_zeros", (getter)histogram_calibrator_get_skip_zeros, NULL,
      "Whether exact zeros are left uncounted.", NULL},
-    {"amax", (getter)histogram_calibrator_get_amax, NULL,
+    {"amax", (getter)locked_get_amax, NULL,
      "The largest |x| counted, or None before any.", NULL},
-    {"bin_width", (getter)histogram_calibrator_get_bin_width, NULL,
+    {"bin_width", (getter)locked_get_bin_width, NULL,
      "Width of every bin: a power of two, or 0.0 before any nonzero value.",
      NULL},
-    {"counts", (getter)histogram_calibrator_get_counts, NULL,
+    {"counts", (getter)locked_get_counts, NULL,
      "A copy of the counts (int64 array); bin k holds "
      "k * bin_width <= |x| < (k + 1) * bin_width.",
      NULL},
-    {"total_count", (getter)histogram_calibrator_get_total_count, NULL,
+    {"total_count", (getter)locked_get_total_count, NULL,
      "Number of values counted.", NULL},
-    {"nonfinite_count", (getter)histogram_calibrator_get_nonfinite_count,
+    {"nonfinite_count", (getter)locked_get_nonfinite_count,
      NULL, "NaN and infinite values skipped so far.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

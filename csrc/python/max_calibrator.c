@@ -941,27 +941,47 @@ static PyObject *max_calibrator_reduce(PyObject *self, PyObject *unused)
     return fp8q_py_calibrator_reduce(self, settings);
 }
 
+/* Every method and getter that reads or changes the state runs inside a
+ * critical section of the calibrator (binding.h): one calibrator updated
+ * from several threads behaves as under the GIL, free-threaded too. The
+ * settings (fixed at construction) and __reduce__ (which calls
+ * state_dict) need none. */
+FP8Q_LOCKED_KEYWORDS(locked_update, max_calibrator_update,
+                     fp8q_MaxCalibratorObject)
+FP8Q_LOCKED_KEYWORDS(locked_scale, max_calibrator_scale,
+                     fp8q_MaxCalibratorObject)
+FP8Q_LOCKED_SELF(locked_state_dict, max_calibrator_state_dict,
+                 fp8q_MaxCalibratorObject)
+FP8Q_LOCKED_SELF(locked_load_state_dict, max_calibrator_load_state_dict,
+                 fp8q_MaxCalibratorObject)
+FP8Q_LOCKED_SELF(locked_reset, max_calibrator_reset, fp8q_MaxCalibratorObject)
+FP8Q_LOCKED_PAIR(locked_merge, max_calibrator_merge, fp8q_MaxCalibratorObject)
+FP8Q_LOCKED_SELF(locked_get_amax, max_calibrator_get_amax,
+                 fp8q_MaxCalibratorObject)
+FP8Q_LOCKED_SELF(locked_get_nonfinite_count, max_calibrator_get_nonfinite_count,
+                 fp8q_MaxCalibratorObject)
+
 static PyMethodDef max_calibrator_methods[] = {
-    {"update", (PyCFunction)(void (*)(void))max_calibrator_update,
+    {"update", (PyCFunction)(void (*)(void))locked_update,
      METH_VARARGS | METH_KEYWORDS, update_doc},
-    {"scale", (PyCFunction)(void (*)(void))max_calibrator_scale,
+    {"scale", (PyCFunction)(void (*)(void))locked_scale,
      METH_VARARGS | METH_KEYWORDS, scale_doc},
-    {"merge", (PyCFunction)max_calibrator_merge, METH_O, merge_doc},
-    {"state_dict", (PyCFunction)max_calibrator_state_dict, METH_NOARGS,
+    {"merge", (PyCFunction)locked_merge, METH_O, merge_doc},
+    {"state_dict", (PyCFunction)locked_state_dict, METH_NOARGS,
      state_dict_doc},
-    {"load_state_dict", (PyCFunction)max_calibrator_load_state_dict, METH_O,
+    {"load_state_dict", (PyCFunction)locked_load_state_dict, METH_O,
      load_state_dict_doc},
     {"__reduce__", (PyCFunction)max_calibrator_reduce, METH_NOARGS,
      "Pickling and copy.deepcopy: the settings and state_dict() (state "
      "kept on a GPU comes back to the host)."},
-    {"__setstate__", (PyCFunction)max_calibrator_load_state_dict, METH_O,
+    {"__setstate__", (PyCFunction)locked_load_state_dict, METH_O,
      "Unpickling: load_state_dict(state)."},
-    {"reset", (PyCFunction)max_calibrator_reset, METH_NOARGS, reset_doc},
+    {"reset", (PyCFunction)locked_reset, METH_NOARGS, reset_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef max_calibrator_getset[] = {
-    {"amax", (getter)max_calibrator_get_amax, NULL,
+    {"amax", (getter)locked_get_amax, NULL,
      "The calibrated amax: the maximum over every update (the default), "
      "the maximum over the window (algo=\"max\"), the newest entry "
      "(\"most_recent\"), or the moving average; a float per "
@@ -976,7 +996,7 @@ static PyGetSetDef max_calibrator_getset[] = {
      "\"max\" or \"most_recent\".", NULL},
     {"momentum", (getter)max_calibrator_get_momentum, NULL,
      "The moving-average momentum, or None.", NULL},
-    {"nonfinite_count", (getter)max_calibrator_get_nonfinite_count, NULL,
+    {"nonfinite_count", (getter)locked_get_nonfinite_count, NULL,
      "NaN and infinite values skipped so far (skip_nonfinite=True).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

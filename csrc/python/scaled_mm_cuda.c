@@ -59,10 +59,11 @@
 /* ------------------------------------------------------------------------- */
 /* cuBLASLt                                                                  */
 
-/* Loads cuBLASLt (once; GIL released meanwhile), looking in the NVIDIA
- * wheels' library directories under every sys.path entry. NULL with
- * fp8q.CudaError when none is usable. */
-static const fp8q_cublaslt *load_cublaslt(void)
+/* The NVIDIA wheels' library directories under each install folder of this
+ * interpreter (fp8q._install_folders: never the working directory, a
+ * script's folder or another sys.path entry), as UTF-8 strings owned by
+ * `texts`; their count, or -1 with an exception. */
+static int wheel_directories(PyObject **texts, const char **directories)
 {
 #if defined(_WIN32)
     /* CUDA 13's wheels keep the DLLs in bin/x86_64, CUDA 12's in bin. */
@@ -74,38 +75,67 @@ static const fp8q_cublaslt *load_cublaslt(void)
 #endif
 #define N_WHEEL_SUBDIRECTORIES \
     (sizeof wheel_subdirectories / sizeof wheel_subdirectories[0])
+    PyObject *folders = NULL;
+    PyObject *helper = PyImport_ImportModule("fp8q._install_folders");
+    Py_ssize_t entry;
+    int count = 0;
+
+    if (helper != NULL) {
+        folders = PyObject_CallMethod(helper, "package_folders", NULL);
+        Py_DECREF(helper);
+    }
+    if (folders == NULL) {
+        return -1;
+    }
+    if (!PyList_Check(folders)) {
+        Py_DECREF(folders);
+        PyErr_SetString(PyExc_TypeError,
+                        "fp8q._install_folders.package_folders() must "
+                        "return a list");
+        return -1;
+    }
+    for (entry = 0; entry < PyList_GET_SIZE(folders) &&
+                    count + (int)N_WHEEL_SUBDIRECTORIES <=
+                        MAX_WHEEL_DIRECTORIES;
+         entry++) {
+        PyObject *folder = PyList_GET_ITEM(folders, entry);
+        size_t sub;
+        if (!PyUnicode_Check(folder)) {
+            continue;
+        }
+        for (sub = 0; sub < N_WHEEL_SUBDIRECTORIES; sub++) {
+            texts[count] = PyUnicode_FromFormat("%U/%s", folder,
+                                                wheel_subdirectories[sub]);
+            directories[count] = texts[count] != NULL
+                                     ? PyUnicode_AsUTF8(texts[count])
+                                     : NULL;
+            if (directories[count] == NULL) {
+                /* Not UTF-8 (a lone surrogate): not a path fp8q can open. */
+                Py_XDECREF(texts[count]);
+                PyErr_Clear();
+                continue;
+            }
+            count++;
+        }
+    }
+    Py_DECREF(folders);
+    return count;
+}
+
+/* Loads cuBLASLt (once; GIL released meanwhile). NULL with
+ * fp8q.CudaError when none is usable. */
+static const fp8q_cublaslt *load_cublaslt(void)
+{
     const fp8q_cublaslt *library = fp8q_cublaslt_loaded();
     PyObject *texts[MAX_WHEEL_DIRECTORIES];
     const char *directories[MAX_WHEEL_DIRECTORIES];
-    PyObject *path = PySys_GetObject("path"); /* borrowed */
-    Py_ssize_t entry;
-    int count = 0;
+    int count;
     int index;
 
     if (library == NULL) {
-        for (entry = 0; path != NULL && PyList_Check(path) &&
-                        entry < PyList_GET_SIZE(path) &&
-                        count + (int)N_WHEEL_SUBDIRECTORIES <=
-                            MAX_WHEEL_DIRECTORIES;
-             entry++) {
-            PyObject *item = PyList_GET_ITEM(path, entry);
-            size_t sub;
-            if (!PyUnicode_Check(item) || PyUnicode_GetLength(item) == 0) {
-                continue;
-            }
-            for (sub = 0; sub < N_WHEEL_SUBDIRECTORIES; sub++) {
-                texts[count] = PyUnicode_FromFormat("%U/%s", item,
-                                                    wheel_subdirectories[sub]);
-                directories[count] =
-                    texts[count] != NULL ? PyUnicode_AsUTF8(texts[count])
-                                         : NULL;
-                if (directories[count] == NULL) {
-                    Py_XDECREF(texts[count]);
-                    PyErr_Clear();
-                    continue;
-                }
-                count++;
-            }
+        count = wheel_directories(texts, directories);
+        if (count < 0) {
+            return NULL;
         }
         Py_BEGIN_ALLOW_THREADS
         library = fp8q_cublaslt_load(directories, count);
@@ -887,6 +917,22 @@ static PyObject *scale_modes_seen(void)
     return seen;
 }
 
+/* The places the search tried before its outcome, a list of "place
+ * (reason)" strings (fp8q_cublaslt.search). */
+static PyObject *search_lines(const fp8q_cublaslt *library)
+{
+    PyObject *text = PyUnicode_DecodeUTF8(
+        library->search, (Py_ssize_t)strlen(library->search), "replace");
+    PyObject *lines;
+
+    if (text == NULL) {
+        return NULL;
+    }
+    lines = PyUnicode_Splitlines(text, 0);
+    Py_DECREF(text);
+    return lines;
+}
+
 static PyObject *cublaslt_info(PyObject *module, PyObject *unused)
 {
     const fp8q_cublaslt *library;
@@ -899,17 +945,18 @@ static PyObject *cublaslt_info(PyObject *module, PyObject *unused)
         library = fp8q_cublaslt_loaded();
     }
     if (library->error.status != FP8Q_OK) {
-        return Py_BuildValue("{s:O,s:O,s:O,s:s}", "found", Py_False,
+        return Py_BuildValue("{s:O,s:O,s:O,s:s,s:N}", "found", Py_False,
                              "version", Py_None, "path", Py_None, "error",
-                             library->error.message);
+                             library->error.message, "search",
+                             search_lines(library));
     }
     return Py_BuildValue(
-        "{s:O,s:N,s:s,s:O,s:N}", "found", Py_True, "version",
+        "{s:O,s:N,s:s,s:O,s:N,s:N}", "found", Py_True, "version",
         PyUnicode_FromFormat("%d.%d.%d", (int)(library->version / 10000),
                              (int)(library->version / 100 % 100),
                              (int)(library->version % 100)),
-        "path", library->path, "error", Py_None, "scale_modes",
-        scale_modes_seen());
+        "path", library->path, "error", Py_None, "search",
+        search_lines(library), "scale_modes", scale_modes_seen());
 }
 
 static PyObject *scaled_mm_padding(PyObject *module, PyObject *enabled)
@@ -937,7 +984,9 @@ static PyMethodDef scaled_mm_cuda_functions[] = {
      "_cublaslt_info()\n--\n\n"
      "Loads cuBLASLt as the first GPU scaled_mm would (see "
      "csrc/cuda/cublaslt.h for where it is looked for) and returns {found, "
-     "version like '13.10.0', path, error, scale_modes: per device index "
+     "version like '13.10.0', path, error, search: the places tried before "
+     "it (or all of them), each 'place (reason)', scale_modes: per device "
+     "index "
      "{accepted, refused} scaling modes of the products so far}."},
     {NULL, NULL, 0, NULL},
 };

@@ -103,8 +103,10 @@ def info():
     {tensorwise, rowwise, blockwise: the path a (16, 256) @ (256, 256)
     product of that scaling mode took there}}].
 
-    cublaslt: found (None where no GPU is usable), version, path, error and
-    scale_modes: per device index, the scaling modes cuBLASLt accepted and
+    cublaslt: found (None where no GPU is usable), version, path, error,
+    search (every place tried before the outcome, "place (reason)"; the
+    install folders of this interpreter only, never the working directory
+    or a script's folder) and scale_modes: per device index, the scaling modes cuBLASLt accepted and
     refused so far ({accepted: [...], refused: [...]}; "unscaled" is the
     plain FP8, bfloat16 or float32 product of the fallback paths).
 

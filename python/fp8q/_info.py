@@ -100,7 +100,7 @@ def _device_ops(device):
 
 def cublaslt_facts(cuda):
     """The "cublaslt" section of info(): {found, version, path, error,
-    scale_modes}, with cuBLASLt loaded as the first GPU scaled_mm would,
+    search, scale_modes}, with cuBLASLt loaded as the first GPU scaled_mm would,
     where a GPU is usable (after cuda_facts, so scale_modes holds what
     cuBLASLt accepted and refused of its products); else found None and a
     note."""
@@ -135,6 +135,7 @@ def info():
             "numpy_headers": build["numpy_build_version"],
             "build_system": build["build_system"],
             "kernel_archs": build["kernel_archs"],
+            "kernel_file": build["kernel_file"],
             "cuda_min_driver_version": build["cuda_min_driver_version"],
             "cuda_ptx_min_driver_version": build["cuda_ptx_min_driver_version"],
         },
@@ -162,13 +163,15 @@ def info():
     }
 
 
-def _cublaslt_text(cublaslt):
-    """The report's value for info()["cublaslt"]."""
+def _cublaslt_lines(cublaslt):
+    """The report's lines for info()["cublaslt"]: the outcome, then, when
+    no cuBLASLt is usable, every place the search tried and why."""
     if cublaslt["found"] is None:
-        return cublaslt["note"]
-    if not cublaslt["found"]:
-        return f"not usable: {cublaslt['error']}"
-    return f"{cublaslt['version']} ({cublaslt['path']})"
+        return [("cublaslt", cublaslt["note"])]
+    if cublaslt["found"]:
+        return [("cublaslt", f"{cublaslt['version']} ({cublaslt['path']})")]
+    return [("cublaslt", f"not usable: {cublaslt['error']}")] + [
+        ("  tried", place) for place in cublaslt["search"]]
 
 
 def _switches_text(switches):
@@ -243,6 +246,8 @@ def print_info(as_json=False):
         ("fp8q", facts["fp8q"]),
         ("compiler", build["compiler"]),
         ("cuda kernels", f"{kernels}{nvcc}"),
+        *([("  kernel file", build["kernel_file"])] if build["kernel_file"]
+          else []),
         ("numpy headers", build["numpy_headers"]),
         ("platform", f"{machine['system']} ({machine['machine']})"),
         ("cpu", f"{machine['cpu']}, {machine['logical_cpus']} logical CPUs"),
@@ -256,8 +261,8 @@ def print_info(as_json=False):
         ("threads", str(facts["threads"])),
     ]
     lines += _cuda_lines(facts["cuda"])
+    lines += _cublaslt_lines(facts["cublaslt"])
     lines += [
-        ("cublaslt", _cublaslt_text(facts["cublaslt"])),
         ("round trip", f"{trip['input']} -> {trip['dtype']} "
                        f"({trip['granularity']} scales) -> float32"),
         ("  max rel error", f"{trip['max_relative_error_normal_range']:.6f} "
