@@ -4,7 +4,8 @@ Imported on demand (`import fp8q.torch`); `import fp8q` never imports torch.
 
 - to_torch / from_torch: zero-copy conversions through DLPack, FP8 included.
 - quantize(model, ...): replaces nn.Linear modules by fp8q.torch.Linear,
-  which holds FP8 weights with float32 dequantization scales.
+  which holds FP8 weights with float32 dequantization scales, all or none,
+  and logs a QuantizeSummary.
 - Linear: the quantized layer (gradients reach its input and bias),
   computed by one fp8q._C call per forward, or by fp8q's
   PyTorch custom operators (torch.ops.fp8q.*, registered on import), so
@@ -17,9 +18,11 @@ CUDA, on PyTorch's current stream). docs/torch.md.
 """
 from fp8q.torch import _ops  # noqa: F401 (registers torch.ops.fp8q)
 from fp8q.torch._calibrate import calibrate, freeze
+from fp8q.torch._checks import InputShapeError
 from fp8q.torch._convert import from_torch, to_torch
 from fp8q.torch._linear import Linear
 from fp8q.torch._quantize import quantize
+from fp8q.torch._summary import QuantizeSummary
 
-__all__ = ["Linear", "calibrate", "freeze", "from_torch", "quantize",
-           "to_torch"]
+__all__ = ["InputShapeError", "Linear", "QuantizeSummary", "calibrate",
+           "freeze", "from_torch", "quantize", "to_torch"]
