@@ -12,6 +12,9 @@ Imported on demand (`import fp8q.torch`); `import fp8q` never imports torch.
   torch.compile and torch.export trace it without graph breaks.
 - calibrate(model, method) / freeze(model): static activation scales.
 - fp8q.torch.quanto_compat: optimum-quanto's FP8 API on top of these.
+- Fp8qConfig: fp8q as a transformers quantization method
+  (from_pretrained(..., quantization_config=Fp8qConfig(...)),
+  save_pretrained); touching it imports transformers and registers it.
 
 The GEMMs run through fp8q's scaled_mm on the tensors' device (CPU or
 CUDA, on PyTorch's current stream). docs/torch.md.
@@ -24,5 +27,19 @@ from fp8q.torch._linear import Linear
 from fp8q.torch._quantize import quantize
 from fp8q.torch._summary import QuantizeSummary
 
-__all__ = ["InputShapeError", "Linear", "QuantizeSummary", "calibrate",
-           "freeze", "from_torch", "quantize", "to_torch"]
+__all__ = ["Fp8qConfig", "InputShapeError", "Linear", "QuantizeSummary",
+           "calibrate", "freeze", "from_torch", "quantize", "to_torch"]
+
+
+def __getattr__(name):
+    """Fp8qConfig on first use: it imports transformers (which fp8q does
+    not need otherwise) and registers fp8q as its quantization method."""
+    if name != "Fp8qConfig":
+        raise AttributeError(f"module 'fp8q.torch' has no attribute {name!r}")
+    try:
+        from fp8q.torch._transformers import Fp8qConfig
+    except ImportError as error:
+        raise ImportError(
+            f"fp8q.torch.Fp8qConfig needs Hugging Face transformers "
+            f"(pip install transformers): {error}") from error
+    return Fp8qConfig
