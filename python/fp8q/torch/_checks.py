@@ -28,7 +28,10 @@ def describe(layer):
 def input_shape_error(layer, x):
     """An InputShapeError saying what nn.Linear would (expected
     in_features, got N) when x is 0-d or its last axis is not the layer's
-    in_features; None when x's shape fits."""
+    in_features; None when x's shape fits, and under torch.jit.trace (which
+    records sizes as tensors: the operator's own checks report there)."""
+    if torch.jit.is_tracing():
+        return None
     shape = tuple(x.shape)
     if not shape:
         return InputShapeError(

@@ -192,8 +192,8 @@ class Linear(torch.nn.Module):
                                     buffers["weight_scale"], self._bias(),
                                     buffers["input_scale"], self.granularity)
         except (ValueError, RuntimeError):
-            # A failed call explains a wrong shape as nn.Linear would (a
-            # try costs nothing on the way through).
+            # A failed call explains a wrong shape as nn.Linear would (the
+            # try block is free on the way through from Python 3.11 on).
             shape_error = _checks.input_shape_error(self, x)
             if shape_error is not None:
                 raise shape_error from None
