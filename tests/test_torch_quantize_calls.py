@@ -54,16 +54,41 @@ def test_a_bad_weight_quantizes_nothing_and_names_the_module(poison, seed):
     with pytest.raises(ValueError) as error:
         fpt.quantize(m, activations="e4m3")
     message = str(error.value)
-    assert message.startswith("quantize: module 'blocks.1.2' (Linear 96 -> "
-                              "64), quantizing its weight: "), message
-    assert message.endswith("No layer was quantized: the model is "
-                            "unchanged")
+    assert message == (
+        "quantize: module 'blocks.1.2' (Linear 96 -> 64): its weight holds 1 "
+        "NaN or infinite values, which no FP8 scale represents; repair them, "
+        "or keep the layer in float with exclude=['blocks.1.2']. No layer "
+        "was quantized: the model is unchanged")
     # blocks.0.* come before the bad layer and head after it: none changed.
     assert module_types(m) == types_before
     after = m.state_dict()
     assert after.keys() == state_before.keys()
     for name, tensor in state_before.items():
         assert torch.equal(after[name], tensor) or name == "blocks.1.2.weight"
+
+
+def test_any_failure_names_the_module_and_changes_nothing(seed,
+                                                          monkeypatch):
+    """A stand-in failure (out of memory on the third layer, say) keeps
+    its type and message, prefixed with the module path."""
+    m = model(seed)
+    types_before = module_types(m)
+    real = fpt.Linear.from_linear.__func__
+    calls = []
+
+    def failing(cls, linear, **settings):
+        calls.append(linear)
+        if len(calls) == 3:
+            raise RuntimeError("stand-in failure")
+        return real(cls, linear, **settings)
+
+    monkeypatch.setattr(fpt.Linear, "from_linear", classmethod(failing))
+    with pytest.raises(RuntimeError, match=(
+            r"^quantize: module 'blocks\.1\.0' \(Linear 64 -> 96\): "
+            r"quantizing its weight: stand-in failure\. No layer was "
+            r"quantized: the model is unchanged$")):
+        fpt.quantize(m)
+    assert module_types(m) == types_before
 
 
 def fp8_state(m):

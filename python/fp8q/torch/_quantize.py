@@ -56,6 +56,18 @@ def _check_requantization(quantized, request):
                 "exclude this layer")
 
 
+def _weight_problem(weight, name, error):
+    """What stopped a weight's quantization, in quantize's terms: the count
+    of NaN and infinite values when there are any (looked for only after
+    the failure), else fp8q's own message."""
+    bad = int((~torch.isfinite(weight.detach())).sum())
+    if bad == 0:
+        return f"quantizing its weight: {error}"
+    return (f"its weight holds {bad} NaN or infinite values, which no FP8 "
+            f"scale represents; repair them, or keep the layer in float "
+            f"with exclude=[{name!r}]")
+
+
 def _quantized_layers(chosen, **settings):
     """{name: fp8q.torch.Linear.from_linear(module, **settings)} for every
     (name, nn.Linear) in chosen, built before any module is replaced; an
@@ -68,9 +80,9 @@ def _quantized_layers(chosen, **settings):
         except (ValueError, TypeError, RuntimeError) as error:
             raise type(error)(
                 f"quantize: module {name!r} ({type(module).__name__} "
-                f"{module.in_features} -> {module.out_features}), "
-                f"quantizing its weight: {error}. "
-                "No layer was quantized: the model is unchanged") from error
+                f"{module.in_features} -> {module.out_features}): "
+                f"{_weight_problem(module.weight, name, error)}. No layer "
+                "was quantized: the model is unchanged") from error
         layer.qualified_name = name  # for the layer's error messages
         layers[name] = layer
     return layers
