@@ -68,12 +68,18 @@ def test_from_pretrained_quantizes_as_fp8q_torch_quantize(settings, tmp_path,
     assert torch.equal(logits(model, tokens), logits(by_hand, tokens))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16],
+                         ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("settings", SETTINGS, ids=IDS)
-def test_save_pretrained_keeps_fp8_and_reloads_bit_for_bit(settings,
+def test_save_pretrained_keeps_fp8_and_reloads_bit_for_bit(settings, dtype,
                                                            tmp_path, seed):
+    """from_pretrained(dtype=...) converts the float parts only: the codes
+    stay FP8 and the scales float32."""
     save_float_llama(tmp_path / "float", seed)
     model = transformers.AutoModelForCausalLM.from_pretrained(
-        tmp_path / "float", quantization_config=fpt.Fp8qConfig(**settings))
+        tmp_path / "float", quantization_config=fpt.Fp8qConfig(**settings),
+        dtype=dtype)
+    assert model.model.norm.weight.dtype == dtype
     tokens = torch.tensor([[2, 7, 1, 8, 2, 8]])
     static = settings.get("activations") is not None
     if static:
@@ -93,12 +99,14 @@ def test_save_pretrained_keeps_fp8_and_reloads_bit_for_bit(settings,
     reader.close()
 
     reloaded, info = transformers.AutoModelForCausalLM.from_pretrained(
-        tmp_path / "fp8", output_loading_info=True)
+        tmp_path / "fp8", output_loading_info=True, dtype=dtype)
     assert not any(info[key] for key in ("missing_keys", "unexpected_keys",
                                          "mismatched_keys"))
     ours, theirs = fp8_layers(reloaded), fp8_layers(model)
     assert ours.keys() == theirs.keys() and len(ours) == 14
     for name, layer in ours.items():
+        assert layer.weight.dtype == theirs[name].weight.dtype, name
+        assert layer.weight_scale.dtype == torch.float32, name
         assert torch.equal(codes(layer), codes(theirs[name])), name
         assert torch.equal(layer.weight_scale, theirs[name].weight_scale)
         if static:
