@@ -15,13 +15,12 @@ weights load, so the FP8 codes, scales and static input scales load as they
 were saved. Importing this module (touching fp8q.torch.Fp8qConfig) registers
 the method; it imports transformers.
 """
-import json
-
 import torch
 from transformers.quantizers import (HfQuantizer, register_quantization_config,
                                      register_quantizer)
 from transformers.utils.quantization_config import QuantizationConfigMixin
 
+from fp8q._safetensors import SafetensorsReader
 from fp8q.torch._linear import Linear
 from fp8q.torch._quantize import quantize
 
@@ -42,6 +41,7 @@ class Fp8qConfig(QuantizationConfigMixin):
 
     def __init__(self, weights="e4m3", activations=None, granularity="row",
                  modules_to_not_convert=None, **kwargs):
+        # kwargs: the rest of config.json's entry (its quant_method).
         Linear(0, 0, weights=weights, activations=activations,
                granularity=granularity)
         self.quant_method = METHOD
@@ -67,13 +67,13 @@ def _linear_names(model, skipped):
 
 
 def _checkpoint_keys(checkpoint_files):
-    """Tensor names of the safetensors files (headers only)."""
+    """Tensor names of the safetensors files (their headers)."""
     keys = set()
     for path in checkpoint_files or ():
         if str(path).endswith(".safetensors"):
-            with open(path, "rb") as file:
-                size = int.from_bytes(file.read(8), "little")
-                keys.update(json.loads(file.read(size)))
+            reader = SafetensorsReader(path)
+            keys.update(reader.entries)
+            reader.close()
     return keys
 
 
