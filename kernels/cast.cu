@@ -235,9 +235,9 @@ template <bool INDEXED> struct cast_from {
 /* ------------------------------------------------------------------------- */
 /* Kernels                                                                   */
 
-/* At most 64 registers, so that at least 4 blocks of 256 threads fit on a
+/* At most 80 registers, so that at least 3 blocks of 256 threads fit on a
  * multiprocessor: enough loads in flight for memory speed. */
-#define CAST_MIN_BLOCKS 4
+#define CAST_MIN_BLOCKS 3
 
 extern "C" __global__ void __launch_bounds__(FP8Q_CAST_THREADS, CAST_MIN_BLOCKS)
     fp8q_cast(const fp8q_cast_args args)

@@ -155,8 +155,8 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path, rng, damage):
         values = np.ones((4, 4), np.float32)
         values[1, 2] = np.nan
         with open(source, "wb") as file:
-            write_safetensors(file, [("w", "F32", (4, 4), lambda: values)],
-                              {})
+            write_safetensors(file, [("w.weight", "F32", (4, 4),
+                                      lambda: values)], {})
     elif damage == "unwritable output":
         target = tmp_path / "no" / "such" / "dir" / "out.safetensors"
     elif damage == "same file":
@@ -180,7 +180,7 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path, rng, damage):
                               "file: the file is empty",
                 "input directory": "is a directory; give the .safetensors",
                 "output directory": "is a directory; give the output file",
-                "nan weight": "--exclude w",
+                "nan weight": "--exclude w.weight",
                 "unused exclude": "--exclude 'decoder.*': matches no tensor"}
     assert expected.get(damage, "") in lines[0], lines[0]
 
@@ -205,7 +205,7 @@ def test_scale_name_collision_is_refused(tmp_path):
         write_safetensors(file, [("a", "F32", (4, 4), lambda: values),
                                  ("a_scale", "F32", (4, 4), lambda: values)],
                           {})
-    result = run_cli(source, target)
+    result = run_cli(source, target, "--all-2d")
     assert result.returncode == 2 and "two tensors named" in result.stderr
     assert leftovers(tmp_path) == []
 
@@ -217,10 +217,91 @@ def test_scale_names_for_tensors_not_named_weight(tmp_path):
         write_safetensors(file, [("e", "F32", (4, 4), lambda: values),
                                  ("proj.weight", "F32", (4, 4),
                                   lambda: values)], {})
-    assert run_cli(source, target).returncode == 0
+    assert run_cli(source, target, "--all-2d").returncode == 0
     reader = SafetensorsReader(target)
     assert list(reader.entries) == ["e", "e_scale", "proj.weight",
                                     "proj.weight_scale"]
+    reader.close()
+
+
+def test_by_default_only_linear_weights_convert(tmp_path):
+    """Issue 24: embedding tables (and 2-D tensors not named *.weight)
+    stay float unless --all-2d asks for every 2-D float tensor."""
+    source = tmp_path / "in.safetensors"
+    values = np.ones((4, 4), np.float32)
+    names = ["bert.embeddings.word_embeddings.weight", "model.embed_tokens.weight",
+             "transformer.wte.weight", "transformer.wpe.weight",
+             "shared.weight", "embed.weight", "pos_embedding",
+             "x_embedder.weight", "layers.0.attn.q_proj.weight",
+             "time_text_embed.timestep_embedder.linear_1.weight",
+             "lm_head.weight"]
+    with open(source, "wb") as file:
+        write_safetensors(file, [(name, "F32", (4, 4), lambda: values)
+                                 for name in names], {})
+    linear = {"x_embedder.weight", "layers.0.attn.q_proj.weight",
+              "time_text_embed.timestep_embedder.linear_1.weight",
+              "lm_head.weight"}
+    for flags, converted in (((), linear), (("--all-2d",), set(names))):
+        target = tmp_path / f"out{len(flags)}.safetensors"
+        result = run_cli(source, target, *flags)
+        assert result.returncode == 0, result.stderr
+        assert f"converted {len(converted)} tensors" in result.stdout
+        reader = SafetensorsReader(target)
+        assert {name for name in names if reader.entries[name][0]
+                == "F8_E4M3"} == converted, flags
+        reader.close()
+
+
+def test_a_default_conversion_loads_strictly_into_a_quantized_model(
+        tmp_path, seed):
+    """The issue's case: an embedding model converted by default loads into
+    fp8q.torch.quantize's model strictly and computes what it computes."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    safetensors_torch = pytest.importorskip("safetensors.torch")
+    import fp8q.torch as fpt
+
+    def build():
+        torch.manual_seed(seed % (2 ** 31))
+        embeddings = torch.nn.Module()
+        embeddings.word_embeddings = torch.nn.Embedding(30, 64)
+        return torch.nn.ModuleDict({"embeddings": embeddings,
+                                    "dense": torch.nn.Linear(64, 16)})
+
+    model = build()
+    source, target = tmp_path / "in.safetensors", tmp_path / "out.safetensors"
+    safetensors_torch.save_file(model.state_dict(), str(source))
+    result = run_cli(source, target)
+    assert result.returncode == 0, result.stderr
+    fresh = fpt.quantize(build())
+    fresh.load_state_dict(safetensors_torch.load_file(str(target)))
+    quantized = fpt.quantize(model)
+    tokens = torch.tensor([[1, 5, 29]])
+    with torch.no_grad():
+        want = quantized["dense"](quantized["embeddings"].word_embeddings(
+            tokens))
+        got = fresh["dense"](fresh["embeddings"].word_embeddings(tokens))
+    assert torch.equal(got, want)
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):
+    """`convert ... | head -1`: stdout's reader is gone before the summary
+    is printed; the file is complete, so the status is 0, and stderr is
+    empty."""
+    source, target = tmp_path / "in.safetensors", tmp_path / "out.safetensors"
+    values = np.ones((8, 8), np.float32)
+    with open(source, "wb") as file:
+        write_safetensors(file, [(f"l{index}.weight", "F32", (8, 8),
+                                  lambda: values) for index in range(200)],
+                          {})
+    child = subprocess.Popen([sys.executable, "-m", "fp8q", "convert",
+                              str(source), str(target)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child.stdout.close()  # before the child has printed anything
+    stderr = child.stderr.read().decode()
+    assert child.wait(timeout=300) == 0, stderr
+    assert stderr == ""
+    reader = SafetensorsReader(target)
+    assert len(reader.entries) == 400
     reader.close()
 
 

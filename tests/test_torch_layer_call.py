@@ -173,8 +173,10 @@ def test_refusals_name_the_layer(seed):
         with pytest.raises(TypeError, match="float32, float16 or bfloat16, "
                                             "got uint8"):
             quantized(torch.zeros(2, 200, dtype=torch.uint8))
-        with pytest.raises(ValueError, match=r"x has shape \(2, 100\), but "
-                                             "the layer has 200 input"):
+        with pytest.raises(ValueError, match=r"expected x's last axis to "
+                                             "have in_features=200 elements, "
+                                             r"got 100 \(x has shape \(2, "
+                                             r"100\)\)"):
             quantized(torch.zeros(2, 100))
         quantized.weight_scale[3] = 0.0
         with pytest.raises(ValueError, match="fp8q.torch.Linear: "

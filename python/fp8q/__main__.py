@@ -5,7 +5,7 @@
 [--tokens T ...]
 [--no-compile]` and
 `python -m fp8q convert IN.safetensors OUT.safetensors [--granularity ...]
-[--exclude PATTERN]... [--format fp8q|vllm]` and
+[--exclude PATTERN]... [--all-2d] [--format fp8q|vllm]` and
 `python -m fp8q inspect PATH`.
 
 info prints the version, build and platform facts and a small quantize round
@@ -23,6 +23,7 @@ checkpoint's layout, tensors and what fp8q.torch.load_checkpoint would do
 with each layer (docs/checkpoints.md).
 """
 import argparse
+import os
 import sys
 
 from fp8q import (_bench, _bench_calib, _bench_cast_gpu, _bench_gemm,
@@ -90,8 +91,8 @@ def _parse(argv):
         "demo", help="the main job: FP8-quantize a sentence-embedding model "
                      "(MiniLM) and compare it with the float model")
     convert = commands.add_parser(
-        "convert", help="FP8 weights with float32 scales for the 2-D float "
-                        "tensors of a safetensors checkpoint")
+        "convert", help="FP8 weights with float32 scales for the Linear "
+                        "weights of a safetensors checkpoint")
     convert.add_argument("input", help="the checkpoint (.safetensors)")
     convert.add_argument("output", help="where to write the FP8 checkpoint")
     convert.add_argument("--granularity", choices=["row", "tensor", "block"],
@@ -103,6 +104,12 @@ def _parse(argv):
                               "unchanged; repeat for several (--exclude "
                               "'*embed*' --exclude lm_head.weight); a pattern "
                               "that matches no tensor is an error")
+    convert.add_argument("--all-2d", action="store_true",
+                         help="quantize every 2-D float tensor; default: "
+                              "the Linear weights, as fp8q.torch.quantize "
+                              "does (2-D tensors named *.weight, except "
+                              "embedding tables such as embed_tokens, "
+                              "word_embeddings, wte)")
     convert.add_argument("--format", choices=["fp8q", "vllm"],
                          default="fp8q",
                          help="fp8q (default): each weight's scale is "
@@ -118,8 +125,24 @@ def _parse(argv):
 
 
 def main(argv=None):
-    """Runs the command line; returns the process exit status."""
+    """Runs the command line; returns the process exit status. When the
+    reader of stdout stops early (`python -m fp8q convert ... | head -1`),
+    the command ends there quietly with status 0: every command prints its
+    results as it finishes them (convert, after the file is complete)."""
     arguments = _parse(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(arguments)
+    except BrokenPipeError:
+        # Python's final flush of stdout would fail again: point it at
+        # devnull (the Python docs' recipe for SIGPIPE).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 0
+
+
+def _run(arguments):
+    """Runs the parsed command; returns the exit status."""
     if arguments.command == "info":
         _info.print_info(as_json=arguments.json)
     elif arguments.command == "convert":

@@ -1,6 +1,7 @@
 """`python -m fp8q convert IN.safetensors OUT.safetensors`: FP8 weights with
-float32 scales for every 2-D float tensor of a checkpoint, streaming tensor
-by tensor; everything else is copied unchanged.
+float32 scales for the Linear weights of a checkpoint (what
+fp8q.torch.quantize quantizes; with --all-2d, every 2-D float tensor),
+streaming tensor by tensor; everything else is copied unchanged.
 
 Output names: NAME keeps the FP8 codes (F8_E4M3); its scale is NAME +
 "_scale" (X.weight -> X.weight_scale) or, for --format vllm with block
@@ -35,6 +36,10 @@ FLOAT_CODES = ("F32", "F16", "BF16")
 
 
 SCALE_SUFFIXES = ("_scale", "_scale_inv")
+# Module names (the last part before ".weight") of embedding tables in the
+# usual model families: 2-D weights that are no nn.Linear's.
+EMBEDDING_MODULES = ("embed", "embed_*", "*embedding", "*embeddings", "wte",
+                     "wpe", "shared")
 
 
 class ConvertError(Exception):
@@ -59,6 +64,18 @@ def scale_name(name, output_format, granularity):
     return name + "_scale"
 
 
+def is_linear_weight(name):
+    """Whether a 2-D tensor's name says it is an nn.Linear's weight, as far
+    as a checkpoint without its model can tell: it ends in ".weight" and
+    its module's name is not an embedding table's (EMBEDDING_MODULES)."""
+    module, _, last = name.rpartition(".")
+    if last != "weight":
+        return False
+    module_name = module.rpartition(".")[2]
+    return not any(fnmatch.fnmatchcase(module_name, pattern)
+                   for pattern in EMBEDDING_MODULES)
+
+
 def tensor_class(name):
     """The name with its numeric parts (layer indices) replaced by '*'."""
     return re.sub(r"\.\d+(?=\.|$)", ".*", name)
@@ -76,16 +93,18 @@ def _check_excludes(reader, excludes):
             "shell-style and match whole tensor names, e.g. '*embed*'")
 
 
-def _plan(reader, granularity, excludes, output_format):
+def _plan(reader, granularity, excludes, output_format, all_2d):
     """The output tensors: (name, code, shape, produce) in input order, and
     the list of names to quantize: 2-D float tensors that are not scales
-    already and match no exclude pattern."""
+    already, are Linear weights by name unless all_2d, and match no
+    exclude pattern."""
     _check_excludes(reader, excludes)
     outputs = []
     converted = []
     for name, (code, shape) in reader.entries.items():
         convert = (code in FLOAT_CODES and len(shape) == 2
                    and not name.endswith(SCALE_SUFFIXES)
+                   and (all_2d or is_linear_weight(name))
                    and not any(fnmatch.fnmatchcase(name, pattern)
                                for pattern in excludes))
         if not convert:
@@ -110,8 +129,10 @@ def _plan(reader, granularity, excludes, output_format):
 
 
 def convert(input_path, output_path, granularity="row", excludes=(),
-            output_format="fp8q", progress=None):
-    """Converts one checkpoint; returns the summary rows (name, bytes
+            output_format="fp8q", progress=None, all_2d=False):
+    """Converts one checkpoint: its Linear weights (is_linear_weight), or
+    with all_2d every 2-D float tensor, that no exclude pattern matches;
+    returns the summary rows (name, bytes
     before, bytes after, relative error) of the converted tensors and the
     total bytes before and after. Raises ConvertError for bad input or an
     unwritable output (the output file is then not created); Interrupted
@@ -139,14 +160,15 @@ def convert(input_path, output_path, granularity="row", excludes=(),
         raise ConvertError(str(error)) from None
     try:
         return _convert(reader, input_path, output_path, granularity,
-                        excludes, output_format, progress)
+                        excludes, output_format, progress, all_2d)
     finally:
         reader.close()
 
 
 def _convert(reader, input_path, output_path, granularity, excludes,
-             output_format, progress):
-    outputs, converted = _plan(reader, granularity, excludes, output_format)
+             output_format, progress, all_2d):
+    outputs, converted = _plan(reader, granularity, excludes, output_format,
+                               all_2d)
     pending = {}  # scale name -> float32 scale array, filled with its weight
     rows = []
 
@@ -274,7 +296,8 @@ def main(arguments):
     try:
         rows, before, after = convert(
             arguments.input, arguments.output, arguments.granularity,
-            arguments.exclude or (), arguments.format, progress)
+            arguments.exclude or (), arguments.format, progress,
+            arguments.all_2d)
     except ConvertError as error:
         print(f"fp8q convert: error: {error}", file=sys.stderr)
         return 2

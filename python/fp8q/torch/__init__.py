@@ -4,7 +4,8 @@ Imported on demand (`import fp8q.torch`); `import fp8q` never imports torch.
 
 - to_torch / from_torch: zero-copy conversions through DLPack, FP8 included.
 - quantize(model, ...): replaces nn.Linear modules by fp8q.torch.Linear,
-  which holds FP8 weights with float32 dequantization scales.
+  which holds FP8 weights with float32 dequantization scales, all or none,
+  and logs a QuantizeSummary.
 - Linear: the quantized layer (gradients reach its input and bias),
   computed by one fp8q._C call per forward, or by fp8q's
   PyTorch custom operators (torch.ops.fp8q.*, registered on import), so
@@ -14,16 +15,36 @@ Imported on demand (`import fp8q.torch`); `import fp8q` never imports torch.
   (compressed-tensors/vLLM, FineGrainedFP8, ComfyUI, optimum-quanto,
   plain FP8) loaded into fp8q.torch.Linear layers, codes as they are.
 - fp8q.torch.quanto_compat: optimum-quanto's FP8 API on top of these.
+- Fp8qConfig: fp8q as a transformers quantization method
+  (from_pretrained(..., quantization_config=Fp8qConfig(...)),
+  save_pretrained); touching it imports transformers and registers it.
 
 The GEMMs run through fp8q's scaled_mm on the tensors' device (CPU or
 CUDA, on PyTorch's current stream). docs/torch.md.
 """
 from fp8q.torch import _ops  # noqa: F401 (registers torch.ops.fp8q)
 from fp8q.torch._calibrate import calibrate, freeze
+from fp8q.torch._checks import InputShapeError
 from fp8q.torch._convert import from_torch, to_torch
 from fp8q.torch._linear import Linear
 from fp8q.torch._load_checkpoint import load_checkpoint
 from fp8q.torch._quantize import quantize
+from fp8q.torch._summary import QuantizeSummary
 
-__all__ = ["Linear", "calibrate", "freeze", "from_torch", "load_checkpoint",
-           "quantize", "to_torch"]
+__all__ = ["Fp8qConfig", "InputShapeError", "Linear", "QuantizeSummary",
+           "calibrate", "freeze", "from_torch", "load_checkpoint", "quantize",
+           "to_torch"]
+
+
+def __getattr__(name):
+    """Fp8qConfig on first use: it imports transformers (which fp8q does
+    not need otherwise) and registers fp8q as its quantization method."""
+    if name != "Fp8qConfig":
+        raise AttributeError(f"module 'fp8q.torch' has no attribute {name!r}")
+    try:
+        from fp8q.torch._transformers import Fp8qConfig
+    except ImportError as error:
+        raise ImportError(
+            f"fp8q.torch.Fp8qConfig needs Hugging Face transformers "
+            f"(pip install transformers): {error}") from error
+    return Fp8qConfig

@@ -4,7 +4,7 @@ fp8q's custom operators (torch.ops.fp8q, fp8q.torch._ops) when traced or
 differentiated."""
 import torch
 
-from fp8q.torch import _ops
+from fp8q.torch import _checks, _ops
 
 # Names accepted for the FP8 formats of weights and activations.
 FORMATS = {"e4m3": torch.float8_e4m3fn, "float8_e4m3fn": torch.float8_e4m3fn,
@@ -159,11 +159,22 @@ class Linear(torch.nn.Module):
                              f"got {float(value)}")
         self.input_scale = value.to(self.weight.device, copy=True)
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata,
+                              strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        # Another weight format would load converted values, not codes:
+        # torch's load_state_dict raises with this message, and nothing of
+        # this layer loads.
+        mismatch = _checks.weight_format_error(self, state_dict, prefix)
+        if mismatch is not None:
+            error_msgs.append(mismatch)
+            return
         # A frozen checkpoint has input_scale: make room for it.
         if self.input_scale is None and prefix + "input_scale" in state_dict:
             self.set_input_scale(state_dict[prefix + "input_scale"])
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata,
+                                      strict, missing_keys, unexpected_keys,
+                                      error_msgs)
 
     def forward(self, x):
         if not self._eager_call_reads(x):
@@ -172,13 +183,21 @@ class Linear(torch.nn.Module):
         # without its Python dispatch); x's dtype, device and shape are
         # checked there.
         buffers = self._buffers
-        if self.activations is None:
-            return _ops.weight_only_forward(
-                x, buffers["weight"], buffers["weight_scale"], self._bias(),
-                self.granularity)
-        return _ops.fp8_forward(x, buffers["weight"], buffers["weight_scale"],
-                                self._bias(), buffers["input_scale"],
-                                self.granularity)
+        try:
+            if self.activations is None:
+                return _ops.weight_only_forward(
+                    x, buffers["weight"], buffers["weight_scale"],
+                    self._bias(), self.granularity)
+            return _ops.fp8_forward(x, buffers["weight"],
+                                    buffers["weight_scale"], self._bias(),
+                                    buffers["input_scale"], self.granularity)
+        except (ValueError, RuntimeError):
+            # A failed call explains a wrong shape as nn.Linear would (the
+            # try block is free on the way through from Python 3.11 on).
+            shape_error = _checks.input_shape_error(self, x)
+            if shape_error is not None:
+                raise shape_error from None
+            raise
 
     def _bias(self):
         """The bias: a buffer, or a Parameter once made trainable, or None
@@ -212,6 +231,9 @@ class Linear(torch.nn.Module):
         if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise TypeError("fp8q.torch.Linear: x must be float32, float16 "
                             f"or bfloat16, got {x.dtype}")
+        shape_error = _checks.input_shape_error(self, x)
+        if shape_error is not None:
+            raise shape_error
         if self.activations is None:
             return _ops.linear_weight_only(x, self.weight, self.weight_scale,
                                            self.bias, self.granularity)

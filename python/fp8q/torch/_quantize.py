@@ -1,10 +1,14 @@
 """fp8q.torch.quantize: replaces a model's nn.Linear modules by
-fp8q.torch.Linear in place."""
+fp8q.torch.Linear in place, all of them or none, and logs what it did."""
 import fnmatch
+import logging
 
 import torch
 
 from fp8q.torch._linear import Linear
+from fp8q.torch._summary import QuantizeSummary, float_modules, weight_bytes
+
+logger = logging.getLogger("fp8q.torch")
 
 
 def _matches(name, patterns):
@@ -23,6 +27,67 @@ def _patterns(value, argument):
     return patterns
 
 
+def _settings(layer):
+    """What a quantize call decides for a layer: (weight dtype,
+    activations, granularity)."""
+    return layer.weight.dtype, layer.activations, layer.granularity
+
+
+def _describe(settings):
+    dtype, activations, granularity = settings
+    return (f"weights={str(dtype).split('.')[-1]}, "
+            f"activations={activations}, granularity={granularity}")
+
+
+def _check_requantization(quantized, request):
+    """ValueError when an fp8q layer the patterns match was quantized with
+    other settings than `request` (an fp8q.torch.Linear built from the
+    call's arguments): quantizing FP8 codes again would compound the
+    rounding, and ignoring the call would leave the model other than
+    asked."""
+    wanted = _settings(request)
+    for name, layer in quantized:
+        if _settings(layer) != wanted:
+            raise ValueError(
+                f"quantize: {name!r} is quantized already with "
+                f"{_describe(_settings(layer))}; this call asks for "
+                f"{_describe(wanted)}. Requantizing FP8 weights would round "
+                "them twice: quantize a fresh float model instead, or "
+                "exclude this layer")
+
+
+def _weight_problem(weight, name, error):
+    """What stopped a weight's quantization, in quantize's terms: the count
+    of NaN and infinite values when there are any (looked for only after
+    the failure), else fp8q's own message."""
+    bad = int((~torch.isfinite(weight.detach())).sum())
+    if bad == 0:
+        return f"quantizing its weight: {error}"
+    return (f"its weight holds {bad} NaN or infinite values, which no FP8 "
+            f"scale represents; repair them, or keep the layer in float "
+            f"with exclude=[{name!r}]")
+
+
+def _quantized_layers(chosen, **settings):
+    """{name: fp8q.torch.Linear.from_linear(module, **settings)} for every
+    (name, nn.Linear) in chosen, built before any module is replaced; an
+    error names the module path and says that the model was left
+    unchanged."""
+    layers = {}
+    for name, module in chosen:
+        try:
+            layer = Linear.from_linear(module, **settings)
+        except (ValueError, TypeError, RuntimeError) as error:
+            raise type(error)(
+                f"quantize: module {name!r} ({type(module).__name__} "
+                f"{module.in_features} -> {module.out_features}): "
+                f"{_weight_problem(module.weight, name, error)}. No layer "
+                "was quantized: the model is unchanged") from error
+        layer.qualified_name = name  # for the layer's error messages
+        layers[name] = layer
+    return layers
+
+
 def quantize(model, weights="e4m3", activations=None, granularity="row",
              include=None, exclude=None):
     """Replaces, in place, every torch.nn.Linear of `model` whose qualified
@@ -32,13 +97,27 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
     "e5m2") at `granularity` ("row": one scale per output feature,
     "tensor", or "block": 128x128). activations=None keeps activations in
     floating point (weight-only); activations="e4m3" quantizes them to FP8
-    in forward (per token, dynamically). Returns the model. ValueError when
-    a pattern matches no Linear (a typo would otherwise quantize nothing
-    silently)."""
+    in forward (per token, dynamically). Returns the model.
+
+    All or none: every layer is quantized before any is replaced, so an
+    error (NaN or infinity in a weight, say) names the module and leaves
+    the model unchanged. fp8q.torch.Linear layers the patterns match are
+    left as they are when they have the requested settings (so quantizing
+    twice with the same arguments changes nothing, and a second call can
+    quantize the layers a first one excluded); other settings are a
+    ValueError naming the layer. ValueError when a pattern matches no
+    Linear (a typo would otherwise quantize nothing silently).
+
+    Logs a QuantizeSummary (Linear layers quantized, modules left in float
+    by kind, weight bytes before and after) at INFO on the "fp8q.torch"
+    logger, the object itself as the record's `fp8q_summary`."""
+    # The layer's constructor checks and normalizes the request.
+    request = Linear(0, 0, bias=False, weights=weights,
+                     activations=activations, granularity=granularity)
     include = _patterns(include, "include")
     exclude = _patterns(exclude, "exclude") or []
     linears = [(name, module) for name, module in model.named_modules()
-               if isinstance(module, torch.nn.Linear)]
+               if isinstance(module, (torch.nn.Linear, Linear))]
     for argument, patterns in (("include", include or []),
                                ("exclude", exclude)):
         unused = [pattern for pattern in patterns
@@ -53,11 +132,21 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
     if any(name == "" for name, _ in chosen):
         raise ValueError("quantize: the model itself is an nn.Linear; use "
                          "fp8q.torch.Linear.from_linear(model)")
-    for name, module in chosen:
-        replacement = Linear.from_linear(module, weights=weights,
-                                         activations=activations,
-                                         granularity=granularity)
+    already = [(name, module) for name, module in chosen
+               if isinstance(module, Linear)]
+    _check_requantization(already, request)
+    before = weight_bytes(model)
+    layers = _quantized_layers(
+        [(name, module) for name, module in chosen
+         if not isinstance(module, Linear)],
+        weights=weights, activations=activations, granularity=granularity)
+    for name, layer in layers.items():
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, replacement)
+        setattr(parent, child, layer)
+    summary = QuantizeSummary(
+        quantized=len(layers), already_quantized=len(already),
+        left_in_float=float_modules(model, skip=Linear),
+        weight_bytes_before=before, weight_bytes_after=weight_bytes(model))
+    logger.info("%s", summary, extra={"fp8q_summary": summary})
     return model
