@@ -32,9 +32,11 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
     "e5m2") at `granularity` ("row": one scale per output feature,
     "tensor", or "block": 128x128). activations=None keeps activations in
     floating point (weight-only); activations="e4m3" quantizes them to FP8
-    in forward (per token, dynamically). Returns the model. ValueError when
-    a pattern matches no Linear (a typo would otherwise quantize nothing
-    silently)."""
+    in forward (per token, dynamically). Layers that already are
+    fp8q.torch.Linear (an nn.Linear subclass) count as matches and are left
+    as they are: quantizing twice would round twice. Returns the model.
+    ValueError when a pattern matches no Linear (a typo would otherwise
+    quantize nothing silently)."""
     include = _patterns(include, "include")
     exclude = _patterns(exclude, "exclude") or []
     linears = [(name, module) for name, module in model.named_modules()
@@ -49,7 +51,8 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
                              f"matches {unused}")
     chosen = [(name, module) for name, module in linears
               if (include is None or _matches(name, include))
-              and not _matches(name, exclude)]
+              and not _matches(name, exclude)
+              and not isinstance(module, Linear)]
     if any(name == "" for name, _ in chosen):
         raise ValueError("quantize: the model itself is an nn.Linear; use "
                          "fp8q.torch.Linear.from_linear(model)")
@@ -57,6 +60,7 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
         replacement = Linear.from_linear(module, weights=weights,
                                          activations=activations,
                                          granularity=granularity)
+        replacement.set_name(name)
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
         setattr(parent, child, replacement)
