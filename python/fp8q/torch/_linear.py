@@ -5,12 +5,13 @@ differentiated.
 
 It subclasses torch.nn.Linear, and its FP8 weight and scales are
 parameters that never require grad (as optimum-quanto and bitsandbytes
-store theirs), so the tools that find linear layers (peft, torch's tensor
+store theirs; scalar scales are buffers, as FSDP2 refuses scalar
+parameters), so the tools that find linear layers (peft, torch's tensor
 parallel styles) or move parameters (accelerate's offloading and
 dispatch, DDP, FSDP2) treat it as one. What nn.Linear would do to a float
 weight is kept away from the FP8 codes: dtype conversions keep them,
-reset_parameters quantizes a fresh float initialisation, and a parameter
-set with another dtype (a loader's dtype= conversion) is refused."""
+reset_parameters quantizes a fresh float initialisation, and a weight or
+scale set with another dtype (a loader's dtype= conversion) is refused."""
 import torch
 
 from fp8q.torch import _ops
@@ -18,7 +19,7 @@ from fp8q.torch import _ops
 # Names accepted for the FP8 formats of weights and activations.
 FORMATS = {"e4m3": torch.float8_e4m3fn, "float8_e4m3fn": torch.float8_e4m3fn,
            "e5m2": torch.float8_e5m2, "float8_e5m2": torch.float8_e5m2}
-# Parameters that keep their dtype when the module's dtype changes.
+# The tensors that keep their dtype when the module's dtype changes.
 STORAGE = ("weight", "weight_scale", "input_scale")
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 
@@ -55,11 +56,12 @@ def _storage_parameter(tensor):
     return torch.nn.Parameter(tensor, requires_grad=False)
 
 
-class _StorageParameters(dict):
-    """A Linear's _parameters: a tensor given for the FP8 weight (which
-    must have an FP8 dtype) or a scale (float32) with another dtype is
-    refused, whoever sets it: attribute assignment, register_parameter, or
-    a loader writing the dict itself (accelerate's
+class _StorageDict(dict):
+    """A Linear's _parameters and _buffers: a tensor given for the FP8
+    weight (which must have an FP8 dtype) or a scale (float32) with another
+    dtype is refused, whoever sets it: attribute assignment,
+    register_parameter / register_buffer, or a loader writing the dict
+    itself (accelerate's
     set_module_tensor_to_device with dtype=, which converts every floating
     tensor). The converted scales have lost bits, so nothing can be
     repaired there: the error names the layer (`layer`: its qualified name
@@ -87,18 +89,21 @@ class _StorageParameters(dict):
 class Linear(torch.nn.Linear):
     """y = x @ dequantize(weight).T + bias with an FP8 weight.
 
-    Parameters (the names and layout FP8 checkpoints use, e.g. vLLM's and
+    Tensors (the names and layout FP8 checkpoints use, e.g. vLLM's and
     compressed-tensors'): `weight` (out_features, in_features) in
     torch.float8_e4m3fn or float8_e5m2; `weight_scale`, float32
     dequantization scales (weight ~= weight * weight_scale): shape
     (out_features, 1) for "row", () for "tensor", (ceil(N/128), ceil(K/128))
     for "block"; `bias` (float, or None); `input_scale`, a float32 () static
     activation scale once fp8q.torch.freeze has set it (absent before, and
-    with activations=None). All are torch.nn.Parameter with
-    requires_grad=False, so tools that move parameters (accelerate's
-    offloading and dispatch, FSDP2, DDP) move them and no optimizer changes
-    them; `layer.bias.requires_grad_(True)` makes the bias train. Setting
-    the weight or a scale to a tensor of another dtype raises ValueError.
+    with activations=None). weight, bias and non-scalar weight scales are
+    torch.nn.Parameter with requires_grad=False, so tools that move
+    parameters (accelerate's offloading and dispatch, FSDP2, DDP) move them
+    and no optimizer changes them; `layer.bias.requires_grad_(True)` makes
+    the bias train. The scalar scales ("tensor" weight_scale, input_scale)
+    are buffers: FSDP2 refuses scalar parameters, and 4 bytes need no
+    offloading. Setting the weight or a scale to a tensor of another dtype
+    raises ValueError.
 
     It is a torch.nn.Linear subclass, so peft, torch's tensor parallel
     styles and accelerate take it for a linear layer. `compute_dtype` is
@@ -144,7 +149,8 @@ class Linear(torch.nn.Linear):
                  device=None, dtype=None):
         # nn.Linear.__init__ would allocate and initialise a float weight.
         torch.nn.Module.__init__(self)
-        self.__dict__["_parameters"] = _StorageParameters()
+        self.__dict__["_parameters"] = _StorageDict()
+        self.__dict__["_buffers"] = _StorageDict()
         check_granularity(granularity)
         weight_dtype = parse_format(weights, "weights")
         if activations not in (None, "e4m3", "float8_e4m3fn"):
@@ -164,11 +170,15 @@ class Linear(torch.nn.Linear):
             if bias else None)
         self.weight = _storage_parameter(torch.zeros(
             (out_features, in_features), dtype=weight_dtype, device=device))
-        self.weight_scale = _storage_parameter(torch.ones(
+        scale = torch.ones(
             _ops.weight_scale_shape(out_features, in_features, granularity),
-            dtype=torch.float32, device=device))
+            dtype=torch.float32, device=device)
+        if scale.dim() == 0:
+            self.register_buffer("weight_scale", scale)
+        else:
+            self.weight_scale = _storage_parameter(scale)
         # Set by fp8q.torch.freeze, or by loading a frozen state dict.
-        self.register_parameter("input_scale", None)
+        self.register_buffer("input_scale", None)
 
     @classmethod
     def from_fp8(cls, weight, weight_scale, bias=None, *, input_scale=None,
@@ -224,12 +234,13 @@ class Linear(torch.nn.Linear):
         """Records the layer's qualified name in the model (as
         model.named_modules() gives it), for the errors that concern the
         layer as a whole, such as a loader converting its FP8 weight."""
-        self._parameters.layer = f"fp8q.torch.Linear {name!r}"
+        self._parameters.layer = self._buffers.layer = (
+            f"fp8q.torch.Linear {name!r}")
 
     def _set_storage(self, weight, weight_scale, bias):
         """Replaces the weight, its scales and the bias (shapes checked
-        against the layer's) by these tensors, as parameters that do not
-        require grad."""
+        against the layer's) by these tensors: parameters that do not
+        require grad, or buffers where the layer has them."""
         expected = {"weight": self.weight, "weight_scale": self.weight_scale,
                     "bias": self.bias}
         given = {"weight": weight, "weight_scale": weight_scale,
@@ -243,7 +254,9 @@ class Linear(torch.nn.Linear):
                     f"from_fp8: {name} has shape {shape}, expected "
                     f"{None if expected[name] is None else tuple(expected[name].shape)}"
                     f" (granularity {self.granularity!r})")
-            if tensor is not None:
+            if name in self._buffers:
+                self._buffers[name] = tensor
+            elif tensor is not None:
                 setattr(self, name, _storage_parameter(tensor))
 
     def reset_parameters(self):
@@ -272,7 +285,9 @@ class Linear(torch.nn.Linear):
     def _apply(self, fn, recurse=True):
         # torch's own _apply (Parameter identity, swap_tensors, grads) with
         # fn kept from converting the dtype of the weight and the scales.
-        storage = {id(tensor) for name, tensor in self._parameters.items()
+        storage = {id(tensor) for tensors in (self._parameters,
+                                              self._buffers)
+                   for name, tensor in tensors.items()
                    if name in STORAGE and tensor is not None}
         probe = fn(torch.empty(0, dtype=self.compute_dtype))
         if probe.is_floating_point():
@@ -299,8 +314,7 @@ class Linear(torch.nn.Linear):
         if not (torch.isfinite(value) and value > 0):
             raise ValueError(f"set_input_scale: expected a finite scale > 0, "
                              f"got {float(value)}")
-        self.input_scale = _storage_parameter(
-            value.to(self.weight.device, copy=True))
+        self.input_scale = value.to(self.weight.device, copy=True)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # A frozen checkpoint has input_scale: make room for it.
@@ -314,17 +328,18 @@ class Linear(torch.nn.Linear):
         # Eager: one fp8q._C call (the custom operator's own computation,
         # without its Python dispatch); x's dtype, device and shape are
         # checked there.
-        # The parameters are read from the module's dict:
+        # The tensors are read from the module's dicts:
         # nn.Module.__getattr__ costs 0.4 us per call.
-        parameters = self._parameters
+        parameters, buffers = self._parameters, self._buffers
+        weight_scale = (buffers if self.granularity == "tensor"
+                        else parameters)["weight_scale"]
         if self.activations is None:
             return _ops.weight_only_forward(
-                x, parameters["weight"], parameters["weight_scale"],
-                parameters["bias"], self.granularity)
-        return _ops.fp8_forward(x, parameters["weight"],
-                                parameters["weight_scale"],
-                                parameters["bias"],
-                                parameters["input_scale"], self.granularity)
+                x, parameters["weight"], weight_scale, parameters["bias"],
+                self.granularity)
+        return _ops.fp8_forward(x, parameters["weight"], weight_scale,
+                                parameters["bias"], buffers["input_scale"],
+                                self.granularity)
 
     def _eager_call_reads(self, x):
         """Whether the one-call path may read x: a plain CPU or CUDA tensor
