@@ -14,7 +14,7 @@ reset_parameters quantizes a fresh float initialisation, and a weight or
 scale set with another dtype (a loader's dtype= conversion) is refused."""
 import torch
 
-from fp8q.torch import _ops
+from fp8q.torch import _ops, _tensor_parallel
 
 # Names accepted for the FP8 formats of weights and activations.
 FORMATS = {"e4m3": torch.float8_e4m3fn, "float8_e4m3fn": torch.float8_e4m3fn,
@@ -366,8 +366,15 @@ class Linear(torch.nn.Linear):
         if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise TypeError("fp8q.torch.Linear: x must be float32, float16 "
                             f"or bfloat16, got {x.dtype}")
+        if _tensor_parallel.is_sharded(self.weight):
+            return _tensor_parallel.forward(self, x, self._operator)
+        return self._operator(x, self.weight, self.weight_scale, self.bias,
+                              self.input_scale)
+
+    def _operator(self, x, weight, weight_scale, bias, input_scale):
+        """The layer's custom operator on these tensors."""
         if self.activations is None:
-            return _ops.linear_weight_only(x, self.weight, self.weight_scale,
-                                           self.bias, self.granularity)
-        return _ops.linear_fp8(x, self.weight, self.weight_scale, self.bias,
-                               self.input_scale, self.granularity)
+            return _ops.linear_weight_only(x, weight, weight_scale, bias,
+                                           self.granularity)
+        return _ops.linear_fp8(x, weight, weight_scale, bias, input_scale,
+                               self.granularity)
