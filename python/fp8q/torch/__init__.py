@@ -5,7 +5,8 @@ Imported on demand (`import fp8q.torch`); `import fp8q` never imports torch.
 - to_torch / from_torch: zero-copy conversions through DLPack, FP8 included.
 - quantize(model, ...): replaces nn.Linear modules by fp8q.torch.Linear,
   which holds FP8 weights with float32 dequantization scales.
-- Linear: the quantized layer (gradients reach its input and bias),
+- Linear: the quantized layer, an nn.Linear subclass whose FP8 weight
+  and scales are frozen parameters (gradients reach its input and bias),
   computed by one fp8q._C call per forward, or by fp8q's
   PyTorch custom operators (torch.ops.fp8q.*, registered on import), so
   torch.compile and torch.export trace it without graph breaks.
