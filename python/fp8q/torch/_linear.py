@@ -22,6 +22,10 @@ FORMATS = {"e4m3": torch.float8_e4m3fn, "float8_e4m3fn": torch.float8_e4m3fn,
 # The tensors that keep their dtype when the module's dtype changes.
 STORAGE = ("weight", "weight_scale", "input_scale")
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
+# The dtypes compute_dtype follows (not an FP8 storage dtype, as diffusers'
+# layerwise casting converts modules to between calls).
+COMPUTE_DTYPES = (torch.float16, torch.bfloat16, torch.float32,
+                  torch.float64)
 
 
 def parse_format(value, argument):
@@ -61,12 +65,11 @@ class _StorageDict(dict):
     weight (which must have an FP8 dtype) or a scale (float32) with another
     dtype is refused, whoever sets it: attribute assignment,
     register_parameter / register_buffer, or a loader writing the dict
-    itself (accelerate's
-    set_module_tensor_to_device with dtype=, which converts every floating
-    tensor). The converted scales have lost bits, so nothing can be
-    repaired there: the error names the layer (`layer`: its qualified name
-    once fp8q.torch.quantize has set it) and where the conversion came
-    from."""
+    itself (accelerate's set_module_tensor_to_device with dtype=, which
+    converts every floating tensor). The converted scales have lost bits,
+    so nothing can be repaired there: the error names the layer (`layer`:
+    its qualified name once fp8q.torch.quantize has set it) and where the
+    conversion came from."""
 
     layer = "fp8q.torch.Linear"
 
@@ -108,10 +111,10 @@ class Linear(torch.nn.Linear):
     It is a torch.nn.Linear subclass, so peft, torch's tensor parallel
     styles and accelerate take it for a linear layer. `compute_dtype` is
     the float dtype the layer was built with or last converted to (the
-    source nn.Linear's, then module.to(dtype)'s): what peft gives the LoRA
-    adapters it adds. reset_parameters() draws a float weight and bias as
-    nn.Linear does and quantizes the weight with the layer's format and
-    granularity.
+    source nn.Linear's, then module.to(dtype)'s, FP8 storage dtypes
+    aside): what peft gives the LoRA adapters it adds. reset_parameters()
+    draws a float weight and bias as nn.Linear does and quantizes the
+    weight with the layer's format and granularity.
 
     forward(x): x (..., in_features) float32, float16 or bfloat16 on the
     layer's device (the CPU, or a GPU after model.to("cuda"); fp8q's work
@@ -246,14 +249,12 @@ class Linear(torch.nn.Linear):
         given = {"weight": weight, "weight_scale": weight_scale,
                  "bias": bias}
         for name, tensor in given.items():
-            if (tensor is None) != (expected[name] is None) or (
-                    tensor is not None
-                    and tensor.shape != expected[name].shape):
-                shape = None if tensor is None else tuple(tensor.shape)
-                raise ValueError(
-                    f"from_fp8: {name} has shape {shape}, expected "
-                    f"{None if expected[name] is None else tuple(expected[name].shape)}"
-                    f" (granularity {self.granularity!r})")
+            shape, wanted = (None if t is None else tuple(t.shape)
+                             for t in (tensor, expected[name]))
+            if shape != wanted:
+                raise ValueError(f"from_fp8: {name} has shape {shape}, "
+                                 f"expected {wanted} (granularity "
+                                 f"{self.granularity!r})")
             if name in self._buffers:
                 self._buffers[name] = tensor
             elif tensor is not None:
@@ -290,7 +291,7 @@ class Linear(torch.nn.Linear):
                    for name, tensor in tensors.items()
                    if name in STORAGE and tensor is not None}
         probe = fn(torch.empty(0, dtype=self.compute_dtype))
-        if probe.is_floating_point():
+        if probe.dtype in COMPUTE_DTYPES:
             self.compute_dtype = probe.dtype
         return super()._apply(
             lambda tensor: (_keeping_dtype(fn, tensor)
