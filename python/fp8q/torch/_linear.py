@@ -108,6 +108,11 @@ class Linear(torch.nn.Linear):
     offloading. Setting the weight or a scale to a tensor of another dtype
     raises ValueError.
 
+    Linear(in_features, out_features, bias=True, *, weights="e4m3",
+    activations=None, granularity="row", device=None, dtype=None) holds
+    zero codes and unit scales (load a state dict, or use from_linear /
+    from_fp8); device and dtype (the bias's) are nn.Linear's arguments.
+
     It is a torch.nn.Linear subclass, so peft, torch's tensor parallel
     styles and accelerate take it for a linear layer. `compute_dtype` is
     the float dtype the layer was built with or last converted to (the
