@@ -6,7 +6,8 @@ Imported on demand (`import fp8q.torch`); `import fp8q` never imports torch.
 - quantize(model, ...): replaces nn.Linear modules by fp8q.torch.Linear,
   which holds FP8 weights with float32 dequantization scales, all or none,
   and logs a QuantizeSummary.
-- Linear: the quantized layer (gradients reach its input and bias),
+- Linear: the quantized layer, an nn.Linear subclass whose FP8 weight
+  and scales are frozen parameters (gradients reach its input and bias),
   computed by one fp8q._C call per forward, or by fp8q's
   PyTorch custom operators (torch.ops.fp8q.*, registered on import), so
   torch.compile and torch.export trace it without graph breaks.
@@ -14,6 +15,7 @@ Imported on demand (`import fp8q.torch`); `import fp8q` never imports torch.
 - load_checkpoint(model, source): FP8 checkpoints of every common layout
   (compressed-tensors/vLLM, FineGrainedFP8, ComfyUI, optimum-quanto,
   plain FP8) loaded into fp8q.torch.Linear layers, codes as they are.
+- merge_lora(model): merges peft LoRA adapters into FP8 base weights.
 - fp8q.torch.quanto_compat: optimum-quanto's FP8 API on top of these.
 - Fp8qConfig: fp8q as a transformers quantization method
   (from_pretrained(..., quantization_config=Fp8qConfig(...)),
@@ -28,12 +30,13 @@ from fp8q.torch._checks import InputShapeError
 from fp8q.torch._convert import from_torch, to_torch
 from fp8q.torch._linear import Linear
 from fp8q.torch._load_checkpoint import load_checkpoint
+from fp8q.torch._lora import merge_lora
 from fp8q.torch._quantize import quantize
 from fp8q.torch._summary import QuantizeSummary
 
 __all__ = ["Fp8qConfig", "InputShapeError", "Linear", "QuantizeSummary",
-           "calibrate", "freeze", "from_torch", "load_checkpoint", "quantize",
-           "to_torch"]
+           "calibrate", "freeze", "from_torch", "load_checkpoint",
+           "merge_lora", "quantize", "to_torch"]
 
 
 def __getattr__(name):

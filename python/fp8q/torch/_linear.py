@@ -1,16 +1,31 @@
 """fp8q.torch.Linear: an nn.Linear whose weight is FP8 with float32
 dequantization scales, computed by one fp8q._C call per forward, or by
 fp8q's custom operators (torch.ops.fp8q, fp8q.torch._ops) when traced or
-differentiated."""
+differentiated.
+
+It subclasses torch.nn.Linear, and its FP8 weight and scales are
+parameters that never require grad (as optimum-quanto and bitsandbytes
+store theirs; scalar scales are buffers, as FSDP2 refuses scalar
+parameters), so the tools that find linear layers (peft, torch's tensor
+parallel styles) or move parameters (accelerate's offloading and
+dispatch, DDP, FSDP2) treat it as one. What nn.Linear would do to a float
+weight is kept away from the FP8 codes: dtype conversions keep them,
+reset_parameters quantizes a fresh float initialisation, and a weight or
+scale set with another dtype (a loader's dtype= conversion) is refused."""
 import torch
 
-from fp8q.torch import _checks, _ops
+from fp8q.torch import _checks, _ops, _tensor_parallel
 
 # Names accepted for the FP8 formats of weights and activations.
 FORMATS = {"e4m3": torch.float8_e4m3fn, "float8_e4m3fn": torch.float8_e4m3fn,
            "e5m2": torch.float8_e5m2, "float8_e5m2": torch.float8_e5m2}
-# Buffers that keep their dtype when the module's dtype changes.
-STORAGE_BUFFERS = ("weight", "weight_scale", "input_scale")
+# The tensors that keep their dtype when the module's dtype changes.
+STORAGE = ("weight", "weight_scale", "input_scale")
+FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
+# The dtypes compute_dtype follows (not an FP8 storage dtype, as diffusers'
+# layerwise casting converts modules to between calls).
+COMPUTE_DTYPES = (torch.float16, torch.bfloat16, torch.float32,
+                  torch.float64)
 
 
 def parse_format(value, argument):
@@ -19,6 +34,13 @@ def parse_format(value, argument):
         raise ValueError(f"{argument}: expected \"e4m3\" or \"e5m2\", got "
                          f"{value!r}")
     return FORMATS[value]
+
+
+def check_granularity(value):
+    """ValueError unless value is "row", "tensor" or "block"."""
+    if value not in _ops.WEIGHT_GRANULARITIES:
+        raise ValueError("granularity: expected \"row\", \"tensor\" or "
+                         f"\"block\", got {value!r}")
 
 
 def _keeping_dtype(fn, tensor):
@@ -33,24 +55,78 @@ def _keeping_dtype(fn, tensor):
     return tensor.to(probe.device)
 
 
-class Linear(torch.nn.Module):
+def _storage_parameter(tensor):
+    """tensor as a parameter that never requires grad."""
+    return torch.nn.Parameter(tensor, requires_grad=False)
+
+
+class _StorageDict(dict):
+    """A Linear's _parameters and _buffers: a tensor given for the FP8
+    weight (which must have an FP8 dtype) or a scale (float32) with another
+    dtype is refused, whoever sets it: attribute assignment,
+    register_parameter / register_buffer, or a loader writing the dict
+    itself (accelerate's set_module_tensor_to_device with dtype=, which
+    converts every floating tensor). The converted scales have lost bits,
+    so nothing can be repaired there: the error names the layer (`layer`:
+    its qualified name once fp8q.torch.quantize has set it) and where the
+    conversion came from."""
+
+    layer = "fp8q.torch.Linear"
+
+    def __setitem__(self, name, value):
+        if value is not None and name in STORAGE:
+            expected = (FP8_DTYPES if name == "weight"
+                        else (torch.float32,))
+            if value.dtype not in expected:
+                raise ValueError(
+                    f"{self.layer}: {name} must stay "
+                    f"{' or '.join(map(str, expected))}, got {value.dtype} "
+                    f"(shape {tuple(value.shape)}). A loader converted it: "
+                    "load FP8 checkpoints without a dtype (accelerate's "
+                    "load_checkpoint_and_dispatch(dtype=...) converts every "
+                    "floating tensor) and convert the model afterwards with "
+                    "model.to(dtype), which keeps FP8 weights and scales")
+        super().__setitem__(name, value)
+
+
+class Linear(torch.nn.Linear):
     """y = x @ dequantize(weight).T + bias with an FP8 weight.
 
-    Buffers (the names and layout FP8 checkpoints use, e.g. vLLM's and
+    Tensors (the names and layout FP8 checkpoints use, e.g. vLLM's and
     compressed-tensors'): `weight` (out_features, in_features) in
     torch.float8_e4m3fn or float8_e5m2; `weight_scale`, float32
     dequantization scales (weight ~= weight * weight_scale): shape
     (out_features, 1) for "row", () for "tensor", (ceil(N/128), ceil(K/128))
     for "block"; `bias` (float, or None); `input_scale`, a float32 () static
     activation scale once fp8q.torch.freeze has set it (absent before, and
-    with activations=None).
+    with activations=None). weight, bias and non-scalar weight scales are
+    torch.nn.Parameter with requires_grad=False, so tools that move
+    parameters (accelerate's offloading and dispatch, FSDP2, DDP) move them
+    and no optimizer changes them; `layer.bias.requires_grad_(True)` makes
+    the bias train. The scalar scales ("tensor" weight_scale, input_scale)
+    are buffers: FSDP2 refuses scalar parameters, and 4 bytes need no
+    offloading. Setting the weight or a scale to a tensor of another dtype
+    raises ValueError.
+
+    Linear(in_features, out_features, bias=True, *, weights="e4m3",
+    activations=None, granularity="row", device=None, dtype=None) holds
+    zero codes and unit scales (load a state dict, or use from_linear /
+    from_fp8); device and dtype (the bias's) are nn.Linear's arguments.
+
+    It is a torch.nn.Linear subclass, so peft, torch's tensor parallel
+    styles and accelerate take it for a linear layer. `compute_dtype` is
+    the float dtype the layer was built with or last converted to (the
+    source nn.Linear's, then module.to(dtype)'s, FP8 storage dtypes
+    aside): what peft gives the LoRA adapters it adds. reset_parameters()
+    draws a float weight and bias as nn.Linear does and quantizes the
+    weight with the layer's format and granularity.
 
     forward(x): x (..., in_features) float32, float16 or bfloat16 on the
     layer's device (the CPU, or a GPU after model.to("cuda"); fp8q's work
     runs on PyTorch's current stream there, and the result comes from
     torch's allocator). Eagerly it is one call into fp8q._C; under
-    torch.compile and torch.export, for tensor subclasses and when x
-    requires grad, it goes through the custom operators
+    torch.compile and torch.export, for tensor subclasses (DTensor) and
+    when x requires grad, it goes through the custom operators
     torch.ops.fp8q.linear_weight_only / linear_fp8 (one opaque op per
     layer), which compute the same bits. With activations=None
     (weight-only) the weight is dequantized into x's dtype and torch
@@ -58,29 +134,32 @@ class Linear(torch.nn.Module):
     input_scale when set (static, per tensor), else dynamically per token
     (1x128 blocks for block weights) — and fp8q.scaled_mm's product
     computes the FP8 GEMM, exactly as fp8q.linear would (on a GPU:
-    cuBLASLt's FP8 GEMM on sm_89+, the emulated bfloat16 one below). The result has x's dtype and shape (..., out_features). A
-    token holding NaN or infinity gives NaN in its row of the result (as
-    the float layer would); forward never raises for non-finite values.
+    cuBLASLt's FP8 GEMM on sm_89+, the emulated bfloat16 one below). The
+    result has x's dtype and shape (..., out_features). A token holding NaN
+    or infinity gives NaN in its row of the result (as the float layer
+    would); forward never raises for non-finite values.
 
     Gradients reach x and the bias (when they require grad): grad_x =
     grad_y @ W with W the weight dequantized into grad_y's dtype (straight
     through the activation quantization of W8A8), grad_bias = grad_y summed
-    over the tokens; the FP8 weight and the scales are buffers and never
-    train. So adapters (LoRA) and anything upstream of the layer can train.
+    over the tokens; the FP8 weight and the scales never train. So adapters
+    (LoRA) and anything upstream of the layer can train.
 
     Dtype conversions of the module (.to(dtype), .half(), .bfloat16(),
     .float()) convert the bias only: the FP8 weight and the float32
     weight_scale and input_scale keep their dtypes, and the compute and
     output dtype follows x. Device moves (.to(device), .cuda(), .cpu())
-    move every buffer.
+    move every parameter.
     """
 
     def __init__(self, in_features, out_features, bias=True, *,
-                 weights="e4m3", activations=None, granularity="row"):
-        super().__init__()
-        if granularity not in _ops.WEIGHT_GRANULARITIES:
-            raise ValueError("granularity: expected \"row\", \"tensor\" or "
-                             f"\"block\", got {granularity!r}")
+                 weights="e4m3", activations=None, granularity="row",
+                 device=None, dtype=None):
+        # nn.Linear.__init__ would allocate and initialise a float weight.
+        torch.nn.Module.__init__(self)
+        self.__dict__["_parameters"] = _StorageDict()
+        self.__dict__["_buffers"] = _StorageDict()
+        check_granularity(granularity)
         weight_dtype = parse_format(weights, "weights")
         if activations not in (None, "e4m3", "float8_e4m3fn"):
             raise ValueError("activations: expected None (weight-only) or "
@@ -90,33 +169,119 @@ class Linear(torch.nn.Module):
         self.in_features = in_features
         self.out_features = out_features
         self.granularity = granularity
-        self.register_buffer("weight", torch.zeros(
-            (out_features, in_features), dtype=weight_dtype))
-        self.register_buffer("weight_scale", torch.ones(
+        self.compute_dtype = dtype or torch.get_default_dtype()
+        # The bias first: tools that take a model's dtype from its first
+        # floating parameter (diffusers' ModelMixin.dtype) find it before
+        # the FP8 weight. state_dict() is by name, so the order is free.
+        self.register_parameter("bias", _storage_parameter(torch.zeros(
+            out_features, dtype=self.compute_dtype, device=device))
+            if bias else None)
+        self.weight = _storage_parameter(torch.zeros(
+            (out_features, in_features), dtype=weight_dtype, device=device))
+        scale = torch.ones(
             _ops.weight_scale_shape(out_features, in_features, granularity),
-            dtype=torch.float32))
-        self.register_buffer("bias", torch.zeros(out_features)
-                             if bias else None)
+            dtype=torch.float32, device=device)
+        if scale.dim() == 0:
+            self.register_buffer("weight_scale", scale)
+        else:
+            self.weight_scale = _storage_parameter(scale)
         # Set by fp8q.torch.freeze, or by loading a frozen state dict.
         self.register_buffer("input_scale", None)
+
+    @classmethod
+    def from_fp8(cls, weight, weight_scale, bias=None, *, input_scale=None,
+                 activations=None, granularity="row"):
+        """A Linear holding these tensors themselves (no copy): `weight`,
+        FP8 codes (out_features, in_features) in float8_e4m3fn or
+        float8_e5m2; `weight_scale`, float32 dequantization scales of the
+        shape `granularity` gives (see the class); `bias` (out_features,)
+        float, or None; `input_scale`, a float32 static activation scale
+        (activations="e4m3" only), or None. compute_dtype is the bias's
+        dtype (float32 without one). ValueError naming the argument for a
+        wrong dtype or shape."""
+        if weight.dtype not in FP8_DTYPES or weight.dim() != 2:
+            raise ValueError(f"from_fp8: weight must be a 2-D float8_e4m3fn "
+                             f"or float8_e5m2 tensor, got {weight.dtype} "
+                             f"with shape {tuple(weight.shape)}")
+        out_features, in_features = weight.shape
+        layer = cls(in_features, out_features, bias=bias is not None,
+                    weights=str(weight.dtype).removeprefix("torch."),
+                    activations=activations, granularity=granularity,
+                    device="meta",
+                    dtype=None if bias is None else bias.dtype)
+        layer._set_storage(weight, weight_scale, bias)
+        if input_scale is not None:
+            layer.set_input_scale(input_scale)
+        return layer
 
     @classmethod
     def from_linear(cls, linear, *, weights="e4m3", activations=None,
                     granularity="row"):
         """A Linear on `linear`'s device holding its weight quantized by
         torch.ops.fp8q.quantize_weight (exactly fp8q.quantize: per group,
-        scale = float32(amax) / finfo.max) and its bias unchanged.
-        ValueError naming the problem for NaN or infinity in the weight."""
-        layer = cls(linear.in_features, linear.out_features,
-                    bias=linear.bias is not None, weights=weights,
-                    activations=activations, granularity=granularity)
+        scale = float32(amax) / finfo.max) and its bias unchanged;
+        compute_dtype is linear's weight's dtype. ValueError naming the
+        problem for NaN or infinity in the weight, and for a linear that
+        is already an fp8q.torch.Linear (quantizing twice would round
+        twice)."""
+        if isinstance(linear, Linear):
+            raise ValueError("from_linear: this layer is already an "
+                             "fp8q.torch.Linear (its weight holds FP8 codes)")
+        check_granularity(granularity)
         codes, scale = _ops.quantize_weight(
-            linear.weight.detach(), layer.weight.dtype, granularity)
-        layer.weight = codes
-        layer.weight_scale = scale
-        if linear.bias is not None:
-            layer.bias = linear.bias.detach().clone()
-        return layer.to(linear.weight.device)
+            linear.weight.detach(), parse_format(weights, "weights"),
+            granularity)
+        layer = cls.from_fp8(
+            codes, scale, None if linear.bias is None
+            else linear.bias.detach().clone(), activations=activations,
+            granularity=granularity)
+        layer.compute_dtype = linear.weight.dtype
+        return layer
+
+    def set_name(self, name):
+        """Records the layer's qualified name in the model (as
+        model.named_modules() gives it), for the errors that concern the
+        layer as a whole, such as a loader converting its FP8 weight, or x
+        of the wrong shape (fp8q.torch._checks)."""
+        self.qualified_name = name
+        self._parameters.layer = self._buffers.layer = (
+            f"fp8q.torch.Linear {name!r}")
+
+    def _set_storage(self, weight, weight_scale, bias):
+        """Replaces the weight, its scales and the bias (shapes checked
+        against the layer's) by these tensors: parameters that do not
+        require grad, or buffers where the layer has them."""
+        expected = {"weight": self.weight, "weight_scale": self.weight_scale,
+                    "bias": self.bias}
+        given = {"weight": weight, "weight_scale": weight_scale,
+                 "bias": bias}
+        for name, tensor in given.items():
+            shape, wanted = (None if t is None else tuple(t.shape)
+                             for t in (tensor, expected[name]))
+            if shape != wanted:
+                raise ValueError(f"from_fp8: {name} has shape {shape}, "
+                                 f"expected {wanted} (granularity "
+                                 f"{self.granularity!r})")
+            if name in self._buffers:
+                self._buffers[name] = tensor
+            elif tensor is not None:
+                setattr(self, name, _storage_parameter(tensor))
+
+    def reset_parameters(self):
+        """Draws a float weight and bias as torch.nn.Linear does
+        (kaiming-uniform weight, uniform bias, in float32 on the layer's
+        device) and stores the weight quantized with the layer's format and
+        granularity: the FP8 counterpart of nn.Linear's initialisation, for
+        the tools that call it (meta-device initialisation). input_scale,
+        if any, is kept."""
+        float_layer = torch.nn.Linear(self.in_features, self.out_features,
+                                      bias=self.bias is not None,
+                                      device=self.weight.device)
+        codes, scale = _ops.quantize_weight(
+            float_layer.weight.detach(), self.weight.dtype, self.granularity)
+        bias = (None if self.bias is None
+                else float_layer.bias.detach().to(self.bias.dtype))
+        self._set_storage(codes, scale, bias)
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, "
@@ -126,19 +291,19 @@ class Linear(torch.nn.Module):
                 f"activations={self.activations!r}")
 
     def _apply(self, fn, recurse=True):
-        storage = {name: self._buffers[name] for name in STORAGE_BUFFERS
-                   if self._buffers.get(name) is not None}
-        converted = {name: _keeping_dtype(fn, tensor)
-                     for name, tensor in storage.items()}
-        for name in storage:  # hidden from torch's float conversion
-            self._buffers[name] = None
-        try:
-            super()._apply(fn, recurse)
-        finally:
-            for name, tensor in storage.items():
-                self._buffers[name] = tensor
-        self._buffers.update(converted)
-        return self
+        # torch's own _apply (Parameter identity, swap_tensors, grads) with
+        # fn kept from converting the dtype of the weight and the scales.
+        storage = {id(tensor) for tensors in (self._parameters,
+                                              self._buffers)
+                   for name, tensor in tensors.items()
+                   if name in STORAGE and tensor is not None}
+        probe = fn(torch.empty(0, dtype=self.compute_dtype))
+        if probe.dtype in COMPUTE_DTYPES:
+            self.compute_dtype = probe.dtype
+        return super()._apply(
+            lambda tensor: (_keeping_dtype(fn, tensor)
+                            if id(tensor) in storage else fn(tensor)),
+            recurse)
 
     def set_input_scale(self, scale):
         """Makes activations static: x is quantized with this float32
@@ -182,15 +347,19 @@ class Linear(torch.nn.Module):
         # Eager: one fp8q._C call (the custom operator's own computation,
         # without its Python dispatch); x's dtype, device and shape are
         # checked there.
-        buffers = self._buffers
+        # The tensors are read from the module's dicts:
+        # nn.Module.__getattr__ costs 0.4 us per call.
+        parameters, buffers = self._parameters, self._buffers
+        weight_scale = (buffers if self.granularity == "tensor"
+                        else parameters)["weight_scale"]
         try:
             if self.activations is None:
                 return _ops.weight_only_forward(
-                    x, buffers["weight"], buffers["weight_scale"],
-                    self._bias(), self.granularity)
-            return _ops.fp8_forward(x, buffers["weight"],
-                                    buffers["weight_scale"], self._bias(),
-                                    buffers["input_scale"], self.granularity)
+                    x, parameters["weight"], weight_scale,
+                    parameters["bias"], self.granularity)
+            return _ops.fp8_forward(x, parameters["weight"], weight_scale,
+                                    parameters["bias"], buffers["input_scale"],
+                                    self.granularity)
         except (ValueError, RuntimeError):
             # A failed call explains a wrong shape as nn.Linear would (the
             # try block is free on the way through from Python 3.11 on).
@@ -198,13 +367,6 @@ class Linear(torch.nn.Module):
             if shape_error is not None:
                 raise shape_error from None
             raise
-
-    def _bias(self):
-        """The bias: a buffer, or a Parameter once made trainable, or None
-        (read from the module's dicts: nn.Module.__getattr__ costs 0.4 us
-        per call)."""
-        bias = self._buffers.get("bias")
-        return bias if bias is not None else self._parameters.get("bias")
 
     def _eager_call_reads(self, x):
         """Whether the one-call path may read x: a plain CPU or CUDA tensor
@@ -220,7 +382,7 @@ class Linear(torch.nn.Module):
             return False
         if not torch.is_grad_enabled():
             return True
-        bias = self._bias()
+        bias = self._parameters["bias"]
         return not (x.requires_grad
                     or (bias is not None and bias.requires_grad))
 
@@ -234,8 +396,15 @@ class Linear(torch.nn.Module):
         shape_error = _checks.input_shape_error(self, x)
         if shape_error is not None:
             raise shape_error
+        if _tensor_parallel.is_sharded(self.weight):
+            return _tensor_parallel.forward(self, x, self._operator)
+        return self._operator(x, self.weight, self.weight_scale, self.bias,
+                              self.input_scale)
+
+    def _operator(self, x, weight, weight_scale, bias, input_scale):
+        """The layer's custom operator on these tensors."""
         if self.activations is None:
-            return _ops.linear_weight_only(x, self.weight, self.weight_scale,
-                                           self.bias, self.granularity)
-        return _ops.linear_fp8(x, self.weight, self.weight_scale, self.bias,
-                               self.input_scale, self.granularity)
+            return _ops.linear_weight_only(x, weight, weight_scale, bias,
+                                           self.granularity)
+        return _ops.linear_fp8(x, weight, weight_scale, bias, input_scale,
+                               self.granularity)

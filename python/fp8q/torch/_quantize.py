@@ -83,7 +83,7 @@ def _quantized_layers(chosen, **settings):
                 f"{module.in_features} -> {module.out_features}): "
                 f"{_weight_problem(module.weight, name, error)}. No layer "
                 "was quantized: the model is unchanged") from error
-        layer.qualified_name = name  # for the layer's error messages
+        layer.set_name(name)  # for the layer's error messages
         layers[name] = layer
     return layers
 
@@ -101,8 +101,8 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
 
     All or none: every layer is quantized before any is replaced, so an
     error (NaN or infinity in a weight, say) names the module and leaves
-    the model unchanged. fp8q.torch.Linear layers the patterns match are
-    left as they are when they have the requested settings (so quantizing
+    the model unchanged. fp8q.torch.Linear layers (an nn.Linear subclass)
+    the patterns match are left as they are when they have the requested settings (so quantizing
     twice with the same arguments changes nothing, and a second call can
     quantize the layers a first one excluded); other settings are a
     ValueError naming the layer. ValueError when a pattern matches no

@@ -1,0 +1,171 @@
+"""peft's LoRA on fp8q-quantized models, with no registration: get_peft_model
+wraps fp8q.torch.Linear (an nn.Linear), training moves the adapters only,
+their gradients are those of the float model holding the dequantized
+weights, and merging goes through fp8q.torch.merge_lora (dequantize, add,
+re-quantize): peft's own merge refuses FP8 codes rather than dropping the
+adapter."""
+import pytest
+
+torch = pytest.importorskip(
+    "torch", reason="PyTorch is not installed: pip install torch to run the "
+                    "fp8q.torch tests")
+peft = pytest.importorskip(
+    "peft", reason="peft is not installed: pip install peft (.ci/run "
+                   "installs it) to run the LoRA tests")
+
+import fp8q  # noqa: E402
+import fp8q.torch as fpt  # noqa: E402
+
+MODES = [(None, "row"), (None, "block"), ("e4m3", "row"),
+         ("e4m3", "tensor")]
+MODE_IDS = ["W8A16-row", "W8A16-block", "W8A8-row", "W8A8-tensor"]
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(96, 160)
+        self.down = torch.nn.Linear(160, 48, bias=False)
+        self.head = torch.nn.Linear(48, 8)  # stays float
+
+    def forward(self, x):
+        return self.head(self.down(torch.relu(self.up(x))))
+
+
+def dequantized(layer):
+    """The layer's weight as float32 from fp8q's public dequantize."""
+    blocks = {"row": "row", "tensor": "tensor", "block": (128, 128)}
+    return fpt.to_torch(fp8q.QTensor(
+        fpt.from_torch(layer.weight), fpt.from_torch(layer.weight_scale),
+        blocks[layer.granularity]).dequantize("float32"))
+
+
+def fake_quantized_tokens(module, inputs):
+    """A forward pre-hook: x quantized to e4m3 per token and dequantized by
+    fp8q's public API in the forward, the identity in the backward (the
+    straight-through estimator W8A8's backward is)."""
+    x, = inputs
+    rows = x.detach().reshape(-1, x.shape[-1]).contiguous()
+    q = fp8q.quantize(fpt.from_torch(rows), "float8_e4m3fn",
+                      granularity="row")
+    rounded = fpt.to_torch(q.dequantize("float32")).reshape(x.shape)
+    return (x + (rounded - x).detach(),)
+
+
+def models(seed, activations, granularity):
+    """(quantized, float twin holding the dequantized weights and, for
+    W8A8, quantizing its inputs per token straight through), each with the
+    same LoRA adapters on up and down."""
+    torch.manual_seed(seed % (2 ** 31))
+    quantized = fpt.quantize(Model(), activations=activations,
+                             granularity=granularity, exclude=["head"])
+    twin = Model()
+    with torch.no_grad():
+        for name in ("up", "down", "head"):
+            source, target = getattr(quantized, name), getattr(twin, name)
+            target.weight.copy_(dequantized(source)
+                                if isinstance(source, fpt.Linear)
+                                else source.weight)
+            if source.bias is not None:
+                target.bias.copy_(source.bias)
+            if activations is not None and name != "head":
+                target.register_forward_pre_hook(fake_quantized_tokens)
+    config = dict(r=4, lora_alpha=8, target_modules=["up", "down"],
+                  init_lora_weights=False)
+    torch.manual_seed(seed % (2 ** 31) + 1)
+    quantized = peft.get_peft_model(quantized, peft.LoraConfig(**config))
+    torch.manual_seed(seed % (2 ** 31) + 1)
+    twin = peft.get_peft_model(twin, peft.LoraConfig(**config))
+    return quantized, twin
+
+
+def adapters(model):
+    return {name: p for name, p in model.named_parameters()
+            if p.requires_grad}
+
+
+@pytest.mark.parametrize("activations,granularity", MODES, ids=MODE_IDS)
+def test_lora_trains_the_adapters_only(activations, granularity, seed):
+    model, twin = models(seed, activations, granularity)
+    trainable = adapters(model)
+    assert sorted(trainable) == sorted(adapters(twin))
+    assert len(trainable) == 4 and all("lora_" in n for n in trainable)
+    frozen = {name: p.detach().clone() for name, p in
+              model.named_parameters() if not p.requires_grad}
+    before = {name: p.detach().clone() for name, p in trainable.items()}
+    optimizer = torch.optim.AdamW(trainable.values(), lr=1e-2)
+    x = torch.randn(6, 96)
+    for _ in range(2):
+        optimizer.zero_grad()
+        model(x).square().mean().backward()
+        optimizer.step()
+    for name, tensor in frozen.items():
+        got = model.get_parameter(name)
+        assert got.dtype == tensor.dtype and torch.equal(
+            got.reshape(-1).view(torch.uint8),
+            tensor.reshape(-1).view(torch.uint8)), name
+    for name, tensor in before.items():
+        assert not torch.equal(trainable[name], tensor), name
+
+
+@pytest.mark.parametrize("activations,granularity", MODES, ids=MODE_IDS)
+def test_adapter_gradients_are_the_float_models(activations, granularity,
+                                                seed):
+    model, twin = models(seed, activations, granularity)
+    x = torch.randn(5, 96)
+    model(x).square().mean().backward()
+    twin(x).square().mean().backward()
+    twin_adapters = adapters(twin)
+    for name, p in adapters(model).items():
+        # The same float products (W8A8: up to float32's rounding of the
+        # scaled FP8 product).
+        assert torch.allclose(p.grad, twin_adapters[name].grad, rtol=1e-4,
+                              atol=1e-6), f"{name}, seed={seed}"
+
+
+@pytest.mark.parametrize("activations,granularity", MODES, ids=MODE_IDS)
+def test_merge_lora_requantizes_and_peft_merge_never_drops(activations,
+                                                           granularity, seed):
+    model, _ = models(seed, activations, granularity)
+    x = torch.randn(4, 96)
+    with torch.no_grad():
+        unmerged = model(x)
+    base = model.base_model.model
+    codes_before = base.up.base_layer.weight.clone()
+    # peft's merge adds to weight.data: torch refuses FP8 codes, and the
+    # adapter is neither merged nor dropped.
+    with pytest.raises(RuntimeError, match="Float8"):
+        model.merge_and_unload()
+    assert torch.equal(base.up.base_layer.weight.view(torch.uint8),
+                       codes_before.view(torch.uint8))
+    with torch.no_grad():
+        assert torch.equal(model(x), unmerged)
+    # The float64 oracle of each merge: dequantized W + B @ A * scaling.
+    expected = {}
+    for name in ("up", "down"):
+        layer = getattr(base, name)
+        delta = (layer.lora_B["default"].weight.double()
+                 @ layer.lora_A["default"].weight.double()
+                 ) * layer.scaling["default"]
+        expected[name] = dequantized(layer.base_layer).double() + delta
+    assert sorted(fpt.merge_lora(model)) == ["base_model.model.down",
+                                             "base_model.model.up"]
+    assert fpt.merge_lora(model) == []  # merged once only
+    for name in ("up", "down"):
+        layer = getattr(base, name).base_layer
+        got = dequantized(layer).double()
+        scale = (layer.weight_scale.double() if granularity != "block"
+                 else layer.weight_scale.double().repeat_interleave(
+                     128, 0).repeat_interleave(128, 1)[:got.shape[0],
+                                                       :got.shape[1]])
+        # One e4m3 rounding: half an ulp, 2**-4 relative (2**-10 of the
+        # scale among the subnormals), and float32's own rounding.
+        bound = (expected[name].abs() * 2.0 ** -4 + scale * 2.0 ** -10
+                 ) * (1 + 1e-6) + 1e-7
+        assert ((got - expected[name]).abs() <= bound).all(), name
+    merged = model.merge_and_unload()  # peft merges the float layers only
+    assert isinstance(merged.up, fpt.Linear)
+    with torch.no_grad():
+        got = merged(x)
+    relative = (got - unmerged).norm() / unmerged.norm()
+    assert relative < 0.1, f"relative {relative}, seed={seed}"
