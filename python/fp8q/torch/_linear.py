@@ -69,12 +69,15 @@ class _StorageDict(dict):
     converts every floating tensor). The converted scales have lost bits,
     so nothing can be repaired there: the error names the layer (`layer`:
     its qualified name once fp8q.torch.quantize has set it) and where the
-    conversion came from."""
+    conversion came from. `holds_fp8` False lifts the rule for a subclass
+    that keeps a float weight for a while (quanto_compat's QLinear before
+    freeze())."""
 
     layer = "fp8q.torch.Linear"
+    holds_fp8 = True
 
     def __setitem__(self, name, value):
-        if value is not None and name in STORAGE:
+        if value is not None and name in STORAGE and self.holds_fp8:
             expected = (FP8_DTYPES if name == "weight"
                         else (torch.float32,))
             if value.dtype not in expected:

@@ -171,12 +171,14 @@ class QLinear(QModuleMixin, Linear):
             device=self.weight.device))
         for name in _FROZEN_TENSORS:
             _unregister(self, name)
+        self._parameters.holds_fp8 = self._buffers.holds_fp8 = False
         self.register_parameter("weight", weight)
         self.register_buffer("weight_scale", None)
 
     def _use_fp8_tensors(self, layer):
         """Makes the layer frozen with the FP8 weight and weight_scale of
         `layer` (an fp8q.torch.Linear), registered as that class does."""
+        self._parameters.holds_fp8 = self._buffers.holds_fp8 = True
         for name in _FROZEN_TENSORS:
             _unregister(self, name)
             if name in layer._parameters:
