@@ -29,19 +29,30 @@ GOOD_INFO = {"build": {"cuda_kernels": True, "cuda_kernels_reason": "built"},
              "cuda": {"available": True, "reason": None}}
 
 JUNIT = ('<?xml version="1.0"?><testsuites><testsuite name="pytest" '
-         'tests="3" skipped="{skipped}" failures="0" errors="0">'
+         'tests="3" skipped="{skipped}" failures="0" errors="0">{cases}'
          '</testsuite></testsuites>')
+# A cuda test that skipped, and a test file skipped whole at import (as
+# pytest writes them).
+SKIPPED_TEST = ('<testcase classname="tests.test_cuda_ops" name="test_{index}">'
+                '<skipped type="pytest.skip" message="no GPU"/></testcase>')
+SKIPPED_FILE = ('<testcase classname="" name="tests.test_extra_{index}">'
+                '<skipped message="collection skipped"/></testcase>')
 
 
-def fake_python(directory, info, skipped=0, info_sleep=0):
+def fake_python(directory, info, skipped=0, info_sleep=0, files_skipped=0):
     """A stand-in interpreter: `-m fp8q info --json` prints `info`, `-m
-    pytest` writes a junit XML with `skipped` skips, appends a line to
+    pytest` writes a junit XML with `skipped` skipped tests and
+    `files_skipped` test files skipped at import, appends a line to
     `directory`/pytest-calls (FP8Q_CUDA_NO_FP8_TENSOR_CORES, then
     FP8Q_CUDA_SCALED_MM_PATH, "-" where unset, then its arguments) and
     passes; the rest goes to the real interpreter."""
     directory = Path(directory)
     (directory / "info.json").write_text(json.dumps(info))
-    (directory / "junit.xml").write_text(JUNIT.format(skipped=skipped))
+    cases = "".join([SKIPPED_TEST.format(index=index) for index in range(skipped)]
+                    + [SKIPPED_FILE.format(index=index)
+                       for index in range(files_skipped)])
+    (directory / "junit.xml").write_text(JUNIT.format(
+        skipped=skipped + files_skipped, cases=cases))
     script = directory / "python"
     script.write_text(f"""#!/bin/bash
 case "$*" in
@@ -108,6 +119,16 @@ def test_fails_when_a_cuda_test_is_skipped(tmp_path):
     assert status == 1
     assert last == (f"gpu-check FAILED: 2 cuda-marked tests were skipped "
                     f"({out}/tests.xml)")
+
+
+def test_test_files_skipped_at_import_are_listed_not_counted(tmp_path):
+    """A test file skipped whole at collection (a library the GPU machine
+    lacks) holds no cuda test that could run there: listed, not a failure."""
+    status, last, out = run_check(
+        tmp_path, fake_python(tmp_path, GOOD_INFO, files_skipped=2), "tests")
+    assert status == 0, last
+    assert ("not collected here (skipped at import): tests.test_extra_1"
+            in (out / "tests.log").read_text())
 
 
 def test_a_step_that_times_out_still_prints_the_summary(tmp_path):
