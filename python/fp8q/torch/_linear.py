@@ -296,10 +296,12 @@ class Linear(torch.nn.Linear):
     def _apply(self, fn, recurse=True):
         # torch's own _apply (Parameter identity, swap_tensors, grads) with
         # fn kept from converting the dtype of the weight and the scales.
+        # (A float weight, holds_fp8 False, converts as nn.Linear's.)
+        kept = STORAGE if self._parameters.holds_fp8 else STORAGE[1:]
         storage = {id(tensor) for tensors in (self._parameters,
                                               self._buffers)
                    for name, tensor in tensors.items()
-                   if name in STORAGE and tensor is not None}
+                   if name in kept and tensor is not None}
         probe = fn(torch.empty(0, dtype=self.compute_dtype))
         if probe.dtype in COMPUTE_DTYPES:
             self.compute_dtype = probe.dtype

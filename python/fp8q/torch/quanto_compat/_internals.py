@@ -10,8 +10,8 @@ from fp8q.torch.quanto_compat import _qtypes
 _TENSORS_INSTEAD = (
     "fp8q keeps quantized weights as plain torch FP8 tensors with float32 "
     "scales: use QLinear(...).qweight (codes, scale, dequantize()), "
-    "fp8q.torch.Linear's weight / weight_scale buffers, or fp8q.quantize "
-    "for a tensor")
+    "fp8q.torch.Linear's weight / weight_scale parameters, or "
+    "fp8q.quantize for a tensor")
 
 
 def absmax_scale(base, qtype=_qtypes.qint8, axis=None):

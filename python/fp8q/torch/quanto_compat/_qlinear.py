@@ -9,7 +9,7 @@ from fp8q.torch.quanto_compat import _internals, _qtypes
 from fp8q.torch.quanto_compat._qtypes import qfloat8_e5m2
 
 # The tensors a frozen layer takes from fp8q.torch.Linear, as that class
-# registers them (buffers or parameters).
+# registers them (parameters; a scalar weight_scale would be a buffer).
 _FROZEN_TENSORS = ("weight", "weight_scale")
 
 
@@ -111,7 +111,8 @@ class QLinear(QModuleMixin, Linear):
             # e5m2 ones are handled by forward here.
             super().__init__(in_features, out_features, bias=bias,
                              weights=weight_format,
-                             activations=activation_format and "e4m3")
+                             activations=activation_format and "e4m3",
+                             dtype=dtype)
         # The truth for fp8q.torch.Linear's attribute (forward handles
         # e5m2 here, so the base class never computes with it).
         self.activations = activation_format
@@ -191,9 +192,11 @@ class QLinear(QModuleMixin, Linear):
         quantized as freeze() stores it (ValueError naming the layer for
         NaN or infinity in the weight)."""
         try:
-            return Linear.from_linear(
-                self, weights=self.weight_qtype.fp8q_format,
-                granularity="row")
+            # Linear.from_linear refuses a layer that is already an
+            # fp8q.torch.Linear, as this one is (with a float weight until
+            # frozen): its quantization, then from_fp8, as from_linear does.
+            codes, scale = self._quantized_float_weight()
+            return Linear.from_fp8(codes, scale, granularity="row")
         except ValueError as error:
             raise ValueError(f"freeze: layer {getattr(self, 'name', '')!r}: "
                              f"{error}") from None
@@ -219,6 +222,15 @@ class QLinear(QModuleMixin, Linear):
     def _quantized_float_weight(self):
         return _ops.quantize_weight(self.weight.detach(),
                                     self.weight_qtype.dtype, "row")
+
+    def reset_parameters(self):
+        """nn.Linear's initialization of the float weight and bias when
+        unfrozen (quanto's); frozen, fp8q.torch.Linear's (a fresh float
+        initialization stored as FP8 codes)."""
+        if self.frozen:
+            super().reset_parameters()
+        else:
+            torch.nn.Linear.reset_parameters(self)
 
     def _apply(self, fn, recurse=True):
         # The float dtype follows .to(dtype) / .half() as the bias does.

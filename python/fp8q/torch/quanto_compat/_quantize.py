@@ -50,6 +50,7 @@ def quantize(model, weights=None, activations=None, optimizer=None,
                                     activations=activations,
                                     optimizer=optimizer)
         layer.name = name
+        layer.set_name(name)  # fp8q.torch.Linear's errors name it
         _replace(model, name, layer)
 
 
@@ -93,27 +94,36 @@ def quantization_map(model):
 def _materialize(model, device):
     """Replaces every tensor of `model` on the meta device by an empty one
     on `device` (QLinear's input_scale and output_scale by ones, their
-    initial value); returns the state-dict keys of those left without
-    values."""
-    empty = set()
+    initial value); a tensor that several modules share (tied weights, as
+    accelerate's init_empty_weights leaves them) stays shared. Returns the
+    state-dict keys of those left without values, one tuple of keys per
+    tensor."""
+    replaced = {}  # id of the meta tensor: (new tensor, its keys or None)
     for prefix, module in model.named_modules():
         prefix = f"{prefix}." if prefix else ""
         for name, tensor in list(module._parameters.items()) + list(
                 module._buffers.items()):
             if tensor is None or tensor.device.type != "meta":
                 continue
-            if isinstance(module, QLinear) and name in ("input_scale",
-                                                        "output_scale"):
-                value = torch.ones_like(tensor, device=device)
-            else:
-                value = torch.empty_like(tensor, device=device)
-                empty.add(prefix + name)
+            if id(tensor) not in replaced:
+                if isinstance(module, QLinear) and name in ("input_scale",
+                                                            "output_scale"):
+                    value, keys = torch.ones_like(tensor, device=device), None
+                else:
+                    value, keys = torch.empty_like(tensor, device=device), []
+                if name in module._parameters:
+                    value = torch.nn.Parameter(
+                        value, requires_grad=tensor.requires_grad)
+                replaced[id(tensor)] = (tensor, value, keys)
+            _, value, keys = replaced[id(tensor)]
+            if keys is not None:
+                keys.append(prefix + name)
             if name in module._parameters:
-                module._parameters[name] = torch.nn.Parameter(
-                    value, requires_grad=tensor.requires_grad)
+                module._parameters[name] = value
             else:
                 module._buffers[name] = value
-    return empty
+    return [tuple(keys) for _, _, keys in replaced.values()
+            if keys is not None]
 
 
 def _check_meta_buffers(model):
@@ -139,8 +149,9 @@ def requantize(model, state_dict, quantization_map, device=None):
     still on the meta device storage on `device`, and loads `state_dict`
     (the saved model's state_dict(), e.g. safetensors' load_file) with
     strict=False, as quanto: keys the model lacks are ignored, and tensors
-    the state dict lacks keep their values. Unlike quanto, a tensor that
-    was on the meta device and is not in the state dict raises a
+    the state dict lacks keep their values; tied tensors stay tied.
+    Unlike quanto, a tensor that was on the meta device and is not in the
+    state dict (under none of its keys, for a tied one) raises a
     ValueError naming its keys (quanto would leave it uninitialized), and
     so, before anything changes, does a non-persistent buffer on the meta
     device, which no state dict holds. device: default the model's (the
@@ -171,13 +182,16 @@ def requantize(model, state_dict, quantization_map, device=None):
         except ValueError as error:
             raise ValueError(f"quantization_map[{name!r}]: {error}") from None
         layer.name = name
+        layer.set_name(name)  # fp8q.torch.Linear's errors name it
         replacements.append((name, layer))
     for name, layer in replacements:
         _replace(model, name, layer)
     uninitialized = _materialize(model, device)
     model.to(device)
     missing = model.load_state_dict(state_dict, strict=False).missing_keys
-    unset = sorted(uninitialized.intersection(missing))
+    # A tied tensor has values once one of its keys is loaded.
+    unset = sorted(key for keys in uninitialized
+                   if set(keys).issubset(missing) for key in keys)
     if unset:
         raise ValueError(
             f"requantize: state_dict has no {unset}: the model held them "

@@ -148,8 +148,14 @@ class QuantizedTransformersModel:
         config = transformers.AutoConfig.from_pretrained(directory)
         with _empty_weights():
             model = cls.auto_class.from_config(config)
+        tied = getattr(model.config, "tie_word_embeddings", False)
+        if tied:
+            # Tied before requantize too: accelerate's init_empty_weights
+            # leaves the tied output embedding a meta tensor of its own,
+            # which the saved state dict has no values for.
+            model.tie_weights()
         requantize(model, _load_state_dict(directory), qmap)
-        if getattr(model.config, "tie_word_embeddings", False):
+        if tied:
             model.tie_weights()
         model.eval()
         return cls(model)
