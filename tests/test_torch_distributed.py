@@ -49,6 +49,22 @@ def _spawned(rank, scenario, rendezvous, seed):
         scenario(rank, seed)
     finally:
         dist.destroy_process_group()
+    # The rank passed: leave without finalizing the interpreter. After a
+    # DistributedDataParallel, torch keeps C++ references to the gloo group
+    # (destroy_process_group does not free it, so its worker threads are not
+    # joined), and a worker drops its last reference to a finished
+    # collective after the caller's wait() has returned. Freeing a tensor
+    # that Python created takes the GIL; once Py_FinalizeEx has begun,
+    # CPython ends such a thread with pthread_exit, whose unwinding through
+    # the noexcept work destructor calls std::terminate: the rank dies of
+    # SIGABRT ("terminate called without an active exception") after the
+    # scenario passed, now and then. A failed rank raises above instead,
+    # and torch's spawn wrapper reports its traceback.
+    import os
+    import sys
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def run_in_two_ranks(scenario, tmp_path, seed):
