@@ -4,24 +4,10 @@ contract (tests/fake_gpu_kernels.py has the scenarios, each run in a fresh
 interpreter). What the kernels compute on a real GPU is tested by the
 `cuda`-marked tests of tests/test_cuda_ops.py.
 """
-from pathlib import Path
-
 import pytest
 
-import fp8q
-
-from fake_gpu import build_fake_driver, run_child
-
-TESTS = Path(__file__).parent
-
-
-@pytest.fixture(scope="module")
-def fake_driver(tmp_path_factory):
-    build = fp8q._C._build_info()
-    if not build["cuda_kernels"]:
-        pytest.skip("this fp8q was built without CUDA kernels: "
-                    + build["cuda_kernels_reason"])
-    return build_fake_driver(tmp_path_factory.mktemp("fake-cuda"))
+from fake_gpu import TESTS, run_child
+from test_cuda_fake_device import fake_driver  # noqa: F401 (a fixture)
 
 
 @pytest.mark.parametrize("name", [

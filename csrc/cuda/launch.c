@@ -154,6 +154,31 @@ fp8q_status fp8q_cuda_launch_amax(const fp8q_cuda_device *device,
                   args, stream, error);
 }
 
+/* The segmented row kernels' common launch (kernels/amax.cuh): clears
+ * amax_bits[0 .. n_rows) on the stream, stores the segment length into
+ * *segment (a field of `args`, the kernel's argument struct) and launches one
+ * block per work item. */
+static fp8q_status launch_segmented_rows(const fp8q_cuda_device *device,
+                                         fp8q_cuda_kernel kernel,
+                                         const void *args, int64_t *segment,
+                                         uint32_t *amax_bits, int64_t n_rows,
+                                         int64_t row_length,
+                                         fp8q_cu_stream stream,
+                                         fp8q_error *error)
+{
+    if (n_rows == 0) {
+        return FP8Q_OK;
+    }
+    *segment = segment_length(device, kernel, n_rows, row_length);
+    if (fp8q_cuda_zero(device, amax_bits, (size_t)n_rows * 4, stream,
+                       error) != FP8Q_OK) {
+        return error->status;
+    }
+    return launch(device, kernel,
+                  item_blocks(n_rows * fp8q_block_count(row_length, *segment)),
+                  args, stream, error);
+}
+
 fp8q_status fp8q_cuda_launch_amax_rows(const fp8q_cuda_device *device,
                                        const fp8q_amax_rows_args *args,
                                        fp8q_cu_stream stream,
@@ -161,20 +186,10 @@ fp8q_status fp8q_cuda_launch_amax_rows(const fp8q_cuda_device *device,
 {
     fp8q_amax_rows_args segmented = *args;
 
-    if (args->n_rows == 0) {
-        return FP8Q_OK;
-    }
-    segmented.segment_length = segment_length(
-        device, FP8Q_KERNEL_AMAX_ROWS, args->n_rows, args->row_length);
-    if (fp8q_cuda_zero(device, args->amax_bits, (size_t)args->n_rows * 4,
-                       stream, error) != FP8Q_OK) {
-        return error->status;
-    }
-    return launch(device, FP8Q_KERNEL_AMAX_ROWS,
-                  item_blocks(args->n_rows *
-                              fp8q_block_count(args->row_length,
-                                               segmented.segment_length)),
-                  &segmented, stream, error);
+    return launch_segmented_rows(device, FP8Q_KERNEL_AMAX_ROWS, &segmented,
+                                 &segmented.segment_length, args->amax_bits,
+                                 args->n_rows, args->row_length, stream,
+                                 error);
 }
 
 fp8q_status fp8q_cuda_launch_amax_blocks(const fp8q_cuda_device *device,
@@ -217,20 +232,10 @@ fp8q_status fp8q_cuda_launch_amax_finite_rows(
 {
     fp8q_amax_finite_rows_args segmented = *args;
 
-    if (args->n_rows == 0) {
-        return FP8Q_OK;
-    }
-    segmented.segment_length = segment_length(
-        device, FP8Q_KERNEL_AMAX_FINITE_ROWS, args->n_rows, args->row_length);
-    if (fp8q_cuda_zero(device, args->amax_bits, (size_t)args->n_rows * 4,
-                       stream, error) != FP8Q_OK) {
-        return error->status;
-    }
-    return launch(device, FP8Q_KERNEL_AMAX_FINITE_ROWS,
-                  item_blocks(args->n_rows *
-                              fp8q_block_count(args->row_length,
-                                               segmented.segment_length)),
-                  &segmented, stream, error);
+    return launch_segmented_rows(device, FP8Q_KERNEL_AMAX_FINITE_ROWS,
+                                 &segmented, &segmented.segment_length,
+                                 args->amax_bits, args->n_rows,
+                                 args->row_length, stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_scales_from_amax(
