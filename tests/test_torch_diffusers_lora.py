@@ -45,17 +45,18 @@ def transformers(seed, activations):
     return float_model, quantized, inputs
 
 
-def lora_state_dict(model, seed):
+def lora_state_dict(model, seed, factor_std):
     """A LoRA of rank 4 on every attention projection, in the format
-    diffusers' LoRA files have (prefix "transformer.")."""
+    diffusers' LoRA files have (prefix "transformer."), with N(0,
+    factor_std**2) factors."""
     generator = torch.Generator().manual_seed(seed % (2 ** 31))
     lora = {}
     for name, module in model.named_modules():
         if isinstance(module, torch.nn.Linear) and ".attn." in name:
             lora[f"transformer.{name}.lora_A.weight"] = torch.randn(
-                4, module.in_features, generator=generator) * 0.3
+                4, module.in_features, generator=generator) * factor_std
             lora[f"transformer.{name}.lora_B.weight"] = torch.randn(
-                module.out_features, 4, generator=generator) * 0.3
+                module.out_features, 4, generator=generator) * factor_std
     return lora
 
 
@@ -70,7 +71,10 @@ def test_load_lora_adapter_gives_the_float_lora_output(activations, seed):
     assert quantized.dtype == torch.float32  # not the FP8 weights' dtype
     float_base, quantized_base = run(float_model, inputs), run(quantized,
                                                                inputs)
-    lora = lora_state_dict(float_model, seed + 1)
+    # Factors large enough that the LoRA moves the output by 20-200% (300
+    # seeds), far beyond the FP8 quantization error, so the checks below
+    # tell an applied adapter from a dropped one on every seed.
+    lora = lora_state_dict(float_model, seed + 1, factor_std=0.5)
     float_model.load_lora_adapter(dict(lora), adapter_name="style",
                                   prefix="transformer")
     quantized.load_lora_adapter(dict(lora), adapter_name="style",
@@ -81,21 +85,28 @@ def test_load_lora_adapter_gives_the_float_lora_output(activations, seed):
     assert len(adapted) == len(lora) // 2
     float_lora, quantized_lora = run(float_model, inputs), run(quantized,
                                                                inputs)
+    # Bounds from 300 seeds (worst seen in brackets): output cosine 0.99
+    # (0.995), LoRA change 0.1 (0.22), distance ratio 0.5 (0.22), cosine of
+    # the changes 0.98 weight-only (0.994) and 0.95 W8A8 (0.985).
     assert cosine(quantized_lora, float_lora) >= 0.99, f"seed={seed}"
     # The adapter is applied, not dropped: the quantized model moves to the
-    # float LoRA output, well beyond its quantization error...
+    # float LoRA output, well beyond its quantization error, and by the same
+    # change as the float model.
     change = (float_lora - float_base).norm() / float_base.norm()
-    assert change > 0.05, f"the LoRA changes little: {change}"
+    assert change > 0.1, f"the LoRA changes little: {change}"
     assert ((quantized_lora - float_lora).norm()
             < 0.5 * (quantized_base - float_lora).norm()), f"seed={seed}"
-    if activations is None:  # ... and, weight-only, by the same change
-        assert cosine(quantized_lora - quantized_base,
-                      float_lora - float_base) >= 0.99, f"seed={seed}"
+    same_change = 0.98 if activations is None else 0.95
+    assert cosine(quantized_lora - quantized_base,
+                  float_lora - float_base) >= same_change, f"seed={seed}"
 
 
 def test_fuse_lora_after_merge_lora(seed):
     _, quantized, inputs = transformers(seed, None)
-    lora = lora_state_dict(quantized, seed + 1)
+    # Factors small enough that merged weights stay near the base weights'
+    # range: re-quantizing them to FP8 keeps the output cosine above 0.9999
+    # (150 seeds).
+    lora = lora_state_dict(quantized, seed + 1, factor_std=0.3)
     quantized.load_lora_adapter(dict(lora), adapter_name="style",
                                 prefix="transformer")
     unfused = run(quantized, inputs)
