@@ -107,6 +107,18 @@ template <typename Body> __device__ __forceinline__ void dispatch_dtype(int dtyp
     }
 }
 
+/* data[index] of float dtype `dtype` (float32, float16 or bfloat16) as
+ * float32: for operands, such as a bias, whose dtype is a launch argument
+ * beside a kernel's templated ones. */
+static __device__ __forceinline__ float float_element(const void *data, int64_t index, int dtype)
+{
+    switch (dtype) {
+    case FP8Q_FLOAT16: return dtype_traits<FP8Q_FLOAT16>::load(((const uint16_t *)data)[index]);
+    case FP8Q_BFLOAT16: return dtype_traits<FP8Q_BFLOAT16>::load(((const uint16_t *)data)[index]);
+    default: return ((const float *)data)[index];
+    }
+}
+
 /* ------------------------------------------------------------------------- */
 /* Packed vectors and indices                                                */
 

@@ -14,3 +14,4 @@
 #include "calibrate.cu"
 #include "pad.cu"
 #include "gemv.cu"
+#include "gemv_tensor_cores.cu"

@@ -26,16 +26,6 @@ static_assert(sizeof(fp8q_gemv_fp8_args) == 80, "fp8q_gemv_fp8_args must match t
  * are loaded once and used for every weight row. */
 #define GEMV_GROUP 4
 
-template <int W> static __device__ __forceinline__ float decode_weight(uint32_t code);
-template <> __device__ __forceinline__ float decode_weight<FP8Q_FLOAT8_E4M3FN>(uint32_t code)
-{
-    return fp8q_decode_e4m3fn_by_product((uint8_t)code);
-}
-template <> __device__ __forceinline__ float decode_weight<FP8Q_FLOAT8_E5M2>(uint32_t code)
-{
-    return fp8q_decode_e5m2_by_product((uint8_t)code);
-}
-
 /* Four consecutive values of x as float32 (a 16-byte load for float32, 8
  * bytes for float16 / bfloat16). */
 template <int X>
@@ -47,16 +37,6 @@ static __device__ __forceinline__ void load_x4(const typename dtype_traits<X>::s
 #pragma unroll
     for (int j = 0; j < GEMV_GROUP; j++) {
         out[j] = dtype_traits<X>::load(in.values[j]);
-    }
-}
-
-/* bias[j] of a float dtype, as float32. */
-static __device__ __forceinline__ float bias_value(const void *bias, int64_t j, int dtype)
-{
-    switch (dtype) {
-    case FP8Q_FLOAT16: return dtype_traits<FP8Q_FLOAT16>::load(((const uint16_t *)bias)[j]);
-    case FP8Q_BFLOAT16: return dtype_traits<FP8Q_BFLOAT16>::load(((const uint16_t *)bias)[j]);
-    default: return ((const float *)bias)[j];
     }
 }
 
@@ -129,7 +109,7 @@ static __device__ __forceinline__ void gemv_run(const fp8q_gemv_fp8_args args)
                                                    : codes[r].w;
 #pragma unroll
                     for (int j = 0; j < GEMV_GROUP; j++) {
-                        float w = decode_weight<W>((word >> (8 * j)) & 0xFFu);
+                        float w = dtype_traits<W>::load((uint8_t)(word >> (8 * j)));
                         if (block_scales) {
                             w = __fmul_rn(w, factor[r]);
                         }
@@ -179,7 +159,7 @@ static __device__ __forceinline__ void gemv_run(const fp8q_gemv_fp8_args args)
                     value = __fmul_rn(value, args.scale[row]);
                 }
                 if (args.bias != NULL) {
-                    value = __fadd_rn(value, bias_value(args.bias, row, args.bias_dtype));
+                    value = __fadd_rn(value, float_element(args.bias, row, args.bias_dtype));
                 }
                 ((x_t *)args.y)[i * args.n + row] = dtype_traits<X>::store(value, 0);
             }

@@ -35,6 +35,23 @@
  *   warps splitting k. grid: any size >= 1; block b handles row groups b,
  *   b + grid, ... (ceil(n / FP8Q_GEMV_WEIGHT_ROWS) blocks, up to 65535, is
  *   the natural choice).
+ *
+ * Tensor-core kernels "fp8q_gemv_fp8_tc16" and "fp8q_gemv_fp8_tc64"
+ * (kernels/gemv_tensor_cores.cu, FP8Q_GEMV_FP8_KERNEL_TC*):
+ *     __global__ void fp8q_gemv_fp8_tcT(const fp8q_gemv_fp8_args args);
+ *   The same product for 8 < m <= T (T/4 < m for tc64, whose tile keeps
+ *   more sums), float16 or bfloat16 x only, on the tensor cores: x and the
+ *   decoded codes are multiplied exactly, their products summed in float32
+ *   by the tensor cores (whose additions may truncate rather than round:
+ *   the bound is that of float32 accumulation with twice the unit
+ *   roundoff), the weight's scale as above except that block scales
+ *   multiply the sum of each 32 values of k (one rounding per 32 products,
+ *   not one per product). tc64 takes tensor and row scales only.
+ *   x: 32-byte aligned (WMMA loads x's rows in place); float16 x needs
+ *   compute capability 7.0+, bfloat16 8.0+ (the host checks: on older
+ *   devices these kernels do nothing). Everything else as for the kernels
+ *   above, with FP8Q_GEMV_TC_WEIGHT_ROWS weight rows a block:
+ *   ceil(n / FP8Q_GEMV_TC_WEIGHT_ROWS) blocks is the natural grid.
  */
 #ifndef FP8Q_KERNELS_GEMV_CUH
 #define FP8Q_KERNELS_GEMV_CUH
@@ -45,7 +62,14 @@
 #define FP8Q_GEMV_FP8_KERNEL_2 "fp8q_gemv_fp8_2"
 #define FP8Q_GEMV_FP8_KERNEL_4 "fp8q_gemv_fp8_4"
 #define FP8Q_GEMV_FP8_KERNEL_8 "fp8q_gemv_fp8_8"
+#define FP8Q_GEMV_FP8_KERNEL_TC16 "fp8q_gemv_fp8_tc16"
+#define FP8Q_GEMV_FP8_KERNEL_TC64 "fp8q_gemv_fp8_tc64"
 #define FP8Q_GEMV_MAX_ROWS 8
+/* The tensor-core kernels: rows of x (at most), rows with block scales,
+ * weight rows a block. */
+#define FP8Q_GEMV_TC_MAX_ROWS 64
+#define FP8Q_GEMV_TC_MAX_BLOCK_SCALED_ROWS 16
+#define FP8Q_GEMV_TC_WEIGHT_ROWS 32
 #define FP8Q_GEMV_THREADS 256
 /* Weight rows per block (rows of x times these is at most 32). */
 #define FP8Q_GEMV_WEIGHT_ROWS 4

@@ -548,18 +548,46 @@ static int run_amax_segments(const void *source, int dtype,
     return 0;
 }
 
+/* The device's compute capability major, as fake_device_get_attribute
+ * reports it. */
+static int fake_compute_capability_major(void)
+{
+    int major = 0;
+    (void)fake_device_get_attribute(&major, 75, 0);
+    return major;
+}
+
+/* Nonzero when a tensor-core launch of kernels/gemv.cuh (tile `rows`, 16 or
+ * 64) is outside its contract: m must be past the CUDA-core tiles and past
+ * the smaller tensor-core tile, x float16 (compute capability 7.0+) or
+ * bfloat16 (8.0+) and 32-byte aligned, block scales only for tc16. */
+static int gemv_tensor_core_refuses(const fp8q_gemv_fp8_args *args, int rows)
+{
+    const int major = fake_compute_capability_major();
+    return args->m <= (rows == 16 ? FP8Q_GEMV_MAX_ROWS : 16) ||
+           (uintptr_t)args->x % 32 != 0 ||
+           (rows == 64 && args->scale_kind == FP8Q_GEMV_SCALE_BLOCK) ||
+           !((args->x_dtype == FP8Q_FLOAT16 && major >= 7) ||
+             (args->x_dtype == FP8Q_BFLOAT16 && major >= 8));
+}
+
 /* kernels/gemv.cuh's product in double (well within its float32 bound),
- * rounded once into x's dtype. Refuses (nonzero) a launch outside the
- * contract: the tile `rows` must hold m, k a multiple of 16, operands
- * 16-byte aligned, FP8Q_GEMV_THREADS threads. */
-static int run_gemv_fp8(const fp8q_gemv_fp8_args *args, int rows,
+ * rounded once into x's dtype, for the kernel named "fp8q_gemv_fp8_" +
+ * `tile` ("1", "2", "4", "8"; "tc16", "tc64" on the tensor cores). Refuses
+ * (nonzero) a launch outside the contract: the tile must be the smallest
+ * that holds m, k a multiple of 16, operands 16-byte aligned,
+ * FP8Q_GEMV_THREADS threads, and the tensor cores' own conditions. */
+static int run_gemv_fp8(const fp8q_gemv_fp8_args *args, const char *tile,
                         unsigned int block_x)
 {
     const int64_t k_blocks = (args->k + FP8Q_GEMV_BLOCK - 1) / FP8Q_GEMV_BLOCK;
+    const int tensor_cores = strncmp(tile, "tc", 2) == 0;
+    const int rows = atoi(tensor_cores ? tile + 2 : tile);
     int64_t i, j, c;
     if (block_x != FP8Q_GEMV_THREADS || args->m < 1 || args->m > rows ||
-        (rows > 1 && args->m <= rows / 2) || args->k < 16 ||
-        args->k % 16 != 0 || (uintptr_t)args->x % 16 != 0 ||
+        (!tensor_cores && rows > 1 && args->m <= rows / 2) ||
+        (tensor_cores && gemv_tensor_core_refuses(args, rows)) ||
+        args->k < 16 || args->k % 16 != 0 || (uintptr_t)args->x % 16 != 0 ||
         (uintptr_t)args->weight % 16 != 0 ||
         (args->weight_dtype != FP8Q_FLOAT8_E4M3FN &&
          args->weight_dtype != FP8Q_FLOAT8_E5M2)) {
@@ -794,7 +822,8 @@ static const char *const kernel_names[] = {
     FP8Q_GATHER_KERNEL, FP8Q_CALIB_FOLD_MAX_KERNEL,
     FP8Q_HISTOGRAM_COUNT_KERNEL, FP8Q_CALIB_FOLD_HISTOGRAM_KERNEL,
     FP8Q_PAD_KERNEL, FP8Q_CAST_UNIFORM_KERNEL, FP8Q_GEMV_FP8_KERNEL_1,
-    FP8Q_GEMV_FP8_KERNEL_2, FP8Q_GEMV_FP8_KERNEL_4, FP8Q_GEMV_FP8_KERNEL_8};
+    FP8Q_GEMV_FP8_KERNEL_2, FP8Q_GEMV_FP8_KERNEL_4, FP8Q_GEMV_FP8_KERNEL_8,
+    FP8Q_GEMV_FP8_KERNEL_TC16, FP8Q_GEMV_FP8_KERNEL_TC64};
 
 static result_t fake_module_get_function(void **function, void *module,
                                          const char *name)
@@ -851,7 +880,7 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
     }
     else if (strncmp(name, "fp8q_gemv_fp8_", 14) == 0) {
         return run_gemv_fp8((const fp8q_gemv_fp8_args *)parameters[0],
-                            atoi(name + 14), block_x);
+                            name + 14, block_x);
     }
     else if (strcmp(name, FP8Q_AMAX_KERNEL) == 0) {
         const fp8q_amax_args *args = (const fp8q_amax_args *)parameters[0];

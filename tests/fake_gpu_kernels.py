@@ -59,8 +59,8 @@ def grids_grow_with_the_input():
                              device="cuda")
         return lambda: fp8q.cast(x, "float8_e4m3fn", scale=scale)
 
-    def gemv(n):
-        x = on_gpu((1, 64), "bfloat16")
+    def gemv(n, m=1):
+        x = on_gpu((m, 64), "bfloat16")
         weight = on_gpu((n, 64), "float8_e4m3fn")
         scale = fp8q.asarray(np.ones((n, 1), np.float32), device="cuda")
         return lambda: _C.layer_gemv(x, weight, scale, None, "row", None)
@@ -84,6 +84,8 @@ def grids_grow_with_the_input():
              x, "float8_e4m3fn", granularity="row"))(
                  on_gpu((size // 256, 256)))),
         ("fp8q_gemv_fp8_1", lambda size: gemv(size // 512)),
+        ("fp8q_gemv_fp8_tc16", lambda size: gemv(size // 2048, m=16)),
+        ("fp8q_gemv_fp8_tc64", lambda size: gemv(size // 2048, m=64)),
     ]
     for kernel, make in cases:
         small = grid_of(kernel, make(4096))
@@ -147,13 +149,76 @@ def gemv_matches_the_reference():
                             ulp + k * 2.0 ** -23) * magnitude, key
 
 
+def tensor_core_gemv_matches_the_reference():
+    """_C.layer_gemv for 9 to 64 float16 / bfloat16 tokens (the tensor-core
+    kernels of kernels/gemv.cuh): every scale granularity (block scales up
+    to 16 tokens), both weight formats, a bias or none, N not a multiple of
+    the 32 weight rows a block takes and K ending in half a 32-value chunk;
+    within float32 accumulation with twice the unit roundoff (the tensor
+    cores may truncate) plus the output's rounding of the float64
+    reference."""
+    rng = np.random.default_rng(6)
+    n, k = 70, 272
+    for m in (9, 13, 16, 17, 40, 64):
+        for granularity, scale_shape in (("tensor", ()), ("row", (n, 1)),
+                                         ("block", (1, 3))):
+            for x_dtype in ("float16", "bfloat16"):
+                for weight_dtype in ("float8_e4m3fn", "float8_e5m2"):
+                    for bias_dtype in (None, "bfloat16"):
+                        key = (m, granularity, x_dtype, weight_dtype,
+                               bias_dtype)
+                        x = fp8q.asarray(rng.standard_normal((m, k)).astype(
+                            np.float32), dtype=x_dtype, device="cuda")
+                        codes = fp8q.asarray(
+                            (rng.standard_normal((n, k)) * 8).astype(
+                                np.float32), dtype=weight_dtype,
+                            device="cuda")
+                        scale = fp8q.asarray(rng.uniform(
+                            0.01, 0.1, scale_shape).astype(np.float32),
+                            device="cuda")
+                        bias = None if bias_dtype is None else fp8q.asarray(
+                            rng.standard_normal(n).astype(np.float32),
+                            dtype=bias_dtype, device="cuda")
+                        y = _C.layer_gemv(x, codes, scale, bias, granularity,
+                                          None)
+                        if granularity == "block" and m > 16:
+                            assert y is None, key
+                            continue
+                        assert y is not None and y.shape == (m, n), key
+                        assert y.dtype == x_dtype, key
+                        expected = reference_product(x, codes, scale,
+                                                     granularity, bias)
+                        got = np.asarray(fp8q.cast(y.cpu(), "float32"))
+                        ulp = {"float16": 2.0 ** -10,
+                               "bfloat16": 2.0 ** -7}[x_dtype]
+                        magnitude = np.abs(expected).max()
+                        assert np.abs(got - expected).max() <= (
+                            ulp + k * 2.0 ** -22) * magnitude, key
+
+
+def tensor_cores_follow_the_device():
+    """On compute capability 7.5 (the fake driver's FAKE_CUDA_CC): 9 to 64
+    float16 tokens run on the tensor cores, bfloat16 ones are declined
+    (bfloat16 WMMA needs 8.0), as are float32 ones everywhere."""
+    weight = on_gpu((16, 32), "float8_e4m3fn")
+    scale = fp8q.asarray(np.ones((16, 1), np.float32), device="cuda")
+    assert _C.layer_gemv(on_gpu((12, 32), "float16"), weight, scale, None,
+                         "row", None).shape == (12, 16)
+    for dtype in ("bfloat16", "float32"):
+        assert _C.layer_gemv(on_gpu((12, 32), dtype), weight, scale, None,
+                             "row", None) is None, dtype
+
+
 def gemv_declines_what_it_does_not_take():
-    """None (the caller's general path) for more than 8 tokens, K not a
-    multiple of 16, CPU tensors; an error for a wrong scale shape."""
+    """None (the caller's general path) for float32 x past 8 tokens, any x
+    past 64, K not a multiple of 16, CPU tensors; an error for a wrong
+    scale shape."""
     weight = on_gpu((16, 32), "float8_e4m3fn")
     scale = fp8q.asarray(np.ones((16, 1), np.float32), device="cuda")
     assert _C.layer_gemv(on_gpu((9, 32)), weight, scale, None, "row",
                          None) is None
+    assert _C.layer_gemv(on_gpu((65, 32), "bfloat16"), weight, scale, None,
+                         "row", None) is None
     assert _C.layer_gemv(on_gpu((2, 24)), on_gpu((16, 24), "float8_e4m3fn"),
                          scale, None, "row", None) is None
     assert _C.layer_gemv(on_gpu((2, 32)).cpu(), weight.cpu(), scale.cpu(),

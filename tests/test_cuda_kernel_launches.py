@@ -13,9 +13,18 @@ from test_cuda_fake_device import fake_driver  # noqa: F401 (a fixture)
 @pytest.mark.parametrize("name", [
     "grids_grow_with_the_input",
     "gemv_matches_the_reference",
+    "tensor_core_gemv_matches_the_reference",
     "gemv_declines_what_it_does_not_take",
 ])
 def test_kernel_scenario(fake_driver, name, tmp_path):
     code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); "
             f"import fake_gpu_kernels; fake_gpu_kernels.{name}()")
     run_child(fake_driver, code, launch_log=tmp_path / "launches.log")
+
+
+def test_tensor_cores_follow_the_device(fake_driver, tmp_path):
+    code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); "
+            "import fake_gpu_kernels; "
+            "fake_gpu_kernels.tensor_cores_follow_the_device()")
+    run_child(fake_driver, code, launch_log=tmp_path / "launches.log",
+              environment={"FAKE_CUDA_CC": "7.5"})

@@ -608,11 +608,12 @@ def test_nonfinite_token_on_the_gpu_gives_a_nan_row_only(torch, static,
 
 
 def test_weight_only_product_matches_the_reference():
-    """_C.layer_gemv on the GPU: fake_gpu_kernels' scenario (every tile,
-    scale granularity, x, weight and bias dtype against float64), run on
-    the real kernel."""
+    """_C.layer_gemv on the GPU: fake_gpu_kernels' scenarios (every tile,
+    CUDA-core and tensor-core, scale granularity, x, weight and bias dtype
+    against float64), run on the real kernels."""
     import fake_gpu_kernels
     fake_gpu_kernels.gemv_matches_the_reference()
+    fake_gpu_kernels.tensor_core_gemv_matches_the_reference()
     fake_gpu_kernels.gemv_declines_what_it_does_not_take()
 
 

@@ -163,6 +163,8 @@ typedef enum fp8q_cuda_kernel {
     FP8Q_KERNEL_GEMV_FP8_2, /* ... 2                                  */
     FP8Q_KERNEL_GEMV_FP8_4, /* ... 3 to 4                             */
     FP8Q_KERNEL_GEMV_FP8_8, /* ... 5 to 8                             */
+    FP8Q_KERNEL_GEMV_FP8_TC16, /* ... 9 to 16, tensor cores           */
+    FP8Q_KERNEL_GEMV_FP8_TC64, /* ... 17 to 64, tensor cores          */
     FP8Q_KERNEL_COUNT
 } fp8q_cuda_kernel;
 

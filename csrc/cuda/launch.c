@@ -367,25 +367,51 @@ fp8q_status fp8q_cuda_launch_pad(const fp8q_cuda_device *device,
                   stream, error);
 }
 
+int fp8q_cuda_gemv_fp8_takes(const fp8q_cuda_device *device,
+                             const fp8q_gemv_fp8_args *args)
+{
+    const int major = device->compute_capability_major;
+    const int64_t most = args->scale_kind == FP8Q_GEMV_SCALE_BLOCK
+                             ? FP8Q_GEMV_TC_MAX_BLOCK_SCALED_ROWS
+                             : FP8Q_GEMV_TC_MAX_ROWS;
+
+    if (args->m >= 1 && args->m <= FP8Q_GEMV_MAX_ROWS) {
+        return 1;
+    }
+    return args->m > FP8Q_GEMV_MAX_ROWS && args->m <= most &&
+           ((uintptr_t)args->x & 31u) == 0u &&
+           ((args->x_dtype == FP8Q_FLOAT16 && major >= 7) ||
+            (args->x_dtype == FP8Q_BFLOAT16 && major >= 8));
+}
+
 fp8q_status fp8q_cuda_launch_gemv_fp8(const fp8q_cuda_device *device,
                                       const fp8q_gemv_fp8_args *args,
                                       fp8q_cu_stream stream,
                                       fp8q_error *error)
 {
-    const fp8q_cuda_kernel kernel = args->m <= 1   ? FP8Q_KERNEL_GEMV_FP8_1
-                                    : args->m <= 2 ? FP8Q_KERNEL_GEMV_FP8_2
-                                    : args->m <= 4 ? FP8Q_KERNEL_GEMV_FP8_4
-                                                   : FP8Q_KERNEL_GEMV_FP8_8;
+    const int64_t m = args->m;
+    const int tensor_cores = m > FP8Q_GEMV_MAX_ROWS;
+    const fp8q_cuda_kernel kernel = m <= 1    ? FP8Q_KERNEL_GEMV_FP8_1
+                                    : m <= 2  ? FP8Q_KERNEL_GEMV_FP8_2
+                                    : m <= 4  ? FP8Q_KERNEL_GEMV_FP8_4
+                                    : m <= 8  ? FP8Q_KERNEL_GEMV_FP8_8
+                                    : m <= 16 ? FP8Q_KERNEL_GEMV_FP8_TC16
+                                              : FP8Q_KERNEL_GEMV_FP8_TC64;
 
-    if (args->m < 1 || args->m > FP8Q_GEMV_MAX_ROWS || args->k % 16 != 0) {
+    if (!fp8q_cuda_gemv_fp8_takes(device, args) || args->k % 16 != 0) {
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                         "fp8q_cuda_launch_gemv_fp8: m must be 1 to %d and k "
-                         "a multiple of 16, got m=%lld, k=%lld",
-                         FP8Q_GEMV_MAX_ROWS, (long long)args->m,
-                         (long long)args->k);
+                         "fp8q_cuda_launch_gemv_fp8: m=%lld rows of x (dtype "
+                         "%d, scale kind %d) on compute capability %d.%d, "
+                         "k=%lld: outside the kernels' contract "
+                         "(kernels/gemv.cuh)",
+                         (long long)m, (int)args->x_dtype,
+                         (int)args->scale_kind,
+                         device->compute_capability_major,
+                         device->compute_capability_minor, (long long)args->k);
     }
     return launch_blocks(device, kernel,
                          item_blocks(fp8q_block_count(
-                             args->n, FP8Q_GEMV_WEIGHT_ROWS)),
+                             args->n, tensor_cores ? FP8Q_GEMV_TC_WEIGHT_ROWS
+                                                   : FP8Q_GEMV_WEIGHT_ROWS)),
                          FP8Q_GEMV_THREADS, args, stream, error);
 }

@@ -119,10 +119,21 @@ fp8q_status fp8q_cuda_launch_pad(const fp8q_cuda_device *device,
                                  const fp8q_pad_args *args,
                                  fp8q_cu_stream stream, fp8q_error *error);
 
-/* The weight-only FP8 product of kernels/gemv.cuh (args->m rows of x, 1
- * to FP8Q_GEMV_MAX_ROWS; the kernel of the smallest tile that holds them),
- * one block per FP8Q_GEMV_WEIGHT_ROWS weight rows.
- * The caller has checked the contract (dtypes, alignment, k). */
+/* Nonzero when fp8q_cuda_launch_gemv_fp8 takes args->m rows of x with
+ * these dtypes, scales and x address on `device`: 1 to FP8Q_GEMV_MAX_ROWS
+ * rows always (CUDA cores); up to FP8Q_GEMV_TC_MAX_ROWS (up to
+ * FP8Q_GEMV_TC_MAX_BLOCK_SCALED_ROWS with block scales) on the tensor
+ * cores, for float16 x on compute capability 7.0+ and bfloat16 on 8.0+,
+ * with x 32-byte aligned. */
+int fp8q_cuda_gemv_fp8_takes(const fp8q_cuda_device *device,
+                             const fp8q_gemv_fp8_args *args);
+
+/* The weight-only FP8 product of kernels/gemv.cuh when
+ * fp8q_cuda_gemv_fp8_takes(device, args) (the kernel of the smallest tile
+ * that holds args->m rows), one block per FP8Q_GEMV_WEIGHT_ROWS (CUDA
+ * cores) or FP8Q_GEMV_TC_WEIGHT_ROWS (tensor cores) weight rows; a
+ * ValueError status otherwise. The caller has checked the rest of the
+ * contract (dtypes, 16-byte alignment, k). */
 fp8q_status fp8q_cuda_launch_gemv_fp8(const fp8q_cuda_device *device,
                                       const fp8q_gemv_fp8_args *args,
                                       fp8q_cu_stream stream,

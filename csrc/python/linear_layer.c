@@ -659,9 +659,10 @@ static int aligned16(const void *pointer)
 }
 
 /* y = x . (weight * weight_scale)^T + bias by kernels/gemv.cuh when the
- * call fits its contract (a GPU, 1 to FP8Q_GEMV_MAX_ROWS tokens, K a
- * multiple of 16, 16-byte aligned operands): call->result is y; else
- * call->result stays NULL and nothing ran. */
+ * call fits its contract (a GPU, tokens as fp8q_py_cuda_gemv_fp8_takes
+ * says: up to 8, or up to 64 on the tensor cores; K a multiple of 16,
+ * 16-byte aligned operands): call->result is y; else call->result stays
+ * NULL and nothing ran. */
 static int gemv_forward(layer_call *call, PyObject *bias)
 {
     const fp8q_view *x = &call->x->view;
@@ -670,6 +671,7 @@ static int gemv_forward(layer_call *call, PyObject *bias)
     int64_t shape[FP8Q_MAX_DIMS];
     fp8q_granularity granularity;
     fp8q_TensorObject *out;
+    int scale_kind;
     int64_t m;
     int axis;
 
@@ -678,7 +680,7 @@ static int gemv_forward(layer_call *call, PyObject *bias)
         return 0; /* the general path computes it, or says what is wrong */
     }
     m = fp8q_view_size(x) / k;
-    if (m < 1 || m > FP8Q_GEMV_MAX_ROWS) {
+    if (m < 1 || m > FP8Q_GEMV_TC_MAX_ROWS) {
         return 0;
     }
     if (weight_granularity(call, &granularity) < 0 ||
@@ -689,9 +691,13 @@ static int gemv_forward(layer_call *call, PyObject *bias)
         make_rows(call, m, k) < 0) {
         return -1;
     }
+    scale_kind = granularity.kind == FP8Q_GRANULARITY_TENSOR ? FP8Q_GEMV_SCALE_TENSOR
+                 : granularity.kind == FP8Q_GRANULARITY_ROW  ? FP8Q_GEMV_SCALE_ROW
+                                                             : FP8Q_GEMV_SCALE_BLOCK;
     if (call->weight_scale->view.dtype != FP8Q_FLOAT32 ||
         !aligned16(call->rows->view.data) ||
-        !aligned16(call->weight->view.data)) {
+        !aligned16(call->weight->view.data) ||
+        !fp8q_py_cuda_gemv_fp8_takes(call->rows, scale_kind)) {
         return 0;
     }
     for (axis = 0; axis + 1 < x->ndim; axis++) {
@@ -707,12 +713,9 @@ static int gemv_forward(layer_call *call, PyObject *bias)
     if (call->out_rows == NULL) {
         return -1;
     }
-    return fp8q_py_cuda_gemv_fp8(
-        call->rows, call->weight, call->weight_scale,
-        granularity.kind == FP8Q_GRANULARITY_TENSOR ? FP8Q_GEMV_SCALE_TENSOR
-        : granularity.kind == FP8Q_GRANULARITY_ROW  ? FP8Q_GEMV_SCALE_ROW
-                                                    : FP8Q_GEMV_SCALE_BLOCK,
-        call->bias, call->out_rows, call->stream);
+    return fp8q_py_cuda_gemv_fp8(call->rows, call->weight,
+                                 call->weight_scale, scale_kind, call->bias,
+                                 call->out_rows, call->stream);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -843,8 +846,10 @@ PyDoc_STRVAR(
     "in place (kernels/gemv.cuh: float32 sums, one rounding into x's "
     "dtype), with no float copy of the weight. Returns y ((..., N) in x's "
     "dtype, on x's device, from torch's allocator for torch tensors), or "
-    "None when the call is not one the kernel takes (x on the CPU, more "
-    "than 8 tokens, in_features not a multiple of 16, unaligned operands): "
+    "None when the call is not one the kernels take (x on the CPU, more "
+    "than 8 tokens, except up to 64 float16 / bfloat16 tokens on the "
+    "tensor cores (16 with block scales; bfloat16 from compute capability "
+    "8.0), in_features not a multiple of 16, unaligned operands): "
     "the caller then dequantizes the weight (layer_weight) and runs a "
     "float GEMM. Arguments as linear_layer's. Internal to fp8q.torch.");
 

@@ -596,6 +596,18 @@ int fp8q_py_cuda_dequantize(fp8q_TensorObject *data, fp8q_TensorObject *scale,
 /* ------------------------------------------------------------------------- */
 /* weight-only product                                                       */
 
+int fp8q_py_cuda_gemv_fp8_takes(fp8q_TensorObject *x, int scale_kind)
+{
+    fp8q_gemv_fp8_args args;
+
+    memset(&args, 0, sizeof args);
+    args.x = x->view.data;
+    args.m = x->view.shape[0];
+    args.x_dtype = (int32_t)x->view.dtype;
+    args.scale_kind = scale_kind;
+    return fp8q_cuda_gemv_fp8_takes(x->cuda_device, &args);
+}
+
 int fp8q_py_cuda_gemv_fp8(fp8q_TensorObject *x, fp8q_TensorObject *weight,
                           fp8q_TensorObject *weight_scale, int scale_kind,
                           fp8q_TensorObject *bias, fp8q_TensorObject *out,

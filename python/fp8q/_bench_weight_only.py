@@ -1,8 +1,10 @@
 """The weight-only (W8A16) half of `python -m fp8q bench linear` on a GPU:
 fp8q.torch.Linear with FP8 weights and bfloat16 activations against a bf16
-nn.Linear of the same shape, for decode-shaped batches (few tokens, where
-fp8q reads the FP8 codes in place: kernels/gemv.cuh) and larger ones (the
-weight decoded, then torch's GEMM), with the verdict on issue 22's goals.
+nn.Linear of the same shape, for decode-shaped batches (up to 64 tokens,
+where fp8q reads the FP8 codes in place: kernels/gemv.cuh, CUDA cores up
+to 8 tokens, tensor cores from 9) and larger ones (the weight decoded, then
+torch's GEMM), with the verdict on issue 22's goals. The token counts on
+both sides of each switch (8/9, 64/65) show where the crossovers lie.
 
 Each timed call runs ROTATION copies of the layer in turn, so the weights
 come from device memory and not from the L2 cache (an FP8 weight of 58 MB
@@ -12,7 +14,7 @@ CUDA-event medians (fp8q._bench_gpu). No test asserts timings.
 from fp8q._bench import SEED
 from fp8q._bench_gpu import median_ms_cuda, unavailable_reason
 
-TOKENS = (1, 2, 4, 8, 16, 64, 1024)
+TOKENS = (1, 2, 4, 8, 9, 16, 32, 64, 65, 128, 1024)
 SHAPES = ((4096, 4096), (14336, 4096), (4096, 14336))  # (N, K)
 ROTATION = 3
 # Issue 22's goals: speed against bf16 nn.Linear at these token counts,

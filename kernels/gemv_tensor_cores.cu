@@ -1,0 +1,309 @@
+/*
+ * gemv_tensor_cores.cu - the weight-only FP8 product for 9 to 64 rows of x
+ * on the tensor cores (kernels/gemv.cuh, "Tensor-core kernels"): past 8
+ * rows the multiply-adds of the CUDA-core kernels (gemv.cu) cost more than
+ * the weight's bytes, so here each warp decodes a 32-row x 32-value tile of
+ * FP8 codes into float16 / bfloat16 (exact: every FP8 value is one of
+ * theirs) in its own shared memory and multiplies it with 8-row slices of
+ * x, read straight from memory, through WMMA's m8n32k16 shape (float32
+ * accumulators). The weight is still read once, one byte a value; x (small)
+ * is served from the caches. A block's warps split k; their sums meet in
+ * shared memory, added in warp order, and one pass applies the scales and
+ * the bias and rounds once into x's dtype. WMMA is CUDA C++ (mma.h), no
+ * inline asm; its float16 shapes run on sm_70+, bfloat16 on sm_80+.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <mma.h>
+
+#include "common.cuh"
+#include "gemv.cuh"
+
+/* WMMA's m8n32k16: 8 rows of x, 32 weight rows, 16 values of k a step. */
+#define TC_X_ROWS 8
+#define TC_WEIGHT_ROWS FP8Q_GEMV_TC_WEIGHT_ROWS
+#define TC_K 16
+/* Values of k a warp decodes at a time (one 16-byte load per 16 codes:
+ * 32 rows x 32 codes is 2 loads a lane; 64 codes took more registers than
+ * two blocks a multiprocessor leave), and the row stride of its tile in
+ * shared memory (8 more values keep the rows off the same banks). */
+#define TC_CHUNK 32
+#define TC_STRIDE (TC_CHUNK + 8)
+#define TC_WARPS (FP8Q_GEMV_THREADS / FP8Q_WARP_SIZE)
+#define TC_LOADS (TC_WEIGHT_ROWS * TC_CHUNK / 16 / FP8Q_WARP_SIZE)
+/* The warps' tiles: 20 KiB of static shared memory. */
+#define TC_SHARED_BYTES (TC_WARPS * TC_WEIGHT_ROWS * TC_STRIDE * 2)
+
+static_assert(TC_LOADS == 2, "a lane loads 2 x 16 codes of a tile");
+static_assert(TC_CHUNK <= FP8Q_GEMV_BLOCK && FP8Q_GEMV_BLOCK % TC_CHUNK == 0 &&
+                  FP8Q_GEMV_BLOCK % TC_WEIGHT_ROWS == 0,
+              "a chunk of a warp's tile lies in one 128 x 128 scale block");
+
+/* The 16-bit type the tensor cores multiply for x's dtype. */
+template <int X> struct tensor_core_type;
+template <> struct tensor_core_type<FP8Q_FLOAT16> {
+    typedef __half type;
+    static __device__ __forceinline__ uint32_t pack(float low, float high)
+    {
+        const __half2 pair = __floats2half2_rn(low, high);
+        return *(const uint32_t *)&pair;
+    }
+};
+template <> struct tensor_core_type<FP8Q_BFLOAT16> {
+    typedef __nv_bfloat16 type;
+    static __device__ __forceinline__ uint32_t pack(float low, float high)
+    {
+        const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
+        return *(const uint32_t *)&pair;
+    }
+};
+
+/* Four codes of a 32-bit word as two packed pairs of the tensor cores'
+ * type (exact: float16 and bfloat16 hold every FP8 value). */
+template <int X, int W>
+static __device__ __forceinline__ uint2 decode_word(uint32_t word)
+{
+    typedef dtype_traits<W> fp8;
+    return make_uint2(tensor_core_type<X>::pack(fp8::load((uint8_t)word),
+                                                fp8::load((uint8_t)(word >> 8))),
+                      tensor_core_type<X>::pack(fp8::load((uint8_t)(word >> 16)),
+                                                fp8::load((uint8_t)(word >> 24))));
+}
+
+/* The first row of x that 8-row slice `slice` multiplies: 8 * slice, but
+ * the last slice ends at row m - 1 (m >= 8), so no slice reads past x; the
+ * rows it shares with the slice before are written by that one. */
+static __device__ __forceinline__ int64_t slice_first_row(int slice, int64_t m)
+{
+    const int64_t first = (int64_t)slice * TC_X_ROWS;
+    return first + TC_X_ROWS <= m ? first : m - TC_X_ROWS;
+}
+
+/* SLICES: the most 8-row slices of x (m <= 8 * SLICES); BLOCK_SCALES: the
+ * kernel takes FP8Q_GEMV_SCALE_BLOCK (each chunk's sums, multiplied by its
+ * block's scale, added to the totals), else only tensor and row scales. */
+template <int X, int W, int SLICES, bool BLOCK_SCALES>
+static __device__ __forceinline__ void tensor_core_run(const fp8q_gemv_fp8_args &args,
+                                                       unsigned char *shared)
+{
+    using namespace nvcuda;
+    typedef typename tensor_core_type<X>::type mma_t;
+    typedef wmma::fragment<wmma::matrix_a, TC_X_ROWS, TC_WEIGHT_ROWS, TC_K, mma_t, wmma::row_major>
+        x_fragment;
+    typedef wmma::fragment<wmma::matrix_b, TC_X_ROWS, TC_WEIGHT_ROWS, TC_K, mma_t, wmma::col_major>
+        weight_fragment;
+    typedef wmma::fragment<wmma::accumulator, TC_X_ROWS, TC_WEIGHT_ROWS, TC_K, float> sum_fragment;
+
+    /* Each warp's decoded tile (weight row r, value c at [r][c]: the
+     * column-major 16 x 32 operand B of x . W^T), then, after the k loop,
+     * the block's sums (in the same memory). */
+    mma_t(*const tiles)[TC_WEIGHT_ROWS][TC_STRIDE] = (mma_t(*)[TC_WEIGHT_ROWS][TC_STRIDE])shared;
+    float(*const block_sums)[TC_X_ROWS][TC_WEIGHT_ROWS] =
+        (float(*)[TC_X_ROWS][TC_WEIGHT_ROWS])shared;
+    static_assert(TC_SHARED_BYTES >= sizeof(float) * SLICES * TC_X_ROWS * TC_WEIGHT_ROWS,
+                  "the block's sums fit in the tiles' memory");
+
+    const mma_t *x = (const mma_t *)args.x;
+    const int lane = (int)threadIdx.x % FP8Q_WARP_SIZE;
+    const int warp = (int)threadIdx.x / FP8Q_WARP_SIZE;
+    const int slices = (int)((args.m + TC_X_ROWS - 1) / TC_X_ROWS);
+    const int64_t k_blocks = (args.k + FP8Q_GEMV_BLOCK - 1) / FP8Q_GEMV_BLOCK;
+    const int64_t chunks = (args.k + TC_CHUNK - 1) / TC_CHUNK;
+    int64_t group;
+
+    for (group = blockIdx.x; group * TC_WEIGHT_ROWS < args.n; group += gridDim.x) {
+        const int64_t first_row = group * TC_WEIGHT_ROWS;
+        sum_fragment sums[SLICES];
+        uint4 codes[TC_LOADS];
+        int64_t chunk;
+
+#pragma unroll
+        for (int s = 0; s < SLICES; s++) {
+            wmma::fill_fragment(sums[s], 0.0f);
+        }
+        /* Load t of a lane: weight row (lane + 32 t) / 2 of the group,
+         * codes 16 * ((lane + 32 t) % 2) onwards of the chunk (2 lanes
+         * read a row's 32 contiguous bytes); zeros past n and k. */
+        for (chunk = warp; chunk < chunks; chunk += TC_WARPS) {
+            const int64_t k0 = chunk * TC_CHUNK;
+#pragma unroll
+            for (int t = 0; t < TC_LOADS; t++) {
+                const int piece = lane + FP8Q_WARP_SIZE * t;
+                const int64_t row = first_row + piece / 2;
+                const int64_t column = k0 + 16 * (piece % 2);
+                codes[t] = row < args.n && column < args.k
+                               ? *(const uint4 *)(args.weight + row * args.k + column)
+                               : make_uint4(0u, 0u, 0u, 0u);
+            }
+            __syncwarp(); /* the previous chunk's products have read the tile */
+#pragma unroll
+            for (int t = 0; t < TC_LOADS; t++) {
+                const int piece = lane + FP8Q_WARP_SIZE * t;
+                uint4 *to = (uint4 *)&tiles[warp][piece / 2][16 * (piece % 2)];
+                const uint2 a = decode_word<X, W>(codes[t].x), b = decode_word<X, W>(codes[t].y);
+                const uint2 c = decode_word<X, W>(codes[t].z), d = decode_word<X, W>(codes[t].w);
+                to[0] = make_uint4(a.x, a.y, b.x, b.y);
+                to[1] = make_uint4(c.x, c.y, d.x, d.y);
+            }
+            __syncwarp(); /* the tile is whole before the warp reads it */
+
+            if (BLOCK_SCALES) {
+                sum_fragment chunk_sums[SLICES];
+                const float factor =
+                    args.scale[(first_row / FP8Q_GEMV_BLOCK) * k_blocks + k0 / FP8Q_GEMV_BLOCK];
+#pragma unroll
+                for (int s = 0; s < SLICES; s++) {
+                    wmma::fill_fragment(chunk_sums[s], 0.0f);
+                }
+#pragma unroll
+                for (int step = 0; step < TC_CHUNK / TC_K; step++) {
+                    weight_fragment b;
+                    if (k0 + step * TC_K >= args.k) {
+                        break;
+                    }
+                    wmma::load_matrix_sync(b, &tiles[warp][0][step * TC_K], TC_STRIDE);
+#pragma unroll
+                    for (int s = 0; s < SLICES; s++) {
+                        x_fragment a;
+                        if (s < slices) {
+                            wmma::load_matrix_sync(
+                                a, x + slice_first_row(s, args.m) * args.k + k0 + step * TC_K,
+                                (unsigned)args.k);
+                            wmma::mma_sync(chunk_sums[s], a, b, chunk_sums[s]);
+                        }
+                    }
+                }
+#pragma unroll
+                for (int s = 0; s < SLICES; s++) {
+#pragma unroll
+                    for (int e = 0; e < chunk_sums[s].num_elements; e++) {
+                        sums[s].x[e] = __fmaf_rn(chunk_sums[s].x[e], factor, sums[s].x[e]);
+                    }
+                }
+            }
+            else {
+#pragma unroll
+                for (int step = 0; step < TC_CHUNK / TC_K; step++) {
+                    weight_fragment b;
+                    if (k0 + step * TC_K >= args.k) {
+                        break;
+                    }
+                    wmma::load_matrix_sync(b, &tiles[warp][0][step * TC_K], TC_STRIDE);
+#pragma unroll
+                    for (int s = 0; s < SLICES; s++) {
+                        x_fragment a;
+                        if (s < slices) {
+                            wmma::load_matrix_sync(
+                                a, x + slice_first_row(s, args.m) * args.k + k0 + step * TC_K,
+                                (unsigned)args.k);
+                            wmma::mma_sync(sums[s], a, b, sums[s]);
+                        }
+                    }
+                }
+            }
+        }
+
+        /* The warps' sums into block_sums, in warp order. */
+        __syncthreads(); /* every warp is done with its tile */
+        for (int w = 0; w < TC_WARPS; w++) {
+            if (warp == w) {
+#pragma unroll
+                for (int s = 0; s < SLICES; s++) {
+                    if (s < slices) {
+                        float *to = &block_sums[s][0][0];
+                        if (w > 0) {
+                            sum_fragment before;
+                            wmma::load_matrix_sync(before, to, TC_WEIGHT_ROWS,
+                                                   wmma::mem_row_major);
+#pragma unroll
+                            for (int e = 0; e < before.num_elements; e++) {
+                                sums[s].x[e] = __fadd_rn(before.x[e], sums[s].x[e]);
+                            }
+                        }
+                        wmma::store_matrix_sync(to, sums[s], TC_WEIGHT_ROWS, wmma::mem_row_major);
+                    }
+                }
+            }
+            __syncthreads();
+        }
+
+        /* Scales, bias, one rounding into x's dtype; a slice writes the
+         * rows no slice before it wrote. */
+        for (int index = (int)threadIdx.x; index < slices * TC_X_ROWS * TC_WEIGHT_ROWS;
+             index += FP8Q_GEMV_THREADS) {
+            const int s = index / (TC_X_ROWS * TC_WEIGHT_ROWS);
+            const int i = index / TC_WEIGHT_ROWS % TC_X_ROWS;
+            const int j = index % TC_WEIGHT_ROWS;
+            const int64_t x_row = slice_first_row(s, args.m) + i;
+            const int64_t row = first_row + j;
+            if (x_row >= (int64_t)s * TC_X_ROWS && row < args.n) {
+                float value = block_sums[s][i][j];
+                if (args.scale_kind == FP8Q_GEMV_SCALE_TENSOR) {
+                    value = __fmul_rn(value, args.scale[0]);
+                }
+                else if (args.scale_kind == FP8Q_GEMV_SCALE_ROW) {
+                    value = __fmul_rn(value, args.scale[row]);
+                }
+                if (args.bias != NULL) {
+                    value = __fadd_rn(value, float_element(args.bias, row, args.bias_dtype));
+                }
+                ((uint16_t *)args.y)[x_row * args.n + row] = dtype_traits<X>::store(value, 0);
+            }
+        }
+        __syncthreads(); /* block_sums is the next group's tiles */
+    }
+}
+
+/* x's dtype (bfloat16 needs sm_80: elsewhere the kernel is empty and the
+ * host never launches it), then the weight's format. */
+template <int SLICES, bool BLOCK_SCALES, int X>
+static __device__ __forceinline__ void tensor_core_weight(const fp8q_gemv_fp8_args &args,
+                                                          unsigned char *shared)
+{
+    if (args.weight_dtype == FP8Q_FLOAT8_E4M3FN) {
+        tensor_core_run<X, FP8Q_FLOAT8_E4M3FN, SLICES, BLOCK_SCALES>(args, shared);
+    }
+    else if (args.weight_dtype == FP8Q_FLOAT8_E5M2) {
+        tensor_core_run<X, FP8Q_FLOAT8_E5M2, SLICES, BLOCK_SCALES>(args, shared);
+    }
+}
+
+template <int SLICES, bool BLOCK_SCALES>
+static __device__ __forceinline__ void tensor_core_tile(const fp8q_gemv_fp8_args &args,
+                                                        unsigned char *shared)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    if (args.x_dtype == FP8Q_FLOAT16) {
+        tensor_core_weight<SLICES, BLOCK_SCALES, FP8Q_FLOAT16>(args, shared);
+    }
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (args.x_dtype == FP8Q_BFLOAT16) {
+        tensor_core_weight<SLICES, BLOCK_SCALES, FP8Q_BFLOAT16>(args, shared);
+    }
+#endif
+}
+
+/* Up to 16 rows of x, every scale kind. */
+extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, 2)
+    fp8q_gemv_fp8_tc16(const fp8q_gemv_fp8_args args)
+{
+    __shared__ __align__(32) unsigned char shared[TC_SHARED_BYTES];
+    if (args.scale_kind == FP8Q_GEMV_SCALE_BLOCK) {
+        tensor_core_tile<2, true>(args, shared);
+    }
+    else {
+        tensor_core_tile<2, false>(args, shared);
+    }
+}
+
+/* Up to 64 rows of x, tensor and row scales (block scales would need a
+ * second set of sums per chunk: more registers than the tile can keep);
+ * one block a multiprocessor, so that its 8 x 8 sums a lane stay in
+ * registers. */
+extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, 1)
+    fp8q_gemv_fp8_tc64(const fp8q_gemv_fp8_args args)
+{
+    __shared__ __align__(32) unsigned char shared[TC_SHARED_BYTES];
+    tensor_core_tile<8, false>(args, shared);
+}
