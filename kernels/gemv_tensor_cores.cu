@@ -6,7 +6,8 @@
  * FP8 codes into float16 / bfloat16 (exact: every FP8 value is one of
  * theirs) in its own shared memory and multiplies it with 8-row slices of
  * x, read straight from memory, through WMMA's m8n32k16 shape (float32
- * accumulators). The weight is still read once, one byte a value; x (small)
+ * accumulators). The weight is still read once, one byte a value (each warp
+ * loads its next chunk while it multiplies the current one); x (small)
  * is served from the caches. A block's warps split k; their sums meet in
  * shared memory, added in warp order, and one pass applies the scales and
  * the bias and rounds once into x's dtype. WMMA is CUDA C++ (mma.h), no
@@ -79,6 +80,25 @@ static __device__ __forceinline__ int64_t slice_first_row(int slice, int64_t m)
     return first + TC_X_ROWS <= m ? first : m - TC_X_ROWS;
 }
 
+/* A lane's codes of the chunk of weight rows first_row.. and values k0..:
+ * load t is weight row (lane + 32 t) / 2 of the group, codes 16 * ((lane +
+ * 32 t) % 2) onwards (2 lanes read a row's 32 contiguous bytes); zeros
+ * past n and k. */
+static __device__ __forceinline__ void load_chunk(const fp8q_gemv_fp8_args &args,
+                                                  int64_t first_row, int64_t k0, int lane,
+                                                  uint4 codes[TC_LOADS])
+{
+#pragma unroll
+    for (int t = 0; t < TC_LOADS; t++) {
+        const int piece = lane + FP8Q_WARP_SIZE * t;
+        const int64_t row = first_row + piece / 2;
+        const int64_t column = k0 + 16 * (piece % 2);
+        codes[t] = row < args.n && column < args.k
+                       ? *(const uint4 *)(args.weight + row * args.k + column)
+                       : make_uint4(0u, 0u, 0u, 0u);
+    }
+}
+
 /* SLICES: the most 8-row slices of x (m <= 8 * SLICES); BLOCK_SCALES: the
  * kernel takes FP8Q_GEMV_SCALE_BLOCK (each chunk's sums, multiplied by its
  * block's scale, added to the totals), else only tensor and row scales. */
@@ -114,26 +134,26 @@ static __device__ __forceinline__ void tensor_core_run(const fp8q_gemv_fp8_args 
     for (group = blockIdx.x; group * TC_WEIGHT_ROWS < args.n; group += gridDim.x) {
         const int64_t first_row = group * TC_WEIGHT_ROWS;
         sum_fragment sums[SLICES];
-        uint4 codes[TC_LOADS];
+        uint4 codes[TC_LOADS], next[TC_LOADS];
         int64_t chunk;
 
 #pragma unroll
         for (int s = 0; s < SLICES; s++) {
             wmma::fill_fragment(sums[s], 0.0f);
         }
-        /* Load t of a lane: weight row (lane + 32 t) / 2 of the group,
-         * codes 16 * ((lane + 32 t) % 2) onwards of the chunk (2 lanes
-         * read a row's 32 contiguous bytes); zeros past n and k. */
+        /* The codes of a warp's next chunk are loaded while it decodes and
+         * multiplies the current one (two chunks in flight a warp). */
+        if (warp < chunks) {
+            load_chunk(args, first_row, warp * TC_CHUNK, lane, next);
+        }
         for (chunk = warp; chunk < chunks; chunk += TC_WARPS) {
             const int64_t k0 = chunk * TC_CHUNK;
 #pragma unroll
             for (int t = 0; t < TC_LOADS; t++) {
-                const int piece = lane + FP8Q_WARP_SIZE * t;
-                const int64_t row = first_row + piece / 2;
-                const int64_t column = k0 + 16 * (piece % 2);
-                codes[t] = row < args.n && column < args.k
-                               ? *(const uint4 *)(args.weight + row * args.k + column)
-                               : make_uint4(0u, 0u, 0u, 0u);
+                codes[t] = next[t];
+            }
+            if (chunk + TC_WARPS < chunks) {
+                load_chunk(args, first_row, k0 + TC_WARPS * TC_CHUNK, lane, next);
             }
             __syncwarp(); /* the previous chunk's products have read the tile */
 #pragma unroll
