@@ -233,3 +233,48 @@ def gemv_declines_what_it_does_not_take():
         assert "weight_scale" in str(error), error
     else:
         raise AssertionError("a wrong scale shape was accepted")
+
+
+def linear_weight_only_runs_every_row():
+    """fp8q.linear(weight_only=True) on the GPU: any number of tokens, in
+    launches of up to 64 rows on the tensor cores (float16 / bfloat16; 16
+    rows with block scales), 8 on the CUDA cores (float32) and the smallest
+    tile for the rest (the kernels checked on the fake driver's launch
+    log); the product of the contract against float64."""
+    rng = np.random.default_rng(7)
+    n, k = 40, 256
+    cases = [
+        ("row", "bfloat16", 70, ["fp8q_gemv_fp8_tc64", "fp8q_gemv_fp8_8"]),
+        ((128, 128), "bfloat16", 70,
+         ["fp8q_gemv_fp8_tc16"] * 4 + ["fp8q_gemv_fp8_8"]),
+        ("tensor", "float32", 20,
+         ["fp8q_gemv_fp8_8", "fp8q_gemv_fp8_8", "fp8q_gemv_fp8_4"]),
+        ("row", "float16", 9, ["fp8q_gemv_fp8_tc16"]),
+        ("row", "bfloat16", 0, []),
+    ]
+    for granularity, dtype, m, kernels in cases:
+        key = (granularity, dtype, m)
+        w = fp8q.quantize(rng.standard_normal((n, k)).astype(np.float32),
+                          granularity=granularity).to("cuda")
+        x = fp8q.asarray(rng.standard_normal((m, k)).astype(np.float32),
+                         dtype=dtype, device="cuda")
+        if "FAKE_CUDA_LAUNCH_LOG" in os.environ:  # the fake driver
+            results = []
+            names = [name for name, _, _ in launches(lambda: results.append(
+                fp8q.linear(x, w, weight_only=True)))]
+            assert names == kernels, (key, names)
+            y = results[0]
+        else:  # a GPU
+            y = fp8q.linear(x, w, weight_only=True)
+        assert y.device == "cuda:0" and y.shape == (m, n), key
+        assert y.dtype == dtype, key
+        if m == 0:
+            continue
+        expected = reference_product(
+            x, w.data, w.scale,
+            "block" if granularity == (128, 128) else granularity, None)
+        got = np.asarray(fp8q.cast(y.cpu(), "float32"))
+        ulp = {"float32": 2.0 ** -23, "float16": 2.0 ** -10,
+               "bfloat16": 2.0 ** -7}[dtype]
+        assert np.abs(got - expected).max() <= (
+            ulp + k * 2.0 ** -22) * np.abs(expected).max(), key

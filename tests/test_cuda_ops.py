@@ -615,6 +615,7 @@ def test_weight_only_product_matches_the_reference():
     fake_gpu_kernels.gemv_matches_the_reference()
     fake_gpu_kernels.tensor_core_gemv_matches_the_reference()
     fake_gpu_kernels.gemv_declines_what_it_does_not_take()
+    fake_gpu_kernels.linear_weight_only_runs_every_row()
 
 
 @pytest.mark.parametrize("shape", [(1, 1 << 22), (3, 1000003), (4096, 33)])

@@ -658,12 +658,37 @@ static int aligned16(const void *pointer)
     return ((uintptr_t)pointer & 15u) == 0u;
 }
 
+/* Rows of x from first_row on (of `remaining`) that one launch of
+ * kernels/gemv.cuh takes: up to 64 on the tensor cores (16 with block
+ * scales) where fp8q_py_cuda_gemv_fp8_takes allows, else up to 8. */
+static int64_t launch_rows(layer_call *call, int64_t first_row,
+                           int64_t remaining, int scale_kind)
+{
+    static const int64_t tensor_core_rows[] = {
+        FP8Q_GEMV_TC_MAX_ROWS, FP8Q_GEMV_TC_MAX_BLOCK_SCALED_ROWS};
+    size_t i;
+
+    for (i = 0; i < sizeof tensor_core_rows / sizeof tensor_core_rows[0];
+         i++) {
+        const int64_t rows = remaining < tensor_core_rows[i]
+                                 ? remaining
+                                 : tensor_core_rows[i];
+        if (fp8q_py_cuda_gemv_fp8_takes(call->rows, first_row, rows,
+                                        scale_kind)) {
+            return rows;
+        }
+    }
+    return remaining < FP8Q_GEMV_MAX_ROWS ? remaining : FP8Q_GEMV_MAX_ROWS;
+}
+
 /* y = x . (weight * weight_scale)^T + bias by kernels/gemv.cuh when the
- * call fits its contract (a GPU, tokens as fp8q_py_cuda_gemv_fp8_takes
- * says: up to 8, or up to 64 on the tensor cores; K a multiple of 16,
- * 16-byte aligned operands): call->result is y; else call->result stays
- * NULL and nothing ran. */
-static int gemv_forward(layer_call *call, PyObject *bias)
+ * call fits its contract (a GPU, K a multiple of 16, 16-byte aligned
+ * operands) and, unless `every_row`, the tokens fit one launch (up to 8,
+ * or up to 64 on the tensor cores: fp8q_py_cuda_gemv_fp8_takes); with
+ * `every_row` any number of tokens runs in launches of up to 64 rows
+ * (launch_rows). call->result is y; else call->result stays NULL and
+ * nothing ran. */
+static int gemv_forward(layer_call *call, PyObject *bias, int every_row)
 {
     const fp8q_view *x = &call->x->view;
     const int64_t k = x->shape[x->ndim - 1];
@@ -672,7 +697,7 @@ static int gemv_forward(layer_call *call, PyObject *bias)
     fp8q_granularity granularity;
     fp8q_TensorObject *out;
     int scale_kind;
-    int64_t m;
+    int64_t m, first_row, rows;
     int axis;
 
     if (call->device.type != FP8Q_DEVICE_CUDA || k == 0 ||
@@ -680,7 +705,7 @@ static int gemv_forward(layer_call *call, PyObject *bias)
         return 0; /* the general path computes it, or says what is wrong */
     }
     m = fp8q_view_size(x) / k;
-    if (m < 1 || m > FP8Q_GEMV_TC_MAX_ROWS) {
+    if (m < (every_row ? 0 : 1) || (!every_row && m > FP8Q_GEMV_TC_MAX_ROWS)) {
         return 0;
     }
     if (weight_granularity(call, &granularity) < 0 ||
@@ -697,7 +722,8 @@ static int gemv_forward(layer_call *call, PyObject *bias)
     if (call->weight_scale->view.dtype != FP8Q_FLOAT32 ||
         !aligned16(call->rows->view.data) ||
         !aligned16(call->weight->view.data) ||
-        !fp8q_py_cuda_gemv_fp8_takes(call->rows, scale_kind)) {
+        (!every_row &&
+         !fp8q_py_cuda_gemv_fp8_takes(call->rows, 0, m, scale_kind))) {
         return 0;
     }
     for (axis = 0; axis + 1 < x->ndim; axis++) {
@@ -713,9 +739,15 @@ static int gemv_forward(layer_call *call, PyObject *bias)
     if (call->out_rows == NULL) {
         return -1;
     }
-    return fp8q_py_cuda_gemv_fp8(call->rows, call->weight,
-                                 call->weight_scale, scale_kind, call->bias,
-                                 call->out_rows, call->stream);
+    for (first_row = 0; first_row < m; first_row += rows) {
+        rows = launch_rows(call, first_row, m - first_row, scale_kind);
+        if (fp8q_py_cuda_gemv_fp8(call->rows, first_row, rows, call->weight,
+                                  call->weight_scale, scale_kind, call->bias,
+                                  call->out_rows, call->stream) < 0) {
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -782,23 +814,38 @@ static PyObject *layer_weight(PyObject *module, PyObject *const *args,
                       dequantize_weight(&call) < 0);
 }
 
-static PyObject *layer_gemv(PyObject *module, PyObject *const *args,
-                            Py_ssize_t n_args)
+/* layer_gemv and weight_only_gemv: the same arguments, `every_row` as
+ * gemv_forward's. */
+static PyObject *gemv_entry(const char *name, PyObject *const *args,
+                            Py_ssize_t n_args, int every_row)
 {
     layer_call call;
     int failed;
 
-    (void)module;
     memset(&call, 0, sizeof call);
-    failed = positional("layer_gemv", n_args, 6) < 0 ||
+    failed = positional(name, n_args, 6) < 0 ||
              parse_granularity(args[4], &call.granularity) < 0 ||
              import_x(&call, args[0], args[5]) < 0 ||
              import_weight(&call, args[1], args[2]) < 0 ||
-             gemv_forward(&call, args[3]) < 0;
+             gemv_forward(&call, args[3], every_row) < 0;
     if (!failed && call.result == NULL) {
         call.result = Py_NewRef(Py_None);
     }
     return finish(&call, failed);
+}
+
+static PyObject *layer_gemv(PyObject *module, PyObject *const *args,
+                            Py_ssize_t n_args)
+{
+    (void)module;
+    return gemv_entry("layer_gemv", args, n_args, 0);
+}
+
+static PyObject *weight_only_gemv(PyObject *module, PyObject *const *args,
+                                  Py_ssize_t n_args)
+{
+    (void)module;
+    return gemv_entry("weight_only_gemv", args, n_args, 1);
 }
 
 PyDoc_STRVAR(
@@ -853,9 +900,23 @@ PyDoc_STRVAR(
     "the caller then dequantizes the weight (layer_weight) and runs a "
     "float GEMM. Arguments as linear_layer's. Internal to fp8q.torch.");
 
+PyDoc_STRVAR(
+    weight_only_gemv_doc,
+    "weight_only_gemv(x, weight, weight_scale, bias, granularity, stream)\n"
+    "--\n\n"
+    "layer_gemv for any number of tokens: fp8q.linear(..., "
+    "weight_only=True) on a GPU. The rows of x run in launches of up to 64 "
+    "(the tensor cores where layer_gemv's conditions allow, else 8 at a "
+    "time on the CUDA cores; each launch reads the whole weight). Returns "
+    "y, or None for x on the CPU, in_features not a multiple of 16 or "
+    "unaligned operands. Arguments as layer_gemv's, fp8q.Tensor or torch "
+    "tensors. Internal to fp8q.linear.");
+
 static PyMethodDef linear_layer_functions[] = {
     {"layer_gemv", (PyCFunction)(void (*)(void))layer_gemv, METH_FASTCALL,
      layer_gemv_doc},
+    {"weight_only_gemv", (PyCFunction)(void (*)(void))weight_only_gemv,
+     METH_FASTCALL, weight_only_gemv_doc},
     {"linear_layer", (PyCFunction)(void (*)(void))linear_layer,
      METH_FASTCALL, linear_layer_doc},
     {"layer_weight", (PyCFunction)(void (*)(void))layer_weight,

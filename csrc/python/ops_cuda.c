@@ -596,19 +596,29 @@ int fp8q_py_cuda_dequantize(fp8q_TensorObject *data, fp8q_TensorObject *scale,
 /* ------------------------------------------------------------------------- */
 /* weight-only product                                                       */
 
-int fp8q_py_cuda_gemv_fp8_takes(fp8q_TensorObject *x, int scale_kind)
+/* The address of row `row` of a C-contiguous matrix. */
+static void *matrix_row(const fp8q_TensorObject *matrix, int64_t row)
+{
+    return (char *)matrix->view.data +
+           row * matrix->view.shape[1] *
+               (int64_t)fp8q_dtype_itemsize(matrix->view.dtype);
+}
+
+int fp8q_py_cuda_gemv_fp8_takes(fp8q_TensorObject *x, int64_t first_row,
+                                int64_t rows, int scale_kind)
 {
     fp8q_gemv_fp8_args args;
 
     memset(&args, 0, sizeof args);
-    args.x = x->view.data;
-    args.m = x->view.shape[0];
+    args.x = matrix_row(x, first_row);
+    args.m = rows;
     args.x_dtype = (int32_t)x->view.dtype;
     args.scale_kind = scale_kind;
     return fp8q_cuda_gemv_fp8_takes(x->cuda_device, &args);
 }
 
-int fp8q_py_cuda_gemv_fp8(fp8q_TensorObject *x, fp8q_TensorObject *weight,
+int fp8q_py_cuda_gemv_fp8(fp8q_TensorObject *x, int64_t first_row,
+                          int64_t rows, fp8q_TensorObject *weight,
                           fp8q_TensorObject *weight_scale, int scale_kind,
                           fp8q_TensorObject *bias, fp8q_TensorObject *out,
                           fp8q_cu_stream stream)
@@ -625,12 +635,12 @@ int fp8q_py_cuda_gemv_fp8(fp8q_TensorObject *x, fp8q_TensorObject *weight,
         return -1;
     }
     memset(&args, 0, sizeof args);
-    args.x = x->view.data;
+    args.x = matrix_row(x, first_row);
     args.weight = (const uint8_t *)weight->view.data;
     args.scale = (const float *)weight_scale->view.data;
     args.bias = bias != NULL ? bias->view.data : NULL;
-    args.y = out->view.data;
-    args.m = x->view.shape[0];
+    args.y = matrix_row(out, first_row);
+    args.m = rows;
     args.n = weight->view.shape[0];
     args.k = weight->view.shape[1];
     args.x_dtype = (int32_t)x->view.dtype;

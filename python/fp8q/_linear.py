@@ -1,10 +1,14 @@
 """fp8q.linear: the nn.Linear convention y = x @ w.T + bias over
-fp8q.scaled_mm, with x quantized on the fly when it is not FP8 already.
+fp8q.scaled_mm, with x quantized on the fly when it is not FP8 already, or,
+weight-only, x kept in its float dtype against the FP8 weight.
 
 Only shapes and scale layouts are arranged here (as fp8q.Tensor views, so
 that CUDA tensors stay on their GPU); every number is computed by fp8q._C
-(quantize, scaled_mm).
+(quantize, scaled_mm, the weight-only product) or, weight-only on the CPU,
+by NumPy's float32 matrix product of fp8q's exact decodes.
 """
+import numpy as np
+
 from fp8q import _C
 from fp8q._qtensor import QTensor
 
@@ -95,7 +99,52 @@ def _check_pairing(x, w, bias, n):
     return bias
 
 
-def linear(x, w, *, bias=None, out_dtype=None, stream=None):
+# fp8q.linear's weight granularity names -> the layer functions' names.
+_LAYER_GRANULARITY = {"tensor": "tensor", "row": "row", "block": "block"}
+_FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def _weight_only(x, w, scaling, bias, out_dtype, stream):
+    """linear(..., weight_only=True): y = x @ (decode(w) * scale).T + bias
+    with x in its float dtype (see linear's docstring)."""
+    if isinstance(x, QTensor) or x.dtype.name not in _FLOAT_DTYPES:
+        raise TypeError(
+            "linear: weight_only=True multiplies a float x (float32, "
+            "float16 or bfloat16) by the FP8 weight; got "
+            + ("a QTensor" if isinstance(x, QTensor) else
+               f"x of dtype {x.dtype}"))
+    if out_dtype is not None and str(out_dtype) != x.dtype.name:
+        raise ValueError(
+            "linear: weight_only=True gives the result in x's dtype "
+            f"({x.dtype}); out_dtype={out_dtype!r} differs (cast x, or the "
+            "result, with fp8q.cast)")
+    n, k = w.shape
+    if x.ndim == 0 or x.shape[-1] != k:
+        raise ValueError(f"linear: x has shape {x.shape}, but w expects {k} "
+                         "input features (the last axis)")
+    leading = x.shape[:-1]
+    rows = _as_matrix(x, k)
+    if x.device != "cpu":
+        y = _C.weight_only_gemv(rows, w.data, w.scale,
+                                bias, _LAYER_GRANULARITY[scaling], stream)
+        if y is None:
+            raise ValueError(
+                f"linear: weight_only=True on a GPU needs in_features (K = "
+                f"{k}) a multiple of 16 and 16-byte aligned x and w; use "
+                "weight_only=False (x quantized) for this shape")
+        return y.reshape(tuple(leading) + (n,))
+    # The CPU: exact float32 decodes, NumPy's float32 product.
+    x32 = np.asarray(_C.cast(rows, "float32"))
+    w32 = np.asarray(w.dequantize("float32"))
+    y32 = np.matmul(x32, w32.T)
+    if bias is not None:
+        y32 += np.asarray(_C.cast(bias, "float32"))
+    return _C.cast(_C.asarray(y32), x.dtype.name).reshape(
+        tuple(leading) + (n,))
+
+
+def linear(x, w, *, bias=None, out_dtype=None, weight_only=False,
+           stream=None):
     """y = x @ w.T + bias with FP8 operands, the nn.Linear convention.
 
     w: an fp8q.QTensor of shape (N, K) (output features, input features)
@@ -113,6 +162,19 @@ def linear(x, w, *, bias=None, out_dtype=None, stream=None):
     dequantized operands, accumulated in float32, bias added, rounded once)
     on the device of x and w (on a GPU: cuBLASLt, on `stream`, as every
     fp8q operation takes it).
+
+    weight_only=True (W8A16): x is not quantized. It must be a float32,
+    float16 or bfloat16 tensor, and y = x @ (decode(w) * scale).T + bias is
+    computed from the exact FP8 decodes with float32 sums, rounded once
+    into x's dtype (the result's dtype; out_dtype, if given, must be it).
+    Within docs/numerics.md's float32 accumulation bound of the exact
+    product. On a GPU (K a multiple of 16) the FP8 codes are read in place,
+    with no float copy of w (kernels/gemv.cuh: up to 8 rows of x a launch
+    on the CUDA cores, up to 64 on the tensor cores for float16 / bfloat16
+    x; every launch reads all of w, so it is built for few tokens: for
+    large batches quantize x instead). On the CPU, w is decoded to float32
+    (w * scale rounded once per value) and multiplied by NumPy's float32
+    product.
     """
     if not isinstance(w, QTensor):
         raise TypeError(
@@ -125,6 +187,8 @@ def linear(x, w, *, bias=None, out_dtype=None, stream=None):
     if not isinstance(x, QTensor):
         x = _C.asarray(x)
     bias = _check_pairing(x, w, bias, n)
+    if weight_only:
+        return _weight_only(x, w, scaling, bias, out_dtype, stream)
     data, scale_a, leading, x_dtype = _activation(x, w, scaling, k, stream)
     # One value (repeated against row scales), (1, N) rows, or the
     # (K/128, N/128) blocks.
