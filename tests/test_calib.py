@@ -705,8 +705,22 @@ def test_mse_matches_reference(name, kind, bins, skip_zeros, rng, seed):
 
 
 # How much larger the data's squared error may be with the MSE choice than
-# with the max (the histogram model's inaccuracy; 1.5% is the largest seen).
-MSE_DATA_EXCESS = 0.02
+# with the max: the histogram model's inaccuracy, by kind of data. Measured
+# on 768,400 calibrations (50,300 fresh seeds, the four formats; 2026-11-26):
+# where a few large values carry most of the squared error (heavy,
+# lognormal, outliers), the model, which spreads each bin's count evenly,
+# misjudges their own rounding errors: up to 4.8% worse (lognormal,
+# float8_e4m3fn, seed 2768753484792971822), above 2% in 37 of 603,600
+# calibrations, so a 2% bound failed about one CI run in 1,400. Where
+# thousands of values share it (normal, uniform, sparse, integers) the
+# model's misjudgements average out: 0.28% at most in 164,800. A search
+# that clipped too far still fails: the candidate A 2^(-32/128) (16% below
+# A) costs the heavy kinds 18% or more on the data, uniform and integers
+# 100% or more, and A 2^(-64/128) (29% below) every kind 6.7% or more (40
+# seeds).
+MSE_DATA_EXCESS = {"heavy": 0.1, "lognormal": 0.1, "outliers": 0.1,
+                   "normal": 0.02, "uniform": 0.02, "sparse": 0.02,
+                   "integers": 0.02}
 
 
 @pytest.mark.parametrize("name", FP8_NAMES)
@@ -716,15 +730,14 @@ def test_mse_choice_on_the_data(name, kind, rng, seed):
     """The MSE choice against the max's scale A / F: in the histogram's
     error model it is never worse (k = 0 is the max itself), and applied to
     the data itself (fp8q.quantize with scale choice / F, then dequantize,
-    errors summed in float64) it is at most MSE_DATA_EXCESS worse.
+    errors summed in float64) it is at most MSE_DATA_EXCESS[kind] worse.
 
     The search minimises the model's error (counts spread evenly over each
     bin), not the data's; the 1% tolerance in favour of larger candidates
     keeps a model-only gain from clipping the data for nothing, but not
-    always: in 2,100 calibrations (seeds 0-299, these seven kinds, the four
-    formats) 5 of 4,829 choices below A were worse on the data, by at most
-    1.5% (docs/calibration.md). A strict bound made this test fail for
-    about one fresh seed in 40."""
+    always: 850 of 398,543 choices below A were worse on the data
+    (docs/calibration.md; MSE_DATA_EXCESS says by how much). A strict bound
+    made this test fail for about one fresh seed in 40."""
     x = distribution(kind, rng, 20000)
     cal = HistogramCalibrator()
     cal.update(x)
@@ -736,7 +749,7 @@ def test_mse_choice_on_the_data(name, kind, rng, seed):
     assert model <= errors[0], (choice, model, errors[0], f"seed={seed}")
     with_choice = data_error(x, choice, name)
     with_max = data_error(x, cal.amax, name)
-    assert with_choice <= with_max * (1 + MSE_DATA_EXCESS), \
+    assert with_choice <= with_max * (1 + MSE_DATA_EXCESS[kind]), \
         (choice, cal.amax, with_choice, with_max, f"{kind} seed={seed}")
 
 

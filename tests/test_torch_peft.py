@@ -130,6 +130,8 @@ def test_merge_lora_requantizes_and_peft_merge_never_drops(activations,
     x = torch.randn(4, 96)
     with torch.no_grad():
         unmerged = model(x)
+        with model.disable_adapter():
+            without_adapters = model(x)
     base = model.base_model.model
     codes_before = base.up.base_layer.weight.clone()
     # peft's merge adds to weight.data: torch refuses FP8 codes, and the
@@ -167,5 +169,13 @@ def test_merge_lora_requantizes_and_peft_merge_never_drops(activations,
     assert isinstance(merged.up, fpt.Linear)
     with torch.no_grad():
         got = merged(x)
-    relative = (got - unmerged).norm() / unmerged.norm()
-    assert relative < 0.1, f"relative {relative}, seed={seed}"
+    # The merged model keeps the adapters: it moves from the unmerged output
+    # by far less than the adapters themselves move the output (peft's
+    # init_lora_weights=False adapters: 42-135% of it), so a dropped or
+    # doubled adapter (ratio about 1) or one merged at half its scaling
+    # (about 0.5) fails. The requantized weights and, W8A8, the FP8 input
+    # the merged adapters now see move the output by 1.5-14% (a bound of
+    # 10% failed 1 W8A8 seed in 490), 0.18 of the adapters' change at worst
+    # (5,600 seeds per mode; median 0.05).
+    moved = (got - unmerged).norm() / (without_adapters - unmerged).norm()
+    assert moved < 0.4, f"moved {moved}, seed={seed}"
