@@ -10,6 +10,7 @@
  */
 #include "common.cuh"
 #include "gemv.cuh"
+#include "gemv_common.cuh"
 
 static_assert(sizeof(fp8q_gemv_fp8_args) == 80, "fp8q_gemv_fp8_args must match the host's layout");
 
@@ -152,16 +153,8 @@ static __device__ __forceinline__ void gemv_run(const fp8q_gemv_fp8_args args)
                 for (int w = 1; w < WARPS; w++) {
                     value += partial[w][lane];
                 }
-                if (args.scale_kind == FP8Q_GEMV_SCALE_TENSOR) {
-                    value = __fmul_rn(value, args.scale[0]);
-                }
-                else if (args.scale_kind == FP8Q_GEMV_SCALE_ROW) {
-                    value = __fmul_rn(value, args.scale[row]);
-                }
-                if (args.bias != NULL) {
-                    value = __fadd_rn(value, float_element(args.bias, row, args.bias_dtype));
-                }
-                ((x_t *)args.y)[i * args.n + row] = dtype_traits<X>::store(value, 0);
+                ((x_t *)args.y)[i * args.n + row] =
+                    dtype_traits<X>::store(finish_sum(args, value, row), 0);
             }
         }
         __syncthreads(); /* partial is reused by the next group */

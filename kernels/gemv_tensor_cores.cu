@@ -19,6 +19,7 @@
 
 #include "common.cuh"
 #include "gemv.cuh"
+#include "gemv_common.cuh"
 
 /* WMMA's m8n32k16: 8 rows of x, 32 weight rows, 16 values of k a step. */
 #define TC_X_ROWS 8
@@ -99,6 +100,51 @@ static __device__ __forceinline__ void load_chunk(const fp8q_gemv_fp8_args &args
     }
 }
 
+/* WMMA's fragments for x's dtype X: 8 rows of x by 16 values of k, 16
+ * values of k by 32 weight rows (the decoded tile, column-major), and the
+ * 8 x 32 float32 sums. */
+template <int X> struct fragments {
+    typedef typename tensor_core_type<X>::type mma_t;
+    typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, TC_X_ROWS, TC_WEIGHT_ROWS, TC_K,
+                                   mma_t, nvcuda::wmma::row_major>
+        x;
+    typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, TC_X_ROWS, TC_WEIGHT_ROWS, TC_K,
+                                   mma_t, nvcuda::wmma::col_major>
+        weight;
+    typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, TC_X_ROWS, TC_WEIGHT_ROWS, TC_K,
+                                   float>
+        sum;
+};
+
+/* into[s] += x's slice s (of `slices`) times the warp's decoded tile, for
+ * the chunk's values k0.. (up to TC_CHUNK, fewer at the end of k). */
+template <int X, int SLICES>
+static __device__ __forceinline__ void
+multiply_chunk(const fp8q_gemv_fp8_args &args, const typename tensor_core_type<X>::type *tile,
+               int64_t k0, int slices, typename fragments<X>::sum (&into)[SLICES])
+{
+    typedef typename tensor_core_type<X>::type mma_t;
+    const mma_t *x = (const mma_t *)args.x;
+#pragma unroll
+    for (int step = 0; step < TC_CHUNK / TC_K; step++) {
+        typename fragments<X>::weight b;
+        if (k0 + step * TC_K >= args.k) {
+            break;
+        }
+        nvcuda::wmma::load_matrix_sync(b, tile + step * TC_K, TC_STRIDE);
+#pragma unroll
+        for (int s = 0; s < SLICES; s++) {
+            typename fragments<X>::x a;
+            if (s < slices) {
+                nvcuda::wmma::load_matrix_sync(
+                    a, x + slice_first_row(s, args.m) * args.k + k0 + step * TC_K,
+                    (unsigned)args.k);
+                nvcuda::wmma::mma_sync(into[s], a, b, into[s]);
+            }
+        }
+    }
+}
+
 /* SLICES: the most 8-row slices of x (m <= 8 * SLICES); BLOCK_SCALES: the
  * kernel takes FP8Q_GEMV_SCALE_BLOCK (each chunk's sums, multiplied by its
  * block's scale, added to the totals), else only tensor and row scales. */
@@ -108,11 +154,7 @@ static __device__ __forceinline__ void tensor_core_run(const fp8q_gemv_fp8_args 
 {
     using namespace nvcuda;
     typedef typename tensor_core_type<X>::type mma_t;
-    typedef wmma::fragment<wmma::matrix_a, TC_X_ROWS, TC_WEIGHT_ROWS, TC_K, mma_t, wmma::row_major>
-        x_fragment;
-    typedef wmma::fragment<wmma::matrix_b, TC_X_ROWS, TC_WEIGHT_ROWS, TC_K, mma_t, wmma::col_major>
-        weight_fragment;
-    typedef wmma::fragment<wmma::accumulator, TC_X_ROWS, TC_WEIGHT_ROWS, TC_K, float> sum_fragment;
+    typedef typename fragments<X>::sum sum_fragment;
 
     /* Each warp's decoded tile (weight row r, value c at [r][c]: the
      * column-major 16 x 32 operand B of x . W^T), then, after the k loop,
@@ -123,7 +165,6 @@ static __device__ __forceinline__ void tensor_core_run(const fp8q_gemv_fp8_args 
     static_assert(TC_SHARED_BYTES >= sizeof(float) * SLICES * TC_X_ROWS * TC_WEIGHT_ROWS,
                   "the block's sums fit in the tiles' memory");
 
-    const mma_t *x = (const mma_t *)args.x;
     const int lane = (int)threadIdx.x % FP8Q_WARP_SIZE;
     const int warp = (int)threadIdx.x / FP8Q_WARP_SIZE;
     const int slices = (int)((args.m + TC_X_ROWS - 1) / TC_X_ROWS);
@@ -175,24 +216,7 @@ static __device__ __forceinline__ void tensor_core_run(const fp8q_gemv_fp8_args 
                 for (int s = 0; s < SLICES; s++) {
                     wmma::fill_fragment(chunk_sums[s], 0.0f);
                 }
-#pragma unroll
-                for (int step = 0; step < TC_CHUNK / TC_K; step++) {
-                    weight_fragment b;
-                    if (k0 + step * TC_K >= args.k) {
-                        break;
-                    }
-                    wmma::load_matrix_sync(b, &tiles[warp][0][step * TC_K], TC_STRIDE);
-#pragma unroll
-                    for (int s = 0; s < SLICES; s++) {
-                        x_fragment a;
-                        if (s < slices) {
-                            wmma::load_matrix_sync(
-                                a, x + slice_first_row(s, args.m) * args.k + k0 + step * TC_K,
-                                (unsigned)args.k);
-                            wmma::mma_sync(chunk_sums[s], a, b, chunk_sums[s]);
-                        }
-                    }
-                }
+                multiply_chunk<X, SLICES>(args, &tiles[warp][0][0], k0, slices, chunk_sums);
 #pragma unroll
                 for (int s = 0; s < SLICES; s++) {
 #pragma unroll
@@ -202,24 +226,7 @@ static __device__ __forceinline__ void tensor_core_run(const fp8q_gemv_fp8_args 
                 }
             }
             else {
-#pragma unroll
-                for (int step = 0; step < TC_CHUNK / TC_K; step++) {
-                    weight_fragment b;
-                    if (k0 + step * TC_K >= args.k) {
-                        break;
-                    }
-                    wmma::load_matrix_sync(b, &tiles[warp][0][step * TC_K], TC_STRIDE);
-#pragma unroll
-                    for (int s = 0; s < SLICES; s++) {
-                        x_fragment a;
-                        if (s < slices) {
-                            wmma::load_matrix_sync(
-                                a, x + slice_first_row(s, args.m) * args.k + k0 + step * TC_K,
-                                (unsigned)args.k);
-                            wmma::mma_sync(sums[s], a, b, sums[s]);
-                        }
-                    }
-                }
+                multiply_chunk<X, SLICES>(args, &tiles[warp][0][0], k0, slices, sums);
             }
         }
 
@@ -257,17 +264,8 @@ static __device__ __forceinline__ void tensor_core_run(const fp8q_gemv_fp8_args 
             const int64_t x_row = slice_first_row(s, args.m) + i;
             const int64_t row = first_row + j;
             if (x_row >= (int64_t)s * TC_X_ROWS && row < args.n) {
-                float value = block_sums[s][i][j];
-                if (args.scale_kind == FP8Q_GEMV_SCALE_TENSOR) {
-                    value = __fmul_rn(value, args.scale[0]);
-                }
-                else if (args.scale_kind == FP8Q_GEMV_SCALE_ROW) {
-                    value = __fmul_rn(value, args.scale[row]);
-                }
-                if (args.bias != NULL) {
-                    value = __fadd_rn(value, float_element(args.bias, row, args.bias_dtype));
-                }
-                ((uint16_t *)args.y)[x_row * args.n + row] = dtype_traits<X>::store(value, 0);
+                ((uint16_t *)args.y)[x_row * args.n + row] =
+                    dtype_traits<X>::store(finish_sum(args, block_sums[s][i][j], row), 0);
             }
         }
         __syncthreads(); /* block_sums is the next group's tiles */

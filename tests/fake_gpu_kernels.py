@@ -108,19 +108,26 @@ def reference_product(x, codes, scale, granularity, bias):
     return y
 
 
-def gemv_matches_the_reference():
-    """_C.layer_gemv on the GPU: the product of its contract for 1 to 8
-    tokens, every scale granularity, x and bias dtype, both weight formats,
-    odd N and K not a multiple of 128; within float32 accumulation plus the
-    output's rounding of the float64 reference."""
-    rng = np.random.default_rng(5)
-    n, k = 37, 272
-    for m in (1, 2, 3, 5, 8):
+# The result's rounding into x's dtype, relative (doubled for slack).
+OUTPUT_ULP = {"float32": 2.0 ** -23, "float16": 2.0 ** -10,
+              "bfloat16": 2.0 ** -7}
+
+
+def check_gemv_products(rng, n, k, token_counts, x_dtypes, bias_dtypes,
+                        unit_roundoff, declined=lambda m, granularity: False):
+    """_C.layer_gemv on random operands for every token count, scale
+    granularity, x dtype, weight format and bias dtype given, against the
+    float64 reference: within k * unit_roundoff of it (float32
+    accumulation) plus the output's rounding; None where declined(m,
+    granularity)."""
+    for m in token_counts:
         for granularity, scale_shape in (("tensor", ()), ("row", (n, 1)),
                                          ("block", (1, 3))):
-            for x_dtype in ("float32", "float16", "bfloat16"):
+            for x_dtype in x_dtypes:
                 for weight_dtype in ("float8_e4m3fn", "float8_e5m2"):
-                    for bias_dtype in (None, "float32", "bfloat16"):
+                    for bias_dtype in bias_dtypes:
+                        key = (m, granularity, x_dtype, weight_dtype,
+                               bias_dtype)
                         x = fp8q.asarray(rng.standard_normal((m, k)).astype(
                             np.float32), dtype=x_dtype, device="cuda")
                         codes = fp8q.asarray(
@@ -135,65 +142,43 @@ def gemv_matches_the_reference():
                             dtype=bias_dtype, device="cuda")
                         y = _C.layer_gemv(x, codes, scale, bias, granularity,
                                           None)
-                        key = (m, granularity, x_dtype, weight_dtype,
-                               bias_dtype)
+                        if declined(m, granularity):
+                            assert y is None, key
+                            continue
                         assert y.device == "cuda:0" and y.shape == (m, n), key
                         assert y.dtype == x_dtype, key
                         expected = reference_product(x, codes, scale,
                                                      granularity, bias)
                         got = np.asarray(fp8q.cast(y.cpu(), "float32"))
-                        ulp = {"float32": 2.0 ** -23, "float16": 2.0 ** -10,
-                               "bfloat16": 2.0 ** -7}[x_dtype]
                         magnitude = np.abs(expected).max()
                         assert np.abs(got - expected).max() <= (
-                            ulp + k * 2.0 ** -23) * magnitude, key
+                            OUTPUT_ULP[x_dtype] + k * unit_roundoff
+                        ) * magnitude, key
+
+
+def gemv_matches_the_reference():
+    """_C.layer_gemv on the GPU: the product of its contract for 1 to 8
+    tokens (the CUDA-core kernels), every scale granularity, x and bias
+    dtype, both weight formats, odd N and K not a multiple of 128; within
+    float32 accumulation plus the output's rounding of the float64
+    reference."""
+    check_gemv_products(np.random.default_rng(5), 37, 272, (1, 2, 3, 5, 8),
+                        ("float32", "float16", "bfloat16"),
+                        (None, "float32", "bfloat16"), 2.0 ** -23)
 
 
 def tensor_core_gemv_matches_the_reference():
     """_C.layer_gemv for 9 to 64 float16 / bfloat16 tokens (the tensor-core
     kernels of kernels/gemv.cuh): every scale granularity (block scales up
-    to 16 tokens), both weight formats, a bias or none, N not a multiple of
-    the 32 weight rows a block takes and K ending in half a 32-value chunk;
-    within float32 accumulation with twice the unit roundoff (the tensor
-    cores may truncate) plus the output's rounding of the float64
-    reference."""
-    rng = np.random.default_rng(6)
-    n, k = 70, 272
-    for m in (9, 13, 16, 17, 40, 64):
-        for granularity, scale_shape in (("tensor", ()), ("row", (n, 1)),
-                                         ("block", (1, 3))):
-            for x_dtype in ("float16", "bfloat16"):
-                for weight_dtype in ("float8_e4m3fn", "float8_e5m2"):
-                    for bias_dtype in (None, "bfloat16"):
-                        key = (m, granularity, x_dtype, weight_dtype,
-                               bias_dtype)
-                        x = fp8q.asarray(rng.standard_normal((m, k)).astype(
-                            np.float32), dtype=x_dtype, device="cuda")
-                        codes = fp8q.asarray(
-                            (rng.standard_normal((n, k)) * 8).astype(
-                                np.float32), dtype=weight_dtype,
-                            device="cuda")
-                        scale = fp8q.asarray(rng.uniform(
-                            0.01, 0.1, scale_shape).astype(np.float32),
-                            device="cuda")
-                        bias = None if bias_dtype is None else fp8q.asarray(
-                            rng.standard_normal(n).astype(np.float32),
-                            dtype=bias_dtype, device="cuda")
-                        y = _C.layer_gemv(x, codes, scale, bias, granularity,
-                                          None)
-                        if granularity == "block" and m > 16:
-                            assert y is None, key
-                            continue
-                        assert y is not None and y.shape == (m, n), key
-                        assert y.dtype == x_dtype, key
-                        expected = reference_product(x, codes, scale,
-                                                     granularity, bias)
-                        got = np.asarray(fp8q.cast(y.cpu(), "float32"))
-                        ulp = {"float16": 2.0 ** -10,
-                               "bfloat16": 2.0 ** -7}[x_dtype]
-                        magnitude = np.abs(expected).max()
-                        assert np.abs(got - expected).max() <= (
-                            ulp + k * 2.0 ** -22) * magnitude, key
+    to 16 tokens, declined beyond), both weight formats, a bias or none, N
+    not a multiple of the 32 weight rows a block takes and K ending in half
+    a 32-value chunk; within float32 accumulation with twice the unit
+    roundoff (the tensor cores may truncate) plus the output's rounding of
+    the float64 reference."""
+    check_gemv_products(
+        np.random.default_rng(6), 70, 272, (9, 13, 16, 17, 40, 64),
+        ("float16", "bfloat16"), (None, "bfloat16"), 2.0 ** -22,
+        declined=lambda m, granularity: granularity == "block" and m > 16)
 
 
 def tensor_cores_follow_the_device():
@@ -274,7 +259,5 @@ def linear_weight_only_runs_every_row():
             x, w.data, w.scale,
             "block" if granularity == (128, 128) else granularity, None)
         got = np.asarray(fp8q.cast(y.cpu(), "float32"))
-        ulp = {"float32": 2.0 ** -23, "float16": 2.0 ** -10,
-               "bfloat16": 2.0 ** -7}[dtype]
         assert np.abs(got - expected).max() <= (
-            ulp + k * 2.0 ** -22) * np.abs(expected).max(), key
+            OUTPUT_ULP[dtype] + k * 2.0 ** -22) * np.abs(expected).max(), key

@@ -1,0 +1,31 @@
+/*
+ * gemv_common.cuh - what the weight-only product's kernels (gemv.cu on the
+ * CUDA cores, gemv_tensor_cores.cu on the tensor cores) share past their
+ * sums: the finishing of one output value (kernels/gemv.cuh's contract).
+ */
+#ifndef FP8Q_KERNELS_GEMV_COMMON_CUH
+#define FP8Q_KERNELS_GEMV_COMMON_CUH
+
+#include "common.cuh"
+#include "gemv.cuh"
+
+/* The float32 sum of output column `row` (a weight row) finished: times
+ * the tensor's or the row's scale (block scales were applied inside the
+ * sum), plus the bias, each one float32 rounding; the caller rounds the
+ * result once into x's dtype. */
+static __device__ __forceinline__ float finish_sum(const fp8q_gemv_fp8_args &args, float sum,
+                                                   int64_t row)
+{
+    if (args.scale_kind == FP8Q_GEMV_SCALE_TENSOR) {
+        sum = __fmul_rn(sum, args.scale[0]);
+    }
+    else if (args.scale_kind == FP8Q_GEMV_SCALE_ROW) {
+        sum = __fmul_rn(sum, args.scale[row]);
+    }
+    if (args.bias != NULL) {
+        sum = __fadd_rn(sum, float_element(args.bias, row, args.bias_dtype));
+    }
+    return sum;
+}
+
+#endif /* FP8Q_KERNELS_GEMV_COMMON_CUH */
