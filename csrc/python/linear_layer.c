@@ -705,7 +705,7 @@ static int gemv_forward(layer_call *call, PyObject *bias, int every_row)
         return 0; /* the general path computes it, or says what is wrong */
     }
     m = fp8q_view_size(x) / k;
-    if (m < (every_row ? 0 : 1) || (!every_row && m > FP8Q_GEMV_TC_MAX_ROWS)) {
+    if (!every_row && (m < 1 || m > FP8Q_GEMV_TC_MAX_ROWS)) {
         return 0;
     }
     if (weight_granularity(call, &granularity) < 0 ||

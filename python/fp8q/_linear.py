@@ -99,8 +99,6 @@ def _check_pairing(x, w, bias, n):
     return bias
 
 
-# fp8q.linear's weight granularity names -> the layer functions' names.
-_LAYER_GRANULARITY = {"tensor": "tensor", "row": "row", "block": "block"}
 _FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 
 
@@ -125,8 +123,7 @@ def _weight_only(x, w, scaling, bias, out_dtype, stream):
     leading = x.shape[:-1]
     rows = _as_matrix(x, k)
     if x.device != "cpu":
-        y = _C.weight_only_gemv(rows, w.data, w.scale,
-                                bias, _LAYER_GRANULARITY[scaling], stream)
+        y = _C.weight_only_gemv(rows, w.data, w.scale, bias, scaling, stream)
         if y is None:
             raise ValueError(
                 f"linear: weight_only=True on a GPU needs in_features (K = "
