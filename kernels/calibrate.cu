@@ -1,8 +1,8 @@
 /*
  * calibrate.cu - calibration kernels: the push of a batch's amax into the
  * max calibrator's device amax history (running maximum, window or moving
- * average), the histogram of a batch (per-block shared-memory bins, then
- * 64-bit global atomics) and its fold into the histogram calibrator's
+ * average), the histogram of a batch (per-block 32-bit shared-memory bins,
+ * then 64-bit global atomics) and its fold into the histogram calibrator's
  * device state. A batch holding NaN or infinity
  * without skip_nonfinite is refused on the device and only recorded, for
  * the host to report when it reads the state. Launch contracts:
@@ -106,17 +106,44 @@ static __device__ int covered_exponent(const fp8q_calib_histogram_state *state, 
         fp8q_bits_to_float(batch_amax_bits));
 }
 
+/* One value into the batch's counts: a block's 32-bit shared counters
+ * (native shared-memory atomics) or the 64-bit global ones. */
+static __device__ __forceinline__ void count_value(float value, double inverse_width,
+                                                   const fp8q_histogram_count_args &args,
+                                                   int in_shared, unsigned int *shared_counts,
+                                                   unsigned long long *global_counts)
+{
+    const int64_t bin = fp8q_histogram_bin(value, inverse_width, args.n_bins, args.skip_zeros);
+    if (bin < args.n_bins) {
+        if (in_shared) {
+            atomicAdd(shared_counts + bin, 1u);
+        }
+        else {
+            atomicAdd(global_counts + bin, 1ull);
+        }
+    }
+}
+
+/* 16-byte vectors of the source where it is aligned for them, then the
+ * tail; a grid-stride loop. */
 template <int S>
 static __device__ __noinline__ void histogram_count_run(const fp8q_histogram_count_args args,
-                                                        unsigned long long *shared_counts)
+                                                        unsigned int *shared_counts)
 {
     typedef typename dtype_traits<S>::storage source_t;
+    constexpr int VECTOR = 16 / sizeof(source_t);
+    typedef packed<source_t, VECTOR> source_vector;
     const source_t *source = (const source_t *)args.source;
     const int exponent = covered_exponent(args.state, args.n_bins, *args.batch_amax_bits);
     const double inverse_width = exponent == FP8Q_HISTOGRAM_NO_RANGE ? 0.0 : ldexp(1.0, -exponent);
-    const int in_shared = args.n_bins <= FP8Q_HISTOGRAM_SHARED_BINS;
+    const int64_t threads = global_thread_count();
+    const int64_t n_vectors = is_aligned16(source) ? args.count / VECTOR : 0;
+    /* A block counts at most count / grid + (block + 1) * VECTOR values:
+     * 32-bit shared counters hold that where it stays below 2^32. */
+    const int in_shared =
+        args.n_bins <= FP8Q_HISTOGRAM_SHARED_BINS &&
+        (uint64_t)args.count / gridDim.x + ((uint64_t)blockDim.x + 1u) * VECTOR <= 0xFFFFFFFFu;
     unsigned long long *global_counts = (unsigned long long *)args.batch_counts;
-    unsigned long long *counts = in_shared ? shared_counts : global_counts;
     int64_t i, bin;
 
     if (in_shared) {
@@ -125,18 +152,23 @@ static __device__ __noinline__ void histogram_count_run(const fp8q_histogram_cou
         }
         __syncthreads();
     }
-    for (i = global_thread_index(); i < args.count; i += global_thread_count()) {
-        bin = fp8q_histogram_bin(dtype_traits<S>::load(source[i]), inverse_width, args.n_bins,
-                                 args.skip_zeros);
-        if (bin < args.n_bins) {
-            atomicAdd(counts + bin, 1ull);
+    for (i = global_thread_index(); i < n_vectors; i += threads) {
+        const source_vector in = ((const source_vector *)source)[i];
+#pragma unroll
+        for (int k = 0; k < VECTOR; k++) {
+            count_value(dtype_traits<S>::load(in.values[k]), inverse_width, args, in_shared,
+                        shared_counts, global_counts);
         }
+    }
+    for (i = n_vectors * VECTOR + global_thread_index(); i < args.count; i += threads) {
+        count_value(dtype_traits<S>::load(source[i]), inverse_width, args, in_shared,
+                    shared_counts, global_counts);
     }
     if (in_shared) {
         __syncthreads();
         for (bin = threadIdx.x; bin < args.n_bins; bin += blockDim.x) {
             if (shared_counts[bin] != 0u) {
-                atomicAdd(global_counts + bin, shared_counts[bin]);
+                atomicAdd(global_counts + bin, (unsigned long long)shared_counts[bin]);
             }
         }
     }
@@ -144,14 +176,14 @@ static __device__ __noinline__ void histogram_count_run(const fp8q_histogram_cou
 
 struct histogram_count_body {
     const fp8q_histogram_count_args &args;
-    unsigned long long *shared_counts;
+    unsigned int *shared_counts;
     template <int S> __device__ void run() { histogram_count_run<S>(args, shared_counts); }
 };
 
 extern "C" __global__ void fp8q_histogram_count(const fp8q_histogram_count_args args)
 {
     /* One array for every dtype's instance (static: no dynamic shared memory). */
-    __shared__ unsigned long long shared_counts[FP8Q_HISTOGRAM_SHARED_BINS];
+    __shared__ unsigned int shared_counts[FP8Q_HISTOGRAM_SHARED_BINS];
     histogram_count_body body = {args, shared_counts};
     dispatch_dtype(args.source_dtype, body);
 }

@@ -38,8 +38,11 @@
  *   the state will have once it covers *batch_amax_bits (the batch's finite
  *   amax): core/histogram_bins.h's covered exponent and bin rule, as the
  *   CPU's fp8q_histogram_add. Blocks with n_bins <=
- *   FP8Q_HISTOGRAM_SHARED_BINS count into shared memory first (static, no
- *   dynamic shared memory). grid: any size >= 1 (grid-stride loop).
+ *   FP8Q_HISTOGRAM_SHARED_BINS count into 32-bit shared-memory counters
+ *   first (static, no dynamic shared memory) where a block's share of the
+ *   count stays below 2^32, else straight into batch_counts. The source is
+ *   read in 16-byte vectors where it is aligned for them. grid: any size
+ *   >= 1 (grid-stride loop).
  *
  * Kernel "fp8q_calib_fold_histogram" (FP8Q_CALIB_FOLD_HISTOGRAM_KERNEL):
  *     __global__ void fp8q_calib_fold_histogram(const fp8q_calib_fold_histogram_args args);

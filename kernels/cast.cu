@@ -17,6 +17,14 @@
  * __fdiv_rn / __fmul_rn (correctly rounded, never contracted) with
  * fp8q_scaling_result's NaN, so results are bit-identical to
  * csrc/core/cast.c.
+ *
+ * A third kernel, fp8q_cast_to_fp8, is the same function for the common
+ * quantize: float32 / float16 / bfloat16 to saturating E4M3FN or E5M2, no
+ * scale, one scale or one per row. It is specialised at compile time for
+ * each of its 18 cases (no per-element flags), encodes four values at a time
+ * (fp8_hardware.cuh: paired hardware conversions on sm_89+) and takes the
+ * codes of x / s from x * RN(1 / s) where they provably agree, dividing
+ * only where they might not.
  */
 #include "cast.cuh"
 #include "common.cuh"
@@ -140,6 +148,20 @@ cast_vector(const typename cast_vectors<S, D>::source_vector &in, int64_t first,
     return out;
 }
 
+/* in[u] = vectors[v + u * threads] for each u < STEP where that is below
+ * n_vectors: a grid-stride step's loads, all issued before any is used. */
+template <int STEP, typename V>
+static __device__ __forceinline__ void load_step(const V *vectors, int64_t v, int64_t threads,
+                                                 int64_t n_vectors, V in[STEP])
+{
+#pragma unroll
+    for (int u = 0; u < STEP; u++) {
+        if (v + u * threads < n_vectors) {
+            in[u] = vectors[v + u * threads];
+        }
+    }
+}
+
 /* Takes args by value: a reference to the kernel parameter would make the
  * kernel copy it to local memory and reload fields from there in the loops. */
 template <int S, int D, bool INDEXED>
@@ -173,12 +195,7 @@ static __device__ __noinline__ void cast_run(const fp8q_cast_args args)
     constexpr int STEP = INDEXED ? 1 : 2;
     for (v = global_thread_index(); v < n_vectors; v += STEP * threads) {
         source_vector in[STEP];
-#pragma unroll
-        for (int u = 0; u < STEP; u++) {
-            if (v + u * threads < n_vectors) {
-                in[u] = source_vectors[v + u * threads];
-            }
-        }
+        load_step<STEP>(source_vectors, v, threads, n_vectors, in);
 #pragma unroll
         for (int u = 0; u < STEP; u++) {
             const int64_t w = v + u * threads;
@@ -233,6 +250,168 @@ template <bool INDEXED> struct cast_from {
 };
 
 /* ------------------------------------------------------------------------- */
+/* float -> saturating E4M3FN / E5M2: fp8q_cast_to_fp8                       */
+
+/* How fp8q_cast_to_fp8 scales (cast.cuh: fp8q_cast_to_fp8_takes). */
+enum to_fp8_scaling {
+    TO_FP8_NO_SCALE,  /* scale NULL                                  */
+    TO_FP8_ONE_SCALE, /* one divisor for the whole run               */
+    TO_FP8_PER_ROW    /* divisor scale[row * scale_row_stride]       */
+};
+
+/* The row of vector w + k * step for k = 0, 1, ... of rows of `per_row`
+ * vectors of `vector` elements, without a division per vector: the
+ * quotients by the row length (by_row_length: the launch's
+ * fp8q_fast_divisor of it) are taken once. */
+struct row_tracker {
+    int64_t row, column; /* column: the vector's index in its row */
+    int64_t per_row, step_rows, step_columns;
+
+    __device__ row_tracker() : row(0), column(0), per_row(1), step_rows(0), step_columns(0) {}
+
+    __device__ row_tracker(int64_t w, int64_t step, int64_t per_row_, int vector,
+                           const fp8q_fast_divisor &by_row_length)
+        : row((int64_t)fp8q_fast_divide((uint64_t)(w * vector), by_row_length)),
+          column(w - row * per_row_), per_row(per_row_),
+          step_rows((int64_t)fp8q_fast_divide((uint64_t)(step * vector), by_row_length)),
+          step_columns(step - step_rows * per_row_)
+    {
+    }
+
+    __device__ __forceinline__ void advance()
+    {
+        row += step_rows;
+        column += step_columns;
+        if (column >= per_row) {
+            column -= per_row;
+            row += 1;
+        }
+    }
+};
+
+template <int S, int D, int SCALING>
+static __device__ __forceinline__ void cast_to_fp8_run(const fp8q_cast_args &args)
+{
+    typedef cast_vectors<S, D> vectors;
+    typedef typename vectors::source_t source_t;
+    typedef typename vectors::source_vector source_vector;
+    constexpr int VECTOR = vectors::VECTOR; /* 4 (float32) or 8 elements */
+    constexpr int STEP = 2;                 /* vectors in flight a thread */
+    typedef packed<uint32_t, VECTOR / 4> code_vector;
+
+    const source_t *source = (const source_t *)args.source;
+    uint8_t *destination = (uint8_t *)args.destination;
+    const source_vector *source_vectors = (const source_vector *)source;
+    code_vector *destination_vectors = (code_vector *)destination;
+    const int track_amax = args.amax_bits != NULL;
+    const int64_t threads = global_thread_count();
+    const int64_t first = global_thread_index();
+    const int64_t n_vectors =
+        is_aligned16(source) && is_aligned16(destination) ? args.count / VECTOR : 0;
+    /* Vector first + u * threads of each step is in row tracker[u].row;
+     * rows hold row_length / VECTOR vectors (a whole number, cast.cuh). */
+    row_tracker tracker[STEP];
+    if constexpr (SCALING == TO_FP8_PER_ROW) {
+#pragma unroll
+        for (int u = 0; u < STEP; u++) {
+            tracker[u] = row_tracker(first + u * threads, STEP * threads,
+                                     args.row_length / VECTOR, VECTOR, args.by_row_length);
+        }
+    }
+    uint32_t amax = 0u;
+    float divisor = 1.0f, reciprocal = 1.0f;
+    int usage = FP8Q_RECIPROCAL_UNUSABLE;
+    if constexpr (SCALING == TO_FP8_ONE_SCALE) {
+        divisor = *args.scale;
+        usage = fp8q_quotient_reciprocal(divisor, &reciprocal);
+    }
+
+    for (int64_t v = first; v < n_vectors; v += STEP * threads) {
+        source_vector in[STEP];
+        load_step<STEP>(source_vectors, v, threads, n_vectors, in);
+#pragma unroll
+        for (int u = 0; u < STEP; u++) {
+            const int64_t w = v + u * threads;
+            if (w >= n_vectors) {
+                break;
+            }
+            float value[VECTOR];
+#pragma unroll
+            for (int k = 0; k < VECTOR; k++) {
+                value[k] = dtype_traits<S>::load(in[u].values[k]);
+            }
+            if (track_amax) {
+#pragma unroll
+                for (int k = 0; k < VECTOR; k++) {
+                    amax = max(amax, magnitude_bits(value[k]));
+                }
+            }
+            if constexpr (SCALING == TO_FP8_PER_ROW) {
+                divisor = args.scale[tracker[u].row * args.scale_row_stride];
+                usage = fp8q_quotient_reciprocal(divisor, &reciprocal);
+                tracker[u].advance();
+            }
+            code_vector out;
+#pragma unroll
+            for (int q = 0; q < VECTOR / 4; q++) {
+                out.values[q] = SCALING == TO_FP8_NO_SCALE
+                                    ? saturating_encode4<D, false>()(value + 4 * q)
+                                    : quotient_codes4<D>(value + 4 * q, divisor, reciprocal,
+                                                         usage);
+            }
+            destination_vectors[w] = out;
+        }
+    }
+    for (int64_t i = n_vectors * VECTOR + first; i < args.count; i += threads) {
+        float factor = 1.0f;
+        if constexpr (SCALING == TO_FP8_ONE_SCALE) {
+            factor = *args.scale;
+        }
+        else if constexpr (SCALING == TO_FP8_PER_ROW) {
+            factor = args.scale[(int64_t)fp8q_fast_divide((uint64_t)i, args.by_row_length) *
+                                args.scale_row_stride];
+        }
+        if (track_amax) {
+            amax = max(amax, magnitude_bits(dtype_traits<S>::load(source[i])));
+        }
+        destination[i] =
+            cast_element<S, D>(source[i], SCALING != TO_FP8_NO_SCALE, factor, 0, 1);
+    }
+
+    if (track_amax) {
+        amax = block_max_bits(amax);
+        if (threadIdx.x == 0) {
+            atomicMax(args.amax_bits, amax);
+        }
+    }
+}
+
+template <int S, int D> static __device__ __forceinline__ void cast_to_fp8_scaling(
+    const fp8q_cast_args &args)
+{
+    if (args.scale == NULL) {
+        cast_to_fp8_run<S, D, TO_FP8_NO_SCALE>(args);
+    }
+    else if (args.scale_row_stride == 0 && args.scale_col_stride == 0) {
+        cast_to_fp8_run<S, D, TO_FP8_ONE_SCALE>(args);
+    }
+    else {
+        cast_to_fp8_run<S, D, TO_FP8_PER_ROW>(args);
+    }
+}
+
+template <int S> static __device__ __forceinline__ void cast_to_fp8_from(
+    const fp8q_cast_args &args)
+{
+    if (args.destination_dtype == FP8Q_FLOAT8_E4M3FN) {
+        cast_to_fp8_scaling<S, FP8Q_FLOAT8_E4M3FN>(args);
+    }
+    else {
+        cast_to_fp8_scaling<S, FP8Q_FLOAT8_E5M2>(args);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
 /* Kernels                                                                   */
 
 /* At most 80 registers, so that at least 3 blocks of 256 threads fit on a
@@ -251,4 +430,15 @@ extern "C" __global__ void __launch_bounds__(FP8Q_CAST_THREADS, CAST_MIN_BLOCKS)
 {
     cast_from<false> body = {args};
     dispatch_dtype(args.source_dtype, body);
+}
+
+/* At most 64 registers: 4 blocks of 256 threads a multiprocessor. */
+extern "C" __global__ void __launch_bounds__(FP8Q_CAST_THREADS, 4)
+    fp8q_cast_to_fp8(const fp8q_cast_args args)
+{
+    switch (args.source_dtype) {
+    case FP8Q_FLOAT32: cast_to_fp8_from<FP8Q_FLOAT32>(args); break;
+    case FP8Q_FLOAT16: cast_to_fp8_from<FP8Q_FLOAT16>(args); break;
+    default: cast_to_fp8_from<FP8Q_BFLOAT16>(args); break;
+    }
 }

@@ -2,7 +2,9 @@
  * common.cuh - device helpers shared by every kernel family: the dtype table
  * (storage type, load as float32, store from float32) built on the one scalar
  * codec csrc/core/float_codec.h, 16-byte packed vectors, grid-stride indices,
- * the scaling division / multiplication and a block-wide maximum.
+ * the scaling division / multiplication, saturating E4M3FN / E5M2 codes four
+ * at a time (with the quotient shortcut of fp8_hardware.cuh) and a
+ * block-wide maximum.
  *
  * Device code only; included by the family .cu files through
  * fp8q_kernels.cu. Every conversion goes through float_codec.h so that the
@@ -159,6 +161,51 @@ static __device__ __forceinline__ float apply_scale(float value, float factor, i
 static __device__ __forceinline__ float divide_by_scale(float value, float scale)
 {
     return apply_scale(value, scale, 0);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Saturating E4M3FN / E5M2 codes, four at a time                            */
+
+/* The saturating conversion of value[0..3], byte k for value[k]: on sm_89+
+ * the paired conversions, the codec's codes except for NaN (RAW true) or
+ * fixed up to them; elsewhere the codec. */
+template <int D, bool RAW> struct saturating_encode4 {
+    __device__ __forceinline__ uint32_t operator()(const float value[4]) const
+    {
+#if FP8Q_HARDWARE_FP8
+        return RAW ? fp8q_hardware_encode4_raw<D == FP8Q_FLOAT8_E4M3FN>(value)
+                   : fp8q_hardware_encode4<D == FP8Q_FLOAT8_E4M3FN>(value);
+#else
+        uint32_t codes = 0u;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            codes |= (uint32_t)dtype_traits<D>::store(value[k], 1) << (8 * k);
+        }
+        return codes;
+#endif
+    }
+};
+
+/* The codes of value[k] / divisor: the quotient shortcut where `usage`
+ * (of `reciprocal`, from fp8q_quotient_reciprocal) allows and it gives
+ * them (it declines every NaN code, so the raw conversion serves it), else
+ * the exact division of the generic kernels. */
+template <int D>
+static __device__ __forceinline__ uint32_t quotient_codes4(const float value[4], float divisor,
+                                                           float reciprocal, int usage)
+{
+    uint32_t codes;
+    if (usage != FP8Q_RECIPROCAL_UNUSABLE &&
+        fp8q_quotient_codes4<D == FP8Q_FLOAT8_E4M3FN>(value, reciprocal, usage,
+                                                        saturating_encode4<D, true>(), &codes)) {
+        return codes;
+    }
+    float quotient[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        quotient[k] = apply_scale(value[k], divisor, 0);
+    }
+    return saturating_encode4<D, false>()(quotient);
 }
 
 /* ------------------------------------------------------------------------- */

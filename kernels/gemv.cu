@@ -3,8 +3,8 @@
  * a few rows of the FP8 weight and its warps walk along k, every lane
  * reading 16 codes of each row with one 16-byte load (the weight is read
  * once, one byte a value) and the matching values of every row of x (small,
- * served from the caches); the codes are decoded in registers
- * (float_codec.h's product form), multiplied into float32 sums with fused
+ * served from the caches); the codes are decoded in registers four at a
+ * time (gemv_common.cuh: decode4), multiplied into float32 sums with fused
  * multiply-adds, and the lanes' and warps' sums are added at the end
  * (shuffles, then shared memory). Launch contract: kernels/gemv.cuh.
  */
@@ -108,9 +108,11 @@ static __device__ __forceinline__ void gemv_run(const fp8q_gemv_fp8_args args)
                                           : g == 1 ? codes[r].y
                                           : g == 2 ? codes[r].z
                                                    : codes[r].w;
+                    float decoded[GEMV_GROUP];
+                    decode4<W>(word, decoded);
 #pragma unroll
                     for (int j = 0; j < GEMV_GROUP; j++) {
-                        float w = dtype_traits<W>::load((uint8_t)(word >> (8 * j)));
+                        float w = decoded[j];
                         if (block_scales) {
                             w = __fmul_rn(w, factor[r]);
                         }

@@ -2,8 +2,10 @@
  * quantize_rows.cu - one-pass per-row (per-token) dynamic quantization: a
  * block reads its row once into registers, reduces the row's amax, turns it
  * into the row's scale with csrc/core/scale_formula.h and writes the FP8
- * codes from the registers. This is what quantize(granularity="row") and so
- * fp8q.linear / fp8q.torch W8A8 run per call for activations.
+ * codes from the registers (saturating E4M3FN / E5M2 four at a time, with
+ * the quotient shortcut: common.cuh, quotient_codes4). This is what
+ * quantize(granularity="row") and so fp8q.linear / fp8q.torch W8A8 run per
+ * call for activations.
  * Launch contract: kernels/quantize_rows.cuh.
  */
 #include "common.cuh"
@@ -24,6 +26,10 @@ static __device__ __noinline__ void quantize_rows_run(const fp8q_quantize_rows_a
     constexpr int CHUNKS = FP8Q_QUANTIZE_ROWS_PER_THREAD / VECTOR;
     typedef packed<source_t, VECTOR> source_vector;
     typedef packed<uint8_t, VECTOR> code_vector;
+    /* Saturating E4M3FN / E5M2 codes four at a time, with the quotient
+     * shortcut (common.cuh: quotient_codes4); the fnuz formats and the
+     * non-saturating modes one at a time. */
+    constexpr bool FOUR_AT_A_TIME = D == FP8Q_FLOAT8_E4M3FN || D == FP8Q_FLOAT8_E5M2;
     __shared__ float row_scale;
 
     const int length = (int)args.row_length;
@@ -68,15 +74,27 @@ static __device__ __noinline__ void quantize_rows_run(const fp8q_quantize_rows_a
         }
         __syncthreads(); /* the next row's block_max_bits orders the next write */
         scale = row_scale;
+        float reciprocal;
+        const int usage = fp8q_quotient_reciprocal(scale, &reciprocal);
 
 #pragma unroll
         for (int c = 0; c < CHUNKS; c++) {
             const int first = (c * (int)blockDim.x + (int)threadIdx.x) * VECTOR;
             code_vector out;
+            if (FOUR_AT_A_TIME && args.saturate) {
+                uint32_t *codes = (uint32_t *)out.values;
 #pragma unroll
-            for (int k = 0; k < VECTOR; k++) {
-                out.values[k] = dtype_traits<D>::store(
-                    divide_by_scale(values[c * VECTOR + k], scale), args.saturate);
+                for (int q = 0; q < VECTOR / 4; q++) {
+                    codes[q] =
+                        quotient_codes4<D>(values + c * VECTOR + 4 * q, scale, reciprocal, usage);
+                }
+            }
+            else {
+#pragma unroll
+                for (int k = 0; k < VECTOR; k++) {
+                    out.values[k] = dtype_traits<D>::store(
+                        divide_by_scale(values[c * VECTOR + k], scale), args.saturate);
+                }
             }
             if (vectors && first < length) {
                 *(code_vector *)(destination + first) = out;

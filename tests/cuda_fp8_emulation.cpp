@@ -13,9 +13,19 @@
  * __nv_cvt_bfloat16raw2_to_fp8x2), and float32 values around every rounding
  * boundary (every sign, exponent and top 7 fraction bits, with the low 16
  * bits 0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF), or with `all` every float32.
+ * The same inputs go through the four-at-a-time encode
+ * (fp8q_hardware_encode4) in every lane. The quotient shortcut
+ * (fp8q_quotient_codes4, through the hardware encode and through the codec)
+ * is checked against the codec of the correctly rounded float32 quotient
+ * for 2,000 scales (powers of two, random, the extremes and non-numbers) and
+ * for each the quotients nearest every FP8 rounding boundary and value
+ * (+-3 float32 steps), zeros, infinities, NaN and random inputs; it prints
+ * how often the caller has to divide. Four codes to float16
+ * (fp8q_decode4_to_float16): every E4M3FN and E5M2 code in every lane.
  * Prints one line per check; exits 1 when a check that must hold (the
- * saturating encodes with the NaN fix-up) does not. The other lines say
- * where the plain cuda_fp8.h conversions differ from the codec.
+ * saturating encodes with the NaN fix-up, the quotient codes) does not. The
+ * other lines say where the plain cuda_fp8.h conversions differ from the
+ * codec.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -46,7 +56,9 @@ static void record(check &c, uint32_t input, unsigned got, unsigned expected)
 
 enum {
     E4M3_SAT, E5M2_SAT, E4M3_SAT_RAW, E5M2_SAT_RAW, E4M3_NOSAT, E5M2_NOSAT,
-    HALF2_E4M3, HALF2_E5M2, BF162_E4M3, BF162_E5M2, CHECKS
+    HALF2_E4M3, HALF2_E5M2, BF162_E4M3, BF162_E5M2, ENCODE4_E4M3, ENCODE4_E5M2,
+    QUOTIENT_E4M3, QUOTIENT_E5M2, QUOTIENT_CODEC_E4M3, QUOTIENT_CODEC_E5M2, DECODE4_E4M3,
+    DECODE4_E5M2, CHECKS
 };
 
 static check checks[CHECKS] = {
@@ -60,11 +72,41 @@ static check checks[CHECKS] = {
     {"float16x2 -> e5m2 __nv_cvt_halfraw2_to_fp8x2 SATFINITE + NaN fix-up", 1, 0, 0, 0, 0},
     {"bfloat16x2 -> e4m3fn __nv_cvt_bfloat16raw2_to_fp8x2 SATFINITE + NaN fix-up", 1, 0, 0, 0, 0},
     {"bfloat16x2 -> e5m2 __nv_cvt_bfloat16raw2_to_fp8x2 SATFINITE + NaN fix-up", 1, 0, 0, 0, 0},
+    {"4 x float32 -> e4m3fn saturate, fp8q_hardware_encode4", 1, 0, 0, 0, 0},
+    {"4 x float32 -> e5m2 saturate, fp8q_hardware_encode4", 1, 0, 0, 0, 0},
+    {"x / s -> e4m3fn saturate, fp8q_quotient_codes4 (raw hardware encode)", 1, 0, 0, 0, 0},
+    {"x / s -> e5m2 saturate, fp8q_quotient_codes4 (raw hardware encode)", 1, 0, 0, 0, 0},
+    {"x / s -> e4m3fn saturate, fp8q_quotient_codes4 (codec encode)", 1, 0, 0, 0, 0},
+    {"x / s -> e5m2 saturate, fp8q_quotient_codes4 (codec encode)", 1, 0, 0, 0, 0},
+    {"4 x e4m3fn -> float16, fp8q_decode4_to_float16 (value; NaN as NaN)", 1, 0, 0, 0, 0},
+    {"4 x e5m2 -> float16, fp8q_decode4_to_float16 (value; NaN as NaN)", 1, 0, 0, 0, 0},
 };
+
+/* The codec's saturating code of `value` (E4M3FN or E5M2). */
+static unsigned codec(float value, int e4m3)
+{
+    return e4m3 ? fp8q_encode_e4m3fn(value, 1) : fp8q_encode_e5m2(value, 1);
+}
+
+/* Byte k of fp8q_hardware_encode4 against the codec of value[k]. */
+static void check_encode4(const float value[4], uint32_t input)
+{
+    const uint32_t e4m3 = fp8q_hardware_encode4<true>(value);
+    const uint32_t e5m2 = fp8q_hardware_encode4<false>(value);
+    int k;
+    for (k = 0; k < 4; k++) {
+        record(checks[ENCODE4_E4M3], input, (e4m3 >> (8 * k)) & 0xFFu, codec(value[k], 1));
+        record(checks[ENCODE4_E5M2], input, (e5m2 >> (8 * k)) & 0xFFu, codec(value[k], 0));
+    }
+}
 
 static void check_float(uint32_t bits)
 {
+    static float previous = 1.0f;
     const float x = fp8q_bits_to_float(bits);
+    const float four[4] = {x, -x, previous, -previous};
+    check_encode4(four, bits);
+    previous = x;
     record(checks[E4M3_SAT], bits, fp8q_hardware_encode_e4m3fn(x), fp8q_encode_e4m3fn(x, 1));
     record(checks[E5M2_SAT], bits, fp8q_hardware_encode_e5m2(x), fp8q_encode_e5m2(x, 1));
     record(checks[E4M3_SAT_RAW], bits, __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3),
@@ -113,6 +155,183 @@ static void check_16_bit(uint16_t code)
     check_float((uint32_t)code << 16);
 }
 
+/* fp8q_decode4_to_float16 on every code in every lane (the other lanes
+ * hold other codes), against the codec's decode: the same float32 bits, or
+ * both NaN. Recorded as the input code and 1 (right) or 0 (wrong). */
+static void check_decode4(void)
+{
+    unsigned code, lane;
+    int e4m3;
+    for (e4m3 = 0; e4m3 < 2; e4m3++) {
+        for (code = 0; code < 256; code++) {
+            for (lane = 0; lane < 4; lane++) {
+                const uint32_t word = (0x5A3C91E7u & ~(0xFFu << (8 * lane))) | code << (8 * lane);
+                uint32_t pairs[2];
+                if (e4m3) {
+                    fp8q_decode4_to_float16<true>(word, pairs);
+                }
+                else {
+                    fp8q_decode4_to_float16<false>(word, pairs);
+                }
+                const float got =
+                    fp8q_decode_float16((uint16_t)(pairs[lane / 2] >> (16 * (lane % 2))));
+                const float expected = e4m3 ? fp8q_decode_e4m3fn((uint8_t)code)
+                                            : fp8q_decode_e5m2((uint8_t)code);
+                const int right = got != got ? expected != expected
+                                             : fp8q_float_to_bits(got) ==
+                                                   fp8q_float_to_bits(expected);
+                record(checks[e4m3 ? DECODE4_E4M3 : DECODE4_E5M2], code, (unsigned)right, 1u);
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* The quotient shortcut                                                     */
+
+static uint64_t quotients, shortcut_declined;
+
+static uint32_t codec4(const float value[4], int e4m3)
+{
+    uint32_t codes = 0;
+    int k;
+    for (k = 0; k < 4; k++) {
+        codes |= (uint32_t)codec(value[k], e4m3) << (8 * k);
+    }
+    return codes;
+}
+
+/* x[0..3] / s through fp8q_quotient_codes4 with both encodes, against the
+ * codec of the correctly rounded quotient (with the NaN rule of
+ * fp8q_scaling_result), as the kernels' exact path computes it. */
+static void check_quotients(const float x[4], float s)
+{
+    float reciprocal, quotient[4];
+    uint32_t got;
+    int k, e4m3;
+    const int usage = fp8q_quotient_reciprocal(s, &reciprocal);
+    if (usage == FP8Q_RECIPROCAL_UNUSABLE) {
+        return; /* the kernels divide exactly for this scale */
+    }
+    for (k = 0; k < 4; k++) {
+        quotient[k] = fp8q_scaling_result(x[k] / s, x[k], s);
+    }
+    for (e4m3 = 0; e4m3 < 2; e4m3++) {
+        const uint32_t expected = codec4(quotient, e4m3);
+        quotients += 4;
+        if (e4m3 ? fp8q_quotient_codes4<true>(x, reciprocal, usage,
+                                              fp8q_hardware_encode4_raw<true>, &got)
+                 : fp8q_quotient_codes4<false>(x, reciprocal, usage,
+                                               fp8q_hardware_encode4_raw<false>, &got)) {
+            record(checks[e4m3 ? QUOTIENT_E4M3 : QUOTIENT_E5M2], fp8q_float_to_bits(x[0]), got,
+                   expected);
+        }
+        else {
+            shortcut_declined += 4;
+        }
+        struct codec_encode {
+            int e4m3;
+            uint32_t operator()(const float value[4]) const { return codec4(value, e4m3); }
+        } through_codec = {e4m3};
+        if (e4m3 ? fp8q_quotient_codes4<true>(x, reciprocal, usage, through_codec, &got)
+                 : fp8q_quotient_codes4<false>(x, reciprocal, usage, through_codec, &got)) {
+            record(checks[e4m3 ? QUOTIENT_CODEC_E4M3 : QUOTIENT_CODEC_E5M2],
+                   fp8q_float_to_bits(x[0]), got, expected);
+        }
+    }
+}
+
+/* xorshift64*: reproducible random bits. */
+static uint32_t random_bits(void)
+{
+    static uint64_t state = 0x9E3779B97F4A7C15ull;
+    state ^= state >> 12;
+    state ^= state << 25;
+    state ^= state >> 27;
+    return (uint32_t)((state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+/* Every positive FP8 value of both formats and the midpoints between
+ * neighbours (the rounding boundaries), ending past the largest value. */
+static size_t boundaries(float *out)
+{
+    size_t n = 0;
+    unsigned code;
+    int e4m3;
+    for (e4m3 = 0; e4m3 < 2; e4m3++) {
+        const unsigned largest = e4m3 ? 0x7Eu : 0x7Bu;
+        for (code = 0; code <= largest; code++) {
+            const float value = e4m3 ? fp8q_decode_e4m3fn((uint8_t)code)
+                                     : fp8q_decode_e5m2((uint8_t)code);
+            const float next = code < largest ? (e4m3 ? fp8q_decode_e4m3fn((uint8_t)(code + 1))
+                                                      : fp8q_decode_e5m2((uint8_t)(code + 1)))
+                                              : 2.0f * value;
+            out[n++] = value;
+            out[n++] = (value + next) / 2.0f;
+        }
+    }
+    return n;
+}
+
+static void check_quotient_shortcut(void)
+{
+    static float boundary[2 * 2 * 128];
+    const size_t n_boundaries = boundaries(boundary);
+    static const float specials[] = {0.0f, -0.0f, 1.0f, 1e-30f, 1e30f, 3.0e38f,
+                                     fp8q_bits_to_float(0x7F800000u),
+                                     fp8q_bits_to_float(0xFF800000u),
+                                     fp8q_bits_to_float(0x7FC00001u),
+                                     fp8q_bits_to_float(0xFFC00000u),
+                                     fp8q_bits_to_float(0x00000001u),
+                                     fp8q_bits_to_float(0x807FFFFFu)};
+    float x[4];
+    int filled = 0, scale_index, step;
+    size_t i;
+    for (scale_index = 0; scale_index < 2000; scale_index++) {
+        float s;
+        if (scale_index < 256) { /* every power of two, and its negation */
+            s = fp8q_bits_to_float(((uint32_t)scale_index << 23) | (scale_index & 1u) << 31);
+        }
+        else if (scale_index < 300) { /* subnormal, huge, non-numbers, zero, ... */
+            static const uint32_t odd[] = {0x00000001u, 0x007FFFFFu, 0x00800000u, 0x00800001u,
+                                           0x7F7FFFFFu, 0x7F000000u, 0x7E800001u, 0x7F800000u,
+                                           0x7FC00000u, 0x00000000u, 0x80000000u, 0x3F800001u,
+                                           0x3F7FFFFFu, 0x3FFFFFFFu, 0x3BFFFFFFu,
+                                           /* few significand bits: not
+                                              powers of two, RN(1 / s) not
+                                              exact */
+                                           0x3FC00000u, 0x3FA00000u, 0x3EC00000u, 0x3FE00000u,
+                                           0x3C23D70Au, 0x3B124925u, 0x40400000u};
+            s = fp8q_bits_to_float(odd[scale_index % (sizeof odd / sizeof odd[0])] ^
+                                   (scale_index & 1u) << 31);
+        }
+        else { /* a random significand, exponent 2^-40 .. 2^40, either sign */
+            s = fp8q_bits_to_float((random_bits() & 0x807FFFFFu) |
+                                   (uint32_t)(87 + random_bits() % 81) << 23);
+        }
+        for (i = 0; i < n_boundaries; i++) {
+            const float nearest = boundary[i] * s;
+            for (step = -3; step <= 3; step++) {
+                uint32_t bits = fp8q_float_to_bits(nearest) + (uint32_t)step;
+                x[filled++] = fp8q_bits_to_float(bits ^ (i & 1u) << 31);
+                if (filled == 4) {
+                    check_quotients(x, s);
+                    filled = 0;
+                }
+            }
+        }
+        for (i = 0; i < 256; i++) {
+            x[filled++] = i < sizeof specials / sizeof specials[0]
+                              ? specials[i]
+                              : fp8q_bits_to_float(random_bits());
+            if (filled == 4) {
+                check_quotients(x, s);
+                filled = 0;
+            }
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const uint32_t lows[] = {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu};
@@ -136,6 +355,8 @@ int main(int argc, char **argv)
             }
         }
     }
+    check_quotient_shortcut();
+    check_decode4();
     for (i = 0; i < CHECKS; i++) {
         const check &c = checks[i];
         printf("%s %s: %llu mismatches", c.required ? "MUST" : "INFO", c.name,
@@ -149,5 +370,7 @@ int main(int argc, char **argv)
     }
     printf("inputs: every float16 / bfloat16 pattern and %s\n",
            all ? "every float32" : "float32 around every rounding boundary");
+    printf("quotients: %llu, of which the shortcut declined %llu (the kernels divide those)\n",
+           (unsigned long long)quotients, (unsigned long long)shortcut_declined);
     return failed;
 }

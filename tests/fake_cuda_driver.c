@@ -823,7 +823,7 @@ static const char *const kernel_names[] = {
     FP8Q_HISTOGRAM_COUNT_KERNEL, FP8Q_CALIB_FOLD_HISTOGRAM_KERNEL,
     FP8Q_PAD_KERNEL, FP8Q_CAST_UNIFORM_KERNEL, FP8Q_GEMV_FP8_KERNEL_1,
     FP8Q_GEMV_FP8_KERNEL_2, FP8Q_GEMV_FP8_KERNEL_4, FP8Q_GEMV_FP8_KERNEL_8,
-    FP8Q_GEMV_FP8_KERNEL_TC16, FP8Q_GEMV_FP8_KERNEL_TC64};
+    FP8Q_GEMV_FP8_KERNEL_TC16, FP8Q_GEMV_FP8_KERNEL_TC64, FP8Q_CAST_TO_FP8_KERNEL};
 
 static result_t fake_module_get_function(void **function, void *module,
                                          const char *name)
@@ -866,14 +866,17 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
         return 1;
     }
     if (strcmp(name, FP8Q_CAST_KERNEL) == 0 ||
-        strcmp(name, FP8Q_CAST_UNIFORM_KERNEL) == 0) {
+        strcmp(name, FP8Q_CAST_UNIFORM_KERNEL) == 0 ||
+        strcmp(name, FP8Q_CAST_TO_FP8_KERNEL) == 0) {
         const fp8q_cast_args *args = (const fp8q_cast_args *)parameters[0];
         const int uniform = args->scale == NULL ||
                             (args->scale_row_stride == 0 &&
                              args->scale_col_stride == 0);
-        /* Each kernel takes only its own scale modes (kernels/cast.cuh). */
+        /* Each kernel takes only its own arguments (kernels/cast.cuh). */
         if (block_x > FP8Q_CAST_THREADS ||
-            uniform != (strcmp(name, FP8Q_CAST_UNIFORM_KERNEL) == 0)) {
+            (strcmp(name, FP8Q_CAST_TO_FP8_KERNEL) == 0
+                 ? !fp8q_cast_to_fp8_takes(args)
+                 : uniform != (strcmp(name, FP8Q_CAST_UNIFORM_KERNEL) == 0))) {
             return 1;
         }
         run_cast(args);

@@ -53,11 +53,12 @@ def grids_grow_with_the_input():
     def histogram(x):
         return lambda: fp8q.calib.HistogramCalibrator().update(x)
 
-    def row_scaled_cast(rows, cols):
+    def row_scaled_cast(rows, cols, saturate=True):
         x = on_gpu((rows, cols))
         scale = fp8q.asarray(np.full((rows, 1), 0.5, np.float32),
                              device="cuda")
-        return lambda: fp8q.cast(x, "float8_e4m3fn", scale=scale)
+        return lambda: fp8q.cast(x, "float8_e4m3fn", scale=scale,
+                                 saturate=saturate)
 
     def gemv(n, m=1):
         x = on_gpu((m, 64), "bfloat16")
@@ -67,9 +68,13 @@ def grids_grow_with_the_input():
 
     cases = [
         ("fp8q_cast_uniform",
+         lambda size: (lambda x: lambda: fp8q.cast(
+             x, "float8_e4m3fn", saturate=False))(on_gpu((size,)))),
+        ("fp8q_cast", lambda size: row_scaled_cast(4, size // 4, False)),
+        ("fp8q_cast_to_fp8",
          lambda size: (lambda x: lambda: fp8q.cast(x, "float8_e4m3fn"))(
              on_gpu((size,)))),
-        ("fp8q_cast", lambda size: row_scaled_cast(4, size // 4)),
+        ("fp8q_cast_to_fp8", lambda size: row_scaled_cast(4, size // 4)),
         ("fp8q_amax", lambda size: (lambda x: lambda: fp8q.amax(x))(
             on_gpu((size,)))),
         ("fp8q_amax_rows",
@@ -92,6 +97,45 @@ def grids_grow_with_the_input():
         large = grid_of(kernel, make(1 << 22))
         assert small < FULL_DEVICE, (kernel, small)
         assert large >= FULL_DEVICE, (kernel, small, large)
+
+
+def casts_take_the_fp8_kernel_where_it_applies():
+    """fp8q_cast_to_fp8 runs the saturating float -> E4M3FN / E5M2 casts
+    with no scale or divisors constant over its vectors (kernels/cast.cuh),
+    every other cast runs the generic kernels, and each gives the CPU's
+    bits."""
+    rng = np.random.default_rng(0)
+    values = (rng.standard_normal((8, 64)) * 100).astype(np.float32)
+    values[0, :4] = [np.nan, -np.inf, 1e30, -0.0]
+    row_scales = rng.uniform(0.5, 2.0, (8, 1)).astype(np.float32)
+    column_scales = rng.uniform(0.5, 2.0, (1, 64)).astype(np.float32)
+    one_scale = np.float32(0.75)
+    cases = [
+        ("float32", "float8_e4m3fn", None, {}, "fp8q_cast_to_fp8"),
+        ("bfloat16", "float8_e5m2", None, {}, "fp8q_cast_to_fp8"),
+        ("float16", "float8_e4m3fn", one_scale, {}, "fp8q_cast_to_fp8"),
+        ("bfloat16", "float8_e4m3fn", row_scales, {}, "fp8q_cast_to_fp8"),
+        ("float32", "float8_e5m2", row_scales, {}, "fp8q_cast_to_fp8"),
+        ("float32", "float8_e4m3fn", column_scales, {}, "fp8q_cast"),
+        ("float32", "float8_e4m3fn", None, {"saturate": False},
+         "fp8q_cast_uniform"),
+        ("float32", "float8_e4m3fnuz", None, {}, "fp8q_cast_uniform"),
+        ("float8_e4m3fn", "float8_e5m2", None, {}, "fp8q_cast_uniform"),
+        ("float32", "bfloat16", None, {}, "fp8q_cast_uniform"),
+    ]
+    for source_dtype, dtype, scale, options, kernel in cases:
+        host = fp8q.asarray(values, dtype=source_dtype)
+        host_scale = None if scale is None else fp8q.asarray(scale)
+        x = fp8q.asarray(values, dtype=source_dtype, device="cuda")
+        device_scale = None if scale is None else fp8q.asarray(
+            scale, device="cuda")
+        result = []
+        names = [name for name, _, _ in launches(lambda: result.append(
+            fp8q.cast(x, dtype, scale=device_scale, **options)))]
+        assert names == [kernel], (source_dtype, dtype, options, names)
+        expected = fp8q.cast(host, dtype, scale=host_scale, **options)
+        assert bytes(memoryview(result[0].cpu())) == bytes(
+            memoryview(expected)), (source_dtype, dtype, options)
 
 
 def reference_product(x, codes, scale, granularity, bias):
@@ -179,6 +223,49 @@ def tensor_core_gemv_matches_the_reference():
         np.random.default_rng(6), 70, 272, (9, 13, 16, 17, 40, 64),
         ("float16", "bfloat16"), (None, "bfloat16"), 2.0 ** -22,
         declined=lambda m, granularity: granularity == "block" and m > 16)
+
+
+def gemv_decodes_every_code():
+    """Each weight-only kernel decodes every finite E4M3FN and E5M2 code
+    exactly: with one-hot rows of x, output (t, r) is weight row r's code at
+    the column row t of x selects, decoded, times a scale of 1 (exact in
+    every x dtype: float16 and bfloat16 hold every FP8 value). The NaN and
+    infinity codes have rows of their own, each giving NaN (an infinity
+    times the zeros of x is NaN too). The CUDA-core kernels (1 to 8 tokens)
+    and the tensor-core ones (9 to 64)."""
+    every = np.arange(256, dtype=np.uint8)
+    for dtype in ("float8_e4m3fn", "float8_e5m2"):
+        values = np.asarray(fp8q.cast(fp8q.asarray(every).view(dtype),
+                                      "float32"))
+        finite = every[np.isfinite(values)]
+        finite = np.concatenate([finite, np.zeros(-len(finite) % 8,
+                                                  np.uint8)])
+        specials = every[~np.isfinite(values)]
+        codes = np.concatenate([np.tile(finite.reshape(-1, 8), (1, 4)),
+                                np.repeat(specials[:, None], 32, axis=1)])
+        n = codes.shape[0]
+        weight = fp8q.asarray(codes).view(dtype).to("cuda")
+        decoded = np.asarray(fp8q.cast(fp8q.asarray(codes).view(dtype),
+                                       "float32"))
+        decoded[len(finite) // 8:] = np.nan
+        scale = fp8q.asarray(np.ones((n, 1), np.float32), device="cuda")
+        for m, x_dtypes in ((1, ("float32", "float16", "bfloat16")),
+                            (2, ("bfloat16",)), (3, ("float16",)),
+                            (5, ("float32", "bfloat16")),
+                            (8, ("float16",)),
+                            (16, ("float16", "bfloat16")),
+                            (64, ("float16", "bfloat16"))):
+            columns = np.arange(m) % 32
+            one_hot = np.zeros((m, 32), np.float32)
+            one_hot[np.arange(m), columns] = 1.0
+            expected = decoded[:, columns].T
+            for x_dtype in x_dtypes:
+                x = fp8q.asarray(one_hot, dtype=x_dtype, device="cuda")
+                y = np.asarray(fp8q.cast(_C.layer_gemv(
+                    x, weight, scale, None, "row", None).cpu(), "float32"))
+                same = (y == expected) | (np.isnan(y) & np.isnan(expected))
+                assert same.all(), (dtype, m, x_dtype,
+                                    np.argwhere(~same)[:4].tolist())
 
 
 def tensor_cores_follow_the_device():

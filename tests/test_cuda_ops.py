@@ -120,6 +120,54 @@ def test_scale_layouts_match_the_cpu(rng):
                 assert same_bits(got.cpu().numpy(), expected), (shape, target)
 
 
+def quotients_near_rounding_boundaries(rng, rows):
+    """(x, scales): row r of x holds scales[r] times every E4M3FN and E5M2
+    value and every midpoint between neighbours (the FP8 rounding
+    boundaries), each moved 0 to 3 float32 steps either way, both signs,
+    so that x / scales[r] lands on or next to a boundary (the steps below
+    zero are NaN patterns)."""
+    codes = np.arange(256, dtype=np.uint8)
+    grid = []
+    for name in ("float8_e4m3fn", "float8_e5m2"):
+        values = fp8q.cast(fp8q.asarray(codes).view(name), "float32").numpy()
+        values = np.unique(values[np.isfinite(values) & (values >= 0)])
+        grid += [values, (values[:-1] + values[1:]) / 2, [values[-1] * 1.04]]
+    grid = np.concatenate(grid).astype(np.float32)
+    scales = np.concatenate([
+        [0.375, 1 / 3, 448 / 1000, 2.0 ** -10, 1.0],
+        rng.uniform(1, 2, rows - 5) * 2.0 ** rng.integers(-30, 30, rows - 5),
+    ]).astype(np.float32)
+    x = grid[None, :] * scales[:, None]
+    bits = x.view(np.uint32)[:, :, None] + np.arange(-3, 4, dtype=np.int32
+                                                     ).astype(np.uint32)
+    x = bits.view(np.float32).reshape(rows, -1)
+    x[:, ::2] *= -1
+    return np.ascontiguousarray(x[:, :x.shape[1] // 8 * 8]), scales
+
+
+@pytest.mark.parametrize("source", ["float32", "bfloat16", "float16"])
+def test_quotients_near_rounding_boundaries_match_the_cpu(source, rng):
+    """fp8q_cast_to_fp8 and the row quantize take the codes of x / s from
+    x * RN(1 / s) where that provably gives them and divide elsewhere
+    (kernels/fp8_hardware.cuh): on the quotients closest to each rounding
+    boundary, per-row and per-tensor scales, the CPU's bits."""
+    x, scales = quotients_near_rounding_boundaries(rng, 64)
+    host = fp8q.asarray(x, dtype=source)
+    device = host.to("cuda")
+    for target in ("float8_e4m3fn", "float8_e5m2"):
+        row_scales = scales[:, None]
+        expected = fp8q.cast(host, target, scale=row_scales).numpy()
+        got = fp8q.cast(device, target, scale=fp8q.asarray(
+            row_scales, device="cuda")).cpu().numpy()
+        assert same_bits(got, expected), (source, target, "row scales")
+        for row in (0, 1, 7, 40):
+            one_row = fp8q.asarray(x[row], dtype=source)
+            expected = fp8q.cast(one_row, target, scale=scales[row]).numpy()
+            got = fp8q.cast(one_row.to("cuda"), target,
+                            scale=scales[row]).cpu().numpy()
+            assert same_bits(got, expected), (source, target, scales[row])
+
+
 @pytest.mark.parametrize("source", DTYPES)
 def test_amax_matches_the_cpu(source, rng):
     values = specials_and_random(rng, 3 * 5000).reshape(3, 5000)
@@ -614,6 +662,7 @@ def test_weight_only_product_matches_the_reference():
     import fake_gpu_kernels
     fake_gpu_kernels.gemv_matches_the_reference()
     fake_gpu_kernels.tensor_core_gemv_matches_the_reference()
+    fake_gpu_kernels.gemv_decodes_every_code()
     fake_gpu_kernels.gemv_declines_what_it_does_not_take()
     fake_gpu_kernels.linear_weight_only_runs_every_row()
 

@@ -133,10 +133,16 @@ fp8q_status fp8q_cuda_launch_cast(const fp8q_cuda_device *device,
         fp8q_fast_divisor_make((uint64_t)args->scale_block_rows);
     with_divisors.by_block_cols =
         fp8q_fast_divisor_make((uint64_t)args->scale_block_cols);
-    kernel = args->scale == NULL || (args->scale_row_stride == 0 &&
-                                     args->scale_col_stride == 0)
-                 ? FP8Q_KERNEL_CAST_UNIFORM
-                 : FP8Q_KERNEL_CAST;
+    if (fp8q_cast_to_fp8_takes(args)) {
+        kernel = FP8Q_KERNEL_CAST_TO_FP8;
+    }
+    else if (args->scale == NULL || (args->scale_row_stride == 0 &&
+                                     args->scale_col_stride == 0)) {
+        kernel = FP8Q_KERNEL_CAST_UNIFORM;
+    }
+    else {
+        kernel = FP8Q_KERNEL_CAST;
+    }
     return launch(device, kernel,
                   elementwise_blocks(device, kernel, args->count),
                   &with_divisors, stream, error);
