@@ -154,6 +154,35 @@ static __host__ __device__ __forceinline__ int fp8q_quotient_reciprocal(float di
  * the quotient itself. NEAREST: each quotient is bracketed by q -+ |q|
  * 2^-20 with q = RN(x * reciprocal); equal codes at both ends are the code
  * of everything between. */
+/* a * b, a + b and a - b rounded once, never contracted: the device's intrinsics,
+ * the host's operators (tests/cuda_fp8_emulation.cpp). */
+static __host__ __device__ __forceinline__ float fp8q_multiply_rn(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+
+static __host__ __device__ __forceinline__ float fp8q_add_rn(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+
+static __host__ __device__ __forceinline__ float fp8q_subtract_rn(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+
 template <bool E4M3, typename Encode4>
 static __host__ __device__ __forceinline__ int fp8q_quotient_codes4(const float x[4],
                                                                     float reciprocal, int usage,
@@ -163,17 +192,10 @@ static __host__ __device__ __forceinline__ int fp8q_quotient_codes4(const float 
     float low[4], high[4];
     int k;
     for (k = 0; k < 4; k++) {
-#if defined(__CUDA_ARCH__)
-        const float q = __fmul_rn(x[k], reciprocal);
-        const float margin = __fmul_rn(fabsf(q), 0x1p-20f);
-        low[k] = usage == FP8Q_RECIPROCAL_EXACT ? q : __fsub_rn(q, margin);
-        high[k] = __fadd_rn(q, margin);
-#else
-        const float q = x[k] * reciprocal;
-        const float margin = fabsf(q) * 0x1p-20f;
-        low[k] = usage == FP8Q_RECIPROCAL_EXACT ? q : q - margin;
-        high[k] = q + margin;
-#endif
+        const float q = fp8q_multiply_rn(x[k], reciprocal);
+        const float margin = fp8q_multiply_rn(fabsf(q), 0x1p-20f);
+        low[k] = usage == FP8Q_RECIPROCAL_EXACT ? q : fp8q_subtract_rn(q, margin);
+        high[k] = fp8q_add_rn(q, margin);
     }
     if (usage == FP8Q_RECIPROCAL_EXACT) {
         *codes = fp8q_fix_nan4<E4M3>(encode4(low), x);
