@@ -18,16 +18,18 @@
  * fp8q_scaling_result's NaN, so results are bit-identical to
  * csrc/core/cast.c.
  *
- * A third kernel, fp8q_cast_to_fp8, is the same function for the common
- * quantize: float32 / float16 / bfloat16 to saturating E4M3FN or E5M2, no
- * scale, one scale or one per row. It is specialised at compile time for
- * each of its 18 cases (no per-element flags), encodes four values at a time
- * (fp8_hardware.cuh: paired hardware conversions on sm_89+) and takes the
- * codes of x / s from x * RN(1 / s) where they provably agree, dividing
- * only where they might not.
+ * Two more, the straight casts (straight_cast.cuh), compute the same
+ * function for the common quantize and dequantize, each of their cases
+ * compiled as its own loop: fp8q_cast_to_fp8 (float32 / float16 / bfloat16
+ * to saturating E4M3FN or E5M2, no scale, one or one per row: 18 cases;
+ * four codes at a time, the codes of x / s from x * RN(1 / s) where they
+ * provably agree) and fp8q_cast_from_fp8 (E4M3FN / E5M2 to float32 /
+ * float16 / bfloat16, times no scale, one, one per row or one per block:
+ * 24 cases; four codes decoded at a time, paired 16-bit conversions).
  */
 #include "cast.cuh"
 #include "common.cuh"
+#include "straight_cast.cuh"
 
 static_assert(sizeof(fp8q_cast_args) == 144, "fp8q_cast_args must match the host's layout");
 
@@ -80,40 +82,7 @@ template <> struct scale_reader<true> {
 };
 
 /* ------------------------------------------------------------------------- */
-/* One element                                                               */
-
-template <int S, int D>
-static __device__ __forceinline__ typename dtype_traits<D>::storage
-cast_element(typename dtype_traits<S>::storage x, int has_scale, float factor, int multiply,
-             int saturate)
-{
-    float value = dtype_traits<S>::load(x);
-    if constexpr (S == D) {
-        if (!has_scale) {
-            return x; /* a copy keeps the bits, NaN payloads included */
-        }
-    }
-    if (has_scale) {
-        value = apply_scale(value, factor, multiply);
-    }
-    return dtype_traits<D>::store(value, saturate);
-}
-
-/* ------------------------------------------------------------------------- */
 /* A run                                                                     */
-
-template <int S, int D> struct cast_vectors {
-    typedef typename dtype_traits<S>::storage source_t;
-    typedef typename dtype_traits<D>::storage destination_t;
-    /* Elements per vector: 16 bytes of the wider side, at most 8 elements
-     * (the narrower side moves 4 or 8 bytes per thread, still coalesced;
-     * short vectors keep the 128 specialisations quick to compile). */
-    static constexpr int WIDEST = sizeof(source_t) > sizeof(destination_t) ? sizeof(source_t)
-                                                                            : sizeof(destination_t);
-    static constexpr int VECTOR = 16 / WIDEST < 8 ? 16 / WIDEST : 8;
-    typedef packed<source_t, VECTOR> source_vector;
-    typedef packed<destination_t, VECTOR> destination_vector;
-};
 
 /* The vector of elements [first, first + VECTOR) converted. */
 template <int S, int D, bool INDEXED>
@@ -146,20 +115,6 @@ cast_vector(const typename cast_vectors<S, D>::source_vector &in, int64_t first,
         }
     }
     return out;
-}
-
-/* in[u] = vectors[v + u * threads] for each u < STEP where that is below
- * n_vectors: a grid-stride step's loads, all issued before any is used. */
-template <int STEP, typename V>
-static __device__ __forceinline__ void load_step(const V *vectors, int64_t v, int64_t threads,
-                                                 int64_t n_vectors, V in[STEP])
-{
-#pragma unroll
-    for (int u = 0; u < STEP; u++) {
-        if (v + u * threads < n_vectors) {
-            in[u] = vectors[v + u * threads];
-        }
-    }
 }
 
 /* Takes args by value: a reference to the kernel parameter would make the
@@ -250,153 +205,45 @@ template <bool INDEXED> struct cast_from {
 };
 
 /* ------------------------------------------------------------------------- */
-/* float -> saturating E4M3FN / E5M2: fp8q_cast_to_fp8                       */
+/* The straight casts: fp8q_cast_to_fp8, fp8q_cast_from_fp8                  */
 
-/* How fp8q_cast_to_fp8 scales (cast.cuh: fp8q_cast_to_fp8_takes). */
-enum to_fp8_scaling {
-    TO_FP8_NO_SCALE,  /* scale NULL                                  */
-    TO_FP8_ONE_SCALE, /* one divisor for the whole run               */
-    TO_FP8_PER_ROW    /* divisor scale[row * scale_row_stride]       */
-};
-
-/* The row of vector w + k * step for k = 0, 1, ... of rows of `per_row`
- * vectors of `vector` elements, without a division per vector: the
- * quotients by the row length (by_row_length: the launch's
- * fp8q_fast_divisor of it) are taken once. */
-struct row_tracker {
-    int64_t row, column; /* column: the vector's index in its row */
-    int64_t per_row, step_rows, step_columns;
-
-    __device__ row_tracker() : row(0), column(0), per_row(1), step_rows(0), step_columns(0) {}
-
-    __device__ row_tracker(int64_t w, int64_t step, int64_t per_row_, int vector,
-                           const fp8q_fast_divisor &by_row_length)
-        : row((int64_t)fp8q_fast_divide((uint64_t)(w * vector), by_row_length)),
-          column(w - row * per_row_), per_row(per_row_),
-          step_rows((int64_t)fp8q_fast_divide((uint64_t)(step * vector), by_row_length)),
-          step_columns(step - step_rows * per_row_)
-    {
-    }
-
-    __device__ __forceinline__ void advance()
-    {
-        row += step_rows;
-        column += step_columns;
-        if (column >= per_row) {
-            column -= per_row;
-            row += 1;
-        }
-    }
-};
-
+/* The run of a straight kernel (straight_cast.cuh), with the amax of the
+ * block raised into *args.amax_bits when asked for (to FP8 only). */
 template <int S, int D, int SCALING>
-static __device__ __forceinline__ void cast_to_fp8_run(const fp8q_cast_args &args)
+static __device__ __forceinline__ void straight_cast_run(const fp8q_cast_args &args)
 {
-    typedef cast_vectors<S, D> vectors;
-    typedef typename vectors::source_t source_t;
-    typedef typename vectors::source_vector source_vector;
-    constexpr int VECTOR = vectors::VECTOR; /* 4 (float32) or 8 elements */
-    constexpr int STEP = 2;                 /* vectors in flight a thread */
-    typedef packed<uint32_t, VECTOR / 4> code_vector;
-
-    const source_t *source = (const source_t *)args.source;
-    uint8_t *destination = (uint8_t *)args.destination;
-    const source_vector *source_vectors = (const source_vector *)source;
-    code_vector *destination_vectors = (code_vector *)destination;
-    const int track_amax = args.amax_bits != NULL;
-    const int64_t threads = global_thread_count();
-    const int64_t first = global_thread_index();
-    const int64_t n_vectors =
-        is_aligned16(source) && is_aligned16(destination) ? args.count / VECTOR : 0;
-    /* Vector first + u * threads of each step is in row tracker[u].row;
-     * rows hold row_length / VECTOR vectors (a whole number, cast.cuh). */
-    row_tracker tracker[STEP];
-    if constexpr (SCALING == TO_FP8_PER_ROW) {
-#pragma unroll
-        for (int u = 0; u < STEP; u++) {
-            tracker[u] = row_tracker(first + u * threads, STEP * threads,
-                                     args.row_length / VECTOR, VECTOR, args.by_row_length);
-        }
-    }
-    uint32_t amax = 0u;
-    float divisor = 1.0f, reciprocal = 1.0f;
-    int usage = FP8Q_RECIPROCAL_UNUSABLE;
-    if constexpr (SCALING == TO_FP8_ONE_SCALE) {
-        divisor = *args.scale;
-        usage = fp8q_quotient_reciprocal(divisor, &reciprocal);
-    }
-
-    for (int64_t v = first; v < n_vectors; v += STEP * threads) {
-        source_vector in[STEP];
-        load_step<STEP>(source_vectors, v, threads, n_vectors, in);
-#pragma unroll
-        for (int u = 0; u < STEP; u++) {
-            const int64_t w = v + u * threads;
-            if (w >= n_vectors) {
-                break;
+    const uint32_t amax =
+        straight_cast_thread<S, D, SCALING>(args, global_thread_index(), global_thread_count());
+    if constexpr (D == FP8Q_FLOAT8_E4M3FN || D == FP8Q_FLOAT8_E5M2) {
+        if (args.amax_bits != NULL) {
+            const uint32_t block_amax = block_max_bits(amax);
+            if (threadIdx.x == 0) {
+                atomicMax(args.amax_bits, block_amax);
             }
-            float value[VECTOR];
-#pragma unroll
-            for (int k = 0; k < VECTOR; k++) {
-                value[k] = dtype_traits<S>::load(in[u].values[k]);
-            }
-            if (track_amax) {
-#pragma unroll
-                for (int k = 0; k < VECTOR; k++) {
-                    amax = max(amax, magnitude_bits(value[k]));
-                }
-            }
-            if constexpr (SCALING == TO_FP8_PER_ROW) {
-                divisor = args.scale[tracker[u].row * args.scale_row_stride];
-                usage = fp8q_quotient_reciprocal(divisor, &reciprocal);
-                tracker[u].advance();
-            }
-            code_vector out;
-#pragma unroll
-            for (int q = 0; q < VECTOR / 4; q++) {
-                out.values[q] = SCALING == TO_FP8_NO_SCALE
-                                    ? saturating_encode4<D, false>()(value + 4 * q)
-                                    : quotient_codes4<D>(value + 4 * q, divisor, reciprocal,
-                                                         usage);
-            }
-            destination_vectors[w] = out;
-        }
-    }
-    for (int64_t i = n_vectors * VECTOR + first; i < args.count; i += threads) {
-        float factor = 1.0f;
-        if constexpr (SCALING == TO_FP8_ONE_SCALE) {
-            factor = *args.scale;
-        }
-        else if constexpr (SCALING == TO_FP8_PER_ROW) {
-            factor = args.scale[(int64_t)fp8q_fast_divide((uint64_t)i, args.by_row_length) *
-                                args.scale_row_stride];
-        }
-        if (track_amax) {
-            amax = max(amax, magnitude_bits(dtype_traits<S>::load(source[i])));
-        }
-        destination[i] =
-            cast_element<S, D>(source[i], SCALING != TO_FP8_NO_SCALE, factor, 0, 1);
-    }
-
-    if (track_amax) {
-        amax = block_max_bits(amax);
-        if (threadIdx.x == 0) {
-            atomicMax(args.amax_bits, amax);
         }
     }
 }
 
-template <int S, int D> static __device__ __forceinline__ void cast_to_fp8_scaling(
+/* Dispatch on the scaling; fp8q_cast_to_fp8 takes no block scales, so its
+ * scales with a stride are one per row (cast.cuh). */
+template <int S, int D> static __device__ __forceinline__ void straight_cast_scaling(
     const fp8q_cast_args &args)
 {
-    if (args.scale == NULL) {
-        cast_to_fp8_run<S, D, TO_FP8_NO_SCALE>(args);
+    const int scaling = straight_scaling_of(args);
+    if (scaling == STRAIGHT_NO_SCALE) {
+        straight_cast_run<S, D, STRAIGHT_NO_SCALE>(args);
     }
-    else if (args.scale_row_stride == 0 && args.scale_col_stride == 0) {
-        cast_to_fp8_run<S, D, TO_FP8_ONE_SCALE>(args);
+    else if (scaling == STRAIGHT_ONE_SCALE) {
+        straight_cast_run<S, D, STRAIGHT_ONE_SCALE>(args);
+    }
+    else if constexpr (D == FP8Q_FLOAT8_E4M3FN || D == FP8Q_FLOAT8_E5M2) {
+        straight_cast_run<S, D, STRAIGHT_PER_ROW>(args);
+    }
+    else if (scaling == STRAIGHT_PER_ROW) {
+        straight_cast_run<S, D, STRAIGHT_PER_ROW>(args);
     }
     else {
-        cast_to_fp8_run<S, D, TO_FP8_PER_ROW>(args);
+        straight_cast_run<S, D, STRAIGHT_PER_BLOCK>(args);
     }
 }
 
@@ -404,10 +251,20 @@ template <int S> static __device__ __forceinline__ void cast_to_fp8_from(
     const fp8q_cast_args &args)
 {
     if (args.destination_dtype == FP8Q_FLOAT8_E4M3FN) {
-        cast_to_fp8_scaling<S, FP8Q_FLOAT8_E4M3FN>(args);
+        straight_cast_scaling<S, FP8Q_FLOAT8_E4M3FN>(args);
     }
     else {
-        cast_to_fp8_scaling<S, FP8Q_FLOAT8_E5M2>(args);
+        straight_cast_scaling<S, FP8Q_FLOAT8_E5M2>(args);
+    }
+}
+
+template <int S> static __device__ __forceinline__ void cast_from_fp8_to(
+    const fp8q_cast_args &args)
+{
+    switch (args.destination_dtype) {
+    case FP8Q_FLOAT32: straight_cast_scaling<S, FP8Q_FLOAT32>(args); break;
+    case FP8Q_FLOAT16: straight_cast_scaling<S, FP8Q_FLOAT16>(args); break;
+    default: straight_cast_scaling<S, FP8Q_BFLOAT16>(args); break;
     }
 }
 
@@ -440,5 +297,17 @@ extern "C" __global__ void __launch_bounds__(FP8Q_CAST_THREADS, 4)
     case FP8Q_FLOAT32: cast_to_fp8_from<FP8Q_FLOAT32>(args); break;
     case FP8Q_FLOAT16: cast_to_fp8_from<FP8Q_FLOAT16>(args); break;
     default: cast_to_fp8_from<FP8Q_BFLOAT16>(args); break;
+    }
+}
+
+/* At most 64 registers: 4 blocks of 256 threads a multiprocessor. */
+extern "C" __global__ void __launch_bounds__(FP8Q_CAST_THREADS, 4)
+    fp8q_cast_from_fp8(const fp8q_cast_args args)
+{
+    if (args.source_dtype == FP8Q_FLOAT8_E4M3FN) {
+        cast_from_fp8_to<FP8Q_FLOAT8_E4M3FN>(args);
+    }
+    else {
+        cast_from_fp8_to<FP8Q_FLOAT8_E5M2>(args);
     }
 }

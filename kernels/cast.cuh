@@ -46,7 +46,8 @@
  * Pointers are device pointers aligned to their element size; when source
  * and destination are both 16-byte aligned the kernel moves 16-byte vectors
  * and finishes the run element by element. source and destination must not
- * overlap, except as the very same address with equal element sizes. *
+ * overlap, except as the very same address with equal element sizes.
+ *
  * Kernel "fp8q_cast_to_fp8" (FP8Q_CAST_TO_FP8_KERNEL), the same parameter,
  * launch and function, for the arguments fp8q_cast_to_fp8_takes accepts
  * only: source float32, float16 or bfloat16; destination float8_e4m3fn or
@@ -54,9 +55,19 @@
  * the run or one scale per row (scale_col_stride 0, scale_block_rows 1:
  * row r divides by scale[r * scale_row_stride]) with row_length a multiple
  * of 4 (float32 source) or 8 (16-bit source) elements, the kernel's vector.
- * Any compute capability. Faster than fp8q_cast / fp8q_cast_uniform for
- * these (kernels/cast.cu); launched in their place by
- * fp8q_cuda_launch_cast.
+ *
+ * Kernel "fp8q_cast_from_fp8" (FP8Q_CAST_FROM_FP8_KERNEL), the same
+ * parameter, launch and function, for the arguments
+ * fp8q_cast_from_fp8_takes accepts only: source float8_e4m3fn or
+ * float8_e5m2; destination float32, float16 or bfloat16; amax_bits NULL;
+ * scale NULL, or multiply with one scale for the run, or with any scale
+ * addressing above whose groups hold whole vectors: row_length a multiple
+ * of the vector (4 elements for a float32 destination, else 8) and, unless
+ * scale_col_stride is 0, scale_block_cols too.
+ *
+ * Both: any compute capability; faster than fp8q_cast / fp8q_cast_uniform
+ * for these arguments (kernels/straight_cast.cuh), and launched in their
+ * place by fp8q_cuda_launch_cast.
  */
 #ifndef FP8Q_KERNELS_CAST_CUH
 #define FP8Q_KERNELS_CAST_CUH
@@ -70,6 +81,7 @@
 #define FP8Q_CAST_KERNEL "fp8q_cast"
 #define FP8Q_CAST_UNIFORM_KERNEL "fp8q_cast_uniform"
 #define FP8Q_CAST_TO_FP8_KERNEL "fp8q_cast_to_fp8"
+#define FP8Q_CAST_FROM_FP8_KERNEL "fp8q_cast_from_fp8"
 #define FP8Q_CAST_THREADS 256
 
 /* 144 bytes, no padding: pointers first, then 64-bit integers and the
@@ -117,6 +129,25 @@ static inline int fp8q_cast_to_fp8_takes(const fp8q_cast_args *args)
     return source_ok && destination_ok && args->saturate != 0 &&
            (args->scale == NULL ||
             (args->scale_op == FP8Q_SCALE_DIVIDE && (one_scale || scale_per_row)));
+}
+
+/* Nonzero when fp8q_cast_from_fp8 takes `args` (above); the host's choice
+ * and the fake driver's check. */
+static inline int fp8q_cast_from_fp8_takes(const fp8q_cast_args *args)
+{
+    const int64_t vector = args->destination_dtype == FP8Q_FLOAT32 ? 4 : 8;
+    const int source_ok = args->source_dtype == FP8Q_FLOAT8_E4M3FN ||
+                          args->source_dtype == FP8Q_FLOAT8_E5M2;
+    const int destination_ok = args->destination_dtype == FP8Q_FLOAT32 ||
+                               args->destination_dtype == FP8Q_FLOAT16 ||
+                               args->destination_dtype == FP8Q_BFLOAT16;
+    const int one_scale = args->scale_row_stride == 0 && args->scale_col_stride == 0;
+    const int whole_vectors = args->row_length % vector == 0 &&
+                              (args->scale_col_stride == 0 ||
+                               args->scale_block_cols % vector == 0);
+    return source_ok && destination_ok && args->amax_bits == NULL &&
+           (args->scale == NULL ||
+            (args->scale_op == FP8Q_SCALE_MULTIPLY && (one_scale || whole_vectors)));
 }
 
 #endif /* FP8Q_KERNELS_CAST_CUH */

@@ -117,6 +117,44 @@ static __host__ __device__ __forceinline__ uint32_t fp8q_hardware_encode4(const 
     return fp8q_fix_nan4<E4M3>(fp8q_hardware_encode4_raw<E4M3>(value), value);
 }
 
+/* a * b, a / b, a + b and a - b rounded once, never contracted: the
+ * device's intrinsics, the host's operators (the host programs of tests/). */
+static __host__ __device__ __forceinline__ float fp8q_multiply_rn(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+
+static __host__ __device__ __forceinline__ float fp8q_divide_rn(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fdiv_rn(a, b);
+#else
+    return a / b;
+#endif
+}
+
+static __host__ __device__ __forceinline__ float fp8q_add_rn(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+
+static __host__ __device__ __forceinline__ float fp8q_subtract_rn(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+
 /* How fp8q_quotient_codes4 may use a reciprocal. */
 enum {
     FP8Q_RECIPROCAL_UNUSABLE = 0, /* divide                                */
@@ -154,35 +192,6 @@ static __host__ __device__ __forceinline__ int fp8q_quotient_reciprocal(float di
  * the quotient itself. NEAREST: each quotient is bracketed by q -+ |q|
  * 2^-20 with q = RN(x * reciprocal); equal codes at both ends are the code
  * of everything between. */
-/* a * b, a + b and a - b rounded once, never contracted: the device's intrinsics,
- * the host's operators (tests/cuda_fp8_emulation.cpp). */
-static __host__ __device__ __forceinline__ float fp8q_multiply_rn(float a, float b)
-{
-#if defined(__CUDA_ARCH__)
-    return __fmul_rn(a, b);
-#else
-    return a * b;
-#endif
-}
-
-static __host__ __device__ __forceinline__ float fp8q_add_rn(float a, float b)
-{
-#if defined(__CUDA_ARCH__)
-    return __fadd_rn(a, b);
-#else
-    return a + b;
-#endif
-}
-
-static __host__ __device__ __forceinline__ float fp8q_subtract_rn(float a, float b)
-{
-#if defined(__CUDA_ARCH__)
-    return __fsub_rn(a, b);
-#else
-    return a - b;
-#endif
-}
-
 template <bool E4M3, typename Encode4>
 static __host__ __device__ __forceinline__ int fp8q_quotient_codes4(const float x[4],
                                                                     float reciprocal, int usage,

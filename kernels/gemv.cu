@@ -4,7 +4,7 @@
  * reading 16 codes of each row with one 16-byte load (the weight is read
  * once, one byte a value) and the matching values of every row of x (small,
  * served from the caches); the codes are decoded in registers four at a
- * time (gemv_common.cuh: decode4), multiplied into float32 sums with fused
+ * time (elements.cuh: decode4), multiplied into float32 sums with fused
  * multiply-adds, and the lanes' and warps' sums are added at the end
  * (shuffles, then shared memory). Launch contract: kernels/gemv.cuh.
  */

@@ -39,7 +39,7 @@
  * Tensor-core kernels "fp8q_gemv_fp8_tc16" and "fp8q_gemv_fp8_tc64"
  * (kernels/gemv_tensor_cores.cu, FP8Q_GEMV_FP8_KERNEL_TC*):
  *     __global__ void fp8q_gemv_fp8_tcT(const fp8q_gemv_fp8_args args);
- *   The same product for 8 < m <= T (T/4 < m for tc64, whose tile keeps
+ *   The same product for 8 <= m <= T (T/4 < m for tc64, whose tile keeps
  *   more sums), float16 or bfloat16 x only, on the tensor cores: x and the
  *   decoded codes are multiplied exactly, their products summed in float32
  *   by the tensor cores (whose additions may truncate rather than round:
@@ -65,8 +65,9 @@
 #define FP8Q_GEMV_FP8_KERNEL_TC16 "fp8q_gemv_fp8_tc16"
 #define FP8Q_GEMV_FP8_KERNEL_TC64 "fp8q_gemv_fp8_tc64"
 #define FP8Q_GEMV_MAX_ROWS 8
-/* The tensor-core kernels: rows of x (at most), rows with block scales,
- * weight rows a block. */
+/* The tensor-core kernels: rows of x (at least, at most), rows with block
+ * scales, weight rows a block. */
+#define FP8Q_GEMV_TC_MIN_ROWS 8
 #define FP8Q_GEMV_TC_MAX_ROWS 64
 #define FP8Q_GEMV_TC_MAX_BLOCK_SCALED_ROWS 16
 #define FP8Q_GEMV_TC_WEIGHT_ROWS 32

@@ -63,13 +63,13 @@ template <> struct tensor_core_type<FP8Q_BFLOAT16> {
 /* Four codes of a 32-bit word as two packed pairs of the tensor cores'
  * type (exact: float16 and bfloat16 hold every FP8 value): float16 pairs
  * straight from fp8q_decode4_to_float16 where it is the fast decode, else
- * through float32 (gemv_common.cuh: decode4). */
+ * through float32 (elements.cuh: decode4). */
 template <int X, int W>
 static __device__ __forceinline__ uint2 decode_word(uint32_t word)
 {
-    if constexpr (X == FP8Q_FLOAT16 && weight_decode<W>::THROUGH_FLOAT16) {
+    if constexpr (X == FP8Q_FLOAT16 && decode4_route<W>::THROUGH_FLOAT16) {
         uint32_t pairs[2];
-        fp8q_decode4_to_float16<weight_decode<W>::E4M3>(word, pairs);
+        fp8q_decode4_to_float16<decode4_route<W>::E4M3>(word, pairs);
         return make_uint2(pairs[0], pairs[1]);
     }
     else {

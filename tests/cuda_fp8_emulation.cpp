@@ -22,6 +22,10 @@
  * (+-3 float32 steps), zeros, infinities, NaN and random inputs; it prints
  * how often the caller has to divide. Four codes to float16
  * (fp8q_decode4_to_float16): every E4M3FN and E5M2 code in every lane.
+ * Four float32 values to float16 / bfloat16 through the paired conversions
+ * (elements.cuh's float_store4, cuda_fp16.h / cuda_bf16.h's host code): the
+ * float32 inputs above and float16's ties and their neighbours, every lane,
+ * against the codec's stores.
  * Prints one line per check; exits 1 when a check that must hold (the
  * saturating encodes with the NaN fix-up, the quotient codes) does not. The
  * other lines say where the plain cuda_fp8.h conversions differ from the
@@ -32,6 +36,7 @@
 #include <string.h>
 
 #include "core/float_codec.h"
+#include "elements.cuh"
 #include "fp8_hardware.cuh"
 
 struct check {
@@ -58,7 +63,7 @@ enum {
     E4M3_SAT, E5M2_SAT, E4M3_SAT_RAW, E5M2_SAT_RAW, E4M3_NOSAT, E5M2_NOSAT,
     HALF2_E4M3, HALF2_E5M2, BF162_E4M3, BF162_E5M2, ENCODE4_E4M3, ENCODE4_E5M2,
     QUOTIENT_E4M3, QUOTIENT_E5M2, QUOTIENT_CODEC_E4M3, QUOTIENT_CODEC_E5M2, DECODE4_E4M3,
-    DECODE4_E5M2, CHECKS
+    DECODE4_E5M2, STORE4_FLOAT16, STORE4_BFLOAT16, CHECKS
 };
 
 static check checks[CHECKS] = {
@@ -80,6 +85,8 @@ static check checks[CHECKS] = {
     {"x / s -> e5m2 saturate, fp8q_quotient_codes4 (codec encode)", 1, 0, 0, 0, 0},
     {"4 x e4m3fn -> float16, fp8q_decode4_to_float16 (value; NaN as NaN)", 1, 0, 0, 0, 0},
     {"4 x e5m2 -> float16, fp8q_decode4_to_float16 (value; NaN as NaN)", 1, 0, 0, 0, 0},
+    {"4 x float32 -> float16, float_store4 paired conversions (not NaN)", 1, 0, 0, 0, 0},
+    {"4 x float32 -> bfloat16, float_store4 paired conversions (not NaN)", 1, 0, 0, 0, 0},
 };
 
 /* The codec's saturating code of `value` (E4M3FN or E5M2). */
@@ -100,12 +107,31 @@ static void check_encode4(const float value[4], uint32_t input)
     }
 }
 
+/* Each lane of elements.cuh's float_store4 through the paired float16 /
+ * bfloat16 conversions (the sm_80+ route) against the codec's store, for
+ * values that are not NaN (the straight casts store no NaN that way). */
+static void check_store4(const float value[4], uint32_t input)
+{
+    uint16_t half[4], brain[4];
+    int k;
+    if (value[0] != value[0] || value[2] != value[2]) {
+        return;
+    }
+    float_store4<FP8Q_FLOAT16, true>()(value, half);
+    float_store4<FP8Q_BFLOAT16, true>()(value, brain);
+    for (k = 0; k < 4; k++) {
+        record(checks[STORE4_FLOAT16], input, half[k], fp8q_encode_float16(value[k]));
+        record(checks[STORE4_BFLOAT16], input, brain[k], fp8q_encode_bfloat16(value[k]));
+    }
+}
+
 static void check_float(uint32_t bits)
 {
     static float previous = 1.0f;
     const float x = fp8q_bits_to_float(bits);
     const float four[4] = {x, -x, previous, -previous};
     check_encode4(four, bits);
+    check_store4(four, bits);
     previous = x;
     record(checks[E4M3_SAT], bits, fp8q_hardware_encode_e4m3fn(x), fp8q_encode_e4m3fn(x, 1));
     record(checks[E5M2_SAT], bits, fp8q_hardware_encode_e5m2(x), fp8q_encode_e5m2(x, 1));
@@ -352,6 +378,20 @@ int main(int argc, char **argv)
         for (bits = 0; bits < 0x10000u; bits++) {
             for (i = 0; i < sizeof lows / sizeof lows[0]; i++) {
                 check_float((uint32_t)(bits << 16) | lows[i]);
+            }
+        }
+    }
+    /* float16's rounding point is bit 13: its ties and their neighbours,
+     * both parities of the kept bit, under every top half. */
+    for (bits = 0; bits < 0x10000u; bits++) {
+        static const uint32_t float16_lows[] = {0x0FFFu, 0x1000u, 0x1001u};
+        uint32_t kept;
+        for (kept = 0; kept < 8; kept++) {
+            for (i = 0; i < 3; i++) {
+                const float x = fp8q_bits_to_float((uint32_t)(bits << 16) | kept << 13 |
+                                                   float16_lows[i]);
+                const float four[4] = {x, -x, x, x};
+                check_store4(four, fp8q_float_to_bits(x));
             }
         }
     }

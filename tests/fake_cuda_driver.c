@@ -558,13 +558,13 @@ static int fake_compute_capability_major(void)
 }
 
 /* Nonzero when a tensor-core launch of kernels/gemv.cuh (tile `rows`, 16 or
- * 64) is outside its contract: m must be past the CUDA-core tiles and past
- * the smaller tensor-core tile, x float16 (compute capability 7.0+) or
+ * 64) is outside its contract: m at least FP8Q_GEMV_TC_MIN_ROWS, and past
+ * the smaller tensor-core tile for tc64, x float16 (compute capability 7.0+) or
  * bfloat16 (8.0+) and 32-byte aligned, block scales only for tc16. */
 static int gemv_tensor_core_refuses(const fp8q_gemv_fp8_args *args, int rows)
 {
     const int major = fake_compute_capability_major();
-    return args->m <= (rows == 16 ? FP8Q_GEMV_MAX_ROWS : 16) ||
+    return args->m < (rows == 16 ? FP8Q_GEMV_TC_MIN_ROWS : 17) ||
            (uintptr_t)args->x % 32 != 0 ||
            (rows == 64 && args->scale_kind == FP8Q_GEMV_SCALE_BLOCK) ||
            !((args->x_dtype == FP8Q_FLOAT16 && major >= 7) ||
@@ -823,7 +823,8 @@ static const char *const kernel_names[] = {
     FP8Q_HISTOGRAM_COUNT_KERNEL, FP8Q_CALIB_FOLD_HISTOGRAM_KERNEL,
     FP8Q_PAD_KERNEL, FP8Q_CAST_UNIFORM_KERNEL, FP8Q_GEMV_FP8_KERNEL_1,
     FP8Q_GEMV_FP8_KERNEL_2, FP8Q_GEMV_FP8_KERNEL_4, FP8Q_GEMV_FP8_KERNEL_8,
-    FP8Q_GEMV_FP8_KERNEL_TC16, FP8Q_GEMV_FP8_KERNEL_TC64, FP8Q_CAST_TO_FP8_KERNEL};
+    FP8Q_GEMV_FP8_KERNEL_TC16, FP8Q_GEMV_FP8_KERNEL_TC64, FP8Q_CAST_TO_FP8_KERNEL,
+    FP8Q_CAST_FROM_FP8_KERNEL};
 
 static result_t fake_module_get_function(void **function, void *module,
                                          const char *name)
@@ -867,16 +868,24 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
     }
     if (strcmp(name, FP8Q_CAST_KERNEL) == 0 ||
         strcmp(name, FP8Q_CAST_UNIFORM_KERNEL) == 0 ||
-        strcmp(name, FP8Q_CAST_TO_FP8_KERNEL) == 0) {
+        strcmp(name, FP8Q_CAST_TO_FP8_KERNEL) == 0 ||
+        strcmp(name, FP8Q_CAST_FROM_FP8_KERNEL) == 0) {
         const fp8q_cast_args *args = (const fp8q_cast_args *)parameters[0];
         const int uniform = args->scale == NULL ||
                             (args->scale_row_stride == 0 &&
                              args->scale_col_stride == 0);
+        int takes;
         /* Each kernel takes only its own arguments (kernels/cast.cuh). */
-        if (block_x > FP8Q_CAST_THREADS ||
-            (strcmp(name, FP8Q_CAST_TO_FP8_KERNEL) == 0
-                 ? !fp8q_cast_to_fp8_takes(args)
-                 : uniform != (strcmp(name, FP8Q_CAST_UNIFORM_KERNEL) == 0))) {
+        if (strcmp(name, FP8Q_CAST_TO_FP8_KERNEL) == 0) {
+            takes = fp8q_cast_to_fp8_takes(args);
+        }
+        else if (strcmp(name, FP8Q_CAST_FROM_FP8_KERNEL) == 0) {
+            takes = fp8q_cast_from_fp8_takes(args);
+        }
+        else {
+            takes = uniform == (strcmp(name, FP8Q_CAST_UNIFORM_KERNEL) == 0);
+        }
+        if (block_x > FP8Q_CAST_THREADS || !takes) {
             return 1;
         }
         run_cast(args);

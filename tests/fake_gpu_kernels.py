@@ -60,6 +60,10 @@ def grids_grow_with_the_input():
         return lambda: fp8q.cast(x, "float8_e4m3fn", scale=scale,
                                  saturate=saturate)
 
+    def dequantize(rows, cols):
+        q = fp8q.quantize(on_gpu((rows, cols)), granularity="row")
+        return lambda: q.dequantize("bfloat16")
+
     def gemv(n, m=1):
         x = on_gpu((m, 64), "bfloat16")
         weight = on_gpu((n, 64), "float8_e4m3fn")
@@ -75,6 +79,7 @@ def grids_grow_with_the_input():
          lambda size: (lambda x: lambda: fp8q.cast(x, "float8_e4m3fn"))(
              on_gpu((size,)))),
         ("fp8q_cast_to_fp8", lambda size: row_scaled_cast(4, size // 4)),
+        ("fp8q_cast_from_fp8", lambda size: dequantize(4, size // 4)),
         ("fp8q_amax", lambda size: (lambda x: lambda: fp8q.amax(x))(
             on_gpu((size,)))),
         ("fp8q_amax_rows",
@@ -101,9 +106,10 @@ def grids_grow_with_the_input():
 
 def casts_take_the_fp8_kernel_where_it_applies():
     """fp8q_cast_to_fp8 runs the saturating float -> E4M3FN / E5M2 casts
-    with no scale or divisors constant over its vectors (kernels/cast.cuh),
-    every other cast runs the generic kernels, and each gives the CPU's
-    bits."""
+    with no scale or divisors constant over its vectors, fp8q_cast_from_fp8
+    the E4M3FN / E5M2 -> float casts and dequantizes whose scales are
+    constant over its vectors (kernels/cast.cuh), every other cast runs the
+    generic kernels, and each gives the CPU's bits."""
     rng = np.random.default_rng(0)
     values = (rng.standard_normal((8, 64)) * 100).astype(np.float32)
     values[0, :4] = [np.nan, -np.inf, 1e30, -0.0]
@@ -122,6 +128,9 @@ def casts_take_the_fp8_kernel_where_it_applies():
         ("float32", "float8_e4m3fnuz", None, {}, "fp8q_cast_uniform"),
         ("float8_e4m3fn", "float8_e5m2", None, {}, "fp8q_cast_uniform"),
         ("float32", "bfloat16", None, {}, "fp8q_cast_uniform"),
+        ("float8_e4m3fn", "bfloat16", None, {}, "fp8q_cast_from_fp8"),
+        ("float8_e5m2", "float32", None, {}, "fp8q_cast_from_fp8"),
+        ("float8_e4m3fnuz", "float32", None, {}, "fp8q_cast_uniform"),
     ]
     for source_dtype, dtype, scale, options, kernel in cases:
         host = fp8q.asarray(values, dtype=source_dtype)
@@ -136,6 +145,35 @@ def casts_take_the_fp8_kernel_where_it_applies():
         expected = fp8q.cast(host, dtype, scale=host_scale, **options)
         assert bytes(memoryview(result[0].cpu())) == bytes(
             memoryview(expected)), (source_dtype, dtype, options)
+
+    # Dequantize: the scales' groups must hold whole vectors (8 codes, 4
+    # for float32) for fp8q_cast_from_fp8. NaN and infinity codes, and an
+    # infinite and a zero scale, among them.
+    values = (rng.standard_normal((256, 264)) * 10).astype(np.float32)
+    for granularity, kernel in (("tensor", "fp8q_cast_from_fp8"),
+                                ("row", "fp8q_cast_from_fp8"),
+                                ((128, 128), "fp8q_cast_from_fp8"),
+                                ((1, 8), "fp8q_cast_from_fp8"),
+                                ("col", "fp8q_cast"),
+                                ((3, 5), "fp8q_cast")):
+        for source_dtype in ("float8_e4m3fn", "float8_e5m2"):
+            q = fp8q.quantize(fp8q.asarray(values), source_dtype,
+                              granularity=granularity)
+            codes = np.array(q.data.view("uint8"))
+            codes[3, :4] = [0x7F, 0xFF, 0x7C, 0xFC]
+            scale = np.array(q.scale)
+            if scale.size > 1:
+                scale.reshape(-1)[-2:] = [np.inf, 0.0]
+            host = fp8q.QTensor(fp8q.asarray(codes).view(source_dtype),
+                                fp8q.asarray(scale), granularity)
+            on_gpu = host.to("cuda")
+            for dtype in ("float32", "float16", "bfloat16"):
+                result = []
+                names = [name for name, _, _ in launches(
+                    lambda: result.append(on_gpu.dequantize(dtype)))]
+                assert names == [kernel], (granularity, dtype, names)
+                assert bytes(memoryview(result[0].cpu())) == bytes(
+                    memoryview(host.dequantize(dtype))), (granularity, dtype)
 
 
 def reference_product(x, codes, scale, granularity, bias):
@@ -309,9 +347,9 @@ def gemv_declines_what_it_does_not_take():
 
 def linear_weight_only_runs_every_row():
     """fp8q.linear(weight_only=True) on the GPU: any number of tokens, in
-    launches of up to 64 rows on the tensor cores (float16 / bfloat16; 16
-    rows with block scales), 8 on the CUDA cores (float32) and the smallest
-    tile for the rest (the kernels checked on the fake driver's launch
+    launches of up to 64 rows on the tensor cores (float16 / bfloat16, from
+    8 rows; 16 rows with block scales), 8 on the CUDA cores (float32) and
+    the smallest tile for the rest (the kernels checked on the fake driver's launch
     log); the product of the contract against float64."""
     rng = np.random.default_rng(7)
     n, k = 40, 256
@@ -322,6 +360,8 @@ def linear_weight_only_runs_every_row():
         ("tensor", "float32", 20,
          ["fp8q_gemv_fp8_8", "fp8q_gemv_fp8_8", "fp8q_gemv_fp8_4"]),
         ("row", "float16", 9, ["fp8q_gemv_fp8_tc16"]),
+        ("row", "bfloat16", 8, ["fp8q_gemv_fp8_tc16"]),
+        ("tensor", "float32", 8, ["fp8q_gemv_fp8_8"]),
         ("row", "bfloat16", 0, []),
     ]
     for granularity, dtype, m, kernels in cases:

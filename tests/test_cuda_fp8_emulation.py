@@ -1,10 +1,13 @@
-"""kernels/fp8_hardware.cuh (the saturating E4M3FN / E5M2 encodes the
-kernels use on sm_89+, one and four at a time, the FP8 codes of a quotient
-without the division, and four codes decoded to float16) against fp8q's codec, run on the host through
-cuda_fp8.h's host code: NVIDIA's software emulation of cvt.rn.satfinite,
-not the GPU instruction (tests/test_cuda_ops.py checks the GPU). Needs a
-C++ compiler and cuda_fp8.h (CUDA_HOME, CUDA_PATH or /usr/local/cuda);
-skips otherwise.
+"""The kernels' host-and-device code against fp8q's codec, run on the host
+through cuda_fp8.h / cuda_fp16.h / cuda_bf16.h's host code (NVIDIA's
+software emulation of the conversion instructions, not the GPU:
+tests/test_cuda_ops.py checks the GPU): kernels/fp8_hardware.cuh and
+elements.cuh (the saturating E4M3FN / E5M2 encodes the kernels use on
+sm_89+, one and four at a time, the FP8 codes of a quotient without the
+division, four codes decoded to float16, four float32 values stored as
+float16 / bfloat16 in pairs), and the straight casts' loops
+(kernels/straight_cast.cuh). Needs a C++ compiler and cuda_fp8.h
+(CUDA_HOME, CUDA_PATH or /usr/local/cuda); skips otherwise.
 """
 import os
 import shutil
@@ -24,20 +27,40 @@ def cuda_include():
     return None
 
 
-def test_hardware_encodes_match_the_codec_under_emulation(tmp_path):
+def build_and_run(tmp_path, source):
+    """Compiles tests/<source> against cuda_fp8.h and the kernels' headers
+    and runs it: its CompletedProcess (skips without cuda_fp8.h or a C++
+    compiler)."""
     include = cuda_include()
     compiler = shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++")
     if include is None or compiler is None:
         pytest.skip("needs cuda_fp8.h and a C++ compiler")
-    program = tmp_path / "emulation"
+    program = tmp_path / Path(source).stem
     subprocess.run([compiler, "-O2", f"-I{include}", f"-I{ROOT / 'csrc'}",
-                    f"-I{ROOT / 'kernels'}",
-                    str(ROOT / "tests" / "cuda_fp8_emulation.cpp"), "-o",
-                    str(program)], check=True, capture_output=True, text=True)
-    completed = subprocess.run([str(program)], capture_output=True,
-                               text=True, timeout=300)
+                    f"-I{ROOT / 'kernels'}", str(ROOT / "tests" / source),
+                    "-o", str(program)],
+                   check=True, capture_output=True, text=True)
+    return subprocess.run([str(program)], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_hardware_encodes_match_the_codec_under_emulation(tmp_path):
+    completed = build_and_run(tmp_path, "cuda_fp8_emulation.cpp")
     assert completed.returncode == 0, completed.stdout + completed.stderr
     required = [line for line in completed.stdout.splitlines()
                 if line.startswith("MUST")]
-    assert len(required) == 14 and all(line.endswith(": 0 mismatches")
+    assert len(required) == 16 and all(line.endswith(": 0 mismatches")
                                       for line in required), completed.stdout
+
+
+def test_straight_cast_loops_match_the_codec_under_emulation(tmp_path):
+    """kernels/straight_cast.cuh's loops (fp8q_cast_to_fp8 and
+    fp8q_cast_from_fp8), run on the host for every thread of grids of 1 to
+    257 threads over aligned and unaligned runs, with no scale, one scale,
+    row and block scales (non-finite ones included): every element the
+    codec's cast of it, nothing written outside the run, the amax exact."""
+    completed = build_and_run(tmp_path, "straight_cast_emulation.cpp")
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    lines = completed.stdout.splitlines()
+    assert "fp8q_cast_to_fp8's loop: 0 mismatches" in lines, completed.stdout
+    assert "fp8q_cast_from_fp8's loop: 0 mismatches" in lines, completed.stdout

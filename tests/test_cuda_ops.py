@@ -168,6 +168,46 @@ def test_quotients_near_rounding_boundaries_match_the_cpu(source, rng):
             assert same_bits(got, expected), (source, target, scales[row])
 
 
+def dequantize_scales(rng, count):
+    """count float32 scales: ordinary ones, and those whose products
+    overflow float16 / bfloat16 / float32, fall below their normal range or
+    tie, and the non-finite, zero and negative ones (the straight kernel's
+    element-by-element fallback)."""
+    fixed = [1.0, 0.375, 2.0 ** -6, 1 / 3, 1e30, 1e36, 2.0 ** -20, 1e-30,
+             1e-41, 0.0, -2.5, np.inf, -np.inf, np.nan]
+    rest = rng.uniform(1, 2, count - len(fixed)) * 2.0 ** rng.integers(
+        -30, 30, count - len(fixed))
+    return np.concatenate([fixed, rest]).astype(np.float32)
+
+
+@pytest.mark.parametrize("source", FP8_NAMES)
+def test_dequantize_every_code_matches_the_cpu(source, rng):
+    """fp8q_cast_from_fp8 (E4M3FN / E5M2 to float32 / float16 / bfloat16:
+    four codes decoded at a time, one float32 product, paired conversions
+    on sm_80+) on every code times scales of every kind, per tensor, per
+    row and per block, and without a scale: the CPU's bits."""
+    rows = 64
+    codes = np.tile(np.arange(256, dtype=np.uint8), (rows, 1))
+    codes[1::2] = codes[1::2, ::-1]  # vectors mixing special codes and not
+    data = fp8q.asarray(codes).view(source)
+    scales = dequantize_scales(rng, rows)
+    layouts = [("row", scales[:, None]),
+               ((1, 8), rng.permutation(np.resize(scales, rows * 32)).reshape(
+                   rows, 32).astype(np.float32)),
+               ((128, 128), scales[None, :2])]
+    layouts += [("tensor", np.float32(s)) for s in scales[:16]]
+    for granularity, scale in layouts:
+        host = fp8q.QTensor(data, fp8q.asarray(scale), granularity)
+        on_gpu = host.to("cuda")
+        for dtype in ("float32", "float16", "bfloat16"):
+            assert same_bits(on_gpu.dequantize(dtype).cpu().numpy(),
+                             host.dequantize(dtype).numpy()), (
+                granularity, dtype, scale if np.ndim(scale) == 0 else None)
+    for dtype in ("float32", "float16", "bfloat16"):
+        assert same_bits(fp8q.cast(data.to("cuda"), dtype).cpu().numpy(),
+                         fp8q.cast(data, dtype).numpy()), dtype
+
+
 @pytest.mark.parametrize("source", DTYPES)
 def test_amax_matches_the_cpu(source, rng):
     values = specials_and_random(rng, 3 * 5000).reshape(3, 5000)

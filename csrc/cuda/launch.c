@@ -136,6 +136,9 @@ fp8q_status fp8q_cuda_launch_cast(const fp8q_cuda_device *device,
     if (fp8q_cast_to_fp8_takes(args)) {
         kernel = FP8Q_KERNEL_CAST_TO_FP8;
     }
+    else if (fp8q_cast_from_fp8_takes(args)) {
+        kernel = FP8Q_KERNEL_CAST_FROM_FP8;
+    }
     else if (args->scale == NULL || (args->scale_row_stride == 0 &&
                                      args->scale_col_stride == 0)) {
         kernel = FP8Q_KERNEL_CAST_UNIFORM;
@@ -373,7 +376,12 @@ fp8q_status fp8q_cuda_launch_pad(const fp8q_cuda_device *device,
                   stream, error);
 }
 
-int fp8q_cuda_gemv_fp8_takes(const fp8q_cuda_device *device,
+/* Nonzero when the tensor-core kernels take args->m rows of x on `device`
+ * (kernels/gemv.cuh): from FP8Q_GEMV_TC_MIN_ROWS rows (at 8 rows, the
+ * CUDA-core kernel measured slower on an H200 than tc16 at 9) to the
+ * larger tile's, fewer with block scales; float16 x on compute capability
+ * 7.0+, bfloat16 on 8.0+; x 32-byte aligned. */
+static int tensor_cores_take(const fp8q_cuda_device *device,
                              const fp8q_gemv_fp8_args *args)
 {
     const int major = device->compute_capability_major;
@@ -381,13 +389,17 @@ int fp8q_cuda_gemv_fp8_takes(const fp8q_cuda_device *device,
                              ? FP8Q_GEMV_TC_MAX_BLOCK_SCALED_ROWS
                              : FP8Q_GEMV_TC_MAX_ROWS;
 
-    if (args->m >= 1 && args->m <= FP8Q_GEMV_MAX_ROWS) {
-        return 1;
-    }
-    return args->m > FP8Q_GEMV_MAX_ROWS && args->m <= most &&
+    return args->m >= FP8Q_GEMV_TC_MIN_ROWS && args->m <= most &&
            ((uintptr_t)args->x & 31u) == 0u &&
            ((args->x_dtype == FP8Q_FLOAT16 && major >= 7) ||
             (args->x_dtype == FP8Q_BFLOAT16 && major >= 8));
+}
+
+int fp8q_cuda_gemv_fp8_takes(const fp8q_cuda_device *device,
+                             const fp8q_gemv_fp8_args *args)
+{
+    return (args->m >= 1 && args->m <= FP8Q_GEMV_MAX_ROWS) ||
+           tensor_cores_take(device, args);
 }
 
 fp8q_status fp8q_cuda_launch_gemv_fp8(const fp8q_cuda_device *device,
@@ -396,13 +408,14 @@ fp8q_status fp8q_cuda_launch_gemv_fp8(const fp8q_cuda_device *device,
                                       fp8q_error *error)
 {
     const int64_t m = args->m;
-    const int tensor_cores = m > FP8Q_GEMV_MAX_ROWS;
-    const fp8q_cuda_kernel kernel = m <= 1    ? FP8Q_KERNEL_GEMV_FP8_1
-                                    : m <= 2  ? FP8Q_KERNEL_GEMV_FP8_2
-                                    : m <= 4  ? FP8Q_KERNEL_GEMV_FP8_4
-                                    : m <= 8  ? FP8Q_KERNEL_GEMV_FP8_8
-                                    : m <= 16 ? FP8Q_KERNEL_GEMV_FP8_TC16
-                                              : FP8Q_KERNEL_GEMV_FP8_TC64;
+    const int tensor_cores = tensor_cores_take(device, args);
+    const fp8q_cuda_kernel kernel =
+        tensor_cores ? (m <= 16 ? FP8Q_KERNEL_GEMV_FP8_TC16
+                                : FP8Q_KERNEL_GEMV_FP8_TC64)
+        : m <= 1     ? FP8Q_KERNEL_GEMV_FP8_1
+        : m <= 2     ? FP8Q_KERNEL_GEMV_FP8_2
+        : m <= 4     ? FP8Q_KERNEL_GEMV_FP8_4
+                     : FP8Q_KERNEL_GEMV_FP8_8;
 
     if (!fp8q_cuda_gemv_fp8_takes(device, args) || args->k % 16 != 0) {
         return fp8q_fail(error, FP8Q_ERROR_VALUE,

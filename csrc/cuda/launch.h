@@ -121,10 +121,10 @@ fp8q_status fp8q_cuda_launch_pad(const fp8q_cuda_device *device,
 
 /* Nonzero when fp8q_cuda_launch_gemv_fp8 takes args->m rows of x with
  * these dtypes, scales and x address on `device`: 1 to FP8Q_GEMV_MAX_ROWS
- * rows always (CUDA cores); up to FP8Q_GEMV_TC_MAX_ROWS (up to
- * FP8Q_GEMV_TC_MAX_BLOCK_SCALED_ROWS with block scales) on the tensor
+ * rows always (CUDA cores); FP8Q_GEMV_TC_MIN_ROWS to FP8Q_GEMV_TC_MAX_ROWS
+ * (to FP8Q_GEMV_TC_MAX_BLOCK_SCALED_ROWS with block scales) on the tensor
  * cores, for float16 x on compute capability 7.0+ and bfloat16 on 8.0+,
- * with x 32-byte aligned. */
+ * with x 32-byte aligned (the tensor cores run every m they take). */
 int fp8q_cuda_gemv_fp8_takes(const fp8q_cuda_device *device,
                              const fp8q_gemv_fp8_args *args);
 

@@ -17,10 +17,12 @@ of an 8192 x 8192 bfloat16 activation (fp8q.quantize(granularity="row"),
 the one-pass kernel) against PyTorch eager `x.abs().amax(-1)` + divide +
 `.to(float8_e4m3fn)` and torch.compile of it, the rowwise scaled cast
 (fp8q.cast with one given scale per row), the plain casts of bfloat16 and
-float32 against torch's `.to(float8_e4m3fn)`, and MaxCalibrator and
-HistogramCalibrator updates from the GPU tensor (reduced on the GPU into a
-state kept there, no host wait), each against a copy of the bytes it must
-move.
+float32 against torch's `.to(float8_e4m3fn)`, the dequantize of the
+per-token codes with their row scales into bfloat16 (the W8A16 layer's
+weight decode above 64 tokens) against PyTorch eager `(codes.float() *
+scale).to(bfloat16)`, and MaxCalibrator and HistogramCalibrator updates
+from the GPU tensor (reduced on the GPU into a state kept there, no host
+wait), each against a copy of the bytes it must move.
 """
 import fp8q
 from fp8q._bench_gpu import median_ms_cuda, unavailable_reason
@@ -30,7 +32,7 @@ GOAL_OF_COPY = 0.90
 GOAL_OF_EAGER = 3.0
 TOKENS, HIDDEN = 8192, 8192  # the per-token quantize input, bfloat16
 GOALS_OF_COPY_14 = {"per-token": 0.85, "rowwise": 0.85, "histogram": 0.50,
-                    "plain": 0.90, "max": 0.50}
+                    "plain": 0.90, "max": 0.50, "dequantize": 0.90}
 # Peers each fp8q operation of the second table must beat: (peer, goal of
 # the peer's time over fp8q's).
 PEER_GOALS = {
@@ -149,6 +151,10 @@ def measure_per_token(repeats):
     max_calibrator = fp8q.calib.MaxCalibrator()
     x32 = x.float()
     fx32 = fp8q.from_dlpack(x32)
+    q_rows = fp8q.quantize(fx, "float8_e4m3fn", granularity="row")
+    codes = torch.from_dlpack(q_rows.data.view("uint8")).view(
+        torch.float8_e4m3fn)
+    code_scales = torch.from_dlpack(q_rows.scale)
 
     def eager():
         scale = x.abs().amax(-1, keepdim=True).float() / 448.0
@@ -177,6 +183,11 @@ def measure_per_token(repeats):
          lambda: fp8q.cast(fx32, "float8_e4m3fn", out=f_out), elements * 5),
         ("plain", "PyTorch x.to(float8_e4m3fn), float32",
          lambda: x32.to(torch.float8_e4m3fn), elements * 5),
+        ("dequantize", "fp8q.dequantize(q, \"bfloat16\"), row scales",
+         lambda: fp8q.dequantize(q_rows, "bfloat16"), quantize_bytes),
+        ("dequantize", "PyTorch (codes.float() * scale).to(bfloat16)",
+         lambda: (codes.float() * code_scales).to(torch.bfloat16),
+         quantize_bytes),
     ]
     notes = []
     compiled, reason = _torch_compiled(torch, eager)

@@ -108,10 +108,10 @@ def weight_only_forward(x, weight, weight_scale, bias, granularity):
     into x's dtype by fp8q: torch.ops.fp8q.linear_weight_only's computation,
     run eagerly. On a GPU, few tokens are computed from the FP8 codes in
     place (fp8q._C.layer_gemv: float32 sums of x times each code times its
-    scale, one rounding into x's dtype, no float copy of the weight): up to
-    8 tokens on the CUDA cores, up to 64 float16 / bfloat16 tokens on the
-    tensor cores (16 with block scales); more tokens dequantize W and run
-    torch's GEMM."""
+    scale, one rounding into x's dtype, no float copy of the weight): 8 to
+    64 float16 / bfloat16 tokens on the tensor cores (16 with block scales),
+    fewer (or float32 x up to 8) on the CUDA cores; more tokens dequantize W
+    and run torch's GEMM."""
     if HAS_C_EXCHANGE and x.is_cuda:
         y = _C.layer_gemv(x, weight, weight_scale, bias, granularity, None)
         if y is not None:

@@ -1,0 +1,300 @@
+/*
+ * straight_cast_emulation.cpp - runs the straight casts of kernels/cast.cu
+ * (kernels/straight_cast.cuh: the loops of fp8q_cast_to_fp8 and
+ * fp8q_cast_from_fp8) on the host, each thread of a grid in turn, and
+ * compares every element with csrc/core/float_codec.h's cast of it (the
+ * CPU's function, with the scale addressing of kernels/cast.cuh computed
+ * by plain division), and the amax with the largest magnitude.
+ *
+ * What it checks is the loops: vectors, the two in flight, the grid-stride
+ * step, the run's tail, unaligned runs, the row tracker and the row and
+ * block scale addressing, the fallbacks for non-finite codes and scales.
+ * The conversions run through cuda_fp8.h / cuda_fp16.h's host code here,
+ * not the GPU's instructions (tests/cuda_fp8_emulation.cpp checks those
+ * against the codec under emulation, tests/test_cuda_ops.py on a GPU).
+ * Built and run by tests/test_cuda_fp8_emulation.py:
+ *
+ *     g++ -O2 -I/usr/local/cuda/include -Icsrc -Ikernels \
+ *         tests/straight_cast_emulation.cpp -o straight && ./straight
+ *
+ * Prints one line per case group and exits 1 on any mismatch.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+#include "core/float_codec.h"
+#include "straight_cast.cuh"
+
+/* A small deterministic generator (xorshift64*). */
+static uint64_t state = 0x9E3779B97F4A7C15ull;
+static uint32_t next_random(void)
+{
+    state ^= state >> 12;
+    state ^= state << 25;
+    state ^= state >> 27;
+    return (uint32_t)((state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+static size_t itemsize(int dtype)
+{
+    return dtype == FP8Q_FLOAT32 ? 4 : dtype == FP8Q_FLOAT16 || dtype == FP8Q_BFLOAT16 ? 2 : 1;
+}
+
+/* The codec's load and store of one element. */
+static float codec_load(const void *data, int64_t i, int dtype)
+{
+    switch (dtype) {
+    case FP8Q_FLOAT32: return ((const float *)data)[i];
+    case FP8Q_FLOAT16: return fp8q_decode_float16(((const uint16_t *)data)[i]);
+    case FP8Q_BFLOAT16: return fp8q_decode_bfloat16(((const uint16_t *)data)[i]);
+    case FP8Q_FLOAT8_E4M3FN: return fp8q_decode_e4m3fn(((const uint8_t *)data)[i]);
+    default: return fp8q_decode_e5m2(((const uint8_t *)data)[i]);
+    }
+}
+
+static uint32_t codec_store_bits(float value, int dtype)
+{
+    switch (dtype) {
+    case FP8Q_FLOAT32: return fp8q_float_to_bits(value);
+    case FP8Q_FLOAT16: return fp8q_encode_float16(value);
+    case FP8Q_BFLOAT16: return fp8q_encode_bfloat16(value);
+    case FP8Q_FLOAT8_E4M3FN: return fp8q_encode_e4m3fn(value, 1);
+    default: return fp8q_encode_e5m2(value, 1);
+    }
+}
+
+static uint32_t element_bits(const void *data, int64_t i, int dtype)
+{
+    switch (itemsize(dtype)) {
+    case 4: return ((const uint32_t *)data)[i];
+    case 2: return ((const uint16_t *)data)[i];
+    default: return ((const uint8_t *)data)[i];
+    }
+}
+
+/* Scales that exercise every path: ordinary, powers of two, products that
+ * overflow or become subnormal, zero, negative, and non-finite ones. */
+static float interesting_scale(void)
+{
+    static const float fixed[] = {1.0f,  0.375f, 0x1p-6f, 3.0f,  1e30f,     1e-30f,
+                                  0.0f, -2.5f,  INFINITY, NAN,  1e-41f, 448.0f / 1000.0f};
+    const uint32_t pick = next_random() % 24;
+    if (pick < sizeof fixed / sizeof fixed[0]) {
+        return fixed[pick];
+    }
+    return ldexpf(1.0f + (float)(next_random() % 1000) / 1000.0f,
+                  (int)(next_random() % 40) - 20);
+}
+
+/* A source element of dtype S: any FP8 code; a float of any magnitude
+ * (with the specials now and then). */
+static void fill_source(std::vector<uint8_t> &bytes, int64_t count, int dtype)
+{
+    for (int64_t i = 0; i < count; i++) {
+        const uint32_t r = next_random();
+        float x = ldexpf((float)(int32_t)r / 2147483648.0f, (int)(next_random() % 60) - 30);
+        if (r % 97 == 0) {
+            static const float specials[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f};
+            x = specials[next_random() % 7];
+        }
+        switch (dtype) {
+        case FP8Q_FLOAT32: memcpy(&bytes[(size_t)i * 4], &x, 4); break;
+        case FP8Q_FLOAT16: {
+            const uint16_t h = fp8q_encode_float16(x);
+            memcpy(&bytes[(size_t)i * 2], &h, 2);
+            break;
+        }
+        case FP8Q_BFLOAT16: {
+            const uint16_t b = fp8q_encode_bfloat16(x);
+            memcpy(&bytes[(size_t)i * 2], &b, 2);
+            break;
+        }
+        default: bytes[(size_t)i] = (uint8_t)r; break;
+        }
+    }
+}
+
+/* One layout of the run: rows x row_length elements, the scale groups
+ * block_rows x block_cols (scale_cols groups a row), or one scale, or none. */
+struct layout {
+    int64_t rows, row_length;
+    int scaling; /* straight_scaling */
+    int64_t block_rows, block_cols;
+};
+
+static uint64_t mismatches, elements_checked;
+
+template <int S, int D, int SCALING>
+static void run_case(const layout &shape, int64_t threads, int misaligned)
+{
+    const int64_t count = shape.rows * shape.row_length;
+    const size_t in_size = itemsize(S), out_size = itemsize(D);
+    const int64_t scale_rows = (shape.rows + shape.block_rows - 1) / shape.block_rows;
+    const int64_t scale_cols = (shape.row_length + shape.block_cols - 1) / shape.block_cols;
+    /* 16 bytes of room in front so that a misaligned run can start there. */
+    std::vector<uint8_t> source((size_t)count * in_size + 16);
+    std::vector<uint8_t> destination((size_t)count * out_size + 16, 0xA5);
+    std::vector<float> scales((size_t)(scale_rows * scale_cols));
+    const size_t offset_in = misaligned ? in_size : 0, offset_out = misaligned ? out_size : 0;
+    std::vector<uint8_t> run_source((size_t)count * in_size);
+    fill_source(run_source, count, S);
+    memcpy(&source[offset_in], run_source.data(), run_source.size());
+    for (size_t g = 0; g < scales.size(); g++) {
+        scales[g] = interesting_scale();
+    }
+
+    fp8q_cast_args args;
+    memset(&args, 0, sizeof args);
+    args.source = &source[offset_in];
+    args.destination = &destination[offset_out];
+    args.count = count;
+    args.row_length = shape.row_length;
+    args.scale_block_rows = shape.block_rows;
+    args.scale_block_cols = shape.block_cols;
+    args.source_dtype = S;
+    args.destination_dtype = D;
+    args.saturate = 1;
+    const int to_fp8 = D == FP8Q_FLOAT8_E4M3FN || D == FP8Q_FLOAT8_E5M2;
+    args.scale_op = to_fp8 ? FP8Q_SCALE_DIVIDE : FP8Q_SCALE_MULTIPLY;
+    uint32_t amax_bits = 0u;
+    if (to_fp8) {
+        args.amax_bits = &amax_bits;
+    }
+    if (SCALING != STRAIGHT_NO_SCALE) {
+        args.scale = scales.data();
+    }
+    if (SCALING == STRAIGHT_PER_ROW) {
+        args.scale_row_stride = 1;
+    }
+    else if (SCALING == STRAIGHT_PER_BLOCK) {
+        args.scale_row_stride = scale_cols;
+        args.scale_col_stride = 1;
+    }
+    args.by_row_length = fp8q_fast_divisor_make((uint64_t)args.row_length);
+    args.by_block_rows = fp8q_fast_divisor_make((uint64_t)args.scale_block_rows);
+    args.by_block_cols = fp8q_fast_divisor_make((uint64_t)args.scale_block_cols);
+    const int takes = to_fp8 ? fp8q_cast_to_fp8_takes(&args) : fp8q_cast_from_fp8_takes(&args);
+    if (!takes || straight_scaling_of(args) != SCALING) {
+        printf("layout not taken: S %d D %d scaling %d\n", S, D, SCALING);
+        mismatches++;
+        return;
+    }
+
+    uint32_t amax = 0u;
+    for (int64_t first = 0; first < threads; first++) {
+        const uint32_t thread_amax = straight_cast_thread<S, D, SCALING>(args, first, threads);
+        amax = thread_amax > amax ? thread_amax : amax;
+    }
+
+    uint32_t expected_amax = 0u;
+    for (int64_t i = 0; i < count; i++) {
+        float value = codec_load(args.source, i, S);
+        const uint32_t magnitude = fp8q_float_to_bits(value) & 0x7FFFFFFFu;
+        expected_amax = magnitude > expected_amax ? magnitude : expected_amax;
+        if (SCALING != STRAIGHT_NO_SCALE) {
+            const int64_t row = i / shape.row_length, column = i % shape.row_length;
+            float s;
+            if (SCALING == STRAIGHT_ONE_SCALE) {
+                s = scales[0];
+            }
+            else if (SCALING == STRAIGHT_PER_ROW) {
+                s = scales[(size_t)row];
+            }
+            else {
+                s = scales[(size_t)((row / shape.block_rows) * scale_cols +
+                                    column / shape.block_cols)];
+            }
+            value = fp8q_scaling_result(to_fp8 ? value / s : value * s, value, s);
+        }
+        const uint32_t got = element_bits(args.destination, i, D);
+        const uint32_t want = codec_store_bits(value, D);
+        if (got != want) {
+            if (mismatches < 10) {
+                printf("  mismatch: S %d D %d scaling %d threads %lld misaligned %d element %lld:"
+                       " 0x%X, codec 0x%X\n",
+                       S, D, SCALING, (long long)threads, misaligned, (long long)i, got, want);
+            }
+            mismatches++;
+        }
+        elements_checked++;
+    }
+    /* Nothing written outside the run. */
+    for (size_t b = 0; b < offset_out; b++) {
+        mismatches += destination[b] != 0xA5;
+    }
+    for (size_t b = offset_out + (size_t)count * out_size; b < destination.size(); b++) {
+        mismatches += destination[b] != 0xA5;
+    }
+    if (to_fp8 && amax != expected_amax) {
+        printf("  amax: S %d D %d scaling %d: 0x%08X, expected 0x%08X\n", S, D, SCALING, amax,
+               expected_amax);
+        mismatches++;
+    }
+}
+
+/* Every grid size and alignment for one (S, D, scaling) and its layouts. */
+template <int S, int D, int SCALING> static void run_layouts(const layout *layouts, int n)
+{
+    static const int64_t grids[] = {1, 3, 32, 257};
+    for (int l = 0; l < n; l++) {
+        for (size_t g = 0; g < sizeof grids / sizeof grids[0]; g++) {
+            for (int misaligned = 0; misaligned < 2; misaligned++) {
+                run_case<S, D, SCALING>(layouts[l], grids[g], misaligned);
+            }
+        }
+    }
+}
+
+/* Every scaling a straight kernel takes for (S, D), each over a few
+ * layouts: runs with a tail, rows of one vector and of many, and (from FP8
+ * only) blocks of vectors, 128 x 128 blocks among them. */
+template <int S, int D> static void run_scalings(void)
+{
+    constexpr bool TO_FP8 = D == FP8Q_FLOAT8_E4M3FN || D == FP8Q_FLOAT8_E5M2;
+    const int64_t vector = cast_vectors<S, D>::VECTOR;
+    const layout whole[] = {{1, 1, STRAIGHT_NO_SCALE, 1, 1}, {1, 1003, STRAIGHT_NO_SCALE, 1, 1},
+                            {7, 96, STRAIGHT_NO_SCALE, 1, 1}};
+    const layout one[] = {{1, 1003, STRAIGHT_ONE_SCALE, 1, 1}, {5, 64, STRAIGHT_ONE_SCALE, 1, 1}};
+    const layout rows[] = {{9, vector, STRAIGHT_PER_ROW, 1, 1},
+                           {13, 5 * vector, STRAIGHT_PER_ROW, 1, 1},
+                           {3, 64 * vector, STRAIGHT_PER_ROW, 1, 1}};
+    const layout blocks[] = {{9, 6 * vector, STRAIGHT_PER_BLOCK, 2, 2 * vector},
+                             {5, 4 * vector, STRAIGHT_PER_BLOCK, 3, vector},
+                             {300, 160, STRAIGHT_PER_BLOCK, 128, 128},
+                             {6, 8 * vector, STRAIGHT_PER_BLOCK, 1, 8 * vector}};
+    for (int repeat = 0; repeat < 4; repeat++) {
+        run_layouts<S, D, STRAIGHT_NO_SCALE>(whole, 3);
+        run_layouts<S, D, STRAIGHT_ONE_SCALE>(one, 2);
+        run_layouts<S, D, STRAIGHT_PER_ROW>(rows, 3);
+        if constexpr (!TO_FP8) {
+            run_layouts<S, D, STRAIGHT_PER_BLOCK>(blocks, 4);
+        }
+    }
+}
+
+int main(void)
+{
+    run_scalings<FP8Q_FLOAT32, FP8Q_FLOAT8_E4M3FN>();
+    run_scalings<FP8Q_FLOAT32, FP8Q_FLOAT8_E5M2>();
+    run_scalings<FP8Q_FLOAT16, FP8Q_FLOAT8_E4M3FN>();
+    run_scalings<FP8Q_FLOAT16, FP8Q_FLOAT8_E5M2>();
+    run_scalings<FP8Q_BFLOAT16, FP8Q_FLOAT8_E4M3FN>();
+    run_scalings<FP8Q_BFLOAT16, FP8Q_FLOAT8_E5M2>();
+    printf("fp8q_cast_to_fp8's loop: %llu mismatches\n", (unsigned long long)mismatches);
+    const uint64_t to_fp8_mismatches = mismatches;
+    mismatches = 0;
+    run_scalings<FP8Q_FLOAT8_E4M3FN, FP8Q_FLOAT32>();
+    run_scalings<FP8Q_FLOAT8_E4M3FN, FP8Q_FLOAT16>();
+    run_scalings<FP8Q_FLOAT8_E4M3FN, FP8Q_BFLOAT16>();
+    run_scalings<FP8Q_FLOAT8_E5M2, FP8Q_FLOAT32>();
+    run_scalings<FP8Q_FLOAT8_E5M2, FP8Q_FLOAT16>();
+    run_scalings<FP8Q_FLOAT8_E5M2, FP8Q_BFLOAT16>();
+    printf("fp8q_cast_from_fp8's loop: %llu mismatches\n", (unsigned long long)mismatches);
+    printf("elements checked: %llu\n", (unsigned long long)elements_checked);
+    return to_fp8_mismatches != 0 || mismatches != 0;
+}
