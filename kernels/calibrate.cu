@@ -3,10 +3,11 @@
  * max calibrator's device amax history (running maximum, window or moving
  * average), the histogram of a batch (per-block 32-bit shared-memory bins,
  * then 64-bit global atomics) and its fold into the histogram calibrator's
- * device state. A batch holding NaN or infinity
- * without skip_nonfinite is refused on the device and only recorded, for
- * the host to report when it reads the state. Launch contracts:
- * kernels/calibrate.cuh. The bin rule is core/histogram_bins.h, the CPU's.
+ * device state. A batch holding NaN or infinity without skip_nonfinite is
+ * refused on the device and only recorded, for the host to report when it
+ * reads the state. Launch contracts: kernels/calibrate.cuh. The bin rule is
+ * core/histogram_bins.h, the CPU's, computed in float32 where that gives the
+ * same bins (fp8q_histogram_float_rule_applies).
  */
 #include "calibrate.cuh"
 #include "common.cuh"
@@ -106,14 +107,32 @@ static __device__ int covered_exponent(const fp8q_calib_histogram_state *state, 
         fp8q_bits_to_float(batch_amax_bits));
 }
 
+/* The bin of `value` (core/histogram_bins.h): FLOAT_RULE, the float32 rule
+ * with the float32 inverse width, where fp8q_histogram_float_rule_applies
+ * (the same bins, without a double conversion, product and truncation per
+ * value); else the double rule. */
+template <bool FLOAT_RULE> struct histogram_grid {
+    double inverse_width;
+    float inverse_width_float;
+
+    __device__ __forceinline__ int64_t bin(float value, int64_t n_bins, int skip_zeros) const
+    {
+        return FLOAT_RULE
+                   ? fp8q_histogram_bin_float(value, inverse_width_float, n_bins, skip_zeros)
+                   : fp8q_histogram_bin(value, inverse_width, n_bins, skip_zeros);
+    }
+};
+
 /* One value into the batch's counts: a block's 32-bit shared counters
  * (native shared-memory atomics) or the 64-bit global ones. */
-static __device__ __forceinline__ void count_value(float value, double inverse_width,
+template <bool FLOAT_RULE>
+static __device__ __forceinline__ void count_value(float value,
+                                                   const histogram_grid<FLOAT_RULE> &grid,
                                                    const fp8q_histogram_count_args &args,
                                                    int in_shared, unsigned int *shared_counts,
                                                    unsigned long long *global_counts)
 {
-    const int64_t bin = fp8q_histogram_bin(value, inverse_width, args.n_bins, args.skip_zeros);
+    const int64_t bin = grid.bin(value, args.n_bins, args.skip_zeros);
     if (bin < args.n_bins) {
         if (in_shared) {
             atomicAdd(shared_counts + bin, 1u);
@@ -124,27 +143,53 @@ static __device__ __forceinline__ void count_value(float value, double inverse_w
     }
 }
 
-/* 16-byte vectors of the source where it is aligned for them, then the
- * tail; a grid-stride loop. */
-template <int S>
-static __device__ __noinline__ void histogram_count_run(const fp8q_histogram_count_args args,
-                                                        unsigned int *shared_counts)
+/* Every value of the source that this thread counts: 16-byte vectors of
+ * the source where it is aligned for them, then the tail; a grid-stride
+ * loop. */
+template <int S, bool FLOAT_RULE>
+static __device__ __forceinline__ void count_values(const fp8q_histogram_count_args &args,
+                                                    const histogram_grid<FLOAT_RULE> &grid,
+                                                    int in_shared, unsigned int *shared_counts,
+                                                    unsigned long long *global_counts)
 {
     typedef typename dtype_traits<S>::storage source_t;
     constexpr int VECTOR = 16 / sizeof(source_t);
     typedef packed<source_t, VECTOR> source_vector;
     const source_t *source = (const source_t *)args.source;
-    const int exponent = covered_exponent(args.state, args.n_bins, *args.batch_amax_bits);
-    const double inverse_width = exponent == FP8Q_HISTOGRAM_NO_RANGE ? 0.0 : ldexp(1.0, -exponent);
     const int64_t threads = global_thread_count();
     const int64_t n_vectors = is_aligned16(source) ? args.count / VECTOR : 0;
+    int64_t i;
+
+    for (i = global_thread_index(); i < n_vectors; i += threads) {
+        const source_vector in = ((const source_vector *)source)[i];
+#pragma unroll
+        for (int k = 0; k < VECTOR; k++) {
+            count_value(dtype_traits<S>::load(in.values[k]), grid, args, in_shared,
+                        shared_counts, global_counts);
+        }
+    }
+    for (i = n_vectors * VECTOR + global_thread_index(); i < args.count; i += threads) {
+        count_value(dtype_traits<S>::load(source[i]), grid, args, in_shared, shared_counts,
+                    global_counts);
+    }
+}
+
+/* The batch's counts: into a block's shared counters where they fit (then
+ * added to the global ones), else straight into the global ones. */
+template <int S>
+static __device__ __noinline__ void histogram_count_run(const fp8q_histogram_count_args args,
+                                                        unsigned int *shared_counts)
+{
+    constexpr int VECTOR = 16 / sizeof(typename dtype_traits<S>::storage);
+    const int exponent = covered_exponent(args.state, args.n_bins, *args.batch_amax_bits);
+    const double inverse_width = exponent == FP8Q_HISTOGRAM_NO_RANGE ? 0.0 : ldexp(1.0, -exponent);
     /* A block counts at most count / grid + (block + 1) * VECTOR values:
      * 32-bit shared counters hold that where it stays below 2^32. */
     const int in_shared =
         args.n_bins <= FP8Q_HISTOGRAM_SHARED_BINS &&
         (uint64_t)args.count / gridDim.x + ((uint64_t)blockDim.x + 1u) * VECTOR <= 0xFFFFFFFFu;
     unsigned long long *global_counts = (unsigned long long *)args.batch_counts;
-    int64_t i, bin;
+    int64_t bin;
 
     if (in_shared) {
         for (bin = threadIdx.x; bin < args.n_bins; bin += blockDim.x) {
@@ -152,17 +197,13 @@ static __device__ __noinline__ void histogram_count_run(const fp8q_histogram_cou
         }
         __syncthreads();
     }
-    for (i = global_thread_index(); i < n_vectors; i += threads) {
-        const source_vector in = ((const source_vector *)source)[i];
-#pragma unroll
-        for (int k = 0; k < VECTOR; k++) {
-            count_value(dtype_traits<S>::load(in.values[k]), inverse_width, args, in_shared,
-                        shared_counts, global_counts);
-        }
+    if (fp8q_histogram_float_rule_applies(exponent, args.n_bins)) {
+        const histogram_grid<true> grid = {inverse_width, (float)inverse_width};
+        count_values<S>(args, grid, in_shared, shared_counts, global_counts);
     }
-    for (i = n_vectors * VECTOR + global_thread_index(); i < args.count; i += threads) {
-        count_value(dtype_traits<S>::load(source[i]), inverse_width, args, in_shared,
-                    shared_counts, global_counts);
+    else {
+        const histogram_grid<false> grid = {inverse_width, 0.0f};
+        count_values<S>(args, grid, in_shared, shared_counts, global_counts);
     }
     if (in_shared) {
         __syncthreads();

@@ -356,6 +356,25 @@ def test_histogram_calibrator_on_the_gpu_matches_the_cpu(bins, skip_zeros,
     assert on_gpu.nonfinite_count == on_host.nonfinite_count
 
 
+@pytest.mark.parametrize("bins", [2048, 65536])
+def test_histogram_of_tiny_values_matches_the_cpu(bins, rng):
+    """The count kernel takes bins in float32 where that is exact (bin
+    exponents from -127 on, core/histogram_bins.h) and in double below:
+    batches whose amax is subnormal or just above it, counted on the GPU,
+    give the CPU calibrator's counts on grids on both sides."""
+    import fp8q.calib
+
+    on_gpu = fp8q.calib.HistogramCalibrator(bins)
+    on_host = fp8q.calib.HistogramCalibrator(bins)
+    for power in (-148, -140, -130, -120, -100):
+        x = (np.abs(rng.standard_normal(40_000)) * np.float32(2.0) ** power
+             ).astype(np.float32)
+        on_gpu.update(fp8q.asarray(x, device="cuda"))
+        on_host.update(x)
+        assert np.array_equal(on_gpu.counts, on_host.counts), power
+        assert on_gpu.bin_width == on_host.bin_width, power
+
+
 def test_computed_nans_have_the_cpus_bits():
     """A group holding inf gets the scale inf, and inf / inf is a NaN
     computed on the GPU: it must take the CPU's bits (the positive quiet NaN

@@ -78,6 +78,37 @@ FP8Q_CODEC int64_t fp8q_histogram_bin(float value, double inverse_width,
     return counted ? (int64_t)scaled : n_bins;
 }
 
+/* Nonzero when fp8q_histogram_bin_float gives fp8q_histogram_bin's bin of
+ * every value on the grid of bin exponent `exponent` (or
+ * FP8Q_HISTOGRAM_NO_RANGE) with n_bins bins: the inverse width 2^-exponent
+ * is a float32 number (exponent >= -127; 0 without a range), and so is
+ * n_bins (at most 2^24). */
+FP8Q_CODEC int fp8q_histogram_float_rule_applies(int exponent, int64_t n_bins)
+{
+    return (exponent == FP8Q_HISTOGRAM_NO_RANGE || exponent >= -127) &&
+           n_bins <= ((int64_t)1 << 24);
+}
+
+/* fp8q_histogram_bin in float32 arithmetic (inverse_width the float32
+ * 2^-exponent, or 0), for a grid where fp8q_histogram_float_rule_applies:
+ * the same bin for every value. A float32 times a power of two is exact
+ * whenever the product is at least 2^-126 and finite, so from there on the
+ * comparison with n_bins and the truncation see the double rule's value;
+ * below 2^-126 both rules give bin 0 (the product is below 1, and rounding
+ * it cannot reach 1); a product past float32's range is infinity here and
+ * at least n_bins there: not counted by either. The kernels' cheaper rule
+ * (kernels/calibrate.cu); the CPU keeps the double one. */
+FP8Q_CODEC int64_t fp8q_histogram_bin_float(float value, float inverse_width,
+                                            int64_t n_bins, int skip_zeros)
+{
+    const float magnitude = fabsf(value);
+    const int finite = magnitude <= 3.40282347e38f;
+    const float scaled = (finite ? magnitude : 0.0f) * inverse_width;
+    const int counted = finite && scaled < (float)n_bins &&
+                        !(skip_zeros && magnitude == 0.0f);
+    return counted ? (int64_t)(int32_t)scaled : n_bins;
+}
+
 /* Where bin `bin` goes when the grid widens by 2^shift (shift >= 0). */
 FP8Q_CODEC int64_t fp8q_histogram_widened_bin(int64_t bin, int shift)
 {

@@ -202,6 +202,7 @@ static const harness_test tests[] = {
     {"quantize_activations_static", test_quantize_activations_static},
     {"fill_rows_nan", test_fill_rows_nan},
     {"amax_finite", test_amax_finite},
+    {"histogram_float_rule", test_histogram_float_rule},
     {"histogram_counts", test_histogram_counts},
     {"histogram_merge_equals_one_pass", test_histogram_merge_equals_one_pass},
     {"histogram_zeros_nonfinite_and_checks",

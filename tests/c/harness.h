@@ -145,6 +145,7 @@ void test_fill_rows_nan(void);
 
 /* test_calibration.c */
 void test_amax_finite(void);
+void test_histogram_float_rule(void);
 void test_histogram_counts(void);
 void test_histogram_merge_equals_one_pass(void);
 void test_histogram_zeros_nonfinite_and_checks(void);

@@ -12,6 +12,7 @@
 #include "core/amax_history.h"
 #include "core/float_codec.h"
 #include "core/histogram.h"
+#include "core/histogram_bins.h"
 #include "core/histogram_threshold.h"
 #include "core/view.h"
 #include "harness.h"
@@ -124,6 +125,84 @@ static void add_values(fp8q_histogram *histogram, const float *values,
                                 &n_nonfinite, &error),
              &error);
     CHECK_INT(n_nonfinite, 0);
+}
+
+/* One value through both bin rules; 1 when they agree. */
+static int same_bin(float value, double inverse_width, int64_t n_bins,
+                    int skip_zeros)
+{
+    return fp8q_histogram_bin_float(value, (float)inverse_width, n_bins,
+                                    skip_zeros) ==
+           fp8q_histogram_bin(value, inverse_width, n_bins, skip_zeros);
+}
+
+/* The kernels' float32 bin rule gives the double rule's bin on every grid
+ * where fp8q_histogram_float_rule_applies: every bfloat16 pattern (both
+ * signs, zeros, subnormals, infinities, NaN) and the float32 values
+ * nearest the grid's edges and the bins' boundaries, for every bin
+ * exponent from -140 to 128 and bin counts up to 2^24 + 1 where it
+ * applies. */
+void test_histogram_float_rule(void)
+{
+    static const int64_t bin_counts[] = {1, 7, 2048, (int64_t)1 << 24,
+                                         ((int64_t)1 << 24) + 1};
+    static const int64_t multiples[] = {0, 1, 2, 3};
+    uint64_t mismatches = 0;
+    int exponent;
+    size_t b, m;
+    uint32_t pattern;
+    int step;
+
+    CHECK(fp8q_histogram_float_rule_applies(FP8Q_HISTOGRAM_NO_RANGE, 64));
+    CHECK(fp8q_histogram_float_rule_applies(-127, (int64_t)1 << 24));
+    CHECK(!fp8q_histogram_float_rule_applies(-128, 64));
+    CHECK(!fp8q_histogram_float_rule_applies(0, ((int64_t)1 << 24) + 1));
+    for (pattern = 0; pattern < 0x10000u; pattern++) {
+        const float value = fp8q_bits_to_float(pattern << 16);
+        mismatches += !same_bin(value, 0.0, 64, 0) + !same_bin(value, 0.0, 64, 1);
+    }
+    for (exponent = -140; exponent <= 128; exponent++) {
+        const double inverse_width = ldexp(1.0, -exponent);
+        for (b = 0; b < sizeof bin_counts / sizeof bin_counts[0]; b++) {
+            const int64_t n_bins = bin_counts[b];
+            const int skip_zeros = (exponent + (int)b) % 2 != 0;
+            if (!fp8q_histogram_float_rule_applies(exponent, n_bins)) {
+                continue;
+            }
+            for (pattern = 0; pattern < 0x10000u; pattern += b == 2 ? 1 : 7) {
+                mismatches += !same_bin(fp8q_bits_to_float(pattern << 16),
+                                        inverse_width, n_bins, skip_zeros);
+            }
+            /* The edges of bins 0 to 3, of the last bins, of the grid and
+             * of float32's normal range on this grid, and a few float32
+             * steps either way. */
+            for (m = 0; m < sizeof multiples / sizeof multiples[0]; m++) {
+                const double edges[] = {
+                    ldexp((double)multiples[m], exponent),
+                    ldexp((double)(n_bins - (int64_t)multiples[m]), exponent),
+                    ldexp((double)(n_bins + (int64_t)multiples[m]), exponent),
+                    ldexp(1.0, -126 + (int)multiples[m]) * 1.0};
+                size_t e;
+                for (e = 0; e < sizeof edges / sizeof edges[0]; e++) {
+                    float value = (float)edges[e];
+                    if (!(fabsf(value) <= 3.40282347e38f)) {
+                        continue;
+                    }
+                    for (step = 0; step < 4; step++) {
+                        value = nextafterf(value, 0.0f);
+                    }
+                    for (step = 0; step < 9; step++) {
+                        mismatches += !same_bin(value, inverse_width, n_bins,
+                                                skip_zeros) +
+                                      !same_bin(-value, inverse_width, n_bins,
+                                                skip_zeros);
+                        value = nextafterf(value, INFINITY);
+                    }
+                }
+            }
+        }
+    }
+    CHECK_INT(mismatches, 0);
 }
 
 void test_histogram_counts(void)
