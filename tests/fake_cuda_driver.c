@@ -558,8 +558,8 @@ static int fake_compute_capability_major(void)
 }
 
 /* Nonzero when a tensor-core launch of kernels/gemv.cuh (tile `rows`, 16 or
- * 64) is outside its contract: m at least FP8Q_GEMV_TC_MIN_ROWS, and past
- * the smaller tensor-core tile for tc64, x float16 (compute capability 7.0+) or
+ * 64) is outside its contract: m must be at least FP8Q_GEMV_TC_MIN_ROWS (past
+ * the smaller tile for tc64), x float16 (compute capability 7.0+) or
  * bfloat16 (8.0+) and 32-byte aligned, block scales only for tc16. */
 static int gemv_tensor_core_refuses(const fp8q_gemv_fp8_args *args, int rows)
 {
@@ -823,8 +823,8 @@ static const char *const kernel_names[] = {
     FP8Q_HISTOGRAM_COUNT_KERNEL, FP8Q_CALIB_FOLD_HISTOGRAM_KERNEL,
     FP8Q_PAD_KERNEL, FP8Q_CAST_UNIFORM_KERNEL, FP8Q_GEMV_FP8_KERNEL_1,
     FP8Q_GEMV_FP8_KERNEL_2, FP8Q_GEMV_FP8_KERNEL_4, FP8Q_GEMV_FP8_KERNEL_8,
-    FP8Q_GEMV_FP8_KERNEL_TC16, FP8Q_GEMV_FP8_KERNEL_TC64, FP8Q_CAST_TO_FP8_KERNEL,
-    FP8Q_CAST_FROM_FP8_KERNEL};
+    FP8Q_GEMV_FP8_KERNEL_TC16, FP8Q_GEMV_FP8_KERNEL_TC64,
+    FP8Q_CAST_TO_FP8_KERNEL, FP8Q_CAST_FROM_FP8_KERNEL};
 
 static result_t fake_module_get_function(void **function, void *module,
                                          const char *name)

@@ -349,8 +349,8 @@ def linear_weight_only_runs_every_row():
     """fp8q.linear(weight_only=True) on the GPU: any number of tokens, in
     launches of up to 64 rows on the tensor cores (float16 / bfloat16, from
     8 rows; 16 rows with block scales), 8 on the CUDA cores (float32) and
-    the smallest tile for the rest (the kernels checked on the fake driver's launch
-    log); the product of the contract against float64."""
+    the smallest tile for the rest (the kernels checked on the fake
+    driver's launch log); the product of the contract against float64."""
     rng = np.random.default_rng(7)
     n, k = 40, 256
     cases = [

@@ -32,7 +32,8 @@ def build_and_run(tmp_path, source):
     and runs it: its CompletedProcess (skips without cuda_fp8.h or a C++
     compiler)."""
     include = cuda_include()
-    compiler = shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++")
+    compiler = (shutil.which(os.environ.get("CXX", "c++"))
+                or shutil.which("g++"))
     if include is None or compiler is None:
         pytest.skip("needs cuda_fp8.h and a C++ compiler")
     program = tmp_path / Path(source).stem

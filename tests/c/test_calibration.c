@@ -159,7 +159,8 @@ void test_histogram_float_rule(void)
     CHECK(!fp8q_histogram_float_rule_applies(0, ((int64_t)1 << 24) + 1));
     for (pattern = 0; pattern < 0x10000u; pattern++) {
         const float value = fp8q_bits_to_float(pattern << 16);
-        mismatches += !same_bin(value, 0.0, 64, 0) + !same_bin(value, 0.0, 64, 1);
+        mismatches += !same_bin(value, 0.0, 64, 0) +
+                      !same_bin(value, 0.0, 64, 1);
     }
     for (exponent = -140; exponent <= 128; exponent++) {
         const double inverse_width = ldexp(1.0, -exponent);
