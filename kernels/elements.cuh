@@ -184,6 +184,19 @@ static __host__ __device__ __forceinline__ uint32_t magnitude_bits(float value)
     return fp8q_float_to_bits(value) & 0x7FFFFFFFu;
 }
 
+/* The larger of a's and b's low halves, and of their high halves (16-bit
+ * unsigned), in one word: one SIMD instruction on the GPU. */
+static __host__ __device__ __forceinline__ uint32_t max_halves(uint32_t a, uint32_t b)
+{
+#if defined(__CUDA_ARCH__)
+    return __vmaxu2(a, b);
+#else
+    const uint32_t low = (a & 0xFFFFu) > (b & 0xFFFFu) ? a & 0xFFFFu : b & 0xFFFFu;
+    const uint32_t high = (a >> 16) > (b >> 16) ? a >> 16 : b >> 16;
+    return high << 16 | low;
+#endif
+}
+
 /* ------------------------------------------------------------------------- */
 /* One element, and vectors of them                                          */
 

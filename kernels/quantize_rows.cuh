@@ -24,8 +24,10 @@
  *   with block * FP8Q_QUANTIZE_ROWS_PER_THREAD >= row_length (each thread
  *   holds up to FP8Q_QUANTIZE_ROWS_PER_THREAD elements of the row); no
  *   dynamic shared memory. grid: any size >= 1; block b handles rows b,
- *   b + grid, ... (one block per row, up to 65535, is the natural choice).
- *   row_length >= 1. Rows are read in 16-byte vectors when source and
+ *   b + grid, ..., loading each row while it quantizes the one before
+ *   (16-bit sources, saturating E4M3FN / E5M2), so the natural grid is the
+ *   blocks the device holds at once, or one per row when there are fewer
+ *   rows. row_length >= 1. Rows are read in 16-byte vectors when source and
  *   destination rows are aligned for them, element by element otherwise.
  */
 #ifndef FP8Q_KERNELS_QUANTIZE_ROWS_CUH

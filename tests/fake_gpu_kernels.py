@@ -104,6 +104,23 @@ def grids_grow_with_the_input():
         assert large >= FULL_DEVICE, (kernel, small, large)
 
 
+def row_quantize_holds_the_device():
+    """fp8q_quantize_rows runs one block per row up to the blocks the device
+    holds at once (its threads per multiprocessor: 8 x 256 here), and no
+    more: beyond, each block quantizes several rows, loading the next
+    while it quantizes one."""
+    cases = [((16, 256), 16, 32),      # fewer rows than resident blocks
+             ((4096, 256), 256, 32),   # 4 x 2048 / 32 resident blocks
+             ((300, 4096), 32, 256),   # 4 x 2048 / 256
+             ((100, 16384), 8, 1024)]  # 4 x 2048 / 1024
+    for shape, grid, block in cases:
+        x = on_gpu(shape, "bfloat16")
+        launched = [(g, b) for name, g, b in launches(
+            lambda: fp8q.quantize(x, granularity="row"))
+            if name == "fp8q_quantize_rows"]
+        assert launched == [(grid, block)], (shape, launched)
+
+
 def casts_take_the_fp8_kernel_where_it_applies():
     """fp8q_cast_to_fp8 runs the saturating float -> E4M3FN / E5M2 casts
     with no scale or divisors constant over its vectors, fp8q_cast_from_fp8

@@ -5,8 +5,9 @@ tests/test_cuda_ops.py checks the GPU): kernels/fp8_hardware.cuh and
 elements.cuh (the saturating E4M3FN / E5M2 encodes the kernels use on
 sm_89+, one and four at a time, the FP8 codes of a quotient without the
 division, four codes decoded to float16, four float32 values stored as
-float16 / bfloat16 in pairs), and the straight casts' loops
-(kernels/straight_cast.cuh). Needs a C++ compiler and cuda_fp8.h
+float16 / bfloat16 in pairs), the straight casts' loops
+(kernels/straight_cast.cuh) and the per-row quantize's loop
+(kernels/quantize_rows_loop.cuh). Needs a C++ compiler and cuda_fp8.h
 (CUDA_HOME, CUDA_PATH or /usr/local/cuda); skips otherwise.
 """
 import os
@@ -65,3 +66,18 @@ def test_straight_cast_loops_match_the_codec_under_emulation(tmp_path):
     lines = completed.stdout.splitlines()
     assert "fp8q_cast_to_fp8's loop: 0 mismatches" in lines, completed.stdout
     assert "fp8q_cast_from_fp8's loop: 0 mismatches" in lines, completed.stdout
+
+
+def test_quantize_rows_loop_matches_the_codec_under_emulation(tmp_path):
+    """kernels/quantize_rows_loop.cuh (fp8q_quantize_rows), each block run
+    on the host as fibers between its barriers, grids below, at and above
+    the row count, rows of 1 to 16384 elements, aligned and not, random
+    values, random bit patterns (NaN payloads) and specials, every source,
+    format, saturate and power_of_2: each row's scale and codes those of
+    the contract through the codec, nothing written outside them."""
+    completed = build_and_run(tmp_path, "quantize_rows_emulation.cpp")
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    required = [line for line in completed.stdout.splitlines()
+                if line.startswith("MUST")]
+    assert len(required) == 3 and all(line.endswith(": 0 mismatches")
+                                      for line in required), completed.stdout

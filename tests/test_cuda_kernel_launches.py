@@ -1,5 +1,6 @@
 """The kernels' launches on the fake CUDA driver (tests/fake_gpu.py): grids
-that grow with the input for every kernel, and the weight-only product's
+that grow with the input for every kernel, the per-row quantize's grid
+held to the device's resident blocks, and the weight-only product's
 contract (tests/fake_gpu_kernels.py has the scenarios, each run in a fresh
 interpreter). What the kernels compute on a real GPU is tested by the
 `cuda`-marked tests of tests/test_cuda_ops.py.
@@ -12,6 +13,7 @@ from test_cuda_fake_device import fake_driver  # noqa: F401 (a fixture)
 
 @pytest.mark.parametrize("name", [
     "grids_grow_with_the_input",
+    "row_quantize_holds_the_device",
     "casts_take_the_fp8_kernel_where_it_applies",
     "gemv_matches_the_reference",
     "tensor_core_gemv_matches_the_reference",

@@ -300,6 +300,32 @@ def test_one_pass_row_quantize_matches_the_cpu(source, row_length, rng):
     assert same_bits(got.data.cpu().numpy()[finite], expected.numpy())
 
 
+@pytest.mark.parametrize("source", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("rows, row_length", [(3000, 4096), (40000, 37),
+                                              (600, 16384)])
+def test_row_quantize_of_more_rows_than_blocks_matches_the_cpu(
+        source, rows, row_length, rng):
+    """More rows than the device holds blocks: each block quantizes several
+    rows, loading the next while it quantizes one (16-bit sources,
+    kernels/quantize_rows_loop.cuh); scales and codes bit-identical to the
+    CPU, for vector rows and element-by-element ones (37 elements)."""
+    spread = 8 if source == "float16" else 20
+    x32 = (rng.standard_normal((rows, row_length)) * np.float32(2.0) **
+           rng.integers(-spread, spread, size=(rows, 1))).astype(np.float32)
+    x32[7::11] = 0.0
+    x = fp8q.asarray(x32, dtype=source)
+    gx = x.to("cuda")
+    for target, saturate in (("e4m3", True), ("e5m2", True),
+                             ("e4m3", False)):
+        expected = fp8q.quantize(x, target, granularity="row",
+                                 saturate=saturate)
+        got = fp8q.quantize(gx, target, granularity="row", saturate=saturate)
+        key = (target, saturate)
+        assert same_bits(got.scale.cpu().numpy(),
+                         expected.scale.numpy()), key
+        assert same_bits(got.data.cpu().numpy(), expected.data.numpy()), key
+
+
 @pytest.mark.parametrize("channel_axis", [None, 0, -1])
 @pytest.mark.parametrize("source", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("options", [{}, {"history_len": 3},

@@ -1,0 +1,379 @@
+/*
+ * quantize_rows_emulation.cpp - runs fp8q_quantize_rows' loop
+ * (kernels/quantize_rows_loop.cuh) on the host, each block of a grid as
+ * one fiber per GPU thread, run in rounds from one __syncthreads to the
+ * next, and compares every row's scale and codes with
+ * kernels/quantize_rows.cuh's contract computed through
+ * csrc/core/float_codec.h (amax by float32 magnitude bits, the scale
+ * formula, the codec's encode of x / scale).
+ *
+ * What it checks is the loop: the two register sets taking turns over the
+ * rows b, b + grid, ... (grids smaller than, equal to and larger than the
+ * row count), the held words of 16-bit sources and their amax taken two at
+ * a time before one conversion (NaN payloads included), vectors and
+ * element-by-element rows (lengths not a whole number of vectors,
+ * misaligned sources and destinations), the row's end inside a vector,
+ * the block reduction and broadcast, each source, format, saturate and
+ * power_of_2, and that nothing is written outside the rows and scales. The conversions run through cuda_fp8.h / cuda_fp16.h's host
+ * code here, not the GPU's instructions (tests/cuda_fp8_emulation.cpp
+ * checks those, tests/test_cuda_ops.py the GPU). Built and run by
+ * tests/test_cuda_fp8_emulation.py:
+ *
+ *     g++ -O2 -I/usr/local/cuda/include -Icsrc -Ikernels \
+ *         tests/quantize_rows_emulation.cpp -o quantize_rows && ./quantize_rows
+ *
+ * Prints one line per source dtype and exits 1 on any mismatch.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <ucontext.h>
+
+#include <functional>
+#include <vector>
+
+#include "core/float_codec.h"
+#include "core/scale_formula.h"
+#include "quantize_rows_loop.cuh"
+
+/* A small deterministic generator (xorshift64*). */
+static uint64_t state = 0x2545F4914F6CDD1Dull;
+static uint32_t next_random(void)
+{
+    state ^= state >> 12;
+    state ^= state << 25;
+    state ^= state >> 27;
+    return (uint32_t)((state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+/* ------------------------------------------------------------------------- */
+/* A block of fibers                                                         */
+
+/* A block's threads as fibers (ucontext) run by a scheduler in rounds: each
+ * thread runs until it reaches __syncthreads (or returns), and a round ends
+ * when every thread has, so that no thread passes a barrier before all have
+ * reached it. Also the block's shared memory: one slot per thread for the
+ * reduction, one for the broadcast. */
+struct fiber_block {
+    static constexpr size_t STACK = 64 * 1024;
+    int threads = 0;
+    int current = 0;
+    ucontext_t scheduler;
+    std::vector<ucontext_t> contexts;
+    std::vector<std::vector<char>> stacks;
+    std::vector<char> finished;
+    std::vector<uint32_t> slots;
+    uint32_t maximum = 0u;
+    float first = 0.0f;
+    std::function<void(int)> body;
+
+    void synchronize() { swapcontext(&contexts[(size_t)current], &scheduler); }
+
+    static void entry(void);
+
+    /* Runs body(t) on `threads` fibers until all return. */
+    void run(int threads_, std::function<void(int)> body_)
+    {
+        threads = threads_;
+        body = std::move(body_);
+        contexts.resize((size_t)threads);
+        stacks.resize((size_t)threads);
+        finished.assign((size_t)threads, 0);
+        slots.assign((size_t)threads, 0u);
+        for (int t = 0; t < threads; t++) {
+            stacks[(size_t)t].resize(STACK);
+            getcontext(&contexts[(size_t)t]);
+            contexts[(size_t)t].uc_stack.ss_sp = stacks[(size_t)t].data();
+            contexts[(size_t)t].uc_stack.ss_size = STACK;
+            contexts[(size_t)t].uc_link = &scheduler;
+            makecontext(&contexts[(size_t)t], entry, 0);
+        }
+        for (int remaining = threads; remaining > 0;) {
+            for (current = 0; current < threads; current++) {
+                if (!finished[(size_t)current]) {
+                    swapcontext(&scheduler, &contexts[(size_t)current]);
+                }
+            }
+            remaining = 0;
+            for (char done : finished) {
+                remaining += !done;
+            }
+        }
+    }
+};
+
+static fiber_block the_block;
+
+void fiber_block::entry(void)
+{
+    const int t = the_block.current;
+    the_block.body(t);
+    the_block.finished[(size_t)t] = 1;
+}
+
+/* The Block policy of quantize_rows_loop.cuh for one fiber, with the GPU's
+ * barriers: two in the reduction, one in the broadcast. */
+struct host_block {
+    fiber_block &shared;
+    int index;
+    int64_t block_index;
+    int64_t grid;
+
+    int thread() const { return index; }
+    int threads() const { return shared.threads; }
+    int64_t block() const { return block_index; }
+    int64_t blocks() const { return grid; }
+
+    uint32_t max_bits(uint32_t bits)
+    {
+        shared.slots[(size_t)index] = bits;
+        shared.synchronize();
+        if (index == 0) {
+            uint32_t maximum = 0u;
+            for (uint32_t slot : shared.slots) {
+                maximum = slot > maximum ? slot : maximum;
+            }
+            shared.maximum = maximum;
+        }
+        shared.synchronize();
+        return index == 0 ? shared.maximum : 0xDEADBEEFu; /* valid in thread 0 only */
+    }
+
+    float from_first_thread(float value)
+    {
+        if (index == 0) {
+            shared.first = value;
+        }
+        shared.synchronize();
+        return shared.first;
+    }
+};
+
+template <int S, int D, bool SATURATE> static void run_block(const fp8q_quantize_rows_args &args,
+                                                             int threads, int64_t block,
+                                                             int64_t grid)
+{
+    the_block.run(threads, [&](int t) {
+        host_block place{the_block, t, block, grid};
+        quantize_rows_thread<S, D, SATURATE, host_block>(args, place).run();
+    });
+}
+
+/* The launch: the host's block size (csrc/cuda/launch.c), every block of
+ * `grid` in turn. */
+template <int S, int D>
+static void launch(const fp8q_quantize_rows_args &args, int64_t grid)
+{
+    const int64_t warp_elements = 32 * FP8Q_QUANTIZE_ROWS_PER_THREAD;
+    const int threads = (int)(32 * ((args.row_length + warp_elements - 1) / warp_elements));
+    for (int64_t block = 0; block < grid; block++) {
+        if (args.saturate) {
+            run_block<S, D, true>(args, threads, block, grid);
+        }
+        else {
+            run_block<S, D, false>(args, threads, block, grid);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* The contract through the codec                                            */
+
+static float decode_source(const uint8_t *row, int64_t i, int source)
+{
+    uint16_t half;
+    float single;
+    switch (source) {
+    case FP8Q_FLOAT16: memcpy(&half, row + 2 * i, 2); return fp8q_decode_float16(half);
+    case FP8Q_BFLOAT16: memcpy(&half, row + 2 * i, 2); return fp8q_decode_bfloat16(half);
+    default: memcpy(&single, row + 4 * i, 4); return single;
+    }
+}
+
+static uint8_t encode(float value, int format, int saturate)
+{
+    switch (format) {
+    case FP8Q_FLOAT8_E4M3FN: return fp8q_encode_e4m3fn(value, saturate);
+    case FP8Q_FLOAT8_E5M2: return fp8q_encode_e5m2(value, saturate);
+    case FP8Q_FLOAT8_E4M3FNUZ: return fp8q_encode_e4m3fnuz(value, saturate);
+    default: return fp8q_encode_e5m2fnuz(value, saturate);
+    }
+}
+
+static float format_max(int format)
+{
+    switch (format) {
+    case FP8Q_FLOAT8_E4M3FN: return 448.0f;
+    case FP8Q_FLOAT8_E4M3FNUZ: return 240.0f;
+    default: return 57344.0f;
+    }
+}
+
+/* Mismatching scales and codes of args against the contract. */
+static int64_t mismatches(const fp8q_quantize_rows_args &args, int source)
+{
+    const size_t size = source == FP8Q_FLOAT32 ? 4 : 2;
+    int64_t wrong = 0;
+    for (int64_t r = 0; r < args.n_rows; r++) {
+        const uint8_t *row = (const uint8_t *)args.source + (size_t)(r * args.row_length) * size;
+        uint32_t amax = 0u;
+        for (int64_t i = 0; i < args.row_length; i++) {
+            const uint32_t bits = fp8q_float_to_bits(decode_source(row, i, source)) & 0x7FFFFFFFu;
+            amax = bits > amax ? bits : amax;
+        }
+        const float scale =
+            fp8q_scale_from_amax(fp8q_bits_to_float(amax), args.max, args.power_of_2);
+        wrong += fp8q_float_to_bits(args.scale[r]) != fp8q_float_to_bits(scale);
+        for (int64_t i = 0; i < args.row_length; i++) {
+            const float x = decode_source(row, i, source);
+            const uint8_t code = encode(fp8q_scaling_result(x / scale, x, scale),
+                                        args.destination_dtype, args.saturate);
+            wrong += args.destination[r * args.row_length + i] != code;
+        }
+    }
+    return wrong;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Cases                                                                     */
+
+/* Row r's element bits: kind 0 normal values of one magnitude per row
+ * (2^-20 .. 2^20, within float16 for it), 1 random bit patterns (NaN
+ * payloads, infinities, subnormals), 2 specials. */
+static uint32_t element_of(int source, int kind, int64_t r, int64_t i)
+{
+    const int spread = source == FP8Q_FLOAT16 ? 8 : 20;
+    const float magnitude = ldexpf(1.0f, (int)(r * 7 % (2 * spread + 1)) - spread);
+    const float specials[] = {0.0f, -0.0f, 1e-40f, 448.0f, -57344.0f, 3.0e-5f, 65504.0f};
+    float value;
+    if (kind == 1) {
+        const uint32_t bits = next_random();
+        return source == FP8Q_FLOAT32 ? bits : bits & 0xFFFFu;
+    }
+    if (kind == 2 && i < 7) {
+        value = specials[i];
+    }
+    else {
+        value = ((float)(next_random() % 2000001u) / 1000000.0f - 1.0f) * magnitude;
+    }
+    if (r % 5 == 3) {
+        value = 0.0f; /* a row of zeros: scale 1 */
+    }
+    switch (source) {
+    case FP8Q_FLOAT16: return fp8q_encode_float16(value);
+    case FP8Q_BFLOAT16: return fp8q_encode_bfloat16(value);
+    default: return fp8q_float_to_bits(value);
+    }
+}
+
+struct totals {
+    int64_t cases = 0;
+    int64_t values = 0;
+    int64_t wrong = 0;
+};
+
+template <int S, int D>
+static void run_case(int64_t n_rows, int64_t length, int64_t grid, int misalign_source,
+                     int misalign_destination, int kind, int saturate, int power_of_2,
+                     totals *total)
+{
+    const size_t size = S == FP8Q_FLOAT32 ? 4 : 2;
+    const size_t count = (size_t)(n_rows * length);
+    std::vector<uint8_t> source_memory(count * size + 32);
+    std::vector<uint8_t> destination_memory(count + 32);
+    std::vector<float> scales((size_t)n_rows + 1);
+    uint8_t *source = source_memory.data() + (16 - (uintptr_t)source_memory.data() % 16) % 16 +
+                      misalign_source * size;
+    uint8_t *destination = destination_memory.data() +
+                           (16 - (uintptr_t)destination_memory.data() % 16) % 16 +
+                           misalign_destination;
+    for (int64_t r = 0; r < n_rows; r++) {
+        for (int64_t i = 0; i < length; i++) {
+            const uint32_t bits = element_of(S, kind, r, i);
+            memcpy(source + (size_t)(r * length + i) * size, &bits, size);
+        }
+    }
+    memset(destination_memory.data(), 0xA5, destination_memory.size());
+    scales[(size_t)n_rows] = -1.0f;
+    fp8q_quantize_rows_args args;
+    memset(&args, 0, sizeof args);
+    args.source = source;
+    args.destination = destination;
+    args.scale = scales.data();
+    args.n_rows = n_rows;
+    args.row_length = length;
+    args.source_dtype = S;
+    args.destination_dtype = D;
+    args.max = format_max(D);
+    args.power_of_2 = power_of_2;
+    args.saturate = saturate;
+    launch<S, D>(args, grid);
+    int64_t wrong = mismatches(args, S);
+    for (size_t i = 0; i < destination_memory.size(); i++) { /* nothing outside */
+        const bool inside = destination_memory.data() + i >= destination &&
+                            destination_memory.data() + i < destination + count;
+        wrong += !inside && destination_memory[i] != 0xA5;
+    }
+    wrong += scales[(size_t)n_rows] != -1.0f;
+    if (wrong != 0 && total->wrong == 0) {
+        printf("first mismatch: rows %lld length %lld grid %lld source+%d destination+%d "
+               "kind %d format %d saturate %d power_of_2 %d: %lld wrong\n",
+               (long long)n_rows, (long long)length, (long long)grid, misalign_source,
+               misalign_destination, kind, D, saturate, power_of_2, (long long)wrong);
+    }
+    total->cases++;
+    total->values += (int64_t)count;
+    total->wrong += wrong;
+}
+
+template <int S, int D> static void run_format(totals *total)
+{
+    struct shape {
+        int64_t rows, length, grid;
+    };
+    /* Grids below, at and above the row count (the loop's turns: odd and
+     * even rows per block, a block with no row), short rows, rows ending
+     * inside a vector, one to three chunks a thread, the longest rows. */
+    const shape shapes[] = {{1, 1, 1},     {7, 7, 2},       {10, 33, 3},   {9, 64, 4},
+                            {12, 520, 5},  {5, 1000, 2},    {6, 4096, 7},  {4, 8, 9},
+                            {3, 16384, 2}, {2, 16376, 1}};
+    for (const shape &s : shapes) {
+        for (int kind = 0; kind < 3; kind++) {
+            for (int mode = 0; mode < 3; mode++) {
+                const int saturate = mode != 2;
+                const int power_of_2 = mode == 1;
+                const bool long_row = s.length > 1000;
+                if (long_row && (kind != 0 || mode != 0)) {
+                    continue; /* rows of 256 threads and more: once each */
+                }
+                run_case<S, D>(s.rows, s.length, s.grid, 0, 0, kind, saturate, power_of_2,
+                               total);
+                run_case<S, D>(s.rows, s.length, s.grid, 1, 0, kind, saturate, power_of_2,
+                               total);
+                run_case<S, D>(s.rows, s.length, s.grid, 0, 3, kind, saturate, power_of_2, total);
+            }
+        }
+    }
+}
+
+template <int S> static int run_source(const char *name)
+{
+    totals total;
+    run_format<S, FP8Q_FLOAT8_E4M3FN>(&total);
+    run_format<S, FP8Q_FLOAT8_E5M2>(&total);
+    run_format<S, FP8Q_FLOAT8_E4M3FNUZ>(&total);
+    run_format<S, FP8Q_FLOAT8_E5M2FNUZ>(&total);
+    printf("MUST %s rows, %lld cases, %lld values: %lld mismatches\n", name,
+           (long long)total.cases, (long long)total.values, (long long)total.wrong);
+    return total.wrong != 0;
+}
+
+int main(void)
+{
+    int failed = 0;
+    failed |= run_source<FP8Q_FLOAT32>("float32");
+    failed |= run_source<FP8Q_FLOAT16>("float16");
+    failed |= run_source<FP8Q_BFLOAT16>("bfloat16");
+    return failed;
+}
