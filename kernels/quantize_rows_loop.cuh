@@ -15,8 +15,8 @@
  *   float from_first_thread(float v)     thread 0's v, in every thread
  * kernels/quantize_rows.cu gives the GPU's (shuffles, shared memory,
  * __syncthreads); tests/quantize_rows_emulation.cpp runs the loop on the
- * host with one OS thread per GPU thread and a barrier, and compares each
- * row with the codec.
+ * host, a fiber per GPU thread run from one barrier to the next, and
+ * compares each row with the codec.
  */
 #ifndef FP8Q_KERNELS_QUANTIZE_ROWS_LOOP_CUH
 #define FP8Q_KERNELS_QUANTIZE_ROWS_LOOP_CUH

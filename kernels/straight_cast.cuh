@@ -291,27 +291,36 @@ straight_cast_thread(const fp8q_cast_args &args, int64_t first, int64_t threads)
 
     for (int64_t v = first; v < n_vectors; v += STEP * threads) {
         in_vector in[STEP];
+        float step_scale[STEP];
         load_step<STEP>(in_vectors, v, threads, n_vectors, in);
+        /* The step's row or block scales, read beside its vectors: read
+         * after a vector's store, each would wait for its load in turn (a
+         * store may alias them, so the compiler cannot read them earlier). */
+        if constexpr (SCALING >= STRAIGHT_PER_ROW) {
+#pragma unroll
+            for (int u = 0; u < STEP; u++) {
+                if (v + u * threads < n_vectors) {
+                    step_scale[u] =
+                        scale_at<SCALING>(args, tracker[u].row, tracker[u].column * VECTOR);
+                    tracker[u].advance();
+                }
+            }
+        }
 #pragma unroll
         for (int u = 0; u < STEP; u++) {
             const int64_t w = v + u * threads;
             if (w >= n_vectors) {
                 break;
             }
+            if constexpr (SCALING >= STRAIGHT_PER_ROW) {
+                scale.set(step_scale[u]);
+            }
             if constexpr (TO_FP8) {
                 float value[VECTOR];
                 load_vector<S, VECTOR>(in[u], value, track_amax, &amax);
-                if constexpr (SCALING >= STRAIGHT_PER_ROW) {
-                    scale.set(scale_at<SCALING>(args, tracker[u].row, 0));
-                    tracker[u].advance();
-                }
                 out_vectors[w] = to_fp8_codes<D, SCALED, VECTOR>(value, scale);
             }
             else {
-                if constexpr (SCALING >= STRAIGHT_PER_ROW) {
-                    scale.set(scale_at<SCALING>(args, tracker[u].row, tracker[u].column * VECTOR));
-                    tracker[u].advance();
-                }
                 out_vectors[w] = from_fp8_vector<S, D, SCALED, VECTOR>(in[u], scale);
             }
         }

@@ -10,11 +10,13 @@
  * What it checks is the loop: the two register sets taking turns over the
  * rows b, b + grid, ... (grids smaller than, equal to and larger than the
  * row count), the held words of 16-bit sources and their amax taken two at
- * a time before one conversion (NaN payloads included), vectors and
+ * a time before one conversion (NaN payloads and subnormals included), vectors and
  * element-by-element rows (lengths not a whole number of vectors,
  * misaligned sources and destinations), the row's end inside a vector,
- * the block reduction and broadcast, each source, format, saturate and
- * power_of_2, and that nothing is written outside the rows and scales. The conversions run through cuda_fp8.h / cuda_fp16.h's host
+ * the block reduction and broadcast (threads run in random orders between
+ * barriers; no thread may leave while others wait at one), each source,
+ * format, saturate and power_of_2, and that nothing is written outside the
+ * rows and scales. The conversions run through cuda_fp8.h / cuda_fp16.h's host
  * code here, not the GPU's instructions (tests/cuda_fp8_emulation.cpp
  * checks those, tests/test_cuda_ops.py the GPU). Built and run by
  * tests/test_cuda_fp8_emulation.py:
@@ -31,6 +33,7 @@
 #include <ucontext.h>
 
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "core/float_codec.h"
@@ -53,8 +56,20 @@ static uint32_t next_random(void)
 /* A block's threads as fibers (ucontext) run by a scheduler in rounds: each
  * thread runs until it reaches __syncthreads (or returns), and a round ends
  * when every thread has, so that no thread passes a barrier before all have
- * reached it. Also the block's shared memory: one slot per thread for the
- * reduction, one for the broadcast. */
+ * reached it. Each round runs the threads in a new random order, so that a
+ * write by one thread and a read by another with no barrier between them
+ * meet in the wrong order in some round; a round where some threads
+ * return while others wait at a barrier is a divergent barrier (undefined
+ * on the GPU) and counted. Also the block's shared memory: one slot per
+ * thread for the reduction, one for the broadcast. */
+/* The scheduler's own generator (a 32-bit LCG), apart from the data's. */
+static uint32_t order_state = 12345u;
+static uint32_t next_order(void)
+{
+    order_state = order_state * 1664525u + 1013904223u;
+    return order_state >> 8;
+}
+
 struct fiber_block {
     static constexpr size_t STACK = 64 * 1024;
     int threads = 0;
@@ -67,6 +82,7 @@ struct fiber_block {
     uint32_t maximum = 0u;
     float first = 0.0f;
     std::function<void(int)> body;
+    int64_t divergent_rounds = 0;
 
     void synchronize() { swapcontext(&contexts[(size_t)current], &scheduler); }
 
@@ -89,16 +105,26 @@ struct fiber_block {
             contexts[(size_t)t].uc_link = &scheduler;
             makecontext(&contexts[(size_t)t], entry, 0);
         }
+        std::vector<int> order((size_t)threads);
+        for (int t = 0; t < threads; t++) {
+            order[(size_t)t] = t;
+        }
         for (int remaining = threads; remaining > 0;) {
-            for (current = 0; current < threads; current++) {
+            for (int t = threads - 1; t > 0; t--) { /* a new order each round */
+                std::swap(order[(size_t)t], order[(size_t)(next_order() % (uint32_t)(t + 1))]);
+            }
+            for (int turn = 0; turn < threads; turn++) {
+                current = order[(size_t)turn];
                 if (!finished[(size_t)current]) {
                     swapcontext(&scheduler, &contexts[(size_t)current]);
                 }
             }
+            const int before = remaining;
             remaining = 0;
             for (char done : finished) {
                 remaining += !done;
             }
+            divergent_rounds += remaining > 0 && remaining < before;
         }
     }
 };
@@ -240,9 +266,16 @@ static int64_t mismatches(const fp8q_quantize_rows_args &args, int source)
 
 /* Row r's element bits: kind 0 normal values of one magnitude per row
  * (2^-20 .. 2^20, within float16 for it), 1 random bit patterns (NaN
- * payloads, infinities, subnormals), 2 specials. */
+ * payloads, infinities, subnormals), 2 specials, 3 subnormals and zeros
+ * only (the amax a subnormal). */
 static uint32_t element_of(int source, int kind, int64_t r, int64_t i)
 {
+    if (kind == 3) {
+        const uint32_t bits = next_random();
+        return source == FP8Q_FLOAT32    ? bits & 0x807FFFFFu
+               : source == FP8Q_FLOAT16 ? bits & 0x83FFu
+                                        : bits & 0x807Fu;
+    }
     const int spread = source == FP8Q_FLOAT16 ? 8 : 20;
     const float magnitude = ldexpf(1.0f, (int)(r * 7 % (2 * spread + 1)) - spread);
     const float specials[] = {0.0f, -0.0f, 1e-40f, 448.0f, -57344.0f, 3.0e-5f, 65504.0f};
@@ -308,8 +341,9 @@ static void run_case(int64_t n_rows, int64_t length, int64_t grid, int misalign_
     args.max = format_max(D);
     args.power_of_2 = power_of_2;
     args.saturate = saturate;
+    const int64_t divergent = the_block.divergent_rounds;
     launch<S, D>(args, grid);
-    int64_t wrong = mismatches(args, S);
+    int64_t wrong = mismatches(args, S) + the_block.divergent_rounds - divergent;
     for (size_t i = 0; i < destination_memory.size(); i++) { /* nothing outside */
         const bool inside = destination_memory.data() + i >= destination &&
                             destination_memory.data() + i < destination + count;
@@ -339,7 +373,7 @@ template <int S, int D> static void run_format(totals *total)
                             {12, 520, 5},  {5, 1000, 2},    {6, 4096, 7},  {4, 8, 9},
                             {3, 16384, 2}, {2, 16376, 1}};
     for (const shape &s : shapes) {
-        for (int kind = 0; kind < 3; kind++) {
+        for (int kind = 0; kind < 4; kind++) {
             for (int mode = 0; mode < 3; mode++) {
                 const int saturate = mode != 2;
                 const int power_of_2 = mode == 1;

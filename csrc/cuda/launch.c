@@ -269,17 +269,8 @@ fp8q_status fp8q_cuda_launch_quantize_rows(
     const int64_t warp_elements = 32 * FP8Q_QUANTIZE_ROWS_PER_THREAD;
     const int64_t threads =
         32 * ((args->row_length + warp_elements - 1) / warp_elements);
-    /* Blocks of `threads` resident at once (the kernel is bound by its
-     * registers, so a multiprocessor holds as many of its threads as in
-     * blocks of FP8Q_CUDA_THREADS_PER_BLOCK; an estimate above the
-     * hardware's block limit costs only a second wave of equal blocks):
-     * the grid when there are more rows, each block then loading its next
-     * row while it quantizes one (kernels/quantize_rows_loop.cuh). */
-    const int64_t per_multiprocessor =
-        device->blocks_per_multiprocessor[FP8Q_KERNEL_QUANTIZE_ROWS] *
-        FP8Q_CUDA_THREADS_PER_BLOCK / threads;
-    const int64_t resident = (int64_t)device->multiprocessor_count *
-                             (per_multiprocessor > 1 ? per_multiprocessor : 1);
+    int64_t per_multiprocessor, resident;
+
     if (args->n_rows == 0) {
         return FP8Q_OK;
     }
@@ -291,6 +282,17 @@ fp8q_status fp8q_cuda_launch_quantize_rows(
                          FP8Q_QUANTIZE_ROWS_MAX_LENGTH,
                          (long long)args->row_length);
     }
+    /* Blocks of `threads` resident at once (the kernel is bound by its
+     * registers, so a multiprocessor holds as many of its threads as in
+     * blocks of FP8Q_CUDA_THREADS_PER_BLOCK; an estimate above the
+     * hardware's block limit costs only a second wave of equal blocks):
+     * the grid when there are more rows, each block then loading its next
+     * row while it quantizes one (kernels/quantize_rows_loop.cuh). */
+    per_multiprocessor =
+        device->blocks_per_multiprocessor[FP8Q_KERNEL_QUANTIZE_ROWS] *
+        FP8Q_CUDA_THREADS_PER_BLOCK / threads;
+    resident = (int64_t)device->multiprocessor_count *
+               (per_multiprocessor > 1 ? per_multiprocessor : 1);
     return launch_blocks(device, FP8Q_KERNEL_QUANTIZE_ROWS,
                          item_blocks(args->n_rows < resident ? args->n_rows
                                                              : resident),
