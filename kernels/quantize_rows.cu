@@ -44,7 +44,8 @@ static __device__ __noinline__ void quantize_rows_run(const fp8q_quantize_rows_a
     quantize_rows_thread<S, D, SATURATE, gpu_block>(args, block).run();
 }
 
-template <int S, int D> static __device__ void quantize_rows_saturating(const fp8q_quantize_rows_args &args)
+template <int S, int D>
+static __device__ void quantize_rows_saturating(const fp8q_quantize_rows_args &args)
 {
     if (args.saturate) {
         quantize_rows_run<S, D, true>(args);

@@ -15,7 +15,9 @@ events); no test asserts timings.
 A second table (issues 14 and 22) measures per-token dynamic quantization
 of an 8192 x 8192 bfloat16 activation (fp8q.quantize(granularity="row"),
 the one-pass kernel) against PyTorch eager `x.abs().amax(-1)` + divide +
-`.to(float8_e4m3fn)` and torch.compile of it, the rowwise scaled cast
+`.to(float8_e4m3fn)` and torch.compile of it, fp8q's of the same values in
+float32 (rows the kernel quantizes one at a time, without the next row in
+flight), the rowwise scaled cast
 (fp8q.cast with one given scale per row), the plain casts of bfloat16 and
 float32 against torch's `.to(float8_e4m3fn)`, the dequantize of the
 per-token codes with their row scales into bfloat16 (the W8A16 layer's
@@ -168,6 +170,9 @@ def measure_per_token(repeats):
          quantize_bytes),
         ("per-token", "PyTorch eager x.abs().amax(-1) + divide + .to(e4m3)",
          eager, quantize_bytes),
+        ("per-token", "fp8q.quantize(x, granularity=\"row\"), float32 x",
+         lambda: fp8q.quantize(fx32, "float8_e4m3fn", granularity="row"),
+         elements * (4 + 1) + TOKENS * 4),
         ("rowwise", "fp8q.cast(x, scale=<one per row>)",
          lambda: fp8q.cast(fx, "float8_e4m3fn", scale=f_row_scale,
                            out=f_out), quantize_bytes),
