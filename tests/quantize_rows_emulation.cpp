@@ -38,17 +38,12 @@
 
 #include "core/float_codec.h"
 #include "core/scale_formula.h"
+#include "host_random.h"
 #include "quantize_rows_loop.cuh"
 
-/* A small deterministic generator (xorshift64*). */
-static uint64_t state = 0x2545F4914F6CDD1Dull;
-static uint32_t next_random(void)
-{
-    state ^= state >> 12;
-    state ^= state << 25;
-    state ^= state >> 27;
-    return (uint32_t)((state * 0x2545F4914F6CDD1Dull) >> 32);
-}
+/* The data's generator, and the scheduler's (the threads' order). */
+static host_random generator = {0x2545F4914F6CDD1Dull};
+static host_random order_generator = {0x9E3779B97F4A7C15ull};
 
 /* ------------------------------------------------------------------------- */
 /* A block of fibers                                                         */
@@ -62,14 +57,6 @@ static uint32_t next_random(void)
  * return while others wait at a barrier is a divergent barrier (undefined
  * on the GPU) and counted. Also the block's shared memory: one slot per
  * thread for the reduction, one for the broadcast. */
-/* The scheduler's own generator (a 32-bit LCG), apart from the data's. */
-static uint32_t order_state = 12345u;
-static uint32_t next_order(void)
-{
-    order_state = order_state * 1664525u + 1013904223u;
-    return order_state >> 8;
-}
-
 struct fiber_block {
     static constexpr size_t STACK = 64 * 1024;
     int threads = 0;
@@ -111,7 +98,7 @@ struct fiber_block {
         }
         for (int remaining = threads; remaining > 0;) {
             for (int t = threads - 1; t > 0; t--) { /* a new order each round */
-                std::swap(order[(size_t)t], order[(size_t)(next_order() % (uint32_t)(t + 1))]);
+                std::swap(order[(size_t)t], order[(size_t)(order_generator.next() % (uint32_t)(t + 1))]);
             }
             for (int turn = 0; turn < threads; turn++) {
                 current = order[(size_t)turn];
@@ -271,7 +258,7 @@ static int64_t mismatches(const fp8q_quantize_rows_args &args, int source)
 static uint32_t element_of(int source, int kind, int64_t r, int64_t i)
 {
     if (kind == 3) {
-        const uint32_t bits = next_random();
+        const uint32_t bits = generator.next();
         return source == FP8Q_FLOAT32    ? bits & 0x807FFFFFu
                : source == FP8Q_FLOAT16 ? bits & 0x83FFu
                                         : bits & 0x807Fu;
@@ -281,14 +268,14 @@ static uint32_t element_of(int source, int kind, int64_t r, int64_t i)
     const float specials[] = {0.0f, -0.0f, 1e-40f, 448.0f, -57344.0f, 3.0e-5f, 65504.0f};
     float value;
     if (kind == 1) {
-        const uint32_t bits = next_random();
+        const uint32_t bits = generator.next();
         return source == FP8Q_FLOAT32 ? bits : bits & 0xFFFFu;
     }
     if (kind == 2 && i < 7) {
         value = specials[i];
     }
     else {
-        value = ((float)(next_random() % 2000001u) / 1000000.0f - 1.0f) * magnitude;
+        value = ((float)(generator.next() % 2000001u) / 1000000.0f - 1.0f) * magnitude;
     }
     if (r % 5 == 3) {
         value = 0.0f; /* a row of zeros: scale 1 */

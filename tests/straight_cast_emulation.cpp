@@ -28,17 +28,10 @@
 #include <vector>
 
 #include "core/float_codec.h"
+#include "host_random.h"
 #include "straight_cast.cuh"
 
-/* A small deterministic generator (xorshift64*). */
-static uint64_t state = 0x9E3779B97F4A7C15ull;
-static uint32_t next_random(void)
-{
-    state ^= state >> 12;
-    state ^= state << 25;
-    state ^= state >> 27;
-    return (uint32_t)((state * 0x2545F4914F6CDD1Dull) >> 32);
-}
+static host_random generator = {0x9E3779B97F4A7C15ull};
 
 static size_t itemsize(int dtype)
 {
@@ -83,12 +76,12 @@ static float interesting_scale(void)
 {
     static const float fixed[] = {1.0f,  0.375f, 0x1p-6f, 3.0f,  1e30f,     1e-30f,
                                   0.0f, -2.5f,  INFINITY, NAN,  1e-41f, 448.0f / 1000.0f};
-    const uint32_t pick = next_random() % 24;
+    const uint32_t pick = generator.next() % 24;
     if (pick < sizeof fixed / sizeof fixed[0]) {
         return fixed[pick];
     }
-    return ldexpf(1.0f + (float)(next_random() % 1000) / 1000.0f,
-                  (int)(next_random() % 40) - 20);
+    return ldexpf(1.0f + (float)(generator.next() % 1000) / 1000.0f,
+                  (int)(generator.next() % 40) - 20);
 }
 
 /* A source element of dtype S: any FP8 code; a float of any magnitude
@@ -96,11 +89,11 @@ static float interesting_scale(void)
 static void fill_source(std::vector<uint8_t> &bytes, int64_t count, int dtype)
 {
     for (int64_t i = 0; i < count; i++) {
-        const uint32_t r = next_random();
-        float x = ldexpf((float)(int32_t)r / 2147483648.0f, (int)(next_random() % 60) - 30);
+        const uint32_t r = generator.next();
+        float x = ldexpf((float)(int32_t)r / 2147483648.0f, (int)(generator.next() % 60) - 30);
         if (r % 97 == 0) {
             static const float specials[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f};
-            x = specials[next_random() % 7];
+            x = specials[generator.next() % 7];
         }
         switch (dtype) {
         case FP8Q_FLOAT32: memcpy(&bytes[(size_t)i * 4], &x, 4); break;

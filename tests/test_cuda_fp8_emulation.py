@@ -46,13 +46,19 @@ def build_and_run(tmp_path, source):
                           timeout=300)
 
 
-def test_hardware_encodes_match_the_codec_under_emulation(tmp_path):
-    completed = build_and_run(tmp_path, "cuda_fp8_emulation.cpp")
+def assert_required_checks_pass(completed, count):
+    """The program exited 0 and printed `count` lines "MUST ...", each
+    ending ": 0 mismatches"."""
     assert completed.returncode == 0, completed.stdout + completed.stderr
     required = [line for line in completed.stdout.splitlines()
                 if line.startswith("MUST")]
-    assert len(required) == 16 and all(line.endswith(": 0 mismatches")
-                                      for line in required), completed.stdout
+    assert len(required) == count and all(
+        line.endswith(": 0 mismatches") for line in required), completed.stdout
+
+
+def test_hardware_encodes_match_the_codec_under_emulation(tmp_path):
+    assert_required_checks_pass(
+        build_and_run(tmp_path, "cuda_fp8_emulation.cpp"), 16)
 
 
 def test_straight_cast_loops_match_the_codec_under_emulation(tmp_path):
@@ -72,12 +78,9 @@ def test_quantize_rows_loop_matches_the_codec_under_emulation(tmp_path):
     """kernels/quantize_rows_loop.cuh (fp8q_quantize_rows), each block run
     on the host as fibers between its barriers, grids below, at and above
     the row count, rows of 1 to 16384 elements, aligned and not, random
-    values, random bit patterns (NaN payloads) and specials, every source,
+    values, random bit patterns (NaN payloads), subnormals and specials,
+    threads in random orders between barriers, every source,
     format, saturate and power_of_2: each row's scale and codes those of
     the contract through the codec, nothing written outside them."""
-    completed = build_and_run(tmp_path, "quantize_rows_emulation.cpp")
-    assert completed.returncode == 0, completed.stdout + completed.stderr
-    required = [line for line in completed.stdout.splitlines()
-                if line.startswith("MUST")]
-    assert len(required) == 3 and all(line.endswith(": 0 mismatches")
-                                      for line in required), completed.stdout
+    assert_required_checks_pass(
+        build_and_run(tmp_path, "quantize_rows_emulation.cpp"), 3)
