@@ -113,6 +113,19 @@ typedef struct fp8q_cast_args {
     int32_t saturate;         /* nonzero: FP8 overflow saturates to +-max   */
 } fp8q_cast_args;
 
+/* Nonzero when `args` has one scale for the whole run (both strides 0). */
+FP8Q_CODEC int fp8q_cast_one_scale(const fp8q_cast_args *args)
+{
+    return args->scale_row_stride == 0 && args->scale_col_stride == 0;
+}
+
+/* Nonzero when fp8q_cast_uniform takes `args` (no scale or one scale); the
+ * host's choice and the fake driver's check. */
+FP8Q_CODEC int fp8q_cast_uniform_takes(const fp8q_cast_args *args)
+{
+    return args->scale == NULL || fp8q_cast_one_scale(args);
+}
+
 /* Nonzero when fp8q_cast_to_fp8 takes `args` (above); the host's choice and
  * the fake driver's check. */
 static inline int fp8q_cast_to_fp8_takes(const fp8q_cast_args *args)
@@ -123,7 +136,7 @@ static inline int fp8q_cast_to_fp8_takes(const fp8q_cast_args *args)
                           args->source_dtype == FP8Q_BFLOAT16;
     const int destination_ok = args->destination_dtype == FP8Q_FLOAT8_E4M3FN ||
                                args->destination_dtype == FP8Q_FLOAT8_E5M2;
-    const int one_scale = args->scale_row_stride == 0 && args->scale_col_stride == 0;
+    const int one_scale = fp8q_cast_one_scale(args);
     const int scale_per_row = args->scale_col_stride == 0 && args->scale_block_rows == 1 &&
                               args->row_length % vector == 0;
     return source_ok && destination_ok && args->saturate != 0 &&
@@ -141,7 +154,7 @@ static inline int fp8q_cast_from_fp8_takes(const fp8q_cast_args *args)
     const int destination_ok = args->destination_dtype == FP8Q_FLOAT32 ||
                                args->destination_dtype == FP8Q_FLOAT16 ||
                                args->destination_dtype == FP8Q_BFLOAT16;
-    const int one_scale = args->scale_row_stride == 0 && args->scale_col_stride == 0;
+    const int one_scale = fp8q_cast_one_scale(args);
     const int whole_vectors = args->row_length % vector == 0 &&
                               (args->scale_col_stride == 0 ||
                                args->scale_block_cols % vector == 0);

@@ -173,6 +173,39 @@ static __host__ __device__ __forceinline__ uint32_t quotient_codes4(const float 
     return saturating_encode4<D, false>()(quotient);
 }
 
+/* A divisor s with RN(1 / s) and how the quotient shortcut may use it. */
+struct quotient_scale {
+    float divisor, reciprocal;
+    int usage;
+
+    __host__ __device__ quotient_scale()
+        : divisor(1.0f), reciprocal(1.0f), usage(FP8Q_RECIPROCAL_UNUSABLE)
+    {
+    }
+
+    __host__ __device__ __forceinline__ void set(float s)
+    {
+        divisor = s;
+        usage = fp8q_quotient_reciprocal(s, &reciprocal);
+    }
+};
+
+/* value[0 .. VECTOR) as saturating D codes (E4M3FN or E5M2), four to a
+ * word, divided by `scale` when SCALED. */
+template <int D, bool SCALED, int VECTOR>
+static __host__ __device__ __forceinline__ packed<uint32_t, VECTOR / 4>
+to_fp8_codes(const float value[VECTOR], const quotient_scale &scale)
+{
+    packed<uint32_t, VECTOR / 4> out;
+#pragma unroll
+    for (int q = 0; q < VECTOR / 4; q++) {
+        out.values[q] = SCALED ? quotient_codes4<D>(value + 4 * q, scale.divisor,
+                                                    scale.reciprocal, scale.usage)
+                               : saturating_encode4<D, false>()(value + 4 * q);
+    }
+    return out;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Maximum of float32 magnitudes, as bits                                    */
 

@@ -200,15 +200,18 @@ static __host__ __device__ __forceinline__ int fp8q_quotient_codes4(const float 
 {
     float low[4], high[4];
     int k;
+    if (usage == FP8Q_RECIPROCAL_EXACT) {
+        for (k = 0; k < 4; k++) {
+            low[k] = fp8q_multiply_rn(x[k], reciprocal);
+        }
+        *codes = fp8q_fix_nan4<E4M3>(encode4(low), x);
+        return 1;
+    }
     for (k = 0; k < 4; k++) {
         const float q = fp8q_multiply_rn(x[k], reciprocal);
         const float margin = fp8q_multiply_rn(fabsf(q), 0x1p-20f);
-        low[k] = usage == FP8Q_RECIPROCAL_EXACT ? q : fp8q_subtract_rn(q, margin);
+        low[k] = fp8q_subtract_rn(q, margin);
         high[k] = fp8q_add_rn(q, margin);
-    }
-    if (usage == FP8Q_RECIPROCAL_EXACT) {
-        *codes = fp8q_fix_nan4<E4M3>(encode4(low), x);
-        return 1;
     }
     *codes = encode4(low);
     return *codes == encode4(high) && fp8q_nan_bytes<E4M3>(*codes) == 0u;

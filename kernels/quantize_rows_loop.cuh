@@ -37,9 +37,9 @@ template <int S, int D, bool SATURATE, typename Block> struct quantize_rows_thre
     static constexpr int VECTOR = 16 / sizeof(source_t);
     static constexpr int CHUNKS = FP8Q_QUANTIZE_ROWS_PER_THREAD / VECTOR;
     typedef packed<uint32_t, 4> source_vector;
-    typedef packed<uint8_t, VECTOR> code_vector;
+    typedef packed<uint32_t, VECTOR / 4> code_words; /* VECTOR codes, four a word */
     /* Saturating E4M3FN / E5M2 codes four at a time, with the quotient
-     * shortcut (elements.cuh: quotient_codes4); the fnuz formats and the
+     * shortcut (elements.cuh: to_fp8_codes); the fnuz formats and the
      * non-saturating modes one code at a time, through the division. */
     static constexpr bool FOUR_AT_A_TIME =
         SATURATE && (D == FP8Q_FLOAT8_E4M3FN || D == FP8Q_FLOAT8_E5M2);
@@ -171,42 +171,46 @@ template <int S, int D, bool SATURATE, typename Block> struct quantize_rows_thre
             args.scale[row] = scale;
         }
         scale = block.from_first_thread(scale);
-        float reciprocal;
-        const int usage = fp8q_quotient_reciprocal(scale, &reciprocal);
+        quotient_scale divisor;
+        if constexpr (FOUR_AT_A_TIME) {
+            divisor.set(scale);
+        }
 
 #pragma unroll
         for (int c = 0; c < CHUNKS; c++) {
             const int first = first_of(c);
             float values[VECTOR];
-            code_vector out;
+            code_words out;
 #pragma unroll
             for (int k = 0; k < VECTOR; k++) {
                 values[k] = dtype_traits<S>::load(element(held[c], k));
             }
             if constexpr (FOUR_AT_A_TIME) {
-                uint32_t *codes = (uint32_t *)out.values;
-#pragma unroll
-                for (int q = 0; q < VECTOR / 4; q++) {
-                    codes[q] = quotient_codes4<D>(values + 4 * q, scale, reciprocal, usage);
-                }
+                out = to_fp8_codes<D, true, VECTOR>(values, divisor);
             }
             else {
 #pragma unroll
+                for (int q = 0; q < VECTOR / 4; q++) {
+                    out.values[q] = 0u;
+                }
+#pragma unroll
                 for (int k = 0; k < VECTOR; k++) {
-                    out.values[k] =
-                        dtype_traits<D>::store(divide_by_scale(values[k], scale), SATURATE);
+                    out.values[k / 4] |=
+                        (uint32_t)dtype_traits<D>::store(divide_by_scale(values[k], scale),
+                                                         SATURATE)
+                        << (8 * (k % 4));
                 }
             }
             if (vectors) {
                 if (first < length) {
-                    *(code_vector *)(destination + first) = out;
+                    *(code_words *)(destination + first) = out;
                 }
             }
             else {
 #pragma unroll
                 for (int k = 0; k < VECTOR; k++) {
                     if (first + k < length) {
-                        destination[first + k] = out.values[k];
+                        destination[first + k] = (uint8_t)(out.values[k / 4] >> (8 * (k % 4)));
                     }
                 }
             }

@@ -49,7 +49,7 @@ static __host__ __device__ __forceinline__ int straight_scaling_of(const fp8q_ca
     if (args.scale == NULL) {
         return STRAIGHT_NO_SCALE;
     }
-    if (args.scale_row_stride == 0 && args.scale_col_stride == 0) {
+    if (fp8q_cast_one_scale(&args)) {
         return STRAIGHT_ONE_SCALE;
     }
     return args.scale_col_stride == 0 && args.scale_block_rows == 1 ? STRAIGHT_PER_ROW
@@ -124,23 +124,6 @@ static __host__ __device__ __forceinline__ float element_scale(const fp8q_cast_a
 /* ------------------------------------------------------------------------- */
 /* To FP8: x / s                                                             */
 
-/* A divisor s with RN(1 / s) and how the quotient shortcut may use it. */
-struct quotient_scale {
-    float divisor, reciprocal;
-    int usage;
-
-    __host__ __device__ quotient_scale()
-        : divisor(1.0f), reciprocal(1.0f), usage(FP8Q_RECIPROCAL_UNUSABLE)
-    {
-    }
-
-    __host__ __device__ __forceinline__ void set(float s)
-    {
-        divisor = s;
-        usage = fp8q_quotient_reciprocal(s, &reciprocal);
-    }
-};
-
 /* The VECTOR values of `in` (S: float32, float16 or bfloat16) as float32
  * into value[]; *amax raised to their largest magnitude's bits when
  * track_amax. */
@@ -160,22 +143,6 @@ load_vector(const packed<typename dtype_traits<S>::storage, VECTOR> &in, float v
             *amax = bits > *amax ? bits : *amax;
         }
     }
-}
-
-/* value[0 .. VECTOR) as saturating D codes (E4M3FN or E5M2), four to a
- * word, divided by `scale` when SCALED. */
-template <int D, bool SCALED, int VECTOR>
-static __host__ __device__ __forceinline__ packed<uint32_t, VECTOR / 4>
-to_fp8_codes(const float value[VECTOR], const quotient_scale &scale)
-{
-    packed<uint32_t, VECTOR / 4> out;
-#pragma unroll
-    for (int q = 0; q < VECTOR / 4; q++) {
-        out.values[q] = SCALED ? quotient_codes4<D>(value + 4 * q, scale.divisor,
-                                                    scale.reciprocal, scale.usage)
-                               : saturating_encode4<D, false>()(value + 4 * q);
-    }
-    return out;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -213,6 +180,17 @@ from_fp8_vector(const packed<uint32_t, VECTOR / 4> &in, const product_scale &sca
     if (special == 0u && (!SCALED || scale.finite)) {
 #pragma unroll
         for (int q = 0; q < VECTOR / 4; q++) {
+            if constexpr (!SCALED && D == FP8Q_FLOAT16 && decode4_route<S>::THROUGH_FLOAT16) {
+                /* The float16 values themselves: no round trip through
+                 * float32 (exact either way). */
+                uint32_t pairs[2];
+                fp8q_decode4_to_float16<decode4_route<S>::E4M3>(in.values[q], pairs);
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    out.values[4 * q + k] = (uint16_t)(pairs[k / 2] >> (16 * (k % 2)));
+                }
+                continue;
+            }
             float value[4];
             decode4<S>(in.values[q], value);
             if (SCALED) {

@@ -38,6 +38,7 @@
 #include "core/float_codec.h"
 #include "elements.cuh"
 #include "fp8_hardware.cuh"
+#include "host_random.h"
 
 struct check {
     const char *name;
@@ -267,14 +268,11 @@ static void check_quotients(const float x[4], float s)
     }
 }
 
-/* xorshift64*: reproducible random bits. */
+/* Reproducible random bits (tests/host_random.h). */
+static host_random generator = {0x9E3779B97F4A7C15ull};
 static uint32_t random_bits(void)
 {
-    static uint64_t state = 0x9E3779B97F4A7C15ull;
-    state ^= state >> 12;
-    state ^= state << 25;
-    state ^= state >> 27;
-    return (uint32_t)((state * 0x2545F4914F6CDD1Dull) >> 32);
+    return generator.next();
 }
 
 /* Every positive FP8 value of both formats and the midpoints between

@@ -871,9 +871,7 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
         strcmp(name, FP8Q_CAST_TO_FP8_KERNEL) == 0 ||
         strcmp(name, FP8Q_CAST_FROM_FP8_KERNEL) == 0) {
         const fp8q_cast_args *args = (const fp8q_cast_args *)parameters[0];
-        const int uniform = args->scale == NULL ||
-                            (args->scale_row_stride == 0 &&
-                             args->scale_col_stride == 0);
+        const int uniform = fp8q_cast_uniform_takes(args);
         int takes;
         /* Each kernel takes only its own arguments (kernels/cast.cuh). */
         if (strcmp(name, FP8Q_CAST_TO_FP8_KERNEL) == 0) {

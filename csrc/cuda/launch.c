@@ -139,8 +139,7 @@ fp8q_status fp8q_cuda_launch_cast(const fp8q_cuda_device *device,
     else if (fp8q_cast_from_fp8_takes(args)) {
         kernel = FP8Q_KERNEL_CAST_FROM_FP8;
     }
-    else if (args->scale == NULL || (args->scale_row_stride == 0 &&
-                                     args->scale_col_stride == 0)) {
+    else if (fp8q_cast_uniform_takes(args)) {
         kernel = FP8Q_KERNEL_CAST_UNIFORM;
     }
     else {
@@ -409,11 +408,16 @@ static int tensor_cores_take(const fp8q_cuda_device *device,
             (args->x_dtype == FP8Q_BFLOAT16 && major >= 8));
 }
 
+/* fp8q_cuda_gemv_fp8_takes, given tensor_cores_take's answer. */
+static int gemv_takes(const fp8q_gemv_fp8_args *args, int tensor_cores)
+{
+    return tensor_cores || (args->m >= 1 && args->m <= FP8Q_GEMV_MAX_ROWS);
+}
+
 int fp8q_cuda_gemv_fp8_takes(const fp8q_cuda_device *device,
                              const fp8q_gemv_fp8_args *args)
 {
-    return (args->m >= 1 && args->m <= FP8Q_GEMV_MAX_ROWS) ||
-           tensor_cores_take(device, args);
+    return gemv_takes(args, tensor_cores_take(device, args));
 }
 
 fp8q_status fp8q_cuda_launch_gemv_fp8(const fp8q_cuda_device *device,
@@ -431,7 +435,7 @@ fp8q_status fp8q_cuda_launch_gemv_fp8(const fp8q_cuda_device *device,
         : m <= 4     ? FP8Q_KERNEL_GEMV_FP8_4
                      : FP8Q_KERNEL_GEMV_FP8_8;
 
-    if (!fp8q_cuda_gemv_fp8_takes(device, args) || args->k % 16 != 0) {
+    if (!gemv_takes(args, tensor_cores) || args->k % 16 != 0) {
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
                          "fp8q_cuda_launch_gemv_fp8: m=%lld rows of x (dtype "
                          "%d, scale kind %d) on compute capability %d.%d, "
