@@ -128,6 +128,7 @@ def info_reports_the_switched_paths():
         "FP8Q_CUDA_NO_FP8_TENSOR_CORES": setting() == "no-fp8",
         "FP8Q_CUDA_SCALED_MM_PATH":
             "auto" if setting() == "no-fp8" else setting(),
+        "FP8Q_CUDA_FP8_LAYER_PATH": "auto",
         "error": None}, switches
     paths = PATHS[os.environ["FAKE_CUDA_CC"], setting()]
     device, = facts["cuda"]["devices"]

@@ -47,3 +47,21 @@ def test_bench_linear_glue_prints_every_shape_dtype_and_layer():
     assert [row[0].split(",")[0].split("(")[0] for row in rows] == [
         "fp8q.asarray", "fp8q.cast", "fp8q.scaled_mm"], costs
     assert all(float(row[1]) > 0 for row in rows), costs
+
+
+def test_bench_linear_breakdown_says_why_it_cannot_run_without_a_gpu():
+    """--breakdown is a GPU table: without one it says why, in one line,
+    and exits 0 (the pieces it times are checked on the fake driver by
+    tests/test_cuda_layer_path.py)."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: .ci/gpu-check's breakdown step runs it")
+    completed = subprocess.run(
+        [sys.executable, "-m", "fp8q", "bench", "linear", "--device", "cuda",
+         "--breakdown", "--repeats", "1"],
+        capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == (
+        "GPU breakdown not run: this PyTorch has no usable CUDA device"), (
+        completed.stdout)

@@ -1,5 +1,7 @@
 """The GPU backend's switches (csrc/cuda/switches.h,
-FP8Q_CUDA_NO_FP8_TENSOR_CORES and FP8Q_CUDA_SCALED_MM_PATH) and the paths
+FP8Q_CUDA_NO_FP8_TENSOR_CORES, FP8Q_CUDA_SCALED_MM_PATH and the refusals of
+FP8Q_CUDA_FP8_LAYER_PATH, whose paths tests/test_cuda_layer_path.py checks)
+and the paths
 fp8q.info() reports, on the fake CUDA driver and cuBLASLt
 (tests/fake_gpu.py): under each switch, on sm_89 and sm_90, every scaled_mm
 case takes the path docs/scaled_mm.md gives ("Switches"), as the fake's
@@ -66,8 +68,11 @@ def test_switches_are_read_once(fake_driver, tmp_path):
     ("FP8Q_CUDA_SCALED_MM_PATH", "fast"),
     ("FP8Q_CUDA_SCALED_MM_PATH", "Exact"),
     ("FP8Q_CUDA_NO_FP8_TENSOR_CORES", "yes"),
-    ("FP8Q_CUDA_NO_FP8_TENSOR_CORES", "1" * 40)],
-    ids=["unknown path", "path in capitals", "not 0 or 1", "too long"])
+    ("FP8Q_CUDA_NO_FP8_TENSOR_CORES", "1" * 40),
+    ("FP8Q_CUDA_FP8_LAYER_PATH", "gemv"),
+    ("FP8Q_CUDA_FP8_LAYER_PATH", "weight_only")],
+    ids=["unknown path", "path in capitals", "not 0 or 1", "too long",
+         "unknown layer path", "layer path with an underscore"])
 def test_refused_values(fake_driver, tmp_path, name, value):
     run_scenario(fake_driver, "fake_gpu_switches",
                  "refused_values_make_the_backend_unusable", tmp_path,

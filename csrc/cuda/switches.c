@@ -1,6 +1,6 @@
 /*
- * switches.c - FP8Q_CUDA_NO_FP8_TENSOR_CORES and FP8Q_CUDA_SCALED_MM_PATH,
- * read once (see switches.h).
+ * switches.c - FP8Q_CUDA_NO_FP8_TENSOR_CORES, FP8Q_CUDA_SCALED_MM_PATH and
+ * FP8Q_CUDA_FP8_LAYER_PATH, read once (see switches.h).
  */
 #include <string.h>
 
@@ -10,9 +10,13 @@
 /* Longer than any accepted value; a longer one is refused as not one. */
 #define VALUE_SIZE 32
 
+static const char *const no_fp8_names[] = {"0", "1"};
+#define N_NO_FP8_NAMES (sizeof no_fp8_names / sizeof no_fp8_names[0])
 static const char *const path_names[] = {"auto", "padded", "epilogue",
                                          "exact"};
 #define N_PATH_NAMES (sizeof path_names / sizeof path_names[0])
+static const char *const layer_path_names[] = {"auto", "fp8", "weight-only"};
+#define N_LAYER_PATH_NAMES (sizeof layer_path_names / sizeof layer_path_names[0])
 
 static fp8q_once read_once = FP8Q_ONCE_INIT;
 static fp8q_cuda_switches switches;
@@ -31,45 +35,61 @@ static int read_value(const char *name, char *value)
     return -1;
 }
 
-static void read_switches(void *unused)
+/* Sets *index to the position of `name`'s value in names[0..count) ("" is
+ * position 0, the default); 0, or -1 with switches.error set, naming the
+ * values it takes (`values_text`), when the value is not one of them. */
+static int read_choice(const char *name, const char *const *names,
+                       size_t count, const char *values_text, size_t *index)
 {
     char value[VALUE_SIZE];
+
+    if (read_value(name, value) < 0) {
+        return -1;
+    }
+    *index = 0;
+    if (value[0] == '\0') {
+        return 0;
+    }
+    for (*index = 0; *index < count; (*index)++) {
+        if (strcmp(value, names[*index]) == 0) {
+            return 0;
+        }
+    }
+    fp8q_fail(&switches.error, FP8Q_ERROR_CUDA,
+              "%s=%s is not one of the values it takes: %s", name, value,
+              values_text);
+    return -1;
+}
+
+static void read_switches(void *unused)
+{
     size_t index;
 
     (void)unused;
     fp8q_error_clear(&switches.error);
-    if (read_value("FP8Q_CUDA_NO_FP8_TENSOR_CORES", value) < 0) {
+    if (read_choice("FP8Q_CUDA_NO_FP8_TENSOR_CORES", no_fp8_names,
+                    N_NO_FP8_NAMES,
+                    "1 (scaled_mm takes the paths of GPUs without FP8 tensor "
+                    "cores), 0 or unset (docs/scaled_mm.md, \"Switches\")",
+                    &index) < 0) {
         return;
     }
-    if (strcmp(value, "1") == 0) {
-        switches.no_fp8_tensor_cores = 1;
-    }
-    else if (value[0] != '\0' && strcmp(value, "0") != 0) {
-        fp8q_fail(&switches.error, FP8Q_ERROR_CUDA,
-                  "FP8Q_CUDA_NO_FP8_TENSOR_CORES=%s is not one of the values "
-                  "it takes: 1 (scaled_mm takes the paths of GPUs without FP8 "
-                  "tensor cores), 0 or unset (docs/scaled_mm.md, "
-                  "\"Switches\")",
-                  value);
+    switches.no_fp8_tensor_cores = index == 1;
+    if (read_choice("FP8Q_CUDA_SCALED_MM_PATH", path_names, N_PATH_NAMES,
+                    "auto (or unset), padded, epilogue, exact "
+                    "(docs/scaled_mm.md, \"Switches\")",
+                    &index) < 0) {
         return;
     }
-    if (read_value("FP8Q_CUDA_SCALED_MM_PATH", value) < 0) {
+    switches.scaled_mm_path = (fp8q_scaled_mm_path_switch)index;
+    if (read_choice("FP8Q_CUDA_FP8_LAYER_PATH", layer_path_names,
+                    N_LAYER_PATH_NAMES,
+                    "auto (or unset), fp8, weight-only (docs/torch.md, "
+                    "\"Which product runs\")",
+                    &index) < 0) {
         return;
     }
-    if (value[0] == '\0') {
-        return; /* auto */
-    }
-    for (index = 0; index < N_PATH_NAMES; index++) {
-        if (strcmp(value, path_names[index]) == 0) {
-            switches.scaled_mm_path = (fp8q_scaled_mm_path_switch)index;
-            return;
-        }
-    }
-    fp8q_fail(&switches.error, FP8Q_ERROR_CUDA,
-              "FP8Q_CUDA_SCALED_MM_PATH=%s is not one of the values it takes: "
-              "auto (or unset), padded, epilogue, exact (docs/scaled_mm.md, "
-              "\"Switches\")",
-              value);
+    switches.fp8_layer_path = (fp8q_layer_path)index;
 }
 
 const fp8q_cuda_switches *fp8q_cuda_switches_get(void)
@@ -81,4 +101,23 @@ const fp8q_cuda_switches *fp8q_cuda_switches_get(void)
 const char *fp8q_scaled_mm_path_switch_name(fp8q_scaled_mm_path_switch path)
 {
     return (size_t)path < N_PATH_NAMES ? path_names[path] : "auto";
+}
+
+const char *fp8q_layer_path_name(fp8q_layer_path path)
+{
+    return (size_t)path < N_LAYER_PATH_NAMES ? layer_path_names[path]
+                                             : "auto";
+}
+
+int fp8q_layer_path_parse(const char *text, fp8q_layer_path *path)
+{
+    size_t index;
+
+    for (index = 0; index < N_LAYER_PATH_NAMES; index++) {
+        if (strcmp(text, layer_path_names[index]) == 0) {
+            *path = (fp8q_layer_path)index;
+            return 0;
+        }
+    }
+    return -1;
 }

@@ -24,6 +24,13 @@
  *       Block scales have no FP8 product + epilogue path: under "epilogue"
  *       they take the float32 path, under "padded" the one call on padded
  *       operands where it fits, else the float32 path.
+ *   FP8Q_CUDA_FP8_LAYER_PATH  which product an FP8-activation (W8A8)
+ *       fp8q.torch.Linear runs on a GPU (docs/torch.md, "Which product
+ *       runs"): "auto" (or unset): the weight-only product for as many
+ *       tokens as cuda/layer_path.h's table says for the device, quantize
+ *       + FP8 GEMM above; "fp8": quantize + FP8 GEMM for every token count;
+ *       "weight-only": the weight-only product wherever its kernels take
+ *       the call (up to 64 tokens).
  *
  * Any other value makes the GPU backend unusable, with an error that names
  * the variable, its value and the values it takes.
@@ -41,9 +48,17 @@ typedef enum fp8q_scaled_mm_path_switch {
     FP8Q_SCALED_MM_PATH_EXACT
 } fp8q_scaled_mm_path_switch;
 
+/* FP8Q_CUDA_FP8_LAYER_PATH's values, in the order of its text above. */
+typedef enum fp8q_layer_path {
+    FP8Q_LAYER_PATH_AUTO,
+    FP8Q_LAYER_PATH_FP8,
+    FP8Q_LAYER_PATH_WEIGHT_ONLY
+} fp8q_layer_path;
+
 typedef struct fp8q_cuda_switches {
     int no_fp8_tensor_cores; /* FP8Q_CUDA_NO_FP8_TENSOR_CORES=1 */
     fp8q_scaled_mm_path_switch scaled_mm_path;
+    fp8q_layer_path fp8_layer_path;
     /* FP8Q_OK, or the FP8Q_ERROR_CUDA naming the first variable whose
      * value is not one of those above (the others keep their defaults). */
     fp8q_error error;
@@ -55,5 +70,12 @@ const fp8q_cuda_switches *fp8q_cuda_switches_get(void);
 
 /* FP8Q_CUDA_SCALED_MM_PATH's text for `path` ("auto", "padded", ...). */
 const char *fp8q_scaled_mm_path_switch_name(fp8q_scaled_mm_path_switch path);
+
+/* FP8Q_CUDA_FP8_LAYER_PATH's text for `path` ("auto", "fp8", ...). */
+const char *fp8q_layer_path_name(fp8q_layer_path path);
+
+/* Sets *path from its text ("auto", "fp8", "weight-only"): 0, or -1 (path
+ * unchanged) for any other text. */
+int fp8q_layer_path_parse(const char *text, fp8q_layer_path *path);
 
 #endif /* FP8Q_CUDA_SWITCHES_H */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "cuda/driver.h"
+#include "cuda/layer_path.h"
 #include "cuda/switches.h"
 #include "python/binding.h"
 
@@ -27,16 +28,18 @@ static PyObject *driver_dict(const fp8q_cuda_driver *driver)
 }
 
 /* {"FP8Q_CUDA_NO_FP8_TENSOR_CORES": bool, "FP8Q_CUDA_SCALED_MM_PATH":
- * "auto" | ..., "error": None or why a value is refused}: the switches as
- * read (cuda/switches.h). */
+ * "auto" | ..., "FP8Q_CUDA_FP8_LAYER_PATH": "auto" | ..., "error": None or
+ * why a value is refused}: the switches as read (cuda/switches.h). */
 static PyObject *switches_dict(void)
 {
     const fp8q_cuda_switches *switches = fp8q_cuda_switches_get();
     return Py_BuildValue(
-        "{s:O,s:s,s:z}", "FP8Q_CUDA_NO_FP8_TENSOR_CORES",
+        "{s:O,s:s,s:s,s:z}", "FP8Q_CUDA_NO_FP8_TENSOR_CORES",
         switches->no_fp8_tensor_cores ? Py_True : Py_False,
         "FP8Q_CUDA_SCALED_MM_PATH",
-        fp8q_scaled_mm_path_switch_name(switches->scaled_mm_path), "error",
+        fp8q_scaled_mm_path_switch_name(switches->scaled_mm_path),
+        "FP8Q_CUDA_FP8_LAYER_PATH",
+        fp8q_layer_path_name(switches->fp8_layer_path), "error",
         switches->error.status != FP8Q_OK ? switches->error.message : NULL);
 }
 
@@ -79,12 +82,16 @@ static PyObject *device_dict(int index, const fp8q_error *backend,
                    properties.compute_capability_major,
                    properties.compute_capability_minor);
     return Py_BuildValue(
-        "{s:i,s:s,s:s,s:K,s:O,s:O,s:O}", "index", index, "name",
+        "{s:i,s:s,s:s,s:K,s:O,s:O,s:O,s:N}", "index", index, "name",
         properties.name, "compute_capability", capability, "memory_bytes",
         (unsigned long long)properties.memory_bytes, "native_fp8",
         properties.native_fp8 ? Py_True : Py_False, "kernels",
         status == FP8Q_OK ? Py_True : Py_False, "kernels_error",
-        *kernels_error != NULL ? *kernels_error : Py_None);
+        *kernels_error != NULL ? *kernels_error : Py_None,
+        "fp8_layer_weight_only_tokens",
+        status == FP8Q_OK ? PyLong_FromLongLong(
+                                (long long)fp8q_cuda_fp8_layer_crossover(device))
+                          : Py_NewRef(Py_None));
 }
 
 PyDoc_STRVAR(cuda_info_doc,
@@ -97,10 +104,14 @@ PyDoc_STRVAR(cuda_info_doc,
              "library loaded, 'version': e.g. '13.0'}, or None when no driver\n"
              "was found), devices (one dict per device: index, name,\n"
              "compute_capability such as '8.9', memory_bytes, native_fp8 (8.9\n"
-             "or newer), kernels (bool) and kernels_error (str or None)) and\n"
-             "switches (FP8Q_CUDA_NO_FP8_TENSOR_CORES: bool,\n"
-             "FP8Q_CUDA_SCALED_MM_PATH: 'auto', 'padded', 'epilogue' or\n"
-             "'exact', read from the environment once, and error: why a\n"
+             "or newer), kernels (bool), kernels_error (str or None) and\n"
+             "fp8_layer_weight_only_tokens (int: up to how many tokens a W8A8\n"
+             "fp8q.torch.Linear takes the weight-only product there by\n"
+             "default; None where the kernels do not load)) and switches\n"
+             "(FP8Q_CUDA_NO_FP8_TENSOR_CORES: bool, FP8Q_CUDA_SCALED_MM_PATH:\n"
+             "'auto', 'padded', 'epilogue' or 'exact',\n"
+             "FP8Q_CUDA_FP8_LAYER_PATH: 'auto', 'fp8' or 'weight-only',\n"
+             "read from the environment once, and error: why a\n"
              "value is refused, else None; a refused value makes the backend\n"
              "unusable, and `reason` names the first problem found: driver,\n"
              "build, then switches).\n"

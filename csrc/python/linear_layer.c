@@ -2,7 +2,11 @@
  * linear_layer.c - the forward pass of an fp8q.torch.Linear in one C call:
  *
  *   _C.linear_layer(x, weight, weight_scale, bias, input_scale,
- *                   granularity, stream)  W8A8: y = x @ W.T + bias
+ *                   granularity, stream[, path])
+ *                                          W8A8: y = x @ W.T + bias
+ *                                          (few tokens on a GPU: the
+ *                                          weight-only product,
+ *                                          cuda/layer_path.h)
  *   _C.layer_weight(x, weight, weight_scale, granularity, stream)
  *                                          W8A16: W in x's dtype
  *   _C.layer_gemv(x, weight, weight_scale, bias, granularity, stream)
@@ -25,6 +29,7 @@
 #include "core/activation.h"
 #include "core/quantize.h"
 #include "core/scaled_mm.h"
+#include "cuda/layer_path.h"
 #include "gemv.cuh"
 
 #define LAYER "fp8q.torch.Linear"
@@ -287,11 +292,14 @@ static int import_weight(layer_call *call, PyObject *weight_object,
 /* W8A8                                                                      */
 
 /* x as a C-contiguous (M, K) tensor: a view of x, or a copy on x's device
- * when x's layout is not C-contiguous. */
+ * when x's layout is not C-contiguous (once per call). */
 static int make_rows(layer_call *call, int64_t m, int64_t k)
 {
     fp8q_TensorObject *contiguous = call->x;
 
+    if (call->rows != NULL) {
+        return 0;
+    }
     if (!fp8q_view_is_contiguous(&call->x->view)) {
         contiguous =
             call->device.type == FP8Q_DEVICE_CUDA
@@ -681,14 +689,14 @@ static int64_t launch_rows(layer_call *call, int64_t first_row,
     return remaining < FP8Q_GEMV_MAX_ROWS ? remaining : FP8Q_GEMV_MAX_ROWS;
 }
 
-/* y = x . (weight * weight_scale)^T + bias by kernels/gemv.cuh when the
- * call fits its contract (a GPU, K a multiple of 16, 16-byte aligned
- * operands) and, unless `every_row`, the tokens fit one launch (up to 8,
- * or up to 64 on the tensor cores: fp8q_py_cuda_gemv_fp8_takes); with
- * `every_row` any number of tokens runs in launches of up to 64 rows
- * (launch_rows). call->result is y; else call->result stays NULL and
- * nothing ran. */
-static int gemv_forward(layer_call *call, PyObject *bias, int every_row)
+/* y = x . (weight * weight_scale)^T + bias (call->bias, imported by the
+ * caller) by kernels/gemv.cuh when the call fits its contract (a GPU, K a
+ * multiple of 16, 16-byte aligned operands) and, unless `every_row`, the
+ * tokens fit one launch (up to 8, or up to 64 on the tensor cores:
+ * fp8q_py_cuda_gemv_fp8_takes); with `every_row` any number of tokens runs
+ * in launches of up to 64 rows (launch_rows). call->result is y; else
+ * call->result stays NULL and nothing ran. */
+static int gemv_forward(layer_call *call, int every_row)
 {
     const fp8q_view *x = &call->x->view;
     const int64_t k = x->shape[x->ndim - 1];
@@ -711,7 +719,6 @@ static int gemv_forward(layer_call *call, PyObject *bias, int every_row)
     if (weight_granularity(call, &granularity) < 0 ||
         contiguous_on_gpu(call, &call->weight) < 0 ||
         contiguous_on_gpu(call, &call->weight_scale) < 0 ||
-        import_activation_arguments(call, bias, Py_None) < 0 ||
         (call->bias != NULL && contiguous_on_gpu(call, &call->bias) < 0) ||
         make_rows(call, m, k) < 0) {
         return -1;
@@ -780,21 +787,74 @@ static PyObject *finish(layer_call *call, int failed)
     return result;
 }
 
+/* The product a W8A8 call takes (cuda/layer_path.h): `path_object` None
+ * for FP8Q_CUDA_FP8_LAYER_PATH's choice, or "auto", "fp8", "weight-only". */
+static int parse_path(PyObject *path_object, fp8q_layer_path *path)
+{
+    const char *text;
+
+    *path = fp8q_cuda_switches_get()->fp8_layer_path;
+    if (path_object == Py_None) {
+        return 0;
+    }
+    text = PyUnicode_Check(path_object) ? PyUnicode_AsUTF8(path_object) : NULL;
+    if (text != NULL && fp8q_layer_path_parse(text, path) == 0) {
+        return 0;
+    }
+    if (text != NULL || !PyErr_Occurred()) {
+        PyErr_Format(PyExc_ValueError,
+                     LAYER ": path must be None, \"auto\", \"fp8\" or "
+                     "\"weight-only\", got %R",
+                     path_object);
+    }
+    return -1;
+}
+
+/* The W8A8 forward: the weight-only product for as many tokens as `path`
+ * allows on x's GPU (cuda/layer_path.h) where its kernels take the call,
+ * else quantize + FP8 GEMM (forward). */
+static int fp8_layer_forward(layer_call *call, fp8q_layer_path path)
+{
+    const fp8q_view *x = &call->x->view;
+    const int64_t k = x->shape[x->ndim - 1];
+
+    if (call->device.type == FP8Q_DEVICE_CUDA && k > 0 &&
+        fp8q_view_size(x) / k <=
+            fp8q_cuda_fp8_layer_weight_only_tokens(call->x->cuda_device,
+                                                   path)) {
+        if (gemv_forward(call, 0) < 0) {
+            return -1;
+        }
+        if (call->result != NULL) {
+            return 0;
+        }
+    }
+    return forward(call);
+}
+
 static PyObject *linear_layer(PyObject *module, PyObject *const *args,
                               Py_ssize_t n_args)
 {
     layer_call call;
+    fp8q_layer_path path;
 
     (void)module;
     memset(&call, 0, sizeof call);
+    if (n_args != 7 && n_args != 8) {
+        PyErr_Format(PyExc_TypeError,
+                     "linear_layer() takes 7 or 8 positional arguments (%zd "
+                     "given)",
+                     n_args);
+        return NULL;
+    }
     return finish(&call,
-                  positional("linear_layer", n_args, 7) < 0 ||
+                  parse_path(n_args == 8 ? args[7] : Py_None, &path) < 0 ||
                       parse_granularity(args[5], &call.granularity) < 0 ||
                       import_x(&call, args[0], args[6]) < 0 ||
                       import_weight(&call, args[1], args[2]) < 0 ||
                       import_activation_arguments(&call, args[3], args[4]) <
                           0 ||
-                      forward(&call) < 0);
+                      fp8_layer_forward(&call, path) < 0);
 }
 
 static PyObject *layer_weight(PyObject *module, PyObject *const *args,
@@ -827,7 +887,8 @@ static PyObject *gemv_entry(const char *name, PyObject *const *args,
              parse_granularity(args[4], &call.granularity) < 0 ||
              import_x(&call, args[0], args[5]) < 0 ||
              import_weight(&call, args[1], args[2]) < 0 ||
-             gemv_forward(&call, args[3], every_row) < 0;
+             import_activation_arguments(&call, args[3], Py_None) < 0 ||
+             gemv_forward(&call, every_row) < 0;
     if (!failed && call.result == NULL) {
         call.result = Py_NewRef(Py_None);
     }
@@ -851,7 +912,7 @@ static PyObject *weight_only_gemv(PyObject *module, PyObject *const *args,
 PyDoc_STRVAR(
     linear_layer_doc,
     "linear_layer(x, weight, weight_scale, bias, input_scale, granularity, "
-    "stream)\n"
+    "stream, path=None)\n"
     "--\n\n"
     "The forward pass of fp8q.torch.Linear with FP8 activations, in one "
     "call: y = x @ (weight * weight_scale).T + bias, with x (..., K) "
@@ -870,7 +931,16 @@ PyDoc_STRVAR(
     "the CPU a token holding NaN or infinity gives a row of NaN and the "
     "other rows are computed as if it were absent; on a GPU the dynamic "
     "scales carry the NaN into the row, a static scale does not (the "
-    "caller masks). Internal to fp8q.torch (docs/torch.md).");
+    "caller masks).\n\n"
+    "On a GPU, up to a crossover number of tokens (cuda/layer_path.h: a "
+    "table by device kind) the call computes layer_gemv's weight-only "
+    "product instead (x unquantized, input_scale unused; a NaN or infinite "
+    "token gives what torch's float product gives in its row) where the "
+    "weight-only kernels take the call. path (positional, optional): None "
+    "for FP8Q_CUDA_FP8_LAYER_PATH's choice (\"auto\" when unset), "
+    "\"auto\", \"fp8\" (quantize + FP8 GEMM for every token count) or "
+    "\"weight-only\" (the weight-only product wherever its kernels take "
+    "the call). Internal to fp8q.torch (docs/torch.md).");
 
 PyDoc_STRVAR(
     layer_weight_doc,

@@ -2,7 +2,7 @@
 `python -m fp8q info [--json]`,
 `python -m fp8q bench {cast,calib,gemm,linear,model} [--size N]
 [--repeats R] [--full] [--device cpu|cuda|all] [--glue] [--weight-only]
-[--tokens T ...]
+[--breakdown] [--tokens T ...]
 [--no-compile]` and
 `python -m fp8q convert IN.safetensors OUT.safetensors [--granularity ...]
 [--exclude PATTERN]... [--all-2d] [--format fp8q|vllm]` and
@@ -26,8 +26,8 @@ import argparse
 import os
 import sys
 
-from fp8q import (_bench, _bench_calib, _bench_cast_gpu, _bench_gemm,
-                  _bench_gemm_gpu, _bench_linear, _bench_model,
+from fp8q import (_bench, _bench_breakdown, _bench_calib, _bench_cast_gpu,
+                  _bench_gemm, _bench_gemm_gpu, _bench_linear, _bench_model,
                   _bench_weight_only, _convert_checkpoint, _demo, _info)
 from fp8q._checkpoint import _inspect
 
@@ -81,9 +81,15 @@ def _parse(argv):
                             "(fp8q.torch.Linear with FP8 weights and "
                             "bfloat16 activations against bf16 nn.Linear, "
                             "1 to 1024 tokens)")
+    bench.add_argument("--breakdown", action="store_true",
+                       help="linear, on the GPU: where the W8A8 layer's time "
+                            "goes (quantize, GEMM, weight-only product, "
+                            "layer eager and graphed, bf16, host time, the "
+                            "kernels it launches)")
     bench.add_argument("--tokens", type=int, nargs="+", metavar="T",
                        help="model: the token counts to run (default: 1 16 "
-                            "128 on the CPU, 1 16 2048 8192 on the GPU)")
+                            "128 on the CPU, 1 16 2048 8192 on the GPU); "
+                            "linear --breakdown: its token counts")
     bench.add_argument("--no-compile", action="store_true",
                        help="model: eager only (no torch.compile, no "
                             "reduce-overhead)")
@@ -172,7 +178,10 @@ def _run(arguments):
                            arguments.repeats) if arguments.glue
                        else _bench_linear.print_linear_benchmark(
                            arguments.full, arguments.repeats),
-                       lambda: _bench_weight_only.print_weight_only_benchmark(
+                       lambda: _bench_breakdown.print_breakdown(
+                           arguments.repeats, arguments.tokens)
+                       if arguments.breakdown
+                       else _bench_weight_only.print_weight_only_benchmark(
                            arguments.repeats) if arguments.weight_only
                        else _bench_linear.print_gpu_linear_benchmark(
                            arguments.repeats)),

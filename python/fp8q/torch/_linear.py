@@ -137,9 +137,13 @@ class Linear(torch.nn.Linear):
     input_scale when set (static, per tensor), else dynamically per token
     (1x128 blocks for block weights) — and fp8q.scaled_mm's product
     computes the FP8 GEMM, exactly as fp8q.linear would (on a GPU:
-    cuBLASLt's FP8 GEMM on sm_89+, the emulated bfloat16 one below). The
-    result has x's dtype and shape (..., out_features). A token holding NaN
-    or infinity gives NaN in its row of the result (as the float layer
+    cuBLASLt's FP8 GEMM on sm_89+, the emulated bfloat16 one below), except
+    that on a GPU up to a crossover token count (4 with FP8 tensor cores,
+    16 without; FP8Q_CUDA_FP8_LAYER_PATH forces either product) the
+    weight-only product computes it from x unquantized (docs/torch.md,
+    "Which product runs"). The result has x's dtype and shape (...,
+    out_features). A token holding NaN or infinity gives NaN in its row of
+    the result (the weight-only product: NaN or +-inf, as the float layer
     would); forward never raises for non-finite values.
 
     Gradients reach x and the bias (when they require grad): grad_x =

@@ -185,9 +185,12 @@ def linear_fp8(x: torch.Tensor, weight: torch.Tensor,
     "block" weights), exactly as fp8q.quantize; weight holds the FP8 codes
     (out, in) with weight_scale at `granularity`; the product is
     fp8q.scaled_mm's (float32 accumulation, scales and bias applied, rounded
-    once). The result has x's dtype and shape (..., out). A token (row of x)
-    holding NaN or infinity gives a row of NaN; the other rows are computed
-    as if it were absent. An empty x, or in = 0, gives bias (or zeros) in
+    once). On a GPU, up to a crossover token count (csrc/cuda/layer_path.h)
+    the weight-only product computes it from x unquantized instead
+    (docs/torch.md, "Which product runs"). The result has x's dtype and
+    shape (..., out). A token (row of x) holding NaN or infinity gives a row
+    of NaN (through the weight-only product: NaN or +-inf, as the float
+    product gives); the other rows are computed as if it were absent. An empty x, or in = 0, gives bias (or zeros) in
     every row, as torch does."""
     return fp8_forward(x.resolve_neg(), weight, weight_scale, bias,
                        input_scale, granularity)
