@@ -673,6 +673,17 @@ PyObject *fp8q_py_exchange_empty(const fp8q_dl_exchange_api *api,
                                  fp8q_cu_stream stream,
                                  fp8q_TensorObject **tensor);
 
+/* `bytes` of uninitialised scratch memory (uint8, 1-D) on `device` from
+ * the producer's allocator, for one call's temporaries: an fp8q view owning
+ * the producer's managed tensor through a capsule, with no producer object
+ * made; the memory goes back to the producer's allocator (stream-ordered,
+ * as a freed producer tensor's would) when the last view of it goes. Last
+ * used on `stream`. NULL with an exception. */
+fp8q_TensorObject *fp8q_py_exchange_scratch(const fp8q_dl_exchange_api *api,
+                                            int64_t bytes,
+                                            const fp8q_py_device *device,
+                                            fp8q_cu_stream stream);
+
 /* Tensor.__dlpack__(*, stream=None, max_version=None, dl_device=None,
  * copy=None) and Tensor.__dlpack_device__() (methods of fp8q.Tensor). */
 PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args,

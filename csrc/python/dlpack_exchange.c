@@ -173,21 +173,18 @@ static void set_allocation_error(void *context, const char *kind,
     }
 }
 
-PyObject *fp8q_py_exchange_empty(const fp8q_dl_exchange_api *api,
-                                 fp8q_dtype dtype, int ndim,
-                                 const int64_t *shape,
-                                 const fp8q_py_device *device,
-                                 fp8q_cu_stream stream,
-                                 fp8q_TensorObject **tensor)
+/* A new uninitialised C-contiguous managed tensor of `dtype` and `shape`
+ * on `device` from the producer's allocator, and *view of it; NULL with an
+ * exception. */
+static fp8q_dl_managed_tensor_versioned *
+allocate(const fp8q_dl_exchange_api *api, fp8q_dtype dtype, int ndim,
+         const int64_t *shape, const fp8q_py_device *device,
+         fp8q_dl_device *dl_device, fp8q_view *view)
 {
     fp8q_dl_managed_tensor_versioned *managed = NULL;
     fp8q_dl_tensor prototype;
     int64_t extents[FP8Q_MAX_DIMS];
-    PyObject *result = NULL;
-    void *object = NULL;
-    fp8q_view view;
 
-    *tensor = NULL;
     memset(&prototype, 0, sizeof prototype);
     memcpy(extents, shape, (size_t)ndim * sizeof *shape);
     prototype.device.device_type =
@@ -196,6 +193,7 @@ PyObject *fp8q_py_exchange_empty(const fp8q_dl_exchange_api *api,
     prototype.ndim = ndim;
     prototype.dtype = fp8q_py_dl_data_type(dtype);
     prototype.shape = extents;
+    *dl_device = prototype.device;
     if (api->managed_tensor_allocator(&prototype, &managed, NULL,
                                       set_allocation_error) < 0 ||
         managed == NULL) {
@@ -205,12 +203,33 @@ PyObject *fp8q_py_exchange_empty(const fp8q_dl_exchange_api *api,
         }
         return NULL;
     }
-    /* Viewed before the producer object takes the managed tensor over. */
-    if (fp8q_py_view_from_dl_tensor(&managed->dl_tensor, "out", -1, &view,
+    if (fp8q_py_view_from_dl_tensor(&managed->dl_tensor, "out", -1, view,
                                     NULL) < 0) {
         if (managed->deleter != NULL) {
             managed->deleter(managed);
         }
+        return NULL;
+    }
+    return managed;
+}
+
+PyObject *fp8q_py_exchange_empty(const fp8q_dl_exchange_api *api,
+                                 fp8q_dtype dtype, int ndim,
+                                 const int64_t *shape,
+                                 const fp8q_py_device *device,
+                                 fp8q_cu_stream stream,
+                                 fp8q_TensorObject **tensor)
+{
+    fp8q_dl_managed_tensor_versioned *managed;
+    fp8q_dl_device dl_device;
+    PyObject *result = NULL;
+    void *object = NULL;
+    fp8q_view view;
+
+    *tensor = NULL;
+    /* Viewed before the producer object takes the managed tensor over. */
+    managed = allocate(api, dtype, ndim, shape, device, &dl_device, &view);
+    if (managed == NULL) {
         return NULL;
     }
     if (api->managed_tensor_to_py_object_no_sync(managed, &object) < 0) {
@@ -218,11 +237,58 @@ PyObject *fp8q_py_exchange_empty(const fp8q_dl_exchange_api *api,
     }
     result = (PyObject *)object;
     *tensor = fp8q_tensor_new_view(&view, result, 0);
-    if (*tensor == NULL || place(*tensor, &prototype.device, stream) < 0) {
+    if (*tensor == NULL || place(*tensor, &dl_device, stream) < 0) {
         Py_CLEAR(*tensor);
         Py_CLEAR(result);
     }
     return result;
+}
+
+#define SCRATCH_CAPSULE "fp8q.exchange_scratch"
+
+/* The scratch capsule's destructor: hands the memory back to the producer
+ * (never raises). */
+static void release_scratch(PyObject *capsule)
+{
+    fp8q_dl_managed_tensor_versioned *managed =
+        (fp8q_dl_managed_tensor_versioned *)PyCapsule_GetPointer(
+            capsule, SCRATCH_CAPSULE);
+
+    if (managed != NULL && managed->deleter != NULL) {
+        managed->deleter(managed);
+    }
+    PyErr_Clear();
+}
+
+fp8q_TensorObject *fp8q_py_exchange_scratch(const fp8q_dl_exchange_api *api,
+                                            int64_t bytes,
+                                            const fp8q_py_device *device,
+                                            fp8q_cu_stream stream)
+{
+    fp8q_dl_managed_tensor_versioned *managed;
+    fp8q_dl_device dl_device;
+    fp8q_TensorObject *tensor;
+    PyObject *capsule;
+    fp8q_view view;
+
+    managed =
+        allocate(api, FP8Q_UINT8, 1, &bytes, device, &dl_device, &view);
+    if (managed == NULL) {
+        return NULL;
+    }
+    capsule = PyCapsule_New(managed, SCRATCH_CAPSULE, release_scratch);
+    if (capsule == NULL) {
+        if (managed->deleter != NULL) {
+            managed->deleter(managed);
+        }
+        return NULL;
+    }
+    tensor = fp8q_tensor_new_view(&view, capsule, 0);
+    Py_DECREF(capsule); /* the view owns it now */
+    if (tensor != NULL && place(tensor, &dl_device, stream) < 0) {
+        Py_CLEAR(tensor);
+    }
+    return tensor;
 }
 
 /* ------------------------------------------------------------------------- */

@@ -328,6 +328,75 @@ static void activation_scale_shape(const layer_call *call, int64_t m,
                    : 1;
 }
 
+/* Where the scales start in the scratch block of make_activation_buffers:
+ * past the codes, on a boundary any scale reader (cuBLASLt's vectors
+ * included) accepts. */
+#define SCALES_ALIGNMENT 256
+
+/* A (rows, cols) C-contiguous view of `dtype` at byte `offset` of a
+ * scratch block. */
+static fp8q_TensorObject *carve(fp8q_TensorObject *block, int64_t offset,
+                                fp8q_dtype dtype, const int64_t *shape)
+{
+    fp8q_view view = block->view;
+
+    view.data = (char *)block->view.data + offset;
+    view.dtype = dtype;
+    view.ndim = 2;
+    view.shape[0] = shape[0];
+    view.shape[1] = shape[1];
+    view.strides[0] = shape[1] > 0 ? shape[1] : 1;
+    view.strides[1] = 1;
+    return fp8q_tensor_new_view(&view, (PyObject *)block, 0);
+}
+
+/* call->codes, x's (M, K) e4m3fn codes, and call->x_scale: input_scale
+ * when static, else new (M, 1) or (M, ceil(K/128)) float32 scales. With an
+ * exchange table (torch tensors) both are carved from one scratch block of
+ * the producer's allocator (one allocation, no producer object: the layer's
+ * host time); else from fp8q's own, on the GPU when `on_gpu`. */
+static int make_activation_buffers(layer_call *call, int64_t m, int64_t k,
+                                   int on_gpu)
+{
+    int64_t scale_shape[2];
+    int64_t codes_shape[2];
+    int64_t scales_offset;
+    fp8q_TensorObject *block;
+
+    codes_shape[0] = m;
+    codes_shape[1] = k;
+    activation_scale_shape(call, m, k, scale_shape);
+    if (call->input_scale != NULL) {
+        call->x_scale = Py_NewRef(call->input_scale);
+        scale_shape[0] = scale_shape[1] = 0;
+    }
+    if (call->api == NULL) {
+        if (call->x_scale == NULL) {
+            call->x_scale = new_tensor(call, FP8Q_FLOAT32, 2, scale_shape,
+                                       on_gpu, NULL);
+        }
+        call->codes = new_tensor(call, FP8Q_FLOAT8_E4M3FN, 2, codes_shape,
+                                 on_gpu, NULL);
+        return call->x_scale == NULL || call->codes == NULL ? -1 : 0;
+    }
+    scales_offset = (m * k + SCALES_ALIGNMENT - 1) / SCALES_ALIGNMENT *
+                    SCALES_ALIGNMENT;
+    block = fp8q_py_exchange_scratch(
+        call->api,
+        scales_offset + scale_shape[0] * scale_shape[1] *
+                            (int64_t)sizeof(float),
+        &call->device, call->stream);
+    if (block == NULL) {
+        return -1;
+    }
+    call->codes = carve(block, 0, FP8Q_FLOAT8_E4M3FN, codes_shape);
+    if (call->x_scale == NULL) {
+        call->x_scale = carve(block, scales_offset, FP8Q_FLOAT32, scale_shape);
+    }
+    Py_DECREF(block);
+    return call->x_scale == NULL || call->codes == NULL ? -1 : 0;
+}
+
 /* CPU: codes and scales by core, rows holding NaN or infinity flagged in
  * `nonfinite` (M bytes). */
 static int quantize_on_cpu(layer_call *call, uint8_t *nonfinite,
@@ -507,7 +576,6 @@ static int forward(layer_call *call)
     const int64_t k = x->shape[x->ndim - 1];
     const int64_t n = call->weight->view.shape[0];
     int64_t shape[FP8Q_MAX_DIMS];
-    int64_t scale_shape[2];
     int64_t m;
     int64_t n_nonfinite = 0;
     uint8_t *nonfinite = NULL;
@@ -547,18 +615,7 @@ static int forward(layer_call *call)
         return 0;
     }
     on_gpu = call->device.type == FP8Q_DEVICE_CUDA;
-    if (call->input_scale != NULL) {
-        call->x_scale = call->input_scale;
-        Py_INCREF(call->x_scale);
-    }
-    else {
-        activation_scale_shape(call, m, k, scale_shape);
-        call->x_scale = new_tensor(call, FP8Q_FLOAT32, 2, scale_shape,
-                                   on_gpu, NULL);
-    }
-    call->codes = new_tensor(call, FP8Q_FLOAT8_E4M3FN, 2,
-                             call->rows->view.shape, on_gpu, NULL);
-    if (call->x_scale == NULL || call->codes == NULL) {
+    if (make_activation_buffers(call, m, k, on_gpu) < 0) {
         return -1;
     }
     if (on_gpu) {
