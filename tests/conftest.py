@@ -1,12 +1,18 @@
-"""Shared pytest fixtures for fp8q's numerics tests: a fresh random seed per
-test, reported on failure, and guards that restore the thread count and the
-AVX2 switch.
+"""Shared pytest fixtures for fp8q's numerics tests: a random seed per test,
+fixed (from the test's id) so that a commit gives the same result on every
+run and reported on failure; margins of statistical bounds; and guards that
+restore the thread count and the AVX2 switch.
 
-Set FP8Q_TEST_SEED=<n> to rerun a failing test with the seed it printed.
+Set FP8Q_TEST_SEED=<n> to run every test with seed n (a failing test prints
+the seed it used). Set FP8Q_TEST_SEEDS=START:COUNT to run each test that
+takes `seed` (or `rng`) once per seed START ... START+COUNT-1: the seed sweep
+of tests/seed_sweep.py, which reports each test's failures and its worst
+margin against its bound (docs/numerics.md, "Tests").
 Set FP8Q_REQUIRE_GPU=1 (as .ci/gpu-check does) to make a skipped
 `cuda`-marked test a failure: on a GPU machine, a skip means the GPU was not
 used.
 """
+import hashlib
 import os
 
 import pytest
@@ -14,19 +20,55 @@ import pytest
 import fp8q
 
 
-def _fresh_seed():
+def _seed_of(node_id):
+    """The test's fixed 63-bit seed: FP8Q_TEST_SEED where set, else a hash
+    of its id (file, name and parameters)."""
     configured = os.environ.get("FP8Q_TEST_SEED")
     if configured:
         return int(configured)
-    return int.from_bytes(os.urandom(8), "little") >> 1
+    digest = hashlib.blake2b(node_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+def _swept_seeds():
+    """range of FP8Q_TEST_SEEDS=START:COUNT, or None when unset."""
+    sweep = os.environ.get("FP8Q_TEST_SEEDS")
+    if not sweep:
+        return None
+    start, separator, count = sweep.partition(":")
+    if not separator or not start.isdigit() or not count.isdigit():
+        raise pytest.UsageError(f"FP8Q_TEST_SEEDS={sweep!r}: expected "
+                                "START:COUNT, e.g. 0:200")
+    return range(int(start), int(start) + int(count))
+
+
+def pytest_generate_tests(metafunc):
+    seeds = _swept_seeds()
+    if seeds is not None and "seed" in metafunc.fixturenames:
+        metafunc.parametrize("seed", seeds, indirect=True,
+                             ids=[f"seed{value}" for value in seeds])
 
 
 @pytest.fixture
 def seed(request):
-    """A fresh 63-bit seed; failing tests show it in their report."""
-    value = _fresh_seed()
+    """The test's 63-bit seed (fixed per test id; a sweep's when
+    FP8Q_TEST_SEEDS is set); failing tests show it in their report."""
+    value = getattr(request, "param", None)
+    if value is None:
+        value = _seed_of(request.node.nodeid)
     request.node.user_properties.append(("seed", value))
     return value
+
+
+@pytest.fixture
+def record_margin(request):
+    """record_margin(observed, bound): notes observed / bound of a
+    statistical bound the test checks (the largest of its calls counts);
+    tests/seed_sweep.py reports the worst over the seeds."""
+    def record(observed, bound):
+        request.node.user_properties.append(
+            ("margin", float(observed) / float(bound)))
+    return record
 
 
 @pytest.fixture

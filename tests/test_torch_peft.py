@@ -124,8 +124,8 @@ def test_adapter_gradients_are_the_float_models(activations, granularity,
 
 
 @pytest.mark.parametrize("activations,granularity", MODES, ids=MODE_IDS)
-def test_merge_lora_requantizes_and_peft_merge_never_drops(activations,
-                                                           granularity, seed):
+def test_merge_lora_requantizes_and_peft_merge_never_drops(
+        activations, granularity, seed, record_margin):
     model, _ = models(seed, activations, granularity)
     x = torch.randn(4, 96)
     with torch.no_grad():
@@ -178,4 +178,5 @@ def test_merge_lora_requantizes_and_peft_merge_never_drops(activations,
     # 10% failed 1 W8A8 seed in 490), 0.18 of the adapters' change at worst
     # (5,600 seeds per mode; median 0.05).
     moved = (got - unmerged).norm() / (without_adapters - unmerged).norm()
+    record_margin(moved, 0.4)
     assert moved < 0.4, f"moved {moved}, seed={seed}"
