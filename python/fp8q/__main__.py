@@ -110,6 +110,11 @@ def _parse(argv):
                               "does (2-D tensors named *.weight, except "
                               "embedding tables such as embed_tokens, "
                               "word_embeddings, wte)")
+    convert.add_argument("--quantize-float", action="store_true",
+                         help="an FP8 checkpoint's float tensors (such as "
+                              "an lm_head its writer left in float) are "
+                              "copied as they are; this quantizes them as a "
+                              "float checkpoint's")
     convert.add_argument("--format", choices=["fp8q", "vllm"],
                          default="fp8q",
                          help="fp8q (default): each weight's scale is "
