@@ -256,9 +256,11 @@ class Linear(torch.nn.Linear):
 
     def set_name(self, name):
         """Records the layer's qualified name in the model (as
-        model.named_modules() gives it), for the errors that concern the
-        layer as a whole, such as a loader converting its FP8 weight, or x
-        of the wrong shape (fp8q.torch._checks)."""
+        model.named_modules() gives it) for its error messages: a loader
+        converting its FP8 weight, a state dict it refuses, and every error
+        its forward raises (the same exception, the name put in front of
+        its message: fp8q.torch._checks.name_error). fp8q.torch.quantize
+        and load_checkpoint call it."""
         self.qualified_name = name
         self._parameters.layer = self._buffers.layer = (
             f"fp8q.torch.Linear {name!r}")
