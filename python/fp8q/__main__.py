@@ -5,7 +5,8 @@
 [--tokens T ...]
 [--no-compile]` and
 `python -m fp8q convert IN.safetensors OUT.safetensors [--granularity ...]
-[--exclude PATTERN]... [--all-2d] [--format fp8q|vllm]` and
+[--exclude PATTERN]... [--all-2d] [--quantize-float] [--format fp8q|vllm]`
+and
 `python -m fp8q inspect PATH`.
 
 info prints the version, build and platform facts and a small quantize round
