@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
 import fp8q.torch as fpt  # noqa: E402
-from checkpoint_layouts import layout, save, tiny  # noqa: E402
+from checkpoint_layouts import FP8, layout, save, tiny  # noqa: E402
 from fp8q._checkpoint import CheckpointError  # noqa: E402
 
 
@@ -205,3 +205,147 @@ def test_folder_without_shards_and_bad_index(tmp_path):
         json.dumps({"weight_map": {"a": "gone.safetensors"}}))
     with pytest.raises(CheckpointError, match="names gone.safetensors"):
         fpt.load_checkpoint(tiny(), str(tmp_path))
+
+
+# Issue 40, item 4: scales and codes whose values no layer can hold. The
+# key of each layout's weight scale for layer "out".
+SCALE_KEYS = {"compressed-tensors": "out.weight_scale",
+              "modelopt": "out.weight_scale",
+              "finegrained": "out.weight_scale_inv",
+              "comfy-scaled": "out.scale_weight",
+              "comfy-quant": "out.weight_scale",
+              "quanto": "out.weight._scale"}
+WEIGHT_KEYS = {"quanto": "out.weight._data"}
+BAD_SCALES = [float("nan"), float("inf"), float("-inf"), 0.0, -0.0, -0.5]
+VALUE_CASES = [(name, options) for name, options in (
+    ("compressed-tensors", {"granularity": "row"}),
+    ("compressed-tensors", {"granularity": "tensor", "static": True}),
+    ("compressed-tensors", {"granularity": "block"}),
+    ("modelopt", {}), ("finegrained", {}), ("comfy-scaled", {}),
+    ("comfy-quant", {"fmt": "e5m2"}), ("quanto", {}))]
+
+
+def _poison(tensor, position, value):
+    """A copy of `tensor` with its element number `position` (C order)
+    set to `value`."""
+    poisoned = tensor.clone()
+    poisoned.reshape(-1)[position] = value
+    return poisoned
+
+
+def _codes_with(codes, position, code):
+    """A copy of the FP8 `codes` with the byte at `position` (C order)
+    set to `code`."""
+    return _poison(codes.view(torch.uint8), position, code).view(codes.dtype)
+
+
+def _refused_unchanged(source, pattern, build=lambda: tiny(seed=1)):
+    """load_checkpoint(build(), source) raises a CheckpointError matching
+    `pattern`, and the model is as it was: no layer replaced, every tensor
+    equal."""
+    model = build()
+    before = {key: value.clone() for key, value in model.state_dict().items()}
+    with pytest.raises(CheckpointError, match=pattern):
+        fpt.load_checkpoint(model, source)
+    assert not any(isinstance(module, fpt.Linear)
+                   for module in model.modules())
+    after = model.state_dict()
+    assert set(after) == set(before)
+    assert all(torch.equal(after[key], before[key]) for key in before)
+
+
+@pytest.mark.parametrize("bad", BAD_SCALES, ids=str)
+@pytest.mark.parametrize("name, options", VALUE_CASES,
+                         ids=[f"{n}-{'-'.join(map(str, o.values()))}"
+                              for n, o in VALUE_CASES])
+def test_scale_values_refused_naming_key_and_layer(name, options, bad,
+                                                   tmp_path, seed):
+    state, configs = layout(name, tiny(), **options)
+    key = SCALE_KEYS[name]
+    torch.manual_seed(seed % (2 ** 31))
+    position = int(torch.randint(state[key].numel(), ()))
+    state[key] = _poison(state[key], position, bad)
+    folder = save(str(tmp_path), state, configs)
+    _refused_unchanged(folder, rf"^{re.escape(key)} \(layer 'out'\): 1 of "
+                               rf"its {state[key].numel()} values are not "
+                               r"finite and > 0.*the first, element "
+                               rf"{position} in C order, is {bad}\. Nothing "
+                               "was loaded: the model is unchanged")
+
+
+def _non_finite(dtype):
+    """The codes (0..255) whose value in `dtype` is NaN or infinite, by
+    torch's own decoding: the oracle for what the loader refuses."""
+    values = torch.arange(256, dtype=torch.uint8).view(dtype).float()
+    return [code for code in range(256)
+            if not bool(torch.isfinite(values[code]))]
+
+
+def test_the_non_finite_codes_are_the_documented_ones():
+    assert _non_finite(torch.float8_e4m3fn) == [0x7F, 0xFF]
+    assert _non_finite(torch.float8_e5m2) == [*range(0x7C, 0x80),
+                                               *range(0xFC, 0x100)]
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2"])
+def test_every_non_finite_code_is_refused_and_no_other(fmt):
+    """All 256 codes, one at a time, in layer 'out' of a state dict: the
+    load fails exactly for the codes torch decodes to NaN or infinity."""
+    dtype = FP8[fmt]
+    state, _ = layout("comfy-scaled", tiny(), fmt=fmt)
+    codes = state["out.weight"]
+    bad = set(_non_finite(dtype))
+    for code in range(256):
+        trial = dict(state)
+        trial["out.weight"] = _codes_with(codes, 137 * code % codes.numel(),
+                                          code)
+        if code in bad:
+            _refused_unchanged(trial, r"^out\.weight \(layer 'out'\): 1 of "
+                                      r"its 26000 float8_e\w+ codes are NaN")
+        else:
+            fpt.load_checkpoint(tiny(seed=1), trial)
+
+
+@pytest.mark.parametrize("name, options", [
+    ("compressed-tensors", {}), ("quanto", {}), ("plain", {"fmt": "e5m2"}),
+    ("comfy-quant", {})])
+def test_nan_codes_refused_naming_key_and_layer(name, options, tmp_path,
+                                                seed):
+    state, configs = layout(name, tiny(), **options)
+    key = WEIGHT_KEYS.get(name, "out.weight")
+    torch.manual_seed(seed % (2 ** 31))
+    positions = sorted(torch.randperm(state[key].numel())[:3].tolist())
+    codes = state[key]
+    if name == "comfy-quant":  # the codes stored as bytes (U8)
+        codes = codes.view(torch.uint8)
+    for position in positions:
+        codes = _poison(codes, position, 0xFF) if codes.dtype == torch.uint8 \
+            else _codes_with(codes, position, 0xFF)
+    state[key] = codes
+    folder = save(str(tmp_path), state, configs)
+    first = [positions[0] // 130, positions[0] % 130]
+    _refused_unchanged(folder, rf"^{re.escape(key)} \(layer 'out'\): 3 of "
+                               r"its 26000 float8_e\w+ codes are NaN.*the "
+                               rf"first at index {re.escape(str(first))}")
+
+
+def _tiny_with_embedding():
+    model = tiny(seed=1)
+    model.emb = torch.nn.Embedding(6, 4)
+    return model
+
+
+def test_a_dequantized_weight_is_checked_too():
+    """FP8 weights of other modules, dequantized into their float
+    weights, are checked as the linear layers' are."""
+    state, _ = layout("comfy-scaled", tiny())
+    state["emb.weight"] = torch.ones(6, 4).to(torch.float8_e4m3fn)
+    state["emb.scale_weight"] = torch.tensor(-1.0)
+    _refused_unchanged(state, r"^emb\.scale_weight \(layer 'emb'\): 1 of "
+                              r"its 1 values are not finite and > 0",
+                       _tiny_with_embedding)
+    state["emb.scale_weight"] = torch.tensor(1.0)
+    state["emb.weight"] = _codes_with(state["emb.weight"], 5, 0x7F)
+    _refused_unchanged(state, r"^emb\.weight \(layer 'emb'\): 1 of its "
+                              r"24 float8_e4m3fn codes are NaN",
+                       _tiny_with_embedding)

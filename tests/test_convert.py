@@ -377,3 +377,104 @@ def test_empty_tensors_and_file_permissions(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert os.stat(target).st_mode & 0o777 == 0o666 & ~umask
+
+
+def _ignored_head_checkpoint(folder):
+    """Issue 40, item 5: a compressed-tensors checkpoint (llm-compressor's
+    layout) of checkpoint_layouts' tiny model whose config ignores the
+    last layer, "head", kept in float32 in the file. Returns the float
+    head weight."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    pytest.importorskip("safetensors")
+    from checkpoint_layouts import layout, save, tiny
+
+    model = tiny()
+    state, configs = layout("compressed-tensors", model, granularity="row",
+                            dynamic=True)
+    head = model.head.weight.detach().clone()
+    state["head.weight"] = head
+    del state["head.weight_scale"]
+    configs["config.json"]["quantization_config"]["ignore"] = ["head"]
+    configs["config.json"]["model_type"] = "tiny"
+    save(str(folder), state, configs)
+    return torch, head
+
+
+def _logits(folder, x):
+    """The tiny model loaded from `folder` by load_checkpoint: its output
+    for x, and the report."""
+    import torch
+
+    import fp8q.torch as fpt
+    from checkpoint_layouts import tiny
+
+    model = tiny(seed=1)
+    report = fpt.load_checkpoint(model, str(folder))
+    with torch.no_grad():
+        return model(x), report
+
+
+@pytest.mark.parametrize("output_format", ["fp8q", "vllm"])
+def test_float_layers_of_an_fp8_input_stay_float_with_its_config(
+        tmp_path, output_format):
+    source, target = tmp_path / "in", tmp_path / "out"
+    torch, head = _ignored_head_checkpoint(source)
+    target.mkdir()
+    result = run_cli(source / "model.safetensors",
+                     target / "model.safetensors", "--format", output_format)
+    assert result.returncode == 0, result.stderr
+    assert "converted 0 tensors" in result.stdout
+    assert ("note: FP8 input: 1 float tensors its writer kept in float are "
+            "copied as they are (head.weight); --quantize-float quantizes "
+            "them") in result.stdout
+    reader = SafetensorsReader(target / "model.safetensors")
+    original = SafetensorsReader(source / "model.safetensors")
+    assert reader.entries["head.weight"] == ("F32", (9, 200))
+    assert np.array_equal(reader.tensor("head.weight"), head.numpy())
+    for name in original.entries:  # codes, scales and floats as they were
+        assert reader.entries[name] == original.entries[name], name
+        assert np.array_equal(reader.tensor(name), original.tensor(name))
+    assert set(reader.entries) == set(original.entries)
+    reader.close()
+    original.close()
+    config = json.loads((target / "config.json").read_text())
+    assert config == json.loads((source / "config.json").read_text())
+    assert config["quantization_config"]["ignore"] == ["head"]
+    torch.manual_seed(0)
+    x = torch.randn(8, 40)
+    want, _ = _logits(source, x)
+    got, report = _logits(target, x)
+    assert report.float_linear_layers == ["head"]
+    assert torch.equal(got, want)
+    assert torch.equal(got.argmax(-1), want.argmax(-1))
+
+
+def test_quantize_float_is_asked_for_and_drops_the_config(tmp_path):
+    source, target = tmp_path / "in", tmp_path / "out"
+    torch, head = _ignored_head_checkpoint(source)
+    target.mkdir()
+    result = run_cli(source / "model.safetensors",
+                     target / "model.safetensors", "--quantize-float")
+    assert result.returncode == 0, result.stderr
+    assert "converted 1 tensors" in result.stdout
+    assert "its config files no longer describe the output" in result.stdout
+    assert not (target / "config.json").exists()
+    reader = SafetensorsReader(target / "model.safetensors")
+    q = fp8q.quantize(head.numpy(), "e4m3", granularity="row")
+    assert reader.entries["head.weight"][0] == "F8_E4M3"
+    assert np.array_equal(reader.tensor("head.weight"),
+                          q.data.view("uint8").numpy())
+    reader.close()
+
+
+def test_a_different_config_beside_the_output_is_kept(tmp_path):
+    source, target = tmp_path / "in", tmp_path / "out"
+    _ignored_head_checkpoint(source)
+    target.mkdir()
+    (target / "config.json").write_text("{}")
+    result = run_cli(source / "model.safetensors",
+                     target / "model.safetensors")
+    assert result.returncode == 0, result.stderr
+    assert (target / "config.json").read_text() == "{}"
+    assert (f"note: {target / 'config.json'}: kept as it is; it differs from "
+            "the input's config.json") in result.stdout

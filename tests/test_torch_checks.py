@@ -2,6 +2,8 @@
 a state dict whose weight is in another format (issue 24, defect 1) and an
 input whose shape does not fit, with nn.Linear's words and the layer's name
 (defect 9). torch's nn.Linear is the oracle for which shapes fail."""
+import copy
+
 import pytest
 
 torch = pytest.importorskip(
@@ -122,3 +124,146 @@ def test_other_errors_pass_through_unchanged(activations, seed):
     with pytest.raises(TypeError, match="float32, float16 or bfloat16"), \
             torch.inference_mode():
         fp8_layer(torch.ones(2, 64, dtype=torch.int32))
+
+
+# Issue 40, item 4: scales and codes that no layer may hold are refused
+# where they arrive (from_fp8, load_state_dict), and every forward error of
+# a named layer (quantize, load_checkpoint) carries its qualified name.
+BAD_SCALES = [float("nan"), float("inf"), 0.0, -1.0]
+MODES = ["inference", "no_grad", "requires_grad", "meta"]
+
+
+def _context(mode):
+    return {"inference": torch.inference_mode,
+            "no_grad": torch.no_grad}.get(mode, torch.enable_grad)()
+
+
+@pytest.mark.parametrize("bad", BAD_SCALES, ids=str)
+def test_from_fp8_refuses_scales_that_are_not_finite_and_positive(bad,
+                                                                  seed):
+    source = layer(seed)
+    scale = source.weight_scale.detach().clone()
+    scale[7] = bad
+    with pytest.raises(ValueError, match=r"^from_fp8: weight_scale: 1 of its "
+                                         r"32 values are not finite and > 0"
+                                         r".* element 7 in C order, is "
+                                         rf"{bad}"):
+        fpt.Linear.from_fp8(source.weight, scale)
+    with pytest.raises(ValueError, match=r"set_input_scale: expected a "
+                                         r"finite scale > 0"):
+        fpt.Linear.from_fp8(source.weight, source.weight_scale,
+                            input_scale=torch.tensor(bad),
+                            activations="e4m3")
+
+
+@pytest.mark.parametrize("weights", ["e4m3", "e5m2"])
+def test_from_fp8_refuses_exactly_the_non_finite_codes(weights, seed):
+    """Every one of the 256 codes in turn; torch's decoding of the code is
+    the oracle for which are NaN or infinite."""
+    source = layer(seed, weights=weights)
+    dtype = source.weight.dtype
+    decoded = torch.arange(256, dtype=torch.uint8).view(dtype).float()
+    for code in range(256):
+        codes = source.weight.detach().view(torch.uint8).clone()
+        codes[3, 9] = code
+        codes = codes.view(dtype)
+        if bool(torch.isfinite(decoded[code])):
+            built = fpt.Linear.from_fp8(codes, source.weight_scale)
+            assert built.weight is not None
+            continue
+        with pytest.raises(ValueError, match=r"^from_fp8: weight: 1 of its "
+                                             r"2048 float8_e\w+ codes are "
+                                             r"NaN.*first at index \[3, "
+                                             r"9\]"):
+            fpt.Linear.from_fp8(codes, source.weight_scale)
+
+
+@pytest.mark.parametrize("tensor", ["weight", "weight_scale", "input_scale"])
+def test_load_state_dict_refuses_bad_values_and_loads_nothing(tensor, seed):
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32))
+    fpt.quantize(model, activations="e4m3")
+    model[0].set_input_scale(0.25)
+    before = {name: raw(t).clone() for name, t in model.state_dict().items()}
+    theirs = {"0." + name: t.detach().clone() for name, t in
+              layer(seed, activations="e4m3").state_dict().items()}
+    theirs["0.input_scale"] = torch.tensor(0.5)
+    if tensor == "weight":
+        theirs["0.weight"] = theirs["0.weight"].view(torch.uint8)
+        theirs["0.weight"][0, 0] = 0x7F
+        theirs["0.weight"] = theirs["0.weight"].view(torch.float8_e4m3fn)
+        problem = "float8_e4m3fn codes are NaN"
+    else:
+        theirs["0." + tensor].reshape(-1)[0] = float("nan")
+        problem = "values are not finite and > 0"
+    with pytest.raises(RuntimeError, match=rf"fp8q\.torch\.Linear '0' "
+                                           rf"\(in_features=64, out_features"
+                                           rf"=32\): state_dict\['0\."
+                                           rf"{tensor}'\]: 1 of its \d+ "
+                                           rf"{problem}"):
+        model.load_state_dict(theirs)
+    for name, value in model.state_dict().items():
+        assert torch.equal(raw(value), before[name]), name
+
+
+def _corrupt_scale(fp8_layer, value):
+    """Writes `value` into the layer's first weight scale, past every
+    check (as a tool writing the tensor's memory would)."""
+    fp8_layer.weight_scale.data.reshape(-1)[0] = value
+
+
+@pytest.mark.parametrize("activations", ACTIVATIONS)
+@pytest.mark.parametrize("mode", MODES)
+def test_forward_errors_name_the_quantized_layer(activations, mode, seed):
+    """The same exception type as without a name, its message prefixed by
+    the layer's qualified name and sizes, in every forward path."""
+    torch.manual_seed(seed % (2 ** 31))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(64, 48),
+        torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Linear(48, 8)))
+    fpt.quantize(model, activations=activations)
+    named = model[1][1]
+    assert named.qualified_name == "1.1"
+    x = torch.randn(5, 64)
+    if mode == "meta":
+        model, x = model.to("meta"), x.to("meta")
+        wrong = x.to(torch.float64)
+    else:
+        _corrupt_scale(named, float("nan"))
+        wrong = None
+    if mode == "requires_grad":
+        x.requires_grad_()
+    prefix = r"^fp8q\.torch\.Linear '1\.1' \(in_features=48, out_features=8\): "
+    if wrong is None:
+        # The oracle for the type and the message's body: the same failure
+        # of an unnamed copy of the layer.
+        unnamed = copy.deepcopy(named)
+        del unnamed.qualified_name
+        with pytest.raises(Exception) as plain, _context(mode):
+            unnamed(model[1][0](model[0](x)))
+        assert "'1.1'" not in str(plain.value)
+        with pytest.raises(type(plain.value), match=prefix + r"weight_scale"
+                           r": every value must be finite and > 0"), \
+                _context(mode):
+            model(x)
+    else:
+        with pytest.raises(TypeError, match=prefix + r"x must be float32, "
+                                                     r"float16 or bfloat16"), \
+                _context(mode):
+            model[1][1](wrong[:, :48])
+
+
+def test_loaded_layers_carry_their_names_into_errors():
+    from checkpoint_layouts import layout, tiny
+
+    state, _ = layout("comfy-scaled", tiny())
+    model = tiny(seed=1)
+    fpt.load_checkpoint(model, state)
+    assert [module.qualified_name for module in model.modules()
+            if isinstance(module, fpt.Linear)] == ["proj", "out", "head"]
+    _corrupt_scale(model.out, -1.0)
+    with pytest.raises(ValueError, match=r"^fp8q\.torch\.Linear 'out' "
+                                         r"\(in_features=130, out_features"
+                                         r"=200\): weight_scale: every value"
+                                         r" must be finite and > 0"), \
+            torch.no_grad():
+        model(torch.randn(3, 40))

@@ -5,7 +5,8 @@
 [--breakdown] [--tokens T ...]
 [--no-compile]` and
 `python -m fp8q convert IN.safetensors OUT.safetensors [--granularity ...]
-[--exclude PATTERN]... [--all-2d] [--format fp8q|vllm]` and
+[--exclude PATTERN]... [--all-2d] [--quantize-float] [--format fp8q|vllm]`
+and
 `python -m fp8q inspect PATH`.
 
 info prints the version, build and platform facts and a small quantize round
@@ -116,6 +117,11 @@ def _parse(argv):
                               "does (2-D tensors named *.weight, except "
                               "embedding tables such as embed_tokens, "
                               "word_embeddings, wte)")
+    convert.add_argument("--quantize-float", action="store_true",
+                         help="an FP8 checkpoint's float tensors (such as "
+                              "an lm_head its writer left in float) are "
+                              "copied as they are; this quantizes them as a "
+                              "float checkpoint's")
     convert.add_argument("--format", choices=["fp8q", "vllm"],
                          default="fp8q",
                          help="fp8q (default): each weight's scale is "

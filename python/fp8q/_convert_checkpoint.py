@@ -11,7 +11,12 @@ already (names ending in "_scale" or "_scale_inv") and FP8 tensors are
 copied unchanged, so converting a converted checkpoint changes nothing.
 FP8 checkpoints in layouts vLLM does not read (ComfyUI scaled fp8 and
 comfy_quant, plain FP8, optimum-quanto) are re-laid into its layout instead,
-codes untouched (fp8q._checkpoint._relay); docs/checkpoints.md.
+codes untouched (fp8q._checkpoint._relay); docs/checkpoints.md. The float
+tensors of an FP8 input (compressed-tensors' ignored lm_head, say) were
+left in float by its writer: they are copied as they are unless
+--quantize-float asks, and the input's config files (config.json,
+hf_quant_config.json) are written beside the output while they still
+describe it.
 The file is written to a temporary name beside OUT and renamed at the end;
 a failure, SIGINT or SIGTERM removes it. docs/torch.md describes the layout.
 """
@@ -19,6 +24,7 @@ import fnmatch
 import os
 import re
 import shlex
+import shutil
 import signal
 import sys
 import tempfile
@@ -27,12 +33,17 @@ import numpy as np
 
 import fp8q
 from fp8q._checkpoint import CheckpointError, open_checkpoint
+from fp8q._checkpoint._plan import FP8_CODES
 from fp8q._checkpoint._relay import (output_metadata, relaid_layout,
                                      relay_tensors)
 from fp8q._safetensors import SafetensorsReader, write_safetensors
 
 GRANULARITIES = {"row": "row", "tensor": "tensor", "block": (128, 128)}
 FLOAT_CODES = ("F32", "F16", "BF16")
+# The config files of an FP8 input that describe its quantization (the
+# ignore list of compressed-tensors, ModelOpt's exclude_modules): carried
+# beside the output when it is written elsewhere (_carry_configs).
+CARRIED_CONFIGS = ("config.json", "hf_quant_config.json")
 
 
 SCALE_SUFFIXES = ("_scale", "_scale_inv")
@@ -93,20 +104,33 @@ def _check_excludes(reader, excludes):
             "shell-style and match whole tensor names, e.g. '*embed*'")
 
 
-def _plan(reader, granularity, excludes, output_format, all_2d):
-    """The output tensors: (name, code, shape, produce) in input order, and
-    the list of names to quantize: 2-D float tensors that are not scales
+def is_fp8_input(entries):
+    """Whether a checkpoint ({name: (dtype code, shape)}) holds FP8
+    tensors: its float tensors are then float on purpose."""
+    return any(code in FP8_CODES for code, _ in entries.values())
+
+
+def _plan(reader, granularity, excludes, output_format, all_2d,
+          quantize_float=True):
+    """The output tensors: (name, code, shape, produce) in input order, the
+    list of names to quantize: 2-D float tensors that are not scales
     already, are Linear weights by name unless all_2d, and match no
-    exclude pattern."""
+    exclude pattern, and the list of those an FP8 input (is_fp8_input)
+    keeps in float (all of them, unless quantize_float)."""
     _check_excludes(reader, excludes)
     outputs = []
     converted = []
+    kept = []
+    allowed = quantize_float or not is_fp8_input(reader.entries)
     for name, (code, shape) in reader.entries.items():
         convert = (code in FLOAT_CODES and len(shape) == 2
                    and not name.endswith(SCALE_SUFFIXES)
                    and (all_2d or is_linear_weight(name))
                    and not any(fnmatch.fnmatchcase(name, pattern)
                                for pattern in excludes))
+        if convert and not allowed:
+            kept.append(name)
+            convert = False
         if not convert:
             outputs.append((name, code, shape, lambda n=name: reader.tensor(n)))
             continue
@@ -125,19 +149,22 @@ def _plan(reader, granularity, excludes, output_format, all_2d):
                 f"{name!r} (a scale name collides with another tensor); "
                 "--exclude one of them")
         seen.add(name)
-    return outputs, converted
+    return outputs, converted, kept
 
 
 def convert(input_path, output_path, granularity="row", excludes=(),
-            output_format="fp8q", progress=None, all_2d=False):
+            output_format="fp8q", progress=None, all_2d=False,
+            quantize_float=False):
     """Converts one checkpoint: its Linear weights (is_linear_weight), or
     with all_2d every 2-D float tensor, that no exclude pattern matches;
-    returns the summary rows (name, bytes
-    before, bytes after, relative error) of the converted tensors and the
-    total bytes before and after. Raises ConvertError for bad input or an
-    unwritable output (the output file is then not created); Interrupted
-    (the temporary file removed) when SIGINT or SIGTERM arrives while
-    main() runs it."""
+    an FP8 input's float tensors (is_fp8_input) only with quantize_float
+    (else they are copied as they are, and the input's config files are
+    carried beside the output: _carry_configs). Returns the summary rows
+    (name, bytes before, bytes after, relative error) of the converted
+    tensors, the total bytes before and after, and notes (lines for the
+    summary). Raises ConvertError for bad input or an unwritable output
+    (the output file is then not created); Interrupted (the temporary file
+    removed) when SIGINT or SIGTERM arrives while main() runs it."""
     if os.path.isdir(input_path):
         raise ConvertError(f"{input_path}: is a directory; give the "
                            ".safetensors file to convert (one file per call)")
@@ -154,21 +181,69 @@ def convert(input_path, output_path, granularity="row", excludes=(),
     try:
         relaid = _relay(input_path, output_path, output_format)
         if relaid is not None:
-            return relaid
+            return (*relaid, [])
         reader = SafetensorsReader(input_path)
     except (OSError, ValueError) as error:
         raise ConvertError(str(error)) from None
     try:
-        return _convert(reader, input_path, output_path, granularity,
-                        excludes, output_format, progress, all_2d)
+        fp8_input = is_fp8_input(reader.entries)
+        rows, before, after, kept = _convert(
+            reader, input_path, output_path, granularity, excludes,
+            output_format, progress, all_2d, quantize_float)
     finally:
         reader.close()
+    notes = []
+    if kept:
+        shown = ", ".join(kept[:3]) + (", ..." if len(kept) > 3 else "")
+        notes.append(f"FP8 input: {len(kept)} float tensors its writer kept "
+                     f"in float are copied as they are ({shown}); "
+                     "--quantize-float quantizes them")
+    if fp8_input and rows:
+        notes.append(f"--quantize-float quantized {len(rows)} float tensors "
+                     "of this FP8 checkpoint: its config files no longer "
+                     "describe the output and were not carried beside it")
+    elif fp8_input:
+        notes.extend(_carry_configs(input_path, output_path))
+    return rows, before, after, notes
+
+
+def _carry_configs(input_path, output_path):
+    """Copies the CARRIED_CONFIGS found beside the input to the output's
+    folder, where they describe the output as they did the input (the
+    codes, scales and float tensors are the input's): a file of that name
+    already there is kept (identical, or not: then a note says so). Returns
+    the notes; ConvertError when a copy cannot be written."""
+    source = os.path.dirname(os.path.abspath(input_path))
+    target = os.path.dirname(os.path.abspath(output_path))
+    if os.path.samefile(source, target):
+        return []
+    notes = []
+    for name in CARRIED_CONFIGS:
+        original = os.path.join(source, name)
+        copy = os.path.join(target, name)
+        if not os.path.isfile(original):
+            continue
+        if os.path.exists(copy):
+            with open(original, "rb") as first, open(copy, "rb") as second:
+                if first.read() != second.read():
+                    notes.append(f"{copy}: kept as it is; it differs from "
+                                 f"the input's {name}, which describes the "
+                                 "output's quantization")
+            continue
+        try:
+            shutil.copyfile(original, copy)
+        except OSError as error:
+            raise ConvertError(f"{copy}: {error.strerror or error}") \
+                from None
+        notes.append(f"{copy}: the input's {name}, carried beside the "
+                     "output")
+    return notes
 
 
 def _convert(reader, input_path, output_path, granularity, excludes,
-             output_format, progress, all_2d):
-    outputs, converted = _plan(reader, granularity, excludes, output_format,
-                               all_2d)
+             output_format, progress, all_2d, quantize_float):
+    outputs, converted, kept = _plan(reader, granularity, excludes,
+                                     output_format, all_2d, quantize_float)
     pending = {}  # scale name -> float32 scale array, filled with its weight
     rows = []
 
@@ -210,7 +285,8 @@ def _convert(reader, input_path, output_path, granularity, excludes,
                      "fp8q_granularity": granularity,
                      "fp8q_format": output_format})
     _write(output_path, tensors, metadata)
-    return rows, os.path.getsize(input_path), os.path.getsize(output_path)
+    return (rows, os.path.getsize(input_path), os.path.getsize(output_path),
+            kept)
 
 
 def _write(output_path, tensors, metadata):
@@ -294,10 +370,10 @@ def main(arguments):
     previous = {number: signal.signal(number, interrupt)
                 for number in (signal.SIGINT, signal.SIGTERM)}
     try:
-        rows, before, after = convert(
+        rows, before, after, notes = convert(
             arguments.input, arguments.output, arguments.granularity,
             arguments.exclude or (), arguments.format, progress,
-            arguments.all_2d)
+            arguments.all_2d, arguments.quantize_float)
     except ConvertError as error:
         print(f"fp8q convert: error: {error}", file=sys.stderr)
         return 2
@@ -314,4 +390,6 @@ def main(arguments):
     if interactive:
         print(file=sys.stderr)
     print_summary(rows, before, after)
+    for note in notes:
+        print(f"note: {note}")
     return 0

@@ -205,11 +205,24 @@ class Linear(torch.nn.Linear):
         float, or None; `input_scale`, a float32 static activation scale
         (activations="e4m3" only), or None. compute_dtype is the bias's
         dtype (float32 without one). ValueError naming the argument for a
-        wrong dtype or shape."""
+        wrong dtype or shape, for a weight_scale or input_scale value that
+        is not finite and > 0, and for NaN codes in the weight (infinite
+        ones too in float8_e5m2), which would make the outputs NaN."""
         if weight.dtype not in FP8_DTYPES or weight.dim() != 2:
             raise ValueError(f"from_fp8: weight must be a 2-D float8_e4m3fn "
                              f"or float8_e5m2 tensor, got {weight.dtype} "
                              f"with shape {tuple(weight.shape)}")
+        problem = _checks.storage_problem(weight, weight_scale)
+        if problem is not None:
+            raise ValueError(f"from_fp8: {problem[0]}: {problem[1]}")
+        return cls._holding(weight, weight_scale, bias, input_scale,
+                            activations, granularity)
+
+    @classmethod
+    def _holding(cls, weight, weight_scale, bias, input_scale, activations,
+                 granularity):
+        """from_fp8 without the checks of the codes' and the weight
+        scales' values (for codes and scales fp8q computed itself)."""
         out_features, in_features = weight.shape
         layer = cls(in_features, out_features, bias=bias is not None,
                     weights=str(weight.dtype).removeprefix("torch."),
@@ -238,18 +251,20 @@ class Linear(torch.nn.Linear):
         codes, scale = _ops.quantize_weight(
             linear.weight.detach(), parse_format(weights, "weights"),
             granularity)
-        layer = cls.from_fp8(
+        layer = cls._holding(
             codes, scale, None if linear.bias is None
-            else linear.bias.detach().clone(), activations=activations,
-            granularity=granularity)
+            else linear.bias.detach().clone(), None, activations,
+            granularity)
         layer.compute_dtype = linear.weight.dtype
         return layer
 
     def set_name(self, name):
         """Records the layer's qualified name in the model (as
-        model.named_modules() gives it), for the errors that concern the
-        layer as a whole, such as a loader converting its FP8 weight, or x
-        of the wrong shape (fp8q.torch._checks)."""
+        model.named_modules() gives it) for its error messages: a loader
+        converting its FP8 weight, a state dict it refuses, and every error
+        its forward raises (the same exception, the name put in front of
+        its message: fp8q.torch._checks.name_error). fp8q.torch.quantize
+        and load_checkpoint call it."""
         self.qualified_name = name
         self._parameters.layer = self._buffers.layer = (
             f"fp8q.torch.Linear {name!r}")
@@ -343,6 +358,14 @@ class Linear(torch.nn.Linear):
         if mismatch is not None:
             error_msgs.append(mismatch)
             return
+        # Scales that are not finite and > 0, or NaN codes: nothing of this
+        # layer loads either.
+        problem = _checks.storage_problem(
+            *(state_dict.get(prefix + name) for name in STORAGE))
+        if problem is not None:
+            error_msgs.append(f"{_checks.describe(self)}: state_dict"
+                              f"[{prefix + problem[0]!r}]: {problem[1]}")
+            return
         # A frozen checkpoint has input_scale: make room for it.
         if self.input_scale is None and prefix + "input_scale" in state_dict:
             self.set_input_scale(state_dict[prefix + "input_scale"])
@@ -369,12 +392,15 @@ class Linear(torch.nn.Linear):
             return _ops.fp8_forward(x, parameters["weight"], weight_scale,
                                     parameters["bias"], buffers["input_scale"],
                                     self.granularity)
-        except (ValueError, RuntimeError):
-            # A failed call explains a wrong shape as nn.Linear would (the
-            # try block is free on the way through from Python 3.11 on).
-            shape_error = _checks.input_shape_error(self, x)
-            if shape_error is not None:
-                raise shape_error from None
+        except Exception as error:
+            # A failed call explains a wrong shape as nn.Linear would, and
+            # names the layer (the try block is free on the way through
+            # from Python 3.11 on).
+            if isinstance(error, (ValueError, RuntimeError)):
+                shape_error = _checks.input_shape_error(self, x)
+                if shape_error is not None:
+                    raise shape_error from None
+            _checks.name_error(self, error)
             raise
 
     def _eager_call_reads(self, x):
@@ -398,7 +424,19 @@ class Linear(torch.nn.Linear):
     def _traced_forward(self, x):
         """forward through the custom operators: what torch.compile,
         torch.export, torch.jit.trace, functorch, tensor subclasses, the
-        meta device and autograd see."""
+        meta device and autograd see. Its errors name the layer (outside
+        torch.compile's tracing, which reports where it failed itself)."""
+        if torch.compiler.is_compiling():
+            return self._operator_forward(x)
+        try:
+            return self._operator_forward(x)
+        except Exception as error:
+            _checks.name_error(self, error)
+            raise
+
+    def _operator_forward(self, x):
+        """_traced_forward's computation: x checked, then the custom
+        operator (per shard under tensor parallelism)."""
         if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise TypeError("fp8q.torch.Linear: x must be float32, float16 "
                             f"or bfloat16, got {x.dtype}")

@@ -13,6 +13,7 @@ from fp8q._checkpoint._plan import nbytes
 from fp8q.torch import _ops
 from fp8q.torch._checkpoint_report import CheckpointReport
 from fp8q.torch._checkpoint_source import StateDictCheckpoint
+from fp8q.torch._checkpoint_values import check_layer_values
 from fp8q.torch._linear import FORMATS, Linear
 
 LISTED = 5  # keys named per problem in an error message
@@ -206,9 +207,12 @@ def load_checkpoint(model, source, *, strict=True, quantization_map=None):
     one at a time.
 
     CheckpointError (a ValueError) naming the key for a layout fp8q cannot
-    read as it is, for a shape that differs from the model's, and with
-    strict=True for missing or unexpected keys; the model is unchanged
-    then (everything is checked first)."""
+    read as it is, for a shape that differs from the model's, for a scale
+    that is not finite and > 0 or FP8 codes that are NaN (infinite too,
+    in e5m2; the message names the layer too), and with strict=True for
+    missing or unexpected keys; the model is unchanged then (everything is
+    checked first). The layers it makes carry their qualified names
+    (fp8q.torch.Linear.set_name) into their errors."""
     if isinstance(source, (str, os.PathLike)):
         checkpoint = open_checkpoint(source)
     elif isinstance(source, dict):
@@ -228,11 +232,16 @@ def _load(model, checkpoint, strict, quantization_map):
     match = _Match(model, plan, checkpoint)
     if strict:
         match.refuse_if_strict()
+    check_layer_values(checkpoint, [*(layer for layer, _ in
+                                      match.linears.values()),
+                                    *match.dequantized.values()])
     entries = checkpoint.entries
     for name, (layer, module) in match.linears.items():
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, _fp8_layer(checkpoint, layer, module))
+        replacement = _fp8_layer(checkpoint, layer, module)
+        replacement.set_name(name)  # for the layer's error messages
+        setattr(parent, child, replacement)
         for key in (*layer.keys, layer.name + ".bias"):
             if key in entries:
                 checkpoint.release(key)

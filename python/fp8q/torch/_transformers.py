@@ -108,7 +108,7 @@ class Fp8qHfQuantizer(HfQuantizer):
                 # whatever device transformers builds the model on).
                 with torch.device("cpu"):
                     layer.set_input_scale(1.0)
-            layer.qualified_name = name
+            layer.set_name(name)  # for the layer's error messages
             parent_name, _, child = name.rpartition(".")
             setattr(model.get_submodule(parent_name), child, layer)
         return model
