@@ -1,6 +1,6 @@
 /*
- * switches.c - FP8Q_CUDA_NO_FP8_TENSOR_CORES and FP8Q_CUDA_SCALED_MM_PATH,
- * read once (see switches.h).
+ * switches.c - FP8Q_CUDA_NO_FP8_TENSOR_CORES, FP8Q_CUDA_GEMM_TUNING and
+ * FP8Q_CUDA_SCALED_MM_PATH, read once (see switches.h).
  */
 #include <string.h>
 
@@ -38,6 +38,7 @@ static void read_switches(void *unused)
 
     (void)unused;
     fp8q_error_clear(&switches.error);
+    switches.gemm_tuning = 1;
     if (read_value("FP8Q_CUDA_NO_FP8_TENSOR_CORES", value) < 0) {
         return;
     }
@@ -50,6 +51,21 @@ static void read_switches(void *unused)
                   "it takes: 1 (scaled_mm takes the paths of GPUs without FP8 "
                   "tensor cores), 0 or unset (docs/scaled_mm.md, "
                   "\"Switches\")",
+                  value);
+        return;
+    }
+    if (read_value("FP8Q_CUDA_GEMM_TUNING", value) < 0) {
+        return;
+    }
+    if (strcmp(value, "0") == 0) {
+        switches.gemm_tuning = 0;
+    }
+    else if (value[0] != '\0' && strcmp(value, "1") != 0) {
+        fp8q_fail(&switches.error, FP8Q_ERROR_CUDA,
+                  "FP8Q_CUDA_GEMM_TUNING=%s is not one of the values it "
+                  "takes: 0 (cuBLASLt's first algorithm, none timed), 1 or "
+                  "unset (the fastest of its top candidates, timed once per "
+                  "product key) (docs/scaled_mm.md, \"Switches\")",
                   value);
         return;
     }

@@ -26,15 +26,17 @@ static PyObject *driver_dict(const fp8q_cuda_driver *driver)
                          driver->version > 0 ? version : NULL);
 }
 
-/* {"FP8Q_CUDA_NO_FP8_TENSOR_CORES": bool, "FP8Q_CUDA_SCALED_MM_PATH":
+/* {"FP8Q_CUDA_NO_FP8_TENSOR_CORES": bool, "FP8Q_CUDA_GEMM_TUNING": bool,
+ * "FP8Q_CUDA_SCALED_MM_PATH":
  * "auto" | ..., "error": None or why a value is refused}: the switches as
  * read (cuda/switches.h). */
 static PyObject *switches_dict(void)
 {
     const fp8q_cuda_switches *switches = fp8q_cuda_switches_get();
     return Py_BuildValue(
-        "{s:O,s:s,s:z}", "FP8Q_CUDA_NO_FP8_TENSOR_CORES",
+        "{s:O,s:O,s:s,s:z}", "FP8Q_CUDA_NO_FP8_TENSOR_CORES",
         switches->no_fp8_tensor_cores ? Py_True : Py_False,
+        "FP8Q_CUDA_GEMM_TUNING", switches->gemm_tuning ? Py_True : Py_False,
         "FP8Q_CUDA_SCALED_MM_PATH",
         fp8q_scaled_mm_path_switch_name(switches->scaled_mm_path), "error",
         switches->error.status != FP8Q_OK ? switches->error.message : NULL);
