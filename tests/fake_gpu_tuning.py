@@ -1,4 +1,5 @@
-"""Scenarios of the GEMM tuner (csrc/cuda/matmul.h, "Algorithm choice") on
+"""Scenarios of the GEMM tuner (csrc/cuda/matmul.h, "Algorithm choice") and
+of block scales read in place by the one cuBLASLt call, on
 the fake CUDA driver and cuBLASLt, each run in a fresh interpreter by
 tests/test_cuda_gemm_tuning.py (see tests/fake_gpu.py). Each function
 raises AssertionError on failure.

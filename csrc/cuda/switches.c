@@ -31,6 +31,28 @@ static int read_value(const char *name, char *value)
     return -1;
 }
 
+/* A "0" / "1" switch into *flag (`unset` when the variable is unset or
+ * empty); 0, or -1 with switches.error set (naming `values`, the text of
+ * what each value does) for any other value. */
+static int read_flag(const char *name, int unset, const char *values,
+                     int *flag)
+{
+    char value[VALUE_SIZE];
+    if (read_value(name, value) < 0) {
+        return -1;
+    }
+    if (value[0] == '\0' || strcmp(value, "0") == 0 ||
+        strcmp(value, "1") == 0) {
+        *flag = value[0] == '\0' ? unset : value[0] == '1';
+        return 0;
+    }
+    fp8q_fail(&switches.error, FP8Q_ERROR_CUDA,
+              "%s=%s is not one of the values it takes: %s "
+              "(docs/scaled_mm.md, \"Switches\")",
+              name, value, values);
+    return -1;
+}
+
 static void read_switches(void *unused)
 {
     char value[VALUE_SIZE];
@@ -39,34 +61,15 @@ static void read_switches(void *unused)
     (void)unused;
     fp8q_error_clear(&switches.error);
     switches.gemm_tuning = 1;
-    if (read_value("FP8Q_CUDA_NO_FP8_TENSOR_CORES", value) < 0) {
-        return;
-    }
-    if (strcmp(value, "1") == 0) {
-        switches.no_fp8_tensor_cores = 1;
-    }
-    else if (value[0] != '\0' && strcmp(value, "0") != 0) {
-        fp8q_fail(&switches.error, FP8Q_ERROR_CUDA,
-                  "FP8Q_CUDA_NO_FP8_TENSOR_CORES=%s is not one of the values "
-                  "it takes: 1 (scaled_mm takes the paths of GPUs without FP8 "
-                  "tensor cores), 0 or unset (docs/scaled_mm.md, "
-                  "\"Switches\")",
-                  value);
-        return;
-    }
-    if (read_value("FP8Q_CUDA_GEMM_TUNING", value) < 0) {
-        return;
-    }
-    if (strcmp(value, "0") == 0) {
-        switches.gemm_tuning = 0;
-    }
-    else if (value[0] != '\0' && strcmp(value, "1") != 0) {
-        fp8q_fail(&switches.error, FP8Q_ERROR_CUDA,
-                  "FP8Q_CUDA_GEMM_TUNING=%s is not one of the values it "
-                  "takes: 0 (cuBLASLt's first algorithm, none timed), 1 or "
-                  "unset (the fastest of its top candidates, timed once per "
-                  "product key) (docs/scaled_mm.md, \"Switches\")",
-                  value);
+    if (read_flag("FP8Q_CUDA_NO_FP8_TENSOR_CORES", 0,
+                  "1 (scaled_mm takes the paths of GPUs without FP8 tensor "
+                  "cores), 0 or unset",
+                  &switches.no_fp8_tensor_cores) < 0 ||
+        read_flag("FP8Q_CUDA_GEMM_TUNING", 1,
+                  "0 (cuBLASLt's first algorithm, none timed), 1 or unset "
+                  "(the fastest of its top candidates, timed once per "
+                  "product key)",
+                  &switches.gemm_tuning) < 0) {
         return;
     }
     if (read_value("FP8Q_CUDA_SCALED_MM_PATH", value) < 0) {
