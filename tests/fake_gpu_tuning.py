@@ -191,3 +191,67 @@ def weight_block_scales_are_read_in_place():
         assert len(launched) == kernels, (k, work)
         assert "cuMemAllocAsync" not in work and "cuMemAlloc" not in work, \
             (k, work)
+
+
+def choices_are_saved():
+    """fp8q.gemm_tuning.save after one tuned product: the file holds this
+    process's key (the fake's GPU name, compute capability, driver,
+    cuBLASLt and fp8q versions) and one choice, algorithm 2."""
+    import fp8q.gemm_tuning
+    path = os.environ["TUNING_FILE"]
+    product(np.random.default_rng(67), 5)
+    assert timed() == 3
+    assert fp8q.gemm_tuning.save(path) == 1
+    with open(path) as file:
+        lines = file.read().splitlines()
+    # (The fake names device i "FAKE_CUDA_NAME i".)
+    assert lines[1:7] == ["format 1",
+                          f"gpu {os.environ['FAKE_CUDA_NAME']} 0",
+                          "compute_capability 9.0", "driver 13.0",
+                          "cublaslt 13.10.0", f"fp8q {fp8q.__version__}"], \
+        lines
+    choice, = [line for line in lines if line.startswith("choice ")]
+    # M bucket 8, N 32, K 64, ..., algorithm id 2 in the first byte.
+    assert choice.split()[1:4] == ["8", "32", "64"], choice
+    assert choice.split()[-1] == "02" + "0" * 126, choice
+
+
+def saved_choices_are_loaded():
+    """A new process loads the file: the same product runs algorithm 2 at
+    once, nothing timed; a missing file with missing_ok loads nothing."""
+    import fp8q.gemm_tuning
+    assert fp8q.gemm_tuning.load(os.environ["TUNING_FILE"] + ".absent",
+                                 missing_ok=True) == 0
+    assert fp8q.gemm_tuning.load(os.environ["TUNING_FILE"]) == 1
+    for line in ("8 32 64 4 4 0 2 -1 0 0 0 256 256 256 02", "nonsense",
+                 "7 32 64 4 4 0 2 -1 0 0 0 256 256 256 " + "0" * 128):
+        try:
+            fp8q._C._gemm_tuning_import(0, [line])
+        except ValueError as error:
+            assert "not a GEMM tuning choice" in str(error), str(error)
+        else:
+            raise AssertionError(f"{line!r} taken")
+    start = len(algo_log())
+    product(np.random.default_rng(68), 6)
+    assert algo_log()[start:] == [(2, 0, "run")], algo_log()[start:]
+    assert timed() == 0
+
+
+def another_gpus_choices_are_refused():
+    """On another GPU model (FAKE_CUDA_NAME differs) load raises ValueError
+    naming both keys and uses nothing: the product is timed here."""
+    import fp8q.gemm_tuning
+    path = os.environ["TUNING_FILE"]
+    try:
+        fp8q.gemm_tuning.load(path)
+    except ValueError as error:
+        message = str(error)
+    else:
+        raise AssertionError("no ValueError")
+    assert "was saved for GPU 'Fake H100 0'" in message, message
+    assert f"here is GPU '{os.environ['FAKE_CUDA_NAME']} 0'" in message, \
+        message
+    assert "not used" in message, message
+    start = len(algo_log())
+    product(np.random.default_rng(69), 5)
+    assert ids_since(start)[-1] == 2 and timed() == 3, algo_log()[start:]

@@ -49,3 +49,14 @@ def test_a_refused_candidate_is_skipped(fake_driver, tmp_path):
 def test_tuning_switched_off(fake_driver, tmp_path):
     run_scenario(fake_driver, "tuning_switched_off", tmp_path,
                  {"FP8Q_CUDA_GEMM_TUNING": "0"})
+
+
+def test_choices_saved_loaded_and_refused_elsewhere(fake_driver, tmp_path):
+    """fp8q.gemm_tuning: save in one process, load in another (no timing),
+    refused on another GPU model."""
+    path = str(tmp_path / "tuning.txt")
+    for scenario, gpu in (("choices_are_saved", "Fake H100"),
+                          ("saved_choices_are_loaded", "Fake H100"),
+                          ("another_gpus_choices_are_refused", "Fake H200")):
+        run_scenario(fake_driver, scenario, tmp_path,
+                     {"TUNING_FILE": path, "FAKE_CUDA_NAME": gpu})

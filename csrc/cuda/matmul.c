@@ -876,6 +876,123 @@ int64_t fp8q_matmul_m_bucket(int64_t m)
     return bucket;
 }
 
+/* The fields of a choice's line, before the algorithm's 128 hex digits. */
+#define CHOICE_FORMAT "%lld %lld %lld %d %d %d %d %d %d %d %d %u %u %u"
+
+size_t fp8q_matmul_choices_format(int device_index, char *text, size_t size)
+{
+    static const char digits[] = "0123456789abcdef";
+    const choice *entry;
+    size_t used = 0;
+    char line[FP8Q_MATMUL_CHOICE_LINE_SIZE];
+
+    if (size > 0) {
+        text[0] = '\0';
+    }
+    fp8q_once_run(&lock_once, create_lock, NULL);
+    if (plans_lock == NULL) {
+        return 0;
+    }
+    fp8q_mutex_lock(plans_lock);
+    for (entry = choices; entry != NULL; entry = entry->next) {
+        const plan_key *key = &entry->key;
+        const unsigned char *bytes = (const unsigned char *)&entry->algo;
+        size_t index;
+        int length;
+        if (key->device != device_index) {
+            continue;
+        }
+        length = snprintf(line, sizeof line, CHOICE_FORMAT " ",
+                          (long long)key->m, (long long)key->n,
+                          (long long)key->k, key->a_dtype, key->b_dtype,
+                          key->d_dtype, key->scaling, key->bias_dtype,
+                          key->has_d_scale, key->has_amax,
+                          key->fast_accumulation, key->a_alignment,
+                          key->b_alignment, key->d_alignment);
+        if (length < 0 ||
+            (size_t)length + 2 * sizeof entry->algo + 2 > sizeof line) {
+            continue;
+        }
+        for (index = 0; index < sizeof entry->algo; index++) {
+            line[length++] = digits[bytes[index] >> 4];
+            line[length++] = digits[bytes[index] & 15];
+        }
+        line[length++] = '\n';
+        line[length] = '\0';
+        if (used + (size_t)length < size) {
+            memcpy(text + used, line, (size_t)length + 1);
+        }
+        used += (size_t)length;
+    }
+    fp8q_mutex_unlock(plans_lock);
+    return used;
+}
+
+/* The value of hex digit `digit`, or -1. */
+static int hex_value(char digit)
+{
+    if (digit >= '0' && digit <= '9') {
+        return digit - '0';
+    }
+    if (digit >= 'a' && digit <= 'f') {
+        return digit - 'a' + 10;
+    }
+    return -1;
+}
+
+fp8q_status fp8q_matmul_choice_add(int device_index, const char *line,
+                                   fp8q_error *error)
+{
+    plan timed;
+    plan_key *key = &timed.key;
+    long long m, n, k;
+    char hex[2 * sizeof(fp8q_lt_algo) + 2];
+    unsigned char *bytes = (unsigned char *)&timed.candidates[0];
+    size_t index;
+
+    memset(&timed, 0, sizeof timed);
+    memset(hex, 0, sizeof hex);
+    if (sscanf(line, CHOICE_FORMAT " %129s", &m, &n, &k, &key->a_dtype,
+               &key->b_dtype, &key->d_dtype, &key->scaling,
+               &key->bias_dtype, &key->has_d_scale, &key->has_amax,
+               &key->fast_accumulation, &key->a_alignment,
+               &key->b_alignment, &key->d_alignment, hex) != 15 ||
+        strlen(hex) != 2 * sizeof(fp8q_lt_algo) || m < 1 || n < 1 ||
+        k < 1 || m != fp8q_matmul_m_bucket(m)) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "not a GEMM tuning choice: \"%.200s\" (fields: M "
+                         "bucket, N, K, dtypes, scaling, bias, D scale, "
+                         "amax, fast accumulation, alignments, then the "
+                         "algorithm's %d hex digits)",
+                         line, (int)(2 * sizeof(fp8q_lt_algo)));
+    }
+    for (index = 0; index < sizeof(fp8q_lt_algo); index++) {
+        const int high = hex_value(hex[2 * index]);
+        const int low = hex_value(hex[2 * index + 1]);
+        if (high < 0 || low < 0) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "not a GEMM tuning choice: \"%.200s\" (the "
+                             "algorithm must be lowercase hex digits)",
+                             line);
+        }
+        bytes[index] = (unsigned char)(high * 16 + low);
+    }
+    key->device = device_index;
+    key->m = m;
+    key->n = n;
+    key->k = k;
+    timed.n_candidates = 1;
+    fp8q_once_run(&lock_once, create_lock, NULL);
+    if (plans_lock == NULL) {
+        return fp8q_fail(error, FP8Q_ERROR_MEMORY,
+                         "out of memory for the cuBLASLt plan lock");
+    }
+    fp8q_mutex_lock(plans_lock);
+    remember_bucket_choice(&timed);
+    fp8q_mutex_unlock(plans_lock);
+    return FP8Q_OK;
+}
+
 int64_t fp8q_matmul_candidates_timed(void)
 {
     int64_t timed = 0;

@@ -97,6 +97,30 @@ int64_t fp8q_matmul_m_bucket(int64_t m);
  * counted once per timing), for tests and fp8q.info(). */
 int64_t fp8q_matmul_candidates_timed(void);
 
+/* Room for one line of fp8q_matmul_choices_format, newline and NUL. */
+#define FP8Q_MATMUL_CHOICE_LINE_SIZE 512
+
+/*
+ * The tuner's choices of device `device_index` as text, one line each:
+ * "M_BUCKET N K A_DTYPE B_DTYPE D_DTYPE SCALING BIAS_DTYPE D_SCALE AMAX
+ * FAST A_ALIGNMENT B_ALIGNMENT D_ALIGNMENT ALGORITHM" (integers as in the
+ * plan key: fp8q_dtype and fp8q_matmul_scaling values, -1 for no bias,
+ * 0/1 flags, alignments in bytes; ALGORITHM the 64 bytes of
+ * cublasLtMatmulAlgo_t as 128 lowercase hex digits), most recent first.
+ * Writes what fits of it (whole lines, NUL-terminated) into `text` and
+ * returns the length of all of it, so a caller can size a second call.
+ * Meaningful only with the same GPU model, driver, cuBLASLt and fp8q
+ * version: the caller keys a saved copy by them (fp8q.gemm_tuning).
+ */
+size_t fp8q_matmul_choices_format(int device_index, char *text, size_t size);
+
+/* Adds one line of fp8q_matmul_choices_format to device `device_index`'s
+ * choices (replacing its bucket's), FP8Q_ERROR_VALUE saying what a line
+ * must hold when it is not one. A choice is used only where the heuristic
+ * offers exactly that algorithm for a product of its bucket. */
+fp8q_status fp8q_matmul_choice_add(int device_index, const char *line,
+                                   fp8q_error *error);
+
 /* cuBLASLt's name for a scaling mode, for messages ("rowwise scales
  * (OUTER_VEC_32F)", ...). */
 const char *fp8q_matmul_scaling_name(fp8q_matmul_scaling scaling);

@@ -1008,6 +1008,126 @@ static PyObject *scaled_mm_padding(PyObject *module, PyObject *enabled)
     return PyBool_FromLong(previous);
 }
 
+/* ------------------------------------------------------------------------- */
+/* fp8q._C._gemm_tuning_export / _gemm_tuning_import (fp8q.gemm_tuning)     */
+
+/* The index of CUDA device `object` (an int), opened, with cuBLASLt
+ * loaded; -1 with an exception. */
+static int tuning_device(PyObject *object, const fp8q_cublaslt **library)
+{
+    const int index = PyLong_Check(object) ? (int)PyLong_AsLong(object) : -1;
+    if (!PyLong_Check(object) || (index == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError,
+                        "the GEMM tuning functions take a CUDA device index");
+        return -1;
+    }
+    if (fp8q_py_cuda_device(index) == NULL) {
+        return -1;
+    }
+    *library = load_cublaslt();
+    return *library == NULL ? -1 : index;
+}
+
+static PyObject *gemm_tuning_export(PyObject *module, PyObject *device)
+{
+    fp8q_cuda_device_properties properties;
+    const fp8q_cublaslt *library;
+    char driver_version[32];
+    fp8q_error error;
+    fp8q_status status;
+    PyObject *text;
+    PyObject *lines;
+    char *buffer;
+    size_t length;
+    const int index = tuning_device(device, &library);
+
+    (void)module;
+    if (index < 0) {
+        return NULL;
+    }
+    fp8q_error_clear(&error);
+    status = fp8q_cuda_device_properties_get(index, &properties, &error);
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        return NULL;
+    }
+    fp8q_cuda_format_version(fp8q_cuda_driver_load()->version,
+                             driver_version, sizeof driver_version);
+    /* Sized, then written; choices made in between are left out. */
+    length = fp8q_matmul_choices_format(index, NULL, 0);
+    buffer = (char *)PyMem_Malloc(length + 1);
+    if (buffer == NULL) {
+        return PyErr_NoMemory();
+    }
+    (void)fp8q_matmul_choices_format(index, buffer, length + 1);
+    text = PyUnicode_DecodeASCII(buffer, (Py_ssize_t)strlen(buffer),
+                                 "strict");
+    PyMem_Free(buffer);
+    if (text == NULL) {
+        return NULL;
+    }
+    lines = PyUnicode_Splitlines(text, 0);
+    Py_DECREF(text);
+    if (lines == NULL) {
+        return NULL;
+    }
+    return Py_BuildValue(
+        "{s:s,s:N,s:s,s:N,s:N}", "gpu", properties.name,
+        "compute_capability",
+        PyUnicode_FromFormat("%d.%d", properties.compute_capability_major,
+                             properties.compute_capability_minor),
+        "driver", driver_version, "cublaslt",
+        PyUnicode_FromFormat("%d.%d.%d", (int)(library->version / 10000),
+                             (int)(library->version / 100 % 100),
+                             (int)(library->version % 100)),
+        "choices", lines);
+}
+
+static PyObject *gemm_tuning_import(PyObject *module, PyObject *args)
+{
+    const fp8q_cublaslt *library;
+    PyObject *device, *lines, *sequence;
+    Py_ssize_t position;
+    int index;
+
+    (void)module;
+    if (!PyArg_ParseTuple(args, "OO:_gemm_tuning_import", &device, &lines)) {
+        return NULL;
+    }
+    index = tuning_device(device, &library);
+    if (index < 0) {
+        return NULL;
+    }
+    sequence = PySequence_Fast(lines, "the choices must be a list of str");
+    if (sequence == NULL) {
+        return NULL;
+    }
+    for (position = 0; position < PySequence_Fast_GET_SIZE(sequence);
+         position++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(sequence, position);
+        const char *line = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item)
+                                                 : NULL;
+        fp8q_error error;
+        if (line == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_TypeError,
+                                "the choices must be a list of str");
+            }
+            Py_DECREF(sequence);
+            return NULL;
+        }
+        fp8q_error_clear(&error);
+        if (fp8q_py_raise_on_failure(
+                fp8q_matmul_choice_add(index, line, &error), &error) < 0) {
+            Py_DECREF(sequence);
+            return NULL;
+        }
+    }
+    position = PySequence_Fast_GET_SIZE(sequence);
+    Py_DECREF(sequence);
+    return PyLong_FromSsize_t(position);
+}
+
 static PyMethodDef scaled_mm_cuda_functions[] = {
     {"_scaled_mm_padding", scaled_mm_padding, METH_O,
      "_scaled_mm_padding(enabled)\n--\n\n"
@@ -1026,6 +1146,17 @@ static PyMethodDef scaled_mm_cuda_functions[] = {
      "{accepted, refused} scaling modes of the products so far, "
      "candidates_timed: cuBLASLt algorithms timed by the GEMM tuner so "
      "far (csrc/cuda/matmul.h)}."},
+    {"_gemm_tuning_export", gemm_tuning_export, METH_O,
+     "_gemm_tuning_export(device)\n--\n\n"
+     "Private, for fp8q.gemm_tuning.save: {gpu, compute_capability, "
+     "driver, cublaslt: what the choices are valid for, choices: the GEMM "
+     "tuner's choices of CUDA device `device` as lines "
+     "(csrc/cuda/matmul.h, fp8q_matmul_choices_format)}."},
+    {"_gemm_tuning_import", gemm_tuning_import, METH_VARARGS,
+     "_gemm_tuning_import(device, lines)\n--\n\n"
+     "Private, for fp8q.gemm_tuning.load: adds choice lines of "
+     "_gemm_tuning_export to CUDA device `device`'s (no key check here); "
+     "returns their number. ValueError for a line that is not one."},
     {NULL, NULL, 0, NULL},
 };
 
