@@ -49,6 +49,12 @@
  *     a capture fail with 907.
  * A refused call invalidates the captures it concerns, as the real driver
  * does.
+ *
+ * Timing: events made without CU_EVENT_DISABLE_TIMING (logged as
+ * "cuEventCreate timing") read a fake GPU clock when recorded, and
+ * cuEventElapsedTime returns the difference. Nothing advances that clock
+ * but fakeCudaClockAdvance (found through cuGetProcAddress; not a driver
+ * entry point), which the fake cuBLASLt calls with each product's cost.
  */
 #define _POSIX_C_SOURCE 200809L /* the fakes are built on Linux */
 

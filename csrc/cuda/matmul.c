@@ -87,7 +87,7 @@ typedef struct choice {
 
 static choice *choices;
 static int n_choices;
-/* Candidates timed so far, process-wide (fp8q_matmul_tuning_stats). */
+/* Candidates timed so far, process-wide (fp8q_matmul_candidates_timed). */
 static int64_t n_timed;
 
 /* Per device, a bit per fp8q_matmul_scaling: products of that mode that
@@ -540,10 +540,11 @@ static plan *cached_plan(const plan_key *key)
     return NULL;
 }
 
-/* `key` with m replaced by its M bucket: the key of the tuner's choice. */
+/* `key` with m replaced by its M bucket: the key of the tuner's choice.
+ * (Copied bytewise, padding included, as keys are compared with memcmp.) */
 static void choice_key_of(const plan_key *key, plan_key *bucket)
 {
-    *bucket = *key;
+    memcpy(bucket, key, sizeof *bucket);
     bucket->m = fp8q_matmul_m_bucket(key->m);
 }
 
@@ -600,7 +601,7 @@ static void remember_bucket_choice(const plan *timed)
     if (entry == NULL) {
         return;
     }
-    entry->key = bucket;
+    memcpy(&entry->key, &bucket, sizeof bucket);
     entry->algo = timed->candidates[timed->chosen];
     entry->next = choices;
     choices = entry;
