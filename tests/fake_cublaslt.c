@@ -25,6 +25,21 @@
  *   FAKE_CUBLASLT_REFUSE_SCALE_MODES  when set, the heuristic refuses the
  *                          outer-vector and block scale modes (as on sm_89,
  *                          which it also refuses when FAKE_CUDA_CC < 9.0)
+ *   FAKE_CUBLASLT_ALGO_COSTS  comma-separated costs in microseconds, one
+ *                          per algorithm (default "0": one algorithm): the
+ *                          heuristic offers min(requested, count) of them,
+ *                          best first, as algorithm ids 1, 2, ... (the
+ *                          first 8 bytes of cublasLtMatmulAlgo_t), and each
+ *                          cublasLtMatmul with id N advances the fake
+ *                          driver's clock (what its timing events measure)
+ *                          by cost N; an id the heuristic never offered is
+ *                          refused (INVALID_VALUE), as is an all-zero one
+ *   FAKE_CUBLASLT_REFUSE_ALGO  an algorithm id cublasLtMatmul refuses with
+ *                          NOT_SUPPORTED although the heuristic offers it
+ *                          (as the real one may, for a shape it does not fit)
+ *   FAKE_CUBLASLT_ALGO_LOG a file each cublasLtMatmul that passes the
+ *                          problem's checks is logged to, as "ID FAST
+ *                          run|refused" (FAST: the FAST_ACCUM attribute)
  *   FAKE_CUDA_LOG          a file each matmul is logged to, as
  *                          "cublasLtMatmul A_TYPE B_TYPE D_TYPE scaled|plain
  *                          LIVE_OBJECTS scaled|plain A_MODE,B_MODE
@@ -44,6 +59,9 @@
  * (the largest |value| before D's scale) only with an FP8 D.
  * Compile with -I csrc.
  */
+#define _GNU_SOURCE /* RTLD_NOLOAD; the fakes are built on Linux */
+
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -337,6 +355,80 @@ static status_t check_problem(const desc *operation, const layout *a,
     return SUCCESS;
 }
 
+/* ------------------------------------------------------------------------- */
+/* Algorithms and their costs                                                */
+
+#define MAX_ALGOS 16
+
+/* FAKE_CUBLASLT_ALGO_COSTS's costs (microseconds); returns their count. */
+static int algo_costs(double *costs)
+{
+    const char *text = getenv("FAKE_CUBLASLT_ALGO_COSTS");
+    int count = 0;
+    char *end;
+    if (text == NULL || text[0] == '\0') {
+        costs[0] = 0.0;
+        return 1;
+    }
+    while (count < MAX_ALGOS && *text != '\0') {
+        const double cost = strtod(text, &end);
+        if (end == text) {
+            break;
+        }
+        costs[count++] = cost;
+        text = *end == ',' ? end + 1 : end;
+    }
+    return count > 0 ? count : 1;
+}
+
+/* Advances the fake driver's clock (tests/fake_cuda_streams.c), found
+ * through its cuGetProcAddress in the library FP8Q_CUDA_DRIVER names,
+ * which fp8q has loaded. */
+static void advance_clock(double milliseconds)
+{
+    typedef int (*get_proc_fn)(const char *, void **, int, uint64_t, int *);
+    typedef void (*advance_fn)(double);
+    const char *path = getenv("FP8Q_CUDA_DRIVER");
+    void *library;
+    void *symbol;
+    void *function = NULL;
+    get_proc_fn get_proc;
+    advance_fn advance;
+    int status = 0;
+    if (path == NULL || milliseconds == 0.0) {
+        return;
+    }
+    library = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (library == NULL) {
+        return;
+    }
+    symbol = dlsym(library, "cuGetProcAddress_v2");
+    memcpy(&get_proc, &symbol, sizeof symbol);
+    if (get_proc != NULL &&
+        get_proc("fakeCudaClockAdvance", &function, 12000, 0, &status) == 0 &&
+        function != NULL) {
+        memcpy(&advance, &function, sizeof function);
+        advance(milliseconds);
+    }
+    dlclose(library);
+}
+
+/* Appends "ID FAST run|refused" to FAKE_CUBLASLT_ALGO_LOG. */
+static void log_algo(uint64_t id, const desc *operation, const char *what)
+{
+    const char *path = getenv("FAKE_CUBLASLT_ALGO_LOG");
+    FILE *log;
+    if (path == NULL) {
+        return;
+    }
+    log = fopen(path, "a");
+    if (log != NULL) {
+        fprintf(log, "%llu %d %s\n", (unsigned long long)id,
+                (int)operation->fast, what);
+        fclose(log);
+    }
+}
+
 status_t cublasLtMatmulAlgoGetHeuristic(void *handle, desc *operation,
                                         layout *a, layout *b, layout *c,
                                         layout *d, void *preference,
@@ -363,8 +455,16 @@ status_t cublasLtMatmulAlgoGetHeuristic(void *handle, desc *operation,
     }
     operation->scaled_at_heuristic =
         operation->a_scale != NULL && operation->b_scale != NULL;
-    memset(results, 0, sizeof *results);
-    *returned = 1;
+    {
+        double costs[MAX_ALGOS];
+        const int count = algo_costs(costs);
+        int index;
+        for (index = 0; index < count && index < requested; index++) {
+            memset(&results[index], 0, sizeof results[index]);
+            results[index].algo[0] = (uint64_t)(index + 1);
+        }
+        *returned = index;
+    }
     return SUCCESS;
 }
 
@@ -477,9 +577,13 @@ status_t cublasLtMatmul(void *handle, desc *operation, const float *alpha,
     int64_t i, j, p, start;
     status_t status;
 
+    double costs[MAX_ALGOS];
+    const int n_algos = algo_costs(costs);
+    uint64_t algo_id = 0;
+    const char *refused_id = getenv("FAKE_CUBLASLT_REFUSE_ALGO");
+
     (void)handle;
     (void)c;
-    (void)algo;
     (void)workspace;
     (void)workspace_size;
     (void)stream;
@@ -497,6 +601,19 @@ status_t cublasLtMatmul(void *handle, desc *operation, const float *alpha,
     status = check_problem(operation, a_layout, b_layout, c_layout, d_layout);
     if (status != SUCCESS) {
         return status;
+    }
+    if (algo != NULL) {
+        memcpy(&algo_id, algo, sizeof algo_id);
+        if (algo_id < 1 || algo_id > (uint64_t)n_algos) {
+            return INVALID_VALUE; /* not an algorithm the heuristic offered */
+        }
+        if (refused_id != NULL &&
+            strtoull(refused_id, NULL, 10) == algo_id) {
+            log_algo(algo_id, operation, "refused");
+            return NOT_SUPPORTED;
+        }
+        log_algo(algo_id, operation, "run");
+        advance_clock(costs[algo_id - 1] / 1000.0);
     }
     if (is_fp8(a_layout->type) &&
         getenv("FAKE_CUBLASLT_REFUSE_FP8_MATMUL") != NULL) {

@@ -49,6 +49,12 @@
  *     a capture fail with 907.
  * A refused call invalidates the captures it concerns, as the real driver
  * does.
+ *
+ * Timing: events made without CU_EVENT_DISABLE_TIMING (logged as
+ * "cuEventCreate timing") read a fake GPU clock when recorded, and
+ * cuEventElapsedTime returns the difference. Nothing advances that clock
+ * but fakeCudaClockAdvance (found through cuGetProcAddress; not a driver
+ * entry point), which the fake cuBLASLt calls with each product's cost.
  */
 #define _POSIX_C_SOURCE 200809L /* the fakes are built on Linux */
 
@@ -544,7 +550,22 @@ static result_t fake_memset_d32_async(deviceptr_t destination,
 typedef struct event {
     unsigned long long capture; /* last recorded in this capture, or 0 */
     void *stream;               /* ... on this stream */
+    int timing;                 /* created without DISABLE_TIMING */
+    int recorded;
+    double clock_ms; /* the fake GPU clock when it was recorded */
 } event;
+
+/* The fake GPU's clock in milliseconds: nothing takes time except what
+ * fakeCudaClockAdvance adds (the fake cuBLASLt's products, each its
+ * algorithm's cost), so cuEventElapsedTime measures exactly that. */
+static double clock_ms;
+
+static void fake_clock_advance(double milliseconds)
+{
+    pthread_mutex_lock(&lock);
+    clock_ms += milliseconds;
+    pthread_mutex_unlock(&lock);
+}
 
 static result_t fake_stream_synchronize(void *stream)
 {
@@ -615,12 +636,14 @@ static result_t fake_stream_wait_event(void *stream, void *waited,
 
 static result_t fake_event_create(void **made, unsigned int flags)
 {
-    log_call("cuEventCreate");
+    log_call(flags == 0 ? "cuEventCreate timing" : "cuEventCreate");
     *made = calloc(1, sizeof(event));
     if (*made == NULL) {
         return 2;
     }
-    return flags == 2 ? 0 : 1; /* fp8q asks for CU_EVENT_DISABLE_TIMING */
+    /* fp8q asks for CU_EVENT_DISABLE_TIMING, or for a timing event (0) */
+    ((event *)*made)->timing = flags == 0;
+    return flags == 2 || flags == 0 ? 0 : 1;
 }
 
 static result_t fake_event_record(void *recorded, void *stream)
@@ -635,6 +658,8 @@ static result_t fake_event_record(void *recorded, void *stream)
     if (result == 0) {
         target->capture = graph != NULL ? graph->id : 0;
         target->stream = stream;
+        target->recorded = 1;
+        target->clock_ms = clock_ms;
     }
     pthread_mutex_unlock(&lock);
     return result;
@@ -671,6 +696,31 @@ static result_t fake_event_synchronize(void *queried)
     return finished_event("cuEventSynchronize", (const event *)queried);
 }
 
+/* cuEventElapsedTime: CUDA_ERROR_INVALID_HANDLE (400) for an event made
+ * with CU_EVENT_DISABLE_TIMING or recorded in a capture,
+ * CUDA_ERROR_NOT_READY (600) for one never recorded, as the real driver. */
+static result_t fake_event_elapsed_time(float *milliseconds, void *start,
+                                        void *end)
+{
+    const event *first = (const event *)start;
+    const event *last = (const event *)end;
+    result_t result = 0;
+    log_call("cuEventElapsedTime");
+    pthread_mutex_lock(&lock);
+    if (!first->timing || !last->timing || first->capture != 0 ||
+        last->capture != 0) {
+        result = 400;
+    }
+    else if (!first->recorded || !last->recorded) {
+        result = 600;
+    }
+    else {
+        *milliseconds = (float)(last->clock_ms - first->clock_ms);
+    }
+    pthread_mutex_unlock(&lock);
+    return result;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Entry points                                                              */
 
@@ -701,6 +751,10 @@ void *stream_entry_point(const char *name)
         {"cuEventDestroy", FUNCTION(fake_event_destroy)},
         {"cuEventQuery", FUNCTION(fake_event_query)},
         {"cuEventSynchronize", FUNCTION(fake_event_synchronize)},
+        {"cuEventElapsedTime", FUNCTION(fake_event_elapsed_time)},
+        /* Not the driver's: how the fake cuBLASLt makes its products take
+         * time (tests/fake_cublaslt.c), void (double milliseconds). */
+        {"fakeCudaClockAdvance", FUNCTION(fake_clock_advance)},
     };
     size_t index;
     for (index = 0; index < sizeof entries / sizeof entries[0]; index++) {

@@ -126,6 +126,7 @@ def info_reports_the_switched_paths():
     switches = facts["cuda"]["switches"]
     assert switches == {
         "FP8Q_CUDA_NO_FP8_TENSOR_CORES": setting() == "no-fp8",
+        "FP8Q_CUDA_GEMM_TUNING": True,
         "FP8Q_CUDA_SCALED_MM_PATH":
             "auto" if setting() == "no-fp8" else setting(),
         "FP8Q_CUDA_FP8_LAYER_PATH": "auto",

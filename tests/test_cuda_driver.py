@@ -189,7 +189,9 @@ def test_info_cli_json_has_cuda_and_cublaslt_sections(fake_driver):
             "path": environment["FP8Q_CUBLASLT"], "search": [],
             "scale_modes": {
                 "0": {"accepted": ["unscaled", "tensorwise"],
-                      "refused": []}}}
+                      "refused": []}},
+            # The fake's heuristic offers one algorithm: nothing to time.
+            "candidates_timed": 0}
     else:
         assert facts["cublaslt"]["found"] is None
     text = subprocess.run(

@@ -70,9 +70,11 @@ def test_switches_are_read_once(fake_driver, tmp_path):
     ("FP8Q_CUDA_NO_FP8_TENSOR_CORES", "yes"),
     ("FP8Q_CUDA_NO_FP8_TENSOR_CORES", "1" * 40),
     ("FP8Q_CUDA_FP8_LAYER_PATH", "gemv"),
-    ("FP8Q_CUDA_FP8_LAYER_PATH", "weight_only")],
+    ("FP8Q_CUDA_FP8_LAYER_PATH", "weight_only"),
+    ("FP8Q_CUDA_GEMM_TUNING", "off")],
     ids=["unknown path", "path in capitals", "not 0 or 1", "too long",
-         "unknown layer path", "layer path with an underscore"])
+         "unknown layer path", "layer path with an underscore",
+         "tuning not 0 or 1"])
 def test_refused_values(fake_driver, tmp_path, name, value):
     run_scenario(fake_driver, "fake_gpu_switches",
                  "refused_values_make_the_backend_unusable", tmp_path,

@@ -36,7 +36,7 @@ import numpy as np
 import pytest
 
 import fp8q
-from helpers import FP8, FP8_MAX
+from helpers import FP8, FP8_MAX, same_bits, scaled_mm_operands
 
 E4M3 = "float8_e4m3fn"
 E5M2 = "float8_e5m2"
@@ -1112,3 +1112,18 @@ def test_linear_empty_block_quantized_input():
     x = fp8q.quantize(np.ones((0, 200), np.float32), granularity=(1, 128))
     y = fp8q.linear(x, w)
     assert y.shape == (0, 130)
+
+
+@pytest.mark.parametrize("granularity", ["tensor", "row", "block"])
+def test_fast_accumulation_changes_nothing_on_the_cpu(granularity):
+    """use_fast_accum=True is accepted on the CPU and computes exactly as
+    without it (docs/numerics.md, "Fast accumulation"): the same bits."""
+    rng = np.random.default_rng(37)
+    a, b, scale_a, scale_b = scaled_mm_operands(rng, 7, 256, 40, granularity,
+                                                "e4m3")
+    for out_dtype in ("float32", "bfloat16"):
+        plain = fp8q.scaled_mm(a, b, scale_a, scale_b, out_dtype=out_dtype)
+        fast = fp8q.scaled_mm(a, b, scale_a, scale_b, out_dtype=out_dtype,
+                              use_fast_accum=True)
+        assert same_bits(fast.numpy(), plain.numpy()), (granularity,
+                                                        out_dtype)

@@ -274,6 +274,12 @@ static int resolve_entry_points(void)
      * is taken to be capturing a CUDA graph (cuda/capture.h). */
     (void)resolve("cuStreamGetCaptureInfo", &api->stream_get_capture_info,
                   0);
+    /* Optional: timing the GEMM tuner's candidates (both or neither). */
+    if (resolve("cuEventSynchronize", &api->event_synchronize, 0) < 0 ||
+        resolve("cuEventElapsedTime", &api->event_elapsed_time, 0) < 0) {
+        api->event_synchronize = NULL;
+        api->event_elapsed_time = NULL;
+    }
     /* Optional: the library API, preferred for the kernel image. */
     if (resolve("cuLibraryLoadData", &api->library_load_data, 0) < 0 ||
         resolve("cuLibraryGetModule", &api->library_get_module, 0) < 0 ||

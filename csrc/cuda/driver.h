@@ -74,6 +74,10 @@ typedef struct fp8q_cuda_api {
     fp8q_cu_event_create_fn event_create;
     fp8q_cu_event_record_fn event_record;
     fp8q_cu_event_destroy_fn event_destroy;
+    /* Optional (NULL where the driver lacks them): the GEMM tuner's timing
+     * (cuda/matmul.h); without them products are not timed. */
+    fp8q_cu_event_synchronize_fn event_synchronize;
+    fp8q_cu_event_elapsed_time_fn event_elapsed_time;
 } fp8q_cuda_api;
 
 /* What fp8q found of the driver; never changes once loaded. */

@@ -70,6 +70,7 @@ typedef struct fp8q_cu_graph_node_opaque *fp8q_cu_graph_node; /* CUgraphNode */
 #define FP8Q_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD 4
 
 /* CUevent_flags */
+#define FP8Q_CU_EVENT_DEFAULT 0x0 /* timing enabled */
 #define FP8Q_CU_EVENT_DISABLE_TIMING 0x2
 
 /* The special stream handles (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD); a
@@ -214,5 +215,12 @@ typedef fp8q_cu_result (*fp8q_cu_event_record_fn)(fp8q_cu_event event,
                                                   fp8q_cu_stream stream);
 /* cuEventDestroy (_v2) */
 typedef fp8q_cu_result (*fp8q_cu_event_destroy_fn)(fp8q_cu_event event);
+/* cuEventSynchronize */
+typedef fp8q_cu_result (*fp8q_cu_event_synchronize_fn)(fp8q_cu_event event);
+/* cuEventElapsedTime: milliseconds between two events created without
+ * CU_EVENT_DISABLE_TIMING, both complete */
+typedef fp8q_cu_result (*fp8q_cu_event_elapsed_time_fn)(float *milliseconds,
+                                                        fp8q_cu_event start,
+                                                        fp8q_cu_event end);
 
 #endif /* FP8Q_CUDA_DRIVER_API_H */

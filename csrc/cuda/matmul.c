@@ -1,6 +1,7 @@
 /*
- * matmul.c - cuBLASLt matmul plans (descriptor, layouts, algorithm), their
- * cache, and running one (see matmul.h).
+ * matmul.c - cuBLASLt matmul plans (descriptor, layouts, the heuristic's
+ * candidate algorithms and the one chosen by timing them), their cache,
+ * and running one (see matmul.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 #include "cuda/matmul.h"
 #include "cuda/memory.h"
+#include "cuda/switches.h"
 #include "platform.h"
 
 /* ------------------------------------------------------------------------- */
@@ -33,7 +35,15 @@ typedef struct plan {
     fp8q_lt_layout b_layout; /* cuBLASLt's B: our A */
     fp8q_lt_layout c_layout; /* D's, or 16-bit for an FP8 D (never read) */
     fp8q_lt_layout d_layout;
-    fp8q_lt_algo algo;
+    /* The heuristic's best algorithms, best first (one when tuning is
+     * off), and the one products run with. */
+    fp8q_lt_algo candidates[FP8Q_MATMUL_CANDIDATES];
+    int n_candidates;
+    int chosen;
+    /* Nonzero once `chosen` is settled: timed, taken from the M bucket's
+     * earlier choice, or nothing to choose; until then products run the
+     * heuristic's first and the first product outside a capture times. */
+    int tuned;
     /* FP8Q_OK, or why cuBLASLt refused the problem (kept, so that a
      * refusal costs one heuristic call, not one per product). */
     fp8q_error refusal;
@@ -62,6 +72,23 @@ typedef struct workspace {
 } workspace;
 
 static workspace workspaces[FP8Q_CUBLASLT_MAX_DEVICES];
+
+/* The tuner's choices, keyed as plans are but with m replaced by its M
+ * bucket (fp8q_matmul_m_bucket): a new m in a tuned bucket takes the
+ * bucket's algorithm when the heuristic offers it for that m too, without
+ * timing. At most MAX_CHOICES, most recent first. Guarded by plans_lock. */
+typedef struct choice {
+    plan_key key;
+    fp8q_lt_algo algo;
+    struct choice *next;
+} choice;
+
+#define MAX_CHOICES 1024
+
+static choice *choices;
+static int n_choices;
+/* Candidates timed so far, process-wide (fp8q_matmul_candidates_timed). */
+static int64_t n_timed;
 
 /* Per device, a bit per fp8q_matmul_scaling: products of that mode that
  * cuBLASLt ran, and refused (fp8q_matmul_modes_seen). Guarded by
@@ -312,8 +339,11 @@ static fp8q_lt_status describe(const fp8q_cublaslt *lt,
     const uint64_t workspace_bytes = space->size;
     const int fp8 = fp8q_dtype_is_fp8((fp8q_dtype)key->a_dtype);
     fp8q_lt_preference preference = NULL;
-    fp8q_lt_heuristic result;
+    fp8q_lt_heuristic results[FP8Q_MATMUL_CANDIDATES];
+    const int requested =
+        fp8q_cuda_switches_get()->gemm_tuning ? FP8Q_MATMUL_CANDIDATES : 1;
     int returned = 0;
+    int index;
     fp8q_lt_status status;
 
     *step = "cublasLtMatmulDescCreate";
@@ -398,7 +428,7 @@ static fp8q_lt_status describe(const fp8q_cublaslt *lt,
         *step = "cublasLtMatmulAlgoGetHeuristic";
         status = lt->api.algo_get_heuristic(
             state->handle, made->desc, made->a_layout, made->b_layout,
-            made->c_layout, made->d_layout, preference, 1, &result,
+            made->c_layout, made->d_layout, preference, requested, results,
             &returned);
         if (status == FP8Q_LT_SUCCESS && returned < 1) {
             status = -1; /* no algorithm: reported by the caller */
@@ -408,7 +438,12 @@ static fp8q_lt_status describe(const fp8q_cublaslt *lt,
         (void)lt->api.preference_destroy(preference);
     }
     if (status == FP8Q_LT_SUCCESS) {
-        made->algo = result.algo;
+        made->n_candidates =
+            returned < FP8Q_MATMUL_CANDIDATES ? returned
+                                              : FP8Q_MATMUL_CANDIDATES;
+        for (index = 0; index < made->n_candidates; index++) {
+            made->candidates[index] = results[index].algo;
+        }
     }
     return status;
 }
@@ -505,6 +540,80 @@ static plan *cached_plan(const plan_key *key)
     return NULL;
 }
 
+/* `key` with m replaced by its M bucket: the key of the tuner's choice.
+ * (Copied bytewise, padding included, as keys are compared with memcmp.) */
+static void choice_key_of(const plan_key *key, plan_key *bucket)
+{
+    memcpy(bucket, key, sizeof *bucket);
+    bucket->m = fp8q_matmul_m_bucket(key->m);
+}
+
+/* Settles a new plan's algorithm where no timing is needed: one candidate
+ * (or none to choose from), or the candidate equal to its M bucket's
+ * earlier choice. Called with the lock held. */
+static void take_bucket_choice(plan *made)
+{
+    plan_key bucket;
+    const choice *found;
+    int index;
+
+    made->chosen = 0;
+    made->tuned = made->n_candidates <= 1;
+    if (made->tuned) {
+        return;
+    }
+    choice_key_of(&made->key, &bucket);
+    for (found = choices; found != NULL; found = found->next) {
+        if (memcmp(&found->key, &bucket, sizeof bucket) != 0) {
+            continue;
+        }
+        for (index = 0; index < made->n_candidates; index++) {
+            if (memcmp(&made->candidates[index], &found->algo,
+                       sizeof found->algo) == 0) {
+                made->chosen = index;
+                made->tuned = 1;
+            }
+        }
+        return;
+    }
+}
+
+/* Records `timed`'s chosen algorithm as its M bucket's choice (replacing
+ * an older one). Called with the lock held; out of memory, nothing is
+ * recorded (the next m of the bucket is timed itself). */
+static void remember_bucket_choice(const plan *timed)
+{
+    plan_key bucket;
+    choice *entry;
+    choice **link;
+
+    choice_key_of(&timed->key, &bucket);
+    for (link = &choices; *link != NULL; link = &(*link)->next) {
+        if (memcmp(&(*link)->key, &bucket, sizeof bucket) == 0) {
+            entry = *link;
+            *link = entry->next;
+            n_choices--;
+            free(entry);
+            break;
+        }
+    }
+    entry = (choice *)malloc(sizeof *entry);
+    if (entry == NULL) {
+        return;
+    }
+    memcpy(&entry->key, &bucket, sizeof bucket);
+    entry->algo = timed->candidates[timed->chosen];
+    entry->next = choices;
+    choices = entry;
+    if (++n_choices > MAX_CHOICES) {
+        for (link = &choices; (*link)->next != NULL; link = &(*link)->next) {
+        }
+        free(*link);
+        *link = NULL;
+        n_choices--;
+    }
+}
+
 /* The cached plan for `problem`, made on first use; *refused set when
  * cuBLASLt refuses the problem (remembered). Called with the lock held. */
 static fp8q_status find_plan(const fp8q_cublaslt *lt,
@@ -569,6 +678,9 @@ static fp8q_status find_plan(const fp8q_cublaslt *lt,
         *refused = 1;
         modes_refused[device->index] |= 1u << key.scaling;
     }
+    else {
+        take_bucket_choice(made);
+    }
     made->next = plans;
     plans = made;
     if (++n_plans > MAX_PLANS) {
@@ -583,6 +695,136 @@ static fp8q_status find_plan(const fp8q_cublaslt *lt,
 
 /* ------------------------------------------------------------------------- */
 /* Running                                                                   */
+
+/* Enqueues the product with candidate `index` of `found` (its pointers
+ * set), on `stream` with the device's workspace. */
+static fp8q_lt_status run_product(const fp8q_cublaslt *lt,
+                                  const fp8q_cublaslt_device *state,
+                                  const plan *found, int index,
+                                  const fp8q_matmul *problem,
+                                  const workspace *space,
+                                  fp8q_cu_stream stream)
+{
+    const float one = 1.0f;
+    const float zero = 0.0f;
+    return lt->api.matmul(state->handle, found->desc, &one, problem->b,
+                          found->a_layout, problem->a, found->b_layout, &zero,
+                          problem->d, found->c_layout, problem->d,
+                          found->d_layout, &found->candidates[index],
+                          space->memory, space->size, stream);
+}
+
+/* Whether products are timed at all: FP8Q_CUDA_GEMM_TUNING not 0 and a
+ * driver with timing events. */
+static int tuning_possible(void)
+{
+    const fp8q_cuda_api *api = &fp8q_cuda_driver_load()->api;
+    return fp8q_cuda_switches_get()->gemm_tuning &&
+           api->event_synchronize != NULL && api->event_elapsed_time != NULL;
+}
+
+/*
+ * Times each candidate of `found` on `stream` (not capturing, its context
+ * current, the pointers set): one warm-up product, then
+ * FP8Q_MATMUL_TIMED_REPEATS between two timing events; waits for the last
+ * event (the one host synchronization of tuning), keeps the fastest as
+ * found->chosen and its M bucket's choice. A candidate cuBLASLt refuses is
+ * skipped; when it refuses all, the last refusal's status is returned (the
+ * caller remembers it). A timing event that fails leaves the first
+ * candidate that ran chosen. Other failures of a product are returned as
+ * they are. Every product writes the same D (beta = 0), so the result is
+ * the product's whichever ran last. Called with the lock held.
+ */
+static fp8q_lt_status tune(const fp8q_cublaslt *lt,
+                           const fp8q_cublaslt_device *state, plan *found,
+                           const fp8q_matmul *problem, const workspace *space,
+                           fp8q_cu_stream stream)
+{
+    const fp8q_cuda_api *api = &fp8q_cuda_driver_load()->api;
+    fp8q_cu_event starts[FP8Q_MATMUL_CANDIDATES];
+    fp8q_cu_event ends[FP8Q_MATMUL_CANDIDATES];
+    int ran[FP8Q_MATMUL_CANDIDATES];
+    fp8q_cu_event last_end = NULL;
+    fp8q_lt_status status = FP8Q_LT_SUCCESS;
+    fp8q_lt_status refusal = FP8Q_LT_SUCCESS;
+    int timing = 1;
+    int best = -1;
+    float best_time = 0.0f;
+    int index, repeat;
+
+    memset(starts, 0, sizeof starts);
+    memset(ends, 0, sizeof ends);
+    memset(ran, 0, sizeof ran);
+    for (index = 0; index < found->n_candidates; index++) {
+        status = run_product(lt, state, found, index, problem, space, stream);
+        if (status != FP8Q_LT_SUCCESS) {
+            if (!is_refusal(status)) {
+                break;
+            }
+            refusal = status; /* not for this problem: the next one */
+            status = FP8Q_LT_SUCCESS;
+            continue;
+        }
+        ran[index] = 1;
+        if (timing &&
+            (api->event_create(&starts[index], FP8Q_CU_EVENT_DEFAULT) !=
+                 FP8Q_CUDA_SUCCESS ||
+             api->event_create(&ends[index], FP8Q_CU_EVENT_DEFAULT) !=
+                 FP8Q_CUDA_SUCCESS ||
+             api->event_record(starts[index], stream) != FP8Q_CUDA_SUCCESS)) {
+            timing = 0;
+        }
+        for (repeat = 0; repeat < FP8Q_MATMUL_TIMED_REPEATS &&
+                         status == FP8Q_LT_SUCCESS;
+             repeat++) {
+            status =
+                run_product(lt, state, found, index, problem, space, stream);
+        }
+        if (status != FP8Q_LT_SUCCESS) {
+            break; /* it ran once: a failure, not a refusal of the shape */
+        }
+        if (timing) {
+            timing = api->event_record(ends[index], stream) ==
+                     FP8Q_CUDA_SUCCESS;
+            last_end = ends[index];
+        }
+    }
+    if (status == FP8Q_LT_SUCCESS && timing && last_end != NULL &&
+        api->event_synchronize(last_end) != FP8Q_CUDA_SUCCESS) {
+        timing = 0;
+    }
+    for (index = 0; index < found->n_candidates; index++) {
+        float elapsed = 0.0f;
+        if (status == FP8Q_LT_SUCCESS && ran[index]) {
+            if (timing && api->event_elapsed_time(&elapsed, starts[index],
+                                                  ends[index]) !=
+                              FP8Q_CUDA_SUCCESS) {
+                timing = 0;
+            }
+            if (best < 0 || (timing && elapsed < best_time)) {
+                best = index;
+                best_time = elapsed;
+            }
+            n_timed++;
+        }
+        if (starts[index] != NULL) {
+            (void)api->event_destroy(starts[index]);
+        }
+        if (ends[index] != NULL) {
+            (void)api->event_destroy(ends[index]);
+        }
+    }
+    if (status != FP8Q_LT_SUCCESS) {
+        return status;
+    }
+    if (best < 0) {
+        return refusal; /* every candidate refused */
+    }
+    found->chosen = best;
+    found->tuned = 1;
+    remember_bucket_choice(found);
+    return FP8Q_LT_SUCCESS;
+}
 
 const char *fp8q_matmul_scaling_name(fp8q_matmul_scaling scaling)
 {
@@ -626,6 +868,144 @@ void fp8q_matmul_modes_seen(int device_index, unsigned *accepted,
     }
 }
 
+int64_t fp8q_matmul_m_bucket(int64_t m)
+{
+    int64_t bucket = 1;
+    while (bucket < m && bucket < ((int64_t)1 << 62)) {
+        bucket *= 2;
+    }
+    return bucket;
+}
+
+/* The fields of a choice's line, before the algorithm's 128 hex digits. */
+#define CHOICE_FORMAT "%lld %lld %lld %d %d %d %d %d %d %d %d %u %u %u"
+
+size_t fp8q_matmul_choices_format(int device_index, char *text, size_t size)
+{
+    static const char digits[] = "0123456789abcdef";
+    const choice *entry;
+    size_t used = 0;
+    char line[FP8Q_MATMUL_CHOICE_LINE_SIZE];
+
+    if (size > 0) {
+        text[0] = '\0';
+    }
+    fp8q_once_run(&lock_once, create_lock, NULL);
+    if (plans_lock == NULL) {
+        return 0;
+    }
+    fp8q_mutex_lock(plans_lock);
+    for (entry = choices; entry != NULL; entry = entry->next) {
+        const plan_key *key = &entry->key;
+        const unsigned char *bytes = (const unsigned char *)&entry->algo;
+        size_t index;
+        int length;
+        if (key->device != device_index) {
+            continue;
+        }
+        length = snprintf(line, sizeof line, CHOICE_FORMAT " ",
+                          (long long)key->m, (long long)key->n,
+                          (long long)key->k, key->a_dtype, key->b_dtype,
+                          key->d_dtype, key->scaling, key->bias_dtype,
+                          key->has_d_scale, key->has_amax,
+                          key->fast_accumulation, key->a_alignment,
+                          key->b_alignment, key->d_alignment);
+        if (length < 0 ||
+            (size_t)length + 2 * sizeof entry->algo + 2 > sizeof line) {
+            continue;
+        }
+        for (index = 0; index < sizeof entry->algo; index++) {
+            line[length++] = digits[bytes[index] >> 4];
+            line[length++] = digits[bytes[index] & 15];
+        }
+        line[length++] = '\n';
+        line[length] = '\0';
+        if (used + (size_t)length < size) {
+            memcpy(text + used, line, (size_t)length + 1);
+        }
+        used += (size_t)length;
+    }
+    fp8q_mutex_unlock(plans_lock);
+    return used;
+}
+
+/* The value of hex digit `digit`, or -1. */
+static int hex_value(char digit)
+{
+    if (digit >= '0' && digit <= '9') {
+        return digit - '0';
+    }
+    if (digit >= 'a' && digit <= 'f') {
+        return digit - 'a' + 10;
+    }
+    return -1;
+}
+
+fp8q_status fp8q_matmul_choice_add(int device_index, const char *line,
+                                   fp8q_error *error)
+{
+    plan timed;
+    plan_key *key = &timed.key;
+    long long m, n, k;
+    char hex[2 * sizeof(fp8q_lt_algo) + 2];
+    unsigned char *bytes = (unsigned char *)&timed.candidates[0];
+    size_t index;
+
+    memset(&timed, 0, sizeof timed);
+    memset(hex, 0, sizeof hex);
+    if (sscanf(line, CHOICE_FORMAT " %129s", &m, &n, &k, &key->a_dtype,
+               &key->b_dtype, &key->d_dtype, &key->scaling,
+               &key->bias_dtype, &key->has_d_scale, &key->has_amax,
+               &key->fast_accumulation, &key->a_alignment,
+               &key->b_alignment, &key->d_alignment, hex) != 15 ||
+        strlen(hex) != 2 * sizeof(fp8q_lt_algo) || m < 1 || n < 1 ||
+        k < 1 || m != fp8q_matmul_m_bucket(m)) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "not a GEMM tuning choice: \"%.200s\" (fields: M "
+                         "bucket, N, K, dtypes, scaling, bias, D scale, "
+                         "amax, fast accumulation, alignments, then the "
+                         "algorithm's %d hex digits)",
+                         line, (int)(2 * sizeof(fp8q_lt_algo)));
+    }
+    for (index = 0; index < sizeof(fp8q_lt_algo); index++) {
+        const int high = hex_value(hex[2 * index]);
+        const int low = hex_value(hex[2 * index + 1]);
+        if (high < 0 || low < 0) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "not a GEMM tuning choice: \"%.200s\" (the "
+                             "algorithm must be lowercase hex digits)",
+                             line);
+        }
+        bytes[index] = (unsigned char)(high * 16 + low);
+    }
+    key->device = device_index;
+    key->m = m;
+    key->n = n;
+    key->k = k;
+    timed.n_candidates = 1;
+    fp8q_once_run(&lock_once, create_lock, NULL);
+    if (plans_lock == NULL) {
+        return fp8q_fail(error, FP8Q_ERROR_MEMORY,
+                         "out of memory for the cuBLASLt plan lock");
+    }
+    fp8q_mutex_lock(plans_lock);
+    remember_bucket_choice(&timed);
+    fp8q_mutex_unlock(plans_lock);
+    return FP8Q_OK;
+}
+
+int64_t fp8q_matmul_candidates_timed(void)
+{
+    int64_t timed = 0;
+    fp8q_once_run(&lock_once, create_lock, NULL);
+    if (plans_lock != NULL) {
+        fp8q_mutex_lock(plans_lock);
+        timed = n_timed;
+        fp8q_mutex_unlock(plans_lock);
+    }
+    return timed;
+}
+
 int fp8q_matmul_refused(const fp8q_cuda_device *device,
                         const fp8q_matmul *problem)
 {
@@ -660,8 +1040,6 @@ fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
     fp8q_cuda_capture capture;
     fp8q_status result = FP8Q_OK;
     workspace *space = NULL;
-    const float one = 1.0f;
-    const float zero = 0.0f;
     plan *found = NULL;
     fp8q_lt_status status = FP8Q_LT_SUCCESS;
     const char *step = "cublasLtMatmul";
@@ -706,14 +1084,18 @@ fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
     }
     step = "cublasLtMatmulDescSetAttribute";
     status = set_pointers(library, found->desc, problem);
+    /* Never timed while capturing: a capture records the heuristic's
+     * first (or the choice made before), and the next product outside a
+     * capture times. */
+    if (status == FP8Q_LT_SUCCESS && !found->tuned && !capture.capturing &&
+        tuning_possible()) {
+        step = "cublasLtMatmul";
+        status = tune(library, state, found, problem, space, stream);
+    }
     if (status == FP8Q_LT_SUCCESS) {
         step = "cublasLtMatmul";
-        status = library->api.matmul(
-            state->handle, found->desc, &one, problem->b, found->a_layout,
-            problem->a, found->b_layout, &zero,
-            problem->d, found->c_layout, problem->d, found->d_layout,
-            &found->algo, space->memory,
-            space->size, stream);
+        status = run_product(library, state, found, found->chosen, problem,
+                             space, stream);
     }
     fp8q_cuda_context_leave();
     if (status == FP8Q_LT_SUCCESS) {

@@ -19,10 +19,24 @@
  * pointer alignments, told to the heuristic), the 256 most recently used
  * ones (a server sees a new m with almost every batch size); a process-wide
  * lock keeps the cache and each cached plan to one caller at a time (setting
- * the scale pointers and enqueueing are all that runs under it). The device's one
+ * the scale pointers and enqueueing are all that runs under it, and the
+ * timing below, once per key). The device's one
  * workspace carries an event recorded after each product; the next product
  * waits for it, so concurrent streams never share the scratch memory. Call
  * without holding Python's GIL.
+ *
+ * Algorithm choice (docs/scaled_mm.md, "Algorithm choice"): the heuristic
+ * is asked for its FP8Q_MATMUL_CANDIDATES best algorithms. The first
+ * product of a plan outside a CUDA graph capture runs each once to warm
+ * up, then FP8Q_MATMUL_TIMED_REPEATS times between two timing events on
+ * the caller's stream, waits for the last event (one host synchronization
+ * per plan) and keeps the fastest; a candidate cuBLASLt refuses is
+ * skipped. The choice is also kept for the plan's M bucket
+ * (fp8q_matmul_m_bucket; the rest of the key as is): a later m of that
+ * bucket takes it without timing when the heuristic offers the same
+ * algorithm for it. During a capture nothing is timed: the plan's choice,
+ * or the heuristic's first while it has none. FP8Q_CUDA_GEMM_TUNING=0
+ * (cuda/switches.h) asks for one algorithm and times none.
  */
 #ifndef FP8Q_CUDA_MATMUL_H
 #define FP8Q_CUDA_MATMUL_H
@@ -70,6 +84,42 @@ typedef struct fp8q_matmul {
     float *amax_d;
     int fast_accumulation; /* FP8 only: cuBLASLt's faster, less exact mode */
 } fp8q_matmul;
+
+/* The heuristic's algorithms timed per plan, and the timed products of
+ * each after its warm-up. */
+#define FP8Q_MATMUL_CANDIDATES 4
+#define FP8Q_MATMUL_TIMED_REPEATS 3
+
+/* The M bucket of m: the smallest power of two >= m (1 for m <= 1). */
+int64_t fp8q_matmul_m_bucket(int64_t m);
+
+/* The number of candidate algorithms timed so far in this process (each
+ * counted once per timing), for tests and fp8q.info(). */
+int64_t fp8q_matmul_candidates_timed(void);
+
+/* Room for one line of fp8q_matmul_choices_format, newline and NUL. */
+#define FP8Q_MATMUL_CHOICE_LINE_SIZE 512
+
+/*
+ * The tuner's choices of device `device_index` as text, one line each:
+ * "M_BUCKET N K A_DTYPE B_DTYPE D_DTYPE SCALING BIAS_DTYPE D_SCALE AMAX
+ * FAST A_ALIGNMENT B_ALIGNMENT D_ALIGNMENT ALGORITHM" (integers as in the
+ * plan key: fp8q_dtype and fp8q_matmul_scaling values, -1 for no bias,
+ * 0/1 flags, alignments in bytes; ALGORITHM the 64 bytes of
+ * cublasLtMatmulAlgo_t as 128 lowercase hex digits), most recent first.
+ * Writes what fits of it (whole lines, NUL-terminated) into `text` and
+ * returns the length of all of it, so a caller can size a second call.
+ * Meaningful only with the same GPU model, driver, cuBLASLt and fp8q
+ * version: the caller keys a saved copy by them (fp8q.gemm_tuning).
+ */
+size_t fp8q_matmul_choices_format(int device_index, char *text, size_t size);
+
+/* Adds one line of fp8q_matmul_choices_format to device `device_index`'s
+ * choices (replacing its bucket's), FP8Q_ERROR_VALUE saying what a line
+ * must hold when it is not one. A choice is used only where the heuristic
+ * offers exactly that algorithm for a product of its bucket. */
+fp8q_status fp8q_matmul_choice_add(int device_index, const char *line,
+                                   fp8q_error *error);
 
 /* cuBLASLt's name for a scaling mode, for messages ("rowwise scales
  * (OUTER_VEC_32F)", ...). */

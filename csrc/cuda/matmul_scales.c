@@ -70,7 +70,8 @@ static fp8q_status copy(const fp8q_cuda_device *device, const float *source,
 
 fp8q_status fp8q_matmul_block_scales(const fp8q_cuda_device *device,
                                      const float *scale_a,
-                                     const float *scale_b, int64_t m,
+                                     const float *scale_b,
+                                     int scale_b_transposed, int64_t m,
                                      int64_t n, int64_t k, void *scratch,
                                      fp8q_cu_stream stream,
                                      const float **a_scale,
@@ -93,10 +94,24 @@ fp8q_status fp8q_matmul_block_scales(const fp8q_cuda_device *device,
         FP8Q_OK) {
         return error->status;
     }
+    *a_scale = a_layout;
+    if (scale_b_transposed) {
+        if (padded == k_blocks && (uintptr_t)scale_b % 16 == 0) {
+            *b_scale = scale_b; /* (N/128, L4) row-major already */
+            return FP8Q_OK;
+        }
+        /* Back to (K/128, N/128) in b_padded, then padded as below. */
+        if (transpose(device, scale_b, b_padded, n_blocks, k_blocks, stream,
+                      error) != FP8Q_OK) {
+            return error->status;
+        }
+        b_source = b_padded;
+    }
     if (padded != k_blocks) {
         /* (K/128, N/128) then zero rows up to L4, transposed below. */
-        if (copy(device, scale_b, b_padded, k_blocks * n_blocks, stream,
-                 error) != FP8Q_OK ||
+        if ((b_source != b_padded &&
+             copy(device, scale_b, b_padded, k_blocks * n_blocks, stream,
+                  error) != FP8Q_OK) ||
             fp8q_cuda_zero(device, b_padded + k_blocks * n_blocks,
                            (size_t)((padded - k_blocks) * n_blocks) * 4,
                            stream, error) != FP8Q_OK) {
@@ -108,7 +123,6 @@ fp8q_status fp8q_matmul_block_scales(const fp8q_cuda_device *device,
                   error) != FP8Q_OK) {
         return error->status;
     }
-    *a_scale = a_layout;
     *b_scale = b_layout;
     return FP8Q_OK;
 }

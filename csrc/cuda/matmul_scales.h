@@ -26,13 +26,19 @@
  * product (k a multiple of 128). */
 size_t fp8q_matmul_block_scales_bytes(int64_t m, int64_t n, int64_t k);
 
-/* Writes the block scales (C-contiguous device float32: scale_a (m, K/128),
- * scale_b (K/128, ceil(n/128))) in cuBLASLt's layouts into `scratch`
- * (fp8q_matmul_block_scales_bytes of it, 256-byte aligned), ordered on
- * `stream`; *a_scale and *b_scale point at them there. */
+/* Writes the block scales (device float32: scale_a C-contiguous (m,
+ * K/128); scale_b C-contiguous (K/128, ceil(n/128)), or with
+ * `scale_b_transposed` its transpose, C-contiguous (ceil(n/128), K/128), as
+ * a weight's own block scales are stored) in cuBLASLt's layouts into
+ * `scratch` (fp8q_matmul_block_scales_bytes of it, 256-byte aligned),
+ * ordered on `stream`; *a_scale and *b_scale point at them there, except
+ * that a transposed scale_b already in cuBLASLt's layout (K/128 a multiple
+ * of 4, 16-byte aligned) is used where it is: *b_scale = scale_b, nothing
+ * launched for it. */
 fp8q_status fp8q_matmul_block_scales(const fp8q_cuda_device *device,
                                      const float *scale_a,
-                                     const float *scale_b, int64_t m,
+                                     const float *scale_b,
+                                     int scale_b_transposed, int64_t m,
                                      int64_t n, int64_t k, void *scratch,
                                      fp8q_cu_stream stream,
                                      const float **a_scale,

@@ -1,6 +1,7 @@
 /*
- * switches.c - FP8Q_CUDA_NO_FP8_TENSOR_CORES, FP8Q_CUDA_SCALED_MM_PATH and
- * FP8Q_CUDA_FP8_LAYER_PATH, read once (see switches.h).
+ * switches.c - FP8Q_CUDA_NO_FP8_TENSOR_CORES, FP8Q_CUDA_GEMM_TUNING,
+ * FP8Q_CUDA_SCALED_MM_PATH and FP8Q_CUDA_FP8_LAYER_PATH, read once (see
+ * switches.h).
  */
 #include <string.h>
 
@@ -12,6 +13,9 @@
 
 static const char *const no_fp8_names[] = {"0", "1"};
 #define N_NO_FP8_NAMES (sizeof no_fp8_names / sizeof no_fp8_names[0])
+/* The first is the default: tuning on. */
+static const char *const tuning_names[] = {"1", "0"};
+#define N_TUNING_NAMES (sizeof tuning_names / sizeof tuning_names[0])
 static const char *const path_names[] = {"auto", "padded", "epilogue",
                                          "exact"};
 #define N_PATH_NAMES (sizeof path_names / sizeof path_names[0])
@@ -67,6 +71,7 @@ static void read_switches(void *unused)
 
     (void)unused;
     fp8q_error_clear(&switches.error);
+    switches.gemm_tuning = 1;
     if (read_choice("FP8Q_CUDA_NO_FP8_TENSOR_CORES", no_fp8_names,
                     N_NO_FP8_NAMES,
                     "1 (scaled_mm takes the paths of GPUs without FP8 tensor "
@@ -75,6 +80,14 @@ static void read_switches(void *unused)
         return;
     }
     switches.no_fp8_tensor_cores = index == 1;
+    if (read_choice("FP8Q_CUDA_GEMM_TUNING", tuning_names, N_TUNING_NAMES,
+                    "0 (cuBLASLt's first algorithm, none timed), 1 or unset "
+                    "(the fastest of its top candidates, timed once per "
+                    "product key) (docs/scaled_mm.md, \"Switches\")",
+                    &index) < 0) {
+        return;
+    }
+    switches.gemm_tuning = index == 0;
     if (read_choice("FP8Q_CUDA_SCALED_MM_PATH", path_names, N_PATH_NAMES,
                     "auto (or unset), padded, epilogue, exact "
                     "(docs/scaled_mm.md, \"Switches\")",

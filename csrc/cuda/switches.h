@@ -24,6 +24,11 @@
  *       Block scales have no FP8 product + epilogue path: under "epilogue"
  *       they take the float32 path, under "padded" the one call on padded
  *       operands where it fits, else the float32 path.
+ *   FP8Q_CUDA_GEMM_TUNING  "0": cuBLASLt's heuristic's first algorithm
+ *       for every product, none timed; "1" or unset: the first time a
+ *       product's key is seen outside a CUDA graph capture, cuBLASLt's top
+ *       candidates are timed and the fastest kept (cuda/matmul.h,
+ *       docs/scaled_mm.md "Algorithm choice").
  *   FP8Q_CUDA_FP8_LAYER_PATH  which product an FP8-activation (W8A8)
  *       fp8q.torch.Linear runs on a GPU (docs/torch.md, "Which product
  *       runs"): "auto" (or unset): the weight-only product for as many
@@ -58,6 +63,7 @@ typedef enum fp8q_layer_path {
 typedef struct fp8q_cuda_switches {
     int no_fp8_tensor_cores; /* FP8Q_CUDA_NO_FP8_TENSOR_CORES=1 */
     fp8q_scaled_mm_path_switch scaled_mm_path;
+    int gemm_tuning; /* 1 unless FP8Q_CUDA_GEMM_TUNING=0 */
     fp8q_layer_path fp8_layer_path;
     /* FP8Q_OK, or the FP8Q_ERROR_CUDA naming the first variable whose
      * value is not one of those above (the others keep their defaults). */

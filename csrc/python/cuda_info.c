@@ -27,15 +27,17 @@ static PyObject *driver_dict(const fp8q_cuda_driver *driver)
                          driver->version > 0 ? version : NULL);
 }
 
-/* {"FP8Q_CUDA_NO_FP8_TENSOR_CORES": bool, "FP8Q_CUDA_SCALED_MM_PATH":
- * "auto" | ..., "FP8Q_CUDA_FP8_LAYER_PATH": "auto" | ..., "error": None or
- * why a value is refused}: the switches as read (cuda/switches.h). */
+/* {"FP8Q_CUDA_NO_FP8_TENSOR_CORES": bool, "FP8Q_CUDA_GEMM_TUNING": bool,
+ * "FP8Q_CUDA_SCALED_MM_PATH": "auto" | ..., "FP8Q_CUDA_FP8_LAYER_PATH":
+ * "auto" | ..., "error": None or why a value is refused}: the switches as
+ * read (cuda/switches.h). */
 static PyObject *switches_dict(void)
 {
     const fp8q_cuda_switches *switches = fp8q_cuda_switches_get();
     return Py_BuildValue(
-        "{s:O,s:s,s:s,s:z}", "FP8Q_CUDA_NO_FP8_TENSOR_CORES",
+        "{s:O,s:O,s:s,s:s,s:z}", "FP8Q_CUDA_NO_FP8_TENSOR_CORES",
         switches->no_fp8_tensor_cores ? Py_True : Py_False,
+        "FP8Q_CUDA_GEMM_TUNING", switches->gemm_tuning ? Py_True : Py_False,
         "FP8Q_CUDA_SCALED_MM_PATH",
         fp8q_scaled_mm_path_switch_name(switches->scaled_mm_path),
         "FP8Q_CUDA_FP8_LAYER_PATH",
@@ -108,7 +110,8 @@ PyDoc_STRVAR(cuda_info_doc,
              "fp8_layer_weight_only_tokens (int: up to how many tokens a W8A8\n"
              "fp8q.torch.Linear takes the weight-only product there by\n"
              "default; None where the kernels do not load)) and switches\n"
-             "(FP8Q_CUDA_NO_FP8_TENSOR_CORES: bool, FP8Q_CUDA_SCALED_MM_PATH:\n"
+             "(FP8Q_CUDA_NO_FP8_TENSOR_CORES: bool, FP8Q_CUDA_GEMM_TUNING:\n"
+             "bool, FP8Q_CUDA_SCALED_MM_PATH:\n"
              "'auto', 'padded', 'epilogue' or 'exact',\n"
              "FP8Q_CUDA_FP8_LAYER_PATH: 'auto', 'fp8' or 'weight-only',\n"
              "read from the environment once, and error: why a\n"

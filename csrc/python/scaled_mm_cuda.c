@@ -327,13 +327,16 @@ static size_t one_call_scales_bytes(const fp8q_matmul *problem)
  * result, bias and row scales are untouched. Returns 1 when done, 0
  * when cuBLASLt refused it (remembered: the next path runs; a refusal
  * remembered before returns 0 at once, nothing made), -1 with an
- * exception. `keep` takes the temporaries.
+ * exception. `keep` takes the temporaries. With `scale_b_transposed`,
+ * block scale_b is the transposed view of a C-contiguous (ceil(N/128),
+ * K/128) array (scale_b_is_weight_layout), read in place.
  */
 static int one_call(const fp8q_cublaslt *library,
                     const fp8q_py_scaled_mm *call, const fp8q_matmul *codes,
                     int padded, fp8q_TensorObject *scale_a,
-                    fp8q_TensorObject *scale_b, fp8q_cu_stream stream,
-                    fp8q_TensorObject **keep, int *n_keep)
+                    fp8q_TensorObject *scale_b, int scale_b_transposed,
+                    fp8q_cu_stream stream, fp8q_TensorObject **keep,
+                    int *n_keep)
 {
     const fp8q_py_mm_path path =
         padded ? FP8Q_PY_MM_ONE_CALL_PADDED : FP8Q_PY_MM_ONE_CALL;
@@ -403,9 +406,10 @@ static int one_call(const fp8q_cublaslt *library,
     }
     if (status == FP8Q_OK && problem.scaling == FP8Q_MATMUL_BLOCKWISE) {
         status = fp8q_matmul_block_scales(
-            cuda, problem.a_scale, problem.b_scale, problem.m, problem.n,
-            problem.k, (char *)scratch.memory + FP8Q_MATMUL_D_SCALE_BYTES,
-            stream, &problem.a_scale, &problem.b_scale, &error);
+            cuda, problem.a_scale, problem.b_scale, scale_b_transposed,
+            problem.m, problem.n, problem.k,
+            (char *)scratch.memory + FP8Q_MATMUL_D_SCALE_BYTES, stream,
+            &problem.a_scale, &problem.b_scale, &error);
     }
     if (status == FP8Q_OK && padded) {
         const fp8q_matmul real = problem;
@@ -577,6 +581,21 @@ static fp8q_py_mm_path fp8_path_of(const fp8q_cuda_device *cuda,
  * when N needs no padding (a padded N would need a padded result, which
  * only the sums paths crop); not under FP8Q_CUDA_SCALED_MM_PATH=epilogue;
  * and one_call_fits. */
+/* Whether block scale_b is, on the call's device, the transpose of a
+ * C-contiguous (ceil(N/128), K/128) array: a weight's own block scales
+ * passed as weight_scale.T (fp8q.torch's layer does), which the one
+ * cuBLASLt call reads in place (cuda/matmul_scales.h) instead of a
+ * contiguous copy made per call. */
+static int scale_b_is_weight_layout(const fp8q_py_scaled_mm *call)
+{
+    const fp8q_view *view = &call->scale_b->view;
+    return call->mode == FP8Q_SCALING_BLOCKWISE && view->ndim == 2 &&
+           call->scale_b->device_type == FP8Q_DEVICE_CUDA &&
+           call->scale_b->device_index == call->a->device_index &&
+           !fp8q_view_is_contiguous(view) && view->strides[0] == 1 &&
+           view->strides[1] == view->shape[0];
+}
+
 static int one_call_allowed(const fp8q_cublaslt *library,
                             const fp8q_py_scaled_mm *call,
                             fp8q_py_mm_path fp8_path, int64_t n, int64_t k)
@@ -624,8 +643,9 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     fp8q_TensorObject *a = NULL; /* call->a, C-contiguous */
     fp8q_TensorObject *w = NULL; /* b.T, (N, K) C-contiguous */
     /* Tensors this call made, released at the end: at most a, w's view,
-     * w, scale_a, scale_b and bias, and one_call's bias. */
-    fp8q_TensorObject *keep[8];
+     * w, scale_a, scale_b (twice: in place, then a copy) and bias, and
+     * one_call's bias. */
+    fp8q_TensorObject *keep[9];
     fp8q_TensorObject *scale_a = NULL, *scale_b = NULL, *bias = NULL;
     fp8q_cuda_scratch product = {NULL, NULL, 0, {0, 0}};
     fp8q_matmul problem;
@@ -636,6 +656,7 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     int n_keep = 0;
     int result = -1;
     int refused = 0;
+    int one_call_first, scale_b_in_place;
     fp8q_py_mm_path path, fp8_path;
     size_t product_bytes, bias_bytes;
     int done;
@@ -699,12 +720,6 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
         goto done;
     }
     keep[n_keep++] = scale_a;
-    scale_b = on_device(call->scale_b, &device, stream);
-    if (scale_b == NULL) {
-        goto done;
-    }
-    keep[n_keep++] = scale_b;
-
     memset(&problem, 0, sizeof problem);
     problem.m = m;
     problem.n = n;
@@ -716,6 +731,17 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
     problem.fast_accumulation = call->use_fast_accum;
     problem.d = call->out->view.data;
     fp8_path = fp8_path_of(cuda, &problem);
+    /* A weight's block scales as its layer passes them are read in place
+     * by the one call; a contiguous copy only for the other paths. */
+    one_call_first = one_call_allowed(library, call, fp8_path, n, k);
+    scale_b_in_place = one_call_first && scale_b_is_weight_layout(call);
+    scale_b = scale_b_in_place
+                  ? (fp8q_TensorObject *)Py_NewRef(call->scale_b)
+                  : on_device(call->scale_b, &device, stream);
+    if (scale_b == NULL) {
+        goto done;
+    }
+    keep[n_keep++] = scale_b;
 
     if (fp8q_py_use_on_stream(a, stream) < 0 ||
         fp8q_py_use_on_stream(w, stream) < 0 ||
@@ -724,14 +750,23 @@ int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
         fp8q_py_use_on_stream(call->out, stream) < 0) {
         goto done;
     }
-    if (one_call_allowed(library, call, fp8_path, n, k)) {
+    if (one_call_first) {
         done = one_call(library, call, &problem,
                         fp8_path == FP8Q_PY_MM_FP8_PADDED, scale_a, scale_b,
-                        stream, keep, &n_keep);
+                        scale_b_in_place, stream, keep, &n_keep);
         if (done != 0) {
             result = done < 0 ? -1 : 0;
             goto done;
         }
+    }
+    if (scale_b_in_place) {
+        /* Refused: the blockwise path reads a contiguous scale_b. */
+        scale_b = on_device(call->scale_b, &device, stream);
+        if (scale_b == NULL || fp8q_py_use_on_stream(scale_b, stream) < 0) {
+            Py_XDECREF(scale_b);
+            goto done;
+        }
+        keep[n_keep++] = scale_b;
     }
     /* The float32 sums and the operands their path makes, then a float32
      * copy of a 16-bit bias, in the device's reused scratch memory; an FP8
@@ -951,12 +986,13 @@ static PyObject *cublaslt_info(PyObject *module, PyObject *unused)
                              search_lines(library));
     }
     return Py_BuildValue(
-        "{s:O,s:N,s:s,s:O,s:N,s:N}", "found", Py_True, "version",
+        "{s:O,s:N,s:s,s:O,s:N,s:N,s:L}", "found", Py_True, "version",
         PyUnicode_FromFormat("%d.%d.%d", (int)(library->version / 10000),
                              (int)(library->version / 100 % 100),
                              (int)(library->version % 100)),
         "path", library->path, "error", Py_None, "search",
-        search_lines(library), "scale_modes", scale_modes_seen());
+        search_lines(library), "scale_modes", scale_modes_seen(),
+        "candidates_timed", (long long)fp8q_matmul_candidates_timed());
 }
 
 static PyObject *scaled_mm_padding(PyObject *module, PyObject *enabled)
@@ -970,6 +1006,126 @@ static PyObject *scaled_mm_padding(PyObject *module, PyObject *enabled)
     }
     padding_enabled = wanted;
     return PyBool_FromLong(previous);
+}
+
+/* ------------------------------------------------------------------------- */
+/* fp8q._C._gemm_tuning_export / _gemm_tuning_import (fp8q.gemm_tuning)     */
+
+/* The index of CUDA device `object` (an int), opened, with cuBLASLt
+ * loaded; -1 with an exception. */
+static int tuning_device(PyObject *object, const fp8q_cublaslt **library)
+{
+    const int index = PyLong_Check(object) ? (int)PyLong_AsLong(object) : -1;
+    if (!PyLong_Check(object) || (index == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError,
+                        "the GEMM tuning functions take a CUDA device index");
+        return -1;
+    }
+    if (fp8q_py_cuda_device(index) == NULL) {
+        return -1;
+    }
+    *library = load_cublaslt();
+    return *library == NULL ? -1 : index;
+}
+
+static PyObject *gemm_tuning_export(PyObject *module, PyObject *device)
+{
+    fp8q_cuda_device_properties properties;
+    const fp8q_cublaslt *library;
+    char driver_version[32];
+    fp8q_error error;
+    fp8q_status status;
+    PyObject *text;
+    PyObject *lines;
+    char *buffer;
+    size_t length;
+    const int index = tuning_device(device, &library);
+
+    (void)module;
+    if (index < 0) {
+        return NULL;
+    }
+    fp8q_error_clear(&error);
+    status = fp8q_cuda_device_properties_get(index, &properties, &error);
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        return NULL;
+    }
+    fp8q_cuda_format_version(fp8q_cuda_driver_load()->version,
+                             driver_version, sizeof driver_version);
+    /* Sized, then written; choices made in between are left out. */
+    length = fp8q_matmul_choices_format(index, NULL, 0);
+    buffer = (char *)PyMem_Malloc(length + 1);
+    if (buffer == NULL) {
+        return PyErr_NoMemory();
+    }
+    (void)fp8q_matmul_choices_format(index, buffer, length + 1);
+    text = PyUnicode_DecodeASCII(buffer, (Py_ssize_t)strlen(buffer),
+                                 "strict");
+    PyMem_Free(buffer);
+    if (text == NULL) {
+        return NULL;
+    }
+    lines = PyUnicode_Splitlines(text, 0);
+    Py_DECREF(text);
+    if (lines == NULL) {
+        return NULL;
+    }
+    return Py_BuildValue(
+        "{s:s,s:N,s:s,s:N,s:N}", "gpu", properties.name,
+        "compute_capability",
+        PyUnicode_FromFormat("%d.%d", properties.compute_capability_major,
+                             properties.compute_capability_minor),
+        "driver", driver_version, "cublaslt",
+        PyUnicode_FromFormat("%d.%d.%d", (int)(library->version / 10000),
+                             (int)(library->version / 100 % 100),
+                             (int)(library->version % 100)),
+        "choices", lines);
+}
+
+static PyObject *gemm_tuning_import(PyObject *module, PyObject *args)
+{
+    const fp8q_cublaslt *library;
+    PyObject *device, *lines, *sequence;
+    Py_ssize_t position;
+    int index;
+
+    (void)module;
+    if (!PyArg_ParseTuple(args, "OO:_gemm_tuning_import", &device, &lines)) {
+        return NULL;
+    }
+    index = tuning_device(device, &library);
+    if (index < 0) {
+        return NULL;
+    }
+    sequence = PySequence_Fast(lines, "the choices must be a list of str");
+    if (sequence == NULL) {
+        return NULL;
+    }
+    for (position = 0; position < PySequence_Fast_GET_SIZE(sequence);
+         position++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(sequence, position);
+        const char *line = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item)
+                                                 : NULL;
+        fp8q_error error;
+        if (line == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_TypeError,
+                                "the choices must be a list of str");
+            }
+            Py_DECREF(sequence);
+            return NULL;
+        }
+        fp8q_error_clear(&error);
+        if (fp8q_py_raise_on_failure(
+                fp8q_matmul_choice_add(index, line, &error), &error) < 0) {
+            Py_DECREF(sequence);
+            return NULL;
+        }
+    }
+    position = PySequence_Fast_GET_SIZE(sequence);
+    Py_DECREF(sequence);
+    return PyLong_FromSsize_t(position);
 }
 
 static PyMethodDef scaled_mm_cuda_functions[] = {
@@ -987,7 +1143,20 @@ static PyMethodDef scaled_mm_cuda_functions[] = {
      "version like '13.10.0', path, error, search: the places tried before "
      "it (or all of them), each 'place (reason)', scale_modes: per device "
      "index "
-     "{accepted, refused} scaling modes of the products so far}."},
+     "{accepted, refused} scaling modes of the products so far, "
+     "candidates_timed: cuBLASLt algorithms timed by the GEMM tuner so "
+     "far (csrc/cuda/matmul.h)}."},
+    {"_gemm_tuning_export", gemm_tuning_export, METH_O,
+     "_gemm_tuning_export(device)\n--\n\n"
+     "Private, for fp8q.gemm_tuning.save: {gpu, compute_capability, "
+     "driver, cublaslt: what the choices are valid for, choices: the GEMM "
+     "tuner's choices of CUDA device `device` as lines "
+     "(csrc/cuda/matmul.h, fp8q_matmul_choices_format)}."},
+    {"_gemm_tuning_import", gemm_tuning_import, METH_VARARGS,
+     "_gemm_tuning_import(device, lines)\n--\n\n"
+     "Private, for fp8q.gemm_tuning.load: adds choice lines of "
+     "_gemm_tuning_export to CUDA device `device`'s (no key check here); "
+     "returns their number. ValueError for a line that is not one."},
     {NULL, NULL, 0, NULL},
 };
 
