@@ -616,6 +616,22 @@ fp8q_TensorObject *fp8q_tensor_from_dlpack(PyObject *object,
                                            int reinterpret_dtype,
                                            int *unsupported_dtype);
 
+/* torch_refusals.c: BufferError naming `argument_name` and the fix
+ * (x.resolve_neg()) when object.is_neg() is true (a torch view with the
+ * negative bit, whose DLPack export would give the stored, negated values);
+ * 0 otherwise, also for objects without is_neg. */
+int fp8q_py_refuse_negative_view(PyObject *object, const char *argument_name);
+
+/* torch_refusals.c: called with the exception of a failed import of
+ * `object`; replaces it by one that names the cause and the fix when object
+ * is a torch tensor of a sparse layout (TypeError, "x.to_dense()"), on the
+ * meta device (BufferError) or of a subclass without storage (TypeError
+ * naming the type), and then clears *unsupported_dtype (may be NULL). Any
+ * other exception stays as it was. */
+void fp8q_py_explain_refused_torch_tensor(PyObject *object,
+                                          const char *argument_name,
+                                          int *unsupported_dtype);
+
 /* The DLPack dtype of fp8q's `dtype` (lanes 1). */
 fp8q_dl_data_type fp8q_py_dl_data_type(fp8q_dtype dtype);
 
