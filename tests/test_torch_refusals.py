@@ -32,6 +32,7 @@ def random_float32(seed, shape):
 
 ENTRIES = {
     "asarray": lambda x: fp8q.asarray(x),
+    "from_torch": lambda x: fpt.from_torch(x),
     "from_dlpack": lambda x: fp8q.from_dlpack(x),
     "cast": lambda x: fp8q.cast(x, "e4m3"),
     "quantize": lambda x: fp8q.quantize(x),
