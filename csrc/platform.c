@@ -1,7 +1,8 @@
 /*
  * platform.c - the only OS-specific code in fp8q: aligned allocation, the
  * processor count and its x86 features, a parallel loop on a pool of worker
- * threads, 64-bit atomics, one-time initialisation, locks that survive
+ * threads, interrupts that long loops poll (thread-local, with a monotonic
+ * clock), 64-bit atomics, one-time initialisation, locks that survive
  * fork(), shared libraries opened at run time and whole files read by
  * UTF-8 path.
  *
@@ -50,6 +51,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if !defined(_WIN32)
+#include <time.h> /* clock_gettime */
+#endif
 #if defined(__x86_64__) || defined(__i386__) || defined(_M_X64) || \
     defined(_M_IX86)
 #define FP8Q_X86 1
@@ -349,6 +353,98 @@ int fp8q_cpu_count(void)
 }
 
 /* ------------------------------------------------------------------------- */
+/* Interrupts (see platform.h): per thread, the interrupt its work polls and
+ * the one it owns (checks), and the elements polled since the owner last
+ * looked at the clock. */
+
+#if defined(_MSC_VER) && !defined(__clang__)
+#define THREAD_LOCAL __declspec(thread)
+#else
+#define THREAD_LOCAL _Thread_local
+#endif
+
+static THREAD_LOCAL fp8q_interrupt *polled_interrupt;
+static THREAD_LOCAL fp8q_interrupt *owned_interrupt;
+static THREAD_LOCAL int64_t elements_since_clock;
+
+/* Elements between two looks at the clock (about a millisecond of work). */
+#define ELEMENTS_PER_CLOCK ((int64_t)1 << 20)
+
+int64_t fp8q_monotonic_ns(void)
+{
+#if defined(_WIN32)
+    LARGE_INTEGER count;
+    LARGE_INTEGER frequency;
+    (void)QueryPerformanceCounter(&count);
+    (void)QueryPerformanceFrequency(&frequency);
+    return (int64_t)((double)count.QuadPart * 1e9 /
+                     (double)frequency.QuadPart);
+#else
+    struct timespec now;
+    (void)clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000000000 + (int64_t)now.tv_nsec;
+#endif
+}
+
+void fp8q_interrupt_begin(fp8q_interrupt *interrupt,
+                          fp8q_interrupt_check_fn check, void *context)
+{
+    interrupt->check = check;
+    interrupt->context = context;
+    interrupt->stopped = 0;
+    interrupt->next_check_ns =
+        fp8q_monotonic_ns() + (int64_t)FP8Q_INTERRUPT_CHECK_MS * 1000000;
+    interrupt->previous = owned_interrupt;
+    owned_interrupt = interrupt;
+    polled_interrupt = interrupt;
+}
+
+int fp8q_interrupt_end(fp8q_interrupt *interrupt)
+{
+    owned_interrupt = interrupt->previous;
+    polled_interrupt = interrupt->previous;
+    return fp8q_atomic_load_i64(&interrupt->stopped) != 0;
+}
+
+/* The owner's check, when due; nonzero when the interrupt is stopped. */
+static int check_owned(fp8q_interrupt *interrupt)
+{
+    const int64_t now = fp8q_monotonic_ns();
+
+    if (now < interrupt->next_check_ns) {
+        return 0;
+    }
+    interrupt->next_check_ns =
+        now + (int64_t)FP8Q_INTERRUPT_CHECK_MS * 1000000;
+    if (interrupt->check(interrupt->context) != 0) {
+        fp8q_atomic_store_i64(&interrupt->stopped, 1);
+        return 1;
+    }
+    return 0;
+}
+
+int fp8q_interrupt_poll(int64_t n_elements)
+{
+    fp8q_interrupt *interrupt = polled_interrupt;
+
+    if (interrupt == NULL) {
+        return 0;
+    }
+    if (fp8q_atomic_load_i64(&interrupt->stopped) != 0) {
+        return 1;
+    }
+    if (interrupt != owned_interrupt) {
+        return 0;
+    }
+    elements_since_clock += n_elements;
+    if (elements_since_clock < ELEMENTS_PER_CLOCK) {
+        return 0;
+    }
+    elements_since_clock = 0;
+    return check_owned(interrupt);
+}
+
+/* ------------------------------------------------------------------------- */
 /* Parallel loop                                                             */
 
 /*
@@ -374,17 +470,27 @@ typedef struct parallel_job {
     int64_t n_tasks;
     fp8q_task_fn task;
     void *context;
+    fp8q_interrupt *interrupt; /* the caller's, seen by the helpers */
 } parallel_job;
 
+/* Runs the job's tasks under its caller's interrupt (the helpers'
+ * thread-local is set for the job, then cleared). An interrupted job's
+ * remaining tasks are skipped. */
 static void run_tasks(parallel_job *job)
 {
+    fp8q_interrupt *const own = polled_interrupt;
+
+    polled_interrupt = job->interrupt;
     for (;;) {
         const int64_t index = fp8q_atomic_fetch_add_i64(&job->next_task, 1);
-        if (index >= job->n_tasks) {
-            return;
+        if (index >= job->n_tasks ||
+            (job->interrupt != NULL &&
+             fp8q_atomic_load_i64(&job->interrupt->stopped) != 0)) {
+            break;
         }
         job->task(job->context, index);
     }
+    polled_interrupt = own;
 }
 
 /* Locks and condition variables that initialise statically (also used by
@@ -399,6 +505,8 @@ typedef CONDITION_VARIABLE pool_condition;
 #define pool_wait(condition, lock) \
     ((void)SleepConditionVariableSRW(condition, lock, INFINITE, 0))
 #define pool_signal(condition) WakeConditionVariable(condition)
+#define pool_wait_ms(condition, lock, ms) \
+    ((void)SleepConditionVariableSRW(condition, lock, ms, 0))
 #else
 typedef pthread_mutex_t static_lock;
 typedef pthread_cond_t pool_condition;
@@ -408,6 +516,16 @@ typedef pthread_cond_t pool_condition;
 #define static_lock_release(lock) ((void)pthread_mutex_unlock(lock))
 #define pool_wait(condition, lock) ((void)pthread_cond_wait(condition, lock))
 #define pool_signal(condition) ((void)pthread_cond_signal(condition))
+/* Waits at most `ms` milliseconds (a timeout is no error). */
+static void pool_wait_ms(pool_condition *condition, static_lock *lock, int ms)
+{
+    struct timespec until;
+    (void)clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += (long)ms * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    (void)pthread_cond_timedwait(condition, lock, &until);
+}
 #endif
 
 /* The pool; every field is guarded by `lock`. */
@@ -530,6 +648,7 @@ void fp8q_parallel_for(int64_t n_tasks, int n_threads, fp8q_task_fn task,
     job.n_tasks = n_tasks;
     job.task = task;
     job.context = context;
+    job.interrupt = polled_interrupt;
     if (helpers > n_tasks - 1) {
         helpers = n_tasks - 1;
     }
@@ -561,7 +680,19 @@ void fp8q_parallel_for(int64_t n_tasks, int n_threads, fp8q_task_fn task,
     static_lock_acquire(&pool.lock);
     pool.open_slots = 0;
     while (pool.running_slots > 0) {
-        pool_wait(&pool.slot_done, &pool.lock);
+        if (owned_interrupt == NULL || owned_interrupt != job.interrupt) {
+            pool_wait(&pool.slot_done, &pool.lock);
+            continue;
+        }
+        /* The owner of an interrupt keeps checking while helpers run (its
+         * check may take locks of its own: it runs without the pool's). */
+        pool_wait_ms(&pool.slot_done, &pool.lock, FP8Q_INTERRUPT_CHECK_MS);
+        if (pool.running_slots > 0 &&
+            fp8q_atomic_load_i64(&owned_interrupt->stopped) == 0) {
+            static_lock_release(&pool.lock);
+            (void)check_owned(owned_interrupt);
+            static_lock_acquire(&pool.lock);
+        }
     }
     pool.job = NULL;
     pool.in_use = 0;

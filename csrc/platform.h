@@ -136,6 +136,50 @@ void fp8q_atomic_store_i64(volatile int64_t *address, int64_t value);
 int64_t fp8q_atomic_fetch_add_i64(volatile int64_t *address, int64_t delta);
 
 /* ------------------------------------------------------------------------- */
+/* Interrupting long loops                                                   */
+
+/*
+ * A thread that starts a long operation may install an interrupt: a check
+ * that only this thread calls (the owner's; e.g. one that looks for a
+ * pending Ctrl-C), from fp8q_interrupt_poll, at most every
+ * FP8Q_INTERRUPT_CHECK_MS milliseconds. Once a check returns nonzero the
+ * interrupt is stopped for good, and fp8q_interrupt_poll returns nonzero on
+ * every thread working for the operation: fp8q_parallel_for runs its
+ * helpers' tasks under the caller's interrupt, and the caller keeps checking
+ * while it waits for them. Loops that poll return early; what they leave in
+ * their outputs is unspecified, so the owner discards it. Interrupts nest
+ * (an inner one hides the outer one until it ends). Without an interrupt,
+ * polling costs one thread-local read.
+ */
+typedef int (*fp8q_interrupt_check_fn)(void *context);
+
+typedef struct fp8q_interrupt {
+    fp8q_interrupt_check_fn check;
+    void *context;
+    volatile int64_t stopped;        /* set once, read by every thread */
+    int64_t next_check_ns;           /* the owner's; fp8q_monotonic_ns */
+    struct fp8q_interrupt *previous; /* the one it hides on its thread */
+} fp8q_interrupt;
+
+#define FP8Q_INTERRUPT_CHECK_MS 50
+
+/* Installs `interrupt` on the calling thread (its owner): its first check
+ * comes FP8Q_INTERRUPT_CHECK_MS after this call. */
+void fp8q_interrupt_begin(fp8q_interrupt *interrupt,
+                          fp8q_interrupt_check_fn check, void *context);
+/* Removes it from the calling thread (restoring the one it hid); returns
+ * whether it was stopped. */
+int fp8q_interrupt_end(fp8q_interrupt *interrupt);
+/* For loops, after `n_elements` more elements of work: nonzero when the
+ * operation this thread works for was stopped (the caller returns early).
+ * On the owner, checks when at least 2**20 elements were polled since the
+ * last look at the clock and the check is due. */
+int fp8q_interrupt_poll(int64_t n_elements);
+
+/* A monotonic clock in nanoseconds (an arbitrary origin). */
+int64_t fp8q_monotonic_ns(void);
+
+/* ------------------------------------------------------------------------- */
 /* One-time initialisation                                                   */
 
 /* A flag for fp8q_once_run; define it static, initialised to FP8Q_ONCE_INIT. */

@@ -1,7 +1,7 @@
 """diffusers on an fp8q-quantized FLUX-shaped transformer (tiny, from a
 config, random weights, no download): load_lora_adapter gives the float
-model's LoRA output, fuse_lora refuses FP8 codes until fp8q.torch.merge_lora
-merged them, and layerwise casting keeps the FP8 weights."""
+model's LoRA output, fuse_lora re-quantizes the fused FP8 weights exactly as
+fp8q.torch.merge_lora does, and layerwise casting keeps the FP8 weights."""
 import copy
 
 import pytest
@@ -101,23 +101,29 @@ def test_load_lora_adapter_gives_the_float_lora_output(activations, seed):
                   float_lora - float_base) >= same_change, f"seed={seed}"
 
 
-def test_fuse_lora_after_merge_lora(seed):
+def test_fuse_lora_requantizes_as_merge_lora(seed):
     _, quantized, inputs = transformers(seed, None)
+    twin = copy.deepcopy(quantized)
     # Factors small enough that merged weights stay near the base weights'
     # range: re-quantizing them to FP8 keeps the output cosine above 0.9999
     # (150 seeds).
     lora = lora_state_dict(quantized, seed + 1, factor_std=0.3)
-    quantized.load_lora_adapter(dict(lora), adapter_name="style",
+    for model in (quantized, twin):
+        model.load_lora_adapter(dict(lora), adapter_name="style",
                                 prefix="transformer")
     unfused = run(quantized, inputs)
-    # diffusers' fuse_lora adds to weight.data: torch refuses FP8 codes;
-    # nothing is fused, nothing dropped.
-    with pytest.raises(RuntimeError, match="Float8"):
-        quantized.fuse_lora()
-    assert torch.equal(run(quantized, inputs), unfused)
-    assert len(fpt.merge_lora(quantized)) == len(lora) // 2
-    quantized.fuse_lora()  # the merged layers are left as they are
+    # diffusers' fuse_lora goes through peft's merge: fp8q layers are
+    # re-quantized, bit for bit as fp8q.torch.merge_lora does.
+    quantized.fuse_lora()
+    assert len(fpt.merge_lora(twin)) == len(lora) // 2
+    twin.fuse_lora()  # the merged layers are left as they are
     fused = run(quantized, inputs)
+    assert torch.equal(fused, run(twin, inputs)), f"seed={seed}"
+    states = quantized.state_dict(), twin.state_dict()
+    for name, tensor in states[0].items():
+        if tensor.dtype == torch.float8_e4m3fn or name.endswith("_scale"):
+            assert torch.equal(tensor.view(torch.uint8),
+                               states[1][name].view(torch.uint8)), name
     assert cosine(fused, unfused) >= 0.999, f"seed={seed}"
 
 

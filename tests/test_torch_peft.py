@@ -1,9 +1,9 @@
 """peft's LoRA on fp8q-quantized models, with no registration: get_peft_model
 wraps fp8q.torch.Linear (an nn.Linear), training moves the adapters only,
 their gradients are those of the float model holding the dequantized
-weights, and merging goes through fp8q.torch.merge_lora (dequantize, add,
-re-quantize): peft's own merge refuses FP8 codes rather than dropping the
-adapter."""
+weights, and merging re-quantizes (fp8q.torch.merge_lora: dequantize, add,
+re-quantize), also through peft's own merge_and_unload / merge_adapter,
+whose unmerge of an FP8 layer says why it cannot."""
 import pytest
 
 torch = pytest.importorskip(
@@ -133,15 +133,6 @@ def test_merge_lora_requantizes_and_peft_merge_never_drops(
         with model.disable_adapter():
             without_adapters = model(x)
     base = model.base_model.model
-    codes_before = base.up.base_layer.weight.clone()
-    # peft's merge adds to weight.data: torch refuses FP8 codes, and the
-    # adapter is neither merged nor dropped.
-    with pytest.raises(RuntimeError, match="Float8"):
-        model.merge_and_unload()
-    assert torch.equal(base.up.base_layer.weight.view(torch.uint8),
-                       codes_before.view(torch.uint8))
-    with torch.no_grad():
-        assert torch.equal(model(x), unmerged)
     # The float64 oracle of each merge: dequantized W + B @ A * scaling.
     expected = {}
     for name in ("up", "down"):
@@ -165,7 +156,7 @@ def test_merge_lora_requantizes_and_peft_merge_never_drops(
         bound = (expected[name].abs() * 2.0 ** -4 + scale * 2.0 ** -10
                  ) * (1 + 1e-6) + 1e-7
         assert ((got - expected[name]).abs() <= bound).all(), name
-    merged = model.merge_and_unload()  # peft merges the float layers only
+    merged = model.merge_and_unload()  # merged already: left as they are
     assert isinstance(merged.up, fpt.Linear)
     with torch.no_grad():
         got = merged(x)
@@ -180,3 +171,44 @@ def test_merge_lora_requantizes_and_peft_merge_never_drops(
     moved = (got - unmerged).norm() / (without_adapters - unmerged).norm()
     record_margin(moved, 0.4)
     assert moved < 0.4, f"moved {moved}, seed={seed}"
+
+
+def fp8_state(model):
+    """The FP8 codes (as bytes) and scales of a model's fp8q layers."""
+    return {name: tensor.view(torch.uint8) if tensor.dtype.is_floating_point
+            and tensor.element_size() == 1 else tensor
+            for name, tensor in model.state_dict().items()
+            if "lora_" not in name}
+
+
+@pytest.mark.parametrize("safe_merge", [False, True])
+@pytest.mark.parametrize("activations,granularity", MODES, ids=MODE_IDS)
+def test_peft_merge_and_unload_requantizes_as_merge_lora(
+        activations, granularity, safe_merge, seed):
+    model, _ = models(seed, activations, granularity)
+    twin, _ = models(seed, activations, granularity)
+    x = torch.randn(4, 96)
+    merged = model.merge_and_unload(safe_merge=safe_merge)
+    assert isinstance(merged.up, fpt.Linear)
+    assert not any("lora_" in name for name, _ in merged.named_modules())
+    assert sorted(fpt.merge_lora(twin)) == ["base_model.model.down",
+                                            "base_model.model.up"]
+    expected = twin.merge_and_unload()
+    got_state, expected_state = fp8_state(merged), fp8_state(expected)
+    assert got_state.keys() == expected_state.keys()
+    for name, tensor in got_state.items():
+        assert torch.equal(tensor, expected_state[name]), name
+    with torch.no_grad():
+        assert torch.equal(merged(x), expected(x)), f"seed={seed}"
+
+
+def test_peft_unmerge_of_an_fp8_layer_says_why_it_cannot(seed):
+    model, _ = models(seed, None, "row")
+    x = torch.randn(2, 96)
+    model.merge_adapter()
+    with torch.no_grad():
+        merged = model(x)
+    with pytest.raises(RuntimeError, match="cannot unmerge.*re-quantized"):
+        model.unmerge_adapter()
+    with torch.no_grad():
+        assert torch.equal(model(x), merged)

@@ -309,15 +309,125 @@ static void combine_partials(const amax_job *job,
     }
 }
 
-static fp8q_status reduce_amax(const fp8q_view *source,
-                               const fp8q_view *destination,
-                               int skip_nonfinite, int64_t *n_nonfinite,
-                               fp8q_error *error)
+/* Reduces a checked, non-empty source into its zeroed destination. */
+static fp8q_status reduce_views(const fp8q_view *source,
+                                const fp8q_view *destination,
+                                int skip_nonfinite, int64_t *n_nonfinite,
+                                fp8q_error *error)
 {
     amax_job job;
     const fp8q_view *operands[2];
     amax_context run;
     int threads;
+    int axis;
+    fp8q_status status;
+
+    job.source = *source;
+    job.accumulator = *destination;
+    job.skip_nonfinite = skip_nonfinite;
+    job.n_nonfinite = 0;
+    for (axis = 0; axis < source->ndim; axis++) {
+        job.accumulator.shape[axis] = source->shape[axis];
+        if (destination->shape[axis] != source->shape[axis]) {
+            job.accumulator.strides[axis] = 0;
+        }
+    }
+
+    threads = fp8q_threads_for(fp8q_view_size(source));
+    if (threads > 1 && plan_split(&job, threads, destination)) {
+        fp8q_parallel_for(job.n_tasks, threads, amax_task, &job);
+        if (job.partials != NULL) {
+            combine_partials(&job, destination);
+            fp8q_aligned_free(job.partials);
+        }
+        *n_nonfinite = fp8q_atomic_load_i64(&job.n_nonfinite);
+        return FP8Q_OK;
+    }
+    operands[0] = &job.source;
+    operands[1] = &job.accumulator;
+    run.dtype = source->dtype;
+    run.skip_nonfinite = skip_nonfinite;
+    run.n_nonfinite = 0;
+    status = fp8q_for_each_row(2, operands, amax_row, &run, 0, error);
+    *n_nonfinite = run.n_nonfinite;
+    return status;
+}
+
+/* fp8q_row_fn: copies float32 operand 0 to operand 1. */
+static void copy_row(void *context, char *const *pointers,
+                     const int64_t *byte_strides, int64_t count)
+{
+    int64_t i;
+    (void)context;
+    for (i = 0; i < count; i++) {
+        memcpy(pointers[1] + i * byte_strides[1],
+               pointers[0] + i * byte_strides[0], sizeof(float));
+    }
+}
+
+/*
+ * Repeated values change no maximum: every axis along which the source does
+ * not move (stride 0, extent > 1) is read once. A reduced one is dropped; a
+ * kept one is reduced at index 0 and that result copied along the axis. The
+ * number of non-finite values skipped is scaled back by the repeats, so
+ * results and counts equal those of the full walk, at the cost of the
+ * distinct elements (a 2**40-element broadcast of one value takes one read).
+ */
+static fp8q_status reduce_without_repeats(const fp8q_view *source,
+                                          const fp8q_view *destination,
+                                          int skip_nonfinite,
+                                          int64_t *n_nonfinite,
+                                          fp8q_error *error)
+{
+    fp8q_view distinct_source = *source;
+    fp8q_view first_results = *destination;
+    fp8q_view spread;
+    const fp8q_view *operands[2];
+    int64_t repeats = 1;
+    int kept_repeats = 0;
+    int axis;
+    fp8q_status status;
+
+    for (axis = 0; axis < source->ndim; axis++) {
+        if (source->strides[axis] != 0 || source->shape[axis] < 2) {
+            continue;
+        }
+        repeats *= source->shape[axis];
+        distinct_source.shape[axis] = 1;
+        if (destination->shape[axis] != 1) {
+            first_results.shape[axis] = 1;
+            kept_repeats = 1;
+        }
+    }
+    status = reduce_views(&distinct_source, &first_results, skip_nonfinite,
+                          n_nonfinite, error);
+    if (status != FP8Q_OK) {
+        return status;
+    }
+    *n_nonfinite *= repeats;
+    if (!kept_repeats) {
+        return FP8Q_OK;
+    }
+    /* Each element reads the one at index 0 of its repeated axes (itself
+     * there), so the serial walk may write in place. */
+    spread = first_results;
+    for (axis = 0; axis < destination->ndim; axis++) {
+        if (first_results.shape[axis] != destination->shape[axis]) {
+            spread.shape[axis] = destination->shape[axis];
+            spread.strides[axis] = 0;
+        }
+    }
+    operands[0] = &spread;
+    operands[1] = destination;
+    return fp8q_for_each_row(2, operands, copy_row, NULL, 0, error);
+}
+
+static fp8q_status reduce_amax(const fp8q_view *source,
+                               const fp8q_view *destination,
+                               int skip_nonfinite, int64_t *n_nonfinite,
+                               fp8q_error *error)
+{
+    const fp8q_view *operands[1];
     int axis;
     fp8q_status status;
 
@@ -355,36 +465,8 @@ static fp8q_status reduce_amax(const fp8q_view *source,
     if (status != FP8Q_OK || fp8q_view_size(source) == 0) {
         return status;
     }
-
-    job.source = *source;
-    job.accumulator = *destination;
-    job.skip_nonfinite = skip_nonfinite;
-    job.n_nonfinite = 0;
-    for (axis = 0; axis < source->ndim; axis++) {
-        job.accumulator.shape[axis] = source->shape[axis];
-        if (destination->shape[axis] != source->shape[axis]) {
-            job.accumulator.strides[axis] = 0;
-        }
-    }
-
-    threads = fp8q_threads_for(fp8q_view_size(source));
-    if (threads > 1 && plan_split(&job, threads, destination)) {
-        fp8q_parallel_for(job.n_tasks, threads, amax_task, &job);
-        if (job.partials != NULL) {
-            combine_partials(&job, destination);
-            fp8q_aligned_free(job.partials);
-        }
-        *n_nonfinite = fp8q_atomic_load_i64(&job.n_nonfinite);
-        return FP8Q_OK;
-    }
-    operands[0] = &job.source;
-    operands[1] = &job.accumulator;
-    run.dtype = source->dtype;
-    run.skip_nonfinite = skip_nonfinite;
-    run.n_nonfinite = 0;
-    status = fp8q_for_each_row(2, operands, amax_row, &run, 0, error);
-    *n_nonfinite = run.n_nonfinite;
-    return status;
+    return reduce_without_repeats(source, destination, skip_nonfinite,
+                                  n_nonfinite, error);
 }
 
 fp8q_status fp8q_amax(const fp8q_view *source, const fp8q_view *destination,

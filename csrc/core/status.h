@@ -19,8 +19,12 @@ typedef enum fp8q_status {
     FP8Q_ERROR_RUNTIME, /* anything else: RuntimeError                      */
     FP8Q_ERROR_CUDA,    /* CUDA driver, device or kernel image problem:
                            fp8q.CudaError (a RuntimeError)                */
-    FP8Q_ERROR_CUDA_MEMORY /* out of GPU memory: fp8q.CudaOutOfMemoryError
-                              (a CudaError and a MemoryError)            */
+    FP8Q_ERROR_CUDA_MEMORY, /* out of GPU memory: fp8q.CudaOutOfMemoryError
+                               (a CudaError and a MemoryError)           */
+    FP8Q_ERROR_INTERRUPTED  /* the caller's interrupt check stopped the
+                               loops (platform.h); set by the binding, which
+                               raises what the check raised
+                               (KeyboardInterrupt for Ctrl-C)            */
 } fp8q_status;
 
 #define FP8Q_ERROR_MESSAGE_SIZE 512

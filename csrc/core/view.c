@@ -503,13 +503,35 @@ int fp8q_threads_for(int64_t n_elements)
     return useful < available ? (int)useful : available;
 }
 
+/* Elements a loop runs between two polls of fp8q_interrupt_poll: about a
+ * millisecond of work, a multiple of 64 (pieces of a row stay whole cache
+ * lines). */
+#define ELEMENTS_PER_POLL ((int64_t)1 << 20)
+
 /* A range of units per task of fp8q_for_each_unit_range. */
 typedef struct unit_ranges {
     fp8q_units_fn run;
     void *context;
     int64_t n_units;
     int64_t units_per_task;
+    int64_t units_per_poll;
 } unit_ranges;
+
+/* ranges->run over [first, end) in steps of units_per_poll, polling for an
+ * interrupt after each. */
+static void run_polled(const unit_ranges *ranges, int64_t first, int64_t end)
+{
+    while (first < end) {
+        const int64_t step = end - first < ranges->units_per_poll
+                                 ? end - first
+                                 : ranges->units_per_poll;
+        ranges->run(ranges->context, first, first + step);
+        first += step;
+        if (fp8q_interrupt_poll(ELEMENTS_PER_POLL)) {
+            return;
+        }
+    }
+}
 
 static void unit_range_task(void *context, int64_t task_index)
 {
@@ -518,29 +540,32 @@ static void unit_range_task(void *context, int64_t task_index)
     const int64_t end = ranges->n_units - first < ranges->units_per_task
                             ? ranges->n_units
                             : first + ranges->units_per_task;
-    ranges->run(ranges->context, first, end);
+    run_polled(ranges, first, end);
 }
 
 void fp8q_for_each_unit_range(int64_t n_units, int64_t n_elements,
                               fp8q_units_fn run, void *context)
 {
     const int threads = fp8q_threads_for(n_elements);
+    const int64_t elements_per_unit =
+        n_units > 0 ? n_elements / n_units + 1 : 1;
     unit_ranges ranges;
     int64_t n_tasks = (int64_t)threads * 4; /* balances uneven progress */
 
     if (n_units <= 0) {
         return;
     }
+    ranges.run = run;
+    ranges.context = context;
+    ranges.n_units = n_units;
+    ranges.units_per_poll = ELEMENTS_PER_POLL / elements_per_unit + 1;
     if (threads <= 1 || n_units == 1) {
-        run(context, 0, n_units);
+        run_polled(&ranges, 0, n_units);
         return;
     }
     if (n_tasks > n_units) {
         n_tasks = n_units;
     }
-    ranges.run = run;
-    ranges.context = context;
-    ranges.n_units = n_units;
     ranges.units_per_task = (n_units - 1) / n_tasks + 1;
     n_tasks = (n_units - 1) / ranges.units_per_task + 1;
     fp8q_parallel_for(n_tasks, threads, unit_range_task, &ranges);
@@ -579,6 +604,7 @@ static void walk_units(const row_walk *walk, int64_t first_unit,
     char *pointers[FP8Q_MAX_OPERANDS];
     int64_t row = first_unit / walk->pieces_per_row;
     int64_t piece = first_unit % walk->pieces_per_row;
+    int64_t unpolled = 0;
     int64_t unit;
     int axis;
     int k;
@@ -598,11 +624,28 @@ static void walk_units(const row_walk *walk, int64_t first_unit,
         const int64_t remaining = walk->inner_count - start;
         const int64_t count =
             remaining < walk->piece_length ? remaining : walk->piece_length;
-        for (k = 0; k < walk->n_operands; k++) {
-            pointers[k] = walk->base[k] + offsets[k] +
-                          start * walk->inner_byte_strides[k];
+        int64_t done;
+
+        /* Long runs go in steps; a poll follows every ELEMENTS_PER_POLL
+         * elements or so. */
+        for (done = 0; done < count; done += ELEMENTS_PER_POLL) {
+            const int64_t step = count - done < ELEMENTS_PER_POLL
+                                     ? count - done
+                                     : ELEMENTS_PER_POLL;
+            for (k = 0; k < walk->n_operands; k++) {
+                pointers[k] = walk->base[k] + offsets[k] +
+                              (start + done) * walk->inner_byte_strides[k];
+            }
+            walk->row(walk->context, pointers, walk->inner_byte_strides,
+                      step);
+            unpolled += step;
+            if (unpolled >= ELEMENTS_PER_POLL) {
+                if (fp8q_interrupt_poll(unpolled)) {
+                    return;
+                }
+                unpolled = 0;
+            }
         }
-        walk->row(walk->context, pointers, walk->inner_byte_strides, count);
 
         if (++piece < walk->pieces_per_row) {
             continue;

@@ -367,7 +367,11 @@ static PyMethodDef asarray_functions[] = {
      "when a conversion or copy would be needed.\n"
      "Errors name the argument 'obj': TypeError for unsupported objects and "
      "dtypes (complex, strings, objects, ...), ValueError for more than 16 "
-     "dims and ragged sequences, BufferError for non-CPU data."},
+     "dims and ragged sequences, BufferError for non-CPU data. torch "
+     "tensors DLPack would misdescribe are refused with the fix named: a "
+     "view with the negative bit (BufferError: x.resolve_neg()), a meta "
+     "tensor (BufferError), a sparse one (TypeError: x.to_dense()), a "
+     "tensor subclass without storage (TypeError naming its type)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -83,6 +83,7 @@
 #include "core/view.h"
 #include "cuda/capture.h"
 #include "cuda/driver.h"
+#include "platform.h"
 #include "python/dlpack_abi.h"
 
 /* ------------------------------------------------------------------------- */
@@ -99,8 +100,39 @@ extern PyObject *fp8q_CudaOutOfMemoryError;
 void fp8q_py_raise(const fp8q_error *error);
 
 /* 0 when `status` is FP8Q_OK; otherwise raises as fp8q_py_raise(error) and
- * returns -1. */
+ * returns -1. FP8Q_ERROR_INTERRUPTED keeps the exception already set (the
+ * signal handler's), or raises KeyboardInterrupt. */
 int fp8q_py_raise_on_failure(fp8q_status status, const fp8q_error *error);
+
+/*
+ * interruptible.c: a GIL-released region whose CPU loops Ctrl-C stops.
+ * fp8q_py_unlock releases the GIL and installs an interrupt (platform.h)
+ * whose check takes the GIL back for PyErr_CheckSignals, at most every
+ * FP8Q_INTERRUPT_CHECK_MS milliseconds of a long loop (Python's C signal
+ * handler only sets a flag; the Python handler runs on the main thread,
+ * with the GIL). fp8q_py_relock removes it and retakes the GIL; when a
+ * handler raised (KeyboardInterrupt), *status becomes FP8Q_ERROR_INTERRUPTED
+ * and fp8q_py_raise_on_failure then leaves that exception in place, so the
+ * call's usual failure path releases what it holds. Use in place of
+ * Py_BEGIN_ALLOW_THREADS / Py_END_ALLOW_THREADS around core calls.
+ */
+typedef struct fp8q_py_unlocked {
+    PyThreadState *thread_state;
+    fp8q_interrupt interrupt;
+} fp8q_py_unlocked;
+
+void fp8q_py_unlock(fp8q_py_unlocked *unlocked);
+void fp8q_py_relock(fp8q_py_unlocked *unlocked, fp8q_status *status);
+
+/* The region as a block, like Py_BEGIN_ALLOW_THREADS; `status` (an
+ * fp8q_status variable) becomes FP8Q_ERROR_INTERRUPTED when stopped. */
+#define FP8Q_PY_BEGIN_INTERRUPTIBLE                                        \
+    {                                                                      \
+        fp8q_py_unlocked fp8q_py_unlocked_;                                \
+        fp8q_py_unlock(&fp8q_py_unlocked_);
+#define FP8Q_PY_END_INTERRUPTIBLE(status)                                  \
+    fp8q_py_relock(&fp8q_py_unlocked_, &(status));                         \
+    }
 
 /* The error indicator, saved aside (the spelling differs from Python 3.12
  * on, where PyErr_Fetch is deprecated). */
@@ -615,6 +647,22 @@ fp8q_TensorObject *fp8q_tensor_from_dlpack(PyObject *object,
                                            const char *argument_name,
                                            int reinterpret_dtype,
                                            int *unsupported_dtype);
+
+/* torch_refusals.c: BufferError naming `argument_name` and the fix
+ * (x.resolve_neg()) when object.is_neg() is true (a torch view with the
+ * negative bit, whose DLPack export would give the stored, negated values);
+ * 0 otherwise, also for objects without is_neg. */
+int fp8q_py_refuse_negative_view(PyObject *object, const char *argument_name);
+
+/* torch_refusals.c: called with the exception of a failed import of
+ * `object`; replaces it by one that names the cause and the fix when object
+ * is a torch tensor of a sparse layout (TypeError, "x.to_dense()"), on the
+ * meta device (BufferError) or of a subclass without storage (TypeError
+ * naming the type), and then clears *unsupported_dtype (may be NULL). Any
+ * other exception stays as it was. */
+void fp8q_py_explain_refused_torch_tensor(PyObject *object,
+                                          const char *argument_name,
+                                          int *unsupported_dtype);
 
 /* The DLPack dtype of fp8q's `dtype` (lanes 1). */
 fp8q_dl_data_type fp8q_py_dl_data_type(fp8q_dtype dtype);

@@ -1074,6 +1074,39 @@ static fp8q_TensorObject *from_exchange(const fp8q_dl_exchange_api *api,
     return tensor;
 }
 
+/* Imports a producer (not a capsule): through the C exchange table `api`
+ * when there is one and object does not require grad, else through
+ * __dlpack__(stream=stream). torch views with the negative bit are refused
+ * first (torch exports their stored, negated values as they are), and the
+ * failures of meta, sparse and storage-less torch tensors explained. */
+static fp8q_TensorObject *import_producer(const fp8q_dl_exchange_api *api,
+                                          PyObject *object,
+                                          const char *argument_name,
+                                          int reinterpret_dtype,
+                                          int *unsupported_dtype,
+                                          fp8q_cu_stream stream)
+{
+    fp8q_TensorObject *tensor;
+
+    if (fp8q_py_refuse_negative_view(object, argument_name) < 0) {
+        return NULL;
+    }
+    if (api != NULL && !requires_grad(object)) {
+        tensor = from_exchange(api, object, argument_name, unsupported_dtype);
+    }
+    else {
+        /* __dlpack__ also refuses a tensor that requires grad, with torch's
+         * own message: its memory must not change behind autograd's back. */
+        tensor = import_object(object, argument_name, reinterpret_dtype,
+                               unsupported_dtype, 1, stream);
+    }
+    if (tensor == NULL) {
+        fp8q_py_explain_refused_torch_tensor(object, argument_name,
+                                             unsupported_dtype);
+    }
+    return tensor;
+}
+
 fp8q_TensorObject *fp8q_tensor_from_dlpack(PyObject *object,
                                            const char *argument_name,
                                            int reinterpret_dtype,
@@ -1084,17 +1117,15 @@ fp8q_TensorObject *fp8q_tensor_from_dlpack(PyObject *object,
     if (unsupported_dtype != NULL) {
         *unsupported_dtype = 0;
     }
-    if (reinterpret_dtype < 0 && !PyCapsule_CheckExact(object) &&
-        fp8q_py_exchange_api(object, &api) < 0) {
+    if (PyCapsule_CheckExact(object)) {
+        return import_object(object, argument_name, reinterpret_dtype,
+                             unsupported_dtype, 1, NULL);
+    }
+    if (reinterpret_dtype < 0 && fp8q_py_exchange_api(object, &api) < 0) {
         return NULL;
     }
-    if (api != NULL && !requires_grad(object)) {
-        return from_exchange(api, object, argument_name, unsupported_dtype);
-    }
-    /* __dlpack__ also refuses a tensor that requires grad, with torch's own
-     * message: its memory must not change behind autograd's back. */
-    return import_object(object, argument_name, reinterpret_dtype,
-                         unsupported_dtype, 1, NULL);
+    return import_producer(api, object, argument_name, reinterpret_dtype,
+                           unsupported_dtype, NULL);
 }
 
 PyObject *fp8q_py_from_dlpack(PyObject *module, PyObject *args,
@@ -1121,8 +1152,12 @@ PyObject *fp8q_py_from_dlpack(PyObject *module, PyObject *args,
         }
         reinterpret_dtype = (int)dtype;
     }
-    return (PyObject *)import_object(object, "obj", reinterpret_dtype, NULL,
-                                     1, stream);
+    if (PyCapsule_CheckExact(object)) {
+        return (PyObject *)import_object(object, "obj", reinterpret_dtype,
+                                         NULL, 1, stream);
+    }
+    return (PyObject *)import_producer(NULL, object, "obj", reinterpret_dtype,
+                                       NULL, stream);
 }
 
 static PyMethodDef dlpack_functions[] = {

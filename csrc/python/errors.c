@@ -108,6 +108,13 @@ int fp8q_py_raise_on_failure(fp8q_status status, const fp8q_error *error)
     if (status == FP8Q_OK) {
         return 0;
     }
+    if (status == FP8Q_ERROR_INTERRUPTED) {
+        /* The signal handler's exception, raised during the call. */
+        if (!PyErr_Occurred()) {
+            PyErr_SetNone(PyExc_KeyboardInterrupt);
+        }
+        return -1;
+    }
     fp8q_py_raise(error);
     return -1;
 }

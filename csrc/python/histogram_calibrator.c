@@ -272,10 +272,10 @@ static PyObject *histogram_calibrator_update(
         return NULL;
     }
     fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
+    FP8Q_PY_BEGIN_INTERRUPTIBLE
     status = fp8q_histogram_add(&batch, &x->view, self->skip_zeros,
                                 skip_nonfinite, &n_nonfinite, &error);
-    Py_END_ALLOW_THREADS
+    FP8Q_PY_END_INTERRUPTIBLE(status)
     Py_DECREF(x);
     if (status == FP8Q_OK) {
         status = fp8q_histogram_merge(&self->histogram, &batch, &error);

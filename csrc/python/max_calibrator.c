@@ -458,9 +458,9 @@ static PyObject *max_calibrator_update(fp8q_MaxCalibratorObject *self,
     }
     destination.data = batch_amax;
     fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
+    FP8Q_PY_BEGIN_INTERRUPTIBLE
     status = fp8q_amax_finite(&x->view, &destination, &n_nonfinite, &error);
-    Py_END_ALLOW_THREADS
+    FP8Q_PY_END_INTERRUPTIBLE(status)
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         goto fail;
     }

@@ -431,14 +431,14 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
         }
     }
     else {
-        Py_BEGIN_ALLOW_THREADS
+        FP8Q_PY_BEGIN_INTERRUPTIBLE
         status = fp8q_cast(&x->view, &out->view,
                            scale != NULL ? &scale_view : NULL,
                            FP8Q_SCALE_DIVIDE, saturate, &error);
         if (status == FP8Q_OK && amax_out != NULL) {
             status = amax_of_everything(&x->view, amax_out, &error);
         }
-        Py_END_ALLOW_THREADS
+        FP8Q_PY_END_INTERRUPTIBLE(status)
         if (fp8q_py_raise_on_failure(status, &error) < 0) {
             goto fail;
         }
@@ -599,9 +599,9 @@ static PyObject *ops_amax(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     else {
         fp8q_error_clear(&error);
-        Py_BEGIN_ALLOW_THREADS
+        FP8Q_PY_BEGIN_INTERRUPTIBLE
         status = fp8q_amax(&x->view, &destination->view, &error);
-        Py_END_ALLOW_THREADS
+        FP8Q_PY_END_INTERRUPTIBLE(status)
         if (fp8q_py_raise_on_failure(status, &error) < 0) {
             goto fail;
         }
@@ -854,11 +854,11 @@ static fp8q_TensorObject *transposed_copy(fp8q_TensorObject *data,
     source.strides[0] = data->view.strides[1];
     source.strides[1] = data->view.strides[0];
     fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
+    FP8Q_PY_BEGIN_INTERRUPTIBLE
     /* Between equal dtypes fp8q_cast copies the bits. */
     status = fp8q_cast(&source, &result->view, NULL, FP8Q_SCALE_DIVIDE, 1,
                        &error);
-    Py_END_ALLOW_THREADS
+    FP8Q_PY_END_INTERRUPTIBLE(status)
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         Py_DECREF(result);
         return NULL;
@@ -1018,10 +1018,10 @@ static PyObject *ops_quantize(PyObject *module, PyObject *args,
         }
     }
     else {
-        Py_BEGIN_ALLOW_THREADS
+        FP8Q_PY_BEGIN_INTERRUPTIBLE
         status = fp8q_quantize(&x->view, &data->view, &scale->view, &options,
                                &error);
-        Py_END_ALLOW_THREADS
+        FP8Q_PY_END_INTERRUPTIBLE(status)
         if (fp8q_py_raise_on_failure(status, &error) < 0) {
             goto fail;
         }
@@ -1167,10 +1167,10 @@ static PyObject *ops_dequantize(PyObject *module, PyObject *args,
         }
     }
     else {
-        Py_BEGIN_ALLOW_THREADS
+        FP8Q_PY_BEGIN_INTERRUPTIBLE
         status = fp8q_dequantize(&data->view, &scale->view, &granularity,
                                  &result->view, &error);
-        Py_END_ALLOW_THREADS
+        FP8Q_PY_END_INTERRUPTIBLE(status)
         if (fp8q_py_raise_on_failure(status, &error) < 0) {
             goto fail;
         }

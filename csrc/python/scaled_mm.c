@@ -448,7 +448,7 @@ static int compute_product(const fp8q_py_scaled_mm *call,
         return -1;
     }
     fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
+    FP8Q_PY_BEGIN_INTERRUPTIBLE
     status = fp8q_scaled_mm_operand(&call->a->view, &call->scale_a->view,
                                     mode, 1, &a_view, &error);
     if (status == FP8Q_OK && own_product) {
@@ -460,7 +460,7 @@ static int compute_product(const fp8q_py_scaled_mm *call,
         status = fp8q_scaled_mm_operand(&call->b->view, &call->scale_b->view,
                                         mode, 0, &b_view, &error);
     }
-    Py_END_ALLOW_THREADS
+    FP8Q_PY_END_INTERRUPTIBLE(status)
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         return -1;
     }
@@ -474,11 +474,11 @@ static int compute_product(const fp8q_py_scaled_mm *call,
         }
         Py_DECREF(result);
     }
-    Py_BEGIN_ALLOW_THREADS
+    FP8Q_PY_BEGIN_INTERRUPTIBLE
     status = fp8q_scaled_mm_epilogue(
         product, mode, &call->scale_a->view, &call->scale_b->view,
         call->bias != NULL ? &call->bias->view : NULL, &error);
-    Py_END_ALLOW_THREADS
+    FP8Q_PY_END_INTERRUPTIBLE(status)
     return fp8q_py_raise_on_failure(status, &error);
 }
 
@@ -495,9 +495,9 @@ static int record_amax(fp8q_TensorObject *amax_out, const fp8q_view *product)
     destination.strides[0] = 0;
     destination.strides[1] = 0;
     fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
+    FP8Q_PY_BEGIN_INTERRUPTIBLE
     status = fp8q_amax(product, &destination, &error);
-    Py_END_ALLOW_THREADS
+    FP8Q_PY_END_INTERRUPTIBLE(status)
     return fp8q_py_raise_on_failure(status, &error);
 }
 
@@ -531,12 +531,12 @@ static int run_on_cpu(const fp8q_py_scaled_mm *call, int out_is_new)
         scale_view.shape[0] = m;
         scale_view.shape[1] = n;
         fp8q_error_clear(&error);
-        Py_BEGIN_ALLOW_THREADS
+        FP8Q_PY_BEGIN_INTERRUPTIBLE
         status = fp8q_cast(&product, &call->out->view,
                            out_dtype == FP8Q_FLOAT8_E4M3FN ? &scale_view
                                                            : NULL,
                            FP8Q_SCALE_DIVIDE, 1, &error);
-        Py_END_ALLOW_THREADS
+        FP8Q_PY_END_INTERRUPTIBLE(status)
         if (fp8q_py_raise_on_failure(status, &error) < 0) {
             goto done;
         }

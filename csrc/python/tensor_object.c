@@ -126,13 +126,12 @@ fp8q_TensorObject *fp8q_tensor_copy_as(fp8q_TensorObject *source,
     }
     fp8q_error_clear(&error);
     /* Between equal dtypes fp8q_cast copies the bits. */
-    Py_BEGIN_ALLOW_THREADS
+    FP8Q_PY_BEGIN_INTERRUPTIBLE
     status = fp8q_cast(&source->view, &result->view, NULL, FP8Q_SCALE_DIVIDE,
                        1, &error);
-    Py_END_ALLOW_THREADS
-    if (status != FP8Q_OK) {
+    FP8Q_PY_END_INTERRUPTIBLE(status)
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
         Py_DECREF(result);
-        fp8q_py_raise(&error);
         return NULL;
     }
     return result;

@@ -191,6 +191,8 @@ static const harness_test tests[] = {
     {"amax_parallel_equals_serial", test_amax_parallel_equals_serial},
     {"block_amax", test_block_amax},
     {"amax_errors", test_amax_errors},
+    {"amax_interrupt", test_amax_interrupt},
+    {"amax_zero_strides", test_amax_zero_strides},
     {"scale_shape", test_scale_shape},
     {"scales_from_amax", test_scales_from_amax},
     {"quantize_granularities", test_quantize_granularities},

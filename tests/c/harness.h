@@ -128,6 +128,8 @@ void test_amax_empty_and_scalar(void);
 void test_amax_parallel_equals_serial(void);
 void test_block_amax(void);
 void test_amax_errors(void);
+void test_amax_interrupt(void);
+void test_amax_zero_strides(void);
 
 /* test_quantize.c */
 void test_scale_shape(void);

@@ -11,6 +11,7 @@
 #include "core/float_codec.h"
 #include "harness.h"
 #include "helpers.h"
+#include "platform.h"
 
 /* Reference: max |x| per group (NaN wins), written to a contiguous array of
  * the destination shape. */
@@ -370,4 +371,168 @@ void test_amax_errors(void)
                 NULL);
     CHECK_ERROR(fp8q_block_amax(&source, 2, 0, &destination, &error), &error,
                 FP8Q_ERROR_VALUE, ">= 1", NULL, NULL);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Interrupts (platform.h) and repeated elements                            */
+
+/* A check that stops the loops at its first call, counting its calls. */
+static int stop_at_once(void *context)
+{
+    (*(int *)context)++;
+    return 1;
+}
+
+static int never_stop(void *context)
+{
+    (*(int *)context)++;
+    return 0;
+}
+
+/* 2**40 elements of an overlapping view (row i = memory[i .. i + 2**20)). */
+static void overlapping_view(float *memory, fp8q_view *view)
+{
+    memset(view, 0, sizeof *view);
+    view->data = memory;
+    view->dtype = FP8Q_FLOAT32;
+    view->ndim = 2;
+    view->shape[0] = (int64_t)1 << 20;
+    view->shape[1] = (int64_t)1 << 20;
+    view->strides[0] = 1;
+    view->strides[1] = 1;
+}
+
+void test_amax_interrupt(void)
+{
+    static float memory[(1 << 21) + 1];
+    static const int thread_counts[] = {1, 4};
+    fp8q_interrupt outer;
+    fp8q_interrupt inner;
+    fp8q_view source;
+    fp8q_view destination;
+    float result = -1.0f;
+    int64_t one = 1;
+    size_t config;
+    int calls;
+    int i;
+
+    for (i = 0; i < (1 << 21) + 1; i++) {
+        memory[i] = (float)(i % 1000) - 500.0f;
+    }
+    overlapping_view(memory, &source);
+    for (config = 0; config < 2; config++) {
+        const int64_t started = fp8q_monotonic_ns();
+
+        fp8q_set_num_threads(thread_counts[config]);
+        fp8q_view_init_contiguous(&destination, &result, FP8Q_FLOAT32, 0,
+                                  &one, NULL);
+        destination.ndim = 2;
+        destination.shape[0] = destination.shape[1] = 1;
+        calls = 0;
+        fp8q_interrupt_begin(&outer, stop_at_once, &calls);
+        CHECK_INT(fp8q_amax(&source, &destination, NULL), FP8Q_OK);
+        CHECK_INT(fp8q_interrupt_end(&outer), 1);
+        /* Stopped at the first check (after 50 ms), far from 2**40 reads;
+         * the check ran on this thread only, once. */
+        CHECK_INT(calls, 1);
+        CHECK(fp8q_monotonic_ns() - started < (int64_t)5000000000);
+    }
+    fp8q_set_num_threads(0);
+
+    /* Nothing installed: polling never stops anything. */
+    CHECK_INT(fp8q_interrupt_poll((int64_t)1 << 40), 0);
+
+    /* Nested: the inner interrupt hides the outer one, which comes back. */
+    calls = 0;
+    fp8q_interrupt_begin(&outer, never_stop, &calls);
+    fp8q_interrupt_begin(&inner, stop_at_once, &calls);
+    CHECK_INT(fp8q_interrupt_end(&inner), 0);
+    CHECK_INT(fp8q_interrupt_poll(1), 0);
+    CHECK_INT(fp8q_interrupt_end(&outer), 0);
+    CHECK_INT(calls, 0);
+
+    /* A check that never stops: the full result, the same as without. */
+    source.shape[0] = (int64_t)1 << 12;
+    calls = 0;
+    result = -1.0f;
+    fp8q_interrupt_begin(&outer, never_stop, &calls);
+    CHECK_INT(fp8q_amax(&source, &destination, NULL), FP8Q_OK);
+    CHECK_INT(fp8q_interrupt_end(&outer), 0);
+    CHECK(result == 500.0f);
+}
+
+void test_amax_zero_strides(void)
+{
+    static const float values[3] = {1.5f, -7.25f, 3.0f};
+    fp8q_view source;
+    fp8q_view destination;
+    float results[3];
+    static float per_row[1 << 20];
+    int64_t n_nonfinite = -1;
+    float nan_value[1];
+    int i;
+
+    /* (2**40, 3) rows that repeat one row: read once, same answer. */
+    memset(&source, 0, sizeof source);
+    source.data = (void *)values;
+    source.dtype = FP8Q_FLOAT32;
+    source.ndim = 2;
+    source.shape[0] = (int64_t)1 << 40;
+    source.shape[1] = 3;
+    source.strides[1] = 1;
+    memset(&destination, 0, sizeof destination);
+    destination.data = results;
+    destination.dtype = FP8Q_FLOAT32;
+    destination.ndim = 2;
+    destination.shape[0] = 1;
+    destination.shape[1] = 3;
+    destination.strides[1] = 1;
+    CHECK_INT(fp8q_amax(&source, &destination, NULL), FP8Q_OK);
+    CHECK(results[0] == 1.5f && results[1] == 7.25f && results[2] == 3.0f);
+    destination.shape[1] = 1;
+    CHECK_INT(fp8q_amax(&source, &destination, NULL), FP8Q_OK);
+    CHECK(results[0] == 7.25f);
+
+    /* A kept repeated axis: each of its results is the one reduction. */
+    source.shape[0] = 3;
+    source.shape[1] = (int64_t)1 << 40;
+    source.strides[0] = 1;
+    source.strides[1] = 0;
+    destination.shape[0] = 3;
+    destination.shape[1] = 1;
+    destination.strides[0] = 1;
+    results[0] = results[1] = results[2] = -1.0f;
+    CHECK_INT(fp8q_amax(&source, &destination, NULL), FP8Q_OK);
+    CHECK(results[0] == 1.5f && results[1] == 7.25f && results[2] == 3.0f);
+    /* (2**20, 3) repeating one row, reduced along axis 1: 2**20 equal
+     * results, computed once and copied. */
+    source.shape[0] = (int64_t)1 << 20;
+    source.strides[0] = 0;
+    source.shape[1] = 3;
+    source.strides[1] = 1;
+    destination.data = per_row;
+    destination.shape[0] = (int64_t)1 << 20;
+    destination.shape[1] = 1;
+    destination.strides[0] = 1;
+    for (i = 0; i < (1 << 20); i++) {
+        per_row[i] = -1.0f;
+    }
+    CHECK_INT(fp8q_amax(&source, &destination, NULL), FP8Q_OK);
+    for (i = 0; i < (1 << 20) && per_row[i] == 7.25f; i++) {
+    }
+    CHECK_INT(i, 1 << 20);
+    destination.data = results;
+
+    /* The finite count scales with the repeats. */
+    nan_value[0] = NAN;
+    source.data = nan_value;
+    source.shape[0] = (int64_t)1 << 40;
+    source.strides[0] = 0;
+    source.shape[1] = 1;
+    destination.shape[0] = 1;
+    destination.shape[1] = 1;
+    CHECK_INT(fp8q_amax_finite(&source, &destination, &n_nonfinite, NULL),
+              FP8Q_OK);
+    CHECK(n_nonfinite == (int64_t)1 << 40);
+    CHECK(results[0] == 0.0f);
 }

@@ -15,7 +15,9 @@ Imported on demand (`import fp8q.torch`); `import fp8q` never imports torch.
 - load_checkpoint(model, source): FP8 checkpoints of every common layout
   (compressed-tensors/vLLM, FineGrainedFP8, ComfyUI, optimum-quanto,
   plain FP8) loaded into fp8q.torch.Linear layers, codes as they are.
-- merge_lora(model): merges peft LoRA adapters into FP8 base weights.
+- merge_lora(model): merges peft LoRA adapters into FP8 base weights;
+  peft's own merge_and_unload() and diffusers' fuse_lora() do the same on
+  fp8q layers (peft's LoRA Linear.merge is wrapped when peft is imported).
 - fp8q.torch.quanto_compat: optimum-quanto's FP8 API on top of these.
 - Fp8qConfig: fp8q as a transformers quantization method
   (from_pretrained(..., quantization_config=Fp8qConfig(...)),
@@ -31,8 +33,12 @@ from fp8q.torch._convert import from_torch, to_torch
 from fp8q.torch._linear import Linear
 from fp8q.torch._load_checkpoint import load_checkpoint
 from fp8q.torch._lora import merge_lora
+from fp8q.torch._peft import install as _install_peft_merge
 from fp8q.torch._quantize import quantize
 from fp8q.torch._summary import QuantizeSummary
+
+# peft's merge_and_unload / diffusers' fuse_lora re-quantize fp8q layers.
+_install_peft_merge()
 
 __all__ = ["Fp8qConfig", "InputShapeError", "Linear", "QuantizeSummary",
            "calibrate", "freeze", "from_torch", "load_checkpoint",

@@ -56,21 +56,30 @@ def merge_lora(model, adapter_names=None):
         if not (isinstance(base, Linear)
                 and hasattr(module, "get_delta_weight")):
             continue
-        adapters = _adapters_to_merge(name, module, adapter_names)
-        if not adapters:
-            continue
-        with torch.no_grad():
-            weight = _ops.dequantize_weight(
-                torch.empty(0, device=base.weight.device), base.weight,
-                base.weight_scale, base.granularity)
-            for adapter in adapters:
-                weight += module.get_delta_weight(adapter).float()
-            if not torch.isfinite(weight).all():
-                raise ValueError(f"merge_lora: {name!r}: the merged weight "
-                                 "holds NaN or infinity")
-            codes, scale = _ops.quantize_weight(weight, base.weight.dtype,
-                                                base.granularity)
-        base._set_storage(codes, scale, base.bias)
-        module.merged_adapters.extend(adapters)
-        merged.append(name)
+        if merge_layer(name, module, adapter_names):
+            merged.append(name)
     return merged
+
+
+def merge_layer(name, module, adapter_names=None):
+    """merge_lora's merge of one peft LoRA layer `module` (named `name` in
+    messages) whose base layer is an fp8q.torch.Linear; returns whether an
+    adapter was merged."""
+    base = module.base_layer
+    adapters = _adapters_to_merge(name, module, adapter_names)
+    if not adapters:
+        return False
+    with torch.no_grad():
+        weight = _ops.dequantize_weight(
+            torch.empty(0, device=base.weight.device), base.weight,
+            base.weight_scale, base.granularity)
+        for adapter in adapters:
+            weight += module.get_delta_weight(adapter).float()
+        if not torch.isfinite(weight).all():
+            raise ValueError(f"merge_lora: {name!r}: the merged weight "
+                             "holds NaN or infinity")
+        codes, scale = _ops.quantize_weight(weight, base.weight.dtype,
+                                            base.granularity)
+    base._set_storage(codes, scale, base.bias)
+    module.merged_adapters.extend(adapters)
+    return True

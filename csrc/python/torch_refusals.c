@@ -1,0 +1,145 @@
+/*
+ * torch_refusals.c - the torch tensors whose DLPack export would give wrong
+ * values or an unreadable error, refused with a message that names the fix:
+ * views with the negative bit (checked before the export, which would hand
+ * over the stored -x), and, after a failed export, tensors on the meta
+ * device, of a sparse layout, or of a tensor subclass without storage of its
+ * own. Only attributes are read (is_neg, is_meta, layout, data_ptr); torch
+ * is never imported.
+ */
+#include <string.h>
+
+#include "python/binding.h"
+
+/* object.<name>() or object.<name> as a truth value: 1, 0, or -1 when the
+ * attribute is missing or fails (the exception is cleared: the checks here
+ * only ever add a better message). */
+static int attribute_truth(PyObject *object, const char *name, int call)
+{
+    PyObject *value = PyObject_GetAttrString(object, name);
+    PyObject *result;
+    int truth;
+
+    if (value == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (call) {
+        result = PyObject_CallNoArgs(value);
+        Py_DECREF(value);
+    }
+    else {
+        result = value;
+    }
+    if (result == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    truth = PyObject_IsTrue(result);
+    Py_DECREF(result);
+    if (truth < 0) {
+        PyErr_Clear();
+    }
+    return truth;
+}
+
+int fp8q_py_refuse_negative_view(PyObject *object, const char *argument_name)
+{
+    /* Only objects with torch's is_neg(): a bool from the method. */
+    if (attribute_truth(object, "is_neg", 1) != 1) {
+        return 0;
+    }
+    PyErr_Format(PyExc_BufferError,
+                 "%s: the torch tensor has the negative bit set (a lazily "
+                 "negated view, e.g. c.conj().imag): its memory holds the "
+                 "negated values, which DLPack cannot express; pass "
+                 "%s.resolve_neg() (a copy with the values) instead",
+                 argument_name, argument_name);
+    return -1;
+}
+
+/* The name of object.layout (e.g. "torch.sparse_coo") in `name`, or "" when
+ * there is none or it is not a torch layout. */
+static void torch_layout_name(PyObject *object, char *name, size_t size)
+{
+    PyObject *layout = PyObject_GetAttrString(object, "layout");
+    PyObject *text = layout == NULL ? NULL : PyObject_Str(layout);
+    const char *utf8 = text == NULL ? NULL : PyUnicode_AsUTF8(text);
+
+    name[0] = '\0';
+    if (utf8 != NULL && strncmp(utf8, "torch.", 6) == 0) {
+        strncpy(name, utf8, size - 1);
+        name[size - 1] = '\0';
+    }
+    Py_XDECREF(layout);
+    Py_XDECREF(text);
+    PyErr_Clear();
+}
+
+/* 1 when object.data_ptr() is 0 while object.numel() > 0: elements without
+ * memory (a wrapper subclass such as a quantized tensor type). */
+static int has_no_storage(PyObject *object)
+{
+    PyObject *pointer = PyObject_CallMethod(object, "data_ptr", NULL);
+    PyObject *count = pointer == NULL
+                          ? NULL
+                          : PyObject_CallMethod(object, "numel", NULL);
+    int result = 0;
+
+    if (pointer != NULL && count != NULL && PyLong_Check(pointer) &&
+        PyLong_Check(count)) {
+        const int pointer_is_zero = PyObject_Not(pointer) == 1;
+        const int count_is_positive = PyObject_IsTrue(count) == 1;
+
+        result = pointer_is_zero && count_is_positive;
+    }
+    Py_XDECREF(pointer);
+    Py_XDECREF(count);
+    PyErr_Clear();
+    return result;
+}
+
+void fp8q_py_explain_refused_torch_tensor(PyObject *object,
+                                          const char *argument_name,
+                                          int *unsupported_dtype)
+{
+    fp8q_py_saved_error saved;
+    char layout[64];
+
+    if (PyCapsule_CheckExact(object)) {
+        return;
+    }
+    fp8q_py_error_save(&saved);
+    torch_layout_name(object, layout, sizeof layout);
+    if (layout[0] != '\0' && strcmp(layout, "torch.strided") != 0) {
+        fp8q_py_error_discard(&saved);
+        PyErr_Format(PyExc_TypeError,
+                     "%s: the torch tensor has the sparse layout %s; fp8q "
+                     "reads dense (strided) tensors: pass %s.to_dense()",
+                     argument_name, layout, argument_name);
+    }
+    else if (layout[0] != '\0' && attribute_truth(object, "is_meta", 0) == 1) {
+        fp8q_py_error_discard(&saved);
+        PyErr_Format(PyExc_BufferError,
+                     "%s: the torch tensor is on the meta device and has no "
+                     "data to read; give it values first (load them, or "
+                     "move its module with module.to_empty(device='cpu'))",
+                     argument_name);
+    }
+    else if (layout[0] != '\0' && has_no_storage(object)) {
+        fp8q_py_error_discard(&saved);
+        PyErr_Format(PyExc_TypeError,
+                     "%s: %s is a torch tensor subclass without storage of "
+                     "its own (data_ptr() is 0), so its elements cannot be "
+                     "read in place; convert it to a plain torch tensor first "
+                     "(e.g. its dequantize() method)",
+                     argument_name, Py_TYPE(object)->tp_name);
+    }
+    else {
+        fp8q_py_error_restore(&saved);
+        return;
+    }
+    if (unsupported_dtype != NULL) {
+        *unsupported_dtype = 0;
+    }
+}

@@ -1,0 +1,103 @@
+"""peft's own LoRA merge on fp8q.torch.Linear base layers.
+
+peft's lora.Linear.merge adds the adapter to `base_layer.weight.data`, which
+torch refuses for FP8 codes ("Promotion for Float8 Types is not supported").
+So that merge_and_unload(), merge_adapter() and diffusers' fuse_lora() give
+the merged FP8 model, peft's lora.Linear.merge and unmerge are wrapped once,
+as soon as peft.tuners.lora.layer is imported (before or after fp8q.torch):
+a layer whose base is an fp8q.torch.Linear merges as fp8q.torch.merge_lora
+does (dequantize, add in float32, re-quantize with fresh scales); every other
+layer runs peft's own code, unchanged. peft's unmerge of such a layer raises
+a RuntimeError that says why (the re-quantized weight cannot be taken apart)
+and what to do.
+"""
+import importlib.abc
+import importlib.util
+import sys
+
+from fp8q.torch._linear import Linear
+from fp8q.torch._lora import merge_layer
+
+_LAYER_MODULE = "peft.tuners.lora.layer"
+
+
+def _wrap(peft_linear):
+    """Wraps peft_linear.merge and .unmerge (once)."""
+    if getattr(peft_linear, "_fp8q_merges", False):
+        return
+    peft_merge = peft_linear.merge
+    peft_unmerge = peft_linear.unmerge
+
+    def merge(self, safe_merge=False, adapter_names=None):
+        if not isinstance(self.get_base_layer(), Linear):
+            return peft_merge(self, safe_merge=safe_merge,
+                              adapter_names=adapter_names)
+        # Checked before anything is stored, as safe_merge asks.
+        merge_layer("peft merge", self, adapter_names)
+        return None
+
+    def unmerge(self):
+        if not (isinstance(self.get_base_layer(), Linear) and self.merged):
+            return peft_unmerge(self)
+        raise RuntimeError(
+            "fp8q.torch.Linear: peft cannot unmerge adapters "
+            f"{list(self.merged_adapters)} from an FP8 base layer: the merge "
+            "re-quantized its weight (fp8q.torch.merge_lora), which cannot "
+            "be taken apart. Reload the base model without the merge "
+            "instead")
+
+    merge.__doc__ = peft_merge.__doc__
+    merge.__wrapped__ = peft_merge
+    unmerge.__doc__ = peft_unmerge.__doc__
+    unmerge.__wrapped__ = peft_unmerge
+    peft_linear.merge = merge
+    peft_linear.unmerge = unmerge
+    peft_linear._fp8q_merges = True
+
+
+def _wrap_module(module):
+    peft_linear = getattr(module, "Linear", None)
+    if (isinstance(peft_linear, type) and hasattr(peft_linear, "merge")
+            and hasattr(peft_linear, "unmerge")):
+        _wrap(peft_linear)
+
+
+class _WrapAfterLoading(importlib.abc.Loader):
+    """Runs peft's loader, then wraps the module's Linear."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        _wrap_module(module)
+
+
+class _PeftLayerFinder(importlib.abc.MetaPathFinder):
+    """Finds peft.tuners.lora.layer with the other finders, loading it
+    through _WrapAfterLoading; removes itself once used."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != _LAYER_MODULE:
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        spec.loader = _WrapAfterLoading(spec.loader)
+        return spec
+
+
+def install():
+    """Makes peft's merge of fp8q.torch.Linear base layers re-quantize:
+    now when peft's LoRA layers are imported, else when they are."""
+    module = sys.modules.get(_LAYER_MODULE)
+    if module is not None:
+        _wrap_module(module)
+    elif not any(isinstance(finder, _PeftLayerFinder)
+                 for finder in sys.meta_path):
+        sys.meta_path.insert(0, _PeftLayerFinder())
