@@ -422,12 +422,12 @@ static int quantize_on_cpu(layer_call *call, uint8_t *nonfinite,
         }
     }
     fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
+    FP8Q_PY_BEGIN_INTERRUPTIBLE
     status = fp8q_quantize_activations(
         &call->rows->view, &call->codes->view, &call->x_scale->view,
         block_cols, row_amax != NULL ? &row_amax->view : NULL, nonfinite,
         n_nonfinite, &error);
-    Py_END_ALLOW_THREADS
+    FP8Q_PY_END_INTERRUPTIBLE(status)
     Py_XDECREF(row_amax);
     return fp8q_py_raise_on_failure(status, &error);
 }
@@ -696,10 +696,10 @@ static int dequantize_weight(layer_call *call)
         return result;
     }
     fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
+    FP8Q_PY_BEGIN_INTERRUPTIBLE
     status = fp8q_dequantize(weight, &call->weight_scale->view, &granularity,
                              &destination->view, &error);
-    Py_END_ALLOW_THREADS
+    FP8Q_PY_END_INTERRUPTIBLE(status)
     Py_DECREF(destination);
     return fp8q_py_raise_on_failure(status, &error);
 }
