@@ -34,12 +34,15 @@ def blocks(language):
     return re.findall(rf"```{language}\n(.*?)```", PAGE, re.S)
 
 
-@pytest.mark.parametrize("activations", [None, "e4m3"],
-                         ids=["W8A16", "W8A8-dynamic"])
-def test_the_meta_device_recipe_runs_as_written(activations, tmp_path,
+@pytest.mark.parametrize("activations, tie", [
+    (None, False), ("e4m3", False), (None, True)],
+    ids=["W8A16", "W8A8-dynamic", "W8A16-tied-embeddings"])
+def test_the_meta_device_recipe_runs_as_written(activations, tie, tmp_path,
                                                 seed):
-    saved = fpt.quantize(llama(seed), activations=activations,
-                         exclude="lm_head")
+    """With tie_word_embeddings the checkpoint holds the embeddings once:
+    lm_head.weight loads through model.embed_tokens.weight, still tied."""
+    saved = fpt.quantize(llama(seed, tie_word_embeddings=tie),
+                         activations=activations, exclude="lm_head")
     saved.save_pretrained(tmp_path)
     recipe = blocks("python")[0]
     assert 'with torch.device("meta")' in recipe and PLACEHOLDER in recipe
@@ -55,6 +58,8 @@ def test_the_meta_device_recipe_runs_as_written(activations, tmp_path,
     assert "rebuilt (non-persistent buffers): 2" in printed.getvalue()
     assert torch.equal(model.model.rotary_emb.inv_freq,
                        saved.model.rotary_emb.inv_freq)
+    assert namespace["report"].missing_keys == []
+    assert (model.lm_head.weight is model.model.embed_tokens.weight) == tie
     assert torch.equal(logits(model), logits(saved))
 
     commands = [line for line in blocks("bash")[0].splitlines()
@@ -113,3 +118,15 @@ def test_a_buffer_the_model_init_does_not_write_is_not_rebuilt(tmp_path,
         fpt.load_checkpoint(model, tmp_path)
     assert "model.extra.steps" in str(error.value)
     assert "rotary" not in str(error.value)  # that one is rebuilt
+
+
+def test_tied_weights_load_into_a_real_model(tmp_path, seed):
+    saved = fpt.quantize(llama(seed, tie_word_embeddings=True),
+                         exclude="lm_head")
+    saved.save_pretrained(tmp_path)
+    model = llama(seed + 1, tie_word_embeddings=True)
+    report = fpt.load_checkpoint(model, tmp_path)
+    assert report.missing_keys == [] and report.meta_keys == []
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    assert torch.equal(model.lm_head.weight, saved.lm_head.weight)
+    assert torch.equal(logits(model), logits(saved))

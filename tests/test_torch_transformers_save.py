@@ -91,7 +91,9 @@ def test_in_place_quantize_save_pretrained_reloads_bit_for_bit(
     assert saved["granularity"] == settings.get("granularity", "row")
     floats = sorted(name for name, module in model.named_modules()
                     if type(module) is torch.nn.Linear)
-    assert saved["modules_to_not_convert"] == floats
+    # transformers' default (None: lm_head) where it fits, else the names.
+    assert saved["modules_to_not_convert"] == (
+        None if floats == ["lm_head"] else floats)
 
     reloaded, info = transformers.AutoModelForCausalLM.from_pretrained(
         tmp_path, output_loading_info=True)
@@ -173,10 +175,22 @@ def test_quantize_twice_with_the_same_settings_saves(tmp_path, seed):
     fpt.quantize(model, include="*self_attn*")
     model.save_pretrained(tmp_path)
     saved = json.loads((tmp_path / "config.json").read_text())
-    assert saved["quantization_config"]["modules_to_not_convert"] == [
-        "lm_head"]
+    assert saved["quantization_config"]["modules_to_not_convert"] is None
     reloaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path)
     assert len(fp8_layers(reloaded)) == 14
+    assert torch.equal(logits(reloaded), logits(model))
+
+
+def test_quantizing_the_decoder_alone_saves_with_its_parent(tmp_path,
+                                                            seed):
+    """quantize(model.model) leaves lm_head in float; the config the two
+    share says so (transformers' default), so the parent's save reloads."""
+    model = llama(seed)
+    fpt.quantize(model.model, granularity="tensor")
+    model.save_pretrained(tmp_path)
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert type(reloaded.lm_head) is torch.nn.Linear
+    assert_same_layers(reloaded, model)
     assert torch.equal(logits(reloaded), logits(model))
 
 

@@ -14,7 +14,8 @@ from fp8q.torch import _ops
 from fp8q.torch._checkpoint_report import CheckpointReport
 from fp8q.torch._checkpoint_source import StateDictCheckpoint
 from fp8q.torch._linear import FORMATS, Linear
-from fp8q.torch._meta_tensors import left_on_meta, put_buffers, rebuilt_buffers
+from fp8q.torch._meta_tensors import (left_on_meta, put_buffers,
+                                      rebuilt_buffers, tie_again, tied_keys)
 from fp8q.torch._register_transformers import attach_transformers_quantizer
 
 LISTED = 5  # keys named per problem in an error message
@@ -211,9 +212,12 @@ def load_checkpoint(model, source, *, strict=True, quantization_map=None):
     cannot hold (rotary embeddings' inv_freq) are rebuilt on the CPU by a
     transformers model's _init_weights (report.rebuilt_keys); any other
     tensor that would stay on meta is refused with strict=True (named),
-    listed in report.meta_keys with strict=False. A transformers model that
-    gets fp8q layers also gets fp8q's quantizer and quantization_config, so
-    its save_pretrained reloads with from_pretrained (docs/torch.md).
+    listed in report.meta_keys with strict=False. A key the checkpoint
+    lacks whose parameter the model ties to a key it holds (lm_head.weight
+    and the input embeddings) is not missing: it is loaded through that key
+    and the tie kept. A transformers model that gets fp8q layers also gets
+    fp8q's quantizer and quantization_config, so its save_pretrained
+    reloads with from_pretrained (docs/torch.md).
 
     CheckpointError (a ValueError) naming the key for a layout fp8q cannot
     read as it is, for a shape that differs from the model's, and with
@@ -236,11 +240,13 @@ def load_checkpoint(model, source, *, strict=True, quantization_map=None):
 def _load(model, checkpoint, strict, quantization_map):
     plan = plan_checkpoint(checkpoint, quantization_map)
     match = _Match(model, plan, checkpoint)
+    loaded = {*match.floats, *match.dequantized}
+    tied = tied_keys(model, match.missing, loaded)
+    match.missing = [key for key in match.missing if key not in tied]
     if strict:
         match.refuse_if_strict()
     rebuilt = rebuilt_buffers(model)
-    meta_keys = left_on_meta(model, {*match.floats, *match.dequantized},
-                             match.linears, rebuilt)
+    meta_keys = left_on_meta(model, {*loaded, *tied}, match.linears, rebuilt)
     if strict and meta_keys:
         raise CheckpointError(
             "load_checkpoint(strict=True): " + _listing("meta", meta_keys)
@@ -274,6 +280,7 @@ def _load(model, checkpoint, strict, quantization_map):
         _load_floats(model, checkpoint, {key: checkpoint.tensor(key)
                                          for key in floats[start:start + 64]})
     put_buffers(model, rebuilt)
+    tie_again(model, tied)
     if match.linears:
         attach_transformers_quantizer(model)
     return CheckpointReport(

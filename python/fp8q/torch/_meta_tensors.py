@@ -124,3 +124,29 @@ def left_on_meta(model, loaded, replaced_modules, rebuilt):
             continue
         left.append(key)
     return left
+
+
+def tied_keys(model, missing, loaded):
+    """{missing key: loaded key} for the keys in `missing` whose parameter
+    is the very parameter of a key in `loaded` (weights the model ties,
+    such as lm_head.weight and embed_tokens.weight, which checkpoints save
+    once): they are loaded through that key, not missing."""
+    by_tensor = {}
+    for key, tensor in model.named_parameters(remove_duplicate=False):
+        by_tensor.setdefault(id(tensor), []).append(key)
+    tied = {}
+    for keys in by_tensor.values():
+        sources = [key for key in keys if key in loaded]
+        if sources:
+            tied.update({key: sources[0] for key in keys
+                         if key in missing})
+    return tied
+
+
+def tie_again(model, tied):
+    """Points each key of `tied` at its loaded key's parameter (a meta
+    model's loaded tensors are new ones, so the tie would be lost)."""
+    for key, source in tied.items():
+        module_name, _, name = key.rpartition(".")
+        model.get_submodule(module_name)._parameters[name] = \
+            model.get_parameter(source)

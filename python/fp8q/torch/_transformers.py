@@ -118,8 +118,9 @@ def _check_ties(model, fp8q_layers):
 def describe_model(model, config=None):
     """The Fp8qConfig that makes from_pretrained rebuild `model` as it is
     now: the settings its fp8q.torch.Linear layers share, and as
-    modules_to_not_convert `config`'s own value where it selects exactly
-    the Linear layers the model keeps in float, else their names. A model
+    modules_to_not_convert the first of `config`'s own value and
+    transformers' default (None) that selects exactly the Linear layers
+    the model keeps in float, else their names. A model
     without fp8q layers keeps `config`'s settings (or the defaults).
     ValueError naming the layers when one config cannot describe the
     model: fp8q layers with different settings, a Linear layer whose
@@ -164,14 +165,14 @@ def describe_model(model, config=None):
         settings = config.settings()
     else:
         settings = {}
-    skipped = sorted(float_layers)
-    if config is not None:
-        resolved = HfQuantizer.get_modules_to_not_convert(
-            model, config.modules_to_not_convert)
+    candidates = [] if config is None else [config.modules_to_not_convert,
+                                            None]
+    for skipped in candidates:
+        resolved = HfQuantizer.get_modules_to_not_convert(model, skipped)
         if {name for name in (*fp8q_layers, *float_layers)
                 if not _covered(name, resolved)} == set(fp8q_layers):
-            skipped = config.modules_to_not_convert
-    return Fp8qConfig(modules_to_not_convert=skipped, **settings)
+            return Fp8qConfig(modules_to_not_convert=skipped, **settings)
+    return Fp8qConfig(modules_to_not_convert=sorted(float_layers), **settings)
 
 
 def attach(model):
@@ -187,7 +188,10 @@ def attach(model):
     if isinstance(getattr(model, "hf_quantizer", None), Fp8qHfQuantizer):
         return model
     try:
-        config = describe_model(model)
+        # transformers' default (None) where it fits: a model's config is
+        # shared with the models inside it, and quantize(model.model)'s
+        # config then serves its parent's save too (lm_head in float).
+        config = describe_model(model, Fp8qConfig())
     except ValueError:
         config = Fp8qConfig()  # save_pretrained refuses, naming the layers
     model.config.quantization_config = config
