@@ -155,10 +155,8 @@ def describe_model(model, config=None):
             f"save_pretrained: the model's fp8q layers have different "
             f"settings ({examples}); transformers' quantization_config holds "
             "one setting per model, so from_pretrained would rebuild some "
-            "layers wrong. Quantize every layer with one setting (exclude "
-            "the others to keep them in float), or save the state dict with "
-            "safetensors and reload it with fp8q.torch.quantize (same "
-            "settings per layer) and load_state_dict")
+            "layers wrong. Quantize every quantized layer with one setting "
+            "(exclude the others to keep them in float)")
     if distinct:
         settings = dict(next(iter(distinct)))
     elif config is not None:
