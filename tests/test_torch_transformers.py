@@ -126,14 +126,30 @@ def test_modules_to_not_convert_and_bad_settings(tmp_path, seed):
         fpt.Fp8qConfig(weights="int8")
 
 
-def test_without_transformers_fp8q_torch_says_what_to_install():
+def python_output(code):
+    """stdout of `code` run by a fresh Python (an error fails the test)."""
     import subprocess
     import sys
-    code = ("import sys; sys.modules['transformers'] = None\n"
-            "import fp8q.torch\n"
-            "try:\n    fp8q.torch.Fp8qConfig\n"
-            "except ImportError as error:\n    print(error)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                         text=True, check=True).stdout
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_without_transformers_fp8q_torch_says_what_to_install():
+    out = python_output("import sys; sys.modules['transformers'] = None\n"
+                        "import fp8q.torch\n"
+                        "try:\n    fp8q.torch.Fp8qConfig\n"
+                        "except ImportError as error:\n    print(error)\n")
     assert out.startswith("fp8q.torch.Fp8qConfig needs Hugging Face "
                           "transformers (pip install transformers)")
+
+
+def test_import_fp8q_torch_registers_without_importing_transformers():
+    """The method is registered once transformers' quantizers are imported
+    (issue 40: a plain from_pretrained after `import fp8q.torch`)."""
+    out = python_output("import sys, fp8q.torch\n"
+                        "print('transformers' in sys.modules)\n"
+                        "import transformers.quantizers.auto as auto\n"
+                        "print('fp8q' in auto.AUTO_QUANTIZER_MAPPING)\n")
+    assert out.split() == ["False", "True"]

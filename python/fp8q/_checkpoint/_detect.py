@@ -25,7 +25,7 @@ LAYOUTS = {
         "FineGrainedFP8 / DeepSeek-V3 128x128 blocks (weight_scale_inv)",
         lambda key: key.endswith(".weight_scale_inv")),
     "compressed-tensors": (
-        "compressed-tensors / vLLM / ModelOpt (weight_scale)",
+        "compressed-tensors / vLLM / ModelOpt / fp8q (weight_scale)",
         lambda key: key.endswith(".weight_scale")),
 }
 READERS = {

@@ -1,12 +1,19 @@
-"""compressed-tensors / vLLM / ModelOpt FP8 (and fp8q's own convert
-output): `<layer>.weight` FP8, `<layer>.weight_scale` per tensor, per
-output channel or per 128x128 block, optional static `<layer>.input_scale`;
-the scheme from config.json's quantization_config (quant_method
-"compressed-tensors" or "fp8") or hf_quant_config.json (ModelOpt)."""
-from fp8q._checkpoint._plan import (CheckpointError, finish, layer,
-                                    prefixes)
+"""compressed-tensors / vLLM / ModelOpt FP8 (and fp8q's own convert and
+save_pretrained output): `<layer>.weight` FP8, `<layer>.weight_scale` per
+tensor, per output channel or per 128x128 block, optional static
+`<layer>.input_scale`; the scheme from config.json's quantization_config
+(quant_method "compressed-tensors", "fp8" or "fp8q"), hf_quant_config.json
+(ModelOpt), or, for a file alone, the fp8q quantization_config that fp8q's
+save_pretrained writes into the safetensors metadata."""
+import json
+
+from fp8q._checkpoint._plan import (GRANULARITIES, CheckpointError, finish,
+                                    layer, prefixes)
 
 STRATEGIES = {"tensor": "tensor", "channel": "row", "block": "block"}
+# The safetensors metadata entry where fp8q's save_pretrained writes its
+# quantization_config (JSON), the same as config.json's.
+FP8Q_METADATA_KEY = "fp8q_quantization_config"
 
 
 def _compressed_tensors_scheme(config):
@@ -44,6 +51,35 @@ def _compressed_tensors_scheme(config):
     return schemes.pop() if schemes else (None, None)
 
 
+def _metadata_config(checkpoint):
+    """The fp8q quantization_config in the safetensors metadata."""
+    text = checkpoint.metadata[FP8Q_METADATA_KEY]
+    try:
+        config = json.loads(text)
+    except (TypeError, json.JSONDecodeError):
+        config = None
+    if not isinstance(config, dict) or config.get("quant_method") != "fp8q":
+        raise CheckpointError(
+            f"safetensors metadata {FP8Q_METADATA_KEY}: not an fp8q "
+            f"quantization_config ({str(text)[:60]!r})")
+    return config
+
+
+def _fp8q_scheme(config, where):
+    """(declared granularity, activations) of an fp8q quantization_config
+    (fp8q.torch.Fp8qConfig's: granularity "row" / "tensor" / "block",
+    activations None or "e4m3", dynamic until a layer has input_scale)."""
+    granularity = config.get("granularity", "row")
+    if granularity not in GRANULARITIES:
+        raise CheckpointError(f"{where}: quantization_config.granularity "
+                              f"{granularity!r} is not row, tensor or block")
+    activations = config.get("activations")
+    if activations not in (None, "e4m3", "float8_e4m3fn"):
+        raise CheckpointError(f"{where}: quantization_config.activations "
+                              f"{activations!r} is not null or \"e4m3\"")
+    return granularity, None if activations is None else "dynamic"
+
+
 def scheme(checkpoint):
     """(declared granularity or None, activations or None, description of
     where the scheme came from) from the checkpoint's configs."""
@@ -57,9 +93,16 @@ def scheme(checkpoint):
                 f"{algorithm!r}; fp8q loads ModelOpt's \"FP8\" only")
         return "tensor", "static", "ModelOpt hf_quant_config.json"
     config = (configs.get("config.json") or {}).get("quantization_config")
+    where = "config.json"
+    if not config and FP8Q_METADATA_KEY in getattr(checkpoint, "metadata",
+                                                   {}):
+        config, where = _metadata_config(checkpoint), "safetensors metadata"
     if not config:
         return None, None, None
     method = config.get("quant_method")
+    if method == "fp8q":
+        declared, activations = _fp8q_scheme(config, where)
+        return declared, activations, f"fp8q quantization_config ({where})"
     if method == "compressed-tensors":
         declared, activations = _compressed_tensors_scheme(config)
         return declared, activations, "compressed-tensors config"
@@ -73,7 +116,7 @@ def scheme(checkpoint):
         return declared, activation_scheme, "fp8 config"
     raise CheckpointError(
         f"config.json: quantization_config.quant_method {method!r}; fp8q "
-        "reads compressed-tensors, fp8 and ModelOpt FP8 checkpoints")
+        "reads compressed-tensors, fp8, fp8q and ModelOpt FP8 checkpoints")
 
 
 def plan(checkpoint):

@@ -21,12 +21,16 @@ Imported on demand (`import fp8q.torch`); `import fp8q` never imports torch.
 - fp8q.torch.quanto_compat: optimum-quanto's FP8 API on top of these.
 - Fp8qConfig: fp8q as a transformers quantization method
   (from_pretrained(..., quantization_config=Fp8qConfig(...)),
-  save_pretrained); touching it imports transformers and registers it.
+  save_pretrained); touching it imports transformers and registers it,
+  and `import fp8q.torch` registers it as soon as transformers' quantizers
+  are imported. Models quantized in place (quantize, load_checkpoint) save
+  with save_pretrained as those loaded with Fp8qConfig do.
 
 The GEMMs run through fp8q's scaled_mm on the tensors' device (CPU or
 CUDA, on PyTorch's current stream). docs/torch.md.
 """
 from fp8q.torch import _ops  # noqa: F401 (registers torch.ops.fp8q)
+from fp8q.torch import _register_transformers
 from fp8q.torch._calibrate import calibrate, freeze
 from fp8q.torch._checks import InputShapeError
 from fp8q.torch._convert import from_torch, to_torch
@@ -39,6 +43,7 @@ from fp8q.torch._summary import QuantizeSummary
 
 # peft's merge_and_unload / diffusers' fuse_lora re-quantize fp8q layers.
 _install_peft_merge()
+_register_transformers.install()
 
 __all__ = ["Fp8qConfig", "InputShapeError", "Linear", "QuantizeSummary",
            "calibrate", "freeze", "from_torch", "load_checkpoint",

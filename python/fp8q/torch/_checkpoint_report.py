@@ -20,7 +20,11 @@ class CheckpointReport:
     unexpected_keys / missing_keys: what strict=False let through.
     fp8_bytes / float_bytes: the checkpoint's bytes of FP8 layers (codes and
     scales) and of everything else loaded.
-    notes: what the layout reader assumed."""
+    notes: what the layout reader assumed.
+    rebuilt_keys: non-persistent buffers of a meta-device model (not in any
+    checkpoint) rebuilt on the CPU by the model's own initialisation.
+    meta_keys: the model's tensors left on the meta device (strict=False
+    only; strict=True refuses them): set them before the first forward."""
     layout: str
     fp8_layers: dict
     float_linear_layers: list
@@ -31,6 +35,8 @@ class CheckpointReport:
     fp8_bytes: int
     float_bytes: int
     notes: list = field(default_factory=list)
+    rebuilt_keys: list = field(default_factory=list)
+    meta_keys: list = field(default_factory=list)
 
     def counts(self):
         """{(format, granularity, scheme): number of FP8 layers}."""
@@ -52,7 +58,11 @@ class CheckpointReport:
                             ("dequantized into float", self.dequantized_keys),
                             ("unexpected (not loaded)", self.unexpected_keys),
                             ("missing (left as they were)",
-                             self.missing_keys)):
+                             self.missing_keys),
+                            ("rebuilt (non-persistent buffers)",
+                             self.rebuilt_keys),
+                            ("LEFT ON THE META DEVICE (set them before a "
+                             "forward)", self.meta_keys)):
             if keys:
                 lines.append(f"{label}: {len(keys)}: "
                              f"{', '.join(keys[:5])}"

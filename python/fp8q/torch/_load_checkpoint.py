@@ -15,6 +15,9 @@ from fp8q.torch._checkpoint_report import CheckpointReport
 from fp8q.torch._checkpoint_source import StateDictCheckpoint
 from fp8q.torch._checkpoint_values import check_layer_values
 from fp8q.torch._linear import FORMATS, Linear
+from fp8q.torch._meta_tensors import (left_on_meta, put_buffers,
+                                      rebuilt_buffers, tie_again, tied_keys)
+from fp8q.torch._register_transformers import attach_transformers_quantizer
 
 LISTED = 5  # keys named per problem in an error message
 
@@ -206,13 +209,25 @@ def load_checkpoint(model, source, *, strict=True, quantization_map=None):
     tensors: assigned, in the model's dtype, on the CPU), read memory-mapped
     one at a time.
 
+    Into a meta-device model, the non-persistent buffers the checkpoint
+    cannot hold (rotary embeddings' inv_freq) are rebuilt on the CPU by a
+    transformers model's _init_weights (report.rebuilt_keys); any other
+    tensor that would stay on meta is refused with strict=True (named),
+    listed in report.meta_keys with strict=False. A key the checkpoint
+    lacks whose parameter the model ties to a key it holds (lm_head.weight
+    and the input embeddings) is not missing: it is loaded through that key
+    and the tie kept. A transformers model that gets fp8q layers also gets
+    fp8q's quantizer and quantization_config, so its save_pretrained
+    reloads with from_pretrained (docs/torch.md).
+
     CheckpointError (a ValueError) naming the key for a layout fp8q cannot
     read as it is, for a shape that differs from the model's, for a scale
     that is not finite and > 0 or FP8 codes that are NaN (infinite too,
     in e5m2; the message names the layer too), and with strict=True for
-    missing or unexpected keys; the model is unchanged then (everything is
-    checked first). The layers it makes carry their qualified names
-    (fp8q.torch.Linear.set_name) into their errors."""
+    missing or unexpected keys or tensors left on meta; the model is
+    unchanged then (everything is checked first). The layers it makes
+    carry their qualified names (fp8q.torch.Linear.set_name) into their
+    errors."""
     if isinstance(source, (str, os.PathLike)):
         checkpoint = open_checkpoint(source)
     elif isinstance(source, dict):
@@ -230,11 +245,27 @@ def load_checkpoint(model, source, *, strict=True, quantization_map=None):
 def _load(model, checkpoint, strict, quantization_map):
     plan = plan_checkpoint(checkpoint, quantization_map)
     match = _Match(model, plan, checkpoint)
+    loaded = {*match.floats, *match.dequantized}
+    tied = tied_keys(model, match.missing, loaded)
+    match.missing = [key for key in match.missing if key not in tied]
     if strict:
         match.refuse_if_strict()
     check_layer_values(checkpoint, [*(layer for layer, _ in
                                       match.linears.values()),
                                     *match.dequantized.values()])
+    rebuilt = rebuilt_buffers(model)
+    meta_keys = left_on_meta(model, {*loaded, *tied}, match.linears, rebuilt)
+    if strict and meta_keys:
+        raise CheckpointError(
+            "load_checkpoint(strict=True): " + _listing("meta", meta_keys)
+            + ": the model's tensors that the checkpoint does not hold and "
+            "fp8q cannot rebuild would stay on the meta device, where no "
+            "forward can read them (non-persistent buffers, which a module "
+            "computes in its constructor, are not saved). Build the model "
+            "with its buffers on a real device (accelerate's "
+            "init_empty_weights() puts only the parameters on meta) or set "
+            "them before loading; strict=False loads the rest and lists "
+            "them in report.meta_keys")
     entries = checkpoint.entries
     for name, (layer, module) in match.linears.items():
         parent_name, _, child = name.rpartition(".")
@@ -258,6 +289,10 @@ def _load(model, checkpoint, strict, quantization_map):
     for start in range(0, len(floats), 64):
         _load_floats(model, checkpoint, {key: checkpoint.tensor(key)
                                          for key in floats[start:start + 64]})
+    put_buffers(model, rebuilt)
+    tie_again(model, tied)
+    if match.linears:
+        attach_transformers_quantizer(model)
     return CheckpointReport(
         layout=plan.layout,
         fp8_layers={name: layer for name, (layer, _) in match.linears.items()},
@@ -269,4 +304,4 @@ def _load(model, checkpoint, strict, quantization_map):
         unexpected_keys=match.unexpected, missing_keys=match.missing,
         fp8_bytes=sum(nbytes(entries, key) for key in fp8_keys),
         float_bytes=sum(nbytes(entries, key) for key in match.floats),
-        notes=plan.notes)
+        notes=plan.notes, rebuilt_keys=sorted(rebuilt), meta_keys=meta_keys)

@@ -11,10 +11,7 @@ layer runs peft's own code, unchanged. peft's unmerge of such a layer raises
 a RuntimeError that says why (the re-quantized weight cannot be taken apart)
 and what to do.
 """
-import importlib.abc
-import importlib.util
-import sys
-
+from fp8q.torch._after_import import after_import
 from fp8q.torch._linear import Linear
 from fp8q.torch._lora import merge_layer
 
@@ -62,42 +59,7 @@ def _wrap_module(module):
         _wrap(peft_linear)
 
 
-class _WrapAfterLoading(importlib.abc.Loader):
-    """Runs peft's loader, then wraps the module's Linear."""
-
-    def __init__(self, loader):
-        self.loader = loader
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        self.loader.exec_module(module)
-        _wrap_module(module)
-
-
-class _PeftLayerFinder(importlib.abc.MetaPathFinder):
-    """Finds peft.tuners.lora.layer with the other finders, loading it
-    through _WrapAfterLoading; removes itself once used."""
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != _LAYER_MODULE:
-            return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        if spec is None or spec.loader is None:
-            return spec
-        spec.loader = _WrapAfterLoading(spec.loader)
-        return spec
-
-
 def install():
     """Makes peft's merge of fp8q.torch.Linear base layers re-quantize:
-    now when peft's LoRA layers are imported, else when they are."""
-    module = sys.modules.get(_LAYER_MODULE)
-    if module is not None:
-        _wrap_module(module)
-    elif not any(isinstance(finder, _PeftLayerFinder)
-                 for finder in sys.meta_path):
-        sys.meta_path.insert(0, _PeftLayerFinder())
+    now if peft's LoRA layers are imported, else when they are."""
+    after_import(_LAYER_MODULE, _wrap_module)

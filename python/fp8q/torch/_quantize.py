@@ -6,6 +6,7 @@ import logging
 import torch
 
 from fp8q.torch._linear import Linear
+from fp8q.torch._register_transformers import attach_transformers_quantizer
 from fp8q.torch._summary import QuantizeSummary, float_modules, weight_bytes
 
 logger = logging.getLogger("fp8q.torch")
@@ -108,6 +109,12 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
     ValueError naming the layer. ValueError when a pattern matches no
     Linear (a typo would otherwise quantize nothing silently).
 
+    A transformers model (PreTrainedModel) also gets fp8q's transformers
+    quantizer and quantization_config, as from_pretrained with
+    fp8q.torch.Fp8qConfig gives them, so save_pretrained writes a
+    config that from_pretrained rebuilds the FP8 layers from (and refuses
+    a model that one config cannot describe); docs/torch.md.
+
     Logs a QuantizeSummary (Linear layers quantized, modules left in float
     by kind, weight bytes before and after) at INFO on the "fp8q.torch"
     logger, the object itself as the record's `fp8q_summary`."""
@@ -149,4 +156,5 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
         left_in_float=float_modules(model, skip=Linear),
         weight_bytes_before=before, weight_bytes_after=weight_bytes(model))
     logger.info("%s", summary, extra={"fp8q_summary": summary})
+    attach_transformers_quantizer(model)
     return model

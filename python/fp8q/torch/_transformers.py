@@ -12,14 +12,25 @@ A float checkpoint loads as usual and is then quantized by
 fp8q.torch.quantize. A saved fp8q model (config.json's quantization_config
 has quant_method "fp8q") is rebuilt with fp8q.torch.Linear layers before its
 weights load, so the FP8 codes, scales and static input scales load as they
-were saved. Importing this module (touching fp8q.torch.Fp8qConfig) registers
-the method; it imports transformers.
+were saved. Importing this module registers the method (it imports
+transformers; fp8q.torch._register_transformers imports it as soon as
+transformers' quantizers are imported).
+
+A model quantized in place (fp8q.torch.quantize, fp8q.torch.load_checkpoint)
+gets the same quantizer (`attach`), and every save_pretrained writes the
+quantization_config that describes the model as it is then: its fp8q
+layers' settings and the Linear layers left in float. A model that one
+config cannot describe (fp8q layers with different settings, Linear layers
+quantized by another method) is refused before any file is written.
 """
+import json
+
 import torch
 from transformers.quantizers import (HfQuantizer, register_quantization_config,
                                      register_quantizer)
 from transformers.utils.quantization_config import QuantizationConfigMixin
 
+from fp8q._checkpoint._layout_compressed import FP8Q_METADATA_KEY
 from fp8q._safetensors import SafetensorsReader
 from fp8q.torch._linear import Linear
 from fp8q.torch._quantize import quantize
@@ -63,7 +74,127 @@ def _linear_names(model, skipped):
     return [name for name, module in model.named_modules()
             if isinstance(module, torch.nn.Linear)
             and not isinstance(module, Linear)
-            and not any(f".{skip}." in f".{name}." for skip in skipped)]
+            and not _covered(name, skipped)]
+
+
+def _covered(name, skipped):
+    """Whether a name in `skipped` covers the module `name` (as whole
+    dotted parts, as _linear_names matches them)."""
+    return any(f".{skip}." in f".{name}." for skip in skipped)
+
+
+def _layer_settings(layer):
+    """Fp8qConfig's settings that rebuild the fp8q layer `layer`."""
+    return {"weights": {torch.float8_e4m3fn: "e4m3",
+                        torch.float8_e5m2: "e5m2"}[layer.weight.dtype],
+            "activations": None if layer.activations is None else "e4m3",
+            "granularity": layer.granularity}
+
+
+def _describe(settings):
+    return ", ".join(f"{key}={value}" for key, value in settings.items())
+
+
+def _check_ties(model, fp8q_layers):
+    """ValueError when the model's config ties the weight of an fp8q layer
+    to another tensor (tie_word_embeddings with a quantized lm_head):
+    quantizing untied them, and from_pretrained would tie them again."""
+    expand = getattr(model, "get_expanded_tied_weights_keys", None)
+    tied = expand(all_submodels=True) if expand is not None else {}
+    for target, source in tied.items():
+        for key, other in ((target, source), (source, target)):
+            name = key.removesuffix(".weight")
+            if key.endswith(".weight") and name in fp8q_layers:
+                raise ValueError(
+                    f"save_pretrained: {name} is an fp8q layer, but the "
+                    f"model's config ties {key} to {other} "
+                    "(tie_word_embeddings=True), so from_pretrained would "
+                    "tie them again over the FP8 weight. Quantize with "
+                    f"exclude=[{name!r}] to keep the tie (and that layer in "
+                    "float), or set model.config.tie_word_embeddings = "
+                    f"False to save {name} as its own FP8 layer")
+
+
+def describe_model(model, config=None):
+    """The Fp8qConfig that makes from_pretrained rebuild `model` as it is
+    now: the settings its fp8q.torch.Linear layers share, and as
+    modules_to_not_convert the first of `config`'s own value and
+    transformers' default (None) that selects exactly the Linear layers
+    the model keeps in float, else their names. A model
+    without fp8q layers keeps `config`'s settings (or the defaults).
+    ValueError naming the layers when one config cannot describe the
+    model: fp8q layers with different settings, a Linear layer whose
+    weight is not floating point (another quantization method's), or an
+    fp8q layer whose weight the config ties to another tensor."""
+    fp8q_layers, float_layers, foreign = {}, [], []
+    for name, module in model.named_modules():
+        if isinstance(module, Linear):
+            fp8q_layers[name] = _layer_settings(module)
+        elif isinstance(module, torch.nn.Linear):
+            weight = module.weight
+            if weight is None or (weight.is_floating_point()
+                                  and weight.element_size() > 1):
+                float_layers.append(name)
+            else:
+                foreign.append(f"{name} ({type(module).__name__}, "
+                               f"{weight.dtype})")
+    if foreign:
+        raise ValueError(
+            f"save_pretrained: {', '.join(foreign[:3])} hold weights that "
+            "neither fp8q nor a float Linear holds; one quantization_config "
+            "cannot describe layers of fp8q and of another method: quantize "
+            "a float model with fp8q.torch.quantize only")
+    _check_ties(model, fp8q_layers)
+    distinct = {}
+    for name, settings in fp8q_layers.items():
+        distinct.setdefault(tuple(settings.items()), name)
+    if len(distinct) > 1:
+        examples = "; ".join(f"{name!r}: {_describe(dict(settings))}"
+                             for settings, name in distinct.items())
+        raise ValueError(
+            f"save_pretrained: the model's fp8q layers have different "
+            f"settings ({examples}); transformers' quantization_config holds "
+            "one setting per model, so from_pretrained would rebuild some "
+            "layers wrong. Quantize every quantized layer with one setting "
+            "(exclude the others to keep them in float)")
+    if distinct:
+        settings = dict(next(iter(distinct)))
+    elif config is not None:
+        settings = config.settings()
+    else:
+        settings = {}
+    candidates = [] if config is None else [config.modules_to_not_convert,
+                                            None]
+    for skipped in candidates:
+        resolved = HfQuantizer.get_modules_to_not_convert(model, skipped)
+        if {name for name in (*fp8q_layers, *float_layers)
+                if not _covered(name, resolved)} == set(fp8q_layers):
+            return Fp8qConfig(modules_to_not_convert=skipped, **settings)
+    return Fp8qConfig(modules_to_not_convert=sorted(float_layers), **settings)
+
+
+def attach(model):
+    """Makes `model` (a transformers PreTrainedModel holding fp8q layers)
+    save as fp8q: gives it fp8q's quantizer (model.hf_quantizer) and the
+    Fp8qConfig that describes it (model.config.quantization_config), as
+    from_pretrained(..., quantization_config=Fp8qConfig(...)) does, unless
+    it has fp8q's quantizer already. Each save_pretrained describes the
+    model again (Fp8qHfQuantizer.get_state_dict_and_metadata), and
+    refuses one that no config describes (fp8q layers with different
+    settings: meanwhile the config given here is the defaults). Returns
+    the model."""
+    if isinstance(getattr(model, "hf_quantizer", None), Fp8qHfQuantizer):
+        return model
+    try:
+        # transformers' default (None) where it fits: a model's config is
+        # shared with the models inside it, and quantize(model.model)'s
+        # config then serves its parent's save too (lm_head in float).
+        config = describe_model(model, Fp8qConfig())
+    except ValueError:
+        config = Fp8qConfig()  # save_pretrained refuses, naming the layers
+    model.config.quantization_config = config
+    model.hf_quantizer = Fp8qHfQuantizer(config, pre_quantized=True)
+    return model
 
 
 def _checkpoint_keys(checkpoint_files):
@@ -123,6 +254,19 @@ class Fp8qHfQuantizer(HfQuantizer):
 
     def is_serializable(self):
         return True
+
+    def get_state_dict_and_metadata(self, model):
+        """save_pretrained's hook, before any file is written: the
+        quantization_config of the model as it is now (describe_model;
+        ValueError when one config cannot describe it) becomes the model's
+        and the quantizer's, and its JSON goes into the metadata of every
+        safetensors file (fp8q reads a file alone with it)."""
+        config = describe_model(model, self.quantization_config)
+        if config.to_dict() != self.quantization_config.to_dict():
+            self.quantization_config = config
+            model.config.quantization_config = config
+        return None, {FP8Q_METADATA_KEY: json.dumps(
+            self.quantization_config.to_dict(), sort_keys=True)}
 
     @property
     def is_trainable(self):
