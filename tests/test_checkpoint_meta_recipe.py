@@ -3,7 +3,8 @@ meta-device recipe, executed from the page itself on a tiny Llama saved by
 fp8q, gives a model whose forward runs and equals the saved model's, bit
 for bit (its rotary embeddings' non-persistent inv_freq, in no checkpoint,
 rebuilt by the model's own initialisation); the page's `inspect` command
-runs on the same folder. A tensor that would stay on the meta device is
+runs on the same folder, and its `convert` command re-lays the saved file
+into one that loads the same way, codes untouched. A tensor that would stay on the meta device is
 refused with strict=True, naming it, and listed with strict=False."""
 import contextlib
 import io
@@ -73,6 +74,30 @@ def test_the_meta_device_recipe_runs_as_written(activations, tie, tmp_path,
     assert result.returncode == 0, result.stderr
     scheme = "W8A16" if activations is None else "W8A8 dynamic"
     assert f"14 x float8_e4m3fn, row scales, {scheme}" in result.stdout
+
+    # The page's convert line, on the saved file: the re-laid file (with
+    # the config convert copies beside it) loads through the same recipe
+    # into the same model, codes untouched.
+    commands = [line.split("#")[0].split() for line in
+                blocks("bash")[0].splitlines() if " convert " in line]
+    assert len(commands) == 1 and commands[0][:4] == [
+        "python", "-m", "fp8q", "convert"], commands
+    converted = tmp_path / "vllm" / "model.safetensors"
+    converted.parent.mkdir()
+    arguments = [str(tmp_path / "model.safetensors"), str(converted)]
+    result = subprocess.run(
+        [sys.executable, *commands[0][1:4], *arguments, *commands[0][6:]],
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(recipe.replace(PLACEHOLDER, str(converted.parent)), namespace)
+    reloaded = namespace["model"]
+    assert torch.equal(logits(reloaded), logits(saved))
+    for name, layer in saved.named_modules():
+        if isinstance(layer, fpt.Linear):
+            assert torch.equal(
+                reloaded.get_submodule(name).weight.view(torch.uint8),
+                layer.weight.view(torch.uint8)), name
 
 
 class Tabled(torch.nn.Module):
