@@ -384,14 +384,17 @@ def quantize_matches_the_cpu():
 
 
 def quantize_rows_in_one_pass():
-    """Row scales of float rows up to 16384 elements come from the one-pass
-    kernel (amax, scale and codes at once); longer rows, other dtypes and
-    empty inputs take the amax / scales / cast kernels. Both match the CPU
-    bit for bit."""
+    """Row scales of float rows up to 16384 elements come from a one-pass
+    kernel (amax, scale and codes at once): fp8q_quantize_rows_warps for
+    float16 / bfloat16 rows of a multiple of 8 elements to saturating
+    E4M3FN / E5M2, fp8q_quantize_rows for the rest; longer rows, other
+    dtypes and empty inputs take the amax / scales / cast kernels. All
+    match the CPU bit for bit."""
     rng = np.random.default_rng(21)
     cases = [((5, 1), "float32"), ((3, 33), "bfloat16"), ((2, 4, 1001), "float16"),
              ((4, 16384), "bfloat16"), ((2, 16384), "float32"),
-             ((2, 16385), "bfloat16"), ((3, 40), "e4m3"), ((0, 8), "float32")]
+             ((2, 16385), "bfloat16"), ((3, 40), "e4m3"), ((0, 8), "float32"),
+             ((9, 2056), "float16"), ((5, 6144), "bfloat16")]
     for shape, source in cases:
         x = fp8q.asarray(mixed_values(rng, shape), dtype=source)
         finite = fp8q.asarray(rng.standard_normal(shape).astype(np.float32)
@@ -410,10 +413,16 @@ def quantize_rows_in_one_pass():
                                          power_of_2=power_of_2,
                                          saturate=saturate)
                 key = (shape, source, target, power_of_2, saturate)
+                warps = (source in ("float16", "bfloat16") and saturate
+                         and shape[-1] % 8 == 0 and target in (
+                             "float8_e4m3fn", "float8_e5m2"))
                 if one_pass:
-                    assert launched == ["fp8q_quantize_rows"], (key, launched)
+                    assert launched == [
+                        "fp8q_quantize_rows_warps" if warps
+                        else "fp8q_quantize_rows"], (key, launched)
                 else:
-                    assert "fp8q_quantize_rows" not in launched, key
+                    assert not any(name.startswith("fp8q_quantize_rows")
+                                   for name in launched), key
                 assert same_bits(got.scale.cpu().numpy(),
                                  expected.scale.numpy()), key
                 assert same_bits(got.data.cpu().numpy(),

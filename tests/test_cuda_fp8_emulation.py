@@ -83,4 +83,4 @@ def test_quantize_rows_loop_matches_the_codec_under_emulation(tmp_path):
     format, saturate and power_of_2: each row's scale and codes those of
     the contract through the codec, nothing written outside them."""
     assert_required_checks_pass(
-        build_and_run(tmp_path, "quantize_rows_emulation.cpp"), 3)
+        build_and_run(tmp_path, "quantize_rows_emulation.cpp"), 5)
