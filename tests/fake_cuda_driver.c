@@ -400,6 +400,9 @@ static void run_cast(const fp8q_cast_args *args)
         if (magnitude_bits(value) > amax) {
             amax = magnitude_bits(value);
         }
+        if (args->infinity_to_nan) {
+            value = fp8q_infinity_as_nan(value);
+        }
         if (args->scale == NULL &&
             args->source_dtype == args->destination_dtype) {
             memcpy((char *)args->destination + (size_t)i * itemsize,
@@ -908,7 +911,8 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
             takes = fp8q_cast_from_fp8_takes(args);
         }
         else {
-            takes = uniform == (strcmp(name, FP8Q_CAST_UNIFORM_KERNEL) == 0);
+            takes = !args->infinity_to_nan &&
+                    uniform == (strcmp(name, FP8Q_CAST_UNIFORM_KERNEL) == 0);
         }
         if (block_x > FP8Q_CAST_THREADS || !takes) {
             return 1;

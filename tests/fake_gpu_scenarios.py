@@ -618,6 +618,43 @@ def linear_layer_is_fp8q_linear():
         assert same_bits(got, expected), name
 
 
+def static_scale_layer_gives_nan_rows_for_infinities():
+    """With a static input scale, the W8A8 layer's one call
+    (_C.linear_layer) quantizes an infinity to the NaN code
+    (fp8q_cast_to_fp8 with infinity_to_nan) instead of saturating it, so a
+    token holding +inf or -inf gets an all-NaN row of the product by
+    itself, with no masking pass after the call; the other rows keep the
+    bits of fp8q.linear over the public static quantize, which still
+    saturates infinities (0x7E / 0xFE)."""
+    rng = np.random.default_rng(41)
+    weight = rng.standard_normal((96, 256)).astype(np.float32)
+    input_scale = fp8q.asarray(np.float32(0.02), device="cuda")
+    for source in ("float32", "float16", "bfloat16"):
+        x = rng.standard_normal((5, 256)).astype(np.float32)
+        x[1, 7] = np.inf
+        x[3, 200] = -np.inf
+        gx = fp8q.asarray(x, dtype=source, device="cuda")
+        static = fp8q.quantize(gx, "float8_e4m3fn", scale=input_scale)
+        codes = static.data.cpu().numpy().view(np.uint8)
+        assert codes[1, 7] == 0x7E and codes[3, 200] == 0xFE, source
+        for name in ("tensor", "row"):
+            w = fp8q.quantize(fp8q.asarray(weight, device="cuda"),
+                              granularity=name)
+            before = len(log_lines())
+            got = fp8q._C.linear_layer(gx, w.data, w.scale, None,
+                                       input_scale, name, None)
+            launched = [line for line in log_lines()[before:]
+                        if line.startswith("fp8q_")]
+            assert launched[:1] == ["fp8q_cast_to_fp8"], (source, launched)
+            got = got.cpu().numpy()
+            values = got.astype(np.float32)
+            assert np.isnan(values[[1, 3]]).all(), (source, name)
+            assert np.isfinite(values[[0, 2, 4]]).all(), (source, name)
+            expected = fp8q.linear(static, w, out_dtype=source).cpu().numpy()
+            assert same_bits(got[[0, 2, 4]], expected[[0, 2, 4]]), (
+                source, name)
+
+
 # --------------------------------------------------------------------------
 # scaled_mm
 

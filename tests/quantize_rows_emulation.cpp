@@ -1,8 +1,10 @@
 /*
- * quantize_rows_emulation.cpp - runs fp8q_quantize_rows' loop
- * (kernels/quantize_rows_loop.cuh) on the host, each block of a grid as
- * one fiber per GPU thread, run in rounds from one __syncthreads to the
- * next, and compares every row's scale and codes with
+ * quantize_rows_emulation.cpp - runs the loops of fp8q_quantize_rows and
+ * fp8q_quantize_rows_warps (kernels/quantize_rows_loop.cuh: the block loop
+ * and the warp loop) on the host, each block of a grid as one fiber per GPU
+ * thread, run from one __syncthreads or warp shuffle to the next (a
+ * shuffle waits for the 32 fibers of its warp only), and compares every
+ * row's scale and codes with
  * kernels/quantize_rows.cuh's contract computed through
  * csrc/core/float_codec.h (amax by float32 magnitude bits, the scale
  * formula, the codec's encode of x / scale).
@@ -16,15 +18,19 @@
  * the block reduction and broadcast (threads run in random orders between
  * barriers; no thread may leave while others wait at one), each source,
  * format, saturate and power_of_2, and that nothing is written outside the
- * rows and scales. The conversions run through cuda_fp8.h / cuda_fp16.h's host
- * code here, not the GPU's instructions (tests/cuda_fp8_emulation.cpp
- * checks those, tests/test_cuda_ops.py the GPU). Built and run by
+ * rows and scales. The warp loop runs the cases the host would give it
+ * (fp8q_quantize_rows_warps_take) and more shapes of its own: one to eight
+ * warps a row, partly idle last steps, several steps a block (its shared
+ * slots' two parities), each warp's amax by emulated shuffles. The
+ * conversions run through cuda_fp8.h / cuda_fp16.h's host code here, not
+ * the GPU's instructions (tests/cuda_fp8_emulation.cpp checks those,
+ * tests/test_cuda_ops.py the GPU). Built and run by
  * tests/test_cuda_fp8_emulation.py:
  *
  *     g++ -O2 -I/usr/local/cuda/include -Icsrc -Ikernels \
  *         tests/quantize_rows_emulation.cpp -o quantize_rows && ./quantize_rows
  *
- * Prints one line per source dtype and exits 1 on any mismatch.
+ * Prints one line per source dtype and loop, and exits 1 on any mismatch.
  */
 #include <stdint.h>
 #include <stdio.h>

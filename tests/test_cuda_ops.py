@@ -712,8 +712,9 @@ def test_quantized_model_on_the_gpu_matches_the_cpu(torch, activations,
 def test_nonfinite_token_on_the_gpu_gives_a_nan_row_only(torch, static,
                                                          poison):
     """W8A8 on the GPU gives a NaN row for a non-finite token without a host
-    wait (dynamic: through its NaN or infinite scale; static: masked after
-    the product); the others equal the batch without it."""
+    wait (dynamic: through its NaN or infinite scale; static: the
+    quantize maps an infinity to the NaN code, infinity_to_nan); the others
+    equal the batch without it."""
     import fp8q.torch as fpt
 
     torch.manual_seed(1)

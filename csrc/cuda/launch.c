@@ -127,6 +127,12 @@ fp8q_status fp8q_cuda_launch_cast(const fp8q_cuda_device *device,
     if (args->count == 0) {
         return FP8Q_OK;
     }
+    if (args->infinity_to_nan && !fp8q_cast_to_fp8_takes(args)) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "fp8q_cuda_launch_cast: infinity_to_nan needs a "
+                         "float source, a saturating E4M3FN / E5M2 "
+                         "destination and one scale to divide by");
+    }
     with_divisors.by_row_length =
         fp8q_fast_divisor_make((uint64_t)args->row_length);
     with_divisors.by_block_rows =

@@ -358,8 +358,9 @@ static int quantize_on_cpu(layer_call *call, uint8_t *nonfinite,
 /* GPU: per token (or 1x128 block) or with the static scale, on the call's
  * stream. A token holding NaN or infinity gets a NaN or infinite scale and
  * NaN codes (fp8q.quantize's GPU contract), so its row of the product is
- * NaN by itself; the static scale saturates an infinity instead (the
- * layer masks those rows, docs/torch.md). */
+ * NaN by itself; with the static scale, infinities quantize to the NaN code
+ * (infinity_to_nan) rather than saturating, so such a token's row is NaN
+ * too, with no masking pass. */
 static int quantize_on_gpu(layer_call *call)
 {
     fp8q_quantize_options options;
@@ -370,6 +371,7 @@ static int quantize_on_gpu(layer_call *call)
     options.granularity.kind = FP8Q_GRANULARITY_ROW;
     if (call->input_scale != NULL) {
         options.granularity.kind = FP8Q_GRANULARITY_TENSOR;
+        options.infinity_to_nan = 1;
     }
     else if (call->granularity == FP8Q_GRANULARITY_BLOCK) {
         options.granularity.kind = FP8Q_GRANULARITY_BLOCK;
