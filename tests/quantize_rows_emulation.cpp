@@ -209,9 +209,8 @@ void fiber_block::entry(void)
     the_block.finished[(size_t)t] = 1;
 }
 
-/* The Block policy of quantize_rows_loop.cuh for one fiber, with the GPU's
- * barriers: two in the reduction, one in the broadcast. */
-struct host_block {
+/* One fiber's place in its block and grid: what both policies share. */
+struct host_place {
     fiber_block &shared;
     int index;
     int64_t block_index;
@@ -221,7 +220,11 @@ struct host_block {
     int threads() const { return shared.threads; }
     int64_t block() const { return block_index; }
     int64_t blocks() const { return grid; }
+};
 
+/* The Block policy of quantize_rows_loop.cuh for one fiber, with the GPU's
+ * barriers: two in the reduction, one in the broadcast. */
+struct host_block : host_place {
     uint32_t max_bits(uint32_t bits)
     {
         shared.slots[(size_t)index] = bits;
@@ -250,16 +253,7 @@ struct host_block {
 /* The Warp policy of the warp loop (quantize_rows_warps_thread) for one
  * fiber: shuffles as exchanges among its warp's fibers, __syncthreads as
  * the block's barrier. */
-struct host_warps {
-    fiber_block &shared;
-    int index;
-    int64_t block_index;
-    int64_t grid;
-
-    int thread() const { return index; }
-    int threads() const { return shared.threads; }
-    int64_t block() const { return block_index; }
-    int64_t blocks() const { return grid; }
+struct host_warps : host_place {
     uint32_t shuffle_xor(uint32_t value, int lane_mask) const
     {
         return shared.exchange(index, value, lane_mask);
@@ -276,12 +270,12 @@ template <int S, int D, bool SATURATE> static void run_block(const fp8q_quantize
         if constexpr (SATURATE && S != FP8Q_FLOAT32 &&
                       (D == FP8Q_FLOAT8_E4M3FN || D == FP8Q_FLOAT8_E5M2)) {
             if (args.warps_per_row != 0) {
-                host_warps place{the_block, t, block, grid};
+                host_warps place{{the_block, t, block, grid}};
                 quantize_rows_warps_thread<S, D, host_warps>(args, place).run();
                 return;
             }
         }
-        host_block place{the_block, t, block, grid};
+        host_block place{{the_block, t, block, grid}};
         quantize_rows_thread<S, D, SATURATE, host_block>(args, place).run();
     });
 }
