@@ -871,8 +871,9 @@ PyDoc_STRVAR(
     "and the result is an fp8q.Tensor (stream None: x's last stream). On "
     "the CPU a token holding NaN or infinity gives a row of NaN and the "
     "other rows are computed as if it were absent; on a GPU the dynamic "
-    "scales carry the NaN into the row, a static scale does not (the "
-    "caller masks). Internal to fp8q.torch (docs/torch.md).");
+    "scales carry the NaN into the row, and a static scale quantizes an "
+    "infinity to the NaN code (where fp8q.quantize saturates it), so the "
+    "row is NaN too. Internal to fp8q.torch (docs/torch.md).");
 
 PyDoc_STRVAR(
     layer_weight_doc,
