@@ -31,7 +31,7 @@
 #include "common.cuh"
 #include "straight_cast.cuh"
 
-static_assert(sizeof(fp8q_cast_args) == 144, "fp8q_cast_args must match the host's layout");
+static_assert(sizeof(fp8q_cast_args) == 152, "fp8q_cast_args must match the host's layout");
 
 /* ------------------------------------------------------------------------- */
 /* Scales                                                                    */
@@ -209,11 +209,11 @@ template <bool INDEXED> struct cast_from {
 
 /* The run of a straight kernel (straight_cast.cuh), with the amax of the
  * block raised into *args.amax_bits when asked for (to FP8 only). */
-template <int S, int D, int SCALING>
+template <int S, int D, int SCALING, bool INFINITY_NAN = false>
 static __device__ __forceinline__ void straight_cast_run(const fp8q_cast_args &args)
 {
-    const uint32_t amax =
-        straight_cast_thread<S, D, SCALING>(args, global_thread_index(), global_thread_count());
+    const uint32_t amax = straight_cast_thread<S, D, SCALING, INFINITY_NAN>(
+        args, global_thread_index(), global_thread_count());
     if constexpr (D == FP8Q_FLOAT8_E4M3FN || D == FP8Q_FLOAT8_E5M2) {
         if (args.amax_bits != NULL) {
             const uint32_t block_amax = block_max_bits(amax);
@@ -234,6 +234,12 @@ template <int S, int D> static __device__ __forceinline__ void straight_cast_sca
         straight_cast_run<S, D, STRAIGHT_NO_SCALE>(args);
     }
     else if (scaling == STRAIGHT_ONE_SCALE) {
+        if constexpr (D == FP8Q_FLOAT8_E4M3FN || D == FP8Q_FLOAT8_E5M2) {
+            if (args.infinity_to_nan) {
+                straight_cast_run<S, D, STRAIGHT_ONE_SCALE, true>(args);
+                return;
+            }
+        }
         straight_cast_run<S, D, STRAIGHT_ONE_SCALE>(args);
     }
     else if constexpr (D == FP8Q_FLOAT8_E4M3FN || D == FP8Q_FLOAT8_E5M2) {

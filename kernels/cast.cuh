@@ -55,6 +55,11 @@
  * the run or one scale per row (scale_col_stride 0, scale_block_rows 1:
  * row r divides by scale[r * scale_row_stride]) with row_length a multiple
  * of 4 (float32 source) or 8 (16-bit source) elements, the kernel's vector.
+ * It alone takes infinity_to_nan (nonzero), with one scale for the run: the
+ * static-scale quantize of fp8q.torch's W8A8 layer, where a token holding an
+ * infinity must give NaN codes (so its row of the product is NaN) rather
+ * than the saturated largest code. fp8q_cast, fp8q_cast_uniform and
+ * fp8q_cast_from_fp8 take infinity_to_nan 0 only.
  *
  * Kernel "fp8q_cast_from_fp8" (FP8Q_CAST_FROM_FP8_KERNEL), the same
  * parameter, launch and function, for the arguments
@@ -84,7 +89,7 @@
 #define FP8Q_CAST_FROM_FP8_KERNEL "fp8q_cast_from_fp8"
 #define FP8Q_CAST_THREADS 256
 
-/* 144 bytes, no padding: pointers first, then 64-bit integers and the
+/* 152 bytes, no padding: pointers first, then 64-bit integers and the
  * 8-byte aligned divisors, then 32-bit integers, so the host's C compiler
  * and nvcc lay it out identically on 64-bit targets. */
 typedef struct fp8q_cast_args {
@@ -111,6 +116,12 @@ typedef struct fp8q_cast_args {
     int32_t destination_dtype;/* an fp8q_dtype value                        */
     int32_t scale_op;         /* an fp8q_scale_op value: 0 divide, 1 multiply */
     int32_t saturate;         /* nonzero: FP8 overflow saturates to +-max   */
+    int32_t infinity_to_nan;  /* nonzero: each infinite source element is
+                                 cast as the quiet NaN of its sign
+                                 (fp8q_infinity_as_nan), so it becomes the
+                                 FP8 NaN code instead of saturating;
+                                 fp8q_cast_to_fp8 with one scale only      */
+    int32_t unused;           /* 0                                          */
 } fp8q_cast_args;
 
 /* Nonzero when `args` has one scale for the whole run (both strides 0). */
@@ -123,7 +134,7 @@ FP8Q_CODEC int fp8q_cast_one_scale(const fp8q_cast_args *args)
  * host's choice and the fake driver's check. */
 FP8Q_CODEC int fp8q_cast_uniform_takes(const fp8q_cast_args *args)
 {
-    return args->scale == NULL || fp8q_cast_one_scale(args);
+    return !args->infinity_to_nan && (args->scale == NULL || fp8q_cast_one_scale(args));
 }
 
 /* Nonzero when fp8q_cast_to_fp8 takes `args` (above); the host's choice and
@@ -140,8 +151,11 @@ static inline int fp8q_cast_to_fp8_takes(const fp8q_cast_args *args)
     const int scale_per_row = args->scale_col_stride == 0 && args->scale_block_rows == 1 &&
                               args->row_length % vector == 0;
     return source_ok && destination_ok && args->saturate != 0 &&
-           (args->scale == NULL ||
-            (args->scale_op == FP8Q_SCALE_DIVIDE && (one_scale || scale_per_row)));
+           (args->infinity_to_nan ? args->scale != NULL && args->scale_op == FP8Q_SCALE_DIVIDE &&
+                                        one_scale
+                                  : args->scale == NULL ||
+                                        (args->scale_op == FP8Q_SCALE_DIVIDE &&
+                                         (one_scale || scale_per_row)));
 }
 
 /* Nonzero when fp8q_cast_from_fp8 takes `args` (above); the host's choice
@@ -158,7 +172,7 @@ static inline int fp8q_cast_from_fp8_takes(const fp8q_cast_args *args)
     const int whole_vectors = args->row_length % vector == 0 &&
                               (args->scale_col_stride == 0 ||
                                args->scale_block_cols % vector == 0);
-    return source_ok && destination_ok && args->amax_bits == NULL &&
+    return source_ok && destination_ok && args->amax_bits == NULL && !args->infinity_to_nan &&
            (args->scale == NULL ||
             (args->scale_op == FP8Q_SCALE_MULTIPLY && (one_scale || whole_vectors)));
 }

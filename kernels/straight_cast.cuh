@@ -225,8 +225,9 @@ template <typename A, typename B> struct choose_type<false, A, B> {
  * `first` of `threads` casts in a grid-stride loop, cast from S to D with
  * scaling SCALING (straight_scaling_of(args)); returns the bits of their
  * largest source magnitude when args.amax_bits is set (to FP8 only), else
- * 0. The caller combines those into *args.amax_bits. */
-template <int S, int D, int SCALING>
+ * 0. The caller combines those into *args.amax_bits. INFINITY_NAN (to FP8,
+ * args.infinity_to_nan): infinities cast as the quiet NaN of their sign. */
+template <int S, int D, int SCALING, bool INFINITY_NAN = false>
 static __host__ __device__ __forceinline__ uint32_t
 straight_cast_thread(const fp8q_cast_args &args, int64_t first, int64_t threads)
 {
@@ -296,6 +297,12 @@ straight_cast_thread(const fp8q_cast_args &args, int64_t first, int64_t threads)
             if constexpr (TO_FP8) {
                 float value[VECTOR];
                 load_vector<S, VECTOR>(in[u], value, track_amax, &amax);
+                if constexpr (INFINITY_NAN) {
+#pragma unroll
+                    for (int k = 0; k < VECTOR; k++) {
+                        value[k] = fp8q_infinity_as_nan(value[k]);
+                    }
+                }
                 out_vectors[w] = to_fp8_codes<D, SCALED, VECTOR>(value, scale);
             }
             else {
@@ -308,8 +315,15 @@ straight_cast_thread(const fp8q_cast_args &args, int64_t first, int64_t threads)
             const uint32_t bits = magnitude_bits(dtype_traits<S>::load(source[i]));
             amax = bits > amax ? bits : amax;
         }
-        destination[i] = cast_element<S, D>(source[i], SCALED, element_scale<SCALING>(args, i),
-                                            !TO_FP8, 1);
+        if constexpr (INFINITY_NAN) {
+            destination[i] = cast_element<FP8Q_FLOAT32, D>(
+                fp8q_infinity_as_nan(dtype_traits<S>::load(source[i])), SCALED,
+                element_scale<SCALING>(args, i), 0, 1);
+        }
+        else {
+            destination[i] = cast_element<S, D>(source[i], SCALED,
+                                                element_scale<SCALING>(args, i), !TO_FP8, 1);
+        }
     }
     return amax;
 }

@@ -400,6 +400,9 @@ static void run_cast(const fp8q_cast_args *args)
         if (magnitude_bits(value) > amax) {
             amax = magnitude_bits(value);
         }
+        if (args->infinity_to_nan) {
+            value = fp8q_infinity_as_nan(value);
+        }
         if (args->scale == NULL &&
             args->source_dtype == args->destination_dtype) {
             memcpy((char *)args->destination + (size_t)i * itemsize,
@@ -466,16 +469,43 @@ static void run_amax_blocks(const fp8q_amax_blocks_args *args)
     }
 }
 
+static void quantize_rows(const fp8q_quantize_rows_args *args);
+
 /* Refuses (nonzero) a launch outside the contract's block rule. */
 static int run_quantize_rows(const fp8q_quantize_rows_args *args,
                              unsigned int block_x)
 {
-    int64_t row, column;
     if (block_x > FP8Q_QUANTIZE_ROWS_MAX_THREADS ||
         (int64_t)block_x * FP8Q_QUANTIZE_ROWS_PER_THREAD < args->row_length ||
         args->row_length < 1) {
         return 1;
     }
+    quantize_rows(args);
+    return 0;
+}
+
+/* fp8q_quantize_rows_warps: refuses (nonzero) arguments the kernel does not
+ * take, a warps_per_row other than the row's, or a block other than
+ * R * G * 32 threads; else the same results as fp8q_quantize_rows. */
+static int run_quantize_rows_warps(const fp8q_quantize_rows_args *args,
+                                   unsigned int block_x)
+{
+    const int warps_per_row = fp8q_quantize_rows_warps_per_row(args->row_length);
+    if (!fp8q_quantize_rows_warps_take(args) ||
+        args->warps_per_row != warps_per_row ||
+        block_x != 32u * (unsigned int)(warps_per_row *
+                                         (FP8Q_QUANTIZE_ROWS_WARPS_PER_BLOCK /
+                                          warps_per_row))) {
+        return 1;
+    }
+    quantize_rows(args);
+    return 0;
+}
+
+/* kernels/quantize_rows.cuh's results through the codec. */
+static void quantize_rows(const fp8q_quantize_rows_args *args)
+{
+    int64_t row, column;
     for (row = 0; row < args->n_rows; row++) {
         const int64_t first = row * args->row_length;
         const float scale = fp8q_scale_from_amax(
@@ -493,7 +523,6 @@ static int run_quantize_rows(const fp8q_quantize_rows_args *args,
                           args->saturate);
         }
     }
-    return 0;
 }
 
 static void run_amax_columns(const fp8q_amax_columns_args *args)
@@ -824,7 +853,8 @@ static const char *const kernel_names[] = {
     FP8Q_PAD_KERNEL, FP8Q_CAST_UNIFORM_KERNEL, FP8Q_GEMV_FP8_KERNEL_1,
     FP8Q_GEMV_FP8_KERNEL_2, FP8Q_GEMV_FP8_KERNEL_4, FP8Q_GEMV_FP8_KERNEL_8,
     FP8Q_GEMV_FP8_KERNEL_TC16, FP8Q_GEMV_FP8_KERNEL_TC64,
-    FP8Q_CAST_TO_FP8_KERNEL, FP8Q_CAST_FROM_FP8_KERNEL};
+    FP8Q_CAST_TO_FP8_KERNEL, FP8Q_CAST_FROM_FP8_KERNEL,
+    FP8Q_QUANTIZE_ROWS_WARPS_KERNEL};
 
 static result_t fake_module_get_function(void **function, void *module,
                                          const char *name)
@@ -881,7 +911,8 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
             takes = fp8q_cast_from_fp8_takes(args);
         }
         else {
-            takes = uniform == (strcmp(name, FP8Q_CAST_UNIFORM_KERNEL) == 0);
+            takes = !args->infinity_to_nan &&
+                    uniform == (strcmp(name, FP8Q_CAST_UNIFORM_KERNEL) == 0);
         }
         if (block_x > FP8Q_CAST_THREADS || !takes) {
             return 1;
@@ -945,6 +976,10 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
     }
     else if (strcmp(name, FP8Q_QUANTIZE_ROWS_KERNEL) == 0) {
         return run_quantize_rows(
+            (const fp8q_quantize_rows_args *)parameters[0], block_x);
+    }
+    else if (strcmp(name, FP8Q_QUANTIZE_ROWS_WARPS_KERNEL) == 0) {
+        return run_quantize_rows_warps(
             (const fp8q_quantize_rows_args *)parameters[0], block_x);
     }
     else if (strcmp(name, FP8Q_EPILOGUE_KERNEL) == 0) {

@@ -93,6 +93,10 @@ def grids_grow_with_the_input():
          lambda size: (lambda x: lambda: fp8q.quantize(
              x, "float8_e4m3fn", granularity="row"))(
                  on_gpu((size // 256, 256)))),
+        ("fp8q_quantize_rows_warps",
+         lambda size: (lambda x: lambda: fp8q.quantize(
+             x, "float8_e4m3fn", granularity="row"))(
+                 on_gpu((size // 2048, 2048), "bfloat16"))),
         ("fp8q_gemv_fp8_1", lambda size: gemv(size // 512)),
         ("fp8q_gemv_fp8_tc16", lambda size: gemv(size // 2048, m=16)),
         ("fp8q_gemv_fp8_tc64", lambda size: gemv(size // 2048, m=64)),
@@ -108,17 +112,33 @@ def row_quantize_holds_the_device():
     """fp8q_quantize_rows runs one block per row up to the blocks the device
     holds at once (its threads per multiprocessor: 8 x 256 here), and no
     more: beyond, each block quantizes several rows, loading the next
-    while it quantizes one."""
+    while it quantizes one. fp8q_quantize_rows_warps (float16 / bfloat16
+    rows of whole 16-byte vectors to saturating E4M3FN / E5M2) runs blocks
+    of R rows of G warps (G = ceil(length / 2048), R = 8 // G), one block per
+    R rows up to the blocks the device holds at once."""
     cases = [((16, 256), 16, 32),      # fewer rows than resident blocks
              ((4096, 256), 256, 32),   # 4 x 2048 / 32 resident blocks
              ((300, 4096), 32, 256),   # 4 x 2048 / 256
              ((100, 16384), 8, 1024)]  # 4 x 2048 / 1024
     for shape, grid, block in cases:
-        x = on_gpu(shape, "bfloat16")
+        x = on_gpu(shape)
         launched = [(g, b) for name, g, b in launches(
             lambda: fp8q.quantize(x, granularity="row"))
             if name == "fp8q_quantize_rows"]
         assert launched == [(grid, block)], (shape, launched)
+    warp_cases = [((16, 256), 2, 256),       # G 1, R 8: 2 blocks
+                  ((4096, 256), 32, 256),    # 512 blocks' rows, 32 resident
+                  ((300, 4096), 32, 256),    # G 2, R 4
+                  ((10, 6144), 5, 192),      # G 3, R 2, 40 resident
+                  ((100, 16384), 32, 256),   # G 8, R 1
+                  ((7, 16384), 7, 256)]
+    for shape, grid, block in warp_cases:
+        x = on_gpu(shape, "bfloat16")
+        launched = [(name, g, b) for name, g, b in launches(
+            lambda: fp8q.quantize(x, granularity="row"))
+            if name.startswith("fp8q_quantize_rows")]
+        assert launched == [("fp8q_quantize_rows_warps", grid, block)], (
+            shape, launched)
 
 
 def casts_take_the_fp8_kernel_where_it_applies():

@@ -384,14 +384,17 @@ def quantize_matches_the_cpu():
 
 
 def quantize_rows_in_one_pass():
-    """Row scales of float rows up to 16384 elements come from the one-pass
-    kernel (amax, scale and codes at once); longer rows, other dtypes and
-    empty inputs take the amax / scales / cast kernels. Both match the CPU
-    bit for bit."""
+    """Row scales of float rows up to 16384 elements come from a one-pass
+    kernel (amax, scale and codes at once): fp8q_quantize_rows_warps for
+    float16 / bfloat16 rows of a multiple of 8 elements to saturating
+    E4M3FN / E5M2, fp8q_quantize_rows for the rest; longer rows, other
+    dtypes and empty inputs take the amax / scales / cast kernels. All
+    match the CPU bit for bit."""
     rng = np.random.default_rng(21)
     cases = [((5, 1), "float32"), ((3, 33), "bfloat16"), ((2, 4, 1001), "float16"),
              ((4, 16384), "bfloat16"), ((2, 16384), "float32"),
-             ((2, 16385), "bfloat16"), ((3, 40), "e4m3"), ((0, 8), "float32")]
+             ((2, 16385), "bfloat16"), ((3, 40), "e4m3"), ((0, 8), "float32"),
+             ((9, 2056), "float16"), ((5, 6144), "bfloat16")]
     for shape, source in cases:
         x = fp8q.asarray(mixed_values(rng, shape), dtype=source)
         finite = fp8q.asarray(rng.standard_normal(shape).astype(np.float32)
@@ -410,10 +413,16 @@ def quantize_rows_in_one_pass():
                                          power_of_2=power_of_2,
                                          saturate=saturate)
                 key = (shape, source, target, power_of_2, saturate)
+                warps = (source in ("float16", "bfloat16") and saturate
+                         and shape[-1] % 8 == 0 and target in (
+                             "float8_e4m3fn", "float8_e5m2"))
                 if one_pass:
-                    assert launched == ["fp8q_quantize_rows"], (key, launched)
+                    assert launched == [
+                        "fp8q_quantize_rows_warps" if warps
+                        else "fp8q_quantize_rows"], (key, launched)
                 else:
-                    assert "fp8q_quantize_rows" not in launched, key
+                    assert not any(name.startswith("fp8q_quantize_rows")
+                                   for name in launched), key
                 assert same_bits(got.scale.cpu().numpy(),
                                  expected.scale.numpy()), key
                 assert same_bits(got.data.cpu().numpy(),
@@ -607,6 +616,43 @@ def linear_layer_is_fp8q_linear():
         got = fp8q._C.linear_layer(gx, w.data, scale, bias, input_scale,
                                    name, None).cpu().numpy()
         assert same_bits(got, expected), name
+
+
+def static_scale_layer_gives_nan_rows_for_infinities():
+    """With a static input scale, the W8A8 layer's one call
+    (_C.linear_layer) quantizes an infinity to the NaN code
+    (fp8q_cast_to_fp8 with infinity_to_nan) instead of saturating it, so a
+    token holding +inf or -inf gets an all-NaN row of the product by
+    itself, with no masking pass after the call; the other rows keep the
+    bits of fp8q.linear over the public static quantize, which still
+    saturates infinities (0x7E / 0xFE)."""
+    rng = np.random.default_rng(41)
+    weight = rng.standard_normal((96, 256)).astype(np.float32)
+    input_scale = fp8q.asarray(np.float32(0.02), device="cuda")
+    for source in ("float32", "float16", "bfloat16"):
+        x = rng.standard_normal((5, 256)).astype(np.float32)
+        x[1, 7] = np.inf
+        x[3, 200] = -np.inf
+        gx = fp8q.asarray(x, dtype=source, device="cuda")
+        static = fp8q.quantize(gx, "float8_e4m3fn", scale=input_scale)
+        codes = static.data.cpu().numpy().view(np.uint8)
+        assert codes[1, 7] == 0x7E and codes[3, 200] == 0xFE, source
+        for name in ("tensor", "row"):
+            w = fp8q.quantize(fp8q.asarray(weight, device="cuda"),
+                              granularity=name)
+            before = len(log_lines())
+            got = fp8q._C.linear_layer(gx, w.data, w.scale, None,
+                                       input_scale, name, None)
+            launched = [line for line in log_lines()[before:]
+                        if line.startswith("fp8q_")]
+            assert launched[:1] == ["fp8q_cast_to_fp8"], (source, launched)
+            got = got.cpu().numpy()
+            values = got.astype(np.float32)
+            assert np.isnan(values[[1, 3]]).all(), (source, name)
+            assert np.isfinite(values[[0, 2, 4]]).all(), (source, name)
+            expected = fp8q.linear(static, w, out_dtype=source).cpu().numpy()
+            assert same_bits(got[[0, 2, 4]], expected[[0, 2, 4]]), (
+                source, name)
 
 
 # --------------------------------------------------------------------------

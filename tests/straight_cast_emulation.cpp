@@ -8,7 +8,10 @@
  *
  * What it checks is the loops: vectors, the two in flight, the grid-stride
  * step, the run's tail, unaligned runs, the row tracker and the row and
- * block scale addressing, the fallbacks for non-finite codes and scales.
+ * block scale addressing, the fallbacks for non-finite codes and scales,
+ * and infinity_to_nan (one scale, to FP8): an infinity gives the format's
+ * NaN code with its own sign (whatever the scale's), every other element
+ * the codec's cast.
  * The conversions run through cuda_fp8.h / cuda_fp16.h's host code here,
  * not the GPU's instructions (tests/cuda_fp8_emulation.cpp checks those
  * against the codec under emulation, tests/test_cuda_ops.py on a GPU).
@@ -120,9 +123,11 @@ struct layout {
     int64_t block_rows, block_cols;
 };
 
-static uint64_t mismatches, elements_checked;
+static uint64_t mismatches, elements_checked, infinities_checked;
 
-template <int S, int D, int SCALING>
+/* INFINITY_NAN: args.infinity_to_nan set (one scale, to FP8 only), and an
+ * infinite element expected as the format's NaN code with its sign. */
+template <int S, int D, int SCALING, bool INFINITY_NAN = false>
 static void run_case(const layout &shape, int64_t threads, int misaligned)
 {
     const int64_t count = shape.rows * shape.row_length;
@@ -152,6 +157,7 @@ static void run_case(const layout &shape, int64_t threads, int misaligned)
     args.source_dtype = S;
     args.destination_dtype = D;
     args.saturate = 1;
+    args.infinity_to_nan = INFINITY_NAN;
     const int to_fp8 = D == FP8Q_FLOAT8_E4M3FN || D == FP8Q_FLOAT8_E5M2;
     args.scale_op = to_fp8 ? FP8Q_SCALE_DIVIDE : FP8Q_SCALE_MULTIPLY;
     uint32_t amax_bits = 0u;
@@ -180,7 +186,8 @@ static void run_case(const layout &shape, int64_t threads, int misaligned)
 
     uint32_t amax = 0u;
     for (int64_t first = 0; first < threads; first++) {
-        const uint32_t thread_amax = straight_cast_thread<S, D, SCALING>(args, first, threads);
+        const uint32_t thread_amax =
+            straight_cast_thread<S, D, SCALING, INFINITY_NAN>(args, first, threads);
         amax = thread_amax > amax ? thread_amax : amax;
     }
 
@@ -188,6 +195,8 @@ static void run_case(const layout &shape, int64_t threads, int misaligned)
     for (int64_t i = 0; i < count; i++) {
         float value = codec_load(args.source, i, S);
         const uint32_t magnitude = fp8q_float_to_bits(value) & 0x7FFFFFFFu;
+        const bool nan_code = INFINITY_NAN && isinf(value);
+        const float source_value = value;
         expected_amax = magnitude > expected_amax ? magnitude : expected_amax;
         if (SCALING != STRAIGHT_NO_SCALE) {
             const int64_t row = i / shape.row_length, column = i % shape.row_length;
@@ -205,7 +214,9 @@ static void run_case(const layout &shape, int64_t threads, int misaligned)
             value = fp8q_scaling_result(to_fp8 ? value / s : value * s, value, s);
         }
         const uint32_t got = element_bits(args.destination, i, D);
-        const uint32_t want = codec_store_bits(value, D);
+        const uint32_t want = nan_code ? codec_store_bits(copysignf(NAN, source_value), D)
+                                       : codec_store_bits(value, D);
+        infinities_checked += nan_code;
         if (got != want) {
             if (mismatches < 10) {
                 printf("  mismatch: S %d D %d scaling %d threads %lld misaligned %d element %lld:"
@@ -231,13 +242,14 @@ static void run_case(const layout &shape, int64_t threads, int misaligned)
 }
 
 /* Every grid size and alignment for one (S, D, scaling) and its layouts. */
-template <int S, int D, int SCALING> static void run_layouts(const layout *layouts, int n)
+template <int S, int D, int SCALING, bool INFINITY_NAN = false>
+static void run_layouts(const layout *layouts, int n)
 {
     static const int64_t grids[] = {1, 3, 32, 257};
     for (int l = 0; l < n; l++) {
         for (size_t g = 0; g < sizeof grids / sizeof grids[0]; g++) {
             for (int misaligned = 0; misaligned < 2; misaligned++) {
-                run_case<S, D, SCALING>(layouts[l], grids[g], misaligned);
+                run_case<S, D, SCALING, INFINITY_NAN>(layouts[l], grids[g], misaligned);
             }
         }
     }
@@ -264,7 +276,10 @@ template <int S, int D> static void run_scalings(void)
         run_layouts<S, D, STRAIGHT_NO_SCALE>(whole, 3);
         run_layouts<S, D, STRAIGHT_ONE_SCALE>(one, 2);
         run_layouts<S, D, STRAIGHT_PER_ROW>(rows, 3);
-        if constexpr (!TO_FP8) {
+        if constexpr (TO_FP8) {
+            run_layouts<S, D, STRAIGHT_ONE_SCALE, true>(one, 2);
+        }
+        else {
             run_layouts<S, D, STRAIGHT_PER_BLOCK>(blocks, 4);
         }
     }
@@ -279,6 +294,11 @@ int main(void)
     run_scalings<FP8Q_BFLOAT16, FP8Q_FLOAT8_E4M3FN>();
     run_scalings<FP8Q_BFLOAT16, FP8Q_FLOAT8_E5M2>();
     printf("fp8q_cast_to_fp8's loop: %llu mismatches\n", (unsigned long long)mismatches);
+    printf("infinities cast with infinity_to_nan: %llu\n",
+           (unsigned long long)infinities_checked);
+    if (infinities_checked == 0) {
+        mismatches++;
+    }
     const uint64_t to_fp8_mismatches = mismatches;
     mismatches = 0;
     run_scalings<FP8Q_FLOAT8_E4M3FN, FP8Q_FLOAT32>();

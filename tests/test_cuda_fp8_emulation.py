@@ -66,7 +66,9 @@ def test_straight_cast_loops_match_the_codec_under_emulation(tmp_path):
     fp8q_cast_from_fp8), run on the host for every thread of grids of 1 to
     257 threads over aligned and unaligned runs, with no scale, one scale,
     row and block scales (non-finite ones included): every element the
-    codec's cast of it, nothing written outside the run, the amax exact."""
+    codec's cast of it, nothing written outside the run, the amax exact;
+    and with infinity_to_nan (one scale): each infinity the format's NaN
+    code with its sign (the program fails if it met no infinity)."""
     completed = build_and_run(tmp_path, "straight_cast_emulation.cpp")
     assert completed.returncode == 0, completed.stdout + completed.stderr
     lines = completed.stdout.splitlines()
@@ -75,12 +77,14 @@ def test_straight_cast_loops_match_the_codec_under_emulation(tmp_path):
 
 
 def test_quantize_rows_loop_matches_the_codec_under_emulation(tmp_path):
-    """kernels/quantize_rows_loop.cuh (fp8q_quantize_rows), each block run
-    on the host as fibers between its barriers, grids below, at and above
+    """kernels/quantize_rows_loop.cuh's two loops (fp8q_quantize_rows and,
+    for the cases it takes, fp8q_quantize_rows_warps), each block run on
+    the host as fibers between its barriers and, for the warp loop, its
+    warps' shuffles (exchanges among a warp's 32 fibers), grids below, at and above
     the row count, rows of 1 to 16384 elements, aligned and not, random
     values, random bit patterns (NaN payloads), subnormals and specials,
     threads in random orders between barriers, every source,
     format, saturate and power_of_2: each row's scale and codes those of
     the contract through the codec, nothing written outside them."""
     assert_required_checks_pass(
-        build_and_run(tmp_path, "quantize_rows_emulation.cpp"), 3)
+        build_and_run(tmp_path, "quantize_rows_emulation.cpp"), 5)

@@ -713,10 +713,11 @@ def test_quantized_model_on_the_gpu_matches_the_cpu(torch, activations,
 def test_nonfinite_token_on_the_gpu_gives_a_nonfinite_row_only(
         torch, static, poison, tokens):
     """W8A8 on the GPU gives a non-finite row for a non-finite token without
-    a host wait (quantize + FP8 GEMM: a NaN row, through its NaN or infinite
-    scale or NaN codes; the weight-only product that few tokens take: what
-    the float layer gives, NaN or +-inf); the others equal the batch
-    without it. 2 and 6 tokens: on each side of the crossover where FP8
+    a host wait (quantize + FP8 GEMM: a NaN row, through its NaN or
+    infinite scale, or with a static scale the NaN code the quantize gives
+    an infinity, infinity_to_nan; the weight-only product that few tokens
+    take: what the float layer gives, NaN or +-inf); the others equal the
+    batch without it. 2 and 6 tokens: on each side of the crossover where FP8
     tensor cores are used (csrc/cuda/layer_path.c; the batch without the
     token is on the same side)."""
     import fp8q.torch as fpt

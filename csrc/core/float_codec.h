@@ -97,6 +97,18 @@ FP8Q_CODEC float fp8q_scaling_result(float result, float value, float factor)
     return result != result ? fp8q_scaling_nan(value, factor) : result;
 }
 
+/* value, except that an infinity becomes the quiet NaN of its sign
+ * (0x7FC00000 or 0xFFC00000): quantized, it gives the format's NaN code with
+ * that sign instead of saturating (the casts' infinity_to_nan,
+ * kernels/cast.cuh). */
+FP8Q_CODEC float fp8q_infinity_as_nan(float value)
+{
+    const uint32_t bits = fp8q_float_to_bits(value);
+    return (bits & 0x7FFFFFFFu) == 0x7F800000u
+               ? fp8q_bits_to_float(bits | 0x00400000u)
+               : value;
+}
+
 /* ------------------------------------------------------------------------- */
 /* FP8, generic over the format parameters                                   */
 

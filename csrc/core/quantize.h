@@ -72,6 +72,13 @@ typedef struct fp8q_quantize_options {
     int compute_scale; /* nonzero: compute `scale` from amax; zero: use it */
     int power_of_2;    /* with compute_scale */
     int saturate;
+    /* Nonzero: infinities quantize to the format's NaN code (with their
+     * sign) instead of saturating, as a NaN does. Only the GPU quantize
+     * with a given tensor scale into float8_e4m3fn / float8_e5m2 takes it
+     * (csrc/python/ops_cuda.c; the torch layer's static input scale, whose
+     * non-finite tokens must give NaN rows); fp8q_quantize does not read
+     * it (the CPU layer flags non-finite rows itself, core/activation.h). */
+    int infinity_to_nan;
 } fp8q_quantize_options;
 
 /*

@@ -127,6 +127,12 @@ fp8q_status fp8q_cuda_launch_cast(const fp8q_cuda_device *device,
     if (args->count == 0) {
         return FP8Q_OK;
     }
+    if (args->infinity_to_nan && !fp8q_cast_to_fp8_takes(args)) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "fp8q_cuda_launch_cast: infinity_to_nan needs a "
+                         "float source, a saturating E4M3FN / E5M2 "
+                         "destination and one scale to divide by");
+    }
     with_divisors.by_row_length =
         fp8q_fast_divisor_make((uint64_t)args->row_length);
     with_divisors.by_block_rows =
@@ -259,6 +265,35 @@ fp8q_status fp8q_cuda_launch_scales_from_amax(
                   args, stream, error);
 }
 
+/* fp8q_quantize_rows_warps (kernels/quantize_rows.cuh), for the
+ * arguments fp8q_quantize_rows_warps_take accepts: G warps a row, R rows a
+ * block, one block per R rows up to the blocks the device holds at once
+ * (estimated as for the block loop), each block then taking several. */
+static fp8q_status launch_quantize_rows_warps(
+    const fp8q_cuda_device *device, const fp8q_quantize_rows_args *args,
+    fp8q_cu_stream stream, fp8q_error *error)
+{
+    fp8q_quantize_rows_args warps = *args;
+    const int warps_per_row =
+        fp8q_quantize_rows_warps_per_row(args->row_length);
+    const int rows_per_block =
+        FP8Q_QUANTIZE_ROWS_WARPS_PER_BLOCK / warps_per_row;
+    const int64_t threads = 32 * (int64_t)warps_per_row * rows_per_block;
+    const int64_t steps =
+        (args->n_rows + rows_per_block - 1) / rows_per_block;
+    const int64_t per_multiprocessor =
+        device->blocks_per_multiprocessor[FP8Q_KERNEL_QUANTIZE_ROWS_WARPS] *
+        FP8Q_CUDA_THREADS_PER_BLOCK / threads;
+    const int64_t resident =
+        (int64_t)device->multiprocessor_count *
+        (per_multiprocessor > 1 ? per_multiprocessor : 1);
+
+    warps.warps_per_row = warps_per_row;
+    return launch_blocks(device, FP8Q_KERNEL_QUANTIZE_ROWS_WARPS,
+                         item_blocks(steps < resident ? steps : resident),
+                         (unsigned int)threads, &warps, stream, error);
+}
+
 fp8q_status fp8q_cuda_launch_quantize_rows(
     const fp8q_cuda_device *device, const fp8q_quantize_rows_args *args,
     fp8q_cu_stream stream, fp8q_error *error)
@@ -268,6 +303,7 @@ fp8q_status fp8q_cuda_launch_quantize_rows(
     const int64_t warp_elements = 32 * FP8Q_QUANTIZE_ROWS_PER_THREAD;
     const int64_t threads =
         32 * ((args->row_length + warp_elements - 1) / warp_elements);
+    fp8q_quantize_rows_args block_loop;
     int64_t per_multiprocessor, resident;
 
     if (args->n_rows == 0) {
@@ -281,12 +317,17 @@ fp8q_status fp8q_cuda_launch_quantize_rows(
                          FP8Q_QUANTIZE_ROWS_MAX_LENGTH,
                          (long long)args->row_length);
     }
+    if (fp8q_quantize_rows_warps_take(args)) {
+        return launch_quantize_rows_warps(device, args, stream, error);
+    }
     /* Blocks of `threads` resident at once (the kernel is bound by its
      * registers, so a multiprocessor holds as many of its threads as in
      * blocks of FP8Q_CUDA_THREADS_PER_BLOCK; an estimate above the
      * hardware's block limit costs only a second wave of equal blocks):
      * the grid when there are more rows, each block then loading its next
      * row while it quantizes one (kernels/quantize_rows_loop.cuh). */
+    block_loop = *args;
+    block_loop.warps_per_row = 0; /* ignored; sent as 0 */
     per_multiprocessor =
         device->blocks_per_multiprocessor[FP8Q_KERNEL_QUANTIZE_ROWS] *
         FP8Q_CUDA_THREADS_PER_BLOCK / threads;
@@ -295,7 +336,7 @@ fp8q_status fp8q_cuda_launch_quantize_rows(
     return launch_blocks(device, FP8Q_KERNEL_QUANTIZE_ROWS,
                          item_blocks(args->n_rows < resident ? args->n_rows
                                                              : resident),
-                         (unsigned int)threads, args, stream, error);
+                         (unsigned int)threads, &block_loop, stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_epilogue(const fp8q_cuda_device *device,

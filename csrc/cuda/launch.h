@@ -72,7 +72,10 @@ fp8q_status fp8q_cuda_launch_scales_from_amax(
     fp8q_cu_stream stream, fp8q_error *error);
 
 /* The one-pass per-row quantize kernel over args->n_rows rows of
- * args->row_length (1 .. FP8Q_QUANTIZE_ROWS_MAX_LENGTH) elements. */
+ * args->row_length (1 .. FP8Q_QUANTIZE_ROWS_MAX_LENGTH) elements:
+ * fp8q_quantize_rows_warps where fp8q_quantize_rows_warps_take accepts args,
+ * else fp8q_quantize_rows (kernels/quantize_rows.cuh); args->warps_per_row
+ * is ignored (the launch sets it). */
 fp8q_status fp8q_cuda_launch_quantize_rows(
     const fp8q_cuda_device *device, const fp8q_quantize_rows_args *args,
     fp8q_cu_stream stream, fp8q_error *error);

@@ -435,8 +435,9 @@ static int quantize_on_cpu(layer_call *call, uint8_t *nonfinite,
 /* GPU: per token (or 1x128 block) or with the static scale, on the call's
  * stream. A token holding NaN or infinity gets a NaN or infinite scale and
  * NaN codes (fp8q.quantize's GPU contract), so its row of the product is
- * NaN by itself; the static scale saturates an infinity instead (the
- * layer masks those rows, docs/torch.md). */
+ * NaN by itself; with the static scale, infinities quantize to the NaN code
+ * (infinity_to_nan) rather than saturating, so such a token's row is NaN
+ * too, with no masking pass. */
 static int quantize_on_gpu(layer_call *call)
 {
     fp8q_quantize_options options;
@@ -447,6 +448,7 @@ static int quantize_on_gpu(layer_call *call)
     options.granularity.kind = FP8Q_GRANULARITY_ROW;
     if (call->input_scale != NULL) {
         options.granularity.kind = FP8Q_GRANULARITY_TENSOR;
+        options.infinity_to_nan = 1;
     }
     else if (call->granularity == FP8Q_GRANULARITY_BLOCK) {
         options.granularity.kind = FP8Q_GRANULARITY_BLOCK;
@@ -987,8 +989,9 @@ PyDoc_STRVAR(
     "and the result is an fp8q.Tensor (stream None: x's last stream). On "
     "the CPU a token holding NaN or infinity gives a row of NaN and the "
     "other rows are computed as if it were absent; on a GPU the dynamic "
-    "scales carry the NaN into the row, a static scale does not (the "
-    "caller masks).\n\n"
+    "scales carry the NaN into the row, and a static scale quantizes an "
+    "infinity to the NaN code (where fp8q.quantize saturates it), so the "
+    "row is NaN too.\n\n"
     "On a GPU, up to a crossover number of tokens (cuda/layer_path.h: a "
     "table by device kind) the call computes layer_gemv's weight-only "
     "product instead (x unquantized, input_scale unused; a NaN or infinite "

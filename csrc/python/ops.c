@@ -925,6 +925,7 @@ static PyObject *ops_quantize(PyObject *module, PyObject *args,
     options.granularity.block_cols = 1;
     options.saturate = 1;
     options.power_of_2 = 0;
+    options.infinity_to_nan = 0; /* the layer's option, not quantize's */
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOpppO:quantize",
                                      keywords, &x_object, &dtype_object,
                                      &granularity_object, &scale_object,

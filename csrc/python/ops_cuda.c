@@ -480,12 +480,14 @@ static fp8q_status group_amax(const fp8q_TensorObject *x,
 
 /* destination = cast(source / scale) (or * scale, by `op`) with the
  * granularity's scale of each element: the scaled cast of quantize and
- * dequantize, for C-contiguous CUDA tensors already used on `stream`. */
+ * dequantize, for C-contiguous CUDA tensors already used on `stream`;
+ * infinity_to_nan as in kernels/cast.cuh. */
 static int grouped_cast(const fp8q_TensorObject *source,
                         const fp8q_TensorObject *destination,
                         const fp8q_TensorObject *scale,
                         const fp8q_granularity *granularity, fp8q_scale_op op,
-                        int saturate, fp8q_cu_stream stream)
+                        int saturate, int infinity_to_nan,
+                        fp8q_cu_stream stream)
 {
     fp8q_cast_args args;
     fp8q_error error;
@@ -501,6 +503,7 @@ static int grouped_cast(const fp8q_TensorObject *source,
     args.destination_dtype = (int32_t)destination->view.dtype;
     args.scale_op = (int32_t)op;
     args.saturate = saturate != 0;
+    args.infinity_to_nan = infinity_to_nan != 0;
     fp8q_error_clear(&error);
     RUN_WITHOUT_GIL(status, fp8q_cuda_launch_cast(source->cuda_device, &args,
                                                   stream, &error));
@@ -577,7 +580,8 @@ int fp8q_py_cuda_quantize(fp8q_TensorObject *x,
         }
     }
     return grouped_cast(x, data, scale, &options->granularity,
-                        FP8Q_SCALE_DIVIDE, options->saturate, stream);
+                        FP8Q_SCALE_DIVIDE, options->saturate,
+                        options->infinity_to_nan, stream);
 }
 
 int fp8q_py_cuda_dequantize(fp8q_TensorObject *data, fp8q_TensorObject *scale,
@@ -590,7 +594,7 @@ int fp8q_py_cuda_dequantize(fp8q_TensorObject *data, fp8q_TensorObject *scale,
         return -1;
     }
     return grouped_cast(data, result, scale, granularity,
-                        FP8Q_SCALE_MULTIPLY, 1, stream);
+                        FP8Q_SCALE_MULTIPLY, 1, 0, stream);
 }
 
 /* ------------------------------------------------------------------------- */
