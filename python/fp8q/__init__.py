@@ -93,12 +93,17 @@ def info():
     cuda: available (bool: fp8q's kernels load on at least one device),
     reason (why not, e.g. every driver library tried; else None), driver
     ({path, version like "13.0"} or None when no driver library was found),
-    switches ({FP8Q_CUDA_NO_FP8_TENSOR_CORES: bool,
-    FP8Q_CUDA_SCALED_MM_PATH: "auto", "padded", "epilogue" or "exact",
-    error: why a value is refused, else None}, as read from the environment;
-    docs/scaled_mm.md, "Switches") and devices:
+    switches ({FP8Q_CUDA_NO_FP8_TENSOR_CORES: bool, FP8Q_CUDA_GEMM_TUNING:
+    bool, FP8Q_CUDA_SCALED_MM_PATH: "auto", "padded", "epilogue" or "exact",
+    FP8Q_CUDA_FP8_LAYER_PATH: "auto", "fp8" or "weight-only", error: why a
+    value is refused, else None}, as read from the environment;
+    docs/scaled_mm.md, "Switches", and docs/torch.md, "Which product runs")
+    and devices:
     [{index, name, compute_capability like "8.9", memory_bytes, native_fp8
-    (compute capability 8.9 or newer), kernels (bool), kernels_error, ops:
+    (compute capability 8.9 or newer), kernels (bool), kernels_error,
+    fp8_layer_weight_only_tokens (up to how many tokens a W8A8
+    fp8q.torch.Linear takes the weight-only product there; None where the
+    kernels do not load), ops:
     which implementation cast/quantize/amax use there, and scaled_mm:
     {tensorwise, rowwise, blockwise: the path a (16, 256) @ (256, 256)
     product of that scaling mode took there}}].

@@ -180,9 +180,13 @@ def _switches_text(switches):
         return f"refused: {switches['error']}"
     return (f"FP8Q_CUDA_NO_FP8_TENSOR_CORES="
             f"{int(switches['FP8Q_CUDA_NO_FP8_TENSOR_CORES'])}, "
+            f"FP8Q_CUDA_GEMM_TUNING="
+            f"{int(switches['FP8Q_CUDA_GEMM_TUNING'])}, "
             f"FP8Q_CUDA_SCALED_MM_PATH="
-            f"{switches['FP8Q_CUDA_SCALED_MM_PATH']} "
-            "(docs/scaled_mm.md, \"Switches\")")
+            f"{switches['FP8Q_CUDA_SCALED_MM_PATH']}, "
+            f"FP8Q_CUDA_FP8_LAYER_PATH="
+            f"{switches['FP8Q_CUDA_FP8_LAYER_PATH']} "
+            "(docs/scaled_mm.md, \"Switches\"; docs/torch.md)")
 
 
 def _cuda_lines(cuda):
@@ -211,6 +215,9 @@ def _cuda_lines(cuda):
         lines.append(("    cast/quantize/amax", ops["cast"]))
         lines += [(f"    scaled_mm {mode}", path)
                   for mode, path in ops["scaled_mm"].items()]
+        if device["fp8_layer_weight_only_tokens"] is not None:
+            lines.append(("    W8A8 layer, weight-only up to",
+                          f"{device['fp8_layer_weight_only_tokens']} tokens"))
         if device["kernels_error"] and cuda["available"]:
             lines.append(("    kernels", device["kernels_error"]))
     return lines
