@@ -367,7 +367,8 @@ static int make_activation_buffers(layer_call *call, int64_t m, int64_t k,
     codes_shape[1] = k;
     activation_scale_shape(call, m, k, scale_shape);
     if (call->input_scale != NULL) {
-        call->x_scale = Py_NewRef(call->input_scale);
+        Py_INCREF(call->input_scale);
+        call->x_scale = call->input_scale;
         scale_shape[0] = scale_shape[1] = 0;
     }
     if (call->api == NULL) {
