@@ -66,10 +66,19 @@ def test_import_does_not_touch_cuda(fake_driver):
 def test_no_driver(tmp_path):
     missing = tmp_path / "libcuda-missing.so.1"
     result = probe(missing)
-    reason = (f"no CUDA driver found: tried {missing} (from "
-              f"FP8Q_CUDA_DRIVER): {missing}: cannot open shared object "
-              "file: No such file or directory")
-    check_unavailable(result, reason)
+    if sys.platform == "win32":
+        # LoadLibraryExW's failure: the system's message for error 126
+        # (ERROR_MOD_NOT_FOUND), then its number (csrc/platform.c).
+        reason = result["cuda"]["reason"]
+        assert reason.startswith(f"no CUDA driver found: tried {missing} "
+                                 "(from FP8Q_CUDA_DRIVER): "), reason
+        assert reason.endswith(" (Windows error 126)"), reason
+        check_unavailable(result, reason)
+    else:
+        reason = (f"no CUDA driver found: tried {missing} (from "
+                  f"FP8Q_CUDA_DRIVER): {missing}: cannot open shared object "
+                  "file: No such file or directory")
+        check_unavailable(result, reason)
     assert result["cuda"]["driver"] is None
     assert result["cuda"]["devices"] == []
 
