@@ -11,43 +11,14 @@ free-threaded interpreter (fp8q declares Py_MOD_GIL_NOT_USED), on otherwise.
 import subprocess
 import sys
 import sysconfig
-import threading
 
 import numpy as np
+from helpers import run_threads
 
 import fp8q
 
 N_THREADS = 16
 SEED = 20261127
-
-
-def run_threads(worker):
-    """Runs worker(index) on N_THREADS threads released together by a
-    barrier, with the switch interval at its minimum; re-raises the first
-    error of any thread."""
-    errors = []
-    barrier = threading.Barrier(N_THREADS)
-
-    def body(index):
-        try:
-            barrier.wait()
-            worker(index)
-        except BaseException as error:  # noqa: B902 - re-raised below
-            errors.append(error)
-
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=body, args=(index,))
-                   for index in range(N_THREADS)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
-    if errors:
-        raise errors[0]
 
 
 def batches(count, shape):
@@ -88,7 +59,7 @@ def test_shared_calibrators_under_sixteen_threads():
             shared[2].compute_amax("percentile", percentile=99.0)
             shared[1].state_dict()
 
-    run_threads(worker)
+    run_threads(N_THREADS, worker)
     assert float(shared[0].amax) == float(serial[0].amax) == \
         float(np.max(np.abs(widest)))
     assert np.array_equal(np.asarray(shared[1].amax), np.asarray(serial[1].amax))
@@ -122,7 +93,7 @@ def test_shared_calibration_cache_under_sixteen_threads():
                     ((index + 1) % N_THREADS) * 100 + step)
             len(cache)
 
-    run_threads(worker)
+    run_threads(N_THREADS, worker)
     assert len(cache) == N_THREADS * per_thread * 2
     for index in range(N_THREADS):
         expected = float(np.max(np.abs(data[index])))
