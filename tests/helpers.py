@@ -4,6 +4,9 @@ exactly representable random values and bit-for-bit comparison.
 
 Imported as `helpers` (pytest's default import mode puts tests/ on sys.path).
 """
+import sys
+import threading
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -142,3 +145,34 @@ def markdown_table(text):
             break
         table.append([cell.strip() for cell in line.strip("|").split(" | ")])
     return table[0], table[2:]
+
+
+def run_threads(n_threads, worker):
+    """Runs worker(index) for index in range(n_threads), each on its own
+    thread, all released together by a barrier, with sys's switch interval
+    at 1e-6 s meanwhile (so the Python parts interleave too; restored
+    after); joins them all, then re-raises the first exception any thread
+    raised."""
+    errors = []
+    barrier = threading.Barrier(n_threads)
+
+    def body(index):
+        try:
+            barrier.wait()
+            worker(index)
+        except BaseException as error:  # noqa: B902 - re-raised below
+            errors.append(error)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=body, args=(index,))
+                   for index in range(n_threads)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    if errors:
+        raise errors[0]

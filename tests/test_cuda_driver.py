@@ -66,12 +66,45 @@ def test_import_does_not_touch_cuda(fake_driver):
 def test_no_driver(tmp_path):
     missing = tmp_path / "libcuda-missing.so.1"
     result = probe(missing)
-    reason = (f"no CUDA driver found: tried {missing} (from "
-              f"FP8Q_CUDA_DRIVER): {missing}: cannot open shared object "
-              "file: No such file or directory")
-    check_unavailable(result, reason)
+    if sys.platform == "win32":
+        # LoadLibraryExW's failure: the system's message for error 126
+        # (ERROR_MOD_NOT_FOUND), then its number (csrc/platform.c).
+        reason = result["cuda"]["reason"]
+        assert reason.startswith(f"no CUDA driver found: tried {missing} "
+                                 "(from FP8Q_CUDA_DRIVER): "), reason
+        assert reason.endswith(" (Windows error 126)"), reason
+        check_unavailable(result, reason)
+    else:
+        reason = (f"no CUDA driver found: tried {missing} (from "
+                  f"FP8Q_CUDA_DRIVER): {missing}: cannot open shared object "
+                  "file: No such file or directory")
+        check_unavailable(result, reason)
     assert result["cuda"]["driver"] is None
     assert result["cuda"]["devices"] == []
+
+
+def test_a_non_ascii_driver_path_reaches_the_file(tmp_path):
+    """FP8Q_CUDA_DRIVER naming a file in a non-ASCII folder: the path goes
+    through the UTF-8 environment read and, on Windows, the wide-character
+    LoadLibraryExW (csrc/platform.c) to the file itself, which is found but
+    is no library: the loader's "bad format" (Windows error 193), not "not
+    found" (126); on Linux dlopen's complaint about the file. The reason
+    quotes the path intact."""
+    folder = tmp_path / "drïver ✓ 驱动"
+    folder.mkdir()
+    not_a_library = folder / "nvcuda-fake.dll"
+    not_a_library.write_bytes(b"not a shared library\n" * 64)
+    result = probe(not_a_library)
+    reason = result["cuda"]["reason"]
+    prefix = (f"no CUDA driver found: tried {not_a_library} (from "
+              "FP8Q_CUDA_DRIVER): ")
+    assert reason.startswith(prefix), reason
+    if sys.platform == "win32":
+        assert reason.endswith(" (Windows error 193)"), reason
+    else:
+        assert reason[len(prefix):].startswith(f"{not_a_library}: "), reason
+        assert "No such file" not in reason, reason
+    assert result["cuda"]["available"] is False
 
 
 def test_default_search_lists_every_path():

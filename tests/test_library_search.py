@@ -127,3 +127,22 @@ def test_the_error_carries_the_search_or_points_to_info(fake_driver,
         capture_output=True, text=True, timeout=120).stdout
     if "not usable" in text:
         assert "  tried" in text, text
+
+
+@pytest.mark.parametrize("relative", [".", "cuda", "./"])
+def test_a_relative_cuda_path_is_ignored_and_logged(fake_driver, tmp_path,
+                                                    relative):
+    """CUDA_PATH=. (or another relative folder) would name the working
+    directory, where a cuBLASLt is planted as lib64/ and lib/: the search
+    skips it and says so in `info`'s list of places."""
+    for toolkit in (tmp_path / "cwd", tmp_path / "cwd" / "cuda"):
+        for sub in ("lib64", "lib"):
+            plant(fake_driver, toolkit / sub)
+    facts = probe(fake_driver, tmp_path, toolkit=relative)
+    info = facts["info"]
+    planted = str(tmp_path)
+    assert not (info["found"] and info["path"].startswith(planted)), info
+    assert not any(planted in line for line in info["search"]), info["search"]
+    assert (f"CUDA_PATH={relative} (not an absolute path: ignored, as it "
+            "would be the working directory's)") in info["search"], \
+        info["search"]

@@ -8,10 +8,8 @@ csrc/python/binding.h, FP8Q_LOCKED_*). On a GIL build this exercises the
 same races in the C code (thread pool, once-initialisation, caches); on a
 free-threaded one, the Python-level state too.
 """
-import sys
-import threading
-
 import numpy as np
+from helpers import run_threads
 
 import fp8q
 
@@ -84,29 +82,12 @@ def test_eight_threads_give_the_serial_results(rng, seed):
               for index in range(n_calls)]
 
     threaded = [None] * n_calls
-    errors = []
-    start = threading.Barrier(N_THREADS)
 
     def worker(thread_index):
-        try:
-            start.wait()
-            for index in range(thread_index, n_calls, N_THREADS):
-                threaded[index] = run(items, shared, index)
-        except BaseException as error:  # noqa: B902 - reported below
-            errors.append(error)
+        for index in range(thread_index, n_calls, N_THREADS):
+            threaded[index] = run(items, shared, index)
 
-    switch_interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # interleave the Python parts too
-    try:
-        threads = [threading.Thread(target=worker, args=(index,))
-                   for index in range(N_THREADS)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(switch_interval)
-    assert not errors, (errors, f"seed={seed}")
+    run_threads(N_THREADS, worker)
     for index in range(n_calls):
         assert threaded[index] == serial[index], (index, f"seed={seed}")
     assert calibrator_state(shared) == calibrator_state(serial_calibrators), \

@@ -161,6 +161,25 @@ static int try_directory(const char *directory, search_log *log)
     return 0;
 }
 
+/* 1 when `path` is absolute: POSIX, it starts with '/'; Windows, a drive
+ * letter, ':' and a slash (C:\ or C:/), or a UNC path (\\server or //server).
+ * A relative CUDA_PATH would make the search open libraries from the
+ * working directory, which it never does. */
+static int is_absolute_path(const char *path)
+{
+#if defined(_WIN32)
+    if (((path[0] >= 'A' && path[0] <= 'Z') ||
+         (path[0] >= 'a' && path[0] <= 'z')) &&
+        path[1] == ':' && (path[2] == '\\' || path[2] == '/')) {
+        return 1;
+    }
+    return (path[0] == '\\' || path[0] == '/') &&
+           (path[1] == '\\' || path[1] == '/');
+#else
+    return path[0] == '/';
+#endif
+}
+
 /* Steps 2 to 5 of the search (cublaslt.h). */
 static int search(const load_request *request, search_log *log)
 {
@@ -187,6 +206,15 @@ static int search(const load_request *request, search_log *log)
     }
     for (index = 0; index < 2; index++) {
         if (fp8q_getenv_utf8(toolkit_variables[index], root, sizeof root) <= 0) {
+            continue;
+        }
+        if (!is_absolute_path(root)) {
+            char what[FP8Q_CUDA_PATH_SIZE + 16];
+            (void)snprintf(what, sizeof what, "%s=%s",
+                           toolkit_variables[index], root);
+            log_try(log, what,
+                    "not an absolute path: ignored, as it would be the "
+                    "working directory's");
             continue;
         }
         for (sub = 0; sub < N_SUBDIRECTORIES; sub++) {

@@ -15,7 +15,9 @@
  *      folders only: site-packages, the user site; never the working
  *      directory, a script's folder or other sys.path entries);
  *   4. CUDA_PATH, then CUDA_HOME: lib64/ and lib/ (bin/ and bin/x64/ on
- *      Windows);
+ *      Windows); a relative one (CUDA_PATH=.) is not searched but logged
+ *      ("CUDA_PATH=. (not an absolute path: ...)"), as it would name the
+ *      working directory;
  *   5. the system's loader, by bare name (on Windows: the application's
  *      folder, System32 and os.add_dll_directory's folders, never the
  *      working directory nor PATH; fp8q_library_open in platform.h).

@@ -24,6 +24,7 @@ checkpoint's layout, tensors and what fp8q.torch.load_checkpoint would do
 with each layer (docs/checkpoints.md).
 """
 import argparse
+import errno
 import os
 import sys
 
@@ -144,13 +145,26 @@ def main(argv=None):
     arguments = _parse(sys.argv[1:] if argv is None else argv)
     try:
         return _run(arguments)
-    except BrokenPipeError:
+    except OSError as error:
+        if not _stdout_reader_gone(error):
+            raise
         # Python's final flush of stdout would fail again: point it at
         # devnull (the Python docs' recipe for SIGPIPE).
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
         return 0
+
+
+def _stdout_reader_gone(error):
+    """True when `error` is a write to a pipe whose reader has gone:
+    BrokenPipeError (EPIPE) on POSIX; on Windows, where CPython's write() to
+    such a pipe fails with EINVAL, an EINVAL OSError that names no file (an
+    error opening or writing a named file carries its filename)."""
+    if isinstance(error, BrokenPipeError):
+        return True
+    return (os.name == "nt" and error.errno == errno.EINVAL
+            and error.filename is None)
 
 
 def _run(arguments):
