@@ -357,15 +357,55 @@ int fp8q_cpu_count(void)
  * the one it owns (checks), and the elements polled since the owner last
  * looked at the clock. */
 
-#if defined(_MSC_VER) && !defined(__clang__)
-#define THREAD_LOCAL __declspec(thread)
+enum { POLLED_SLOT, OWNED_SLOT, ELEMENTS_SLOT, N_SLOTS };
+
+#if defined(_WIN32)
+/* Win32 thread-local slots, on every Windows compiler alike: MinGW's GCC
+ * compiles _Thread_local through libgcc's emulation, which would make the
+ * module import libgcc_s_seh-1.dll. A slot that TlsAlloc could not give
+ * reads as 0: no interrupt is polled on this thread then. */
+static DWORD tls_slots[N_SLOTS];
+static fp8q_once tls_once = FP8Q_ONCE_INIT;
+
+static void allocate_tls_slots(void *unused)
+{
+    int slot;
+
+    (void)unused;
+    for (slot = 0; slot < N_SLOTS; slot++) {
+        tls_slots[slot] = TlsAlloc();
+    }
+}
+
+static void *thread_value(int slot)
+{
+    fp8q_once_run(&tls_once, allocate_tls_slots, NULL);
+    return TlsGetValue(tls_slots[slot]);
+}
+
+static void set_thread_value(int slot, void *value)
+{
+    fp8q_once_run(&tls_once, allocate_tls_slots, NULL);
+    (void)TlsSetValue(tls_slots[slot], value);
+}
 #else
-#define THREAD_LOCAL _Thread_local
+static _Thread_local void *thread_values[N_SLOTS];
+
+static void *thread_value(int slot)
+{
+    return thread_values[slot];
+}
+
+static void set_thread_value(int slot, void *value)
+{
+    thread_values[slot] = value;
+}
 #endif
 
-static THREAD_LOCAL fp8q_interrupt *polled_interrupt;
-static THREAD_LOCAL fp8q_interrupt *owned_interrupt;
-static THREAD_LOCAL int64_t elements_since_clock;
+#define polled_interrupt() ((fp8q_interrupt *)thread_value(POLLED_SLOT))
+#define owned_interrupt() ((fp8q_interrupt *)thread_value(OWNED_SLOT))
+/* Fewer than ELEMENTS_PER_CLOCK: a pointer holds it. */
+#define elements_since_clock() ((int64_t)(intptr_t)thread_value(ELEMENTS_SLOT))
 
 /* Elements between two looks at the clock (about a millisecond of work). */
 #define ELEMENTS_PER_CLOCK ((int64_t)1 << 20)
@@ -394,15 +434,15 @@ void fp8q_interrupt_begin(fp8q_interrupt *interrupt,
     interrupt->stopped = 0;
     interrupt->next_check_ns =
         fp8q_monotonic_ns() + (int64_t)FP8Q_INTERRUPT_CHECK_MS * 1000000;
-    interrupt->previous = owned_interrupt;
-    owned_interrupt = interrupt;
-    polled_interrupt = interrupt;
+    interrupt->previous = owned_interrupt();
+    set_thread_value(OWNED_SLOT, interrupt);
+    set_thread_value(POLLED_SLOT, interrupt);
 }
 
 int fp8q_interrupt_end(fp8q_interrupt *interrupt)
 {
-    owned_interrupt = interrupt->previous;
-    polled_interrupt = interrupt->previous;
+    set_thread_value(OWNED_SLOT, interrupt->previous);
+    set_thread_value(POLLED_SLOT, interrupt->previous);
     return fp8q_atomic_load_i64(&interrupt->stopped) != 0;
 }
 
@@ -425,7 +465,8 @@ static int check_owned(fp8q_interrupt *interrupt)
 
 int fp8q_interrupt_poll(int64_t n_elements)
 {
-    fp8q_interrupt *interrupt = polled_interrupt;
+    fp8q_interrupt *interrupt = polled_interrupt();
+    int64_t elements;
 
     if (interrupt == NULL) {
         return 0;
@@ -433,14 +474,15 @@ int fp8q_interrupt_poll(int64_t n_elements)
     if (fp8q_atomic_load_i64(&interrupt->stopped) != 0) {
         return 1;
     }
-    if (interrupt != owned_interrupt) {
+    if (interrupt != owned_interrupt()) {
         return 0;
     }
-    elements_since_clock += n_elements;
-    if (elements_since_clock < ELEMENTS_PER_CLOCK) {
+    elements = elements_since_clock() + n_elements;
+    if (elements < ELEMENTS_PER_CLOCK) {
+        set_thread_value(ELEMENTS_SLOT, (void *)(intptr_t)elements);
         return 0;
     }
-    elements_since_clock = 0;
+    set_thread_value(ELEMENTS_SLOT, NULL);
     return check_owned(interrupt);
 }
 
@@ -478,9 +520,9 @@ typedef struct parallel_job {
  * remaining tasks are skipped. */
 static void run_tasks(parallel_job *job)
 {
-    fp8q_interrupt *const own = polled_interrupt;
+    fp8q_interrupt *const own = polled_interrupt();
 
-    polled_interrupt = job->interrupt;
+    set_thread_value(POLLED_SLOT, job->interrupt);
     for (;;) {
         const int64_t index = fp8q_atomic_fetch_add_i64(&job->next_task, 1);
         if (index >= job->n_tasks ||
@@ -490,7 +532,7 @@ static void run_tasks(parallel_job *job)
         }
         job->task(job->context, index);
     }
-    polled_interrupt = own;
+    set_thread_value(POLLED_SLOT, own);
 }
 
 /* Locks and condition variables that initialise statically (also used by
@@ -638,6 +680,7 @@ void fp8q_parallel_for(int64_t n_tasks, int n_threads, fp8q_task_fn task,
                        void *context)
 {
     parallel_job job;
+    fp8q_interrupt *owned;
     int64_t helpers = n_threads < 1 ? 0 : (int64_t)n_threads - 1;
     int index;
 
@@ -648,7 +691,7 @@ void fp8q_parallel_for(int64_t n_tasks, int n_threads, fp8q_task_fn task,
     job.n_tasks = n_tasks;
     job.task = task;
     job.context = context;
-    job.interrupt = polled_interrupt;
+    job.interrupt = polled_interrupt();
     if (helpers > n_tasks - 1) {
         helpers = n_tasks - 1;
     }
@@ -677,10 +720,11 @@ void fp8q_parallel_for(int64_t n_tasks, int n_threads, fp8q_task_fn task,
 
     run_tasks(&job);
 
+    owned = owned_interrupt();
     static_lock_acquire(&pool.lock);
     pool.open_slots = 0;
     while (pool.running_slots > 0) {
-        if (owned_interrupt == NULL || owned_interrupt != job.interrupt) {
+        if (owned == NULL || owned != job.interrupt) {
             pool_wait(&pool.slot_done, &pool.lock);
             continue;
         }
@@ -688,9 +732,9 @@ void fp8q_parallel_for(int64_t n_tasks, int n_threads, fp8q_task_fn task,
          * check may take locks of its own: it runs without the pool's). */
         pool_wait_ms(&pool.slot_done, &pool.lock, FP8Q_INTERRUPT_CHECK_MS);
         if (pool.running_slots > 0 &&
-            fp8q_atomic_load_i64(&owned_interrupt->stopped) == 0) {
+            fp8q_atomic_load_i64(&owned->stopped) == 0) {
             static_lock_release(&pool.lock);
-            (void)check_owned(owned_interrupt);
+            (void)check_owned(owned);
             static_lock_acquire(&pool.lock);
         }
     }
