@@ -90,12 +90,10 @@ def fp8_forward(x, weight, weight_scale, bias, input_scale, granularity):
     if weight.shape[1] == 0:
         return _zero_features(x, weight.shape[0], bias)
     if HAS_C_EXCHANGE:
-        y = _C.linear_layer(x, weight, weight_scale, bias, input_scale,
-                            granularity, None)
-    else:
-        y = _through_fp8q_tensors(_C.linear_layer, x, weight, weight_scale,
-                                  bias, input_scale, granularity)
-    return y
+        return _C.linear_layer(x, weight, weight_scale, bias, input_scale,
+                               granularity, None)
+    return _through_fp8q_tensors(_C.linear_layer, x, weight, weight_scale,
+                                 bias, input_scale, granularity)
 
 
 def weight_only_forward(x, weight, weight_scale, bias, granularity):
@@ -185,8 +183,9 @@ def linear_fp8(x: torch.Tensor, weight: torch.Tensor,
     (docs/torch.md, "Which product runs"). The result has x's dtype and
     shape (..., out). A token (row of x) holding NaN or infinity gives a row
     of NaN (through the weight-only product: NaN or +-inf, as the float
-    product gives); the other rows are computed as if it were absent. An empty x, or in = 0, gives bias (or zeros) in
-    every row, as torch does."""
+    product gives); the other rows are computed as if it were absent. An
+    empty x, or in = 0, gives bias (or zeros) in every row, as torch
+    does."""
     return fp8_forward(x.resolve_neg(), weight, weight_scale, bias,
                        input_scale, granularity)
 
