@@ -113,7 +113,9 @@ fp8q_status fp8q_view_check_block_grid(const fp8q_view *source,
                                        const char *blocks_name,
                                        fp8q_error *error);
 
-/* Writes "(2, 3, 4)" into buffer (always NUL-terminated); for messages. */
+/* Writes "(2, 3, 4)" into buffer (always NUL-terminated); for messages.
+ * FP8Q_SHAPE_TEXT_SIZE bytes hold every shape a message shows in full. */
+#define FP8Q_SHAPE_TEXT_SIZE 256
 void fp8q_format_shape(char *buffer, size_t buffer_size, int ndim,
                        const int64_t *shape);
 

@@ -8,7 +8,9 @@
  * Files: module.c (module init), errors.c (status -> exception),
  * dtype_object.c (fp8q.dtype, dtype parsing), tensor_object.c (fp8q.Tensor),
  * tensor_buffer.c (PEP 3118), dlpack.c (producer and consumer),
- * asarray.c (any object -> Tensor), ops.c (cast, amax, quantize, ...),
+ * asarray.c (any object -> Tensor), output_arguments.c (checks the
+ * operations share), cast_op.c, amax_op.c, quantize_op.c (one operation
+ * each; their CUDA halves in ops_cuda.c), thread_count.c, build_info.c,
  * cuda_info.c (what the CUDA backend finds, for fp8q.info()),
  * cpu_info.c (which x86 features the CPU code uses, for fp8q.info()),
  * dlpack_exchange.c (DLPack's C exchange API: torch tensors in C),
@@ -351,7 +353,7 @@ fp8q_TensorObject *fp8q_tensor_from_object(PyObject *object,
                                            int dtype, int copy);
 
 /* ------------------------------------------------------------------------- */
-/* ops.c                                                                     */
+/* output_arguments.c                                                        */
 
 /* 0 for a CPU tensor; else -1 with a ValueError saying that `function` runs
  * on the CPU only and naming `argument` and the tensor's device. */
@@ -385,7 +387,7 @@ fp8q_TensorObject *fp8q_py_writable_output(PyObject *out_object,
                                            const fp8q_py_device *device);
 
 /* ------------------------------------------------------------------------- */
-/* ops_cuda.c (the CUDA half of ops.c; arguments already checked there)     */
+/* ops_cuda.c (the CUDA half of cast/amax/quantize_op.c; arguments checked) */
 
 /* out = cast(x / scale) on x's device, on `stream`: x a CUDA tensor (any
  * strides: gathered first), out a C-contiguous one of x's shape, scale
@@ -748,7 +750,11 @@ int fp8q_py_tensor_init(PyObject *module);
 int fp8q_py_device_init(PyObject *module);
 int fp8q_py_dlpack_init(PyObject *module);
 int fp8q_py_asarray_init(PyObject *module);
-int fp8q_py_ops_init(PyObject *module);
+int fp8q_py_cast_init(PyObject *module);
+int fp8q_py_amax_init(PyObject *module);
+int fp8q_py_quantize_init(PyObject *module);
+int fp8q_py_thread_count_init(PyObject *module);
+int fp8q_py_build_info_init(PyObject *module);
 int fp8q_py_cuda_info_init(PyObject *module);
 int fp8q_py_cpu_info_init(PyObject *module);
 int fp8q_py_calibration_init(PyObject *module);

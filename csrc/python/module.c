@@ -72,7 +72,10 @@ static int fp8q_module_exec(PyObject *module)
     if (name_kernel_folder(module) < 0 || fp8q_py_errors_init(module) < 0 ||
         fp8q_py_dtype_init(module) < 0 || fp8q_py_tensor_init(module) < 0 ||
         fp8q_py_device_init(module) < 0 || fp8q_py_dlpack_init(module) < 0 ||
-        fp8q_py_asarray_init(module) < 0 || fp8q_py_ops_init(module) < 0 ||
+        fp8q_py_asarray_init(module) < 0 || fp8q_py_cast_init(module) < 0 ||
+        fp8q_py_amax_init(module) < 0 || fp8q_py_quantize_init(module) < 0 ||
+        fp8q_py_thread_count_init(module) < 0 ||
+        fp8q_py_build_info_init(module) < 0 ||
         fp8q_py_cuda_info_init(module) < 0 ||
         fp8q_py_cpu_info_init(module) < 0 ||
         fp8q_py_calibration_init(module) < 0 ||

@@ -1,8 +1,9 @@
 /*
- * ops_cuda.c - the CUDA half of the operations in ops.c: after ops.c has
- * parsed and checked the arguments and allocated the result on x's device,
- * these functions turn the tensors into kernel arguments (the launch
- * contracts of kernels/<family>.cuh) and launch on the caller's stream.
+ * ops_cuda.c - the CUDA half of cast_op.c, amax_op.c and quantize_op.c:
+ * after they have parsed and checked the arguments and allocated the result
+ * on x's device, these functions turn the tensors into kernel arguments
+ * (the launch contracts of kernels/<family>.cuh) and launch on the caller's
+ * stream.
  *
  * The kernels read contiguous runs: strided inputs are gathered into
  * contiguous copies on the GPU first (outputs must be C-contiguous); scales

@@ -1,0 +1,142 @@
+/*
+ * output_arguments.c - the checks fp8q._C's operations share: a tensor that
+ * must be on the CPU, and an out= argument viewed in place (its kind, dtype,
+ * device, shape and writability), with errors that name the function and
+ * the argument.
+ */
+#include "python/binding.h"
+
+int fp8q_py_require_cpu(const fp8q_TensorObject *tensor, const char *function,
+                        const char *argument)
+{
+    if (tensor->device_type == FP8Q_DEVICE_CPU) {
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError,
+                 "%s: %s= is a tensor on a non-CPU device (DLPack device "
+                 "type %d, index %d), but this version of fp8q runs %s on "
+                 "the CPU only: pass a CPU tensor",
+                 function, argument, tensor->device_type,
+                 tensor->device_index, function);
+    return -1;
+}
+
+/* Raises ValueError "<function>: <argument>= must ... got <shape>". */
+static void raise_shape_mismatch(const char *function, const char *argument,
+                                 const char *expected_what, int expected_ndim,
+                                 const int64_t *expected_shape,
+                                 const fp8q_view *received)
+{
+    char expected_text[FP8Q_SHAPE_TEXT_SIZE];
+    char received_text[FP8Q_SHAPE_TEXT_SIZE];
+
+    fp8q_format_shape(expected_text, sizeof expected_text, expected_ndim,
+                      expected_shape);
+    fp8q_format_shape(received_text, sizeof received_text, received->ndim,
+                      received->shape);
+    PyErr_Format(PyExc_ValueError, "%s: %s= must have %s %s, got shape %s",
+                 function, argument, expected_what, expected_text,
+                 received_text);
+}
+
+int fp8q_py_output_kind(PyObject *object, PyObject **given)
+{
+    fp8q_dtype dtype;
+    int found;
+
+    *given = NULL;
+    if (PyArray_Check(object)) {
+        PyArray_Descr *descr = PyArray_DESCR((PyArrayObject *)object);
+        found = fp8q_py_dtype_from_numpy(descr, &dtype);
+        if (found == 0) {
+            *given = PyUnicode_FromFormat("a NumPy array of dtype %S",
+                                          (PyObject *)descr);
+            return *given != NULL ? 0 : -1;
+        }
+        return found;
+    }
+    if (fp8q_Tensor_Check(object) || PyObject_CheckBuffer(object) ||
+        PyObject_HasAttrString(object, "__dlpack__")) {
+        return 1;
+    }
+    *given = PyUnicode_FromFormat("an object of type %.200s",
+                                  Py_TYPE(object)->tp_name);
+    return *given != NULL ? 0 : -1;
+}
+
+fp8q_TensorObject *fp8q_py_writable_output(PyObject *out_object,
+                                           const char *function,
+                                           const char *argument,
+                                           fp8q_dtype dtype,
+                                           const char *shape_source, int ndim,
+                                           const int64_t *shape,
+                                           const fp8q_py_device *device)
+{
+    fp8q_TensorObject *out;
+    fp8q_error error;
+    char name[64]; /* "function: argument", for the message */
+
+    PyObject *given;
+    const int viewable = fp8q_py_output_kind(out_object, &given);
+
+    if (viewable == 0) {
+        /* (An array of another dtype: ValueError, as a copy would be.) */
+        PyErr_Format(PyArray_Check(out_object) ? PyExc_ValueError
+                                               : PyExc_TypeError,
+                     "%s: %s= must be an fp8q.Tensor, or an array fp8q "
+                     "can write in place (NumPy array, DLPack producer, "
+                     "writable buffer), of dtype %s; got %U",
+                     function, argument, fp8q_dtype_name(dtype), given);
+        Py_DECREF(given);
+        return NULL;
+    }
+    out = viewable < 0 ? NULL
+                       : fp8q_tensor_from_object(out_object, argument, -1,
+                                                 FP8Q_COPY_NEVER);
+    if (out == NULL) {
+        return NULL;
+    }
+    if (out->view.dtype != dtype) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: %s= must have dtype %s, got a tensor of dtype %s",
+                     function, argument, fp8q_dtype_name(dtype),
+                     fp8q_dtype_name(out->view.dtype));
+        goto fail;
+    }
+    if (out->device_type != device->type ||
+        out->device_index != device->index) {
+        char expected[32], received[32];
+        fp8q_py_format_device(device->type, device->index, expected,
+                              sizeof expected);
+        fp8q_py_format_device(out->device_type, out->device_index, received,
+                              sizeof received);
+        PyErr_Format(PyExc_ValueError,
+                     "%s: %s= must be on the inputs' device, %s; got a tensor "
+                     "on %s",
+                     function, argument, expected, received);
+        goto fail;
+    }
+    if (out->view.ndim != ndim ||
+        memcmp(out->view.shape, shape, (size_t)ndim * sizeof(int64_t)) != 0) {
+        raise_shape_mismatch(function, argument, shape_source, ndim, shape,
+                             &out->view);
+        goto fail;
+    }
+    if (out->readonly) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: %s= must be writable, got a read-only tensor",
+                     function, argument);
+        goto fail;
+    }
+    (void)snprintf(name, sizeof name, "%s: %s", function, argument);
+    fp8q_error_clear(&error);
+    if (fp8q_view_check_writable(&out->view, name, &error) != FP8Q_OK) {
+        fp8q_py_raise(&error);
+        goto fail;
+    }
+    return out;
+
+fail:
+    Py_DECREF(out);
+    return NULL;
+}

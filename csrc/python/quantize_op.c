@@ -1,0 +1,580 @@
+/*
+ * quantize_op.c - the C halves of quantize and dequantize (fp8q/__init__.py
+ * wraps them in fp8q.QTensor): granularity parsing, scale shapes and
+ * checks, the result's allocation, and the call into csrc/core (CPU, GIL
+ * released) or the CUDA half (ops_cuda.c). No math here.
+ */
+#include "python/binding.h"
+
+#include "core/cast.h"
+#include "core/quantize.h"
+#include "cuda/memory.h"
+
+#define GRANULARITY_HELP                                                      \
+    "\"tensor\", \"row\", \"col\" or a (block_rows, block_cols) pair of "   \
+    "positive ints"
+
+/* Reads one block extent of a granularity pair. */
+static int parse_block_extent(PyObject *item, const char *function,
+                              int64_t *extent)
+{
+    Py_ssize_t value;
+
+    if (PyBool_Check(item) || !PyIndex_Check(item)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: granularity= must be " GRANULARITY_HELP
+                     ", got a pair holding an object of type %.200s",
+                     function, Py_TYPE(item)->tp_name);
+        return -1;
+    }
+    /* Out-of-range ints clip to PY_SSIZE_T_MIN / PY_SSIZE_T_MAX. */
+    value = PyNumber_AsSsize_t(item, NULL);
+    if (value == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (value < 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: granularity= block extents must be positive ints, "
+                     "got %R",
+                     function, item);
+        return -1;
+    }
+    *extent = (int64_t)value;
+    return 0;
+}
+
+static int parse_granularity(PyObject *object, const char *function,
+                             fp8q_granularity *granularity)
+{
+    granularity->block_rows = 1;
+    granularity->block_cols = 1;
+    if (PyUnicode_Check(object)) {
+        if (PyUnicode_CompareWithASCIIString(object, "tensor") == 0) {
+            granularity->kind = FP8Q_GRANULARITY_TENSOR;
+        }
+        else if (PyUnicode_CompareWithASCIIString(object, "row") == 0) {
+            granularity->kind = FP8Q_GRANULARITY_ROW;
+        }
+        else if (PyUnicode_CompareWithASCIIString(object, "col") == 0) {
+            granularity->kind = FP8Q_GRANULARITY_COL;
+        }
+        else {
+            PyErr_Format(PyExc_ValueError,
+                         "%s: granularity= must be " GRANULARITY_HELP
+                         ", got %R",
+                         function, object);
+            return -1;
+        }
+        return 0;
+    }
+    if (!PyTuple_Check(object) && !PyList_Check(object)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: granularity= must be " GRANULARITY_HELP
+                     ", got an object of type %.200s",
+                     function, Py_TYPE(object)->tp_name);
+        return -1;
+    }
+    if (PySequence_Fast_GET_SIZE(object) != 2) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: granularity= must be " GRANULARITY_HELP
+                     ", got a sequence of length %zd",
+                     function, PySequence_Fast_GET_SIZE(object));
+        return -1;
+    }
+    granularity->kind = FP8Q_GRANULARITY_BLOCK;
+    if (parse_block_extent(PySequence_Fast_GET_ITEM(object, 0), function,
+                           &granularity->block_rows) < 0 ||
+        parse_block_extent(PySequence_Fast_GET_ITEM(object, 1), function,
+                           &granularity->block_cols) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* Raises ValueError for a given scale that does not broadcast to the scale
+ * shape of the granularity. */
+static void raise_scale_shape_mismatch(PyObject *granularity_object,
+                                       const fp8q_view *x, int scale_ndim,
+                                       const int64_t *scale_shape,
+                                       const fp8q_view *given)
+{
+    char expected_text[FP8Q_SHAPE_TEXT_SIZE];
+    char x_text[FP8Q_SHAPE_TEXT_SIZE];
+    char given_text[FP8Q_SHAPE_TEXT_SIZE];
+    PyObject *shown;
+
+    fp8q_format_shape(expected_text, sizeof expected_text, scale_ndim,
+                      scale_shape);
+    fp8q_format_shape(x_text, sizeof x_text, x->ndim, x->shape);
+    fp8q_format_shape(given_text, sizeof given_text, given->ndim,
+                      given->shape);
+    /* granularity= is NULL when left at its default, "tensor". */
+    shown = granularity_object != NULL ? PyObject_Repr(granularity_object)
+                                       : PyUnicode_FromString("'tensor'");
+    if (shown == NULL) {
+        return;
+    }
+    PyErr_Format(PyExc_ValueError,
+                 "quantize: scale= must have shape %s (the scale shape of "
+                 "granularity=%U for x of shape %s) or broadcast to it, got "
+                 "shape %s",
+                 expected_text, shown, x_text, given_text);
+    Py_DECREF(shown);
+}
+
+/*
+ * The given scale of a quantize on CUDA into the device tensor `scale` (the
+ * granularity's full scale shape). A CUDA scale of exactly that shape, C-
+ * contiguous, is copied on the device and not read back (so not checked);
+ * any other is brought to the host, broadcast (`given_view` is its
+ * broadcast view), checked to be finite and > 0 there, and copied over.
+ */
+static int fill_device_scale(fp8q_TensorObject *given,
+                             const fp8q_view *given_view,
+                             fp8q_TensorObject *scale, fp8q_cu_stream stream)
+{
+    static const fp8q_py_device cpu = {FP8Q_DEVICE_CPU, 0};
+    fp8q_TensorObject *host = NULL;
+    fp8q_TensorObject *full = NULL;
+    fp8q_view host_view;
+    fp8q_error error;
+    fp8q_status status;
+    int result = -1;
+
+    fp8q_error_clear(&error);
+    if (given->device_type == FP8Q_DEVICE_CUDA &&
+        given->device_index == scale->device_index &&
+        fp8q_view_is_contiguous(&given->view) &&
+        given->view.ndim == scale->view.ndim &&
+        memcmp(given->view.shape, scale->view.shape,
+               (size_t)scale->view.ndim * sizeof(int64_t)) == 0) {
+        if (fp8q_py_use_on_stream(given, stream) < 0 ||
+            fp8q_py_use_on_stream(scale, stream) < 0) {
+            return -1;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        status = fp8q_cuda_copy(scale->cuda_device, scale->view.data,
+                                given->view.data,
+                                (size_t)fp8q_view_size(&scale->view) * 4,
+                                stream, 0, &error);
+        Py_END_ALLOW_THREADS
+        return fp8q_py_raise_on_failure(status, &error);
+    }
+    host = given->device_type == FP8Q_DEVICE_CPU
+               ? (fp8q_TensorObject *)Py_NewRef(given)
+               : fp8q_tensor_copy_to(given, &cpu, stream);
+    full = host == NULL ? NULL
+                        : fp8q_tensor_new_empty(FP8Q_FLOAT32,
+                                                scale->view.ndim,
+                                                scale->view.shape);
+    if (full == NULL) {
+        goto done;
+    }
+    /* The broadcast view, over the host copy's memory. */
+    host_view = *given_view;
+    host_view.data = host->view.data;
+    if (given->device_type == FP8Q_DEVICE_CUDA) {
+        fp8q_view_broadcast_to(&host->view, scale->view.ndim,
+                               scale->view.shape, &host_view, "scale",
+                               &error);
+    }
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cast(&host_view, &full->view, NULL, FP8Q_SCALE_DIVIDE, 1,
+                       &error);
+    if (status == FP8Q_OK) {
+        status = fp8q_check_scale_values(&full->view, "scale", &error);
+    }
+    if (status == FP8Q_OK) {
+        status = fp8q_cuda_copy(scale->cuda_device, scale->view.data,
+                                full->view.data,
+                                (size_t)fp8q_view_size(&full->view) * 4,
+                                stream, 1, &error);
+    }
+    Py_END_ALLOW_THREADS
+    result = fp8q_py_raise_on_failure(status, &error);
+done:
+    Py_XDECREF(host);
+    Py_XDECREF(full);
+    return result;
+}
+
+/* A new C-contiguous (N, M) tensor on data's device holding data.T (data
+ * a C-contiguous (M, N) tensor), bits unchanged. */
+static fp8q_TensorObject *transposed_copy(fp8q_TensorObject *data,
+                                          fp8q_cu_stream stream)
+{
+    const fp8q_py_device device = {data->device_type, data->device_index};
+    int64_t shape[2];
+    fp8q_TensorObject *result;
+    fp8q_view source;
+    fp8q_error error;
+    fp8q_status status;
+
+    shape[0] = data->view.shape[1];
+    shape[1] = data->view.shape[0];
+    result = fp8q_tensor_new_empty_on(data->view.dtype, 2, shape, &device,
+                                      stream);
+    if (result == NULL) {
+        return NULL;
+    }
+    if (device.type == FP8Q_DEVICE_CUDA) {
+        if (fp8q_py_cuda_transpose(data, result, stream) < 0) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        return result;
+    }
+    source = data->view;
+    source.shape[0] = data->view.shape[1];
+    source.shape[1] = data->view.shape[0];
+    source.strides[0] = data->view.strides[1];
+    source.strides[1] = data->view.strides[0];
+    fp8q_error_clear(&error);
+    FP8Q_PY_BEGIN_INTERRUPTIBLE
+    /* Between equal dtypes fp8q_cast copies the bits. */
+    status = fp8q_cast(&source, &result->view, NULL, FP8Q_SCALE_DIVIDE, 1,
+                       &error);
+    FP8Q_PY_END_INTERRUPTIBLE(status)
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        Py_DECREF(result);
+        return NULL;
+    }
+    return result;
+}
+
+PyDoc_STRVAR(
+    quantize_doc,
+    "_quantize(x, dtype='float8_e4m3fn', *, granularity='tensor', "
+    "scale=None, saturate=True, power_of_2=False, transpose=False, "
+    "stream=None)\n"
+    "--\n"
+    "\n"
+    "The C half of fp8q.quantize, which wraps the result in fp8q.QTensor.\n"
+    "Returns (data, scale, transposed): transposed is None, or with\n"
+    "transpose=True (2-D x only) a C-contiguous copy of data.T.\n"
+    "\n"
+    "data = cast(x, dtype, scale=scale broadcast per group, saturate=...),\n"
+    "an FP8 tensor of x's shape; scale is a new float32 tensor of the\n"
+    "granularity's scale shape:\n"
+    "  'tensor': ()                       one scale\n"
+    "  'row':    x.shape[:-1] + (1,)      one per index of all but the last axis\n"
+    "  'col':    (1,) * (ndim - 1) + (N,) one per index of the last axis\n"
+    "  (bm, bn): (ceil(M / bm), ceil(N / bn)) blocks of 2-D x (M, N),\n"
+    "            edge blocks may be partial\n"
+    "With scale=None every group's scale is float32(amax) / float32(max of\n"
+    "dtype) (a correctly rounded float32 division), 1.0 for an all-zero\n"
+    "group, rounded up to a power of two when power_of_2=True; a NaN or\n"
+    "infinite amax raises ValueError. A given scale (finite, > 0) must have\n"
+    "the scale shape or broadcast to it; it is copied.\n"
+    "dtype must be an FP8 format.");
+
+static PyObject *ops_quantize(PyObject *module, PyObject *args,
+                              PyObject *kwargs)
+{
+    static char *keywords[] = {"x",          "dtype",  "granularity",
+                               "scale",      "saturate", "power_of_2",
+                               "transpose",  "stream", NULL};
+    PyObject *x_object;
+    PyObject *dtype_object = NULL;
+    PyObject *granularity_object = NULL;
+    PyObject *scale_object = Py_None;
+    PyObject *stream_object = Py_None;
+    fp8q_cu_stream stream;
+    fp8q_py_device device;
+    fp8q_TensorObject *transposed = NULL;
+    int transpose = 0;
+    fp8q_quantize_options options;
+    fp8q_dtype dtype = FP8Q_FLOAT8_E4M3FN;
+    int scale_ndim;
+    int64_t scale_shape[FP8Q_MAX_DIMS];
+    fp8q_TensorObject *x = NULL;
+    fp8q_TensorObject *given_scale = NULL;
+    fp8q_TensorObject *data = NULL;
+    fp8q_TensorObject *scale = NULL;
+    fp8q_view given_view;
+    fp8q_error error;
+    fp8q_status status;
+
+    (void)module;
+    options.granularity.kind = FP8Q_GRANULARITY_TENSOR;
+    options.granularity.block_rows = 1;
+    options.granularity.block_cols = 1;
+    options.saturate = 1;
+    options.power_of_2 = 0;
+    options.infinity_to_nan = 0; /* the layer's option, not quantize's */
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOpppO:quantize",
+                                     keywords, &x_object, &dtype_object,
+                                     &granularity_object, &scale_object,
+                                     &options.saturate, &options.power_of_2,
+                                     &transpose, &stream_object) ||
+        fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
+        return NULL;
+    }
+    if (dtype_object != NULL &&
+        fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0) {
+        return NULL;
+    }
+    if (!fp8q_dtype_is_fp8(dtype)) {
+        PyErr_Format(PyExc_ValueError,
+                     "quantize: dtype= must be an FP8 format (float8_e4m3fn, "
+                     "float8_e5m2, float8_e4m3fnuz or float8_e5m2fnuz), got "
+                     "%s",
+                     fp8q_dtype_name(dtype));
+        return NULL;
+    }
+    if (granularity_object != NULL &&
+        parse_granularity(granularity_object, "quantize",
+                          &options.granularity) < 0) {
+        return NULL;
+    }
+    options.compute_scale = scale_object == Py_None;
+    x = fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
+    if (x == NULL) {
+        goto fail;
+    }
+    device.type = x->device_type;
+    device.index = x->device_index;
+    fp8q_error_clear(&error);
+    if (fp8q_scale_shape(&options.granularity, x->view.ndim, x->view.shape,
+                         &scale_ndim, scale_shape, &error) != FP8Q_OK) {
+        fp8q_py_raise(&error);
+        goto fail;
+    }
+    if (transpose && x->view.ndim != 2) {
+        PyErr_Format(PyExc_ValueError,
+                     "quantize: transpose=True needs a 2-D x (M, N), got %d "
+                     "dimensions",
+                     x->view.ndim);
+        goto fail;
+    }
+    data = fp8q_tensor_new_empty_on(dtype, x->view.ndim, x->view.shape,
+                                    &device, stream);
+    scale = data == NULL ? NULL
+                         : fp8q_tensor_new_empty_on(FP8Q_FLOAT32, scale_ndim,
+                                                    scale_shape, &device,
+                                                    stream);
+    if (scale == NULL) {
+        goto fail;
+    }
+    if (!options.compute_scale) {
+        given_scale = fp8q_tensor_from_object(scale_object, "scale",
+                                              FP8Q_FLOAT32,
+                                              FP8Q_COPY_IF_NEEDED);
+        if (given_scale == NULL ||
+            (device.type == FP8Q_DEVICE_CPU &&
+             fp8q_py_require_cpu(given_scale, "quantize", "scale") < 0)) {
+            goto fail;
+        }
+        if (fp8q_view_broadcast_to(&given_scale->view, scale_ndim, scale_shape,
+                                   &given_view, "scale", &error) != FP8Q_OK) {
+            raise_scale_shape_mismatch(granularity_object, &x->view,
+                                       scale_ndim, scale_shape,
+                                       &given_scale->view);
+            goto fail;
+        }
+        if (device.type == FP8Q_DEVICE_CPU) {
+            /* The QTensor gets its own copy in the full scale shape. */
+            Py_BEGIN_ALLOW_THREADS
+            status = fp8q_cast(&given_view, &scale->view, NULL,
+                               FP8Q_SCALE_DIVIDE, 1, &error);
+            Py_END_ALLOW_THREADS
+            if (fp8q_py_raise_on_failure(status, &error) < 0) {
+                goto fail;
+            }
+        }
+        else if (fill_device_scale(given_scale, &given_view, scale, stream) <
+                 0) {
+            goto fail;
+        }
+    }
+    if (device.type == FP8Q_DEVICE_CUDA) {
+        Py_SETREF(x, fp8q_py_cuda_contiguous(x, stream));
+        if (x == NULL ||
+            fp8q_py_cuda_quantize(x, &options, data, scale, stream) < 0) {
+            goto fail;
+        }
+    }
+    else {
+        FP8Q_PY_BEGIN_INTERRUPTIBLE
+        status = fp8q_quantize(&x->view, &data->view, &scale->view, &options,
+                               &error);
+        FP8Q_PY_END_INTERRUPTIBLE(status)
+        if (fp8q_py_raise_on_failure(status, &error) < 0) {
+            goto fail;
+        }
+    }
+    if (transpose) {
+        transposed = transposed_copy(data, stream);
+        if (transposed == NULL) {
+            goto fail;
+        }
+    }
+    Py_DECREF(x);
+    Py_XDECREF(given_scale);
+    return Py_BuildValue("(NNN)", (PyObject *)data, (PyObject *)scale,
+                         transposed != NULL ? (PyObject *)transposed
+                                            : Py_NewRef(Py_None));
+
+fail:
+    Py_XDECREF(x);
+    Py_XDECREF(given_scale);
+    Py_XDECREF(data);
+    Py_XDECREF(scale);
+    return NULL;
+}
+
+/* Replaces *tensor by a copy on `device` when it lives elsewhere. */
+static int move_to(fp8q_TensorObject **tensor, const fp8q_py_device *device,
+                   fp8q_cu_stream stream)
+{
+    fp8q_TensorObject *moved;
+
+    if ((*tensor)->device_type == device->type &&
+        (*tensor)->device_index == device->index) {
+        return 0;
+    }
+    moved = fp8q_tensor_copy_to(*tensor, device, stream);
+    if (moved == NULL) {
+        return -1;
+    }
+    Py_SETREF(*tensor, moved);
+    return 0;
+}
+
+PyDoc_STRVAR(
+    dequantize_doc,
+    "_dequantize(data, scale, granularity, dtype='float32')\n"
+    "--\n"
+    "\n"
+    "The C half of fp8q.dequantize / QTensor.dequantize.\n"
+    "\n"
+    "result = float32(data) * scale (a correctly rounded float32 product,\n"
+    "each element using its group's scale), rounded once into dtype\n"
+    "(float32, float16 or bfloat16). data is an FP8 tensor; scale is\n"
+    "float32 of exactly the granularity's scale shape for data's shape (see\n"
+    "fp8q.quantize); granularity is 'tensor', 'row', 'col' or a\n"
+    "(block_rows, block_cols) pair.");
+
+static PyObject *ops_dequantize(PyObject *module, PyObject *args,
+                                PyObject *kwargs)
+{
+    static char *keywords[] = {"data",  "scale",  "granularity",
+                               "dtype", "stream", NULL};
+    PyObject *data_object;
+    PyObject *scale_object;
+    PyObject *granularity_object;
+    PyObject *dtype_object = NULL;
+    PyObject *stream_object = Py_None;
+    fp8q_cu_stream stream;
+    fp8q_py_device device;
+    fp8q_granularity granularity;
+    fp8q_dtype dtype = FP8Q_FLOAT32;
+    fp8q_TensorObject *data = NULL;
+    fp8q_TensorObject *scale = NULL;
+    fp8q_TensorObject *result = NULL;
+    fp8q_error error;
+    fp8q_status status;
+
+    (void)module;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$O:dequantize",
+                                     keywords, &data_object, &scale_object,
+                                     &granularity_object, &dtype_object,
+                                     &stream_object) ||
+        fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
+        return NULL;
+    }
+    if (dtype_object != NULL &&
+        fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0) {
+        return NULL;
+    }
+    if (dtype != FP8Q_FLOAT32 && dtype != FP8Q_FLOAT16 &&
+        dtype != FP8Q_BFLOAT16) {
+        PyErr_Format(PyExc_ValueError,
+                     "dequantize: dtype= must be float32, float16 or "
+                     "bfloat16, got %s",
+                     fp8q_dtype_name(dtype));
+        return NULL;
+    }
+    if (parse_granularity(granularity_object, "dequantize", &granularity) <
+        0) {
+        return NULL;
+    }
+    data = fp8q_tensor_from_object(data_object, "data", -1,
+                                   FP8Q_COPY_IF_NEEDED);
+    if (data == NULL) {
+        goto fail;
+    }
+    device.type = data->device_type;
+    device.index = data->device_index;
+    if (!fp8q_dtype_is_fp8(data->view.dtype)) {
+        PyErr_Format(PyExc_TypeError,
+                     "dequantize: data must have an FP8 dtype, got %s",
+                     fp8q_dtype_name(data->view.dtype));
+        goto fail;
+    }
+    scale = fp8q_tensor_from_object(scale_object, "scale", FP8Q_FLOAT32,
+                                    FP8Q_COPY_IF_NEEDED);
+    if (scale == NULL ||
+        (device.type == FP8Q_DEVICE_CPU &&
+         fp8q_py_require_cpu(scale, "dequantize", "scale") < 0)) {
+        goto fail;
+    }
+    result = fp8q_tensor_new_empty_on(dtype, data->view.ndim,
+                                      data->view.shape, &device, stream);
+    if (result == NULL) {
+        goto fail;
+    }
+    fp8q_error_clear(&error);
+    if (device.type == FP8Q_DEVICE_CUDA) {
+        if (fp8q_py_raise_on_failure(
+                fp8q_check_scale_shape(&granularity, &data->view,
+                                       &scale->view, &error),
+                &error) < 0 ||
+            move_to(&scale, &device, stream) < 0) {
+            goto fail;
+        }
+        Py_SETREF(data, fp8q_py_cuda_contiguous(data, stream));
+        Py_SETREF(scale, data == NULL
+                             ? NULL
+                             : fp8q_py_cuda_contiguous(scale, stream));
+        if (scale == NULL ||
+            fp8q_py_cuda_dequantize(data, scale, &granularity, result,
+                                    stream) < 0) {
+            goto fail;
+        }
+    }
+    else {
+        FP8Q_PY_BEGIN_INTERRUPTIBLE
+        status = fp8q_dequantize(&data->view, &scale->view, &granularity,
+                                 &result->view, &error);
+        FP8Q_PY_END_INTERRUPTIBLE(status)
+        if (fp8q_py_raise_on_failure(status, &error) < 0) {
+            goto fail;
+        }
+    }
+    Py_DECREF(data);
+    Py_DECREF(scale);
+    return (PyObject *)result;
+
+fail:
+    Py_XDECREF(data);
+    Py_XDECREF(scale);
+    Py_XDECREF(result);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Registration                                                              */
+
+static PyMethodDef quantize_ops_methods[] = {
+    {"_quantize", (PyCFunction)(void (*)(void))ops_quantize,
+     METH_VARARGS | METH_KEYWORDS, quantize_doc},
+    {"_dequantize", (PyCFunction)(void (*)(void))ops_dequantize,
+     METH_VARARGS | METH_KEYWORDS, dequantize_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int fp8q_py_quantize_init(PyObject *module)
+{
+    return PyModule_AddFunctions(module, quantize_ops_methods);
+}
