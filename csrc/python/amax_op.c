@@ -173,9 +173,7 @@ fail:
     return NULL;
 }
 
-/* ------------------------------------------------------------------------- */
-/* Registration                                                              */
-
+/* The methods this file adds to fp8q._C. */
 static PyMethodDef amax_ops_methods[] = {
     {"amax", (PyCFunction)(void (*)(void))ops_amax,
      METH_VARARGS | METH_KEYWORDS, amax_doc},

@@ -94,9 +94,7 @@ static PyObject *ops_build_info(PyObject *module, PyObject *unused)
     return info;
 }
 
-/* ------------------------------------------------------------------------- */
-/* Registration                                                              */
-
+/* The methods this file adds to fp8q._C. */
 static PyMethodDef build_info_methods[] = {
     {"_build_info", ops_build_info, METH_NOARGS, build_info_doc},
     {NULL, NULL, 0, NULL},

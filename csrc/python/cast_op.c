@@ -308,9 +308,7 @@ fail:
     return NULL;
 }
 
-/* ------------------------------------------------------------------------- */
-/* Registration                                                              */
-
+/* The methods this file adds to fp8q._C. */
 static PyMethodDef cast_ops_methods[] = {
     {"cast", (PyCFunction)(void (*)(void))ops_cast,
      METH_VARARGS | METH_KEYWORDS, cast_doc},

@@ -563,9 +563,7 @@ fail:
     return NULL;
 }
 
-/* ------------------------------------------------------------------------- */
-/* Registration                                                              */
-
+/* The methods this file adds to fp8q._C. */
 static PyMethodDef quantize_ops_methods[] = {
     {"_quantize", (PyCFunction)(void (*)(void))ops_quantize,
      METH_VARARGS | METH_KEYWORDS, quantize_doc},

@@ -60,9 +60,7 @@ static PyObject *ops_get_num_threads(PyObject *module, PyObject *unused)
     return PyLong_FromLong(fp8q_num_threads());
 }
 
-/* ------------------------------------------------------------------------- */
-/* Registration                                                              */
-
+/* The methods this file adds to fp8q._C. */
 static PyMethodDef thread_count_methods[] = {
     {"set_num_threads", ops_set_num_threads, METH_O, set_num_threads_doc},
     {"get_num_threads", ops_get_num_threads, METH_NOARGS,
