@@ -9,7 +9,8 @@ import os
 import numpy as np
 
 import fp8q
-from fp8q import _C, _bench_breakdown
+from fp8q import _C
+from fp8q._cli import _bench_breakdown
 from fake_gpu_scenarios import calls
 from helpers import same_bits
 

@@ -57,7 +57,7 @@ class FileCheckpoint:
         import warnings
 
         import torch
-        from fp8q._checkpoint._torch_dtypes import TORCH_DTYPES
+        from fp8q.torch._checkpoint_dtypes import TORCH_DTYPES
 
         with warnings.catch_warnings():  # read-only: the loader copies it
             warnings.simplefilter("ignore", UserWarning)

@@ -2,7 +2,7 @@
 interface of fp8q._checkpoint's file checkpoints (entries, array, tensor,
 release, configs, metadata), so the layout readers plan it the same way."""
 from fp8q._checkpoint._plan import CheckpointError
-from fp8q._checkpoint._torch_dtypes import CODES
+from fp8q.torch._checkpoint_dtypes import CODES
 
 
 class StateDictCheckpoint:

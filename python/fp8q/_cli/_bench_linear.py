@@ -19,10 +19,10 @@ import platform
 
 import fp8q
 from fp8q import _info
-from fp8q._bench import SEED, median_seconds
-from fp8q._bench_gpu import (HOST_CALLS, host_microseconds, median_ms_cuda,
-                             unavailable_reason)
-from fp8q._bench_weight_only import print_weight_only_benchmark
+from fp8q._cli._bench import SEED, median_seconds
+from fp8q._cli._bench_gpu import (HOST_CALLS, host_microseconds,
+                                  median_ms_cuda, unavailable_reason)
+from fp8q._cli._bench_weight_only import print_weight_only_benchmark
 
 FULL_M = (16, 1024, 8192)
 FULL_NK = (4096, 8192)

@@ -17,7 +17,7 @@ import numpy as np
 
 import fp8q
 from fp8q import _info, calib
-from fp8q._bench import SEED, _Row, _Table, _with_threads
+from fp8q._cli._bench import SEED, _Row, _Table, _with_threads
 
 HISTOGRAM_BINS = 2048
 ACCEPTANCE_GB_PER_S_PER_CORE = 1.0

@@ -6,7 +6,7 @@ median_seconds, which host_microseconds reuses.
 import statistics
 
 from fp8q import _C
-from fp8q._bench import median_seconds
+from fp8q._cli._bench import median_seconds
 
 CALLS_PER_ROUND = 5  # calls per CUDA-event sample
 HOST_CALLS = 200  # calls enqueued per host-time sample

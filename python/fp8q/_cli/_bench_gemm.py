@@ -25,7 +25,7 @@ import numpy as np
 
 import fp8q
 from fp8q import _info
-from fp8q._bench import SEED, median_seconds
+from fp8q._cli._bench import SEED, median_seconds
 
 # The sweep (M x (N, K)); the default is its CPU-sized part.
 FULL_M = (1, 16, 64, 256, 1024, 4096, 8192)
