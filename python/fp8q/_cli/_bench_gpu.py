@@ -1,6 +1,6 @@
 """Helpers shared by the GPU halves of the bench commands: whether a GPU
 can be measured here, CUDA-event medians of device time, and the host's
-enqueueing time per call. Wall-time medians (CPU) are fp8q._bench's
+enqueueing time per call. Wall-time medians (CPU) are fp8q._cli._bench's
 median_seconds, which host_microseconds reuses.
 """
 import statistics
