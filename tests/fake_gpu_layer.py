@@ -1,6 +1,6 @@
 """Scenarios of the W8A8 layer's products on a GPU (csrc/cuda/layer_path.h,
 _C.linear_layer's path argument, FP8Q_CUDA_FP8_LAYER_PATH) and of the bench
-breakdown's pieces (fp8q._bench_breakdown), run in a fresh interpreter on
+breakdown's pieces (fp8q._cli._bench_breakdown), run in a fresh interpreter on
 the fake CUDA driver and cuBLASLt by tests/test_cuda_layer_path.py. Each
 function raises AssertionError on failure.
 """
@@ -9,7 +9,8 @@ import os
 import numpy as np
 
 import fp8q
-from fp8q import _C, _bench_breakdown
+from fp8q import _C
+from fp8q._cli import _bench_breakdown
 from fake_gpu_scenarios import calls
 from helpers import same_bits
 
@@ -108,7 +109,7 @@ def layer_path_argument_is_checked():
 
 
 def breakdown_pieces_add_up_to_the_layer():
-    """fp8q._bench_breakdown's pieces launch exactly the layer call's work
+    """fp8q._cli._bench_breakdown's pieces launch exactly the layer call's work
     (kernels, cuBLASLt products, copies, in order) and give its bits: the
     activation quantize + the FP8 GEMM on path "fp8" (per token, in blocks,
     with a static scale), the weight-only product on path "weight-only";

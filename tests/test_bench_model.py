@@ -64,7 +64,7 @@ def test_plain_decoder_computes_what_transformers_llama_computes(
     logits (float32 rounding apart)."""
     pytest.importorskip("transformers",
                         reason="transformers is not installed")
-    from fp8q import _bench_llama
+    from fp8q._cli import _bench_llama
 
     shape = _bench_llama.CPU_SHAPE
     llama, source = _bench_llama.build(shape, torch.float32, "cpu", seed=0)

@@ -2,6 +2,8 @@
 `python -m fp8q convert` re-laying ComfyUI, plain FP8 and optimum-quanto
 checkpoints into the vLLM / compressed-tensors layout with the codes
 untouched."""
+import ast
+import pathlib
 import subprocess
 import sys
 
@@ -107,3 +109,59 @@ def test_convert_refuses_an_inconsistent_fp8_checkpoint(tmp_path):
     assert result.returncode == 2
     assert "marker says float8_e5m2" in result.stderr
     assert not output.exists()
+
+
+# A fresh interpreter where `import torch` raises ImportError (as on a
+# machine without torch): it imports every module of fp8q._checkpoint, then
+# runs one command of `python -m fp8q`.
+WITHOUT_TORCH = (
+    "import importlib, pkgutil, sys\n"
+    "sys.modules['torch'] = None\n"
+    "import fp8q._checkpoint as package\n"
+    "for module in pkgutil.iter_modules(package.__path__):\n"
+    "    importlib.import_module('fp8q._checkpoint.' + module.name)\n"
+    "from fp8q._cli._main import main\n"
+    "sys.exit(main(sys.argv[1:]))\n")
+
+
+def test_checkpoint_reading_inspect_and_convert_need_no_torch(tmp_path):
+    """fp8q._checkpoint says it reads checkpoints without torch: every one
+    of its modules imports with torch unavailable, and inspect and convert
+    (which use only it) print and write exactly what they do with torch."""
+    state, _ = layout("comfy-scaled", tiny(), static=True)
+    source = save(str(tmp_path / "in"), state) + "/model.safetensors"
+    without = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TORCH, "inspect", source],
+        capture_output=True, text=True, timeout=300)
+    assert without.returncode == 0, without.stderr
+    assert without.stdout == run("inspect", source).stdout
+    assert "layout comfyui-scaled-fp8 (" in without.stdout
+    outputs = tmp_path / "without.safetensors", tmp_path / "with.safetensors"
+    converted = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TORCH, "convert", source,
+         str(outputs[0]), "--format", "vllm"],
+        capture_output=True, text=True, timeout=300)
+    assert converted.returncode == 0, converted.stderr
+    assert run("convert", source, outputs[1], "--format",
+               "vllm").returncode == 0
+    assert outputs[0].read_bytes() == outputs[1].read_bytes()
+
+
+def test_no_checkpoint_module_imports_torch():
+    """Not even inside a function: a torch tensor of a checkpoint's tensor
+    is fp8q.torch's (TorchFileCheckpoint.tensor)."""
+    import fp8q._checkpoint
+
+    folder = pathlib.Path(fp8q._checkpoint.__file__).parent
+    imports = []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            names = ([alias.name for alias in node.names]
+                     if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom)
+                     else [])
+            imports += [(path.name, name) for name in names
+                        if name.split(".")[0] == "torch"
+                        or name.startswith("fp8q.torch")]
+    assert len(list(folder.glob("*.py"))) >= 10
+    assert imports == []

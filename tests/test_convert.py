@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import fp8q
-from fp8q import _convert_checkpoint
+from fp8q._cli import _convert_checkpoint
 from fp8q._safetensors import SafetensorsReader, write_safetensors
 
 
@@ -340,8 +340,8 @@ def test_signal_removes_the_partial_file_and_exits_with_one_line(
                                   lambda: values) for index in range(50)], {})
     code = (
         "import os, signal, sys, time\n"
-        "from fp8q import _convert_checkpoint as c\n"
-        "from fp8q.__main__ import _parse\n"
+        "from fp8q._cli import _convert_checkpoint as c\n"
+        "from fp8q._cli._main import _parse\n"
         "def slow(index, total, name):\n"
         "    if index == 3:\n"
         "        print('ready', flush=True)\n"

@@ -10,7 +10,7 @@ import types
 import numpy as np
 
 import fp8q
-from fp8q import _demo
+from fp8q._cli import _demo
 
 from fake_gpu import TESTS, run_child
 from test_cuda_fake_device import fake_driver  # noqa: F401 (a fixture)
@@ -96,7 +96,7 @@ def test_the_demo_uses_the_cpu_where_torch_or_fp8q_has_no_gpu():
 def test_the_demo_uses_the_gpu_where_torch_and_fp8q_have_one(fake_driver):
     """fp8q on the fake driver, torch a stand-in that sees a GPU."""
     code = (f"import sys, json; sys.path.insert(0, {str(TESTS)!r}); "
-            "from test_demo import stand_in_torch; from fp8q import _demo; "
+            "from test_demo import stand_in_torch; from fp8q._cli import _demo; "
             "print(json.dumps(_demo._device(stand_in_torch(True))))")
     assert run_child(fake_driver, code) == [
         "cuda", "cuda:0 (Stand-in GPU 0)", None]

@@ -31,7 +31,7 @@
  * peak rate. Timed once (H100, 2026-11-24, docs/benchmarks.md): padded
  * products up to 1.33 times the multiply-adds were 1.23x to 3.34x faster
  * than the exact path; the threshold itself is untested
- * (python/fp8q/_bench_gemm_gpu.py has the rows that measure it).
+ * (python/fp8q/_cli/_bench_gemm_gpu.py has the rows that measure it).
  */
 #define FP8Q_MATMUL_PAD_MAX_GROWTH 2
 

@@ -1,5 +1,6 @@
-"""fp8q: exact FP8 casts, quantization, FP8 scaled matmul and calibration on
-the CPU (the CUDA backend is in progress: see fp8q.info()).
+"""fp8q: exact FP8 casts, quantization, FP8 scaled matmul and calibration, on
+the CPU and on NVIDIA GPUs (fp8q's CUDA kernels and cuBLASLt's FP8 GEMM,
+loaded at first GPU use; fp8q.info() says what this machine has).
 
 Everything numeric runs in the C extension fp8q._C; this package re-exports it
 and adds thin Python helpers: fp8q.QTensor, fp8q.finfo, the quantize /
@@ -7,7 +8,9 @@ dequantize wrappers that build and take QTensor objects, fp8q.linear (the
 nn.Linear convention over fp8q.scaled_mm), and fp8q.CalibrationCache (also
 fp8q.calib.CalibrationCache). fp8q.calib and fp8q.torch (which quantizes
 PyTorch models) are imported on first use of the attribute, so
-`import fp8q` never imports torch.
+`import fp8q` never imports torch. The command line, `python -m fp8q`, is
+fp8q._cli (its benchmarks and demo included), which the library never
+imports.
 """
 import atexit
 import importlib

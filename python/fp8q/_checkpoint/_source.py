@@ -22,8 +22,8 @@ class FileCheckpoint:
     shards of a folder (empty for a single file).
     array(key): the raw bytes as a read-only NumPy array of the tensor's
     shape (bfloat16 as uint16, FP8 as uint8), viewing the memory map.
-    tensor(key): the same bytes as a torch tensor of the tensor's dtype, no
-    copy (imports torch).
+    (fp8q.torch's subclass adds tensor(key): the same bytes as a torch
+    tensor.)
     release(key): drops the tensor's pages from resident memory once read.
     close(): unmaps the files."""
 
@@ -52,17 +52,6 @@ class FileCheckpoint:
 
     def array(self, key):
         return self._reader_of[key].tensor(key)
-
-    def tensor(self, key):
-        import warnings
-
-        import torch
-        from fp8q._checkpoint._torch_dtypes import TORCH_DTYPES
-
-        with warnings.catch_warnings():  # read-only: the loader copies it
-            warnings.simplefilter("ignore", UserWarning)
-            raw = torch.from_numpy(self.array(key))
-        return raw.view(TORCH_DTYPES[self.entries[key][0]])
 
     def release(self, key):
         self._reader_of[key].release(key)
@@ -109,17 +98,19 @@ def _shards(folder):
     return [os.path.join(folder, name) for name in files]
 
 
-def open_checkpoint(path):
-    """A FileCheckpoint of `path`: a .safetensors file, or a folder of
-    shards with its configs (config.json, hf_quant_config.json,
-    quanto_qmap.json). CheckpointError for a missing path or a folder
-    without shards; ValueError naming the file for a malformed one."""
+def open_checkpoint(path, kind=FileCheckpoint):
+    """A FileCheckpoint of `path` (an instance of `kind`, FileCheckpoint or
+    a subclass, built as kind(path, files, configs)): a .safetensors file,
+    or a folder of shards with its configs (config.json,
+    hf_quant_config.json, quanto_qmap.json). CheckpointError for a missing
+    path or a folder without shards; ValueError naming the file for a
+    malformed one."""
     path = os.fspath(path)
     if os.path.isdir(path):
         configs = {name: _read_json(os.path.join(path, name))
                    for name in CONFIG_FILES
                    if os.path.isfile(os.path.join(path, name))}
-        return FileCheckpoint(path, _shards(path), configs)
+        return kind(path, _shards(path), configs)
     if not os.path.isfile(path):
         raise CheckpointError(f"{path}: no such file or folder")
-    return FileCheckpoint(path, [path], {})
+    return kind(path, [path], {})

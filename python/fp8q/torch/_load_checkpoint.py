@@ -8,11 +8,12 @@ import os
 
 import torch
 
-from fp8q._checkpoint import CheckpointError, open_checkpoint, plan_checkpoint
+from fp8q._checkpoint import CheckpointError, plan_checkpoint
 from fp8q._checkpoint._plan import nbytes
 from fp8q.torch import _ops
 from fp8q.torch._checkpoint_report import CheckpointReport
-from fp8q.torch._checkpoint_source import StateDictCheckpoint
+from fp8q.torch._checkpoint_source import (StateDictCheckpoint,
+                                           open_torch_checkpoint)
 from fp8q.torch._checkpoint_values import check_layer_values
 from fp8q.torch._linear import FORMATS, Linear
 from fp8q.torch._meta_tensors import (left_on_meta, put_buffers,
@@ -229,7 +230,7 @@ def load_checkpoint(model, source, *, strict=True, quantization_map=None):
     carry their qualified names (fp8q.torch.Linear.set_name) into their
     errors."""
     if isinstance(source, (str, os.PathLike)):
-        checkpoint = open_checkpoint(source)
+        checkpoint = open_torch_checkpoint(source)
     elif isinstance(source, dict):
         checkpoint = StateDictCheckpoint(source)
     else:

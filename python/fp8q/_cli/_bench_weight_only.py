@@ -11,8 +11,8 @@ come from device memory and not from the L2 cache (an FP8 weight of 58 MB
 would otherwise partly stay there between calls, a bf16 one not).
 CUDA-event medians (fp8q._bench_gpu). No test asserts timings.
 """
-from fp8q._bench import SEED
-from fp8q._bench_gpu import median_ms_cuda, unavailable_reason
+from fp8q._cli._bench import SEED
+from fp8q._cli._bench_gpu import median_ms_cuda, unavailable_reason
 
 TOKENS = (1, 2, 4, 8, 9, 16, 32, 64, 65, 128, 1024)
 SHAPES = ((4096, 4096), (14336, 4096), (4096, 14336))  # (N, K)

@@ -1,6 +1,6 @@
 """`python -m fp8q bench gemm`: fp8q.scaled_mm on the CPU against NumPy's
 float32 matmul of the already-dequantized operands, measured in the same run
-(timing method as in fp8q._bench).
+(timing method as in fp8q._cli._bench).
 
 Operands: a (M, K) and the weight w (N, K) drawn from N(0, 1), quantized to
 float8_e4m3fn with row scales (a per row, w per output feature), b = w.T (the
@@ -10,7 +10,7 @@ epilogue); the peer is `a_deq @ b_deq` on float32 arrays prepared
 beforehand, i.e. the float32 GEMM alone. TFLOP/s counts 2 * M * N * K.
 
 Two measurements per shape, both reported: interleaved (the two take turns
-within every round, as in fp8q._bench), and settled (each timed in its own
+within every round, as in fp8q._cli._bench), and settled (each timed in its own
 block after a pause of SETTLE_SECONDS). They differ on small machines
 because OpenBLAS's idle threads keep spinning for a while after each NumPy
 product and take processor time from whatever runs next; the settled one is
@@ -25,7 +25,7 @@ import numpy as np
 
 import fp8q
 from fp8q import _info
-from fp8q._bench import SEED, median_seconds
+from fp8q._cli._bench import SEED, median_seconds
 
 # The issue's sweep (M x (N, K)); the default is its CPU-sized part.
 FULL_M = (1, 16, 64, 256, 1024, 4096, 8192)

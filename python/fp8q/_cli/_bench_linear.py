@@ -1,12 +1,12 @@
 """`python -m fp8q bench linear`: fp8q.torch.Linear (FP8 weights and
 activations, row scales) against a bf16 nn.Linear and optimum-quanto's
 qfloat8 QLinear when it is installed, in the same run, on the CPU (timing
-method as in fp8q._bench; there the wall time per call is the whole cost,
+method as in fp8q._cli._bench; there the wall time per call is the whole cost,
 host included) and, where PyTorch and fp8q can use a GPU, on the GPU too
 (the issue's whole sweep, CUDA-event medians, plus the host's time per
 call of enqueueing HOST_CALLS calls without synchronisation for M <= 16,
 with the verdict on issue 6's goals, then the W8A16 table of
-fp8q._bench_weight_only). `--glue` replaces the CPU sweep by
+fp8q._cli._bench_weight_only). `--glue` replaces the CPU sweep by
 the per-call overhead on tiny shapes: fp8q.torch.Linear W8A8 and W8A16
 against torch.nn.Linear in float32 and bfloat16, microseconds per call
 (GLUE_CALLS calls per sample), with the verdict on issue 21's CPU goals.
@@ -19,10 +19,10 @@ import platform
 
 import fp8q
 from fp8q import _info
-from fp8q._bench import SEED, median_seconds
-from fp8q._bench_gpu import (HOST_CALLS, host_microseconds, median_ms_cuda,
-                             unavailable_reason)
-from fp8q._bench_weight_only import print_weight_only_benchmark
+from fp8q._cli._bench import SEED, median_seconds
+from fp8q._cli._bench_gpu import (HOST_CALLS, host_microseconds,
+                                  median_ms_cuda, unavailable_reason)
+from fp8q._cli._bench_weight_only import print_weight_only_benchmark
 
 FULL_M = (16, 1024, 8192)
 FULL_NK = (4096, 8192)

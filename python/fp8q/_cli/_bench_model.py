@@ -25,10 +25,11 @@ import functools
 import platform
 
 import fp8q
-from fp8q import _bench_llama, _info
-from fp8q._bench import SEED, median_seconds
-from fp8q._bench_gpu import median_ms_cuda, unavailable_reason
-from fp8q._weight_memory import linear_weight_bytes
+from fp8q import _info
+from fp8q._cli import _bench_llama
+from fp8q._cli._bench import SEED, median_seconds
+from fp8q._cli._bench_gpu import median_ms_cuda, unavailable_reason
+from fp8q._cli._weight_memory import linear_weight_bytes
 
 CPU_TOKENS = (1, 16, 128)
 GPU_TOKENS = (1, 16, 2048, 8192)

@@ -1,12 +1,12 @@
 """Helpers shared by the GPU halves of the bench commands: whether a GPU
 can be measured here, CUDA-event medians of device time, and the host's
-enqueueing time per call. Wall-time medians (CPU) are fp8q._bench's
+enqueueing time per call. Wall-time medians (CPU) are fp8q._cli._bench's
 median_seconds, which host_microseconds reuses.
 """
 import statistics
 
 from fp8q import _C
-from fp8q._bench import median_seconds
+from fp8q._cli._bench import median_seconds
 
 CALLS_PER_ROUND = 5  # calls per CUDA-event sample
 HOST_CALLS = 200  # calls enqueued per host-time sample

@@ -27,7 +27,7 @@ from the GPU tensor (reduced on the GPU into a state kept there, no host
 wait), each against a copy of the bytes it must move.
 """
 import fp8q
-from fp8q._bench_gpu import median_ms_cuda, unavailable_reason
+from fp8q._cli._bench_gpu import median_ms_cuda, unavailable_reason
 
 DEFAULT_BYTES = 512 << 20  # bfloat16 input: 256 Mi elements
 GOAL_OF_COPY = 0.90

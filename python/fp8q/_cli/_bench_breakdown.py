@@ -25,8 +25,8 @@ import sys
 
 import fp8q
 from fp8q import _C
-from fp8q._bench import SEED
-from fp8q._bench_gpu import host_microseconds, median_ms_cuda, \
+from fp8q._cli._bench import SEED
+from fp8q._cli._bench_gpu import host_microseconds, median_ms_cuda, \
     unavailable_reason
 
 # (N, K) of the goals: Llama-3-8B's q/o, gate/up and down

@@ -17,8 +17,8 @@ rule (pad while the padded product is at most twice the work; timed once,
 docs/benchmarks.md's GPU section).
 """
 import fp8q
-from fp8q._bench_gpu import (host_microseconds, median_ms_cuda,
-                             unavailable_reason)
+from fp8q._cli._bench_gpu import (host_microseconds, median_ms_cuda,
+                                  unavailable_reason)
 
 M_VALUES = [1, 16, 64, 256, 1024, 4096, 8192]
 NK_VALUES = [(4096, 4096), (14336, 4096), (4096, 14336), (8192, 8192)]

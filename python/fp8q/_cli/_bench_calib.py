@@ -1,6 +1,6 @@
 """`python -m fp8q bench calib`: CPU throughput of the calibrators' update()
 against the NumPy code that does the same job, measured in the same run
-(timing method and table as in fp8q._bench).
+(timing method and table as in fp8q._cli._bench).
 
 Peers: `np.abs(x).max()` for MaxCalibrator.update, and
 `np.histogram(np.abs(x), bins, range=(0, amax))` after `np.abs(x).max()` for
@@ -17,7 +17,7 @@ import numpy as np
 
 import fp8q
 from fp8q import _info, calib
-from fp8q._bench import SEED, _Row, _Table, _with_threads
+from fp8q._cli._bench import SEED, _Row, _Table, _with_threads
 
 HISTOGRAM_BINS = 2048
 ACCEPTANCE_GB_PER_S_PER_CORE = 1.0
@@ -25,7 +25,7 @@ ACCEPTANCE_GB_PER_S_PER_CORE = 1.0
 
 def measure(x, repeats):
     """Times the updates on the float32 array x; returns the filled
-    fp8q._bench._Table."""
+    fp8q._cli._bench._Table."""
     threads = fp8q.get_num_threads()
     table = _Table(repeats)
     max_calibrator = calib.MaxCalibrator()

@@ -19,9 +19,9 @@ import copy
 import numpy as np
 
 import fp8q
-from fp8q._bench import median_seconds
-from fp8q._bench_gpu import unavailable_reason
-from fp8q._weight_memory import linear_weight_bytes
+from fp8q._cli._bench import median_seconds
+from fp8q._cli._bench_gpu import unavailable_reason
+from fp8q._cli._weight_memory import linear_weight_bytes
 
 SENTENCES = [
     "The quick brown fox jumps over the lazy dog.",
