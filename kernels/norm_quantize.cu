@@ -15,36 +15,27 @@
 static_assert(sizeof(fp8q_norm_quantize_args) == 88,
               "fp8q_norm_quantize_args must match the host's layout");
 
-/* The sum of `value` over the block, in every thread (a fixed tree: warp
- * shuffles, then the warps' sums by the first warp). */
+/* The sum of `value` over the block of FP8Q_NORM_QUANTIZE_THREADS, in
+ * every thread: each warp's by a butterfly of shuffles, then every thread
+ * adds the warps' sums in warp order (the same bits in each). */
 static __device__ float norm_block_sum(float value)
 {
     __shared__ float warp_sum[FP8Q_NORM_QUANTIZE_THREADS / FP8Q_WARP_SIZE];
-    __shared__ float total;
-    const unsigned lane = threadIdx.x % FP8Q_WARP_SIZE;
-    const unsigned warp = threadIdx.x / FP8Q_WARP_SIZE;
-    int offset;
+    float total = 0.0f;
 
-    for (offset = FP8Q_WARP_SIZE / 2; offset > 0; offset /= 2) {
-        value = __fadd_rn(value, __shfl_xor_sync(0xFFFFFFFFu, value, offset));
+    for (int lane_mask = FP8Q_WARP_SIZE / 2; lane_mask > 0; lane_mask /= 2) {
+        value = __fadd_rn(value, __shfl_xor_sync(0xFFFFFFFFu, value, lane_mask));
     }
-    if (lane == 0) {
-        warp_sum[warp] = value;
-    }
-    __syncthreads();
-    if (warp == 0) {
-        value = lane < blockDim.x / FP8Q_WARP_SIZE ? warp_sum[lane] : 0.0f;
-        for (offset = FP8Q_WARP_SIZE / 2; offset > 0; offset /= 2) {
-            value = __fadd_rn(value, __shfl_xor_sync(0xFFFFFFFFu, value, offset));
-        }
-        if (lane == 0) {
-            total = value;
-        }
+    if (threadIdx.x % FP8Q_WARP_SIZE == 0) {
+        warp_sum[threadIdx.x / FP8Q_WARP_SIZE] = value;
     }
     __syncthreads();
-    value = total;
-    __syncthreads(); /* total and warp_sum are reused by the next call */
-    return value;
+#pragma unroll
+    for (int w = 0; w < FP8Q_NORM_QUANTIZE_THREADS / FP8Q_WARP_SIZE; w++) {
+        total = __fadd_rn(total, warp_sum[w]);
+    }
+    __syncthreads(); /* warp_sum is written again by the next call */
+    return total;
 }
 
 /* The maximum of `bits` over the block, in every thread. */

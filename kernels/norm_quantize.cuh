@@ -12,7 +12,8 @@
  *   reference computes the same element arithmetic (core/norm_formula.h),
  *   the same rounding into x's dtype and the same codes and scales from
  *   them; the row's sums are float32 here (each thread's strided partial
- *   sum, then a tree over the block), float64 on the CPU, so `normed` may
+ *   sum, each warp's by shuffles, then the warps' in order), float64 on
+ *   the CPU, so `normed` may
  *   differ from the CPU's where the spread's float32 rounding does.
  *   block: FP8Q_NORM_QUANTIZE_THREADS threads; no dynamic shared memory.
  *   grid: any size >= 1; block b handles rows b, b + grid, ...; the host
