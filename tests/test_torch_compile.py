@@ -151,6 +151,7 @@ def test_fused_norms_compile_without_graph_breaks():
     x = torch.randn(2, 7, 64)
     with torch.no_grad():
         eager = model(x)
+        assert hasattr(model.input_layernorm(x), "_fp8q_quantized")
         torch._dynamo.reset()
         explanation = torch._dynamo.explain(model)(x)
         assert explanation.graph_break_count == 0, explanation.break_reasons
