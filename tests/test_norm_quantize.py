@@ -237,3 +237,20 @@ def test_fuse_norms_needs_per_token_activations():
     with pytest.raises(ValueError, match="fuse_norms"):
         fpt.quantize(model, activations="e4m3", granularity="block",
                      fuse_norms=True)
+
+
+def test_inference_mode_takes_the_codes_too():
+    """Inference tensors have no version counter: the handoff still works
+    (the bench and generate() run under torch.inference_mode)."""
+    model = tiny_llama()
+    unfused = fpt.quantize(copy.deepcopy(model), activations="e4m3")
+    fused = fpt.quantize(copy.deepcopy(model), activations="e4m3",
+                         fuse_norms=True)
+    ids = torch.randint(0, 128, (1, 5), generator=torch.Generator()
+                        .manual_seed(2))
+    with torch.inference_mode():
+        normed = fused.model.layers[0].input_layernorm(
+            fused.model.embed_tokens(ids))
+        assert _fused_norm.quantized_input(normed) is not None
+        want, got = unfused(ids).logits, fused(ids).logits
+    assert (got - want).abs().max() <= 1e-4 * want.abs().max()

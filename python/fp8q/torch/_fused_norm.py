@@ -9,7 +9,8 @@ The handoff: the fused norm's output tensor carries (version, codes,
 scale) as an attribute; a layer marked to read it (reads_quantized_input)
 uses them when the tensor it is given is that output, unmodified
 (tensor._version unchanged), and quantizes x itself otherwise (a view, a
-copy, anything else). The codes are exactly fp8q.quantize(output,
+copy, anything else; under torch.inference_mode, whose tensors have no
+version counter, an in-place change is not detected). The codes are exactly fp8q.quantize(output,
 granularity="row"), what the layer computes itself, so either way the
 layer's result is the same bits. Under torch.compile / export, with
 gradients, or when the norm's weight dtype differs from x's, the norm
@@ -35,7 +36,7 @@ def quantized_input(x):
     """(codes, scale) a fused norm attached to x, when x is that norm's
     output and unmodified since; else None."""
     held = getattr(x, HANDOFF, None)
-    if held is None or held[0] != x._version:
+    if held is None or (held[0] is not None and held[0] != x._version):
         return None
     return held[1], held[2]
 
@@ -91,7 +92,11 @@ def _fused_forward(self, x):
         return super(type(self), self).forward(x)
     normed, codes, scale = _ops.norm_quantize_forward(
         x, weight, bias, epsilon, layer_norm)
-    setattr(normed, HANDOFF, (normed._version, codes, scale))
+    # Inference tensors (torch.inference_mode) have no version counter:
+    # an in-place change of the output there goes unnoticed (nothing in
+    # the decoders fuse_decoder_norms recognises makes one).
+    version = None if normed.is_inference() else normed._version
+    setattr(normed, HANDOFF, (version, codes, scale))
     return normed
 
 
