@@ -254,3 +254,19 @@ def test_inference_mode_takes_the_codes_too():
         assert _fused_norm.quantized_input(normed) is not None
         want, got = unfused(ids).logits, fused(ids).logits
     assert (got - want).abs().max() <= 1e-4 * want.abs().max()
+
+
+def test_norms_that_compute_otherwise_are_left_unfused():
+    """Gemma's RMSNorm multiplies by 1 + weight: the probe sees it and
+    leaves it in float (no fusion, no error); a meta-device model fuses
+    nothing either."""
+    model = tiny_llama()
+    for layer in model.model.layers:
+        norm = layer.input_layernorm
+        norm.forward = (lambda x, norm=norm: torch.nn.functional.rms_norm(
+            x, (x.shape[-1],), 1 + norm.weight, norm.variance_epsilon))
+    assert _fused_norm._plain_rms_norm(model.model.layers[0]
+                                       .input_layernorm) is False
+    with torch.device("meta"):
+        meta_norm = type(model.model.norm)(64)
+    assert _fused_norm.norm_parameters(meta_norm) is None

@@ -66,14 +66,19 @@ def norm_parameters(norm):
 def _plain_rms_norm(norm):
     """Whether a transformers RMSNorm multiplies by weight itself (Llama's
     kind), not by 1 + weight (Gemma's), which fp8q's op does not compute:
-    probed on one row."""
-    row = torch.linspace(-1.0, 1.0, norm.weight.numel(), dtype=torch.float32,
-                         device=norm.weight.device)
-    with torch.no_grad():
-        expected = row * torch.rsqrt(row.pow(2).mean() + norm.variance_epsilon)
-        got = norm(row.to(norm.weight.dtype)).float()
-        return bool(torch.allclose(got, expected * norm.weight.float(),
-                                   rtol=1e-2, atol=1e-3))
+    probed on one row. A norm that cannot be probed (weights on the meta
+    device, say) counts as not plain: it is left unfused."""
+    try:
+        row = torch.linspace(-1.0, 1.0, norm.weight.numel(),
+                             dtype=torch.float32, device=norm.weight.device)
+        with torch.no_grad():
+            expected = row * torch.rsqrt(row.pow(2).mean()
+                                         + norm.variance_epsilon)
+            got = norm(row.to(norm.weight.dtype)).float()
+            return bool(torch.allclose(got, expected * norm.weight.float(),
+                                       rtol=1e-2, atol=1e-3))
+    except (RuntimeError, TypeError, ValueError, NotImplementedError):
+        return False
 
 
 def _fused_forward(self, x):
