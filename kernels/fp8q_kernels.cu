@@ -8,6 +8,7 @@
 #include "amax.cu"
 #include "scale.cu"
 #include "quantize_rows.cu"
+#include "norm_quantize.cu"
 #include "epilogue.cu"
 #include "transpose.cu"
 #include "gather.cu"

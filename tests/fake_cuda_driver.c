@@ -60,10 +60,12 @@
 #include "core/dtype.h"
 #include "core/float_codec.h"
 #include "core/histogram_bins.h"
+#include "core/norm_formula.h"
 #include "core/scale_formula.h"
 #include "epilogue.cuh"
 #include "gather.cuh"
 #include "gemv.cuh"
+#include "norm_quantize.cuh"
 #include "pad.cuh"
 #include "quantize_rows.cuh"
 #include "scale.cuh"
@@ -525,6 +527,64 @@ static void quantize_rows(const fp8q_quantize_rows_args *args)
     }
 }
 
+/* kernels/norm_quantize.cuh on the host: the row's sums in float32 in
+ * element order (a block of one thread), then the contract's element
+ * arithmetic, rounding and quantize. Refuses (nonzero) another block size. */
+static int run_norm_quantize(const fp8q_norm_quantize_args *args,
+                             unsigned int block_x)
+{
+    int64_t row, column;
+    if (block_x != FP8Q_NORM_QUANTIZE_THREADS || args->row_length < 1) {
+        return 1;
+    }
+    for (row = 0; row < args->n_rows; row++) {
+        const int64_t first = row * args->row_length;
+        const float length = (float)args->row_length;
+        float mean = 0.0f, sum = 0.0f, inverse, scale;
+        uint32_t amax = 0u;
+        for (column = 0; args->layer_norm && column < args->row_length;
+             column++) {
+            sum += load_element(args->source, first + column,
+                                args->source_dtype);
+        }
+        mean = args->layer_norm ? sum / length : 0.0f;
+        sum = 0.0f;
+        for (column = 0; column < args->row_length; column++) {
+            const float centred =
+                load_element(args->source, first + column,
+                             args->source_dtype) - mean;
+            const float square = centred * centred;
+            sum += square;
+        }
+        inverse = fp8q_norm_inverse(sum / length, args->epsilon);
+        for (column = 0; column < args->row_length; column++) {
+            const float value = fp8q_norm_value(
+                load_element(args->source, first + column,
+                             args->source_dtype),
+                mean, inverse,
+                load_element(args->weight, column, args->weight_dtype),
+                args->bias == NULL ? 0.0f
+                                   : load_element(args->bias, column,
+                                                  args->weight_dtype),
+                args->bias != NULL);
+            store_element(args->normed, first + column, args->source_dtype,
+                          value, 1);
+        }
+        amax = run_amax(args->normed, first, args->row_length,
+                        args->source_dtype);
+        scale = fp8q_scale_from_amax(fp8q_bits_to_float(amax), args->max, 0);
+        args->scale[row] = scale;
+        for (column = 0; column < args->row_length; column++) {
+            const float value = load_element(args->normed, first + column,
+                                             args->source_dtype);
+            store_element(args->codes, first + column, FP8Q_FLOAT8_E4M3FN,
+                          fp8q_scaling_result(value / scale, value, scale),
+                          1);
+        }
+    }
+    return 0;
+}
+
 static void run_amax_columns(const fp8q_amax_columns_args *args)
 {
     int64_t row, column;
@@ -854,7 +914,7 @@ static const char *const kernel_names[] = {
     FP8Q_GEMV_FP8_KERNEL_2, FP8Q_GEMV_FP8_KERNEL_4, FP8Q_GEMV_FP8_KERNEL_8,
     FP8Q_GEMV_FP8_KERNEL_TC16, FP8Q_GEMV_FP8_KERNEL_TC64,
     FP8Q_CAST_TO_FP8_KERNEL, FP8Q_CAST_FROM_FP8_KERNEL,
-    FP8Q_QUANTIZE_ROWS_WARPS_KERNEL};
+    FP8Q_QUANTIZE_ROWS_WARPS_KERNEL, FP8Q_NORM_QUANTIZE_KERNEL};
 
 static result_t fake_module_get_function(void **function, void *module,
                                          const char *name)
@@ -981,6 +1041,10 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
     else if (strcmp(name, FP8Q_QUANTIZE_ROWS_WARPS_KERNEL) == 0) {
         return run_quantize_rows_warps(
             (const fp8q_quantize_rows_args *)parameters[0], block_x);
+    }
+    else if (strcmp(name, FP8Q_NORM_QUANTIZE_KERNEL) == 0) {
+        return run_norm_quantize(
+            (const fp8q_norm_quantize_args *)parameters[0], block_x);
     }
     else if (strcmp(name, FP8Q_EPILOGUE_KERNEL) == 0) {
         run_epilogue((const fp8q_epilogue_args *)parameters[0]);

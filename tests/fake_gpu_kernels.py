@@ -425,3 +425,44 @@ def linear_weight_only_runs_every_row():
         got = np.asarray(fp8q.cast(y.cpu(), "float32"))
         assert np.abs(got - expected).max() <= (
             OUTPUT_ULP[dtype] + k * 2.0 ** -22) * np.abs(expected).max(), key
+
+
+def norm_quantize_runs_a_block_per_row():
+    """fp8q_norm_quantize (kernels/norm_quantize.cuh) runs one block of 256
+    threads per row, so its grid grows with the rows (a small input takes
+    few blocks, many rows fill the device); it normalises within float32
+    rounding of the CPU reference (its sums run in another order) and its
+    codes and scales are exactly fp8q.quantize of what it wrote."""
+    for rows, layer_norm in ((3, False), (40, True), (1000, False)):
+        rng = np.random.default_rng(rows)
+        host = (rng.standard_normal((rows, 320)) * 2).astype(np.float32)
+        weight = (rng.random(320) + 0.5).astype(np.float32)
+        bias = rng.standard_normal(320).astype(np.float32)
+
+        def run(device):
+            x = fp8q.asarray(host, dtype="bfloat16", device=device)
+            normed = fp8q.asarray(np.zeros_like(host), dtype="bfloat16",
+                                  device=device)
+            codes = fp8q.asarray(np.zeros(host.shape, np.uint8)).view(
+                "float8_e4m3fn").to(device)
+            scale = fp8q.asarray(np.zeros((rows, 1), np.float32),
+                                 device=device)
+            _C.norm_quantize(
+                x, fp8q.asarray(weight, device=device),
+                fp8q.asarray(bias, device=device) if layer_norm else None,
+                normed, codes, scale, 1e-5, layer_norm, None)
+            return [np.asarray(fp8q.cast(t.cpu(), "float32")
+                               if t.dtype.name != "float32" else t.cpu())
+                    for t in (normed, codes, scale)]
+
+        launched = launches(lambda: run("cuda"))
+        assert launched == [("fp8q_norm_quantize", rows, 256)], launched
+        gpu_normed, gpu_codes, gpu_scale = run("cuda")
+        cpu_normed = run("cpu")[0]
+        assert np.allclose(gpu_normed, cpu_normed, rtol=2.0 ** -7, atol=0)
+        again = fp8q.quantize(fp8q.asarray(gpu_normed, dtype="bfloat16"),
+                              "float8_e4m3fn", granularity="row")
+        assert np.array_equal(np.asarray(fp8q.cast(again.data, "float32")),
+                              gpu_codes)
+        assert np.array_equal(np.asarray(again.scale), gpu_scale)
+    assert rows >= FULL_DEVICE

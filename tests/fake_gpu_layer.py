@@ -101,11 +101,11 @@ def layer_path_argument_is_checked():
         else:
             raise AssertionError(f"path {path!r} was taken")
     try:
-        _C.linear_layer(*arguments, None, None)
+        _C.linear_layer(*arguments, None, None, None)
     except TypeError as error:
-        assert "takes 7 or 8 positional arguments (9 given)" in str(error)
+        assert "takes 7 to 9 positional arguments (10 given)" in str(error)
     else:
-        raise AssertionError("9 arguments were taken")
+        raise AssertionError("10 arguments were taken")
 
 
 def breakdown_pieces_add_up_to_the_layer():
@@ -144,3 +144,35 @@ def breakdown_pieces_add_up_to_the_layer():
                     continue
                 assert layer_work == piece_work, (name, dtype, m, layer_work)
                 assert same_bits(host(layer), host(result)), (name, dtype, m)
+
+
+def layer_takes_quantized_activations():
+    """linear_layer's `quantized` (a fused norm's codes and row scales):
+    the FP8 product reads them and launches no quantize kernel, with the
+    same bits as quantizing x itself; block weights refuse them."""
+    rng = np.random.default_rng(53)
+    for name, w, bias in layer_weights(rng):
+        x = tokens_on_gpu(rng, 24, "bfloat16")
+        weight = fp8q.asarray(np.ones(K, np.float32), device="cuda")
+        normed = fp8q.cast(x, "bfloat16")
+        codes = fp8q.asarray(np.zeros((24, K), np.uint8)).view(
+            "float8_e4m3fn").to("cuda")
+        scale = fp8q.asarray(np.zeros((24, 1), np.float32), device="cuda")
+        _C.norm_quantize(x, weight, None, normed, codes, scale, 1e-6, False,
+                         None)
+        arguments = (normed, w.data, w.scale, bias, None, name, None, "fp8")
+        if name == "block":
+            try:
+                _C.linear_layer(*arguments, (codes, scale))
+            except ValueError as error:
+                assert "quantized activations need" in str(error), error
+            else:
+                raise AssertionError("block weights took codes")
+            continue
+        expected = _C.linear_layer(*arguments)
+        got, work = work_of(lambda: _C.linear_layer(*arguments,
+                                                    (codes, scale)))
+        assert same_bits(host(got), host(expected)), name
+        assert "cublasLtMatmul" in work, work
+        assert not any(step.startswith("fp8q_quantize") for step in work), (
+            work)

@@ -20,6 +20,7 @@ from test_cuda_fake_device import fake_driver  # noqa: F401 (a fixture)
     "gemv_decodes_every_code",
     "gemv_declines_what_it_does_not_take",
     "linear_weight_only_runs_every_row",
+    "norm_quantize_runs_a_block_per_row",
 ])
 def test_kernel_scenario(fake_driver, name, tmp_path):
     code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); "

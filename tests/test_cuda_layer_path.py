@@ -38,6 +38,10 @@ def test_layer_path_argument_is_checked(fake_driver, tmp_path):
     run_scenario(fake_driver, "layer_path_argument_is_checked", tmp_path)
 
 
+def test_layer_takes_quantized_activations(fake_driver, tmp_path):
+    run_scenario(fake_driver, "layer_takes_quantized_activations", tmp_path)
+
+
 @pytest.mark.parametrize("cc", ["9.0", "8.6"])
 def test_breakdown_pieces_add_up_to_the_layer(fake_driver, tmp_path, cc):
     run_scenario(fake_driver, "breakdown_pieces_add_up_to_the_layer",

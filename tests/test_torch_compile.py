@@ -92,3 +92,68 @@ def test_fake_implementations_give_shapes_and_dtypes():
     assert y.shape == w.shape == (2, 3, 160) and y.dtype == torch.bfloat16
     assert codes.dtype == torch.float8_e5m2 and codes.shape == (300, 200)
     assert scale.dtype == torch.float32 and scale.shape == (3, 2)
+
+
+def test_norm_quantize_compiles_to_the_eager_bits():
+    """torch.ops.fp8q.norm_quantize traces as one opaque op (its fake
+    implementation): fullgraph works and the compiled call gives the eager
+    normed output, codes and scales bit for bit."""
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randn(5, 64, generator=generator).to(torch.bfloat16)
+    weight = torch.rand(64, generator=generator).to(torch.bfloat16) + 0.5
+
+    def norm(x):
+        return torch.ops.fp8q.norm_quantize(x, weight, None, 1e-6, False)
+
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(norm)(x)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    compiled = torch.compile(norm, fullgraph=True)(x)
+    for got, want in zip(compiled, norm(x)):
+        assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))
+
+
+class _Attention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q_proj = torch.nn.Linear(64, 64)
+        self.k_proj = torch.nn.Linear(64, 32)
+        self.v_proj = torch.nn.Linear(64, 32)
+
+    def forward(self, x):
+        return torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], -1)
+
+
+class _DecoderLayer(torch.nn.Module):
+    """The module names of transformers' Llama decoder layer (the pattern
+    fuse_norms recognises), with torch.nn.RMSNorm."""
+
+    def __init__(self):
+        super().__init__()
+        self.input_layernorm = torch.nn.RMSNorm(64, eps=1e-6)
+        self.self_attn = _Attention()
+
+    def forward(self, x):
+        return self.self_attn(self.input_layernorm(x))
+
+
+def test_fused_norms_compile_without_graph_breaks():
+    """Under torch.compile a fused norm runs its own float forward (inductor
+    fuses it with its neighbours; the handoff is eager only) and the layers
+    quantize themselves: no graph break, and the compiled model agrees with
+    the eager fused one within the FP8 rounding of a token's codes."""
+    torch.manual_seed(4)
+    model = _DecoderLayer()
+    with torch.no_grad():
+        model.input_layernorm.weight.uniform_(0.5, 1.5)
+    fpt.quantize(model, activations="e4m3", fuse_norms=True)
+    assert type(model.input_layernorm).__name__ == "Fp8qFusedRMSNorm"
+    x = torch.randn(2, 7, 64)
+    with torch.no_grad():
+        eager = model(x)
+        assert hasattr(model.input_layernorm(x), "_fp8q_quantized")
+        torch._dynamo.reset()
+        explanation = torch._dynamo.explain(model)(x)
+        assert explanation.graph_break_count == 0, explanation.break_reasons
+        compiled = torch.compile(model, fullgraph=True)(x)
+    assert (compiled - eager).abs().max() <= 0.02 * eager.abs().max()

@@ -339,6 +339,23 @@ fp8q_status fp8q_cuda_launch_quantize_rows(
                          (unsigned int)threads, &block_loop, stream, error);
 }
 
+fp8q_status fp8q_cuda_launch_norm_quantize(
+    const fp8q_cuda_device *device, const fp8q_norm_quantize_args *args,
+    fp8q_cu_stream stream, fp8q_error *error)
+{
+    const fp8q_status status = fp8q_norm_quantize_check(args, error);
+
+    if (status != FP8Q_OK || args->n_rows == 0) {
+        return status;
+    }
+    return launch_blocks(
+        device, FP8Q_KERNEL_NORM_QUANTIZE,
+        (unsigned int)(args->n_rows < FP8Q_NORM_QUANTIZE_MAX_GRID
+                           ? args->n_rows
+                           : FP8Q_NORM_QUANTIZE_MAX_GRID),
+        FP8Q_NORM_QUANTIZE_THREADS, args, stream, error);
+}
+
 fp8q_status fp8q_cuda_launch_epilogue(const fp8q_cuda_device *device,
                                       const fp8q_epilogue_args *args,
                                       fp8q_cu_stream stream,

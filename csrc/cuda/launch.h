@@ -16,10 +16,12 @@
 #include "epilogue.cuh"
 #include "gather.cuh"
 #include "gemv.cuh"
+#include "norm_quantize.cuh"
 #include "pad.cuh"
 #include "quantize_rows.cuh"
 #include "scale.cuh"
 #include "transpose.cuh"
+#include "core/norm_quantize.h"
 #include "core/status.h"
 #include "cuda/driver.h"
 
@@ -78,6 +80,15 @@ fp8q_status fp8q_cuda_launch_scales_from_amax(
  * is ignored (the launch sets it). */
 fp8q_status fp8q_cuda_launch_quantize_rows(
     const fp8q_cuda_device *device, const fp8q_quantize_rows_args *args,
+    fp8q_cu_stream stream, fp8q_error *error);
+
+/* The fused norm + per-token quantize kernel (kernels/norm_quantize.cuh)
+ * over args->n_rows rows: one block of FP8Q_NORM_QUANTIZE_THREADS per row,
+ * up to FP8Q_NORM_QUANTIZE_MAX_GRID blocks (each then taking several
+ * rows). Nothing for 0 rows; FP8Q_ERROR_VALUE / TYPE as
+ * fp8q_norm_quantize_check. */
+fp8q_status fp8q_cuda_launch_norm_quantize(
+    const fp8q_cuda_device *device, const fp8q_norm_quantize_args *args,
     fp8q_cu_stream stream, fp8q_error *error);
 
 /* The matrix-multiply epilogue over args->m x args->n values (when

@@ -763,5 +763,6 @@ int fp8q_py_scaled_mm_cuda_init(PyObject *module);
 int fp8q_py_dlpack_exchange_init(PyObject *module);
 int fp8q_py_scaled_mm_paths_init(PyObject *module);
 int fp8q_py_linear_layer_init(PyObject *module);
+int fp8q_py_norm_quantize_init(PyObject *module);
 
 #endif /* FP8Q_PYTHON_BINDING_H */

@@ -2,8 +2,10 @@
  * linear_layer.c - the forward pass of an fp8q.torch.Linear in one C call:
  *
  *   _C.linear_layer(x, weight, weight_scale, bias, input_scale,
- *                   granularity, stream[, path])
+ *                   granularity, stream[, path[, quantized]])
  *                                          W8A8: y = x @ W.T + bias
+ *                                          (quantized: x's codes and row
+ *                                          scales, already computed)
  *                                          (few tokens on a GPU: the
  *                                          weight-only product,
  *                                          cuda/layer_path.h)
@@ -22,6 +24,7 @@
  * the numbers are the same either way: exactly fp8q.quantize of each token
  * followed by fp8q.scaled_mm, as fp8q.linear computes them (docs/torch.md).
  */
+#include <math.h>
 #include <string.h>
 
 #include "python/binding.h"
@@ -50,6 +53,7 @@ typedef struct layer_call {
     fp8q_TensorObject *input_scale; /* NULL or one float32            */
     fp8q_TensorObject *codes;       /* x quantized, (M, K) e4m3fn     */
     fp8q_TensorObject *x_scale;
+    int quantized;               /* codes, x_scale given by the caller */
     fp8q_TensorObject *out_rows; /* the result as (M, N)               */
     PyObject *result;            /* what the call returns             */
 } layer_call;
@@ -571,6 +575,61 @@ static int import_activation_arguments(layer_call *call, PyObject *bias,
     return 0;
 }
 
+/* quantized=(codes, scale) of linear_layer: x's float8_e4m3fn codes (M*K
+ * values) and its float32 row scales (M values), both C-contiguous on x's
+ * device, for "row" / "tensor" weights without input_scale. Imported into
+ * call->codes and call->x_scale ((M, K) and (M, 1) views); 0, or -1 with
+ * ValueError / TypeError. */
+static int given_activations(layer_call *call, int64_t m, int64_t k)
+{
+    fp8q_TensorObject *codes = call->codes, *scale = call->x_scale;
+
+    call->codes = call->x_scale = NULL;
+    if (call->input_scale != NULL ||
+        call->granularity == FP8Q_GRANULARITY_BLOCK) {
+        PyErr_SetString(PyExc_ValueError,
+                        LAYER ": quantized activations need dynamic per-token "
+                        "scales (no input_scale, \"row\" or \"tensor\" "
+                        "weight scales)");
+    }
+    else if (codes->view.dtype != FP8Q_FLOAT8_E4M3FN ||
+             scale->view.dtype != FP8Q_FLOAT32 ||
+             fp8q_view_size(&codes->view) != m * k ||
+             fp8q_view_size(&scale->view) != m ||
+             !fp8q_view_is_contiguous(&codes->view) ||
+             !fp8q_view_is_contiguous(&scale->view)) {
+        PyErr_Format(PyExc_ValueError,
+                     LAYER ": quantized must be C-contiguous float8_e4m3fn "
+                     "codes of x's %lld x %lld values and %lld float32 row "
+                     "scales",
+                     (long long)m, (long long)k, (long long)m);
+    }
+    else {
+        call->codes = matrix_view(codes, m, k);
+        call->x_scale = call->codes != NULL ? matrix_view(scale, m, 1) : NULL;
+    }
+    Py_DECREF(codes);
+    Py_DECREF(scale);
+    return call->x_scale == NULL ? -1 : 0;
+}
+
+/* CPU, quantized activations: the rows whose scale is not finite (a token
+ * that held NaN or infinity) flagged in `nonfinite`. */
+static int nonfinite_scales(layer_call *call, uint8_t *nonfinite,
+                            int64_t *n_nonfinite)
+{
+    const float *scale = (const float *)call->x_scale->view.data;
+    const int64_t m = call->x_scale->view.shape[0];
+    int64_t row;
+
+    *n_nonfinite = 0;
+    for (row = 0; row < m; row++) {
+        nonfinite[row] = (uint8_t)!isfinite(scale[row]);
+        *n_nonfinite += nonfinite[row];
+    }
+    return 0;
+}
+
 /* Allocates the result (x's leading shape, N) and runs quantize + product
  * into it. */
 static int forward(layer_call *call)
@@ -618,18 +677,22 @@ static int forward(layer_call *call)
         return 0;
     }
     on_gpu = call->device.type == FP8Q_DEVICE_CUDA;
-    if (make_activation_buffers(call, m, k, on_gpu) < 0) {
+    if (call->quantized ? given_activations(call, m, k) < 0
+                        : make_activation_buffers(call, m, k, on_gpu) < 0) {
         return -1;
     }
     if (on_gpu) {
-        return quantize_on_gpu(call) < 0 ? -1 : multiply(call);
+        return !call->quantized && quantize_on_gpu(call) < 0 ? -1
+                                                             : multiply(call);
     }
     nonfinite = (uint8_t *)PyMem_Malloc((size_t)m);
     if (nonfinite == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    if (quantize_on_cpu(call, nonfinite, &n_nonfinite) == 0 &&
+    if ((call->quantized ? nonfinite_scales(call, nonfinite, &n_nonfinite)
+                         : quantize_on_cpu(call, nonfinite, &n_nonfinite)) ==
+            0 &&
         multiply(call) == 0) {
         fp8q_error error;
         fp8q_status status = FP8Q_OK;
@@ -870,6 +933,32 @@ static int parse_path(PyObject *path_object, fp8q_layer_path *path)
     return -1;
 }
 
+/* linear_layer's `quantized`: None, or (codes, scale) imported as
+ * call->codes and call->x_scale (checked by given_activations once x's
+ * shape is known). Call after import_x. */
+static int import_quantized(layer_call *call, PyObject *quantized)
+{
+    if (quantized == Py_None) {
+        return 0;
+    }
+    if (!PyTuple_Check(quantized) || PyTuple_GET_SIZE(quantized) != 2) {
+        PyErr_SetString(PyExc_TypeError,
+                        LAYER ": quantized must be None or (codes, scale)");
+        return -1;
+    }
+    call->codes = import(call, PyTuple_GET_ITEM(quantized, 0), "codes");
+    call->x_scale = call->codes != NULL
+                        ? import(call, PyTuple_GET_ITEM(quantized, 1),
+                                 "scale")
+                        : NULL;
+    call->quantized = 1;
+    return call->x_scale == NULL ||
+                   check_device(call, call->codes, "codes") < 0 ||
+                   check_device(call, call->x_scale, "scale") < 0
+               ? -1
+               : 0;
+}
+
 /* The W8A8 forward: the weight-only product for as many tokens as `path`
  * allows on x's GPU (cuda/layer_path.h) where its kernels take the call,
  * else quantize + FP8 GEMM (forward). */
@@ -900,20 +989,21 @@ static PyObject *linear_layer(PyObject *module, PyObject *const *args,
 
     (void)module;
     memset(&call, 0, sizeof call);
-    if (n_args != 7 && n_args != 8) {
+    if (n_args < 7 || n_args > 9) {
         PyErr_Format(PyExc_TypeError,
-                     "linear_layer() takes 7 or 8 positional arguments (%zd "
+                     "linear_layer() takes 7 to 9 positional arguments (%zd "
                      "given)",
                      n_args);
         return NULL;
     }
     return finish(&call,
-                  parse_path(n_args == 8 ? args[7] : Py_None, &path) < 0 ||
+                  parse_path(n_args >= 8 ? args[7] : Py_None, &path) < 0 ||
                       parse_granularity(args[5], &call.granularity) < 0 ||
                       import_x(&call, args[0], args[6]) < 0 ||
                       import_weight(&call, args[1], args[2]) < 0 ||
                       import_activation_arguments(&call, args[3], args[4]) <
                           0 ||
+                      (n_args == 9 && import_quantized(&call, args[8]) < 0) ||
                       fp8_layer_forward(&call, path) < 0);
 }
 
@@ -972,7 +1062,7 @@ static PyObject *weight_only_gemv(PyObject *module, PyObject *const *args,
 PyDoc_STRVAR(
     linear_layer_doc,
     "linear_layer(x, weight, weight_scale, bias, input_scale, granularity, "
-    "stream, path=None)\n"
+    "stream, path=None, quantized=None)\n"
     "--\n\n"
     "The forward pass of fp8q.torch.Linear with FP8 activations, in one "
     "call: y = x @ (weight * weight_scale).T + bias, with x (..., K) "
@@ -1001,7 +1091,13 @@ PyDoc_STRVAR(
     "for FP8Q_CUDA_FP8_LAYER_PATH's choice (\"auto\" when unset), "
     "\"auto\", \"fp8\" (quantize + FP8 GEMM for every token count) or "
     "\"weight-only\" (the weight-only product wherever its kernels take "
-    "the call). Internal to fp8q.torch (docs/torch.md).");
+    "the call). quantized (positional, optional): None, or (codes, scale) "
+    "of x already quantized per token (float8_e4m3fn codes and float32 "
+    "row scales, C-contiguous, x's size and rows: what "
+    "torch.ops.fp8q.norm_quantize writes), used instead of quantizing x "
+    "(\"row\" / \"tensor\" weights without input_scale); on the CPU a "
+    "row whose scale is not finite gives a row of NaN. Internal to "
+    "fp8q.torch (docs/torch.md).");
 
 PyDoc_STRVAR(
     layer_weight_doc,

@@ -213,6 +213,7 @@ static const harness_test tests[] = {
     {"amax_history", test_amax_history},
     {"scaled_mm_product", test_scaled_mm_product},
     {"scaled_mm_modes", test_scaled_mm_modes},
+    {"norm_quantize", test_norm_quantize},
 };
 
 /* Usage: fp8q_core_tests [seed] [name-substring] */

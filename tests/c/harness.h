@@ -157,5 +157,6 @@ void test_amax_history(void);
 /* test_scaled_mm.c */
 void test_scaled_mm_product(void);
 void test_scaled_mm_modes(void);
+void test_norm_quantize(void);
 
 #endif /* FP8Q_TESTS_HARNESS_H */

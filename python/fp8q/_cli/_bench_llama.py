@@ -93,11 +93,13 @@ def _plain_decoder(torch, shape):
         def __init__(self):
             super().__init__()
             self.weight = nn.Parameter(torch.ones(shape.hidden))
+            # transformers' name for it (fp8q's fuse_norms reads it).
+            self.variance_epsilon = RMS_EPS
 
         def forward(self, x):
             x32 = x.float()
             normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True)
-                                       + RMS_EPS)
+                                       + self.variance_epsilon)
             return self.weight * normed.to(x.dtype)
 
     def rotate(x, cos, sin):

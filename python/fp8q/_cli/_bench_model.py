@@ -1,7 +1,11 @@
 """`python -m fp8q bench model`: a Llama-shaped decoder with random weights
 (fp8q._bench_llama) as a float model, fp8q W8A8 and W8A16
 (fp8q.torch.quantize, e4m3 weights with row scales; every nn.Linear,
-lm_head included) and, when optimum-quanto is installed, its qfloat8 W8A8
+lm_head included), fp8q W8A8 with fuse_norms=True (each decoder norm
+writes the per-token FP8 codes its q/k/v or gate/up layers read), when
+torchao imports its Float8DynamicActivationFloat8WeightConfig(PerRow())
+(rowwise dynamic FP8, on GPUs that have FP8 tensor cores), and when
+optimum-quanto is installed, its qfloat8 W8A8
 (static activation scales from one calibration batch) and W8A16, each
 eager, under torch.compile and, on the GPU only, under
 torch.compile(mode="reduce-overhead") (CUDA graphs).
@@ -65,12 +69,16 @@ def _quantized_models(torch, model, calibration_ids):
     could be imported (its two variants are there only then)."""
     import fp8q.torch as fpt
 
-    def fp8q_model(activations):
+    def fp8q_model(activations, fuse_norms=False):
         return fpt.quantize(copy.deepcopy(model), weights="e4m3",
-                            activations=activations)
+                            activations=activations, fuse_norms=fuse_norms)
 
     builders = [("fp8q W8A8", lambda: fp8q_model("e4m3")),
+                ("fp8q W8A8 fused norms", lambda: fp8q_model("e4m3", True)),
                 ("fp8q W8A16", lambda: fp8q_model(None))]
+    torchao_model = _torchao_builder(model)
+    if torchao_model is not None:
+        builders.append(("torchao float8 rowwise W8A8", torchao_model))
     try:
         from optimum import quanto
     except ImportError:
@@ -97,6 +105,24 @@ def _quantized_models(torch, model, calibration_ids):
         except Exception as error:  # noqa: BLE001 - reported in its rows
             built.append((name, error))
     return built, quanto is not None
+
+
+def _torchao_builder(model):
+    """A function returning a deep copy of `model` quantized by torchao's
+    Float8DynamicActivationFloat8WeightConfig(granularity=PerRow()) (its
+    rowwise dynamic FP8 W8A8), or None when torchao does not import."""
+    try:
+        from torchao.quantization import (
+            Float8DynamicActivationFloat8WeightConfig, PerRow, quantize_)
+    except ImportError:
+        return None
+
+    def build():
+        theirs = copy.deepcopy(model)
+        quantize_(theirs, Float8DynamicActivationFloat8WeightConfig(
+            granularity=PerRow()))
+        return theirs
+    return build
 
 
 def _runner(torch, module, compile_mode):

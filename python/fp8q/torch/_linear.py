@@ -14,7 +14,7 @@ reset_parameters quantizes a fresh float initialisation, and a weight or
 scale set with another dtype (a loader's dtype= conversion) is refused."""
 import torch
 
-from fp8q.torch import _checks, _ops, _tensor_parallel
+from fp8q.torch import _checks, _fused_norm, _ops, _tensor_parallel
 
 # Names accepted for the FP8 formats of weights and activations.
 FORMATS = {"e4m3": torch.float8_e4m3fn, "float8_e4m3fn": torch.float8_e4m3fn,
@@ -157,7 +157,15 @@ class Linear(torch.nn.Linear):
     weight_scale and input_scale keep their dtypes, and the compute and
     output dtype follows x. Device moves (.to(device), .cuda(), .cpu())
     move every parameter.
+
+    reads_quantized_input (False; fp8q.torch.quantize(...,
+    fuse_norms=True) sets it on the layers after a fused norm): the eager
+    W8A8 forward takes x's codes and row scales from the fused norm that
+    produced x (fp8q.torch._fused_norm) instead of quantizing x, the same
+    bits either way.
     """
+
+    reads_quantized_input = False
 
     def __init__(self, in_features, out_features, bias=True, *,
                  weights="e4m3", activations=None, granularity="row",
@@ -389,9 +397,11 @@ class Linear(torch.nn.Linear):
                 return _ops.weight_only_forward(
                     x, parameters["weight"], weight_scale,
                     parameters["bias"], self.granularity)
-            return _ops.fp8_forward(x, parameters["weight"], weight_scale,
-                                    parameters["bias"], buffers["input_scale"],
-                                    self.granularity)
+            return _ops.fp8_forward(
+                x, parameters["weight"], weight_scale, parameters["bias"],
+                buffers["input_scale"], self.granularity,
+                _fused_norm.quantized_input(x)
+                if self.reads_quantized_input else None)
         except Exception as error:
             # A failed call explains a wrong shape as nn.Linear would, and
             # names the layer (the try block is free on the way through

@@ -84,16 +84,32 @@ def _zero_features(x, out_features, bias):
     return result
 
 
-def fp8_forward(x, weight, weight_scale, bias, input_scale, granularity):
+def fp8_forward(x, weight, weight_scale, bias, input_scale, granularity,
+                quantized=None):
     """y = x @ W.T + bias with FP8 operands: torch.ops.fp8q.linear_fp8's
-    computation (see there), run eagerly."""
+    computation (see there), run eagerly. quantized: None, or (codes,
+    scale), x's per-token float8_e4m3fn codes and float32 row scales as
+    norm_quantize writes them (exactly fp8q.quantize(x, granularity="row")),
+    used instead of quantizing x again (dynamic "row" / "tensor" layers
+    only)."""
     if weight.shape[1] == 0:
         return _zero_features(x, weight.shape[0], bias)
+    if quantized is None:
+        if HAS_C_EXCHANGE:
+            return _C.linear_layer(x, weight, weight_scale, bias,
+                                   input_scale, granularity, None)
+        return _through_fp8q_tensors(_C.linear_layer, x, weight,
+                                     weight_scale, bias, input_scale,
+                                     granularity)
     if HAS_C_EXCHANGE:
         return _C.linear_layer(x, weight, weight_scale, bias, input_scale,
-                               granularity, None)
-    return _through_fp8q_tensors(_C.linear_layer, x, weight, weight_scale,
-                                 bias, input_scale, granularity)
+                               granularity, None, None, quantized)
+    return to_torch(_C.linear_layer(
+        from_torch(x), from_torch(weight), from_torch(weight_scale),
+        None if bias is None else from_torch(bias),
+        None if input_scale is None else from_torch(input_scale),
+        granularity, current_stream(x), None,
+        tuple(from_torch(t) for t in quantized)))
 
 
 def weight_only_forward(x, weight, weight_scale, bias, granularity):
@@ -193,6 +209,56 @@ def linear_fp8(x: torch.Tensor, weight: torch.Tensor,
 @linear_fp8.register_fake
 def _(x, weight, weight_scale, bias, input_scale, granularity):
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+# ---------------------------------------------------------------------------
+# norm_quantize (a norm fused with the per-token quantize of its output)
+
+
+def norm_quantize_forward(x, weight, bias, epsilon, layer_norm):
+    """torch.ops.fp8q.norm_quantize's computation (see there), run eagerly:
+    one fp8q._C.norm_quantize call on x's device and torch's current
+    stream, into tensors from torch's allocator."""
+    x = x.contiguous()
+    normed = torch.empty_like(x)
+    codes = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
+    scale = torch.empty((*x.shape[:-1], 1), dtype=torch.float32,
+                        device=x.device)
+    if x.numel() > 0:
+        _C.norm_quantize(
+            from_torch(x), from_torch(weight.contiguous()),
+            None if bias is None else from_torch(bias.contiguous()),
+            from_torch(normed), from_torch(codes), from_torch(scale),
+            float(epsilon), bool(layer_norm), current_stream(x))
+    return normed, codes, scale
+
+
+@torch.library.custom_op("fp8q::norm_quantize", mutates_args=(),
+                         device_types=DEVICES)
+def norm_quantize(x: torch.Tensor, weight: torch.Tensor,
+                  bias: torch.Tensor | None, epsilon: float,
+                  layer_norm: bool
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(normed, codes, scale): the RMSNorm (layer_norm False) or LayerNorm
+    (True) of x's last axis with weight and bias (None, or K values of
+    weight's dtype; x, weight and bias float32, float16 or bfloat16),
+    rounded once into x's dtype (normed, x's shape), and its per-token
+    float8_e4m3fn quantization: codes (x's shape) and float32 scale
+    (x.shape[:-1] + (1,)), exactly fp8q.quantize(normed, "float8_e4m3fn",
+    granularity="row") — what fp8q.torch's W8A8 layers compute for normed
+    themselves, so they can take codes and scale instead
+    (csrc/core/norm_quantize.h gives the arithmetic: float32 elementwise,
+    the row's sums in float64 on the CPU and float32 on a GPU). A row
+    holding NaN or infinity gets a NaN scale: the layers' rows for it are
+    NaN."""
+    return norm_quantize_forward(x, weight, bias, epsilon, layer_norm)
+
+
+@norm_quantize.register_fake
+def _(x, weight, bias, epsilon, layer_norm):
+    return (torch.empty_like(x, memory_format=torch.contiguous_format),
+            x.new_empty(x.shape, dtype=torch.float8_e4m3fn),
+            x.new_empty((*x.shape[:-1], 1), dtype=torch.float32))
 
 
 # ---------------------------------------------------------------------------

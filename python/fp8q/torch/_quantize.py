@@ -5,6 +5,7 @@ import logging
 
 import torch
 
+from fp8q.torch._fused_norm import fuse_decoder_norms
 from fp8q.torch._linear import Linear
 from fp8q.torch._register_transformers import attach_transformers_quantizer
 from fp8q.torch._summary import QuantizeSummary, float_modules, weight_bytes
@@ -89,8 +90,16 @@ def _quantized_layers(chosen, **settings):
     return layers
 
 
+def _reads_per_token_codes(layer):
+    """Whether `layer` can take a fused norm's codes: an fp8q.torch.Linear
+    quantizing its activations per token (e4m3, no static input_scale,
+    "row" or "tensor" weight scales)."""
+    return (isinstance(layer, Linear) and layer.activations is not None
+            and layer.granularity != "block" and layer.input_scale is None)
+
+
 def quantize(model, weights="e4m3", activations=None, granularity="row",
-             include=None, exclude=None):
+             include=None, exclude=None, fuse_norms=False):
     """Replaces, in place, every torch.nn.Linear of `model` whose qualified
     name (as in model.named_modules()) matches `include` (shell-style
     patterns; default: all) and none of `exclude`, by an
@@ -115,12 +124,29 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
     config that from_pretrained rebuilds the FP8 layers from (and refuses
     a model that one config cannot describe); docs/torch.md.
 
+    fuse_norms=True (activations="e4m3", granularity "row" or "tensor"):
+    in transformers' Llama-style decoder layers, each norm whose outputs
+    feed only FP8 layers — input_layernorm before self_attn.q_proj /
+    k_proj / v_proj, post_attention_layernorm before mlp.gate_proj /
+    up_proj, all of them fp8q.torch.Linear after this call — computes its
+    output and the per-token float8_e4m3fn codes and scales in one fused
+    op (torch.ops.fp8q.norm_quantize), which those layers take instead of
+    quantizing the same activations each (fp8q.torch._fused_norm). The
+    layers compute the same bits as from the norm's output; the norm's
+    output itself is rounded once from float32 (transformers' Llama norm
+    rounds twice in half precision), within the bound docs/torch.md gives.
+    The summary lists the fused norms (none recognised: an empty list).
+
     Logs a QuantizeSummary (Linear layers quantized, modules left in float
     by kind, weight bytes before and after) at INFO on the "fp8q.torch"
     logger, the object itself as the record's `fp8q_summary`."""
     # The layer's constructor checks and normalizes the request.
     request = Linear(0, 0, bias=False, weights=weights,
                      activations=activations, granularity=granularity)
+    if fuse_norms and not _reads_per_token_codes(request):
+        raise ValueError("fuse_norms=True needs activations=\"e4m3\" and "
+                         "\"row\" or \"tensor\" granularity (the fused "
+                         "norm writes per-token FP8 codes)")
     include = _patterns(include, "include")
     exclude = _patterns(exclude, "exclude") or []
     linears = [(name, module) for name, module in model.named_modules()
@@ -151,10 +177,13 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
         setattr(parent, child, layer)
+    fused = (tuple(fuse_decoder_norms(model, _reads_per_token_codes))
+             if fuse_norms else ())
     summary = QuantizeSummary(
         quantized=len(layers), already_quantized=len(already),
         left_in_float=float_modules(model, skip=Linear),
-        weight_bytes_before=before, weight_bytes_after=weight_bytes(model))
+        weight_bytes_before=before, weight_bytes_after=weight_bytes(model),
+        fused_norms=fused)
     logger.info("%s", summary, extra={"fp8q_summary": summary})
     attach_transformers_quantizer(model)
     return model

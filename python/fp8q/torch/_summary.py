@@ -16,23 +16,29 @@ class QuantizeSummary:
     LayerNorm, Conv2d, and nn.Linear modules that include / exclude left
     out). weight_bytes_before / weight_bytes_after: bytes of all the
     model's parameters and buffers (each tensor once) before and after.
-    str() gives one line for a log or a notebook."""
+    fused_norms: qualified names of the norms fused with the per-token
+    quantize of their output (quantize(..., fuse_norms=True)), in model
+    order. str() gives one line for a log or a notebook."""
 
     quantized: int
     already_quantized: int
     left_in_float: dict
     weight_bytes_before: int
     weight_bytes_after: int
+    fused_norms: tuple = ()
 
     def __str__(self):
         left = ", ".join(f"{count} {kind}" for kind, count
                          in sorted(self.left_in_float.items())) or "nothing"
         already = (f" ({self.already_quantized} already were)"
                    if self.already_quantized else "")
+        fused = (f"; norms fused with the activation quantize: "
+                 f"{len(self.fused_norms)} ({', '.join(self.fused_norms)})"
+                 if self.fused_norms else "")
         return (f"fp8q.torch.quantize: {self.quantized} Linear layers "
                 f"quantized{already}; left in float: {left}; weights "
                 f"{_mib(self.weight_bytes_before)} -> "
-                f"{_mib(self.weight_bytes_after)}")
+                f"{_mib(self.weight_bytes_after)}{fused}")
 
 
 def _mib(count):

@@ -1,0 +1,146 @@
+"""Norms fused with the per-token FP8 quantize of their output
+(fp8q.torch.quantize(..., fuse_norms=True)): in a decoder layer the norm
+before q/k/v (and the one before gate/up) computes its output and, in the
+same kernel, the float8_e4m3fn codes and row scales that those FP8 layers
+would each compute from it (torch.ops.fp8q.norm_quantize); the layers take
+them instead of quantizing again.
+
+The handoff: the fused norm's output tensor carries (version, codes,
+scale) as an attribute; a layer marked to read it (reads_quantized_input)
+uses them when the tensor it is given is that output, unmodified
+(tensor._version unchanged), and quantizes x itself otherwise (a view, a
+copy, anything else; under torch.inference_mode, whose tensors have no
+version counter, an in-place change is not detected). The codes are exactly fp8q.quantize(output,
+granularity="row"), what the layer computes itself, so either way the
+layer's result is the same bits. Under torch.compile / export, with
+gradients, or when the norm's weight dtype differs from x's, the norm
+runs its own float forward (no handoff)."""
+import torch
+
+from fp8q.torch import _ops
+
+# The attribute of a fused norm's output that holds (version, codes, scale).
+HANDOFF = "_fp8q_quantized"
+# (norm, the modules after it that read its output) in a decoder layer,
+# by the names transformers' Llama-style decoders (Llama, Mistral, Qwen2,
+# Gemma, ...) give them.
+PATTERNS = (
+    ("input_layernorm",
+     ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")),
+    ("post_attention_layernorm", ("mlp.gate_proj", "mlp.up_proj")),
+)
+_FUSED_CLASSES = {}
+
+
+def quantized_input(x):
+    """(codes, scale) a fused norm attached to x, when x is that norm's
+    output and unmodified since; else None."""
+    held = getattr(x, HANDOFF, None)
+    if held is None or (held[0] is not None and held[0] != x._version):
+        return None
+    return held[1], held[2]
+
+
+def norm_parameters(norm):
+    """(weight, bias, epsilon, layer_norm) of a norm module fp8q can fuse,
+    or None: an RMSNorm with a 1-D weight (transformers' *RMSNorm with
+    variance_epsilon, torch.nn.RMSNorm with eps) or a torch.nn.LayerNorm
+    with a weight."""
+    weight = getattr(norm, "weight", None)
+    if not isinstance(weight, torch.Tensor) or weight.dim() != 1:
+        return None
+    if isinstance(norm, torch.nn.LayerNorm):
+        return weight, norm.bias, norm.eps, True
+    if isinstance(norm, torch.nn.RMSNorm):
+        epsilon = norm.eps
+        if epsilon is None:
+            epsilon = torch.finfo(weight.dtype).eps
+        return weight, None, epsilon, False
+    epsilon = getattr(norm, "variance_epsilon", None)
+    if type(norm).__name__.endswith("RMSNorm") and isinstance(
+            epsilon, float) and _plain_rms_norm(norm):
+        return weight, None, epsilon, False
+    return None
+
+
+def _plain_rms_norm(norm):
+    """Whether a transformers RMSNorm multiplies by weight itself (Llama's
+    kind), not by 1 + weight (Gemma's), which fp8q's op does not compute:
+    probed on one row. A norm that cannot be probed (weights on the meta
+    device, say) counts as not plain: it is left unfused."""
+    try:
+        row = torch.linspace(-1.0, 1.0, norm.weight.numel(),
+                             dtype=torch.float32, device=norm.weight.device)
+        with torch.no_grad():
+            expected = row * torch.rsqrt(row.pow(2).mean()
+                                         + norm.variance_epsilon)
+            got = norm(row.to(norm.weight.dtype)).float()
+            return bool(torch.allclose(got, expected * norm.weight.float(),
+                                       rtol=1e-2, atol=1e-3))
+    except (RuntimeError, TypeError, ValueError, NotImplementedError):
+        return False
+
+
+def _fused_forward(self, x):
+    """The fused norm's forward: normed output carrying its codes and
+    scale, where the eager kernel applies; the norm's own forward
+    otherwise."""
+    epsilon, layer_norm = self._fp8q_norm
+    weight = self.weight
+    bias = self.bias if layer_norm else None
+    if (torch.compiler.is_compiling() or type(x) is not torch.Tensor
+            or not (x.is_cpu or x.is_cuda) or x.dtype != weight.dtype
+            or x.dtype not in (torch.float32, torch.float16, torch.bfloat16)
+            or x.dim() == 0 or x.shape[-1] != weight.shape[0]
+            or (torch.is_grad_enabled()
+                and (x.requires_grad or weight.requires_grad))):
+        return super(type(self), self).forward(x)
+    normed, codes, scale = _ops.norm_quantize_forward(
+        x, weight, bias, epsilon, layer_norm)
+    # Inference tensors (torch.inference_mode) have no version counter:
+    # an in-place change of the output there goes unnoticed (nothing in
+    # the decoders fuse_decoder_norms recognises makes one).
+    version = None if normed.is_inference() else normed._version
+    setattr(normed, HANDOFF, (version, codes, scale))
+    return normed
+
+
+def fuse(norm):
+    """Makes `norm` (a module norm_parameters takes) a fused norm in place:
+    its class becomes a subclass of its own (named Fp8qFused<class>, so
+    isinstance, its parameters and its state_dict keys stay) whose forward
+    is _fused_forward."""
+    base = type(norm)
+    fused = _FUSED_CLASSES.get(base)
+    if fused is None:
+        fused = type(f"Fp8qFused{base.__name__}", (base,),
+                     {"forward": _fused_forward,
+                      "__module__": __name__})
+        _FUSED_CLASSES[base] = fused
+    _, _, epsilon, layer_norm = norm_parameters(norm)
+    norm.__class__ = fused
+    # weight and bias are read at each call (module moves replace them).
+    norm._fp8q_norm = (float(epsilon), layer_norm)
+
+
+def fuse_decoder_norms(model, is_reader):
+    """Fuses every norm of `model` that PATTERNS name and whose following
+    modules all satisfy is_reader (fp8q W8A8 layers with dynamic per-token
+    activations), marks those layers to read the handoff, and returns the
+    fused norms' qualified names."""
+    modules = dict(model.named_modules())
+    fused = []
+    for parent_name in modules:
+        prefix = f"{parent_name}." if parent_name else ""
+        for norm_name, readers in PATTERNS:
+            norm = modules.get(prefix + norm_name)
+            layers = [modules.get(prefix + reader) for reader in readers]
+            if (norm is None or not all(is_reader(layer) for layer in layers)
+                    or norm_parameters(norm) is None):
+                continue
+            if type(norm) not in _FUSED_CLASSES.values():
+                fuse(norm)
+            for layer in layers:
+                layer.reads_quantized_input = True
+            fused.append(prefix + norm_name)
+    return fused

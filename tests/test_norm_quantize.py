@@ -1,0 +1,272 @@
+"""The fused norm + per-token FP8 quantize (torch.ops.fp8q.norm_quantize,
+csrc/core/norm_quantize.c) and fp8q.torch.quantize(..., fuse_norms=True):
+the norm against a float64 NumPy oracle, the codes and scales against
+ml_dtypes' casts of the norm's own output (bit for bit), NaN rows, the
+W8A8 layers taking the codes (same bits as quantizing themselves), and a
+tiny transformers Llama quantized with and without fusion."""
+import copy
+import logging
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+torch = pytest.importorskip(
+    "torch", reason="PyTorch is not installed: pip install torch to run the "
+                    "fp8q.torch tests")
+
+import fp8q  # noqa: E402
+import fp8q.torch as fpt  # noqa: E402
+from fp8q.torch import _fused_norm  # noqa: E402
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+# One unit in the last place of each dtype's significand, relative: the
+# norm's output is rounded once into x's dtype (half of this) after float32
+# arithmetic whose error is a few float32 units.
+RELATIVE_BOUND = {torch.float32: 8 * 2.0 ** -23, torch.float16: 2.0 ** -10,
+                  torch.bfloat16: 2.0 ** -7}
+
+
+def oracle(x, weight, bias, epsilon, layer_norm):
+    """float64 NumPy RMSNorm / LayerNorm of x's rows."""
+    values = x.double().numpy()
+    mean = values.mean(-1, keepdims=True) if layer_norm else 0.0
+    centred = values - mean
+    spread = (centred * centred).mean(-1, keepdims=True)
+    result = centred / np.sqrt(spread + epsilon) * weight.double().numpy()
+    if bias is not None:
+        result = result + bias.double().numpy()
+    return result
+
+
+def inputs(seed, shape, dtype, layer_norm):
+    generator = torch.Generator().manual_seed(seed)
+    x = (torch.randn(shape, generator=generator) * 3 + 0.5).to(dtype)
+    weight = (torch.rand(shape[-1], generator=generator) + 0.5).to(dtype)
+    bias = (torch.randn(shape[-1], generator=generator).to(dtype)
+            if layer_norm else None)
+    return x, weight, bias
+
+
+def expected_codes(normed):
+    """(codes as uint8, scale) of normed per row: scale = float32(amax) /
+    448 (1 for a zero row), codes = ml_dtypes' e4m3fn of the float32
+    quotient."""
+    values = normed.float().numpy().reshape(-1, normed.shape[-1])
+    amax = np.abs(values).max(-1, keepdims=True).astype(np.float32)
+    scale = np.where(amax == 0, np.float32(1),
+                     amax / np.float32(448)).astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        codes = (values / scale).astype(np.float32).astype(
+            ml_dtypes.float8_e4m3fn)
+    return codes.view(np.uint8), scale
+
+
+@pytest.mark.parametrize("layer_norm", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(3, 1), (7, 100), (2, 3, 4096)])
+def test_norm_and_codes_match_the_oracles(shape, dtype, layer_norm):
+    seed = hash((shape, str(dtype), layer_norm)) % 2 ** 31
+    x, weight, bias = inputs(seed, shape, dtype, layer_norm)
+    epsilon = 1e-5
+    normed, codes, scale = torch.ops.fp8q.norm_quantize(
+        x, weight, bias, epsilon, layer_norm)
+    assert normed.dtype == dtype and normed.shape == x.shape
+    assert codes.dtype == torch.float8_e4m3fn and codes.shape == x.shape
+    assert scale.dtype == torch.float32 and scale.shape == (*shape[:-1], 1)
+    reference = oracle(x, weight, bias, epsilon, layer_norm)
+    error = np.abs(normed.double().numpy() - reference)
+    bound = RELATIVE_BOUND[dtype] * np.abs(reference) + 1e-6
+    assert (error <= bound).all(), (seed, float((error - bound).max()))
+    want_codes, want_scale = expected_codes(normed)
+    np.testing.assert_array_equal(
+        codes.view(torch.uint8).numpy().reshape(want_codes.shape),
+        want_codes, err_msg=f"seed {seed}")
+    np.testing.assert_array_equal(scale.numpy().reshape(-1, 1), want_scale)
+
+
+def test_codes_are_fp8q_quantize_of_the_output():
+    x, weight, _ = inputs(5, (9, 300), torch.bfloat16, False)
+    normed, codes, scale = torch.ops.fp8q.norm_quantize(
+        x, weight, None, 1e-6, False)
+    quantized = fp8q.quantize(fpt.from_torch(normed), "float8_e4m3fn",
+                                  granularity="row")
+    assert torch.equal(fpt.to_torch(quantized.data).view(torch.uint8),
+                       codes.view(torch.uint8))
+    assert torch.equal(fpt.to_torch(quantized.scale), scale)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_non_finite_token_gives_a_nan_scale_in_its_row_only(bad):
+    x, weight, _ = inputs(11, (6, 64), torch.float16, False)
+    clean = torch.ops.fp8q.norm_quantize(x, weight, None, 1e-6, False)
+    x[3, 17] = bad
+    normed, codes, scale = torch.ops.fp8q.norm_quantize(
+        x, weight, None, 1e-6, False)
+    assert torch.isnan(scale[3]).all()
+    assert torch.isnan(codes[3].float()).any()
+    others = [0, 1, 2, 4, 5]
+    assert torch.equal(scale[others], clean[2][others])
+    assert torch.equal(codes[others].view(torch.uint8),
+                       clean[1][others].view(torch.uint8))
+    assert torch.equal(normed[others], clean[0][others])
+
+
+def test_the_fake_implementation_gives_shapes_and_dtypes():
+    x = torch.empty((2, 5, 32), dtype=torch.bfloat16, device="meta")
+    weight = torch.empty(32, dtype=torch.bfloat16, device="meta")
+    normed, codes, scale = torch.ops.fp8q.norm_quantize(
+        x, weight, None, 1e-6, False)
+    assert (normed.shape, normed.dtype) == (x.shape, torch.bfloat16)
+    assert (codes.shape, codes.dtype) == (x.shape, torch.float8_e4m3fn)
+    assert (scale.shape, scale.dtype) == ((2, 5, 1), torch.float32)
+
+
+def test_wrong_arguments_are_refused():
+    x, weight, _ = inputs(1, (4, 16), torch.float32, False)
+    with pytest.raises(ValueError, match="weight"):
+        torch.ops.fp8q.norm_quantize(x, weight[:8], None, 1e-6, False)
+    with pytest.raises(ValueError, match="epsilon"):
+        torch.ops.fp8q.norm_quantize(x, weight, None, -1.0, False)
+
+
+# ---------------------------------------------------------------------------
+# The W8A8 layers taking the codes
+
+
+def fp8_layer(seed, in_features=64, out_features=48, dtype=torch.float32):
+    torch.manual_seed(seed)
+    layer = fpt.Linear.from_linear(
+        torch.nn.Linear(in_features, out_features).to(dtype),
+        activations="e4m3")
+    layer.reads_quantized_input = True
+    return layer
+
+
+def fused_output(x, weight):
+    """A fused norm's output: normed carrying its codes and scale."""
+    normed, codes, scale = torch.ops.fp8q.norm_quantize(
+        x, weight, None, 1e-6, False)
+    setattr(normed, _fused_norm.HANDOFF, (normed._version, codes, scale))
+    return normed, codes, scale
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_layer_taking_the_codes_computes_the_same_bits(dtype):
+    x, weight, _ = inputs(21, (5, 64), dtype, False)
+    layer = fp8_layer(21, dtype=dtype)
+    normed, codes, scale = fused_output(x, weight)
+    with torch.no_grad():
+        from_codes = layer(normed)
+        by_itself = layer(normed.clone())  # no handoff: quantizes itself
+        # The codes are what the layer reads: poisoned ones change it.
+        setattr(normed, _fused_norm.HANDOFF,
+                (normed._version, torch.zeros_like(codes), scale))
+        poisoned = layer(normed)
+    assert torch.equal(from_codes, by_itself)
+    assert torch.equal(poisoned, torch.zeros_like(poisoned) + layer.bias)
+
+
+def test_a_modified_output_is_quantized_again():
+    x, weight, _ = inputs(22, (4, 64), torch.float32, False)
+    layer = fp8_layer(22)
+    normed, codes, scale = fused_output(x, weight)
+    setattr(normed, _fused_norm.HANDOFF,
+            (normed._version, torch.zeros_like(codes), scale))
+    with torch.no_grad():
+        normed.mul_(2)  # bumps the version: the codes no longer describe it
+        assert torch.equal(layer(normed), layer(normed.clone()))
+
+
+def test_a_nan_token_gives_a_nan_row_through_the_codes():
+    x, weight, _ = inputs(23, (5, 64), torch.float32, False)
+    x[2, 5] = float("nan")
+    layer = fp8_layer(23)
+    normed, _, _ = fused_output(x, weight)
+    with torch.no_grad():
+        y = layer(normed)
+        expected = layer(normed.clone())
+    assert torch.isnan(y[2]).all()
+    rows = [0, 1, 3, 4]
+    assert torch.equal(y[rows], expected[rows])
+
+
+# ---------------------------------------------------------------------------
+# quantize(fuse_norms=True) on a transformers Llama
+
+
+def tiny_llama(dtype=torch.float32):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=128,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+    return transformers.LlamaForCausalLM(config).to(dtype).eval()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_llama_with_fused_norms_gives_the_same_logits(dtype, caplog):
+    model = tiny_llama(dtype)
+    unfused = fpt.quantize(copy.deepcopy(model), activations="e4m3")
+    with caplog.at_level(logging.INFO, logger="fp8q.torch"):
+        fused = fpt.quantize(copy.deepcopy(model), activations="e4m3",
+                             fuse_norms=True)
+    summary = caplog.records[-1].fp8q_summary
+    assert summary.fused_norms == tuple(
+        f"model.layers.{i}.{name}" for i in range(2)
+        for name in ("input_layernorm", "post_attention_layernorm"))
+    assert "norms fused with the activation quantize: 4" in str(summary)
+    assert fused.model.norm.__class__.__name__ == "LlamaRMSNorm"
+    assert set(fused.state_dict()) == set(unfused.state_dict())
+    ids = torch.randint(0, 128, (2, 9), generator=torch.Generator()
+                        .manual_seed(1))
+    with torch.no_grad():
+        want = unfused(ids).logits.double()
+        got = fused(ids).logits.double()
+    # The fused norm rounds once from float32 where transformers' rounds
+    # in x's dtype twice (and sums in another order): a token's FP8 codes
+    # may move by one step, so the logits agree within the FP8 error.
+    tolerance = {torch.float32: 1e-4, torch.bfloat16: 0.1}[dtype]
+    assert (got - want).abs().max() <= tolerance * want.abs().max()
+
+
+def test_fuse_norms_needs_per_token_activations():
+    model = tiny_llama()
+    with pytest.raises(ValueError, match="fuse_norms"):
+        fpt.quantize(model, fuse_norms=True)
+    with pytest.raises(ValueError, match="fuse_norms"):
+        fpt.quantize(model, activations="e4m3", granularity="block",
+                     fuse_norms=True)
+
+
+def test_inference_mode_takes_the_codes_too():
+    """Inference tensors have no version counter: the handoff still works
+    (the bench and generate() run under torch.inference_mode)."""
+    model = tiny_llama()
+    unfused = fpt.quantize(copy.deepcopy(model), activations="e4m3")
+    fused = fpt.quantize(copy.deepcopy(model), activations="e4m3",
+                         fuse_norms=True)
+    ids = torch.randint(0, 128, (1, 5), generator=torch.Generator()
+                        .manual_seed(2))
+    with torch.inference_mode():
+        normed = fused.model.layers[0].input_layernorm(
+            fused.model.embed_tokens(ids))
+        assert _fused_norm.quantized_input(normed) is not None
+        want, got = unfused(ids).logits, fused(ids).logits
+    assert (got - want).abs().max() <= 1e-4 * want.abs().max()
+
+
+def test_norms_that_compute_otherwise_are_left_unfused():
+    """Gemma's RMSNorm multiplies by 1 + weight: the probe sees it and
+    leaves it in float (no fusion, no error); a meta-device model fuses
+    nothing either."""
+    model = tiny_llama()
+    for layer in model.model.layers:
+        norm = layer.input_layernorm
+        norm.forward = (lambda x, norm=norm: torch.nn.functional.rms_norm(
+            x, (x.shape[-1],), 1 + norm.weight, norm.variance_epsilon))
+    assert _fused_norm._plain_rms_norm(model.model.layers[0]
+                                       .input_layernorm) is False
+    with torch.device("meta"):
+        meta_norm = type(model.model.norm)(64)
+    assert _fused_norm.norm_parameters(meta_norm) is None
