@@ -606,6 +606,23 @@ static int gemv_tensor_core_refuses(const fp8q_gemv_fp8_args *args, int rows)
              (args->x_dtype == FP8Q_BFLOAT16 && major >= 8));
 }
 
+/* An output of kernels/gemv.cuh from its float32 sum: times the tensor's or
+ * weight row j's scale, plus the bias (float32 roundings). */
+static float gemv_finish(const fp8q_gemv_fp8_args *args, float value,
+                         int64_t j)
+{
+    if (args->scale_kind == FP8Q_GEMV_SCALE_TENSOR) {
+        value *= args->scale[0];
+    }
+    else if (args->scale_kind == FP8Q_GEMV_SCALE_ROW) {
+        value *= args->scale[j];
+    }
+    if (args->bias != NULL) {
+        value += load_element(args->bias, j, args->bias_dtype);
+    }
+    return value;
+}
+
 /* kernels/gemv.cuh's "Split k" finish (fp8q_gemv_fp8_reduce): each
  * output's splits added in split order in float32, then scaled, biased and
  * rounded once into x's dtype. Refuses (nonzero) a launch without partial
@@ -627,16 +644,8 @@ static int run_gemv_reduce(const fp8q_gemv_fp8_args *args,
         for (split = 1; split < args->splits; split++) {
             value += args->partial[split * outputs + index];
         }
-        if (args->scale_kind == FP8Q_GEMV_SCALE_TENSOR) {
-            value *= args->scale[0];
-        }
-        else if (args->scale_kind == FP8Q_GEMV_SCALE_ROW) {
-            value *= args->scale[j];
-        }
-        if (args->bias != NULL) {
-            value += load_element(args->bias, j, args->bias_dtype);
-        }
-        store_element(args->y, index, args->x_dtype, value, 0);
+        store_element(args->y, index, args->x_dtype,
+                      gemv_finish(args, value, j), 0);
     }
     return 0;
 }
@@ -698,16 +707,8 @@ static int run_gemv_fp8(const fp8q_gemv_fp8_args *args, const char *tile,
                     args->partial[(split * args->m + i) * args->n + j] = value;
                     continue;
                 }
-                if (args->scale_kind == FP8Q_GEMV_SCALE_TENSOR) {
-                    value *= args->scale[0];
-                }
-                else if (args->scale_kind == FP8Q_GEMV_SCALE_ROW) {
-                    value *= args->scale[j];
-                }
-                if (args->bias != NULL) {
-                    value += load_element(args->bias, j, args->bias_dtype);
-                }
-                store_element(args->y, i * args->n + j, args->x_dtype, value, 0);
+                store_element(args->y, i * args->n + j, args->x_dtype,
+                              gemv_finish(args, value, j), 0);
             }
         }
     }
