@@ -2,7 +2,8 @@
 fp8q.torch.Linear with FP8 weights and bfloat16 activations against a bf16
 nn.Linear of the same shape, for decode-shaped batches (up to 64 tokens,
 where fp8q reads the FP8 codes in place: kernels/gemv.cuh, CUDA cores up
-to 8 tokens, tensor cores from 9) and larger ones (the weight decoded, then
+to 7 tokens, tensor cores from 8, k split over the grid where the weight has
+too few rows to fill the GPU) and larger ones (the weight decoded, then
 torch's GEMM), with the verdict on issue 22's goals. The token counts on
 both sides of each switch (8/9, 64/65) show where the crossovers lie.
 
