@@ -6,13 +6,16 @@
  * served from the caches); the codes are decoded in registers four at a
  * time (elements.cuh: decode4), multiplied into float32 sums with fused
  * multiply-adds, and the lanes' and warps' sums are added at the end
- * (shuffles, then shared memory). Launch contract: kernels/gemv.cuh.
+ * (shuffles, then shared memory); these kernels always take the whole of
+ * k (a block per 4 weight rows fills the GPU from a few hundred rows on).
+ * The end of the file holds fp8q_gemv_fp8_reduce, which adds the tensor-core
+ * kernels' split sums in split order. Launch contract: kernels/gemv.cuh.
  */
 #include "common.cuh"
 #include "gemv.cuh"
 #include "gemv_common.cuh"
 
-static_assert(sizeof(fp8q_gemv_fp8_args) == 80, "fp8q_gemv_fp8_args must match the host's layout");
+static_assert(sizeof(fp8q_gemv_fp8_args) == 96, "fp8q_gemv_fp8_args must match the host's layout");
 
 /* Blocks per multiprocessor the small tiles' launch bounds ask for: their
  * work is a stream of weight bytes, so occupancy (loads in flight) matters
@@ -208,4 +211,34 @@ extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, 1)
     fp8q_gemv_fp8_8(const fp8q_gemv_fp8_args args)
 {
     gemv_tile<8>(args);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Split k: the splits' sums added in split order, then finished            */
+
+template <int X> static __device__ __forceinline__ void reduce_splits(const fp8q_gemv_fp8_args &args)
+{
+    const int64_t outputs = args.m * args.n;
+    int64_t index;
+
+    for (index = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; index < outputs;
+         index += (int64_t)gridDim.x * blockDim.x) {
+        float sum = args.partial[index];
+        for (int split = 1; split < args.splits; split++) {
+            sum = __fadd_rn(sum, args.partial[(int64_t)split * outputs + index]);
+        }
+        ((typename dtype_traits<X>::storage *)args.y)[index] =
+            dtype_traits<X>::store(finish_sum(args, sum, index % args.n), 0);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS)
+    fp8q_gemv_fp8_reduce(const fp8q_gemv_fp8_args args)
+{
+    switch (args.x_dtype) {
+    case FP8Q_FLOAT32: reduce_splits<FP8Q_FLOAT32>(args); break;
+    case FP8Q_FLOAT16: reduce_splits<FP8Q_FLOAT16>(args); break;
+    case FP8Q_BFLOAT16: reduce_splits<FP8Q_BFLOAT16>(args); break;
+    default: break;
+    }
 }

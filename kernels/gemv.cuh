@@ -52,6 +52,25 @@
  *   devices these kernels do nothing). Everything else as for the kernels
  *   above, with FP8Q_GEMV_TC_WEIGHT_ROWS weight rows a block:
  *   ceil(n / FP8Q_GEMV_TC_WEIGHT_ROWS) blocks is the natural grid.
+ *
+ * Split k (the tensor-core kernels; the CUDA-core ones need partial ==
+ *   NULL and gridDim.y 1): with partial == NULL, gridDim.y must be 1
+ *   and the kernel writes y as described. With partial != NULL and
+ *   splits >= 1, gridDim.y must equal splits: blocks (b, s) take only the
+ *   values k of split s, [s * span, min(k_total, (s + 1) * span)) with
+ *   span = fp8q_gemv_split_span(k_total, splits) (a multiple of
+ *   FP8Q_GEMV_BLOCK), and write their float32 sums, before any scale of
+ *   the tensor or row and before the bias (block scales are applied inside
+ *   them as above), to partial[(s * m + i) * n + j]; y is not touched.
+ *   Then "fp8q_gemv_fp8_reduce" (FP8Q_GEMV_FP8_KERNEL_REDUCE), with the
+ *   same arguments, finishes each output: the splits' sums added in split
+ *   order 0, 1, ... (one float32 rounding each: the same bits on every run
+ *   and every grid), then the scale, the bias and the one rounding into
+ *   x's dtype as above. The reduce kernel's block is FP8Q_GEMV_THREADS
+ *   threads, any grid.x >= 1 (grid-stride over the m x n outputs), grid.y
+ *   1; partial is 16-byte aligned (splits x m x n float32, written by the
+ *   product kernel first, on the same stream). An empty split (span past
+ *   k_total) writes zeros.
  */
 #ifndef FP8Q_KERNELS_GEMV_CUH
 #define FP8Q_KERNELS_GEMV_CUH
@@ -64,6 +83,7 @@
 #define FP8Q_GEMV_FP8_KERNEL_8 "fp8q_gemv_fp8_8"
 #define FP8Q_GEMV_FP8_KERNEL_TC16 "fp8q_gemv_fp8_tc16"
 #define FP8Q_GEMV_FP8_KERNEL_TC64 "fp8q_gemv_fp8_tc64"
+#define FP8Q_GEMV_FP8_KERNEL_REDUCE "fp8q_gemv_fp8_reduce"
 #define FP8Q_GEMV_MAX_ROWS 8
 /* The tensor-core kernels: rows of x (at least, at most), rows with block
  * scales, weight rows a block. */
@@ -75,6 +95,8 @@
 /* Weight rows per block (rows of x times these is at most 32). */
 #define FP8Q_GEMV_WEIGHT_ROWS 4
 #define FP8Q_GEMV_BLOCK 128
+/* The most splits of k (gridDim.y) a launch asks for. */
+#define FP8Q_GEMV_MAX_SPLITS 16
 
 enum fp8q_gemv_scale_kind {
     FP8Q_GEMV_SCALE_TENSOR = 0,
@@ -82,13 +104,14 @@ enum fp8q_gemv_scale_kind {
     FP8Q_GEMV_SCALE_BLOCK = 2
 };
 
-/* 80 bytes: pointers, then 64-bit, then 32-bit fields. */
+/* 96 bytes: pointers, then 64-bit, then 32-bit fields. */
 typedef struct fp8q_gemv_fp8_args {
     const void *x;          /* m x k, x_dtype                          */
     const uint8_t *weight;  /* n x k FP8 codes of weight_dtype         */
     const float *scale;     /* per scale_kind, above                   */
     const void *bias;       /* NULL or n values of bias_dtype          */
     void *y;                /* m x n, x_dtype, written                 */
+    float *partial;         /* NULL, or splits x m x n sums (tc split) */
     int64_t m;              /* 1 .. the kernel's tile (at most 8)      */
     int64_t n;              /* >= 1                                    */
     int64_t k;              /* >= 16, a multiple of 16                 */
@@ -96,6 +119,20 @@ typedef struct fp8q_gemv_fp8_args {
     int32_t weight_dtype;   /* FP8Q_FLOAT8_E4M3FN or FP8Q_FLOAT8_E5M2  */
     int32_t bias_dtype;     /* a float dtype; ignored without bias     */
     int32_t scale_kind;     /* an fp8q_gemv_scale_kind value           */
+    int32_t splits;         /* splits of k with partial; else ignored  */
 } fp8q_gemv_fp8_args;
+
+/* Values of k a split takes when k_total values are cut into `splits`
+ * (>= 1): ceil(k_total / splits) rounded up to a multiple of
+ * FP8Q_GEMV_BLOCK (so a split never cuts a block scale's 128 values nor a
+ * kernel's chunk). The same function on the host and in the kernels. */
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+static inline int64_t fp8q_gemv_split_span(int64_t k_total, int32_t splits)
+{
+    const int64_t per_split = (k_total + splits - 1) / splits;
+    return (per_split + FP8Q_GEMV_BLOCK - 1) / FP8Q_GEMV_BLOCK * FP8Q_GEMV_BLOCK;
+}
 
 #endif /* FP8Q_KERNELS_GEMV_CUH */

@@ -1,8 +1,10 @@
 /*
  * gemv_common.cuh - what the weight-only product's kernels (gemv.cu on the
  * CUDA cores, gemv_tensor_cores.cu on the tensor cores) share past their
- * sums: the finishing of one output value (kernels/gemv.cuh's contract).
- * They decode four weight codes at a time with elements.cuh's decode4.
+ * sums: the finishing of one output value (kernels/gemv.cuh's contract)
+ * and where a block's sum goes (y, or, when k is split, the split's
+ * partial sums for fp8q_gemv_fp8_reduce). They
+ * decode four weight codes at a time with elements.cuh's decode4.
  */
 #ifndef FP8Q_KERNELS_GEMV_COMMON_CUH
 #define FP8Q_KERNELS_GEMV_COMMON_CUH
@@ -27,6 +29,21 @@ static __device__ __forceinline__ float finish_sum(const fp8q_gemv_fp8_args &arg
         sum = __fadd_rn(sum, float_element(args.bias, row, args.bias_dtype));
     }
     return sum;
+}
+
+/* Output (x_row, row) of the block's float32 sum: finished into y (x's
+ * dtype X), or, when k is split, the split's raw sum into partial. */
+template <int X>
+static __device__ __forceinline__ void write_sum(const fp8q_gemv_fp8_args &args, int64_t x_row,
+                                                 int64_t row, float sum)
+{
+    if (args.partial != NULL) {
+        args.partial[((int64_t)blockIdx.y * args.m + x_row) * args.n + row] = sum;
+    }
+    else {
+        ((typename dtype_traits<X>::storage *)args.y)[x_row * args.n + row] =
+            dtype_traits<X>::store(finish_sum(args, sum, row), 0);
+    }
 }
 
 #endif /* FP8Q_KERNELS_GEMV_COMMON_CUH */

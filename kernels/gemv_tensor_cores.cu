@@ -6,20 +6,30 @@
  * FP8 codes into float16 / bfloat16 (exact: every FP8 value is one of
  * theirs) in its own shared memory and multiplies it with 8-row slices of
  * x, read straight from memory, through WMMA's m8n32k16 shape (float32
- * accumulators). The weight is still read once, one byte a value (each warp
- * loads its next chunk while it multiplies the current one); x (small)
- * is served from the caches. A block's warps split k; their sums meet in
- * shared memory, added in warp order, and one pass applies the scales and
- * the bias and rounds once into x's dtype. WMMA is CUDA C++ (mma.h), no
- * inline asm; its float16 shapes run on sm_70+, bfloat16 on sm_80+.
+ * accumulators). The weight is still read once, one byte a value: each
+ * warp streams its chunks of codes through a ring of TC_STAGES buffers in
+ * shared memory with asynchronous copies (<cuda_pipeline.h>:
+ * __pipeline_memcpy_async, __pipeline_commit, __pipeline_wait_prior; the
+ * order in gemv_pipeline.cuh), TC_STAGES - 1 chunks ahead of the one it
+ * decodes, so a warp has 2 KiB of loads in flight and a block 16 KiB.
+ * x (small) is served from the caches. A block's warps split k (and the
+ * grid's y dimension too, where the weight has too few rows to fill the
+ * GPU: gemv.cuh, "Split k"); the warps' sums meet in shared memory, added
+ * in warp order, and one pass applies the scales and the bias and rounds
+ * once into x's dtype (or stores the split's sums). WMMA is CUDA C++
+ * (mma.h), no inline asm; its float16 shapes run on sm_70+, bfloat16 on
+ * sm_80+; the asynchronous copies are sm_80's, and <cuda_pipeline.h> makes
+ * them ordinary copies on sm_75.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_pipeline.h>
 #include <mma.h>
 
 #include "common.cuh"
 #include "gemv.cuh"
 #include "gemv_common.cuh"
+#include "gemv_pipeline.cuh"
 
 /* WMMA's m8n32k16: 8 rows of x, 32 weight rows, 16 values of k a step. */
 #define TC_X_ROWS 8
@@ -33,8 +43,15 @@
 #define TC_STRIDE (TC_CHUNK + 8)
 #define TC_WARPS (FP8Q_GEMV_THREADS / FP8Q_WARP_SIZE)
 #define TC_LOADS (TC_WEIGHT_ROWS * TC_CHUNK / 16 / FP8Q_WARP_SIZE)
-/* The warps' tiles: 20 KiB of static shared memory. */
-#define TC_SHARED_BYTES (TC_WARPS * TC_WEIGHT_ROWS * TC_STRIDE * 2)
+/* The warps' decoded tiles (20 KiB), then each warp's ring of TC_STAGES
+ * chunks of raw codes (1 KiB each, 24 KiB): 44 KiB of static shared
+ * memory, under the 48 KiB every architecture gives without opting in. */
+#define TC_STAGES 3
+#define TC_TILE_BYTES (TC_WARPS * TC_WEIGHT_ROWS * TC_STRIDE * 2)
+#define TC_RAW_BYTES (TC_WARPS * TC_STAGES * TC_WEIGHT_ROWS * TC_CHUNK)
+#define TC_SHARED_BYTES (TC_TILE_BYTES + TC_RAW_BYTES)
+
+static_assert(TC_SHARED_BYTES <= 48 * 1024, "static shared memory stays within 48 KiB");
 
 static_assert(TC_LOADS == 2, "a lane loads 2 x 16 codes of a tile");
 static_assert(TC_CHUNK <= FP8Q_GEMV_BLOCK && FP8Q_GEMV_BLOCK % TC_CHUNK == 0 &&
@@ -89,24 +106,53 @@ static __device__ __forceinline__ int64_t slice_first_row(int slice, int64_t m)
     return first + TC_X_ROWS <= m ? first : m - TC_X_ROWS;
 }
 
-/* A lane's codes of the chunk of weight rows first_row.. and values k0..:
- * load t is weight row (lane + 32 t) / 2 of the group, codes 16 * ((lane +
- * 32 t) % 2) onwards (2 lanes read a row's 32 contiguous bytes); zeros
- * past n and k. */
-static __device__ __forceinline__ void load_chunk(const fp8q_gemv_fp8_args &args,
-                                                  int64_t first_row, int64_t k0, int lane,
-                                                  uint4 codes[TC_LOADS])
-{
-#pragma unroll
-    for (int t = 0; t < TC_LOADS; t++) {
-        const int piece = lane + FP8Q_WARP_SIZE * t;
-        const int64_t row = first_row + piece / 2;
-        const int64_t column = k0 + 16 * (piece % 2);
-        codes[t] = row < args.n && column < args.k
-                       ? *(const uint4 *)(args.weight + row * args.k + column)
-                       : make_uint4(0u, 0u, 0u, 0u);
+/* A warp's copies of its chunks of codes into its ring of raw stages
+ * (gemv_pipeline.cuh's Pipe). Chunk c of the walk is the block's chunk
+ * first_chunk + c * TC_WARPS (weight rows first_row.., values 32 x that
+ * onwards); lane `lane` copies pieces lane and lane + 32 (piece p: weight
+ * row p / 2 of the group, codes 16 * (p % 2) onwards: 2 lanes a row's 32
+ * contiguous bytes), zeros past n and k, and is the only reader of them,
+ * so the lane's own wait suffices. consume hands each chunk to `use`. */
+template <class Use> struct code_pipe {
+    const fp8q_gemv_fp8_args &args;
+    int64_t first_row, first_chunk;
+    int lane;
+    uint4 (*raw)[TC_LOADS * FP8Q_WARP_SIZE]; /* the warp's TC_STAGES stages */
+    Use &use;
+
+    __device__ __forceinline__ int64_t chunk_k(int64_t chunk) const
+    {
+        return (first_chunk + chunk * TC_WARPS) * TC_CHUNK;
     }
-}
+    __device__ __forceinline__ void issue(int64_t chunk, int stage)
+    {
+        const int64_t k0 = chunk_k(chunk);
+#pragma unroll
+        for (int t = 0; t < TC_LOADS; t++) {
+            const int piece = lane + FP8Q_WARP_SIZE * t;
+            const int64_t row = first_row + piece / 2;
+            const int64_t column = k0 + 16 * (piece % 2);
+            if (row < args.n && column < args.k) {
+                __pipeline_memcpy_async(&raw[stage][piece], args.weight + row * args.k + column,
+                                        sizeof(uint4));
+            }
+            else {
+                raw[stage][piece] = make_uint4(0u, 0u, 0u, 0u);
+            }
+        }
+    }
+    __device__ __forceinline__ void commit() { __pipeline_commit(); }
+    template <int N> __device__ __forceinline__ void wait() { __pipeline_wait_prior(N); }
+    __device__ __forceinline__ void consume(int64_t chunk, int stage)
+    {
+        uint4 codes[TC_LOADS];
+#pragma unroll
+        for (int t = 0; t < TC_LOADS; t++) {
+            codes[t] = raw[stage][lane + FP8Q_WARP_SIZE * t];
+        }
+        use(chunk_k(chunk), codes);
+    }
+};
 
 /* WMMA's fragments for x's dtype X: 8 rows of x by 16 values of k, 16
  * values of k by 32 weight rows (the decoded tile, column-major), and the
@@ -170,40 +216,32 @@ static __device__ __forceinline__ void tensor_core_run(const fp8q_gemv_fp8_args 
     mma_t(*const tiles)[TC_WEIGHT_ROWS][TC_STRIDE] = (mma_t(*)[TC_WEIGHT_ROWS][TC_STRIDE])shared;
     float(*const block_sums)[TC_X_ROWS][TC_WEIGHT_ROWS] =
         (float(*)[TC_X_ROWS][TC_WEIGHT_ROWS])shared;
-    static_assert(TC_SHARED_BYTES >= sizeof(float) * SLICES * TC_X_ROWS * TC_WEIGHT_ROWS,
+    uint4(*const raws)[TC_STAGES][TC_LOADS * FP8Q_WARP_SIZE] =
+        (uint4(*)[TC_STAGES][TC_LOADS * FP8Q_WARP_SIZE])(shared + TC_TILE_BYTES);
+    static_assert(TC_TILE_BYTES >= sizeof(float) * SLICES * TC_X_ROWS * TC_WEIGHT_ROWS,
                   "the block's sums fit in the tiles' memory");
 
     const int lane = (int)threadIdx.x % FP8Q_WARP_SIZE;
     const int warp = (int)threadIdx.x / FP8Q_WARP_SIZE;
     const int slices = (int)((args.m + TC_X_ROWS - 1) / TC_X_ROWS);
     const int64_t k_blocks = (args.k + FP8Q_GEMV_BLOCK - 1) / FP8Q_GEMV_BLOCK;
-    const int64_t chunks = (args.k + TC_CHUNK - 1) / TC_CHUNK;
-    int64_t group;
+    int64_t group, first_chunk, end_chunk;
+
+    fp8q_gemv_split_chunks(args.k, args.partial != NULL ? args.splits : 1,
+                           args.partial != NULL ? (int32_t)blockIdx.y : 0, TC_CHUNK, &first_chunk,
+                           &end_chunk);
 
     for (group = blockIdx.x; group * TC_WEIGHT_ROWS < args.n; group += gridDim.x) {
         const int64_t first_row = group * TC_WEIGHT_ROWS;
         sum_fragment sums[SLICES];
-        uint4 codes[TC_LOADS], next[TC_LOADS];
-        int64_t chunk;
 
 #pragma unroll
         for (int s = 0; s < SLICES; s++) {
             wmma::fill_fragment(sums[s], 0.0f);
         }
-        /* The codes of a warp's next chunk are loaded while it decodes and
-         * multiplies the current one (two chunks in flight a warp). */
-        if (warp < chunks) {
-            load_chunk(args, first_row, warp * TC_CHUNK, lane, next);
-        }
-        for (chunk = warp; chunk < chunks; chunk += TC_WARPS) {
-            const int64_t k0 = chunk * TC_CHUNK;
-#pragma unroll
-            for (int t = 0; t < TC_LOADS; t++) {
-                codes[t] = next[t];
-            }
-            if (chunk + TC_WARPS < chunks) {
-                load_chunk(args, first_row, k0 + TC_WARPS * TC_CHUNK, lane, next);
-            }
+        /* Decode a chunk's codes into the warp's tile, multiply it into
+         * the sums (a block scale per chunk: the chunk lies in one block). */
+        auto use = [&](int64_t k0, const uint4 (&codes)[TC_LOADS]) {
             __syncwarp(); /* the previous chunk's products have read the tile */
 #pragma unroll
             for (int t = 0; t < TC_LOADS; t++) {
@@ -236,7 +274,11 @@ static __device__ __forceinline__ void tensor_core_run(const fp8q_gemv_fp8_args 
             else {
                 multiply_chunk<X, SLICES>(args, &tiles[warp][0][0], k0, slices, sums);
             }
-        }
+        };
+        code_pipe<decltype(use)> pipe = {args, first_row, first_chunk + warp, lane,
+                                         raws[warp], use};
+        fp8q_gemv_pipeline_walk<TC_STAGES>(
+            fp8q_gemv_warp_chunks(first_chunk, end_chunk, warp, TC_WARPS), pipe);
 
         /* The warps' sums into block_sums, in warp order. */
         __syncthreads(); /* every warp is done with its tile */
@@ -272,8 +314,7 @@ static __device__ __forceinline__ void tensor_core_run(const fp8q_gemv_fp8_args 
             const int64_t x_row = slice_first_row(s, args.m) + i;
             const int64_t row = first_row + j;
             if (x_row >= (int64_t)s * TC_X_ROWS && row < args.n) {
-                ((uint16_t *)args.y)[x_row * args.n + row] =
-                    dtype_traits<X>::store(finish_sum(args, block_sums[s][i][j], row), 0);
+                write_sum<X>(args, x_row, row, block_sums[s][i][j]);
             }
         }
         __syncthreads(); /* block_sums is the next group's tiles */

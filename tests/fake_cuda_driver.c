@@ -91,9 +91,10 @@ void log_call(const char *name)
     }
 }
 
-/* FAKE_CUDA_LAUNCH_LOG: one line per kernel launch, "NAME GRID BLOCK". */
+/* FAKE_CUDA_LAUNCH_LOG: one line per kernel launch, "NAME GRID BLOCK", and
+ * " GRID_Y" after them for a two-dimensional grid. */
 static void log_launch(const char *name, unsigned int grid_x,
-                       unsigned int block_x)
+                       unsigned int grid_y, unsigned int block_x)
 {
     const char *path = getenv("FAKE_CUDA_LAUNCH_LOG");
     FILE *file;
@@ -102,7 +103,12 @@ static void log_launch(const char *name, unsigned int grid_x,
     }
     file = fopen(path, "a");
     if (file != NULL) {
-        fprintf(file, "%s %u %u\n", name, grid_x, block_x);
+        if (grid_y == 1) {
+            fprintf(file, "%s %u %u\n", name, grid_x, block_x);
+        }
+        else {
+            fprintf(file, "%s %u %u %u\n", name, grid_x, block_x, grid_y);
+        }
         fclose(file);
     }
 }
@@ -660,20 +666,77 @@ static int gemv_tensor_core_refuses(const fp8q_gemv_fp8_args *args, int rows)
              (args->x_dtype == FP8Q_BFLOAT16 && major >= 8));
 }
 
+/* An output of kernels/gemv.cuh from its float32 sum: times the tensor's or
+ * weight row j's scale, plus the bias (float32 roundings). */
+static float gemv_finish(const fp8q_gemv_fp8_args *args, float value,
+                         int64_t j)
+{
+    if (args->scale_kind == FP8Q_GEMV_SCALE_TENSOR) {
+        value *= args->scale[0];
+    }
+    else if (args->scale_kind == FP8Q_GEMV_SCALE_ROW) {
+        value *= args->scale[j];
+    }
+    if (args->bias != NULL) {
+        value += load_element(args->bias, j, args->bias_dtype);
+    }
+    return value;
+}
+
+/* kernels/gemv.cuh's "Split k" finish (fp8q_gemv_fp8_reduce): each
+ * output's splits added in split order in float32, then scaled, biased and
+ * rounded once into x's dtype. Refuses (nonzero) a launch without partial
+ * sums or with a block other than FP8Q_GEMV_THREADS threads. */
+static int run_gemv_reduce(const fp8q_gemv_fp8_args *args,
+                           unsigned int block_x)
+{
+    const int64_t outputs = args->m * args->n;
+    int64_t index;
+    int split;
+    if (block_x != FP8Q_GEMV_THREADS || args->partial == NULL ||
+        args->splits < 1 || args->splits > FP8Q_GEMV_MAX_SPLITS ||
+        (uintptr_t)args->partial % 16 != 0) {
+        return 1;
+    }
+    for (index = 0; index < outputs; index++) {
+        const int64_t j = index % args->n;
+        float value = args->partial[index];
+        for (split = 1; split < args->splits; split++) {
+            value += args->partial[split * outputs + index];
+        }
+        store_element(args->y, index, args->x_dtype,
+                      gemv_finish(args, value, j), 0);
+    }
+    return 0;
+}
+
 /* kernels/gemv.cuh's product in double (well within its float32 bound),
  * rounded once into x's dtype, for the kernel named "fp8q_gemv_fp8_" +
- * `tile` ("1", "2", "4", "8"; "tc16", "tc64" on the tensor cores). Refuses
- * (nonzero) a launch outside the contract: the tile must be the smallest
- * that holds m, k a multiple of 16, operands 16-byte aligned,
- * FP8Q_GEMV_THREADS threads, and the tensor cores' own conditions. */
+ * `tile` ("1", "2", "4", "8"; "tc16", "tc64" on the tensor cores); with
+ * partial sums (tensor cores only), each split's double sum over its
+ * values of k, rounded once to float32, into partial and y untouched.
+ * Refuses (nonzero) a launch outside the contract: the tile must be the
+ * smallest that holds m, k a multiple of 16, operands 16-byte aligned,
+ * FP8Q_GEMV_THREADS threads, the tensor cores' own conditions, and
+ * grid_y 1 without partial sums, the splits with them. */
 static int run_gemv_fp8(const fp8q_gemv_fp8_args *args, const char *tile,
-                        unsigned int block_x)
+                        unsigned int block_x, unsigned int grid_y)
 {
     const int64_t k_blocks = (args->k + FP8Q_GEMV_BLOCK - 1) / FP8Q_GEMV_BLOCK;
     const int tensor_cores = strncmp(tile, "tc", 2) == 0;
     const int rows = atoi(tensor_cores ? tile + 2 : tile);
+    const int splits = args->partial != NULL ? args->splits : 1;
+    const int64_t span =
+        args->partial != NULL ? fp8q_gemv_split_span(args->k, splits) : args->k;
     int64_t i, j, c;
-    if (block_x != FP8Q_GEMV_THREADS || args->m < 1 || args->m > rows ||
+    int split;
+    if (args->partial != NULL &&
+        (!tensor_cores || splits < 1 || splits > FP8Q_GEMV_MAX_SPLITS ||
+         (uintptr_t)args->partial % 16 != 0)) {
+        return 1;
+    }
+    if (grid_y != (unsigned int)splits ||
+        block_x != FP8Q_GEMV_THREADS || args->m < 1 || args->m > rows ||
         (!tensor_cores && rows > 1 && args->m <= rows / 2) ||
         (tensor_cores && gemv_tensor_core_refuses(args, rows)) ||
         args->k < 16 || args->k % 16 != 0 || (uintptr_t)args->x % 16 != 0 ||
@@ -682,31 +745,31 @@ static int run_gemv_fp8(const fp8q_gemv_fp8_args *args, const char *tile,
          args->weight_dtype != FP8Q_FLOAT8_E5M2)) {
         return 1;
     }
-    for (i = 0; i < args->m; i++) {
-        for (j = 0; j < args->n; j++) {
-            double sum = 0.0;
-            float value;
-            for (c = 0; c < args->k; c++) {
-                double w = load_element(args->weight, j * args->k + c,
-                                        args->weight_dtype);
-                if (args->scale_kind == FP8Q_GEMV_SCALE_BLOCK) {
-                    w *= args->scale[(j / FP8Q_GEMV_BLOCK) * k_blocks +
-                                     c / FP8Q_GEMV_BLOCK];
+    for (split = 0; split < splits; split++) {
+        for (i = 0; i < args->m; i++) {
+            for (j = 0; j < args->n; j++) {
+                const int64_t end =
+                    (split + 1) * span < args->k ? (split + 1) * span : args->k;
+                double sum = 0.0;
+                float value;
+                for (c = split * span; c < end; c++) {
+                    double w = load_element(args->weight, j * args->k + c,
+                                            args->weight_dtype);
+                    if (args->scale_kind == FP8Q_GEMV_SCALE_BLOCK) {
+                        w *= args->scale[(j / FP8Q_GEMV_BLOCK) * k_blocks +
+                                         c / FP8Q_GEMV_BLOCK];
+                    }
+                    sum += (double)load_element(args->x, i * args->k + c,
+                                                args->x_dtype) * w;
                 }
-                sum += (double)load_element(args->x, i * args->k + c,
-                                            args->x_dtype) * w;
+                value = (float)sum;
+                if (args->partial != NULL) {
+                    args->partial[(split * args->m + i) * args->n + j] = value;
+                    continue;
+                }
+                store_element(args->y, i * args->n + j, args->x_dtype,
+                              gemv_finish(args, value, j), 0);
             }
-            value = (float)sum;
-            if (args->scale_kind == FP8Q_GEMV_SCALE_TENSOR) {
-                value *= args->scale[0];
-            }
-            else if (args->scale_kind == FP8Q_GEMV_SCALE_ROW) {
-                value *= args->scale[j];
-            }
-            if (args->bias != NULL) {
-                value += load_element(args->bias, j, args->bias_dtype);
-            }
-            store_element(args->y, i * args->n + j, args->x_dtype, value, 0);
         }
     }
     return 0;
@@ -914,7 +977,8 @@ static const char *const kernel_names[] = {
     FP8Q_GEMV_FP8_KERNEL_2, FP8Q_GEMV_FP8_KERNEL_4, FP8Q_GEMV_FP8_KERNEL_8,
     FP8Q_GEMV_FP8_KERNEL_TC16, FP8Q_GEMV_FP8_KERNEL_TC64,
     FP8Q_CAST_TO_FP8_KERNEL, FP8Q_CAST_FROM_FP8_KERNEL,
-    FP8Q_QUANTIZE_ROWS_WARPS_KERNEL, FP8Q_NORM_QUANTIZE_KERNEL};
+    FP8Q_QUANTIZE_ROWS_WARPS_KERNEL, FP8Q_NORM_QUANTIZE_KERNEL,
+    FP8Q_GEMV_FP8_KERNEL_REDUCE};
 
 static result_t fake_module_get_function(void **function, void *module,
                                          const char *name)
@@ -942,16 +1006,19 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
     const char *name = *(const char *const *)function;
     result_t refused;
     log_call(name);
-    log_launch(name, grid_x, block_x);
+    log_launch(name, grid_x, grid_y, block_x);
     refused = stream_check(name, stream);
     if (refused != 0) {
         return refused;
     }
     /* The launch contracts: a 1-D grid of >= 1 blocks of a multiple of 32
-     * threads (at most 1024), no shared memory, one parameter. */
+     * threads (at most 1024), no shared memory, one parameter; the
+     * weight-only tensor-core kernels' split k a grid of splits rows. */
     if (grid_x < 1 ||
         grid_x > (unsigned int)setting("FAKE_CUDA_MAX_GRID", 0x7FFFFFFF) ||
-        grid_y != 1 || grid_z != 1 || block_x % 32 != 0 ||
+        grid_y < 1 ||
+        (grid_y != 1 && strncmp(name, "fp8q_gemv_fp8_tc", 16) != 0) ||
+        grid_z != 1 || block_x % 32 != 0 ||
         block_x > 1024 || block_y != 1 || block_z != 1 || shared != 0 ||
         extra != NULL || parameters == NULL) {
         return 1;
@@ -979,9 +1046,13 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
         }
         run_cast(args);
     }
+    else if (strcmp(name, FP8Q_GEMV_FP8_KERNEL_REDUCE) == 0) {
+        return run_gemv_reduce((const fp8q_gemv_fp8_args *)parameters[0],
+                               block_x);
+    }
     else if (strncmp(name, "fp8q_gemv_fp8_", 14) == 0) {
         return run_gemv_fp8((const fp8q_gemv_fp8_args *)parameters[0],
-                            name + 14, block_x);
+                            name + 14, block_x, grid_y);
     }
     else if (strcmp(name, FP8Q_AMAX_KERNEL) == 0) {
         const fp8q_amax_args *args = (const fp8q_amax_args *)parameters[0];

@@ -240,7 +240,8 @@ def warm_layer_calls_capture():
     """fp8q.torch's one-call forward (_C.linear_layer for W8A8 per token, in
     blocks and static; _C.layer_weight for W8A16) on a capturing stream,
     warm, captures as it runs eagerly: the same work, no forbidden call,
-    the same bits."""
+    the same bits; so does _C.layer_gemv with k split over the grid (its
+    scratch a graph allocation)."""
     rng = np.random.default_rng(33)
     x = on_gpu(fp8q.asarray(rng.standard_normal((2, 8, 256)).astype(
         np.float32)))
@@ -258,6 +259,15 @@ def warm_layer_calls_capture():
         if name != "block":
             cases.append(lambda w=w, name=name: fp8q._C.linear_layer(
                 x, w.data, w.scale, bias, input_scale, name, CAPTURING))
+    # The weight-only product with k split over the grid (16 float16
+    # tokens, 40 weight rows, K = 4096: kernels/gemv.cuh "Split k"), whose
+    # scratch for the splits' sums is allocated and dropped in the capture.
+    x16 = on_gpu(fp8q.asarray(rng.standard_normal((16, 4096)).astype(
+        np.float32), dtype="float16"))
+    w16 = fp8q.quantize(on_gpu(fp8q.asarray(rng.standard_normal(
+        (40, 4096)).astype(np.float32))), granularity="row")
+    cases.append(lambda: fp8q._C.layer_gemv(x16, w16.data, w16.scale, None,
+                                            "row", CAPTURING))
     for function in cases:
         eager, captured = captured_like_eager(function)
         assert same_bits(captured.cpu(stream=CAPTURING).numpy(),

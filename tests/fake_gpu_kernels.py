@@ -17,7 +17,14 @@ FULL_DEVICE = 32
 
 
 def launches(action):
-    """The (kernel, grid, block) launches `action()` makes."""
+    """The (kernel, grid, block) launches `action()` makes (grid: the
+    grid's x dimension)."""
+    return [launch[:3] for launch in grid_launches(action)]
+
+
+def grid_launches(action):
+    """The (kernel, grid x, block, grid y) launches `action()` makes: the
+    fake driver logs "NAME GRID BLOCK", and " GRID_Y" past a grid y of 1."""
     path = os.environ["FAKE_CUDA_LAUNCH_LOG"]
     with open(path, "a", encoding="utf-8"):
         pass
@@ -26,8 +33,9 @@ def launches(action):
     action()
     with open(path, encoding="utf-8") as log:
         lines = log.readlines()[before:]
-    return [(name, int(grid), int(block))
-            for name, grid, block in (line.split() for line in lines)]
+    return [(fields[0], int(fields[1]), int(fields[2]),
+             int(fields[3]) if len(fields) > 3 else 1)
+            for fields in (line.split() for line in lines)]
 
 
 def grid_of(kernel, action):
@@ -241,7 +249,8 @@ def check_gemv_products(rng, n, k, token_counts, x_dtypes, bias_dtypes,
     granularity)."""
     for m in token_counts:
         for granularity, scale_shape in (("tensor", ()), ("row", (n, 1)),
-                                         ("block", (1, 3))):
+                                         ("block", (-(-n // 128),
+                                                    -(-k // 128)))):
             for x_dtype in x_dtypes:
                 for weight_dtype in ("float8_e4m3fn", "float8_e5m2"):
                     for bias_dtype in bias_dtypes:
@@ -300,6 +309,72 @@ def tensor_core_gemv_matches_the_reference():
         declined=lambda m, granularity: granularity == "block" and m > 16)
 
 
+def expected_splits(m, n, k, multiprocessors=4, blocks_per_sm=8):
+    """kernels/gemv.cuh's split of k as cuda/launch.h documents it, for the
+    tensor-core kernels on the fake device (4 multiprocessors, 2048 / 256
+    blocks each): 1 where ceil(n / 32) blocks fill it, else enough splits
+    to, at most 16, k // 1024 and k // (32 m), recounted so that none is
+    empty (each split ceil(k / splits) rounded up to 128 values)."""
+    blocks = -(-n // 32)
+    full = multiprocessors * blocks_per_sm
+    if blocks >= full:
+        return 1
+    splits = min(-(-full // blocks), 16, k // 1024, k // (32 * m))
+    if splits <= 1:
+        return 1
+    span = -(-(-(-k // splits)) // 128) * 128
+    return -(-k // span)
+
+
+def split_gemv_matches_the_reference():
+    """The tensor-core kernels with k split over the grid's y dimension
+    (few weight rows, long k: kernels/gemv.cuh "Split k"): every scale
+    granularity, both weight formats, a bias or none, K ending inside a
+    128-value block, against float64 within twice float32's unit roundoff
+    per term; the same bits from a second call (the splits' sums are added
+    in split order). On the fake driver the launches too: the product on
+    ceil(n / 32) x splits blocks, then fp8q_gemv_fp8_reduce over the m x n
+    outputs; no split (and no reduce) where the blocks fill the device or
+    on the CUDA cores."""
+    check_gemv_products(
+        np.random.default_rng(8), 40, 3088, (9, 16, 40),
+        ("float16", "bfloat16"), (None, "bfloat16"), 2.0 ** -22,
+        declined=lambda m, granularity: granularity == "block" and m > 16)
+    rng = np.random.default_rng(9)
+    for m, n, k, dtype, kernel in ((16, 40, 3088, "bfloat16", "tc16"),
+                                   (40, 40, 8192, "float16", "tc64"),
+                                   (9, 70, 1024 * 40, "bfloat16", "tc16"),
+                                   (16, 1024, 3088, "float16", "tc16"),
+                                   (4, 40, 3088, "bfloat16", "4")):
+        x = fp8q.asarray(rng.standard_normal((m, k)).astype(np.float32),
+                         dtype=dtype, device="cuda")
+        codes = fp8q.asarray(rng.standard_normal((n, k)).astype(np.float32),
+                             dtype="float8_e4m3fn", device="cuda")
+        scale = fp8q.asarray(rng.uniform(0.5, 1.0, (n, 1)).astype(
+            np.float32), device="cuda")
+        results = []
+
+        def call():
+            results.append(_C.layer_gemv(x, codes, scale, None, "row", None))
+        if "FAKE_CUDA_LAUNCH_LOG" in os.environ:  # the fake driver
+            splits = expected_splits(m, n, k) if kernel != "4" else 1
+            expected = [(f"fp8q_gemv_fp8_{kernel}",
+                         -(-n // (32 if kernel != "4" else 4)), 256, splits)]
+            if splits > 1:
+                expected.append(("fp8q_gemv_fp8_reduce",
+                                 min(-(-m * n // 256), 32), 256, 1))
+            assert grid_launches(call) == expected, (m, n, k, expected)
+        else:  # a GPU
+            call()
+        call()
+        first = np.asarray(results[0].cpu()).view(np.uint16)
+        assert (first == np.asarray(results[1].cpu()).view(np.uint16)).all()
+        reference = reference_product(x, codes, scale, "row", None)
+        got = np.asarray(fp8q.cast(results[0].cpu(), "float32"))
+        assert np.abs(got - reference).max() <= (
+            OUTPUT_ULP[dtype] + k * 2.0 ** -22) * np.abs(reference).max()
+
+
 def gemv_decodes_every_code():
     """Each weight-only kernel decodes every finite E4M3FN and E5M2 code
     exactly: with one-hot rows of x, output (t, r) is weight row r's code at
@@ -307,7 +382,8 @@ def gemv_decodes_every_code():
     every x dtype: float16 and bfloat16 hold every FP8 value). The NaN and
     infinity codes have rows of their own, each giving NaN (an infinity
     times the zeros of x is NaN too). The CUDA-core kernels (1 to 8 tokens)
-    and the tensor-core ones (9 to 64)."""
+    and the tensor-core ones (8 to 64), these also with the codes repeated
+    along a k of 4096, split over the grid (gemv.cuh "Split k")."""
     every = np.arange(256, dtype=np.uint8)
     for dtype in ("float8_e4m3fn", "float8_e5m2"):
         values = np.asarray(fp8q.cast(fp8q.asarray(every).view(dtype),
@@ -324,22 +400,31 @@ def gemv_decodes_every_code():
                                        "float32"))
         decoded[len(finite) // 8:] = np.nan
         scale = fp8q.asarray(np.ones((n, 1), np.float32), device="cuda")
-        for m, x_dtypes in ((1, ("float32", "float16", "bfloat16")),
-                            (2, ("bfloat16",)), (3, ("float16",)),
-                            (5, ("float32", "bfloat16")),
-                            (8, ("float16",)),
-                            (16, ("float16", "bfloat16")),
-                            (64, ("float16", "bfloat16"))):
-            columns = np.arange(m) % 32
-            one_hot = np.zeros((m, 32), np.float32)
+        # The same codes repeated along a k of 4096: the tensor-core
+        # kernels split it (few weight rows: gemv.cuh "Split k"), and the
+        # one-hot columns reach into every split.
+        wide = fp8q.asarray(np.tile(codes, (1, 128))).view(dtype).to("cuda")
+        for m, x_dtypes, width in ((1, ("float32", "float16", "bfloat16"), 32),
+                                   (2, ("bfloat16",), 32), (3, ("float16",), 32),
+                                   (5, ("float32", "bfloat16"), 32),
+                                   (8, ("float16",), 32),
+                                   (16, ("float16", "bfloat16"), 32),
+                                   (64, ("float16", "bfloat16"), 32),
+                                   (8, ("bfloat16",), 4096),
+                                   (16, ("float16", "bfloat16"), 4096),
+                                   (64, ("float16", "bfloat16"), 4096)):
+            columns = np.arange(m) % 32 + 32 * ((np.arange(m) * 37) %
+                                                (width // 32))
+            one_hot = np.zeros((m, width), np.float32)
             one_hot[np.arange(m), columns] = 1.0
-            expected = decoded[:, columns].T
+            expected = decoded[:, columns % 32].T
             for x_dtype in x_dtypes:
                 x = fp8q.asarray(one_hot, dtype=x_dtype, device="cuda")
                 y = np.asarray(fp8q.cast(_C.layer_gemv(
-                    x, weight, scale, None, "row", None).cpu(), "float32"))
+                    x, weight if width == 32 else wide, scale, None, "row",
+                    None).cpu(), "float32"))
                 same = (y == expected) | (np.isnan(y) & np.isnan(expected))
-                assert same.all(), (dtype, m, x_dtype,
+                assert same.all(), (dtype, m, x_dtype, width,
                                     np.argwhere(~same)[:4].tolist())
 
 

@@ -65,3 +65,22 @@ def test_bench_linear_breakdown_says_why_it_cannot_run_without_a_gpu():
     assert completed.stdout.strip() == (
         "GPU breakdown not run: this PyTorch has no usable CUDA device"), (
         completed.stdout)
+
+
+def test_weight_only_table_reports_weight_bandwidth_and_share_of_copy():
+    """The W8A16 table's rows (fp8q._bench_weight_only.table_lines, the
+    GPU bench's printer, here on made-up timings): speed against bf16, the
+    weight's GB/s (N x K bytes per call over fp8q's time) and its share of
+    the copy bandwidth measured in the same run, for every row."""
+    from fp8q._bench_weight_only import table_lines
+
+    rows = [(1, 4096, 4096, 0.0400, 0.0050),
+            (16, 14336, 4096, 0.1300, 0.0160)]
+    header, cells = markdown_table("\n".join(table_lines(rows, 4000.0)))
+    assert header[-3:] == ["speed vs bf16", "weight GB/s", "% of copy"]
+    assert [row[:3] for row in cells] == [["1", "4096", "4096"],
+                                          ["16", "14336", "4096"]]
+    # 4096 * 4096 bytes in 5 us: 3355 GB/s, 84% of 4000 GB/s; 14336 *
+    # 4096 bytes in 16 us: 3670 GB/s, 92%.
+    assert [row[-3:] for row in cells] == [["8.00x", "3355", "84%"],
+                                           ["8.12x", "3670", "92%"]]

@@ -88,3 +88,25 @@ def test_quantize_rows_loop_matches_the_codec_under_emulation(tmp_path):
     the contract through the codec, nothing written outside them."""
     assert_required_checks_pass(
         build_and_run(tmp_path, "quantize_rows_emulation.cpp"), 5)
+
+
+def test_gemv_pipeline_walk_and_split_under_emulation(tmp_path):
+    """kernels/gemv_pipeline.cuh, the weight-only tensor-core kernel's copy
+    pipeline and its cut of k, against a model of asynchronous copies that
+    land at random moments before the wait that covers them: every chunk
+    read once, in order, with its own codes, no stage overwritten before it
+    is read, for 2 to 5 stages and 0 to 40 chunks; the walk that waits for
+    one group fewer is caught; splits and warps cover the chunks of every k
+    once, splits on 128-value boundaries. Plain C++ (no CUDA header), so
+    it never skips where a C++ compiler is."""
+    compiler = (shutil.which(os.environ.get("CXX", "c++"))
+                or shutil.which("g++"))
+    assert compiler is not None, "a C++ compiler is needed"
+    program = tmp_path / "gemv_pipeline_emulation"
+    subprocess.run([compiler, "-O2", f"-I{ROOT / 'kernels'}",
+                    str(ROOT / "tests" / "gemv_pipeline_emulation.cpp"),
+                    "-o", str(program)],
+                   check=True, capture_output=True, text=True)
+    assert_required_checks_pass(
+        subprocess.run([str(program)], capture_output=True, text=True,
+                       timeout=300), 3)

@@ -17,6 +17,7 @@ from test_cuda_fake_device import fake_driver  # noqa: F401 (a fixture)
     "casts_take_the_fp8_kernel_where_it_applies",
     "gemv_matches_the_reference",
     "tensor_core_gemv_matches_the_reference",
+    "split_gemv_matches_the_reference",
     "gemv_decodes_every_code",
     "gemv_declines_what_it_does_not_take",
     "linear_weight_only_runs_every_row",

@@ -752,11 +752,13 @@ def test_nonfinite_token_on_the_gpu_gives_a_nonfinite_row_only(
 
 def test_weight_only_product_matches_the_reference():
     """_C.layer_gemv on the GPU: fake_gpu_kernels' scenarios (every tile,
-    CUDA-core and tensor-core, scale granularity, x, weight and bias dtype
-    against float64), run on the real kernels."""
+    CUDA-core and tensor-core, k split over the grid or not, scale
+    granularity, x, weight and bias dtype against float64), run on the real
+    kernels."""
     import fake_gpu_kernels
     fake_gpu_kernels.gemv_matches_the_reference()
     fake_gpu_kernels.tensor_core_gemv_matches_the_reference()
+    fake_gpu_kernels.split_gemv_matches_the_reference()
     fake_gpu_kernels.gemv_decodes_every_code()
     fake_gpu_kernels.gemv_declines_what_it_does_not_take()
     fake_gpu_kernels.linear_weight_only_runs_every_row()

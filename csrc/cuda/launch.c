@@ -79,12 +79,13 @@ static unsigned int item_blocks(int64_t items)
     return (unsigned int)(items < MAX_ROW_BLOCKS ? items : MAX_ROW_BLOCKS);
 }
 
-/* Launches `kernel` on `blocks` blocks of `threads` with one parameter, the
- * struct at `args`. */
-static fp8q_status launch_blocks(const fp8q_cuda_device *device,
-                                 fp8q_cuda_kernel kernel, unsigned int blocks,
-                                 unsigned int threads, const void *args,
-                                 fp8q_cu_stream stream, fp8q_error *error)
+/* Launches `kernel` on a grid of blocks x blocks_y blocks of `threads`
+ * with one parameter, the struct at `args`. */
+static fp8q_status launch_grid(const fp8q_cuda_device *device,
+                               fp8q_cuda_kernel kernel, unsigned int blocks,
+                               unsigned int blocks_y, unsigned int threads,
+                               const void *args, fp8q_cu_stream stream,
+                               fp8q_error *error)
 {
     void *parameters[1];
     fp8q_cu_result result;
@@ -96,15 +97,27 @@ static fp8q_status launch_blocks(const fp8q_cuda_device *device,
         return error->status;
     }
     result = fp8q_cuda_driver_load()->api.launch_kernel(
-        device->kernels[kernel], blocks, 1, 1, threads, 1, 1, 0, stream,
-        parameters, NULL);
+        device->kernels[kernel], blocks, blocks_y, 1, threads, 1, 1, 0,
+        stream, parameters, NULL);
     fp8q_cuda_context_leave();
     if (result != FP8Q_CUDA_SUCCESS) {
-        (void)snprintf(what, sizeof what, "launching %s (%u blocks of %u)",
-                       fp8q_cuda_kernel_name(kernel), blocks, threads);
+        (void)snprintf(what, sizeof what,
+                       "launching %s (%u x %u blocks of %u)",
+                       fp8q_cuda_kernel_name(kernel), blocks, blocks_y,
+                       threads);
         return fp8q_cuda_fail(device, "cuLaunchKernel", result, what, error);
     }
     return FP8Q_OK;
+}
+
+/* launch_grid with a one-dimensional grid. */
+static fp8q_status launch_blocks(const fp8q_cuda_device *device,
+                                 fp8q_cuda_kernel kernel, unsigned int blocks,
+                                 unsigned int threads, const void *args,
+                                 fp8q_cu_stream stream, fp8q_error *error)
+{
+    return launch_grid(device, kernel, blocks, 1u, threads, args, stream,
+                       error);
 }
 
 /* launch_blocks with FP8Q_CUDA_THREADS_PER_BLOCK threads. */
@@ -478,6 +491,63 @@ int fp8q_cuda_gemv_fp8_takes(const fp8q_cuda_device *device,
     return gemv_takes(args, tensor_cores_take(device, args));
 }
 
+/* The kernel of kernels/gemv.cuh for args->m rows: the tensor cores' when
+ * they take them (tc16 up to 16 rows, tc64 beyond), else the CUDA cores'
+ * smallest tile that holds m. */
+static fp8q_cuda_kernel gemv_kernel(const fp8q_gemv_fp8_args *args,
+                                    int tensor_cores)
+{
+    const int64_t m = args->m;
+    return tensor_cores ? (m <= 16 ? FP8Q_KERNEL_GEMV_FP8_TC16
+                                   : FP8Q_KERNEL_GEMV_FP8_TC64)
+           : m <= 1     ? FP8Q_KERNEL_GEMV_FP8_1
+           : m <= 2     ? FP8Q_KERNEL_GEMV_FP8_2
+           : m <= 4     ? FP8Q_KERNEL_GEMV_FP8_4
+                        : FP8Q_KERNEL_GEMV_FP8_8;
+}
+
+/* Values of k a split takes at least: 8 warps x 4 chunks of 32, so that
+ * each warp's 3-stage copy pipeline runs full for most of its split. */
+#define GEMV_MIN_SPLIT_K 1024
+
+int fp8q_cuda_gemv_fp8_splits(const fp8q_cuda_device *device,
+                              const fp8q_gemv_fp8_args *args)
+{
+    const int tensor_cores = tensor_cores_take(device, args);
+    const int64_t blocks =
+        fp8q_block_count(args->n, FP8Q_GEMV_TC_WEIGHT_ROWS);
+    int64_t full, splits, most;
+
+    if (!tensor_cores || !gemv_takes(args, tensor_cores) || args->k < 1) {
+        return 1;
+    }
+    full = full_device(device, gemv_kernel(args, tensor_cores));
+    if (blocks >= full) {
+        return 1;
+    }
+    splits = (full + blocks - 1) / blocks;
+    /* Each split at least GEMV_MIN_SPLIT_K values, and the scratch's
+     * traffic (8 bytes a sum: written, then read by the reduce) at most a
+     * quarter of the weight's bytes: 8 splits m n <= n k / 4. */
+    most = args->k / GEMV_MIN_SPLIT_K;
+    if (most > args->k / (32 * args->m)) {
+        most = args->k / (32 * args->m);
+    }
+    if (most > FP8Q_GEMV_MAX_SPLITS) {
+        most = FP8Q_GEMV_MAX_SPLITS;
+    }
+    if (splits > most) {
+        splits = most;
+    }
+    if (splits <= 1) {
+        return 1;
+    }
+    /* Whole 128-value blocks a split: no split left empty. */
+    return (int)((args->k + fp8q_gemv_split_span(args->k, (int32_t)splits) -
+                  1) /
+                 fp8q_gemv_split_span(args->k, (int32_t)splits));
+}
+
 fp8q_status fp8q_cuda_launch_gemv_fp8(const fp8q_cuda_device *device,
                                       const fp8q_gemv_fp8_args *args,
                                       fp8q_cu_stream stream,
@@ -485,28 +555,43 @@ fp8q_status fp8q_cuda_launch_gemv_fp8(const fp8q_cuda_device *device,
 {
     const int64_t m = args->m;
     const int tensor_cores = tensor_cores_take(device, args);
-    const fp8q_cuda_kernel kernel =
-        tensor_cores ? (m <= 16 ? FP8Q_KERNEL_GEMV_FP8_TC16
-                                : FP8Q_KERNEL_GEMV_FP8_TC64)
-        : m <= 1     ? FP8Q_KERNEL_GEMV_FP8_1
-        : m <= 2     ? FP8Q_KERNEL_GEMV_FP8_2
-        : m <= 4     ? FP8Q_KERNEL_GEMV_FP8_4
-                     : FP8Q_KERNEL_GEMV_FP8_8;
+    const fp8q_cuda_kernel kernel = gemv_kernel(args, tensor_cores);
+    const int split = args->partial != NULL;
+    int64_t reduce_blocks;
+    fp8q_status status;
 
-    if (!gemv_takes(args, tensor_cores) || args->k % 16 != 0) {
+    if (!gemv_takes(args, tensor_cores) || args->k % 16 != 0 ||
+        (split && (!tensor_cores || args->splits < 1 ||
+                   args->splits > FP8Q_GEMV_MAX_SPLITS ||
+                   ((uintptr_t)args->partial & 15u) != 0u))) {
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
                          "fp8q_cuda_launch_gemv_fp8: m=%lld rows of x (dtype "
                          "%d, scale kind %d) on compute capability %d.%d, "
-                         "k=%lld: outside the kernels' contract "
-                         "(kernels/gemv.cuh)",
+                         "k=%lld, %d splits of k: outside the kernels' "
+                         "contract (kernels/gemv.cuh)",
                          (long long)m, (int)args->x_dtype,
                          (int)args->scale_kind,
                          device->compute_capability_major,
-                         device->compute_capability_minor, (long long)args->k);
+                         device->compute_capability_minor, (long long)args->k,
+                         split ? (int)args->splits : 1);
     }
-    return launch_blocks(device, kernel,
-                         item_blocks(fp8q_block_count(
-                             args->n, tensor_cores ? FP8Q_GEMV_TC_WEIGHT_ROWS
+    status = launch_grid(
+        device, kernel,
+        item_blocks(fp8q_block_count(args->n, tensor_cores
+                                                   ? FP8Q_GEMV_TC_WEIGHT_ROWS
                                                    : FP8Q_GEMV_WEIGHT_ROWS)),
-                         FP8Q_GEMV_THREADS, args, stream, error);
+        split ? (unsigned int)args->splits : 1u, FP8Q_GEMV_THREADS, args,
+        stream, error);
+    if (status != FP8Q_OK || !split) {
+        return status;
+    }
+    /* The reduce: a thread per output, at most a full device (its blocks
+     * stride over the rest). */
+    reduce_blocks = fp8q_block_count(m * args->n, FP8Q_GEMV_THREADS);
+    if (reduce_blocks > full_device(device, FP8Q_KERNEL_GEMV_FP8_REDUCE)) {
+        reduce_blocks = full_device(device, FP8Q_KERNEL_GEMV_FP8_REDUCE);
+    }
+    return launch_blocks(device, FP8Q_KERNEL_GEMV_FP8_REDUCE,
+                         (unsigned int)reduce_blocks, FP8Q_GEMV_THREADS, args,
+                         stream, error);
 }

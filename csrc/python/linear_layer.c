@@ -812,6 +812,36 @@ static int64_t launch_rows(layer_call *call, int64_t first_row,
     return remaining < FP8Q_GEMV_MAX_ROWS ? remaining : FP8Q_GEMV_MAX_ROWS;
 }
 
+/* One launch of kernels/gemv.cuh for rows first_row.. of call->rows into
+ * call->out_rows; where the weight has too few rows to fill the GPU
+ * (fp8q_py_cuda_gemv_fp8_splits > 1), with a float32 scratch for the
+ * splits' sums from the call's allocator (torch's for torch tensors, so
+ * stream-ordered and CUDA-graph capturable), released after the launch
+ * (the allocator orders its reuse after the launch on the stream). */
+static int gemv_launch(layer_call *call, int64_t first_row, int64_t rows,
+                       int scale_kind)
+{
+    const int splits = fp8q_py_cuda_gemv_fp8_splits(
+        call->rows, first_row, rows, call->weight, scale_kind);
+    fp8q_TensorObject *partial = NULL;
+    int64_t values;
+    int result;
+
+    if (splits > 1) {
+        values = (int64_t)splits * rows * call->weight->view.shape[0];
+        partial = new_tensor(call, FP8Q_FLOAT32, 1, &values, 1, NULL);
+        if (partial == NULL) {
+            return -1;
+        }
+    }
+    result = fp8q_py_cuda_gemv_fp8(call->rows, first_row, rows, call->weight,
+                                   call->weight_scale, scale_kind, call->bias,
+                                   call->out_rows, partial, splits,
+                                   call->stream);
+    Py_XDECREF(partial);
+    return result;
+}
+
 /* y = x . (weight * weight_scale)^T + bias (call->bias, imported by the
  * caller) by kernels/gemv.cuh when the call fits its contract (a GPU, K a
  * multiple of 16, 16-byte aligned operands) and, unless `every_row`, the
@@ -871,9 +901,7 @@ static int gemv_forward(layer_call *call, int every_row)
     }
     for (first_row = 0; first_row < m; first_row += rows) {
         rows = launch_rows(call, first_row, m - first_row, scale_kind);
-        if (fp8q_py_cuda_gemv_fp8(call->rows, first_row, rows, call->weight,
-                                  call->weight_scale, scale_kind, call->bias,
-                                  call->out_rows, call->stream) < 0) {
+        if (gemv_launch(call, first_row, rows, scale_kind) < 0) {
             return -1;
         }
     }
