@@ -172,6 +172,7 @@ typedef enum fp8q_cuda_kernel {
     FP8Q_KERNEL_CAST_TO_FP8, /* kernels/cast.cuh, float -> E4M3FN/E5M2 */
     FP8Q_KERNEL_CAST_FROM_FP8, /* kernels/cast.cuh, E4M3FN/E5M2 -> float */
     FP8Q_KERNEL_QUANTIZE_ROWS_WARPS, /* kernels/quantize_rows.cuh, 16-bit */
+    FP8Q_KERNEL_CAST_FROM_FP8_WIDE, /* kernels/cast.cuh, 16 codes a thread */
     FP8Q_KERNEL_COUNT
 } fp8q_cuda_kernel;
 
