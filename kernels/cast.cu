@@ -267,16 +267,6 @@ template <int S> static __device__ __forceinline__ void cast_to_fp8_from(
     }
 }
 
-template <int S> static __device__ __forceinline__ void cast_from_fp8_to(
-    const fp8q_cast_args &args)
-{
-    switch (args.destination_dtype) {
-    case FP8Q_FLOAT32: straight_cast_scaling<S, FP8Q_FLOAT32>(args); break;
-    case FP8Q_FLOAT16: straight_cast_scaling<S, FP8Q_FLOAT16>(args); break;
-    default: straight_cast_scaling<S, FP8Q_BFLOAT16>(args); break;
-    }
-}
-
 /* fp8q_cast_from_fp8_wide's run (cast.cuh) for source S, destination D. */
 template <int S, int D> static __device__ __forceinline__ void wide_from_fp8_to(
     const fp8q_cast_args &args)
@@ -290,12 +280,37 @@ template <int S, int D> static __device__ __forceinline__ void wide_from_fp8_to(
     }
 }
 
-template <int S> static __device__ __forceinline__ void wide_from_fp8(const fp8q_cast_args &args)
+/* The casts from FP8 of fp8q_cast_from_fp8 (WIDE false) and
+ * fp8q_cast_from_fp8_wide (WIDE true): dispatch on the source, then the
+ * destination dtype. */
+template <int S, int D, bool WIDE> static __device__ __forceinline__ void from_fp8_to(
+    const fp8q_cast_args &args)
+{
+    if constexpr (WIDE) {
+        wide_from_fp8_to<S, D>(args);
+    }
+    else {
+        straight_cast_scaling<S, D>(args);
+    }
+}
+
+template <int S, bool WIDE> static __device__ __forceinline__ void from_fp8_destination(
+    const fp8q_cast_args &args)
 {
     switch (args.destination_dtype) {
-    case FP8Q_FLOAT32: wide_from_fp8_to<S, FP8Q_FLOAT32>(args); break;
-    case FP8Q_FLOAT16: wide_from_fp8_to<S, FP8Q_FLOAT16>(args); break;
-    default: wide_from_fp8_to<S, FP8Q_BFLOAT16>(args); break;
+    case FP8Q_FLOAT32: from_fp8_to<S, FP8Q_FLOAT32, WIDE>(args); break;
+    case FP8Q_FLOAT16: from_fp8_to<S, FP8Q_FLOAT16, WIDE>(args); break;
+    default: from_fp8_to<S, FP8Q_BFLOAT16, WIDE>(args); break;
+    }
+}
+
+template <bool WIDE> static __device__ __forceinline__ void from_fp8(const fp8q_cast_args &args)
+{
+    if (args.source_dtype == FP8Q_FLOAT8_E4M3FN) {
+        from_fp8_destination<FP8Q_FLOAT8_E4M3FN, WIDE>(args);
+    }
+    else {
+        from_fp8_destination<FP8Q_FLOAT8_E5M2, WIDE>(args);
     }
 }
 
@@ -335,12 +350,7 @@ extern "C" __global__ void __launch_bounds__(FP8Q_CAST_THREADS, 4)
 extern "C" __global__ void __launch_bounds__(FP8Q_CAST_THREADS, 4)
     fp8q_cast_from_fp8(const fp8q_cast_args args)
 {
-    if (args.source_dtype == FP8Q_FLOAT8_E4M3FN) {
-        cast_from_fp8_to<FP8Q_FLOAT8_E4M3FN>(args);
-    }
-    else {
-        cast_from_fp8_to<FP8Q_FLOAT8_E5M2>(args);
-    }
+    from_fp8<false>(args);
 }
 
 /* 16 codes a thread (cast.cuh); at most 64 registers: 4 blocks of 256
@@ -348,10 +358,5 @@ extern "C" __global__ void __launch_bounds__(FP8Q_CAST_THREADS, 4)
 extern "C" __global__ void __launch_bounds__(FP8Q_CAST_THREADS, 4)
     fp8q_cast_from_fp8_wide(const fp8q_cast_args args)
 {
-    if (args.source_dtype == FP8Q_FLOAT8_E4M3FN) {
-        wide_from_fp8<FP8Q_FLOAT8_E4M3FN>(args);
-    }
-    else {
-        wide_from_fp8<FP8Q_FLOAT8_E5M2>(args);
-    }
+    from_fp8<true>(args);
 }

@@ -128,6 +128,56 @@ struct layout {
 
 static uint64_t mismatches, elements_checked, infinities_checked;
 
+/* The arguments of a run of `shape` from source to destination (dtypes S
+ * and D), scaled by `scales` as shape.scaling says (multiplying from FP8,
+ * dividing to it), saturating, with the launch's fast divisors. */
+static fp8q_cast_args layout_args(const layout &shape, const void *source, void *destination,
+                                  const float *scales, int S, int D)
+{
+    const int64_t scale_cols = (shape.row_length + shape.block_cols - 1) / shape.block_cols;
+    const int to_fp8 = D == FP8Q_FLOAT8_E4M3FN || D == FP8Q_FLOAT8_E5M2;
+    fp8q_cast_args args;
+    memset(&args, 0, sizeof args);
+    args.source = source;
+    args.destination = destination;
+    args.count = shape.rows * shape.row_length;
+    args.row_length = shape.row_length;
+    args.scale_block_rows = shape.block_rows;
+    args.scale_block_cols = shape.block_cols;
+    args.source_dtype = S;
+    args.destination_dtype = D;
+    args.saturate = 1;
+    args.scale_op = to_fp8 ? FP8Q_SCALE_DIVIDE : FP8Q_SCALE_MULTIPLY;
+    if (shape.scaling != STRAIGHT_NO_SCALE) {
+        args.scale = scales;
+    }
+    if (shape.scaling == STRAIGHT_PER_ROW) {
+        args.scale_row_stride = 1;
+    }
+    else if (shape.scaling == STRAIGHT_PER_BLOCK) {
+        args.scale_row_stride = scale_cols;
+        args.scale_col_stride = 1;
+    }
+    args.by_row_length = fp8q_fast_divisor_make((uint64_t)args.row_length);
+    args.by_block_rows = fp8q_fast_divisor_make((uint64_t)args.scale_block_rows);
+    args.by_block_cols = fp8q_fast_divisor_make((uint64_t)args.scale_block_cols);
+    return args;
+}
+
+/* The scale of element i of a run of `shape` (by plain division). */
+static float layout_scale(const layout &shape, const float *scales, int64_t i)
+{
+    const int64_t scale_cols = (shape.row_length + shape.block_cols - 1) / shape.block_cols;
+    const int64_t row = i / shape.row_length, column = i % shape.row_length;
+    if (shape.scaling == STRAIGHT_ONE_SCALE) {
+        return scales[0];
+    }
+    if (shape.scaling == STRAIGHT_PER_ROW) {
+        return scales[(size_t)row];
+    }
+    return scales[(size_t)((row / shape.block_rows) * scale_cols + column / shape.block_cols)];
+}
+
 /* INFINITY_NAN: args.infinity_to_nan set (one scale, to FP8 only), and an
  * infinite element expected as the format's NaN code with its sign. */
 template <int S, int D, int SCALING, bool INFINITY_NAN = false>
@@ -149,37 +199,14 @@ static void run_case(const layout &shape, int64_t threads, int misaligned)
         scales[g] = interesting_scale();
     }
 
-    fp8q_cast_args args;
-    memset(&args, 0, sizeof args);
-    args.source = &source[offset_in];
-    args.destination = &destination[offset_out];
-    args.count = count;
-    args.row_length = shape.row_length;
-    args.scale_block_rows = shape.block_rows;
-    args.scale_block_cols = shape.block_cols;
-    args.source_dtype = S;
-    args.destination_dtype = D;
-    args.saturate = 1;
+    fp8q_cast_args args =
+        layout_args(shape, &source[offset_in], &destination[offset_out], scales.data(), S, D);
     args.infinity_to_nan = INFINITY_NAN;
     const int to_fp8 = D == FP8Q_FLOAT8_E4M3FN || D == FP8Q_FLOAT8_E5M2;
-    args.scale_op = to_fp8 ? FP8Q_SCALE_DIVIDE : FP8Q_SCALE_MULTIPLY;
     uint32_t amax_bits = 0u;
     if (to_fp8) {
         args.amax_bits = &amax_bits;
     }
-    if (SCALING != STRAIGHT_NO_SCALE) {
-        args.scale = scales.data();
-    }
-    if (SCALING == STRAIGHT_PER_ROW) {
-        args.scale_row_stride = 1;
-    }
-    else if (SCALING == STRAIGHT_PER_BLOCK) {
-        args.scale_row_stride = scale_cols;
-        args.scale_col_stride = 1;
-    }
-    args.by_row_length = fp8q_fast_divisor_make((uint64_t)args.row_length);
-    args.by_block_rows = fp8q_fast_divisor_make((uint64_t)args.scale_block_rows);
-    args.by_block_cols = fp8q_fast_divisor_make((uint64_t)args.scale_block_cols);
     const int takes = to_fp8 ? fp8q_cast_to_fp8_takes(&args) : fp8q_cast_from_fp8_takes(&args);
     if (!takes || straight_scaling_of(args) != SCALING) {
         printf("layout not taken: S %d D %d scaling %d\n", S, D, SCALING);
@@ -202,18 +229,7 @@ static void run_case(const layout &shape, int64_t threads, int misaligned)
         const float source_value = value;
         expected_amax = magnitude > expected_amax ? magnitude : expected_amax;
         if (SCALING != STRAIGHT_NO_SCALE) {
-            const int64_t row = i / shape.row_length, column = i % shape.row_length;
-            float s;
-            if (SCALING == STRAIGHT_ONE_SCALE) {
-                s = scales[0];
-            }
-            else if (SCALING == STRAIGHT_PER_ROW) {
-                s = scales[(size_t)row];
-            }
-            else {
-                s = scales[(size_t)((row / shape.block_rows) * scale_cols +
-                                    column / shape.block_cols)];
-            }
+            const float s = layout_scale(shape, scales.data(), i);
             value = fp8q_scaling_result(to_fp8 ? value / s : value * s, value, s);
         }
         const uint32_t got = element_bits(args.destination, i, D);
@@ -322,31 +338,7 @@ static void run_wide_case(const layout &shape, int64_t threads, int every_code)
         scales[g] = interesting_scale();
     }
 
-    fp8q_cast_args args;
-    memset(&args, 0, sizeof args);
-    args.source = source;
-    args.destination = destination;
-    args.count = count;
-    args.row_length = shape.row_length;
-    args.scale_block_rows = shape.block_rows;
-    args.scale_block_cols = shape.block_cols;
-    args.source_dtype = S;
-    args.destination_dtype = D;
-    args.saturate = 1;
-    args.scale_op = FP8Q_SCALE_MULTIPLY;
-    if (SCALING != STRAIGHT_NO_SCALE) {
-        args.scale = scales.data();
-    }
-    if (SCALING == STRAIGHT_PER_ROW) {
-        args.scale_row_stride = 1;
-    }
-    else if (SCALING == STRAIGHT_PER_BLOCK) {
-        args.scale_row_stride = scale_cols;
-        args.scale_col_stride = 1;
-    }
-    args.by_row_length = fp8q_fast_divisor_make((uint64_t)args.row_length);
-    args.by_block_rows = fp8q_fast_divisor_make((uint64_t)args.scale_block_rows);
-    args.by_block_cols = fp8q_fast_divisor_make((uint64_t)args.scale_block_cols);
+    const fp8q_cast_args args = layout_args(shape, source, destination, scales.data(), S, D);
     if (!fp8q_cast_from_fp8_wide_takes(&args) || straight_scaling_of(args) != SCALING) {
         printf("wide layout not taken: S %d D %d scaling %d\n", S, D, SCALING);
         wide_mismatches++;
@@ -358,12 +350,7 @@ static void run_wide_case(const layout &shape, int64_t threads, int every_code)
     for (int64_t i = 0; i < count; i++) {
         float value = codec_load(args.source, i, S);
         if (SCALING != STRAIGHT_NO_SCALE) {
-            const int64_t row = i / shape.row_length, column = i % shape.row_length;
-            const float s = SCALING == STRAIGHT_ONE_SCALE ? scales[0]
-                            : SCALING == STRAIGHT_PER_ROW
-                                ? scales[(size_t)row]
-                                : scales[(size_t)((row / shape.block_rows) * scale_cols +
-                                                  column / shape.block_cols)];
+            const float s = layout_scale(shape, scales.data(), i);
             value = fp8q_scaling_result(value * s, value, s);
         }
         const uint32_t got = element_bits(args.destination, i, D);
@@ -386,10 +373,24 @@ static void run_wide_case(const layout &shape, int64_t threads, int every_code)
     }
 }
 
-/* Every scaling the wide kernel takes for (S, D): grids of one thread (the
- * loop), a few, and one vector a thread (fp8q_cast_wide_blocks' grid,
- * blocks of 32 here), over runs of one vector and of many, rows of 16 to
- * 4096 codes, and blocks of 16 and 128 x 128 codes. */
+/* Each layout of `layouts` (one scaling) through the wide loop on grids
+ * of 1 and 3 threads and of one vector a thread (fp8q_cast_wide_blocks'
+ * grid, blocks of 32 here). */
+template <int S, int D, int SCALING, size_t N>
+static void run_wide_layouts(const layout (&layouts)[N], int every_code)
+{
+    for (const layout &l : layouts) {
+        const int64_t one_vector_a_thread =
+            (int64_t)fp8q_cast_wide_blocks(l.rows * l.row_length, 32) * 32;
+        for (int64_t threads : {(int64_t)1, (int64_t)3, one_vector_a_thread}) {
+            run_wide_case<S, D, SCALING>(l, threads, every_code);
+        }
+    }
+}
+
+/* Every scaling the wide kernel takes for (S, D), over runs of one vector
+ * and of many, rows of 16 to 4096 codes, and blocks of 16 and 128 x 128
+ * codes; every code in every vector position, then random codes. */
 template <int S, int D> static void run_wide_scalings(void)
 {
     const layout whole[] = {{1, 16, STRAIGHT_NO_SCALE, 1, 1}, {1, 4096, STRAIGHT_NO_SCALE, 1, 1},
@@ -402,25 +403,11 @@ template <int S, int D> static void run_wide_scalings(void)
                              {5, 64, STRAIGHT_PER_BLOCK, 3, 16},
                              {300, 272, STRAIGHT_PER_BLOCK, 128, 128},
                              {6, 128, STRAIGHT_PER_BLOCK, 1, 128}};
-    for (int every_code = 0; every_code < 2; every_code++) {
-        for (int64_t threads : {(int64_t)1, (int64_t)3, (int64_t)0}) {
-            for (const layout &l : whole) {
-                const int64_t t = threads ? threads : fp8q_cast_wide_blocks(l.rows * l.row_length, 32) * 32;
-                run_wide_case<S, D, STRAIGHT_NO_SCALE>(l, t, every_code);
-            }
-            for (const layout &l : one) {
-                const int64_t t = threads ? threads : fp8q_cast_wide_blocks(l.rows * l.row_length, 32) * 32;
-                run_wide_case<S, D, STRAIGHT_ONE_SCALE>(l, t, every_code);
-            }
-            for (const layout &l : rows) {
-                const int64_t t = threads ? threads : fp8q_cast_wide_blocks(l.rows * l.row_length, 32) * 32;
-                run_wide_case<S, D, STRAIGHT_PER_ROW>(l, t, every_code);
-            }
-            for (const layout &l : blocks) {
-                const int64_t t = threads ? threads : fp8q_cast_wide_blocks(l.rows * l.row_length, 32) * 32;
-                run_wide_case<S, D, STRAIGHT_PER_BLOCK>(l, t, every_code);
-            }
-        }
+    for (int every_code = 1; every_code >= 0; every_code--) {
+        run_wide_layouts<S, D, STRAIGHT_NO_SCALE>(whole, every_code);
+        run_wide_layouts<S, D, STRAIGHT_ONE_SCALE>(one, every_code);
+        run_wide_layouts<S, D, STRAIGHT_PER_ROW>(rows, every_code);
+        run_wide_layouts<S, D, STRAIGHT_PER_BLOCK>(blocks, every_code);
     }
 }
 
