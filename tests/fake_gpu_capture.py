@@ -240,7 +240,7 @@ def warm_layer_calls_capture():
     """fp8q.torch's one-call forward (_C.linear_layer for W8A8 per token, in
     blocks and static; _C.layer_weight for W8A16) on a capturing stream,
     warm, captures as it runs eagerly: the same work, no forbidden call,
-    the same bits."""
+    the same bits; the W8A16 decode is fp8q_cast_from_fp8_wide's launch."""
     rng = np.random.default_rng(33)
     x = on_gpu(fp8q.asarray(rng.standard_normal((2, 8, 256)).astype(
         np.float32)))
@@ -262,6 +262,15 @@ def warm_layer_calls_capture():
         eager, captured = captured_like_eager(function)
         assert same_bits(captured.cpu(stream=CAPTURING).numpy(),
                          eager.cpu(stream=CAPTURING).numpy())
+    # The W8A16 weight decode (in_features 256: 16 codes a thread) is the
+    # wide kernel, its decoded weight a graph allocation of the capture.
+    layer_weight = cases[1]
+    start = begin_capture(CAPTURING)
+    layer_weight()
+    assert work(log_lines()[start:]) == ["cuMemAllocAsync",
+                                         "fp8q_cast_from_fp8_wide"], (
+        work(log_lines()[start:]))
+    assert_valid_capture(CAPTURING, start)
 
 
 def warm_cast_and_quantize_capture():
