@@ -25,7 +25,10 @@
  * four codes at a time, the codes of x / s from x * RN(1 / s) where they
  * provably agree) and fp8q_cast_from_fp8 (E4M3FN / E5M2 to float32 /
  * float16 / bfloat16, times no scale, one, one per row or one per block:
- * 24 cases; four codes decoded at a time, paired 16-bit conversions).
+ * 24 cases; four codes decoded at a time, paired 16-bit conversions), and
+ * fp8q_cast_from_fp8_wide, the same decode for runs of whole 16-code
+ * vectors with one 16-byte load of codes a thread and a grid as large as
+ * the run (the W8A16 layer's weight decode).
  */
 #include "cast.cuh"
 #include "common.cuh"
@@ -264,13 +267,50 @@ template <int S> static __device__ __forceinline__ void cast_to_fp8_from(
     }
 }
 
-template <int S> static __device__ __forceinline__ void cast_from_fp8_to(
+/* fp8q_cast_from_fp8_wide's run (cast.cuh) for source S, destination D. */
+template <int S, int D> static __device__ __forceinline__ void wide_from_fp8_to(
+    const fp8q_cast_args &args)
+{
+    const int64_t first = global_thread_index(), threads = global_thread_count();
+    switch (straight_scaling_of(args)) {
+    case STRAIGHT_NO_SCALE: wide_from_fp8_thread<S, D, STRAIGHT_NO_SCALE>(args, first, threads); break;
+    case STRAIGHT_ONE_SCALE: wide_from_fp8_thread<S, D, STRAIGHT_ONE_SCALE>(args, first, threads); break;
+    case STRAIGHT_PER_ROW: wide_from_fp8_thread<S, D, STRAIGHT_PER_ROW>(args, first, threads); break;
+    default: wide_from_fp8_thread<S, D, STRAIGHT_PER_BLOCK>(args, first, threads); break;
+    }
+}
+
+/* The casts from FP8 of fp8q_cast_from_fp8 (WIDE false) and
+ * fp8q_cast_from_fp8_wide (WIDE true): dispatch on the source, then the
+ * destination dtype. */
+template <int S, int D, bool WIDE> static __device__ __forceinline__ void from_fp8_to(
+    const fp8q_cast_args &args)
+{
+    if constexpr (WIDE) {
+        wide_from_fp8_to<S, D>(args);
+    }
+    else {
+        straight_cast_scaling<S, D>(args);
+    }
+}
+
+template <int S, bool WIDE> static __device__ __forceinline__ void from_fp8_destination(
     const fp8q_cast_args &args)
 {
     switch (args.destination_dtype) {
-    case FP8Q_FLOAT32: straight_cast_scaling<S, FP8Q_FLOAT32>(args); break;
-    case FP8Q_FLOAT16: straight_cast_scaling<S, FP8Q_FLOAT16>(args); break;
-    default: straight_cast_scaling<S, FP8Q_BFLOAT16>(args); break;
+    case FP8Q_FLOAT32: from_fp8_to<S, FP8Q_FLOAT32, WIDE>(args); break;
+    case FP8Q_FLOAT16: from_fp8_to<S, FP8Q_FLOAT16, WIDE>(args); break;
+    default: from_fp8_to<S, FP8Q_BFLOAT16, WIDE>(args); break;
+    }
+}
+
+template <bool WIDE> static __device__ __forceinline__ void from_fp8(const fp8q_cast_args &args)
+{
+    if (args.source_dtype == FP8Q_FLOAT8_E4M3FN) {
+        from_fp8_destination<FP8Q_FLOAT8_E4M3FN, WIDE>(args);
+    }
+    else {
+        from_fp8_destination<FP8Q_FLOAT8_E5M2, WIDE>(args);
     }
 }
 
@@ -310,10 +350,13 @@ extern "C" __global__ void __launch_bounds__(FP8Q_CAST_THREADS, 4)
 extern "C" __global__ void __launch_bounds__(FP8Q_CAST_THREADS, 4)
     fp8q_cast_from_fp8(const fp8q_cast_args args)
 {
-    if (args.source_dtype == FP8Q_FLOAT8_E4M3FN) {
-        cast_from_fp8_to<FP8Q_FLOAT8_E4M3FN>(args);
-    }
-    else {
-        cast_from_fp8_to<FP8Q_FLOAT8_E5M2>(args);
-    }
+    from_fp8<false>(args);
+}
+
+/* 16 codes a thread (cast.cuh); at most 64 registers: 4 blocks of 256
+ * threads a multiprocessor, each thread with its 16-byte load in flight. */
+extern "C" __global__ void __launch_bounds__(FP8Q_CAST_THREADS, 4)
+    fp8q_cast_from_fp8_wide(const fp8q_cast_args args)
+{
+    from_fp8<true>(args);
 }

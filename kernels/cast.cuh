@@ -73,6 +73,23 @@
  * Both: any compute capability; faster than fp8q_cast / fp8q_cast_uniform
  * for these arguments (kernels/straight_cast.cuh), and launched in their
  * place by fp8q_cuda_launch_cast.
+ *
+ * Kernel "fp8q_cast_from_fp8_wide" (FP8Q_CAST_FROM_FP8_WIDE_KERNEL), the
+ * same parameter and function as fp8q_cast_from_fp8, for the arguments
+ * fp8q_cast_from_fp8_wide_takes accepts only: those of fp8q_cast_from_fp8
+ * with source and destination 16-byte aligned, count a multiple of
+ * FP8Q_CAST_WIDE_CODES (16) and, when the scales have a stride, row_length
+ * and (unless scale_col_stride is 0) scale_block_cols multiples of 16 too:
+ * each thread reads 16 codes with one 16-byte load and writes them with
+ * 16-byte stores (two for float16 / bfloat16, four for float32), one scale
+ * read per 16 codes. The weight decode of the W8A16 layer above the
+ * weight-only kernels' token counts, and every fp8q.dequantize of whole
+ * 16-code vectors. Launch: FP8Q_CAST_THREADS threads a block and a grid
+ * that grows with the input, fp8q_cast_wide_blocks(count, threads) (one
+ * vector a thread); a smaller grid is correct too (a grid-stride loop).
+ * fp8q_cuda_launch_cast launches it in fp8q_cast_from_fp8's place where it
+ * takes the arguments; the others (unaligned pointers, an odd row length,
+ * a tail) keep fp8q_cast_from_fp8.
  */
 #ifndef FP8Q_KERNELS_CAST_CUH
 #define FP8Q_KERNELS_CAST_CUH
@@ -87,6 +104,9 @@
 #define FP8Q_CAST_UNIFORM_KERNEL "fp8q_cast_uniform"
 #define FP8Q_CAST_TO_FP8_KERNEL "fp8q_cast_to_fp8"
 #define FP8Q_CAST_FROM_FP8_KERNEL "fp8q_cast_from_fp8"
+#define FP8Q_CAST_FROM_FP8_WIDE_KERNEL "fp8q_cast_from_fp8_wide"
+/* Codes a thread of fp8q_cast_from_fp8_wide reads at once (16 bytes). */
+#define FP8Q_CAST_WIDE_CODES 16
 #define FP8Q_CAST_THREADS 256
 
 /* 152 bytes, no padding: pointers first, then 64-bit integers and the
@@ -175,6 +195,32 @@ static inline int fp8q_cast_from_fp8_takes(const fp8q_cast_args *args)
     return source_ok && destination_ok && args->amax_bits == NULL && !args->infinity_to_nan &&
            (args->scale == NULL ||
             (args->scale_op == FP8Q_SCALE_MULTIPLY && (one_scale || whole_vectors)));
+}
+
+/* Nonzero when fp8q_cast_from_fp8_wide takes `args` (above): those of
+ * fp8q_cast_from_fp8 whose pointers, count and scale groups hold whole
+ * 16-code vectors; the host's choice and the fake driver's check. */
+static inline int fp8q_cast_from_fp8_wide_takes(const fp8q_cast_args *args)
+{
+    const int64_t codes = FP8Q_CAST_WIDE_CODES;
+    const int aligned = ((uintptr_t)args->source & 15u) == 0 &&
+                        ((uintptr_t)args->destination & 15u) == 0;
+    const int whole_vectors = args->scale == NULL || fp8q_cast_one_scale(args) ||
+                              (args->row_length % codes == 0 &&
+                               (args->scale_col_stride == 0 ||
+                                args->scale_block_cols % codes == 0));
+    return fp8q_cast_from_fp8_takes(args) && aligned && args->count % codes == 0 &&
+           whole_vectors;
+}
+
+/* The grid of fp8q_cast_from_fp8_wide over `count` codes with `threads` a
+ * block: one 16-code vector a thread (at least 1 block, at most the
+ * driver's 2^31 - 1; the kernel's loop takes any remainder). */
+static inline unsigned int fp8q_cast_wide_blocks(int64_t count, int64_t threads)
+{
+    const int64_t per_block = threads * FP8Q_CAST_WIDE_CODES;
+    const int64_t blocks = (count + per_block - 1) / per_block;
+    return blocks < 1 ? 1u : blocks > 0x7FFFFFFF ? 0x7FFFFFFFu : (unsigned int)blocks;
 }
 
 #endif /* FP8Q_KERNELS_CAST_CUH */

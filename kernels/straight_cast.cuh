@@ -21,6 +21,12 @@
  * division per vector, then the run's last elements one by one. Which
  * arguments each kernel takes: kernels/cast.cuh.
  *
+ *   fp8q_cast_from_fp8_wide  the same function as fp8q_cast_from_fp8 for
+ *                       runs of whole 16-code vectors: one 16-byte load of
+ *                       16 codes a thread, 16-byte stores, a grid as large
+ *                       as the run (no loop in practice), the scale found
+ *                       by one multiply-high per vector.
+ *
  * __host__ __device__: the kernels run straight_cast_thread on every GPU
  * thread; tests/straight_cast_emulation.cpp runs it on the host for every
  * thread of a grid and compares the result with the codec.
@@ -326,6 +332,62 @@ straight_cast_thread(const fp8q_cast_args &args, int64_t first, int64_t threads)
         }
     }
     return amax;
+}
+
+/* ------------------------------------------------------------------------- */
+/* From FP8, 16 codes a thread: fp8q_cast_from_fp8_wide                      */
+
+/* Vector w of a run that fp8q_cast_from_fp8_wide_takes (cast.cuh): codes
+ * [16 w, 16 w + 16) from one 16-byte load, times their one scale (a
+ * vector never crosses a scale group), stored as 16-byte vectors of D
+ * (4 float32 or 8 float16 / bfloat16 values each) through
+ * from_fp8_vector: the bits of fp8q_cast_from_fp8 and the codec. */
+template <int S, int D, int SCALING>
+static __host__ __device__ __forceinline__ void wide_from_fp8_vector(const fp8q_cast_args &args,
+                                                                     int64_t w)
+{
+    typedef typename dtype_traits<D>::storage destination_t;
+    constexpr int OUT = 16 / (int)sizeof(destination_t); /* values a 16-byte store */
+    constexpr int STORES = FP8Q_CAST_WIDE_CODES / OUT;
+    typedef packed<uint32_t, 4> code_vector;
+    typedef packed<uint32_t, OUT / 4> code_part;
+    typedef packed<destination_t, OUT> out_vector;
+
+    const code_vector in = ((const code_vector *)args.source)[w];
+    product_scale scale;
+    if constexpr (SCALING == STRAIGHT_ONE_SCALE) {
+        scale.set(*args.scale);
+    }
+    else if constexpr (SCALING >= STRAIGHT_PER_ROW) {
+        const int64_t first = w * FP8Q_CAST_WIDE_CODES;
+        const int64_t row = (int64_t)fp8q_fast_divide((uint64_t)first, args.by_row_length);
+        scale.set(scale_at<SCALING>(args, row, first - row * args.row_length));
+    }
+    out_vector *out = (out_vector *)args.destination + w * STORES;
+#pragma unroll
+    for (int p = 0; p < STORES; p++) {
+        code_part part;
+#pragma unroll
+        for (int q = 0; q < OUT / 4; q++) {
+            part.values[q] = in.values[p * (OUT / 4) + q];
+        }
+        out[p] = from_fp8_vector<S, D, SCALING != STRAIGHT_NO_SCALE, OUT>(part, scale);
+    }
+}
+
+/* The vectors first, first + threads, ... of a run that
+ * fp8q_cast_from_fp8_wide_takes, with scaling SCALING
+ * (straight_scaling_of(args)): what thread `first` of a grid of `threads`
+ * computes (one vector when the grid is fp8q_cast_wide_blocks'). */
+template <int S, int D, int SCALING>
+static __host__ __device__ __forceinline__ void wide_from_fp8_thread(const fp8q_cast_args &args,
+                                                                     int64_t first,
+                                                                     int64_t threads)
+{
+    const int64_t n_vectors = args.count / FP8Q_CAST_WIDE_CODES;
+    for (int64_t w = first; w < n_vectors; w += threads) {
+        wide_from_fp8_vector<S, D, SCALING>(args, w);
+    }
 }
 
 #endif /* FP8Q_KERNELS_STRAIGHT_CAST_CUH */

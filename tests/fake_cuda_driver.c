@@ -978,7 +978,7 @@ static const char *const kernel_names[] = {
     FP8Q_GEMV_FP8_KERNEL_TC16, FP8Q_GEMV_FP8_KERNEL_TC64,
     FP8Q_CAST_TO_FP8_KERNEL, FP8Q_CAST_FROM_FP8_KERNEL,
     FP8Q_QUANTIZE_ROWS_WARPS_KERNEL, FP8Q_NORM_QUANTIZE_KERNEL,
-    FP8Q_GEMV_FP8_KERNEL_REDUCE};
+    FP8Q_GEMV_FP8_KERNEL_REDUCE, FP8Q_CAST_FROM_FP8_WIDE_KERNEL};
 
 static result_t fake_module_get_function(void **function, void *module,
                                          const char *name)
@@ -1026,7 +1026,8 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
     if (strcmp(name, FP8Q_CAST_KERNEL) == 0 ||
         strcmp(name, FP8Q_CAST_UNIFORM_KERNEL) == 0 ||
         strcmp(name, FP8Q_CAST_TO_FP8_KERNEL) == 0 ||
-        strcmp(name, FP8Q_CAST_FROM_FP8_KERNEL) == 0) {
+        strcmp(name, FP8Q_CAST_FROM_FP8_KERNEL) == 0 ||
+        strcmp(name, FP8Q_CAST_FROM_FP8_WIDE_KERNEL) == 0) {
         const fp8q_cast_args *args = (const fp8q_cast_args *)parameters[0];
         const int uniform = fp8q_cast_uniform_takes(args);
         int takes;
@@ -1036,6 +1037,11 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
         }
         else if (strcmp(name, FP8Q_CAST_FROM_FP8_KERNEL) == 0) {
             takes = fp8q_cast_from_fp8_takes(args);
+        }
+        else if (strcmp(name, FP8Q_CAST_FROM_FP8_WIDE_KERNEL) == 0) {
+            /* ... and a grid that covers the run one vector a thread. */
+            takes = fp8q_cast_from_fp8_wide_takes(args) &&
+                    grid_x == fp8q_cast_wide_blocks(args->count, block_x);
         }
         else {
             takes = !args->infinity_to_nan &&

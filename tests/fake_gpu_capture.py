@@ -241,7 +241,8 @@ def warm_layer_calls_capture():
     blocks and static; _C.layer_weight for W8A16) on a capturing stream,
     warm, captures as it runs eagerly: the same work, no forbidden call,
     the same bits; so does _C.layer_gemv with k split over the grid (its
-    scratch a graph allocation)."""
+    scratch a graph allocation); the W8A16 decode is
+    fp8q_cast_from_fp8_wide's launch."""
     rng = np.random.default_rng(33)
     x = on_gpu(fp8q.asarray(rng.standard_normal((2, 8, 256)).astype(
         np.float32)))
@@ -272,6 +273,15 @@ def warm_layer_calls_capture():
         eager, captured = captured_like_eager(function)
         assert same_bits(captured.cpu(stream=CAPTURING).numpy(),
                          eager.cpu(stream=CAPTURING).numpy())
+    # The W8A16 weight decode (in_features 256: 16 codes a thread) is the
+    # wide kernel, its decoded weight a graph allocation of the capture.
+    layer_weight = cases[1]
+    start = begin_capture(CAPTURING)
+    layer_weight()
+    assert work(log_lines()[start:]) == ["cuMemAllocAsync",
+                                         "fp8q_cast_from_fp8_wide"], (
+        work(log_lines()[start:]))
+    assert_valid_capture(CAPTURING, start)
 
 
 def warm_cast_and_quantize_capture():

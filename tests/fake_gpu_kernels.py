@@ -12,6 +12,7 @@ import numpy as np
 
 import fp8q
 from fp8q import _C
+from fake_gpu_scenarios import calls
 
 FULL_DEVICE = 32
 
@@ -87,7 +88,8 @@ def grids_grow_with_the_input():
          lambda size: (lambda x: lambda: fp8q.cast(x, "float8_e4m3fn"))(
              on_gpu((size,)))),
         ("fp8q_cast_to_fp8", lambda size: row_scaled_cast(4, size // 4)),
-        ("fp8q_cast_from_fp8", lambda size: dequantize(4, size // 4)),
+        ("fp8q_cast_from_fp8", lambda size: dequantize(4, size // 4 + 8)),
+        ("fp8q_cast_from_fp8_wide", lambda size: dequantize(4, size // 4)),
         ("fp8q_amax", lambda size: (lambda x: lambda: fp8q.amax(x))(
             on_gpu((size,)))),
         ("fp8q_amax_rows",
@@ -173,8 +175,8 @@ def casts_take_the_fp8_kernel_where_it_applies():
         ("float32", "float8_e4m3fnuz", None, {}, "fp8q_cast_uniform"),
         ("float8_e4m3fn", "float8_e5m2", None, {}, "fp8q_cast_uniform"),
         ("float32", "bfloat16", None, {}, "fp8q_cast_uniform"),
-        ("float8_e4m3fn", "bfloat16", None, {}, "fp8q_cast_from_fp8"),
-        ("float8_e5m2", "float32", None, {}, "fp8q_cast_from_fp8"),
+        ("float8_e4m3fn", "bfloat16", None, {}, "fp8q_cast_from_fp8_wide"),
+        ("float8_e5m2", "float32", None, {}, "fp8q_cast_from_fp8_wide"),
         ("float8_e4m3fnuz", "float32", None, {}, "fp8q_cast_uniform"),
     ]
     for source_dtype, dtype, scale, options, kernel in cases:
@@ -192,15 +194,21 @@ def casts_take_the_fp8_kernel_where_it_applies():
             memoryview(expected)), (source_dtype, dtype, options)
 
     # Dequantize: the scales' groups must hold whole vectors (8 codes, 4
-    # for float32) for fp8q_cast_from_fp8. NaN and infinity codes, and an
-    # infinite and a zero scale, among them.
-    values = (rng.standard_normal((256, 264)) * 10).astype(np.float32)
-    for granularity, kernel in (("tensor", "fp8q_cast_from_fp8"),
-                                ("row", "fp8q_cast_from_fp8"),
-                                ((128, 128), "fp8q_cast_from_fp8"),
-                                ((1, 8), "fp8q_cast_from_fp8"),
-                                ("col", "fp8q_cast"),
-                                ((3, 5), "fp8q_cast")):
+    # for float32) for fp8q_cast_from_fp8, whole 16-code vectors (rows of
+    # a multiple of 16 codes, blocks too) for fp8q_cast_from_fp8_wide. NaN
+    # and infinity codes, and an infinite and a zero scale, among them.
+    wide = "fp8q_cast_from_fp8_wide"
+    for cols, granularity, kernel in ((264, "tensor", wide),
+                                      (264, "row", "fp8q_cast_from_fp8"),
+                                      (264, (128, 128), "fp8q_cast_from_fp8"),
+                                      (264, (1, 8), "fp8q_cast_from_fp8"),
+                                      (272, "row", wide),
+                                      (272, (128, 128), wide),
+                                      (272, (1, 16), wide),
+                                      (272, (1, 8), "fp8q_cast_from_fp8"),
+                                      (264, "col", "fp8q_cast"),
+                                      (264, (3, 5), "fp8q_cast")):
+        values = (rng.standard_normal((256, cols)) * 10).astype(np.float32)
         for source_dtype in ("float8_e4m3fn", "float8_e5m2"):
             q = fp8q.quantize(fp8q.asarray(values), source_dtype,
                               granularity=granularity)
@@ -219,6 +227,88 @@ def casts_take_the_fp8_kernel_where_it_applies():
                 assert names == [kernel], (granularity, dtype, names)
                 assert bytes(memoryview(result[0].cpu())) == bytes(
                     memoryview(host.dequantize(dtype))), (granularity, dtype)
+
+
+def wide_decode_takes_one_vector_a_thread():
+    """fp8q_cast_from_fp8_wide's grid is one 16-code vector a thread in
+    blocks of 256 (ceil(codes / 4096) blocks, past the 32 that fill the
+    fake device), not capped like the grid-stride kernels'; a run with a
+    tail (a count that is not a multiple of 16) goes to fp8q_cast_from_fp8,
+    each with the CPU's bits. (Unaligned runs: straight_cast_emulation.cpp
+    checks that the wide kernel's takes refuse them.)"""
+    rng = np.random.default_rng(38)
+    for rows, cols in ((1, 16), (3, 4096), (64, 4096), (1000, 272)):
+        codes = fp8q.asarray(rng.integers(0, 256, (rows, cols), np.uint8))
+        on_gpu = codes.view("float8_e4m3fn").to("cuda")
+        scale = fp8q.asarray(rng.uniform(0.5, 2.0, (rows, 1)).astype(
+            np.float32))
+        q = fp8q.QTensor(on_gpu, scale.to("cuda"), "row")
+        result = []
+        launched = launches(lambda: result.append(q.dequantize("bfloat16")))
+        assert launched == [("fp8q_cast_from_fp8_wide",
+                             -(-rows * cols // 4096), 256)], launched
+        host = fp8q.QTensor(codes.view("float8_e4m3fn"), scale, "row")
+        assert bytes(memoryview(result[0].cpu())) == bytes(
+            memoryview(host.dequantize("bfloat16")))
+    for count, kernel in ((4100, "fp8q_cast_from_fp8"),
+                          (4096, "fp8q_cast_from_fp8_wide")):
+        codes = fp8q.asarray(rng.integers(0, 256, (count,), np.uint8)).view(
+            "float8_e4m3fn")
+        on_gpu = codes.to("cuda")
+        result = []
+        names = [name for name, _, _ in launches(
+            lambda: result.append(fp8q.cast(on_gpu, "float16")))]
+        assert names == [kernel], (count, names)
+        assert bytes(memoryview(result[0].cpu())) == bytes(
+            memoryview(fp8q.cast(codes, "float16")))
+
+
+def layer_weight_decodes_with_the_wide_kernel():
+    """The W8A16 layer's weight decode above the weight-only kernels'
+    token counts (_C.layer_weight, what fp8q.torch's forward multiplies by
+    torch's GEMM) is one fp8q_cast_from_fp8_wide launch of one 16-code
+    vector a thread for row, tensor and 128 x 128 block scales when
+    in_features is a multiple of 16 (tensor scales: the weight a whole
+    number of 16-code vectors), fp8q_cast_from_fp8 otherwise, each
+    with the CPU's bits; a second call launches the same and allocates
+    its result from the stream-ordered pool (no cuMemAlloc, no
+    synchronisation)."""
+    rng = np.random.default_rng(380)
+    for k, kernel in ((272, "fp8q_cast_from_fp8_wide"),
+                      (264, "fp8q_cast_from_fp8")):
+        weight = rng.standard_normal((300, k)).astype(np.float32)
+        for name, blocks in (("row", "row"), ("tensor", "tensor"),
+                             ("block", (128, 128))):
+            host = fp8q.quantize(weight, granularity=blocks)
+            w = host.to("cuda")
+            for dtype in ("bfloat16", "float16", "float32"):
+                x = fp8q.asarray(rng.standard_normal((100, k)).astype(
+                    np.float32), dtype=dtype)
+                on_gpu = x.to("cuda")
+                expected = _C.layer_weight(x, host.data, host.scale, name,
+                                           None)
+                # One scale for the whole weight needs whole vectors only
+                # (300 x 264 codes are 4950 of them).
+                taken = "fp8q_cast_from_fp8_wide" if name == "tensor" else (
+                    kernel)
+                for repeat in range(2):
+                    before = len(calls())
+                    result = []
+                    launched = launches(lambda: result.append(
+                        _C.layer_weight(on_gpu, w.data, w.scale, name,
+                                        None)))
+                    blocks_wide = -(-300 * k // 4096)
+                    assert [launched_name for launched_name, _, _ in launched] == [
+                        taken], (k, name, dtype, launched)
+                    if taken == "fp8q_cast_from_fp8_wide":
+                        assert launched[0][1:] == (blocks_wide, 256), launched
+                    driver = calls()[before:]
+                    assert driver.count("cuMemAllocAsync") == 1, driver
+                    assert not set(driver) & {
+                        "cuMemAlloc", "cuCtxSynchronize", "refused",
+                        "cuStreamSynchronize", "cuEventSynchronize"}, driver
+                    assert bytes(memoryview(result[0].cpu())) == bytes(
+                        memoryview(expected)), (k, name, dtype, repeat)
 
 
 def reference_product(x, codes, scale, granularity, bias):

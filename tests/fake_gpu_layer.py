@@ -113,7 +113,8 @@ def breakdown_pieces_add_up_to_the_layer():
     (kernels, cuBLASLt products, copies, in order) and give its bits: the
     activation quantize + the FP8 GEMM on path "fp8" (per token, in blocks,
     with a static scale), the weight-only product on path "weight-only";
-    so the bench's pieces add up to the layer."""
+    so the bench's pieces add up to the layer. The W8A16 decode piece is
+    the wide decode kernel alone, with the CPU's bits."""
     rng = np.random.default_rng(53)
     input_scale = fp8q.asarray(np.float32(0.02), device="cuda")
     for name, w, bias in layer_weights(rng):
@@ -144,6 +145,18 @@ def breakdown_pieces_add_up_to_the_layer():
                     continue
                 assert layer_work == piece_work, (name, dtype, m, layer_work)
                 assert same_bits(host(layer), host(result)), (name, dtype, m)
+        # The W8A16 decode piece: the layer's weight in x's dtype, decoded
+        # 16 codes a thread (K = 256), the CPU's bits.
+        for dtype in ("float32", "bfloat16"):
+            x = tokens_on_gpu(rng, 100, dtype)
+            _, piece = _bench_breakdown.weight_decode_piece(
+                x, w.data, w.scale, name)
+            result, piece_work = work_of(piece)
+            assert piece_work == ["fp8q_cast_from_fp8_wide"], (name,
+                                                               piece_work)
+            expected = _C.layer_weight(x.cpu(), w.data.cpu(), w.scale.cpu(),
+                                       name, None)
+            assert same_bits(host(result), host(expected)), (name, dtype)
 
 
 def layer_takes_quantized_activations():

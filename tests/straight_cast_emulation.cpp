@@ -11,7 +11,10 @@
  * block scale addressing, the fallbacks for non-finite codes and scales,
  * and infinity_to_nan (one scale, to FP8): an infinity gives the format's
  * NaN code with its own sign (whatever the scale's), every other element
- * the codec's cast.
+ * the codec's cast. And fp8q_cast_from_fp8_wide's loop
+ * (wide_from_fp8_thread): every one of the 256 codes of each format in
+ * every position of a 16-code vector, each scaling, grids of one thread to
+ * one vector a thread, its takes and its grid.
  * The conversions run through cuda_fp8.h / cuda_fp16.h's host code here,
  * not the GPU's instructions (tests/cuda_fp8_emulation.cpp checks those
  * against the codec under emulation, tests/test_cuda_ops.py on a GPU).
@@ -125,6 +128,56 @@ struct layout {
 
 static uint64_t mismatches, elements_checked, infinities_checked;
 
+/* The arguments of a run of `shape` from source to destination (dtypes S
+ * and D), scaled by `scales` as shape.scaling says (multiplying from FP8,
+ * dividing to it), saturating, with the launch's fast divisors. */
+static fp8q_cast_args layout_args(const layout &shape, const void *source, void *destination,
+                                  const float *scales, int S, int D)
+{
+    const int64_t scale_cols = (shape.row_length + shape.block_cols - 1) / shape.block_cols;
+    const int to_fp8 = D == FP8Q_FLOAT8_E4M3FN || D == FP8Q_FLOAT8_E5M2;
+    fp8q_cast_args args;
+    memset(&args, 0, sizeof args);
+    args.source = source;
+    args.destination = destination;
+    args.count = shape.rows * shape.row_length;
+    args.row_length = shape.row_length;
+    args.scale_block_rows = shape.block_rows;
+    args.scale_block_cols = shape.block_cols;
+    args.source_dtype = S;
+    args.destination_dtype = D;
+    args.saturate = 1;
+    args.scale_op = to_fp8 ? FP8Q_SCALE_DIVIDE : FP8Q_SCALE_MULTIPLY;
+    if (shape.scaling != STRAIGHT_NO_SCALE) {
+        args.scale = scales;
+    }
+    if (shape.scaling == STRAIGHT_PER_ROW) {
+        args.scale_row_stride = 1;
+    }
+    else if (shape.scaling == STRAIGHT_PER_BLOCK) {
+        args.scale_row_stride = scale_cols;
+        args.scale_col_stride = 1;
+    }
+    args.by_row_length = fp8q_fast_divisor_make((uint64_t)args.row_length);
+    args.by_block_rows = fp8q_fast_divisor_make((uint64_t)args.scale_block_rows);
+    args.by_block_cols = fp8q_fast_divisor_make((uint64_t)args.scale_block_cols);
+    return args;
+}
+
+/* The scale of element i of a run of `shape` (by plain division). */
+static float layout_scale(const layout &shape, const float *scales, int64_t i)
+{
+    const int64_t scale_cols = (shape.row_length + shape.block_cols - 1) / shape.block_cols;
+    const int64_t row = i / shape.row_length, column = i % shape.row_length;
+    if (shape.scaling == STRAIGHT_ONE_SCALE) {
+        return scales[0];
+    }
+    if (shape.scaling == STRAIGHT_PER_ROW) {
+        return scales[(size_t)row];
+    }
+    return scales[(size_t)((row / shape.block_rows) * scale_cols + column / shape.block_cols)];
+}
+
 /* INFINITY_NAN: args.infinity_to_nan set (one scale, to FP8 only), and an
  * infinite element expected as the format's NaN code with its sign. */
 template <int S, int D, int SCALING, bool INFINITY_NAN = false>
@@ -146,37 +199,14 @@ static void run_case(const layout &shape, int64_t threads, int misaligned)
         scales[g] = interesting_scale();
     }
 
-    fp8q_cast_args args;
-    memset(&args, 0, sizeof args);
-    args.source = &source[offset_in];
-    args.destination = &destination[offset_out];
-    args.count = count;
-    args.row_length = shape.row_length;
-    args.scale_block_rows = shape.block_rows;
-    args.scale_block_cols = shape.block_cols;
-    args.source_dtype = S;
-    args.destination_dtype = D;
-    args.saturate = 1;
+    fp8q_cast_args args =
+        layout_args(shape, &source[offset_in], &destination[offset_out], scales.data(), S, D);
     args.infinity_to_nan = INFINITY_NAN;
     const int to_fp8 = D == FP8Q_FLOAT8_E4M3FN || D == FP8Q_FLOAT8_E5M2;
-    args.scale_op = to_fp8 ? FP8Q_SCALE_DIVIDE : FP8Q_SCALE_MULTIPLY;
     uint32_t amax_bits = 0u;
     if (to_fp8) {
         args.amax_bits = &amax_bits;
     }
-    if (SCALING != STRAIGHT_NO_SCALE) {
-        args.scale = scales.data();
-    }
-    if (SCALING == STRAIGHT_PER_ROW) {
-        args.scale_row_stride = 1;
-    }
-    else if (SCALING == STRAIGHT_PER_BLOCK) {
-        args.scale_row_stride = scale_cols;
-        args.scale_col_stride = 1;
-    }
-    args.by_row_length = fp8q_fast_divisor_make((uint64_t)args.row_length);
-    args.by_block_rows = fp8q_fast_divisor_make((uint64_t)args.scale_block_rows);
-    args.by_block_cols = fp8q_fast_divisor_make((uint64_t)args.scale_block_cols);
     const int takes = to_fp8 ? fp8q_cast_to_fp8_takes(&args) : fp8q_cast_from_fp8_takes(&args);
     if (!takes || straight_scaling_of(args) != SCALING) {
         printf("layout not taken: S %d D %d scaling %d\n", S, D, SCALING);
@@ -199,18 +229,7 @@ static void run_case(const layout &shape, int64_t threads, int misaligned)
         const float source_value = value;
         expected_amax = magnitude > expected_amax ? magnitude : expected_amax;
         if (SCALING != STRAIGHT_NO_SCALE) {
-            const int64_t row = i / shape.row_length, column = i % shape.row_length;
-            float s;
-            if (SCALING == STRAIGHT_ONE_SCALE) {
-                s = scales[0];
-            }
-            else if (SCALING == STRAIGHT_PER_ROW) {
-                s = scales[(size_t)row];
-            }
-            else {
-                s = scales[(size_t)((row / shape.block_rows) * scale_cols +
-                                    column / shape.block_cols)];
-            }
+            const float s = layout_scale(shape, scales.data(), i);
             value = fp8q_scaling_result(to_fp8 ? value / s : value * s, value, s);
         }
         const uint32_t got = element_bits(args.destination, i, D);
@@ -285,6 +304,175 @@ template <int S, int D> static void run_scalings(void)
     }
 }
 
+/* ------------------------------------------------------------------------- */
+/* fp8q_cast_from_fp8_wide (wide_from_fp8_thread)                            */
+
+static uint64_t wide_mismatches, wide_codes_seen[2][256];
+
+/* One layout through the wide loop, every thread of a grid of `threads`:
+ * every element the codec's code * scale, nothing written outside the
+ * run. every_code: the codes run 0, 1, ..., 255, 0, ... (each of the 256
+ * in every position of a vector), else random bytes. */
+template <int S, int D, int SCALING>
+static void run_wide_case(const layout &shape, int64_t threads, int every_code)
+{
+    const int64_t count = shape.rows * shape.row_length;
+    const size_t out_size = itemsize(D);
+    const int64_t scale_rows = (shape.rows + shape.block_rows - 1) / shape.block_rows;
+    const int64_t scale_cols = (shape.row_length + shape.block_cols - 1) / shape.block_cols;
+    /* 16-byte aligned storage with 16 bytes of poison on either side. */
+    std::vector<uint64_t> source_words((size_t)(count / 8 + 2));
+    std::vector<uint64_t> destination_words((size_t)(count * (int64_t)out_size / 8 + 4));
+    uint8_t *source = (uint8_t *)source_words.data();
+    uint8_t *destination_bytes = (uint8_t *)destination_words.data();
+    std::vector<float> scales((size_t)(scale_rows * scale_cols));
+    memset(destination_bytes, 0xA5, destination_words.size() * 8);
+    uint8_t *destination = destination_bytes + 16;
+    std::vector<uint8_t> codes((size_t)count);
+    fill_source(codes, count, S);
+    for (int64_t i = 0; i < count; i++) {
+        source[i] = every_code ? (uint8_t)(i % 256) : codes[(size_t)i];
+        wide_codes_seen[S == FP8Q_FLOAT8_E5M2][source[i]] = 1;
+    }
+    for (size_t g = 0; g < scales.size(); g++) {
+        scales[g] = interesting_scale();
+    }
+
+    const fp8q_cast_args args = layout_args(shape, source, destination, scales.data(), S, D);
+    if (!fp8q_cast_from_fp8_wide_takes(&args) || straight_scaling_of(args) != SCALING) {
+        printf("wide layout not taken: S %d D %d scaling %d\n", S, D, SCALING);
+        wide_mismatches++;
+        return;
+    }
+    for (int64_t first = 0; first < threads; first++) {
+        wide_from_fp8_thread<S, D, SCALING>(args, first, threads);
+    }
+    for (int64_t i = 0; i < count; i++) {
+        float value = codec_load(args.source, i, S);
+        if (SCALING != STRAIGHT_NO_SCALE) {
+            const float s = layout_scale(shape, scales.data(), i);
+            value = fp8q_scaling_result(value * s, value, s);
+        }
+        const uint32_t got = element_bits(args.destination, i, D);
+        const uint32_t want = codec_store_bits(value, D);
+        if (got != want) {
+            if (wide_mismatches < 10) {
+                printf("  wide mismatch: S %d D %d scaling %d threads %lld element %lld:"
+                       " 0x%X, codec 0x%X\n",
+                       S, D, SCALING, (long long)threads, (long long)i, got, want);
+            }
+            wide_mismatches++;
+        }
+        elements_checked++;
+    }
+    for (size_t b = 0; b < 16; b++) {
+        wide_mismatches += destination_bytes[b] != 0xA5;
+    }
+    for (size_t b = 16 + (size_t)count * out_size; b < destination_words.size() * 8; b++) {
+        wide_mismatches += destination_bytes[b] != 0xA5;
+    }
+}
+
+/* Each layout of `layouts` (one scaling) through the wide loop on grids
+ * of 1 and 3 threads and of one vector a thread (fp8q_cast_wide_blocks'
+ * grid, blocks of 32 here). */
+template <int S, int D, int SCALING, size_t N>
+static void run_wide_layouts(const layout (&layouts)[N], int every_code)
+{
+    for (const layout &l : layouts) {
+        const int64_t one_vector_a_thread =
+            (int64_t)fp8q_cast_wide_blocks(l.rows * l.row_length, 32) * 32;
+        for (int64_t threads : {(int64_t)1, (int64_t)3, one_vector_a_thread}) {
+            run_wide_case<S, D, SCALING>(l, threads, every_code);
+        }
+    }
+}
+
+/* Every scaling the wide kernel takes for (S, D), over runs of one vector
+ * and of many, rows of 16 to 4096 codes, and blocks of 16 and 128 x 128
+ * codes; every code in every vector position, then random codes. */
+template <int S, int D> static void run_wide_scalings(void)
+{
+    const layout whole[] = {{1, 16, STRAIGHT_NO_SCALE, 1, 1}, {1, 4096, STRAIGHT_NO_SCALE, 1, 1},
+                            {3, 48, STRAIGHT_NO_SCALE, 1, 1}};
+    const layout one[] = {{1, 1024, STRAIGHT_ONE_SCALE, 1, 1}, {5, 64, STRAIGHT_ONE_SCALE, 1, 1}};
+    const layout rows[] = {{9, 16, STRAIGHT_PER_ROW, 1, 1},
+                           {13, 80, STRAIGHT_PER_ROW, 1, 1},
+                           {3, 4096, STRAIGHT_PER_ROW, 1, 1}};
+    const layout blocks[] = {{9, 96, STRAIGHT_PER_BLOCK, 2, 32},
+                             {5, 64, STRAIGHT_PER_BLOCK, 3, 16},
+                             {300, 272, STRAIGHT_PER_BLOCK, 128, 128},
+                             {6, 128, STRAIGHT_PER_BLOCK, 1, 128}};
+    for (int every_code = 1; every_code >= 0; every_code--) {
+        run_wide_layouts<S, D, STRAIGHT_NO_SCALE>(whole, every_code);
+        run_wide_layouts<S, D, STRAIGHT_ONE_SCALE>(one, every_code);
+        run_wide_layouts<S, D, STRAIGHT_PER_ROW>(rows, every_code);
+        run_wide_layouts<S, D, STRAIGHT_PER_BLOCK>(blocks, every_code);
+    }
+}
+
+/* The wide kernel's takes: unaligned pointers, counts and row lengths off
+ * the 16-code vector, and blocks narrower than a vector go to
+ * fp8q_cast_from_fp8 instead. */
+static void check_wide_takes(void)
+{
+    alignas(16) static uint8_t codes[64];
+    alignas(16) static uint16_t values[64];
+    static float scale[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    fp8q_cast_args args;
+    memset(&args, 0, sizeof args);
+    args.source = codes;
+    args.destination = values;
+    args.count = 64;
+    args.row_length = 32;
+    args.scale_block_rows = 1;
+    args.scale_block_cols = 32;
+    args.source_dtype = FP8Q_FLOAT8_E4M3FN;
+    args.destination_dtype = FP8Q_BFLOAT16;
+    args.saturate = 1;
+    args.scale_op = FP8Q_SCALE_MULTIPLY;
+    args.scale = scale;
+    args.scale_row_stride = 1;
+    const int taken = fp8q_cast_from_fp8_wide_takes(&args);
+    fp8q_cast_args other = args;
+    other.source = codes + 16;
+    other.count = 48;
+    other.row_length = 16;
+    const int taken_offset = fp8q_cast_from_fp8_wide_takes(&other);
+    other = args;
+    other.source = codes + 8;
+    other.count = 56;
+    const int unaligned_source = fp8q_cast_from_fp8_wide_takes(&other);
+    other = args;
+    other.destination = values + 1;
+    const int unaligned_destination = fp8q_cast_from_fp8_wide_takes(&other);
+    other = args;
+    other.row_length = 8;
+    other.scale_block_cols = 8;
+    const int short_rows = fp8q_cast_from_fp8_wide_takes(&other);
+    other = args;
+    other.scale_row_stride = 8;
+    other.scale_col_stride = 1;
+    other.scale_block_cols = 8;
+    const int narrow_blocks = fp8q_cast_from_fp8_wide_takes(&other);
+    other = args;
+    other.scale = NULL;
+    other.count = 40;
+    const int tail = fp8q_cast_from_fp8_wide_takes(&other);
+    if (!taken || !taken_offset || unaligned_source || unaligned_destination || short_rows ||
+        narrow_blocks || tail || !fp8q_cast_from_fp8_takes(&other)) {
+        printf("  wide takes: %d %d %d %d %d %d %d\n", taken, taken_offset, unaligned_source,
+               unaligned_destination, short_rows, narrow_blocks, tail);
+        wide_mismatches++;
+    }
+    if (fp8q_cast_wide_blocks(1, 256) != 1 || fp8q_cast_wide_blocks(4096, 256) != 1 ||
+        fp8q_cast_wide_blocks(4097, 256) != 2 || fp8q_cast_wide_blocks((int64_t)1 << 26, 256) != 16384 ||
+        fp8q_cast_wide_blocks((int64_t)1 << 50, 256) != 0x7FFFFFFFu) {
+        printf("  wide grid wrong\n");
+        wide_mismatches++;
+    }
+}
+
 int main(void)
 {
     run_scalings<FP8Q_FLOAT32, FP8Q_FLOAT8_E4M3FN>();
@@ -308,6 +496,25 @@ int main(void)
     run_scalings<FP8Q_FLOAT8_E5M2, FP8Q_FLOAT16>();
     run_scalings<FP8Q_FLOAT8_E5M2, FP8Q_BFLOAT16>();
     printf("fp8q_cast_from_fp8's loop: %llu mismatches\n", (unsigned long long)mismatches);
+    check_wide_takes();
+    run_wide_scalings<FP8Q_FLOAT8_E4M3FN, FP8Q_FLOAT32>();
+    run_wide_scalings<FP8Q_FLOAT8_E4M3FN, FP8Q_FLOAT16>();
+    run_wide_scalings<FP8Q_FLOAT8_E4M3FN, FP8Q_BFLOAT16>();
+    run_wide_scalings<FP8Q_FLOAT8_E5M2, FP8Q_FLOAT32>();
+    run_wide_scalings<FP8Q_FLOAT8_E5M2, FP8Q_FLOAT16>();
+    run_wide_scalings<FP8Q_FLOAT8_E5M2, FP8Q_BFLOAT16>();
+    uint64_t codes_seen = 0;
+    for (int f = 0; f < 2; f++) {
+        for (int c = 0; c < 256; c++) {
+            codes_seen += wide_codes_seen[f][c];
+        }
+    }
+    if (codes_seen != 512) {
+        wide_mismatches++;
+    }
+    printf("fp8q_cast_from_fp8_wide's loop: %llu mismatches\n",
+           (unsigned long long)wide_mismatches);
+    printf("codes decoded by the wide loop: %llu of 512\n", (unsigned long long)codes_seen);
     printf("elements checked: %llu\n", (unsigned long long)elements_checked);
-    return to_fp8_mismatches != 0 || mismatches != 0;
+    return to_fp8_mismatches != 0 || mismatches != 0 || wide_mismatches != 0;
 }

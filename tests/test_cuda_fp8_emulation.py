@@ -68,12 +68,20 @@ def test_straight_cast_loops_match_the_codec_under_emulation(tmp_path):
     row and block scales (non-finite ones included): every element the
     codec's cast of it, nothing written outside the run, the amax exact;
     and with infinity_to_nan (one scale): each infinity the format's NaN
-    code with its sign (the program fails if it met no infinity)."""
+    code with its sign (the program fails if it met no infinity). And
+    fp8q_cast_from_fp8_wide's loop (16 codes a thread): every code of both
+    formats in every position of a vector, each scaling and destination,
+    grids of 1 and 3 threads and of one vector a thread, its takes and
+    its grid."""
     completed = build_and_run(tmp_path, "straight_cast_emulation.cpp")
     assert completed.returncode == 0, completed.stdout + completed.stderr
     lines = completed.stdout.splitlines()
     assert "fp8q_cast_to_fp8's loop: 0 mismatches" in lines, completed.stdout
     assert "fp8q_cast_from_fp8's loop: 0 mismatches" in lines, completed.stdout
+    assert "fp8q_cast_from_fp8_wide's loop: 0 mismatches" in lines, (
+        completed.stdout)
+    assert "codes decoded by the wide loop: 512 of 512" in lines, (
+        completed.stdout)
 
 
 def test_quantize_rows_loop_matches_the_codec_under_emulation(tmp_path):

@@ -15,6 +15,8 @@ from test_cuda_fake_device import fake_driver  # noqa: F401 (a fixture)
     "grids_grow_with_the_input",
     "row_quantize_holds_the_device",
     "casts_take_the_fp8_kernel_where_it_applies",
+    "wide_decode_takes_one_vector_a_thread",
+    "layer_weight_decodes_with_the_wide_kernel",
     "gemv_matches_the_reference",
     "tensor_core_gemv_matches_the_reference",
     "split_gemv_matches_the_reference",
@@ -26,7 +28,8 @@ from test_cuda_fake_device import fake_driver  # noqa: F401 (a fixture)
 def test_kernel_scenario(fake_driver, name, tmp_path):
     code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); "
             f"import fake_gpu_kernels; fake_gpu_kernels.{name}()")
-    run_child(fake_driver, code, launch_log=tmp_path / "launches.log")
+    run_child(fake_driver, code, launch_log=tmp_path / "launches.log",
+              log=tmp_path / "calls.log")
 
 
 def test_tensor_cores_follow_the_device(fake_driver, tmp_path):

@@ -182,19 +182,29 @@ def dequantize_scales(rng, count):
 
 @pytest.mark.parametrize("source", FP8_NAMES)
 def test_dequantize_every_code_matches_the_cpu(source, rng):
-    """fp8q_cast_from_fp8 (E4M3FN / E5M2 to float32 / float16 / bfloat16:
-    four codes decoded at a time, one float32 product, paired conversions
-    on sm_80+) on every code times scales of every kind, per tensor, per
-    row and per block, and without a scale: the CPU's bits."""
+    """fp8q_cast_from_fp8_wide (rows of 256 codes: 16 a thread) and
+    fp8q_cast_from_fp8 (rows of 264, and 1 x 8 blocks: four codes decoded
+    at a time, one float32 product, paired conversions on sm_80+), E4M3FN /
+    E5M2 to float32 / float16 / bfloat16, on every code times scales of
+    every kind, per tensor, per row and per block, and without a scale:
+    the CPU's bits."""
+    for width in (256, 264):
+        dequantize_every_code(source, rng, width)
+
+
+def dequantize_every_code(source, rng, width):
     rows = 64
     codes = np.tile(np.arange(256, dtype=np.uint8), (rows, 1))
     codes[1::2] = codes[1::2, ::-1]  # vectors mixing special codes and not
+    codes = np.concatenate([codes, codes[:, :width - 256]], axis=1)
     data = fp8q.asarray(codes).view(source)
     scales = dequantize_scales(rng, rows)
+    blocks = -(-width // 8)
     layouts = [("row", scales[:, None]),
-               ((1, 8), rng.permutation(np.resize(scales, rows * 32)).reshape(
-                   rows, 32).astype(np.float32)),
-               ((128, 128), scales[None, :2])]
+               ((1, 8), rng.permutation(np.resize(
+                   scales, rows * blocks)).reshape(rows, blocks).astype(
+                       np.float32)),
+               ((128, 128), np.resize(scales, (1, -(-width // 128))))]
     layouts += [("tensor", np.float32(s)) for s in scales[:16]]
     for granularity, scale in layouts:
         host = fp8q.QTensor(data, fp8q.asarray(scale), granularity)

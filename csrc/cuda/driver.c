@@ -65,7 +65,7 @@ const char *fp8q_cuda_kernel_name(fp8q_cuda_kernel kernel)
         FP8Q_GEMV_FP8_KERNEL_TC64,
         FP8Q_CAST_TO_FP8_KERNEL, FP8Q_CAST_FROM_FP8_KERNEL,
         FP8Q_QUANTIZE_ROWS_WARPS_KERNEL, FP8Q_NORM_QUANTIZE_KERNEL,
-        FP8Q_GEMV_FP8_KERNEL_REDUCE};
+        FP8Q_GEMV_FP8_KERNEL_REDUCE, FP8Q_CAST_FROM_FP8_WIDE_KERNEL};
     return names[kernel];
 }
 

@@ -174,6 +174,7 @@ typedef enum fp8q_cuda_kernel {
     FP8Q_KERNEL_QUANTIZE_ROWS_WARPS, /* kernels/quantize_rows.cuh, 16-bit */
     FP8Q_KERNEL_NORM_QUANTIZE, /* kernels/norm_quantize.cuh           */
     FP8Q_KERNEL_GEMV_FP8_REDUCE, /* kernels/gemv.cuh, split k's sums  */
+    FP8Q_KERNEL_CAST_FROM_FP8_WIDE, /* kernels/cast.cuh, 16 codes a thread */
     FP8Q_KERNEL_COUNT
 } fp8q_cuda_kernel;
 

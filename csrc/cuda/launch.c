@@ -155,6 +155,13 @@ fp8q_status fp8q_cuda_launch_cast(const fp8q_cuda_device *device,
     if (fp8q_cast_to_fp8_takes(args)) {
         kernel = FP8Q_KERNEL_CAST_TO_FP8;
     }
+    else if (fp8q_cast_from_fp8_wide_takes(args)) {
+        /* One 16-code vector a thread: the grid grows with the run. */
+        return launch(device, FP8Q_KERNEL_CAST_FROM_FP8_WIDE,
+                      fp8q_cast_wide_blocks(args->count,
+                                            FP8Q_CUDA_THREADS_PER_BLOCK),
+                      &with_divisors, stream, error);
+    }
     else if (fp8q_cast_from_fp8_takes(args)) {
         kernel = FP8Q_KERNEL_CAST_FROM_FP8;
     }

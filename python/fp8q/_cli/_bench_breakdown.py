@@ -12,7 +12,8 @@ table's pieces add up to the layer. Per shape and token count the GPU table
 has CUDA-event medians of every piece, the layer forced onto each product
 and as users get it (eager and replayed from a CUDA graph), bf16 eager and
 graphed, the host's time per eager call, and the crossover between the two
-products; then the kernels and copies torch's profiler sees in one layer
+products; the W8A16 weight decode (`weight_decode_piece`) of each shape
+against a device copy of its bytes; then the kernels and copies torch's profiler sees in one layer
 call, and, where Nsight Compute (ncu) is installed, its profile of them.
 Results go to docs/benchmarks.md; no test asserts timings.
 """
@@ -36,6 +37,7 @@ TOKENS = (1, 2, 4, 8, 16, 64, 128, 2048, 8192)
 HOST_MAX_TOKENS = 16  # host time per call is measured up to this many
 PROFILED_CALLS = 10   # layer calls under torch's profiler
 NCU_TIMEOUT = 60      # seconds for the one ncu run
+DECODE_GOAL = 0.9     # the W8A16 weight decode against the copy (issue 38)
 # The quantize granularity of x for each weight granularity (dynamic).
 ACTIVATION_GRANULARITY = {"row": "row", "tensor": "row", "block": (1, 128)}
 
@@ -88,6 +90,16 @@ def weight_only_piece(x, weight, weight_scale, bias, granularity):
     take x)."""
     return ("weight-only product", functools.partial(
         _C.layer_gemv, x, weight, weight_scale, bias, granularity, None))
+
+
+def weight_decode_piece(x, weight, weight_scale, granularity):
+    """("W8A16 weight decode", call): _C.layer_weight on the layer's
+    tensors, the weight decoded into x's dtype: what a weight-only layer's
+    forward multiplies by (torch's GEMM) above the weight-only product's
+    token counts (kernels/cast.cuh: fp8q_cast_from_fp8_wide where
+    in_features is a multiple of 16)."""
+    return ("W8A16 weight decode", functools.partial(
+        _C.layer_weight, x, weight, weight_scale, granularity, None))
 
 
 def layer_call(x, weight, weight_scale, bias, input_scale, granularity,
@@ -169,6 +181,46 @@ def _row(torch, linear, layer, x, repeats):
         figures["host layer"] = host_microseconds(torch, auto)
         figures["host bf16"] = host_microseconds(torch, timed["bf16"])
     return figures
+
+
+def _decode_against_copy(torch, layer, repeats):
+    """(decode ms, copy ms, bytes moved): weight_decode_piece on the layer's
+    weight into bfloat16 against a device copy (torch copy_) moving the same
+    bytes (the codes read plus the bfloat16 weight written)."""
+    x = torch.empty(1, layer.weight.shape[1], device="cuda",
+                    dtype=torch.bfloat16)
+    _, decode = weight_decode_piece(x, layer.weight, layer.weight_scale,
+                                    "row")
+    moved = layer.weight.numel() * (1 + x.element_size())
+    source = torch.empty(moved // 2, device="cuda", dtype=torch.uint8)
+    destination = torch.empty_like(source)
+    decode_ms, copy_ms = median_ms_cuda(
+        torch, [decode, lambda: destination.copy_(source)], repeats)
+    return decode_ms, copy_ms, moved
+
+
+def _print_decode_against_copy(torch, repeats):
+    """The W8A16 weight decode of each shape against the copy of its
+    bytes, with issue 38's goal (0.9x the copy)."""
+    print("W8A16 weight decode (row-scaled e4m3 -> bfloat16, what a "
+          "weight-only layer runs before torch's GEMM above 64 tokens) "
+          "against a device copy of the same bytes:")
+    print()
+    print("| N x K | decode ms | decode GB/s | copy ms | decode vs copy |")
+    print("|---|---:|---:|---:|---:|")
+    worst = None
+    for n, k in SHAPES:
+        _, layer = _layer(torch, n, k)
+        with torch.inference_mode():
+            decode_ms, copy_ms, moved = _decode_against_copy(torch, layer,
+                                                             repeats)
+        worst = min(worst or copy_ms / decode_ms, copy_ms / decode_ms)
+        print(f"| {n} x {k} | {decode_ms:.4f} | {moved / decode_ms / 1e6:.0f}"
+              f" | {copy_ms:.4f} | {copy_ms / decode_ms:.2f}x |")
+    print()
+    print(f"W8A16 weight decode: slowest {worst:.2f}x the copy (goal >= "
+          f"{DECODE_GOAL}: {'met' if worst >= DECODE_GOAL else 'NOT met'})")
+    print()
 
 
 def _cell(figures, name, digits=4):
@@ -311,6 +363,7 @@ def print_breakdown(repeats, tokens=None):
               "csrc/cuda/layer_path.c says "
               f"{info['fp8_layer_weight_only_tokens']})")
     print()
+    _print_decode_against_copy(torch, repeats)
     n, k = SHAPES[0]
     linear, layer = _layer(torch, n, k)
     for m in (16, 8192):
