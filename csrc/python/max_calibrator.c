@@ -473,7 +473,6 @@ static PyObject *max_calibrator_state_dict(PyObject *object)
     int64_t shape[2];
     float *rows = NULL;
     PyObject *history;
-    PyObject *state;
     int64_t age;
 
     filled = has_data(self) ? self->history.filled : 0;
