@@ -255,6 +255,11 @@ fp8q_TensorObject *fp8q_tensor_new_view(const fp8q_view *view,
 fp8q_TensorObject *fp8q_tensor_copy_as(fp8q_TensorObject *source,
                                        fp8q_dtype dtype);
 
+/* fp8q_tensor_copy_as of a CPU `source` (tensor_new.c, below the files that
+ * move data between devices). */
+fp8q_TensorObject *fp8q_tensor_copy_on_host(fp8q_TensorObject *source,
+                                            fp8q_dtype dtype);
+
 /* ------------------------------------------------------------------------- */
 /* device.c                                                                  */
 
@@ -507,8 +512,8 @@ int fp8q_py_scaled_mm_run(const fp8q_py_scaled_mm *call, int out_is_new,
                           fp8q_cu_stream stream);
 
 /* destination (cols, rows) = source (rows, cols).T on the GPU, both
- * C-contiguous CUDA tensors of one dtype (1, 2 or 4 bytes). 0, or -1 with
- * an exception. */
+ * C-contiguous CUDA tensors of one dtype (1, 2 or 4 bytes) (device.c). 0,
+ * or -1 with an exception. */
 int fp8q_py_cuda_transpose(fp8q_TensorObject *source,
                            fp8q_TensorObject *destination,
                            fp8q_cu_stream stream);
