@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "cuda/capture.h"
-#include "cuda/memory.h"
+#include "cuda/context.h"
 
 fp8q_status fp8q_cuda_capture_query(const fp8q_cuda_device *device,
                                     fp8q_cu_stream stream,

@@ -23,13 +23,13 @@
 
 #include "core/status.h"
 #include "cuda/driver_api.h"
+#include "cuda/kernel_image.h" /* FP8Q_CUDA_PATH_SIZE */
 
 /* The driver API level fp8q asks cuGetProcAddress for (CUDA 12.0, the
  * first with cuGetProcAddress_v2 and cuLibraryLoadData): drivers older than
  * this are refused. Units of cuDriverGetVersion: 1000 * major + 10 * minor. */
 #define FP8Q_CUDA_API_VERSION 12000
 
-#define FP8Q_CUDA_PATH_SIZE 1024
 #define FP8Q_CUDA_DEVICE_NAME_SIZE 256
 
 /* The driver entry points, resolved with cuGetProcAddress at

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda/driver.h" /* FP8Q_CUDA_PATH_SIZE */
 #include "cuda/kernel_image.h"
 #include "platform.h"
 

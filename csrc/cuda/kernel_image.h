@@ -24,6 +24,11 @@
 
 #include "core/status.h"
 
+/* The size of the path buffers of the GPU backend (the kernel image, the
+ * driver and cuBLASLt libraries), terminating NUL included. Here, the
+ * lowest of the files that use it. */
+#define FP8Q_CUDA_PATH_SIZE 1024
+
 /* The file's name in the package folder. */
 #define FP8Q_KERNEL_IMAGE_FILE "fp8q_kernels.fatbin"
 

@@ -20,6 +20,7 @@
 
 #include "core/status.h"
 #include "cuda/capture.h"
+#include "cuda/context.h"
 #include "cuda/driver.h"
 
 /*
@@ -129,21 +130,5 @@ fp8q_cu_stream fp8q_cuda_last_use_stream(fp8q_cu_stream stream);
 fp8q_status fp8q_cuda_stream_wait(const fp8q_cuda_device *device,
                                   fp8q_cu_stream producer,
                                   fp8q_cu_stream consumer, fp8q_error *error);
-
-/*
- * Makes the device's primary context current on this thread for driver
- * calls made outside this file (kernel launches); pair with
- * fp8q_cuda_context_leave. FP8Q_ERROR_CUDA when the driver refuses.
- */
-fp8q_status fp8q_cuda_context_enter(const fp8q_cuda_device *device,
-                                    fp8q_error *error);
-void fp8q_cuda_context_leave(void);
-
-/* The FP8Q_ERROR_CUDA (FP8Q_ERROR_CUDA_MEMORY for out of memory) describing a
- * failed driver call `call` on `device`, with `what` (e.g. "copying 64
- * bytes") for context. */
-fp8q_status fp8q_cuda_fail(const fp8q_cuda_device *device, const char *call,
-                           fp8q_cu_result result, const char *what,
-                           fp8q_error *error);
 
 #endif /* FP8Q_CUDA_MEMORY_H */

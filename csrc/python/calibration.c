@@ -1,8 +1,9 @@
 /*
- * calibration.c - what the calibrator types share: float32 NumPy results,
- * the margin argument, and fp8q._C._scale_from_amax (amax to scale, the one
- * conversion the calibrators and fp8q.CalibrationCache use). Registers the calibrator types as
- * fp8q._C._MaxCalibrator and fp8q._C._HistogramCalibrator.
+ * calibration.c - what the calibrator types share beside their base
+ * (calibrator_base.c): float32 NumPy results, the margin argument, and
+ * fp8q._C._scale_from_amax (amax to scale, the one conversion the
+ * calibrators and fp8q.CalibrationCache use). Registers the calibrator
+ * types as fp8q._C._MaxCalibrator and fp8q._C._HistogramCalibrator.
  */
 #include <string.h>
 
@@ -11,38 +12,7 @@
 #include "core/quantize.h"
 
 /* ------------------------------------------------------------------------- */
-/* Shared by the calibrator types                                            */
-
-PyObject *fp8q_py_calibrator_reduce(PyObject *self,
-                                    const char *const *settings)
-{
-    PyObject *arguments = NULL;
-    PyObject *state = NULL;
-    Py_ssize_t count = 0, index;
-
-    while (settings[count] != NULL) {
-        count++;
-    }
-    arguments = PyTuple_New(count);
-    if (arguments == NULL) {
-        return NULL;
-    }
-    for (index = 0; index < count; index++) {
-        PyObject *value = PyObject_GetAttrString(self, settings[index]);
-        if (value == NULL) {
-            Py_DECREF(arguments);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(arguments, index, value);
-    }
-    state = PyObject_CallMethod(self, "state_dict", NULL);
-    if (state == NULL) {
-        Py_DECREF(arguments);
-        return NULL;
-    }
-    return Py_BuildValue("(ONN)", (PyObject *)Py_TYPE(self), arguments,
-                         state);
-}
+/* Shared by the calibrator types (beside calibrator_base.c)                 */
 
 PyObject *fp8q_py_float32_array(int ndim, const int64_t *shape,
                                 const float *values)
@@ -156,25 +126,6 @@ PyObject *fp8q_py_state_item(PyObject *state, const char *key,
     return item;
 }
 
-PyObject *fp8q_py_new_initialized(PyTypeObject *type, initproc init)
-{
-    PyObject *self = type->tp_alloc(type, 0);
-    PyObject *no_arguments;
-    int status;
-
-    if (self == NULL) {
-        return NULL;
-    }
-    no_arguments = PyTuple_New(0);
-    status = no_arguments == NULL ? -1 : init(self, no_arguments, NULL);
-    Py_XDECREF(no_arguments);
-    if (status < 0) {
-        Py_DECREF(self);
-        return NULL;
-    }
-    return self;
-}
-
 /* ------------------------------------------------------------------------- */
 /* fp8q._C._scale_from_amax                                                  */
 
@@ -266,9 +217,10 @@ static int add_type(PyObject *module, const char *name, PyTypeObject *type)
 int fp8q_py_calibration_init(PyObject *module)
 {
     /* Private here; fp8q/calib.py gives them their public names. */
-    if (add_type(module, "_MaxCalibrator", &fp8q_MaxCalibrator_Type) < 0 ||
+    if (add_type(module, "_MaxCalibrator", &fp8q_max_calibrator_kind.type) <
+            0 ||
         add_type(module, "_HistogramCalibrator",
-                 &fp8q_HistogramCalibrator_Type) < 0) {
+                 &fp8q_histogram_calibrator_kind.type) < 0) {
         return -1;
     }
     return PyModule_AddFunctions(module, calibration_functions);

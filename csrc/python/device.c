@@ -344,6 +344,34 @@ static fp8q_TensorObject *copy_destination(fp8q_TensorObject *source,
                                     source->view.shape, &device, stream);
 }
 
+/* fp8q_py_cuda_transpose (kernels/transpose.cuh): here, below ops_cuda.c
+ * and ops.c, because a gather of a transposed matrix is one. */
+int fp8q_py_cuda_transpose(fp8q_TensorObject *source,
+                           fp8q_TensorObject *destination,
+                           fp8q_cu_stream stream)
+{
+    fp8q_transpose_args args;
+    fp8q_error error;
+    fp8q_status status;
+
+    if (fp8q_py_use_on_stream(source, stream) < 0 ||
+        fp8q_py_use_on_stream(destination, stream) < 0) {
+        return -1;
+    }
+    memset(&args, 0, sizeof args);
+    args.source = source->view.data;
+    args.destination = destination->view.data;
+    args.rows = source->view.shape[0];
+    args.cols = source->view.shape[1];
+    args.element_size = (int32_t)fp8q_dtype_itemsize(source->view.dtype);
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_launch_transpose(source->cuda_device, &args, stream,
+                                        &error);
+    Py_END_ALLOW_THREADS
+    return fp8q_py_raise_on_failure(status, &error);
+}
+
 /* A new C-contiguous copy of the CUDA tensor `source` on its device, made
  * there from any strides (kernels/gather.cuh; kernels/transpose.cuh for a
  * transposed matrix), on `stream`. */
@@ -466,7 +494,7 @@ static fp8q_TensorObject *cpu_to_cuda(fp8q_TensorObject *source,
 
     host = fp8q_view_is_contiguous(&source->view)
                ? (fp8q_TensorObject *)Py_NewRef(source)
-               : fp8q_tensor_copy_as(source, source->view.dtype);
+               : fp8q_tensor_copy_on_host(source, source->view.dtype);
     if (host == NULL) {
         return NULL;
     }
@@ -525,7 +553,7 @@ fp8q_TensorObject *fp8q_tensor_copy_to(fp8q_TensorObject *source,
 
     if (source->device_type == FP8Q_DEVICE_CPU) {
         return device->type == FP8Q_DEVICE_CPU
-                   ? fp8q_tensor_copy_as(source, source->view.dtype)
+                   ? fp8q_tensor_copy_on_host(source, source->view.dtype)
                    : cpu_to_cuda(source, device, stream);
     }
     if (same_device(source, device)) {

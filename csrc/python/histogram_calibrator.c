@@ -20,8 +20,6 @@
 #include "core/histogram.h"
 #include "core/histogram_threshold.h"
 #include "cuda/launch.h"
-#include "cuda/memory.h"
-#include "cuda/scratch.h"
 
 /* What a state_dict holds, for load_state_dict's KeyError. */
 #define STATE_KEYS                                                            \
@@ -29,11 +27,9 @@
     "and \"nonfinite_count\""
 
 typedef struct fp8q_HistogramCalibratorObject {
-    PyObject_HEAD
+    fp8q_py_calibrator base;  /* device: the counts of CUDA batches */
     fp8q_histogram histogram; /* counts allocated with PyMem */
     int skip_zeros;
-    int64_t nonfinite_count;
-    fp8q_py_device_state device; /* counts of CUDA batches */
 } fp8q_HistogramCalibratorObject;
 
 /* A zeroed histogram of n_bins over new PyMem counts; -1 with MemoryError. */
@@ -92,21 +88,20 @@ static int fold_device_state(PyObject *object, const void *memory,
         fp8q_histogram_merge(&self->histogram, &on_device, &error), &error);
 }
 
-/* Brings the device state into the host state (calibration_device.c); -1
- * with an exception, e.g. the deferred error of a refused batch. */
+/* The host state brought up to date (fp8q_py_calibrator_settle). */
 static int settle(fp8q_HistogramCalibratorObject *self)
 {
-    return fp8q_py_device_state_settle(&self->device, (PyObject *)self,
-                                       fold_device_state,
-                                       &self->nonfinite_count);
+    return fp8q_py_calibrator_settle((PyObject *)self);
 }
 
 /* ------------------------------------------------------------------------- */
 /* Construction                                                              */
 
-static int histogram_calibrator_init(fp8q_HistogramCalibratorObject *self,
-                                     PyObject *args, PyObject *kwargs)
+static int histogram_calibrator_init(PyObject *object, PyObject *args,
+                                     PyObject *kwargs)
 {
+    fp8q_HistogramCalibratorObject *self =
+        (fp8q_HistogramCalibratorObject *)object;
     static char *keywords[] = {"bins", "skip_zeros", NULL};
     long long bins = 2048;
     int skip_zeros = 0;
@@ -127,197 +122,145 @@ static int histogram_calibrator_init(fp8q_HistogramCalibratorObject *self,
     PyMem_Free(self->histogram.counts);
     self->histogram = histogram;
     self->skip_zeros = skip_zeros;
-    self->nonfinite_count = 0;
-    fp8q_py_device_state_clear(&self->device);
     return 0;
 }
 
-static void histogram_calibrator_dealloc(fp8q_HistogramCalibratorObject *self)
+static void histogram_calibrator_free(PyObject *object)
 {
-    Py_XDECREF(self->device.memory);
-    PyMem_Free(self->histogram.counts);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    PyMem_Free(((fp8q_HistogramCalibratorObject *)object)->histogram.counts);
 }
 
 /* ------------------------------------------------------------------------- */
 /* update, merge, extend_range                                               */
 
-/*
- * A non-empty CUDA batch counted on its GPU, on x's stream: its finite amax
- * and NaN/inf count, its counts on the grid the state will have once it
- * covers that amax, then the fold into the device state (which refuses and
- * records a batch with NaN/inf unless skip_nonfinite), all in scratch
- * memory. No host wait, no copy back. The kernels that read or write the
- * state are launched with the GIL held, right after the state was ordered
- * on the stream, so that updates from several threads fold one after
- * another.
- */
-static int update_on_device(fp8q_HistogramCalibratorObject *self,
-                            fp8q_TensorObject *x, int skip_nonfinite)
+/* fp8q_py_calibrator_kind.admit: an empty CUDA x adds nothing (an empty
+ * CPU x is counted: nothing, after the settle). */
+static int admit(PyObject *object, fp8q_py_calibrator_batch *batch)
 {
-    const fp8q_cu_stream stream = fp8q_py_last_stream(x);
+    (void)object;
+    return batch->x->device_type != FP8Q_DEVICE_CUDA ||
+           fp8q_view_size(&batch->x->view) != 0;
+}
+
+/* The scratch of a CUDA batch: the NaN/inf count, the amax bits, then the
+ * batch's counts, all zeroed. */
+#define COUNTS_OFFSET (2 * sizeof(uint64_t))
+
+/* fp8q_py_calibrator_kind.device_scratch. */
+static size_t device_scratch(PyObject *object,
+                             const fp8q_py_calibrator_batch *batch,
+                             size_t *zeroed)
+{
+    const fp8q_HistogramCalibratorObject *self =
+        (fp8q_HistogramCalibratorObject *)object;
+    (void)batch;
+    *zeroed = COUNTS_OFFSET + (size_t)self->histogram.n_bins *
+                                  sizeof(uint64_t);
+    return *zeroed;
+}
+
+/* fp8q_py_calibrator_kind.device_state_bytes: kernels/calibrate.cuh's
+ * fp8q_calib_histogram_state and its counts. */
+static size_t device_state_bytes(PyObject *object,
+                                 const fp8q_py_calibrator_batch *batch)
+{
+    const fp8q_HistogramCalibratorObject *self =
+        (fp8q_HistogramCalibratorObject *)object;
+    (void)batch;
+    return sizeof(fp8q_calib_histogram_state) +
+           (size_t)self->histogram.n_bins * sizeof(uint64_t);
+}
+
+/* fp8q_py_calibrator_kind.device_launch: the batch's counts on the grid
+ * the state will have once it covers the batch's amax, then the fold into
+ * the state (kernels/calibrate.cuh). */
+static fp8q_status device_launch(PyObject *object,
+                                 const fp8q_py_calibrator_batch *batch,
+                                 fp8q_TensorObject *source, void *scratch,
+                                 void *state, fp8q_cu_stream stream,
+                                 fp8q_error *error)
+{
+    const fp8q_HistogramCalibratorObject *self =
+        (fp8q_HistogramCalibratorObject *)object;
     const int64_t n_bins = self->histogram.n_bins;
-    const size_t counts_offset = 2 * sizeof(uint64_t);
-    fp8q_TensorObject *source = fp8q_py_cuda_contiguous(x, stream);
+    char *memory = (char *)scratch;
     fp8q_histogram_count_args count;
     fp8q_calib_fold_histogram_args fold;
-    fp8q_cuda_scratch scratch = {NULL, NULL, 0, {0, 0}};
-    fp8q_error error;
     fp8q_status status;
-    char *batch;
-    int outcome = -1;
 
-    if (source == NULL || fp8q_py_use_on_stream(source, stream) < 0) {
-        Py_XDECREF(source);
-        return -1;
-    }
-    fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_scratch_acquire(
-        x->cuda_device, counts_offset + (size_t)n_bins * sizeof(uint64_t),
-        stream, &scratch, &error);
-    if (status == FP8Q_OK) {
-        status = fp8q_cuda_zero(
-            x->cuda_device, scratch.memory,
-            counts_offset + (size_t)n_bins * sizeof(uint64_t), stream,
-            &error);
-    }
-    Py_END_ALLOW_THREADS
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        goto done;
-    }
-    /* Scratch: the NaN/inf count, the amax bits, then the counts. */
-    batch = (char *)scratch.memory;
     memset(&count, 0, sizeof count);
+    count.state = (fp8q_calib_histogram_state *)state;
     count.source = source->view.data;
-    count.batch_counts = (uint64_t *)(void *)(batch + counts_offset);
-    count.batch_amax_bits = (const uint32_t *)(void *)(batch + 8);
+    count.batch_counts = (uint64_t *)(void *)(memory + COUNTS_OFFSET);
+    count.batch_amax_bits =
+        (const uint32_t *)(void *)(memory + sizeof(uint64_t));
     count.count = fp8q_view_size(&source->view);
     count.n_bins = n_bins;
     count.source_dtype = (int32_t)source->view.dtype;
     count.skip_zeros = self->skip_zeros != 0;
     memset(&fold, 0, sizeof fold);
+    fold.state = (fp8q_calib_histogram_state *)state;
     fold.batch_counts = count.batch_counts;
     fold.batch_amax_bits = count.batch_amax_bits;
-    fold.batch_nonfinite = (const uint64_t *)(void *)batch;
+    fold.batch_nonfinite = (const uint64_t *)(void *)memory;
     fold.n_bins = n_bins;
-    fold.update_number = self->device.n_updates;
-    fold.skip_nonfinite = skip_nonfinite != 0;
-    if (fp8q_py_cuda_enqueue_amax_finite(
-            source, -1, (uint32_t *)(void *)(batch + 8),
-            (uint64_t *)(void *)batch, stream) < 0) {
-        goto done;
-    }
-    fold.state = (fp8q_calib_histogram_state *)fp8q_py_device_state_prepare(
-        &self->device, x,
-        sizeof(fp8q_calib_histogram_state) +
-            (size_t)n_bins * sizeof(uint64_t),
-        stream, (PyObject *)self, fold_device_state, NULL,
-        &self->nonfinite_count);
-    if (fold.state == NULL) {
-        goto done;
-    }
-    count.state = fold.state;
-    status = fp8q_cuda_launch_histogram_count(x->cuda_device, &count, stream,
-                                              &error);
+    fold.update_number = self->base.device.n_updates;
+    fold.skip_nonfinite = batch->skip_nonfinite != 0;
+    status = fp8q_cuda_launch_histogram_count(batch->x->cuda_device, &count,
+                                              stream, error);
     if (status == FP8Q_OK) {
-        status = fp8q_cuda_launch_calib_fold_histogram(x->cuda_device, &fold,
-                                                       stream, &error);
+        status = fp8q_cuda_launch_calib_fold_histogram(
+            batch->x->cuda_device, &fold, stream, error);
     }
-    outcome = fp8q_py_raise_on_failure(status, &error);
-done:
-    Py_BEGIN_ALLOW_THREADS
-    fp8q_cuda_scratch_release(&scratch, stream);
-    Py_END_ALLOW_THREADS
-    Py_DECREF(source);
-    return outcome;
+    return status;
 }
 
-static PyObject *histogram_calibrator_update(
-    fp8q_HistogramCalibratorObject *self, PyObject *args, PyObject *kwargs)
+/* fp8q_py_calibrator_kind.update_host: the batch counted into a histogram
+ * of its own with the GIL released, then merged into the calibrator's. */
+static int update_host(PyObject *object, const fp8q_py_calibrator_batch *batch,
+                       int64_t *n_nonfinite)
 {
-    static char *keywords[] = {"x", "skip_nonfinite", NULL};
-    PyObject *x_object;
-    int skip_nonfinite = 0;
-    fp8q_TensorObject *x;
-    fp8q_histogram batch;
-    int64_t n_nonfinite = 0;
+    fp8q_HistogramCalibratorObject *self =
+        (fp8q_HistogramCalibratorObject *)object;
+    fp8q_histogram counted;
     fp8q_error error;
     fp8q_status status;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$p:update", keywords,
-                                     &x_object, &skip_nonfinite)) {
-        return NULL;
-    }
-    self->device.n_updates++;
-    x = fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
-    if (x == NULL) {
-        return NULL;
-    }
-    if (x->device_type == FP8Q_DEVICE_CUDA) {
-        const int outcome = fp8q_view_size(&x->view) == 0
-                                ? 0
-                                : update_on_device(self, x, skip_nonfinite);
-        Py_DECREF(x);
-        if (outcome < 0) {
-            return NULL;
-        }
-        Py_RETURN_NONE;
-    }
-    /* A CPU batch goes to the host state, after what the device holds
-     * (which may raise its deferred error first). */
-    if (settle(self) < 0 ||
-        new_histogram(&batch, self->histogram.n_bins) < 0) {
-        Py_DECREF(x);
-        return NULL;
+    if (new_histogram(&counted, self->histogram.n_bins) < 0) {
+        return -1;
     }
     fp8q_error_clear(&error);
     FP8Q_PY_BEGIN_INTERRUPTIBLE
-    status = fp8q_histogram_add(&batch, &x->view, self->skip_zeros,
-                                skip_nonfinite, &n_nonfinite, &error);
+    status = fp8q_histogram_add(&counted, &batch->x->view, self->skip_zeros,
+                                batch->skip_nonfinite, n_nonfinite, &error);
     FP8Q_PY_END_INTERRUPTIBLE(status)
-    Py_DECREF(x);
     if (status == FP8Q_OK) {
-        status = fp8q_histogram_merge(&self->histogram, &batch, &error);
+        status = fp8q_histogram_merge(&self->histogram, &counted, &error);
     }
-    PyMem_Free(batch.counts);
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        return NULL;
-    }
-    self->nonfinite_count += n_nonfinite;
-    Py_RETURN_NONE;
+    PyMem_Free(counted.counts);
+    return fp8q_py_raise_on_failure(status, &error);
 }
 
-static PyObject *histogram_calibrator_merge(
-    fp8q_HistogramCalibratorObject *self, PyObject *other_object)
+/* fp8q_py_calibrator_kind.merge: the counts added on the wider grid. */
+static int histogram_calibrator_merge(PyObject *object,
+                                      PyObject *other_object)
 {
-    fp8q_HistogramCalibratorObject *other;
+    fp8q_HistogramCalibratorObject *self =
+        (fp8q_HistogramCalibratorObject *)object;
+    fp8q_HistogramCalibratorObject *other =
+        (fp8q_HistogramCalibratorObject *)other_object;
     fp8q_error error;
 
-    if (!PyObject_TypeCheck(other_object, Py_TYPE(self))) {
-        PyErr_Format(PyExc_TypeError,
-                     "other: expected a HistogramCalibrator, got %.200s",
-                     Py_TYPE(other_object)->tp_name);
-        return NULL;
-    }
-    other = (fp8q_HistogramCalibratorObject *)other_object;
-    if (settle(self) < 0 || settle(other) < 0) {
-        return NULL;
-    }
     if (other->skip_zeros != self->skip_zeros) {
         PyErr_SetString(PyExc_ValueError,
                         "other: calibrators differ in skip_zeros and cannot "
                         "be merged");
-        return NULL;
+        return -1;
     }
     fp8q_error_clear(&error);
-    if (fp8q_py_raise_on_failure(
-            fp8q_histogram_merge(&self->histogram, &other->histogram, &error),
-            &error) < 0) {
-        return NULL;
-    }
-    self->nonfinite_count += other->nonfinite_count;
-    Py_RETURN_NONE;
+    return fp8q_py_raise_on_failure(
+        fp8q_histogram_merge(&self->histogram, &other->histogram, &error),
+        &error);
 }
 
 static PyObject *histogram_calibrator_extend_range(
@@ -442,24 +385,19 @@ static PyObject *counts_array(const fp8q_histogram *histogram)
     return array;
 }
 
-static PyObject *histogram_calibrator_state_dict(
-    fp8q_HistogramCalibratorObject *self, PyObject *unused)
+/* fp8q_py_calibrator_kind.state_dict. */
+static PyObject *histogram_calibrator_state_dict(PyObject *object)
 {
-    PyObject *counts;
+    fp8q_HistogramCalibratorObject *self =
+        (fp8q_HistogramCalibratorObject *)object;
+    PyObject *counts = counts_array(&self->histogram);
 
-    (void)unused;
-    if (settle(self) < 0) {
-        return NULL;
-    }
-    counts = counts_array(&self->histogram);
     if (counts == NULL) {
         return NULL;
     }
-    return Py_BuildValue(
-        "{sNsdsdsL}", "counts", counts, "bin_width",
-        fp8q_histogram_bin_width(&self->histogram), "amax",
-        (double)self->histogram.amax, "nonfinite_count",
-        (long long)self->nonfinite_count);
+    return Py_BuildValue("{sNsdsd}", "counts", counts, "bin_width",
+                         fp8q_histogram_bin_width(&self->histogram), "amax",
+                         (double)self->histogram.amax);
 }
 
 /* The exponent of a bin width that is 0 (no range) or a power of two. */
@@ -486,14 +424,15 @@ static int parse_bin_width(PyObject *object, int *exponent)
     return 0;
 }
 
-static PyObject *histogram_calibrator_load_state_dict(
-    fp8q_HistogramCalibratorObject *self, PyObject *state)
+/* fp8q_py_calibrator_kind.load_state_dict: counts, grid and amax checked
+ * together (core fp8q_histogram_check). */
+static int histogram_calibrator_load_state_dict(PyObject *object,
+                                                PyObject *state,
+                                                int64_t *loaded_nonfinite_count)
 {
-    /* What the device holds is settled first, so a deferred error is not
-     * lost; then the loaded state replaces everything. */
-    PyObject *counts_object =
-        settle(self) < 0 ? NULL
-                         : fp8q_py_state_item(state, "counts", STATE_KEYS);
+    fp8q_HistogramCalibratorObject *self =
+        (fp8q_HistogramCalibratorObject *)object;
+    PyObject *counts_object = fp8q_py_state_item(state, "counts", STATE_KEYS);
     PyObject *width_object =
         counts_object != NULL
             ? fp8q_py_state_item(state, "bin_width", STATE_KEYS)
@@ -513,12 +452,12 @@ static PyObject *histogram_calibrator_load_state_dict(
     int exponent;
 
     if (count_object == NULL || parse_bin_width(width_object, &exponent) < 0) {
-        return NULL;
+        return -1;
     }
     amax = PyFloat_AsDouble(amax_object);
     nonfinite_count = PyLong_AsLongLong(count_object);
     if (PyErr_Occurred()) {
-        return NULL;
+        return -1;
     }
     if (nonfinite_count < 0 || !(amax >= 0.0 && amax <= 3.40282347e38) ||
         (double)(float)amax != amax) {
@@ -526,14 +465,14 @@ static PyObject *histogram_calibrator_load_state_dict(
                      "state: amax must be a finite float32 value >= 0 and "
                      "nonfinite_count >= 0, got %R and %R",
                      amax_object, count_object);
-        return NULL;
+        return -1;
     }
     counts = (PyArrayObject *)PyArray_FROMANY(counts_object, NPY_INT64, 1, 1,
                                               NPY_ARRAY_CARRAY_RO);
     if (counts == NULL) {
         PyErr_Format(PyExc_TypeError,
                      "state: counts must be a 1-d array of integers");
-        return NULL;
+        return -1;
     }
     if (PyArray_DIM(counts, 0) != (npy_intp)self->histogram.n_bins) {
         PyErr_Format(PyExc_ValueError,
@@ -541,7 +480,7 @@ static PyObject *histogram_calibrator_load_state_dict(
                      (long long)PyArray_DIM(counts, 0),
                      (long long)self->histogram.n_bins);
         Py_DECREF(counts);
-        return NULL;
+        return -1;
     }
     loaded.n_bins = self->histogram.n_bins;
     loaded.counts = (int64_t *)PyArray_DATA(counts);
@@ -552,34 +491,25 @@ static PyObject *histogram_calibrator_load_state_dict(
                                  &error) < 0) {
         fp8q_py_error_add_prefix("state: ");
         Py_DECREF(counts);
-        return NULL;
+        return -1;
     }
     memcpy(self->histogram.counts, loaded.counts,
            (size_t)loaded.n_bins * sizeof(int64_t));
     self->histogram.bin_exponent = loaded.bin_exponent;
     self->histogram.amax = loaded.amax;
-    self->nonfinite_count = (int64_t)nonfinite_count;
+    *loaded_nonfinite_count = (int64_t)nonfinite_count;
     Py_DECREF(counts);
-    Py_RETURN_NONE;
+    return 0;
 }
 
-static PyObject *histogram_calibrator_reset(
-    fp8q_HistogramCalibratorObject *self, PyObject *unused)
+/* fp8q_py_calibrator_kind.reset: no counts, no range. */
+static int histogram_calibrator_reset(PyObject *object)
 {
-    (void)unused;
+    fp8q_HistogramCalibratorObject *self =
+        (fp8q_HistogramCalibratorObject *)object;
     fp8q_histogram_init(&self->histogram, self->histogram.n_bins,
                         self->histogram.counts);
-    self->nonfinite_count = 0;
-    fp8q_py_device_state_clear(&self->device);
-    Py_RETURN_NONE;
-}
-
-static PyObject *histogram_calibrator_new(PyTypeObject *type, PyObject *args,
-                                          PyObject *kwargs)
-{
-    (void)args;
-    (void)kwargs;
-    return fp8q_py_new_initialized(type, (initproc)histogram_calibrator_init);
+    return 0;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -599,17 +529,25 @@ static PyObject *histogram_calibrator_get_skip_zeros(
     return PyBool_FromLong(self->skip_zeros);
 }
 
-static PyObject *histogram_calibrator_get_amax(
-    fp8q_HistogramCalibratorObject *self, void *closure)
+/* fp8q_py_calibrator_kind.current_amax: the largest |x| counted. */
+static int histogram_calibrator_amax(PyObject *object, float **amax,
+                                     int *ndim, int64_t *n_channels)
 {
-    (void)closure;
-    if (settle(self) < 0) {
-        return NULL;
-    }
+    const fp8q_HistogramCalibratorObject *self =
+        (fp8q_HistogramCalibratorObject *)object;
+
     if (!has_counted(self)) {
-        Py_RETURN_NONE;
+        return 0;
     }
-    return PyFloat_FromDouble((double)self->histogram.amax);
+    *amax = (float *)PyMem_Malloc(sizeof(float));
+    if (*amax == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    **amax = self->histogram.amax;
+    *ndim = 0;
+    *n_channels = 1;
+    return 1;
 }
 
 static PyObject *histogram_calibrator_get_bin_width(
@@ -641,16 +579,6 @@ static PyObject *histogram_calibrator_get_total_count(
     }
     return PyLong_FromLongLong(
         (long long)fp8q_histogram_total(&self->histogram));
-}
-
-static PyObject *histogram_calibrator_get_nonfinite_count(
-    fp8q_HistogramCalibratorObject *self, void *closure)
-{
-    (void)closure;
-    if (settle(self) < 0) {
-        return NULL;
-    }
-    return PyLong_FromLongLong((long long)self->nonfinite_count);
 }
 
 static PyObject *histogram_calibrator_repr(
@@ -735,35 +663,12 @@ PyDoc_STRVAR(reset_doc,
              "reset()\n--\n\nForgets every count, on the host and on a "
              "GPU, refused batches included.");
 
-/* pickle and copy: the settings in the constructor's order, then the
- * state (fp8q_py_calibrator_reduce). */
-static PyObject *histogram_calibrator_reduce(PyObject *self, PyObject *unused)
-{
-    static const char *const settings[] = {"bins", "skip_zeros", NULL};
-    (void)unused;
-    return fp8q_py_calibrator_reduce(self, settings);
-}
-
-/* Every method and getter that reads or changes the state runs inside a
- * critical section of the calibrator (binding.h): one calibrator updated
- * from several threads behaves as under the GIL, free-threaded too. The
- * settings (fixed at construction) and __reduce__ (which calls
- * state_dict) need none. */
-FP8Q_LOCKED_KEYWORDS(locked_update, histogram_calibrator_update,
-                     fp8q_HistogramCalibratorObject)
+/* The methods and getters beside the base's that read or change the state
+ * run inside a critical section of the calibrator (binding.h); the
+ * settings, fixed at construction, need none. */
 FP8Q_LOCKED_KEYWORDS(locked_compute_amax, histogram_calibrator_compute_amax,
                      fp8q_HistogramCalibratorObject)
-FP8Q_LOCKED_SELF(locked_state_dict, histogram_calibrator_state_dict,
-                 fp8q_HistogramCalibratorObject)
-FP8Q_LOCKED_SELF(locked_load_state_dict, histogram_calibrator_load_state_dict,
-                 fp8q_HistogramCalibratorObject)
-FP8Q_LOCKED_SELF(locked_reset, histogram_calibrator_reset,
-                 fp8q_HistogramCalibratorObject)
 FP8Q_LOCKED_SELF(locked_extend_range, histogram_calibrator_extend_range,
-                 fp8q_HistogramCalibratorObject)
-FP8Q_LOCKED_PAIR(locked_merge, histogram_calibrator_merge,
-                 fp8q_HistogramCalibratorObject)
-FP8Q_LOCKED_SELF(locked_get_amax, histogram_calibrator_get_amax,
                  fp8q_HistogramCalibratorObject)
 FP8Q_LOCKED_SELF(locked_get_bin_width, histogram_calibrator_get_bin_width,
                  fp8q_HistogramCalibratorObject)
@@ -771,29 +676,15 @@ FP8Q_LOCKED_SELF(locked_get_counts, histogram_calibrator_get_counts,
                  fp8q_HistogramCalibratorObject)
 FP8Q_LOCKED_SELF(locked_get_total_count, histogram_calibrator_get_total_count,
                  fp8q_HistogramCalibratorObject)
-FP8Q_LOCKED_SELF(locked_get_nonfinite_count, histogram_calibrator_get_nonfinite_count,
-                 fp8q_HistogramCalibratorObject)
 
 static PyMethodDef histogram_calibrator_methods[] = {
-    {"update", (PyCFunction)(void (*)(void))locked_update,
-     METH_VARARGS | METH_KEYWORDS, update_doc},
+    FP8Q_PY_CALIBRATOR_METHODS(update_doc, merge_doc, state_dict_doc,
+                               load_state_dict_doc, reset_doc),
     {"compute_amax",
      (PyCFunction)(void (*)(void))locked_compute_amax,
      METH_VARARGS | METH_KEYWORDS, compute_amax_doc},
-    {"merge", (PyCFunction)locked_merge, METH_O, merge_doc},
     {"extend_range", (PyCFunction)locked_extend_range, METH_O,
      extend_range_doc},
-    {"state_dict", (PyCFunction)locked_state_dict, METH_NOARGS,
-     state_dict_doc},
-    {"load_state_dict", (PyCFunction)locked_load_state_dict,
-     METH_O, load_state_dict_doc},
-    {"__reduce__", (PyCFunction)histogram_calibrator_reduce, METH_NOARGS,
-     "Pickling and copy.deepcopy: the settings and state_dict() (state "
-     "kept on a GPU comes back to the host)."},
-    {"__setstate__", (PyCFunction)locked_load_state_dict, METH_O,
-     "Unpickling: load_state_dict(state)."},
-    {"reset", (PyCFunction)locked_reset, METH_NOARGS,
-     reset_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -802,7 +693,7 @@ static PyGetSetDef histogram_calibrator_getset[] = {
      NULL},
     {"skip_zeros", (getter)histogram_calibrator_get_skip_zeros, NULL,
      "Whether exact zeros are left uncounted.", NULL},
-    {"amax", (getter)locked_get_amax, NULL,
+    {"amax", fp8q_py_calibrator_get_amax, NULL,
      "The largest |x| counted, or None before any.", NULL},
     {"bin_width", (getter)locked_get_bin_width, NULL,
      "Width of every bin: a power of two, or 0.0 before any nonzero value.",
@@ -813,7 +704,7 @@ static PyGetSetDef histogram_calibrator_getset[] = {
      NULL},
     {"total_count", (getter)locked_get_total_count, NULL,
      "Number of values counted.", NULL},
-    {"nonfinite_count", (getter)locked_get_nonfinite_count,
+    {"nonfinite_count", fp8q_py_calibrator_get_nonfinite_count,
      NULL, "NaN and infinite values skipped so far.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -827,16 +718,28 @@ PyDoc_STRVAR(
     "so the grid depends on that value alone and histograms merge exactly. "
     "bins: 1 to 65536.");
 
-PyTypeObject fp8q_HistogramCalibrator_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "fp8q.calib.HistogramCalibrator",
-    .tp_basicsize = sizeof(fp8q_HistogramCalibratorObject),
-    .tp_dealloc = (destructor)histogram_calibrator_dealloc,
-    .tp_repr = (reprfunc)histogram_calibrator_repr,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = histogram_calibrator_doc,
-    .tp_methods = histogram_calibrator_methods,
-    .tp_getset = histogram_calibrator_getset,
-    .tp_init = (initproc)histogram_calibrator_init,
-    .tp_new = histogram_calibrator_new,
+/* The type and its table for the calibrator base (calibrator_base.c). */
+fp8q_py_calibrator_kind fp8q_histogram_calibrator_kind = {
+    FP8Q_PY_CALIBRATOR_TYPE("fp8q.calib.HistogramCalibrator",
+                            fp8q_HistogramCalibratorObject,
+                            histogram_calibrator_repr, histogram_calibrator_doc,
+                            histogram_calibrator_methods, histogram_calibrator_getset),
+    .name = "HistogramCalibrator",
+    .settings = {"bins", "skip_zeros", NULL},
+    .init = histogram_calibrator_init,
+    .free_state = histogram_calibrator_free,
+    .admit = admit,
+    .update_host = update_host,
+    .contiguous_on_device = 1,
+    .device_scratch = device_scratch,
+    .device_state_bytes = device_state_bytes,
+    .continues_host = NULL,
+    .device_image = NULL,
+    .device_fold = fold_device_state,
+    .device_launch = device_launch,
+    .merge = histogram_calibrator_merge,
+    .state_dict = histogram_calibrator_state_dict,
+    .load_state_dict = histogram_calibrator_load_state_dict,
+    .reset = histogram_calibrator_reset,
+    .current_amax = histogram_calibrator_amax,
 };

@@ -4,13 +4,12 @@
  * default), a window of recent amax values or a moving average
  * (core/amax_history.h).
  *
- * update() computes the batch's amax with the GIL released and touches the
- * calibrator's state only afterwards, with the GIL held: concurrent updates
- * from several threads are safe and none is lost. A CUDA batch is reduced
- * on its GPU (kernels/amax.cuh's fp8q_amax_finite_rows) and the result
- * stays there: kernels/calibrate.cuh's fp8q_calib_fold_max pushes it into
- * an amax history on the device (calibration_device.c), read back only
- * when the state is read. The running maximum's device history starts
+ * Its table for the calibrator base (calibrator_base.c, which parses
+ * update() and dispatches by device, merges, pickles and locks): a CPU
+ * batch's amax is computed with the GIL released and pushed with the GIL
+ * held; a CUDA batch's amax stays on its GPU, where kernels/calibrate.cuh's
+ * fp8q_calib_fold_max pushes it into an amax history on the device
+ * (calibration_device.c), read back only when the state is read. The running maximum's device history starts
  * empty and is pushed into the host's at the settle (a maximum is exact in
  * any order). A window or a moving average needs every entry in order: its
  * device history starts as a copy of the host's (same ring, counters and
@@ -24,22 +23,15 @@
 #include "core/amax.h"
 #include "core/amax_history.h"
 #include "cuda/launch.h"
-#include "cuda/memory.h"
-#include "cuda/scratch.h"
-
-#define NO_CHANNEL_AXIS (-1000)
 
 /* What a state_dict holds, for load_state_dict's KeyError. */
 #define STATE_KEYS                                                            \
     "a MaxCalibrator state has \"amax_history\" and \"nonfinite_count\""
 
 typedef struct fp8q_MaxCalibratorObject {
-    PyObject_HEAD
-    int channel_axis;       /* as given (may be negative), or NO_CHANNEL_AXIS */
+    fp8q_py_calibrator base; /* device: the amax history of CUDA batches */
     int most_recent;        /* algo == "most_recent" */
     fp8q_amax_history history; /* entries NULL until the channels are known */
-    int64_t nonfinite_count;
-    fp8q_py_device_state device; /* the amax history of CUDA batches */
 } fp8q_MaxCalibratorObject;
 
 /* ------------------------------------------------------------------------- */
@@ -86,7 +78,7 @@ static int has_data(const fp8q_MaxCalibratorObject *self)
 
 static int per_channel(const fp8q_MaxCalibratorObject *self)
 {
-    return self->channel_axis != NO_CHANNEL_AXIS;
+    return self->base.channel_axis != FP8Q_PY_PER_TENSOR;
 }
 
 /* The channels of a device state of `bytes` (kernels/calibrate.cuh,
@@ -145,21 +137,20 @@ static void device_image(PyObject *object, void *memory, size_t bytes)
            bytes - sizeof *state); /* the ring, same layout */
 }
 
-/* Brings the device state into the host state (calibration_device.c); -1
- * with an exception, e.g. the deferred error of a refused batch. */
-static int settle(fp8q_MaxCalibratorObject *self)
+/* fp8q_py_calibrator_kind.continues_host: a window's or moving average's
+ * device history starts as the host's. */
+static int continues_host(PyObject *object)
 {
-    return fp8q_py_device_state_settle(&self->device, (PyObject *)self,
-                                       fold_device_state,
-                                       &self->nonfinite_count);
+    return !((fp8q_MaxCalibratorObject *)object)->history.running_max;
 }
 
 /* ------------------------------------------------------------------------- */
 /* Construction                                                              */
 
-static int max_calibrator_init(fp8q_MaxCalibratorObject *self, PyObject *args,
+static int max_calibrator_init(PyObject *object, PyObject *args,
                                PyObject *kwargs)
 {
+    fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
     static char *keywords[] = {"channel_axis", "history_len", "algo",
                                "momentum", NULL};
     PyObject *channel_axis = Py_None;
@@ -168,7 +159,7 @@ static int max_calibrator_init(fp8q_MaxCalibratorObject *self, PyObject *args,
     long long history_len = 1;
     const char *algo = "max";
     double momentum = -1.0;
-    int axis_value = NO_CHANNEL_AXIS;
+    int axis_value;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOsO:MaxCalibrator",
                                      keywords, &channel_axis,
@@ -177,25 +168,8 @@ static int max_calibrator_init(fp8q_MaxCalibratorObject *self, PyObject *args,
         return -1;
     }
     /* Everything is checked before anything changes. */
-    if (channel_axis != Py_None) {
-        long long axis;
-        if (!PyLong_Check(channel_axis)) {
-            PyErr_Format(PyExc_TypeError,
-                         "channel_axis: expected None or an int, got %.200s",
-                         Py_TYPE(channel_axis)->tp_name);
-            return -1;
-        }
-        axis = PyLong_AsLongLong(channel_axis);
-        if (axis == -1 && PyErr_Occurred()) {
-            return -1;
-        }
-        if (axis < -FP8Q_MAX_DIMS || axis >= FP8Q_MAX_DIMS) {
-            PyErr_Format(PyExc_ValueError,
-                         "channel_axis: expected an axis in [%d, %d], got %lld",
-                         -FP8Q_MAX_DIMS, FP8Q_MAX_DIMS - 1, axis);
-            return -1;
-        }
-        axis_value = (int)axis;
+    if (fp8q_py_parse_channel_axis(channel_axis, &axis_value) < 0) {
+        return -1;
     }
     if (history_len_object != Py_None) {
         if (!PyLong_Check(history_len_object)) {
@@ -247,7 +221,7 @@ static int max_calibrator_init(fp8q_MaxCalibratorObject *self, PyObject *args,
             return -1;
         }
     }
-    self->channel_axis = axis_value;
+    self->base.channel_axis = axis_value;
     self->most_recent = strcmp(algo, "most_recent") == 0;
     PyMem_Free(self->history.entries);
     memset(&self->history, 0, sizeof self->history);
@@ -255,38 +229,17 @@ static int max_calibrator_init(fp8q_MaxCalibratorObject *self, PyObject *args,
     self->history.momentum = momentum;
     self->history.running_max =
         history_len_object == Py_None && momentum_object == Py_None;
-    self->nonfinite_count = 0;
-    fp8q_py_device_state_clear(&self->device);
     /* Per tensor the channel count is known now. */
     return per_channel(self) ? 0 : allocate_history(self, 1);
 }
 
-static void max_calibrator_dealloc(fp8q_MaxCalibratorObject *self)
+static void max_calibrator_free(PyObject *object)
 {
-    Py_XDECREF(self->device.memory);
-    PyMem_Free(self->history.entries);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    PyMem_Free(((fp8q_MaxCalibratorObject *)object)->history.entries);
 }
 
 /* ------------------------------------------------------------------------- */
 /* update                                                                    */
-
-/* Resolves the channel axis against x's ndim; -1 with a ValueError when it
- * is out of range. */
-static int resolve_axis(const fp8q_MaxCalibratorObject *self, int ndim,
-                        int *axis)
-{
-    *axis = self->channel_axis < 0 ? self->channel_axis + ndim
-                                   : self->channel_axis;
-    if (*axis < 0 || *axis >= ndim) {
-        PyErr_Format(PyExc_ValueError,
-                     "x: channel_axis=%d is out of range for an input of %d "
-                     "dimensions",
-                     self->channel_axis, ndim);
-        return -1;
-    }
-    return 0;
-}
 
 /* The channel count the calibrator has fixed (host or device state), or
  * -1 while it is open. */
@@ -295,9 +248,9 @@ static int64_t known_channels(const fp8q_MaxCalibratorObject *self)
     if (self->history.entries != NULL) {
         return self->history.n_channels;
     }
-    if (self->device.memory != NULL) {
-        return device_channels(self,
-                               (size_t)self->device.memory->view.shape[0]);
+    if (self->base.device.memory != NULL) {
+        return device_channels(
+            self, (size_t)self->base.device.memory->view.shape[0]);
     }
     return -1;
 }
@@ -317,133 +270,91 @@ static int check_channels(const fp8q_MaxCalibratorObject *self,
     return -1;
 }
 
-/*
- * A CUDA batch, all on its GPU on x's stream: the batch's finite amax and
- * NaN/inf count into scratch memory, then the fold kernel pushes it into
- * the device history (and refuses and records a batch with NaN/inf unless
- * skip_nonfinite). No host wait, no copy back. The fold is
- * launched with the GIL held, right after the state was ordered on the
- * stream, so that updates from several threads fold one after another.
- */
-static int update_on_device(fp8q_MaxCalibratorObject *self,
-                            fp8q_TensorObject *x, int channel_dimension,
-                            int64_t n_channels, int skip_nonfinite)
+/* fp8q_py_calibrator_kind.admit: an empty x adds nothing; a CUDA x's
+ * channel count is checked now (a CPU x's after its amax). */
+static int admit(PyObject *object, fp8q_py_calibrator_batch *batch)
 {
-    const fp8q_cu_stream stream = fp8q_py_last_stream(x);
-    const size_t amax_offset = sizeof(uint64_t);
+    fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
+    fp8q_TensorObject *x = batch->x;
+
+    if (fp8q_view_size(&x->view) == 0) {
+        return 0; /* no values: nothing observed */
+    }
+    if (x->device_type == FP8Q_DEVICE_CUDA &&
+        check_channels(self, batch->channel_dimension, batch->n_channels) <
+            0) {
+        return -1;
+    }
+    return 1;
+}
+
+/* fp8q_py_calibrator_kind.device_scratch: the NaN/inf count (zeroed) and
+ * the batch's amax bits per channel. */
+static size_t device_scratch(PyObject *object,
+                             const fp8q_py_calibrator_batch *batch,
+                             size_t *zeroed)
+{
+    (void)object;
+    *zeroed = sizeof(uint64_t);
+    return sizeof(uint64_t) + (size_t)batch->n_channels * sizeof(uint32_t);
+}
+
+/* fp8q_py_calibrator_kind.device_state_bytes: kernels/calibrate.cuh's
+ * fp8q_calib_max_state and its ring of history.length entries. */
+static size_t device_state_bytes(PyObject *object,
+                                 const fp8q_py_calibrator_batch *batch)
+{
+    const fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
+    return sizeof(fp8q_calib_max_state) +
+           (size_t)(self->history.length * batch->n_channels) * sizeof(float);
+}
+
+/* fp8q_py_calibrator_kind.device_launch: kernels/calibrate.cuh's
+ * fp8q_calib_fold_max pushes the batch's amax into the device history. */
+static fp8q_status device_launch(PyObject *object,
+                                 const fp8q_py_calibrator_batch *batch,
+                                 fp8q_TensorObject *source, void *scratch,
+                                 void *state, fp8q_cu_stream stream,
+                                 fp8q_error *error)
+{
+    const fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
     fp8q_calib_fold_max_args args;
-    fp8q_cuda_scratch scratch;
+
+    memset(&args, 0, sizeof args);
+    args.state = (fp8q_calib_max_state *)state;
+    args.batch_nonfinite = (const uint64_t *)scratch;
+    args.batch_amax_bits =
+        (const uint32_t *)(void *)((char *)scratch + sizeof(uint64_t));
+    args.n_channels = batch->n_channels;
+    args.length = self->history.length;
+    args.batch_size = fp8q_view_size(&source->view);
+    args.momentum = self->history.momentum;
+    args.running_max = self->history.running_max;
+    args.update_number = self->base.device.n_updates;
+    args.skip_nonfinite = batch->skip_nonfinite != 0;
+    return fp8q_cuda_launch_calib_fold_max(source->cuda_device, &args, stream,
+                                           error);
+}
+
+/* fp8q_py_calibrator_kind.update_host: the batch's amax, as a keepdims
+ * reduction to the channel axis, pushed into the history. */
+static int update_host(PyObject *object, const fp8q_py_calibrator_batch *batch,
+                       int64_t *n_nonfinite)
+{
+    fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
+    const fp8q_view *x = &batch->x->view;
+    const int channel_dimension = batch->channel_dimension;
+    const int64_t n_channels = batch->n_channels;
+    fp8q_view destination;
+    float *batch_amax;
     fp8q_error error;
     fp8q_status status;
     int outcome = -1;
-
-    fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_scratch_acquire(
-        x->cuda_device, amax_offset + (size_t)n_channels * sizeof(uint32_t),
-        stream, &scratch, &error);
-    if (status == FP8Q_OK) {
-        status = fp8q_cuda_zero(x->cuda_device, scratch.memory,
-                                sizeof(uint64_t), stream, &error);
-    }
-    Py_END_ALLOW_THREADS
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        goto done;
-    }
-    memset(&args, 0, sizeof args);
-    args.batch_nonfinite = (const uint64_t *)scratch.memory;
-    args.batch_amax_bits =
-        (const uint32_t *)((char *)scratch.memory + amax_offset);
-    args.n_channels = n_channels;
-    args.length = self->history.length;
-    args.batch_size = fp8q_view_size(&x->view);
-    args.momentum = self->history.momentum;
-    args.running_max = self->history.running_max;
-    args.update_number = self->device.n_updates;
-    args.skip_nonfinite = skip_nonfinite != 0;
-    if (fp8q_py_cuda_enqueue_amax_finite(x, channel_dimension,
-                                         (uint32_t *)args.batch_amax_bits,
-                                         (uint64_t *)args.batch_nonfinite,
-                                         stream) < 0) {
-        goto done;
-    }
-    args.state = (fp8q_calib_max_state *)fp8q_py_device_state_prepare(
-        &self->device, x,
-        sizeof(fp8q_calib_max_state) +
-            (size_t)(self->history.length * n_channels) * sizeof(float),
-        stream, (PyObject *)self, fold_device_state,
-        self->history.running_max ? NULL : device_image,
-        &self->nonfinite_count);
-    if (args.state == NULL) {
-        goto done;
-    }
-    outcome = fp8q_py_raise_on_failure(
-        fp8q_cuda_launch_calib_fold_max(x->cuda_device, &args, stream,
-                                        &error),
-        &error);
-done:
-    Py_BEGIN_ALLOW_THREADS
-    fp8q_cuda_scratch_release(&scratch, stream);
-    Py_END_ALLOW_THREADS
-    return outcome;
-}
-
-static PyObject *max_calibrator_update(fp8q_MaxCalibratorObject *self,
-                                       PyObject *args, PyObject *kwargs)
-{
-    static char *keywords[] = {"x", "skip_nonfinite", NULL};
-    PyObject *x_object;
-    int skip_nonfinite = 0;
-    fp8q_TensorObject *x;
-    fp8q_view destination;
-    float *batch_amax = NULL;
-    int64_t n_channels = 1;
-    int64_t n_nonfinite = 0;
-    fp8q_error error;
-    fp8q_status status;
     int axis;
-    int channel_dimension = -1;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$p:update", keywords,
-                                     &x_object, &skip_nonfinite)) {
-        return NULL;
-    }
-    self->device.n_updates++;
-    /* A CUDA x stays there: its amax is computed on its GPU. */
-    x = fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
-    if (x == NULL) {
-        return NULL;
-    }
-    if (per_channel(self) &&
-        resolve_axis(self, x->view.ndim, &channel_dimension) < 0) {
-        goto fail;
-    }
-    if (fp8q_view_size(&x->view) == 0) {
-        Py_DECREF(x); /* no values: nothing observed */
-        Py_RETURN_NONE;
-    }
-    if (channel_dimension >= 0) {
-        n_channels = x->view.shape[channel_dimension];
-    }
-    if (x->device_type == FP8Q_DEVICE_CUDA) {
-        if (check_channels(self, channel_dimension, n_channels) < 0 ||
-            update_on_device(self, x, channel_dimension, n_channels,
-                             skip_nonfinite) < 0) {
-            goto fail;
-        }
-        Py_DECREF(x);
-        Py_RETURN_NONE;
-    }
-    /* A CPU batch goes to the host state, after what the device holds
-     * (which may raise its deferred error first). */
-    if (settle(self) < 0) {
-        goto fail;
-    }
-
-    /* The batch's amax, as a keepdims reduction to the channel axis. */
     destination.dtype = FP8Q_FLOAT32;
-    destination.ndim = x->view.ndim;
-    for (axis = 0; axis < x->view.ndim; axis++) {
+    destination.ndim = x->ndim;
+    for (axis = 0; axis < x->ndim; axis++) {
         destination.shape[axis] = 1;
         destination.strides[axis] = 0;
     }
@@ -454,123 +365,58 @@ static PyObject *max_calibrator_update(fp8q_MaxCalibratorObject *self,
     batch_amax = (float *)PyMem_Malloc((size_t)n_channels * sizeof(float));
     if (batch_amax == NULL) {
         PyErr_NoMemory();
-        goto fail;
+        return -1;
     }
     destination.data = batch_amax;
     fp8q_error_clear(&error);
     FP8Q_PY_BEGIN_INTERRUPTIBLE
-    status = fp8q_amax_finite(&x->view, &destination, &n_nonfinite, &error);
+    status = fp8q_amax_finite(x, &destination, n_nonfinite, &error);
     FP8Q_PY_END_INTERRUPTIBLE(status)
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        goto fail;
+        goto done;
     }
-    if (n_nonfinite != 0 && !skip_nonfinite) {
+    if (*n_nonfinite != 0 && !batch->skip_nonfinite) {
         PyErr_Format(PyExc_ValueError,
                      "x: %lld of its %lld values are NaN or infinite (pass "
                      "skip_nonfinite=True to skip and count them)",
-                     (long long)n_nonfinite,
-                     (long long)fp8q_view_size(&x->view));
-        goto fail;
+                     (long long)*n_nonfinite, (long long)fp8q_view_size(x));
+        goto done;
     }
-
     /* The state, with the GIL held. A batch with no finite value records
      * nothing but its count. */
-    if (n_nonfinite == fp8q_view_size(&x->view)) {
-        self->nonfinite_count += n_nonfinite;
-        PyMem_Free(batch_amax);
-        Py_DECREF(x);
-        Py_RETURN_NONE;
+    if (*n_nonfinite == fp8q_view_size(x)) {
+        outcome = 0;
+        goto done;
     }
     if (check_channels(self, channel_dimension, n_channels) < 0 ||
         (self->history.entries == NULL &&
          allocate_history(self, n_channels) < 0)) {
-        goto fail;
+        goto done;
     }
     fp8q_amax_history_push(&self->history, batch_amax);
-    self->nonfinite_count += n_nonfinite;
+    outcome = 0;
+done:
     PyMem_Free(batch_amax);
-    Py_DECREF(x);
-    Py_RETURN_NONE;
-
-fail:
-    PyMem_Free(batch_amax);
-    Py_DECREF(x);
-    return NULL;
+    return outcome;
 }
 
 /* ------------------------------------------------------------------------- */
 /* amax and scale                                                            */
 
-/* The amax as a float (per tensor) or a float32 array of n_channels. */
-static PyObject *amax_object(const fp8q_MaxCalibratorObject *self,
-                             const float *amax)
+/* fp8q_py_calibrator_kind.current_amax: the history reduced (the maximum,
+ * the newest entry or the moving average). */
+static int max_calibrator_amax(PyObject *object, float **amax, int *ndim,
+                               int64_t *n_channels)
 {
-    const int64_t shape[1] = {self->history.n_channels};
-    if (!per_channel(self)) {
-        return PyFloat_FromDouble((double)amax[0]);
-    }
-    return fp8q_py_float32_array(1, shape, amax);
-}
+    const fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
 
-static PyObject *max_calibrator_get_amax(fp8q_MaxCalibratorObject *self,
-                                         void *closure)
-{
-    float *amax;
-    PyObject *result;
-
-    (void)closure;
-    if (settle(self) < 0) {
-        return NULL;
-    }
     if (!has_data(self)) {
-        Py_RETURN_NONE;
+        return 0;
     }
-    amax = current_amax(self);
-    if (amax == NULL) {
-        return NULL;
-    }
-    result = amax_object(self, amax);
-    PyMem_Free(amax);
-    return result;
-}
-
-static PyObject *max_calibrator_scale(fp8q_MaxCalibratorObject *self,
-                                      PyObject *args, PyObject *kwargs)
-{
-    static char *keywords[] = {"dtype", "margin", "power_of_2", NULL};
-    PyObject *dtype_object = NULL;
-    PyObject *margin_object = NULL;
-    int power_of_2 = 0;
-    fp8q_dtype target;
-    int margin;
-    const int64_t shape[1] = {self->history.n_channels};
-    float *amax;
-    PyObject *result;
-
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOp:scale", keywords,
-                                     &dtype_object, &margin_object,
-                                     &power_of_2)) {
-        return NULL;
-    }
-    if (fp8q_py_parse_scale_options(dtype_object, margin_object, &target,
-                                    &margin) < 0 ||
-        settle(self) < 0) {
-        return NULL;
-    }
-    if (!has_data(self)) {
-        PyErr_SetString(PyExc_ValueError,
-                        "MaxCalibrator.scale: no data yet; call update() "
-                        "first");
-        return NULL;
-    }
-    amax = current_amax(self);
-    if (amax == NULL) {
-        return NULL;
-    }
-    result = fp8q_py_scales_from_amax(per_channel(self) ? 1 : 0, shape, amax,
-                                      target, margin, power_of_2);
-    PyMem_Free(amax);
-    return result;
+    *amax = current_amax(self);
+    *ndim = per_channel(self) ? 1 : 0;
+    *n_channels = self->history.n_channels;
+    return *amax == NULL ? -1 : 1;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -578,23 +424,16 @@ static PyObject *max_calibrator_scale(fp8q_MaxCalibratorObject *self,
 
 static PyObject *max_calibrator_repr(fp8q_MaxCalibratorObject *self);
 
-static PyObject *max_calibrator_merge(fp8q_MaxCalibratorObject *self,
-                                      PyObject *other_object)
+/* fp8q_py_calibrator_kind.merge: entries of equal age take their
+ * elementwise maximum; an other without data adds nothing (its
+ * nonfinite_count included). */
+static int max_calibrator_merge(PyObject *object, PyObject *other_object)
 {
-    fp8q_MaxCalibratorObject *other;
+    fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
+    fp8q_MaxCalibratorObject *other = (fp8q_MaxCalibratorObject *)other_object;
     fp8q_error error;
 
-    if (!PyObject_TypeCheck(other_object, Py_TYPE(self))) {
-        PyErr_Format(PyExc_TypeError,
-                     "other: expected a MaxCalibrator, got %.200s",
-                     Py_TYPE(other_object)->tp_name);
-        return NULL;
-    }
-    other = (fp8q_MaxCalibratorObject *)other_object;
-    if (settle(self) < 0 || settle(other) < 0) {
-        return NULL;
-    }
-    if (other->channel_axis != self->channel_axis ||
+    if (other->base.channel_axis != self->base.channel_axis ||
         other->most_recent != self->most_recent ||
         other->history.length != self->history.length ||
         other->history.momentum != self->history.momentum ||
@@ -609,40 +448,33 @@ static PyObject *max_calibrator_merge(fp8q_MaxCalibratorObject *self,
         }
         Py_XDECREF(ours);
         Py_XDECREF(theirs);
-        return NULL;
+        return -1;
     }
     if (!has_data(other)) {
-        Py_RETURN_NONE;
+        return 1;
     }
     if (self->history.entries == NULL &&
         allocate_history(self, other->history.n_channels) < 0) {
-        return NULL;
+        return -1;
     }
     fp8q_error_clear(&error);
-    if (fp8q_py_raise_on_failure(
-            fp8q_amax_history_merge(&self->history, &other->history, &error),
-            &error) < 0) {
-        return NULL;
-    }
-    self->nonfinite_count += other->nonfinite_count;
-    Py_RETURN_NONE;
+    return fp8q_py_raise_on_failure(
+        fp8q_amax_history_merge(&self->history, &other->history, &error),
+        &error);
 }
 
-static PyObject *max_calibrator_state_dict(fp8q_MaxCalibratorObject *self,
-                                           PyObject *unused)
+/* fp8q_py_calibrator_kind.state_dict: {"amax_history": rows, oldest
+ * first}. */
+static PyObject *max_calibrator_state_dict(PyObject *object)
 {
+    fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
     int64_t filled;
     int64_t n_channels;
     int64_t shape[2];
     float *rows = NULL;
     PyObject *history;
-    PyObject *state;
     int64_t age;
 
-    (void)unused;
-    if (settle(self) < 0) {
-        return NULL;
-    }
     filled = has_data(self) ? self->history.filled : 0;
     n_channels = self->history.entries != NULL ? self->history.n_channels : 0;
     shape[0] = filled;
@@ -664,17 +496,34 @@ static PyObject *max_calibrator_state_dict(fp8q_MaxCalibratorObject *self,
     if (history == NULL) {
         return NULL;
     }
-    state = Py_BuildValue("{sNsL}", "amax_history", history,
-                          "nonfinite_count", (long long)self->nonfinite_count);
-    return state;
+    return Py_BuildValue("{sN}", "amax_history", history);
 }
 
-static PyObject *max_calibrator_load_state_dict(fp8q_MaxCalibratorObject *self,
-                                                PyObject *state)
+/* fp8q_py_calibrator_kind.reset: per channel the channel count opens
+ * again. */
+static int max_calibrator_reset(PyObject *object)
 {
+    fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
+    if (per_channel(self)) {
+        PyMem_Free(self->history.entries);
+        self->history.entries = NULL;
+        return 0;
+    }
+    return allocate_history(self, 1);
+}
+
+/* fp8q_py_calibrator_kind.load_state_dict: the rows pushed oldest first. */
+static int max_calibrator_load_state_dict(PyObject *object, PyObject *state,
+                                          int64_t *loaded_nonfinite_count)
+{
+    fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
     const int history_ndim = per_channel(self) ? 2 : 1;
-    PyObject *history_object;
-    PyObject *count_object;
+    PyObject *history_object =
+        fp8q_py_state_item(state, "amax_history", STATE_KEYS);
+    PyObject *count_object =
+        history_object != NULL
+            ? fp8q_py_state_item(state, "nonfinite_count", STATE_KEYS)
+            : NULL;
     fp8q_TensorObject *history = NULL;
     fp8q_TensorObject *contiguous = NULL;
     fp8q_amax_history loaded;
@@ -684,39 +533,30 @@ static PyObject *max_calibrator_load_state_dict(fp8q_MaxCalibratorObject *self,
     int64_t row;
     int64_t index;
 
-    /* What the device holds is settled first, so a deferred error is not
-     * lost; then the loaded state replaces everything. */
-    if (settle(self) < 0) {
-        return NULL;
-    }
-    history_object = fp8q_py_state_item(state, "amax_history", STATE_KEYS);
-    count_object =
-        history_object != NULL
-            ? fp8q_py_state_item(state, "nonfinite_count", STATE_KEYS)
-            : NULL;
     if (count_object == NULL) {
-        return NULL;
+        return -1;
     }
     nonfinite_count = PyLong_AsLongLong(count_object);
     if (nonfinite_count == -1 && PyErr_Occurred()) {
-        return NULL;
+        return -1;
     }
     if (nonfinite_count < 0) {
         PyErr_Format(PyExc_ValueError,
                      "state: nonfinite_count must be >= 0, got %lld",
                      nonfinite_count);
-        return NULL;
+        return -1;
     }
     history = fp8q_tensor_from_object(history_object, "amax_history",
                                       FP8Q_FLOAT32, FP8Q_COPY_IF_NEEDED);
     if (history == NULL) {
-        return NULL;
+        return -1;
     }
     contiguous = fp8q_tensor_copy_as(history, FP8Q_FLOAT32);
     Py_DECREF(history);
     if (contiguous == NULL) {
-        return NULL;
+        return -1;
     }
+    *loaded_nonfinite_count = (int64_t)nonfinite_count;
     filled = contiguous->view.ndim == history_ndim ? contiguous->view.shape[0]
                                                    : -1;
     if (filled < 0 || filled > self->history.length) {
@@ -748,11 +588,8 @@ static PyObject *max_calibrator_load_state_dict(fp8q_MaxCalibratorObject *self,
     }
     if (per_channel(self) && filled == 0) {
         /* Nothing recorded: the channel count stays open, as after reset. */
-        PyMem_Free(self->history.entries);
-        self->history.entries = NULL;
-        self->nonfinite_count = (int64_t)nonfinite_count;
         Py_DECREF(contiguous);
-        Py_RETURN_NONE;
+        return max_calibrator_reset(object);
     }
     if (allocate_history(self, n_channels) < 0) {
         goto fail;
@@ -763,52 +600,16 @@ static PyObject *max_calibrator_load_state_dict(fp8q_MaxCalibratorObject *self,
                                             row * n_channels);
     }
     self->history = loaded;
-    self->nonfinite_count = (int64_t)nonfinite_count;
     Py_DECREF(contiguous);
-    Py_RETURN_NONE;
+    return 0;
 
 fail:
     Py_DECREF(contiguous);
-    return NULL;
-}
-
-static PyObject *max_calibrator_reset(fp8q_MaxCalibratorObject *self,
-                                      PyObject *unused)
-{
-    (void)unused;
-    self->nonfinite_count = 0;
-    fp8q_py_device_state_clear(&self->device);
-    if (per_channel(self)) {
-        PyMem_Free(self->history.entries);
-        self->history.entries = NULL;
-        Py_RETURN_NONE;
-    }
-    if (allocate_history(self, 1) < 0) {
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
-static PyObject *max_calibrator_new(PyTypeObject *type, PyObject *args,
-                                    PyObject *kwargs)
-{
-    (void)args;
-    (void)kwargs;
-    return fp8q_py_new_initialized(type, (initproc)max_calibrator_init);
+    return -1;
 }
 
 /* ------------------------------------------------------------------------- */
 /* Attributes and type                                                       */
-
-static PyObject *max_calibrator_get_channel_axis(
-    fp8q_MaxCalibratorObject *self, void *closure)
-{
-    (void)closure;
-    if (!per_channel(self)) {
-        Py_RETURN_NONE;
-    }
-    return PyLong_FromLong(self->channel_axis);
-}
 
 static PyObject *max_calibrator_get_history_len(
     fp8q_MaxCalibratorObject *self, void *closure)
@@ -837,22 +638,13 @@ static PyObject *max_calibrator_get_momentum(fp8q_MaxCalibratorObject *self,
     return PyFloat_FromDouble(self->history.momentum);
 }
 
-static PyObject *max_calibrator_get_nonfinite_count(
-    fp8q_MaxCalibratorObject *self, void *closure)
-{
-    (void)closure;
-    if (settle(self) < 0) {
-        return NULL;
-    }
-    return PyLong_FromLongLong((long long)self->nonfinite_count);
-}
-
 static PyObject *max_calibrator_repr(fp8q_MaxCalibratorObject *self)
 {
-    PyObject *axis = max_calibrator_get_channel_axis(self, NULL);
+    PyObject *axis =
+        fp8q_py_calibrator_get_channel_axis((PyObject *)self, NULL);
     PyObject *momentum = max_calibrator_get_momentum(self, NULL);
     PyObject *history_len = max_calibrator_get_history_len(self, NULL);
-    PyObject *amax = max_calibrator_get_amax(self, NULL);
+    PyObject *amax = fp8q_py_calibrator_get_amax((PyObject *)self, NULL);
     PyObject *text = NULL;
 
     if (axis != NULL && momentum != NULL && history_len != NULL &&
@@ -932,62 +724,22 @@ PyDoc_STRVAR(reset_doc,
              "reset()\n--\n\nForgets every recorded amax, on the host and "
              "on a GPU, refused batches included.");
 
-/* pickle and copy: the settings in the constructor's order, then the
- * state (fp8q_py_calibrator_reduce). */
-static PyObject *max_calibrator_reduce(PyObject *self, PyObject *unused)
-{
-    static const char *const settings[] = {"channel_axis", "history_len", "algo", "momentum", NULL};
-    (void)unused;
-    return fp8q_py_calibrator_reduce(self, settings);
-}
-
-/* Every method and getter that reads or changes the state runs inside a
- * critical section of the calibrator (binding.h): one calibrator updated
- * from several threads behaves as under the GIL, free-threaded too. The
- * settings (fixed at construction) and __reduce__ (which calls
- * state_dict) need none. */
-FP8Q_LOCKED_KEYWORDS(locked_update, max_calibrator_update,
-                     fp8q_MaxCalibratorObject)
-FP8Q_LOCKED_KEYWORDS(locked_scale, max_calibrator_scale,
-                     fp8q_MaxCalibratorObject)
-FP8Q_LOCKED_SELF(locked_state_dict, max_calibrator_state_dict,
-                 fp8q_MaxCalibratorObject)
-FP8Q_LOCKED_SELF(locked_load_state_dict, max_calibrator_load_state_dict,
-                 fp8q_MaxCalibratorObject)
-FP8Q_LOCKED_SELF(locked_reset, max_calibrator_reset, fp8q_MaxCalibratorObject)
-FP8Q_LOCKED_PAIR(locked_merge, max_calibrator_merge, fp8q_MaxCalibratorObject)
-FP8Q_LOCKED_SELF(locked_get_amax, max_calibrator_get_amax,
-                 fp8q_MaxCalibratorObject)
-FP8Q_LOCKED_SELF(locked_get_nonfinite_count, max_calibrator_get_nonfinite_count,
-                 fp8q_MaxCalibratorObject)
-
 static PyMethodDef max_calibrator_methods[] = {
-    {"update", (PyCFunction)(void (*)(void))locked_update,
-     METH_VARARGS | METH_KEYWORDS, update_doc},
-    {"scale", (PyCFunction)(void (*)(void))locked_scale,
+    FP8Q_PY_CALIBRATOR_METHODS(update_doc, merge_doc, state_dict_doc,
+                               load_state_dict_doc, reset_doc),
+    {"scale", (PyCFunction)(void (*)(void))fp8q_py_calibrator_scale,
      METH_VARARGS | METH_KEYWORDS, scale_doc},
-    {"merge", (PyCFunction)locked_merge, METH_O, merge_doc},
-    {"state_dict", (PyCFunction)locked_state_dict, METH_NOARGS,
-     state_dict_doc},
-    {"load_state_dict", (PyCFunction)locked_load_state_dict, METH_O,
-     load_state_dict_doc},
-    {"__reduce__", (PyCFunction)max_calibrator_reduce, METH_NOARGS,
-     "Pickling and copy.deepcopy: the settings and state_dict() (state "
-     "kept on a GPU comes back to the host)."},
-    {"__setstate__", (PyCFunction)locked_load_state_dict, METH_O,
-     "Unpickling: load_state_dict(state)."},
-    {"reset", (PyCFunction)locked_reset, METH_NOARGS, reset_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef max_calibrator_getset[] = {
-    {"amax", (getter)locked_get_amax, NULL,
+    {"amax", fp8q_py_calibrator_get_amax, NULL,
      "The calibrated amax: the maximum over every update (the default), "
      "the maximum over the window (algo=\"max\"), the newest entry "
      "(\"most_recent\"), or the moving average; a float per "
      "tensor, a float32 array per channel; None before any update.",
      NULL},
-    {"channel_axis", (getter)max_calibrator_get_channel_axis, NULL,
+    {"channel_axis", fp8q_py_calibrator_get_channel_axis, NULL,
      "The kept axis, or None per tensor.", NULL},
     {"history_len", (getter)max_calibrator_get_history_len, NULL,
      "Number of amax values the window keeps (1 with a momentum); None for "
@@ -996,7 +748,7 @@ static PyGetSetDef max_calibrator_getset[] = {
      "\"max\" or \"most_recent\".", NULL},
     {"momentum", (getter)max_calibrator_get_momentum, NULL,
      "The moving-average momentum, or None.", NULL},
-    {"nonfinite_count", (getter)locked_get_nonfinite_count, NULL,
+    {"nonfinite_count", fp8q_py_calibrator_get_nonfinite_count, NULL,
      "NaN and infinite values skipped so far (skip_nonfinite=True).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -1014,16 +766,28 @@ PyDoc_STRVAR(
     "[0, 1), amax is a moving average as in optimum-quanto: the first batch "
     "as is, then float32(m * old + (1 - m) * new) computed in double.");
 
-PyTypeObject fp8q_MaxCalibrator_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "fp8q.calib.MaxCalibrator",
-    .tp_basicsize = sizeof(fp8q_MaxCalibratorObject),
-    .tp_dealloc = (destructor)max_calibrator_dealloc,
-    .tp_repr = (reprfunc)max_calibrator_repr,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = max_calibrator_doc,
-    .tp_methods = max_calibrator_methods,
-    .tp_getset = max_calibrator_getset,
-    .tp_init = (initproc)max_calibrator_init,
-    .tp_new = max_calibrator_new,
+/* The type and its table for the calibrator base (calibrator_base.c). */
+fp8q_py_calibrator_kind fp8q_max_calibrator_kind = {
+    FP8Q_PY_CALIBRATOR_TYPE("fp8q.calib.MaxCalibrator",
+                            fp8q_MaxCalibratorObject,
+                            max_calibrator_repr, max_calibrator_doc,
+                            max_calibrator_methods, max_calibrator_getset),
+    .name = "MaxCalibrator",
+    .settings = {"channel_axis", "history_len", "algo", "momentum", NULL},
+    .init = max_calibrator_init,
+    .free_state = max_calibrator_free,
+    .admit = admit,
+    .update_host = update_host,
+    .contiguous_on_device = 0, /* fp8q_amax_finite reads any strides */
+    .device_scratch = device_scratch,
+    .device_state_bytes = device_state_bytes,
+    .continues_host = continues_host,
+    .device_image = device_image,
+    .device_fold = fold_device_state,
+    .device_launch = device_launch,
+    .merge = max_calibrator_merge,
+    .state_dict = max_calibrator_state_dict,
+    .load_state_dict = max_calibrator_load_state_dict,
+    .reset = max_calibrator_reset,
+    .current_amax = max_calibrator_amax,
 };

@@ -678,30 +678,3 @@ int fp8q_py_cuda_gemv_fp8(fp8q_TensorObject *x, int64_t first_row,
                                                       stream, &error));
     return fp8q_py_raise_on_failure(status, &error);
 }
-
-/* ------------------------------------------------------------------------- */
-/* transpose                                                                 */
-
-int fp8q_py_cuda_transpose(fp8q_TensorObject *source,
-                           fp8q_TensorObject *destination,
-                           fp8q_cu_stream stream)
-{
-    fp8q_transpose_args args;
-    fp8q_error error;
-    fp8q_status status;
-
-    if (fp8q_py_use_on_stream(source, stream) < 0 ||
-        fp8q_py_use_on_stream(destination, stream) < 0) {
-        return -1;
-    }
-    memset(&args, 0, sizeof args);
-    args.source = source->view.data;
-    args.destination = destination->view.data;
-    args.rows = source->view.shape[0];
-    args.cols = source->view.shape[1];
-    args.element_size = (int32_t)fp8q_dtype_itemsize(source->view.dtype);
-    fp8q_error_clear(&error);
-    RUN_WITHOUT_GIL(status, fp8q_cuda_launch_transpose(source->cuda_device,
-                                                       &args, stream, &error));
-    return fp8q_py_raise_on_failure(status, &error);
-}

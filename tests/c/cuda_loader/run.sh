@@ -32,6 +32,7 @@ echo "building $BUILD_DIR/bin/cuda_loader.exe with $CC $STRICT"
 "$CC" $STRICT -I"$ROOT/csrc" -I"$ROOT/kernels" -I"$BUILD_DIR" "$HERE/cuda_loader.c" \
     "$ROOT/csrc/cuda/driver.c" "$ROOT/csrc/cuda/switches.c" "$ROOT/csrc/cuda/kernel_image.c" \
     "$ROOT/csrc/cuda/cublaslt.c" "$ROOT/csrc/cuda/memory.c" "$ROOT/csrc/cuda/capture.c" \
+    "$ROOT/csrc/cuda/context.c" \
     "$ROOT/csrc/core/status.c" "$ROOT/csrc/platform.c" -o "$BUILD_DIR/bin/cuda_loader.exe"
 # shellcheck disable=SC2086
 "$CC" $STRICT -shared "$HERE/fake_library.c" -o "$BUILD_DIR/fake_library.dll"

@@ -1,0 +1,127 @@
+/*
+ * tensor_new.c - making fp8q.Tensor objects, below every file that makes
+ * them (tensor_object.c, device.c, ops_cuda.c, ...): an empty CPU tensor, a
+ * tensor over borrowed memory, and a copy of a CPU tensor (binding.h).
+ */
+#include <string.h>
+
+#include "core/cast.h"
+#include "platform.h"
+#include "python/binding.h"
+
+/* A valid address for tensors without elements whose producer gave none. */
+static int64_t empty_tensor_storage;
+
+static fp8q_TensorObject *tensor_alloc(void)
+{
+    fp8q_TensorObject *self =
+        (fp8q_TensorObject *)fp8q_Tensor_Type.tp_alloc(&fp8q_Tensor_Type, 0);
+
+    if (self == NULL) {
+        return NULL;
+    }
+    memset(&self->view, 0, sizeof self->view);
+    self->device_type = FP8Q_DEVICE_CPU;
+    self->device_index = 0;
+    self->readonly = 0;
+    self->allocation = NULL;
+    self->owner = NULL;
+    self->weakrefs = NULL;
+    self->cuda_device = NULL;
+    self->stream = NULL;
+    return self;
+}
+
+fp8q_TensorObject *fp8q_tensor_new_empty(fp8q_dtype dtype, int ndim,
+                                         const int64_t *shape)
+{
+    fp8q_view view;
+    fp8q_error error;
+    fp8q_TensorObject *self;
+    int64_t nbytes;
+
+    fp8q_error_clear(&error);
+    if (fp8q_view_init_contiguous(&view, NULL, dtype, ndim, shape, &error) !=
+        FP8Q_OK) {
+        fp8q_py_raise(&error);
+        return NULL;
+    }
+    nbytes = fp8q_view_size(&view) * (int64_t)fp8q_dtype_itemsize(dtype);
+    if ((uint64_t)nbytes > (uint64_t)SIZE_MAX) {
+        PyErr_Format(PyExc_MemoryError,
+                     "fp8q: cannot allocate %lld bytes on this platform",
+                     (long long)nbytes);
+        return NULL;
+    }
+    self = tensor_alloc();
+    if (self == NULL) {
+        return NULL;
+    }
+    self->allocation = fp8q_aligned_alloc((size_t)nbytes);
+    if (self->allocation == NULL) {
+        Py_DECREF(self);
+        PyErr_Format(PyExc_MemoryError,
+                     "fp8q: failed to allocate %lld bytes for a tensor",
+                     (long long)nbytes);
+        return NULL;
+    }
+    self->view = view;
+    self->view.data = self->allocation;
+    return self;
+}
+
+fp8q_TensorObject *fp8q_tensor_new_view(const fp8q_view *view,
+                                        PyObject *owner, int readonly)
+{
+    fp8q_TensorObject *self;
+
+    if (view->ndim < 0 || view->ndim > FP8Q_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError,
+                     "fp8q tensors have 0 to %d dims, got %d", FP8Q_MAX_DIMS,
+                     view->ndim);
+        return NULL;
+    }
+    self = tensor_alloc();
+    if (self == NULL) {
+        return NULL;
+    }
+    self->view = *view;
+    if (self->view.data == NULL) {
+        self->view.data = &empty_tensor_storage;
+    }
+    self->readonly = readonly != 0;
+    if (owner != NULL && fp8q_Tensor_Check(owner)) {
+        const fp8q_TensorObject *base = (const fp8q_TensorObject *)owner;
+        self->device_type = base->device_type;
+        self->device_index = base->device_index;
+        self->cuda_device = base->cuda_device;
+    }
+    Py_XINCREF(owner);
+    self->owner = owner;
+    return self;
+}
+
+fp8q_TensorObject *fp8q_tensor_copy_on_host(fp8q_TensorObject *source,
+                                            fp8q_dtype dtype)
+{
+    fp8q_TensorObject *result;
+    fp8q_error error;
+    fp8q_status status;
+
+    result = fp8q_tensor_new_empty(dtype, source->view.ndim,
+                                   source->view.shape);
+    if (result == NULL) {
+        return NULL;
+    }
+    fp8q_error_clear(&error);
+    /* Between equal dtypes fp8q_cast copies the bits. */
+    FP8Q_PY_BEGIN_INTERRUPTIBLE
+    status = fp8q_cast(&source->view, &result->view, NULL, FP8Q_SCALE_DIVIDE,
+                       1, &error);
+    FP8Q_PY_END_INTERRUPTIBLE(status)
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        Py_DECREF(result);
+        return NULL;
+    }
+    return result;
+}
