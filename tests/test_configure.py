@@ -78,3 +78,68 @@ def test_auto_builds_for_the_visible_gpu(tmp_path):
             "(FP8Q_CUDA_ARCHS=all builds for every GPU)") in output, output
     assert (f"fp8q: nvcc 12.8.93 at {nvcc} (from CMAKE_CUDA_COMPILER) will compile "
             "the CUDA kernels for sm_90,compute_90: about 80 s") in output, output
+
+
+# The FP8Q_PTXAS route (kernels for CUDA 12 drivers): nvcc writes PTX (a
+# .version line, lowered by kernels/lower_ptx_version.cmake), ptxas names
+# its release and its PTX ISA and "assembles", and the fatbinary beside nvcc
+# records how it was asked to pack the images.
+FAKE_NVCC_PTX = """#!/bin/sh
+case "$1" in
+  --version) echo "Cuda compilation tools, release 13.0, V13.0.88" ;;
+  --list-gpu-code) printf 'sm_75\\nsm_80\\nsm_86\\nsm_89\\nsm_90\\nsm_100\\nsm_120\\n' ;;
+  *) while [ $# -gt 0 ]; do
+       [ "$1" = -o ] && printf '.version 9.0\\n.target sm_90\\n' >"$2"; shift
+     done ;;
+esac
+"""
+
+FAKE_PTXAS = """#!/bin/sh
+case "$*" in
+  --version) echo "Cuda compilation tools, release 12.9, V12.9.86" ;;
+  *isa.ptx*) echo "ptxas fatal: Unsupported .version 99.9; current version is '8.8'" >&2
+             exit 1 ;;
+  *) while [ $# -gt 0 ]; do [ "$1" = -o ] && : >"$2"; shift; done ;;
+esac
+"""
+
+FAKE_FATBINARY = """#!/bin/sh
+printf '%s\\n' "$@" >"$(dirname "$0")/fatbinary.args"
+for argument in "$@"; do
+  case "$argument" in --create=*) : >"${argument#--create=}" ;; esac
+done
+"""
+
+
+def test_the_cuda_12_route_packs_every_image_lz4_compressed(tmp_path):
+    """FP8Q_PTXAS's fatbin: every image compressed (--compress-all) in the
+    LZ4 `speed` mode, the one CUDA 12.0 drivers read (kernels/README.md,
+    "Image size"); no zstd mode, and not uncompressed."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    nvcc = script(tools / "nvcc", FAKE_NVCC_PTX)
+    ptxas = script(tools / "ptxas", FAKE_PTXAS)
+    script(tools / "fatbinary", FAKE_FATBINARY)
+    environment = {name: value for name, value in os.environ.items()
+                   if name not in ("FP8Q_CUDA_ARCHS", "FP8Q_PREBUILT_FATBIN")}
+    build = tmp_path / "build"
+    completed = subprocess.run(
+        ["cmake", "-S", str(ROOT), "-B", str(build), f"-DCMAKE_CUDA_COMPILER={nvcc}",
+         f"-DPython_EXECUTABLE={sys.executable}", "-DFP8Q_CUDA_ARCHS=75;90",
+         f"-DFP8Q_PTXAS={ptxas}"],
+        env=environment, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "fp8q: ptxas 12.9.86 (PTX ISA 8.8) assembles" in completed.stdout
+    completed = subprocess.run(["cmake", "--build", str(build), "--target", "fp8q_fatbin"],
+                               env=environment, capture_output=True, text=True,
+                               timeout=300)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    arguments = (tools / "fatbinary.args").read_text().splitlines()
+    assert "--compress-all" in arguments and "--compress-mode=speed" in arguments, arguments
+    assert not [a for a in arguments
+                if a.startswith("--compress") and a not in ("--compress-all",
+                                                             "--compress-mode=speed")]
+    images = [a for a in arguments if a.startswith("--image3=")]
+    assert [a.split(",")[:2] for a in images] == [
+        ["--image3=kind=elf", "sm=75"], ["--image3=kind=elf", "sm=90"],
+        ["--image3=kind=ptx", "sm=90"]], arguments

@@ -1,0 +1,87 @@
+"""kernels/fatbin_images.py - lists the images in a fatbin (the file
+kernels/build-fatbin.sh writes) and how each is stored, so that the image's
+size and its driver floor can be checked without cuobjdump:
+
+    python3 kernels/fatbin_images.py FATBIN [--require-lz4]
+
+prints one line per image (kind, architecture, bytes stored, bytes once
+decompressed, compression) and the totals. With --require-lz4 it exits 1
+unless every image is LZ4-compressed (entry flag 0x2000) and none is
+zstd-compressed (0x8000): the compression a CUDA 12.0 driver reads
+(kernels/README.md, "Image size"). Standard library only; the layout read
+here is the one csrc/cuda/kernel_image.c checks (a 16-byte header: magic
+0xBA55ED50, version, header size, payload size) followed, per image, by a
+64-byte entry header (kind, header size, stored size, architecture,
+flags, decompressed size).
+"""
+import argparse
+import struct
+import sys
+
+FATBIN_MAGIC = 0xBA55ED50
+CONTAINER = struct.Struct("<IHHQ")
+ENTRY = struct.Struct("<HHIQQHHIIIQQQ")
+KINDS = {1: "ptx", 2: "elf"}
+FLAG_LZ4 = 0x2000
+FLAG_ZSTD = 0x8000
+
+
+def images(data):
+    """Every image of the fatbin bytes `data`, in file order, as dicts:
+    kind ("ptx" or "elf", else the number), arch (e.g. 90), stored (bytes
+    in the file), size (bytes once decompressed: stored when not
+    compressed) and compression ("none", "lz4" or "zstd"). Raises
+    ValueError where the bytes are not a fatbin or run short."""
+    found = []
+    offset = 0
+    while offset < len(data):
+        if len(data) - offset < CONTAINER.size:
+            raise ValueError(f"a truncated fatbin header at byte {offset}")
+        magic, _, header_size, payload = CONTAINER.unpack_from(data, offset)
+        if magic != FATBIN_MAGIC:
+            raise ValueError(f"no fatbin magic at byte {offset}")
+        position = offset + header_size
+        end = position + payload
+        if end > len(data):
+            raise ValueError("the fatbin is shorter than its header says")
+        while position < end:
+            if end - position < ENTRY.size:
+                raise ValueError(f"a truncated image header at byte {position}")
+            (kind, _, entry_size, stored, _, _, _, arch, _, _, flags, _,
+             decompressed) = ENTRY.unpack_from(data, position)
+            compression = ("zstd" if flags & FLAG_ZSTD else
+                           "lz4" if flags & FLAG_LZ4 else "none")
+            found.append({"kind": KINDS.get(kind, kind), "arch": arch, "stored": stored,
+                          "size": decompressed if compression != "none" else stored,
+                          "compression": compression})
+            position += entry_size + stored
+        offset = end
+    return found
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("fatbin")
+    parser.add_argument("--require-lz4", action="store_true",
+                        help="exit 1 unless every image is LZ4-compressed")
+    arguments = parser.parse_args(argv)
+    with open(arguments.fatbin, "rb") as file:
+        data = file.read()
+    listed = images(data)
+    for image in listed:
+        print(f"{image['kind']:>3} sm_{image['arch']:<4} {image['stored']:>11,} bytes stored "
+              f"{image['size']:>11,} decompressed  {image['compression']}")
+    print(f"{len(listed)} images, {len(data):,} bytes in the file, "
+          f"{sum(image['size'] for image in listed):,} decompressed")
+    if arguments.require_lz4:
+        other = [image for image in listed if image["compression"] != "lz4"]
+        if other or not listed:
+            print("fatbin_images.py: not every image is LZ4-compressed: "
+                  + ", ".join(f"{i['kind']} sm_{i['arch']} ({i['compression']})"
+                              for i in other), file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
