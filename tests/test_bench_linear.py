@@ -68,11 +68,11 @@ def test_bench_linear_breakdown_says_why_it_cannot_run_without_a_gpu():
 
 
 def test_weight_only_table_reports_weight_bandwidth_and_share_of_copy():
-    """The W8A16 table's rows (fp8q._bench_weight_only.table_lines, the
+    """The W8A16 table's rows (fp8q._cli._bench_weight_only.table_lines, the
     GPU bench's printer, here on made-up timings): speed against bf16, the
     weight's GB/s (N x K bytes per call over fp8q's time) and its share of
     the copy bandwidth measured in the same run, for every row."""
-    from fp8q._bench_weight_only import table_lines
+    from fp8q._cli._bench_weight_only import table_lines
 
     rows = [(1, 4096, 4096, 0.0400, 0.0050),
             (16, 14336, 4096, 0.1300, 0.0160)]

@@ -1,5 +1,5 @@
 """`python -m fp8q bench model`: a Llama-shaped decoder with random weights
-(fp8q._bench_llama) as a float model, fp8q W8A8 and W8A16
+(fp8q._cli._bench_llama) as a float model, fp8q W8A8 and W8A16
 (fp8q.torch.quantize, e4m3 weights with row scales; every nn.Linear,
 lm_head included), fp8q W8A8 with fuse_norms=True (each decoder norm
 writes the per-token FP8 codes its q/k/v or gate/up layers read), when

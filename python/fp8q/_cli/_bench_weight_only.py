@@ -10,7 +10,7 @@ both sides of each switch (8/9, 64/65) show where the crossovers lie.
 Each timed call runs ROTATION copies of the layer in turn, so the weights
 come from device memory and not from the L2 cache (an FP8 weight of 58 MB
 would otherwise partly stay there between calls, a bf16 one not).
-CUDA-event medians (fp8q._bench_gpu). Each row also reports the weight's
+CUDA-event medians (fp8q._cli._bench_gpu). Each row also reports the weight's
 bytes streamed per second (N x K one-byte codes per call) and that as a
 share of the card's copy bandwidth, measured in the same run (a
 device-to-device copy of COPY_BYTES: bytes read plus bytes written per
