@@ -14,7 +14,8 @@
  * cuda_info.c (what the CUDA backend finds, for fp8q.info()),
  * cpu_info.c (which x86 features the CPU code uses, for fp8q.info()),
  * dlpack_exchange.c (DLPack's C exchange API: torch tensors in C),
- * linear_layer.c (an fp8q.torch.Linear forward in one call).
+ * layer_call.c, linear_layer.c, layer_weight_only.c (an fp8q.torch.Linear
+ * forward in one call: W8A8, W8A16).
  */
 #ifndef FP8Q_PYTHON_BINDING_H
 #define FP8Q_PYTHON_BINDING_H
@@ -949,6 +950,7 @@ int fp8q_py_scaled_mm_cuda_init(PyObject *module);
 int fp8q_py_dlpack_exchange_init(PyObject *module);
 int fp8q_py_scaled_mm_paths_init(PyObject *module);
 int fp8q_py_linear_layer_init(PyObject *module);
+int fp8q_py_layer_weight_only_init(PyObject *module);
 int fp8q_py_norm_quantize_init(PyObject *module);
 
 #endif /* FP8Q_PYTHON_BINDING_H */

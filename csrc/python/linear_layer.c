@@ -1,325 +1,29 @@
 /*
- * linear_layer.c - the forward pass of an fp8q.torch.Linear in one C call:
+ * linear_layer.c - the forward pass of an fp8q.torch.Linear with FP8
+ * activations (W8A8) in one C call:
  *
  *   _C.linear_layer(x, weight, weight_scale, bias, input_scale,
  *                   granularity, stream[, path[, quantized]])
- *                                          W8A8: y = x @ W.T + bias
+ *                                          y = x @ W.T + bias
  *                                          (quantized: x's codes and row
  *                                          scales, already computed)
  *                                          (few tokens on a GPU: the
  *                                          weight-only product,
  *                                          cuda/layer_path.h)
- *   _C.layer_weight(x, weight, weight_scale, granularity, stream)
- *                                          W8A16: W in x's dtype
- *   _C.layer_gemv(x, weight, weight_scale, bias, granularity, stream)
- *                                          W8A16, few tokens on a GPU:
- *                                          y from the FP8 codes in place
  *
- * The tensors are the layer's own torch tensors, viewed through DLPack's C
- * exchange API (dlpack_exchange.c): no Python call, no capsule, torch's
- * current stream read in C, results and GPU temporaries from torch's
- * caching allocator (so CUDA-graph pools and torch.cuda.memory_allocated
- * see them). fp8q.Tensor arguments (or a torch without that API, through
- * fp8q.torch.from_torch) take the same path with fp8q's own allocations;
- * the numbers are the same either way: exactly fp8q.quantize of each token
- * followed by fp8q.scaled_mm, as fp8q.linear computes them (docs/torch.md).
+ * The numbers are exactly fp8q.quantize of each token followed by
+ * fp8q.scaled_mm, as fp8q.linear computes them (docs/torch.md); the
+ * call's tensors come from layer_call.c.
  */
 #include <math.h>
 #include <string.h>
 
-#include "python/binding.h"
+#include "python/layer_call.h"
 
 #include "core/activation.h"
 #include "core/quantize.h"
 #include "core/scaled_mm.h"
 #include "cuda/layer_path.h"
-#include "gemv.cuh"
-
-#define LAYER "fp8q.torch.Linear"
-
-/* ------------------------------------------------------------------------- */
-/* One call's tensors                                                        */
-
-typedef struct layer_call {
-    const fp8q_dl_exchange_api *api; /* x's producer's table, or NULL */
-    fp8q_cu_stream stream;
-    fp8q_py_device device;
-    fp8q_granularity_kind granularity; /* of the weight scales */
-    fp8q_TensorObject *x;              /* (..., K) float              */
-    fp8q_TensorObject *rows;           /* x as C-contiguous (M, K)    */
-    fp8q_TensorObject *weight;         /* (N, K) FP8                  */
-    fp8q_TensorObject *weight_scale;
-    fp8q_TensorObject *bias;        /* NULL or (N,)                   */
-    fp8q_TensorObject *input_scale; /* NULL or one float32            */
-    fp8q_TensorObject *codes;       /* x quantized, (M, K) e4m3fn     */
-    fp8q_TensorObject *x_scale;
-    int quantized;               /* codes, x_scale given by the caller */
-    fp8q_TensorObject *out_rows; /* the result as (M, N)               */
-    PyObject *result;            /* what the call returns             */
-} layer_call;
-
-static void release(layer_call *call)
-{
-    Py_XDECREF(call->x);
-    Py_XDECREF(call->rows);
-    Py_XDECREF(call->weight);
-    Py_XDECREF(call->weight_scale);
-    Py_XDECREF(call->bias);
-    Py_XDECREF(call->input_scale);
-    Py_XDECREF(call->codes);
-    Py_XDECREF(call->x_scale);
-    Py_XDECREF(call->out_rows);
-    Py_XDECREF(call->result);
-}
-
-/* A tensor argument: through x's exchange table when it has the same one
- * (a view for this call, last used on the producer's current stream, the
- * call's), else as fp8q.asarray takes it (no copy). */
-static fp8q_TensorObject *import(layer_call *call, PyObject *object,
-                                 const char *name)
-{
-    const fp8q_dl_exchange_api *api;
-
-    if (call->api != NULL) {
-        if (fp8q_py_exchange_api(object, &api) < 0) {
-            return NULL;
-        }
-        if (api == call->api) {
-            return fp8q_py_exchange_import(api, object, name, NULL);
-        }
-    }
-    return fp8q_tensor_from_object(object, name, -1, FP8Q_COPY_NEVER);
-}
-
-/* A new uninitialised C-contiguous tensor on the call's device: from x's
- * producer's allocator (torch's) when x has an exchange table and
- * `from_producer`, else fp8q's own. *producer_out (may be NULL) receives a
- * new reference to the object to hand back: the producer's tensor, or the
- * fp8q.Tensor itself. */
-static fp8q_TensorObject *new_tensor(layer_call *call, fp8q_dtype dtype,
-                                     int ndim, const int64_t *shape,
-                                     int from_producer,
-                                     PyObject **producer_out)
-{
-    fp8q_TensorObject *tensor = NULL;
-    PyObject *producer;
-
-    if (call->api != NULL && from_producer) {
-        producer = fp8q_py_exchange_empty(call->api, dtype, ndim, shape,
-                                          &call->device, call->stream,
-                                          &tensor);
-    }
-    else {
-        tensor = fp8q_tensor_new_empty_on(dtype, ndim, shape, &call->device,
-                                          call->stream);
-        producer = (PyObject *)tensor;
-        Py_XINCREF(producer);
-    }
-    if (producer_out != NULL) {
-        *producer_out = producer;
-    }
-    else {
-        Py_XDECREF(producer); /* the view keeps it alive */
-    }
-    return tensor;
-}
-
-/* A 2-D view (rows, cols) of a C-contiguous tensor. */
-static fp8q_TensorObject *matrix_view(fp8q_TensorObject *tensor, int64_t rows,
-                                      int64_t cols)
-{
-    fp8q_view view = tensor->view;
-
-    view.ndim = 2;
-    view.shape[0] = rows;
-    view.shape[1] = cols;
-    view.strides[0] = cols > 0 ? cols : 1;
-    view.strides[1] = 1;
-    return fp8q_tensor_new_view(&view, (PyObject *)tensor, tensor->readonly);
-}
-
-/* ------------------------------------------------------------------------- */
-/* Arguments                                                                 */
-
-static int parse_granularity(PyObject *object, fp8q_granularity_kind *kind)
-{
-    if (PyUnicode_Check(object)) {
-        if (PyUnicode_CompareWithASCIIString(object, "row") == 0) {
-            *kind = FP8Q_GRANULARITY_ROW;
-            return 0;
-        }
-        if (PyUnicode_CompareWithASCIIString(object, "tensor") == 0) {
-            *kind = FP8Q_GRANULARITY_TENSOR;
-            return 0;
-        }
-        if (PyUnicode_CompareWithASCIIString(object, "block") == 0) {
-            *kind = FP8Q_GRANULARITY_BLOCK;
-            return 0;
-        }
-    }
-    PyErr_Format(PyExc_ValueError,
-                 LAYER ": granularity must be \"row\", \"tensor\" or "
-                 "\"block\", got %R",
-                 object);
-    return -1;
-}
-
-/* x: the call's device comes from it, and its stream: torch's current
- * stream for a torch tensor (every torch argument is then imported as last
- * used there; another stream is refused), else `stream` when given, or the
- * stream of x's last use. */
-static int import_x(layer_call *call, PyObject *x_object,
-                    PyObject *stream_object)
-{
-    fp8q_dl_device device;
-    fp8q_dtype dtype;
-    int unsupported_dtype = 0;
-
-    if (fp8q_py_exchange_api(x_object, &call->api) < 0) {
-        return -1;
-    }
-    call->x = call->api != NULL
-                  ? fp8q_py_exchange_import(call->api, x_object, "x",
-                                            &unsupported_dtype)
-                  : fp8q_tensor_from_object(x_object, "x", -1,
-                                            FP8Q_COPY_NEVER);
-    if (call->x == NULL) {
-        if (unsupported_dtype) {
-            fp8q_py_error_add_prefix(LAYER ": x must be float32, float16 or "
-                                           "bfloat16; ");
-        }
-        return -1;
-    }
-    dtype = call->x->view.dtype;
-    if (dtype != FP8Q_FLOAT32 && dtype != FP8Q_FLOAT16 &&
-        dtype != FP8Q_BFLOAT16) {
-        PyErr_Format(PyExc_TypeError,
-                     LAYER ": x must be float32, float16 or bfloat16, got %s",
-                     fp8q_dtype_name(dtype));
-        return -1;
-    }
-    if (call->x->view.ndim == 0) {
-        PyErr_SetString(PyExc_ValueError,
-                        LAYER ": x must have at least one axis (..., "
-                        "in_features), got a 0-d tensor");
-        return -1;
-    }
-    call->device.type = call->x->device_type;
-    call->device.index = call->x->device_index;
-    if (stream_object != Py_None &&
-        (call->api != NULL || call->device.type != FP8Q_DEVICE_CUDA)) {
-        PyErr_SetString(PyExc_ValueError,
-                        call->api != NULL
-                            ? LAYER ": stream must be None for torch tensors: "
-                                    "the call runs on torch's current stream "
-                                    "(choose it with torch.cuda.stream(...))"
-                            : LAYER ": stream applies to CUDA tensors; this "
-                                    "call runs on the CPU (pass None)");
-        return -1;
-    }
-    if (stream_object != Py_None) {
-        return fp8q_py_parse_stream(stream_object, "stream", &call->stream);
-    }
-    if (call->api == NULL) {
-        call->stream = fp8q_py_last_stream(call->x);
-        return 0;
-    }
-    device.device_type =
-        call->device.type == FP8Q_DEVICE_CUDA ? FP8Q_DL_CUDA : FP8Q_DL_CPU;
-    device.device_id = call->device.index;
-    return fp8q_py_exchange_current_stream(call->api, &device,
-                                           &call->stream);
-}
-
-static int check_device(layer_call *call, const fp8q_TensorObject *tensor,
-                        const char *name)
-{
-    char x_device[32], device[32];
-
-    if (tensor->device_type == call->device.type &&
-        tensor->device_index == call->device.index) {
-        return 0;
-    }
-    fp8q_py_format_device(call->device.type, call->device.index, x_device,
-                          sizeof x_device);
-    fp8q_py_format_device(tensor->device_type, tensor->device_index, device,
-                          sizeof device);
-    PyErr_Format(PyExc_ValueError,
-                 LAYER ": x is on %s but the layer's %s is on %s; move one "
-                 "of them (model.to(\"%s\"))",
-                 x_device, name, device,
-                 call->device.type == FP8Q_DEVICE_CUDA ? "cuda" : "cpu");
-    return -1;
-}
-
-/* The weight (N, K) FP8 and its scales, on x's device. CPU scales are
- * checked (finite, > 0); a GPU's are not read back. */
-static int import_weight(layer_call *call, PyObject *weight_object,
-                         PyObject *scale_object)
-{
-    fp8q_error error;
-    fp8q_status status;
-
-    call->weight = import(call, weight_object, "weight");
-    call->weight_scale =
-        call->weight != NULL ? import(call, scale_object, "weight_scale")
-                             : NULL;
-    if (call->weight_scale == NULL ||
-        check_device(call, call->weight, "weight") < 0 ||
-        check_device(call, call->weight_scale, "weight_scale") < 0) {
-        return -1;
-    }
-    if ((call->weight->view.dtype != FP8Q_FLOAT8_E4M3FN &&
-         call->weight->view.dtype != FP8Q_FLOAT8_E5M2) ||
-        call->weight->view.ndim != 2) {
-        PyErr_Format(PyExc_TypeError,
-                     LAYER ": weight must be a 2-D float8_e4m3fn or "
-                     "float8_e5m2 tensor, got %d-D %s",
-                     call->weight->view.ndim,
-                     fp8q_dtype_name(call->weight->view.dtype));
-        return -1;
-    }
-    if (call->device.type != FP8Q_DEVICE_CPU) {
-        return 0;
-    }
-    fp8q_error_clear(&error);
-    status = fp8q_check_scale_values(&call->weight_scale->view,
-                                     "weight_scale", &error);
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        fp8q_py_error_add_prefix(LAYER ": ");
-        return -1;
-    }
-    return 0;
-}
-
-/* ------------------------------------------------------------------------- */
-/* W8A8                                                                      */
-
-/* x as a C-contiguous (M, K) tensor: a view of x, or a copy on x's device
- * when x's layout is not C-contiguous (once per call). */
-static int make_rows(layer_call *call, int64_t m, int64_t k)
-{
-    fp8q_TensorObject *contiguous = call->x;
-
-    if (call->rows != NULL) {
-        return 0;
-    }
-    if (!fp8q_view_is_contiguous(&call->x->view)) {
-        contiguous =
-            call->device.type == FP8Q_DEVICE_CUDA
-                ? fp8q_py_cuda_contiguous(call->x, call->stream)
-                : fp8q_tensor_copy_as(call->x, call->x->view.dtype);
-        if (contiguous == NULL) {
-            return -1;
-        }
-    }
-    else {
-        Py_INCREF(contiguous);
-    }
-    call->rows = matrix_view(contiguous, m, k);
-    Py_DECREF(contiguous);
-    return call->rows == NULL ? -1 : 0;
-}
 
 /* The dynamic activation scales' shape: (M, 1) per token, (M,
  * ceil(K/128)) for block weights. */
@@ -377,11 +81,11 @@ static int make_activation_buffers(layer_call *call, int64_t m, int64_t k,
     }
     if (call->api == NULL) {
         if (call->x_scale == NULL) {
-            call->x_scale = new_tensor(call, FP8Q_FLOAT32, 2, scale_shape,
-                                       on_gpu, NULL);
+            call->x_scale = fp8q_layer_new_tensor(call, FP8Q_FLOAT32, 2,
+                                                  scale_shape, on_gpu, NULL);
         }
-        call->codes = new_tensor(call, FP8Q_FLOAT8_E4M3FN, 2, codes_shape,
-                                 on_gpu, NULL);
+        call->codes = fp8q_layer_new_tensor(call, FP8Q_FLOAT8_E4M3FN, 2,
+                                            codes_shape, on_gpu, NULL);
         return call->x_scale == NULL || call->codes == NULL ? -1 : 0;
     }
     scales_offset = (m * k + SCALES_ALIGNMENT - 1) / SCALES_ALIGNMENT *
@@ -514,67 +218,6 @@ static int multiply(layer_call *call)
     return result;
 }
 
-static int import_activation_arguments(layer_call *call, PyObject *bias,
-                                       PyObject *input_scale)
-{
-    fp8q_error error;
-    fp8q_status status;
-
-    if (bias != Py_None) {
-        call->bias = import(call, bias, "bias");
-        if (call->bias == NULL || check_device(call, call->bias, "bias") < 0) {
-            return -1;
-        }
-        if (call->bias->view.dtype != FP8Q_FLOAT32 &&
-            call->bias->view.dtype != FP8Q_FLOAT16 &&
-            call->bias->view.dtype != FP8Q_BFLOAT16) {
-            PyErr_Format(PyExc_TypeError,
-                         LAYER ": bias must be float32, float16 or bfloat16, "
-                         "got %s",
-                         fp8q_dtype_name(call->bias->view.dtype));
-            return -1;
-        }
-        if (call->bias->view.ndim != 1 ||
-            call->bias->view.shape[0] != call->weight->view.shape[0]) {
-            PyErr_Format(PyExc_ValueError,
-                         LAYER ": bias must hold out_features = %lld values",
-                         (long long)call->weight->view.shape[0]);
-            return -1;
-        }
-    }
-    if (input_scale == Py_None) {
-        return 0;
-    }
-    call->input_scale = import(call, input_scale, "input_scale");
-    if (call->input_scale == NULL ||
-        check_device(call, call->input_scale, "input_scale") < 0) {
-        return -1;
-    }
-    if (call->input_scale->view.dtype != FP8Q_FLOAT32 ||
-        fp8q_view_size(&call->input_scale->view) != 1) {
-        PyErr_SetString(PyExc_ValueError,
-                        LAYER ": input_scale must be one float32 value");
-        return -1;
-    }
-    if (call->granularity == FP8Q_GRANULARITY_BLOCK) {
-        PyErr_SetString(PyExc_ValueError,
-                        LAYER ": a static input_scale needs \"row\" or "
-                        "\"tensor\" weight scales, not \"block\"");
-        return -1;
-    }
-    if (call->device.type != FP8Q_DEVICE_CPU) {
-        return 0;
-    }
-    fp8q_error_clear(&error);
-    status = fp8q_check_scale_values(&call->input_scale->view, "input_scale",
-                                     &error);
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        fp8q_py_error_add_prefix(LAYER ": ");
-        return -1;
-    }
-    return 0;
-}
-
 /* quantized=(codes, scale) of linear_layer: x's float8_e4m3fn codes (M*K
  * values) and its float32 row scales (M values), both C-contiguous on x's
  * device, for "row" / "tensor" weights without input_scale. Imported into
@@ -605,8 +248,9 @@ static int given_activations(layer_call *call, int64_t m, int64_t k)
                      (long long)m, (long long)k, (long long)m);
     }
     else {
-        call->codes = matrix_view(codes, m, k);
-        call->x_scale = call->codes != NULL ? matrix_view(scale, m, 1) : NULL;
+        call->codes = fp8q_layer_matrix_view(codes, m, k);
+        call->x_scale =
+            call->codes != NULL ? fp8q_layer_matrix_view(scale, m, 1) : NULL;
     }
     Py_DECREF(codes);
     Py_DECREF(scale);
@@ -664,13 +308,14 @@ static int forward(layer_call *call)
         return -1;
     }
     m = fp8q_view_size(x) / k; /* the tokens (no overflow: x exists) */
-    out = new_tensor(call, x->dtype, x->ndim, shape, 1, &call->result);
+    out =
+        fp8q_layer_new_tensor(call, x->dtype, x->ndim, shape, 1, &call->result);
     if (out == NULL) {
         return -1;
     }
-    call->out_rows = matrix_view(out, m, n);
+    call->out_rows = fp8q_layer_matrix_view(out, m, n);
     Py_DECREF(out);
-    if (call->out_rows == NULL || make_rows(call, m, k) < 0) {
+    if (call->out_rows == NULL || fp8q_layer_make_rows(call, m, k) < 0) {
         return -1;
     }
     if (m == 0 || n == 0) {
@@ -706,235 +351,6 @@ static int forward(layer_call *call)
         result = fp8q_py_raise_on_failure(status, &error);
     }
     PyMem_Free(nonfinite);
-    return result;
-}
-
-/* ------------------------------------------------------------------------- */
-/* W8A16: the weight in x's dtype                                            */
-
-/* weight dequantized into a new (N, K) tensor of x's dtype on x's device
- * (x being `like`; from x's producer when it has an exchange table):
- * call->result. */
-/* The weight scales' granularity (128x128 blocks for "block"), checked
- * against the weight's and the scale's shapes. */
-static int weight_granularity(layer_call *call, fp8q_granularity *granularity)
-{
-    fp8q_error error;
-    fp8q_status status;
-
-    memset(granularity, 0, sizeof *granularity);
-    granularity->kind = call->granularity;
-    if (call->granularity == FP8Q_GRANULARITY_BLOCK) {
-        granularity->block_rows = FP8Q_SCALED_MM_BLOCK;
-        granularity->block_cols = FP8Q_SCALED_MM_BLOCK;
-    }
-    fp8q_error_clear(&error);
-    status = fp8q_check_scale_shape(granularity, &call->weight->view,
-                                    &call->weight_scale->view, &error);
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        fp8q_py_error_add_prefix(LAYER ": weight_scale: ");
-        return -1;
-    }
-    return 0;
-}
-
-static int dequantize_weight(layer_call *call)
-{
-    const fp8q_view *weight = &call->weight->view;
-    fp8q_granularity granularity;
-    fp8q_TensorObject *destination;
-    fp8q_error error;
-    fp8q_status status;
-
-    if (weight_granularity(call, &granularity) < 0) {
-        return -1;
-    }
-    destination = new_tensor(call, call->x->view.dtype, 2, weight->shape, 1,
-                             &call->result);
-    if (destination == NULL) {
-        return -1;
-    }
-    if (call->device.type == FP8Q_DEVICE_CUDA) {
-        const int result = fp8q_py_cuda_dequantize(
-            call->weight, call->weight_scale, &granularity, destination,
-            call->stream);
-        Py_DECREF(destination);
-        return result;
-    }
-    fp8q_error_clear(&error);
-    FP8Q_PY_BEGIN_INTERRUPTIBLE
-    status = fp8q_dequantize(weight, &call->weight_scale->view, &granularity,
-                             &destination->view, &error);
-    FP8Q_PY_END_INTERRUPTIBLE(status)
-    Py_DECREF(destination);
-    return fp8q_py_raise_on_failure(status, &error);
-}
-
-/* A C-contiguous view of a weight, scale or bias for the GPU kernels (a copy when needed). */
-static int contiguous_on_gpu(layer_call *call, fp8q_TensorObject **tensor)
-{
-    if (call->device.type != FP8Q_DEVICE_CUDA ||
-        fp8q_view_is_contiguous(&(*tensor)->view)) {
-        return 0;
-    }
-    Py_SETREF(*tensor, fp8q_py_cuda_contiguous(*tensor, call->stream));
-    return *tensor == NULL ? -1 : 0;
-}
-
-/* ------------------------------------------------------------------------- */
-/* W8A16 on a GPU, few tokens: the weight-only product                       */
-
-static int aligned16(const void *pointer)
-{
-    return ((uintptr_t)pointer & 15u) == 0u;
-}
-
-/* Rows of x from first_row on (of `remaining`) that one launch of
- * kernels/gemv.cuh takes: up to 64 on the tensor cores (16 with block
- * scales) where fp8q_py_cuda_gemv_fp8_takes allows, else up to 8. */
-static int64_t launch_rows(layer_call *call, int64_t first_row,
-                           int64_t remaining, int scale_kind)
-{
-    static const int64_t tensor_core_rows[] = {
-        FP8Q_GEMV_TC_MAX_ROWS, FP8Q_GEMV_TC_MAX_BLOCK_SCALED_ROWS};
-    size_t i;
-
-    for (i = 0; i < sizeof tensor_core_rows / sizeof tensor_core_rows[0];
-         i++) {
-        const int64_t rows = remaining < tensor_core_rows[i]
-                                 ? remaining
-                                 : tensor_core_rows[i];
-        if (fp8q_py_cuda_gemv_fp8_takes(call->rows, first_row, rows,
-                                        scale_kind)) {
-            return rows;
-        }
-    }
-    return remaining < FP8Q_GEMV_MAX_ROWS ? remaining : FP8Q_GEMV_MAX_ROWS;
-}
-
-/* One launch of kernels/gemv.cuh for rows first_row.. of call->rows into
- * call->out_rows; where the weight has too few rows to fill the GPU
- * (fp8q_py_cuda_gemv_fp8_splits > 1), with a float32 scratch for the
- * splits' sums from the call's allocator (torch's for torch tensors, so
- * stream-ordered and CUDA-graph capturable), released after the launch
- * (the allocator orders its reuse after the launch on the stream). */
-static int gemv_launch(layer_call *call, int64_t first_row, int64_t rows,
-                       int scale_kind)
-{
-    const int splits = fp8q_py_cuda_gemv_fp8_splits(
-        call->rows, first_row, rows, call->weight, scale_kind);
-    fp8q_TensorObject *partial = NULL;
-    int64_t values;
-    int result;
-
-    if (splits > 1) {
-        values = (int64_t)splits * rows * call->weight->view.shape[0];
-        partial = new_tensor(call, FP8Q_FLOAT32, 1, &values, 1, NULL);
-        if (partial == NULL) {
-            return -1;
-        }
-    }
-    result = fp8q_py_cuda_gemv_fp8(call->rows, first_row, rows, call->weight,
-                                   call->weight_scale, scale_kind, call->bias,
-                                   call->out_rows, partial, splits,
-                                   call->stream);
-    Py_XDECREF(partial);
-    return result;
-}
-
-/* y = x . (weight * weight_scale)^T + bias (call->bias, imported by the
- * caller) by kernels/gemv.cuh when the call fits its contract (a GPU, K a
- * multiple of 16, 16-byte aligned operands) and, unless `every_row`, the
- * tokens fit one launch (up to 8, or up to 64 on the tensor cores:
- * fp8q_py_cuda_gemv_fp8_takes); with `every_row` any number of tokens runs
- * in launches of up to 64 rows (launch_rows). call->result is y; else
- * call->result stays NULL and nothing ran. */
-static int gemv_forward(layer_call *call, int every_row)
-{
-    const fp8q_view *x = &call->x->view;
-    const int64_t k = x->shape[x->ndim - 1];
-    const int64_t n = call->weight->view.shape[0];
-    int64_t shape[FP8Q_MAX_DIMS];
-    fp8q_granularity granularity;
-    fp8q_TensorObject *out;
-    int scale_kind;
-    int64_t m, first_row, rows;
-    int axis;
-
-    if (call->device.type != FP8Q_DEVICE_CUDA || k == 0 ||
-        k != call->weight->view.shape[1] || k % 16 != 0) {
-        return 0; /* the general path computes it, or says what is wrong */
-    }
-    m = fp8q_view_size(x) / k;
-    if (!every_row && (m < 1 || m > FP8Q_GEMV_TC_MAX_ROWS)) {
-        return 0;
-    }
-    if (weight_granularity(call, &granularity) < 0 ||
-        contiguous_on_gpu(call, &call->weight) < 0 ||
-        contiguous_on_gpu(call, &call->weight_scale) < 0 ||
-        (call->bias != NULL && contiguous_on_gpu(call, &call->bias) < 0) ||
-        make_rows(call, m, k) < 0) {
-        return -1;
-    }
-    scale_kind = granularity.kind == FP8Q_GRANULARITY_TENSOR ? FP8Q_GEMV_SCALE_TENSOR
-                 : granularity.kind == FP8Q_GRANULARITY_ROW  ? FP8Q_GEMV_SCALE_ROW
-                                                             : FP8Q_GEMV_SCALE_BLOCK;
-    if (call->weight_scale->view.dtype != FP8Q_FLOAT32 ||
-        !aligned16(call->rows->view.data) ||
-        !aligned16(call->weight->view.data) ||
-        (!every_row &&
-         !fp8q_py_cuda_gemv_fp8_takes(call->rows, 0, m, scale_kind))) {
-        return 0;
-    }
-    for (axis = 0; axis + 1 < x->ndim; axis++) {
-        shape[axis] = x->shape[axis];
-    }
-    shape[x->ndim - 1] = n;
-    out = new_tensor(call, x->dtype, x->ndim, shape, 1, &call->result);
-    if (out == NULL) {
-        return -1;
-    }
-    call->out_rows = matrix_view(out, m, n);
-    Py_DECREF(out);
-    if (call->out_rows == NULL) {
-        return -1;
-    }
-    for (first_row = 0; first_row < m; first_row += rows) {
-        rows = launch_rows(call, first_row, m - first_row, scale_kind);
-        if (gemv_launch(call, first_row, rows, scale_kind) < 0) {
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* ------------------------------------------------------------------------- */
-/* The module's functions                                                    */
-
-/* 0 when a vectorcall got exactly `count` positional arguments, else -1
- * with a TypeError. */
-static int positional(const char *function, Py_ssize_t n_args,
-                      Py_ssize_t count)
-{
-    if (n_args == count) {
-        return 0;
-    }
-    PyErr_Format(PyExc_TypeError, "%s() takes %zd positional arguments (%zd "
-                                  "given)",
-                 function, count, n_args);
-    return -1;
-}
-
-/* What an entry returns: the call's result, or NULL when `failed` (an
- * exception is set); the call's references are released either way. */
-static PyObject *finish(layer_call *call, int failed)
-{
-    PyObject *result = failed ? NULL : call->result;
-
-    if (!failed) {
-        call->result = NULL;
-    }
-    release(call);
     return result;
 }
 
@@ -974,15 +390,16 @@ static int import_quantized(layer_call *call, PyObject *quantized)
                         LAYER ": quantized must be None or (codes, scale)");
         return -1;
     }
-    call->codes = import(call, PyTuple_GET_ITEM(quantized, 0), "codes");
-    call->x_scale = call->codes != NULL
-                        ? import(call, PyTuple_GET_ITEM(quantized, 1),
-                                 "scale")
-                        : NULL;
+    call->codes =
+        fp8q_layer_import(call, PyTuple_GET_ITEM(quantized, 0), "codes");
+    call->x_scale =
+        call->codes != NULL
+            ? fp8q_layer_import(call, PyTuple_GET_ITEM(quantized, 1), "scale")
+            : NULL;
     call->quantized = 1;
     return call->x_scale == NULL ||
-                   check_device(call, call->codes, "codes") < 0 ||
-                   check_device(call, call->x_scale, "scale") < 0
+                   fp8q_layer_check_device(call, call->codes, "codes") < 0 ||
+                   fp8q_layer_check_device(call, call->x_scale, "scale") < 0
                ? -1
                : 0;
 }
@@ -999,7 +416,7 @@ static int fp8_layer_forward(layer_call *call, fp8q_layer_path path)
         fp8q_view_size(x) / k <=
             fp8q_cuda_fp8_layer_weight_only_tokens(call->x->cuda_device,
                                                    path)) {
-        if (gemv_forward(call, 0) < 0) {
+        if (fp8q_layer_gemv_forward(call, 0) < 0) {
             return -1;
         }
         if (call->result != NULL) {
@@ -1024,67 +441,16 @@ static PyObject *linear_layer(PyObject *module, PyObject *const *args,
                      n_args);
         return NULL;
     }
-    return finish(&call,
-                  parse_path(n_args >= 8 ? args[7] : Py_None, &path) < 0 ||
-                      parse_granularity(args[5], &call.granularity) < 0 ||
-                      import_x(&call, args[0], args[6]) < 0 ||
-                      import_weight(&call, args[1], args[2]) < 0 ||
-                      import_activation_arguments(&call, args[3], args[4]) <
-                          0 ||
-                      (n_args == 9 && import_quantized(&call, args[8]) < 0) ||
-                      fp8_layer_forward(&call, path) < 0);
-}
-
-static PyObject *layer_weight(PyObject *module, PyObject *const *args,
-                              Py_ssize_t n_args)
-{
-    layer_call call;
-
-    (void)module;
-    memset(&call, 0, sizeof call);
-    return finish(&call,
-                  positional("layer_weight", n_args, 5) < 0 ||
-                      parse_granularity(args[3], &call.granularity) < 0 ||
-                      import_x(&call, args[0], args[4]) < 0 ||
-                      import_weight(&call, args[1], args[2]) < 0 ||
-                      contiguous_on_gpu(&call, &call.weight) < 0 ||
-                      contiguous_on_gpu(&call, &call.weight_scale) < 0 ||
-                      dequantize_weight(&call) < 0);
-}
-
-/* layer_gemv and weight_only_gemv: the same arguments, `every_row` as
- * gemv_forward's. */
-static PyObject *gemv_entry(const char *name, PyObject *const *args,
-                            Py_ssize_t n_args, int every_row)
-{
-    layer_call call;
-    int failed;
-
-    memset(&call, 0, sizeof call);
-    failed = positional(name, n_args, 6) < 0 ||
-             parse_granularity(args[4], &call.granularity) < 0 ||
-             import_x(&call, args[0], args[5]) < 0 ||
-             import_weight(&call, args[1], args[2]) < 0 ||
-             import_activation_arguments(&call, args[3], Py_None) < 0 ||
-             gemv_forward(&call, every_row) < 0;
-    if (!failed && call.result == NULL) {
-        call.result = Py_NewRef(Py_None);
-    }
-    return finish(&call, failed);
-}
-
-static PyObject *layer_gemv(PyObject *module, PyObject *const *args,
-                            Py_ssize_t n_args)
-{
-    (void)module;
-    return gemv_entry("layer_gemv", args, n_args, 0);
-}
-
-static PyObject *weight_only_gemv(PyObject *module, PyObject *const *args,
-                                  Py_ssize_t n_args)
-{
-    (void)module;
-    return gemv_entry("weight_only_gemv", args, n_args, 1);
+    return fp8q_layer_finish(
+        &call,
+        parse_path(n_args >= 8 ? args[7] : Py_None, &path) < 0 ||
+            fp8q_layer_parse_granularity(args[5], &call.granularity) < 0 ||
+            fp8q_layer_import_x(&call, args[0], args[6]) < 0 ||
+            fp8q_layer_import_weight(&call, args[1], args[2]) < 0 ||
+            fp8q_layer_import_activation_arguments(&call, args[3], args[4]) <
+                0 ||
+            (n_args == 9 && import_quantized(&call, args[8]) < 0) ||
+            fp8_layer_forward(&call, path) < 0);
 }
 
 PyDoc_STRVAR(
@@ -1127,55 +493,9 @@ PyDoc_STRVAR(
     "row whose scale is not finite gives a row of NaN. Internal to "
     "fp8q.torch (docs/torch.md).");
 
-PyDoc_STRVAR(
-    layer_weight_doc,
-    "layer_weight(like, weight, weight_scale, granularity, stream)\n"
-    "--\n\n"
-    "The weight of fp8q.torch.Linear in floating point: weight (N, K) FP8 "
-    "times weight_scale at `granularity` (\"row\", \"tensor\", "
-    "\"block\": 128x128), rounded once into the dtype of `like` (float32, "
-    "float16 or bfloat16; any shape: the W8A16 forward's x, the backward's "
-    "grad_y), as a new (N, K) tensor on like's device (torch's allocator "
-    "and current stream for torch tensors, as linear_layer). Internal to "
-    "fp8q.torch.");
-
-PyDoc_STRVAR(
-    layer_gemv_doc,
-    "layer_gemv(x, weight, weight_scale, bias, granularity, stream)\n"
-    "--\n\n"
-    "The W8A16 forward of fp8q.torch.Linear for few tokens on a GPU: "
-    "y = x @ (weight * weight_scale).T + bias computed from the FP8 codes "
-    "in place (kernels/gemv.cuh: float32 sums, one rounding into x's "
-    "dtype), with no float copy of the weight. Returns y ((..., N) in x's "
-    "dtype, on x's device, from torch's allocator for torch tensors), or "
-    "None when the call is not one the kernels take (x on the CPU, more "
-    "than 8 tokens, except up to 64 float16 / bfloat16 tokens on the "
-    "tensor cores (16 with block scales; bfloat16 from compute capability "
-    "8.0), in_features not a multiple of 16, unaligned operands): "
-    "the caller then dequantizes the weight (layer_weight) and runs a "
-    "float GEMM. Arguments as linear_layer's. Internal to fp8q.torch.");
-
-PyDoc_STRVAR(
-    weight_only_gemv_doc,
-    "weight_only_gemv(x, weight, weight_scale, bias, granularity, stream)\n"
-    "--\n\n"
-    "layer_gemv for any number of tokens: fp8q.linear(..., "
-    "weight_only=True) on a GPU. The rows of x run in launches of up to 64 "
-    "(the tensor cores where layer_gemv's conditions allow, else 8 at a "
-    "time on the CUDA cores; each launch reads the whole weight). Returns "
-    "y, or None for x on the CPU, in_features not a multiple of 16 or "
-    "unaligned operands. Arguments as layer_gemv's, fp8q.Tensor or torch "
-    "tensors. Internal to fp8q.linear.");
-
 static PyMethodDef linear_layer_functions[] = {
-    {"layer_gemv", (PyCFunction)(void (*)(void))layer_gemv, METH_FASTCALL,
-     layer_gemv_doc},
-    {"weight_only_gemv", (PyCFunction)(void (*)(void))weight_only_gemv,
-     METH_FASTCALL, weight_only_gemv_doc},
     {"linear_layer", (PyCFunction)(void (*)(void))linear_layer,
      METH_FASTCALL, linear_layer_doc},
-    {"layer_weight", (PyCFunction)(void (*)(void))layer_weight,
-     METH_FASTCALL, layer_weight_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,0 +1,95 @@
+/*
+ * layer_call.h - one call of an fp8q.torch.Linear forward in C
+ * (linear_layer.c: W8A8; layer_weight_only.c: W8A16): the call's tensors,
+ * imported through DLPack's C exchange API when x comes from torch (views,
+ * torch's allocator and current stream) or as fp8q.asarray takes them, and
+ * the argument checks both entry files share. Each function returns 0 (or a
+ * new reference) on success, -1 (or NULL) with an exception naming
+ * fp8q.torch.Linear and the argument.
+ */
+#ifndef FP8Q_PYTHON_LAYER_CALL_H
+#define FP8Q_PYTHON_LAYER_CALL_H
+
+#include "python/binding.h"
+
+#define LAYER "fp8q.torch.Linear"
+
+typedef struct layer_call {
+    const fp8q_dl_exchange_api *api; /* x's producer's table, or NULL */
+    fp8q_cu_stream stream;
+    fp8q_py_device device;
+    fp8q_granularity_kind granularity; /* of the weight scales */
+    fp8q_TensorObject *x;              /* (..., K) float              */
+    fp8q_TensorObject *rows;           /* x as C-contiguous (M, K)    */
+    fp8q_TensorObject *weight;         /* (N, K) FP8                  */
+    fp8q_TensorObject *weight_scale;
+    fp8q_TensorObject *bias;        /* NULL or (N,)                   */
+    fp8q_TensorObject *input_scale; /* NULL or one float32            */
+    fp8q_TensorObject *codes;       /* x quantized, (M, K) e4m3fn     */
+    fp8q_TensorObject *x_scale;
+    int quantized;               /* codes, x_scale given by the caller */
+    fp8q_TensorObject *out_rows; /* the result as (M, N)               */
+    PyObject *result;            /* what the call returns             */
+} layer_call;
+
+/* A tensor argument: a view through x's exchange table when `object` has
+ * the same one, else as fp8q.asarray takes it (no copy). */
+fp8q_TensorObject *fp8q_layer_import(layer_call *call, PyObject *object,
+                                     const char *name);
+
+/* A new uninitialised C-contiguous tensor on the call's device, from
+ * torch's allocator when x has an exchange table and `from_producer`, else
+ * fp8q's; *producer_out (may be NULL) receives the object to hand back. */
+fp8q_TensorObject *fp8q_layer_new_tensor(layer_call *call, fp8q_dtype dtype,
+                                         int ndim, const int64_t *shape,
+                                         int from_producer,
+                                         PyObject **producer_out);
+
+/* A 2-D view (rows, cols) of a C-contiguous tensor. */
+fp8q_TensorObject *fp8q_layer_matrix_view(fp8q_TensorObject *tensor,
+                                          int64_t rows, int64_t cols);
+
+/* granularity= ("row", "tensor", "block") into *kind. */
+int fp8q_layer_parse_granularity(PyObject *object,
+                                 fp8q_granularity_kind *kind);
+
+/* x (..., K) float32 / float16 / bfloat16, which gives the call its device
+ * and stream: torch's current stream for a torch tensor (other torch
+ * arguments are then imported as last used there), else `stream_object`
+ * when not None, or the stream of x's last use. */
+int fp8q_layer_import_x(layer_call *call, PyObject *x_object,
+                        PyObject *stream_object);
+
+/* 0 when `tensor` is on x's device, else -1 with ValueError naming it. */
+int fp8q_layer_check_device(layer_call *call, const fp8q_TensorObject *tensor,
+                            const char *name);
+
+/* The FP8 weight (N, K) and its scales at the call's granularity, on x's
+ * device; CPU scales are checked (finite, > 0), a GPU's are not read back. */
+int fp8q_layer_import_weight(layer_call *call, PyObject *weight_object,
+                             PyObject *scale_object);
+
+/* bias (None or N values) and input_scale (None or one float32). */
+int fp8q_layer_import_activation_arguments(layer_call *call, PyObject *bias,
+                                           PyObject *input_scale);
+
+/* call->rows: x as a C-contiguous (M, K) tensor (a view, or a copy on x's
+ * device when x is not C-contiguous). */
+int fp8q_layer_make_rows(layer_call *call, int64_t m, int64_t k);
+
+/* 0 when a vectorcall got exactly `count` positional arguments, else -1
+ * with a TypeError. */
+int fp8q_layer_positional(const char *function, Py_ssize_t n_args,
+                          Py_ssize_t count);
+
+/* What an entry returns: the call's result, or NULL when `failed`; the
+ * call's references are released either way. */
+PyObject *fp8q_layer_finish(layer_call *call, int failed);
+
+/* layer_weight_only.c: the weight-only product of the call (x's rows in
+ * launches the gemv kernels take; `every_row` 0: only when all of x fits
+ * one launch, as linear_layer's few-token path). call->result stays NULL
+ * when the kernels do not take the call. */
+int fp8q_layer_gemv_forward(layer_call *call, int every_row);
+
+#endif

@@ -1,0 +1,327 @@
+/*
+ * layer_weight_only.c - the W8A16 side of an fp8q.torch.Linear in C:
+ *
+ *   _C.layer_weight(x, weight, weight_scale, granularity, stream)
+ *                                          W in x's dtype
+ *   _C.layer_gemv(x, weight, weight_scale, bias, granularity, stream)
+ *                                          few tokens on a GPU: y from the
+ *                                          FP8 codes in place
+ *   _C.weight_only_gemv(...)               the same for any token count
+ *                                          (fp8q.linear(weight_only=True))
+ *
+ * and the weight-only product a W8A8 call takes for few tokens
+ * (fp8q_layer_gemv_forward, linear_layer.c). The call's tensors come from
+ * layer_call.c.
+ */
+#include <string.h>
+
+#include "python/layer_call.h"
+
+#include "core/quantize.h"
+#include "gemv.cuh"
+
+/* weight dequantized into a new (N, K) tensor of x's dtype on x's device
+ * (x being `like`; from x's producer when it has an exchange table):
+ * call->result. */
+/* The weight scales' granularity (128x128 blocks for "block"), checked
+ * against the weight's and the scale's shapes. */
+static int weight_granularity(layer_call *call, fp8q_granularity *granularity)
+{
+    fp8q_error error;
+    fp8q_status status;
+
+    memset(granularity, 0, sizeof *granularity);
+    granularity->kind = call->granularity;
+    if (call->granularity == FP8Q_GRANULARITY_BLOCK) {
+        granularity->block_rows = FP8Q_SCALED_MM_BLOCK;
+        granularity->block_cols = FP8Q_SCALED_MM_BLOCK;
+    }
+    fp8q_error_clear(&error);
+    status = fp8q_check_scale_shape(granularity, &call->weight->view,
+                                    &call->weight_scale->view, &error);
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        fp8q_py_error_add_prefix(LAYER ": weight_scale: ");
+        return -1;
+    }
+    return 0;
+}
+
+static int dequantize_weight(layer_call *call)
+{
+    const fp8q_view *weight = &call->weight->view;
+    fp8q_granularity granularity;
+    fp8q_TensorObject *destination;
+    fp8q_error error;
+    fp8q_status status;
+
+    if (weight_granularity(call, &granularity) < 0) {
+        return -1;
+    }
+    destination = fp8q_layer_new_tensor(call, call->x->view.dtype, 2,
+                                        weight->shape, 1, &call->result);
+    if (destination == NULL) {
+        return -1;
+    }
+    if (call->device.type == FP8Q_DEVICE_CUDA) {
+        const int result = fp8q_py_cuda_dequantize(
+            call->weight, call->weight_scale, &granularity, destination,
+            call->stream);
+        Py_DECREF(destination);
+        return result;
+    }
+    fp8q_error_clear(&error);
+    FP8Q_PY_BEGIN_INTERRUPTIBLE
+    status = fp8q_dequantize(weight, &call->weight_scale->view, &granularity,
+                             &destination->view, &error);
+    FP8Q_PY_END_INTERRUPTIBLE(status)
+    Py_DECREF(destination);
+    return fp8q_py_raise_on_failure(status, &error);
+}
+
+/* A C-contiguous view of a weight, scale or bias for the GPU kernels (a copy
+ * when needed). */
+static int contiguous_on_gpu(layer_call *call, fp8q_TensorObject **tensor)
+{
+    if (call->device.type != FP8Q_DEVICE_CUDA ||
+        fp8q_view_is_contiguous(&(*tensor)->view)) {
+        return 0;
+    }
+    Py_SETREF(*tensor, fp8q_py_cuda_contiguous(*tensor, call->stream));
+    return *tensor == NULL ? -1 : 0;
+}
+
+static int aligned16(const void *pointer)
+{
+    return ((uintptr_t)pointer & 15u) == 0u;
+}
+
+/* Rows of x from first_row on (of `remaining`) that one launch of
+ * kernels/gemv.cuh takes: up to 64 on the tensor cores (16 with block
+ * scales) where fp8q_py_cuda_gemv_fp8_takes allows, else up to 8. */
+static int64_t launch_rows(layer_call *call, int64_t first_row,
+                           int64_t remaining, int scale_kind)
+{
+    static const int64_t tensor_core_rows[] = {
+        FP8Q_GEMV_TC_MAX_ROWS, FP8Q_GEMV_TC_MAX_BLOCK_SCALED_ROWS};
+    size_t i;
+
+    for (i = 0; i < sizeof tensor_core_rows / sizeof tensor_core_rows[0];
+         i++) {
+        const int64_t rows = remaining < tensor_core_rows[i]
+                                 ? remaining
+                                 : tensor_core_rows[i];
+        if (fp8q_py_cuda_gemv_fp8_takes(call->rows, first_row, rows,
+                                        scale_kind)) {
+            return rows;
+        }
+    }
+    return remaining < FP8Q_GEMV_MAX_ROWS ? remaining : FP8Q_GEMV_MAX_ROWS;
+}
+
+/* One launch of kernels/gemv.cuh for rows first_row.. of call->rows into
+ * call->out_rows; where the weight has too few rows to fill the GPU
+ * (fp8q_py_cuda_gemv_fp8_splits > 1), with a float32 scratch for the
+ * splits' sums from the call's allocator (torch's for torch tensors, so
+ * stream-ordered and CUDA-graph capturable), released after the launch
+ * (the allocator orders its reuse after the launch on the stream). */
+static int gemv_launch(layer_call *call, int64_t first_row, int64_t rows,
+                       int scale_kind)
+{
+    const int splits = fp8q_py_cuda_gemv_fp8_splits(
+        call->rows, first_row, rows, call->weight, scale_kind);
+    fp8q_TensorObject *partial = NULL;
+    int64_t values;
+    int result;
+
+    if (splits > 1) {
+        values = (int64_t)splits * rows * call->weight->view.shape[0];
+        partial =
+            fp8q_layer_new_tensor(call, FP8Q_FLOAT32, 1, &values, 1, NULL);
+        if (partial == NULL) {
+            return -1;
+        }
+    }
+    result = fp8q_py_cuda_gemv_fp8(call->rows, first_row, rows, call->weight,
+                                   call->weight_scale, scale_kind, call->bias,
+                                   call->out_rows, partial, splits,
+                                   call->stream);
+    Py_XDECREF(partial);
+    return result;
+}
+
+/* y = x . (weight * weight_scale)^T + bias (call->bias, imported by the
+ * caller) by kernels/gemv.cuh when the call fits its contract (a GPU, K a
+ * multiple of 16, 16-byte aligned operands) and, unless `every_row`, the
+ * tokens fit one launch (up to 8, or up to 64 on the tensor cores:
+ * fp8q_py_cuda_gemv_fp8_takes); with `every_row` any number of tokens runs
+ * in launches of up to 64 rows (launch_rows). call->result is y; else
+ * call->result stays NULL and nothing ran. */
+int fp8q_layer_gemv_forward(layer_call *call, int every_row)
+{
+    const fp8q_view *x = &call->x->view;
+    const int64_t k = x->shape[x->ndim - 1];
+    const int64_t n = call->weight->view.shape[0];
+    int64_t shape[FP8Q_MAX_DIMS];
+    fp8q_granularity granularity;
+    fp8q_TensorObject *out;
+    int scale_kind;
+    int64_t m, first_row, rows;
+    int axis;
+
+    if (call->device.type != FP8Q_DEVICE_CUDA || k == 0 ||
+        k != call->weight->view.shape[1] || k % 16 != 0) {
+        return 0; /* the general path computes it, or says what is wrong */
+    }
+    m = fp8q_view_size(x) / k;
+    if (!every_row && (m < 1 || m > FP8Q_GEMV_TC_MAX_ROWS)) {
+        return 0;
+    }
+    if (weight_granularity(call, &granularity) < 0 ||
+        contiguous_on_gpu(call, &call->weight) < 0 ||
+        contiguous_on_gpu(call, &call->weight_scale) < 0 ||
+        (call->bias != NULL && contiguous_on_gpu(call, &call->bias) < 0) ||
+        fp8q_layer_make_rows(call, m, k) < 0) {
+        return -1;
+    }
+    scale_kind =
+        granularity.kind == FP8Q_GRANULARITY_TENSOR ? FP8Q_GEMV_SCALE_TENSOR
+        : granularity.kind == FP8Q_GRANULARITY_ROW  ? FP8Q_GEMV_SCALE_ROW
+                                                    : FP8Q_GEMV_SCALE_BLOCK;
+    if (call->weight_scale->view.dtype != FP8Q_FLOAT32 ||
+        !aligned16(call->rows->view.data) ||
+        !aligned16(call->weight->view.data) ||
+        (!every_row &&
+         !fp8q_py_cuda_gemv_fp8_takes(call->rows, 0, m, scale_kind))) {
+        return 0;
+    }
+    for (axis = 0; axis + 1 < x->ndim; axis++) {
+        shape[axis] = x->shape[axis];
+    }
+    shape[x->ndim - 1] = n;
+    out =
+        fp8q_layer_new_tensor(call, x->dtype, x->ndim, shape, 1, &call->result);
+    if (out == NULL) {
+        return -1;
+    }
+    call->out_rows = fp8q_layer_matrix_view(out, m, n);
+    Py_DECREF(out);
+    if (call->out_rows == NULL) {
+        return -1;
+    }
+    for (first_row = 0; first_row < m; first_row += rows) {
+        rows = launch_rows(call, first_row, m - first_row, scale_kind);
+        if (gemv_launch(call, first_row, rows, scale_kind) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *layer_weight(PyObject *module, PyObject *const *args,
+                              Py_ssize_t n_args)
+{
+    layer_call call;
+
+    (void)module;
+    memset(&call, 0, sizeof call);
+    return fp8q_layer_finish(
+        &call,
+        fp8q_layer_positional("layer_weight", n_args, 5) < 0 ||
+            fp8q_layer_parse_granularity(args[3], &call.granularity) < 0 ||
+            fp8q_layer_import_x(&call, args[0], args[4]) < 0 ||
+            fp8q_layer_import_weight(&call, args[1], args[2]) < 0 ||
+            contiguous_on_gpu(&call, &call.weight) < 0 ||
+            contiguous_on_gpu(&call, &call.weight_scale) < 0 ||
+            dequantize_weight(&call) < 0);
+}
+
+/* layer_gemv and weight_only_gemv: the same arguments, `every_row` as
+ * gemv_forward's. */
+static PyObject *gemv_entry(const char *name, PyObject *const *args,
+                            Py_ssize_t n_args, int every_row)
+{
+    layer_call call;
+    int failed;
+
+    memset(&call, 0, sizeof call);
+    failed =
+        fp8q_layer_positional(name, n_args, 6) < 0 ||
+        fp8q_layer_parse_granularity(args[4], &call.granularity) < 0 ||
+        fp8q_layer_import_x(&call, args[0], args[5]) < 0 ||
+        fp8q_layer_import_weight(&call, args[1], args[2]) < 0 ||
+        fp8q_layer_import_activation_arguments(&call, args[3], Py_None) < 0 ||
+        fp8q_layer_gemv_forward(&call, every_row) < 0;
+    if (!failed && call.result == NULL) {
+        call.result = Py_NewRef(Py_None);
+    }
+    return fp8q_layer_finish(&call, failed);
+}
+
+static PyObject *layer_gemv(PyObject *module, PyObject *const *args,
+                            Py_ssize_t n_args)
+{
+    (void)module;
+    return gemv_entry("layer_gemv", args, n_args, 0);
+}
+
+static PyObject *weight_only_gemv(PyObject *module, PyObject *const *args,
+                                  Py_ssize_t n_args)
+{
+    (void)module;
+    return gemv_entry("weight_only_gemv", args, n_args, 1);
+}
+
+PyDoc_STRVAR(
+    layer_weight_doc,
+    "layer_weight(like, weight, weight_scale, granularity, stream)\n"
+    "--\n\n"
+    "The weight of fp8q.torch.Linear in floating point: weight (N, K) FP8 "
+    "times weight_scale at `granularity` (\"row\", \"tensor\", "
+    "\"block\": 128x128), rounded once into the dtype of `like` (float32, "
+    "float16 or bfloat16; any shape: the W8A16 forward's x, the backward's "
+    "grad_y), as a new (N, K) tensor on like's device (torch's allocator "
+    "and current stream for torch tensors, as linear_layer). Internal to "
+    "fp8q.torch.");
+
+PyDoc_STRVAR(
+    layer_gemv_doc,
+    "layer_gemv(x, weight, weight_scale, bias, granularity, stream)\n"
+    "--\n\n"
+    "The W8A16 forward of fp8q.torch.Linear for few tokens on a GPU: "
+    "y = x @ (weight * weight_scale).T + bias computed from the FP8 codes "
+    "in place (kernels/gemv.cuh: float32 sums, one rounding into x's "
+    "dtype), with no float copy of the weight. Returns y ((..., N) in x's "
+    "dtype, on x's device, from torch's allocator for torch tensors), or "
+    "None when the call is not one the kernels take (x on the CPU, more "
+    "than 8 tokens, except up to 64 float16 / bfloat16 tokens on the "
+    "tensor cores (16 with block scales; bfloat16 from compute capability "
+    "8.0), in_features not a multiple of 16, unaligned operands): "
+    "the caller then dequantizes the weight (layer_weight) and runs a "
+    "float GEMM. Arguments as linear_layer's. Internal to fp8q.torch.");
+
+PyDoc_STRVAR(
+    weight_only_gemv_doc,
+    "weight_only_gemv(x, weight, weight_scale, bias, granularity, stream)\n"
+    "--\n\n"
+    "layer_gemv for any number of tokens: fp8q.linear(..., "
+    "weight_only=True) on a GPU. The rows of x run in launches of up to 64 "
+    "(the tensor cores where layer_gemv's conditions allow, else 8 at a "
+    "time on the CUDA cores; each launch reads the whole weight). Returns "
+    "y, or None for x on the CPU, in_features not a multiple of 16 or "
+    "unaligned operands. Arguments as layer_gemv's, fp8q.Tensor or torch "
+    "tensors. Internal to fp8q.linear.");
+
+static PyMethodDef layer_weight_only_functions[] = {
+    {"layer_gemv", (PyCFunction)(void (*)(void))layer_gemv, METH_FASTCALL,
+     layer_gemv_doc},
+    {"weight_only_gemv", (PyCFunction)(void (*)(void))weight_only_gemv,
+     METH_FASTCALL, weight_only_gemv_doc},
+    {"layer_weight", (PyCFunction)(void (*)(void))layer_weight,
+     METH_FASTCALL, layer_weight_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int fp8q_py_layer_weight_only_init(PyObject *module)
+{
+    return PyModule_AddFunctions(module, layer_weight_only_functions);
+}
