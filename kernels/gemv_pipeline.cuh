@@ -60,6 +60,28 @@ FP8Q_GEMV_PIPELINE_FUNCTION void fp8q_gemv_pipeline_walk(int64_t count, Pipe &pi
     }
 }
 
+/* The walk where copies cannot be asynchronous (sm_75, whose copies
+ * through <cuda_pipeline.h> would block): chunk c + 1's codes are loaded
+ * into registers (Pipe::codes_t) while chunk c is used, two chunks in
+ * flight, no stages. Pipe: load(chunk, codes) reads a chunk into codes,
+ * use_codes(chunk, codes) uses them. */
+template <class Pipe>
+FP8Q_GEMV_PIPELINE_FUNCTION void fp8q_gemv_register_walk(int64_t count, Pipe &pipe)
+{
+    typename Pipe::codes_t codes, next;
+
+    if (count > 0) {
+        pipe.load((int64_t)0, next);
+    }
+    for (int64_t chunk = 0; chunk < count; chunk++) {
+        codes = next;
+        if (chunk + 1 < count) {
+            pipe.load(chunk + 1, next);
+        }
+        pipe.use_codes(chunk, codes);
+    }
+}
+
 /* The chunks of `chunk` values of k (a divisor of FP8Q_GEMV_BLOCK) that
  * split `split` of `splits` takes (kernels/gemv.cuh, "Split k"; splits 1:
  * all of k): [*first, *end), the last one possibly ending past k_total

@@ -18,8 +18,10 @@
  * in warp order, and one pass applies the scales and the bias and rounds
  * once into x's dtype (or stores the split's sums). WMMA is CUDA C++
  * (mma.h), no inline asm; its float16 shapes run on sm_70+, bfloat16 on
- * sm_80+; the asynchronous copies are sm_80's, and <cuda_pipeline.h> makes
- * them ordinary copies on sm_75.
+ * sm_80+; the asynchronous copies are sm_80's: on sm_75, where
+ * <cuda_pipeline.h> would make them blocking copies, a warp holds its next
+ * chunk in registers instead (gemv_pipeline.cuh's fp8q_gemv_register_walk)
+ * and the block has no ring.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -48,7 +50,18 @@
  * memory, under the 48 KiB every architecture gives without opting in. */
 #define TC_STAGES 3
 #define TC_TILE_BYTES (TC_WARPS * TC_WEIGHT_ROWS * TC_STRIDE * 2)
+/* Asynchronous copies exist from sm_80; <cuda_pipeline.h> turns them into
+ * blocking copies below, where a copy's load would stall its warp before
+ * the decode. There (sm_75) a warp keeps its next chunk in registers
+ * instead (fp8q_gemv_register_walk), with no ring: 20 KiB of shared memory, so
+ * Turing's 64 KiB hold three blocks, not one. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define TC_ASYNC_COPIES 0
+#define TC_RAW_BYTES 0
+#else
+#define TC_ASYNC_COPIES 1
 #define TC_RAW_BYTES (TC_WARPS * TC_STAGES * TC_WEIGHT_ROWS * TC_CHUNK)
+#endif
 #define TC_SHARED_BYTES (TC_TILE_BYTES + TC_RAW_BYTES)
 
 static_assert(TC_SHARED_BYTES <= 48 * 1024, "static shared memory stays within 48 KiB");
@@ -141,6 +154,28 @@ template <class Use> struct code_pipe {
             }
         }
     }
+    /* The register walk's (sm_75): a chunk's pieces held in registers,
+     * loaded straight from memory, then used. */
+    struct codes_t {
+        uint4 piece[TC_LOADS];
+    };
+    __device__ __forceinline__ void load(int64_t chunk, codes_t &codes) const
+    {
+        const int64_t k0 = chunk_k(chunk);
+#pragma unroll
+        for (int t = 0; t < TC_LOADS; t++) {
+            const int piece = lane + FP8Q_WARP_SIZE * t;
+            const int64_t row = first_row + piece / 2;
+            const int64_t column = k0 + 16 * (piece % 2);
+            codes.piece[t] = row < args.n && column < args.k
+                                 ? *(const uint4 *)(args.weight + row * args.k + column)
+                                 : make_uint4(0u, 0u, 0u, 0u);
+        }
+    }
+    __device__ __forceinline__ void use_codes(int64_t chunk, const codes_t &codes)
+    {
+        use(chunk_k(chunk), codes.piece);
+    }
     __device__ __forceinline__ void commit() { __pipeline_commit(); }
     template <int N> __device__ __forceinline__ void wait() { __pipeline_wait_prior(N); }
     __device__ __forceinline__ void consume(int64_t chunk, int stage)
@@ -216,6 +251,7 @@ static __device__ __forceinline__ void tensor_core_run(const fp8q_gemv_fp8_args 
     mma_t(*const tiles)[TC_WEIGHT_ROWS][TC_STRIDE] = (mma_t(*)[TC_WEIGHT_ROWS][TC_STRIDE])shared;
     float(*const block_sums)[TC_X_ROWS][TC_WEIGHT_ROWS] =
         (float(*)[TC_X_ROWS][TC_WEIGHT_ROWS])shared;
+    /* Each warp's ring of raw stages (none on sm_75: never read there). */
     uint4(*const raws)[TC_STAGES][TC_LOADS * FP8Q_WARP_SIZE] =
         (uint4(*)[TC_STAGES][TC_LOADS * FP8Q_WARP_SIZE])(shared + TC_TILE_BYTES);
     static_assert(TC_TILE_BYTES >= sizeof(float) * SLICES * TC_X_ROWS * TC_WEIGHT_ROWS,
@@ -277,8 +313,12 @@ static __device__ __forceinline__ void tensor_core_run(const fp8q_gemv_fp8_args 
         };
         code_pipe<decltype(use)> pipe = {args, first_row, first_chunk + warp, lane,
                                          raws[warp], use};
-        fp8q_gemv_pipeline_walk<TC_STAGES>(
-            fp8q_gemv_warp_chunks(first_chunk, end_chunk, warp, TC_WARPS), pipe);
+        const int64_t count = fp8q_gemv_warp_chunks(first_chunk, end_chunk, warp, TC_WARPS);
+#if TC_ASYNC_COPIES
+        fp8q_gemv_pipeline_walk<TC_STAGES>(count, pipe);
+#else
+        fp8q_gemv_register_walk(count, pipe);
+#endif
 
         /* The warps' sums into block_sums, in warp order. */
         __syncthreads(); /* every warp is done with its tile */

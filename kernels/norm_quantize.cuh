@@ -13,12 +13,13 @@
  *   the same rounding into x's dtype and the same codes and scales from
  *   them; the row's sums are float32 here (each thread's strided partial
  *   sum, each warp's by shuffles, then the warps' in order), float64 on
- *   the CPU, so `normed` may
- *   differ from the CPU's where the spread's float32 rounding does.
+ *   the CPU, so `normed` may differ from the CPU's by float32's summation
+ *   error in the statistics, and by overflow (norm_quantize.h).
  *   block: FP8Q_NORM_QUANTIZE_THREADS threads; no dynamic shared memory.
  *   grid: any size >= 1; block b handles rows b, b + grid, ...; the host
  *   launches one block per row up to FP8Q_NORM_QUANTIZE_MAX_GRID. A block
- *   reads its row of x twice (statistics, then values: the second read
+ *   reads its row of x twice for RMSNorm, three times for LayerNorm (mean,
+ *   spread, then values: the later reads
  *   mostly from L1/L2), writes normed, reduces the amax of the rounded
  *   values, then writes the codes from normed as it wrote it (re-read by
  *   the same threads that wrote it, so no barrier is needed beyond the

@@ -17,7 +17,9 @@
  * k from 16 to 20,000 (multiples of 16) and 1 to FP8Q_GEMV_MAX_SPLITS
  * splits, that the splits' chunks of 32 and the 8 warps' shares of them
  * cover the chunks of k exactly once, each split starting on a 128-value
- * boundary. Built and run by tests/test_cuda_fp8_emulation.py:
+ * boundary; and that sm_75's register walk (fp8q_gemv_register_walk) uses
+ * every chunk once, in order, its own codes. Built and run by
+ * tests/test_cuda_fp8_emulation.py:
  *
  *     g++ -O2 -Ikernels tests/gemv_pipeline_emulation.cpp -o pipeline
  *
@@ -110,6 +112,45 @@ template <int STAGES, int WAIT> static long walk_mismatches(void)
     return mismatches;
 }
 
+/* The register walk's Pipe (sm_75): a chunk's "codes" are its number;
+ * checks each chunk is used once, in order, with its own codes, and that
+ * no more than two chunks are held at once. */
+struct register_pipe {
+    struct codes_t {
+        int64_t chunk;
+    };
+    int64_t next_to_use = 0;
+    int64_t loaded = 0;
+    long mismatches = 0;
+
+    void load(int64_t chunk, codes_t &codes)
+    {
+        if (chunk != loaded || chunk > next_to_use + 1) {
+            mismatches++;
+        }
+        codes.chunk = chunk;
+        loaded = chunk + 1;
+    }
+    void use_codes(int64_t chunk, const codes_t &codes)
+    {
+        if (chunk != next_to_use || codes.chunk != chunk) {
+            mismatches++;
+        }
+        next_to_use = chunk + 1;
+    }
+};
+
+static long register_walk_mismatches(void)
+{
+    long mismatches = 0;
+    for (int64_t count = 0; count <= 40; count++) {
+        register_pipe pipe;
+        fp8q_gemv_register_walk(count, pipe);
+        mismatches += pipe.mismatches + (pipe.next_to_use != count);
+    }
+    return mismatches;
+}
+
 /* Mismatches of the cut of k: each chunk of 32 values below k taken by
  * exactly one (split, warp), splits starting at multiples of 128, no
  * chunk past k's last. */
@@ -153,9 +194,11 @@ int main(void)
                        walk_mismatches<4, 3>() + walk_mismatches<5, 4>();
     const long mutant = walk_mismatches<3, 3>();
     const long splits = split_mismatches();
+    const long registers = register_walk_mismatches();
     printf("MUST pipeline walk, 2 to 5 stages, 0 to 40 chunks: %ld mismatches\n", walks);
     printf("MUST mutant walk waiting one group fewer caught: %ld mismatches\n",
            mutant > 0 ? 0L : 1L);
     printf("MUST splits and warps cover k once: %ld mismatches\n", splits);
-    return walks == 0 && mutant > 0 && splits == 0 ? 0 : 1;
+    printf("MUST register walk (sm_75), 0 to 40 chunks: %ld mismatches\n", registers);
+    return walks == 0 && mutant > 0 && splits == 0 && registers == 0 ? 0 : 1;
 }

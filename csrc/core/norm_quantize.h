@@ -18,8 +18,12 @@
  * NaN scale and NaN codes: its row of any product is NaN (the GPU quantize's
  * contract, kernels/quantize_rows.cuh). The reductions run in float64 on
  * the CPU (in this order: c = 0, 1, ...), in float32 on the GPU (a tree per
- * row), so normed may differ between them in the last bit of the spread's
- * rounding; codes and scale are always exactly the quantize of normed.
+ * row), so normed may differ between them by float32's summation error in
+ * the statistics (a few ulps of the mean and spread for ordinary rows;
+ * LayerNorm's mean can cancel, and a row with |x| above about 1.8e19
+ * overflows the GPU's float32 spread to infinity, giving a zero row with
+ * scale 1 where the CPU gives finite values, as a float32 RMSNorm in torch
+ * would); codes and scale are always exactly the quantize of normed.
  */
 #ifndef FP8Q_CORE_NORM_QUANTIZE_H
 #define FP8Q_CORE_NORM_QUANTIZE_H

@@ -14,6 +14,14 @@
 #if FP8Q_CUDA_THREADS_PER_BLOCK > FP8Q_CAST_THREADS
 #error "the cast kernels' launch bounds allow fewer threads per block"
 #endif
+/* fp8q_cuda_device's occupancy figures are for blocks of
+ * FP8Q_CUDA_THREADS_PER_BLOCK threads; these kernels' grids use them. */
+#if FP8Q_CUDA_THREADS_PER_BLOCK != FP8Q_GEMV_THREADS
+#error "the weight-only kernels' grids assume the occupancy's block size"
+#endif
+#if FP8Q_CUDA_THREADS_PER_BLOCK != FP8Q_NORM_QUANTIZE_THREADS
+#error "the norm quantize kernel's grid assumes the occupancy's block size"
+#endif
 /* Elements a thread handles per grid-stride step of the elementwise
  * kernels: 16 bytes of float16 / bfloat16 input. */
 #define ELEMENTS_PER_THREAD 8
