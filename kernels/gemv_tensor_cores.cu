@@ -137,20 +137,26 @@ template <class Use> struct code_pipe {
     {
         return (first_chunk + chunk * TC_WARPS) * TC_CHUNK;
     }
+    /* Where the lane's piece t of chunk `chunk` starts in the weight, or
+     * NULL past n or k (the piece is zeros). */
+    __device__ __forceinline__ const uint8_t *piece_source(int64_t chunk, int t) const
+    {
+        const int piece = lane + FP8Q_WARP_SIZE * t;
+        const int64_t row = first_row + piece / 2;
+        const int64_t column = chunk_k(chunk) + 16 * (piece % 2);
+        return row < args.n && column < args.k ? args.weight + row * args.k + column : NULL;
+    }
     __device__ __forceinline__ void issue(int64_t chunk, int stage)
     {
-        const int64_t k0 = chunk_k(chunk);
 #pragma unroll
         for (int t = 0; t < TC_LOADS; t++) {
-            const int piece = lane + FP8Q_WARP_SIZE * t;
-            const int64_t row = first_row + piece / 2;
-            const int64_t column = k0 + 16 * (piece % 2);
-            if (row < args.n && column < args.k) {
-                __pipeline_memcpy_async(&raw[stage][piece], args.weight + row * args.k + column,
-                                        sizeof(uint4));
+            const uint8_t *source = piece_source(chunk, t);
+            uint4 *piece = &raw[stage][lane + FP8Q_WARP_SIZE * t];
+            if (source != NULL) {
+                __pipeline_memcpy_async(piece, source, sizeof(uint4));
             }
             else {
-                raw[stage][piece] = make_uint4(0u, 0u, 0u, 0u);
+                *piece = make_uint4(0u, 0u, 0u, 0u);
             }
         }
     }
@@ -161,15 +167,11 @@ template <class Use> struct code_pipe {
     };
     __device__ __forceinline__ void load(int64_t chunk, codes_t &codes) const
     {
-        const int64_t k0 = chunk_k(chunk);
 #pragma unroll
         for (int t = 0; t < TC_LOADS; t++) {
-            const int piece = lane + FP8Q_WARP_SIZE * t;
-            const int64_t row = first_row + piece / 2;
-            const int64_t column = k0 + 16 * (piece % 2);
-            codes.piece[t] = row < args.n && column < args.k
-                                 ? *(const uint4 *)(args.weight + row * args.k + column)
-                                 : make_uint4(0u, 0u, 0u, 0u);
+            const uint8_t *source = piece_source(chunk, t);
+            codes.piece[t] =
+                source != NULL ? *(const uint4 *)source : make_uint4(0u, 0u, 0u, 0u);
         }
     }
     __device__ __forceinline__ void use_codes(int64_t chunk, const codes_t &codes)

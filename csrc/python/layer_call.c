@@ -336,6 +336,27 @@ int fp8q_layer_import_activation_arguments(layer_call *call, PyObject *bias,
     return 0;
 }
 
+int fp8q_layer_make_output(layer_call *call, int64_t m, int64_t n)
+{
+    const fp8q_view *x = &call->x->view;
+    int64_t shape[FP8Q_MAX_DIMS];
+    fp8q_TensorObject *out;
+    int axis;
+
+    for (axis = 0; axis + 1 < x->ndim; axis++) {
+        shape[axis] = x->shape[axis];
+    }
+    shape[x->ndim - 1] = n;
+    out = fp8q_layer_new_tensor(call, x->dtype, x->ndim, shape, 1,
+                                &call->result);
+    if (out == NULL) {
+        return -1;
+    }
+    call->out_rows = fp8q_layer_matrix_view(out, m, n);
+    Py_DECREF(out);
+    return call->out_rows == NULL ? -1 : 0;
+}
+
 /* 0 when a vectorcall got exactly `count` positional arguments, else -1
  * with a TypeError. */
 int fp8q_layer_positional(const char *function, Py_ssize_t n_args,

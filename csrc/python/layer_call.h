@@ -77,6 +77,11 @@ int fp8q_layer_import_activation_arguments(layer_call *call, PyObject *bias,
  * device when x is not C-contiguous). */
 int fp8q_layer_make_rows(layer_call *call, int64_t m, int64_t k);
 
+/* The call's result: a new tensor of x's shape with n as its last axis,
+ * in x's dtype (torch's allocator for torch x), as call->result, and
+ * call->out_rows its (m, n) view. */
+int fp8q_layer_make_output(layer_call *call, int64_t m, int64_t n);
+
 /* 0 when a vectorcall got exactly `count` positional arguments, else -1
  * with a TypeError. */
 int fp8q_layer_positional(const char *function, Py_ssize_t n_args,

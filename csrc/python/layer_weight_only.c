@@ -161,12 +161,9 @@ int fp8q_layer_gemv_forward(layer_call *call, int every_row)
     const fp8q_view *x = &call->x->view;
     const int64_t k = x->shape[x->ndim - 1];
     const int64_t n = call->weight->view.shape[0];
-    int64_t shape[FP8Q_MAX_DIMS];
     fp8q_granularity granularity;
-    fp8q_TensorObject *out;
     int scale_kind;
     int64_t m, first_row, rows;
-    int axis;
 
     if (call->device.type != FP8Q_DEVICE_CUDA || k == 0 ||
         k != call->weight->view.shape[1] || k % 16 != 0) {
@@ -194,18 +191,7 @@ int fp8q_layer_gemv_forward(layer_call *call, int every_row)
          !fp8q_py_cuda_gemv_fp8_takes(call->rows, 0, m, scale_kind))) {
         return 0;
     }
-    for (axis = 0; axis + 1 < x->ndim; axis++) {
-        shape[axis] = x->shape[axis];
-    }
-    shape[x->ndim - 1] = n;
-    out =
-        fp8q_layer_new_tensor(call, x->dtype, x->ndim, shape, 1, &call->result);
-    if (out == NULL) {
-        return -1;
-    }
-    call->out_rows = fp8q_layer_matrix_view(out, m, n);
-    Py_DECREF(out);
-    if (call->out_rows == NULL) {
+    if (fp8q_layer_make_output(call, m, n) < 0) {
         return -1;
     }
     for (first_row = 0; first_row < m; first_row += rows) {

@@ -281,17 +281,11 @@ static int forward(layer_call *call)
     const fp8q_view *x = &call->x->view;
     const int64_t k = x->shape[x->ndim - 1];
     const int64_t n = call->weight->view.shape[0];
-    int64_t shape[FP8Q_MAX_DIMS];
     int64_t m;
     int64_t n_nonfinite = 0;
     uint8_t *nonfinite = NULL;
-    fp8q_TensorObject *out;
-    int axis, on_gpu, result = -1;
+    int on_gpu, result = -1;
 
-    for (axis = 0; axis + 1 < x->ndim; axis++) {
-        shape[axis] = x->shape[axis];
-    }
-    shape[x->ndim - 1] = n;
     if (k != call->weight->view.shape[1]) {
         char text[256];
         fp8q_format_shape(text, sizeof text, x->ndim, x->shape);
@@ -308,14 +302,8 @@ static int forward(layer_call *call)
         return -1;
     }
     m = fp8q_view_size(x) / k; /* the tokens (no overflow: x exists) */
-    out =
-        fp8q_layer_new_tensor(call, x->dtype, x->ndim, shape, 1, &call->result);
-    if (out == NULL) {
-        return -1;
-    }
-    call->out_rows = fp8q_layer_matrix_view(out, m, n);
-    Py_DECREF(out);
-    if (call->out_rows == NULL || fp8q_layer_make_rows(call, m, k) < 0) {
+    if (fp8q_layer_make_output(call, m, n) < 0 ||
+        fp8q_layer_make_rows(call, m, k) < 0) {
         return -1;
     }
     if (m == 0 || n == 0) {
