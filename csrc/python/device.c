@@ -16,6 +16,7 @@
 
 #include "cuda/launch.h"
 #include "cuda/memory.h"
+#include "cuda/ops.h"
 #include "cuda/scratch.h"
 
 /* ------------------------------------------------------------------------- */
@@ -318,18 +319,6 @@ static size_t view_bytes(const fp8q_view *view)
                     (int64_t)fp8q_dtype_itemsize(view->dtype));
 }
 
-#if FP8Q_GATHER_MAX_DIMS != FP8Q_MAX_DIMS
-#error "the gather kernel must take every view fp8q has"
-#endif
-
-/* Nonzero for the transpose of a C-contiguous matrix: a 2-D view with
- * strides (1, rows), which the tiled transpose kernel copies fastest. */
-static int is_transposed_matrix(const fp8q_view *view)
-{
-    return view->ndim == 2 && view->strides[0] == 1 &&
-           view->strides[1] == view->shape[0];
-}
-
 /* Records a use of the CUDA tensor `source` on `stream` and returns a new
  * uninitialised C-contiguous tensor like it on its device, for a copy. */
 static fp8q_TensorObject *copy_destination(fp8q_TensorObject *source,
@@ -344,8 +333,7 @@ static fp8q_TensorObject *copy_destination(fp8q_TensorObject *source,
                                     source->view.shape, &device, stream);
 }
 
-/* fp8q_py_cuda_transpose (kernels/transpose.cuh): here, below ops_cuda.c
- * and ops.c, because a gather of a transposed matrix is one. */
+/* fp8q_py_cuda_transpose (kernels/transpose.cuh). */
 int fp8q_py_cuda_transpose(fp8q_TensorObject *source,
                            fp8q_TensorObject *destination,
                            fp8q_cu_stream stream)
@@ -373,66 +361,21 @@ int fp8q_py_cuda_transpose(fp8q_TensorObject *source,
 }
 
 /* A new C-contiguous copy of the CUDA tensor `source` on its device, made
- * there from any strides (kernels/gather.cuh; kernels/transpose.cuh for a
- * transposed matrix), on `stream`. */
+ * there from any strides (fp8q_cuda_gather), on `stream`. */
 static fp8q_TensorObject *gathered(fp8q_TensorObject *source,
                                    fp8q_cu_stream stream)
 {
     fp8q_TensorObject *result = copy_destination(source, stream);
-    fp8q_gather_args args;
     fp8q_error error;
     fp8q_status status;
-    int axis;
 
     if (result == NULL) {
         return NULL;
     }
-    if (is_transposed_matrix(&source->view)) {
-        /* source = m.T for a C-contiguous m of shape (cols, rows). */
-        fp8q_TensorObject *original;
-        fp8q_view m = source->view;
-        m.shape[0] = source->view.shape[1];
-        m.shape[1] = source->view.shape[0];
-        m.strides[0] = source->view.shape[0];
-        m.strides[1] = 1;
-        original = fp8q_tensor_new_view(&m, (PyObject *)source, 1);
-        if (original == NULL ||
-            fp8q_py_cuda_transpose(original, result, stream) < 0) {
-            Py_XDECREF(original);
-            Py_DECREF(result);
-            return NULL;
-        }
-        Py_DECREF(original);
-        return result;
-    }
-    memset(&args, 0, sizeof args);
-    args.source = source->view.data;
-    args.destination = result->view.data;
-    args.count = fp8q_view_size(&source->view);
-    args.element_size = (int32_t)fp8q_dtype_itemsize(source->view.dtype);
-    /* Fewer axes, fewer divisions per element: extents of 1 dropped, and
-     * each axis merged into the previous one where that walks the same
-     * elements (the previous stride is this one's times this extent). */
-    for (axis = 0; axis < source->view.ndim; axis++) {
-        const int64_t extent = source->view.shape[axis];
-        const int64_t stride = source->view.strides[axis];
-        if (extent == 1) {
-            continue;
-        }
-        if (args.ndim > 0 &&
-            args.strides[args.ndim - 1] == stride * extent) {
-            args.shape[args.ndim - 1] *= extent;
-            args.strides[args.ndim - 1] = stride;
-            continue;
-        }
-        args.shape[args.ndim] = extent;
-        args.strides[args.ndim] = stride;
-        args.ndim++;
-    }
     fp8q_error_clear(&error);
     Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_launch_gather(source->cuda_device, &args, stream,
-                                     &error);
+    status = fp8q_cuda_gather(source->cuda_device, &source->view,
+                              result->view.data, stream, &error);
     Py_END_ALLOW_THREADS
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         Py_DECREF(result);
