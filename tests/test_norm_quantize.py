@@ -270,3 +270,162 @@ def test_norms_that_compute_otherwise_are_left_unfused():
     with torch.device("meta"):
         meta_norm = type(model.model.norm)(64)
     assert _fused_norm.norm_parameters(meta_norm) is None
+
+
+# ---------------------------------------------------------------------------
+# Fused norms with calibration, hooks, accelerate, extra arguments, pickling
+
+
+def fused_and_unfused(seed=3):
+    model = tiny_llama()
+    unfused = fpt.quantize(copy.deepcopy(model), activations="e4m3")
+    fused = fpt.quantize(copy.deepcopy(model), activations="e4m3",
+                         fuse_norms=True)
+    ids = torch.randint(0, 128, (2, 7), generator=torch.Generator()
+                        .manual_seed(seed))
+    return unfused, fused, ids
+
+
+def test_calibrated_and_frozen_fused_model_uses_its_static_scales():
+    """After calibrate + freeze the layers have input_scale: they quantize
+    with it (the fused norm's per-token codes do not apply), as the same
+    model quantized without fusion does; a state_dict with input_scale
+    loaded into a fresh fused model too."""
+    unfused, fused, ids = fused_and_unfused(4)
+    for model in (unfused, fused):
+        with torch.no_grad(), fpt.calibrate(model):
+            model(ids)
+        fpt.freeze(model)
+    assert fused.model.layers[0].self_attn.q_proj.input_scale is not None
+    with torch.no_grad():
+        want = unfused(ids).logits
+        got = fused(ids).logits
+    assert (got - want).abs().max() <= 1e-4 * want.abs().max()
+    _, fresh, _ = fused_and_unfused(4)
+    fresh.load_state_dict(fused.state_dict())
+    with torch.no_grad():
+        assert torch.equal(fresh(ids).logits, got)
+
+
+@pytest.mark.parametrize("mode", ["inference_mode", "no_grad"])
+@pytest.mark.parametrize("where", ["module", "module_kwargs", "global"])
+def test_an_in_place_forward_hook_on_the_norm_is_seen(mode, where):
+    """A forward hook that scales the norm's output in place: the layers
+    read the scaled output (as the unfused model with the same hook), not
+    codes of the unscaled one."""
+    unfused, fused, ids = fused_and_unfused(5)
+
+    def hook(module, args, *rest):
+        rest[-1].mul_(3)
+
+    handles = []
+    for model in (unfused, fused):
+        norm = model.model.layers[0].input_layernorm
+        if where == "module":
+            handles.append(norm.register_forward_hook(hook))
+        elif where == "module_kwargs":
+            handles.append(norm.register_forward_hook(hook, with_kwargs=True))
+    if where == "global":
+        handles.append(torch.nn.modules.module.register_module_forward_hook(
+            lambda module, args, output: (
+                output.mul_(3) if module is unfused.model.layers[0]
+                .input_layernorm or module is fused.model.layers[0]
+                .input_layernorm else None)))
+    try:
+        context = (torch.inference_mode() if mode == "inference_mode"
+                   else torch.no_grad())
+        with context:
+            want = unfused(ids).logits
+            got = fused(ids).logits
+            plain = fused.model.layers[1].input_layernorm(
+                fused.model.embed_tokens(ids))
+    finally:
+        for handle in handles:
+            handle.remove()
+    # Without the hook's effect the logits differ by far more than this.
+    assert (got - want).abs().max() <= 1e-4 * want.abs().max()
+    # The norms without hooks still hand over their codes.
+    assert _fused_norm.quantized_input(plain) is not None
+
+
+def test_an_accelerate_hooked_norm_is_fused_through_its_old_forward():
+    """accelerate's add_hook_to_module sets an instance forward that calls
+    _old_forward: fusing re-points _old_forward at the fused forward. A
+    norm with another instance forward is left unfused and unreported."""
+    hooks = pytest.importorskip("accelerate.hooks")
+    model = tiny_llama()
+    unfused = fpt.quantize(copy.deepcopy(model), activations="e4m3")
+    for layer in model.model.layers:
+        hooks.add_hook_to_module(layer.input_layernorm, hooks.ModelHook())
+    other = model.model.layers[1].post_attention_layernorm
+    other.forward = (lambda x, norm=other:
+                     type(norm).forward(norm, x))
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("fp8q.torch")
+    logger.addHandler(handler)
+    old_level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        fused = fpt.quantize(model, activations="e4m3", fuse_norms=True)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+    assert records[-1].fp8q_summary.fused_norms == (
+        "model.layers.0.input_layernorm",
+        "model.layers.0.post_attention_layernorm",
+        "model.layers.1.input_layernorm")
+    ids = torch.randint(0, 128, (1, 6), generator=torch.Generator()
+                        .manual_seed(6))
+    with torch.no_grad():
+        norm = fused.model.layers[0].input_layernorm
+        normed = norm(fused.model.embed_tokens(ids))
+        assert _fused_norm.quantized_input(normed) is not None
+        assert not isinstance(other, tuple(_fused_norm._FUSED_CLASSES
+                                           .values()))
+        want = unfused(ids).logits
+        got = fused(ids).logits
+    assert (got - want).abs().max() <= 1e-4 * want.abs().max()
+
+
+def test_a_fused_norm_takes_the_arguments_of_its_own_forward():
+    """Extra arguments go to the norm's own forward (no handoff)."""
+
+    class ScaledRMSNorm(torch.nn.RMSNorm):
+        def forward(self, x, factor=1.0):
+            return super().forward(x) * factor
+
+    torch.manual_seed(7)
+    norm = ScaledRMSNorm(64, eps=1e-6)
+    _fused_norm.fuse(norm)
+    x = torch.randn(3, 64)
+    with torch.no_grad():
+        reference = torch.nn.functional.rms_norm(x, (64,), norm.weight, 1e-6)
+        doubled = norm(x, 2.0)
+        keyword = norm(x, factor=2.0)
+        plain = norm(x)
+    assert torch.equal(doubled, reference * 2.0)
+    assert torch.equal(keyword, reference * 2.0)
+    assert _fused_norm.quantized_input(doubled) is None
+    assert _fused_norm.quantized_input(plain) is not None
+
+
+def test_a_model_with_fused_norms_survives_torch_save(tmp_path):
+    """torch.save(model) / torch.load: the same logits, norms still fused
+    and handing over their codes; pickle and deepcopy too."""
+    import pickle
+
+    _, fused, ids = fused_and_unfused(8)
+    path = tmp_path / "model.pt"
+    torch.save(fused, path)
+    loaded = torch.load(path, weights_only=False)
+    copied = pickle.loads(pickle.dumps(fused))
+    with torch.no_grad():
+        want = fused(ids).logits
+        for model in (loaded, copied, copy.deepcopy(fused)):
+            norm = model.model.layers[0].input_layernorm
+            assert type(norm) is type(fused.model.layers[0].input_layernorm)
+            assert torch.equal(model(ids).logits, want)
+            normed = norm(model.model.embed_tokens(ids))
+            assert _fused_norm.quantized_input(normed) is not None
