@@ -345,7 +345,8 @@ static fp8q_TensorObject *copy_destination(fp8q_TensorObject *source,
 }
 
 /* fp8q_py_cuda_transpose (kernels/transpose.cuh): here, below ops_cuda.c
- * and ops.c, because a gather of a transposed matrix is one. */
+ * and quantize_op.c (its caller), because a gather of a transposed matrix
+ * is one. */
 int fp8q_py_cuda_transpose(fp8q_TensorObject *source,
                            fp8q_TensorObject *destination,
                            fp8q_cu_stream stream)

@@ -186,7 +186,7 @@ PyDoc_STRVAR(
     "fp8q.quantize(normed, granularity=\"row\") bit for bit, and a row "
     "holding NaN or infinity gets a NaN scale. On a GPU the kernel runs "
     "on `stream` (as fp8q.cast's). Returns None. Internal to fp8q.torch "
-    "(torch.ops.fp8q.rms_norm_quantize).");
+    "(torch.ops.fp8q.norm_quantize).");
 
 static PyMethodDef norm_quantize_functions[] = {
     {"norm_quantize", (PyCFunction)(void (*)(void))norm_quantize,
