@@ -130,6 +130,24 @@ def test_wrong_arguments_are_refused():
         torch.ops.fp8q.norm_quantize(x, weight, None, -1.0, False)
 
 
+@pytest.mark.parametrize("output", ["normed", "codes", "scale"])
+def test_read_only_outputs_are_refused(output):
+    """_C.norm_quantize writes normed, codes and scale: a read-only array
+    for any of them is a ValueError naming it (nothing written)."""
+    x = np.random.default_rng(11).standard_normal((4, 16)).astype(np.float32)
+    weight = np.ones(16, np.float32)
+    outputs = {"normed": np.full_like(x, 7.0),
+               "codes": np.zeros((4, 16), ml_dtypes.float8_e4m3fn),
+               "scale": np.full((4, 1), 7.0, np.float32)}
+    outputs[output].flags.writeable = False
+    with pytest.raises(ValueError, match=f"{output} is an output and must "
+                                         "be writable"):
+        fp8q._C.norm_quantize(x, weight, None, *outputs.values(), 1e-6,
+                              False, None)
+    assert (outputs["normed"] == 7.0).all()
+    assert (outputs["scale"] == 7.0).all()
+
+
 # ---------------------------------------------------------------------------
 # The W8A8 layers taking the codes
 
@@ -165,6 +183,44 @@ def test_a_layer_taking_the_codes_computes_the_same_bits(dtype):
         poisoned = layer(normed)
     assert torch.equal(from_codes, by_itself)
     assert torch.equal(poisoned, torch.zeros_like(poisoned) + layer.bias)
+
+
+def given_codes_error(codes, scale, m=4, k=64):
+    """The ValueError message of a W8A8 layer's call given (codes, scale)
+    for x of m x k float32 values."""
+    layer = fp8_layer(24, in_features=k)
+    x = torch.randn(m, k, generator=torch.Generator().manual_seed(24))
+    with pytest.raises(ValueError) as caught, torch.no_grad():
+        fpt._ops.fp8_forward(x, layer.weight, layer.weight_scale, layer.bias,
+                             None, "row", (codes, scale))
+    return str(caught.value)
+
+
+def test_given_codes_of_another_shape_dtype_or_layout_are_refused():
+    fp8 = torch.float8_e4m3fn
+    codes = torch.zeros(4, 64, dtype=fp8)
+    scale = torch.ones(4, 1)
+    assert "codes must be float8_e4m3fn, got float32" in given_codes_error(
+        codes.float(), scale)
+    assert "scale must be float32, got float16" in given_codes_error(
+        codes, scale.half())
+    # The same number of values in another shape: (8, 32) is not x's rows.
+    assert "codes must have x's 4 rows of 64 values" in given_codes_error(
+        codes.reshape(8, 32), scale)
+    assert "scale must have x's 4 rows of 1 values" in given_codes_error(
+        codes, scale.reshape(1, 4))
+    assert "codes must be C-contiguous" in given_codes_error(
+        torch.zeros(64, 4, dtype=fp8).t(), scale)
+    # One byte past a 16-byte boundary: the FP8 GEMM cannot read it.
+    shifted = torch.zeros(4 * 64 + 16, dtype=fp8)[1:4 * 64 + 1].view(4, 64)
+    assert "codes must start on a 16-byte boundary" in given_codes_error(
+        shifted, scale)
+    # Leading axes as x's (a (2, 2, 64) x's rows) are accepted.
+    layer = fp8_layer(24)
+    x = torch.randn(2, 2, 64, generator=torch.Generator().manual_seed(25))
+    normed, codes, scale = fused_output(x, torch.ones(64))
+    with torch.no_grad():
+        assert torch.equal(layer(normed), layer(normed.clone()))
 
 
 def test_a_modified_output_is_quantized_again():

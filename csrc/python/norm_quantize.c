@@ -19,9 +19,11 @@
 #define OP "norm_quantize"
 
 /* A tensor argument as fp8q.asarray takes it (no copy), on x's device when
- * `x` is not NULL, C-contiguous; NULL with an exception otherwise. */
+ * `x` is not NULL, C-contiguous (so no two elements share an address) and,
+ * for an output (`output` nonzero), writable; NULL with an exception
+ * otherwise. */
 static fp8q_TensorObject *argument(PyObject *object, const char *name,
-                                   const fp8q_TensorObject *x)
+                                   const fp8q_TensorObject *x, int output)
 {
     fp8q_TensorObject *tensor =
         fp8q_tensor_from_object(object, name, -1, FP8Q_COPY_NEVER);
@@ -35,6 +37,12 @@ static fp8q_TensorObject *argument(PyObject *object, const char *name,
     }
     else if (!fp8q_view_is_contiguous(&tensor->view)) {
         PyErr_Format(PyExc_ValueError, OP ": %s must be C-contiguous", name);
+    }
+    else if (output && tensor->readonly) {
+        PyErr_Format(PyExc_ValueError,
+                     OP ": %s is an output and must be writable, got a "
+                     "read-only tensor",
+                     name);
     }
     else {
         return tensor;
@@ -155,7 +163,8 @@ static PyObject *norm_quantize(PyObject *module, PyObject *const *args,
         if (i == 2 && args[i] == Py_None) {
             continue;
         }
-        tensors[i] = argument(args[i], names[i], i == 0 ? NULL : tensors[0]);
+        tensors[i] =
+            argument(args[i], names[i], i == 0 ? NULL : tensors[0], i >= 3);
         failed = tensors[i] == NULL;
     }
     if (!failed) {
