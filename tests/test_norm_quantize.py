@@ -130,6 +130,44 @@ def test_wrong_arguments_are_refused():
         torch.ops.fp8q.norm_quantize(x, weight, None, -1.0, False)
 
 
+@pytest.mark.parametrize("layer_norm", [False, True])
+def test_the_one_crossing_form_makes_its_outputs(layer_norm):
+    """_C.norm_quantize(x, weight, bias, epsilon, layer_norm) with torch
+    tensors returns torch tensors (from torch's allocator, in C) with the
+    bits the 9-argument form writes into given ones; with NumPy arrays,
+    fp8q Tensors with the same bits."""
+    x, weight, bias = inputs(12, (2, 3, 40), torch.bfloat16, layer_norm)
+    normed, codes, scale = fp8q._C.norm_quantize(x, weight, bias, 1e-5,
+                                                 layer_norm)
+    assert all(type(t) is torch.Tensor for t in (normed, codes, scale))
+    assert (normed.dtype, normed.shape) == (torch.bfloat16, x.shape)
+    assert (codes.dtype, codes.shape) == (torch.float8_e4m3fn, x.shape)
+    assert (scale.dtype, scale.shape) == (torch.float32, (2, 3, 1))
+    given = (torch.full_like(x, 7.0),
+             torch.zeros(x.shape, dtype=torch.float8_e4m3fn),
+             torch.full((2, 3, 1), 7.0))
+    fp8q._C.norm_quantize(
+        fpt.from_torch(x), fpt.from_torch(weight),
+        None if bias is None else fpt.from_torch(bias),
+        *(fpt.from_torch(t) for t in given), 1e-5, layer_norm, None)
+    assert torch.equal(normed.view(torch.int16), given[0].view(torch.int16))
+    assert torch.equal(codes.view(torch.uint8), given[1].view(torch.uint8))
+    assert torch.equal(scale, given[2])
+    arrays = fp8q._C.norm_quantize(
+        x.float().numpy(), weight.float().numpy(),
+        None if bias is None else bias.float().numpy(), 1e-5, layer_norm)
+    assert all(isinstance(t, fp8q.Tensor) for t in arrays)
+    again = fp8q._C.norm_quantize(x.float(), weight.float(),
+                                  None if bias is None else bias.float(),
+                                  1e-5, layer_norm)
+    assert np.array_equal(np.asarray(arrays[0]), again[0].numpy())
+    assert np.array_equal(np.asarray(arrays[1]).view(np.uint8),
+                          again[1].view(torch.uint8).numpy())
+    assert np.array_equal(np.asarray(arrays[2]), again[2].numpy())
+    with pytest.raises(TypeError, match="5 or 9 positional arguments"):
+        fp8q._C.norm_quantize(x, weight, bias, 1e-5)
+
+
 @pytest.mark.parametrize("output", ["normed", "codes", "scale"])
 def test_read_only_outputs_are_refused(output):
     """_C.norm_quantize writes normed, codes and scale: a read-only array
