@@ -522,3 +522,21 @@ def test_a_model_with_fused_norms_survives_torch_save(tmp_path):
             assert torch.equal(model(ids).logits, want)
             normed = norm(model.model.embed_tokens(ids))
             assert _fused_norm.quantized_input(normed) is not None
+
+
+@pytest.mark.parametrize("protocol", range(6))
+def test_a_fused_norm_pickles_with_every_protocol(protocol):
+    import pickle
+
+    torch.manual_seed(9)
+    norm = torch.nn.RMSNorm(32, eps=1e-6)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+    _fused_norm.fuse(norm)
+    loaded = pickle.loads(pickle.dumps(norm, protocol=protocol))
+    assert type(loaded) is type(norm) and loaded._fp8q_norm == norm._fp8q_norm
+    x = torch.randn(3, 32, generator=torch.Generator().manual_seed(10))
+    with torch.no_grad():
+        got = loaded(x)
+        assert torch.equal(got, norm(x))
+    assert _fused_norm.quantized_input(got) is not None

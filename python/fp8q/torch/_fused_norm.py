@@ -137,7 +137,9 @@ def _reduce_fused(self, protocol):
     load as the fused class (_new_fused) with the same state, so
     torch.save(model) / pickle / copy.deepcopy keep the norm fused."""
     fused = type(self)
-    reduced = super(fused, self).__reduce_ex__(protocol)
+    # Protocol 2's reduction (copyreg.__newobj__, a plain function to the
+    # older protocols too), whose class argument is replaced below.
+    reduced = super(fused, self).__reduce_ex__(max(protocol, 2))
     if (isinstance(reduced, tuple) and len(reduced) >= 2
             and reduced[0] is copyreg.__newobj__
             and reduced[1][:1] == (fused,)):
