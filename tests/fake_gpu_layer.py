@@ -173,6 +173,11 @@ def layer_takes_quantized_activations():
         scale = fp8q.asarray(np.zeros((24, 1), np.float32), device="cuda")
         _C.norm_quantize(x, weight, None, normed, codes, scale, 1e-6, False,
                          None)
+        # The 5-argument form makes its outputs on x's GPU: the same bits.
+        made = _C.norm_quantize(x, weight, None, 1e-6, False)
+        assert all(t.device == x.device for t in made), made
+        for given, own in zip((normed, codes, scale), made):
+            assert same_bits(host(own), host(given)), name
         arguments = (normed, w.data, w.scale, bias, None, name, None, "fp8")
         if name == "block":
             try:

@@ -130,6 +130,62 @@ def test_wrong_arguments_are_refused():
         torch.ops.fp8q.norm_quantize(x, weight, None, -1.0, False)
 
 
+@pytest.mark.parametrize("layer_norm", [False, True])
+def test_the_one_crossing_form_makes_its_outputs(layer_norm):
+    """_C.norm_quantize(x, weight, bias, epsilon, layer_norm) with torch
+    tensors returns torch tensors (from torch's allocator, in C) with the
+    bits the 9-argument form writes into given ones; with NumPy arrays,
+    fp8q Tensors with the same bits."""
+    x, weight, bias = inputs(12, (2, 3, 40), torch.bfloat16, layer_norm)
+    normed, codes, scale = fp8q._C.norm_quantize(x, weight, bias, 1e-5,
+                                                 layer_norm)
+    assert all(type(t) is torch.Tensor for t in (normed, codes, scale))
+    assert (normed.dtype, normed.shape) == (torch.bfloat16, x.shape)
+    assert (codes.dtype, codes.shape) == (torch.float8_e4m3fn, x.shape)
+    assert (scale.dtype, scale.shape) == (torch.float32, (2, 3, 1))
+    given = (torch.full_like(x, 7.0),
+             torch.zeros(x.shape, dtype=torch.float8_e4m3fn),
+             torch.full((2, 3, 1), 7.0))
+    fp8q._C.norm_quantize(
+        fpt.from_torch(x), fpt.from_torch(weight),
+        None if bias is None else fpt.from_torch(bias),
+        *(fpt.from_torch(t) for t in given), 1e-5, layer_norm, None)
+    assert torch.equal(normed.view(torch.int16), given[0].view(torch.int16))
+    assert torch.equal(codes.view(torch.uint8), given[1].view(torch.uint8))
+    assert torch.equal(scale, given[2])
+    arrays = fp8q._C.norm_quantize(
+        x.float().numpy(), weight.float().numpy(),
+        None if bias is None else bias.float().numpy(), 1e-5, layer_norm)
+    assert all(isinstance(t, fp8q.Tensor) for t in arrays)
+    again = fp8q._C.norm_quantize(x.float(), weight.float(),
+                                  None if bias is None else bias.float(),
+                                  1e-5, layer_norm)
+    assert np.array_equal(np.asarray(arrays[0]), again[0].numpy())
+    assert np.array_equal(np.asarray(arrays[1]).view(np.uint8),
+                          again[1].view(torch.uint8).numpy())
+    assert np.array_equal(np.asarray(arrays[2]), again[2].numpy())
+    with pytest.raises(TypeError, match="5 or 9 positional arguments"):
+        fp8q._C.norm_quantize(x, weight, bias, 1e-5)
+
+
+@pytest.mark.parametrize("output", ["normed", "codes", "scale"])
+def test_read_only_outputs_are_refused(output):
+    """_C.norm_quantize writes normed, codes and scale: a read-only array
+    for any of them is a ValueError naming it (nothing written)."""
+    x = np.random.default_rng(11).standard_normal((4, 16)).astype(np.float32)
+    weight = np.ones(16, np.float32)
+    outputs = {"normed": np.full_like(x, 7.0),
+               "codes": np.zeros((4, 16), ml_dtypes.float8_e4m3fn),
+               "scale": np.full((4, 1), 7.0, np.float32)}
+    outputs[output].flags.writeable = False
+    with pytest.raises(ValueError, match=f"{output} is an output and must "
+                                         "be writable"):
+        fp8q._C.norm_quantize(x, weight, None, *outputs.values(), 1e-6,
+                              False, None)
+    assert (outputs["normed"] == 7.0).all()
+    assert (outputs["scale"] == 7.0).all()
+
+
 # ---------------------------------------------------------------------------
 # The W8A8 layers taking the codes
 
@@ -165,6 +221,44 @@ def test_a_layer_taking_the_codes_computes_the_same_bits(dtype):
         poisoned = layer(normed)
     assert torch.equal(from_codes, by_itself)
     assert torch.equal(poisoned, torch.zeros_like(poisoned) + layer.bias)
+
+
+def given_codes_error(codes, scale, m=4, k=64):
+    """The ValueError message of a W8A8 layer's call given (codes, scale)
+    for x of m x k float32 values."""
+    layer = fp8_layer(24, in_features=k)
+    x = torch.randn(m, k, generator=torch.Generator().manual_seed(24))
+    with pytest.raises(ValueError) as caught, torch.no_grad():
+        fpt._ops.fp8_forward(x, layer.weight, layer.weight_scale, layer.bias,
+                             None, "row", (codes, scale))
+    return str(caught.value)
+
+
+def test_given_codes_of_another_shape_dtype_or_layout_are_refused():
+    fp8 = torch.float8_e4m3fn
+    codes = torch.zeros(4, 64, dtype=fp8)
+    scale = torch.ones(4, 1)
+    assert "codes must be float8_e4m3fn, got float32" in given_codes_error(
+        codes.float(), scale)
+    assert "scale must be float32, got float16" in given_codes_error(
+        codes, scale.half())
+    # The same number of values in another shape: (8, 32) is not x's rows.
+    assert "codes must have x's 4 rows of 64 values" in given_codes_error(
+        codes.reshape(8, 32), scale)
+    assert "scale must have x's 4 rows of 1 values" in given_codes_error(
+        codes, scale.reshape(1, 4))
+    assert "codes must be C-contiguous" in given_codes_error(
+        torch.zeros(64, 4, dtype=fp8).t(), scale)
+    # One byte past a 16-byte boundary: the FP8 GEMM cannot read it.
+    shifted = torch.zeros(4 * 64 + 16, dtype=fp8)[1:4 * 64 + 1].view(4, 64)
+    assert "codes must start on a 16-byte boundary" in given_codes_error(
+        shifted, scale)
+    # Leading axes as x's (a (2, 2, 64) x's rows) are accepted.
+    layer = fp8_layer(24)
+    x = torch.randn(2, 2, 64, generator=torch.Generator().manual_seed(25))
+    normed, codes, scale = fused_output(x, torch.ones(64))
+    with torch.no_grad():
+        assert torch.equal(layer(normed), layer(normed.clone()))
 
 
 def test_a_modified_output_is_quantized_again():
@@ -270,3 +364,179 @@ def test_norms_that_compute_otherwise_are_left_unfused():
     with torch.device("meta"):
         meta_norm = type(model.model.norm)(64)
     assert _fused_norm.norm_parameters(meta_norm) is None
+
+
+# ---------------------------------------------------------------------------
+# Fused norms with calibration, hooks, accelerate, extra arguments, pickling
+
+
+def fused_and_unfused(seed=3):
+    model = tiny_llama()
+    unfused = fpt.quantize(copy.deepcopy(model), activations="e4m3")
+    fused = fpt.quantize(copy.deepcopy(model), activations="e4m3",
+                         fuse_norms=True)
+    ids = torch.randint(0, 128, (2, 7), generator=torch.Generator()
+                        .manual_seed(seed))
+    return unfused, fused, ids
+
+
+def test_calibrated_and_frozen_fused_model_uses_its_static_scales():
+    """After calibrate + freeze the layers have input_scale: they quantize
+    with it (the fused norm's per-token codes do not apply), as the same
+    model quantized without fusion does; a state_dict with input_scale
+    loaded into a fresh fused model too."""
+    unfused, fused, ids = fused_and_unfused(4)
+    for model in (unfused, fused):
+        with torch.no_grad(), fpt.calibrate(model):
+            model(ids)
+        fpt.freeze(model)
+    assert fused.model.layers[0].self_attn.q_proj.input_scale is not None
+    with torch.no_grad():
+        want = unfused(ids).logits
+        got = fused(ids).logits
+    assert (got - want).abs().max() <= 1e-4 * want.abs().max()
+    _, fresh, _ = fused_and_unfused(4)
+    fresh.load_state_dict(fused.state_dict())
+    with torch.no_grad():
+        assert torch.equal(fresh(ids).logits, got)
+
+
+@pytest.mark.parametrize("mode", ["inference_mode", "no_grad"])
+@pytest.mark.parametrize("where", ["module", "module_kwargs", "global"])
+def test_an_in_place_forward_hook_on_the_norm_is_seen(mode, where):
+    """A forward hook that scales the norm's output in place: the layers
+    read the scaled output (as the unfused model with the same hook), not
+    codes of the unscaled one."""
+    unfused, fused, ids = fused_and_unfused(5)
+
+    def hook(module, args, *rest):
+        rest[-1].mul_(3)
+
+    handles = []
+    for model in (unfused, fused):
+        norm = model.model.layers[0].input_layernorm
+        if where == "module":
+            handles.append(norm.register_forward_hook(hook))
+        elif where == "module_kwargs":
+            handles.append(norm.register_forward_hook(hook, with_kwargs=True))
+    if where == "global":
+        handles.append(torch.nn.modules.module.register_module_forward_hook(
+            lambda module, args, output: (
+                output.mul_(3) if module is unfused.model.layers[0]
+                .input_layernorm or module is fused.model.layers[0]
+                .input_layernorm else None)))
+    try:
+        context = (torch.inference_mode() if mode == "inference_mode"
+                   else torch.no_grad())
+        with context:
+            want = unfused(ids).logits
+            got = fused(ids).logits
+            plain = fused.model.layers[1].input_layernorm(
+                fused.model.embed_tokens(ids))
+    finally:
+        for handle in handles:
+            handle.remove()
+    # Without the hook's effect the logits differ by far more than this.
+    assert (got - want).abs().max() <= 1e-4 * want.abs().max()
+    # The norms without hooks still hand over their codes (a global hook
+    # could change any norm's output: none does under inference_mode).
+    assert (_fused_norm.quantized_input(plain) is None) == (
+        where == "global" and mode == "inference_mode")
+
+
+def test_an_accelerate_hooked_norm_is_fused_through_its_old_forward():
+    """accelerate's add_hook_to_module sets an instance forward that calls
+    _old_forward: fusing re-points _old_forward at the fused forward. A
+    norm with another instance forward is left unfused and unreported."""
+    hooks = pytest.importorskip("accelerate.hooks")
+    model = tiny_llama()
+    unfused = fpt.quantize(copy.deepcopy(model), activations="e4m3")
+    for layer in model.model.layers:
+        hooks.add_hook_to_module(layer.input_layernorm, hooks.ModelHook())
+    other = model.model.layers[1].post_attention_layernorm
+    other.forward = (lambda x, norm=other:
+                     type(norm).forward(norm, x))
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("fp8q.torch")
+    logger.addHandler(handler)
+    old_level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        fused = fpt.quantize(model, activations="e4m3", fuse_norms=True)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+    assert records[-1].fp8q_summary.fused_norms == (
+        "model.layers.0.input_layernorm",
+        "model.layers.0.post_attention_layernorm",
+        "model.layers.1.input_layernorm")
+    ids = torch.randint(0, 128, (1, 6), generator=torch.Generator()
+                        .manual_seed(6))
+    with torch.no_grad():
+        norm = fused.model.layers[0].input_layernorm
+        normed = norm(fused.model.embed_tokens(ids))
+        assert _fused_norm.quantized_input(normed) is not None
+        assert not isinstance(other, tuple(_fused_norm._FUSED_CLASSES
+                                           .values()))
+        want = unfused(ids).logits
+        got = fused(ids).logits
+    assert (got - want).abs().max() <= 1e-4 * want.abs().max()
+
+
+def test_a_fused_norm_takes_the_arguments_of_its_own_forward():
+    """Extra arguments go to the norm's own forward (no handoff)."""
+
+    class ScaledRMSNorm(torch.nn.RMSNorm):
+        def forward(self, x, factor=1.0):
+            return super().forward(x) * factor
+
+    torch.manual_seed(7)
+    norm = ScaledRMSNorm(64, eps=1e-6)
+    _fused_norm.fuse(norm)
+    x = torch.randn(3, 64)
+    with torch.no_grad():
+        reference = torch.nn.functional.rms_norm(x, (64,), norm.weight, 1e-6)
+        doubled = norm(x, 2.0)
+        keyword = norm(x, factor=2.0)
+        plain = norm(x)
+    assert torch.equal(doubled, reference * 2.0)
+    assert torch.equal(keyword, reference * 2.0)
+    assert _fused_norm.quantized_input(doubled) is None
+    assert _fused_norm.quantized_input(plain) is not None
+
+
+def test_a_model_with_fused_norms_survives_torch_save(tmp_path):
+    """torch.save(model) / torch.load: the same logits, norms still fused
+    and handing over their codes; copy.deepcopy too."""
+    _, fused, ids = fused_and_unfused(8)
+    path = tmp_path / "model.pt"
+    torch.save(fused, path)
+    loaded = torch.load(path, weights_only=False)
+    with torch.no_grad():
+        want = fused(ids).logits
+        for model in (loaded, copy.deepcopy(fused)):
+            norm = model.model.layers[0].input_layernorm
+            assert type(norm) is type(fused.model.layers[0].input_layernorm)
+            assert torch.equal(model(ids).logits, want)
+            normed = norm(model.model.embed_tokens(ids))
+            assert _fused_norm.quantized_input(normed) is not None
+
+
+@pytest.mark.parametrize("protocol", range(6))
+def test_a_fused_norm_pickles_with_every_protocol(protocol):
+    import pickle
+
+    torch.manual_seed(9)
+    norm = torch.nn.RMSNorm(32, eps=1e-6)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+    _fused_norm.fuse(norm)
+    loaded = pickle.loads(pickle.dumps(norm, protocol=protocol))
+    assert type(loaded) is type(norm) and loaded._fp8q_norm == norm._fp8q_norm
+    x = torch.randn(3, 32, generator=torch.Generator().manual_seed(10))
+    with torch.no_grad():
+        got = loaded(x)
+        assert torch.equal(got, norm(x))
+    assert _fused_norm.quantized_input(got) is not None

@@ -333,7 +333,8 @@ static fp8q_TensorObject *copy_destination(fp8q_TensorObject *source,
                                     source->view.shape, &device, stream);
 }
 
-/* fp8q_py_cuda_transpose (kernels/transpose.cuh). */
+/* fp8q_py_cuda_transpose (kernels/transpose.cuh), for quantize_op.c's
+ * transposed quantize. */
 int fp8q_py_cuda_transpose(fp8q_TensorObject *source,
                            fp8q_TensorObject *destination,
                            fp8q_cu_stream stream)

@@ -16,6 +16,7 @@
  * call's tensors come from layer_call.c.
  */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "python/layer_call.h"
@@ -218,11 +219,55 @@ static int multiply(layer_call *call)
     return result;
 }
 
-/* quantized=(codes, scale) of linear_layer: x's float8_e4m3fn codes (M*K
- * values) and its float32 row scales (M values), both C-contiguous on x's
- * device, for "row" / "tensor" weights without input_scale. Imported into
- * call->codes and call->x_scale ((M, K) and (M, 1) views); 0, or -1 with
- * ValueError / TypeError. */
+/* 0 when the given activation (codes or scale) has `dtype`, is
+ * C-contiguous, has a last axis of `columns` and `rows` x `columns`
+ * values (x's rows, in any leading shape) and, for codes, the 16-byte
+ * aligned start the FP8 GEMM reads; else -1 with ValueError naming
+ * `name` and the problem. */
+static int check_given(const fp8q_TensorObject *tensor, const char *name,
+                       fp8q_dtype dtype, int64_t rows, int64_t columns,
+                       size_t alignment)
+{
+    const fp8q_view *view = &tensor->view;
+
+    if (view->dtype != dtype) {
+        PyErr_Format(PyExc_ValueError,
+                     LAYER ": quantized %s must be %s, got %s", name,
+                     fp8q_dtype_name(dtype), fp8q_dtype_name(view->dtype));
+    }
+    else if (view->ndim < 1 || view->shape[view->ndim - 1] != columns ||
+             fp8q_view_size(view) != rows * columns) {
+        PyErr_Format(PyExc_ValueError,
+                     LAYER ": quantized %s must have x's %lld rows of %lld "
+                     "values (shape (..., %lld)), got %lld values with a "
+                     "last axis of %lld",
+                     name, (long long)rows, (long long)columns,
+                     (long long)columns, (long long)fp8q_view_size(view),
+                     view->ndim < 1 ? 0LL
+                                    : (long long)view->shape[view->ndim - 1]);
+    }
+    else if (!fp8q_view_is_contiguous(view)) {
+        PyErr_Format(PyExc_ValueError,
+                     LAYER ": quantized %s must be C-contiguous", name);
+    }
+    else if ((uintptr_t)view->data % alignment != 0) {
+        PyErr_Format(PyExc_ValueError,
+                     LAYER ": quantized %s must start on a %zu-byte "
+                     "boundary (the FP8 GEMM reads it so)",
+                     name, alignment);
+    }
+    else {
+        return 0;
+    }
+    return -1;
+}
+
+/* quantized=(codes, scale) of linear_layer: x's float8_e4m3fn codes
+ * (shape (..., K), M*K values, 16-byte aligned) and its float32 row scales
+ * (shape (..., 1), M values), both C-contiguous on x's device, for "row" /
+ * "tensor" weights without input_scale. Imported into call->codes and
+ * call->x_scale ((M, K) and (M, 1) views); 0, or -1 with ValueError /
+ * TypeError. */
 static int given_activations(layer_call *call, int64_t m, int64_t k)
 {
     fp8q_TensorObject *codes = call->codes, *scale = call->x_scale;
@@ -235,19 +280,9 @@ static int given_activations(layer_call *call, int64_t m, int64_t k)
                         "scales (no input_scale, \"row\" or \"tensor\" "
                         "weight scales)");
     }
-    else if (codes->view.dtype != FP8Q_FLOAT8_E4M3FN ||
-             scale->view.dtype != FP8Q_FLOAT32 ||
-             fp8q_view_size(&codes->view) != m * k ||
-             fp8q_view_size(&scale->view) != m ||
-             !fp8q_view_is_contiguous(&codes->view) ||
-             !fp8q_view_is_contiguous(&scale->view)) {
-        PyErr_Format(PyExc_ValueError,
-                     LAYER ": quantized must be C-contiguous float8_e4m3fn "
-                     "codes of x's %lld x %lld values and %lld float32 row "
-                     "scales",
-                     (long long)m, (long long)k, (long long)m);
-    }
-    else {
+    else if (check_given(codes, "codes", FP8Q_FLOAT8_E4M3FN, m, k, 16) == 0 &&
+             check_given(scale, "scale", FP8Q_FLOAT32, m, 1,
+                         sizeof(float)) == 0) {
         call->codes = fp8q_layer_matrix_view(codes, m, k);
         call->x_scale =
             call->codes != NULL ? fp8q_layer_matrix_view(scale, m, 1) : NULL;

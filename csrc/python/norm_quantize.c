@@ -3,11 +3,14 @@
  * FP8 quantize (core/norm_quantize.h on the CPU, kernels/norm_quantize.cuh
  * on a GPU): argument checks and dispatch by device, no arithmetic.
  *
+ *   _C.norm_quantize(x, weight, bias, epsilon, layer_norm)
+ *       -> (normed, codes, scale), new tensors: torch tensors from torch's
+ *          allocator, on torch's current stream, when x is a torch tensor
+ *          (DLPack's C exchange API, one crossing, no capsule); fp8q
+ *          Tensors otherwise
  *   _C.norm_quantize(x, weight, bias, normed, codes, scale, epsilon,
  *                    layer_norm, stream)
- *
- * Every tensor is given (fp8q.torch allocates them with torch); the call
- * fills normed, codes and scale and returns None.
+ *       fills the given normed, codes and scale and returns None.
  */
 #include <string.h>
 
@@ -18,14 +21,13 @@
 
 #define OP "norm_quantize"
 
-/* A tensor argument as fp8q.asarray takes it (no copy), on x's device when
- * `x` is not NULL, C-contiguous; NULL with an exception otherwise. */
-static fp8q_TensorObject *argument(PyObject *object, const char *name,
-                                   const fp8q_TensorObject *x)
+/* `tensor` (a new reference, or NULL with an exception) when on x's device
+ * (`x` not NULL), C-contiguous (so no two elements share an address) and,
+ * for an output (`output` nonzero), writable; else NULL with ValueError
+ * naming `name` (the reference released). */
+static fp8q_TensorObject *checked(fp8q_TensorObject *tensor, const char *name,
+                                  const fp8q_TensorObject *x, int output)
 {
-    fp8q_TensorObject *tensor =
-        fp8q_tensor_from_object(object, name, -1, FP8Q_COPY_NEVER);
-
     if (tensor == NULL) {
         return NULL;
     }
@@ -36,11 +38,36 @@ static fp8q_TensorObject *argument(PyObject *object, const char *name,
     else if (!fp8q_view_is_contiguous(&tensor->view)) {
         PyErr_Format(PyExc_ValueError, OP ": %s must be C-contiguous", name);
     }
+    else if (output && tensor->readonly) {
+        PyErr_Format(PyExc_ValueError,
+                     OP ": %s is an output and must be writable, got a "
+                     "read-only tensor",
+                     name);
+    }
     else {
         return tensor;
     }
     Py_DECREF(tensor);
     return NULL;
+}
+
+/* A tensor argument, checked as `checked` does: through x's exchange table
+ * `api` when not NULL and the object has the same one (a view for this
+ * call), else as fp8q.asarray takes it (no copy). */
+static fp8q_TensorObject *argument(PyObject *object, const char *name,
+                                   const fp8q_TensorObject *x, int output,
+                                   const fp8q_dl_exchange_api *api)
+{
+    const fp8q_dl_exchange_api *own = NULL;
+
+    if (api != NULL && fp8q_py_exchange_api(object, &own) < 0) {
+        return NULL;
+    }
+    return checked(own != NULL && own == api
+                       ? fp8q_py_exchange_import(api, object, name, NULL)
+                       : fp8q_tensor_from_object(object, name, -1,
+                                                 FP8Q_COPY_NEVER),
+                   name, x, output);
 }
 
 /* 0 when `tensor` has `dtype` and `size` elements, else -1 with
@@ -97,12 +124,11 @@ static int describe(fp8q_norm_quantize_args *call, fp8q_TensorObject *x,
     return 0;
 }
 
-/* Runs the checked call on x's device. */
+/* Runs the checked call on x's device (on `stream` on a GPU). */
 static int run(fp8q_norm_quantize_args *call, fp8q_TensorObject **tensors,
-               int count, PyObject *stream_object)
+               int count, fp8q_cu_stream stream)
 {
     fp8q_TensorObject *x = tensors[0];
-    fp8q_cu_stream stream = NULL;
     fp8q_error error;
     fp8q_status status;
     int i;
@@ -113,9 +139,6 @@ static int run(fp8q_norm_quantize_args *call, fp8q_TensorObject **tensors,
         status = fp8q_norm_quantize(call, &error);
         Py_END_ALLOW_THREADS
         return fp8q_py_raise_on_failure(status, &error);
-    }
-    if (fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
-        return -1;
     }
     for (i = 0; i < count; i++) {
         if (tensors[i] != NULL &&
@@ -130,49 +153,162 @@ static int run(fp8q_norm_quantize_args *call, fp8q_TensorObject **tensors,
     return fp8q_py_raise_on_failure(status, &error);
 }
 
+/* epsilon and layer_norm from their argument objects; 0, or -1 with an
+ * exception. */
+static int parse_options(PyObject *epsilon_object, PyObject *layer_norm_object,
+                         fp8q_norm_quantize_args *call)
+{
+    const double epsilon = PyFloat_AsDouble(epsilon_object);
+    const int layer_norm = PyObject_IsTrue(layer_norm_object);
+
+    if ((epsilon == -1.0 && PyErr_Occurred()) || layer_norm < 0) {
+        return -1;
+    }
+    call->epsilon = (float)epsilon;
+    call->layer_norm = layer_norm;
+    return 0;
+}
+
+/* x, weight and bias (args[0..2]) imported into tensors[0..2]: with
+ * `exchange`, through x's exchange table, which *api receives (NULL when x
+ * has none); else as fp8q.asarray takes them. 0, or -1 with an
+ * exception. */
+static int import_inputs(PyObject *const *args, fp8q_TensorObject **tensors,
+                         int exchange, const fp8q_dl_exchange_api **api)
+{
+    static const char *const names[3] = {"x", "weight", "bias"};
+    int i;
+
+    *api = NULL;
+    if (exchange && fp8q_py_exchange_api(args[0], api) < 0) {
+        return -1;
+    }
+    for (i = 0; i < 3; i++) {
+        if (i == 2 && args[i] == Py_None) {
+            continue;
+        }
+        tensors[i] = argument(args[i], names[i], i == 0 ? NULL : tensors[0],
+                              0, *api);
+        if (tensors[i] == NULL) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The 5-argument form: normed, codes and scale made here (tensors[3..5],
+ * their producer objects in outputs[0..2]) on x's device and stream. */
+static int make_outputs(fp8q_TensorObject **tensors, PyObject **outputs,
+                        const fp8q_dl_exchange_api *api,
+                        fp8q_cu_stream *stream)
+{
+    const fp8q_TensorObject *x = tensors[0];
+    const fp8q_dtype dtypes[3] = {x->view.dtype, FP8Q_FLOAT8_E4M3FN,
+                                  FP8Q_FLOAT32};
+    fp8q_py_device device;
+    int64_t shape[FP8Q_MAX_DIMS];
+    int ndim = x->view.ndim, i;
+
+    device.type = x->device_type;
+    device.index = x->device_index;
+    if (ndim < 1) {
+        PyErr_SetString(PyExc_ValueError,
+                        OP ": x must have a last axis of at least 1 element");
+        return -1;
+    }
+    memcpy(shape, x->view.shape, sizeof(int64_t) * (size_t)ndim);
+    if (api != NULL) {
+        fp8q_dl_device dl_device;
+        dl_device.device_type =
+            device.type == FP8Q_DEVICE_CUDA ? FP8Q_DL_CUDA : FP8Q_DL_CPU;
+        dl_device.device_id = device.index;
+        if (fp8q_py_exchange_current_stream(api, &dl_device, stream) < 0) {
+            return -1;
+        }
+    }
+    else {
+        *stream = fp8q_py_last_stream(tensors[0]);
+    }
+    for (i = 0; i < 3; i++) {
+        if (i == 2) {
+            shape[ndim - 1] = 1; /* one scale per row */
+        }
+        if (api != NULL) {
+            outputs[i] = fp8q_py_exchange_empty(api, dtypes[i], ndim, shape,
+                                                &device, *stream,
+                                                &tensors[3 + i]);
+        }
+        else {
+            tensors[3 + i] = fp8q_tensor_new_empty_on(dtypes[i], ndim, shape,
+                                                      &device, *stream);
+            outputs[i] = (PyObject *)tensors[3 + i];
+            Py_XINCREF(outputs[i]);
+        }
+        if (outputs[i] == NULL) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *norm_quantize(PyObject *module, PyObject *const *args,
                                Py_ssize_t n_args)
 {
-    static const char *const names[6] = {"x",      "weight", "bias",
-                                         "normed", "codes",  "scale"};
+    static const char *const names[3] = {"normed", "codes", "scale"};
     fp8q_TensorObject *tensors[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    PyObject *outputs[3] = {NULL, NULL, NULL};
+    PyObject *result = NULL;
+    const fp8q_dl_exchange_api *api = NULL;
+    fp8q_cu_stream stream = NULL;
     fp8q_norm_quantize_args call;
-    double epsilon;
-    int layer_norm, i, failed = 0;
+    const int given = n_args == 9;
+    int i, failed;
 
     (void)module;
-    if (n_args != 9) {
+    if (n_args != 5 && n_args != 9) {
         PyErr_Format(PyExc_TypeError,
-                     OP "() takes 9 positional arguments (%zd given)",
+                     OP "() takes 5 or 9 positional arguments (%zd given)",
                      n_args);
         return NULL;
     }
     memset(&call, 0, sizeof call);
-    epsilon = PyFloat_AsDouble(args[6]);
-    layer_norm = PyObject_IsTrue(args[7]);
-    failed = (epsilon == -1.0 && PyErr_Occurred()) || layer_norm < 0;
-    for (i = 0; i < 6 && !failed; i++) {
-        if (i == 2 && args[i] == Py_None) {
-            continue;
+    failed = parse_options(args[given ? 6 : 3], args[given ? 7 : 4],
+                           &call) < 0 ||
+             import_inputs(args, tensors, !given, &api) < 0;
+    if (!failed && given) {
+        /* The caller's outputs, fp8q.asarray's views; its stream. */
+        for (i = 0; i < 3 && !failed; i++) {
+            tensors[3 + i] =
+                argument(args[3 + i], names[i], tensors[0], 1, NULL);
+            failed = tensors[3 + i] == NULL;
         }
-        tensors[i] = argument(args[i], names[i], i == 0 ? NULL : tensors[0]);
-        failed = tensors[i] == NULL;
+        failed = failed || (tensors[0]->device_type != FP8Q_DEVICE_CPU &&
+                            fp8q_py_parse_stream(args[8], "stream",
+                                                 &stream) < 0);
     }
+    else if (!failed) {
+        failed = make_outputs(tensors, outputs, api, &stream) < 0;
+    }
+    failed = failed ||
+             describe(&call, tensors[0], tensors[1], tensors[2], tensors[3],
+                      tensors[4], tensors[5]) < 0 ||
+             run(&call, tensors, 6, stream) < 0;
     if (!failed) {
-        call.epsilon = (float)epsilon;
-        call.layer_norm = layer_norm;
-        failed = describe(&call, tensors[0], tensors[1], tensors[2],
-                          tensors[3], tensors[4], tensors[5]) < 0 ||
-                 run(&call, tensors, 6, args[8]) < 0;
+        result = given ? Py_NewRef(Py_None)
+                       : PyTuple_Pack(3, outputs[0], outputs[1], outputs[2]);
     }
     for (i = 0; i < 6; i++) {
         Py_XDECREF(tensors[i]);
     }
-    return failed ? NULL : Py_NewRef(Py_None);
+    for (i = 0; i < 3; i++) {
+        Py_XDECREF(outputs[i]);
+    }
+    return result;
 }
 
 PyDoc_STRVAR(
     norm_quantize_doc,
+    "norm_quantize(x, weight, bias, epsilon, layer_norm) or "
     "norm_quantize(x, weight, bias, normed, codes, scale, epsilon, "
     "layer_norm, stream)\n"
     "--\n\n"
@@ -184,9 +320,14 @@ PyDoc_STRVAR(
     "(float8_e4m3fn, x's size) and scale (float32, one per row), exactly "
     "as csrc/core/norm_quantize.h defines them; codes and scale are "
     "fp8q.quantize(normed, granularity=\"row\") bit for bit, and a row "
-    "holding NaN or infinity gets a NaN scale. On a GPU the kernel runs "
-    "on `stream` (as fp8q.cast's). Returns None. Internal to fp8q.torch "
-    "(torch.ops.fp8q.rms_norm_quantize).");
+    "holding NaN or infinity gets a NaN scale. The 5-argument form makes "
+    "normed (x's shape), codes (x's shape) and scale (x.shape[:-1] + (1,)) "
+    "and returns (normed, codes, scale): torch tensors from torch's "
+    "allocator, run on torch's current stream, when x is a torch tensor "
+    "(DLPack's C exchange API), else fp8q Tensors on x's device (on the "
+    "stream of x's last use). The 9-argument form writes the given, "
+    "writable outputs (on a GPU on `stream`, as fp8q.cast's) and returns "
+    "None. Internal to fp8q.torch (torch.ops.fp8q.norm_quantize).");
 
 static PyMethodDef norm_quantize_functions[] = {
     {"norm_quantize", (PyCFunction)(void (*)(void))norm_quantize,

@@ -9,12 +9,20 @@ The handoff: the fused norm's output tensor carries (version, codes,
 scale) as an attribute; a layer marked to read it (reads_quantized_input)
 uses them when the tensor it is given is that output, unmodified
 (tensor._version unchanged), and quantizes x itself otherwise (a view, a
-copy, anything else; under torch.inference_mode, whose tensors have no
-version counter, an in-place change is not detected). The codes are exactly fp8q.quantize(output,
+copy, anything else). Under torch.inference_mode, whose tensors have no
+version counter, an in-place change cannot be detected: a norm with a
+forward hook (its own or a global one) hands nothing over there. The
+codes are exactly fp8q.quantize(output,
 granularity="row"), what the layer computes itself, so either way the
 layer's result is the same bits. Under torch.compile / export, with
 gradients, or when the norm's weight dtype differs from x's, the norm
-runs its own float forward (no handoff)."""
+runs its own float forward (no handoff), as it does when given any
+argument besides x. Fused norms pickle as their base class plus the fusion
+(torch.save(model) keeps them fused); accelerate's hooked norms are fused
+through its _old_forward."""
+import copyreg
+import types
+
 import torch
 
 from fp8q.torch import _ops
@@ -81,52 +89,103 @@ def _plain_rms_norm(norm):
         return False
 
 
-def _fused_forward(self, x):
+def _fused_forward(self, x, *args, **kwargs):
     """The fused norm's forward: normed output carrying its codes and
     scale, where the eager kernel applies; the norm's own forward
-    otherwise."""
+    otherwise (and with any argument besides x)."""
     epsilon, layer_norm = self._fp8q_norm
     weight = self.weight
     bias = self.bias if layer_norm else None
-    if (torch.compiler.is_compiling() or type(x) is not torch.Tensor
+    if (args or kwargs or torch.compiler.is_compiling()
+            or type(x) is not torch.Tensor
             or not (x.is_cpu or x.is_cuda) or x.dtype != weight.dtype
             or x.dtype not in (torch.float32, torch.float16, torch.bfloat16)
             or x.dim() == 0 or x.shape[-1] != weight.shape[0]
             or (torch.is_grad_enabled()
                 and (x.requires_grad or weight.requires_grad))):
-        return super(type(self), self).forward(x)
+        return super(type(self), self).forward(x, *args, **kwargs)
     normed, codes, scale = _ops.norm_quantize_forward(
         x, weight, bias, epsilon, layer_norm)
-    # Inference tensors (torch.inference_mode) have no version counter:
-    # an in-place change of the output there goes unnoticed (nothing in
-    # the decoders fuse_decoder_norms recognises makes one).
-    version = None if normed.is_inference() else normed._version
+    if normed.is_inference():
+        # Inference tensors (torch.inference_mode) have no version
+        # counter: a forward hook of this norm (or a global one) could
+        # change the output in place unnoticed, so none gets the handoff.
+        if (self._forward_hooks
+                or torch.nn.modules.module._global_forward_hooks):
+            return normed
+        version = None
+    else:
+        version = normed._version
     setattr(normed, HANDOFF, (version, codes, scale))
     return normed
+
+
+def _fused_class(base):
+    """The fused subclass of norm class `base` (one per class)."""
+    fused = _FUSED_CLASSES.get(base)
+    if fused is None:
+        fused = type(f"Fp8qFused{base.__name__}", (base,),
+                     {"forward": _fused_forward,
+                      "__reduce_ex__": _reduce_fused,
+                      "__module__": __name__})
+        _FUSED_CLASSES[base] = fused
+    return fused
+
+
+def _reduce_fused(self, protocol):
+    """A fused norm's pickle reduction: its base class's, re-created on
+    load as the fused class (_new_fused) with the same state, so
+    torch.save(model) / pickle / copy.deepcopy keep the norm fused."""
+    fused = type(self)
+    # Protocol 2's reduction (copyreg.__newobj__, a plain function to the
+    # older protocols too), whose class argument is replaced below.
+    reduced = super(fused, self).__reduce_ex__(max(protocol, 2))
+    if (isinstance(reduced, tuple) and len(reduced) >= 2
+            and reduced[0] is copyreg.__newobj__
+            and reduced[1][:1] == (fused,)):
+        return (_new_fused, (fused.__bases__[0], *reduced[1][1:]),
+                *reduced[2:])
+    return reduced
+
+
+def _new_fused(base, *args):
+    """An uninitialised instance of the fused class of `base` (what
+    unpickling a fused norm starts from; its state follows)."""
+    fused = _fused_class(base)
+    return fused.__new__(fused, *args)
+
+
+def _hooked_forward_is_own(norm):
+    """Whether a norm with an instance `forward` (accelerate's hooks:
+    add_hook_to_module, dispatch_model, cpu_offload) still reaches its
+    class's forward: accelerate's _old_forward is that forward bound to
+    the norm, which fusing can re-point."""
+    old_forward = norm.__dict__.get("_old_forward")
+    return (getattr(old_forward, "__self__", None) is norm
+            and getattr(old_forward, "__func__", None)
+            in (type(norm).forward, _fused_forward))
 
 
 def fuse(norm):
     """Makes `norm` (a module norm_parameters takes) a fused norm in place:
     its class becomes a subclass of its own (named Fp8qFused<class>, so
     isinstance, its parameters and its state_dict keys stay) whose forward
-    is _fused_forward."""
-    base = type(norm)
-    fused = _FUSED_CLASSES.get(base)
-    if fused is None:
-        fused = type(f"Fp8qFused{base.__name__}", (base,),
-                     {"forward": _fused_forward,
-                      "__module__": __name__})
-        _FUSED_CLASSES[base] = fused
+    is _fused_forward. A norm with accelerate's hook (an instance forward
+    calling _old_forward, the class's forward) gets _old_forward re-pointed
+    at the fused forward."""
     _, _, epsilon, layer_norm = norm_parameters(norm)
-    norm.__class__ = fused
+    norm.__class__ = _fused_class(type(norm))
     # weight and bias are read at each call (module moves replace them).
     norm._fp8q_norm = (float(epsilon), layer_norm)
+    if "_old_forward" in norm.__dict__:
+        norm._old_forward = types.MethodType(_fused_forward, norm)
 
 
 def fuse_decoder_norms(model, is_reader):
     """Fuses every norm of `model` that PATTERNS name and whose following
     modules all satisfy is_reader (fp8q W8A8 layers with dynamic per-token
-    activations), marks those layers to read the handoff, and returns the
+    activations), except a norm whose instance `forward` would hide the
+    fused one (other than accelerate's hook, which fuse re-points), marks those layers to read the handoff, and returns the
     fused norms' qualified names."""
     modules = dict(model.named_modules())
     fused = []
@@ -136,6 +195,8 @@ def fuse_decoder_norms(model, is_reader):
             norm = modules.get(prefix + norm_name)
             layers = [modules.get(prefix + reader) for reader in readers]
             if (norm is None or not all(is_reader(layer) for layer in layers)
+                    or ("forward" in norm.__dict__
+                        and not _hooked_forward_is_own(norm))
                     or norm_parameters(norm) is None):
                 continue
             if type(norm) not in _FUSED_CLASSES.values():

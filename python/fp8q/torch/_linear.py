@@ -162,7 +162,8 @@ class Linear(torch.nn.Linear):
     fuse_norms=True) sets it on the layers after a fused norm): the eager
     W8A8 forward takes x's codes and row scales from the fused norm that
     produced x (fp8q.torch._fused_norm) instead of quantizing x, the same
-    bits either way.
+    bits either way, while input_scale is None (a static input_scale, from
+    freeze or a state_dict, quantizes x with it as in any other layer).
     """
 
     reads_quantized_input = False
@@ -397,11 +398,16 @@ class Linear(torch.nn.Linear):
                 return _ops.weight_only_forward(
                     x, parameters["weight"], weight_scale,
                     parameters["bias"], self.granularity)
+            # A fused norm's per-token codes apply while the layer's
+            # activations are dynamic: calibrate + freeze or a loaded
+            # state_dict give it a static input_scale later.
+            input_scale = buffers["input_scale"]
             return _ops.fp8_forward(
                 x, parameters["weight"], weight_scale, parameters["bias"],
-                buffers["input_scale"], self.granularity,
+                input_scale, self.granularity,
                 _fused_norm.quantized_input(x)
-                if self.reads_quantized_input else None)
+                if self.reads_quantized_input and input_scale is None
+                else None)
         except Exception as error:
             # A failed call explains a wrong shape as nn.Linear would, and
             # names the layer (the try block is free on the way through

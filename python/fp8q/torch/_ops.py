@@ -218,8 +218,13 @@ def _(x, weight, weight_scale, bias, input_scale, granularity):
 def norm_quantize_forward(x, weight, bias, epsilon, layer_norm):
     """torch.ops.fp8q.norm_quantize's computation (see there), run eagerly:
     one fp8q._C.norm_quantize call on x's device and torch's current
-    stream, into tensors from torch's allocator."""
+    stream, into tensors from torch's allocator (made in C through DLPack's
+    C exchange API where torch has it)."""
     x = x.contiguous()
+    if HAS_C_EXCHANGE and x.numel() > 0:
+        return _C.norm_quantize(x, weight.contiguous(),
+                                None if bias is None else bias.contiguous(),
+                                epsilon, layer_norm)
     normed = torch.empty_like(x)
     codes = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
     scale = torch.empty((*x.shape[:-1], 1), dtype=torch.float32,
