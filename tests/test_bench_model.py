@@ -64,6 +64,15 @@ def _bench(*arguments):
     return completed.stdout
 
 
+def _single_table_rows(text):
+    """The rows of the one table `text` holds, after checking its columns."""
+    tables = _tables(text)
+    assert len(tables) == 1, text
+    header, rows = tables[0]
+    assert header == COLUMNS, text
+    return rows
+
+
 def _check_rows(rows, expected_groups, fp8q_models, text):
     """The rows are those of expected_groups (mode, tokens) x models, in
     order; measured rows have positive times, tokens/s = tokens / ms,
@@ -110,10 +119,7 @@ def test_bench_model_cpu_llama_eager_and_decode_rows():
     eagerly, and CUDA graph decode rows that say why they did not run."""
     text = _bench("--models", "llama", "--layers", "1", "--tokens", "16",
                   "--decode-tokens", "1", "16", "--no-compile")
-    tables = _tables(text)
-    assert len(tables) == 1, text
-    header, rows = tables[0]
-    assert header == COLUMNS, text
+    rows = _single_table_rows(text)
     assert "1 layers, hidden 256" in text
     _check_rows(rows, [("eager", "16"), ("decode eager", "1"),
                        ("decode eager", "16"), ("decode CUDA graph", "1"),
@@ -124,10 +130,7 @@ def test_bench_model_cpu_flux_eager_graph_and_compile_rows():
     """The FLUX-shaped block (no fused-norm variant: its norms feed adaLN
     modulation) in all three modes, compiled included."""
     text = _bench("--models", "flux", "--flux-tokens", "32")
-    tables = _tables(text)
-    assert len(tables) == 1, text
-    header, rows = tables[0]
-    assert header == COLUMNS, text
+    rows = _single_table_rows(text)
     assert "hidden 128" in text
     _check_rows(rows, [("eager", "32"), ("CUDA graph", "32"),
                        ("torch.compile", "32")],
@@ -140,12 +143,9 @@ def test_bench_model_time_limit_leaves_groups_not_run():
     (the float references are still computed)."""
     text = _bench("--models", "flux", "--flux-tokens", "8", "--time-limit",
                   "0")
-    tables = _tables(text)
-    assert len(tables) == 1, text
-    for header, rows in tables:
-        assert header == COLUMNS
-        assert rows and all(
-            row[3] == "not run: --time-limit reached" for row in rows), text
+    rows = _single_table_rows(text)
+    assert rows and all(
+        row[3] == "not run: --time-limit reached" for row in rows), text
 
 
 def test_decode_step_logits_equal_the_full_forward_logits():

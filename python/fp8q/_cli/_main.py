@@ -61,9 +61,10 @@ def _parse(argv):
                             "amax searches; gemm: scaled_mm vs NumPy matmul; "
                             "linear: fp8q.torch.Linear vs bf16 nn.Linear and "
                             "optimum-quanto (needs torch); model: a "
-                            "Llama-shaped decoder, float vs fp8q W8A8 and "
-                            "W8A16 (and optimum-quanto), eager and compiled "
-                            "(needs torch)")
+                            "Llama-shaped decoder and a FLUX-shaped block, "
+                            "float vs fp8q W8A8 and W8A16 (and torchao, "
+                            "optimum-quanto), eager, decode steps replayed "
+                            "from CUDA graphs and compiled (needs torch)")
     bench.add_argument("--size", type=int, default=_bench.DEFAULT_SIZE,
                        help="elements (default 16M = 2**24)")
     bench.add_argument("--repeats", type=int, default=_bench.DEFAULT_REPEATS,
