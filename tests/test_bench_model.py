@@ -205,3 +205,97 @@ def test_plain_decoder_computes_what_transformers_llama_computes(
     assert got.shape == (2, 37, shape.vocab)
     torch.testing.assert_close(got, expected, rtol=1e-5,
                                atol=1e-5 * float(expected.abs().max()))
+
+
+def test_cuda_graph_runner_warms_up_captures_once_and_replays_into_static():
+    """The CUDA graph runner's logic on a fake torch.cuda (the CPU has no
+    graphs): warm-up calls on a side stream that waits for the current
+    one, one capture on the static copy of the example, and replays that
+    copy the new input into the static tensor and return the captured
+    output, which the replay refreshes."""
+    from fp8q._cli import _bench_decode
+
+    log = []
+
+    class FakeStream:
+        def __init__(self, name="side"):
+            self.name = name
+
+        def wait_stream(self, other):
+            log.append(("wait", self.name, other.name))
+
+    main_stream = FakeStream("main")
+    state = {"stream": main_stream, "capturing": None}
+
+    class FakeGraph:
+        def __init__(self):
+            self.kernels = []
+
+        def replay(self):
+            log.append(("replay",))
+            for kernel in self.kernels:
+                kernel()
+
+    class Switch:
+        def __init__(self, key, value):
+            self.key, self.value = key, value
+
+        def __enter__(self):
+            self.before = state[self.key]
+            state[self.key] = self.value
+
+        def __exit__(self, *exception):
+            state[self.key] = self.before
+
+    class FakeCuda:
+        Stream = FakeStream
+        CUDAGraph = FakeGraph
+
+        @staticmethod
+        def current_stream():
+            return state["stream"]
+
+        @staticmethod
+        def stream(stream):
+            return Switch("stream", stream)
+
+        @staticmethod
+        def graph(graph):
+            return Switch("capturing", graph)
+
+    class FakeTorch:
+        cuda = FakeCuda
+
+    def function(x):
+        """Doubles x; under capture, the doubling is recorded as the
+        graph's kernel writing into the captured output."""
+        output = torch.empty_like(x)
+
+        def kernel():
+            torch.mul(x, 2, out=output)
+        kernel()
+        graph = state["capturing"]
+        log.append(("call", state["stream"].name, graph is not None))
+        if graph is not None:
+            graph.kernels.append(kernel)
+        function.inputs.append(x)
+        return output
+    function.inputs = []
+
+    example = torch.tensor([1.0, 2.0])
+    replay = _bench_decode.cuda_graph_runner(FakeTorch, function, example,
+                                             warm_up_calls=2)
+    assert log == [("wait", "side", "main"), ("call", "side", False),
+                   ("call", "side", False), ("wait", "main", "side"),
+                   ("call", "main", True)]
+    static = function.inputs[0]
+    assert static is not example and all(
+        x is static for x in function.inputs)
+    first = replay(torch.tensor([3.0, 4.0]))
+    second = replay(torch.tensor([5.0, -1.0]))
+    assert first is second
+    assert second.tolist() == [10.0, -2.0]
+    assert static.tolist() == [5.0, -1.0]
+    assert example.tolist() == [1.0, 2.0]
+    assert log[-2:] == [("replay",), ("replay",)]
+    assert len(function.inputs) == 3  # the replays call nothing in Python
