@@ -299,3 +299,14 @@ def test_cuda_graph_runner_warms_up_captures_once_and_replays_into_static():
     assert example.tolist() == [1.0, 2.0]
     assert log[-2:] == [("replay",), ("replay",)]
     assert len(function.inputs) == 3  # the replays call nothing in Python
+
+
+@pytest.mark.parametrize("option", ["--layers", "--decode-tokens",
+                                    "--flux-tokens", "--tokens"])
+def test_bench_model_refuses_counts_below_one(option):
+    completed = subprocess.run(
+        [sys.executable, "-m", "fp8q", "bench", "model", "--device", "cpu",
+         option, "0"], capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 2, completed.stdout
+    assert "must be >= 1" in completed.stderr
+    assert "|" not in completed.stdout

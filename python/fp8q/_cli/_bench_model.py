@@ -338,8 +338,9 @@ def _print_workload(torch, device, dtype_name, workload, options, deadline):
             with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
                 for key in keys:
                     runners = []
+                    expired = time.monotonic() >= deadline
                     for name, module in models:
-                        if time.monotonic() >= deadline:
+                        if expired:
                             module = NotRun("--time-limit reached")
                         elif not isinstance(module, Exception):
                             module = _runner(torch, device, workload, module,

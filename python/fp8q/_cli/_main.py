@@ -205,7 +205,7 @@ def _run(arguments):
             return 2
         counts = ((arguments.tokens or []) + arguments.decode_tokens
                   + (arguments.flux_tokens or [])
-                  + [arguments.layers or 1])
+                  + [1 if arguments.layers is None else arguments.layers])
         if min(counts) < 1:
             print("fp8q bench: --tokens, --decode-tokens, --flux-tokens and "
                   "--layers must be >= 1", file=sys.stderr)
