@@ -32,11 +32,32 @@ class LlamaShape:
                 f"KV heads, vocab {self.vocab}")
 
 
-# The GPU model is Llama-3-8B's layer shape, four layers deep.
+# The GPU model is Llama-3-8B's layer shape, four layers deep by default
+# (--layers changes the depth).
 GPU_SHAPE = LlamaShape(layers=4, hidden=4096, intermediate=14336, heads=32,
                        kv_heads=8, vocab=32000)
 CPU_SHAPE = LlamaShape(layers=2, hidden=256, intermediate=768, heads=8,
                        kv_heads=2, vocab=1000)
+
+
+def rotary_tables(torch, head_dim, positions, dtype, device):
+    """(cos, sin), each (positions, head_dim) in `dtype`: the rotary
+    position angles of positions 0 .. positions - 1 (frequencies
+    ROPE_THETA ** (-2i / head_dim), repeated for both halves), as
+    transformers' Llama computes them."""
+    frequencies = 1.0 / ROPE_THETA ** (torch.arange(
+        0, head_dim, 2, device=device).float() / head_dim)
+    angles = torch.outer(torch.arange(positions, device=device).float(),
+                         frequencies)
+    angles = torch.cat((angles, angles), dim=-1)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def rotate(torch, x, cos, sin):
+    """Rotary position embedding of x (..., positions, head_dim), the
+    half-split convention of transformers' Llama."""
+    first, second = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-second, first), dim=-1) * sin
 
 
 def build(shape, dtype, device, seed):
@@ -102,12 +123,6 @@ def _plain_decoder(torch, shape):
                                        + self.variance_epsilon)
             return self.weight * normed.to(x.dtype)
 
-    def rotate(x, cos, sin):
-        """Rotary position embedding, the half-split convention of
-        transformers' Llama."""
-        first, second = x.chunk(2, dim=-1)
-        return x * cos + torch.cat((-second, first), dim=-1) * sin
-
     class Attention(nn.Module):
         def __init__(self):
             super().__init__()
@@ -127,8 +142,8 @@ def _plain_decoder(torch, shape):
                 return projection(x).view(batch, tokens, count,
                                           head_dim).transpose(1, 2)
 
-            q = rotate(heads(self.q_proj, shape.heads), cos, sin)
-            k = rotate(heads(self.k_proj, shape.kv_heads), cos, sin)
+            q = rotate(torch, heads(self.q_proj, shape.heads), cos, sin)
+            k = rotate(torch, heads(self.k_proj, shape.kv_heads), cos, sin)
             v = heads(self.v_proj, shape.kv_heads)
             attended = functional.scaled_dot_product_attention(
                 q, k, v, is_causal=True, enable_gqa=True)
@@ -174,12 +189,8 @@ def _plain_decoder(torch, shape):
 
         def forward(self, ids):
             x = self.embed_tokens(ids)
-            positions = torch.arange(ids.shape[-1], device=ids.device)
-            frequencies = 1.0 / ROPE_THETA ** (torch.arange(
-                0, head_dim, 2, device=ids.device).float() / head_dim)
-            angles = torch.outer(positions.float(), frequencies)
-            angles = torch.cat((angles, angles), dim=-1)
-            cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+            cos, sin = rotary_tables(torch, head_dim, ids.shape[-1],
+                                     x.dtype, ids.device)
             for layer in self.layers:
                 x = layer(x, cos, sin)
             return self.lm_head(self.norm(x))

@@ -1,57 +1,114 @@
-"""`python -m fp8q bench model`: a Llama-shaped decoder with random weights
-(fp8q._cli._bench_llama) as a float model, fp8q W8A8 and W8A16
-(fp8q.torch.quantize, e4m3 weights with row scales; every nn.Linear,
-lm_head included), fp8q W8A8 with fuse_norms=True (each decoder norm
-writes the per-token FP8 codes its q/k/v or gate/up layers read), when
-torchao imports its Float8DynamicActivationFloat8WeightConfig(PerRow())
-(rowwise dynamic FP8, on GPUs that have FP8 tensor cores), and when
-optimum-quanto is installed, its qfloat8 W8A8
-(static activation scales from one calibration batch) and W8A16, each
-eager, under torch.compile and, on the GPU only, under
-torch.compile(mode="reduce-overhead") (CUDA graphs).
+"""`python -m fp8q bench model`: whole models with random weights, float
+against their quantized copies, in three modes, one markdown table per
+model (rows printed as they are measured).
 
-Per mode, token count and model: the median time of a forward pass (after
-warm-up calls; the models take turns within every round: wall time on the
-CPU, CUDA-event time on the GPU), the speed against the float model eager
-and in the same mode, the cosine of the logits against the float model's
-eager logits, and the weight memory of the linear layers. A model or mode
-that fails (quantization, compilation, a CUDA graph capture) shows the
-exception's first line in its row, and the run goes on.
+Models: a Llama-shaped decoder (fp8q._cli._bench_llama; --layers deep)
+and a FLUX-shaped DiT block (fp8q._cli._bench_flux). Variants: the float
+model, fp8q W8A8 and W8A16 (fp8q.torch.quantize, e4m3 weights with row
+scales; every nn.Linear, lm_head included), for the decoder fp8q W8A8 with
+fuse_norms=True (each decoder norm writes the per-token FP8 codes its
+q/k/v or gate/up layers read; the FLUX block's norms feed adaLN
+modulation, a pattern fuse_norms does not fuse), when torchao imports its
+Float8DynamicActivationFloat8WeightConfig(PerRow()) (rowwise dynamic FP8,
+on GPUs that have FP8 tensor cores), and when optimum-quanto is installed
+its qfloat8 W8A8 (static activation scales from one calibration batch)
+and W8A16.
 
-The GPU run: bfloat16, GPU_SHAPE (4 layers of Llama-3-8B's shape), tokens
-1, 16, 2048, 8192. The CPU run: float32, CPU_SHAPE (2 small layers),
-tokens 1, 16, 128, short enough for CI. Rows are printed as they are
-measured. Results go to docs/benchmarks.md; no test asserts timings.
+Modes of the decoder: "eager" (a forward pass over `tokens` tokens, the
+prefill), "decode eager" and "decode CUDA graph" (a decode step of
+`tokens` tokens over a static KV cache already holding CONTEXT positions,
+fp8q._cli._bench_decode, run eagerly or replayed from a CUDA graph), and
+"torch.compile" (the forward pass compiled). Modes of the FLUX block:
+"eager", "CUDA graph" (its forward replayed) and "torch.compile". Without
+a GPU the CUDA graph rows say "not run: no GPU".
+
+Per mode, token count and variant: the median time of a call (after
+warm-up calls; the variants take turns within every round: wall time on
+the CPU, CUDA-event time on the GPU), tokens per second, the speed against
+the float model eager on the same work (forward or decode step), against
+the float model in the same mode and against torchao in the same mode,
+the cosine of the outputs against the float model's eager outputs, and
+the weight memory of the linear layers. A variant or mode that fails
+(quantization, compilation, a CUDA graph capture) shows the exception's
+first line in its row, and the run goes on; once --time-limit seconds
+have passed, the groups left print "not run" rows.
+
+The GPU run: bfloat16; the decoder of Llama-3-8B's shape (hidden 4096,
+MLP 14336, 32 heads, 8 KV heads, vocab 32000), 4 layers unless --layers,
+forward tokens 1, 16, 2048, 8192; the FLUX block (hidden 3072, 24 heads,
+MLP 12288) at 4096 image tokens. The CPU run: float32, tiny shapes
+(_bench_llama.CPU_SHAPE, _bench_flux.CPU_SHAPE), forward tokens 1, 16,
+128, short enough for CI. Decode steps: 1 and 16 tokens on both. Results
+go to docs/benchmarks.md; no test asserts timings.
 """
 import copy
+import dataclasses
 import datetime
 import functools
 import platform
+import time
 
 import fp8q
 from fp8q import _info
-from fp8q._cli import _bench_llama
+from fp8q._cli import _bench_decode, _bench_flux, _bench_llama
 from fp8q._cli._bench import SEED, median_seconds
 from fp8q._cli._bench_gpu import median_ms_cuda, unavailable_reason
 from fp8q._cli._weight_memory import linear_weight_bytes
 
 CPU_TOKENS = (1, 16, 128)
 GPU_TOKENS = (1, 16, 2048, 8192)
+DECODE_TOKENS = (1, 16)
+CPU_CONTEXT = 32  # positions in the KV cache before a decode step
+GPU_CONTEXT = 512
 CALIBRATION_TOKENS = 64  # optimum-quanto W8A8's one calibration batch
 WARM_UP_CALLS = 3  # before timing: compiles, then records CUDA graphs
-# Mode name -> torch.compile's mode (None: eager).
-CPU_MODES = {"eager": None, "torch.compile": "default"}
-GPU_MODES = dict(CPU_MODES, **{"reduce-overhead": "reduce-overhead"})
+# Mode name -> (work: "forward" or "decode", how: None (eager), "graph" or
+# "compile"), in table order.
+LLAMA_MODES = {"eager": ("forward", None),
+               "decode eager": ("decode", None),
+               "decode CUDA graph": ("decode", "graph"),
+               "torch.compile": ("forward", "compile")}
+FLUX_MODES = {"eager": ("forward", None),
+              "CUDA graph": ("forward", "graph"),
+              "torch.compile": ("forward", "compile")}
 ERROR_CHARACTERS = 160  # of an exception's first line, in its row
 # Each quantized copy is a new guard set on the model's forward code:
 # room for every model at two shapes (static, then dynamic) per mode.
 RECOMPILE_LIMIT = 64
+MODEL_NAMES = ("llama", "flux")
+TORCHAO_NAME = "torchao float8 rowwise W8A8"
+FUSED_NAME = "fp8q W8A8 fused norms"
+
+
+@dataclasses.dataclass
+class ModelOptions:
+    """What the command line chose: `tokens` (forward token counts, None:
+    the device's default), `repeats`, `compile_models` (False: no
+    torch.compile rows), `layers` (decoder depth, None: the shape's),
+    `models` (names from MODEL_NAMES), `decode_tokens`, `flux_tokens`
+    (None: the shape's) and `time_limit` (seconds, None: none)."""
+
+    tokens: tuple = None
+    repeats: int = 7
+    compile_models: bool = True
+    layers: int = None
+    models: tuple = MODEL_NAMES
+    decode_tokens: tuple = DECODE_TOKENS
+    flux_tokens: tuple = None
+    time_limit: float = None
+
+
+class NotRun(Exception):
+    """A group or row left out on purpose (its reason is the message)."""
 
 
 def _first_line(error):
     """`Type: first line of the message` (with the second line too when the
     first ends with a colon, as torch.compile's "backend='inductor'
-    raised:" does), shortened and safe in a markdown cell."""
+    raised:" does), shortened and safe in a markdown cell; a NotRun's
+    reason as "not run: reason"."""
+    if isinstance(error, NotRun):
+        return f"not run: {error}"
     lines = [line.strip() for line in str(error).splitlines()
              if line.strip()]
     message = " ".join(lines[:2] if lines and lines[0].endswith(":")
@@ -59,26 +116,29 @@ def _first_line(error):
     text = f"{type(error).__name__}: {message}"
     if len(text) > ERROR_CHARACTERS:
         text = text[:ERROR_CHARACTERS - 3] + "..."
-    return text.replace("|", "\\|")
+    return "failed: " + text.replace("|", "\\|")
 
 
-def _quantized_models(torch, model, calibration_ids):
+def _quantized_models(torch, model, calibration_input, fuse_norms):
     """(variants, has_quanto): variants are (name, model or the exception
     that building it raised) for each quantized variant of `model` (deep
-    copies; `model` is left float); has_quanto says whether optimum-quanto
-    could be imported (its two variants are there only then)."""
+    copies; `model` is left float; the fused-norms variant only when
+    fuse_norms); has_quanto says whether optimum-quanto could be imported
+    (its two variants are there only then). calibration_input is the one
+    batch optimum-quanto W8A8 calibrates on."""
     import fp8q.torch as fpt
 
-    def fp8q_model(activations, fuse_norms=False):
+    def fp8q_model(activations, fuse=False):
         return fpt.quantize(copy.deepcopy(model), weights="e4m3",
-                            activations=activations, fuse_norms=fuse_norms)
+                            activations=activations, fuse_norms=fuse)
 
-    builders = [("fp8q W8A8", lambda: fp8q_model("e4m3")),
-                ("fp8q W8A8 fused norms", lambda: fp8q_model("e4m3", True)),
-                ("fp8q W8A16", lambda: fp8q_model(None))]
+    builders = [("fp8q W8A8", lambda: fp8q_model("e4m3"))]
+    if fuse_norms:
+        builders.append((FUSED_NAME, lambda: fp8q_model("e4m3", True)))
+    builders.append(("fp8q W8A16", lambda: fp8q_model(None)))
     torchao_model = _torchao_builder(model)
     if torchao_model is not None:
-        builders.append(("torchao float8 rowwise W8A8", torchao_model))
+        builders.append((TORCHAO_NAME, torchao_model))
     try:
         from optimum import quanto
     except ImportError:
@@ -90,7 +150,7 @@ def _quantized_models(torch, model, calibration_ids):
                             activations=activations)
             if activations is not None:
                 with quanto.Calibration(), torch.inference_mode():
-                    theirs(calibration_ids)
+                    theirs(calibration_input)
             quanto.freeze(theirs)
             return theirs
 
@@ -125,28 +185,94 @@ def _torchao_builder(model):
     return build
 
 
-def _runner(torch, module, compile_mode):
-    """A function of the token ids running `module` eagerly, or compiled
-    in `compile_mode` (for "reduce-overhead", each call starts a new CUDA
-    graph step, as an inference loop does); or the exception torch.compile
+@dataclasses.dataclass
+class _Workload:
+    """One model's table: its float `model`, a `title` line, its `modes`
+    (LLAMA_MODES or FLUX_MODES), `inputs` ((work, tokens) -> input
+    tensor), `prepare(module, work, tokens)` (a function of the input
+    running `module` eagerly on that work), `calibration_input`, and
+    whether fp8q's fuse_norms applies (`fuse_norms`)."""
+
+    model: object
+    title: str
+    modes: dict
+    inputs: dict
+    prepare: object
+    calibration_input: object
+    fuse_norms: bool
+
+
+def _llama_workload(torch, device, dtype, options, token_counts):
+    """The decoder's _Workload (module docstring)."""
+    shape = (_bench_llama.GPU_SHAPE if device == "cuda"
+             else _bench_llama.CPU_SHAPE)
+    if options.layers is not None:
+        shape = dataclasses.replace(shape, layers=options.layers)
+    context = GPU_CONTEXT if device == "cuda" else CPU_CONTEXT
+    model, source = _bench_llama.build(shape, dtype, device, SEED)
+    generator = torch.Generator().manual_seed(SEED)
+
+    def ids(count):
+        return torch.randint(0, shape.vocab, (1, count),
+                             generator=generator).to(device)
+
+    inputs = {("forward", tokens): ids(tokens) for tokens in token_counts}
+    inputs.update({("decode", tokens): ids(tokens)
+                   for tokens in options.decode_tokens})
+    context_ids = ids(context)
+
+    def prepare(module, work, tokens):
+        if work == "forward":
+            return module
+        decoder = _bench_decode.KVCacheDecoder(torch, module, shape,
+                                               context, tokens)
+        decoder.prefill(context_ids)
+        return decoder.step
+
+    title = (f"Llama-shaped decoder, {source}: {shape.describe()}; decode "
+             f"steps over a KV cache of {context} positions")
+    return _Workload(model, title, LLAMA_MODES, inputs, prepare,
+                     ids(CALIBRATION_TOKENS), True)
+
+
+def _flux_workload(torch, device, dtype, options):
+    """The FLUX block's _Workload (module docstring)."""
+    shape = (_bench_flux.GPU_SHAPE if device == "cuda"
+             else _bench_flux.CPU_SHAPE)
+    model = _bench_flux.build(shape, dtype, device, SEED)
+    generator = torch.Generator().manual_seed(SEED)
+    inputs = {("forward", tokens): _bench_flux.image_tokens(
+                  torch, shape, tokens, dtype, device, generator)
+              for tokens in options.flux_tokens or (shape.tokens,)}
+    title = f"FLUX-shaped DiT block, plain torch: {shape.describe()}"
+    return _Workload(
+        model, title, FLUX_MODES, inputs, lambda module, work, tokens: module,
+        _bench_flux.image_tokens(torch, shape, CALIBRATION_TOKENS, dtype,
+                                 device, generator), False)
+
+
+def _runner(torch, device, workload, module, work, tokens, how):
+    """A function of the input running `module` on (work, tokens) eagerly
+    (how None), captured in a CUDA graph ("graph", GPU only: NotRun on the
+    CPU) or under torch.compile ("compile"); or the exception preparing it
     raised."""
-    if compile_mode is None:
-        return module
     try:
-        compiled = torch.compile(module, mode=compile_mode)
+        if how == "graph" and device != "cuda":
+            raise NotRun("no GPU")
+        function = workload.prepare(module, work, tokens)
+        if how == "compile":
+            return torch.compile(function)
+        if how == "graph":
+            return _bench_decode.cuda_graph_runner(
+                torch, function, workload.inputs[(work, tokens)],
+                WARM_UP_CALLS)
+        return function
     except Exception as error:  # noqa: BLE001 - reported in its rows
         return error
-    if compile_mode != "reduce-overhead":
-        return compiled
-
-    def step(ids):
-        torch.compiler.cudagraph_mark_step_begin()
-        return compiled(ids)
-    return step
 
 
 def _cosine(torch, output, reference):
-    """Cosine similarity of two logit tensors, flattened, in float32."""
+    """Cosine similarity of two output tensors, flattened, in float32."""
     return float(torch.nn.functional.cosine_similarity(
         output.float().flatten(), reference.flatten(), dim=0))
 
@@ -160,78 +286,81 @@ def _milliseconds(torch, device, functions, repeats):
 
 
 def _table_row(mode, tokens, name, weight_bytes, milliseconds=None,
-               eager_float_ms=None, mode_float_ms=None, cosine=None,
-               error=None):
-    """One markdown row; ratios whose float peer is missing print "-"."""
-    def speed(peer):
-        return "-" if peer is None else f"{peer / milliseconds:.2f}x"
-
-    mib = "-" if weight_bytes is None else f"{weight_bytes / 2 ** 20:.1f}"
-    if error is not None:
-        return (f"| {mode} | {tokens} | {name} | failed: {error} | - | - "
-                f"| - | {mib} |")
+               peers=(), cosine=None, note=None):
+    """One markdown row; `peers` are the peer milliseconds of the speed
+    columns (None: that peer is missing, "-"); `note` replaces the
+    measurements ("failed: ..." or "not run: ...")."""
+    mib = "-" if weight_bytes is None else f"{weight_bytes / 2 ** 20:.2f}"
+    if note is not None:
+        dashes = " | ".join(["-"] * (len(peers) + 2))
+        return f"| {mode} | {tokens} | {name} | {note} | {dashes} | {mib} |"
+    speeds = " | ".join("-" if peer is None else f"{peer / milliseconds:.2f}x"
+                        for peer in peers)
     return (f"| {mode} | {tokens} | {name} | {milliseconds:.3f} | "
-            f"{speed(eager_float_ms)} | {speed(mode_float_ms)} | "
+            f"{tokens / milliseconds * 1e3:.1f} | {speeds} | "
             f"{cosine:.5f} | {mib} |")
 
 
-def print_model_table(device, dtype_name, shape, token_counts, modes,
-                      repeats):
-    """Builds the models on `device` ("cpu" or "cuda") in torch dtype
-    `dtype_name` and prints the table (module docstring), a row as soon as
-    its group (mode, token count) is measured."""
-    import torch
-
-    dtype = getattr(torch, dtype_name)
-    model, source = _bench_llama.build(shape, dtype, device, SEED)
-    generator = torch.Generator().manual_seed(SEED)
-    ids = {tokens: torch.randint(0, shape.vocab, (1, tokens),
-                                 generator=generator).to(device)
-           for tokens in token_counts}
-    calibration_ids = torch.randint(0, shape.vocab, (1, CALIBRATION_TOKENS),
-                                    generator=generator).to(device)
+def _print_workload(torch, device, dtype_name, workload, options, deadline):
+    """Quantizes `workload`'s model and prints its table (module
+    docstring), a group of rows (mode, token count) at a time."""
+    model = workload.model
     float_name = f"torch {dtype_name}"
-    quantized, has_quanto = _quantized_models(torch, model, calibration_ids)
+    quantized, has_quanto = _quantized_models(
+        torch, model, workload.calibration_input, workload.fuse_norms)
     models = [(float_name, model)] + quantized
     weights = {name: (None if isinstance(module, Exception)
                       else linear_weight_bytes(module))
                for name, module in models}
-    print(f"{source}: {shape.describe()}; {dtype_name} on {device}; "
-          f"median of {repeats} interleaved repeats after "
-          f"{WARM_UP_CALLS} warm-up calls; cosine of the logits against "
-          f"{float_name} eager; weights: the linear layers' (codes and "
-          "scales)")
+    print(f"{workload.title}; {dtype_name} on {device}; median of "
+          f"{options.repeats} interleaved repeats after {WARM_UP_CALLS} "
+          f"warm-up calls; cosine of the outputs against {float_name} "
+          "eager; weights: the linear layers' (codes and scales)")
     if not has_quanto:
         print("optimum-quanto is not installed: its rows are left out "
               "(pip install optimum-quanto)")
+    if not any(name == TORCHAO_NAME for name, _ in models):
+        print("torchao is not installed: its rows and column are empty")
     print()
-    print(f"| mode | tokens | model | ms | speed vs {float_name} eager | "
-          f"speed vs {float_name}, same mode | cosine | Linear weights MiB |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    print(f"| mode | tokens | model | ms | tokens/s | speed vs {float_name} "
+          f"eager | speed vs {float_name}, same mode | speed vs torchao, "
+          "same mode | cosine | Linear weights MiB |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     eager_float_ms = {}
     with torch.inference_mode():
-        references = {tokens: model(ids[tokens]).float()
-                      for tokens in token_counts}
-        for mode, compile_mode in modes.items():
+        references = {key: workload.prepare(model, *key)(value).float()
+                      for key, value in workload.inputs.items()}
+        for mode, (work, how) in workload.modes.items():
+            if how == "compile" and not options.compile_models:
+                continue
             torch._dynamo.reset()
-            runners = [(name, module if isinstance(module, Exception)
-                        else _runner(torch, module, compile_mode))
-                       for name, module in models]
+            keys = sorted(key for key in workload.inputs if key[0] == work)
             with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
-                for tokens in token_counts:
-                    _measure_group(torch, device, mode, tokens, runners,
-                                   ids[tokens], references[tokens], weights,
-                                   eager_float_ms, repeats)
+                for key in keys:
+                    runners = []
+                    expired = time.monotonic() >= deadline
+                    for name, module in models:
+                        if expired:
+                            module = NotRun("--time-limit reached")
+                        elif not isinstance(module, Exception):
+                            module = _runner(torch, device, workload, module,
+                                             work, key[1], how)
+                        runners.append((name, module))
+                    _measure_group(torch, device, mode, key, runners,
+                                   workload.inputs[key], references[key],
+                                   weights, eager_float_ms, how is None,
+                                   options.repeats)
         torch._dynamo.reset()
 
 
-def _measure_group(torch, device, mode, tokens, runners, ids, reference,
-                   weights, eager_float_ms, repeats):
-    """Warms up, checks and times every runner of one (mode, token count)
-    group ((name, function of the ids, or the exception that building the
-    model raised); the float model first) and prints its rows.
-    eager_float_ms maps token counts to the float model's eager time
-    (filled by the eager group, read by the later ones)."""
+def _measure_group(torch, device, mode, key, runners, inputs, reference,
+                   weights, eager_float_ms, eager, repeats):
+    """Warms up, checks and times every runner of one (mode, (work, token
+    count)) group ((name, function of the input, or the exception that
+    building or preparing it raised); the float model first) and prints
+    its rows. eager_float_ms maps (work, tokens) to the float model's
+    eager time (filled by an `eager` group, read by the later ones)."""
+    tokens = key[1]
     working, failed = [], {}
     cosines = {}
     for name, function in runners:
@@ -239,9 +368,9 @@ def _measure_group(torch, device, mode, tokens, runners, ids, reference,
             failed[name] = _first_line(function)
             continue
         try:
-            cosines[name] = _cosine(torch, function(ids), reference)
+            cosines[name] = _cosine(torch, function(inputs), reference)
             for _ in range(WARM_UP_CALLS - 1):
-                function(ids)
+                function(inputs)
             if device == "cuda":
                 torch.cuda.synchronize()
         except Exception as error:  # noqa: BLE001 - reported in its row
@@ -251,41 +380,61 @@ def _measure_group(torch, device, mode, tokens, runners, ids, reference,
     timings = dict(zip(
         [name for name, _ in working],
         _milliseconds(torch, device,
-                      [functools.partial(function, ids)
+                      [functools.partial(function, inputs)
                        for _, function in working], repeats)))
     float_name = runners[0][0]
-    if mode == "eager" and float_name in timings:
-        eager_float_ms[tokens] = timings[float_name]
+    if eager and float_name in timings:
+        eager_float_ms[key] = timings[float_name]
+    peers = (eager_float_ms.get(key), timings.get(float_name),
+             timings.get(TORCHAO_NAME))
     for name, _ in runners:
         if name in failed:
-            print(_table_row(mode, tokens, name, weights[name],
-                             error=failed[name]), flush=True)
+            print(_table_row(mode, tokens, name, weights[name], peers=peers,
+                             note=failed[name]), flush=True)
         else:
             print(_table_row(mode, tokens, name, weights[name],
-                             milliseconds=timings[name],
-                             eager_float_ms=eager_float_ms.get(tokens),
-                             mode_float_ms=timings.get(float_name),
+                             milliseconds=timings[name], peers=peers,
                              cosine=cosines[name]), flush=True)
 
 
-def print_model_benchmark(token_counts, repeats, compile_models):
-    """The CPU run (module docstring): float32, CPU_SHAPE, `token_counts`
-    (None: CPU_TOKENS), eager and, when compile_models, torch.compile."""
+def _print_tables(device, dtype_name, options, default_tokens):
+    """Both models' tables (those in options.models) on `device`."""
+    import torch
+
+    deadline = (float("inf") if options.time_limit is None
+                else time.monotonic() + options.time_limit)
+    dtype = getattr(torch, dtype_name)
+    for name in options.models:
+        print()
+        if name == "llama":
+            workload = _llama_workload(torch, device, dtype, options,
+                                       options.tokens or default_tokens)
+        else:
+            workload = _flux_workload(torch, device, dtype, options)
+        _print_workload(torch, device, dtype_name, workload, options,
+                        deadline)
+        del workload
+        if device == "cuda":
+            torch.cuda.empty_cache()
+
+
+def print_model_benchmark(options):
+    """The CPU run (module docstring): float32, the CPU shapes, forward
+    token counts options.tokens (None: CPU_TOKENS); `options` is a
+    ModelOptions."""
     import torch
 
     print(f"fp8q {fp8q.__version__} on {_info.cpu_model()}, torch "
           f"{torch.__version__} ({torch.get_num_threads()} threads), Python "
           f"{platform.python_version()}, "
           f"{datetime.date.today().isoformat()}")
-    modes = CPU_MODES if compile_models else {"eager": None}
-    print_model_table("cpu", "float32", _bench_llama.CPU_SHAPE,
-                      token_counts or CPU_TOKENS, modes, repeats)
+    _print_tables("cpu", "float32", options, CPU_TOKENS)
 
 
-def print_gpu_model_benchmark(token_counts, repeats, compile_models):
-    """The GPU run (module docstring): bfloat16, GPU_SHAPE, `token_counts`
-    (None: GPU_TOKENS), eager and, when compile_models, torch.compile and
-    reduce-overhead; or one line saying why it cannot run here."""
+def print_gpu_model_benchmark(options):
+    """The GPU run (module docstring): bfloat16, the GPU shapes, forward
+    token counts options.tokens (None: GPU_TOKENS); or one line saying why
+    it cannot run here. `options` is a ModelOptions."""
     import torch
 
     reason = unavailable_reason(torch)
@@ -295,6 +444,4 @@ def print_gpu_model_benchmark(token_counts, repeats, compile_models):
     print(f"fp8q {fp8q.__version__} on {torch.cuda.get_device_name()}, "
           f"torch {torch.__version__}, "
           f"{datetime.date.today().isoformat()}")
-    modes = GPU_MODES if compile_models else {"eager": None}
-    print_model_table("cuda", "bfloat16", _bench_llama.GPU_SHAPE,
-                      token_counts or GPU_TOKENS, modes, repeats)
+    _print_tables("cuda", "bfloat16", options, GPU_TOKENS)

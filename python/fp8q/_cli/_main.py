@@ -3,7 +3,8 @@
 `python -m fp8q bench {cast,calib,gemm,linear,model} [--size N]
 [--repeats R] [--full] [--device cpu|cuda|all] [--glue] [--weight-only]
 [--breakdown] [--tokens T ...]
-[--no-compile]` and
+[--no-compile] [--layers N] [--models llama|flux ...] [--decode-tokens T ...]
+[--flux-tokens T ...] [--time-limit S]` and
 `python -m fp8q convert IN.safetensors OUT.safetensors [--granularity ...]
 [--exclude PATTERN]... [--all-2d] [--quantize-float] [--format fp8q|vllm]`
 and
@@ -19,7 +20,8 @@ fp8q.scaled_mm against NumPy's float32 matmul and, on a GPU with PyTorch,
 against torch._scaled_mm and a bfloat16 matmul; bench linear times
 fp8q.torch.Linear against nn.Linear and optimum-quanto (--glue: the
 per-call overhead on tiny CPU shapes); bench model times a Llama-shaped
-decoder, float and FP8-quantized, eager and compiled; inspect prints an FP8
+decoder and a FLUX-shaped block, float and FP8-quantized, eager, as
+decode steps replayed from CUDA graphs and compiled; inspect prints an FP8
 checkpoint's layout, tensors and what fp8q.torch.load_checkpoint would do
 with each layer (docs/checkpoints.md).
 """
@@ -59,9 +61,10 @@ def _parse(argv):
                             "amax searches; gemm: scaled_mm vs NumPy matmul; "
                             "linear: fp8q.torch.Linear vs bf16 nn.Linear and "
                             "optimum-quanto (needs torch); model: a "
-                            "Llama-shaped decoder, float vs fp8q W8A8 and "
-                            "W8A16 (and optimum-quanto), eager and compiled "
-                            "(needs torch)")
+                            "Llama-shaped decoder and a FLUX-shaped block, "
+                            "float vs fp8q W8A8 and W8A16 (and torchao, "
+                            "optimum-quanto), eager, decode steps replayed "
+                            "from CUDA graphs and compiled (needs torch)")
     bench.add_argument("--size", type=int, default=_bench.DEFAULT_SIZE,
                        help="elements (default 16M = 2**24)")
     bench.add_argument("--repeats", type=int, default=_bench.DEFAULT_REPEATS,
@@ -95,8 +98,24 @@ def _parse(argv):
                             "128 on the CPU, 1 16 2048 8192 on the GPU); "
                             "linear --breakdown: its token counts")
     bench.add_argument("--no-compile", action="store_true",
-                       help="model: eager only (no torch.compile, no "
-                            "reduce-overhead)")
+                       help="model: no torch.compile rows")
+    bench.add_argument("--layers", type=int, metavar="N",
+                       help="model: decoder layers (default 4 on the GPU, "
+                            "2 on the CPU)")
+    bench.add_argument("--models", nargs="+",
+                       choices=_bench_model.MODEL_NAMES,
+                       default=list(_bench_model.MODEL_NAMES),
+                       help="model: which models (default: both)")
+    bench.add_argument("--decode-tokens", type=int, nargs="+", metavar="T",
+                       default=list(_bench_model.DECODE_TOKENS),
+                       help="model: tokens per decode step (default "
+                            "%(default)s)")
+    bench.add_argument("--flux-tokens", type=int, nargs="+", metavar="T",
+                       help="model: image tokens of the FLUX block "
+                            "(default 4096 on the GPU, 64 on the CPU)")
+    bench.add_argument("--time-limit", type=float, metavar="S",
+                       help="model: after S seconds, the groups left print "
+                            "'not run' rows (default: no limit)")
     commands.add_parser(
         "demo", help="the main job: FP8-quantize a sentence-embedding model "
                      "(MiniLM) and compare it with the float model")
@@ -184,9 +203,20 @@ def _run(arguments):
             print("fp8q bench: --size must be >= 1024 and --repeats >= 1",
                   file=sys.stderr)
             return 2
-        if arguments.tokens and min(arguments.tokens) < 1:
-            print("fp8q bench: --tokens must be >= 1", file=sys.stderr)
+        counts = ((arguments.tokens or []) + arguments.decode_tokens
+                  + (arguments.flux_tokens or [])
+                  + [1 if arguments.layers is None else arguments.layers])
+        if min(counts) < 1:
+            print("fp8q bench: --tokens, --decode-tokens, --flux-tokens and "
+                  "--layers must be >= 1", file=sys.stderr)
             return 2
+        model_options = _bench_model.ModelOptions(
+            tokens=arguments.tokens, repeats=arguments.repeats,
+            compile_models=not arguments.no_compile, layers=arguments.layers,
+            models=tuple(dict.fromkeys(arguments.models)),
+            decode_tokens=tuple(arguments.decode_tokens),
+            flux_tokens=arguments.flux_tokens,
+            time_limit=arguments.time_limit)
         if arguments.what == "calib":
             _bench_calib.print_calib_benchmark(arguments.size,
                                                arguments.repeats)
@@ -208,11 +238,9 @@ def _run(arguments):
                        else _bench_linear.print_gpu_linear_benchmark(
                            arguments.repeats)),
             "model": (lambda: _bench_model.print_model_benchmark(
-                          arguments.tokens, arguments.repeats,
-                          not arguments.no_compile),
+                          model_options),
                       lambda: _bench_model.print_gpu_model_benchmark(
-                          arguments.tokens, arguments.repeats,
-                          not arguments.no_compile)),
+                          model_options)),
             "cast": (lambda: _bench.print_cast_benchmark(
                          arguments.size, arguments.repeats),
                      lambda: _bench_cast_gpu.print_gpu_cast_benchmark(
