@@ -110,7 +110,8 @@ def test_gemv_pipeline_walk_and_split_under_emulation(tmp_path):
     where a C++ compiler is."""
     compiler = (shutil.which(os.environ.get("CXX", "c++"))
                 or shutil.which("g++"))
-    assert compiler is not None, "a C++ compiler is needed"
+    if compiler is None:
+        pytest.skip("needs a C++ compiler")
     program = tmp_path / "gemv_pipeline_emulation"
     subprocess.run([compiler, "-O2", f"-I{ROOT / 'kernels'}",
                     str(ROOT / "tests" / "gemv_pipeline_emulation.cpp"),

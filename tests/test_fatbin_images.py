@@ -72,13 +72,16 @@ def test_a_damaged_fatbin_is_an_error(tmp_path):
 
 
 def fatbinary():
+    """nvcc's fatbinary for this system (fatbinary.exe on Windows, where a
+    Linux toolkit seen through Wine's drive mapping cannot run), or None."""
+    name = "fatbinary.exe" if os.name == "nt" else "fatbinary"
     for folder in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if folder and (Path(folder) / "bin" / "fatbinary").is_file():
-            return str(Path(folder) / "bin" / "fatbinary")
-    return shutil.which("fatbinary")
+        if folder and (Path(folder) / "bin" / name).is_file():
+            return str(Path(folder) / "bin" / name)
+    return shutil.which(name)
 
 
-@pytest.mark.skipif(fatbinary() is None, reason="needs nvcc's fatbinary")
+@pytest.mark.skipif(fatbinary() is None, reason="needs fatbinary (from nvcc)")
 @pytest.mark.parametrize("mode, verdict", [("speed", "lz4"), ("balance", "zstd"),
                                            ("size", "zstd")])
 def test_reads_what_fatbinary_writes(tmp_path, mode, verdict):
