@@ -47,21 +47,12 @@ template <int S> static __device__ __noinline__ void amax_run(const fp8q_amax_ar
     for (i = n_vectors * VECTOR + global_thread_index(); i < args.count; i += global_thread_count()) {
         amax = max(amax, magnitude_bits(dtype_traits<S>::load(source[i])));
     }
-    amax = block_max_bits(amax);
-    if (threadIdx.x == 0) {
-        atomicMax(args.amax_bits, amax);
-    }
+    block_raise_max_bits(args.amax_bits, amax);
 }
-
-struct amax_body {
-    const fp8q_amax_args &args;
-    template <int S> __device__ void run() { amax_run<S>(args); }
-};
 
 extern "C" __global__ void fp8q_amax(const fp8q_amax_args args)
 {
-    amax_body body = {args};
-    dispatch_dtype(args.source_dtype, body);
+    call_for_dtype(args.source_dtype, [&](auto source) { amax_run<decltype(source)::value>(args); });
 }
 
 /* ------------------------------------------------------------------------- */
@@ -129,34 +120,22 @@ static __device__ __noinline__ void amax_segments_run(const void *source, uint32
     }
 }
 
-struct amax_rows_body {
-    const fp8q_amax_rows_args &args;
-    template <int S> __device__ void run()
-    {
-        amax_segments_run<S, false>(args.source, args.amax_bits, NULL, args.n_rows,
-                                    args.row_length, args.segment_length);
-    }
-};
-
 extern "C" __global__ void fp8q_amax_rows(const fp8q_amax_rows_args args)
 {
-    amax_rows_body body = {args};
-    dispatch_dtype(args.source_dtype, body);
+    call_for_dtype(args.source_dtype, [&](auto source) {
+        amax_segments_run<decltype(source)::value, false>(args.source, args.amax_bits, NULL,
+                                                          args.n_rows, args.row_length,
+                                                          args.segment_length);
+    });
 }
-
-struct amax_finite_rows_body {
-    const fp8q_amax_finite_rows_args &args;
-    template <int S> __device__ void run()
-    {
-        amax_segments_run<S, true>(args.source, args.amax_bits, args.nonfinite_count,
-                                   args.n_rows, args.row_length, args.segment_length);
-    }
-};
 
 extern "C" __global__ void fp8q_amax_finite_rows(const fp8q_amax_finite_rows_args args)
 {
-    amax_finite_rows_body body = {args};
-    dispatch_dtype(args.source_dtype, body);
+    call_for_dtype(args.source_dtype, [&](auto source) {
+        amax_segments_run<decltype(source)::value, true>(args.source, args.amax_bits,
+                                                         args.nonfinite_count, args.n_rows,
+                                                         args.row_length, args.segment_length);
+    });
 }
 
 /* ------------------------------------------------------------------------- */
@@ -199,15 +178,10 @@ template <int S> static __device__ __noinline__ void amax_blocks_run(const fp8q_
     }
 }
 
-struct amax_blocks_body {
-    const fp8q_amax_blocks_args &args;
-    template <int S> __device__ void run() { amax_blocks_run<S>(args); }
-};
-
 extern "C" __global__ void fp8q_amax_blocks(const fp8q_amax_blocks_args args)
 {
-    amax_blocks_body body = {args};
-    dispatch_dtype(args.source_dtype, body);
+    call_for_dtype(args.source_dtype,
+                   [&](auto source) { amax_blocks_run<decltype(source)::value>(args); });
 }
 
 /* ------------------------------------------------------------------------- */
@@ -236,13 +210,8 @@ template <int S> static __device__ __noinline__ void amax_columns_run(const fp8q
     }
 }
 
-struct amax_columns_body {
-    const fp8q_amax_columns_args &args;
-    template <int S> __device__ void run() { amax_columns_run<S>(args); }
-};
-
 extern "C" __global__ void fp8q_amax_columns(const fp8q_amax_columns_args args)
 {
-    amax_columns_body body = {args};
-    dispatch_dtype(args.source_dtype, body);
+    call_for_dtype(args.source_dtype,
+                   [&](auto source) { amax_columns_run<decltype(source)::value>(args); });
 }

@@ -19,8 +19,22 @@
 #define FP8Q_MAX_BLOCK_THREADS 1024
 #define FP8Q_WARP_SIZE 32
 
-/* Calls body.template operator()<D>() for the runtime dtype; an unknown
- * dtype does nothing (the host validates dtypes before launching). */
+/* ------------------------------------------------------------------------- */
+/* Runtime dispatch                                                          */
+
+/* What the dispatchers below hand their function: the dtype, or the
+ * element type, as a compile-time constant (decltype(tag)::value,
+ * typename decltype(tag)::type), so that a kernel's entry point is one
+ * generic lambda: [&](auto source) { run<decltype(source)::value>(args); }. */
+template <int D> struct dtype_constant {
+    static constexpr int value = D;
+};
+template <typename T> struct element_type {
+    typedef T type;
+};
+
+/* Calls body.template run<D>() for the runtime dtype; an unknown dtype does
+ * nothing (the host validates dtypes before launching). */
 template <typename Body> __device__ __forceinline__ void dispatch_dtype(int dtype, Body &body)
 {
     switch (dtype) {
@@ -33,6 +47,51 @@ template <typename Body> __device__ __forceinline__ void dispatch_dtype(int dtyp
     case FP8Q_FLOAT8_E4M3FNUZ: body.template run<FP8Q_FLOAT8_E4M3FNUZ>(); break;
     case FP8Q_FLOAT8_E5M2FNUZ: body.template run<FP8Q_FLOAT8_E5M2FNUZ>(); break;
     default: break;
+    }
+}
+
+/* dispatch_dtype's body for a function of a dtype_constant. */
+template <typename Function> struct dtype_function_body {
+    Function &function;
+    template <int D> __device__ __forceinline__ void run() { function(dtype_constant<D>()); }
+};
+
+/* Calls function(dtype_constant<D>()) for D the runtime dtype (through
+ * dispatch_dtype); an unknown dtype does nothing. */
+template <typename Function>
+__device__ __forceinline__ void call_for_dtype(int dtype, Function function)
+{
+    dtype_function_body<Function> body = {function};
+    dispatch_dtype(dtype, body);
+}
+
+/* call_for_dtype restricted to the float dtypes (float32, float16,
+ * bfloat16) of activations; any other dtype does nothing. */
+template <typename Function>
+__device__ __forceinline__ void call_for_float_dtype(int dtype, Function function)
+{
+    switch (dtype) {
+    case FP8Q_FLOAT32: function(dtype_constant<FP8Q_FLOAT32>()); break;
+    case FP8Q_FLOAT16: function(dtype_constant<FP8Q_FLOAT16>()); break;
+    case FP8Q_BFLOAT16: function(dtype_constant<FP8Q_BFLOAT16>()); break;
+    default: break;
+    }
+}
+
+/* Calls function(element_type<T>()) for T the unsigned integer of
+ * `element_size` bytes: uint8_t for 1, uint16_t for 2, uint32_t for any
+ * other (the host passes 1, 2 or 4): the kernels that only move elements. */
+template <typename Function>
+__device__ __forceinline__ void call_for_element_size(int element_size, Function function)
+{
+    if (element_size == 1) {
+        function(element_type<uint8_t>());
+    }
+    else if (element_size == 2) {
+        function(element_type<uint16_t>());
+    }
+    else {
+        function(element_type<uint32_t>());
     }
 }
 
@@ -86,6 +145,16 @@ static __device__ uint32_t block_max_bits(uint32_t bits)
     }
     __syncthreads(); /* warp_max may be reused by a following call */
     return bits;
+}
+
+/* Raises *target (atomicMax, from thread 0) to the maximum of `bits` over
+ * the block; every thread of the block must call it (block_max_bits). */
+static __device__ __forceinline__ void block_raise_max_bits(uint32_t *target, uint32_t bits)
+{
+    bits = block_max_bits(bits);
+    if (threadIdx.x == 0) {
+        atomicMax(target, bits);
+    }
 }
 
 #endif /* FP8Q_KERNELS_COMMON_CUH */

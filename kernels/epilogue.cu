@@ -40,20 +40,12 @@ template <int D> static __device__ __noinline__ void epilogue_run(const fp8q_epi
         destination[index] = dtype_traits<D>::store(rounded, 1);
     }
     if (args.amax_bits != NULL) {
-        amax = block_max_bits(amax);
-        if (threadIdx.x == 0) {
-            atomicMax(args.amax_bits, amax);
-        }
+        block_raise_max_bits(args.amax_bits, amax);
     }
 }
 
-struct epilogue_body {
-    const fp8q_epilogue_args &args;
-    template <int D> __device__ void run() { epilogue_run<D>(args); }
-};
-
 extern "C" __global__ void fp8q_scaled_mm_epilogue(const fp8q_epilogue_args args)
 {
-    epilogue_body body = {args};
-    dispatch_dtype(args.destination_dtype, body);
+    call_for_dtype(args.destination_dtype,
+                   [&](auto destination) { epilogue_run<decltype(destination)::value>(args); });
 }

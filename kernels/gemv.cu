@@ -181,12 +181,7 @@ template <int MT, int X> static __device__ __forceinline__ void gemv_weight(cons
 
 template <int MT> static __device__ __forceinline__ void gemv_tile(const fp8q_gemv_fp8_args &args)
 {
-    switch (args.x_dtype) {
-    case FP8Q_FLOAT32: gemv_weight<MT, FP8Q_FLOAT32>(args); break;
-    case FP8Q_FLOAT16: gemv_weight<MT, FP8Q_FLOAT16>(args); break;
-    case FP8Q_BFLOAT16: gemv_weight<MT, FP8Q_BFLOAT16>(args); break;
-    default: break;
-    }
+    call_for_float_dtype(args.x_dtype, [&](auto x) { gemv_weight<MT, decltype(x)::value>(args); });
 }
 
 extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, GEMV_MIN_BLOCKS_1)
@@ -235,10 +230,5 @@ template <int X> static __device__ __forceinline__ void reduce_splits(const fp8q
 extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS)
     fp8q_gemv_fp8_reduce(const fp8q_gemv_fp8_args args)
 {
-    switch (args.x_dtype) {
-    case FP8Q_FLOAT32: reduce_splits<FP8Q_FLOAT32>(args); break;
-    case FP8Q_FLOAT16: reduce_splits<FP8Q_FLOAT16>(args); break;
-    case FP8Q_BFLOAT16: reduce_splits<FP8Q_BFLOAT16>(args); break;
-    default: break;
-    }
+    call_for_float_dtype(args.x_dtype, [&](auto x) { reduce_splits<decltype(x)::value>(args); });
 }

@@ -127,10 +127,6 @@ template <int S> static __device__ void norm_quantize_rows(const fp8q_norm_quant
 extern "C" __global__ void __launch_bounds__(FP8Q_NORM_QUANTIZE_THREADS)
     fp8q_norm_quantize(const fp8q_norm_quantize_args args)
 {
-    switch (args.source_dtype) {
-    case FP8Q_FLOAT32: norm_quantize_rows<FP8Q_FLOAT32>(args); break;
-    case FP8Q_FLOAT16: norm_quantize_rows<FP8Q_FLOAT16>(args); break;
-    case FP8Q_BFLOAT16: norm_quantize_rows<FP8Q_BFLOAT16>(args); break;
-    default: break;
-    }
+    call_for_float_dtype(args.source_dtype,
+                         [&](auto source) { norm_quantize_rows<decltype(source)::value>(args); });
 }

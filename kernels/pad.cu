@@ -26,13 +26,6 @@ template <typename T> static __device__ __noinline__ void pad_run(const fp8q_pad
 
 extern "C" __global__ void fp8q_pad(const fp8q_pad_args args)
 {
-    if (args.element_size == 1) {
-        pad_run<uint8_t>(args);
-    }
-    else if (args.element_size == 2) {
-        pad_run<uint16_t>(args);
-    }
-    else {
-        pad_run<uint32_t>(args);
-    }
+    call_for_element_size(args.element_size,
+                          [&](auto element) { pad_run<typename decltype(element)::type>(args); });
 }

@@ -93,12 +93,8 @@ template <int S> static __device__ void quantize_rows_to(const fp8q_quantize_row
 extern "C" __global__ void __launch_bounds__(FP8Q_QUANTIZE_ROWS_MAX_THREADS)
     fp8q_quantize_rows(const fp8q_quantize_rows_args args)
 {
-    switch (args.source_dtype) {
-    case FP8Q_FLOAT32: quantize_rows_to<FP8Q_FLOAT32>(args); break;
-    case FP8Q_FLOAT16: quantize_rows_to<FP8Q_FLOAT16>(args); break;
-    case FP8Q_BFLOAT16: quantize_rows_to<FP8Q_BFLOAT16>(args); break;
-    default: break;
-    }
+    call_for_float_dtype(args.source_dtype,
+                         [&](auto source) { quantize_rows_to<decltype(source)::value>(args); });
 }
 
 /* ------------------------------------------------------------------------- */

@@ -44,13 +44,6 @@ template <typename T> static __device__ __noinline__ void transpose_run(const fp
 
 extern "C" __global__ void fp8q_transpose(const fp8q_transpose_args args)
 {
-    if (args.element_size == 1) {
-        transpose_run<uint8_t>(args);
-    }
-    else if (args.element_size == 2) {
-        transpose_run<uint16_t>(args);
-    }
-    else {
-        transpose_run<uint32_t>(args);
-    }
+    call_for_element_size(args.element_size,
+                          [&](auto element) { transpose_run<typename decltype(element)::type>(args); });
 }
