@@ -65,6 +65,7 @@
 #include "epilogue.cuh"
 #include "gather.cuh"
 #include "gemv.cuh"
+#include "kernel_names.cuh"
 #include "norm_quantize.cuh"
 #include "pad.cuh"
 #include "quantize_rows.cuh"
@@ -966,19 +967,7 @@ static void run_calib_fold_histogram(
 }
 
 /* A function handle is the address of its name in this table. */
-static const char *const kernel_names[] = {
-    FP8Q_CAST_KERNEL, FP8Q_AMAX_KERNEL, FP8Q_AMAX_ROWS_KERNEL,
-    FP8Q_AMAX_BLOCKS_KERNEL, FP8Q_AMAX_COLUMNS_KERNEL,
-    FP8Q_AMAX_FINITE_ROWS_KERNEL, FP8Q_SCALES_FROM_AMAX_KERNEL,
-    FP8Q_QUANTIZE_ROWS_KERNEL, FP8Q_EPILOGUE_KERNEL, FP8Q_TRANSPOSE_KERNEL,
-    FP8Q_GATHER_KERNEL, FP8Q_CALIB_FOLD_MAX_KERNEL,
-    FP8Q_HISTOGRAM_COUNT_KERNEL, FP8Q_CALIB_FOLD_HISTOGRAM_KERNEL,
-    FP8Q_PAD_KERNEL, FP8Q_CAST_UNIFORM_KERNEL, FP8Q_GEMV_FP8_KERNEL_1,
-    FP8Q_GEMV_FP8_KERNEL_2, FP8Q_GEMV_FP8_KERNEL_4, FP8Q_GEMV_FP8_KERNEL_8,
-    FP8Q_GEMV_FP8_KERNEL_TC16, FP8Q_GEMV_FP8_KERNEL_TC64,
-    FP8Q_CAST_TO_FP8_KERNEL, FP8Q_CAST_FROM_FP8_KERNEL,
-    FP8Q_QUANTIZE_ROWS_WARPS_KERNEL, FP8Q_NORM_QUANTIZE_KERNEL,
-    FP8Q_GEMV_FP8_KERNEL_REDUCE, FP8Q_CAST_FROM_FP8_WIDE_KERNEL};
+static const char *const kernel_names[] = {FP8Q_KERNEL_NAMES};
 
 static result_t fake_module_get_function(void **function, void *module,
                                          const char *name)
