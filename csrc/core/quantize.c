@@ -246,20 +246,14 @@ fp8q_status fp8q_scales_from_amax(const fp8q_view *amax, fp8q_dtype target,
                              power_of_2 ? " rounded up to a power of two"
                                         : "");
         }
-        if (is_finite(walk.bad_value)) {
-            return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                             "cannot compute a scale for group %" PRId64
-                             " (C-order index into the scale): its amax is "
-                             "%s, but an amax must be >= 0",
-                             walk.bad_index,
-                             fp8q_number((double)walk.bad_value).text);
-        }
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
                          "cannot compute a scale for group %" PRId64
-                         " (C-order index into the scale): its amax is %s "
-                         "(the data contain NaN or infinity)",
+                         " (C-order index into the scale): its amax is %s%s",
                          walk.bad_index,
-                         fp8q_number((double)walk.bad_value).text);
+                         fp8q_number((double)walk.bad_value).text,
+                         is_finite(walk.bad_value)
+                             ? ", but an amax must be >= 0"
+                             : " (the data contain NaN or infinity)");
     }
     walk.pass = SCALE_PASS_AMAX_TO_SCALE;
     walk_scales(&walk, amax);
