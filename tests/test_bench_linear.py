@@ -84,3 +84,23 @@ def test_weight_only_table_reports_weight_bandwidth_and_share_of_copy():
     # 4096 bytes in 16 us: 3670 GB/s, 92%.
     assert [row[-3:] for row in cells] == [["8.00x", "3355", "84%"],
                                            ["8.12x", "3670", "92%"]]
+
+
+@pytest.mark.parametrize("module", ["_bench_cast_gpu", "_bench_gemm_gpu"])
+def test_gpu_bench_halves_say_why_they_cannot_run(monkeypatch, module):
+    """The GPU halves of `bench cast` and `bench gemm` refuse with
+    RuntimeError and the reason: without a CUDA device, fp8q._cli._bench_gpu
+    unavailable_reason's sentence; without PyTorch, that it is needed."""
+    import importlib
+
+    import torch
+
+    measure = importlib.import_module(f"fp8q._cli.{module}").measure
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(RuntimeError,
+                       match="^this PyTorch has no usable CUDA device$"):
+        measure(1)
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch fails
+    with pytest.raises(RuntimeError, match=r"^needs PyTorch \(for the peers "
+                       r"and CUDA events\)$"):
+        measure(1)

@@ -27,7 +27,7 @@ from the GPU tensor (reduced on the GPU into a state kept there, no host
 wait), each against a copy of the bytes it must move.
 """
 import fp8q
-from fp8q._cli._bench_gpu import median_ms_cuda, unavailable_reason
+from fp8q._cli._bench_gpu import gpu_torch, median_ms_cuda
 
 DEFAULT_BYTES = 512 << 20  # bfloat16 input: 256 Mi elements
 GOAL_OF_COPY = 0.90
@@ -61,13 +61,7 @@ def measure(repeats, input_bytes=DEFAULT_BYTES):
     """Runs the GPU measurements; returns (rows, notes): rows are (name,
     milliseconds, bytes moved) and notes lines of text. Raises RuntimeError
     saying why when there is no GPU to measure on."""
-    try:
-        import torch
-    except ImportError:
-        raise RuntimeError("needs PyTorch (for the peers and CUDA events)")
-    reason = unavailable_reason(torch)
-    if reason is not None:
-        raise RuntimeError(reason)
+    torch = gpu_torch()
 
     count = input_bytes // 2
     generator = torch.Generator(device="cuda").manual_seed(0)

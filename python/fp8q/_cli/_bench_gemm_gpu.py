@@ -17,8 +17,7 @@ rule (pad while the padded product is at most twice the work; timed once,
 docs/benchmarks.md's GPU section).
 """
 import fp8q
-from fp8q._cli._bench_gpu import (host_microseconds, median_ms_cuda,
-                                  unavailable_reason)
+from fp8q._cli._bench_gpu import gpu_torch, host_microseconds, median_ms_cuda
 
 M_VALUES = [1, 16, 64, 256, 1024, 4096, 8192]
 NK_VALUES = [(4096, 4096), (14336, 4096), (4096, 14336), (8192, 8192)]
@@ -34,13 +33,7 @@ def measure(repeats):
     """Rows (m, n, k, fp8q ms, torch._scaled_mm ms, bf16 ms, fp8q host us,
     torch host us or None) for every shape; RuntimeError saying why when
     there is no GPU to measure on."""
-    try:
-        import torch
-    except ImportError:
-        raise RuntimeError("needs PyTorch (the peers and CUDA events)")
-    reason = unavailable_reason(torch)
-    if reason is not None:
-        raise RuntimeError(reason)
+    torch = gpu_torch()
     if torch.cuda.get_device_capability() < (8, 9):
         raise RuntimeError("torch._scaled_mm needs FP8 tensor cores (sm_89+)")
     # FP8 tensors cross as uint8 where this PyTorch's DLPack refuses float8.

@@ -23,6 +23,21 @@ def unavailable_reason(torch):
     return None
 
 
+def gpu_torch():
+    """The torch module, when the GPU benchmarks can run here; otherwise
+    RuntimeError saying why: "needs PyTorch (for the peers and CUDA
+    events)" when torch is not installed, else unavailable_reason's
+    sentence."""
+    try:
+        import torch
+    except ImportError:
+        raise RuntimeError("needs PyTorch (for the peers and CUDA events)")
+    reason = unavailable_reason(torch)
+    if reason is not None:
+        raise RuntimeError(reason)
+    return torch
+
+
 def median_ms_cuda(torch, functions, repeats):
     """Median device milliseconds per call of each of `functions`: one
     warm-up call each, then `repeats` rounds in which every function, in
