@@ -527,3 +527,15 @@ def test_garbage_arguments_never_crash(seed):
     assert "garbage done" in completed.stdout, f"seed={seed}"
     assert "'ok': 0," not in completed.stdout, \
         f"no call got past the argument checks (seed={seed})"
+
+
+@pytest.mark.parametrize("bad, tail", [
+    (-2.0, "its amax is -2, but an amax must be >= 0"),
+    (float("nan"), "its amax is nan (the data contain NaN or infinity)")])
+def test_scale_from_amax_says_what_is_wrong_with_the_amax(bad, tail):
+    """A negative amax and a non-finite one get their own reason, after the
+    group's C-order index (core/quantize.c's one message for both)."""
+    with pytest.raises(ValueError) as info:
+        fp8q.calib.scale_from_amax(np.array([1, bad], np.float32))
+    assert str(info.value) == ("amax: cannot compute a scale for group 1 "
+                               "(C-order index into the scale): " + tail)
