@@ -14,10 +14,14 @@ version counter, an in-place change cannot be detected: a norm with a
 forward hook (its own or a global one) hands nothing over there. The
 codes are exactly fp8q.quantize(output,
 granularity="row"), what the layer computes itself, so either way the
-layer's result is the same bits. Under torch.compile / export, with
-gradients, or when the norm's weight dtype differs from x's, the norm
-runs its own float forward (no handoff), as it does when given any
-argument besides x. Fused norms pickle as their base class plus the fusion
+layer's result is the same bits. Under torch.compile / export the norm is
+torch.ops.fp8q.norm_quantize (one opaque op: the same output as eagerly)
+and the layers after it quantize that output in torch ops
+(fp8q.torch._row_quantize), which gives the codes the kernel wrote, bit
+for bit (no handoff: dynamo cannot compare the output's version there).
+With gradients, or when the norm's weight
+dtype differs from x's, the norm runs its own float forward (no
+handoff), as it does when given any argument besides x. Fused norms pickle as their base class plus the fusion
 (torch.save(model) keeps them fused); accelerate's hooked norms are fused
 through its _old_forward."""
 import copyreg
@@ -96,14 +100,21 @@ def _fused_forward(self, x, *args, **kwargs):
     epsilon, layer_norm = self._fp8q_norm
     weight = self.weight
     bias = self.bias if layer_norm else None
-    if (args or kwargs or torch.compiler.is_compiling()
-            or type(x) is not torch.Tensor
+    compiling = torch.compiler.is_compiling()
+    # is_compiling() first: under torch.compile, type(x) is not traced.
+    if (args or kwargs or (not compiling and type(x) is not torch.Tensor)
             or not (x.is_cpu or x.is_cuda) or x.dtype != weight.dtype
             or x.dtype not in (torch.float32, torch.float16, torch.bfloat16)
             or x.dim() == 0 or x.shape[-1] != weight.shape[0]
             or (torch.is_grad_enabled()
                 and (x.requires_grad or weight.requires_grad))):
         return super(type(self), self).forward(x, *args, **kwargs)
+    if compiling:
+        # Traced: the same output as eagerly (fp8q's kernel, one opaque
+        # op). No handoff: dynamo cannot compare the output's version
+        # (unbacked there), so the layers quantize it in torch ops, the
+        # codes the kernel wrote, bit for bit (fp8q.torch._row_quantize).
+        return _ops.norm_quantize(x, weight, bias, epsilon, layer_norm)[0]
     normed, codes, scale = _ops.norm_quantize_forward(
         x, weight, bias, epsilon, layer_norm)
     if normed.is_inference():
