@@ -5,7 +5,6 @@ Inductor's generated C++, for every input class; a compiled W8A8 layer
 quantizes in torch ops that Inductor fuses into the kernel producing x,
 and compiled models (a tiny Llama, fused norms or not) give the eager
 logits bit for bit where the surrounding float ops compile exactly."""
-import copy
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ torch = pytest.importorskip(
 import fp8q  # noqa: E402
 import fp8q.torch as fpt  # noqa: E402
 from fp8q.torch import _row_quantize  # noqa: E402
+from test_norm_quantize import tiny_llama  # noqa: E402
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 BACKENDS = ["eager", "aot_eager", "inductor"]
@@ -285,15 +285,6 @@ def test_compiled_gradients_match_eager():
 
 # ---------------------------------------------------------------------------
 # A tiny Llama
-
-
-def tiny_llama(dtype):
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=128, hidden_size=64, intermediate_size=128,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
-    return transformers.LlamaForCausalLM(config).to(dtype).eval()
 
 
 @pytest.mark.parametrize("fuse_norms", [False, True], ids=["plain", "fused"])

@@ -480,7 +480,7 @@ class Linear(torch.nn.Linear):
                 and (self.granularity == "row"
                      or (self.granularity == "tensor"
                          and input_scale is None))):
-            codes, scale = torch.ops.fp8q.quantize_rows(x, input_scale)
+            codes, scale = _row_quantize.quantize_rows_op(x, input_scale)
             return _ops.linear_fp8_quantized(x, codes, scale, weight,
                                              weight_scale, bias,
                                              self.granularity)

@@ -79,3 +79,6 @@ def _kernel(x, input_scale=None):
 
 
 LIBRARY.impl("quantize_rows", _kernel, "CompositeImplicitAutograd")
+# What the layers call: the registered op, so a traced graph names it
+# before AOTAutograd decomposes it.
+quantize_rows_op = torch.ops.fp8q.quantize_rows.default
