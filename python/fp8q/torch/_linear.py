@@ -132,7 +132,11 @@ class Linear(torch.nn.Linear):
     torch.compile and torch.export, for tensor subclasses (DTensor) and
     when x requires grad, it goes through the custom operators
     torch.ops.fp8q.linear_weight_only / linear_fp8 (one opaque op per
-    layer), which compute the same bits. With activations=None
+    layer), which compute the same bits; under torch.compile /
+    torch.export a W8A8 layer ("row" weights, or "tensor" ones without
+    input_scale) quantizes x with torch.ops.fp8q.quantize_rows (torch
+    ops Inductor fuses into the kernel producing x) and multiplies with
+    torch.ops.fp8q.linear_fp8_quantized, the same bits again. With activations=None
     (weight-only) the weight is dequantized into x's dtype and torch
     multiplies; with activations="e4m3", x is quantized to e4m3fn — with
     input_scale when set (static, per tensor), else dynamically per token
