@@ -364,6 +364,42 @@ def test_norms_that_compute_otherwise_are_left_unfused():
     with torch.device("meta"):
         meta_norm = type(model.model.norm)(64)
     assert _fused_norm.norm_parameters(meta_norm) is None
+    assert "probing it on one row failed" in _fused_norm.unfusable_reason(
+        meta_norm)
+
+
+def test_the_summary_names_the_norms_left_unfused_and_why(caplog):
+    """A norm in the pattern's place that stays unfused is reported with
+    its reason: a norm that computes otherwise (the probe), a norm whose
+    probe cannot run, and one whose following layer was excluded."""
+    model = tiny_llama()
+    gemma_like = model.model.layers[0].input_layernorm
+    type_name = type(gemma_like).__name__
+    gemma_like.__class__ = type(type_name, (type(gemma_like),), {
+        "forward": lambda self, x: torch.nn.functional.rms_norm(
+            x, (x.shape[-1],), 1 + self.weight, self.variance_epsilon)})
+    failing = model.model.layers[1].input_layernorm
+    failing.__class__ = type(type_name, (type(failing),), {
+        "forward": lambda self, x: (_ for _ in ()).throw(
+            RuntimeError("no kernel for this norm"))})
+    with caplog.at_level(logging.INFO, logger="fp8q.torch"):
+        fpt.quantize(model, activations="e4m3", fuse_norms=True,
+                     exclude="model.layers.1.mlp.up_proj")
+    summary = caplog.records[-1].fp8q_summary
+    assert summary.fused_norms == ("model.layers.0.post_attention_layernorm",)
+    reasons = dict(summary.unfused_norms)
+    assert list(reasons) == ["model.layers.0.input_layernorm",
+                             "model.layers.1.input_layernorm",
+                             "model.layers.1.post_attention_layernorm"]
+    assert "does not compute x * rsqrt" in reasons[
+        "model.layers.0.input_layernorm"]
+    assert ("probing it on one row failed (RuntimeError: no kernel for this "
+            "norm)") == reasons["model.layers.1.input_layernorm"]
+    assert reasons["model.layers.1.post_attention_layernorm"] == (
+        "mlp.up_proj is not an fp8q W8A8 layer with dynamic per-token "
+        "activations")
+    text = str(summary)
+    assert "norms left unfused: 3 (model.layers.0.input_layernorm: " in text
 
 
 # ---------------------------------------------------------------------------

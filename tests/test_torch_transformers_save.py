@@ -231,3 +231,45 @@ def test_a_plain_torch_model_is_left_alone():
     model = torch.nn.Sequential(torch.nn.Linear(64, 32))
     fpt.quantize(model)
     assert not hasattr(model, "hf_quantizer")
+
+
+def test_fused_norms_are_recorded_and_fused_again_on_reload(tmp_path, seed):
+    """quantize(..., fuse_norms=True) then save_pretrained: the config
+    records fuse_norms, and from_pretrained fuses the same norms again
+    (the reloaded model takes the norms' codes: its logits are the fused
+    model's, bit for bit). An unfused model records False."""
+    model = fpt.quantize(llama(seed), activations="e4m3", fuse_norms=True)
+    expected = logits(model)
+    model.save_pretrained(tmp_path / "fused")
+    saved = json.loads((tmp_path / "fused" / "config.json").read_text())
+    assert saved["quantization_config"]["fuse_norms"] is True
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(
+        tmp_path / "fused")
+    norms = [module for name, module in reloaded.named_modules()
+             if name.endswith("layernorm")]
+    assert len(norms) == 4
+    assert all(type(norm).__name__ == "Fp8qFusedLlamaRMSNorm"
+               for norm in norms)
+    assert torch.equal(logits(reloaded), expected)
+
+    plain = fpt.quantize(llama(seed), activations="e4m3")
+    plain.save_pretrained(tmp_path / "plain")
+    saved = json.loads((tmp_path / "plain" / "config.json").read_text())
+    assert saved["quantization_config"]["fuse_norms"] is False
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(
+        tmp_path / "plain")
+    assert type(reloaded.model.norm).__name__ == "LlamaRMSNorm"
+    assert type(reloaded.model.layers[0].input_layernorm).__name__ == (
+        "LlamaRMSNorm")
+
+
+def test_fp8q_config_fuse_norms_quantizes_a_float_checkpoint(tmp_path,
+                                                            seed):
+    llama(seed).save_pretrained(tmp_path)
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        tmp_path, quantization_config=fpt.Fp8qConfig(
+            activations="e4m3", fuse_norms=True))
+    assert type(model.model.layers[1].post_attention_layernorm).__name__ == (
+        "Fp8qFusedLlamaRMSNorm")
+    with pytest.raises(ValueError, match="fuse_norms"):
+        fpt.Fp8qConfig(fuse_norms=True)

@@ -14,10 +14,14 @@ version counter, an in-place change cannot be detected: a norm with a
 forward hook (its own or a global one) hands nothing over there. The
 codes are exactly fp8q.quantize(output,
 granularity="row"), what the layer computes itself, so either way the
-layer's result is the same bits. Under torch.compile / export, with
-gradients, or when the norm's weight dtype differs from x's, the norm
-runs its own float forward (no handoff), as it does when given any
-argument besides x. Fused norms pickle as their base class plus the fusion
+layer's result is the same bits. Under torch.compile / export the norm is
+torch.ops.fp8q.norm_quantize (one opaque op: the same output as eagerly)
+and the layers after it quantize that output in torch ops
+(fp8q.torch._row_quantize), which gives the codes the kernel wrote, bit
+for bit (no handoff: dynamo cannot compare the output's version there).
+With gradients, or when the norm's weight
+dtype differs from x's, the norm runs its own float forward (no
+handoff), as it does when given any argument besides x. Fused norms pickle as their base class plus the fusion
 (torch.save(model) keeps them fused); accelerate's hooked norms are fused
 through its _old_forward."""
 import copyreg
@@ -40,6 +44,11 @@ PATTERNS = (
 _FUSED_CLASSES = {}
 
 
+def is_fused(module):
+    """Whether `module` is a norm fuse() made fused."""
+    return type(module) in _FUSED_CLASSES.values()
+
+
 def quantized_input(x):
     """(codes, scale) a fused norm attached to x, when x is that norm's
     output and unmodified since; else None."""
@@ -54,9 +63,30 @@ def norm_parameters(norm):
     or None: an RMSNorm with a 1-D weight (transformers' *RMSNorm with
     variance_epsilon, torch.nn.RMSNorm with eps) or a torch.nn.LayerNorm
     with a weight."""
+    return None if unfusable_reason(norm) else _parameters(norm)
+
+
+def unfusable_reason(norm):
+    """Why fp8q cannot fuse `norm` (a sentence for the quantize summary),
+    or None when norm_parameters takes it: no 1-D weight, a class fp8q
+    does not know, or an RMSNorm whose probe on one row did not compute
+    x * rsqrt(mean(x^2) + epsilon) * weight (Gemma's 1 + weight) or could
+    not run (weights on the meta device, say; the error is named)."""
     weight = getattr(norm, "weight", None)
     if not isinstance(weight, torch.Tensor) or weight.dim() != 1:
+        return "it has no 1-D weight"
+    if isinstance(norm, (torch.nn.LayerNorm, torch.nn.RMSNorm)):
         return None
+    if not (type(norm).__name__.endswith("RMSNorm") and isinstance(
+            getattr(norm, "variance_epsilon", None), float)):
+        return (f"{type(norm).__name__} is neither torch's LayerNorm / "
+                "RMSNorm nor a transformers RMSNorm with variance_epsilon")
+    return _rms_norm_probe_problem(norm)
+
+
+def _parameters(norm):
+    """norm_parameters' tuple for a norm unfusable_reason accepts."""
+    weight = norm.weight
     if isinstance(norm, torch.nn.LayerNorm):
         return weight, norm.bias, norm.eps, True
     if isinstance(norm, torch.nn.RMSNorm):
@@ -64,11 +94,7 @@ def norm_parameters(norm):
         if epsilon is None:
             epsilon = torch.finfo(weight.dtype).eps
         return weight, None, epsilon, False
-    epsilon = getattr(norm, "variance_epsilon", None)
-    if type(norm).__name__.endswith("RMSNorm") and isinstance(
-            epsilon, float) and _plain_rms_norm(norm):
-        return weight, None, epsilon, False
-    return None
+    return weight, None, norm.variance_epsilon, False
 
 
 def _plain_rms_norm(norm):
@@ -76,6 +102,11 @@ def _plain_rms_norm(norm):
     kind), not by 1 + weight (Gemma's), which fp8q's op does not compute:
     probed on one row. A norm that cannot be probed (weights on the meta
     device, say) counts as not plain: it is left unfused."""
+    return _rms_norm_probe_problem(norm) is None
+
+
+def _rms_norm_probe_problem(norm):
+    """None when the probe of _plain_rms_norm passes, else what it saw."""
     try:
         row = torch.linspace(-1.0, 1.0, norm.weight.numel(),
                              dtype=torch.float32, device=norm.weight.device)
@@ -83,10 +114,15 @@ def _plain_rms_norm(norm):
             expected = row * torch.rsqrt(row.pow(2).mean()
                                          + norm.variance_epsilon)
             got = norm(row.to(norm.weight.dtype)).float()
-            return bool(torch.allclose(got, expected * norm.weight.float(),
-                                       rtol=1e-2, atol=1e-3))
-    except (RuntimeError, TypeError, ValueError, NotImplementedError):
-        return False
+            if bool(torch.allclose(got, expected * norm.weight.float(),
+                                   rtol=1e-2, atol=1e-3)):
+                return None
+    except (RuntimeError, TypeError, ValueError,
+            NotImplementedError) as error:
+        return (f"probing it on one row failed ({type(error).__name__}: "
+                f"{str(error).splitlines()[0] if str(error) else ''})")
+    return ("probed on one row, it does not compute x * rsqrt(mean(x^2) + "
+            "eps) * weight (Gemma's 1 + weight, say)")
 
 
 def _fused_forward(self, x, *args, **kwargs):
@@ -96,14 +132,21 @@ def _fused_forward(self, x, *args, **kwargs):
     epsilon, layer_norm = self._fp8q_norm
     weight = self.weight
     bias = self.bias if layer_norm else None
-    if (args or kwargs or torch.compiler.is_compiling()
-            or type(x) is not torch.Tensor
+    compiling = torch.compiler.is_compiling()
+    # is_compiling() first: under torch.compile, type(x) is not traced.
+    if (args or kwargs or (not compiling and type(x) is not torch.Tensor)
             or not (x.is_cpu or x.is_cuda) or x.dtype != weight.dtype
             or x.dtype not in (torch.float32, torch.float16, torch.bfloat16)
             or x.dim() == 0 or x.shape[-1] != weight.shape[0]
             or (torch.is_grad_enabled()
                 and (x.requires_grad or weight.requires_grad))):
         return super(type(self), self).forward(x, *args, **kwargs)
+    if compiling:
+        # Traced: the same output as eagerly (fp8q's kernel, one opaque
+        # op). No handoff: dynamo cannot compare the output's version
+        # (unbacked there), so the layers quantize it in torch ops, the
+        # codes the kernel wrote, bit for bit (fp8q.torch._row_quantize).
+        return _ops.norm_quantize(x, weight, bias, epsilon, layer_norm)[0]
     normed, codes, scale = _ops.norm_quantize_forward(
         x, weight, bias, epsilon, layer_norm)
     if normed.is_inference():
@@ -184,24 +227,42 @@ def fuse(norm):
 def fuse_decoder_norms(model, is_reader):
     """Fuses every norm of `model` that PATTERNS name and whose following
     modules all satisfy is_reader (fp8q W8A8 layers with dynamic per-token
-    activations), except a norm whose instance `forward` would hide the
-    fused one (other than accelerate's hook, which fuse re-points), marks those layers to read the handoff, and returns the
-    fused norms' qualified names."""
+    activations), marks those layers to read the handoff, and returns
+    (fused, unfused): the fused norms' qualified names, and (name, reason)
+    for each norm PATTERNS name that stays unfused — a following module
+    that is missing or not such a layer, an instance `forward` that would
+    hide the fused one (accelerate's hook aside, which fuse re-points), or
+    unfusable_reason's."""
     modules = dict(model.named_modules())
-    fused = []
+    fused, unfused = [], []
     for parent_name in modules:
         prefix = f"{parent_name}." if parent_name else ""
         for norm_name, readers in PATTERNS:
             norm = modules.get(prefix + norm_name)
-            layers = [modules.get(prefix + reader) for reader in readers]
-            if (norm is None or not all(is_reader(layer) for layer in layers)
-                    or ("forward" in norm.__dict__
-                        and not _hooked_forward_is_own(norm))
-                    or norm_parameters(norm) is None):
+            if norm is None:
                 continue
-            if type(norm) not in _FUSED_CLASSES.values():
+            layers = [modules.get(prefix + reader) for reader in readers]
+            others = [reader if layer is not None else f"{reader} (absent)"
+                      for reader, layer in zip(readers, layers)
+                      if not is_reader(layer)]
+            if others:
+                reason = (f"{', '.join(others)} "
+                          + ("is not an fp8q W8A8 layer" if len(others) == 1
+                             else "are not fp8q W8A8 layers")
+                          + " with dynamic per-token activations")
+            elif ("forward" in norm.__dict__
+                    and not _hooked_forward_is_own(norm)):
+                reason = ("it has an instance forward of its own (not "
+                          "accelerate's hook), which would hide the fused "
+                          "one")
+            else:
+                reason = unfusable_reason(norm)
+            if reason is not None:
+                unfused.append((prefix + norm_name, reason))
+                continue
+            if not is_fused(norm):
                 fuse(norm)
             for layer in layers:
                 layer.reads_quantized_input = True
             fused.append(prefix + norm_name)
-    return fused
+    return fused, unfused

@@ -14,7 +14,8 @@ reset_parameters quantizes a fresh float initialisation, and a weight or
 scale set with another dtype (a loader's dtype= conversion) is refused."""
 import torch
 
-from fp8q.torch import _checks, _fused_norm, _ops, _tensor_parallel
+from fp8q.torch import (_checks, _fused_norm, _ops, _row_quantize,
+                        _tensor_parallel)
 
 # Names accepted for the FP8 formats of weights and activations.
 FORMATS = {"e4m3": torch.float8_e4m3fn, "float8_e4m3fn": torch.float8_e4m3fn,
@@ -131,7 +132,11 @@ class Linear(torch.nn.Linear):
     torch.compile and torch.export, for tensor subclasses (DTensor) and
     when x requires grad, it goes through the custom operators
     torch.ops.fp8q.linear_weight_only / linear_fp8 (one opaque op per
-    layer), which compute the same bits. With activations=None
+    layer), which compute the same bits; under torch.compile /
+    torch.export a W8A8 layer ("row" weights, or "tensor" ones without
+    input_scale) quantizes x with torch.ops.fp8q.quantize_rows (torch
+    ops Inductor fuses into the kernel producing x) and multiplies with
+    torch.ops.fp8q.linear_fp8_quantized, the same bits again. With activations=None
     (weight-only) the weight is dequantized into x's dtype and torch
     multiplies; with activations="e4m3", x is quantized to e4m3fn — with
     input_scale when set (static, per tensor), else dynamically per token
@@ -465,9 +470,23 @@ class Linear(torch.nn.Linear):
                               self.input_scale)
 
     def _operator(self, x, weight, weight_scale, bias, input_scale):
-        """The layer's custom operator on these tensors."""
+        """The layer's custom operator on these tensors. Under
+        torch.compile / torch.export, a W8A8 layer with "row" weight
+        scales, or "tensor" ones without input_scale, quantizes x in torch
+        ops (torch.ops.fp8q.quantize_rows, a decomposition Inductor fuses
+        into the kernel that produced x), and multiplies with
+        torch.ops.fp8q.linear_fp8_quantized: the same bits as
+        linear_fp8."""
         if self.activations is None:
             return _ops.linear_weight_only(x, weight, weight_scale, bias,
                                            self.granularity)
+        if (torch.compiler.is_compiling() and self.in_features > 0
+                and (self.granularity == "row"
+                     or (self.granularity == "tensor"
+                         and input_scale is None))):
+            codes, scale = _row_quantize.quantize_rows_op(x, input_scale)
+            return _ops.linear_fp8_quantized(x, codes, scale, weight,
+                                             weight_scale, bias,
+                                             self.granularity)
         return _ops.linear_fp8(x, weight, weight_scale, bias, input_scale,
                                self.granularity)

@@ -212,6 +212,41 @@ def _(x, weight, weight_scale, bias, input_scale, granularity):
 
 
 # ---------------------------------------------------------------------------
+# linear_fp8_quantized (W8A8 whose activations torch ops quantized:
+# torch.compile's path, fp8q.torch._row_quantize)
+
+
+@torch.library.custom_op("fp8q::linear_fp8_quantized", mutates_args=(),
+                         device_types=DEVICES)
+def linear_fp8_quantized(x: torch.Tensor, codes: torch.Tensor,
+                         scale: torch.Tensor, weight: torch.Tensor,
+                         weight_scale: torch.Tensor,
+                         bias: torch.Tensor | None,
+                         granularity: str) -> torch.Tensor:
+    """linear_fp8's product for x whose per-token quantization is given:
+    codes (x's shape, float8_e4m3fn, C-contiguous) and scale (x.shape[:-1]
+    + (1,), float32), as torch.ops.fp8q.quantize_rows computes them (with
+    or without a static input_scale); weight / weight_scale at
+    `granularity` "row" or "tensor". The same bits as linear_fp8 on x
+    (input_scale None), and as linear_fp8 with input_scale s when scale
+    holds s in every row (the CPU product applies a per-tensor and a
+    per-row activation scale alike): the same FP8 GEMM, on a GPU the same
+    weight-only product from x up to the crossover token count; a row
+    whose scale is not finite gives a row of NaN. x is read for its
+    shape and dtype, and on a GPU for that weight-only product."""
+    x = x.resolve_neg()
+    if weight.shape[1] == 0:
+        return _zero_features(x, weight.shape[0], bias)
+    return fp8_forward(x, weight, weight_scale, bias, None, granularity,
+                       (codes.contiguous(), scale.contiguous()))
+
+
+@linear_fp8_quantized.register_fake
+def _(x, codes, scale, weight, weight_scale, bias, granularity):
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+# ---------------------------------------------------------------------------
 # norm_quantize (a norm fused with the per-token quantize of its output)
 
 
@@ -296,10 +331,11 @@ def _save_weight(ctx, inputs, output):
     ctx.bias_dtype = None if bias is None else bias.dtype
 
 
-def _input_gradients(ctx, grad_output):
+def _input_gradients(ctx, grad_output, bias_index=3):
     """(grad_x, grad_bias) of y = x @ W.T + bias: grad_y @ W with W
     dequantized into grad_y's dtype, and grad_y summed over the tokens in
-    the bias's dtype; None where no gradient is asked for."""
+    the bias's dtype; None where no gradient is asked for (x is the
+    operator's input 0, the bias its input bias_index)."""
     weight, weight_scale = ctx.saved_tensors
     grad_x = grad_bias = None
     if ctx.needs_input_grad[0]:
@@ -308,7 +344,7 @@ def _input_gradients(ctx, grad_output):
         grad_x = grad_output @ dequantize_weight(grad_output.detach(), weight,
                                                  weight_scale,
                                                  ctx.granularity)
-    if ctx.bias_dtype is not None and ctx.needs_input_grad[3]:
+    if ctx.bias_dtype is not None and ctx.needs_input_grad[bias_index]:
         grad_bias = grad_output.reshape(-1, weight.shape[0]).sum(0).to(
             ctx.bias_dtype)
     return grad_x, grad_bias
@@ -324,7 +360,21 @@ def _fp8_backward(ctx, grad_output):
     return grad_x, None, None, grad_bias, None, None
 
 
+def _save_quantized_weight(ctx, inputs, output):
+    """_save_weight for linear_fp8_quantized (inputs: x, codes, scale,
+    weight, weight_scale, bias, granularity)."""
+    x, _, _, weight, weight_scale, bias, granularity = inputs
+    _save_weight(ctx, (x, weight, weight_scale, bias, granularity), output)
+
+
+def _quantized_backward(ctx, grad_output):
+    grad_x, grad_bias = _input_gradients(ctx, grad_output, bias_index=5)
+    return grad_x, None, None, None, None, grad_bias, None
+
+
 linear_weight_only.register_autograd(_weight_only_backward,
                                      setup_context=_save_weight)
 linear_fp8.register_autograd(_fp8_backward, setup_context=_save_weight)
+linear_fp8_quantized.register_autograd(
+    _quantized_backward, setup_context=_save_quantized_weight)
 quantize_weight.register_autograd(_raise_not_differentiable)

@@ -90,7 +90,7 @@ def _quantized_layers(chosen, **settings):
     return layers
 
 
-def _reads_per_token_codes(layer):
+def reads_per_token_codes(layer):
     """Whether `layer` can take a fused norm's codes: an fp8q.torch.Linear
     quantizing its activations per token (e4m3, no static input_scale,
     "row" or "tensor" weight scales)."""
@@ -135,7 +135,10 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
     layers compute the same bits as from the norm's output; the norm's
     output itself is rounded once from float32 (transformers' Llama norm
     rounds twice in half precision), within the bound docs/torch.md gives.
-    The summary lists the fused norms (none recognised: an empty list).
+    The summary lists the fused norms (none recognised: an empty list)
+    and, as unfused_norms, each norm the pattern names that stayed
+    unfused with the reason (a following layer excluded or not W8A8
+    per-token, a norm fp8q does not compute, a probe that failed).
 
     Logs a QuantizeSummary (Linear layers quantized, modules left in float
     by kind, weight bytes before and after) at INFO on the "fp8q.torch"
@@ -143,7 +146,7 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
     # The layer's constructor checks and normalizes the request.
     request = Linear(0, 0, bias=False, weights=weights,
                      activations=activations, granularity=granularity)
-    if fuse_norms and not _reads_per_token_codes(request):
+    if fuse_norms and not reads_per_token_codes(request):
         raise ValueError("fuse_norms=True needs activations=\"e4m3\" and "
                          "\"row\" or \"tensor\" granularity (the fused "
                          "norm writes per-token FP8 codes)")
@@ -177,13 +180,13 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
         setattr(parent, child, layer)
-    fused = (tuple(fuse_decoder_norms(model, _reads_per_token_codes))
-             if fuse_norms else ())
+    fused, unfused = (fuse_decoder_norms(model, reads_per_token_codes)
+                      if fuse_norms else ((), ()))
     summary = QuantizeSummary(
         quantized=len(layers), already_quantized=len(already),
         left_in_float=float_modules(model, skip=Linear),
         weight_bytes_before=before, weight_bytes_after=weight_bytes(model),
-        fused_norms=fused)
+        fused_norms=tuple(fused), unfused_norms=tuple(unfused))
     logger.info("%s", summary, extra={"fp8q_summary": summary})
     attach_transformers_quantizer(model)
     return model

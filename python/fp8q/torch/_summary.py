@@ -18,7 +18,11 @@ class QuantizeSummary:
     model's parameters and buffers (each tensor once) before and after.
     fused_norms: qualified names of the norms fused with the per-token
     quantize of their output (quantize(..., fuse_norms=True)), in model
-    order. str() gives one line for a log or a notebook."""
+    order. unfused_norms: (qualified name, reason) for each norm in the
+    fused pattern's place that stayed unfused (the reason says why: a
+    following layer that is not W8A8 per-token, a norm fp8q does not
+    compute, a probe that failed). str() gives one line for a log or a
+    notebook."""
 
     quantized: int
     already_quantized: int
@@ -26,6 +30,7 @@ class QuantizeSummary:
     weight_bytes_before: int
     weight_bytes_after: int
     fused_norms: tuple = ()
+    unfused_norms: tuple = ()
 
     def __str__(self):
         left = ", ".join(f"{count} {kind}" for kind, count
@@ -35,10 +40,14 @@ class QuantizeSummary:
         fused = (f"; norms fused with the activation quantize: "
                  f"{len(self.fused_norms)} ({', '.join(self.fused_norms)})"
                  if self.fused_norms else "")
+        unfused = (f"; norms left unfused: {len(self.unfused_norms)} ("
+                   + "; ".join(f"{name}: {reason}"
+                               for name, reason in self.unfused_norms)
+                   + ")" if self.unfused_norms else "")
         return (f"fp8q.torch.quantize: {self.quantized} Linear layers "
                 f"quantized{already}; left in float: {left}; weights "
                 f"{_mib(self.weight_bytes_before)} -> "
-                f"{_mib(self.weight_bytes_after)}{fused}")
+                f"{_mib(self.weight_bytes_after)}{fused}{unfused}")
 
 
 def _mib(count):

@@ -24,6 +24,7 @@ config cannot describe (fp8q layers with different settings, Linear layers
 quantized by another method) is refused before any file is written.
 """
 import json
+import logging
 
 import torch
 from transformers.quantizers import (HfQuantizer, register_quantization_config,
@@ -32,10 +33,12 @@ from transformers.utils.quantization_config import QuantizationConfigMixin
 
 from fp8q._checkpoint._layout_compressed import FP8Q_METADATA_KEY
 from fp8q._safetensors import SafetensorsReader
+from fp8q.torch import _fused_norm
 from fp8q.torch._linear import Linear
-from fp8q.torch._quantize import quantize
+from fp8q.torch._quantize import quantize, reads_per_token_codes
 
 METHOD = "fp8q"
+logger = logging.getLogger("fp8q.torch")
 
 
 @register_quantization_config(METHOD)
@@ -47,19 +50,28 @@ class Fp8qConfig(QuantizationConfigMixin):
     kept in float, matched as transformers' quantizers match them (a name
     matches the modules whose dotted path contains it as whole parts, and
     everything under them); None keeps transformers' default,
-    the output embeddings (lm_head) and weights tied to them. The values
-    are checked here, by the layer's constructor."""
+    the output embeddings (lm_head) and weights tied to them; fuse_norms
+    (False): fp8q.torch.quantize's fuse_norms, applied once the weights
+    have loaded (the norms' probe reads them), so a saved model whose
+    norms were fused is fused again by from_pretrained. The values are
+    checked here, by the layer's constructor (fuse_norms=True needs
+    activations="e4m3" and "row" or "tensor" granularity)."""
 
     def __init__(self, weights="e4m3", activations=None, granularity="row",
-                 modules_to_not_convert=None, **kwargs):
+                 modules_to_not_convert=None, fuse_norms=False, **kwargs):
         # kwargs: the rest of config.json's entry (its quant_method).
         Linear(0, 0, weights=weights, activations=activations,
                granularity=granularity)
+        if fuse_norms and (activations is None or granularity == "block"):
+            raise ValueError("Fp8qConfig: fuse_norms=True needs "
+                             "activations=\"e4m3\" and \"row\" or "
+                             "\"tensor\" granularity")
         self.quant_method = METHOD
         self.weights = weights
         self.activations = activations
         self.granularity = granularity
         self.modules_to_not_convert = modules_to_not_convert
+        self.fuse_norms = bool(fuse_norms)
 
     def settings(self):
         """The keyword arguments of fp8q.torch.quantize and Linear."""
@@ -163,6 +175,9 @@ def describe_model(model, config=None):
         settings = config.settings()
     else:
         settings = {}
+    # Fused norms are recorded so from_pretrained fuses them again.
+    settings["fuse_norms"] = any(_fused_norm.is_fused(module)
+                                 for module in model.modules())
     candidates = [] if config is None else [config.modules_to_not_convert,
                                             None]
     for skipped in candidates:
@@ -245,11 +260,23 @@ class Fp8qHfQuantizer(HfQuantizer):
         return model
 
     def _process_model_after_weight_loading(self, model, **kwargs):
+        fuse_norms = getattr(self.quantization_config, "fuse_norms", False)
         if not self.pre_quantized:
             linears = _linear_names(model, self.modules_to_not_convert)
             if linears:
-                quantize(model, include=linears,
+                quantize(model, include=linears, fuse_norms=fuse_norms,
                          **self.quantization_config.settings())
+                return model
+        if fuse_norms:
+            # A saved fused model: its layers loaded, the norms fuse again
+            # (the same choice quantize makes; the summary's log says
+            # which).
+            fused, unfused = _fused_norm.fuse_decoder_norms(
+                model, reads_per_token_codes)
+            logger.info("fp8q.torch: from_pretrained fused %d norms with "
+                        "the activation quantize%s", len(fused), "".join(
+                            f"; {name} left unfused: {reason}"
+                            for name, reason in unfused))
         return model
 
     def is_serializable(self):
