@@ -441,39 +441,6 @@ int fp8q_py_cuda_dequantize(fp8q_TensorObject *data, fp8q_TensorObject *scale,
                             const fp8q_granularity *granularity,
                             fp8q_TensorObject *result, fp8q_cu_stream stream);
 
-/* Nonzero when kernels/gemv.cuh's weight-only product takes rows
- * first_row .. first_row + rows - 1 of x (M, K, C-contiguous) on its GPU
- * with the FP8Q_GEMV_SCALE_* `scale_kind`: up to 8 rows always, up to 64
- * on the tensor cores where the device and x's dtype and address allow
- * (cuda/launch.h, fp8q_cuda_gemv_fp8_takes). */
-int fp8q_py_cuda_gemv_fp8_takes(fp8q_TensorObject *x, int64_t first_row,
-                                int64_t rows, int scale_kind);
-
-/* The splits of K for the launch of rows first_row .. first_row + rows - 1
- * of x against an (N, K) weight (cuda/launch.h, fp8q_cuda_gemv_fp8_splits):
- * 1 for none, else the float32 scratch fp8q_py_cuda_gemv_fp8 needs is
- * splits x rows x N values. */
-int fp8q_py_cuda_gemv_fp8_splits(fp8q_TensorObject *x, int64_t first_row,
-                                 int64_t rows, fp8q_TensorObject *weight,
-                                 int scale_kind);
-
-/* Rows first_row .. first_row + rows - 1 of out (M, N) = the same rows of
- * x (M, K) . (weight (N, K) FP8 * weight_scale)^T + bias on x's GPU, by
- * kernels/gemv.cuh's weight-only product, for the FP8Q_GEMV_SCALE_*
- * `scale_kind`; bias NULL or (N,). partial NULL, or a C-contiguous
- * float32 scratch of at least splits x rows x N values (16-byte aligned)
- * with splits = fp8q_py_cuda_gemv_fp8_splits(...) > 1: K split that many
- * ways, the splits' sums added in a fixed order. The caller has checked
- * the kernel's contract (dtypes, C-contiguity, 16-byte alignment, K, and
- * the rows with fp8q_py_cuda_gemv_fp8_takes). 0, or -1 with an
- * exception. */
-int fp8q_py_cuda_gemv_fp8(fp8q_TensorObject *x, int64_t first_row,
-                          int64_t rows, fp8q_TensorObject *weight,
-                          fp8q_TensorObject *weight_scale, int scale_kind,
-                          fp8q_TensorObject *bias, fp8q_TensorObject *out,
-                          fp8q_TensorObject *partial, int splits,
-                          fp8q_cu_stream stream);
-
 /* A checked scaled_mm call (scaled_mm.c): its operands, on one device (the
  * "GPU" of the comments below is that device when it is the CPU). */
 typedef struct fp8q_py_scaled_mm {
