@@ -3,8 +3,9 @@
  * fake_cuda_driver.c, which runs the kernels' launch contracts on the
  * host): gathers of strided inputs (the gather and the transpose kernels),
  * the cast's scale addressing and its refusals, the amax's three
- * reductions and calibration's finite amax, each against an oracle
- * computed here on the host or by csrc/core's CPU cast.
+ * reductions and calibration's finite amax, the weight-only product's
+ * plans, launches and split-K scratch (cuda/weight_only_ops.h), each
+ * against an oracle computed here on the host or by csrc/core's CPU cast.
  * tests/test_c_cuda_ops.py builds it with the fake driver and runs it:
  *
  *   cuda_ops KERNEL_FOLDER     (FP8Q_CUDA_DRIVER naming the fake driver)
@@ -13,6 +14,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/cast.h"
@@ -20,6 +22,7 @@
 #include "cuda/kernel_image.h"
 #include "cuda/memory.h"
 #include "cuda/ops.h"
+#include "cuda/weight_only_ops.h"
 
 static const fp8q_cuda_device *device;
 static int failures;
@@ -319,6 +322,221 @@ static void check_amax_finite(void)
     }
 }
 
+/* ------------------------------------------------------------------------- */
+/* The weight-only product (cuda/weight_only_ops.h)                          */
+
+/* `count` float32 values converted into `dtype` by csrc/core's cast. */
+static void host_convert(const float *values, int64_t count, fp8q_dtype dtype,
+                         void *converted)
+{
+    const int64_t stride = 1;
+    fp8q_view source = view_of((void *)values, FP8Q_FLOAT32, 1, &count,
+                               &stride);
+    fp8q_view destination = view_of(converted, dtype, 1, &count, &stride);
+    fp8q_error error;
+
+    fp8q_error_clear(&error);
+    if (fp8q_cast(&source, &destination, NULL, FP8Q_SCALE_DIVIDE, 1,
+                  &error) != FP8Q_OK) {
+        fail("setup", "host conversion", &error);
+    }
+}
+
+/*
+ * y = x . (w * scale)^T + bias on the device for x (m, k) of `dtype`
+ * (float32 or float16), an e4m3fn weight (n, k) with row scales and a
+ * float32 bias, every row (`every_row`), against the exact sum on the host
+ * rounded once into x's dtype by csrc/core (the values are small multiples
+ * of 1/2 and powers of two, so every float32 sum is exact). `scratch_short`
+ * nonzero: the run is given one float less than the plan's scratch and
+ * must refuse. Returns the plan's scratch bytes (0 on a failure).
+ */
+static size_t check_weight_only(const char *test, int64_t m, int64_t n,
+                                int64_t k, fp8q_dtype dtype, int every_row,
+                                int scratch_short)
+{
+    const size_t x_size = fp8q_dtype_itemsize(dtype);
+    const int64_t x_shape[2] = {m, k}, x_strides[2] = {k, 1};
+    const int64_t w_shape[2] = {n, k}, w_strides[2] = {k, 1};
+    const int64_t s_shape[2] = {n, 1}, s_strides[2] = {1, 1};
+    const int64_t b_shape[1] = {n}, b_strides[1] = {1};
+    const int64_t y_shape[2] = {m, n}, y_strides[2] = {n, 1};
+    float *x_values = (float *)calloc((size_t)(m * k), sizeof(float));
+    float *w_values = (float *)calloc((size_t)(n * k), sizeof(float));
+    float *sums = (float *)calloc((size_t)(m * n), sizeof(float));
+    unsigned char *x_host = (unsigned char *)calloc((size_t)(m * k), x_size);
+    unsigned char *w_host = (unsigned char *)calloc((size_t)(n * k), 1);
+    unsigned char *expected = (unsigned char *)calloc((size_t)(m * n), x_size);
+    unsigned char *got = (unsigned char *)calloc((size_t)(m * n), x_size);
+    float *scales = (float *)calloc((size_t)n, sizeof(float));
+    float *bias = (float *)calloc((size_t)n, sizeof(float));
+    fp8q_view x, w, scale, bias_view, y;
+    fp8q_cuda_weight_only_plan plan;
+    fp8q_error error;
+    fp8q_status status;
+    void *scratch = NULL;
+    size_t result = 0;
+    int64_t i, j, kk;
+
+    if (x_values == NULL || w_values == NULL || sums == NULL ||
+        x_host == NULL || w_host == NULL || expected == NULL || got == NULL ||
+        scales == NULL || bias == NULL) {
+        fail(test, "host memory", NULL);
+        goto done;
+    }
+    for (i = 0; i < m * k; i++) {
+        x_values[i] = (float)((i * 5 + i / k) % 5 - 2) * 0.5f;
+    }
+    for (i = 0; i < n * k; i++) {
+        w_values[i] = (float)((i * 3 + i / k * 7) % 9 - 4);
+    }
+    for (j = 0; j < n; j++) {
+        scales[j] = j % 3 == 0 ? 0.25f : j % 3 == 1 ? 1.0f : 2.0f;
+        bias[j] = (float)(j % 7 - 3);
+    }
+    for (i = 0; i < m; i++) {
+        for (j = 0; j < n; j++) {
+            double sum = 0.0;
+            for (kk = 0; kk < k; kk++) {
+                sum += (double)x_values[i * k + kk] * w_values[j * k + kk];
+            }
+            sums[i * n + j] = (float)(sum * scales[j] + bias[j]);
+        }
+    }
+    host_convert(x_values, m * k, dtype, x_host);
+    host_convert(w_values, n * k, FP8Q_FLOAT8_E4M3FN, w_host);
+    host_convert(sums, m * n, dtype, expected);
+    x = view_of(on_device(x_host, (size_t)(m * k) * x_size), dtype, 2,
+                x_shape, x_strides);
+    w = view_of(on_device(w_host, (size_t)(n * k)), FP8Q_FLOAT8_E4M3FN, 2,
+                w_shape, w_strides);
+    scale = view_of(on_device(scales, (size_t)n * sizeof(float)),
+                    FP8Q_FLOAT32, 2, s_shape, s_strides);
+    bias_view = view_of(on_device(bias, (size_t)n * sizeof(float)),
+                        FP8Q_FLOAT32, 1, b_shape, b_strides);
+    y = view_of(on_device(NULL, (size_t)(m * n) * x_size), dtype, 2, y_shape,
+                y_strides);
+    if (x.data == NULL || w.data == NULL || scale.data == NULL ||
+        bias_view.data == NULL || y.data == NULL) {
+        goto done;
+    }
+    if (!fp8q_cuda_weight_only_may_take(&x, &w, every_row)) {
+        fail(test, "the shapes are refused", NULL);
+        goto done;
+    }
+    fp8q_cuda_weight_only_plan_make(device, &x, &w, &scale,
+                                    FP8Q_GRANULARITY_ROW, every_row, &plan);
+    if (!plan.takes) {
+        fail(test, "the plan does not take the call", NULL);
+        goto done;
+    }
+    if (plan.scratch_bytes > 0) {
+        scratch = on_device(NULL, plan.scratch_bytes);
+        if (scratch == NULL) {
+            goto done;
+        }
+    }
+    fp8q_error_clear(&error);
+    status = fp8q_cuda_weight_only_gemv(
+        device, &x, &w, &scale, &bias_view, &plan, &y, scratch,
+        scratch_short ? plan.scratch_bytes - sizeof(float)
+                      : plan.scratch_bytes,
+        NULL, &error);
+    if (scratch_short) {
+        if (status != FP8Q_ERROR_VALUE ||
+            strstr(error.message, "split-K scratch holds") == NULL) {
+            fail(test, "a short scratch is not refused", &error);
+        }
+        else {
+            printf("ok %s\n", test);
+            result = plan.scratch_bytes;
+        }
+        goto done;
+    }
+    if (status != FP8Q_OK) {
+        fail(test, "fp8q_cuda_weight_only_gemv failed", &error);
+        goto done;
+    }
+    to_host(got, y.data, (size_t)(m * n) * x_size);
+    if (memcmp(got, expected, (size_t)(m * n) * x_size) != 0) {
+        fail(test, "y differs from the exact product", NULL);
+    }
+    else {
+        printf("ok %s\n", test);
+        result = plan.scratch_bytes > 0 ? plan.scratch_bytes : 1;
+    }
+done:
+    free(x_values);
+    free(w_values);
+    free(sums);
+    free(x_host);
+    free(w_host);
+    free(expected);
+    free(got);
+    free(scales);
+    free(bias);
+    return result;
+}
+
+/* What the weight-only path declines: shapes (K not a multiple of 16, K
+ * unequal, more than 64 rows in one launch), a misaligned x, a float16
+ * weight scale, and a plan that does not take the call given to the run. */
+static void check_weight_only_declines(void)
+{
+    const int64_t x_shape[2] = {65, 64}, x_strides[2] = {64, 1};
+    const int64_t w_shape[2] = {8, 64}, w_strides[2] = {64, 1};
+    const int64_t k_shape[2] = {8, 24};
+    const int64_t s_shape[2] = {8, 1}, s_strides[2] = {1, 1};
+    fp8q_view x, w, w24, scale;
+    fp8q_cuda_weight_only_plan plan;
+    fp8q_error error;
+    void *x_memory = on_device(NULL, 65 * 64 * 4 + 16);
+    void *w_memory = on_device(NULL, 8 * 64);
+    void *s_memory = on_device(NULL, 8 * 4);
+
+    if (x_memory == NULL || w_memory == NULL || s_memory == NULL) {
+        return;
+    }
+    x = view_of(x_memory, FP8Q_FLOAT32, 2, x_shape, x_strides);
+    w = view_of(w_memory, FP8Q_FLOAT8_E4M3FN, 2, w_shape, w_strides);
+    w24 = view_of(w_memory, FP8Q_FLOAT8_E4M3FN, 2, k_shape, w_strides);
+    scale = view_of(s_memory, FP8Q_FLOAT32, 2, s_shape, s_strides);
+    if (fp8q_cuda_weight_only_may_take(&x, &w, 0) ||
+        !fp8q_cuda_weight_only_may_take(&x, &w, 1) ||
+        fp8q_cuda_weight_only_may_take(&x, &w24, 1)) {
+        fail("weight-only-declines", "the shape checks", NULL);
+        return;
+    }
+    x.shape[0] = 8;
+    fp8q_cuda_weight_only_plan_make(device, &x, &w, &scale,
+                                    FP8Q_GRANULARITY_ROW, 0, &plan);
+    if (!plan.takes || plan.scratch_bytes != 0) {
+        fail("weight-only-declines", "8 aligned float32 rows not taken",
+             NULL);
+        return;
+    }
+    x.data = (char *)x_memory + 4;
+    fp8q_cuda_weight_only_plan_make(device, &x, &w, &scale,
+                                    FP8Q_GRANULARITY_ROW, 1, &plan);
+    if (plan.takes) {
+        fail("weight-only-declines", "a misaligned x taken", NULL);
+        return;
+    }
+    x.data = x_memory;
+    scale.dtype = FP8Q_FLOAT16;
+    fp8q_cuda_weight_only_plan_make(device, &x, &w, &scale,
+                                    FP8Q_GRANULARITY_ROW, 1, &plan);
+    fp8q_error_clear(&error);
+    if (plan.takes ||
+        fp8q_cuda_weight_only_gemv(device, &x, &w, &scale, NULL, &plan, &x,
+                                   NULL, 0, NULL, &error) !=
+            FP8Q_ERROR_VALUE) {
+        fail("weight-only-declines", "a float16 scale taken", &error);
+        return;
+    }
+    printf("ok weight-only-declines\n");
+}
+
 int main(int argc, char **argv)
 {
     /* x (4, 3) read as its transpose (3, 4): the transpose kernel. */
@@ -352,5 +570,16 @@ int main(int argc, char **argv)
     check_amax("amax-whole-gathered", all, s_strides);
     check_amax("amax-none", none, s_strides);
     check_amax_finite();
+    if (check_weight_only("weight-only-cuda-cores", 20, 24, 64, FP8Q_FLOAT32,
+                          1, 0) != 1) {
+        fail("weight-only-cuda-cores", "a split K on the CUDA cores", NULL);
+    }
+    if (check_weight_only("weight-only-split-k", 16, 40, 3088, FP8Q_FLOAT16,
+                          0, 0) <= 1) {
+        fail("weight-only-split-k", "no split-K scratch planned", NULL);
+    }
+    (void)check_weight_only("weight-only-short-scratch", 16, 40, 3088,
+                            FP8Q_FLOAT16, 0, 1);
+    check_weight_only_declines();
     return failures != 0;
 }
