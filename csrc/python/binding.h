@@ -412,17 +412,6 @@ int fp8q_py_cuda_cast(fp8q_TensorObject *x, fp8q_TensorObject *scale,
 int fp8q_py_cuda_amax(fp8q_TensorObject *input, const int *reduce,
                       fp8q_TensorObject *destination, fp8q_cu_stream stream);
 
-/* Calibration's amax of a CUDA x (fp8q_amax_finite on the GPU), enqueued
- * on `stream` into device memory, with no host wait: the largest finite |x|
- * per index of `channel_axis` (0 <= axis < ndim), or of all of x when
- * channel_axis < 0, as amax_bits[channel] (float32 bits), and the number
- * of NaN and infinite values added to *nonfinite_count (clear it first;
- * 8-byte aligned). 0, or -1 with an exception. */
-int fp8q_py_cuda_enqueue_amax_finite(fp8q_TensorObject *x, int channel_axis,
-                                     uint32_t *amax_bits,
-                                     uint64_t *nonfinite_count,
-                                     fp8q_cu_stream stream);
-
 /* quantize on x's GPU: with options->compute_scale, each group's amax
  * into `scale` and scales from it there; then data = cast(x / scale). x
  * C-contiguous; data (FP8, x's shape) and scale (float32, the granularity's
@@ -650,17 +639,18 @@ typedef struct fp8q_py_calibrator_kind {
      * skipped, which the base adds to nonfinite_count. */
     int (*update_host)(PyObject *self, const fp8q_py_calibrator_batch *batch,
                        int64_t *n_nonfinite);
-    /* A CUDA batch (fp8q_py_calibrator_update): non-zero when the kernels
-     * read x C-contiguous; the scratch bytes a batch needs (a uint64 NaN/inf
-     * count, the batch's finite amax bits per channel from byte 8, then the
-     * calibrator's own), of which the first *zeroed are zeroed; the bytes of
-     * the device state; whether the device state starts as an image of the
-     * host state (image) rather than empty (NULL when never); and the
-     * launch of the kernels that fold the batch into `state` on `stream`. */
+    /* A CUDA batch (fp8q_py_calibrator_update, reduced by
+     * cuda/calibration_ops.h's fp8q_cuda_calib_reduce): non-zero when the
+     * kernels read x C-contiguous; the calibrator's own scratch bytes
+     * after the batch's NaN/inf count and amax (*zeroed set nonzero when
+     * they must start as zero bytes); the bytes of the device state;
+     * whether the device state starts as an image of the host state
+     * (image) rather than empty (NULL when never); and the launch of the
+     * kernels that fold the reduced batch into `state` on `stream`. */
     int contiguous_on_device;
     size_t (*device_scratch)(PyObject *self,
                              const fp8q_py_calibrator_batch *batch,
-                             size_t *zeroed);
+                             int *zeroed);
     size_t (*device_state_bytes)(PyObject *self,
                                  const fp8q_py_calibrator_batch *batch);
     int (*continues_host)(PyObject *self);
@@ -668,7 +658,7 @@ typedef struct fp8q_py_calibrator_kind {
     fp8q_py_device_fold device_fold;
     fp8q_status (*device_launch)(PyObject *self,
                                  const fp8q_py_calibrator_batch *batch,
-                                 fp8q_TensorObject *source, void *scratch,
+                                 const struct fp8q_cuda_calib_batch *reduced,
                                  void *state, fp8q_cu_stream stream,
                                  fp8q_error *error);
     /* Folds `other` (same type, both settled) into self: 0 when merged

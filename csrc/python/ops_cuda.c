@@ -103,24 +103,6 @@ int fp8q_py_cuda_amax(fp8q_TensorObject *input, const int *reduce,
     return fp8q_py_raise_on_failure(status, &error);
 }
 
-int fp8q_py_cuda_enqueue_amax_finite(fp8q_TensorObject *x, int channel_axis,
-                                     uint32_t *amax_bits,
-                                     uint64_t *nonfinite_count,
-                                     fp8q_cu_stream stream)
-{
-    fp8q_error error;
-    fp8q_status status;
-
-    if (fp8q_py_use_on_stream(x, stream) < 0) {
-        return -1;
-    }
-    fp8q_error_clear(&error);
-    RUN_WITHOUT_GIL(status, fp8q_cuda_amax_finite(
-                                x->cuda_device, &x->view, channel_axis,
-                                amax_bits, nonfinite_count, stream, &error));
-    return fp8q_py_raise_on_failure(status, &error);
-}
-
 /* ------------------------------------------------------------------------- */
 /* quantize / dequantize                                                     */
 
