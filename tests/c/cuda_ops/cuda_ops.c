@@ -4,7 +4,8 @@
  * host): gathers of strided inputs (the gather and the transpose kernels),
  * the cast's scale addressing and its refusals, the amax's three
  * reductions and calibration's finite amax, the weight-only product's
- * plans, launches and split-K scratch (cuda/weight_only_ops.h), each
+ * plans, launches and split-K scratch (cuda/weight_only_ops.h), the
+ * calibrators' reductions, folds and records (cuda/calibration_ops.h), each
  * against an oracle computed here on the host or by csrc/core's CPU cast.
  * tests/test_c_cuda_ops.py builds it with the fake driver and runs it:
  *
@@ -21,6 +22,8 @@
 #include "cuda/driver.h"
 #include "cuda/kernel_image.h"
 #include "cuda/memory.h"
+#include "core/histogram.h"
+#include "cuda/calibration_ops.h"
 #include "cuda/ops.h"
 #include "cuda/weight_only_ops.h"
 
@@ -537,6 +540,205 @@ static void check_weight_only_declines(void)
     printf("ok weight-only-declines\n");
 }
 
+/* ------------------------------------------------------------------------- */
+/* The calibrators' reductions (cuda/calibration_ops.h)                      */
+
+/* A started device state of `bytes` (zero bytes). */
+static void *started_state(const char *test, size_t bytes)
+{
+    void *state = on_device(NULL, bytes);
+    fp8q_error error;
+
+    fp8q_error_clear(&error);
+    if (state != NULL &&
+        fp8q_cuda_calib_state_start(device, state, bytes, NULL, NULL,
+                                    &error) != FP8Q_OK) {
+        fail(test, "fp8q_cuda_calib_state_start failed", &error);
+        return NULL;
+    }
+    return state;
+}
+
+/* Reduces x (per channel of axis `channel`, or per tensor for -1) and
+ * folds it by max (length 1, a plain window) into `state` as update
+ * `update`; FP8Q_OK or the failure. */
+static fp8q_status fold_max_batch(const fp8q_view *x, int channel,
+                                  int64_t n_channels, void *state,
+                                  int64_t update, int skip_nonfinite,
+                                  fp8q_error *error)
+{
+    fp8q_cuda_calib_batch batch;
+    fp8q_status status;
+
+    status = fp8q_cuda_calib_reduce(device, x, channel, n_channels, 0, 0, 0,
+                                    NULL, &batch, error);
+    if (status != FP8Q_OK) {
+        return status;
+    }
+    status = fp8q_cuda_calib_fold_max(device, &batch, n_channels, state, 1,
+                                      -1.0, 0, update, skip_nonfinite, NULL,
+                                      error);
+    fp8q_cuda_calib_batch_release(&batch, NULL);
+    return status;
+}
+
+/*
+ * The max calibrator per channel of axis 1 of a strided (2, 3, 4) x: a
+ * batch holding a NaN and an infinity with skip_nonfinite (recorded: its
+ * finite amax per channel, 2 skipped values), then the same batch without
+ * (refused): the state read back holds the first batch's amax, the record
+ * counts 2 and refuses update 2 with the deferred message.
+ */
+static void check_calib_max(void)
+{
+    const int64_t shape[3] = {2, 3, 4}, strides[3] = {1, 8, 2};
+    const size_t bytes = fp8q_cuda_calib_max_state_bytes(1, 3);
+    float values[24];
+    float expected[3] = {0.0f, 0.0f, 0.0f};
+    unsigned char copy[sizeof(fp8q_calib_max_state) + 3 * sizeof(float)];
+    const fp8q_calib_max_state *header = (const fp8q_calib_max_state *)copy;
+    int64_t nonfinite = 5;
+    fp8q_view x;
+    fp8q_error error;
+    fp8q_status status;
+    void *memory, *state;
+    int i, j, k;
+
+    fill_values(values);
+    values[1 + 8 * 2 + 2 * 3] = (float)NAN;
+    values[8 * 1 + 2 * 1] = (float)-INFINITY;
+    for (i = 0; i < 2; i++) {
+        for (j = 0; j < 3; j++) {
+            for (k = 0; k < 4; k++) {
+                const float value = fabsf(values[i + j * 8 + k * 2]);
+                if (value == value && value != (float)INFINITY &&
+                    value > expected[j]) {
+                    expected[j] = value;
+                }
+            }
+        }
+    }
+    memory = on_device(values, sizeof values);
+    state = started_state("calib-max", bytes);
+    if (memory == NULL || state == NULL || bytes != sizeof copy) {
+        fail("calib-max", "setup", NULL);
+        return;
+    }
+    x = view_of(memory, FP8Q_FLOAT32, 3, shape, strides);
+    fp8q_error_clear(&error);
+    if (fold_max_batch(&x, 1, 3, state, 1, 1, &error) != FP8Q_OK ||
+        fold_max_batch(&x, 1, 3, state, 2, 0, &error) != FP8Q_OK ||
+        fp8q_cuda_calib_state_read(device, state, bytes, copy, NULL,
+                                   &error) != FP8Q_OK) {
+        fail("calib-max", "a reduction or fold failed", &error);
+        return;
+    }
+    status = fp8q_cuda_calib_state_record(copy, 0, &nonfinite, &error);
+    if (header->filled != 1 ||
+        memcmp(copy + sizeof(fp8q_calib_max_state), expected,
+               sizeof expected) != 0) {
+        fail("calib-max", "the device history is not the first batch's "
+                          "finite amax per channel", NULL);
+    }
+    else if (status != FP8Q_ERROR_VALUE || nonfinite != 7 ||
+             strcmp(error.message,
+                    "x: update 2 (a batch on cuda:0) held 2 NaN or infinite "
+                    "values and was not recorded; 1 batch was refused for "
+                    "NaN/inf since the state was last read, every other "
+                    "batch is recorded (pass skip_nonfinite=True to skip "
+                    "and count them)") != 0) {
+        fail("calib-max", "not the refused second batch's record", &error);
+    }
+    else {
+        printf("ok calib-max\n");
+    }
+}
+
+/*
+ * The histogram calibrator per tensor: a strided x (gathered into a
+ * contiguous copy) with zeros and a NaN, counted with skip_zeros and
+ * skip_nonfinite into a zeroed state, against csrc/core's histogram of the
+ * same view: the same counts, grid and amax; the record counts the NaN.
+ */
+static void check_calib_histogram(void)
+{
+    const int64_t n_bins = 64;
+    const int64_t shape[2] = {4, 6}, strides[2] = {1, 4};
+    const size_t bytes = fp8q_cuda_calib_histogram_state_bytes(n_bins);
+    float values[24];
+    int64_t host_counts[64];
+    unsigned char copy[sizeof(fp8q_calib_histogram_state) + 64 * 8];
+    const fp8q_calib_histogram_state *header =
+        (const fp8q_calib_histogram_state *)copy;
+    fp8q_histogram host;
+    fp8q_cuda_calib_batch batch;
+    int64_t nonfinite = 0, host_nonfinite = 0;
+    fp8q_view x, host_x;
+    fp8q_error error;
+    void *memory, *state;
+    int64_t bin;
+    int same = 1;
+
+    fill_values(values);
+    values[3] = 0.0f;
+    values[10] = 0.0f;
+    values[17] = (float)NAN;
+    memory = on_device(values, sizeof values);
+    state = started_state("calib-histogram", bytes);
+    if (memory == NULL || state == NULL || bytes != sizeof copy) {
+        fail("calib-histogram", "setup", NULL);
+        return;
+    }
+    x = view_of(memory, FP8Q_FLOAT32, 2, shape, strides);
+    host_x = view_of(values, FP8Q_FLOAT32, 2, shape, strides);
+    fp8q_histogram_init(&host, n_bins, host_counts);
+    fp8q_error_clear(&error);
+    if (fp8q_histogram_add(&host, &host_x, 1, 1, &host_nonfinite, &error) !=
+        FP8Q_OK) {
+        fail("calib-histogram", "the host histogram failed", &error);
+        return;
+    }
+    if (fp8q_cuda_calib_reduce(
+            device, &x, -1, 1, 1,
+            fp8q_cuda_calib_histogram_extra_bytes(n_bins), 1, NULL, &batch,
+            &error) != FP8Q_OK) {
+        fail("calib-histogram", "fp8q_cuda_calib_reduce failed", &error);
+        return;
+    }
+    if (batch.gathered.data == NULL || batch.source.strides[0] != 6) {
+        fail("calib-histogram", "x was not gathered", NULL);
+    }
+    if (fp8q_cuda_calib_fold_histogram(device, &batch, state, n_bins, 1, 1,
+                                       1, NULL, &error) != FP8Q_OK) {
+        fail("calib-histogram", "the fold failed", &error);
+        fp8q_cuda_calib_batch_release(&batch, NULL);
+        return;
+    }
+    fp8q_cuda_calib_batch_release(&batch, NULL);
+    if (batch.scratch.memory != NULL || batch.gathered.data != NULL ||
+        fp8q_cuda_calib_state_read(device, state, bytes, copy, NULL,
+                                   &error) != FP8Q_OK ||
+        fp8q_cuda_calib_state_record(copy, 0, &nonfinite, &error) !=
+            FP8Q_OK) {
+        fail("calib-histogram", "the release or read-back", &error);
+        return;
+    }
+    for (bin = 0; bin < n_bins; bin++) {
+        uint64_t count;
+        memcpy(&count, copy + sizeof *header + (size_t)bin * 8, 8);
+        same = same && (int64_t)count == host_counts[bin];
+    }
+    if (!same || !header->has_range ||
+        header->bin_exponent != host.bin_exponent ||
+        bits_float(header->amax_bits) != host.amax || nonfinite != 1 ||
+        host_nonfinite != 1) {
+        fail("calib-histogram", "not csrc/core's histogram", NULL);
+    }
+    else {
+        printf("ok calib-histogram\n");
+    }
+}
+
 int main(int argc, char **argv)
 {
     /* x (4, 3) read as its transpose (3, 4): the transpose kernel. */
@@ -581,5 +783,7 @@ int main(int argc, char **argv)
     (void)check_weight_only("weight-only-short-scratch", 16, 40, 3088,
                             FP8Q_FLOAT16, 0, 1);
     check_weight_only_declines();
+    check_calib_max();
+    check_calib_histogram();
     return failures != 0;
 }
