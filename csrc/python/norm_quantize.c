@@ -17,7 +17,7 @@
 #include "python/binding.h"
 
 #include "core/norm_quantize.h"
-#include "cuda/launch.h"
+#include "cuda/norm_quantize_ops.h"
 
 #define OP "norm_quantize"
 
@@ -111,8 +111,7 @@ static int run(fp8q_norm_quantize_args *call, fp8q_TensorObject **tensors,
         }
     }
     Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_launch_norm_quantize(x->cuda_device, call, stream,
-                                            &error);
+    status = fp8q_cuda_norm_quantize(x->cuda_device, call, stream, &error);
     Py_END_ALLOW_THREADS
     return fp8q_py_raise_on_failure(status, &error);
 }
