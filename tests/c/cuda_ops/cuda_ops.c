@@ -274,6 +274,26 @@ static void check_amax(const char *test, const int *reduce,
     }
 }
 
+/* expected[j] = the largest finite |x| of channel j (axis 1) of the
+ * (2, 3, 4) x with strides (1, 8, 2) over `values` (0 for none). */
+static void finite_amax_per_channel(const float *values, float *expected)
+{
+    int i, j, k;
+
+    for (j = 0; j < 3; j++) {
+        expected[j] = 0.0f;
+        for (i = 0; i < 2; i++) {
+            for (k = 0; k < 4; k++) {
+                const float value = fabsf(values[i + j * 8 + k * 2]);
+                if (value == value && value != (float)INFINITY &&
+                    value > expected[j]) {
+                    expected[j] = value;
+                }
+            }
+        }
+    }
+}
+
 /* Calibration's amax per index of axis 1 of a strided x holding a NaN and
  * an infinity: the largest finite |x| per channel, 2 non-finite values. */
 static void check_amax_finite(void)
@@ -285,22 +305,11 @@ static void check_amax_finite(void)
     fp8q_view x;
     fp8q_error error;
     void *memory, *amax_memory, *count_memory;
-    int i, j, k;
 
     fill_values(values);
     values[1 + 8 * 2 + 2 * 3] = (float)NAN;
     values[8 * 1 + 2 * 1] = (float)INFINITY;
-    for (i = 0; i < 2; i++) {
-        for (j = 0; j < 3; j++) {
-            for (k = 0; k < 4; k++) {
-                const float value = fabsf(values[i + j * 8 + k * 2]);
-                if (value == value && value != (float)INFINITY &&
-                    value > expected[j]) {
-                    expected[j] = value;
-                }
-            }
-        }
-    }
+    finite_amax_per_channel(values, expected);
     memory = on_device(values, sizeof values);
     amax_memory = on_device(NULL, sizeof got);
     count_memory = on_device(&zero, sizeof zero);
@@ -602,22 +611,11 @@ static void check_calib_max(void)
     fp8q_error error;
     fp8q_status status;
     void *memory, *state;
-    int i, j, k;
 
     fill_values(values);
     values[1 + 8 * 2 + 2 * 3] = (float)NAN;
     values[8 * 1 + 2 * 1] = (float)-INFINITY;
-    for (i = 0; i < 2; i++) {
-        for (j = 0; j < 3; j++) {
-            for (k = 0; k < 4; k++) {
-                const float value = fabsf(values[i + j * 8 + k * 2]);
-                if (value == value && value != (float)INFINITY &&
-                    value > expected[j]) {
-                    expected[j] = value;
-                }
-            }
-        }
-    }
+    finite_amax_per_channel(values, expected);
     memory = on_device(values, sizeof values);
     state = started_state("calib-max", bytes);
     if (memory == NULL || state == NULL || bytes != sizeof copy) {
