@@ -14,7 +14,8 @@ CHECKS = ["cast-transposed", "cast-gathered", "cast-contiguous", "cast-strided-o
           "cast-scale-shape", "amax-columns-in-place", "amax-rows-gathered",
           "amax-whole-gathered", "amax-none", "amax-finite",
           "weight-only-cuda-cores", "weight-only-split-k", "weight-only-short-scratch",
-          "weight-only-declines", "calib-max", "calib-histogram"]
+          "weight-only-declines", "calib-max", "calib-histogram",
+          "layer-activation-options"]
 
 # What csrc/cuda/driver.c reads of the generated build facts: a build with
 # kernels (the fake driver accepts any image).

@@ -21,6 +21,7 @@
 #include "core/cast.h"
 #include "cuda/driver.h"
 #include "cuda/kernel_image.h"
+#include "cuda/layer_path.h"
 #include "cuda/memory.h"
 #include "core/histogram.h"
 #include "cuda/calibration_ops.h"
@@ -737,6 +738,31 @@ static void check_calib_histogram(void)
     }
 }
 
+/* A W8A8 layer's activation quantize options (cuda/layer_path.h): per
+ * token for row / tensor weights, 1 x 128 blocks for block weights, the
+ * static scale's tensor granularity with infinities to NaN; always
+ * saturating. */
+static void check_layer_activation_options(void)
+{
+    fp8q_quantize_options row, block, fixed;
+
+    fp8q_cuda_fp8_layer_activation_options(FP8Q_GRANULARITY_TENSOR, 0, &row);
+    fp8q_cuda_fp8_layer_activation_options(FP8Q_GRANULARITY_BLOCK, 0, &block);
+    fp8q_cuda_fp8_layer_activation_options(FP8Q_GRANULARITY_ROW, 1, &fixed);
+    if (row.granularity.kind != FP8Q_GRANULARITY_ROW || !row.compute_scale ||
+        row.infinity_to_nan || !row.saturate ||
+        block.granularity.kind != FP8Q_GRANULARITY_BLOCK ||
+        block.granularity.block_rows != 1 ||
+        block.granularity.block_cols != 128 || !block.compute_scale ||
+        fixed.granularity.kind != FP8Q_GRANULARITY_TENSOR ||
+        fixed.compute_scale || !fixed.infinity_to_nan || !fixed.saturate) {
+        fail("layer-activation-options", "not the layer's quantize", NULL);
+    }
+    else {
+        printf("ok layer-activation-options\n");
+    }
+}
+
 int main(int argc, char **argv)
 {
     /* x (4, 3) read as its transpose (3, 4): the transpose kernel. */
@@ -783,5 +809,6 @@ int main(int argc, char **argv)
     check_weight_only_declines();
     check_calib_max();
     check_calib_histogram();
+    check_layer_activation_options();
     return failures != 0;
 }
