@@ -13,7 +13,8 @@ from fake_gpu import ROOT, TESTS, build_fake_driver
 CHECKS = ["cast-transposed", "cast-gathered", "cast-contiguous", "cast-strided-out",
           "cast-scale-shape", "amax-columns-in-place", "amax-rows-gathered",
           "amax-whole-gathered", "amax-none", "amax-finite",
-          "weight-only-cuda-cores", "weight-only-split-k", "weight-only-short-scratch",
+          "weight-only-cuda-cores", "weight-only-split-k", "weight-only-every-row-split",
+          "weight-only-short-scratch",
           "weight-only-declines", "calib-max", "calib-histogram",
           "layer-activation-options"]
 

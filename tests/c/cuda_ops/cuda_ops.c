@@ -804,6 +804,12 @@ int main(int argc, char **argv)
                           0, 0) <= 1) {
         fail("weight-only-split-k", "no split-K scratch planned", NULL);
     }
+    /* 80 rows: launches of 64 rows (no split) and 16 (K split). */
+    if (check_weight_only("weight-only-every-row-split", 80, 40, 3088,
+                          FP8Q_FLOAT16, 1, 0) <= 1) {
+        fail("weight-only-every-row-split", "no split-K scratch planned",
+             NULL);
+    }
     (void)check_weight_only("weight-only-short-scratch", 16, 40, 3088,
                             FP8Q_FLOAT16, 0, 1);
     check_weight_only_declines();
