@@ -610,6 +610,10 @@ typedef struct fp8q_py_calibrator_batch {
     int64_t n_channels;    /* its length, or 1                             */
 } fp8q_py_calibrator_batch;
 
+/* A CUDA batch reduced on its GPU (cuda/calibration_ops.h), as the
+ * table's device_launch receives it. */
+struct fp8q_cuda_calib_batch;
+
 /*
  * A calibrator type and its table: what one kind of calibrator does, that
  * the base (update, merge, state_dict, load_state_dict, reset, pickle,
