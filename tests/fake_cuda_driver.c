@@ -54,6 +54,10 @@
 
 #include "fake_cuda.h"
 
+/* The kernels' names from their headers (cuda/kernel_list.h). */
+#define FP8Q_CUDA_KERNEL_NAMES
+#include "cuda/kernel_list.h"
+
 #include "amax.cuh"
 #include "calibrate.cuh"
 #include "cast.cuh"
@@ -65,7 +69,6 @@
 #include "epilogue.cuh"
 #include "gather.cuh"
 #include "gemv.cuh"
-#include "kernel_names.cuh"
 #include "norm_quantize.cuh"
 #include "pad.cuh"
 #include "quantize_rows.cuh"
@@ -967,7 +970,10 @@ static void run_calib_fold_histogram(
 }
 
 /* A function handle is the address of its name in this table. */
-static const char *const kernel_names[] = {FP8Q_KERNEL_NAMES};
+#define KERNEL_NAME(value, name) name,
+static const char *const kernel_names[] = {
+    FP8Q_CUDA_KERNEL_LIST(KERNEL_NAME)};
+#undef KERNEL_NAME
 
 static result_t fake_module_get_function(void **function, void *module,
                                          const char *name)

@@ -5,6 +5,7 @@
  * exactly as fp8q.quantize(granularity="row") computes them.
  */
 #include <math.h>
+#include <string.h>
 
 #include "core/float_codec.h"
 #include "core/norm_formula.h"
@@ -157,5 +158,66 @@ fp8q_status fp8q_norm_quantize(const fp8q_norm_quantize_args *args,
     for (row = 0; row < args->n_rows; row++) {
         norm_quantize_row(args, row);
     }
+    return FP8Q_OK;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The call from views                                                       */
+
+/* FP8Q_OK when `view` has `dtype` and `size` elements. */
+static fp8q_status check_holds(const fp8q_view *view, const char *name,
+                               fp8q_dtype dtype, int64_t size,
+                               fp8q_error *error)
+{
+    if (view->dtype == dtype && fp8q_view_size(view) == size) {
+        return FP8Q_OK;
+    }
+    return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                     "norm_quantize: %s must hold %lld %s values, got %lld "
+                     "%s",
+                     name, (long long)size, fp8q_dtype_name(dtype),
+                     (long long)fp8q_view_size(view),
+                     fp8q_dtype_name(view->dtype));
+}
+
+fp8q_status fp8q_norm_quantize_describe(
+    const fp8q_view *x, const fp8q_view *weight, const fp8q_view *bias,
+    const fp8q_view *normed, const fp8q_view *codes, const fp8q_view *scale,
+    float epsilon, int layer_norm, fp8q_norm_quantize_args *args,
+    fp8q_error *error)
+{
+    const int64_t length = x->ndim > 0 ? x->shape[x->ndim - 1] : 0;
+    const int64_t size = fp8q_view_size(x);
+    const int64_t rows = length > 0 ? size / length : 0;
+
+    if (length < 1) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "norm_quantize: x must have a last axis of at least "
+                         "1 element");
+    }
+    if (check_holds(weight, "weight", weight->dtype, length, error) !=
+            FP8Q_OK ||
+        (bias != NULL && check_holds(bias, "bias", weight->dtype, length,
+                                     error) != FP8Q_OK) ||
+        check_holds(normed, "normed", x->dtype, size, error) != FP8Q_OK ||
+        check_holds(codes, "codes", FP8Q_FLOAT8_E4M3FN, size, error) !=
+            FP8Q_OK ||
+        check_holds(scale, "scale", FP8Q_FLOAT32, rows, error) != FP8Q_OK) {
+        return FP8Q_ERROR_VALUE;
+    }
+    memset(args, 0, sizeof *args);
+    args->source = x->data;
+    args->weight = weight->data;
+    args->bias = bias != NULL ? bias->data : NULL;
+    args->normed = normed->data;
+    args->codes = (uint8_t *)codes->data;
+    args->scale = (float *)scale->data;
+    args->n_rows = rows;
+    args->row_length = length;
+    args->source_dtype = (int32_t)x->dtype;
+    args->weight_dtype = (int32_t)weight->dtype;
+    args->layer_norm = layer_norm;
+    args->epsilon = epsilon;
+    args->max = 448.0f; /* float8_e4m3fn */
     return FP8Q_OK;
 }

@@ -53,6 +53,24 @@ typedef struct fp8q_norm_quantize_args {
 
 #ifndef __CUDACC__
 #include "core/status.h"
+#include "core/view.h"
+
+/*
+ * *args for the call on C-contiguous views: x (..., K), weight (K values,
+ * float32 / float16 / bfloat16), bias (NULL or K values of weight's
+ * dtype), normed (x's dtype and size), codes (float8_e4m3fn, x's size) and
+ * scale (float32, one per row), with `epsilon` and `layer_norm`; the views'
+ * devices and layouts are the caller's to check. FP8Q_ERROR_VALUE
+ * "norm_quantize: x must have a last axis of at least 1 element", or
+ * "norm_quantize: NAME must hold N DTYPE values, got N' DTYPE'" for the
+ * first of weight, bias, normed, codes and scale that does not fit (the
+ * dtypes themselves are fp8q_norm_quantize_check's).
+ */
+fp8q_status fp8q_norm_quantize_describe(
+    const fp8q_view *x, const fp8q_view *weight, const fp8q_view *bias,
+    const fp8q_view *normed, const fp8q_view *codes, const fp8q_view *scale,
+    float epsilon, int layer_norm, fp8q_norm_quantize_args *args,
+    fp8q_error *error);
 
 /* FP8Q_OK when args describes a call the op takes: the dtypes above, a
  * row_length >= 1, n_rows >= 0, a finite epsilon >= 0, non-NULL pointers

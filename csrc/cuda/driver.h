@@ -24,6 +24,7 @@
 #include "core/status.h"
 #include "cuda/driver_api.h"
 #include "cuda/kernel_image.h" /* FP8Q_CUDA_PATH_SIZE */
+#include "cuda/kernel_list.h"
 
 /* The driver API level fp8q asks cuGetProcAddress for (CUDA 12.0, the
  * first with cuGetProcAddress_v2 and cuLibraryLoadData): drivers older than
@@ -145,38 +146,14 @@ fp8q_status fp8q_cuda_device_properties_get(
  * quantize kernel sizes its blocks to the row instead). */
 #define FP8Q_CUDA_THREADS_PER_BLOCK 256
 
-/* fp8q's kernels, by the names of their launch contracts in kernels/. */
+/* fp8q's kernels, by the names of their launch contracts in kernels/
+ * (cuda/kernel_list.h, one line each). */
+#define FP8Q_CUDA_KERNEL_VALUE(value, name) value,
 typedef enum fp8q_cuda_kernel {
-    FP8Q_KERNEL_CAST,      /* kernels/cast.cuh, "fp8q_cast"           */
-    FP8Q_KERNEL_AMAX,      /* kernels/amax.cuh, "fp8q_amax"           */
-    FP8Q_KERNEL_AMAX_ROWS, /* kernels/amax.cuh, "fp8q_amax_rows"      */
-    FP8Q_KERNEL_AMAX_BLOCKS, /* kernels/amax.cuh, "fp8q_amax_blocks"  */
-    FP8Q_KERNEL_AMAX_COLUMNS, /* kernels/amax.cuh, "fp8q_amax_columns" */
-    FP8Q_KERNEL_AMAX_FINITE_ROWS, /* kernels/amax.cuh (calibration)    */
-    FP8Q_KERNEL_SCALES_FROM_AMAX, /* kernels/scale.cuh               */
-    FP8Q_KERNEL_QUANTIZE_ROWS, /* kernels/quantize_rows.cuh           */
-    FP8Q_KERNEL_EPILOGUE,  /* kernels/epilogue.cuh                    */
-    FP8Q_KERNEL_TRANSPOSE, /* kernels/transpose.cuh                   */
-    FP8Q_KERNEL_GATHER,    /* kernels/gather.cuh                      */
-    FP8Q_KERNEL_CALIB_FOLD_MAX, /* kernels/calibrate.cuh              */
-    FP8Q_KERNEL_HISTOGRAM_COUNT, /* kernels/calibrate.cuh             */
-    FP8Q_KERNEL_CALIB_FOLD_HISTOGRAM, /* kernels/calibrate.cuh        */
-    FP8Q_KERNEL_PAD,       /* kernels/pad.cuh                         */
-    FP8Q_KERNEL_CAST_UNIFORM, /* kernels/cast.cuh, one scale or none  */
-    FP8Q_KERNEL_GEMV_FP8_1, /* kernels/gemv.cuh, rows of x: 1         */
-    FP8Q_KERNEL_GEMV_FP8_2, /* ... 2                                  */
-    FP8Q_KERNEL_GEMV_FP8_4, /* ... 3 to 4                             */
-    FP8Q_KERNEL_GEMV_FP8_8, /* ... 5 to 8                             */
-    FP8Q_KERNEL_GEMV_FP8_TC16, /* ... 9 to 16, tensor cores           */
-    FP8Q_KERNEL_GEMV_FP8_TC64, /* ... 17 to 64, tensor cores          */
-    FP8Q_KERNEL_CAST_TO_FP8, /* kernels/cast.cuh, float -> E4M3FN/E5M2 */
-    FP8Q_KERNEL_CAST_FROM_FP8, /* kernels/cast.cuh, E4M3FN/E5M2 -> float */
-    FP8Q_KERNEL_QUANTIZE_ROWS_WARPS, /* kernels/quantize_rows.cuh, 16-bit */
-    FP8Q_KERNEL_NORM_QUANTIZE, /* kernels/norm_quantize.cuh           */
-    FP8Q_KERNEL_GEMV_FP8_REDUCE, /* kernels/gemv.cuh, split k's sums  */
-    FP8Q_KERNEL_CAST_FROM_FP8_WIDE, /* kernels/cast.cuh, 16 codes a thread */
+    FP8Q_CUDA_KERNEL_LIST(FP8Q_CUDA_KERNEL_VALUE)
     FP8Q_KERNEL_COUNT
 } fp8q_cuda_kernel;
+#undef FP8Q_CUDA_KERNEL_VALUE
 
 /* The kernel's name in the image (e.g. "fp8q_cast"). */
 const char *fp8q_cuda_kernel_name(fp8q_cuda_kernel kernel);

@@ -19,9 +19,6 @@
 #if FP8Q_CUDA_THREADS_PER_BLOCK != FP8Q_GEMV_THREADS
 #error "the weight-only kernels' grids assume the occupancy's block size"
 #endif
-#if FP8Q_CUDA_THREADS_PER_BLOCK != FP8Q_NORM_QUANTIZE_THREADS
-#error "the norm quantize kernel's grid assumes the occupancy's block size"
-#endif
 /* Elements a thread handles per grid-stride step of the elementwise
  * kernels: 16 bytes of float16 / bfloat16 input. */
 #define ELEMENTS_PER_THREAD 8
@@ -116,6 +113,17 @@ static fp8q_status launch_grid(const fp8q_cuda_device *device,
         return fp8q_cuda_fail(device, "cuLaunchKernel", result, what, error);
     }
     return FP8Q_OK;
+}
+
+fp8q_status fp8q_cuda_launch_kernel(const fp8q_cuda_device *device,
+                                    fp8q_cuda_kernel kernel,
+                                    unsigned int blocks,
+                                    unsigned int blocks_y,
+                                    unsigned int threads, const void *args,
+                                    fp8q_cu_stream stream, fp8q_error *error)
+{
+    return launch_grid(device, kernel, blocks, blocks_y, threads, args,
+                       stream, error);
 }
 
 /* launch_grid with a one-dimensional grid. */
@@ -365,23 +373,6 @@ fp8q_status fp8q_cuda_launch_quantize_rows(
                          item_blocks(args->n_rows < resident ? args->n_rows
                                                              : resident),
                          (unsigned int)threads, &block_loop, stream, error);
-}
-
-fp8q_status fp8q_cuda_launch_norm_quantize(
-    const fp8q_cuda_device *device, const fp8q_norm_quantize_args *args,
-    fp8q_cu_stream stream, fp8q_error *error)
-{
-    const fp8q_status status = fp8q_norm_quantize_check(args, error);
-
-    if (status != FP8Q_OK || args->n_rows == 0) {
-        return status;
-    }
-    return launch_blocks(
-        device, FP8Q_KERNEL_NORM_QUANTIZE,
-        (unsigned int)(args->n_rows < FP8Q_NORM_QUANTIZE_MAX_GRID
-                           ? args->n_rows
-                           : FP8Q_NORM_QUANTIZE_MAX_GRID),
-        FP8Q_NORM_QUANTIZE_THREADS, args, stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_epilogue(const fp8q_cuda_device *device,

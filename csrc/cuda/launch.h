@@ -16,14 +16,23 @@
 #include "epilogue.cuh"
 #include "gather.cuh"
 #include "gemv.cuh"
-#include "norm_quantize.cuh"
 #include "pad.cuh"
 #include "quantize_rows.cuh"
 #include "scale.cuh"
 #include "transpose.cuh"
-#include "core/norm_quantize.h"
 #include "core/status.h"
 #include "cuda/driver.h"
+
+/* `kernel` (cuda/kernel_list.h) on a grid of blocks x blocks_y blocks of
+ * `threads` with one parameter, the struct at `args` (copied before the
+ * call returns), on `stream`: what an op's own launcher (e.g.
+ * cuda/norm_quantize_ops.c) calls once it has sized the grid. */
+fp8q_status fp8q_cuda_launch_kernel(const fp8q_cuda_device *device,
+                                    fp8q_cuda_kernel kernel,
+                                    unsigned int blocks,
+                                    unsigned int blocks_y,
+                                    unsigned int threads, const void *args,
+                                    fp8q_cu_stream stream, fp8q_error *error);
 
 /* The cast kernel over args->count elements (kernels/cast.cuh):
  * fp8q_cast_uniform for no scale or one scale for the whole run, else
@@ -80,15 +89,6 @@ fp8q_status fp8q_cuda_launch_scales_from_amax(
  * is ignored (the launch sets it). */
 fp8q_status fp8q_cuda_launch_quantize_rows(
     const fp8q_cuda_device *device, const fp8q_quantize_rows_args *args,
-    fp8q_cu_stream stream, fp8q_error *error);
-
-/* The fused norm + per-token quantize kernel (kernels/norm_quantize.cuh)
- * over args->n_rows rows: one block of FP8Q_NORM_QUANTIZE_THREADS per row,
- * up to FP8Q_NORM_QUANTIZE_MAX_GRID blocks (each then taking several
- * rows). Nothing for 0 rows; FP8Q_ERROR_VALUE / TYPE as
- * fp8q_norm_quantize_check. */
-fp8q_status fp8q_cuda_launch_norm_quantize(
-    const fp8q_cuda_device *device, const fp8q_norm_quantize_args *args,
     fp8q_cu_stream stream, fp8q_error *error);
 
 /* The matrix-multiply epilogue over args->m x args->n values (when

@@ -2,6 +2,9 @@
  * layer_path.c - the token crossover of W8A8 layers between the weight-only
  * product and quantize + FP8 GEMM (see layer_path.h).
  */
+#include <string.h>
+
+#include "core/scaled_mm.h"
 #include "cuda/layer_path.h"
 
 /* Up to this many tokens a W8A8 layer runs the weight-only product, by
@@ -40,5 +43,24 @@ int64_t fp8q_cuda_fp8_layer_weight_only_tokens(const fp8q_cuda_device *device,
         return INT64_MAX;
     default:
         return fp8q_cuda_fp8_layer_crossover(device);
+    }
+}
+
+void fp8q_cuda_fp8_layer_activation_options(
+    fp8q_granularity_kind weight_granularity, int static_scale,
+    fp8q_quantize_options *options)
+{
+    memset(options, 0, sizeof *options);
+    options->saturate = 1;
+    options->compute_scale = !static_scale;
+    options->granularity.kind = FP8Q_GRANULARITY_ROW;
+    if (static_scale) {
+        options->granularity.kind = FP8Q_GRANULARITY_TENSOR;
+        options->infinity_to_nan = 1;
+    }
+    else if (weight_granularity == FP8Q_GRANULARITY_BLOCK) {
+        options->granularity.kind = FP8Q_GRANULARITY_BLOCK;
+        options->granularity.block_rows = 1;
+        options->granularity.block_cols = FP8Q_SCALED_MM_BLOCK;
     }
 }

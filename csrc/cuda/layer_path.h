@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "core/quantize.h"
 #include "cuda/driver.h"
 #include "cuda/switches.h"
 
@@ -26,5 +27,16 @@ int64_t fp8q_cuda_fp8_layer_weight_only_tokens(const fp8q_cuda_device *device,
 
 /* The table's figure for `device` (FP8Q_LAYER_PATH_AUTO's answer). */
 int64_t fp8q_cuda_fp8_layer_crossover(const fp8q_cuda_device *device);
+
+/* *options for the quantize of a W8A8 layer's activations on a GPU before
+ * the FP8 GEMM (cuda/ops.h, fp8q_cuda_quantize), saturating: with a static
+ * input scale (`static_scale` nonzero) that one tensor scale, infinities
+ * quantized to the NaN code (so a token holding one gives a NaN row of the
+ * product with no masking pass); else scales computed per token ("row"),
+ * or per 1 x 128 block for FP8Q_GRANULARITY_BLOCK weights. A token holding
+ * NaN or infinity gets a NaN or infinite computed scale and NaN codes. */
+void fp8q_cuda_fp8_layer_activation_options(
+    fp8q_granularity_kind weight_granularity, int static_scale,
+    fp8q_quantize_options *options);
 
 #endif /* FP8Q_CUDA_LAYER_PATH_H */

@@ -412,17 +412,6 @@ int fp8q_py_cuda_cast(fp8q_TensorObject *x, fp8q_TensorObject *scale,
 int fp8q_py_cuda_amax(fp8q_TensorObject *input, const int *reduce,
                       fp8q_TensorObject *destination, fp8q_cu_stream stream);
 
-/* Calibration's amax of a CUDA x (fp8q_amax_finite on the GPU), enqueued
- * on `stream` into device memory, with no host wait: the largest finite |x|
- * per index of `channel_axis` (0 <= axis < ndim), or of all of x when
- * channel_axis < 0, as amax_bits[channel] (float32 bits), and the number
- * of NaN and infinite values added to *nonfinite_count (clear it first;
- * 8-byte aligned). 0, or -1 with an exception. */
-int fp8q_py_cuda_enqueue_amax_finite(fp8q_TensorObject *x, int channel_axis,
-                                     uint32_t *amax_bits,
-                                     uint64_t *nonfinite_count,
-                                     fp8q_cu_stream stream);
-
 /* quantize on x's GPU: with options->compute_scale, each group's amax
  * into `scale` and scales from it there; then data = cast(x / scale). x
  * C-contiguous; data (FP8, x's shape) and scale (float32, the granularity's
@@ -440,39 +429,6 @@ int fp8q_py_cuda_quantize(fp8q_TensorObject *x,
 int fp8q_py_cuda_dequantize(fp8q_TensorObject *data, fp8q_TensorObject *scale,
                             const fp8q_granularity *granularity,
                             fp8q_TensorObject *result, fp8q_cu_stream stream);
-
-/* Nonzero when kernels/gemv.cuh's weight-only product takes rows
- * first_row .. first_row + rows - 1 of x (M, K, C-contiguous) on its GPU
- * with the FP8Q_GEMV_SCALE_* `scale_kind`: up to 8 rows always, up to 64
- * on the tensor cores where the device and x's dtype and address allow
- * (cuda/launch.h, fp8q_cuda_gemv_fp8_takes). */
-int fp8q_py_cuda_gemv_fp8_takes(fp8q_TensorObject *x, int64_t first_row,
-                                int64_t rows, int scale_kind);
-
-/* The splits of K for the launch of rows first_row .. first_row + rows - 1
- * of x against an (N, K) weight (cuda/launch.h, fp8q_cuda_gemv_fp8_splits):
- * 1 for none, else the float32 scratch fp8q_py_cuda_gemv_fp8 needs is
- * splits x rows x N values. */
-int fp8q_py_cuda_gemv_fp8_splits(fp8q_TensorObject *x, int64_t first_row,
-                                 int64_t rows, fp8q_TensorObject *weight,
-                                 int scale_kind);
-
-/* Rows first_row .. first_row + rows - 1 of out (M, N) = the same rows of
- * x (M, K) . (weight (N, K) FP8 * weight_scale)^T + bias on x's GPU, by
- * kernels/gemv.cuh's weight-only product, for the FP8Q_GEMV_SCALE_*
- * `scale_kind`; bias NULL or (N,). partial NULL, or a C-contiguous
- * float32 scratch of at least splits x rows x N values (16-byte aligned)
- * with splits = fp8q_py_cuda_gemv_fp8_splits(...) > 1: K split that many
- * ways, the splits' sums added in a fixed order. The caller has checked
- * the kernel's contract (dtypes, C-contiguity, 16-byte alignment, K, and
- * the rows with fp8q_py_cuda_gemv_fp8_takes). 0, or -1 with an
- * exception. */
-int fp8q_py_cuda_gemv_fp8(fp8q_TensorObject *x, int64_t first_row,
-                          int64_t rows, fp8q_TensorObject *weight,
-                          fp8q_TensorObject *weight_scale, int scale_kind,
-                          fp8q_TensorObject *bias, fp8q_TensorObject *out,
-                          fp8q_TensorObject *partial, int splits,
-                          fp8q_cu_stream stream);
 
 /* A checked scaled_mm call (scaled_mm.c): its operands, on one device (the
  * "GPU" of the comments below is that device when it is the CPU). */
@@ -654,6 +610,10 @@ typedef struct fp8q_py_calibrator_batch {
     int64_t n_channels;    /* its length, or 1                             */
 } fp8q_py_calibrator_batch;
 
+/* A CUDA batch reduced on its GPU (cuda/calibration_ops.h), as the
+ * table's device_launch receives it. */
+struct fp8q_cuda_calib_batch;
+
 /*
  * A calibrator type and its table: what one kind of calibrator does, that
  * the base (update, merge, state_dict, load_state_dict, reset, pickle,
@@ -683,17 +643,18 @@ typedef struct fp8q_py_calibrator_kind {
      * skipped, which the base adds to nonfinite_count. */
     int (*update_host)(PyObject *self, const fp8q_py_calibrator_batch *batch,
                        int64_t *n_nonfinite);
-    /* A CUDA batch (fp8q_py_calibrator_update): non-zero when the kernels
-     * read x C-contiguous; the scratch bytes a batch needs (a uint64 NaN/inf
-     * count, the batch's finite amax bits per channel from byte 8, then the
-     * calibrator's own), of which the first *zeroed are zeroed; the bytes of
-     * the device state; whether the device state starts as an image of the
-     * host state (image) rather than empty (NULL when never); and the
-     * launch of the kernels that fold the batch into `state` on `stream`. */
+    /* A CUDA batch (fp8q_py_calibrator_update, reduced by
+     * cuda/calibration_ops.h's fp8q_cuda_calib_reduce): non-zero when the
+     * kernels read x C-contiguous; the calibrator's own scratch bytes
+     * after the batch's NaN/inf count and amax (*zeroed set nonzero when
+     * they must start as zero bytes); the bytes of the device state;
+     * whether the device state starts as an image of the host state
+     * (image) rather than empty (NULL when never); and the launch of the
+     * kernels that fold the reduced batch into `state` on `stream`. */
     int contiguous_on_device;
     size_t (*device_scratch)(PyObject *self,
                              const fp8q_py_calibrator_batch *batch,
-                             size_t *zeroed);
+                             int *zeroed);
     size_t (*device_state_bytes)(PyObject *self,
                                  const fp8q_py_calibrator_batch *batch);
     int (*continues_host)(PyObject *self);
@@ -701,7 +662,7 @@ typedef struct fp8q_py_calibrator_kind {
     fp8q_py_device_fold device_fold;
     fp8q_status (*device_launch)(PyObject *self,
                                  const fp8q_py_calibrator_batch *batch,
-                                 fp8q_TensorObject *source, void *scratch,
+                                 const struct fp8q_cuda_calib_batch *reduced,
                                  void *state, fp8q_cu_stream stream,
                                  fp8q_error *error);
     /* Folds `other` (same type, both settled) into self: 0 when merged

@@ -3,7 +3,7 @@
  * the max and histogram calibrators (binding.h, fp8q_py_device_state).
  *
  * A CUDA batch is reduced and folded into the device state by kernels on
- * its stream (kernels/calibrate.cuh); nothing comes back per batch. A batch
+ * its stream (cuda/calibration_ops.h); nothing comes back per batch. A batch
  * holding NaN or infinity without skip_nonfinite cannot raise at its
  * update() (that would need a host wait), so the fold kernel refuses it on
  * the device and records it; the next settle, at the first read of the
@@ -19,35 +19,10 @@
  * thread can change the host state between the upload and the settle, nor
  * start a second state from a host state that a settle is about to replace.
  */
-#include <string.h>
 
 #include "python/binding.h"
 
-#include "calibrate.cuh"
-#include "cuda/memory.h"
-
-/* The record every device state starts with. */
-static const fp8q_calib_record *record_of(const void *state)
-{
-    return (const fp8q_calib_record *)state;
-}
-
-/* The deferred ValueError of a record with refused batches. */
-static void raise_refused(const fp8q_calib_record *record, int device_index)
-{
-    const unsigned long long refused =
-        (unsigned long long)record->refused_batches;
-    PyErr_Format(PyExc_ValueError,
-                 "x: update %llu (a batch on cuda:%d) held %llu NaN or "
-                 "infinite values and was not recorded; %llu batch%s "
-                 "refused for NaN/inf since the state was last read, every "
-                 "other batch is recorded (pass skip_nonfinite=True to "
-                 "skip and count them)",
-                 (unsigned long long)record->first_refused_update,
-                 device_index,
-                 (unsigned long long)record->first_refused_count, refused,
-                 refused == 1 ? " was" : "es were");
-}
+#include "cuda/calibration_ops.h"
 
 /* Puts `memory` back as the state, unless a concurrent update has made a
  * new one meanwhile (then `memory` is released). */
@@ -68,7 +43,6 @@ int fp8q_py_device_state_settle(fp8q_py_device_state *state,
     /* Detached while the GIL is released, so a concurrent update starts a
      * state of its own rather than folding into one being read. */
     fp8q_TensorObject *memory = state->memory;
-    fp8q_calib_record record;
     fp8q_cu_stream stream;
     fp8q_error error;
     fp8q_status status;
@@ -91,13 +65,15 @@ int fp8q_py_device_state_settle(fp8q_py_device_state *state,
     state->pending = 0;
     fp8q_error_clear(&error);
     if (state->uploaded) {
-        status = fp8q_cuda_copy(memory->cuda_device, copy, memory->view.data,
-                                bytes, stream, 1, &error);
+        status = fp8q_cuda_calib_state_read(memory->cuda_device,
+                                            memory->view.data, bytes, copy,
+                                            stream, &error);
     }
     else {
         Py_BEGIN_ALLOW_THREADS
-        status = fp8q_cuda_copy(memory->cuda_device, copy, memory->view.data,
-                                bytes, stream, 1, &error);
+        status = fp8q_cuda_calib_state_read(memory->cuda_device,
+                                            memory->view.data, bytes, copy,
+                                            stream, &error);
         Py_END_ALLOW_THREADS
     }
     if (fp8q_py_raise_on_failure(status, &error) < 0 ||
@@ -107,15 +83,11 @@ int fp8q_py_device_state_settle(fp8q_py_device_state *state,
         PyMem_Free(copy);
         return -1;
     }
-    memcpy(&record, record_of(copy), sizeof record);
+    status = fp8q_cuda_calib_state_record(copy, device_index,
+                                          nonfinite_count, &error);
     PyMem_Free(copy);
-    *nonfinite_count += (int64_t)record.nonfinite_count;
     reattach(state, memory); /* kept for reuse: the next fold restarts it */
-    if (record.refused_batches != 0u) {
-        raise_refused(&record, device_index);
-        return -1;
-    }
-    return 0;
+    return fp8q_py_raise_on_failure(status, &error);
 }
 
 /* Starts the state's memory for its first fold: all zero bytes, or the
@@ -134,8 +106,9 @@ static int start(fp8q_py_device_state *state, fp8q_TensorObject *memory,
     fp8q_error_clear(&error);
     state->uploaded = image != NULL;
     if (image == NULL) {
-        status = fp8q_cuda_zero(memory->cuda_device, memory->view.data, bytes,
-                                stream, &error);
+        status = fp8q_cuda_calib_state_start(memory->cuda_device,
+                                             memory->view.data, bytes, NULL,
+                                             stream, &error);
         return fp8q_py_raise_on_failure(status, &error);
     }
     initial = PyMem_Calloc(1, bytes);
@@ -144,8 +117,9 @@ static int start(fp8q_py_device_state *state, fp8q_TensorObject *memory,
         return -1;
     }
     image(calibrator, initial, bytes);
-    status = fp8q_cuda_copy(memory->cuda_device, memory->view.data, initial,
-                            bytes, stream, 1, &error);
+    status = fp8q_cuda_calib_state_start(memory->cuda_device,
+                                         memory->view.data, bytes, initial,
+                                         stream, &error);
     PyMem_Free(initial);
     return fp8q_py_raise_on_failure(status, &error);
 }

@@ -17,8 +17,7 @@
 
 #include "python/binding.h"
 
-#include "cuda/memory.h"
-#include "cuda/scratch.h"
+#include "cuda/calibration_ops.h"
 
 /* The table of self's type (the kind's first member is its type). */
 static const fp8q_py_calibrator_kind *kind_of(PyObject *self)
@@ -150,12 +149,12 @@ static int resolve_channel_axis(const fp8q_py_calibrator *self,
 
 /*
  * A CUDA batch, all on its GPU on x's stream: the batch's finite amax (per
- * channel) and NaN/inf count into scratch memory, then the table's kernels
- * fold it into the device state (which refuses and records a batch with
- * NaN/inf unless skip_nonfinite). No host wait, no copy back. The kernels
- * that read or write the state are launched with the GIL held, right after
- * the state was ordered on the stream, so that updates from several threads
- * fold one after another.
+ * channel) and NaN/inf count into scratch memory (fp8q_cuda_calib_reduce,
+ * without the GIL), then the table's kernels fold it into the device state
+ * (which refuses and records a batch with NaN/inf unless skip_nonfinite).
+ * No host wait, no copy back. The kernels that read or write the state are
+ * launched with the GIL held, right after the state was ordered on the
+ * stream, so that updates from several threads fold one after another.
  */
 static int update_on_device(PyObject *self,
                             const fp8q_py_calibrator_batch *batch)
@@ -164,45 +163,27 @@ static int update_on_device(PyObject *self,
     fp8q_py_calibrator *base = (fp8q_py_calibrator *)self;
     fp8q_TensorObject *x = batch->x;
     const fp8q_cu_stream stream = fp8q_py_last_stream(x);
-    fp8q_cuda_scratch scratch = {NULL, NULL, 0, {0, 0}};
-    fp8q_TensorObject *source;
-    size_t scratch_bytes;
-    size_t zeroed = 0;
+    fp8q_cuda_calib_batch reduced;
+    size_t extra_bytes;
+    int zero_extra = 0;
     fp8q_error error;
     fp8q_status status;
     void *state;
     int outcome = -1;
 
-    if (kind->contiguous_on_device) {
-        source = fp8q_py_cuda_contiguous(x, stream);
-        if (source == NULL || fp8q_py_use_on_stream(source, stream) < 0) {
-            Py_XDECREF(source);
-            return -1;
-        }
+    if (fp8q_py_use_on_stream(x, stream) < 0) {
+        return -1;
     }
-    else {
-        source = x;
-        Py_INCREF(source);
-    }
-    scratch_bytes = kind->device_scratch(self, batch, &zeroed);
+    extra_bytes = kind->device_scratch(self, batch, &zero_extra);
     fp8q_error_clear(&error);
     Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_scratch_acquire(x->cuda_device, scratch_bytes, stream,
-                                       &scratch, &error);
-    if (status == FP8Q_OK) {
-        status = fp8q_cuda_zero(x->cuda_device, scratch.memory, zeroed,
-                                stream, &error);
-    }
+    status = fp8q_cuda_calib_reduce(
+        x->cuda_device, &x->view, batch->channel_dimension, batch->n_channels,
+        kind->contiguous_on_device, extra_bytes, zero_extra, stream, &reduced,
+        &error);
     Py_END_ALLOW_THREADS
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        goto done;
-    }
-    /* Scratch: the NaN/inf count, then the amax bits from byte 8. */
-    if (fp8q_py_cuda_enqueue_amax_finite(
-            source, batch->channel_dimension,
-            (uint32_t *)(void *)((char *)scratch.memory + sizeof(uint64_t)),
-            (uint64_t *)scratch.memory, stream) < 0) {
-        goto done;
+        return -1;
     }
     state = fp8q_py_device_state_prepare(
         &base->device, x, kind->device_state_bytes(self, batch), stream,
@@ -211,18 +192,14 @@ static int update_on_device(PyObject *self,
             ? kind->device_image
             : NULL,
         &base->nonfinite_count);
-    if (state == NULL) {
-        goto done;
+    if (state != NULL) {
+        outcome = fp8q_py_raise_on_failure(
+            kind->device_launch(self, batch, &reduced, state, stream, &error),
+            &error);
     }
-    outcome = fp8q_py_raise_on_failure(
-        kind->device_launch(self, batch, source, scratch.memory, state,
-                            stream, &error),
-        &error);
-done:
     Py_BEGIN_ALLOW_THREADS
-    fp8q_cuda_scratch_release(&scratch, stream);
+    fp8q_cuda_calib_batch_release(&reduced, stream);
     Py_END_ALLOW_THREADS
-    Py_DECREF(source);
     return outcome;
 }
 

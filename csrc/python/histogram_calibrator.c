@@ -19,7 +19,7 @@
 
 #include "core/histogram.h"
 #include "core/histogram_threshold.h"
-#include "cuda/launch.h"
+#include "cuda/calibration_ops.h"
 
 /* What a state_dict holds, for load_state_dict's KeyError. */
 #define STATE_KEYS                                                            \
@@ -142,21 +142,16 @@ static int admit(PyObject *object, fp8q_py_calibrator_batch *batch)
            fp8q_view_size(&batch->x->view) != 0;
 }
 
-/* The scratch of a CUDA batch: the NaN/inf count, the amax bits, then the
- * batch's counts, all zeroed. */
-#define COUNTS_OFFSET (2 * sizeof(uint64_t))
-
-/* fp8q_py_calibrator_kind.device_scratch. */
+/* fp8q_py_calibrator_kind.device_scratch: the batch's counts, zeroed. */
 static size_t device_scratch(PyObject *object,
                              const fp8q_py_calibrator_batch *batch,
-                             size_t *zeroed)
+                             int *zeroed)
 {
     const fp8q_HistogramCalibratorObject *self =
         (fp8q_HistogramCalibratorObject *)object;
     (void)batch;
-    *zeroed = COUNTS_OFFSET + (size_t)self->histogram.n_bins *
-                                  sizeof(uint64_t);
-    return *zeroed;
+    *zeroed = 1;
+    return fp8q_cuda_calib_histogram_extra_bytes(self->histogram.n_bins);
 }
 
 /* fp8q_py_calibrator_kind.device_state_bytes: kernels/calibrate.cuh's
@@ -167,52 +162,24 @@ static size_t device_state_bytes(PyObject *object,
     const fp8q_HistogramCalibratorObject *self =
         (fp8q_HistogramCalibratorObject *)object;
     (void)batch;
-    return sizeof(fp8q_calib_histogram_state) +
-           (size_t)self->histogram.n_bins * sizeof(uint64_t);
+    return fp8q_cuda_calib_histogram_state_bytes(self->histogram.n_bins);
 }
 
 /* fp8q_py_calibrator_kind.device_launch: the batch's counts on the grid
  * the state will have once it covers the batch's amax, then the fold into
- * the state (kernels/calibrate.cuh). */
+ * the state (cuda/calibration_ops.h, fp8q_cuda_calib_fold_histogram). */
 static fp8q_status device_launch(PyObject *object,
                                  const fp8q_py_calibrator_batch *batch,
-                                 fp8q_TensorObject *source, void *scratch,
+                                 const fp8q_cuda_calib_batch *reduced,
                                  void *state, fp8q_cu_stream stream,
                                  fp8q_error *error)
 {
     const fp8q_HistogramCalibratorObject *self =
         (fp8q_HistogramCalibratorObject *)object;
-    const int64_t n_bins = self->histogram.n_bins;
-    char *memory = (char *)scratch;
-    fp8q_histogram_count_args count;
-    fp8q_calib_fold_histogram_args fold;
-    fp8q_status status;
-
-    memset(&count, 0, sizeof count);
-    count.state = (fp8q_calib_histogram_state *)state;
-    count.source = source->view.data;
-    count.batch_counts = (uint64_t *)(void *)(memory + COUNTS_OFFSET);
-    count.batch_amax_bits =
-        (const uint32_t *)(void *)(memory + sizeof(uint64_t));
-    count.count = fp8q_view_size(&source->view);
-    count.n_bins = n_bins;
-    count.source_dtype = (int32_t)source->view.dtype;
-    count.skip_zeros = self->skip_zeros != 0;
-    memset(&fold, 0, sizeof fold);
-    fold.state = (fp8q_calib_histogram_state *)state;
-    fold.batch_counts = count.batch_counts;
-    fold.batch_amax_bits = count.batch_amax_bits;
-    fold.batch_nonfinite = (const uint64_t *)(void *)memory;
-    fold.n_bins = n_bins;
-    fold.update_number = self->base.device.n_updates;
-    fold.skip_nonfinite = batch->skip_nonfinite != 0;
-    status = fp8q_cuda_launch_histogram_count(batch->x->cuda_device, &count,
-                                              stream, error);
-    if (status == FP8Q_OK) {
-        status = fp8q_cuda_launch_calib_fold_histogram(
-            batch->x->cuda_device, &fold, stream, error);
-    }
-    return status;
+    return fp8q_cuda_calib_fold_histogram(
+        batch->x->cuda_device, reduced, state, self->histogram.n_bins,
+        self->skip_zeros, self->base.device.n_updates, batch->skip_nonfinite,
+        stream, error);
 }
 
 /* fp8q_py_calibrator_kind.update_host: the batch counted into a histogram

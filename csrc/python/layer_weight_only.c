@@ -18,11 +18,8 @@
 #include "python/layer_call.h"
 
 #include "core/quantize.h"
-#include "gemv.cuh"
+#include "cuda/weight_only_ops.h"
 
-/* weight dequantized into a new (N, K) tensor of x's dtype on x's device
- * (x being `like`; from x's producer when it has an exchange table):
- * call->result. */
 /* The weight scales' granularity (128x128 blocks for "block"), checked
  * against the weight's and the scale's shapes. */
 static int weight_granularity(layer_call *call, fp8q_granularity *granularity)
@@ -46,6 +43,9 @@ static int weight_granularity(layer_call *call, fp8q_granularity *granularity)
     return 0;
 }
 
+/* weight dequantized into a new (N, K) tensor of x's dtype on x's device
+ * (x being `like`; from x's producer when it has an exchange table):
+ * call->result. */
 static int dequantize_weight(layer_call *call)
 {
     const fp8q_view *weight = &call->weight->view;
@@ -90,89 +90,33 @@ static int contiguous_on_gpu(layer_call *call, fp8q_TensorObject **tensor)
     return *tensor == NULL ? -1 : 0;
 }
 
-static int aligned16(const void *pointer)
-{
-    return ((uintptr_t)pointer & 15u) == 0u;
-}
-
-/* Rows of x from first_row on (of `remaining`) that one launch of
- * kernels/gemv.cuh takes: up to 64 on the tensor cores (16 with block
- * scales) where fp8q_py_cuda_gemv_fp8_takes allows, else up to 8. */
-static int64_t launch_rows(layer_call *call, int64_t first_row,
-                           int64_t remaining, int scale_kind)
-{
-    static const int64_t tensor_core_rows[] = {
-        FP8Q_GEMV_TC_MAX_ROWS, FP8Q_GEMV_TC_MAX_BLOCK_SCALED_ROWS};
-    size_t i;
-
-    for (i = 0; i < sizeof tensor_core_rows / sizeof tensor_core_rows[0];
-         i++) {
-        const int64_t rows = remaining < tensor_core_rows[i]
-                                 ? remaining
-                                 : tensor_core_rows[i];
-        if (fp8q_py_cuda_gemv_fp8_takes(call->rows, first_row, rows,
-                                        scale_kind)) {
-            return rows;
-        }
-    }
-    return remaining < FP8Q_GEMV_MAX_ROWS ? remaining : FP8Q_GEMV_MAX_ROWS;
-}
-
-/* One launch of kernels/gemv.cuh for rows first_row.. of call->rows into
- * call->out_rows; where the weight has too few rows to fill the GPU
- * (fp8q_py_cuda_gemv_fp8_splits > 1), with a float32 scratch for the
- * splits' sums from the call's allocator (torch's for torch tensors, so
- * stream-ordered and CUDA-graph capturable), released after the launch
- * (the allocator orders its reuse after the launch on the stream). */
-static int gemv_launch(layer_call *call, int64_t first_row, int64_t rows,
-                       int scale_kind)
-{
-    const int splits = fp8q_py_cuda_gemv_fp8_splits(
-        call->rows, first_row, rows, call->weight, scale_kind);
-    fp8q_TensorObject *partial = NULL;
-    int64_t values;
-    int result;
-
-    if (splits > 1) {
-        values = (int64_t)splits * rows * call->weight->view.shape[0];
-        partial =
-            fp8q_layer_new_tensor(call, FP8Q_FLOAT32, 1, &values, 1, NULL);
-        if (partial == NULL) {
-            return -1;
-        }
-    }
-    result = fp8q_py_cuda_gemv_fp8(call->rows, first_row, rows, call->weight,
-                                   call->weight_scale, scale_kind, call->bias,
-                                   call->out_rows, partial, splits,
-                                   call->stream);
-    Py_XDECREF(partial);
-    return result;
-}
-
 /* y = x . (weight * weight_scale)^T + bias (call->bias, imported by the
- * caller) by kernels/gemv.cuh when the call fits its contract (a GPU, K a
- * multiple of 16, 16-byte aligned operands) and, unless `every_row`, the
- * tokens fit one launch (up to 8, or up to 64 on the tensor cores:
- * fp8q_py_cuda_gemv_fp8_takes); with `every_row` any number of tokens runs
- * in launches of up to 64 rows (launch_rows). call->result is y; else
- * call->result stays NULL and nothing ran. */
+ * caller) by the weight-only kernels when the call fits their contract
+ * (cuda/weight_only_ops.h: a GPU, K a multiple of 16, 16-byte aligned
+ * operands) and, unless `every_row`, the tokens fit one launch; with
+ * `every_row` any number of tokens runs in launches of up to 64 rows.
+ * The split-K scratch the plan asks for comes from the call's allocator
+ * (torch's for torch tensors, so stream-ordered and CUDA-graph
+ * capturable), released after the launches (the allocator orders its reuse
+ * after them on the stream). call->result is y; else call->result stays
+ * NULL and nothing ran. */
 int fp8q_layer_gemv_forward(layer_call *call, int every_row)
 {
     const fp8q_view *x = &call->x->view;
-    const int64_t k = x->shape[x->ndim - 1];
-    const int64_t n = call->weight->view.shape[0];
+    fp8q_cuda_weight_only_plan plan;
     fp8q_granularity granularity;
-    int scale_kind;
-    int64_t m, first_row, rows;
+    fp8q_TensorObject *scratch = NULL;
+    fp8q_error error;
+    fp8q_status status;
+    int64_t m, k;
+    int result = -1;
 
-    if (call->device.type != FP8Q_DEVICE_CUDA || k == 0 ||
-        k != call->weight->view.shape[1] || k % 16 != 0) {
+    if (call->device.type != FP8Q_DEVICE_CUDA ||
+        !fp8q_cuda_weight_only_may_take(x, &call->weight->view, every_row)) {
         return 0; /* the general path computes it, or says what is wrong */
     }
+    k = x->shape[x->ndim - 1];
     m = fp8q_view_size(x) / k;
-    if (!every_row && (m < 1 || m > FP8Q_GEMV_TC_MAX_ROWS)) {
-        return 0;
-    }
     if (weight_granularity(call, &granularity) < 0 ||
         contiguous_on_gpu(call, &call->weight) < 0 ||
         contiguous_on_gpu(call, &call->weight_scale) < 0 ||
@@ -180,27 +124,44 @@ int fp8q_layer_gemv_forward(layer_call *call, int every_row)
         fp8q_layer_make_rows(call, m, k) < 0) {
         return -1;
     }
-    scale_kind =
-        granularity.kind == FP8Q_GRANULARITY_TENSOR ? FP8Q_GEMV_SCALE_TENSOR
-        : granularity.kind == FP8Q_GRANULARITY_ROW  ? FP8Q_GEMV_SCALE_ROW
-                                                    : FP8Q_GEMV_SCALE_BLOCK;
-    if (call->weight_scale->view.dtype != FP8Q_FLOAT32 ||
-        !aligned16(call->rows->view.data) ||
-        !aligned16(call->weight->view.data) ||
-        (!every_row &&
-         !fp8q_py_cuda_gemv_fp8_takes(call->rows, 0, m, scale_kind))) {
+    fp8q_cuda_weight_only_plan_make(
+        call->x->cuda_device, &call->rows->view, &call->weight->view,
+        &call->weight_scale->view, granularity.kind, every_row, &plan);
+    if (!plan.takes) {
         return 0;
     }
-    if (fp8q_layer_make_output(call, m, n) < 0) {
+    if (fp8q_layer_make_output(call, m, call->weight->view.shape[0]) < 0) {
         return -1;
     }
-    for (first_row = 0; first_row < m; first_row += rows) {
-        rows = launch_rows(call, first_row, m - first_row, scale_kind);
-        if (gemv_launch(call, first_row, rows, scale_kind) < 0) {
+    if (plan.scratch_bytes > 0) {
+        const int64_t values = (int64_t)(plan.scratch_bytes / sizeof(float));
+        scratch =
+            fp8q_layer_new_tensor(call, FP8Q_FLOAT32, 1, &values, 1, NULL);
+        if (scratch == NULL) {
             return -1;
         }
     }
-    return 0;
+    if (fp8q_py_use_on_stream(call->rows, call->stream) == 0 &&
+        fp8q_py_use_on_stream(call->weight, call->stream) == 0 &&
+        fp8q_py_use_on_stream(call->weight_scale, call->stream) == 0 &&
+        (call->bias == NULL ||
+         fp8q_py_use_on_stream(call->bias, call->stream) == 0) &&
+        (scratch == NULL ||
+         fp8q_py_use_on_stream(scratch, call->stream) == 0) &&
+        fp8q_py_use_on_stream(call->out_rows, call->stream) == 0) {
+        fp8q_error_clear(&error);
+        Py_BEGIN_ALLOW_THREADS
+        status = fp8q_cuda_weight_only_gemv(
+            call->x->cuda_device, &call->rows->view, &call->weight->view,
+            &call->weight_scale->view,
+            call->bias != NULL ? &call->bias->view : NULL, &plan,
+            &call->out_rows->view, scratch != NULL ? scratch->view.data : NULL,
+            plan.scratch_bytes, call->stream, &error);
+        Py_END_ALLOW_THREADS
+        result = fp8q_py_raise_on_failure(status, &error);
+    }
+    Py_XDECREF(scratch);
+    return result;
 }
 
 static PyObject *layer_weight(PyObject *module, PyObject *const *args,

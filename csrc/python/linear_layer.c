@@ -143,28 +143,15 @@ static int quantize_on_cpu(layer_call *call, uint8_t *nonfinite,
 }
 
 /* GPU: per token (or 1x128 block) or with the static scale, on the call's
- * stream. A token holding NaN or infinity gets a NaN or infinite scale and
- * NaN codes (fp8q.quantize's GPU contract), so its row of the product is
- * NaN by itself; with the static scale, infinities quantize to the NaN code
- * (infinity_to_nan) rather than saturating, so such a token's row is NaN
- * too, with no masking pass. */
+ * stream (cuda/layer_path.h, fp8q_cuda_fp8_layer_activation_options: a
+ * token holding NaN or infinity gives a NaN row of the product by
+ * itself). */
 static int quantize_on_gpu(layer_call *call)
 {
     fp8q_quantize_options options;
 
-    memset(&options, 0, sizeof options);
-    options.saturate = 1;
-    options.compute_scale = call->input_scale == NULL;
-    options.granularity.kind = FP8Q_GRANULARITY_ROW;
-    if (call->input_scale != NULL) {
-        options.granularity.kind = FP8Q_GRANULARITY_TENSOR;
-        options.infinity_to_nan = 1;
-    }
-    else if (call->granularity == FP8Q_GRANULARITY_BLOCK) {
-        options.granularity.kind = FP8Q_GRANULARITY_BLOCK;
-        options.granularity.block_rows = 1;
-        options.granularity.block_cols = FP8Q_SCALED_MM_BLOCK;
-    }
+    fp8q_cuda_fp8_layer_activation_options(
+        call->granularity, call->input_scale != NULL, &options);
     return fp8q_py_cuda_quantize(call->rows, &options, call->codes,
                                  call->x_scale, call->stream);
 }

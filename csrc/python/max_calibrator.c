@@ -22,7 +22,7 @@
 
 #include "core/amax.h"
 #include "core/amax_history.h"
-#include "cuda/launch.h"
+#include "cuda/calibration_ops.h"
 
 /* What a state_dict holds, for load_state_dict's KeyError. */
 #define STATE_KEYS                                                            \
@@ -288,15 +288,16 @@ static int admit(PyObject *object, fp8q_py_calibrator_batch *batch)
     return 1;
 }
 
-/* fp8q_py_calibrator_kind.device_scratch: the NaN/inf count (zeroed) and
- * the batch's amax bits per channel. */
+/* fp8q_py_calibrator_kind.device_scratch: none beyond the batch's NaN/inf
+ * count and amax per channel. */
 static size_t device_scratch(PyObject *object,
                              const fp8q_py_calibrator_batch *batch,
-                             size_t *zeroed)
+                             int *zeroed)
 {
     (void)object;
-    *zeroed = sizeof(uint64_t);
-    return sizeof(uint64_t) + (size_t)batch->n_channels * sizeof(uint32_t);
+    (void)batch;
+    *zeroed = 0;
+    return 0;
 }
 
 /* fp8q_py_calibrator_kind.device_state_bytes: kernels/calibrate.cuh's
@@ -305,35 +306,24 @@ static size_t device_state_bytes(PyObject *object,
                                  const fp8q_py_calibrator_batch *batch)
 {
     const fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
-    return sizeof(fp8q_calib_max_state) +
-           (size_t)(self->history.length * batch->n_channels) * sizeof(float);
+    return fp8q_cuda_calib_max_state_bytes(self->history.length,
+                                           batch->n_channels);
 }
 
-/* fp8q_py_calibrator_kind.device_launch: kernels/calibrate.cuh's
- * fp8q_calib_fold_max pushes the batch's amax into the device history. */
+/* fp8q_py_calibrator_kind.device_launch: the batch's amax pushed into the
+ * device history (cuda/calibration_ops.h, fp8q_cuda_calib_fold_max). */
 static fp8q_status device_launch(PyObject *object,
                                  const fp8q_py_calibrator_batch *batch,
-                                 fp8q_TensorObject *source, void *scratch,
+                                 const fp8q_cuda_calib_batch *reduced,
                                  void *state, fp8q_cu_stream stream,
                                  fp8q_error *error)
 {
     const fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
-    fp8q_calib_fold_max_args args;
-
-    memset(&args, 0, sizeof args);
-    args.state = (fp8q_calib_max_state *)state;
-    args.batch_nonfinite = (const uint64_t *)scratch;
-    args.batch_amax_bits =
-        (const uint32_t *)(void *)((char *)scratch + sizeof(uint64_t));
-    args.n_channels = batch->n_channels;
-    args.length = self->history.length;
-    args.batch_size = fp8q_view_size(&source->view);
-    args.momentum = self->history.momentum;
-    args.running_max = self->history.running_max;
-    args.update_number = self->base.device.n_updates;
-    args.skip_nonfinite = batch->skip_nonfinite != 0;
-    return fp8q_cuda_launch_calib_fold_max(source->cuda_device, &args, stream,
-                                           error);
+    return fp8q_cuda_calib_fold_max(
+        batch->x->cuda_device, reduced, batch->n_channels, state,
+        self->history.length, self->history.momentum,
+        self->history.running_max, self->base.device.n_updates,
+        batch->skip_nonfinite, stream, error);
 }
 
 /* fp8q_py_calibrator_kind.update_host: the batch's amax, as a keepdims

@@ -17,7 +17,7 @@
 #include "python/binding.h"
 
 #include "core/norm_quantize.h"
-#include "cuda/launch.h"
+#include "cuda/norm_quantize_ops.h"
 
 #define OP "norm_quantize"
 
@@ -70,58 +70,22 @@ static fp8q_TensorObject *argument(PyObject *object, const char *name,
                    name, x, output);
 }
 
-/* 0 when `tensor` has `dtype` and `size` elements, else -1 with
- * ValueError. */
-static int check_tensor(const fp8q_TensorObject *tensor, const char *name,
-                        fp8q_dtype dtype, int64_t size)
-{
-    if (tensor->view.dtype == dtype && fp8q_view_size(&tensor->view) == size) {
-        return 0;
-    }
-    PyErr_Format(PyExc_ValueError,
-                 OP ": %s must hold %lld %s values, got %lld %s", name,
-                 (long long)size, fp8q_dtype_name(dtype),
-                 (long long)fp8q_view_size(&tensor->view),
-                 fp8q_dtype_name(tensor->view.dtype));
-    return -1;
-}
-
-/* Fills `call` from the checked tensors. */
+/* Fills `call` (its epsilon and layer_norm already set) from the checked
+ * tensors (core/norm_quantize.h, fp8q_norm_quantize_describe). */
 static int describe(fp8q_norm_quantize_args *call, fp8q_TensorObject *x,
                     fp8q_TensorObject *weight, fp8q_TensorObject *bias,
                     fp8q_TensorObject *normed, fp8q_TensorObject *codes,
                     fp8q_TensorObject *scale)
 {
-    const int64_t length =
-        x->view.ndim > 0 ? x->view.shape[x->view.ndim - 1] : 0;
-    const int64_t size = fp8q_view_size(&x->view);
-    const int64_t rows = length > 0 ? size / length : 0;
+    fp8q_error error;
+    fp8q_status status;
 
-    if (length < 1) {
-        PyErr_SetString(PyExc_ValueError,
-                        OP ": x must have a last axis of at least 1 element");
-        return -1;
-    }
-    if (check_tensor(weight, "weight", weight->view.dtype, length) < 0 ||
-        (bias != NULL &&
-         check_tensor(bias, "bias", weight->view.dtype, length) < 0) ||
-        check_tensor(normed, "normed", x->view.dtype, size) < 0 ||
-        check_tensor(codes, "codes", FP8Q_FLOAT8_E4M3FN, size) < 0 ||
-        check_tensor(scale, "scale", FP8Q_FLOAT32, rows) < 0) {
-        return -1;
-    }
-    call->source = x->view.data;
-    call->weight = weight->view.data;
-    call->bias = bias != NULL ? bias->view.data : NULL;
-    call->normed = normed->view.data;
-    call->codes = (uint8_t *)codes->view.data;
-    call->scale = (float *)scale->view.data;
-    call->n_rows = rows;
-    call->row_length = length;
-    call->source_dtype = (int32_t)x->view.dtype;
-    call->weight_dtype = (int32_t)weight->view.dtype;
-    call->max = 448.0f; /* float8_e4m3fn */
-    return 0;
+    fp8q_error_clear(&error);
+    status = fp8q_norm_quantize_describe(
+        &x->view, &weight->view, bias != NULL ? &bias->view : NULL,
+        &normed->view, &codes->view, &scale->view, call->epsilon,
+        call->layer_norm, call, &error);
+    return fp8q_py_raise_on_failure(status, &error);
 }
 
 /* Runs the checked call on x's device (on `stream` on a GPU). */
@@ -147,8 +111,7 @@ static int run(fp8q_norm_quantize_args *call, fp8q_TensorObject **tensors,
         }
     }
     Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_launch_norm_quantize(x->cuda_device, call, stream,
-                                            &error);
+    status = fp8q_cuda_norm_quantize(x->cuda_device, call, stream, &error);
     Py_END_ALLOW_THREADS
     return fp8q_py_raise_on_failure(status, &error);
 }

@@ -5,11 +5,8 @@
  * tensors' earlier uses, hand their views to csrc/cuda/ops.h (which gathers,
  * checks the layouts and launches) without the GIL, and raise its failures.
  */
-#include <string.h>
-
 #include "python/binding.h"
 
-#include "cuda/launch.h"
 #include "cuda/ops.h"
 
 /* Runs a launch (or any fp8q_status-returning step) without the GIL. */
@@ -106,24 +103,6 @@ int fp8q_py_cuda_amax(fp8q_TensorObject *input, const int *reduce,
     return fp8q_py_raise_on_failure(status, &error);
 }
 
-int fp8q_py_cuda_enqueue_amax_finite(fp8q_TensorObject *x, int channel_axis,
-                                     uint32_t *amax_bits,
-                                     uint64_t *nonfinite_count,
-                                     fp8q_cu_stream stream)
-{
-    fp8q_error error;
-    fp8q_status status;
-
-    if (fp8q_py_use_on_stream(x, stream) < 0) {
-        return -1;
-    }
-    fp8q_error_clear(&error);
-    RUN_WITHOUT_GIL(status, fp8q_cuda_amax_finite(
-                                x->cuda_device, &x->view, channel_axis,
-                                amax_bits, nonfinite_count, stream, &error));
-    return fp8q_py_raise_on_failure(status, &error);
-}
-
 /* ------------------------------------------------------------------------- */
 /* quantize / dequantize                                                     */
 
@@ -164,86 +143,5 @@ int fp8q_py_cuda_dequantize(fp8q_TensorObject *data, fp8q_TensorObject *scale,
     RUN_WITHOUT_GIL(status, fp8q_cuda_dequantize(
                                 data->cuda_device, &data->view, &scale->view,
                                 granularity, &result->view, stream, &error));
-    return fp8q_py_raise_on_failure(status, &error);
-}
-
-/* ------------------------------------------------------------------------- */
-/* weight-only product                                                       */
-
-/* The address of row `row` of a C-contiguous matrix. */
-static void *matrix_row(const fp8q_TensorObject *matrix, int64_t row)
-{
-    return (char *)matrix->view.data +
-           row * matrix->view.shape[1] *
-               (int64_t)fp8q_dtype_itemsize(matrix->view.dtype);
-}
-
-/* *args zeroed, then what rows first_row.. of x, the (N, K) weight (NULL:
- * n, k and the weight's dtype stay 0) and scale_kind say. */
-static void gemv_args(fp8q_TensorObject *x, int64_t first_row, int64_t rows,
-                      fp8q_TensorObject *weight, int scale_kind,
-                      fp8q_gemv_fp8_args *args)
-{
-    memset(args, 0, sizeof *args);
-    args->x = matrix_row(x, first_row);
-    args->m = rows;
-    args->x_dtype = (int32_t)x->view.dtype;
-    args->scale_kind = scale_kind;
-    if (weight != NULL) {
-        args->weight = (const uint8_t *)weight->view.data;
-        args->n = weight->view.shape[0];
-        args->k = weight->view.shape[1];
-        args->weight_dtype = (int32_t)weight->view.dtype;
-    }
-}
-
-int fp8q_py_cuda_gemv_fp8_takes(fp8q_TensorObject *x, int64_t first_row,
-                                int64_t rows, int scale_kind)
-{
-    fp8q_gemv_fp8_args args;
-
-    gemv_args(x, first_row, rows, NULL, scale_kind, &args);
-    return fp8q_cuda_gemv_fp8_takes(x->cuda_device, &args);
-}
-
-int fp8q_py_cuda_gemv_fp8_splits(fp8q_TensorObject *x, int64_t first_row,
-                                 int64_t rows, fp8q_TensorObject *weight,
-                                 int scale_kind)
-{
-    fp8q_gemv_fp8_args args;
-
-    gemv_args(x, first_row, rows, weight, scale_kind, &args);
-    return fp8q_cuda_gemv_fp8_splits(x->cuda_device, &args);
-}
-
-int fp8q_py_cuda_gemv_fp8(fp8q_TensorObject *x, int64_t first_row,
-                          int64_t rows, fp8q_TensorObject *weight,
-                          fp8q_TensorObject *weight_scale, int scale_kind,
-                          fp8q_TensorObject *bias, fp8q_TensorObject *out,
-                          fp8q_TensorObject *partial, int splits,
-                          fp8q_cu_stream stream)
-{
-    fp8q_gemv_fp8_args args;
-    fp8q_error error;
-    fp8q_status status;
-
-    if (fp8q_py_use_on_stream(x, stream) < 0 ||
-        fp8q_py_use_on_stream(weight, stream) < 0 ||
-        fp8q_py_use_on_stream(weight_scale, stream) < 0 ||
-        (bias != NULL && fp8q_py_use_on_stream(bias, stream) < 0) ||
-        (partial != NULL && fp8q_py_use_on_stream(partial, stream) < 0) ||
-        fp8q_py_use_on_stream(out, stream) < 0) {
-        return -1;
-    }
-    gemv_args(x, first_row, rows, weight, scale_kind, &args);
-    args.scale = (const float *)weight_scale->view.data;
-    args.bias = bias != NULL ? bias->view.data : NULL;
-    args.y = matrix_row(out, first_row);
-    args.bias_dtype = bias != NULL ? (int32_t)bias->view.dtype : 0;
-    args.partial = partial != NULL ? (float *)partial->view.data : NULL;
-    args.splits = partial != NULL ? splits : 1;
-    fp8q_error_clear(&error);
-    RUN_WITHOUT_GIL(status, fp8q_cuda_launch_gemv_fp8(x->cuda_device, &args,
-                                                      stream, &error));
     return fp8q_py_raise_on_failure(status, &error);
 }

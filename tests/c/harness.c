@@ -214,6 +214,7 @@ static const harness_test tests[] = {
     {"scaled_mm_product", test_scaled_mm_product},
     {"scaled_mm_modes", test_scaled_mm_modes},
     {"norm_quantize", test_norm_quantize},
+    {"norm_quantize_describe", test_norm_quantize_describe},
 };
 
 /* Usage: fp8q_core_tests [seed] [name-substring] */

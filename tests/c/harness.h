@@ -158,5 +158,6 @@ void test_amax_history(void);
 void test_scaled_mm_product(void);
 void test_scaled_mm_modes(void);
 void test_norm_quantize(void);
+void test_norm_quantize_describe(void);
 
 #endif /* FP8Q_TESTS_HARNESS_H */

@@ -3,7 +3,8 @@
  * quantize (core/norm_quantize.h) on rows whose results are exact: RMSNorm
  * of a constant row, LayerNorm of a two-value row with a bias, a float16
  * source, a zero row (scale 1), a NaN row (NaN scale, NaN codes, other rows
- * untouched), and the refusals of fp8q_norm_quantize_check. Run natively
+ * untouched), the refusals of fp8q_norm_quantize_check, and the call
+ * described from views (fp8q_norm_quantize_describe). Run natively
  * and under Wine (sqrtf and the divisions are the C runtime's).
  */
 #include <math.h>
@@ -12,6 +13,7 @@
 #include "core/float_codec.h"
 #include "core/norm_quantize.h"
 #include "harness.h"
+#include "helpers.h"
 
 #define LENGTH 4
 
@@ -100,4 +102,92 @@ void test_norm_quantize(void)
     args.epsilon = 0.0f;
     args.row_length = 0;
     CHECK(fp8q_norm_quantize(&args, &error) == FP8Q_ERROR_VALUE);
+}
+
+/* The argument block from views (x (2, 3, 4) float16, weight and bias
+ * float32): every field, then each view that does not fit refused with
+ * the message naming it, in the order weight, bias, normed, codes, scale,
+ * and an x with no last axis. */
+void test_norm_quantize_describe(void)
+{
+    static uint16_t x_data[24], normed_data[24];
+    static uint8_t codes_data[24];
+    static float weight_data[4], bias_data[4], scale_data[6];
+    const int64_t x_shape[3] = {2, 3, 4}, vector[1] = {4};
+    const int64_t scale_shape[3] = {2, 3, 1}, short_vector[1] = {3};
+    fp8q_view x = make_view(x_data, FP8Q_FLOAT16, 3, x_shape, NULL);
+    fp8q_view weight = make_view(weight_data, FP8Q_FLOAT32, 1, vector, NULL);
+    fp8q_view bias = make_view(bias_data, FP8Q_FLOAT32, 1, vector, NULL);
+    fp8q_view normed = make_view(normed_data, FP8Q_FLOAT16, 3, x_shape, NULL);
+    fp8q_view codes =
+        make_view(codes_data, FP8Q_FLOAT8_E4M3FN, 3, x_shape, NULL);
+    fp8q_view scale =
+        make_view(scale_data, FP8Q_FLOAT32, 3, scale_shape, NULL);
+    fp8q_view wrong;
+    fp8q_norm_quantize_args args;
+    fp8q_error error;
+
+    memset(&args, 0x5A, sizeof args);
+    CHECK_OK(fp8q_norm_quantize_describe(&x, &weight, &bias, &normed, &codes,
+                                         &scale, 0.5f, 1, &args, &error),
+             &error);
+    CHECK(args.source == x_data && args.weight == weight_data &&
+          args.bias == bias_data && args.normed == normed_data &&
+          args.codes == codes_data && args.scale == scale_data);
+    CHECK_INT(args.n_rows, 6);
+    CHECK_INT(args.row_length, 4);
+    CHECK_INT(args.source_dtype, FP8Q_FLOAT16);
+    CHECK_INT(args.weight_dtype, FP8Q_FLOAT32);
+    CHECK_INT(args.layer_norm, 1);
+    CHECK_DOUBLE(args.epsilon, 0.5);
+    CHECK_DOUBLE(args.max, 448.0);
+    CHECK_INT(args.reserved, 0);
+    CHECK_OK(fp8q_norm_quantize_check(&args, &error), &error);
+    CHECK_OK(fp8q_norm_quantize_describe(&x, &weight, NULL, &normed, &codes,
+                                         &scale, 0.0f, 0, &args, &error),
+             &error);
+    CHECK(args.bias == NULL);
+    wrong = make_view(weight_data, FP8Q_FLOAT32, 1, short_vector, NULL);
+    CHECK_ERROR(fp8q_norm_quantize_describe(&x, &wrong, &bias, &normed,
+                                            &codes, &scale, 0.0f, 0, &args,
+                                            &error),
+                &error, FP8Q_ERROR_VALUE,
+                "norm_quantize: weight must hold 4 float32 values, got 3 "
+                "float32",
+                NULL, NULL);
+    wrong = make_view(bias_data, FP8Q_FLOAT16, 1, vector, NULL);
+    CHECK_ERROR(fp8q_norm_quantize_describe(&x, &weight, &wrong, &normed,
+                                            &codes, &scale, 0.0f, 0, &args,
+                                            &error),
+                &error, FP8Q_ERROR_VALUE,
+                "norm_quantize: bias must hold 4 float32 values, got 4 "
+                "float16",
+                NULL, NULL);
+    CHECK_ERROR(fp8q_norm_quantize_describe(&x, &weight, &bias, &codes,
+                                            &codes, &scale, 0.0f, 0, &args,
+                                            &error),
+                &error, FP8Q_ERROR_VALUE,
+                "norm_quantize: normed must hold 24 float16 values", NULL,
+                NULL);
+    CHECK_ERROR(fp8q_norm_quantize_describe(&x, &weight, &bias, &normed,
+                                            &normed, &scale, 0.0f, 0, &args,
+                                            &error),
+                &error, FP8Q_ERROR_VALUE,
+                "norm_quantize: codes must hold 24 float8_e4m3fn values",
+                NULL, NULL);
+    CHECK_ERROR(fp8q_norm_quantize_describe(&x, &weight, &bias, &normed,
+                                            &codes, &weight, 0.0f, 0, &args,
+                                            &error),
+                &error, FP8Q_ERROR_VALUE,
+                "norm_quantize: scale must hold 6 float32 values, got 4 "
+                "float32",
+                NULL, NULL);
+    wrong = make_view(x_data, FP8Q_FLOAT16, 0, NULL, NULL);
+    CHECK_ERROR(fp8q_norm_quantize_describe(&wrong, &weight, &bias, &normed,
+                                            &codes, &scale, 0.0f, 0, &args,
+                                            &error),
+                &error, FP8Q_ERROR_VALUE,
+                "norm_quantize: x must have a last axis of at least 1 "
+                "element",
+                NULL, NULL);
 }

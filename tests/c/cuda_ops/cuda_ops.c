@@ -3,8 +3,10 @@
  * fake_cuda_driver.c, which runs the kernels' launch contracts on the
  * host): gathers of strided inputs (the gather and the transpose kernels),
  * the cast's scale addressing and its refusals, the amax's three
- * reductions and calibration's finite amax, each against an oracle
- * computed here on the host or by csrc/core's CPU cast.
+ * reductions and calibration's finite amax, the weight-only product's
+ * plans, launches and split-K scratch (cuda/weight_only_ops.h), the
+ * calibrators' reductions, folds and records (cuda/calibration_ops.h), each
+ * against an oracle computed here on the host or by csrc/core's CPU cast.
  * tests/test_c_cuda_ops.py builds it with the fake driver and runs it:
  *
  *   cuda_ops KERNEL_FOLDER     (FP8Q_CUDA_DRIVER naming the fake driver)
@@ -13,13 +15,18 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/cast.h"
 #include "cuda/driver.h"
 #include "cuda/kernel_image.h"
+#include "cuda/layer_path.h"
 #include "cuda/memory.h"
+#include "core/histogram.h"
+#include "cuda/calibration_ops.h"
 #include "cuda/ops.h"
+#include "cuda/weight_only_ops.h"
 
 static const fp8q_cuda_device *device;
 static int failures;
@@ -268,6 +275,26 @@ static void check_amax(const char *test, const int *reduce,
     }
 }
 
+/* expected[j] = the largest finite |x| of channel j (axis 1) of the
+ * (2, 3, 4) x with strides (1, 8, 2) over `values` (0 for none). */
+static void finite_amax_per_channel(const float *values, float *expected)
+{
+    int i, j, k;
+
+    for (j = 0; j < 3; j++) {
+        expected[j] = 0.0f;
+        for (i = 0; i < 2; i++) {
+            for (k = 0; k < 4; k++) {
+                const float value = fabsf(values[i + j * 8 + k * 2]);
+                if (value == value && value != (float)INFINITY &&
+                    value > expected[j]) {
+                    expected[j] = value;
+                }
+            }
+        }
+    }
+}
+
 /* Calibration's amax per index of axis 1 of a strided x holding a NaN and
  * an infinity: the largest finite |x| per channel, 2 non-finite values. */
 static void check_amax_finite(void)
@@ -279,22 +306,11 @@ static void check_amax_finite(void)
     fp8q_view x;
     fp8q_error error;
     void *memory, *amax_memory, *count_memory;
-    int i, j, k;
 
     fill_values(values);
     values[1 + 8 * 2 + 2 * 3] = (float)NAN;
     values[8 * 1 + 2 * 1] = (float)INFINITY;
-    for (i = 0; i < 2; i++) {
-        for (j = 0; j < 3; j++) {
-            for (k = 0; k < 4; k++) {
-                const float value = fabsf(values[i + j * 8 + k * 2]);
-                if (value == value && value != (float)INFINITY &&
-                    value > expected[j]) {
-                    expected[j] = value;
-                }
-            }
-        }
-    }
+    finite_amax_per_channel(values, expected);
     memory = on_device(values, sizeof values);
     amax_memory = on_device(NULL, sizeof got);
     count_memory = on_device(&zero, sizeof zero);
@@ -316,6 +332,434 @@ static void check_amax_finite(void)
     }
     else {
         printf("ok amax-finite\n");
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* The weight-only product (cuda/weight_only_ops.h)                          */
+
+/* `count` float32 values converted into `dtype` by csrc/core's cast. */
+static void host_convert(const float *values, int64_t count, fp8q_dtype dtype,
+                         void *converted)
+{
+    const int64_t stride = 1;
+    fp8q_view source = view_of((void *)values, FP8Q_FLOAT32, 1, &count,
+                               &stride);
+    fp8q_view destination = view_of(converted, dtype, 1, &count, &stride);
+    fp8q_error error;
+
+    fp8q_error_clear(&error);
+    if (fp8q_cast(&source, &destination, NULL, FP8Q_SCALE_DIVIDE, 1,
+                  &error) != FP8Q_OK) {
+        fail("setup", "host conversion", &error);
+    }
+}
+
+/*
+ * y = x . (w * scale)^T + bias on the device for x (m, k) of `dtype`
+ * (float32 or float16), an e4m3fn weight (n, k) with row scales and a
+ * float32 bias, every row (`every_row`), against the exact sum on the host
+ * rounded once into x's dtype by csrc/core (the values are small multiples
+ * of 1/2 and powers of two, so every float32 sum is exact). `scratch_short`
+ * nonzero: the run is given one float less than the plan's scratch and
+ * must refuse. Returns the plan's scratch bytes (0 on a failure).
+ */
+static size_t check_weight_only(const char *test, int64_t m, int64_t n,
+                                int64_t k, fp8q_dtype dtype, int every_row,
+                                int scratch_short)
+{
+    const size_t x_size = fp8q_dtype_itemsize(dtype);
+    const int64_t x_shape[2] = {m, k}, x_strides[2] = {k, 1};
+    const int64_t w_shape[2] = {n, k}, w_strides[2] = {k, 1};
+    const int64_t s_shape[2] = {n, 1}, s_strides[2] = {1, 1};
+    const int64_t b_shape[1] = {n}, b_strides[1] = {1};
+    const int64_t y_shape[2] = {m, n}, y_strides[2] = {n, 1};
+    float *x_values = (float *)calloc((size_t)(m * k), sizeof(float));
+    float *w_values = (float *)calloc((size_t)(n * k), sizeof(float));
+    float *sums = (float *)calloc((size_t)(m * n), sizeof(float));
+    unsigned char *x_host = (unsigned char *)calloc((size_t)(m * k), x_size);
+    unsigned char *w_host = (unsigned char *)calloc((size_t)(n * k), 1);
+    unsigned char *expected = (unsigned char *)calloc((size_t)(m * n), x_size);
+    unsigned char *got = (unsigned char *)calloc((size_t)(m * n), x_size);
+    float *scales = (float *)calloc((size_t)n, sizeof(float));
+    float *bias = (float *)calloc((size_t)n, sizeof(float));
+    fp8q_view x, w, scale, bias_view, y;
+    fp8q_cuda_weight_only_plan plan;
+    fp8q_error error;
+    fp8q_status status;
+    void *scratch = NULL;
+    size_t result = 0;
+    int64_t i, j, kk;
+
+    if (x_values == NULL || w_values == NULL || sums == NULL ||
+        x_host == NULL || w_host == NULL || expected == NULL || got == NULL ||
+        scales == NULL || bias == NULL) {
+        fail(test, "host memory", NULL);
+        goto done;
+    }
+    for (i = 0; i < m * k; i++) {
+        x_values[i] = (float)((i * 5 + i / k) % 5 - 2) * 0.5f;
+    }
+    for (i = 0; i < n * k; i++) {
+        w_values[i] = (float)((i * 3 + i / k * 7) % 9 - 4);
+    }
+    for (j = 0; j < n; j++) {
+        scales[j] = j % 3 == 0 ? 0.25f : j % 3 == 1 ? 1.0f : 2.0f;
+        bias[j] = (float)(j % 7 - 3);
+    }
+    for (i = 0; i < m; i++) {
+        for (j = 0; j < n; j++) {
+            double sum = 0.0;
+            for (kk = 0; kk < k; kk++) {
+                sum += (double)x_values[i * k + kk] * w_values[j * k + kk];
+            }
+            sums[i * n + j] = (float)(sum * scales[j] + bias[j]);
+        }
+    }
+    host_convert(x_values, m * k, dtype, x_host);
+    host_convert(w_values, n * k, FP8Q_FLOAT8_E4M3FN, w_host);
+    host_convert(sums, m * n, dtype, expected);
+    x = view_of(on_device(x_host, (size_t)(m * k) * x_size), dtype, 2,
+                x_shape, x_strides);
+    w = view_of(on_device(w_host, (size_t)(n * k)), FP8Q_FLOAT8_E4M3FN, 2,
+                w_shape, w_strides);
+    scale = view_of(on_device(scales, (size_t)n * sizeof(float)),
+                    FP8Q_FLOAT32, 2, s_shape, s_strides);
+    bias_view = view_of(on_device(bias, (size_t)n * sizeof(float)),
+                        FP8Q_FLOAT32, 1, b_shape, b_strides);
+    y = view_of(on_device(NULL, (size_t)(m * n) * x_size), dtype, 2, y_shape,
+                y_strides);
+    if (x.data == NULL || w.data == NULL || scale.data == NULL ||
+        bias_view.data == NULL || y.data == NULL) {
+        goto done;
+    }
+    if (!fp8q_cuda_weight_only_may_take(&x, &w, every_row)) {
+        fail(test, "the shapes are refused", NULL);
+        goto done;
+    }
+    fp8q_cuda_weight_only_plan_make(device, &x, &w, &scale,
+                                    FP8Q_GRANULARITY_ROW, every_row, &plan);
+    if (!plan.takes) {
+        fail(test, "the plan does not take the call", NULL);
+        goto done;
+    }
+    if (plan.scratch_bytes > 0) {
+        scratch = on_device(NULL, plan.scratch_bytes);
+        if (scratch == NULL) {
+            goto done;
+        }
+    }
+    fp8q_error_clear(&error);
+    status = fp8q_cuda_weight_only_gemv(
+        device, &x, &w, &scale, &bias_view, &plan, &y, scratch,
+        scratch_short ? plan.scratch_bytes - sizeof(float)
+                      : plan.scratch_bytes,
+        NULL, &error);
+    if (scratch_short) {
+        if (status != FP8Q_ERROR_VALUE ||
+            strstr(error.message, "split-K scratch holds") == NULL) {
+            fail(test, "a short scratch is not refused", &error);
+        }
+        else {
+            printf("ok %s\n", test);
+            result = plan.scratch_bytes;
+        }
+        goto done;
+    }
+    if (status != FP8Q_OK) {
+        fail(test, "fp8q_cuda_weight_only_gemv failed", &error);
+        goto done;
+    }
+    to_host(got, y.data, (size_t)(m * n) * x_size);
+    if (memcmp(got, expected, (size_t)(m * n) * x_size) != 0) {
+        fail(test, "y differs from the exact product", NULL);
+    }
+    else {
+        printf("ok %s\n", test);
+        result = plan.scratch_bytes > 0 ? plan.scratch_bytes : 1;
+    }
+done:
+    free(x_values);
+    free(w_values);
+    free(sums);
+    free(x_host);
+    free(w_host);
+    free(expected);
+    free(got);
+    free(scales);
+    free(bias);
+    return result;
+}
+
+/* What the weight-only path declines: shapes (K not a multiple of 16, K
+ * unequal, more than 64 rows in one launch), a misaligned x, a float16
+ * weight scale, and a plan that does not take the call given to the run. */
+static void check_weight_only_declines(void)
+{
+    const int64_t x_shape[2] = {65, 64}, x_strides[2] = {64, 1};
+    const int64_t w_shape[2] = {8, 64}, w_strides[2] = {64, 1};
+    const int64_t k_shape[2] = {8, 24};
+    const int64_t s_shape[2] = {8, 1}, s_strides[2] = {1, 1};
+    fp8q_view x, w, w24, scale;
+    fp8q_cuda_weight_only_plan plan;
+    fp8q_error error;
+    void *x_memory = on_device(NULL, 65 * 64 * 4 + 16);
+    void *w_memory = on_device(NULL, 8 * 64);
+    void *s_memory = on_device(NULL, 8 * 4);
+
+    if (x_memory == NULL || w_memory == NULL || s_memory == NULL) {
+        return;
+    }
+    x = view_of(x_memory, FP8Q_FLOAT32, 2, x_shape, x_strides);
+    w = view_of(w_memory, FP8Q_FLOAT8_E4M3FN, 2, w_shape, w_strides);
+    w24 = view_of(w_memory, FP8Q_FLOAT8_E4M3FN, 2, k_shape, w_strides);
+    scale = view_of(s_memory, FP8Q_FLOAT32, 2, s_shape, s_strides);
+    if (fp8q_cuda_weight_only_may_take(&x, &w, 0) ||
+        !fp8q_cuda_weight_only_may_take(&x, &w, 1) ||
+        fp8q_cuda_weight_only_may_take(&x, &w24, 1)) {
+        fail("weight-only-declines", "the shape checks", NULL);
+        return;
+    }
+    x.shape[0] = 8;
+    fp8q_cuda_weight_only_plan_make(device, &x, &w, &scale,
+                                    FP8Q_GRANULARITY_ROW, 0, &plan);
+    if (!plan.takes || plan.scratch_bytes != 0) {
+        fail("weight-only-declines", "8 aligned float32 rows not taken",
+             NULL);
+        return;
+    }
+    x.data = (char *)x_memory + 4;
+    fp8q_cuda_weight_only_plan_make(device, &x, &w, &scale,
+                                    FP8Q_GRANULARITY_ROW, 1, &plan);
+    if (plan.takes) {
+        fail("weight-only-declines", "a misaligned x taken", NULL);
+        return;
+    }
+    x.data = x_memory;
+    scale.dtype = FP8Q_FLOAT16;
+    fp8q_cuda_weight_only_plan_make(device, &x, &w, &scale,
+                                    FP8Q_GRANULARITY_ROW, 1, &plan);
+    fp8q_error_clear(&error);
+    if (plan.takes ||
+        fp8q_cuda_weight_only_gemv(device, &x, &w, &scale, NULL, &plan, &x,
+                                   NULL, 0, NULL, &error) !=
+            FP8Q_ERROR_VALUE) {
+        fail("weight-only-declines", "a float16 scale taken", &error);
+        return;
+    }
+    printf("ok weight-only-declines\n");
+}
+
+/* ------------------------------------------------------------------------- */
+/* The calibrators' reductions (cuda/calibration_ops.h)                      */
+
+/* A started device state of `bytes` (zero bytes). */
+static void *started_state(const char *test, size_t bytes)
+{
+    void *state = on_device(NULL, bytes);
+    fp8q_error error;
+
+    fp8q_error_clear(&error);
+    if (state != NULL &&
+        fp8q_cuda_calib_state_start(device, state, bytes, NULL, NULL,
+                                    &error) != FP8Q_OK) {
+        fail(test, "fp8q_cuda_calib_state_start failed", &error);
+        return NULL;
+    }
+    return state;
+}
+
+/* Reduces x (per channel of axis `channel`, or per tensor for -1) and
+ * folds it by max (length 1, a plain window) into `state` as update
+ * `update`; FP8Q_OK or the failure. */
+static fp8q_status fold_max_batch(const fp8q_view *x, int channel,
+                                  int64_t n_channels, void *state,
+                                  int64_t update, int skip_nonfinite,
+                                  fp8q_error *error)
+{
+    fp8q_cuda_calib_batch batch;
+    fp8q_status status;
+
+    status = fp8q_cuda_calib_reduce(device, x, channel, n_channels, 0, 0, 0,
+                                    NULL, &batch, error);
+    if (status != FP8Q_OK) {
+        return status;
+    }
+    status = fp8q_cuda_calib_fold_max(device, &batch, n_channels, state, 1,
+                                      -1.0, 0, update, skip_nonfinite, NULL,
+                                      error);
+    fp8q_cuda_calib_batch_release(&batch, NULL);
+    return status;
+}
+
+/*
+ * The max calibrator per channel of axis 1 of a strided (2, 3, 4) x: a
+ * batch holding a NaN and an infinity with skip_nonfinite (recorded: its
+ * finite amax per channel, 2 skipped values), then the same batch without
+ * (refused): the state read back holds the first batch's amax, the record
+ * counts 2 and refuses update 2 with the deferred message.
+ */
+static void check_calib_max(void)
+{
+    const int64_t shape[3] = {2, 3, 4}, strides[3] = {1, 8, 2};
+    const size_t bytes = fp8q_cuda_calib_max_state_bytes(1, 3);
+    float values[24];
+    float expected[3] = {0.0f, 0.0f, 0.0f};
+    unsigned char copy[sizeof(fp8q_calib_max_state) + 3 * sizeof(float)];
+    const fp8q_calib_max_state *header = (const fp8q_calib_max_state *)copy;
+    int64_t nonfinite = 5;
+    fp8q_view x;
+    fp8q_error error;
+    fp8q_status status;
+    void *memory, *state;
+
+    fill_values(values);
+    values[1 + 8 * 2 + 2 * 3] = (float)NAN;
+    values[8 * 1 + 2 * 1] = (float)-INFINITY;
+    finite_amax_per_channel(values, expected);
+    memory = on_device(values, sizeof values);
+    state = started_state("calib-max", bytes);
+    if (memory == NULL || state == NULL || bytes != sizeof copy) {
+        fail("calib-max", "setup", NULL);
+        return;
+    }
+    x = view_of(memory, FP8Q_FLOAT32, 3, shape, strides);
+    fp8q_error_clear(&error);
+    if (fold_max_batch(&x, 1, 3, state, 1, 1, &error) != FP8Q_OK ||
+        fold_max_batch(&x, 1, 3, state, 2, 0, &error) != FP8Q_OK ||
+        fp8q_cuda_calib_state_read(device, state, bytes, copy, NULL,
+                                   &error) != FP8Q_OK) {
+        fail("calib-max", "a reduction or fold failed", &error);
+        return;
+    }
+    status = fp8q_cuda_calib_state_record(copy, 0, &nonfinite, &error);
+    if (header->filled != 1 ||
+        memcmp(copy + sizeof(fp8q_calib_max_state), expected,
+               sizeof expected) != 0) {
+        fail("calib-max", "the device history is not the first batch's "
+                          "finite amax per channel", NULL);
+    }
+    else if (status != FP8Q_ERROR_VALUE || nonfinite != 7 ||
+             strcmp(error.message,
+                    "x: update 2 (a batch on cuda:0) held 2 NaN or infinite "
+                    "values and was not recorded; 1 batch was refused for "
+                    "NaN/inf since the state was last read, every other "
+                    "batch is recorded (pass skip_nonfinite=True to skip "
+                    "and count them)") != 0) {
+        fail("calib-max", "not the refused second batch's record", &error);
+    }
+    else {
+        printf("ok calib-max\n");
+    }
+}
+
+/*
+ * The histogram calibrator per tensor: a strided x (gathered into a
+ * contiguous copy) with zeros and a NaN, counted with skip_zeros and
+ * skip_nonfinite into a zeroed state, against csrc/core's histogram of the
+ * same view: the same counts, grid and amax; the record counts the NaN.
+ */
+static void check_calib_histogram(void)
+{
+    const int64_t n_bins = 64;
+    const int64_t shape[2] = {4, 6}, strides[2] = {1, 4};
+    const size_t bytes = fp8q_cuda_calib_histogram_state_bytes(n_bins);
+    float values[24];
+    int64_t host_counts[64];
+    unsigned char copy[sizeof(fp8q_calib_histogram_state) + 64 * 8];
+    const fp8q_calib_histogram_state *header =
+        (const fp8q_calib_histogram_state *)copy;
+    fp8q_histogram host;
+    fp8q_cuda_calib_batch batch;
+    int64_t nonfinite = 0, host_nonfinite = 0;
+    fp8q_view x, host_x;
+    fp8q_error error;
+    void *memory, *state;
+    int64_t bin;
+    int same = 1;
+
+    fill_values(values);
+    values[3] = 0.0f;
+    values[10] = 0.0f;
+    values[17] = (float)NAN;
+    memory = on_device(values, sizeof values);
+    state = started_state("calib-histogram", bytes);
+    if (memory == NULL || state == NULL || bytes != sizeof copy) {
+        fail("calib-histogram", "setup", NULL);
+        return;
+    }
+    x = view_of(memory, FP8Q_FLOAT32, 2, shape, strides);
+    host_x = view_of(values, FP8Q_FLOAT32, 2, shape, strides);
+    fp8q_histogram_init(&host, n_bins, host_counts);
+    fp8q_error_clear(&error);
+    if (fp8q_histogram_add(&host, &host_x, 1, 1, &host_nonfinite, &error) !=
+        FP8Q_OK) {
+        fail("calib-histogram", "the host histogram failed", &error);
+        return;
+    }
+    if (fp8q_cuda_calib_reduce(
+            device, &x, -1, 1, 1,
+            fp8q_cuda_calib_histogram_extra_bytes(n_bins), 1, NULL, &batch,
+            &error) != FP8Q_OK) {
+        fail("calib-histogram", "fp8q_cuda_calib_reduce failed", &error);
+        return;
+    }
+    if (batch.gathered.data == NULL || batch.source.strides[0] != 6) {
+        fail("calib-histogram", "x was not gathered", NULL);
+    }
+    if (fp8q_cuda_calib_fold_histogram(device, &batch, state, n_bins, 1, 1,
+                                       1, NULL, &error) != FP8Q_OK) {
+        fail("calib-histogram", "the fold failed", &error);
+        fp8q_cuda_calib_batch_release(&batch, NULL);
+        return;
+    }
+    fp8q_cuda_calib_batch_release(&batch, NULL);
+    if (batch.scratch.memory != NULL || batch.gathered.data != NULL ||
+        fp8q_cuda_calib_state_read(device, state, bytes, copy, NULL,
+                                   &error) != FP8Q_OK ||
+        fp8q_cuda_calib_state_record(copy, 0, &nonfinite, &error) !=
+            FP8Q_OK) {
+        fail("calib-histogram", "the release or read-back", &error);
+        return;
+    }
+    for (bin = 0; bin < n_bins; bin++) {
+        uint64_t count;
+        memcpy(&count, copy + sizeof *header + (size_t)bin * 8, 8);
+        same = same && (int64_t)count == host_counts[bin];
+    }
+    if (!same || !header->has_range ||
+        header->bin_exponent != host.bin_exponent ||
+        bits_float(header->amax_bits) != host.amax || nonfinite != 1 ||
+        host_nonfinite != 1) {
+        fail("calib-histogram", "not csrc/core's histogram", NULL);
+    }
+    else {
+        printf("ok calib-histogram\n");
+    }
+}
+
+/* A W8A8 layer's activation quantize options (cuda/layer_path.h): per
+ * token for row / tensor weights, 1 x 128 blocks for block weights, the
+ * static scale's tensor granularity with infinities to NaN; always
+ * saturating. */
+static void check_layer_activation_options(void)
+{
+    fp8q_quantize_options row, block, fixed;
+
+    fp8q_cuda_fp8_layer_activation_options(FP8Q_GRANULARITY_TENSOR, 0, &row);
+    fp8q_cuda_fp8_layer_activation_options(FP8Q_GRANULARITY_BLOCK, 0, &block);
+    fp8q_cuda_fp8_layer_activation_options(FP8Q_GRANULARITY_ROW, 1, &fixed);
+    if (row.granularity.kind != FP8Q_GRANULARITY_ROW || !row.compute_scale ||
+        row.infinity_to_nan || !row.saturate ||
+        block.granularity.kind != FP8Q_GRANULARITY_BLOCK ||
+        block.granularity.block_rows != 1 ||
+        block.granularity.block_cols != 128 || !block.compute_scale ||
+        fixed.granularity.kind != FP8Q_GRANULARITY_TENSOR ||
+        fixed.compute_scale || !fixed.infinity_to_nan || !fixed.saturate) {
+        fail("layer-activation-options", "not the layer's quantize", NULL);
+    }
+    else {
+        printf("ok layer-activation-options\n");
     }
 }
 
@@ -352,5 +796,25 @@ int main(int argc, char **argv)
     check_amax("amax-whole-gathered", all, s_strides);
     check_amax("amax-none", none, s_strides);
     check_amax_finite();
+    if (check_weight_only("weight-only-cuda-cores", 20, 24, 64, FP8Q_FLOAT32,
+                          1, 0) != 1) {
+        fail("weight-only-cuda-cores", "a split K on the CUDA cores", NULL);
+    }
+    if (check_weight_only("weight-only-split-k", 16, 40, 3088, FP8Q_FLOAT16,
+                          0, 0) <= 1) {
+        fail("weight-only-split-k", "no split-K scratch planned", NULL);
+    }
+    /* 80 rows: launches of 64 rows (no split) and 16 (K split). */
+    if (check_weight_only("weight-only-every-row-split", 80, 40, 3088,
+                          FP8Q_FLOAT16, 1, 0) <= 1) {
+        fail("weight-only-every-row-split", "no split-K scratch planned",
+             NULL);
+    }
+    (void)check_weight_only("weight-only-short-scratch", 16, 40, 3088,
+                            FP8Q_FLOAT16, 0, 1);
+    check_weight_only_declines();
+    check_calib_max();
+    check_calib_histogram();
+    check_layer_activation_options();
     return failures != 0;
 }

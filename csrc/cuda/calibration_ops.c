@@ -1,0 +1,202 @@
+/*
+ * calibration_ops.c - the calibrators' reductions on a GPU
+ * (calibration_ops.h): a batch's finite amax and NaN/inf count into
+ * scratch memory, the max and histogram calibrators' folds into their
+ * device states (cuda/launch.h), and a state's start, read-back and
+ * record.
+ */
+#include <string.h>
+
+#include "cuda/calibration_ops.h"
+#include "cuda/launch.h"
+#include "cuda/memory.h"
+
+/* The scratch's layout: the NaN/inf count, the amax bits from byte 8, the
+ * calibrator's own from the next multiple of 8 after them. */
+#define AMAX_OFFSET sizeof(uint64_t)
+
+static size_t extra_offset(int64_t n_channels)
+{
+    const size_t amax_end = AMAX_OFFSET + (size_t)n_channels * sizeof(uint32_t);
+    return (amax_end + 7u) / 8u * 8u;
+}
+
+fp8q_status fp8q_cuda_calib_reduce(const fp8q_cuda_device *device,
+                                   const fp8q_view *x, int channel_dimension,
+                                   int64_t n_channels, int contiguous,
+                                   size_t extra_bytes, int zero_extra,
+                                   fp8q_cu_stream stream,
+                                   fp8q_cuda_calib_batch *batch,
+                                   fp8q_error *error)
+{
+    const size_t offset = extra_offset(n_channels);
+    fp8q_status status;
+    char *memory;
+
+    memset(batch, 0, sizeof *batch);
+    batch->source = *x;
+    status = contiguous ? fp8q_cuda_contiguous(device, x, stream,
+                                               &batch->gathered,
+                                               &batch->source, error)
+                        : FP8Q_OK;
+    if (status == FP8Q_OK) {
+        status = fp8q_cuda_scratch_acquire(device, offset + extra_bytes,
+                                           stream, &batch->scratch, error);
+    }
+    if (status == FP8Q_OK) {
+        memory = (char *)batch->scratch.memory;
+        batch->nonfinite_count = (uint64_t *)(void *)memory;
+        batch->amax_bits = (uint32_t *)(void *)(memory + AMAX_OFFSET);
+        batch->extra = extra_bytes > 0 ? memory + offset : NULL;
+        status = fp8q_cuda_zero(device, memory,
+                                zero_extra ? offset + extra_bytes
+                                           : sizeof(uint64_t),
+                                stream, error);
+    }
+    if (status == FP8Q_OK) {
+        status = fp8q_cuda_amax_finite(device, &batch->source,
+                                       channel_dimension, batch->amax_bits,
+                                       batch->nonfinite_count, stream, error);
+    }
+    if (status != FP8Q_OK) {
+        fp8q_cuda_calib_batch_release(batch, stream);
+    }
+    return status;
+}
+
+void fp8q_cuda_calib_batch_release(fp8q_cuda_calib_batch *batch,
+                                   fp8q_cu_stream stream)
+{
+    fp8q_cuda_scratch_release(&batch->scratch, stream);
+    fp8q_cuda_buffer_release(&batch->gathered, stream);
+    memset(batch, 0, sizeof *batch);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The max calibrator                                                        */
+
+size_t fp8q_cuda_calib_max_state_bytes(int64_t length, int64_t n_channels)
+{
+    return sizeof(fp8q_calib_max_state) +
+           (size_t)(length * n_channels) * sizeof(float);
+}
+
+fp8q_status fp8q_cuda_calib_fold_max(const fp8q_cuda_device *device,
+                                     const fp8q_cuda_calib_batch *batch,
+                                     int64_t n_channels, void *state,
+                                     int64_t length, double momentum,
+                                     int running_max, int64_t update_number,
+                                     int skip_nonfinite,
+                                     fp8q_cu_stream stream,
+                                     fp8q_error *error)
+{
+    fp8q_calib_fold_max_args args;
+
+    memset(&args, 0, sizeof args);
+    args.state = (fp8q_calib_max_state *)state;
+    args.batch_nonfinite = batch->nonfinite_count;
+    args.batch_amax_bits = batch->amax_bits;
+    args.n_channels = n_channels;
+    args.length = length;
+    args.batch_size = fp8q_view_size(&batch->source);
+    args.momentum = momentum;
+    args.running_max = running_max;
+    args.update_number = update_number;
+    args.skip_nonfinite = skip_nonfinite != 0;
+    return fp8q_cuda_launch_calib_fold_max(device, &args, stream, error);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The histogram calibrator                                                  */
+
+size_t fp8q_cuda_calib_histogram_state_bytes(int64_t n_bins)
+{
+    return sizeof(fp8q_calib_histogram_state) +
+           (size_t)n_bins * sizeof(uint64_t);
+}
+
+size_t fp8q_cuda_calib_histogram_extra_bytes(int64_t n_bins)
+{
+    return (size_t)n_bins * sizeof(uint64_t);
+}
+
+fp8q_status fp8q_cuda_calib_fold_histogram(
+    const fp8q_cuda_device *device, const fp8q_cuda_calib_batch *batch,
+    void *state, int64_t n_bins, int skip_zeros, int64_t update_number,
+    int skip_nonfinite, fp8q_cu_stream stream, fp8q_error *error)
+{
+    fp8q_histogram_count_args count;
+    fp8q_calib_fold_histogram_args fold;
+    fp8q_status status;
+
+    memset(&count, 0, sizeof count);
+    count.state = (fp8q_calib_histogram_state *)state;
+    count.source = batch->source.data;
+    count.batch_counts = (uint64_t *)batch->extra;
+    count.batch_amax_bits = batch->amax_bits;
+    count.count = fp8q_view_size(&batch->source);
+    count.n_bins = n_bins;
+    count.source_dtype = (int32_t)batch->source.dtype;
+    count.skip_zeros = skip_zeros != 0;
+    memset(&fold, 0, sizeof fold);
+    fold.state = (fp8q_calib_histogram_state *)state;
+    fold.batch_counts = count.batch_counts;
+    fold.batch_amax_bits = count.batch_amax_bits;
+    fold.batch_nonfinite = batch->nonfinite_count;
+    fold.n_bins = n_bins;
+    fold.update_number = update_number;
+    fold.skip_nonfinite = skip_nonfinite != 0;
+    status = fp8q_cuda_launch_histogram_count(device, &count, stream, error);
+    if (status == FP8Q_OK) {
+        status = fp8q_cuda_launch_calib_fold_histogram(device, &fold, stream,
+                                                       error);
+    }
+    return status;
+}
+
+/* ------------------------------------------------------------------------- */
+/* A device state                                                            */
+
+fp8q_status fp8q_cuda_calib_state_start(const fp8q_cuda_device *device,
+                                        void *state, size_t bytes,
+                                        const void *image,
+                                        fp8q_cu_stream stream,
+                                        fp8q_error *error)
+{
+    if (image == NULL) {
+        return fp8q_cuda_zero(device, state, bytes, stream, error);
+    }
+    return fp8q_cuda_copy(device, state, image, bytes, stream, 1, error);
+}
+
+fp8q_status fp8q_cuda_calib_state_read(const fp8q_cuda_device *device,
+                                       const void *state, size_t bytes,
+                                       void *copy, fp8q_cu_stream stream,
+                                       fp8q_error *error)
+{
+    return fp8q_cuda_copy(device, copy, state, bytes, stream, 1, error);
+}
+
+fp8q_status fp8q_cuda_calib_state_record(const void *copy, int device_index,
+                                         int64_t *nonfinite_count,
+                                         fp8q_error *error)
+{
+    fp8q_calib_record record;
+    unsigned long long refused;
+
+    memcpy(&record, copy, sizeof record);
+    *nonfinite_count += (int64_t)record.nonfinite_count;
+    if (record.refused_batches == 0u) {
+        return FP8Q_OK;
+    }
+    refused = (unsigned long long)record.refused_batches;
+    return fp8q_fail(
+        error, FP8Q_ERROR_VALUE,
+        "x: update %llu (a batch on cuda:%d) held %llu NaN or infinite "
+        "values and was not recorded; %llu batch%s refused for NaN/inf "
+        "since the state was last read, every other batch is recorded "
+        "(pass skip_nonfinite=True to skip and count them)",
+        (unsigned long long)record.first_refused_update, device_index,
+        (unsigned long long)record.first_refused_count, refused,
+        refused == 1 ? " was" : "es were");
+}
