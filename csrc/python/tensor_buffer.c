@@ -11,6 +11,8 @@
  */
 #include "python/binding.h"
 
+#include "core/view_layout.h"
+
 /* Format characters by fp8q_dtype. */
 static const char *buffer_format(fp8q_dtype dtype)
 {
@@ -26,28 +28,6 @@ static const char *buffer_format(fp8q_dtype dtype)
     }
 }
 
-/* Nonzero when the view is Fortran-contiguous (extents of 1 may have any
- * stride; an empty view is contiguous). */
-static int view_is_fortran_contiguous(const fp8q_view *view)
-{
-    int64_t expected = 1;
-    int axis;
-
-    if (fp8q_view_size(view) == 0) {
-        return 1;
-    }
-    for (axis = 0; axis < view->ndim; axis++) {
-        if (view->shape[axis] == 1) {
-            continue;
-        }
-        if (view->strides[axis] != expected) {
-            return 0;
-        }
-        expected *= view->shape[axis];
-    }
-    return 1;
-}
-
 static int buffer_refuse(const char *message)
 {
     PyErr_Format(PyExc_BufferError, "fp8q.Tensor: %s", message);
@@ -60,7 +40,7 @@ static int tensor_getbuffer(PyObject *object, Py_buffer *buffer, int flags)
     const fp8q_view *view = &self->view;
     const Py_ssize_t itemsize = (Py_ssize_t)fp8q_dtype_itemsize(view->dtype);
     const int c_contiguous = fp8q_view_is_contiguous(view);
-    const int f_contiguous = view_is_fortran_contiguous(view);
+    const int f_contiguous = fp8q_view_is_fortran_contiguous(view);
     Py_ssize_t *layout = NULL;
     int axis;
 

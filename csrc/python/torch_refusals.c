@@ -4,8 +4,9 @@
  * views with the negative bit (checked before the export, which would hand
  * over the stored -x), and, after a failed export, tensors on the meta
  * device, of a sparse layout, or of a tensor subclass without storage of its
- * own. Only attributes are read (is_neg, is_meta, layout, data_ptr); torch
- * is never imported.
+ * own; and the uint8 view through which a float8 tensor is imported when
+ * its own export fails. Only attributes and methods of the tensor are used
+ * (is_neg, is_meta, layout, data_ptr, dtype, view); torch is never imported.
  */
 #include <string.h>
 
@@ -142,4 +143,68 @@ void fp8q_py_explain_refused_torch_tensor(PyObject *object,
     if (unsupported_dtype != NULL) {
         *unsupported_dtype = 0;
     }
+}
+
+PyObject *fp8q_py_torch_float8_bytes(PyObject *object, fp8q_dtype *dtype)
+{
+    fp8q_py_saved_error saved;
+    PyObject *dtype_object = NULL;
+    PyObject *dtype_name = NULL;
+    PyObject *torch = NULL;
+    PyObject *uint8 = NULL;
+    PyObject *bytes = NULL;
+    const char *name;
+
+    fp8q_py_error_save(&saved);
+    dtype_object = PyObject_GetAttrString(object, "dtype");
+    if (dtype_object != NULL) {
+        dtype_name = PyObject_Str(dtype_object);
+    }
+    name = dtype_name == NULL ? NULL : PyUnicode_AsUTF8(dtype_name);
+    if (name != NULL && strncmp(name, "torch.float8", 12) == 0 &&
+        fp8q_dtype_from_name(name, dtype) && fp8q_dtype_is_fp8(*dtype)) {
+        PyObject *torch_name = PyUnicode_FromString("torch");
+
+        if (torch_name != NULL) {
+            torch = PyImport_GetModule(torch_name);
+            Py_DECREF(torch_name);
+        }
+        if (torch != NULL) {
+            uint8 = PyObject_GetAttrString(torch, "uint8");
+        }
+        if (uint8 != NULL) {
+            bytes = PyObject_CallMethod(object, "view", "O", uint8);
+        }
+    }
+    if (bytes == NULL) {
+        PyErr_Clear();
+        fp8q_py_error_restore(&saved);
+    }
+    else {
+        fp8q_py_error_discard(&saved);
+    }
+    Py_XDECREF(dtype_object);
+    Py_XDECREF(dtype_name);
+    Py_XDECREF(torch);
+    Py_XDECREF(uint8);
+    return bytes;
+}
+
+int fp8q_py_torch_requires_grad(PyObject *object)
+{
+    /* Interned on first use, never freed. */
+    static PyObject *requires_grad_name;
+    PyObject *value;
+    int result;
+
+    if (requires_grad_name == NULL) {
+        requires_grad_name = PyUnicode_InternFromString("requires_grad");
+    }
+    value = requires_grad_name == NULL
+                ? NULL
+                : PyObject_GetAttr(object, requires_grad_name);
+    result = value != NULL && PyObject_IsTrue(value) != 0;
+    Py_XDECREF(value);
+    PyErr_Clear();
+    return result;
 }
