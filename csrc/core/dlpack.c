@@ -12,112 +12,63 @@
 /* ------------------------------------------------------------------------- */
 /* dtype codes                                                               */
 
+/* The DLPack type code of each fp8q dtype (its bits: 8 * itemsize). */
+static const uint8_t dl_codes[FP8Q_DTYPE_COUNT] = {
+    [FP8Q_FLOAT32] = FP8Q_DL_FLOAT,
+    [FP8Q_FLOAT16] = FP8Q_DL_FLOAT,
+    [FP8Q_BFLOAT16] = FP8Q_DL_BFLOAT,
+    [FP8Q_UINT8] = FP8Q_DL_UINT,
+    [FP8Q_FLOAT8_E4M3FN] = FP8Q_DL_FLOAT8_E4M3FN,
+    [FP8Q_FLOAT8_E5M2] = FP8Q_DL_FLOAT8_E5M2,
+    [FP8Q_FLOAT8_E4M3FNUZ] = FP8Q_DL_FLOAT8_E4M3FNUZ,
+    [FP8Q_FLOAT8_E5M2FNUZ] = FP8Q_DL_FLOAT8_E5M2FNUZ,
+};
+
+/* Names of the DLPack type codes in messages, by code; the codes of the
+ * dtypes fp8q stores read "unknown", as they always have (they reach a
+ * message only with bits fp8q does not store). */
+static const char *const dl_code_names[] = {
+    "int",           "uint",          "float",
+    "opaque handle", "bfloat",        "complex",
+    "bool",          "float8_e3m4",   "float8_e4m3",
+    "float8_e4m3b11fnuz",             "unknown",
+    "unknown",       "unknown",       "unknown",
+    "float8_e8m0fnu",                 "float6_e2m3fn",
+    "float6_e3m2fn", "float4_e2m1fn",
+};
+
 fp8q_dl_data_type fp8q_dl_data_type_of(fp8q_dtype dtype)
 {
     fp8q_dl_data_type result;
 
     result.bits = (uint8_t)(8 * fp8q_dtype_itemsize(dtype));
     result.lanes = 1;
-    switch (dtype) {
-    case FP8Q_FLOAT32:
-    case FP8Q_FLOAT16:
-        result.code = FP8Q_DL_FLOAT;
-        break;
-    case FP8Q_BFLOAT16:
-        result.code = FP8Q_DL_BFLOAT;
-        break;
-    case FP8Q_FLOAT8_E4M3FN:
-        result.code = FP8Q_DL_FLOAT8_E4M3FN;
-        break;
-    case FP8Q_FLOAT8_E5M2:
-        result.code = FP8Q_DL_FLOAT8_E5M2;
-        break;
-    case FP8Q_FLOAT8_E4M3FNUZ:
-        result.code = FP8Q_DL_FLOAT8_E4M3FNUZ;
-        break;
-    case FP8Q_FLOAT8_E5M2FNUZ:
-        result.code = FP8Q_DL_FLOAT8_E5M2FNUZ;
-        break;
-    default:
-        result.code = FP8Q_DL_UINT;
-        break;
-    }
+    result.code = (unsigned)dtype < FP8Q_DTYPE_COUNT ? dl_codes[dtype]
+                                                     : (uint8_t)FP8Q_DL_UINT;
     return result;
 }
 
 int fp8q_dtype_from_dl(fp8q_dl_data_type type, fp8q_dtype *dtype)
 {
-    fp8q_dtype candidate;
+    int candidate;
 
-    if (type.lanes != 1) {
-        return 0;
+    for (candidate = 0; type.lanes == 1 && candidate < FP8Q_DTYPE_COUNT;
+         candidate++) {
+        if (dl_codes[candidate] == type.code &&
+            (size_t)type.bits ==
+                8 * fp8q_dtype_itemsize((fp8q_dtype)candidate)) {
+            *dtype = (fp8q_dtype)candidate;
+            return 1;
+        }
     }
-    switch (type.code) {
-    case FP8Q_DL_FLOAT:
-        candidate = type.bits == 32 ? FP8Q_FLOAT32 : FP8Q_FLOAT16;
-        break;
-    case FP8Q_DL_BFLOAT:
-        candidate = FP8Q_BFLOAT16;
-        break;
-    case FP8Q_DL_UINT:
-        candidate = FP8Q_UINT8;
-        break;
-    case FP8Q_DL_FLOAT8_E4M3FN:
-        candidate = FP8Q_FLOAT8_E4M3FN;
-        break;
-    case FP8Q_DL_FLOAT8_E5M2:
-        candidate = FP8Q_FLOAT8_E5M2;
-        break;
-    case FP8Q_DL_FLOAT8_E4M3FNUZ:
-        candidate = FP8Q_FLOAT8_E4M3FNUZ;
-        break;
-    case FP8Q_DL_FLOAT8_E5M2FNUZ:
-        candidate = FP8Q_FLOAT8_E5M2FNUZ;
-        break;
-    default:
-        return 0;
-    }
-    if ((size_t)type.bits != 8 * fp8q_dtype_itemsize(candidate)) {
-        return 0;
-    }
-    *dtype = candidate;
-    return 1;
+    return 0;
 }
 
 const char *fp8q_dl_code_name(uint8_t code)
 {
-    switch (code) {
-    case FP8Q_DL_INT:
-        return "int";
-    case FP8Q_DL_UINT:
-        return "uint";
-    case FP8Q_DL_FLOAT:
-        return "float";
-    case FP8Q_DL_OPAQUE_HANDLE:
-        return "opaque handle";
-    case FP8Q_DL_BFLOAT:
-        return "bfloat";
-    case FP8Q_DL_COMPLEX:
-        return "complex";
-    case FP8Q_DL_BOOL:
-        return "bool";
-    case FP8Q_DL_FLOAT8_E3M4:
-        return "float8_e3m4";
-    case FP8Q_DL_FLOAT8_E4M3:
-        return "float8_e4m3";
-    case FP8Q_DL_FLOAT8_E4M3B11FNUZ:
-        return "float8_e4m3b11fnuz";
-    case FP8Q_DL_FLOAT8_E8M0FNU:
-        return "float8_e8m0fnu";
-    case FP8Q_DL_FLOAT6_E2M3FN:
-        return "float6_e2m3fn";
-    case FP8Q_DL_FLOAT6_E3M2FN:
-        return "float6_e3m2fn";
-    case FP8Q_DL_FLOAT4_E2M1FN:
-        return "float4_e2m1fn";
-    default:
-        return "unknown";
-    }
+    return code < sizeof dl_code_names / sizeof dl_code_names[0]
+               ? dl_code_names[code]
+               : "unknown";
 }
 
 /* ------------------------------------------------------------------------- */
@@ -250,7 +201,7 @@ fp8q_status fp8q_dl_tensor_view(const fp8q_dl_tensor *dl_tensor,
                                 int reinterpret_dtype, fp8q_view *view,
                                 int *unsupported_dtype, fp8q_error *error)
 {
-    fp8q_dtype dtype;
+    fp8q_dtype dtype = FP8Q_UINT8;
     size_t itemsize;
     void *data;
     fp8q_error layout;

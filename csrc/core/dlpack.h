@@ -25,7 +25,8 @@ fp8q_dl_data_type fp8q_dl_data_type_of(fp8q_dtype dtype);
 int fp8q_dtype_from_dl(fp8q_dl_data_type type, fp8q_dtype *dtype);
 
 /* A readable name of a DLPack type code for messages ("float", "bfloat",
- * "float8_e4m3fn", ...; "unknown" for codes DLPack 1.1 does not define). */
+ * "float8_e3m4", ...); "unknown" for codes DLPack 1.1 does not define and
+ * for the four float8 codes fp8q stores (10 to 13). */
 const char *fp8q_dl_code_name(uint8_t code);
 
 /*

@@ -551,38 +551,10 @@ done:
     return capsule;
 }
 
-/* Forward: the consumer of any producer or capsule. */
-static fp8q_TensorObject *import_object(PyObject *object,
-                                        const char *argument_name,
-                                        int reinterpret_dtype,
-                                        int *unsupported_dtype,
-                                        int allow_torch_fallback,
-                                        fp8q_cu_stream stream);
-
-/* After object.__dlpack__() failed: the PyTorch float8 tensor `object`
- * imported through its uint8 view (fp8q_py_torch_float8_bytes) as its own
- * float8 dtype or as reinterpret_dtype; NULL with the original error when
- * that does not apply, or with the uint8 import's error. */
-static fp8q_TensorObject *from_torch_float8(PyObject *object,
-                                            const char *argument_name,
-                                            int reinterpret_dtype,
-                                            fp8q_cu_stream stream)
-{
-    fp8q_dtype dtype;
-    PyObject *bytes = fp8q_py_torch_float8_bytes(object, &dtype);
-    fp8q_TensorObject *result;
-
-    if (bytes == NULL) {
-        return NULL;
-    }
-    result = import_object(
-        bytes, argument_name,
-        reinterpret_dtype >= 0 ? reinterpret_dtype : (int)dtype, NULL, 0,
-        stream);
-    Py_DECREF(bytes);
-    return result;
-}
-
+/* The consumer of any producer or capsule. After a failed __dlpack__(),
+ * with allow_torch_fallback, a PyTorch float8 tensor is imported through
+ * its uint8 view (fp8q_py_torch_float8_bytes) as its own float8 dtype or as
+ * reinterpret_dtype. */
 static fp8q_TensorObject *import_object(PyObject *object,
                                         const char *argument_name,
                                         int reinterpret_dtype,
@@ -593,6 +565,7 @@ static fp8q_TensorObject *import_object(PyObject *object,
     PyObject *method;
     PyObject *capsule;
     fp8q_TensorObject *tensor;
+    fp8q_dtype dtype;
     int device_type;
 
     if (unsupported_dtype != NULL) {
@@ -620,10 +593,19 @@ static fp8q_TensorObject *import_object(PyObject *object,
     capsule = export_capsule(method, argument_name, device_type, stream);
     Py_DECREF(method);
     if (capsule == NULL) {
-        return allow_torch_fallback
-                   ? from_torch_float8(object, argument_name,
-                                       reinterpret_dtype, stream)
-                   : NULL;
+        PyObject *bytes = allow_torch_fallback
+                              ? fp8q_py_torch_float8_bytes(object, &dtype)
+                              : NULL;
+
+        if (bytes == NULL) {
+            return NULL;
+        }
+        tensor = import_object(
+            bytes, argument_name,
+            reinterpret_dtype >= 0 ? reinterpret_dtype : (int)dtype, NULL, 0,
+            stream);
+        Py_DECREF(bytes);
+        return tensor;
     }
     tensor = tensor_from_capsule(capsule, argument_name, reinterpret_dtype,
                                  unsupported_dtype, stream);

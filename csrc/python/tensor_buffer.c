@@ -13,19 +13,18 @@
 
 #include "core/view_layout.h"
 
-/* Format characters by fp8q_dtype. */
+/* Format characters by fp8q_dtype: "B" (raw codes) unless listed. */
 static const char *buffer_format(fp8q_dtype dtype)
 {
-    switch (dtype) {
-    case FP8Q_FLOAT32:
-        return "f";
-    case FP8Q_FLOAT16:
-        return "e";
-    case FP8Q_BFLOAT16:
-        return "H";
-    default:
-        return "B";
-    }
+    static const char *const formats[FP8Q_DTYPE_COUNT] = {
+        [FP8Q_FLOAT32] = "f",
+        [FP8Q_FLOAT16] = "e",
+        [FP8Q_BFLOAT16] = "H",
+    };
+    const char *format =
+        (unsigned)dtype < FP8Q_DTYPE_COUNT ? formats[dtype] : NULL;
+
+    return format != NULL ? format : "B";
 }
 
 static int buffer_refuse(const char *message)

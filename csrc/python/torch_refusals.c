@@ -145,36 +145,49 @@ void fp8q_py_explain_refused_torch_tensor(PyObject *object,
     }
 }
 
+/* torch.uint8, torch taken from sys.modules (never imported); NULL when
+ * torch is not imported (an exception may be set). */
+static PyObject *torch_uint8(void)
+{
+    PyObject *name = PyUnicode_FromString("torch");
+    PyObject *torch = name == NULL ? NULL : PyImport_GetModule(name);
+    PyObject *uint8 =
+        torch == NULL ? NULL : PyObject_GetAttrString(torch, "uint8");
+
+    Py_XDECREF(name);
+    Py_XDECREF(torch);
+    return uint8;
+}
+
+/* Nonzero, and *dtype, when str(object.dtype) names a torch float8 dtype
+ * fp8q stores (an exception may be set). */
+static int is_torch_float8(PyObject *object, fp8q_dtype *dtype)
+{
+    PyObject *dtype_object = PyObject_GetAttrString(object, "dtype");
+    PyObject *text = dtype_object == NULL ? NULL : PyObject_Str(dtype_object);
+    const char *name = text == NULL ? NULL : PyUnicode_AsUTF8(text);
+    const int found = name != NULL && strncmp(name, "torch.float8", 12) == 0 &&
+                      fp8q_dtype_from_name(name, dtype) &&
+                      fp8q_dtype_is_fp8(*dtype);
+
+    Py_XDECREF(dtype_object);
+    Py_XDECREF(text);
+    return found;
+}
+
 PyObject *fp8q_py_torch_float8_bytes(PyObject *object, fp8q_dtype *dtype)
 {
     fp8q_py_saved_error saved;
-    PyObject *dtype_object = NULL;
-    PyObject *dtype_name = NULL;
-    PyObject *torch = NULL;
     PyObject *uint8 = NULL;
     PyObject *bytes = NULL;
-    const char *name;
 
     fp8q_py_error_save(&saved);
-    dtype_object = PyObject_GetAttrString(object, "dtype");
-    if (dtype_object != NULL) {
-        dtype_name = PyObject_Str(dtype_object);
+    if (is_torch_float8(object, dtype)) {
+        uint8 = torch_uint8();
     }
-    name = dtype_name == NULL ? NULL : PyUnicode_AsUTF8(dtype_name);
-    if (name != NULL && strncmp(name, "torch.float8", 12) == 0 &&
-        fp8q_dtype_from_name(name, dtype) && fp8q_dtype_is_fp8(*dtype)) {
-        PyObject *torch_name = PyUnicode_FromString("torch");
-
-        if (torch_name != NULL) {
-            torch = PyImport_GetModule(torch_name);
-            Py_DECREF(torch_name);
-        }
-        if (torch != NULL) {
-            uint8 = PyObject_GetAttrString(torch, "uint8");
-        }
-        if (uint8 != NULL) {
-            bytes = PyObject_CallMethod(object, "view", "O", uint8);
-        }
+    if (uint8 != NULL) {
+        bytes = PyObject_CallMethod(object, "view", "O", uint8);
+        Py_DECREF(uint8);
     }
     if (bytes == NULL) {
         PyErr_Clear();
@@ -183,10 +196,6 @@ PyObject *fp8q_py_torch_float8_bytes(PyObject *object, fp8q_dtype *dtype)
     else {
         fp8q_py_error_discard(&saved);
     }
-    Py_XDECREF(dtype_object);
-    Py_XDECREF(dtype_name);
-    Py_XDECREF(torch);
-    Py_XDECREF(uint8);
     return bytes;
 }
 

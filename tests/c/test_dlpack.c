@@ -82,6 +82,10 @@ void test_dlpack_dtype_codes(void)
     CHECK(strcmp(fp8q_dl_code_name(5), "complex") == 0);
     CHECK(strcmp(fp8q_dl_code_name(9), "float8_e4m3b11fnuz") == 0);
     CHECK(strcmp(fp8q_dl_code_name(17), "float4_e2m1fn") == 0);
+    /* The codes fp8q stores read "unknown" (as they always have). */
+    CHECK(strcmp(fp8q_dl_code_name(10), "unknown") == 0);
+    CHECK(strcmp(fp8q_dl_code_name(13), "unknown") == 0);
+    CHECK(strcmp(fp8q_dl_code_name(14), "float8_e8m0fnu") == 0);
     CHECK(strcmp(fp8q_dl_code_name(18), "unknown") == 0);
 }
 

@@ -140,26 +140,28 @@ void test_view_recut_and_transpose(void)
 
 void test_view_fortran_contiguous(void)
 {
-    float data[24];
-    const int64_t shape[2] = {3, 4};
-    const int64_t column_major[2] = {1, 3};
-    const int64_t gapped[2] = {1, 4};
-    const int64_t single[2] = {1, 4};
-    const int64_t single_strides[2] = {99, 1};
-    const int64_t empty_shape[2] = {0, 4};
-    const int64_t odd[2] = {5, 7};
+    /* (shape, strides, Fortran-contiguous?) of 2-D float32 views. */
+    static const struct {
+        int64_t shape[2];
+        int64_t strides[2];
+        int expected;
+    } cases[] = {
+        {{3, 4}, {1, 3}, 1},  /* column-major */
+        {{3, 4}, {4, 1}, 0},  /* row-major */
+        {{3, 4}, {1, 4}, 0},  /* a gap between columns */
+        {{1, 4}, {99, 1}, 1}, /* extents of 1: any stride */
+        {{0, 4}, {5, 7}, 1},  /* empty */
+    };
+    float data[64];
     fp8q_view view;
+    size_t index;
 
-    view = make_view(data, FP8Q_FLOAT32, 2, shape, column_major);
-    CHECK(fp8q_view_is_fortran_contiguous(&view));
-    view = make_view(data, FP8Q_FLOAT32, 2, shape, NULL);
-    CHECK(!fp8q_view_is_fortran_contiguous(&view));
-    view = make_view(data, FP8Q_FLOAT32, 2, shape, gapped);
-    CHECK(!fp8q_view_is_fortran_contiguous(&view));
-    view = make_view(data, FP8Q_FLOAT32, 2, single, single_strides);
-    CHECK(fp8q_view_is_fortran_contiguous(&view));
-    view = make_view(data, FP8Q_FLOAT32, 2, empty_shape, odd);
-    CHECK(fp8q_view_is_fortran_contiguous(&view));
+    for (index = 0; index < sizeof cases / sizeof cases[0]; index++) {
+        view = make_view(data, FP8Q_FLOAT32, 2, cases[index].shape,
+                         cases[index].strides);
+        CHECK_INT(fp8q_view_is_fortran_contiguous(&view),
+                  cases[index].expected);
+    }
     view = make_view(data, FP8Q_FLOAT32, 0, NULL, NULL);
     CHECK(fp8q_view_is_fortran_contiguous(&view));
 }
