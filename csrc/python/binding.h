@@ -79,6 +79,8 @@
         return result;                                                     \
     }
 
+#include "core/device_name.h"
+#include "core/dlpack.h"
 #include "core/dtype.h"
 #include "core/quantize.h"
 #include "core/scaled_mm.h"
@@ -87,7 +89,6 @@
 #include "cuda/capture.h"
 #include "cuda/driver.h"
 #include "platform.h"
-#include "core/dlpack.h"
 
 /* ------------------------------------------------------------------------- */
 /* errors.c                                                                  */
@@ -208,9 +209,7 @@ PyArray_Descr *fp8q_py_numpy_descr(fp8q_dtype dtype);
 /* ------------------------------------------------------------------------- */
 /* tensor_object.c                                                           */
 
-/* Device types use DLPack's DLDeviceType numbering. */
-#define FP8Q_DEVICE_CPU 1
-#define FP8Q_DEVICE_CUDA 2
+/* Device types: FP8Q_DEVICE_CPU, FP8Q_DEVICE_CUDA (core/device_name.h). */
 
 typedef struct fp8q_TensorObject {
     PyObject_HEAD

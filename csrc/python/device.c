@@ -32,33 +32,6 @@ void fp8q_py_format_device(int type, int index, char *text, size_t size)
     }
 }
 
-static int parse_device_text(const char *text, fp8q_py_device *device)
-{
-    char *end = NULL;
-    long long index;
-
-    if (strcmp(text, "cpu") == 0) {
-        device->type = FP8Q_DEVICE_CPU;
-        device->index = 0;
-        return 0;
-    }
-    if (strcmp(text, "cuda") == 0) {
-        device->type = FP8Q_DEVICE_CUDA;
-        device->index = 0;
-        return 0;
-    }
-    if (strncmp(text, "cuda:", 5) != 0 || text[5] < '0' || text[5] > '9') {
-        return -1;
-    }
-    index = strtoll(text + 5, &end, 10);
-    if (*end != '\0' || index > 1000000) {
-        return -1;
-    }
-    device->type = FP8Q_DEVICE_CUDA;
-    device->index = (int)index;
-    return 0;
-}
-
 int fp8q_py_parse_device(PyObject *object, const char *argument_name,
                          fp8q_py_device *device)
 {
@@ -68,7 +41,7 @@ int fp8q_py_parse_device(PyObject *object, const char *argument_name,
 
     if (PyLong_Check(object) && !PyBool_Check(object)) {
         const long long index = PyLong_AsLongLong(object);
-        if (index < 0 || index > 1000000) {
+        if (index < 0 || index > FP8Q_MAX_DEVICE_INDEX) {
             if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_OverflowError)) {
                 PyErr_Clear();
                 PyErr_Format(PyExc_ValueError,
@@ -88,7 +61,9 @@ int fp8q_py_parse_device(PyObject *object, const char *argument_name,
         return -1;
     }
     text = PyUnicode_AsUTF8(text_object);
-    parsed = text != NULL ? parse_device_text(text, device) : -1;
+    parsed = text != NULL
+                 ? fp8q_device_parse(text, &device->type, &device->index)
+                 : -1;
     Py_DECREF(text_object);
     if (parsed < 0) {
         PyErr_Clear();

@@ -182,6 +182,7 @@ static const harness_test tests[] = {
     {"dlpack_tensor_view", test_dlpack_tensor_view},
     {"dlpack_tensor_view_refusals", test_dlpack_tensor_view_refusals},
     {"dlpack_export_values", test_dlpack_export_values},
+    {"device_names", test_device_names},
     {"cast_all_dtype_pairs", test_cast_all_dtype_pairs},
     {"cast_scaled", test_cast_scaled},
     {"cast_computed_nan", test_cast_computed_nan},

@@ -119,6 +119,7 @@ void test_dlpack_dtype_codes(void);
 void test_dlpack_tensor_view(void);
 void test_dlpack_tensor_view_refusals(void);
 void test_dlpack_export_values(void);
+void test_device_names(void);
 
 /* test_cast.c */
 void test_cast_all_dtype_pairs(void);

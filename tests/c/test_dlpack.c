@@ -3,11 +3,12 @@
  * dtype codes against the DLPack 1.1 table, the checked view of a DLPack
  * tensor (layouts accepted, every refusal and its status and message), the
  * description of a view for an export, and the producer's stream and device
- * values.
+ * values; device names (core/device_name.c).
  */
 #include <limits.h>
 #include <string.h>
 
+#include "core/device_name.h"
 #include "core/dlpack.h"
 #include "harness.h"
 
@@ -291,4 +292,46 @@ void test_dlpack_export_values(void)
     CHECK(!fp8q_dl_copy_target_reachable(2, (long long)INT32_MAX + 1));
     CHECK(!fp8q_dl_copy_target_reachable(2, -1));
     CHECK(!fp8q_dl_copy_target_reachable(13, 0));
+}
+
+void test_device_names(void)
+{
+    /* (text, parsed?, type, index) */
+    static const struct {
+        const char *text;
+        int parsed;
+        int type;
+        int index;
+    } cases[] = {
+        {"cpu", 0, FP8Q_DEVICE_CPU, 0},
+        {"cuda", 0, FP8Q_DEVICE_CUDA, 0},
+        {"cuda:0", 0, FP8Q_DEVICE_CUDA, 0},
+        {"cuda:7", 0, FP8Q_DEVICE_CUDA, 7},
+        {"cuda:1000000", 0, FP8Q_DEVICE_CUDA, 1000000},
+        {"cuda:1000001", -1, -5, -5},
+        {"cuda:99999999999999999999", -1, -5, -5},
+        {"cuda:", -1, -5, -5},
+        {"cuda:-1", -1, -5, -5},
+        {"cuda:+1", -1, -5, -5},
+        {"cuda:1x", -1, -5, -5},
+        {"cuda:1 ", -1, -5, -5},
+        {"CPU", -1, -5, -5},
+        {"cpu:0", -1, -5, -5},
+        {"", -1, -5, -5},
+        {"gpu", -1, -5, -5},
+    };
+    size_t index;
+    int type;
+    int device_index;
+
+    for (index = 0; index < sizeof cases / sizeof cases[0]; index++) {
+        type = -5;
+        device_index = -5;
+        CHECK_INT(fp8q_device_parse(cases[index].text, &type, &device_index),
+                  cases[index].parsed);
+        CHECK_INT(type, cases[index].type);
+        CHECK_INT(device_index, cases[index].index);
+    }
+    CHECK_INT(FP8Q_DEVICE_CPU, FP8Q_DL_CPU);
+    CHECK_INT(FP8Q_DEVICE_CUDA, FP8Q_DL_CUDA);
 }
