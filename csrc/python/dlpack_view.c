@@ -13,9 +13,8 @@ int fp8q_py_view_from_dl_tensor(const fp8q_dl_tensor *dl_tensor,
                                 int reinterpret_dtype, fp8q_view *view,
                                 int *unsupported_dtype)
 {
-    fp8q_error error;
+    fp8q_error error; /* written whenever the status is not FP8Q_OK */
 
-    fp8q_error_clear(&error);
     if (fp8q_dl_tensor_view(dl_tensor, argument_name, reinterpret_dtype, view,
                             unsupported_dtype, &error) != FP8Q_OK) {
         fp8q_py_raise(&error);

@@ -450,7 +450,6 @@ static int reshape_target(const fp8q_TensorObject *self, PyObject *args,
     if (fp8q_py_parse_extents(given, ndim, shape) < 0) {
         return -1;
     }
-    fp8q_error_clear(&error);
     return fp8q_py_raise_on_failure(
         fp8q_view_reshape_shape(&self->view, *ndim, shape, "Tensor.reshape",
                                 &error),
@@ -505,7 +504,7 @@ static PyObject *tensor_view_as(PyObject *object, PyObject *dtype_object)
         view.dtype = dtype;
     }
     else {
-        fp8q_error_clear(&error);
+        /* `error` is written whenever the status is not FP8Q_OK. */
         if (fp8q_py_raise_on_failure(
                 fp8q_view_recut_last_axis(&self->view, dtype, &view,
                                           "Tensor.view", &error),
