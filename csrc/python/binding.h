@@ -79,6 +79,8 @@
         return result;                                                     \
     }
 
+#include "core/device_name.h"
+#include "core/dlpack.h"
 #include "core/dtype.h"
 #include "core/quantize.h"
 #include "core/scaled_mm.h"
@@ -87,7 +89,6 @@
 #include "cuda/capture.h"
 #include "cuda/driver.h"
 #include "platform.h"
-#include "python/dlpack_abi.h"
 
 /* ------------------------------------------------------------------------- */
 /* errors.c                                                                  */
@@ -208,9 +209,7 @@ PyArray_Descr *fp8q_py_numpy_descr(fp8q_dtype dtype);
 /* ------------------------------------------------------------------------- */
 /* tensor_object.c                                                           */
 
-/* Device types use DLPack's DLDeviceType numbering. */
-#define FP8Q_DEVICE_CPU 1
-#define FP8Q_DEVICE_CUDA 2
+/* Device types: FP8Q_DEVICE_CPU, FP8Q_DEVICE_CUDA (core/device_name.h). */
 
 typedef struct fp8q_TensorObject {
     PyObject_HEAD
@@ -262,6 +261,15 @@ fp8q_TensorObject *fp8q_tensor_copy_as(fp8q_TensorObject *source,
  * move data between devices). */
 fp8q_TensorObject *fp8q_tensor_copy_on_host(fp8q_TensorObject *source,
                                             fp8q_dtype dtype);
+
+/* tensor_factories.c: parses an int or a sequence of at most FP8Q_MAX_DIMS
+ * ints (any signs) into (ndim, shape); 0, or -1 with TypeError (not an int
+ * or a sequence of ints) or ValueError (too many dims). */
+int fp8q_py_parse_extents(PyObject *object, int *ndim, int64_t *shape);
+
+/* tensor_factories.c: adds fp8q.empty and fp8q.zeros to the module; 0 or
+ * -1. */
+int fp8q_py_tensor_functions_init(PyObject *module);
 
 /* ------------------------------------------------------------------------- */
 /* device.c                                                                  */
@@ -811,19 +819,24 @@ void fp8q_py_explain_refused_torch_tensor(PyObject *object,
                                           const char *argument_name,
                                           int *unsupported_dtype);
 
+/* torch_refusals.c: after object.__dlpack__() failed, when object is a
+ * PyTorch tensor of a float8 dtype (str(object.dtype) starts with
+ * "torch.float8"; PyTorch versions without float8 DLPack refuse it): a new
+ * reference to object.view(torch.uint8) and *dtype, its float8 dtype (torch
+ * is taken from sys.modules, never imported). NULL, with the original error
+ * restored, when that does not apply or the view cannot be made. */
+PyObject *fp8q_py_torch_float8_bytes(PyObject *object, fp8q_dtype *dtype);
+
+/* torch_refusals.c: nonzero when object.requires_grad (torch's autograd
+ * flag) is true; 0 for objects without the attribute or when reading it
+ * fails (the exception is cleared). */
+int fp8q_py_torch_requires_grad(PyObject *object);
+
 /* ------------------------------------------------------------------------- */
 /* dlpack_view.c: below both DLPack files                                    */
 
-/* The DLPack dtype of fp8q's `dtype` (lanes 1). */
-fp8q_dl_data_type fp8q_py_dl_data_type(fp8q_dtype dtype);
-
-/*
- * A view of a DLPack tensor after checking everything fp8q relies on
- * (device CPU or CUDA, a dtype fp8q stores or `reinterpret_dtype` >= 0 of
- * the same itemsize, layout, alignment). Sets *unsupported_dtype (may be
- * NULL) when the dtype alone is the problem. 0, or -1 with an exception
- * naming `argument_name`.
- */
+/* fp8q_dl_tensor_view (core/dlpack.h): 0 and *view, or -1 with its error
+ * raised (BufferError, TypeError or ValueError naming `argument_name`). */
 int fp8q_py_view_from_dl_tensor(const fp8q_dl_tensor *dl_tensor,
                                 const char *argument_name,
                                 int reinterpret_dtype, fp8q_view *view,

@@ -32,33 +32,6 @@ void fp8q_py_format_device(int type, int index, char *text, size_t size)
     }
 }
 
-static int parse_device_text(const char *text, fp8q_py_device *device)
-{
-    char *end = NULL;
-    long long index;
-
-    if (strcmp(text, "cpu") == 0) {
-        device->type = FP8Q_DEVICE_CPU;
-        device->index = 0;
-        return 0;
-    }
-    if (strcmp(text, "cuda") == 0) {
-        device->type = FP8Q_DEVICE_CUDA;
-        device->index = 0;
-        return 0;
-    }
-    if (strncmp(text, "cuda:", 5) != 0 || text[5] < '0' || text[5] > '9') {
-        return -1;
-    }
-    index = strtoll(text + 5, &end, 10);
-    if (*end != '\0' || index > 1000000) {
-        return -1;
-    }
-    device->type = FP8Q_DEVICE_CUDA;
-    device->index = (int)index;
-    return 0;
-}
-
 int fp8q_py_parse_device(PyObject *object, const char *argument_name,
                          fp8q_py_device *device)
 {
@@ -68,7 +41,7 @@ int fp8q_py_parse_device(PyObject *object, const char *argument_name,
 
     if (PyLong_Check(object) && !PyBool_Check(object)) {
         const long long index = PyLong_AsLongLong(object);
-        if (index < 0 || index > 1000000) {
+        if (index < 0 || index > FP8Q_MAX_DEVICE_INDEX) {
             if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_OverflowError)) {
                 PyErr_Clear();
                 PyErr_Format(PyExc_ValueError,
@@ -88,7 +61,9 @@ int fp8q_py_parse_device(PyObject *object, const char *argument_name,
         return -1;
     }
     text = PyUnicode_AsUTF8(text_object);
-    parsed = text != NULL ? parse_device_text(text, device) : -1;
+    parsed = text != NULL
+                 ? fp8q_device_parse(text, &device->type, &device->index)
+                 : -1;
     Py_DECREF(text_object);
     if (parsed < 0) {
         PyErr_Clear();
@@ -361,12 +336,14 @@ int fp8q_py_cuda_transpose(fp8q_TensorObject *source,
     return fp8q_py_raise_on_failure(status, &error);
 }
 
-/* A new C-contiguous copy of the CUDA tensor `source` on its device, made
- * there from any strides (fp8q_cuda_gather), on `stream`. */
-static fp8q_TensorObject *gathered(fp8q_TensorObject *source,
-                                   fp8q_cu_stream stream)
+/* A new C-contiguous copy of the CUDA tensor `source` on its device, on
+ * `stream`: its bytes copied when it is contiguous, else gathered there from
+ * any strides (fp8q_cuda_gather). */
+static fp8q_TensorObject *copied_on_device(fp8q_TensorObject *source,
+                                           fp8q_cu_stream stream)
 {
     fp8q_TensorObject *result = copy_destination(source, stream);
+    const int contiguous = fp8q_view_is_contiguous(&source->view);
     fp8q_error error;
     fp8q_status status;
 
@@ -375,8 +352,13 @@ static fp8q_TensorObject *gathered(fp8q_TensorObject *source,
     }
     fp8q_error_clear(&error);
     Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_gather(source->cuda_device, &source->view,
-                              result->view.data, stream, &error);
+    status = contiguous
+                 ? fp8q_cuda_copy(result->cuda_device, result->view.data,
+                                  source->view.data,
+                                  view_bytes(&source->view), stream, 0,
+                                  &error)
+                 : fp8q_cuda_gather(source->cuda_device, &source->view,
+                                    result->view.data, stream, &error);
     Py_END_ALLOW_THREADS
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         Py_DECREF(result);
@@ -391,7 +373,7 @@ fp8q_TensorObject *fp8q_py_cuda_contiguous(fp8q_TensorObject *tensor,
     if (fp8q_view_is_contiguous(&tensor->view)) {
         return (fp8q_TensorObject *)Py_NewRef(tensor);
     }
-    return gathered(tensor, stream);
+    return copied_on_device(tensor, stream);
 }
 
 /* A contiguous CPU copy of a CUDA tensor, read on `stream` (ordered after
@@ -464,30 +446,6 @@ static fp8q_TensorObject *cpu_to_cuda(fp8q_TensorObject *source,
     return result;
 }
 
-/* A contiguous copy of a contiguous CUDA tensor on its own device. */
-static fp8q_TensorObject *cuda_copy_on_device(fp8q_TensorObject *source,
-                                              fp8q_cu_stream stream)
-{
-    fp8q_TensorObject *result = copy_destination(source, stream);
-    fp8q_error error;
-    fp8q_status status;
-
-    if (result == NULL) {
-        return NULL;
-    }
-    fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_copy(result->cuda_device, result->view.data,
-                            source->view.data, view_bytes(&source->view),
-                            stream, 0, &error);
-    Py_END_ALLOW_THREADS
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        Py_DECREF(result);
-        return NULL;
-    }
-    return result;
-}
-
 fp8q_TensorObject *fp8q_tensor_copy_to(fp8q_TensorObject *source,
                                        const fp8q_py_device *device,
                                        fp8q_cu_stream stream)
@@ -501,9 +459,7 @@ fp8q_TensorObject *fp8q_tensor_copy_to(fp8q_TensorObject *source,
                    : cpu_to_cuda(source, device, stream);
     }
     if (same_device(source, device)) {
-        return fp8q_view_is_contiguous(&source->view)
-                   ? cuda_copy_on_device(source, stream)
-                   : gathered(source, stream);
+        return copied_on_device(source, stream);
     }
     if (device->type == FP8Q_DEVICE_CPU) {
         return cuda_to_cpu(source, stream);

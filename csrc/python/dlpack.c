@@ -9,11 +9,10 @@
  * itself. Capsule destructors and deleters never raise.
  */
 #include <limits.h>
-#include <string.h>
 
 #include "cuda/memory.h"
 #include "python/binding.h"
-#include "python/dlpack_abi.h"
+#include "core/dlpack.h"
 
 /* Names of the capsules that hold a consumed managed tensor inside an
  * fp8q.Tensor (its owner); their destructors call the producer's deleter. */
@@ -53,85 +52,86 @@ static void release_exported_tensor(void *manager_ctx)
     PyGILState_Release(state);
 }
 
+/* The export deleters: drop the tensor and free the block (the managed
+ * tensor is its first member). */
 static void export_legacy_deleter(fp8q_dl_managed_tensor *managed)
 {
-    if (managed == NULL) {
-        return;
+    if (managed != NULL) {
+        release_exported_tensor(managed->manager_ctx);
+        PyMem_RawFree(managed);
     }
-    release_exported_tensor(managed->manager_ctx);
-    PyMem_RawFree(managed);
 }
 
 static void export_versioned_deleter(fp8q_dl_managed_tensor_versioned *managed)
 {
-    if (managed == NULL) {
+    if (managed != NULL) {
+        release_exported_tensor(managed->manager_ctx);
+        PyMem_RawFree(managed);
+    }
+}
+
+/* Calls the deleter (if any) of `managed`, a versioned or a legacy managed
+ * tensor. */
+static void delete_managed(void *managed, int versioned)
+{
+    fp8q_dl_managed_tensor_versioned *as_versioned =
+        (fp8q_dl_managed_tensor_versioned *)managed;
+    fp8q_dl_managed_tensor *as_legacy = (fp8q_dl_managed_tensor *)managed;
+
+    if (versioned && as_versioned->deleter != NULL) {
+        as_versioned->deleter(as_versioned);
+    }
+    else if (!versioned && as_legacy->deleter != NULL) {
+        as_legacy->deleter(as_legacy);
+    }
+}
+
+/* What every capsule destructor here does, never raising: unless the capsule
+ * is named `used_name` (consumed: the consumer deletes it), calls the
+ * deleter of the managed tensor it holds under `name`. */
+static void destroy_capsule(PyObject *capsule, const char *name,
+                            const char *used_name, int versioned)
+{
+    fp8q_py_saved_error saved;
+    void *managed;
+
+    if (used_name != NULL && PyCapsule_IsValid(capsule, used_name)) {
         return;
     }
-    release_exported_tensor(managed->manager_ctx);
-    PyMem_RawFree(managed);
+    fp8q_py_error_save(&saved);
+    managed = PyCapsule_GetPointer(capsule, name);
+    if (managed == NULL) {
+        PyErr_WriteUnraisable(capsule);
+    }
+    else {
+        delete_managed(managed, versioned);
+    }
+    fp8q_py_error_restore(&saved);
 }
 
 /* Destructors of exported capsules: free only what nobody consumed. */
 static void legacy_capsule_destructor(PyObject *capsule)
 {
-    fp8q_py_saved_error saved;
-    fp8q_dl_managed_tensor *managed;
-
-    if (PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_LEGACY_USED)) {
-        return;
-    }
-    fp8q_py_error_save(&saved);
-    managed = (fp8q_dl_managed_tensor *)PyCapsule_GetPointer(
-        capsule, FP8Q_DLPACK_CAPSULE_LEGACY);
-    if (managed == NULL) {
-        PyErr_WriteUnraisable(capsule);
-    }
-    else if (managed->deleter != NULL) {
-        managed->deleter(managed);
-    }
-    fp8q_py_error_restore(&saved);
+    destroy_capsule(capsule, FP8Q_DLPACK_CAPSULE_LEGACY,
+                    FP8Q_DLPACK_CAPSULE_LEGACY_USED, 0);
 }
 
 static void versioned_capsule_destructor(PyObject *capsule)
 {
-    fp8q_py_saved_error saved;
-    fp8q_dl_managed_tensor_versioned *managed;
-
-    if (PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_VERSIONED_USED)) {
-        return;
-    }
-    fp8q_py_error_save(&saved);
-    managed = (fp8q_dl_managed_tensor_versioned *)PyCapsule_GetPointer(
-        capsule, FP8Q_DLPACK_CAPSULE_VERSIONED);
-    if (managed == NULL) {
-        PyErr_WriteUnraisable(capsule);
-    }
-    else if (managed->deleter != NULL) {
-        managed->deleter(managed);
-    }
-    fp8q_py_error_restore(&saved);
+    destroy_capsule(capsule, FP8Q_DLPACK_CAPSULE_VERSIONED,
+                    FP8Q_DLPACK_CAPSULE_VERSIONED_USED, 1);
 }
 
-/* Fills dl_tensor from the tensor's view (shape and strides into the given
- * arrays of the export block). */
-static void fill_dl_tensor(fp8q_dl_tensor *dl_tensor,
-                           const fp8q_TensorObject *tensor, int64_t *shape,
-                           int64_t *strides)
+/* Destructors of the owner capsules of imported tensors: call the
+ * producer's deleter once. */
+static void legacy_owner_destructor(PyObject *owner)
 {
-    int axis;
+    destroy_capsule(owner, OWNER_LEGACY, NULL, 0);
+}
 
-    for (axis = 0; axis < tensor->view.ndim; axis++) {
-        shape[axis] = tensor->view.shape[axis];
-        strides[axis] = tensor->view.strides[axis];
-    }
-    dl_tensor->data = tensor->view.data;
-    dl_tensor->device.device_type = tensor->device_type;
-    dl_tensor->device.device_id = tensor->device_index;
-    dl_tensor->ndim = tensor->view.ndim;
-    dl_tensor->dtype = fp8q_py_dl_data_type(tensor->view.dtype);
-    dl_tensor->shape = shape;
-    dl_tensor->strides = strides;
-    dl_tensor->byte_offset = 0;
+static void versioned_owner_destructor(PyObject *owner)
+{
+    destroy_capsule(owner, OWNER_VERSIONED, NULL, 1);
 }
 
 /* The value of a Python int, saturated to [LLONG_MIN, LLONG_MAX]: an int
@@ -177,7 +177,8 @@ static int parse_int_pair(PyObject *object, const char *argument_name,
 static int order_for_consumer(fp8q_TensorObject *tensor, PyObject *stream)
 {
     fp8q_cu_stream consumer = NULL;
-    long long value;
+    uintptr_t handle = 0;
+    int kind;
 
     if (stream != Py_None) {
         if (!PyLong_Check(stream) || PyBool_Check(stream)) {
@@ -187,13 +188,11 @@ static int order_for_consumer(fp8q_TensorObject *tensor, PyObject *stream)
                          stream);
             return -1;
         }
-        value = saturated_long_long(stream);
-        if (value == -1) {
+        kind = fp8q_dl_consumer_stream(saturated_long_long(stream), &handle);
+        if (kind == 0) {
             return 0;
         }
-        /* LLONG_MAX: that int or a larger one, never a stream. */
-        if (value == 0 || value < -1 || value == LLONG_MAX ||
-            (unsigned long long)value > (unsigned long long)UINTPTR_MAX) {
+        if (kind < 0) {
             PyErr_Format(PyExc_ValueError,
                          "stream: %R is not a CUDA stream for DLPack (0 is "
                          "ambiguous: pass 1 for the legacy default stream, 2 "
@@ -202,7 +201,7 @@ static int order_for_consumer(fp8q_TensorObject *tensor, PyObject *stream)
                          stream);
             return -1;
         }
-        consumer = (fp8q_cu_stream)(uintptr_t)value;
+        consumer = (fp8q_cu_stream)handle;
     }
     return fp8q_py_use_on_stream(tensor, consumer);
 }
@@ -218,6 +217,7 @@ PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
     PyObject *dl_device = Py_None;
     PyObject *copy_object = Py_None;
     PyObject *capsule;
+    void *block;
     fp8q_py_device target = {FP8Q_DEVICE_CPU, 0};
     long long major = 0;
     long long minor = 0;
@@ -254,11 +254,8 @@ PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
         if (device_type != tensor->device_type ||
             device_id != tensor->device_index) {
             /* Another device: only as a copy, to the CPU or a GPU. */
-            const int reachable =
-                (device_type == FP8Q_DL_CPU && device_id == 0) ||
-                (device_type == FP8Q_DL_CUDA && device_id >= 0 &&
-                 device_id <= INT32_MAX);
-            if (copy != 1 || !reachable) {
+            if (copy != 1 ||
+                !fp8q_dl_copy_target_reachable(device_type, device_id)) {
                 PyErr_Format(PyExc_BufferError,
                              "dl_device: the tensor is on DLPack device (%d, "
                              "%d); fp8q exports it to %R only as a copy "
@@ -311,50 +308,42 @@ PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
         source = tensor;
     }
 
+    /* One block: the managed tensor, then its shape and strides. */
+    block = PyMem_RawMalloc(versioned ? sizeof(export_versioned)
+                                      : sizeof(export_legacy));
+    if (block == NULL) {
+        Py_DECREF(source);
+        return PyErr_NoMemory();
+    }
     if (versioned) {
-        export_versioned *block =
-            (export_versioned *)PyMem_RawMalloc(sizeof(export_versioned));
+        export_versioned *exported = (export_versioned *)block;
 
-        if (block == NULL) {
-            Py_DECREF(source);
-            return PyErr_NoMemory();
-        }
-        block->managed.version.major = FP8Q_DLPACK_MAJOR_VERSION;
-        block->managed.version.minor = FP8Q_DLPACK_MINOR_VERSION;
-        block->managed.manager_ctx = source;
-        block->managed.deleter = export_versioned_deleter;
-        block->managed.flags = 0;
-        if (source->readonly) {
-            block->managed.flags |= FP8Q_DLPACK_FLAG_READ_ONLY;
-        }
-        if (copy == 1 || move) {
-            block->managed.flags |= FP8Q_DLPACK_FLAG_IS_COPIED;
-        }
-        fill_dl_tensor(&block->managed.dl_tensor, source, block->shape,
-                       block->strides);
-        capsule = PyCapsule_New(&block->managed, FP8Q_DLPACK_CAPSULE_VERSIONED,
+        exported->managed.version.major = FP8Q_DLPACK_MAJOR_VERSION;
+        exported->managed.version.minor = FP8Q_DLPACK_MINOR_VERSION;
+        exported->managed.manager_ctx = source;
+        exported->managed.deleter = export_versioned_deleter;
+        exported->managed.flags =
+            (source->readonly ? FP8Q_DLPACK_FLAG_READ_ONLY : 0) |
+            (copy == 1 || move ? FP8Q_DLPACK_FLAG_IS_COPIED : 0);
+        fp8q_dl_tensor_describe(&exported->managed.dl_tensor, &source->view,
+                                source->device_type, source->device_index,
+                                exported->shape, exported->strides);
+        capsule = PyCapsule_New(block, FP8Q_DLPACK_CAPSULE_VERSIONED,
                                 versioned_capsule_destructor);
-        if (capsule == NULL) {
-            export_versioned_deleter(&block->managed);
-        }
     }
     else {
-        export_legacy *block =
-            (export_legacy *)PyMem_RawMalloc(sizeof(export_legacy));
+        export_legacy *exported = (export_legacy *)block;
 
-        if (block == NULL) {
-            Py_DECREF(source);
-            return PyErr_NoMemory();
-        }
-        block->managed.manager_ctx = source;
-        block->managed.deleter = export_legacy_deleter;
-        fill_dl_tensor(&block->managed.dl_tensor, source, block->shape,
-                       block->strides);
-        capsule = PyCapsule_New(&block->managed, FP8Q_DLPACK_CAPSULE_LEGACY,
+        exported->managed.manager_ctx = source;
+        exported->managed.deleter = export_legacy_deleter;
+        fp8q_dl_tensor_describe(&exported->managed.dl_tensor, &source->view,
+                                source->device_type, source->device_index,
+                                exported->shape, exported->strides);
+        capsule = PyCapsule_New(block, FP8Q_DLPACK_CAPSULE_LEGACY,
                                 legacy_capsule_destructor);
-        if (capsule == NULL) {
-            export_legacy_deleter(&block->managed);
-        }
+    }
+    if (capsule == NULL) {
+        delete_managed(block, versioned); /* drops source, frees the block */
     }
     return capsule;
 }
@@ -369,42 +358,6 @@ PyObject *fp8q_tensor_dlpack_device(PyObject *self, PyObject *unused)
 
 /* ------------------------------------------------------------------------- */
 /* Consumer                                                                  */
-
-/* Destructors of the owner capsules of imported tensors: call the
- * producer's deleter once, never raising. */
-static void legacy_owner_destructor(PyObject *owner)
-{
-    fp8q_py_saved_error saved;
-    fp8q_dl_managed_tensor *managed;
-
-    fp8q_py_error_save(&saved);
-    managed =
-        (fp8q_dl_managed_tensor *)PyCapsule_GetPointer(owner, OWNER_LEGACY);
-    if (managed == NULL) {
-        PyErr_WriteUnraisable(owner);
-    }
-    else if (managed->deleter != NULL) {
-        managed->deleter(managed);
-    }
-    fp8q_py_error_restore(&saved);
-}
-
-static void versioned_owner_destructor(PyObject *owner)
-{
-    fp8q_py_saved_error saved;
-    fp8q_dl_managed_tensor_versioned *managed;
-
-    fp8q_py_error_save(&saved);
-    managed = (fp8q_dl_managed_tensor_versioned *)PyCapsule_GetPointer(
-        owner, OWNER_VERSIONED);
-    if (managed == NULL) {
-        PyErr_WriteUnraisable(owner);
-    }
-    else if (managed->deleter != NULL) {
-        managed->deleter(managed);
-    }
-    fp8q_py_error_restore(&saved);
-}
 
 /* Takes over a DLPack capsule: a Tensor viewing its data, owning the managed
  * tensor (the capsule is renamed "used_..."). */
@@ -486,12 +439,8 @@ static fp8q_TensorObject *tensor_from_capsule(PyObject *capsule,
         fp8q_py_saved_error saved;
 
         fp8q_py_error_save(&saved);
-        if (versioned != NULL && versioned->deleter != NULL) {
-            versioned->deleter(versioned);
-        }
-        else if (legacy != NULL && legacy->deleter != NULL) {
-            legacy->deleter(legacy);
-        }
+        delete_managed(versioned != NULL ? (void *)versioned : (void *)legacy,
+                       versioned != NULL);
         fp8q_py_error_restore(&saved);
         return NULL;
     }
@@ -602,77 +551,10 @@ done:
     return capsule;
 }
 
-/* Forward: the consumer of any producer or capsule. */
-static fp8q_TensorObject *import_object(PyObject *object,
-                                        const char *argument_name,
-                                        int reinterpret_dtype,
-                                        int *unsupported_dtype,
-                                        int allow_torch_fallback,
-                                        fp8q_cu_stream stream);
-
-/*
- * After object.__dlpack__() failed: when object is a PyTorch tensor of a
- * float8 dtype (str(object.dtype) starts with "torch.float8"; PyTorch
- * versions without float8 DLPack refuse it), imports object.view(torch.uint8)
- * as that float8 dtype (or as reinterpret_dtype). torch is taken from
- * sys.modules, never imported. When that does not apply, the original error
- * is restored; when the uint8 view fails too, its error is raised.
- */
-static fp8q_TensorObject *from_torch_float8(PyObject *object,
-                                            const char *argument_name,
-                                            int reinterpret_dtype,
-                                            fp8q_cu_stream stream)
-{
-    fp8q_py_saved_error saved;
-    PyObject *dtype_object = NULL;
-    PyObject *dtype_name = NULL;
-    PyObject *torch = NULL;
-    PyObject *uint8 = NULL;
-    PyObject *bytes = NULL;
-    const char *name;
-    fp8q_dtype dtype;
-    fp8q_TensorObject *result = NULL;
-
-    fp8q_py_error_save(&saved);
-    dtype_object = PyObject_GetAttrString(object, "dtype");
-    if (dtype_object != NULL) {
-        dtype_name = PyObject_Str(dtype_object);
-    }
-    name = dtype_name == NULL ? NULL : PyUnicode_AsUTF8(dtype_name);
-    if (name != NULL && strncmp(name, "torch.float8", 12) == 0 &&
-        fp8q_dtype_from_name(name, &dtype) && fp8q_dtype_is_fp8(dtype)) {
-        PyObject *torch_name = PyUnicode_FromString("torch");
-
-        if (torch_name != NULL) {
-            torch = PyImport_GetModule(torch_name);
-            Py_DECREF(torch_name);
-        }
-        if (torch != NULL) {
-            uint8 = PyObject_GetAttrString(torch, "uint8");
-        }
-        if (uint8 != NULL) {
-            bytes = PyObject_CallMethod(object, "view", "O", uint8);
-        }
-    }
-    if (bytes == NULL) {
-        PyErr_Clear();
-        fp8q_py_error_restore(&saved);
-    }
-    else {
-        fp8q_py_error_discard(&saved);
-        result = import_object(
-            bytes, argument_name,
-            reinterpret_dtype >= 0 ? reinterpret_dtype : (int)dtype, NULL, 0,
-            stream);
-    }
-    Py_XDECREF(dtype_object);
-    Py_XDECREF(dtype_name);
-    Py_XDECREF(torch);
-    Py_XDECREF(uint8);
-    Py_XDECREF(bytes);
-    return result;
-}
-
+/* The consumer of any producer or capsule. After a failed __dlpack__(),
+ * with allow_torch_fallback, a PyTorch float8 tensor is imported through
+ * its uint8 view (fp8q_py_torch_float8_bytes) as its own float8 dtype or as
+ * reinterpret_dtype. */
 static fp8q_TensorObject *import_object(PyObject *object,
                                         const char *argument_name,
                                         int reinterpret_dtype,
@@ -683,6 +565,7 @@ static fp8q_TensorObject *import_object(PyObject *object,
     PyObject *method;
     PyObject *capsule;
     fp8q_TensorObject *tensor;
+    fp8q_dtype dtype;
     int device_type;
 
     if (unsupported_dtype != NULL) {
@@ -710,33 +593,25 @@ static fp8q_TensorObject *import_object(PyObject *object,
     capsule = export_capsule(method, argument_name, device_type, stream);
     Py_DECREF(method);
     if (capsule == NULL) {
-        return allow_torch_fallback
-                   ? from_torch_float8(object, argument_name,
-                                       reinterpret_dtype, stream)
-                   : NULL;
+        PyObject *bytes = allow_torch_fallback
+                              ? fp8q_py_torch_float8_bytes(object, &dtype)
+                              : NULL;
+
+        if (bytes == NULL) {
+            return NULL;
+        }
+        tensor = import_object(
+            bytes, argument_name,
+            reinterpret_dtype >= 0 ? reinterpret_dtype : (int)dtype, NULL, 0,
+            stream);
+        Py_DECREF(bytes);
+        return tensor;
     }
     tensor = tensor_from_capsule(capsule, argument_name, reinterpret_dtype,
                                  unsupported_dtype, stream);
     /* Unless consumed, the capsule's destructor releases the export. */
     Py_DECREF(capsule);
     return tensor;
-}
-
-/* "requires_grad", interned once at module execution (never freed). */
-static PyObject *requires_grad_name;
-
-/* Nonzero when object.requires_grad (torch's autograd flag) is true; 0
- * for producers without the attribute. */
-static int requires_grad(PyObject *object)
-{
-    PyObject *value;
-    int result;
-
-    value = PyObject_GetAttr(object, requires_grad_name);
-    result = value != NULL && PyObject_IsTrue(value) != 0;
-    Py_XDECREF(value);
-    PyErr_Clear();
-    return result;
 }
 
 /* Through the C exchange table `api`: the producer's owning export, taken
@@ -760,19 +635,13 @@ static fp8q_TensorObject *from_exchange(const fp8q_dl_exchange_api *api,
         fp8q_py_error_add_prefix("%s: ", argument_name);
         return NULL;
     }
-    if (fp8q_py_exchange_current_stream(api, &managed->dl_tensor.device,
-                                        &stream) < 0) {
-        if (managed->deleter != NULL) {
-            managed->deleter(managed);
-        }
-        return NULL;
-    }
-    capsule = PyCapsule_New(managed, FP8Q_DLPACK_CAPSULE_VERSIONED,
-                            versioned_capsule_destructor);
+    capsule = fp8q_py_exchange_current_stream(
+                  api, &managed->dl_tensor.device, &stream) < 0
+                  ? NULL
+                  : PyCapsule_New(managed, FP8Q_DLPACK_CAPSULE_VERSIONED,
+                                  versioned_capsule_destructor);
     if (capsule == NULL) {
-        if (managed->deleter != NULL) {
-            managed->deleter(managed);
-        }
+        delete_managed(managed, 1);
         return NULL;
     }
     tensor = tensor_from_capsule(capsule, argument_name, -1,
@@ -798,7 +667,7 @@ static fp8q_TensorObject *import_producer(const fp8q_dl_exchange_api *api,
     if (fp8q_py_refuse_negative_view(object, argument_name) < 0) {
         return NULL;
     }
-    if (api != NULL && !requires_grad(object)) {
+    if (api != NULL && !fp8q_py_torch_requires_grad(object)) {
         tensor = from_exchange(api, object, argument_name, unsupported_dtype);
     }
     else {
@@ -901,11 +770,5 @@ static PyMethodDef dlpack_functions[] = {
 
 int fp8q_py_dlpack_init(PyObject *module)
 {
-    if (requires_grad_name == NULL) {
-        requires_grad_name = PyUnicode_InternFromString("requires_grad");
-        if (requires_grad_name == NULL) {
-            return -1;
-        }
-    }
     return PyModule_AddFunctions(module, dlpack_functions);
 }

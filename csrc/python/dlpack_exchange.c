@@ -191,7 +191,7 @@ allocate(const fp8q_dl_exchange_api *api, fp8q_dtype dtype, int ndim,
         device->type == FP8Q_DEVICE_CUDA ? FP8Q_DL_CUDA : FP8Q_DL_CPU;
     prototype.device.device_id = device->index;
     prototype.ndim = ndim;
-    prototype.dtype = fp8q_py_dl_data_type(dtype);
+    prototype.dtype = fp8q_dl_data_type_of(dtype);
     prototype.shape = extents;
     *dl_device = prototype.device;
     if (api->managed_tensor_allocator(&prototype, &managed, NULL,

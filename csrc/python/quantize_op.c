@@ -8,6 +8,7 @@
 
 #include "core/cast.h"
 #include "core/quantize.h"
+#include "core/view_layout.h"
 #include "cuda/memory.h"
 
 #define GRANULARITY_HELP                                                      \
@@ -224,11 +225,7 @@ static fp8q_TensorObject *transposed_copy(fp8q_TensorObject *data,
         }
         return result;
     }
-    source = data->view;
-    source.shape[0] = data->view.shape[1];
-    source.shape[1] = data->view.shape[0];
-    source.strides[0] = data->view.strides[1];
-    source.strides[1] = data->view.strides[0];
+    fp8q_view_transpose_2d(&data->view, &source);
     fp8q_error_clear(&error);
     FP8Q_PY_BEGIN_INTERRUPTIBLE
     /* Between equal dtypes fp8q_cast copies the bits. */

@@ -11,41 +11,20 @@
  */
 #include "python/binding.h"
 
-/* Format characters by fp8q_dtype. */
+#include "core/view_layout.h"
+
+/* Format characters by fp8q_dtype: "B" (raw codes) unless listed. */
 static const char *buffer_format(fp8q_dtype dtype)
 {
-    switch (dtype) {
-    case FP8Q_FLOAT32:
-        return "f";
-    case FP8Q_FLOAT16:
-        return "e";
-    case FP8Q_BFLOAT16:
-        return "H";
-    default:
-        return "B";
-    }
-}
+    static const char *const formats[FP8Q_DTYPE_COUNT] = {
+        [FP8Q_FLOAT32] = "f",
+        [FP8Q_FLOAT16] = "e",
+        [FP8Q_BFLOAT16] = "H",
+    };
+    const char *format =
+        (unsigned)dtype < FP8Q_DTYPE_COUNT ? formats[dtype] : NULL;
 
-/* Nonzero when the view is Fortran-contiguous (extents of 1 may have any
- * stride; an empty view is contiguous). */
-static int view_is_fortran_contiguous(const fp8q_view *view)
-{
-    int64_t expected = 1;
-    int axis;
-
-    if (fp8q_view_size(view) == 0) {
-        return 1;
-    }
-    for (axis = 0; axis < view->ndim; axis++) {
-        if (view->shape[axis] == 1) {
-            continue;
-        }
-        if (view->strides[axis] != expected) {
-            return 0;
-        }
-        expected *= view->shape[axis];
-    }
-    return 1;
+    return format != NULL ? format : "B";
 }
 
 static int buffer_refuse(const char *message)
@@ -60,7 +39,7 @@ static int tensor_getbuffer(PyObject *object, Py_buffer *buffer, int flags)
     const fp8q_view *view = &self->view;
     const Py_ssize_t itemsize = (Py_ssize_t)fp8q_dtype_itemsize(view->dtype);
     const int c_contiguous = fp8q_view_is_contiguous(view);
-    const int f_contiguous = view_is_fortran_contiguous(view);
+    const int f_contiguous = fp8q_view_is_fortran_contiguous(view);
     Py_ssize_t *layout = NULL;
     int axis;
 

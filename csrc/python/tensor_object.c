@@ -1,13 +1,13 @@
 /*
  * tensor_object.c - the fp8q.Tensor type: an N-d strided view of typed
  * memory that either owns a 64-byte aligned block or keeps the producer of
- * borrowed memory alive (made by tensor_new.c); its attributes, views (.T, .view), copies,
- * conversion to NumPy (.numpy, __array__), repr, and fp8q.empty / fp8q.zeros.
+ * borrowed memory alive (made by tensor_new.c); its attributes, views (.T,
+ * .view, .reshape: layouts from core/view_layout.c), copies, conversion to
+ * NumPy (.numpy, __array__) and repr. fp8q.empty / fp8q.zeros are in
+ * tensor_factories.c.
  */
-#include <string.h>
-
-#include "core/cast.h"
 #include "cuda/memory.h"
+#include "core/view_layout.h"
 #include "platform.h"
 #include "python/binding.h"
 
@@ -379,11 +379,7 @@ static PyObject *tensor_get_transpose(PyObject *object, void *closure)
                      self->view.ndim);
         return NULL;
     }
-    view = self->view;
-    view.shape[0] = self->view.shape[1];
-    view.shape[1] = self->view.shape[0];
-    view.strides[0] = self->view.strides[1];
-    view.strides[1] = self->view.strides[0];
+    fp8q_view_transpose_2d(&self->view, &view);
     return (PyObject *)fp8q_tensor_new_view(&view, object, self->readonly);
 }
 
@@ -442,70 +438,22 @@ static PyObject *tensor_contiguous(PyObject *object, PyObject *unused)
     return tensor_copy(object, unused);
 }
 
-static int parse_extents(PyObject *object, int *ndim, int64_t *shape);
-
 /* The shape for reshape: `args` is one int/sequence or several ints; one
  * extent may be -1 (inferred). */
 static int reshape_target(const fp8q_TensorObject *self, PyObject *args,
                           int *ndim, int64_t *shape)
 {
-    const int64_t size = fp8q_view_size(&self->view);
     PyObject *given = PyTuple_GET_SIZE(args) == 1 ? PyTuple_GET_ITEM(args, 0)
                                                   : args;
-    int64_t known = 1;
-    int inferred = -1;
-    int axis;
-    char into[256]; /* the shape as given, for messages */
+    fp8q_error error;
 
-    if (parse_extents(given, ndim, shape) < 0) {
+    if (fp8q_py_parse_extents(given, ndim, shape) < 0) {
         return -1;
     }
-    fp8q_format_shape(into, sizeof into, *ndim, shape);
-    for (axis = 0; axis < *ndim; axis++) {
-        if (shape[axis] == -1 && inferred < 0) {
-            inferred = axis;
-        }
-        else if (shape[axis] < 0) {
-            PyErr_Format(PyExc_ValueError,
-                         "Tensor.reshape: extents must be >= 0, with at most "
-                         "one -1, got %lld at axis %d",
-                         (long long)shape[axis], axis);
-            return -1;
-        }
-        else if (shape[axis] == 0) {
-            known = 0; /* whatever the other extents */
-        }
-    }
-    for (axis = 0; axis < *ndim && known != 0; axis++) {
-        if (axis == inferred) {
-            continue;
-        }
-        if (known > INT64_MAX / shape[axis]) {
-            PyErr_Format(PyExc_ValueError,
-                         "Tensor.reshape: the shape %s has too many elements",
-                         into);
-            return -1;
-        }
-        known *= shape[axis];
-    }
-    if (inferred >= 0 && known != 0) {
-        shape[inferred] = size / known;
-        known *= shape[inferred];
-    }
-    if (known != size || (inferred >= 0 && shape[inferred] < 0)) {
-        char from[256];
-        fp8q_format_shape(from, sizeof from, self->view.ndim,
-                          self->view.shape);
-        PyErr_Format(PyExc_ValueError,
-                     "Tensor.reshape: cannot reshape a tensor of shape %s "
-                     "(%lld elements) into %s%s",
-                     from, (long long)size, into,
-                     inferred >= 0 && known == 0
-                         ? " (-1 cannot be inferred next to an extent of 0)"
-                         : "");
-        return -1;
-    }
-    return 0;
+    return fp8q_py_raise_on_failure(
+        fp8q_view_reshape_shape(&self->view, *ndim, shape, "Tensor.reshape",
+                                &error),
+        &error);
 }
 
 static PyObject *tensor_reshape(PyObject *object, PyObject *args)
@@ -541,51 +489,12 @@ static PyObject *tensor_reshape(PyObject *object, PyObject *args)
     return (PyObject *)result;
 }
 
-/* The view of `self` with its last axis re-cut into elements of
- * new_size bytes (NumPy's rule for a view with another itemsize); -1 with
- * ValueError when the bytes do not allow it. */
-static int recut_last_axis(const fp8q_TensorObject *self, fp8q_dtype dtype,
-                           fp8q_view *view)
-{
-    const int64_t old_size = (int64_t)fp8q_dtype_itemsize(self->view.dtype);
-    const int64_t new_size = (int64_t)fp8q_dtype_itemsize(dtype);
-    const int last = self->view.ndim - 1;
-    int axis;
-
-    *view = self->view;
-    view->dtype = dtype;
-    if (last < 0 || (self->view.shape[last] != 1 &&
-                     self->view.strides[last] != 1) ||
-        (self->view.shape[last] * old_size) % new_size != 0 ||
-        (uintptr_t)self->view.data % (uintptr_t)new_size != 0) {
-        goto fail;
-    }
-    for (axis = 0; axis < last; axis++) {
-        if ((self->view.strides[axis] * old_size) % new_size != 0) {
-            goto fail;
-        }
-        view->strides[axis] = self->view.strides[axis] * old_size / new_size;
-    }
-    view->shape[last] = self->view.shape[last] * old_size / new_size;
-    view->strides[last] = 1;
-    return 0;
-
-fail:
-    PyErr_Format(PyExc_ValueError,
-                 "Tensor.view: cannot read a tensor of %s (itemsize %d) as "
-                 "%s (itemsize %d): that needs at least one dimension, a "
-                 "contiguous last axis whose byte length is a multiple of "
-                 "%d, and strides and an address aligned to it",
-                 fp8q_dtype_name(self->view.dtype), (int)old_size,
-                 fp8q_dtype_name(dtype), (int)new_size, (int)new_size);
-    return -1;
-}
-
 static PyObject *tensor_view_as(PyObject *object, PyObject *dtype_object)
 {
     fp8q_TensorObject *self = (fp8q_TensorObject *)object;
     fp8q_dtype dtype;
     fp8q_view view;
+    fp8q_error error;
 
     if (fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0) {
         return NULL;
@@ -594,8 +503,14 @@ static PyObject *tensor_view_as(PyObject *object, PyObject *dtype_object)
         view = self->view;
         view.dtype = dtype;
     }
-    else if (recut_last_axis(self, dtype, &view) < 0) {
-        return NULL;
+    else {
+        /* `error` is written whenever the status is not FP8Q_OK. */
+        if (fp8q_py_raise_on_failure(
+                fp8q_view_recut_last_axis(&self->view, dtype, &view,
+                                          "Tensor.view", &error),
+                &error) < 0) {
+            return NULL;
+        }
     }
     return (PyObject *)fp8q_tensor_new_view(&view, object, self->readonly);
 }
@@ -760,190 +675,6 @@ PyTypeObject fp8q_Tensor_Type = {
 };
 
 /* ------------------------------------------------------------------------- */
-/* fp8q.empty and fp8q.zeros                                                 */
-
-/* Parses an int or a sequence of ints into (ndim, shape), any signs. */
-static int parse_extents(PyObject *object, int *ndim, int64_t *shape)
-{
-    PyObject *sequence;
-    Py_ssize_t count;
-    Py_ssize_t axis;
-
-    if (PyIndex_Check(object)) {
-        PyObject *index = PyNumber_Index(object);
-
-        if (index == NULL) {
-            return -1;
-        }
-        shape[0] = (int64_t)PyLong_AsLongLong(index);
-        Py_DECREF(index);
-        if (shape[0] == -1 && PyErr_Occurred()) {
-            return -1;
-        }
-        count = 1;
-    }
-    else {
-        if (!PySequence_Check(object) || PyUnicode_Check(object)) {
-            PyErr_Format(PyExc_TypeError,
-                         "shape: expected an int or a sequence of ints, got "
-                         "%s",
-                         Py_TYPE(object)->tp_name);
-            return -1;
-        }
-        sequence = PySequence_Fast(object, "shape: expected a sequence");
-        if (sequence == NULL) {
-            return -1;
-        }
-        count = PySequence_Fast_GET_SIZE(sequence);
-        if (count > FP8Q_MAX_DIMS) {
-            Py_DECREF(sequence);
-            PyErr_Format(PyExc_ValueError,
-                         "shape: fp8q tensors have at most %d dims, got %zd",
-                         FP8Q_MAX_DIMS, count);
-            return -1;
-        }
-        for (axis = 0; axis < count; axis++) {
-            PyObject *item = PySequence_Fast_GET_ITEM(sequence, axis);
-            PyObject *index;
-
-            if (!PyIndex_Check(item)) {
-                PyErr_Format(PyExc_TypeError,
-                             "shape: expected ints, got %s at axis %zd",
-                             Py_TYPE(item)->tp_name, axis);
-                Py_DECREF(sequence);
-                return -1;
-            }
-            index = PyNumber_Index(item);
-            if (index == NULL) {
-                Py_DECREF(sequence);
-                return -1;
-            }
-            shape[axis] = (int64_t)PyLong_AsLongLong(index);
-            Py_DECREF(index);
-            if (shape[axis] == -1 && PyErr_Occurred()) {
-                Py_DECREF(sequence);
-                return -1;
-            }
-        }
-        Py_DECREF(sequence);
-    }
-    *ndim = (int)count;
-    return 0;
-}
-
-/* Parses an int or a sequence of ints >= 0 into (ndim, shape). */
-static int parse_shape(PyObject *object, int *ndim, int64_t *shape)
-{
-    int axis;
-
-    if (parse_extents(object, ndim, shape) < 0) {
-        return -1;
-    }
-    for (axis = 0; axis < *ndim; axis++) {
-        if (shape[axis] < 0) {
-            PyErr_Format(PyExc_ValueError,
-                         "shape: extents must be >= 0, got %lld at axis %d",
-                         (long long)shape[axis], axis);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* empty() / zeros() arguments; *stream_out receives the stream. */
-static fp8q_TensorObject *new_tensor_from_arguments(PyObject *args,
-                                                    PyObject *kwargs,
-                                                    const char *format,
-                                                    fp8q_cu_stream *stream_out)
-{
-    static char *keywords[] = {"shape", "dtype", "device", "stream", NULL};
-    PyObject *shape_object;
-    PyObject *dtype_object = NULL;
-    PyObject *device_object = Py_None;
-    PyObject *stream_object = Py_None;
-    int64_t shape[FP8Q_MAX_DIMS];
-    fp8q_dtype dtype = FP8Q_FLOAT32;
-    fp8q_py_device device = {FP8Q_DEVICE_CPU, 0};
-    fp8q_cu_stream stream;
-    int ndim;
-
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, keywords,
-                                     &shape_object, &dtype_object,
-                                     &device_object, &stream_object)) {
-        return NULL;
-    }
-    if (parse_shape(shape_object, &ndim, shape) < 0 ||
-        (dtype_object != NULL &&
-         fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0) ||
-        (device_object != Py_None &&
-         fp8q_py_parse_device(device_object, "device", &device) < 0) ||
-        fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
-        return NULL;
-    }
-    *stream_out = stream;
-    return fp8q_tensor_new_empty_on(dtype, ndim, shape, &device, stream);
-}
-
-static PyObject *empty(PyObject *module, PyObject *args, PyObject *kwargs)
-{
-    fp8q_cu_stream stream;
-
-    (void)module;
-    return (PyObject *)new_tensor_from_arguments(args, kwargs, "O|O$OO:empty",
-                                                 &stream);
-}
-
-static PyObject *zeros(PyObject *module, PyObject *args, PyObject *kwargs)
-{
-    fp8q_cu_stream stream = NULL;
-    fp8q_TensorObject *result =
-        new_tensor_from_arguments(args, kwargs, "O|O$OO:zeros", &stream);
-    size_t bytes;
-    fp8q_error error;
-    fp8q_status status;
-
-    (void)module;
-    if (result == NULL) {
-        return NULL;
-    }
-    /* Zero bits are the value 0 in every fp8q dtype. */
-    bytes = (size_t)fp8q_view_size(&result->view) *
-            fp8q_dtype_itemsize(result->view.dtype);
-    if (result->device_type == FP8Q_DEVICE_CPU) {
-        memset(result->allocation, 0, bytes);
-        return (PyObject *)result;
-    }
-    fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_zero(result->cuda_device, result->allocation, bytes,
-                            stream, &error);
-    Py_END_ALLOW_THREADS
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        Py_DECREF(result);
-        return NULL;
-    }
-    return (PyObject *)result;
-}
-
-static PyMethodDef tensor_functions[] = {
-    {"empty", (PyCFunction)(void (*)(void))empty,
-     METH_VARARGS | METH_KEYWORDS,
-     "empty(shape, dtype='float32', *, device=None, stream=None)\n--\n\n"
-     "A new C-contiguous tensor with uninitialised memory. shape is an int "
-     "or a sequence of at most 16 ints >= 0; dtype is anything fp8q.dtype() "
-     "accepts. device: None or 'cpu' (64-byte aligned host memory), 'cuda', "
-     "'cuda:N', an int N or a torch.device (device memory, allocated "
-     "ordered on `stream`: None for the legacy default stream, an int "
-     "handle, or a stream object such as torch.cuda.Stream). Raises "
-     "fp8q.CudaError when CUDA cannot be used, saying why."},
-    {"zeros", (PyCFunction)(void (*)(void))zeros,
-     METH_VARARGS | METH_KEYWORDS,
-     "zeros(shape, dtype='float32', *, device=None, stream=None)\n--\n\n"
-     "Like empty(), with every element +0 (on CUDA: filled on `stream`)."},
-    {NULL, NULL, 0, NULL},
-};
-
-/* ------------------------------------------------------------------------- */
 /* Module initialisation                                                     */
 
 int fp8q_py_tensor_init(PyObject *module)
@@ -957,5 +688,5 @@ int fp8q_py_tensor_init(PyObject *module)
         Py_DECREF(&fp8q_Tensor_Type);
         return -1;
     }
-    return PyModule_AddFunctions(module, tensor_functions);
+    return fp8q_py_tensor_functions_init(module);
 }

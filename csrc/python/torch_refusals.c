@@ -4,8 +4,9 @@
  * views with the negative bit (checked before the export, which would hand
  * over the stored -x), and, after a failed export, tensors on the meta
  * device, of a sparse layout, or of a tensor subclass without storage of its
- * own. Only attributes are read (is_neg, is_meta, layout, data_ptr); torch
- * is never imported.
+ * own; and the uint8 view through which a float8 tensor is imported when
+ * its own export fails. Only attributes and methods of the tensor are used
+ * (is_neg, is_meta, layout, data_ptr, dtype, view); torch is never imported.
  */
 #include <string.h>
 
@@ -142,4 +143,77 @@ void fp8q_py_explain_refused_torch_tensor(PyObject *object,
     if (unsupported_dtype != NULL) {
         *unsupported_dtype = 0;
     }
+}
+
+/* torch.uint8, torch taken from sys.modules (never imported); NULL when
+ * torch is not imported (an exception may be set). */
+static PyObject *torch_uint8(void)
+{
+    PyObject *name = PyUnicode_FromString("torch");
+    PyObject *torch = name == NULL ? NULL : PyImport_GetModule(name);
+    PyObject *uint8 =
+        torch == NULL ? NULL : PyObject_GetAttrString(torch, "uint8");
+
+    Py_XDECREF(name);
+    Py_XDECREF(torch);
+    return uint8;
+}
+
+/* Nonzero, and *dtype, when str(object.dtype) names a torch float8 dtype
+ * fp8q stores (an exception may be set). */
+static int is_torch_float8(PyObject *object, fp8q_dtype *dtype)
+{
+    PyObject *dtype_object = PyObject_GetAttrString(object, "dtype");
+    PyObject *text = dtype_object == NULL ? NULL : PyObject_Str(dtype_object);
+    const char *name = text == NULL ? NULL : PyUnicode_AsUTF8(text);
+    const int found = name != NULL && strncmp(name, "torch.float8", 12) == 0 &&
+                      fp8q_dtype_from_name(name, dtype) &&
+                      fp8q_dtype_is_fp8(*dtype);
+
+    Py_XDECREF(dtype_object);
+    Py_XDECREF(text);
+    return found;
+}
+
+PyObject *fp8q_py_torch_float8_bytes(PyObject *object, fp8q_dtype *dtype)
+{
+    fp8q_py_saved_error saved;
+    PyObject *uint8 = NULL;
+    PyObject *bytes = NULL;
+
+    fp8q_py_error_save(&saved);
+    if (is_torch_float8(object, dtype)) {
+        uint8 = torch_uint8();
+    }
+    if (uint8 != NULL) {
+        bytes = PyObject_CallMethod(object, "view", "O", uint8);
+        Py_DECREF(uint8);
+    }
+    if (bytes == NULL) {
+        PyErr_Clear();
+        fp8q_py_error_restore(&saved);
+    }
+    else {
+        fp8q_py_error_discard(&saved);
+    }
+    return bytes;
+}
+
+int fp8q_py_torch_requires_grad(PyObject *object)
+{
+    /* Interned on first use, never freed. */
+    static PyObject *requires_grad_name;
+    PyObject *value;
+    int result;
+
+    if (requires_grad_name == NULL) {
+        requires_grad_name = PyUnicode_InternFromString("requires_grad");
+    }
+    value = requires_grad_name == NULL
+                ? NULL
+                : PyObject_GetAttr(object, requires_grad_name);
+    result = value != NULL && PyObject_IsTrue(value) != 0;
+    Py_XDECREF(value);
+    PyErr_Clear();
+    return result;
 }

@@ -109,6 +109,18 @@ void test_for_each_unit_range(void);
 void test_view_empty_extents_never_overflow(void);
 void test_view_self_overlap(void);
 
+/* test_view_layout.c */
+void test_view_reshape_shape(void);
+void test_view_recut_and_transpose(void);
+void test_view_fortran_contiguous(void);
+
+/* test_dlpack.c */
+void test_dlpack_dtype_codes(void);
+void test_dlpack_tensor_view(void);
+void test_dlpack_tensor_view_refusals(void);
+void test_dlpack_export_values(void);
+void test_device_names(void);
+
 /* test_cast.c */
 void test_cast_all_dtype_pairs(void);
 void test_cast_scaled(void);

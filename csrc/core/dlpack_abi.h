@@ -10,8 +10,8 @@
  * deals with, every data type code of DLPack 1.1 (named in messages), and the
  * C exchange API table of DLPack 1.3 (`__dlpack_c_exchange_api__`).
  */
-#ifndef FP8Q_PYTHON_DLPACK_ABI_H
-#define FP8Q_PYTHON_DLPACK_ABI_H
+#ifndef FP8Q_CORE_DLPACK_ABI_H
+#define FP8Q_CORE_DLPACK_ABI_H
 
 #include <stdint.h>
 
@@ -136,4 +136,4 @@ typedef struct fp8q_dl_exchange_api {
                                void **out_current_stream);
 } fp8q_dl_exchange_api;
 
-#endif /* FP8Q_PYTHON_DLPACK_ABI_H */
+#endif /* FP8Q_CORE_DLPACK_ABI_H */

@@ -1,0 +1,73 @@
+/*
+ * dlpack.h - the DLPack logic that needs no Python: fp8q dtypes <-> DLPack
+ * data types, the checked fp8q_view of a DLPack tensor (what every DLPack
+ * consumer of the binding relies on), the DLPack description of a view (what
+ * the producer exports) and the DLPack stream and device values a producer
+ * accepts. The structs are in core/dlpack_abi.h.
+ */
+#ifndef FP8Q_CORE_DLPACK_H
+#define FP8Q_CORE_DLPACK_H
+
+#include <stdint.h>
+
+#include "core/dlpack_abi.h"
+#include "core/dtype.h"
+#include "core/status.h"
+#include "core/view.h"
+
+/* The DLPack data type of fp8q's `dtype`: lanes 1, bits 8 * itemsize, code
+ * kDLFloat (float32, float16), kDLBfloat (bfloat16), the DLPack 1.1 float8
+ * codes (the four FP8 dtypes), kDLUInt (uint8 and anything else). */
+fp8q_dl_data_type fp8q_dl_data_type_of(fp8q_dtype dtype);
+
+/* The fp8q dtype of a DLPack data type: 1 and *dtype when fp8q stores it
+ * (lanes 1 and the bits of that dtype), else 0 (*dtype untouched). */
+int fp8q_dtype_from_dl(fp8q_dl_data_type type, fp8q_dtype *dtype);
+
+/* A readable name of a DLPack type code for messages ("float", "bfloat",
+ * "float8_e3m4", ...); "unknown" for codes DLPack 1.1 does not define and
+ * for the four float8 codes fp8q stores (10 to 13). */
+const char *fp8q_dl_code_name(uint8_t code);
+
+/*
+ * Fills *view with the view of `dl_tensor` after checking everything fp8q
+ * relies on: the device is the CPU or CUDA (FP8Q_ERROR_BUFFER); the dtype is
+ * one fp8q stores (FP8Q_ERROR_TYPE, *unsupported_dtype set to 1 when it is
+ * not NULL) or, when reinterpret_dtype >= 0, that dtype with the same bits
+ * per element (FP8Q_ERROR_VALUE); 0 to FP8Q_MAX_DIMS dims
+ * (FP8Q_ERROR_VALUE); a shape unless ndim is 0; a byte_offset that is a
+ * whole number of elements and moves the pointer without overflow; a
+ * layout fp8q_view_check_layout accepts (NULL strides: C-contiguous); a data
+ * pointer aligned to the elements of a non-empty tensor; elements inside
+ * the address space (below 2**57 on 64-bit platforms). The data pointer is
+ * dl_tensor->data + byte_offset. The messages start with "<argument_name>: "
+ * and print pointers as Python's %p does. *unsupported_dtype is not reset.
+ */
+fp8q_status fp8q_dl_tensor_view(const fp8q_dl_tensor *dl_tensor,
+                                const char *argument_name,
+                                int reinterpret_dtype, fp8q_view *view,
+                                int *unsupported_dtype, fp8q_error *error);
+
+/* Describes `view` on DLPack device (device_type, device_id) in dl_tensor:
+ * its shape and strides (in elements, always given) are copied into the
+ * caller's arrays `shape` and `strides` (FP8Q_MAX_DIMS each, which
+ * dl_tensor then points to); byte_offset is 0. */
+void fp8q_dl_tensor_describe(fp8q_dl_tensor *dl_tensor, const fp8q_view *view,
+                             int32_t device_type, int32_t device_id,
+                             int64_t *shape, int64_t *strides);
+
+/* A producer's reading of the int a DLPack consumer passes as `stream` for
+ * CUDA memory (the Python int, saturated to long long): 1 and *handle for a
+ * stream (1: the legacy default stream, handle 1; 2: the per-thread default
+ * stream; another value > 0: a handle); 0 for -1 (no ordering wanted); -1
+ * for values that are no stream: 0 (ambiguous by the standard), values
+ * below -1, LLONG_MAX (the saturated value of larger ints) and values
+ * beyond uintptr_t. */
+int fp8q_dl_consumer_stream(long long value, uintptr_t *handle);
+
+/* Nonzero when (device_type, device_id) is a DLPack device fp8q can copy a
+ * tensor to: the CPU (1, 0) or a CUDA device (2, N) with 0 <= N <=
+ * INT32_MAX. */
+int fp8q_dl_copy_target_reachable(long long device_type, long long device_id);
+
+#endif /* FP8Q_CORE_DLPACK_H */

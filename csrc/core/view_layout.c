@@ -1,0 +1,127 @@
+/*
+ * view_layout.c - reshape shapes, last-axis re-cuts, 2-D transposes and
+ * Fortran contiguity of views (core/view_layout.h).
+ */
+#include <stdint.h>
+
+#include "core/view_layout.h"
+
+fp8q_status fp8q_view_reshape_shape(const fp8q_view *view, int ndim,
+                                    int64_t *shape, const char *name,
+                                    fp8q_error *error)
+{
+    const int64_t size = fp8q_view_size(view);
+    int64_t known = 1;
+    int inferred = -1;
+    int axis;
+    char into[FP8Q_SHAPE_TEXT_SIZE]; /* the shape as given, for messages */
+    char from[FP8Q_SHAPE_TEXT_SIZE];
+
+    fp8q_format_shape(into, sizeof into, ndim, shape);
+    for (axis = 0; axis < ndim; axis++) {
+        if (shape[axis] == -1 && inferred < 0) {
+            inferred = axis;
+        }
+        else if (shape[axis] < 0) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "%s: extents must be >= 0, with at most one -1, "
+                             "got %lld at axis %d",
+                             name, (long long)shape[axis], axis);
+        }
+        else if (shape[axis] == 0) {
+            known = 0; /* whatever the other extents */
+        }
+    }
+    for (axis = 0; axis < ndim && known != 0; axis++) {
+        if (axis == inferred) {
+            continue;
+        }
+        if (known > INT64_MAX / shape[axis]) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "%s: the shape %s has too many elements", name,
+                             into);
+        }
+        known *= shape[axis];
+    }
+    if (inferred >= 0 && known != 0) {
+        shape[inferred] = size / known;
+        known *= shape[inferred];
+    }
+    if (known != size || (inferred >= 0 && shape[inferred] < 0)) {
+        fp8q_format_shape(from, sizeof from, view->ndim, view->shape);
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "%s: cannot reshape a tensor of shape %s (%lld "
+                         "elements) into %s%s",
+                         name, from, (long long)size, into,
+                         inferred >= 0 && known == 0
+                             ? " (-1 cannot be inferred next to an extent of "
+                               "0)"
+                             : "");
+    }
+    return FP8Q_OK;
+}
+
+fp8q_status fp8q_view_recut_last_axis(const fp8q_view *view, fp8q_dtype dtype,
+                                      fp8q_view *out, const char *name,
+                                      fp8q_error *error)
+{
+    const int64_t old_size = (int64_t)fp8q_dtype_itemsize(view->dtype);
+    const int64_t new_size = (int64_t)fp8q_dtype_itemsize(dtype);
+    const int last = view->ndim - 1;
+    int axis;
+
+    *out = *view;
+    out->dtype = dtype;
+    if (last < 0 || (view->shape[last] != 1 && view->strides[last] != 1) ||
+        (view->shape[last] * old_size) % new_size != 0 ||
+        (uintptr_t)view->data % (uintptr_t)new_size != 0) {
+        goto fail;
+    }
+    for (axis = 0; axis < last; axis++) {
+        if ((view->strides[axis] * old_size) % new_size != 0) {
+            goto fail;
+        }
+        out->strides[axis] = view->strides[axis] * old_size / new_size;
+    }
+    out->shape[last] = view->shape[last] * old_size / new_size;
+    out->strides[last] = 1;
+    return FP8Q_OK;
+
+fail:
+    return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                     "%s: cannot read a tensor of %s (itemsize %d) as %s "
+                     "(itemsize %d): that needs at least one dimension, a "
+                     "contiguous last axis whose byte length is a multiple "
+                     "of %d, and strides and an address aligned to it",
+                     name, fp8q_dtype_name(view->dtype), (int)old_size,
+                     fp8q_dtype_name(dtype), (int)new_size, (int)new_size);
+}
+
+void fp8q_view_transpose_2d(const fp8q_view *view, fp8q_view *out)
+{
+    *out = *view;
+    out->shape[0] = view->shape[1];
+    out->shape[1] = view->shape[0];
+    out->strides[0] = view->strides[1];
+    out->strides[1] = view->strides[0];
+}
+
+int fp8q_view_is_fortran_contiguous(const fp8q_view *view)
+{
+    int64_t expected = 1;
+    int axis;
+
+    if (fp8q_view_size(view) == 0) {
+        return 1;
+    }
+    for (axis = 0; axis < view->ndim; axis++) {
+        if (view->shape[axis] == 1) {
+            continue;
+        }
+        if (view->strides[axis] != expected) {
+            return 0;
+        }
+        expected *= view->shape[axis];
+    }
+    return 1;
+}

@@ -1,0 +1,49 @@
+/*
+ * view_layout.h - new layouts of an existing view, and layout predicates,
+ * that the tensor type's methods need: the shape of a reshape (one extent
+ * inferred), the re-cut of the last axis for a view with another itemsize,
+ * the transpose of a 2-D view, Fortran contiguity.
+ */
+#ifndef FP8Q_CORE_VIEW_LAYOUT_H
+#define FP8Q_CORE_VIEW_LAYOUT_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+#include "core/view.h"
+
+/*
+ * Completes the target shape of a reshape of `view`: shape[0..ndim) are the
+ * extents asked for (any signs, as given), of which one may be -1 (the
+ * first -1; it is replaced by the extent that keeps the element count).
+ * FP8Q_ERROR_VALUE, "<name>: ...", for another negative extent, for a
+ * shape whose product overflows int64, and for an element count other
+ * than fp8q_view_size(view) (also when -1 sits beside an extent of 0 and
+ * cannot be inferred); the messages show the shapes as fp8q_format_shape.
+ */
+fp8q_status fp8q_view_reshape_shape(const fp8q_view *view, int ndim,
+                                    int64_t *shape, const char *name,
+                                    fp8q_error *error);
+
+/*
+ * NumPy's rule for reading `view`'s bytes as `dtype` of another itemsize:
+ * *out is `view` with its last axis re-cut into elements of the new size
+ * (extent * old / new, stride 1) and the other strides rescaled.
+ * FP8Q_ERROR_VALUE, "<name>: cannot read a tensor of ...", unless the view
+ * has a dimension, a contiguous last axis (stride 1, or extent 1) whose
+ * byte length is a multiple of the new itemsize, other strides whose byte
+ * lengths are multiples of it, and an address aligned to it.
+ */
+fp8q_status fp8q_view_recut_last_axis(const fp8q_view *view, fp8q_dtype dtype,
+                                      fp8q_view *out, const char *name,
+                                      fp8q_error *error);
+
+/* *out is the 2-D `view` with its two axes (extents and strides) swapped. */
+void fp8q_view_transpose_2d(const fp8q_view *view, fp8q_view *out);
+
+/* Nonzero when the view is Fortran-contiguous (the first axis varies
+ * fastest, no gaps; extents of 1 may have any stride; an empty view is
+ * contiguous). */
+int fp8q_view_is_fortran_contiguous(const fp8q_view *view);
+
+#endif /* FP8Q_CORE_VIEW_LAYOUT_H */

@@ -1,0 +1,194 @@
+/*
+ * tensor_factories.c - fp8q.empty and fp8q.zeros, and the parsing of a
+ * shape argument (an int or a sequence of ints) they share with
+ * Tensor.reshape (binding.h).
+ */
+#include <string.h>
+
+#include "cuda/memory.h"
+#include "python/binding.h"
+
+int fp8q_py_parse_extents(PyObject *object, int *ndim, int64_t *shape)
+{
+    PyObject *sequence;
+    Py_ssize_t count;
+    Py_ssize_t axis;
+
+    if (PyIndex_Check(object)) {
+        PyObject *index = PyNumber_Index(object);
+
+        if (index == NULL) {
+            return -1;
+        }
+        shape[0] = (int64_t)PyLong_AsLongLong(index);
+        Py_DECREF(index);
+        if (shape[0] == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        count = 1;
+    }
+    else {
+        if (!PySequence_Check(object) || PyUnicode_Check(object)) {
+            PyErr_Format(PyExc_TypeError,
+                         "shape: expected an int or a sequence of ints, got "
+                         "%s",
+                         Py_TYPE(object)->tp_name);
+            return -1;
+        }
+        sequence = PySequence_Fast(object, "shape: expected a sequence");
+        if (sequence == NULL) {
+            return -1;
+        }
+        count = PySequence_Fast_GET_SIZE(sequence);
+        if (count > FP8Q_MAX_DIMS) {
+            Py_DECREF(sequence);
+            PyErr_Format(PyExc_ValueError,
+                         "shape: fp8q tensors have at most %d dims, got %zd",
+                         FP8Q_MAX_DIMS, count);
+            return -1;
+        }
+        for (axis = 0; axis < count; axis++) {
+            PyObject *item = PySequence_Fast_GET_ITEM(sequence, axis);
+            PyObject *index;
+
+            if (!PyIndex_Check(item)) {
+                PyErr_Format(PyExc_TypeError,
+                             "shape: expected ints, got %s at axis %zd",
+                             Py_TYPE(item)->tp_name, axis);
+                Py_DECREF(sequence);
+                return -1;
+            }
+            index = PyNumber_Index(item);
+            if (index == NULL) {
+                Py_DECREF(sequence);
+                return -1;
+            }
+            shape[axis] = (int64_t)PyLong_AsLongLong(index);
+            Py_DECREF(index);
+            if (shape[axis] == -1 && PyErr_Occurred()) {
+                Py_DECREF(sequence);
+                return -1;
+            }
+        }
+        Py_DECREF(sequence);
+    }
+    *ndim = (int)count;
+    return 0;
+}
+
+/* Parses an int or a sequence of ints >= 0 into (ndim, shape). */
+static int parse_shape(PyObject *object, int *ndim, int64_t *shape)
+{
+    int axis;
+
+    if (fp8q_py_parse_extents(object, ndim, shape) < 0) {
+        return -1;
+    }
+    for (axis = 0; axis < *ndim; axis++) {
+        if (shape[axis] < 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "shape: extents must be >= 0, got %lld at axis %d",
+                         (long long)shape[axis], axis);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* empty() / zeros() arguments; *stream_out receives the stream. */
+static fp8q_TensorObject *new_tensor_from_arguments(PyObject *args,
+                                                    PyObject *kwargs,
+                                                    const char *format,
+                                                    fp8q_cu_stream *stream_out)
+{
+    static char *keywords[] = {"shape", "dtype", "device", "stream", NULL};
+    PyObject *shape_object;
+    PyObject *dtype_object = NULL;
+    PyObject *device_object = Py_None;
+    PyObject *stream_object = Py_None;
+    int64_t shape[FP8Q_MAX_DIMS];
+    fp8q_dtype dtype = FP8Q_FLOAT32;
+    fp8q_py_device device = {FP8Q_DEVICE_CPU, 0};
+    fp8q_cu_stream stream;
+    int ndim;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, keywords,
+                                     &shape_object, &dtype_object,
+                                     &device_object, &stream_object)) {
+        return NULL;
+    }
+    if (parse_shape(shape_object, &ndim, shape) < 0 ||
+        (dtype_object != NULL &&
+         fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0) ||
+        (device_object != Py_None &&
+         fp8q_py_parse_device(device_object, "device", &device) < 0) ||
+        fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
+        return NULL;
+    }
+    *stream_out = stream;
+    return fp8q_tensor_new_empty_on(dtype, ndim, shape, &device, stream);
+}
+
+static PyObject *empty(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    fp8q_cu_stream stream;
+
+    (void)module;
+    return (PyObject *)new_tensor_from_arguments(args, kwargs, "O|O$OO:empty",
+                                                 &stream);
+}
+
+static PyObject *zeros(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    fp8q_cu_stream stream = NULL;
+    fp8q_TensorObject *result =
+        new_tensor_from_arguments(args, kwargs, "O|O$OO:zeros", &stream);
+    size_t bytes;
+    fp8q_error error;
+    fp8q_status status;
+
+    (void)module;
+    if (result == NULL) {
+        return NULL;
+    }
+    /* Zero bits are the value 0 in every fp8q dtype. */
+    bytes = (size_t)fp8q_view_size(&result->view) *
+            fp8q_dtype_itemsize(result->view.dtype);
+    if (result->device_type == FP8Q_DEVICE_CPU) {
+        memset(result->allocation, 0, bytes);
+        return (PyObject *)result;
+    }
+    fp8q_error_clear(&error);
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_cuda_zero(result->cuda_device, result->allocation, bytes,
+                            stream, &error);
+    Py_END_ALLOW_THREADS
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        Py_DECREF(result);
+        return NULL;
+    }
+    return (PyObject *)result;
+}
+
+static PyMethodDef tensor_functions[] = {
+    {"empty", (PyCFunction)(void (*)(void))empty,
+     METH_VARARGS | METH_KEYWORDS,
+     "empty(shape, dtype='float32', *, device=None, stream=None)\n--\n\n"
+     "A new C-contiguous tensor with uninitialised memory. shape is an int "
+     "or a sequence of at most 16 ints >= 0; dtype is anything fp8q.dtype() "
+     "accepts. device: None or 'cpu' (64-byte aligned host memory), 'cuda', "
+     "'cuda:N', an int N or a torch.device (device memory, allocated "
+     "ordered on `stream`: None for the legacy default stream, an int "
+     "handle, or a stream object such as torch.cuda.Stream). Raises "
+     "fp8q.CudaError when CUDA cannot be used, saying why."},
+    {"zeros", (PyCFunction)(void (*)(void))zeros,
+     METH_VARARGS | METH_KEYWORDS,
+     "zeros(shape, dtype='float32', *, device=None, stream=None)\n--\n\n"
+     "Like empty(), with every element +0 (on CUDA: filled on `stream`)."},
+    {NULL, NULL, 0, NULL},
+};
+
+int fp8q_py_tensor_functions_init(PyObject *module)
+{
+    return PyModule_AddFunctions(module, tensor_functions);
+}

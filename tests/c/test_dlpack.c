@@ -1,0 +1,337 @@
+/*
+ * test_dlpack.c - the DLPack logic below the binding (core/dlpack.c):
+ * dtype codes against the DLPack 1.1 table, the checked view of a DLPack
+ * tensor (layouts accepted, every refusal and its status and message), the
+ * description of a view for an export, and the producer's stream and device
+ * values; device names (core/device_name.c).
+ */
+#include <limits.h>
+#include <string.h>
+
+#include "core/device_name.h"
+#include "core/dlpack.h"
+#include "harness.h"
+
+/* A CPU DLPack tensor over `data` (no byte_offset). */
+static fp8q_dl_tensor cpu_tensor(void *data, uint8_t code, uint8_t bits,
+                                 int32_t ndim, int64_t *shape,
+                                 int64_t *strides)
+{
+    fp8q_dl_tensor tensor;
+
+    memset(&tensor, 0, sizeof tensor);
+    tensor.data = data;
+    tensor.device.device_type = FP8Q_DL_CPU;
+    tensor.ndim = ndim;
+    tensor.dtype.code = code;
+    tensor.dtype.bits = bits;
+    tensor.dtype.lanes = 1;
+    tensor.shape = shape;
+    tensor.strides = strides;
+    return tensor;
+}
+
+void test_dlpack_dtype_codes(void)
+{
+    /* The DLPack 1.1 (code, bits) of each fp8q dtype, from the standard. */
+    static const struct {
+        fp8q_dtype dtype;
+        int code;
+        int bits;
+    } table[] = {
+        {FP8Q_FLOAT32, 2, 32},          {FP8Q_FLOAT16, 2, 16},
+        {FP8Q_BFLOAT16, 4, 16},         {FP8Q_UINT8, 1, 8},
+        {FP8Q_FLOAT8_E4M3FN, 10, 8},    {FP8Q_FLOAT8_E5M2, 12, 8},
+        {FP8Q_FLOAT8_E4M3FNUZ, 11, 8},  {FP8Q_FLOAT8_E5M2FNUZ, 13, 8},
+    };
+    fp8q_dl_data_type type;
+    fp8q_dtype dtype;
+    size_t index;
+
+    CHECK_INT(sizeof table / sizeof table[0], FP8Q_DTYPE_COUNT);
+    for (index = 0; index < sizeof table / sizeof table[0]; index++) {
+        type = fp8q_dl_data_type_of(table[index].dtype);
+        CHECK_INT(type.code, table[index].code);
+        CHECK_INT(type.bits, table[index].bits);
+        CHECK_INT(type.lanes, 1);
+        dtype = FP8Q_DTYPE_COUNT;
+        CHECK(fp8q_dtype_from_dl(type, &dtype));
+        CHECK_INT(dtype, table[index].dtype);
+    }
+    /* Not stored by fp8q: int32, float64, float with 2 lanes, 8-bit
+     * bfloat, float8_e4m3 (code 8); *dtype untouched. */
+    dtype = FP8Q_DTYPE_COUNT;
+    type.code = FP8Q_DL_INT;
+    type.bits = 32;
+    type.lanes = 1;
+    CHECK(!fp8q_dtype_from_dl(type, &dtype));
+    type.code = FP8Q_DL_FLOAT;
+    type.bits = 64;
+    CHECK(!fp8q_dtype_from_dl(type, &dtype));
+    type.bits = 32;
+    type.lanes = 2;
+    CHECK(!fp8q_dtype_from_dl(type, &dtype));
+    type.code = FP8Q_DL_BFLOAT;
+    type.bits = 8;
+    type.lanes = 1;
+    CHECK(!fp8q_dtype_from_dl(type, &dtype));
+    type.code = FP8Q_DL_FLOAT8_E4M3;
+    CHECK(!fp8q_dtype_from_dl(type, &dtype));
+    CHECK_INT(dtype, FP8Q_DTYPE_COUNT);
+
+    CHECK(strcmp(fp8q_dl_code_name(0), "int") == 0);
+    CHECK(strcmp(fp8q_dl_code_name(5), "complex") == 0);
+    CHECK(strcmp(fp8q_dl_code_name(9), "float8_e4m3b11fnuz") == 0);
+    CHECK(strcmp(fp8q_dl_code_name(17), "float4_e2m1fn") == 0);
+    /* The codes fp8q stores read "unknown" (as they always have). */
+    CHECK(strcmp(fp8q_dl_code_name(10), "unknown") == 0);
+    CHECK(strcmp(fp8q_dl_code_name(13), "unknown") == 0);
+    CHECK(strcmp(fp8q_dl_code_name(14), "float8_e8m0fnu") == 0);
+    CHECK(strcmp(fp8q_dl_code_name(18), "unknown") == 0);
+}
+
+void test_dlpack_tensor_view(void)
+{
+    float data[32];
+    int64_t shape[2] = {3, 4};
+    int64_t strides[2] = {1, 3};
+    int64_t negative[2] = {-4, 1};
+    fp8q_dl_tensor tensor;
+    fp8q_view view;
+    fp8q_error error;
+    int unsupported = 0;
+
+    /* No strides: C-contiguous. */
+    tensor = cpu_tensor(data, FP8Q_DL_FLOAT, 32, 2, shape, NULL);
+    CHECK_OK(fp8q_dl_tensor_view(&tensor, "x", -1, &view, &unsupported,
+                                 &error),
+             &error);
+    CHECK(view.data == (void *)data);
+    CHECK_INT(view.dtype, FP8Q_FLOAT32);
+    CHECK_INT(view.ndim, 2);
+    CHECK_INT(view.strides[0], 4);
+    CHECK_INT(view.strides[1], 1);
+
+    /* Given strides are kept; byte_offset moves the pointer. */
+    tensor.strides = strides;
+    tensor.byte_offset = 8;
+    CHECK_OK(fp8q_dl_tensor_view(&tensor, "x", -1, &view, NULL, &error),
+             &error);
+    CHECK(view.data == (void *)(data + 2));
+    CHECK_INT(view.strides[0], 1);
+    CHECK_INT(view.strides[1], 3);
+
+    /* Negative strides, the pointer at the last row. */
+    tensor = cpu_tensor(data + 8, FP8Q_DL_FLOAT, 32, 2, shape, negative);
+    CHECK_OK(fp8q_dl_tensor_view(&tensor, "x", -1, &view, NULL, &error),
+             &error);
+    CHECK_INT(view.strides[0], -4);
+
+    /* Reinterpreted: 32-bit floats read as... 32 bits only. */
+    tensor = cpu_tensor(data, 1, 8, 2, shape, NULL);
+    CHECK_OK(fp8q_dl_tensor_view(&tensor, "x", FP8Q_FLOAT8_E4M3FN, &view,
+                                 NULL, &error),
+             &error);
+    CHECK_INT(view.dtype, FP8Q_FLOAT8_E4M3FN);
+    CHECK_ERROR(fp8q_dl_tensor_view(&tensor, "x", FP8Q_BFLOAT16, &view, NULL,
+                                    &error),
+                &error, FP8Q_ERROR_VALUE,
+                "x: dtype=bfloat16 (16 bits) cannot reinterpret DLPack "
+                "elements of 8 bits (code 1, uint, lanes 1)",
+                NULL, NULL);
+
+    /* 0-d without a shape pointer. */
+    tensor = cpu_tensor(data, FP8Q_DL_FLOAT, 16, 0, NULL, NULL);
+    CHECK_OK(fp8q_dl_tensor_view(&tensor, "x", -1, &view, NULL, &error),
+             &error);
+    CHECK_INT(view.ndim, 0);
+    CHECK_INT(view.dtype, FP8Q_FLOAT16);
+
+    /* A dtype fp8q does not store: TypeError and the flag. */
+    tensor = cpu_tensor(data, FP8Q_DL_INT, 32, 2, shape, NULL);
+    CHECK_ERROR(fp8q_dl_tensor_view(&tensor, "obj", -1, &view, &unsupported,
+                                    &error),
+                &error, FP8Q_ERROR_TYPE,
+                "obj: unsupported DLPack dtype (code 0: int, bits 32, "
+                "lanes 1)",
+                NULL, NULL);
+    CHECK_INT(unsupported, 1);
+}
+
+void test_dlpack_tensor_view_refusals(void)
+{
+    float data[32];
+    int64_t shape[2] = {3, 4};
+    int64_t many[FP8Q_MAX_DIMS + 1];
+    int64_t spanning[2] = {INT64_C(1) << 62, 1};
+    fp8q_dl_tensor tensor;
+    fp8q_view view;
+    fp8q_error error;
+    int unsupported = 0;
+    int axis;
+
+    for (axis = 0; axis <= FP8Q_MAX_DIMS; axis++) {
+        many[axis] = 1;
+    }
+    tensor = cpu_tensor(data, FP8Q_DL_FLOAT, 32, 2, shape, NULL);
+    tensor.device.device_type = 13;
+    tensor.device.device_id = 2;
+    CHECK_ERROR(fp8q_dl_tensor_view(&tensor, "x", -1, &view, &unsupported,
+                                    &error),
+                &error, FP8Q_ERROR_BUFFER,
+                "x: the data is on DLPack device (13, 2); fp8q reads CPU",
+                NULL, NULL);
+    CHECK_INT(unsupported, 0);
+
+    tensor = cpu_tensor(data, FP8Q_DL_FLOAT, 32, FP8Q_MAX_DIMS + 1, many,
+                        NULL);
+    CHECK_ERROR(fp8q_dl_tensor_view(&tensor, "x", -1, &view, NULL, &error),
+                &error, FP8Q_ERROR_VALUE,
+                "x: fp8q tensors have 0 to 16 dims, got 17", NULL, NULL);
+
+    tensor = cpu_tensor(data, FP8Q_DL_FLOAT, 32, 2, NULL, NULL);
+    CHECK_ERROR(fp8q_dl_tensor_view(&tensor, "x", -1, &view, NULL, &error),
+                &error, FP8Q_ERROR_BUFFER, "x: DLPack tensor without a shape",
+                NULL, NULL);
+
+    tensor = cpu_tensor(data, FP8Q_DL_FLOAT, 32, 2, shape, NULL);
+    tensor.byte_offset = 6;
+    CHECK_ERROR(fp8q_dl_tensor_view(&tensor, "x", -1, &view, NULL, &error),
+                &error, FP8Q_ERROR_BUFFER,
+                "x: DLPack byte_offset 6 is not a multiple of the 4-byte "
+                "elements",
+                NULL, NULL);
+    tensor.byte_offset = (uint64_t)1 << 63;
+    CHECK_ERROR(fp8q_dl_tensor_view(&tensor, "x", -1, &view, NULL, &error),
+                &error, FP8Q_ERROR_BUFFER,
+                "x: DLPack byte_offset 9223372036854775808 overflows the "
+                "data pointer 0x",
+                NULL, NULL);
+
+    /* Misaligned and NULL data pointers, printed as Python's %p does. */
+    tensor = cpu_tensor((char *)data + 2, FP8Q_DL_FLOAT, 32, 2, shape, NULL);
+    CHECK_ERROR(fp8q_dl_tensor_view(&tensor, "x", -1, &view, NULL, &error),
+                &error, FP8Q_ERROR_BUFFER, "x: DLPack data pointer 0x",
+                "is not aligned to the 4-byte elements", NULL);
+    tensor.data = NULL;
+    CHECK_ERROR(fp8q_dl_tensor_view(&tensor, "x", -1, &view, NULL, &error),
+                &error, FP8Q_ERROR_BUFFER, "x: DLPack data pointer 0x",
+                "is not aligned", NULL);
+
+    /* A layout the view checks refuse (bytes beyond int64). */
+    tensor = cpu_tensor(data, FP8Q_DL_FLOAT, 32, 2, shape, spanning);
+    CHECK_ERROR(fp8q_dl_tensor_view(&tensor, "x", -1, &view, NULL, &error),
+                &error, FP8Q_ERROR_BUFFER, "x: unusable DLPack tensor: ",
+                "shape and strides", NULL);
+
+    /* Elements beyond the address space: rows 2**58 bytes apart. */
+    if (sizeof(void *) >= 8) {
+        int64_t huge[2] = {INT64_C(1) << 56, 1};
+
+        tensor = cpu_tensor(data, FP8Q_DL_FLOAT, 32, 2, shape, huge);
+        CHECK_ERROR(fp8q_dl_tensor_view(&tensor, "x", -1, &view, NULL,
+                                        &error),
+                    &error, FP8Q_ERROR_BUFFER,
+                    "x: the elements of the DLPack tensor at 0x",
+                    "(byte_offset 0 included) lie outside the address space",
+                    NULL);
+    }
+}
+
+void test_dlpack_export_values(void)
+{
+    uint16_t data[6];
+    const int64_t shape[2] = {2, 3};
+    int64_t dl_shape[FP8Q_MAX_DIMS];
+    int64_t dl_strides[FP8Q_MAX_DIMS];
+    fp8q_dl_tensor tensor;
+    fp8q_view view;
+    fp8q_error error;
+    uintptr_t handle = 0;
+
+    CHECK_OK(fp8q_view_init_contiguous(&view, data, FP8Q_BFLOAT16, 2, shape,
+                                       &error),
+             &error);
+    view.strides[0] = -3;
+    memset(&tensor, 0xFF, sizeof tensor);
+    fp8q_dl_tensor_describe(&tensor, &view, FP8Q_DL_CUDA, 3, dl_shape,
+                            dl_strides);
+    CHECK(tensor.data == (void *)data);
+    CHECK_INT(tensor.device.device_type, 2);
+    CHECK_INT(tensor.device.device_id, 3);
+    CHECK_INT(tensor.ndim, 2);
+    CHECK_INT(tensor.dtype.code, 4);
+    CHECK_INT(tensor.dtype.bits, 16);
+    CHECK_INT(tensor.dtype.lanes, 1);
+    CHECK(tensor.shape == dl_shape && tensor.strides == dl_strides);
+    CHECK_INT(dl_shape[0], 2);
+    CHECK_INT(dl_shape[1], 3);
+    CHECK_INT(dl_strides[0], -3);
+    CHECK_INT(dl_strides[1], 1);
+    CHECK_INT(tensor.byte_offset, 0);
+
+    /* Streams: -1 no ordering; 0, < -1, LLONG_MAX and beyond uintptr_t
+     * none; 1, 2 and handles are streams. */
+    CHECK_INT(fp8q_dl_consumer_stream(-1, &handle), 0);
+    CHECK_INT(fp8q_dl_consumer_stream(0, &handle), -1);
+    CHECK_INT(fp8q_dl_consumer_stream(-2, &handle), -1);
+    CHECK_INT(fp8q_dl_consumer_stream(LLONG_MIN, &handle), -1);
+    CHECK_INT(fp8q_dl_consumer_stream(LLONG_MAX, &handle), -1);
+    CHECK_INT(handle, 0);
+    CHECK_INT(fp8q_dl_consumer_stream(1, &handle), 1);
+    CHECK_INT(handle, 1);
+    CHECK_INT(fp8q_dl_consumer_stream(2, &handle), 1);
+    CHECK_INT(handle, 2);
+    CHECK_INT(fp8q_dl_consumer_stream(0x7f0012345600LL, &handle),
+              sizeof(uintptr_t) >= 8 ? 1 : -1);
+
+    CHECK(fp8q_dl_copy_target_reachable(1, 0));
+    CHECK(!fp8q_dl_copy_target_reachable(1, 1));
+    CHECK(fp8q_dl_copy_target_reachable(2, 0));
+    CHECK(fp8q_dl_copy_target_reachable(2, INT32_MAX));
+    CHECK(!fp8q_dl_copy_target_reachable(2, (long long)INT32_MAX + 1));
+    CHECK(!fp8q_dl_copy_target_reachable(2, -1));
+    CHECK(!fp8q_dl_copy_target_reachable(13, 0));
+}
+
+void test_device_names(void)
+{
+    /* (text, parsed?, type, index) */
+    static const struct {
+        const char *text;
+        int parsed;
+        int type;
+        int index;
+    } cases[] = {
+        {"cpu", 0, FP8Q_DEVICE_CPU, 0},
+        {"cuda", 0, FP8Q_DEVICE_CUDA, 0},
+        {"cuda:0", 0, FP8Q_DEVICE_CUDA, 0},
+        {"cuda:7", 0, FP8Q_DEVICE_CUDA, 7},
+        {"cuda:1000000", 0, FP8Q_DEVICE_CUDA, 1000000},
+        {"cuda:1000001", -1, -5, -5},
+        {"cuda:99999999999999999999", -1, -5, -5},
+        {"cuda:", -1, -5, -5},
+        {"cuda:-1", -1, -5, -5},
+        {"cuda:+1", -1, -5, -5},
+        {"cuda:1x", -1, -5, -5},
+        {"cuda:1 ", -1, -5, -5},
+        {"CPU", -1, -5, -5},
+        {"cpu:0", -1, -5, -5},
+        {"", -1, -5, -5},
+        {"gpu", -1, -5, -5},
+    };
+    size_t index;
+    int type;
+    int device_index;
+
+    for (index = 0; index < sizeof cases / sizeof cases[0]; index++) {
+        type = -5;
+        device_index = -5;
+        CHECK_INT(fp8q_device_parse(cases[index].text, &type, &device_index),
+                  cases[index].parsed);
+        CHECK_INT(type, cases[index].type);
+        CHECK_INT(device_index, cases[index].index);
+    }
+    CHECK_INT(FP8Q_DEVICE_CPU, FP8Q_DL_CPU);
+    CHECK_INT(FP8Q_DEVICE_CUDA, FP8Q_DL_CUDA);
+}

@@ -1,0 +1,167 @@
+/*
+ * test_view_layout.c - core/view_layout.c: the shapes of reshapes (one
+ * extent inferred, every refusal and its message), re-cuts of the last axis
+ * for another itemsize (checked element by element against the bytes),
+ * 2-D transposes, Fortran contiguity.
+ */
+#include <string.h>
+
+#include "core/view_layout.h"
+#include "harness.h"
+#include "helpers.h"
+
+void test_view_reshape_shape(void)
+{
+    float data[24];
+    const int64_t source_shape[3] = {2, 3, 4};
+    const int64_t empty_shape[2] = {0, 5};
+    int64_t shape[4];
+    fp8q_view view = make_view(data, FP8Q_FLOAT32, 3, source_shape, NULL);
+    fp8q_view empty = make_view(data, FP8Q_FLOAT32, 2, empty_shape, NULL);
+    fp8q_error error;
+
+    shape[0] = 4;
+    shape[1] = -1;
+    CHECK_OK(fp8q_view_reshape_shape(&view, 2, shape, "R", &error), &error);
+    CHECK_INT(shape[1], 6);
+    shape[0] = 24;
+    CHECK_OK(fp8q_view_reshape_shape(&view, 1, shape, "R", &error), &error);
+
+    shape[0] = -1;
+    shape[1] = -1;
+    CHECK_ERROR(fp8q_view_reshape_shape(&view, 2, shape, "R", &error), &error,
+                FP8Q_ERROR_VALUE,
+                "R: extents must be >= 0, with at most one -1, got -1 at "
+                "axis 1",
+                NULL, NULL);
+    shape[0] = 5;
+    shape[1] = 5;
+    CHECK_ERROR(fp8q_view_reshape_shape(&view, 2, shape, "R", &error), &error,
+                FP8Q_ERROR_VALUE,
+                "R: cannot reshape a tensor of shape (2, 3, 4) (24 elements) "
+                "into (5, 5)",
+                NULL, NULL);
+    shape[0] = 5;
+    shape[1] = -1;
+    CHECK_ERROR(fp8q_view_reshape_shape(&view, 2, shape, "R", &error), &error,
+                FP8Q_ERROR_VALUE, "into (5, -1)", NULL, NULL);
+    shape[0] = INT64_C(1) << 40;
+    shape[1] = INT64_C(1) << 40;
+    CHECK_ERROR(fp8q_view_reshape_shape(&view, 2, shape, "R", &error), &error,
+                FP8Q_ERROR_VALUE,
+                "R: the shape (1099511627776, 1099511627776) has too many "
+                "elements",
+                NULL, NULL);
+
+    /* Empty: any shape with a 0; -1 beside a 0 cannot be inferred. */
+    shape[0] = 7;
+    shape[1] = 0;
+    shape[2] = INT64_C(1) << 62;
+    CHECK_OK(fp8q_view_reshape_shape(&empty, 3, shape, "R", &error), &error);
+    shape[0] = 0;
+    shape[1] = -1;
+    CHECK_ERROR(fp8q_view_reshape_shape(&empty, 2, shape, "R", &error),
+                &error, FP8Q_ERROR_VALUE, "into (0, -1)",
+                "(-1 cannot be inferred next to an extent of 0)", NULL);
+}
+
+void test_view_recut_and_transpose(void)
+{
+    uint32_t words[12];
+    const int64_t shape[2] = {3, 4};
+    const int64_t wide_shape[2] = {3, 2};
+    const int64_t gapped[2] = {4, 1};
+    fp8q_view view;
+    fp8q_view out;
+    fp8q_view back;
+    fp8q_error error;
+    int64_t row;
+    int64_t col;
+
+    /* float32 (3, 4) as uint8: (3, 16), every byte where it was. */
+    view = make_view(words, FP8Q_FLOAT32, 2, shape, NULL);
+    CHECK_OK(fp8q_view_recut_last_axis(&view, FP8Q_UINT8, &out, "V", &error),
+             &error);
+    CHECK_INT(out.dtype, FP8Q_UINT8);
+    CHECK_INT(out.shape[0], 3);
+    CHECK_INT(out.shape[1], 16);
+    CHECK_INT(out.strides[0], 16);
+    CHECK_INT(out.strides[1], 1);
+    for (row = 0; row < 3; row++) {
+        for (col = 0; col < 16; col++) {
+            CHECK(fp8q_view_element_2d(&out, row, col) ==
+                  (char *)words + row * 16 + col);
+        }
+    }
+    /* ... and back to float32, then to bfloat16 (3, 8). */
+    CHECK_OK(fp8q_view_recut_last_axis(&out, FP8Q_FLOAT32, &back, "V",
+                                       &error),
+             &error);
+    CHECK_INT(back.shape[1], 4);
+    CHECK_INT(back.strides[0], 4);
+    CHECK_OK(fp8q_view_recut_last_axis(&view, FP8Q_BFLOAT16, &out, "V",
+                                       &error),
+             &error);
+    CHECK_INT(out.shape[1], 8);
+    CHECK_INT(out.strides[0], 8);
+
+    /* A (3, 2) view with row stride 4 (a gap) still re-cuts; its
+     * transpose (non-contiguous last axis) does not; neither does a 0-d
+     * view nor a misaligned one. */
+    view = make_view(words, FP8Q_FLOAT32, 2, wide_shape, gapped);
+    CHECK_OK(fp8q_view_recut_last_axis(&view, FP8Q_FLOAT16, &out, "V",
+                                       &error),
+             &error);
+    CHECK_INT(out.shape[1], 4);
+    CHECK_INT(out.strides[0], 8);
+    fp8q_view_transpose_2d(&view, &out);
+    CHECK_INT(out.shape[0], 2);
+    CHECK_INT(out.shape[1], 3);
+    CHECK_INT(out.strides[0], 1);
+    CHECK_INT(out.strides[1], 4);
+    CHECK(fp8q_view_element_2d(&out, 1, 2) ==
+          fp8q_view_element_2d(&view, 2, 1));
+    CHECK_ERROR(fp8q_view_recut_last_axis(&out, FP8Q_UINT8, &back, "V",
+                                          &error),
+                &error, FP8Q_ERROR_VALUE,
+                "V: cannot read a tensor of float32 (itemsize 4) as uint8 "
+                "(itemsize 1): that needs at least one dimension",
+                NULL, NULL);
+    view = make_view(words, FP8Q_FLOAT32, 0, NULL, NULL);
+    CHECK_ERROR(fp8q_view_recut_last_axis(&view, FP8Q_UINT8, &out, "V",
+                                          &error),
+                &error, FP8Q_ERROR_VALUE, "V: cannot read", NULL, NULL);
+    view = make_view((char *)words + 2, FP8Q_FLOAT16, 2, shape, NULL);
+    CHECK_ERROR(fp8q_view_recut_last_axis(&view, FP8Q_FLOAT32, &out, "V",
+                                          &error),
+                &error, FP8Q_ERROR_VALUE, "as float32 (itemsize 4)",
+                "a multiple of 4", NULL);
+}
+
+void test_view_fortran_contiguous(void)
+{
+    /* (shape, strides, Fortran-contiguous?) of 2-D float32 views. */
+    static const struct {
+        int64_t shape[2];
+        int64_t strides[2];
+        int expected;
+    } cases[] = {
+        {{3, 4}, {1, 3}, 1},  /* column-major */
+        {{3, 4}, {4, 1}, 0},  /* row-major */
+        {{3, 4}, {1, 4}, 0},  /* a gap between columns */
+        {{1, 4}, {99, 1}, 1}, /* extents of 1: any stride */
+        {{0, 4}, {5, 7}, 1},  /* empty */
+    };
+    float data[64];
+    fp8q_view view;
+    size_t index;
+
+    for (index = 0; index < sizeof cases / sizeof cases[0]; index++) {
+        view = make_view(data, FP8Q_FLOAT32, 2, cases[index].shape,
+                         cases[index].strides);
+        CHECK_INT(fp8q_view_is_fortran_contiguous(&view),
+                  cases[index].expected);
+    }
+    view = make_view(data, FP8Q_FLOAT32, 0, NULL, NULL);
+    CHECK(fp8q_view_is_fortran_contiguous(&view));
+}
