@@ -21,44 +21,7 @@
 #include "cuda/memory.h"
 #include "cuda/ops.h"
 
-static const fp8q_cuda_device *device;
-static int failures;
-
-static void fail(const char *test, const char *why, const fp8q_error *error)
-{
-    printf("FAIL %s: %s%s%s\n", test, why, error != NULL ? ": " : "",
-           error != NULL ? error->message : "");
-    failures++;
-}
-
-/* `bytes` of device memory holding `host` (NULL: left as allocated). */
-static void *on_device(const void *host, size_t bytes)
-{
-    fp8q_cuda_capture capture;
-    fp8q_error error;
-    void *memory = NULL;
-
-    fp8q_error_clear(&error);
-    if (fp8q_cuda_alloc(device, bytes, NULL, &memory, &capture, &error) !=
-            FP8Q_OK ||
-        (host != NULL && fp8q_cuda_copy(device, memory, host, bytes, NULL, 1,
-                                        &error) != FP8Q_OK)) {
-        fail("setup", "device memory", &error);
-        return NULL;
-    }
-    return memory;
-}
-
-static void to_host(void *host, const void *memory, size_t bytes)
-{
-    fp8q_error error;
-
-    fp8q_error_clear(&error);
-    if (fp8q_cuda_copy(device, host, memory, bytes, NULL, 1, &error) !=
-        FP8Q_OK) {
-        fail("setup", "copy to the host", &error);
-    }
-}
+#include "device_helpers.h"
 
 static fp8q_view view_of(void *data, fp8q_dtype dtype, int ndim,
                          const int64_t *shape, const int64_t *strides)
