@@ -17,7 +17,6 @@
 
 #include "core/cast.h"
 #include "cuda/driver.h"
-#include "cuda/kernel_image.h"
 #include "cuda/memory.h"
 #include "cuda/ops.h"
 
@@ -294,17 +293,10 @@ int main(int argc, char **argv)
     const int all[3] = {1, 1, 1};
     const int first[3] = {1, 0, 0};
     const int outer[3] = {1, 0, 1};
-    fp8q_error error;
+    const int start = open_device(argc, argv, 2, "cuda_ops KERNEL_FOLDER");
 
-    if (argc != 2) {
-        printf("usage: cuda_ops KERNEL_FOLDER\n");
-        return 2;
-    }
-    fp8q_kernel_image_set_folder(argv[1]);
-    fp8q_error_clear(&error);
-    if (fp8q_cuda_device_open(0, &device, &error) != FP8Q_OK) {
-        fail("setup", "no fake device", &error);
-        return 1;
+    if (start != 0) {
+        return start;
     }
     check_cast("cast-transposed", t_shape, t_strides, 2);
     check_cast("cast-gathered", p_shape, p_strides, 3);

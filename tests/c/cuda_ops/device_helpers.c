@@ -6,6 +6,7 @@
 
 #include "device_helpers.h"
 
+#include "cuda/kernel_image.h"
 #include "cuda/memory.h"
 
 const fp8q_cuda_device *device;
@@ -44,4 +45,21 @@ void to_host(void *host, const void *memory, size_t bytes)
         FP8Q_OK) {
         fail("setup", "copy to the host", &error);
     }
+}
+
+int open_device(int argc, char **argv, int n_args, const char *usage)
+{
+    fp8q_error error;
+
+    if (argc != n_args) {
+        printf("usage: %s\n", usage);
+        return 2;
+    }
+    fp8q_kernel_image_set_folder(argv[1]);
+    fp8q_error_clear(&error);
+    if (fp8q_cuda_device_open(0, &device, &error) != FP8Q_OK) {
+        fail("setup", "no fake device", &error);
+        return 1;
+    }
+    return 0;
 }

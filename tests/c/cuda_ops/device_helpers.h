@@ -26,4 +26,9 @@ void *on_device(const void *host, size_t bytes);
 /* Copies `bytes` of device memory back to `host` (a failure reported). */
 void to_host(void *host, const void *memory, size_t bytes);
 
+/* The program's start: with argc == `n_args` (else prints "usage: USAGE"
+ * and returns 2), the kernel folder argv[1] set and fake device 0 opened
+ * into `device` (else a reported failure and 1); 0 when ready. */
+int open_device(int argc, char **argv, int n_args, const char *usage);
+
 #endif /* FP8Q_TESTS_DEVICE_HELPERS_H */

@@ -24,7 +24,6 @@
 #include "core/float_codec.h"
 #include "cuda/cublaslt.h"
 #include "cuda/driver.h"
-#include "cuda/kernel_image.h"
 #include "cuda/matmul_padding.h"
 #include "cuda/memory.h"
 #include "cuda/scaled_mm_ops.h"
@@ -100,6 +99,25 @@ static float scale_b_value(const spec *s, int64_t col, int64_t block)
 static float bias_value(int64_t col)
 {
     return (float)(col % 9) * 0.25f - 1.0f;
+}
+
+/* The call of a @ b into out in `mode`, nothing else set. */
+static fp8q_cuda_scaled_mm_call call_of(const fp8q_view *a, const fp8q_view *b,
+                                        const fp8q_view *scale_a,
+                                        const fp8q_view *scale_b,
+                                        const fp8q_view *out,
+                                        fp8q_scaling mode)
+{
+    fp8q_cuda_scaled_mm_call call;
+
+    memset(&call, 0, sizeof call);
+    call.a = a;
+    call.b = b;
+    call.scale_a = scale_a;
+    call.scale_b = scale_b;
+    call.out = out;
+    call.mode = mode;
+    return call;
 }
 
 /* Runs `s` and compares out (and amax) with the oracle; returns the
@@ -230,12 +248,11 @@ static fp8q_status run_spec(const spec *s, fp8q_error *error)
         fail(s->name, "not the scaling mode meant", error);
         return FP8Q_ERROR_VALUE;
     }
-    call.a = &a;
-    call.b = &b;
-    call.scale_a = &view_a;
-    call.scale_b = &view_b;
-    call.out = &out;
-    call.mode = mode;
+    {
+        const fp8q_view *bias_given = call.bias;
+        call = call_of(&a, &b, &view_a, &view_b, &out, mode);
+        call.bias = bias_given;
+    }
     if (s->fp8_out) {
         call.has_scale_result = 1;
         call.scale_result = 2.0f;
@@ -368,13 +385,8 @@ static void check_refusal_and_empty(void)
     b = matrix(memory, FP8Q_FLOAT8_E4M3FN, 16, 4, 1, 16);
     scale_view = matrix(scale_memory, FP8Q_FLOAT32, 1, 1, 1, 1);
     out = matrix(memory, FP8Q_FLOAT32, 4, 4, 1, 4);
-    memset(&call, 0, sizeof call);
-    call.a = &a;
-    call.b = &b;
-    call.scale_a = &scale_view;
-    call.scale_b = &scale_view;
-    call.out = &out;
-    call.mode = FP8Q_SCALING_TENSORWISE;
+    call = call_of(&a, &b, &scale_view, &scale_view, &out,
+                   FP8Q_SCALING_TENSORWISE);
     fp8q_error_clear(&error);
     status = fp8q_cuda_scaled_mm(library, device, &call, NULL, &error);
     if (status != FP8Q_ERROR_VALUE || strcmp(error.message, expected) != 0 ||
@@ -442,17 +454,11 @@ int main(int argc, char **argv)
         {"failing", "failing", 4, 32, 16, tensor, 0, 0, 0, 0, 0, 0,
          FP8Q_CUDA_MM_ONE_CALL},
     };
-    fp8q_error error;
+    const int start =
+        open_device(argc, argv, 3, "scaled_mm_ops KERNEL_FOLDER SCENARIO");
 
-    if (argc != 3) {
-        printf("usage: scaled_mm_ops KERNEL_FOLDER SCENARIO\n");
-        return 2;
-    }
-    fp8q_kernel_image_set_folder(argv[1]);
-    fp8q_error_clear(&error);
-    if (fp8q_cuda_device_open(0, &device, &error) != FP8Q_OK) {
-        fail("setup", "no fake device", &error);
-        return 1;
+    if (start != 0) {
+        return start;
     }
     library = fp8q_cublaslt_load(NULL, 0);
     if (library->error.status != FP8Q_OK) {
