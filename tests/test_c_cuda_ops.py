@@ -31,8 +31,9 @@ BUILD_INFO = """#define FP8Q_CUDA_KERNELS 1
 FATBIN_HEADER = bytes([0x50, 0xED, 0x55, 0xBA, 1, 0, 16, 0]) + bytes(8)
 
 
-def build(directory):
-    """Compiles the test program into `directory`; returns its path."""
+def build(directory, program_name="cuda_ops"):
+    """Compiles the test program tests/c/cuda_ops/PROGRAM_NAME.c into
+    `directory`; returns its path."""
     compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     (directory / "generated").mkdir()
     (directory / "generated" / "fp8q_build_info.h").write_text(BUILD_INFO)
@@ -48,11 +49,12 @@ def build(directory):
                         "-c", str(ROOT / "csrc" / "core" / f"{name}.c"), "-o", str(target)],
                        check=True)
         objects.append(str(target))
-    sources = [str(TESTS / "c" / "cuda_ops" / "cuda_ops.c"), str(ROOT / "csrc" / "platform.c")]
+    sources = [str(TESTS / "c" / "cuda_ops" / f"{program_name}.c"),
+               str(TESTS / "c" / "cuda_ops" / "device_helpers.c"), str(ROOT / "csrc" / "platform.c")]
     sources += sorted(str(path) for path in (ROOT / "csrc" / "core").glob("*.c")
                       if not path.stem.endswith("_avx2"))
     sources += sorted(str(path) for path in (ROOT / "csrc" / "cuda").glob("*.c"))
-    program = directory / "cuda_ops"
+    program = directory / program_name
     subprocess.run([compiler, *flags, *sources, *objects, "-o", str(program),
                     "-pthread", "-lm", "-ldl"], check=True)
     return program

@@ -457,33 +457,16 @@ typedef struct fp8q_py_scaled_mm {
     fp8q_TensorObject *scale_result_on_device;
 } fp8q_py_scaled_mm;
 
-/* The product on the GPU (scaled_mm_cuda.c), on `stream`. 0, or -1 with an
- * exception. */
+/* The product on the GPU (scaled_mm_cuda.c: cuda/scaled_mm_ops.h on the
+ * call's views), on `stream`. 0, or -1 with an exception. */
 int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
                            fp8q_cu_stream stream);
 
-/* The paths of a product on the GPU (docs/scaled_mm.md, "GPUs"), in their
- * order of preference; scaled_mm_paths.c names and records them. */
-typedef enum fp8q_py_mm_path {
-    FP8Q_PY_MM_ONE_CALL,        /* one cuBLASLt call, the codes as they are */
-    FP8Q_PY_MM_ONE_CALL_PADDED, /* the same on zero-padded operands         */
-    FP8Q_PY_MM_FP8,             /* cuBLASLt FP8 sums + epilogue kernel      */
-    FP8Q_PY_MM_FP8_PADDED,      /* the same on zero-padded operands         */
-    FP8Q_PY_MM_BFLOAT16,        /* exact bfloat16 decodes + epilogue kernel */
-    FP8Q_PY_MM_BLOCKWISE,       /* float32 block-scaled decodes + epilogue  */
-    FP8Q_PY_MM_PATH_COUNT
-} fp8q_py_mm_path;
-
-/* The path's words in FP8Q_LOG's lines, errors and fp8q.info() (e.g.
- * "one cuBLASLt call"). */
-const char *fp8q_py_mm_path_name(fp8q_py_mm_path path);
-
-/* Called when `call` has run along `path`: remembers it as the last path of
- * call->mode on its device (fp8q._C._scaled_mm_paths()) and, with
- * FP8Q_LOG=1, writes "fp8q: scaled_mm M=.. N=.. K=.. on cuda:D: PATH" to
- * stderr. */
-void fp8q_py_mm_path_taken(const fp8q_py_scaled_mm *call,
-                           fp8q_py_mm_path path);
+/* cuBLASLt, loaded on the first call (GIL released meanwhile) with the
+ * NVIDIA wheels' folders under this interpreter's install folders
+ * (fp8q._install_folders) searched too (cublaslt_info.c). NULL with
+ * fp8q.CudaError when none is usable. */
+const struct fp8q_cublaslt *fp8q_py_load_cublaslt(void);
 
 /* The product on the operands' device (scaled_mm.c): the GPU's on `stream`,
  * or the CPU's, which may compute straight into call->out when `out_is_new`
@@ -922,7 +905,7 @@ int fp8q_py_calibration_init(PyObject *module);
 int fp8q_py_scaled_mm_init(PyObject *module);
 int fp8q_py_scaled_mm_cuda_init(PyObject *module);
 int fp8q_py_dlpack_exchange_init(PyObject *module);
-int fp8q_py_scaled_mm_paths_init(PyObject *module);
+int fp8q_py_cublaslt_info_init(PyObject *module);
 int fp8q_py_linear_layer_init(PyObject *module);
 int fp8q_py_layer_weight_only_init(PyObject *module);
 int fp8q_py_norm_quantize_init(PyObject *module);

@@ -82,7 +82,7 @@ static int fp8q_module_exec(PyObject *module)
         fp8q_py_scaled_mm_init(module) < 0 ||
         fp8q_py_scaled_mm_cuda_init(module) < 0 ||
         fp8q_py_dlpack_exchange_init(module) < 0 ||
-        fp8q_py_scaled_mm_paths_init(module) < 0 ||
+        fp8q_py_cublaslt_info_init(module) < 0 ||
         fp8q_py_linear_layer_init(module) < 0 ||
         fp8q_py_layer_weight_only_init(module) < 0 ||
         fp8q_py_norm_quantize_init(module) < 0) {

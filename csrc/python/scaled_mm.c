@@ -1,7 +1,7 @@
 /*
  * scaled_mm.c - fp8q.scaled_mm: out = (a * scale_a) @ (b * scale_b) + bias
  * for FP8 a (M, K) and b (K, N): the argument checks, and the CPU path
- * (scaled_mm_cuda.c has the GPU's).
+ * (scaled_mm_cuda.c hands the GPU's to cuda/scaled_mm_ops.h).
  *
  * The CPU path: core decodes a into float32 (exactly, with the blockwise
  * scales applied); where core has a kernel for b (b = w.T, columns

@@ -28,44 +28,7 @@
 #include "cuda/ops.h"
 #include "cuda/weight_only_ops.h"
 
-static const fp8q_cuda_device *device;
-static int failures;
-
-static void fail(const char *test, const char *why, const fp8q_error *error)
-{
-    printf("FAIL %s: %s%s%s\n", test, why, error != NULL ? ": " : "",
-           error != NULL ? error->message : "");
-    failures++;
-}
-
-/* `bytes` of device memory holding `host` (NULL: left as allocated). */
-static void *on_device(const void *host, size_t bytes)
-{
-    fp8q_cuda_capture capture;
-    fp8q_error error;
-    void *memory = NULL;
-
-    fp8q_error_clear(&error);
-    if (fp8q_cuda_alloc(device, bytes, NULL, &memory, &capture, &error) !=
-            FP8Q_OK ||
-        (host != NULL && fp8q_cuda_copy(device, memory, host, bytes, NULL, 1,
-                                        &error) != FP8Q_OK)) {
-        fail("setup", "device memory", &error);
-        return NULL;
-    }
-    return memory;
-}
-
-static void to_host(void *host, const void *memory, size_t bytes)
-{
-    fp8q_error error;
-
-    fp8q_error_clear(&error);
-    if (fp8q_cuda_copy(device, host, memory, bytes, NULL, 1, &error) !=
-        FP8Q_OK) {
-        fail("setup", "copy to the host", &error);
-    }
-}
+#include "device_helpers.h"
 
 static fp8q_view view_of(void *data, fp8q_dtype dtype, int ndim,
                          const int64_t *shape, const int64_t *strides)
@@ -775,17 +738,10 @@ int main(int argc, char **argv)
     const int all[3] = {1, 1, 1};
     const int first[3] = {1, 0, 0};
     const int outer[3] = {1, 0, 1};
-    fp8q_error error;
+    const int start = open_device(argc, argv, 2, "cuda_ops KERNEL_FOLDER");
 
-    if (argc != 2) {
-        printf("usage: cuda_ops KERNEL_FOLDER\n");
-        return 2;
-    }
-    fp8q_kernel_image_set_folder(argv[1]);
-    fp8q_error_clear(&error);
-    if (fp8q_cuda_device_open(0, &device, &error) != FP8Q_OK) {
-        fail("setup", "no fake device", &error);
-        return 1;
+    if (start != 0) {
+        return start;
     }
     check_cast("cast-transposed", t_shape, t_strides, 2);
     check_cast("cast-gathered", p_shape, p_strides, 3);

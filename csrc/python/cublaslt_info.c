@@ -1,0 +1,357 @@
+/*
+ * cublaslt_info.c - cuBLASLt as the binding loads it (the NVIDIA wheels'
+ * folders of this interpreter's install folders handed to
+ * cuda/cublaslt.h's search) and the private functions that report on it:
+ * fp8q._C._cublaslt_info() (fp8q.info()) and the GEMM tuner's choices
+ * exported and imported (fp8q.gemm_tuning).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "python/binding.h"
+
+#include "cuda/cublaslt.h"
+#include "cuda/matmul.h"
+
+#define MAX_WHEEL_DIRECTORIES 192
+
+/* ------------------------------------------------------------------------- */
+/* cuBLASLt                                                                  */
+
+/* The NVIDIA wheels' library directories under each install folder of this
+ * interpreter (fp8q._install_folders: never the working directory, a
+ * script's folder or another sys.path entry), as UTF-8 strings owned by
+ * `texts`; their count, or -1 with an exception. */
+static int wheel_directories(PyObject **texts, const char **directories)
+{
+#if defined(_WIN32)
+    /* CUDA 13's wheels keep the DLLs in bin/x86_64, CUDA 12's in bin. */
+    static const char *const wheel_subdirectories[] = {
+        "nvidia/cu13/bin/x86_64", "nvidia/cu13/bin", "nvidia/cublas/bin"};
+#else
+    static const char *const wheel_subdirectories[] = {"nvidia/cu13/lib",
+                                                       "nvidia/cublas/lib"};
+#endif
+#define N_WHEEL_SUBDIRECTORIES \
+    (sizeof wheel_subdirectories / sizeof wheel_subdirectories[0])
+    PyObject *folders = NULL;
+    PyObject *helper = PyImport_ImportModule("fp8q._install_folders");
+    Py_ssize_t entry;
+    int count = 0;
+
+    if (helper != NULL) {
+        folders = PyObject_CallMethod(helper, "package_folders", NULL);
+        Py_DECREF(helper);
+    }
+    if (folders == NULL) {
+        return -1;
+    }
+    if (!PyList_Check(folders)) {
+        Py_DECREF(folders);
+        PyErr_SetString(PyExc_TypeError,
+                        "fp8q._install_folders.package_folders() must "
+                        "return a list");
+        return -1;
+    }
+    for (entry = 0; entry < PyList_GET_SIZE(folders) &&
+                    count + (int)N_WHEEL_SUBDIRECTORIES <=
+                        MAX_WHEEL_DIRECTORIES;
+         entry++) {
+        PyObject *folder = PyList_GET_ITEM(folders, entry);
+        size_t sub;
+        if (!PyUnicode_Check(folder)) {
+            continue;
+        }
+        for (sub = 0; sub < N_WHEEL_SUBDIRECTORIES; sub++) {
+            texts[count] = PyUnicode_FromFormat("%U/%s", folder,
+                                                wheel_subdirectories[sub]);
+            directories[count] = texts[count] != NULL
+                                     ? PyUnicode_AsUTF8(texts[count])
+                                     : NULL;
+            if (directories[count] == NULL) {
+                /* Not UTF-8 (a lone surrogate): not a path fp8q can open. */
+                Py_XDECREF(texts[count]);
+                PyErr_Clear();
+                continue;
+            }
+            count++;
+        }
+    }
+    Py_DECREF(folders);
+    return count;
+}
+
+const fp8q_cublaslt *fp8q_py_load_cublaslt(void)
+{
+    const fp8q_cublaslt *library = fp8q_cublaslt_loaded();
+    PyObject *texts[MAX_WHEEL_DIRECTORIES];
+    const char *directories[MAX_WHEEL_DIRECTORIES];
+    int count;
+    int index;
+
+    if (library == NULL) {
+        count = wheel_directories(texts, directories);
+        if (count < 0) {
+            return NULL;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        library = fp8q_cublaslt_load(directories, count);
+        Py_END_ALLOW_THREADS
+        for (index = 0; index < count; index++) {
+            Py_DECREF(texts[index]);
+        }
+    }
+    if (library->error.status != FP8Q_OK) {
+        fp8q_py_raise(&library->error);
+        return NULL;
+    }
+    return library;
+}
+
+/* ------------------------------------------------------------------------- */
+/* fp8q._C._cublaslt_info()                                                  */
+
+/* A list of the names of the scaling modes whose bits are set. */
+static PyObject *mode_names(unsigned bits)
+{
+    static const char *const names[] = {"unscaled", "tensorwise", "rowwise",
+                                        "blockwise"};
+    PyObject *list = PyList_New(0);
+    size_t index;
+    for (index = 0; list != NULL && index < sizeof names / sizeof names[0];
+         index++) {
+        PyObject *name;
+        if (!(bits & (1u << index))) {
+            continue;
+        }
+        name = PyUnicode_FromString(names[index]);
+        if (name == NULL || PyList_Append(list, name) < 0) {
+            Py_XDECREF(name);
+            Py_CLEAR(list);
+            break;
+        }
+        Py_DECREF(name);
+    }
+    return list;
+}
+
+/* {"DEVICE": {"accepted": [...], "refused": [...]}} for the devices where
+ * cuBLASLt ran or refused products so far, by scaling mode. */
+static PyObject *scale_modes_seen(void)
+{
+    PyObject *seen = PyDict_New();
+    int index;
+    for (index = 0; seen != NULL && index < FP8Q_CUBLASLT_MAX_DEVICES;
+         index++) {
+        unsigned accepted, refused;
+        PyObject *entry;
+        char key[16];
+        fp8q_matmul_modes_seen(index, &accepted, &refused);
+        if (accepted == 0 && refused == 0) {
+            continue;
+        }
+        entry = Py_BuildValue("{s:N,s:N}", "accepted", mode_names(accepted),
+                              "refused", mode_names(refused));
+        (void)snprintf(key, sizeof key, "%d", index);
+        if (entry == NULL || PyDict_SetItemString(seen, key, entry) < 0) {
+            Py_XDECREF(entry);
+            Py_CLEAR(seen);
+            break;
+        }
+        Py_DECREF(entry);
+    }
+    return seen;
+}
+
+/* The places the search tried before its outcome, a list of "place
+ * (reason)" strings (fp8q_cublaslt.search). */
+static PyObject *search_lines(const fp8q_cublaslt *library)
+{
+    PyObject *text = PyUnicode_DecodeUTF8(
+        library->search, (Py_ssize_t)strlen(library->search), "replace");
+    PyObject *lines;
+
+    if (text == NULL) {
+        return NULL;
+    }
+    lines = PyUnicode_Splitlines(text, 0);
+    Py_DECREF(text);
+    return lines;
+}
+
+static PyObject *cublaslt_info(PyObject *module, PyObject *unused)
+{
+    const fp8q_cublaslt *library;
+
+    (void)module;
+    (void)unused;
+    library = fp8q_py_load_cublaslt();
+    if (library == NULL) {
+        PyErr_Clear();
+        library = fp8q_cublaslt_loaded();
+    }
+    if (library->error.status != FP8Q_OK) {
+        return Py_BuildValue("{s:O,s:O,s:O,s:s,s:N}", "found", Py_False,
+                             "version", Py_None, "path", Py_None, "error",
+                             library->error.message, "search",
+                             search_lines(library));
+    }
+    return Py_BuildValue(
+        "{s:O,s:N,s:s,s:O,s:N,s:N,s:L}", "found", Py_True, "version",
+        PyUnicode_FromFormat("%d.%d.%d", (int)(library->version / 10000),
+                             (int)(library->version / 100 % 100),
+                             (int)(library->version % 100)),
+        "path", library->path, "error", Py_None, "search",
+        search_lines(library), "scale_modes", scale_modes_seen(),
+        "candidates_timed", (long long)fp8q_matmul_candidates_timed());
+}
+
+/* ------------------------------------------------------------------------- */
+/* fp8q._C._gemm_tuning_export / _gemm_tuning_import (fp8q.gemm_tuning)     */
+
+/* The index of CUDA device `object` (an int), opened, with cuBLASLt
+ * loaded; -1 with an exception. */
+static int tuning_device(PyObject *object, const fp8q_cublaslt **library)
+{
+    const int index = PyLong_Check(object) ? (int)PyLong_AsLong(object) : -1;
+    if (!PyLong_Check(object) || (index == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError,
+                        "the GEMM tuning functions take a CUDA device index");
+        return -1;
+    }
+    if (fp8q_py_cuda_device(index) == NULL) {
+        return -1;
+    }
+    *library = fp8q_py_load_cublaslt();
+    return *library == NULL ? -1 : index;
+}
+
+static PyObject *gemm_tuning_export(PyObject *module, PyObject *device)
+{
+    fp8q_cuda_device_properties properties;
+    const fp8q_cublaslt *library;
+    char driver_version[32];
+    fp8q_error error;
+    fp8q_status status;
+    PyObject *text;
+    PyObject *lines;
+    char *buffer;
+    size_t length;
+    const int index = tuning_device(device, &library);
+
+    (void)module;
+    if (index < 0) {
+        return NULL;
+    }
+    fp8q_error_clear(&error);
+    status = fp8q_cuda_device_properties_get(index, &properties, &error);
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+        return NULL;
+    }
+    fp8q_cuda_format_version(fp8q_cuda_driver_load()->version,
+                             driver_version, sizeof driver_version);
+    /* Sized, then written; choices made in between are left out. */
+    length = fp8q_matmul_choices_format(index, NULL, 0);
+    buffer = (char *)PyMem_Malloc(length + 1);
+    if (buffer == NULL) {
+        return PyErr_NoMemory();
+    }
+    (void)fp8q_matmul_choices_format(index, buffer, length + 1);
+    text = PyUnicode_DecodeASCII(buffer, (Py_ssize_t)strlen(buffer),
+                                 "strict");
+    PyMem_Free(buffer);
+    if (text == NULL) {
+        return NULL;
+    }
+    lines = PyUnicode_Splitlines(text, 0);
+    Py_DECREF(text);
+    if (lines == NULL) {
+        return NULL;
+    }
+    return Py_BuildValue(
+        "{s:s,s:N,s:s,s:N,s:N}", "gpu", properties.name,
+        "compute_capability",
+        PyUnicode_FromFormat("%d.%d", properties.compute_capability_major,
+                             properties.compute_capability_minor),
+        "driver", driver_version, "cublaslt",
+        PyUnicode_FromFormat("%d.%d.%d", (int)(library->version / 10000),
+                             (int)(library->version / 100 % 100),
+                             (int)(library->version % 100)),
+        "choices", lines);
+}
+
+static PyObject *gemm_tuning_import(PyObject *module, PyObject *args)
+{
+    const fp8q_cublaslt *library;
+    PyObject *device, *lines, *sequence;
+    Py_ssize_t position;
+    int index;
+
+    (void)module;
+    if (!PyArg_ParseTuple(args, "OO:_gemm_tuning_import", &device, &lines)) {
+        return NULL;
+    }
+    index = tuning_device(device, &library);
+    if (index < 0) {
+        return NULL;
+    }
+    sequence = PySequence_Fast(lines, "the choices must be a list of str");
+    if (sequence == NULL) {
+        return NULL;
+    }
+    for (position = 0; position < PySequence_Fast_GET_SIZE(sequence);
+         position++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(sequence, position);
+        const char *line = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item)
+                                                 : NULL;
+        fp8q_error error;
+        if (line == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_TypeError,
+                                "the choices must be a list of str");
+            }
+            Py_DECREF(sequence);
+            return NULL;
+        }
+        fp8q_error_clear(&error);
+        if (fp8q_py_raise_on_failure(
+                fp8q_matmul_choice_add(index, line, &error), &error) < 0) {
+            Py_DECREF(sequence);
+            return NULL;
+        }
+    }
+    position = PySequence_Fast_GET_SIZE(sequence);
+    Py_DECREF(sequence);
+    return PyLong_FromSsize_t(position);
+}
+
+static PyMethodDef cublaslt_info_functions[] = {
+    {"_cublaslt_info", cublaslt_info, METH_NOARGS,
+     "_cublaslt_info()\n--\n\n"
+     "Loads cuBLASLt as the first GPU scaled_mm would (see "
+     "csrc/cuda/cublaslt.h for where it is looked for) and returns {found, "
+     "version like '13.10.0', path, error, search: the places tried before "
+     "it (or all of them), each 'place (reason)', scale_modes: per device "
+     "index "
+     "{accepted, refused} scaling modes of the products so far, "
+     "candidates_timed: cuBLASLt algorithms timed by the GEMM tuner so "
+     "far (csrc/cuda/matmul.h)}."},
+    {"_gemm_tuning_export", gemm_tuning_export, METH_O,
+     "_gemm_tuning_export(device)\n--\n\n"
+     "Private, for fp8q.gemm_tuning.save: {gpu, compute_capability, "
+     "driver, cublaslt: what the choices are valid for, choices: the GEMM "
+     "tuner's choices of CUDA device `device` as lines "
+     "(csrc/cuda/matmul.h, fp8q_matmul_choices_format)}."},
+    {"_gemm_tuning_import", gemm_tuning_import, METH_VARARGS,
+     "_gemm_tuning_import(device, lines)\n--\n\n"
+     "Private, for fp8q.gemm_tuning.load: adds choice lines of "
+     "_gemm_tuning_export to CUDA device `device`'s (no key check here); "
+     "returns their number. ValueError for a line that is not one."},
+    {NULL, NULL, 0, NULL},
+};
+
+int fp8q_py_cublaslt_info_init(PyObject *module)
+{
+    return PyModule_AddFunctions(module, cublaslt_info_functions);
+}
