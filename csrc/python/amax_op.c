@@ -174,13 +174,8 @@ fail:
 }
 
 /* The methods this file adds to fp8q._C. */
-static PyMethodDef amax_ops_methods[] = {
+PyMethodDef fp8q_py_amax_functions[] = {
     {"amax", (PyCFunction)(void (*)(void))ops_amax,
      METH_VARARGS | METH_KEYWORDS, amax_doc},
     {NULL, NULL, 0, NULL},
 };
-
-int fp8q_py_amax_init(PyObject *module)
-{
-    return PyModule_AddFunctions(module, amax_ops_methods);
-}

@@ -339,7 +339,7 @@ static PyObject *asarray(PyObject *module, PyObject *args, PyObject *kwargs)
     return (PyObject *)moved;
 }
 
-static PyMethodDef asarray_functions[] = {
+PyMethodDef fp8q_py_asarray_functions[] = {
     {"asarray", (PyCFunction)(void (*)(void))asarray,
      METH_VARARGS | METH_KEYWORDS,
      "asarray(obj, dtype=None, copy=None)\n--\n\n"
@@ -374,8 +374,3 @@ static PyMethodDef asarray_functions[] = {
      "tensor subclass without storage (TypeError naming its type)."},
     {NULL, NULL, 0, NULL},
 };
-
-int fp8q_py_asarray_init(PyObject *module)
-{
-    return PyModule_AddFunctions(module, asarray_functions);
-}

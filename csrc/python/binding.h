@@ -267,9 +267,6 @@ fp8q_TensorObject *fp8q_tensor_copy_on_host(fp8q_TensorObject *source,
  * or a sequence of ints) or ValueError (too many dims). */
 int fp8q_py_parse_extents(PyObject *object, int *ndim, int64_t *shape);
 
-/* tensor_factories.c: adds fp8q.empty and fp8q.zeros to the module; 0 or
- * -1. */
-int fp8q_py_tensor_functions_init(PyObject *module);
 
 /* ------------------------------------------------------------------------- */
 /* device.c                                                                  */
@@ -885,29 +882,34 @@ PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args,
 PyObject *fp8q_tensor_dlpack_device(PyObject *self, PyObject *unused);
 
 /* ------------------------------------------------------------------------- */
-/* Per-file module initialisation, called by module.c in this order. Each    */
-/* adds its types/functions to `module` and returns 0, or -1 with an error. */
+/* Per-file module initialisation of the files that add types (module.c     */
+/* calls them first, in this order): each adds its types and functions to  */
+/* `module` and returns 0, or -1 with an error.                            */
 
 int fp8q_py_errors_init(PyObject *module);
 int fp8q_py_dtype_init(PyObject *module);
 int fp8q_py_tensor_init(PyObject *module);
-int fp8q_py_device_init(PyObject *module);
-int fp8q_py_dlpack_init(PyObject *module);
-int fp8q_py_asarray_init(PyObject *module);
-int fp8q_py_cast_init(PyObject *module);
-int fp8q_py_amax_init(PyObject *module);
-int fp8q_py_quantize_init(PyObject *module);
-int fp8q_py_thread_count_init(PyObject *module);
-int fp8q_py_build_info_init(PyObject *module);
-int fp8q_py_cuda_info_init(PyObject *module);
-int fp8q_py_cpu_info_init(PyObject *module);
 int fp8q_py_calibration_init(PyObject *module);
-int fp8q_py_scaled_mm_init(PyObject *module);
-int fp8q_py_scaled_mm_cuda_init(PyObject *module);
-int fp8q_py_dlpack_exchange_init(PyObject *module);
-int fp8q_py_cublaslt_info_init(PyObject *module);
-int fp8q_py_linear_layer_init(PyObject *module);
-int fp8q_py_layer_weight_only_init(PyObject *module);
-int fp8q_py_norm_quantize_init(PyObject *module);
+
+/* The functions of the files that add no type, one table each (ending in
+ * a NULL entry); module.c adds them all to the module. */
+extern PyMethodDef fp8q_py_device_functions[];
+extern PyMethodDef fp8q_py_dlpack_functions[];
+extern PyMethodDef fp8q_py_asarray_functions[];
+extern PyMethodDef fp8q_py_cast_functions[];
+extern PyMethodDef fp8q_py_amax_functions[];
+extern PyMethodDef fp8q_py_quantize_functions[];
+extern PyMethodDef fp8q_py_thread_count_functions[];
+extern PyMethodDef fp8q_py_build_info_functions[];
+extern PyMethodDef fp8q_py_cuda_info_functions[];
+extern PyMethodDef fp8q_py_cpu_info_functions[];
+extern PyMethodDef fp8q_py_scaled_mm_functions[];
+extern PyMethodDef fp8q_py_scaled_mm_cuda_functions[];
+extern PyMethodDef fp8q_py_dlpack_exchange_functions[];
+extern PyMethodDef fp8q_py_cublaslt_info_functions[];
+extern PyMethodDef fp8q_py_linear_layer_functions[];
+extern PyMethodDef fp8q_py_layer_weight_only_functions[];
+extern PyMethodDef fp8q_py_norm_quantize_functions[];
+extern PyMethodDef fp8q_py_tensor_factories_functions[];
 
 #endif /* FP8Q_PYTHON_BINDING_H */

@@ -95,12 +95,7 @@ static PyObject *ops_build_info(PyObject *module, PyObject *unused)
 }
 
 /* The methods this file adds to fp8q._C. */
-static PyMethodDef build_info_methods[] = {
+PyMethodDef fp8q_py_build_info_functions[] = {
     {"_build_info", ops_build_info, METH_NOARGS, build_info_doc},
     {NULL, NULL, 0, NULL},
 };
-
-int fp8q_py_build_info_init(PyObject *module)
-{
-    return PyModule_AddFunctions(module, build_info_methods);
-}

@@ -309,13 +309,8 @@ fail:
 }
 
 /* The methods this file adds to fp8q._C. */
-static PyMethodDef cast_ops_methods[] = {
+PyMethodDef fp8q_py_cast_functions[] = {
     {"cast", (PyCFunction)(void (*)(void))ops_cast,
      METH_VARARGS | METH_KEYWORDS, cast_doc},
     {NULL, NULL, 0, NULL},
 };
-
-int fp8q_py_cast_init(PyObject *module)
-{
-    return PyModule_AddFunctions(module, cast_ops_methods);
-}

@@ -70,13 +70,8 @@ static PyObject *allow_avx2(PyObject *module, PyObject *argument)
     Py_RETURN_NONE;
 }
 
-static PyMethodDef cpu_info_functions[] = {
+PyMethodDef fp8q_py_cpu_info_functions[] = {
     {"_cpu_features", cpu_features, METH_NOARGS, cpu_features_doc},
     {"_allow_avx2", allow_avx2, METH_O, allow_avx2_doc},
     {NULL, NULL, 0, NULL},
 };
-
-int fp8q_py_cpu_info_init(PyObject *module)
-{
-    return PyModule_AddFunctions(module, cpu_info_functions);
-}

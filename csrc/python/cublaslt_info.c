@@ -326,7 +326,7 @@ static PyObject *gemm_tuning_import(PyObject *module, PyObject *args)
     return PyLong_FromSsize_t(position);
 }
 
-static PyMethodDef cublaslt_info_functions[] = {
+PyMethodDef fp8q_py_cublaslt_info_functions[] = {
     {"_cublaslt_info", cublaslt_info, METH_NOARGS,
      "_cublaslt_info()\n--\n\n"
      "Loads cuBLASLt as the first GPU scaled_mm would (see "
@@ -350,8 +350,3 @@ static PyMethodDef cublaslt_info_functions[] = {
      "returns their number. ValueError for a line that is not one."},
     {NULL, NULL, 0, NULL},
 };
-
-int fp8q_py_cublaslt_info_init(PyObject *module)
-{
-    return PyModule_AddFunctions(module, cublaslt_info_functions);
-}

@@ -239,13 +239,8 @@ static PyObject *cuda_open_device(PyObject *module, PyObject *argument)
     Py_RETURN_NONE;
 }
 
-static PyMethodDef cuda_info_functions[] = {
+PyMethodDef fp8q_py_cuda_info_functions[] = {
     {"_cuda_info", cuda_info, METH_NOARGS, cuda_info_doc},
     {"_cuda_open_device", cuda_open_device, METH_O, cuda_open_device_doc},
     {NULL, NULL, 0, NULL},
 };
-
-int fp8q_py_cuda_info_init(PyObject *module)
-{
-    return PyModule_AddFunctions(module, cuda_info_functions);
-}

@@ -592,7 +592,7 @@ static PyObject *empty_cache(PyObject *module, PyObject *args,
     Py_RETURN_NONE;
 }
 
-static PyMethodDef device_functions[] = {
+PyMethodDef fp8q_py_device_functions[] = {
     {"empty_cache", (PyCFunction)(void (*)(void))empty_cache,
      METH_VARARGS | METH_KEYWORDS,
      "empty_cache(device=None)\n--\n\n"
@@ -620,8 +620,3 @@ static PyMethodDef device_functions[] = {
      "is capturing a CUDA graph."},
     {NULL, NULL, 0, NULL},
 };
-
-int fp8q_py_device_init(PyObject *module)
-{
-    return PyModule_AddFunctions(module, device_functions);
-}

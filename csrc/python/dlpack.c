@@ -736,7 +736,7 @@ PyObject *fp8q_py_from_dlpack(PyObject *module, PyObject *args,
                                        NULL, stream);
 }
 
-static PyMethodDef dlpack_functions[] = {
+PyMethodDef fp8q_py_dlpack_functions[] = {
     {"from_dlpack", (PyCFunction)(void (*)(void))fp8q_py_from_dlpack,
      METH_VARARGS | METH_KEYWORDS,
      "from_dlpack(obj, /, *, dtype=None, stream=None)\n--\n\n"
@@ -767,8 +767,3 @@ static PyMethodDef dlpack_functions[] = {
      "used; ValueError for more than 16 dims."},
     {NULL, NULL, 0, NULL},
 };
-
-int fp8q_py_dlpack_init(PyObject *module)
-{
-    return PyModule_AddFunctions(module, dlpack_functions);
-}

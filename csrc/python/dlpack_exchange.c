@@ -305,15 +305,10 @@ static PyObject *exchange_usable(PyObject *module, PyObject *object)
     return PyBool_FromLong(api != NULL);
 }
 
-static PyMethodDef exchange_functions[] = {
+PyMethodDef fp8q_py_dlpack_exchange_functions[] = {
     {"_dlpack_exchange_usable", exchange_usable, METH_O,
      "_dlpack_exchange_usable(obj)\n--\n\nWhether fp8q reads obj's type "
      "through DLPack's C exchange API (a DLPack 1.x table with every entry "
      "fp8q calls), as it does torch.Tensor from PyTorch 2.10 on."},
     {NULL, NULL, 0, NULL},
 };
-
-int fp8q_py_dlpack_exchange_init(PyObject *module)
-{
-    return PyModule_AddFunctions(module, exchange_functions);
-}

@@ -258,7 +258,7 @@ PyDoc_STRVAR(
     "unaligned operands. Arguments as layer_gemv's, fp8q.Tensor or torch "
     "tensors. Internal to fp8q.linear.");
 
-static PyMethodDef layer_weight_only_functions[] = {
+PyMethodDef fp8q_py_layer_weight_only_functions[] = {
     {"layer_gemv", (PyCFunction)(void (*)(void))layer_gemv, METH_FASTCALL,
      layer_gemv_doc},
     {"weight_only_gemv", (PyCFunction)(void (*)(void))weight_only_gemv,
@@ -267,8 +267,3 @@ static PyMethodDef layer_weight_only_functions[] = {
      METH_FASTCALL, layer_weight_doc},
     {NULL, NULL, 0, NULL},
 };
-
-int fp8q_py_layer_weight_only_init(PyObject *module)
-{
-    return PyModule_AddFunctions(module, layer_weight_only_functions);
-}

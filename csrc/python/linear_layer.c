@@ -503,13 +503,8 @@ PyDoc_STRVAR(
     "row whose scale is not finite gives a row of NaN. Internal to "
     "fp8q.torch (docs/torch.md).");
 
-static PyMethodDef linear_layer_functions[] = {
+PyMethodDef fp8q_py_linear_layer_functions[] = {
     {"linear_layer", (PyCFunction)(void (*)(void))linear_layer,
      METH_FASTCALL, linear_layer_doc},
     {NULL, NULL, 0, NULL},
 };
-
-int fp8q_py_linear_layer_init(PyObject *module)
-{
-    return PyModule_AddFunctions(module, linear_layer_functions);
-}

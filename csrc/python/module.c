@@ -65,28 +65,44 @@ static int name_kernel_folder(PyObject *module)
     return 0;
 }
 
+/* The functions of the binding's files that add no type (binding.h). */
+static PyMethodDef *const function_tables[] = {
+    fp8q_py_device_functions,
+    fp8q_py_dlpack_functions,
+    fp8q_py_asarray_functions,
+    fp8q_py_cast_functions,
+    fp8q_py_amax_functions,
+    fp8q_py_quantize_functions,
+    fp8q_py_thread_count_functions,
+    fp8q_py_build_info_functions,
+    fp8q_py_cuda_info_functions,
+    fp8q_py_cpu_info_functions,
+    fp8q_py_scaled_mm_functions,
+    fp8q_py_scaled_mm_cuda_functions,
+    fp8q_py_dlpack_exchange_functions,
+    fp8q_py_cublaslt_info_functions,
+    fp8q_py_linear_layer_functions,
+    fp8q_py_layer_weight_only_functions,
+    fp8q_py_norm_quantize_functions,
+    fp8q_py_tensor_factories_functions,
+};
+
 static int fp8q_module_exec(PyObject *module)
 {
+    size_t index;
+
     import_array1(-1);
 
     if (name_kernel_folder(module) < 0 || fp8q_py_errors_init(module) < 0 ||
         fp8q_py_dtype_init(module) < 0 || fp8q_py_tensor_init(module) < 0 ||
-        fp8q_py_device_init(module) < 0 || fp8q_py_dlpack_init(module) < 0 ||
-        fp8q_py_asarray_init(module) < 0 || fp8q_py_cast_init(module) < 0 ||
-        fp8q_py_amax_init(module) < 0 || fp8q_py_quantize_init(module) < 0 ||
-        fp8q_py_thread_count_init(module) < 0 ||
-        fp8q_py_build_info_init(module) < 0 ||
-        fp8q_py_cuda_info_init(module) < 0 ||
-        fp8q_py_cpu_info_init(module) < 0 ||
-        fp8q_py_calibration_init(module) < 0 ||
-        fp8q_py_scaled_mm_init(module) < 0 ||
-        fp8q_py_scaled_mm_cuda_init(module) < 0 ||
-        fp8q_py_dlpack_exchange_init(module) < 0 ||
-        fp8q_py_cublaslt_info_init(module) < 0 ||
-        fp8q_py_linear_layer_init(module) < 0 ||
-        fp8q_py_layer_weight_only_init(module) < 0 ||
-        fp8q_py_norm_quantize_init(module) < 0) {
+        fp8q_py_calibration_init(module) < 0) {
         return -1;
+    }
+    for (index = 0; index < sizeof function_tables / sizeof function_tables[0];
+         index++) {
+        if (PyModule_AddFunctions(module, function_tables[index]) < 0) {
+            return -1;
+        }
     }
     return 0;
 }

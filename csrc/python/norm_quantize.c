@@ -292,13 +292,8 @@ PyDoc_STRVAR(
     "writable outputs (on a GPU on `stream`, as fp8q.cast's) and returns "
     "None. Internal to fp8q.torch (torch.ops.fp8q.norm_quantize).");
 
-static PyMethodDef norm_quantize_functions[] = {
+PyMethodDef fp8q_py_norm_quantize_functions[] = {
     {"norm_quantize", (PyCFunction)(void (*)(void))norm_quantize,
      METH_FASTCALL, norm_quantize_doc},
     {NULL, NULL, 0, NULL},
 };
-
-int fp8q_py_norm_quantize_init(PyObject *module)
-{
-    return PyModule_AddFunctions(module, norm_quantize_functions);
-}

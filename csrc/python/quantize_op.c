@@ -561,15 +561,10 @@ fail:
 }
 
 /* The methods this file adds to fp8q._C. */
-static PyMethodDef quantize_ops_methods[] = {
+PyMethodDef fp8q_py_quantize_functions[] = {
     {"_quantize", (PyCFunction)(void (*)(void))ops_quantize,
      METH_VARARGS | METH_KEYWORDS, quantize_doc},
     {"_dequantize", (PyCFunction)(void (*)(void))ops_dequantize,
      METH_VARARGS | METH_KEYWORDS, dequantize_doc},
     {NULL, NULL, 0, NULL},
 };
-
-int fp8q_py_quantize_init(PyObject *module)
-{
-    return PyModule_AddFunctions(module, quantize_ops_methods);
-}

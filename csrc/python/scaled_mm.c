@@ -744,13 +744,8 @@ PyDoc_STRVAR(
     "b is accepted. stream must be None for CPU tensors. See "
     "docs/scaled_mm.md.");
 
-static PyMethodDef scaled_mm_functions[] = {
+PyMethodDef fp8q_py_scaled_mm_functions[] = {
     {"scaled_mm", (PyCFunction)(void (*)(void))scaled_mm,
      METH_VARARGS | METH_KEYWORDS, scaled_mm_doc},
     {NULL, NULL, 0, NULL},
 };
-
-int fp8q_py_scaled_mm_init(PyObject *module)
-{
-    return PyModule_AddFunctions(module, scaled_mm_functions);
-}

@@ -175,7 +175,7 @@ fail:
     return NULL;
 }
 
-static PyMethodDef scaled_mm_cuda_functions[] = {
+PyMethodDef fp8q_py_scaled_mm_cuda_functions[] = {
     {"_scaled_mm_padding", scaled_mm_padding, METH_O,
      "_scaled_mm_padding(enabled)\n--\n\n"
      "Private, for `python -m fp8q bench gemm`: with enabled false, GPU "
@@ -191,8 +191,3 @@ static PyMethodDef scaled_mm_cuda_functions[] = {
      "modes with a product so far."},
     {NULL, NULL, 0, NULL},
 };
-
-int fp8q_py_scaled_mm_cuda_init(PyObject *module)
-{
-    return PyModule_AddFunctions(module, scaled_mm_cuda_functions);
-}

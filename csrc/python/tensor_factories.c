@@ -170,7 +170,7 @@ static PyObject *zeros(PyObject *module, PyObject *args, PyObject *kwargs)
     return (PyObject *)result;
 }
 
-static PyMethodDef tensor_functions[] = {
+PyMethodDef fp8q_py_tensor_factories_functions[] = {
     {"empty", (PyCFunction)(void (*)(void))empty,
      METH_VARARGS | METH_KEYWORDS,
      "empty(shape, dtype='float32', *, device=None, stream=None)\n--\n\n"
@@ -187,8 +187,3 @@ static PyMethodDef tensor_functions[] = {
      "Like empty(), with every element +0 (on CUDA: filled on `stream`)."},
     {NULL, NULL, 0, NULL},
 };
-
-int fp8q_py_tensor_functions_init(PyObject *module)
-{
-    return PyModule_AddFunctions(module, tensor_functions);
-}

@@ -688,5 +688,5 @@ int fp8q_py_tensor_init(PyObject *module)
         Py_DECREF(&fp8q_Tensor_Type);
         return -1;
     }
-    return fp8q_py_tensor_functions_init(module);
+    return 0;
 }

@@ -61,14 +61,9 @@ static PyObject *ops_get_num_threads(PyObject *module, PyObject *unused)
 }
 
 /* The methods this file adds to fp8q._C. */
-static PyMethodDef thread_count_methods[] = {
+PyMethodDef fp8q_py_thread_count_functions[] = {
     {"set_num_threads", ops_set_num_threads, METH_O, set_num_threads_doc},
     {"get_num_threads", ops_get_num_threads, METH_NOARGS,
      get_num_threads_doc},
     {NULL, NULL, 0, NULL},
 };
-
-int fp8q_py_thread_count_init(PyObject *module)
-{
-    return PyModule_AddFunctions(module, thread_count_methods);
-}
