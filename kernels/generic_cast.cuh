@@ -15,13 +15,13 @@
  *                       are compiled this way.
  *   compact_cast_thread<INDEXED>  every other pair, in one loop: vectors of
  *                       GENERIC_VECTOR elements whatever the dtypes, moved
- *                       as raw words; the source decoded and the
- *                       destination encoded by a run-time switch on the
- *                       dtype (warp-uniform: the dtypes are launch
- *                       arguments), the scaling division / multiplication a
- *                       called function. One copy of each dtype's decode and
- *                       encode instead of one per pair keeps the image
- *                       small (kernels/README.md, "Image size").
+ *                       as raw words; the source decoded, scaled and the
+ *                       destination encoded in place, decode and encode
+ *                       chosen by a run-time switch on the dtype
+ *                       (warp-uniform: the dtypes are launch arguments).
+ *                       One copy of each dtype's decode and encode instead
+ *                       of one per pair keeps the image small
+ *                       (kernels/README.md, "Image size").
  *
  * Both give, for every element, dtype_traits<D>::store(apply_scale(
  * dtype_traits<S>::load(x))) (cast_element): the same bits whichever loop
@@ -365,36 +365,19 @@ static __host__ __device__ __forceinline__ int generic_itemsize(int dtype)
     return dtype == FP8Q_FLOAT32 ? 4 : dtype == FP8Q_FLOAT16 || dtype == FP8Q_BFLOAT16 ? 2 : 1;
 }
 
-/* A function nvcc keeps called rather than inlined (a host compiler may
- * inline it: only the GPU's code size is at stake). */
-#if defined(__CUDACC__)
-#define FP8Q_CALLED __noinline__
-#else
-#define FP8Q_CALLED
-#endif
-
-/* apply_scale as a called function: the compact loop's one copy of the
- * correctly rounded division and multiplication. */
-static __host__ __device__ FP8Q_CALLED float apply_scale_called(float value, float factor,
-                                                                 int multiply)
-{
-    return apply_scale(value, factor, multiply);
-}
-
-/* The elements [first, first + N) of a cast: raw words of the source dtype
- * in, raw words of the destination dtype out; the amax of what was read
- * raised into *amax when track_amax. A same-dtype cast without a scale
- * copies the bits (cast_element). */
+/* The elements [first, first + N) of a cast, in place: raw words of the
+ * source dtype in `raw` replaced by those of the destination dtype; the
+ * amax of what was read raised into `amax` when track_amax. A same-dtype
+ * cast without a scale copies the bits (cast_element): `raw` stays. */
 template <int N, bool INDEXED>
 static __host__ __device__ __forceinline__ void
 compact_cast_elements(const fp8q_cast_args &args, const scale_reader<INDEXED> &scale,
-                      int64_t first, int track_amax, const generic_raw &in, generic_raw &out,
-                      uint32_t &amax)
+                      int64_t first, int track_amax, generic_raw &raw, uint32_t &amax)
 {
     const int copy = args.source_dtype == args.destination_dtype && !scale.has_scale;
     float value[N];
     if (track_amax || !copy) {
-        generic_decode<N> decode = {in, value};
+        generic_decode<N> decode = {raw, value};
         dispatch_dtype(args.source_dtype, decode);
     }
     if (track_amax) {
@@ -405,7 +388,6 @@ compact_cast_elements(const fp8q_cast_args &args, const scale_reader<INDEXED> &s
         }
     }
     if (copy) {
-        out = in;
         return;
     }
     if (scale.has_scale) {
@@ -414,7 +396,7 @@ compact_cast_elements(const fp8q_cast_args &args, const scale_reader<INDEXED> &s
             const float factor = scale.element_factor(first);
 #pragma unroll
             for (int k = 0; k < N; k++) {
-                value[k] = apply_scale_called(
+                value[k] = apply_scale(
                     value[k], per_vector ? factor : scale.element_factor(first + k),
                     scale.multiply);
             }
@@ -422,11 +404,11 @@ compact_cast_elements(const fp8q_cast_args &args, const scale_reader<INDEXED> &s
         else {
 #pragma unroll
             for (int k = 0; k < N; k++) {
-                value[k] = apply_scale_called(value[k], scale.factor, scale.multiply);
+                value[k] = apply_scale(value[k], scale.factor, scale.multiply);
             }
         }
     }
-    generic_encode<N> encode = {value, args.saturate, out};
+    generic_encode<N> encode = {value, args.saturate, raw};
     dispatch_dtype(args.destination_dtype, encode);
 }
 
@@ -452,17 +434,17 @@ static __host__ __device__ __forceinline__ uint32_t compact_cast_thread(const fp
     int64_t v, i;
 
     for (v = first; v < n_vectors; v += threads) {
-        generic_raw in, out;
-        load_raw_vector(args.source, v, source_size, in);
+        generic_raw raw;
+        load_raw_vector(args.source, v, source_size, raw);
         compact_cast_elements<GENERIC_VECTOR, INDEXED>(args, scale, v * GENERIC_VECTOR,
-                                                       track_amax, in, out, amax);
-        store_raw_vector(args.destination, v, destination_size, out);
+                                                       track_amax, raw, amax);
+        store_raw_vector(args.destination, v, destination_size, raw);
     }
     for (i = n_vectors * GENERIC_VECTOR + first; i < args.count; i += threads) {
-        generic_raw in, out;
-        in.words[0] = load_raw_element(args.source, i, source_size);
-        compact_cast_elements<1, INDEXED>(args, scale, i, track_amax, in, out, amax);
-        store_raw_element(args.destination, i, destination_size, out.words[0]);
+        generic_raw raw;
+        raw.words[0] = load_raw_element(args.source, i, source_size);
+        compact_cast_elements<1, INDEXED>(args, scale, i, track_amax, raw, amax);
+        store_raw_element(args.destination, i, destination_size, raw.words[0]);
     }
     return amax;
 }
