@@ -4,15 +4,16 @@
  * dequantize), saturating or not, optionally recording the input's amax in
  * the same pass. Launch contract: kernels/cast.cuh.
  *
- * Two kernels over the same code, specialised inside for each (source,
- * destination) dtype pair so that every element conversion is straight-line
- * codec code: fp8q_cast_uniform (no scale, or one for the whole run: the
- * casts, quantize and dequantize per tensor) keeps nothing but the one
- * factor and stays small enough for full occupancy; fp8q_cast carries the
- * scale addressing (rows, columns, blocks), and reads one scale per vector
- * where a vector never crosses a scale group. 16-byte vectors where both
- * pointers allow it, two of them in flight per thread, a scalar tail, a
- * grid-stride loop, launch bounds that cap registers for occupancy.
+ * Two kernels over the loops of generic_cast.cuh: fp8q_cast_uniform (no
+ * scale, or one for the whole run: casts, quantize and dequantize per tensor
+ * that the straight casts below do not take) runs the compact loop, every
+ * dtype pair in one loop with the dtypes' decode and encode picked at run
+ * time; fp8q_cast carries the scale addressing (rows, columns, blocks), and
+ * reads one scale per vector where a vector never crosses a scale group:
+ * float32 / float16 / bfloat16 to E4M3FN / E5M2 (the per-group quantize)
+ * through a loop compiled for each of those six pairs, every other pair
+ * through the compact loop. A grid-stride loop, a scalar tail, launch
+ * bounds that cap registers for occupancy.
  * Numerics: csrc/core/float_codec.h and
  * __fdiv_rn / __fmul_rn (correctly rounded, never contracted) with
  * fp8q_scaling_result's NaN, so results are bit-identical to

@@ -39,6 +39,7 @@
 
 #include "core/float_codec.h"
 #include "generic_cast.cuh"
+#include "cast_emulation.h"
 #include "host_random.h"
 
 static host_random generator = {0x2545F4914F6CDD1Dull};
@@ -47,50 +48,6 @@ static const int DTYPES[] = {FP8Q_FLOAT32,       FP8Q_FLOAT16,         FP8Q_BFLO
                              FP8Q_UINT8,         FP8Q_FLOAT8_E4M3FN,   FP8Q_FLOAT8_E5M2,
                              FP8Q_FLOAT8_E4M3FNUZ, FP8Q_FLOAT8_E5M2FNUZ};
 
-static size_t itemsize(int dtype)
-{
-    return dtype == FP8Q_FLOAT32 ? 4 : dtype == FP8Q_FLOAT16 || dtype == FP8Q_BFLOAT16 ? 2 : 1;
-}
-
-static uint32_t element_bits(const void *data, int64_t i, int dtype)
-{
-    switch (itemsize(dtype)) {
-    case 4: return ((const uint32_t *)data)[i];
-    case 2: return ((const uint16_t *)data)[i];
-    default: return ((const uint8_t *)data)[i];
-    }
-}
-
-/* The codec's decode and encode of one element of any cast dtype. */
-static float codec_load(const void *data, int64_t i, int dtype)
-{
-    const uint32_t bits = element_bits(data, i, dtype);
-    switch (dtype) {
-    case FP8Q_FLOAT32: return fp8q_bits_to_float(bits);
-    case FP8Q_FLOAT16: return fp8q_decode_float16((uint16_t)bits);
-    case FP8Q_BFLOAT16: return fp8q_decode_bfloat16((uint16_t)bits);
-    case FP8Q_UINT8: return (float)bits;
-    case FP8Q_FLOAT8_E4M3FN: return fp8q_decode_e4m3fn((uint8_t)bits);
-    case FP8Q_FLOAT8_E5M2: return fp8q_decode_e5m2((uint8_t)bits);
-    case FP8Q_FLOAT8_E4M3FNUZ: return fp8q_decode_e4m3fnuz((uint8_t)bits);
-    default: return fp8q_decode_e5m2fnuz((uint8_t)bits);
-    }
-}
-
-static uint32_t codec_store_bits(float value, int dtype, int saturate)
-{
-    switch (dtype) {
-    case FP8Q_FLOAT32: return fp8q_float_to_bits(value);
-    case FP8Q_FLOAT16: return fp8q_encode_float16(value);
-    case FP8Q_BFLOAT16: return fp8q_encode_bfloat16(value);
-    case FP8Q_UINT8: return fp8q_encode_uint8(value);
-    case FP8Q_FLOAT8_E4M3FN: return fp8q_encode_e4m3fn(value, saturate);
-    case FP8Q_FLOAT8_E5M2: return fp8q_encode_e5m2(value, saturate);
-    case FP8Q_FLOAT8_E4M3FNUZ: return fp8q_encode_e4m3fnuz(value, saturate);
-    default: return fp8q_encode_e5m2fnuz(value, saturate);
-    }
-}
-
 /* Source elements: any bit pattern of a 1-byte dtype; floats of any
  * magnitude with the specials now and then (random bit patterns too, so
  * NaN payloads travel through the same-dtype copy). */
@@ -98,11 +55,7 @@ static void fill_source(uint8_t *bytes, int64_t count, int dtype)
 {
     for (int64_t i = 0; i < count; i++) {
         const uint32_t r = generator.next();
-        float x = ldexpf((float)(int32_t)r / 2147483648.0f, (int)(generator.next() % 60) - 30);
-        if (r % 97 == 0) {
-            static const float specials[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f};
-            x = specials[generator.next() % 7];
-        }
+        const float x = random_value(generator, r);
         const uint32_t pattern = generator.next();
         switch (itemsize(dtype)) {
         case 4: {
@@ -120,20 +73,6 @@ static void fill_source(uint8_t *bytes, int64_t count, int dtype)
         default: bytes[(size_t)i] = (uint8_t)r; break;
         }
     }
-}
-
-/* Scales that exercise every path: ordinary, powers of two, products that
- * overflow or become subnormal, zero, negative and non-finite ones. */
-static float interesting_scale(void)
-{
-    static const float fixed[] = {1.0f,  0.375f, 0x1p-6f, 3.0f,  1e30f,     1e-30f,
-                                  0.0f, -2.5f,  INFINITY, NAN,  1e-41f, 448.0f / 1000.0f};
-    const uint32_t pick = generator.next() % 24;
-    if (pick < sizeof fixed / sizeof fixed[0]) {
-        return fixed[pick];
-    }
-    return ldexpf(1.0f + (float)(generator.next() % 1000) / 1000.0f,
-                  (int)(generator.next() % 40) - 20);
 }
 
 /* How a run finds its scales (kernels/cast.cuh's addressing). */
@@ -240,7 +179,7 @@ static void run_case(int S, int D, const layout &shape, int op, int saturate, in
     memset(destination_bytes, 0xA5, destination_words.size() * 8);
     fill_source(source, count, S);
     for (size_t g = 0; g < scales.size(); g++) {
-        scales[g] = interesting_scale();
+        scales[g] = interesting_scale(generator);
     }
 
     fp8q_cast_args args;
@@ -258,19 +197,11 @@ static void run_case(int S, int D, const layout &shape, int op, int saturate, in
     if (shape.scaling != NO_SCALE) {
         args.scale = scales.data();
     }
-    if (shape.scaling == PER_ROW) {
-        args.scale_row_stride = 1;
-    }
-    else if (shape.scaling == PER_COLUMN) {
-        args.scale_col_stride = 1;
-    }
-    else if (shape.scaling == PER_BLOCK) {
-        args.scale_row_stride = scale_cols;
-        args.scale_col_stride = 1;
-    }
-    args.by_row_length = fp8q_fast_divisor_make((uint64_t)args.row_length);
-    args.by_block_rows = fp8q_fast_divisor_make((uint64_t)args.scale_block_rows);
-    args.by_block_cols = fp8q_fast_divisor_make((uint64_t)args.scale_block_cols);
+    set_scale_addressing(args,
+                         shape.scaling == PER_ROW     ? 1
+                         : shape.scaling == PER_BLOCK ? scale_cols
+                                                      : 0,
+                         shape.scaling == PER_COLUMN || shape.scaling == PER_BLOCK ? 1 : 0);
     uint32_t amax_bits = 0u;
     if (track_amax) {
         args.amax_bits = &amax_bits;
