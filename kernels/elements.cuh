@@ -272,10 +272,10 @@ cast_element(typename dtype_traits<S>::storage x, int has_scale, float factor, i
     return dtype_traits<D>::store(value, saturate);
 }
 
-/* The vectors a cast from S to D moves: 16 bytes of the wider side, at
- * most 8 elements (the narrower side moves 4 or 8 bytes per thread, still
- * coalesced; short vectors keep the generic kernels' 128 specialisations
- * quick to compile). */
+/* The vectors a cast from S to D moves in the loops compiled per pair
+ * (the straight casts, fp8q_cast's compiled pairs): 16 bytes of the wider
+ * side, at most 8 elements (the narrower side moves 4 or 8 bytes per
+ * thread, still coalesced). */
 template <int S, int D> struct cast_vectors {
     typedef typename dtype_traits<S>::storage source_t;
     typedef typename dtype_traits<D>::storage destination_t;
