@@ -100,8 +100,8 @@ def test_reads_what_fatbinary_writes(tmp_path, mode, verdict):
     assert completed.returncode == (0 if verdict == "lz4" else 1)
 
 
-@pytest.mark.skipif(fatbinary() is None, reason="needs fatbinary (from nvcc)")
 @pytest.mark.skipif(shutil.which("zstd") is None, reason="needs the zstd program")
+@pytest.mark.skipif(fatbinary() is None, reason="needs fatbinary (from nvcc)")
 def test_extracts_the_images_fatbinary_packed(tmp_path):
     """--extract DIR writes each zstd image back decompressed, its listed
     size, as compute_ARCH.ptx / sm_ARCH.cubin (fatbinary keeps the PTX's
