@@ -4,15 +4,16 @@
  * dequantize), saturating or not, optionally recording the input's amax in
  * the same pass. Launch contract: kernels/cast.cuh.
  *
- * Two kernels over the same code, specialised inside for each (source,
- * destination) dtype pair so that every element conversion is straight-line
- * codec code: fp8q_cast_uniform (no scale, or one for the whole run: the
- * casts, quantize and dequantize per tensor) keeps nothing but the one
- * factor and stays small enough for full occupancy; fp8q_cast carries the
- * scale addressing (rows, columns, blocks), and reads one scale per vector
- * where a vector never crosses a scale group. 16-byte vectors where both
- * pointers allow it, two of them in flight per thread, a scalar tail, a
- * grid-stride loop, launch bounds that cap registers for occupancy.
+ * Two kernels over the loops of generic_cast.cuh: fp8q_cast_uniform (no
+ * scale, or one for the whole run: casts, quantize and dequantize per tensor
+ * that the straight casts below do not take) runs the compact loop, every
+ * dtype pair in one loop with the dtypes' decode and encode picked at run
+ * time; fp8q_cast carries the scale addressing (rows, columns, blocks), and
+ * reads one scale per vector where a vector never crosses a scale group:
+ * float32 / float16 / bfloat16 to E4M3FN / E5M2 (the per-group quantize)
+ * through a loop compiled for each of those six pairs, every other pair
+ * through the compact loop. A grid-stride loop, a scalar tail, launch
+ * bounds that cap registers for occupancy.
  * Numerics: csrc/core/float_codec.h and
  * __fdiv_rn / __fmul_rn (correctly rounded, never contracted) with
  * fp8q_scaling_result's NaN, so results are bit-identical to
@@ -32,159 +33,19 @@
  */
 #include "cast.cuh"
 #include "common.cuh"
+#include "generic_cast.cuh"
 #include "straight_cast.cuh"
 
 static_assert(sizeof(fp8q_cast_args) == 152, "fp8q_cast_args must match the host's layout");
 
 /* ------------------------------------------------------------------------- */
-/* Scales                                                                    */
+/* The generic casts: fp8q_cast, fp8q_cast_uniform                           */
 
-/* Where element i finds its scale, and how it applies (see cast.cuh). With
- * INDEXED false there is one factor for the whole run (or none); with
- * INDEXED true the divisions by the row length and the block extents are
- * multiply-highs (core/fast_divide.h). */
-template <bool INDEXED> struct scale_reader;
-
-template <> struct scale_reader<false> {
-    float factor; /* the one scale, when has_scale */
-    int has_scale;
-    int multiply;
-
-    __device__ scale_reader(const fp8q_cast_args &args, int /* vector */)
-        : factor(args.scale != NULL ? *args.scale : 1.0f), has_scale(args.scale != NULL),
-          multiply(args.scale_op == FP8Q_SCALE_MULTIPLY)
-    {
-    }
-};
-
-template <> struct scale_reader<true> {
-    const float *scale;
-    int has_scale; /* always 1: the indexed kernel is launched with scales */
-    int multiply;
-    int per_vector; /* a vector never straddles two scale groups */
-    int64_t row_length, row_stride, col_stride;
-    fp8q_fast_divisor by_row_length, by_block_rows, by_block_cols;
-
-    __device__ scale_reader(const fp8q_cast_args &args, int vector)
-        : scale(args.scale), has_scale(1), multiply(args.scale_op == FP8Q_SCALE_MULTIPLY),
-          per_vector(args.row_length % vector == 0 &&
-                     (args.scale_col_stride == 0 || args.scale_block_cols % vector == 0)),
-          row_length(args.row_length), row_stride(args.scale_row_stride),
-          col_stride(args.scale_col_stride), by_row_length(args.by_row_length),
-          by_block_rows(args.by_block_rows), by_block_cols(args.by_block_cols)
-    {
-    }
-
-    __device__ __forceinline__ float element_factor(int64_t i) const
-    {
-        const uint64_t row = fp8q_fast_divide((uint64_t)i, by_row_length);
-        const uint64_t column = (uint64_t)i - row * (uint64_t)row_length;
-        return scale[(int64_t)fp8q_fast_divide(row, by_block_rows) * row_stride +
-                     (int64_t)fp8q_fast_divide(column, by_block_cols) * col_stride];
-    }
-};
-
-/* ------------------------------------------------------------------------- */
-/* A run                                                                     */
-
-/* The vector of elements [first, first + VECTOR) converted. */
-template <int S, int D, bool INDEXED>
-static __device__ __forceinline__ typename cast_vectors<S, D>::destination_vector
-cast_vector(const typename cast_vectors<S, D>::source_vector &in, int64_t first,
-            const scale_reader<INDEXED> &scale, int saturate)
+/* A thread's amax raised into *args.amax_bits through the block's maximum
+ * (every thread of the block calls it). */
+static __device__ __forceinline__ void raise_amax(const fp8q_cast_args &args, uint32_t amax)
 {
-    typename cast_vectors<S, D>::destination_vector out;
-    if constexpr (INDEXED) {
-        if (scale.per_vector) {
-            const float factor = scale.element_factor(first);
-#pragma unroll
-            for (int k = 0; k < cast_vectors<S, D>::VECTOR; k++) {
-                out.values[k] =
-                    cast_element<S, D>(in.values[k], 1, factor, scale.multiply, saturate);
-            }
-            return out;
-        }
-#pragma unroll
-        for (int k = 0; k < cast_vectors<S, D>::VECTOR; k++) {
-            out.values[k] = cast_element<S, D>(in.values[k], 1, scale.element_factor(first + k),
-                                               scale.multiply, saturate);
-        }
-    }
-    else {
-#pragma unroll
-        for (int k = 0; k < cast_vectors<S, D>::VECTOR; k++) {
-            out.values[k] = cast_element<S, D>(in.values[k], scale.has_scale, scale.factor,
-                                               scale.multiply, saturate);
-        }
-    }
-    return out;
-}
-
-/* Takes args by value: a reference to the kernel parameter would make the
- * kernel copy it to local memory and reload fields from there in the loops. */
-template <int S, int D, bool INDEXED>
-static __device__ __noinline__ void cast_run(const fp8q_cast_args args)
-{
-    typedef cast_vectors<S, D> vectors;
-    typedef typename vectors::source_t source_t;
-    typedef typename vectors::destination_t destination_t;
-    typedef typename vectors::source_vector source_vector;
-    typedef typename vectors::destination_vector destination_vector;
-    constexpr int VECTOR = vectors::VECTOR;
-
-    const source_t *source = (const source_t *)args.source;
-    destination_t *destination = (destination_t *)args.destination;
-    const source_vector *source_vectors = (const source_vector *)source;
-    destination_vector *destination_vectors = (destination_vector *)destination;
-    const scale_reader<INDEXED> scale(args, VECTOR);
-    const int saturate = args.saturate;
-    /* The amax, when asked for, from the loaded vectors, apart from the
-     * conversions: a cast without it does no work for it. */
-    const int track_amax = args.amax_bits != NULL;
-    const int64_t threads = global_thread_count();
-    uint32_t amax = 0u;
-    const int64_t n_vectors =
-        is_aligned16(source) && is_aligned16(destination) ? args.count / VECTOR : 0;
-    int64_t v, i;
-
-    /* STEP vectors a step, all loaded before any is stored (a thread reads
-     * an element before writing it, so an in-place cast is safe); the
-     * indexed kernel's scale addressing leaves room for one only. */
-    constexpr int STEP = INDEXED ? 1 : 2;
-    for (v = global_thread_index(); v < n_vectors; v += STEP * threads) {
-        source_vector in[STEP];
-        load_step<STEP>(source_vectors, v, threads, n_vectors, in);
-#pragma unroll
-        for (int u = 0; u < STEP; u++) {
-            const int64_t w = v + u * threads;
-            if (w < n_vectors) {
-                if (track_amax) {
-#pragma unroll
-                    for (int k = 0; k < VECTOR; k++) {
-                        amax = max(amax, magnitude_bits(dtype_traits<S>::load(in[u].values[k])));
-                    }
-                }
-                destination_vectors[w] =
-                    cast_vector<S, D, INDEXED>(in[u], w * VECTOR, scale, saturate);
-            }
-        }
-    }
-    for (i = n_vectors * VECTOR + global_thread_index(); i < args.count; i += threads) {
-        float factor;
-        if constexpr (INDEXED) {
-            factor = scale.element_factor(i);
-        }
-        else {
-            factor = scale.factor;
-        }
-        if (track_amax) {
-            amax = max(amax, magnitude_bits(dtype_traits<S>::load(source[i])));
-        }
-        destination[i] = cast_element<S, D>(source[i], scale.has_scale, factor, scale.multiply,
-                                            saturate);
-    }
-
-    if (track_amax) {
+    if (args.amax_bits != NULL) {
         amax = block_max_bits(amax);
         if (threadIdx.x == 0) {
             atomicMax(args.amax_bits, amax);
@@ -192,18 +53,43 @@ static __device__ __noinline__ void cast_run(const fp8q_cast_args args)
     }
 }
 
-/* dispatch_dtype bodies: the source dtype, then the destination dtype. */
-template <int S, bool INDEXED> struct cast_to {
+/* The run of the pair compiled as its own loop (generic_cast.cuh). Takes
+ * args by value: a reference to the kernel parameter would make the kernel
+ * copy it to local memory and reload fields from there in the loops. */
+template <int S, int D, bool INDEXED>
+static __device__ __noinline__ void compiled_cast_run(const fp8q_cast_args args)
+{
+    raise_amax(args, compiled_cast_thread<S, D, INDEXED>(args, global_thread_index(),
+                                                         global_thread_count()));
+}
+
+/* The run of any pair through the compact loop (generic_cast.cuh). */
+template <bool INDEXED> static __device__ __noinline__ void compact_cast_run(const fp8q_cast_args args)
+{
+    raise_amax(args, compact_cast_thread<INDEXED>(args, global_thread_index(),
+                                                  global_thread_count()));
+}
+
+/* dispatch_dtype bodies for fp8q_cast's compiled pairs (compiled_cast_pair):
+ * the source dtype, then the destination dtype. */
+template <int S> struct compiled_cast_to {
     const fp8q_cast_args &args;
-    template <int D> __device__ void run() { cast_run<S, D, INDEXED>(args); }
+    template <int D> __device__ void run()
+    {
+        if constexpr (D == FP8Q_FLOAT8_E4M3FN || D == FP8Q_FLOAT8_E5M2) {
+            compiled_cast_run<S, D, true>(args);
+        }
+    }
 };
 
-template <bool INDEXED> struct cast_from {
+struct compiled_cast_from {
     const fp8q_cast_args &args;
     template <int S> __device__ void run()
     {
-        cast_to<S, INDEXED> body = {args};
-        dispatch_dtype(args.destination_dtype, body);
+        if constexpr (S == FP8Q_FLOAT32 || S == FP8Q_FLOAT16 || S == FP8Q_BFLOAT16) {
+            compiled_cast_to<S> body = {args};
+            dispatch_dtype(args.destination_dtype, body);
+        }
     }
 };
 
@@ -324,15 +210,19 @@ template <bool WIDE> static __device__ __forceinline__ void from_fp8(const fp8q_
 extern "C" __global__ void __launch_bounds__(FP8Q_CAST_THREADS, CAST_MIN_BLOCKS)
     fp8q_cast(const fp8q_cast_args args)
 {
-    cast_from<true> body = {args};
-    dispatch_dtype(args.source_dtype, body);
+    if (compiled_cast_pair(args.source_dtype, args.destination_dtype)) {
+        compiled_cast_from body = {args};
+        dispatch_dtype(args.source_dtype, body);
+    }
+    else {
+        compact_cast_run<true>(args);
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(FP8Q_CAST_THREADS, CAST_MIN_BLOCKS)
     fp8q_cast_uniform(const fp8q_cast_args args)
 {
-    cast_from<false> body = {args};
-    dispatch_dtype(args.source_dtype, body);
+    compact_cast_run<false>(args);
 }
 
 /* At most 64 registers: 4 blocks of 256 threads a multiprocessor. */

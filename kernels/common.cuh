@@ -1,8 +1,8 @@
 /*
- * common.cuh - device-only helpers shared by every kernel family: the
- * runtime dtype dispatch, grid-stride indices and a block-wide maximum,
- * over the host-and-device element conversions of elements.cuh (which it
- * includes).
+ * common.cuh - device-only helpers shared by every kernel family:
+ * grid-stride indices and a block-wide maximum, over the host-and-device
+ * element conversions of elements.cuh (which it includes, with the
+ * runtime dtype dispatch).
  *
  * Device code only; included by the family .cu files through
  * fp8q_kernels.cu.
@@ -32,23 +32,6 @@ template <int D> struct dtype_constant {
 template <typename T> struct element_type {
     typedef T type;
 };
-
-/* Calls body.template run<D>() for the runtime dtype; an unknown dtype does
- * nothing (the host validates dtypes before launching). */
-template <typename Body> __device__ __forceinline__ void dispatch_dtype(int dtype, Body &body)
-{
-    switch (dtype) {
-    case FP8Q_FLOAT32: body.template run<FP8Q_FLOAT32>(); break;
-    case FP8Q_FLOAT16: body.template run<FP8Q_FLOAT16>(); break;
-    case FP8Q_BFLOAT16: body.template run<FP8Q_BFLOAT16>(); break;
-    case FP8Q_UINT8: body.template run<FP8Q_UINT8>(); break;
-    case FP8Q_FLOAT8_E4M3FN: body.template run<FP8Q_FLOAT8_E4M3FN>(); break;
-    case FP8Q_FLOAT8_E5M2: body.template run<FP8Q_FLOAT8_E5M2>(); break;
-    case FP8Q_FLOAT8_E4M3FNUZ: body.template run<FP8Q_FLOAT8_E4M3FNUZ>(); break;
-    case FP8Q_FLOAT8_E5M2FNUZ: body.template run<FP8Q_FLOAT8_E5M2FNUZ>(); break;
-    default: break;
-    }
-}
 
 /* dispatch_dtype's body for a function of a dtype_constant. */
 template <typename Function> struct dtype_function_body {

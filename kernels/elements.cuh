@@ -1,10 +1,11 @@
 /*
  * elements.cuh - the element conversions every kernel family shares, as
  * __host__ __device__ code: the dtype table (storage type, load as float32,
- * store from float32) built on the one scalar codec csrc/core/float_codec.h,
- * packed vectors, the scaling division / multiplication, one element's cast,
- * saturating E4M3FN / E5M2 codes four at a time (with the quotient shortcut
- * of fp8_hardware.cuh), four FP8 codes decoded to float32 and four float32
+ * store from float32) built on the one scalar codec csrc/core/float_codec.h
+ * and the run-time dispatch over it (dispatch_dtype), packed vectors, the
+ * scaling division / multiplication, one element's cast, saturating
+ * E4M3FN / E5M2 codes four at a time (with the quotient shortcut of
+ * fp8_hardware.cuh), four FP8 codes decoded to float32 and four float32
  * values stored as float16 / bfloat16.
  *
  * Host and device alike so that the host programs of tests/ (cuda_fp8.h's
@@ -92,6 +93,24 @@ template <> struct dtype_traits<FP8Q_FLOAT8_E5M2FNUZ> {
     static __host__ __device__ __forceinline__ float load(uint8_t x) { return fp8q_decode_e5m2fnuz(x); }
     static __host__ __device__ __forceinline__ uint8_t store(float x, int saturate) { return fp8q_encode_e5m2fnuz(x, saturate); }
 };
+
+/* Calls body.template operator()<D>() for the runtime dtype; an unknown
+ * dtype does nothing (the host validates dtypes before launching). */
+template <typename Body>
+static __host__ __device__ __forceinline__ void dispatch_dtype(int dtype, Body &body)
+{
+    switch (dtype) {
+    case FP8Q_FLOAT32: body.template run<FP8Q_FLOAT32>(); break;
+    case FP8Q_FLOAT16: body.template run<FP8Q_FLOAT16>(); break;
+    case FP8Q_BFLOAT16: body.template run<FP8Q_BFLOAT16>(); break;
+    case FP8Q_UINT8: body.template run<FP8Q_UINT8>(); break;
+    case FP8Q_FLOAT8_E4M3FN: body.template run<FP8Q_FLOAT8_E4M3FN>(); break;
+    case FP8Q_FLOAT8_E5M2: body.template run<FP8Q_FLOAT8_E5M2>(); break;
+    case FP8Q_FLOAT8_E4M3FNUZ: body.template run<FP8Q_FLOAT8_E4M3FNUZ>(); break;
+    case FP8Q_FLOAT8_E5M2FNUZ: body.template run<FP8Q_FLOAT8_E5M2FNUZ>(); break;
+    default: break;
+    }
+}
 
 /* ------------------------------------------------------------------------- */
 /* Packed vectors                                                            */
@@ -253,10 +272,10 @@ cast_element(typename dtype_traits<S>::storage x, int has_scale, float factor, i
     return dtype_traits<D>::store(value, saturate);
 }
 
-/* The vectors a cast from S to D moves: 16 bytes of the wider side, at
- * most 8 elements (the narrower side moves 4 or 8 bytes per thread, still
- * coalesced; short vectors keep the generic kernels' 128 specialisations
- * quick to compile). */
+/* The vectors a cast from S to D moves in the loops compiled per pair
+ * (the straight casts, fp8q_cast's compiled pairs): 16 bytes of the wider
+ * side, at most 8 elements (the narrower side moves 4 or 8 bytes per
+ * thread, still coalesced). */
 template <int S, int D> struct cast_vectors {
     typedef typename dtype_traits<S>::storage source_t;
     typedef typename dtype_traits<D>::storage destination_t;

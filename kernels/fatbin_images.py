@@ -2,20 +2,26 @@
 kernels/build-fatbin.sh writes) and how each is stored, so that the image's
 size and its driver floor can be checked without cuobjdump:
 
-    python3 kernels/fatbin_images.py FATBIN [--require-lz4]
+    python3 kernels/fatbin_images.py FATBIN [--require-lz4] [--extract DIR]
 
 prints one line per image (kind, architecture, bytes stored, bytes once
 decompressed, compression) and the totals. With --require-lz4 it exits 1
 unless every image is LZ4-compressed (entry flag 0x2000) and none is
 zstd-compressed (0x8000): the compression a CUDA 12.0 driver reads
-(kernels/README.md, "Image size"). Standard library only; the layout read
+(kernels/README.md, "Image size"). With --extract DIR it writes each
+uncompressed or zstd-compressed image to DIR as sm_ARCH.cubin /
+compute_ARCH.ptx (zstd ones through the `zstd` program), so that the
+cubins can be measured (readelf) and repacked with fatbinary. Standard
+library only; the layout read
 here is the one csrc/cuda/kernel_image.c checks (a 16-byte header: magic
 0xBA55ED50, version, header size, payload size) followed, per image, by a
 64-byte entry header (kind, header size, stored size, architecture,
 flags, decompressed size).
 """
 import argparse
+import os
 import struct
+import subprocess
 import sys
 
 FATBIN_MAGIC = 0xBA55ED50
@@ -30,7 +36,8 @@ def images(data):
     """Every image of the fatbin bytes `data`, in file order, as dicts:
     kind ("ptx" or "elf", else the number), arch (e.g. 90), stored (bytes
     in the file), size (bytes once decompressed: stored when not
-    compressed) and compression ("none", "lz4" or "zstd"). Raises
+    compressed), compression ("none", "lz4" or "zstd") and payload (its
+    stored bytes' start and end offsets in `data`). Raises
     ValueError where the bytes are not a fatbin or run short."""
     found = []
     offset = 0
@@ -51,12 +58,38 @@ def images(data):
              decompressed) = ENTRY.unpack_from(data, position)
             compression = ("zstd" if flags & FLAG_ZSTD else
                            "lz4" if flags & FLAG_LZ4 else "none")
+            start = position + entry_size
             found.append({"kind": KINDS.get(kind, kind), "arch": arch, "stored": stored,
                           "size": decompressed if compression != "none" else stored,
-                          "compression": compression})
+                          "compression": compression, "payload": (start, start + stored)})
             position += entry_size + stored
         offset = end
     return found
+
+
+def extract(data, image, directory):
+    """Writes `image` (from images(data)) into `directory`, decompressed, as
+    sm_ARCH.cubin or compute_ARCH.ptx, cut to its decompressed size; returns
+    the path. zstd images go through the `zstd` program; LZ4 ones are
+    refused (ValueError)."""
+    start, end = image["payload"]
+    stored = data[start:end]
+    if image["compression"] == "zstd":
+        # The stored bytes end in padding after the zstd frame, which zstd
+        # reports as an unsupported format once the frame is out: what
+        # counts is the whole image.
+        stored = subprocess.run(["zstd", "-d", "-c", "-q"], input=stored,
+                                capture_output=True).stdout
+        if len(stored) < image["size"]:
+            raise ValueError(f"zstd gave {len(stored)} of the image's {image['size']} bytes")
+    elif image["compression"] != "none":
+        raise ValueError(f"cannot extract a {image['compression']} image")
+    name = (f"sm_{image['arch']}.cubin" if image["kind"] == "elf"
+            else f"compute_{image['arch']}.ptx")
+    path = os.path.join(directory, name)
+    with open(path, "wb") as file:
+        file.write(stored[:image["size"]])
+    return path
 
 
 def main(argv=None):
@@ -64,6 +97,8 @@ def main(argv=None):
     parser.add_argument("fatbin")
     parser.add_argument("--require-lz4", action="store_true",
                         help="exit 1 unless every image is LZ4-compressed")
+    parser.add_argument("--extract", metavar="DIR",
+                        help="write each image, decompressed, into DIR")
     arguments = parser.parse_args(argv)
     with open(arguments.fatbin, "rb") as file:
         data = file.read()
@@ -73,6 +108,10 @@ def main(argv=None):
               f"{image['size']:>11,} decompressed  {image['compression']}")
     print(f"{len(listed)} images, {len(data):,} bytes in the file, "
           f"{sum(image['size'] for image in listed):,} decompressed")
+    if arguments.extract:
+        os.makedirs(arguments.extract, exist_ok=True)
+        for image in listed:
+            print("wrote", extract(data, image, arguments.extract))
     if arguments.require_lz4:
         other = [image for image in listed if image["compression"] != "lz4"]
         if other or not listed:

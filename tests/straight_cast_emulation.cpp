@@ -34,61 +34,11 @@
 #include <vector>
 
 #include "core/float_codec.h"
+#include "cast_emulation.h"
 #include "host_random.h"
 #include "straight_cast.cuh"
 
 static host_random generator = {0x9E3779B97F4A7C15ull};
-
-static size_t itemsize(int dtype)
-{
-    return dtype == FP8Q_FLOAT32 ? 4 : dtype == FP8Q_FLOAT16 || dtype == FP8Q_BFLOAT16 ? 2 : 1;
-}
-
-/* The codec's load and store of one element. */
-static float codec_load(const void *data, int64_t i, int dtype)
-{
-    switch (dtype) {
-    case FP8Q_FLOAT32: return ((const float *)data)[i];
-    case FP8Q_FLOAT16: return fp8q_decode_float16(((const uint16_t *)data)[i]);
-    case FP8Q_BFLOAT16: return fp8q_decode_bfloat16(((const uint16_t *)data)[i]);
-    case FP8Q_FLOAT8_E4M3FN: return fp8q_decode_e4m3fn(((const uint8_t *)data)[i]);
-    default: return fp8q_decode_e5m2(((const uint8_t *)data)[i]);
-    }
-}
-
-static uint32_t codec_store_bits(float value, int dtype)
-{
-    switch (dtype) {
-    case FP8Q_FLOAT32: return fp8q_float_to_bits(value);
-    case FP8Q_FLOAT16: return fp8q_encode_float16(value);
-    case FP8Q_BFLOAT16: return fp8q_encode_bfloat16(value);
-    case FP8Q_FLOAT8_E4M3FN: return fp8q_encode_e4m3fn(value, 1);
-    default: return fp8q_encode_e5m2(value, 1);
-    }
-}
-
-static uint32_t element_bits(const void *data, int64_t i, int dtype)
-{
-    switch (itemsize(dtype)) {
-    case 4: return ((const uint32_t *)data)[i];
-    case 2: return ((const uint16_t *)data)[i];
-    default: return ((const uint8_t *)data)[i];
-    }
-}
-
-/* Scales that exercise every path: ordinary, powers of two, products that
- * overflow or become subnormal, zero, negative, and non-finite ones. */
-static float interesting_scale(void)
-{
-    static const float fixed[] = {1.0f,  0.375f, 0x1p-6f, 3.0f,  1e30f,     1e-30f,
-                                  0.0f, -2.5f,  INFINITY, NAN,  1e-41f, 448.0f / 1000.0f};
-    const uint32_t pick = generator.next() % 24;
-    if (pick < sizeof fixed / sizeof fixed[0]) {
-        return fixed[pick];
-    }
-    return ldexpf(1.0f + (float)(generator.next() % 1000) / 1000.0f,
-                  (int)(generator.next() % 40) - 20);
-}
 
 /* A source element of dtype S: any FP8 code; a float of any magnitude
  * (with the specials now and then). */
@@ -96,11 +46,7 @@ static void fill_source(std::vector<uint8_t> &bytes, int64_t count, int dtype)
 {
     for (int64_t i = 0; i < count; i++) {
         const uint32_t r = generator.next();
-        float x = ldexpf((float)(int32_t)r / 2147483648.0f, (int)(generator.next() % 60) - 30);
-        if (r % 97 == 0) {
-            static const float specials[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f};
-            x = specials[generator.next() % 7];
-        }
+        const float x = random_value(generator, r);
         switch (dtype) {
         case FP8Q_FLOAT32: memcpy(&bytes[(size_t)i * 4], &x, 4); break;
         case FP8Q_FLOAT16: {
@@ -151,16 +97,11 @@ static fp8q_cast_args layout_args(const layout &shape, const void *source, void 
     if (shape.scaling != STRAIGHT_NO_SCALE) {
         args.scale = scales;
     }
-    if (shape.scaling == STRAIGHT_PER_ROW) {
-        args.scale_row_stride = 1;
-    }
-    else if (shape.scaling == STRAIGHT_PER_BLOCK) {
-        args.scale_row_stride = scale_cols;
-        args.scale_col_stride = 1;
-    }
-    args.by_row_length = fp8q_fast_divisor_make((uint64_t)args.row_length);
-    args.by_block_rows = fp8q_fast_divisor_make((uint64_t)args.scale_block_rows);
-    args.by_block_cols = fp8q_fast_divisor_make((uint64_t)args.scale_block_cols);
+    set_scale_addressing(args,
+                         shape.scaling == STRAIGHT_PER_ROW     ? 1
+                         : shape.scaling == STRAIGHT_PER_BLOCK ? scale_cols
+                                                               : 0,
+                         shape.scaling == STRAIGHT_PER_BLOCK ? 1 : 0);
     return args;
 }
 
@@ -196,7 +137,7 @@ static void run_case(const layout &shape, int64_t threads, int misaligned)
     fill_source(run_source, count, S);
     memcpy(&source[offset_in], run_source.data(), run_source.size());
     for (size_t g = 0; g < scales.size(); g++) {
-        scales[g] = interesting_scale();
+        scales[g] = interesting_scale(generator);
     }
 
     fp8q_cast_args args =
@@ -233,8 +174,8 @@ static void run_case(const layout &shape, int64_t threads, int misaligned)
             value = fp8q_scaling_result(to_fp8 ? value / s : value * s, value, s);
         }
         const uint32_t got = element_bits(args.destination, i, D);
-        const uint32_t want = nan_code ? codec_store_bits(copysignf(NAN, source_value), D)
-                                       : codec_store_bits(value, D);
+        const uint32_t want = nan_code ? codec_store_bits(copysignf(NAN, source_value), D, 1)
+                                       : codec_store_bits(value, D, 1);
         infinities_checked += nan_code;
         if (got != want) {
             if (mismatches < 10) {
@@ -335,7 +276,7 @@ static void run_wide_case(const layout &shape, int64_t threads, int every_code)
         wide_codes_seen[S == FP8Q_FLOAT8_E5M2][source[i]] = 1;
     }
     for (size_t g = 0; g < scales.size(); g++) {
-        scales[g] = interesting_scale();
+        scales[g] = interesting_scale(generator);
     }
 
     const fp8q_cast_args args = layout_args(shape, source, destination, scales.data(), S, D);
@@ -354,7 +295,7 @@ static void run_wide_case(const layout &shape, int64_t threads, int every_code)
             value = fp8q_scaling_result(value * s, value, s);
         }
         const uint32_t got = element_bits(args.destination, i, D);
-        const uint32_t want = codec_store_bits(value, D);
+        const uint32_t want = codec_store_bits(value, D, 1);
         if (got != want) {
             if (wide_mismatches < 10) {
                 printf("  wide mismatch: S %d D %d scaling %d threads %lld element %lld:"

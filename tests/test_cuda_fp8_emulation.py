@@ -6,8 +6,9 @@ elements.cuh (the saturating E4M3FN / E5M2 encodes the kernels use on
 sm_89+, one and four at a time, the FP8 codes of a quotient without the
 division, four codes decoded to float16, four float32 values stored as
 float16 / bfloat16 in pairs), the straight casts' loops
-(kernels/straight_cast.cuh) and the per-row quantize's loop
-(kernels/quantize_rows_loop.cuh). Needs a C++ compiler and cuda_fp8.h
+(kernels/straight_cast.cuh), the generic casts' loops
+(kernels/generic_cast.cuh, also against ml_dtypes) and the per-row
+quantize's loop (kernels/quantize_rows_loop.cuh). Needs a C++ compiler and cuda_fp8.h
 (CUDA_HOME, CUDA_PATH or /usr/local/cuda); skips otherwise.
 """
 import os
@@ -15,6 +16,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import ml_dtypes
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,10 +31,10 @@ def cuda_include():
     return None
 
 
-def build_and_run(tmp_path, source):
+def build_and_run(tmp_path, source, arguments=()):
     """Compiles tests/<source> against cuda_fp8.h and the kernels' headers
-    and runs it: its CompletedProcess (skips without cuda_fp8.h or a C++
-    compiler)."""
+    and runs it with `arguments`: its CompletedProcess (skips without
+    cuda_fp8.h or a C++ compiler)."""
     include = cuda_include()
     compiler = (shutil.which(os.environ.get("CXX", "c++"))
                 or shutil.which("g++"))
@@ -42,8 +45,8 @@ def build_and_run(tmp_path, source):
                     f"-I{ROOT / 'kernels'}", str(ROOT / "tests" / source),
                     "-o", str(program)],
                    check=True, capture_output=True, text=True)
-    return subprocess.run([str(program)], capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run([str(program), *arguments], capture_output=True,
+                          text=True, timeout=300)
 
 
 def assert_required_checks_pass(completed, count):
@@ -120,3 +123,121 @@ def test_gemv_pipeline_walk_and_split_under_emulation(tmp_path):
     assert_required_checks_pass(
         subprocess.run([str(program)], capture_output=True, text=True,
                        timeout=300), 4)
+
+
+CAST_DTYPES = {  # fp8q_dtype values (csrc/core/dtype.h) -> NumPy dtypes
+    0: np.dtype(np.float32), 1: np.dtype(np.float16),
+    2: np.dtype(ml_dtypes.bfloat16), 3: np.dtype(np.uint8),
+    4: np.dtype(ml_dtypes.float8_e4m3fn), 5: np.dtype(ml_dtypes.float8_e5m2),
+    6: np.dtype(ml_dtypes.float8_e4m3fnuz),
+    7: np.dtype(ml_dtypes.float8_e5m2fnuz)}
+
+
+def generic_cast_records(path):
+    """The records tests/generic_cast_emulation.cpp wrote (write_record):
+    dicts of the header's fields, scales, source and destination arrays."""
+    data = path.read_bytes()
+    offset, records = 0, []
+    while offset < len(data):
+        header = np.frombuffer(data, np.int64, 11, offset)
+        offset += 88
+        (source_dtype, destination_dtype, op, saturate, count, row_length,
+         block_rows, block_cols, row_stride, col_stride, n_scales) = (
+             int(v) for v in header)
+        scales = np.frombuffer(data, np.float32, n_scales, offset)
+        offset += 4 * n_scales
+        source = np.frombuffer(data, CAST_DTYPES[source_dtype], count, offset)
+        offset += source.nbytes
+        result = np.frombuffer(data, CAST_DTYPES[destination_dtype], count,
+                               offset)
+        offset += result.nbytes
+        records.append(dict(
+            source_dtype=source_dtype, destination_dtype=destination_dtype,
+            multiply=op == 1, saturate=bool(saturate), row_length=row_length,
+            block_rows=block_rows, block_cols=block_cols,
+            row_stride=row_stride, col_stride=col_stride, scales=scales,
+            source=source, result=result))
+    return records
+
+
+def oracle_cast(record):
+    """kernels/cast.cuh's function of a record by NumPy and ml_dtypes alone:
+    the float32 value of each element, divided or multiplied by its scale in
+    float32 (a NaN result: the first NaN operand quieted, else 0x7FC00000),
+    then ml_dtypes' / NumPy's conversion (FP8 clipped to +-max first when
+    saturating, NaN kept; uint8 truncated and clipped, NaN to 0); a
+    same-dtype cast without a scale copies the bits. Returns the expected
+    array and a mask of the elements whose expected value is a NaN of a
+    float destination (their payload is the codec's choice: only NaN-ness is
+    compared there)."""
+    source, destination = record["source"], record["result"].dtype
+    count = source.size
+    if record["row_stride"] < 0:
+        if source.dtype == destination:
+            return source.copy(), np.zeros(count, bool)
+        values = source.astype(np.float32)
+    else:
+        index = np.arange(count)
+        row, column = index // record["row_length"], index % record["row_length"]
+        group = ((row // record["block_rows"]) * record["row_stride"] +
+                 (column // record["block_cols"]) * record["col_stride"])
+        scale = record["scales"][group]
+        value = source.astype(np.float32)
+        with np.errstate(all="ignore"):
+            values = value * scale if record["multiply"] else value / scale
+        value_bits, scale_bits = value.view(np.uint32), scale.view(np.uint32)
+        nan_bits = np.where(
+            (value_bits & 0x7FFFFFFF) > 0x7F800000, value_bits,
+            np.where((scale_bits & 0x7FFFFFFF) > 0x7F800000, scale_bits,
+                     np.uint32(0x7FC00000))) | np.uint32(0x00400000)
+        values = np.where(np.isnan(values), nan_bits.view(np.float32), values)
+    with np.errstate(all="ignore"):
+        if destination == np.uint8:
+            cleaned = np.where(np.isnan(values), np.float32(0), values)
+            expected = np.trunc(np.clip(cleaned, 0, 255)).astype(np.uint8)
+        elif destination.name.startswith("float8") and record["saturate"]:
+            limit = np.float32(ml_dtypes.finfo(destination).max)
+            expected = np.where(np.isnan(values), values,
+                                np.clip(values, -limit, limit)).astype(destination)
+        else:
+            expected = values.astype(destination)
+    float_destination = destination in (np.float32, np.float16,
+                                        ml_dtypes.bfloat16)
+    return expected, float_destination & np.isnan(expected.astype(np.float32))
+
+
+def test_generic_cast_loops_match_ml_dtypes_and_the_codec(tmp_path):
+    """kernels/generic_cast.cuh's loops (fp8q_cast_uniform's compact loop,
+    fp8q_cast's compiled pairs and compact loop), run on the host for every
+    thread of grids of 1, 3 and 257 threads over aligned and unaligned
+    runs, for all 64 (source, destination) pairs of the 8 cast dtypes, with
+    no scale, one scale, row, column and block scales (vectors in one group
+    and straddling two; zero, negative and non-finite scales among them),
+    divide and multiply, saturating or not, the amax asked for or not:
+    every element the codec's cast, nothing written outside the run, the
+    amax exact. Then one case per pair, layout, operation and saturation
+    checked against ml_dtypes / NumPy (oracle_cast), bit for bit."""
+    ml_dtypes_cases = tmp_path / "generic_cast_cases.bin"
+    completed = build_and_run(tmp_path, "generic_cast_emulation.cpp",
+                              [str(ml_dtypes_cases)])
+    assert_required_checks_pass(completed, 2)
+    records = generic_cast_records(ml_dtypes_cases)
+    pairs = {(r["source_dtype"], r["destination_dtype"]) for r in records}
+    assert len(pairs) == 64 and len(records) == 64 * 11 * 4 - 64 * 3 * 2
+    checked = 0
+    for record in records:
+        expected, nan_only = oracle_cast(record)
+        got = record["result"]
+        got_bits = got.view(f"u{got.dtype.itemsize}")
+        expected_bits = expected.view(f"u{expected.dtype.itemsize}")
+        differ = np.flatnonzero((got_bits != expected_bits) & ~nan_only)
+        nan_lost = np.flatnonzero(nan_only & ~np.isnan(got.astype(np.float32)))
+        assert differ.size == 0 and nan_lost.size == 0, (
+            f"{record['source'].dtype} -> {got.dtype}, multiply "
+            f"{record['multiply']}, saturate {record['saturate']}, strides "
+            f"{record['row_stride']} / {record['col_stride']}: elements "
+            f"{differ[:6].tolist()} {nan_lost[:6].tolist()} got "
+            f"{got_bits[differ[:6]].tolist()}, expected "
+            f"{expected_bits[differ[:6]].tolist()}")
+        checked += got.size
+    assert checked > 64 * 1000

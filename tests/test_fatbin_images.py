@@ -98,3 +98,30 @@ def test_reads_what_fatbinary_writes(tmp_path, mode, verdict):
     assert completed.stdout.splitlines()[0].split()[:2] == ["ptx", "sm_90"]
     assert completed.stdout.splitlines()[0].split()[-1] == verdict
     assert completed.returncode == (0 if verdict == "lz4" else 1)
+
+
+@pytest.mark.skipif(shutil.which("zstd") is None, reason="needs the zstd program")
+@pytest.mark.skipif(fatbinary() is None, reason="needs fatbinary (from nvcc)")
+def test_extracts_the_images_fatbinary_packed(tmp_path):
+    """--extract DIR writes each zstd image back decompressed, its listed
+    size, as compute_ARCH.ptx / sm_ARCH.cubin (fatbinary keeps the PTX's
+    code, not its comments); an LZ4 one is refused."""
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(".version 8.8\n.target sm_90\n.address_size 64\n"
+                   + "// padding that compresses\n" * 400)
+    packed = tmp_path / "size.fatbin"
+    subprocess.run([fatbinary(), f"--create={packed}", "-64", "--compress-all",
+                    "--compress-mode=size", f"--image3=kind=ptx,sm=90,file={ptx}"],
+                   check=True, capture_output=True, timeout=120)
+    completed = run_tool(packed, "--extract", str(tmp_path / "out"))
+    assert completed.returncode == 0, completed.stderr
+    written = (tmp_path / "out" / "compute_90.ptx").read_bytes()
+    listed = int(completed.stdout.splitlines()[0].split()[5].replace(",", ""))
+    assert len(written) == listed
+    assert written.startswith(b".version 8.8\n.target sm_90\n.address_size 64")
+    lz4 = tmp_path / "speed.fatbin"
+    subprocess.run([fatbinary(), f"--create={lz4}", "-64", "--compress-all",
+                    "--compress-mode=speed", f"--image3=kind=ptx,sm=90,file={ptx}"],
+                   check=True, capture_output=True, timeout=120)
+    refused = run_tool(lz4, "--extract", str(tmp_path / "out2"))
+    assert refused.returncode != 0 and "cannot extract a lz4 image" in refused.stderr
