@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "python/binding.h"
+#include "python/calibrator_binding.h"
 
 #include "core/quantize.h"
 

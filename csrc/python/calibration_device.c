@@ -20,7 +20,7 @@
  * start a second state from a host state that a settle is about to replace.
  */
 
-#include "python/binding.h"
+#include "python/calibrator_binding.h"
 
 #include "cuda/calibration_ops.h"
 

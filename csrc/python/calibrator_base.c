@@ -15,7 +15,7 @@
  */
 #include <string.h>
 
-#include "python/binding.h"
+#include "python/calibrator_binding.h"
 
 #include "cuda/calibration_ops.h"
 

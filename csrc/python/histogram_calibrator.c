@@ -15,7 +15,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "python/binding.h"
+#include "python/calibrator_binding.h"
 
 #include "core/histogram.h"
 #include "core/histogram_threshold.h"

@@ -18,7 +18,7 @@
  */
 #include <string.h>
 
-#include "python/binding.h"
+#include "python/calibrator_binding.h"
 
 #include "core/amax.h"
 #include "core/amax_history.h"
