@@ -1,4 +1,6 @@
-"""No cycle between csrc files (DESIGN.md: "No cycles between files").
+"""No cycle between csrc files (DESIGN.md: "No cycles between files"), and
+no csrc folder including what its floor may not call (docs/architecture.md's
+table of floors).
 
 A file-level graph of csrc/: a unit is a .c file with its .h of the same
 name; unit A depends on unit B when A includes B's header or calls a
@@ -165,3 +167,46 @@ def test_the_finder_sees_a_planted_cycle(tmp_path):
     assert edges["a/one"] == {"a/two"}
     assert edges["a/three"] == {"a/one"}
     assert cycles(edges) == [{"a/one", "a/two"}]
+
+
+# docs/architecture.md's table of floors: what each csrc folder may not
+# include. Headers are matched by their include text: "python/..." (the
+# binding), "cuda/..." (the CUDA host floor), a kernels launch contract
+# ("*.cuh"), <Python.h>, and a CUDA toolkit header.
+_ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+[<"]([^>"]+)[>"]', re.M)
+_FORBIDDEN_BY_FLOOR = {
+    "core": ("python/", "cuda/", ".cuh", "Python.h", "numpy/", "cuda.h",
+             "cuda_runtime"),
+    "cuda": ("python/", "Python.h", "numpy/", "cuda.h", "cuda_runtime"),
+    "python": (".cuh", "cuda.h", "cuda_runtime"),
+}
+
+
+def _floor_violations(csrc: Path) -> list[str]:
+    """'FILE includes HEADER' for every include in csrc/<floor>/ that its
+    floor may not make (_FORBIDDEN_BY_FLOOR)."""
+    found = []
+    for floor, forbidden in _FORBIDDEN_BY_FLOOR.items():
+        for path in sorted((csrc / floor).glob("*.[ch]")):
+            code = _COMMENT.sub(" ", path.read_text(encoding="utf-8"))
+            for header in _ANY_INCLUDE.findall(code):
+                if header.startswith(forbidden) or header.endswith(forbidden):
+                    found.append(f"{path.relative_to(csrc)} includes {header}")
+    return found
+
+
+def test_each_floor_includes_only_what_it_may_call():
+    assert _floor_violations(CSRC) == []
+
+
+def test_the_floor_check_sees_a_planted_violation(tmp_path):
+    for floor in ("core", "cuda", "python"):
+        (tmp_path / floor).mkdir()
+    (tmp_path / "core" / "planted.c").write_text('#include "cuda/driver.h"\n')
+    (tmp_path / "python" / "planted.c").write_text('#include "gemv.cuh"\n')
+    (tmp_path / "cuda" / "planted.c").write_text("#include <Python.h>\n")
+    assert _floor_violations(tmp_path) == [
+        "core/planted.c includes cuda/driver.h",
+        "cuda/planted.c includes Python.h",
+        "python/planted.c includes gemv.cuh",
+    ]
