@@ -707,25 +707,28 @@ static void record_failure(device_slot *slot,
     char what[160];
 
     fp8q_cuda_describe_result(&driver, result, what, sizeof what);
-    if (no_code_for_gpu(result) && ptx_error != NULL) {
+    if (no_code_for_gpu(result)) {
+        char why[FP8Q_ERROR_MESSAGE_SIZE];
+        if (ptx_error != NULL) {
+            (void)snprintf(why, sizeof why,
+                           "; %s has no real code for it (%s returned %s) "
+                           "and its PTX cannot be used: %s",
+                           FP8Q_KERNEL_IMAGE_FILE, step, what,
+                           ptx_error->message);
+        }
+        else {
+            (void)snprintf(why, sizeof why,
+                           " (real code in %s, PTX in %s); %s returned %s",
+                           FP8Q_KERNEL_IMAGE_FILE, FP8Q_KERNEL_PTX_FILE, step,
+                           what);
+        }
         fp8q_fail(&slot->error, FP8Q_ERROR_CUDA,
                   "no fp8q kernel for CUDA device %d (%s, sm_%d%d): fp8q's "
-                  "kernels were built for %s; %s has no real code for it "
-                  "(%s returned %s) and its PTX cannot be used: %s",
+                  "kernels were built for %s%s",
                   device->index, properties->name,
                   properties->compute_capability_major,
                   properties->compute_capability_minor, FP8Q_KERNEL_ARCHS,
-                  FP8Q_KERNEL_IMAGE_FILE, step, what, ptx_error->message);
-    }
-    else if (no_code_for_gpu(result)) {
-        fp8q_fail(&slot->error, FP8Q_ERROR_CUDA,
-                  "no fp8q kernel for CUDA device %d (%s, sm_%d%d): fp8q's "
-                  "kernels were built for %s (real code in %s, PTX in %s); "
-                  "%s returned %s",
-                  device->index, properties->name,
-                  properties->compute_capability_major,
-                  properties->compute_capability_minor, FP8Q_KERNEL_ARCHS,
-                  FP8Q_KERNEL_IMAGE_FILE, FP8Q_KERNEL_PTX_FILE, step, what);
+                  why);
     }
     else if (result == FP8Q_CUDA_ERROR_OUT_OF_MEMORY) {
         fp8q_fail(&slot->error, FP8Q_ERROR_CUDA_MEMORY,
