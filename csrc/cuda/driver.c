@@ -708,7 +708,8 @@ static void record_failure(device_slot *slot,
 
     fp8q_cuda_describe_result(&driver, result, what, sizeof what);
     if (no_code_for_gpu(result)) {
-        char why[FP8Q_ERROR_MESSAGE_SIZE];
+        /* Room for every part whole (the message cuts the total). */
+        char why[2 * FP8Q_ERROR_MESSAGE_SIZE];
         if (ptx_error != NULL) {
             (void)snprintf(why, sizeof why,
                            "; %s has no real code for it (%s returned %s) "
