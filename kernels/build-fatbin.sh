@@ -4,7 +4,9 @@
 # FP8Q_PREBUILT_FATBIN:
 #
 #   bash kernels/build-fatbin.sh OUT_DIR
-#     -> OUT_DIR/fp8q_kernels.fatbin and OUT_DIR/fp8q_kernels.fatbin.cmake
+#     -> OUT_DIR/fp8q_kernels.fatbin (the real code: cubins),
+#        OUT_DIR/fp8q_kernels_ptx.fatbin (the newest architecture's PTX,
+#        zstd-compressed) and OUT_DIR/fp8q_kernels.fatbin.cmake
 #        (the nvcc version, hence the oldest driver, and the architectures)
 #
 # nvcc: $NVCC where set (e.g. a CUDA 12.x toolkit's, for R525+ drivers), else
@@ -61,7 +63,11 @@ cmake -S "$root" -B "$out/build" -DPython_EXECUTABLE="$toolchain/bin/python" \
 grep -E 'CUDA kernels:|fp8q: ptxas' "$out/configure.log"
 start=$SECONDS
 cmake --build "$out/build" --target fp8q_fatbin --parallel
-cp "$out/build/generated/cuda/fp8q_kernels.fatbin" "$out/build/generated/cuda/fp8q_kernels.fatbin.cmake" "$out/"
-printf 'fatbin: %s (%d bytes) in %ds\n' "$out/fp8q_kernels.fatbin" \
-  "$(wc -c <"$out/fp8q_kernels.fatbin")" $((SECONDS - start))
+generated="$out/build/generated/cuda"
+cp "$generated/fp8q_kernels.fatbin" "$generated/fp8q_kernels_ptx.fatbin" \
+  "$generated/fp8q_kernels.fatbin.cmake" "$out/"
+printf 'fatbin: %s (%d bytes), %s (%d bytes) in %ds\n' \
+  "$out/fp8q_kernels.fatbin" "$(wc -c <"$out/fp8q_kernels.fatbin")" \
+  "$out/fp8q_kernels_ptx.fatbin" "$(wc -c <"$out/fp8q_kernels_ptx.fatbin")" \
+  $((SECONDS - start))
 cat "$out/fp8q_kernels.fatbin.cmake"

@@ -2,13 +2,17 @@
 kernels/build-fatbin.sh writes) and how each is stored, so that the image's
 size and its driver floor can be checked without cuobjdump:
 
-    python3 kernels/fatbin_images.py FATBIN [--require-lz4] [--extract DIR]
+    python3 kernels/fatbin_images.py FATBIN [--require-lz4 | --require-zstd]
+                                     [--extract DIR]
 
 prints one line per image (kind, architecture, bytes stored, bytes once
 decompressed, compression) and the totals. With --require-lz4 it exits 1
 unless every image is LZ4-compressed (entry flag 0x2000) and none is
 zstd-compressed (0x8000): the compression a CUDA 12.0 driver reads
-(kernels/README.md, "Image size"). With --extract DIR it writes each
+(kernels/README.md, "Image size"), which the real-code file
+fp8q_kernels.fatbin of the CUDA 12 route needs; with --require-zstd unless
+every image is zstd-compressed, as the PTX file fp8q_kernels_ptx.fatbin is
+in both routes. With --extract DIR it writes each
 uncompressed or zstd-compressed image to DIR as sm_ARCH.cubin /
 compute_ARCH.ptx (zstd ones through the `zstd` program), so that the
 cubins can be measured (readelf) and repacked with fatbinary. Standard
@@ -95,8 +99,10 @@ def extract(data, image, directory):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("fatbin")
-    parser.add_argument("--require-lz4", action="store_true",
-                        help="exit 1 unless every image is LZ4-compressed")
+    parser.add_argument("--require-lz4", action="store_const", const="lz4",
+                        dest="require", help="exit 1 unless every image is LZ4-compressed")
+    parser.add_argument("--require-zstd", action="store_const", const="zstd",
+                        dest="require", help="exit 1 unless every image is zstd-compressed")
     parser.add_argument("--extract", metavar="DIR",
                         help="write each image, decompressed, into DIR")
     arguments = parser.parse_args(argv)
@@ -112,10 +118,10 @@ def main(argv=None):
         os.makedirs(arguments.extract, exist_ok=True)
         for image in listed:
             print("wrote", extract(data, image, arguments.extract))
-    if arguments.require_lz4:
-        other = [image for image in listed if image["compression"] != "lz4"]
+    if arguments.require:
+        other = [image for image in listed if image["compression"] != arguments.require]
         if other or not listed:
-            print("fatbin_images.py: not every image is LZ4-compressed: "
+            print(f"fatbin_images.py: not every image is {arguments.require.upper()}-compressed: "
                   + ", ".join(f"{i['kind']} sm_{i['arch']} ({i['compression']})"
                               for i in other), file=sys.stderr)
             return 1

@@ -13,6 +13,16 @@
  *   FAKE_CUDA_MEMORY      total memory in bytes (default 24 GiB)
  *   FAKE_CUDA_MISSING     an entry point cuGetProcAddress reports missing
  *   FAKE_CUDA_LOAD_ERROR  the CUresult of loading a kernel image (default 0)
+ *                         once the image has code for the device
+ *   FAKE_CUDA_FIT_IMAGES  when set, loading a fatbin refuses as the real
+ *                         driver does, with CUDA_ERROR_NO_BINARY_FOR_GPU
+ *                         (209), when none of its images fits the device's
+ *                         compute capability (fatbin_refusal); a fatbin
+ *                         without images (the header alone, which tests use
+ *                         as a stand-in) fits every device. Unset, every
+ *                         image fits: most tests pick a compute capability
+ *                         for the host side's paths, whatever architectures
+ *                         the build's image has
  *   FAKE_CUDA_NO_LIBRARY  when set, there is no cuLibraryLoadData
  *   FAKE_CUDA_LOG         a file each call is appended to: its name, and for
  *                         calls on a stream the handle ("cuMemFreeAsync 0");
@@ -284,6 +294,63 @@ static result_t fake_ctx_pop(void **context)
 static int module_storage;
 static int library_storage;
 
+static int fake_compute_capability_major(void);
+static int fake_compute_capability_minor(void);
+
+/* A little-endian unsigned integer of `n_bytes` bytes at `bytes`. */
+static uint64_t read_le(const unsigned char *bytes, int n_bytes)
+{
+    uint64_t value = 0;
+    int index;
+    for (index = n_bytes - 1; index >= 0; index--) {
+        value = (value << 8) | bytes[index];
+    }
+    return value;
+}
+
+/* What the real driver answers for the fatbin `image` on the fake device:
+ * 0 where an image fits it, else 209 (CUDA_ERROR_NO_BINARY_FOR_GPU). The
+ * layout is kernels/fatbin_images.py's: a 16-byte container header (magic
+ * 0xBA55ED50, version, header size, payload size), then per image a
+ * header (kind 1 PTX / 2 ELF at byte 0, its size at 4, the payload's size
+ * at 8, the architecture major*10+minor at 28, flags at 40) and the
+ * payload. Real code (ELF) fits a device of the same major version and a
+ * minor no higher than the device's; PTX fits a device whose architecture
+ * is at least the PTX's (the driver JIT-compiles it). Compression (the
+ * flags) is not modelled: every image counts as readable. */
+static result_t fatbin_refusal(const void *image)
+{
+    const unsigned char *bytes = (const unsigned char *)image;
+    const int device = 10 * fake_compute_capability_major() +
+                       fake_compute_capability_minor();
+    uint64_t position;
+    uint64_t end;
+    int images = 0;
+
+    if (getenv("FAKE_CUDA_FIT_IMAGES") == NULL) {
+        return 0;
+    }
+    if (read_le(bytes, 4) != 0xBA55ED50u) {
+        return 200; /* CUDA_ERROR_INVALID_IMAGE */
+    }
+    position = read_le(bytes + 6, 2);
+    end = position + read_le(bytes + 8, 8);
+    while (position + 64 <= end) {
+        const unsigned char *entry = bytes + position;
+        const int kind = (int)read_le(entry, 2);
+        const int arch = (int)read_le(entry + 28, 4);
+        images++;
+        if (kind == 2 && arch / 10 == device / 10 && arch <= device) {
+            return 0;
+        }
+        if (kind == 1 && arch <= device) {
+            return 0;
+        }
+        position += read_le(entry + 4, 4) + read_le(entry + 8, 8);
+    }
+    return images == 0 ? 0 : 209;
+}
+
 static result_t fake_library_load_data(void **library, const void *code,
                                        void *options, void **values,
                                        unsigned int n_options,
@@ -291,7 +358,7 @@ static result_t fake_library_load_data(void **library, const void *code,
                                        void **library_values,
                                        unsigned int n_library_options)
 {
-    (void)code;
+    result_t refused;
     (void)options;
     (void)values;
     (void)n_options;
@@ -299,6 +366,10 @@ static result_t fake_library_load_data(void **library, const void *code,
     (void)library_values;
     (void)n_library_options;
     log_call("cuLibraryLoadData");
+    refused = fatbin_refusal(code);
+    if (refused != 0) {
+        return refused;
+    }
     *library = &library_storage;
     return 0;
 }
@@ -320,8 +391,12 @@ static result_t fake_library_unload(void *library)
 
 static result_t fake_module_load_data(void **module, const void *image)
 {
-    (void)image;
+    result_t refused;
     log_call("cuModuleLoadData");
+    refused = fatbin_refusal(image);
+    if (refused != 0) {
+        return refused;
+    }
     *module = &module_storage;
     return setting("FAKE_CUDA_LOAD_ERROR", 0);
 }
@@ -654,6 +729,15 @@ static int fake_compute_capability_major(void)
     int major = 0;
     (void)fake_device_get_attribute(&major, 75, 0);
     return major;
+}
+
+/* The device's compute capability minor, as fake_device_get_attribute
+ * reports it. */
+static int fake_compute_capability_minor(void)
+{
+    int minor = 0;
+    (void)fake_device_get_attribute(&minor, 76, 0);
+    return minor;
 }
 
 /* Nonzero when a tensor-core launch of kernels/gemv.cuh (tile `rows`, 16 or

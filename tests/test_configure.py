@@ -104,17 +104,21 @@ esac
 """
 
 FAKE_FATBINARY = """#!/bin/sh
-printf '%s\\n' "$@" >"$(dirname "$0")/fatbinary.args"
+for argument in "$@"; do
+  case "$argument" in --create=*) name=$(basename "${argument#--create=}") ;; esac
+done
+printf '%s\\n' "$@" >"$(dirname "$0")/$name.args"
 for argument in "$@"; do
   case "$argument" in --create=*) : >"${argument#--create=}" ;; esac
 done
 """
 
 
-def test_the_cuda_12_route_packs_every_image_lz4_compressed(tmp_path):
-    """FP8Q_PTXAS's fatbin: every image compressed (--compress-all) in the
-    LZ4 `speed` mode, the one CUDA 12.0 drivers read (kernels/README.md,
-    "Image size"); no zstd mode, and not uncompressed."""
+def test_the_cuda_12_route_packs_the_cubins_lz4_and_the_ptx_apart_zstd(tmp_path):
+    """FP8Q_PTXAS's fatbins: the real code's every image compressed
+    (--compress-all) in the LZ4 `speed` mode, the one CUDA 12.0 drivers read
+    (kernels/README.md, "Image size"), no zstd mode, not uncompressed; the
+    PTX alone in its own fatbin, in the zstd `size` mode."""
     tools = tmp_path / "tools"
     tools.mkdir()
     nvcc = script(tools / "nvcc", FAKE_NVCC_PTX)
@@ -134,12 +138,57 @@ def test_the_cuda_12_route_packs_every_image_lz4_compressed(tmp_path):
                                env=environment, capture_output=True, text=True,
                                timeout=300)
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    arguments = (tools / "fatbinary.args").read_text().splitlines()
+    arguments = (tools / "fp8q_kernels.fatbin.args").read_text().splitlines()
     assert "--compress-all" in arguments and "--compress-mode=speed" in arguments, arguments
     assert not [a for a in arguments
                 if a.startswith("--compress") and a not in ("--compress-all",
                                                              "--compress-mode=speed")]
     images = [a for a in arguments if a.startswith("--image3=")]
     assert [a.split(",")[:2] for a in images] == [
-        ["--image3=kind=elf", "sm=75"], ["--image3=kind=elf", "sm=90"],
+        ["--image3=kind=elf", "sm=75"], ["--image3=kind=elf", "sm=90"]], arguments
+    arguments = (tools / "fp8q_kernels_ptx.fatbin.args").read_text().splitlines()
+    assert [a for a in arguments if a.startswith("--compress")] == [
+        "--compress-all", "--compress-mode=size"], arguments
+    assert [a.split(",")[:2] for a in arguments if a.startswith("--image3=")] == [
         ["--image3=kind=ptx", "sm=90"]], arguments
+
+
+# The nvcc route: nvcc records how it was asked to write each fatbin.
+FAKE_NVCC_ARGS = """#!/bin/sh
+case "$1" in
+  --version) echo "Cuda compilation tools, release 13.0, V13.0.88" ;;
+  --list-gpu-code) printf 'sm_75\\nsm_80\\nsm_86\\nsm_89\\nsm_90\\nsm_100\\nsm_120\\n' ;;
+  *) all="$*"
+     while [ $# -gt 0 ]; do
+       if [ "$1" = -o ]; then : >"$2"; printf '%s\\n' $all >"$(dirname "$0")/$(basename "$2").args"; fi
+       shift
+     done ;;
+esac
+"""
+
+
+def test_the_nvcc_route_writes_the_cubins_and_the_ptx_apart(tmp_path):
+    """Without FP8Q_PTXAS: fp8q_kernels.fatbin from the sm_ gencodes only,
+    fp8q_kernels_ptx.fatbin from the newest compute_ one, every image
+    zstd-compressed (-Xfatbin=--compress-all --compress-mode=size)."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    nvcc = script(tools / "nvcc", FAKE_NVCC_ARGS)
+    environment = {name: value for name, value in os.environ.items()
+                   if name not in ("FP8Q_CUDA_ARCHS", "FP8Q_PREBUILT_FATBIN")}
+    build = tmp_path / "build"
+    for command in (["cmake", "-S", str(ROOT), "-B", str(build),
+                     f"-DCMAKE_CUDA_COMPILER={nvcc}", f"-DPython_EXECUTABLE={sys.executable}",
+                     "-DFP8Q_CUDA_ARCHS=75;90"],
+                    ["cmake", "--build", str(build), "--target", "fp8q_fatbin"]):
+        completed = subprocess.run(command, env=environment, capture_output=True,
+                                   text=True, timeout=300)
+        assert completed.returncode == 0, completed.stdout + completed.stderr
+    real = (tools / "fp8q_kernels.fatbin.args").read_text().split()
+    ptx = (tools / "fp8q_kernels_ptx.fatbin.args").read_text().split()
+    assert [a for a in real if a.startswith("arch=")] == [
+        "arch=compute_75,code=sm_75", "arch=compute_90,code=sm_90"], real
+    assert [a for a in ptx if a.startswith("arch=")] == [
+        "arch=compute_90,code=compute_90"], ptx
+    assert "--compress-mode=size" in real and "-Xfatbin=--compress-all" not in real
+    assert "-Xfatbin=--compress-all" in ptx and "--compress-mode=size" in ptx

@@ -63,6 +63,20 @@ def test_refuses_an_image_that_is_not_lz4(tmp_path, flags, verdict):
     assert "sm_75" not in completed.stderr
 
 
+@pytest.mark.parametrize("flags, verdict", [(0x8011, None), (0x2011, "lz4"), (0x11, "none")])
+def test_require_zstd_accepts_only_zstd_images(tmp_path, flags, verdict):
+    """The PTX file's check (.ci/run step 2b): every image zstd."""
+    path = tmp_path / "ptx.fatbin"
+    path.write_bytes(fatbin(entry(1, 120, b"\x33" * 16, flags, 16 if flags == 0x11 else 900)))
+    completed = run_tool(path, "--require-zstd")
+    if verdict is None:
+        assert completed.returncode == 0, completed.stderr
+    else:
+        assert completed.returncode == 1
+        assert completed.stderr == ("fatbin_images.py: not every image is ZSTD-compressed: "
+                                    f"ptx sm_120 ({verdict})\n")
+
+
 def test_a_damaged_fatbin_is_an_error(tmp_path):
     path = tmp_path / "short.fatbin"
     path.write_bytes(fatbin(entry(2, 75, b"\x11" * 40, 0x2011, 4000))[:-8])

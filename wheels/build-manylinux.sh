@@ -5,7 +5,8 @@
 #
 #   bash wheels/build-manylinux.sh OUT_DIR
 #     -> OUT_DIR/fp8q-<version>-<python>-manylinux2014_x86_64.manylinux_2_17_x86_64.whl
-#        (measured, cp312: those two tags; fp8q/fp8q_kernels.fatbin inside)
+#        (measured, cp312: those two tags; fp8q/fp8q_kernels.fatbin and
+#        fp8q/fp8q_kernels_ptx.fatbin inside)
 #
 # FP8Q_PREBUILT_FATBIN (kernels/build-fatbin.sh) gives the wheel its CUDA
 # kernels; without it the wheel is CPU-only. PYTHON (default python3) picks

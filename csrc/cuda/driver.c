@@ -20,9 +20,15 @@
 /* ------------------------------------------------------------------------- */
 /* Process-wide state                                                        */
 
-/* One device's kernel image, loaded once (fp8q_cuda_device_open). */
+/* One device's kernel image, loaded once (fp8q_cuda_device_open): the
+ * real-code image under `once`; where it has no code for the device
+ * (needs_ptx), the PTX image under `ptx_once`. */
 typedef struct device_slot {
     fp8q_once once;
+    fp8q_once ptx_once;
+    int needs_ptx;
+    fp8q_cu_result real_result; /* why the real code would not load */
+    const char *real_step;      /* and the call that said so */
     fp8q_cuda_device device;
     fp8q_error error;
 } device_slot;
@@ -497,18 +503,16 @@ fp8q_status fp8q_cuda_device_properties_get(
 
 #if FP8Q_CUDA_KERNELS
 
-/* Loads the kernel image (read by fp8q_cuda_device_open) into the current
+/* Loads `image` (a fatbin read by fp8q_cuda_device_open) into the current
  * context from memory: the library API where the driver has it, else a
  * module. */
 static fp8q_cu_result load_kernel_image(const fp8q_cuda_driver *loaded,
                                         fp8q_cuda_device *device,
+                                        const unsigned char *image,
                                         const char **step)
 {
-    const unsigned char *image = NULL;
-    size_t image_size = 0;
     fp8q_cu_result result;
 
-    (void)fp8q_kernel_image_get(&image, &image_size, NULL);
     if (loaded->api.library_load_data != NULL) {
         *step = "cuLibraryLoadData";
         result = loaded->api.library_load_data(&device->library, image, NULL,
@@ -530,6 +534,15 @@ static fp8q_cu_result load_kernel_image(const fp8q_cuda_driver *loaded,
     }
     *step = "cuModuleLoadData";
     return loaded->api.module_load_data(&device->module, image);
+}
+
+/* Nonzero for the results that say an image holds no code this GPU can
+ * run: no cubin of its architecture (and no PTX it can JIT-compile), or
+ * only PTX newer than the driver's compiler. */
+static int no_code_for_gpu(fp8q_cu_result result)
+{
+    return result == FP8Q_CUDA_ERROR_NO_BINARY_FOR_GPU ||
+           result == FP8Q_CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
 }
 
 /* Finds every kernel in the loaded module; *step names the failing call. */
@@ -630,85 +643,173 @@ static void configure_memory_pool(const fp8q_cuda_driver *loaded,
     }
 }
 
-/* Runs once per device: retains the primary context and loads the image;
- * the outcome goes into the slot. */
-static void open_device(void *context)
+/* Retains device's primary context and loads `image` into it (the
+ * kernels found, their occupancy and the device's attributes queried);
+ * releases the context again on failure. *step names the failing call. */
+static fp8q_cu_result open_with_image(fp8q_cuda_device *device,
+                                      const unsigned char *image,
+                                      const char **step)
 {
-    device_slot *slot = (device_slot *)context;
     const fp8q_cuda_driver *loaded = &driver;
-    fp8q_cuda_device *device = &slot->device;
-    fp8q_cuda_device_properties properties;
     fp8q_cu_context popped = NULL;
     fp8q_cu_result result;
-    const char *step = "cuDevicePrimaryCtxRetain";
-    char what[160];
 
-    fp8q_error_clear(&slot->error);
-    if (fp8q_cuda_device_properties_get(device->index, &properties,
-                                        &slot->error) != FP8Q_OK ||
-        get_device(loaded, device->index, &device->device, &slot->error) !=
-            FP8Q_OK) {
-        return;
-    }
+    *step = "cuDevicePrimaryCtxRetain";
     result = loaded->api.device_primary_ctx_retain(&device->context,
                                                    device->device);
+    if (result != FP8Q_CUDA_SUCCESS) {
+        return result;
+    }
+    *step = "cuCtxPushCurrent";
+    result = loaded->api.ctx_push_current(device->context);
     if (result == FP8Q_CUDA_SUCCESS) {
-        step = "cuCtxPushCurrent";
-        result = loaded->api.ctx_push_current(device->context);
+        result = load_kernel_image(loaded, device, image, step);
         if (result == FP8Q_CUDA_SUCCESS) {
-            result = load_kernel_image(loaded, device, &step);
-            if (result == FP8Q_CUDA_SUCCESS) {
-                result = find_kernels(loaded, device, &step);
-            }
-            if (result == FP8Q_CUDA_SUCCESS) {
-                result = query_occupancy(loaded, device, &step);
-            }
-            (void)loaded->api.ctx_pop_current(&popped);
+            result = find_kernels(loaded, device, step);
         }
         if (result == FP8Q_CUDA_SUCCESS) {
-            step = "cuDeviceGetAttribute";
-            result = query_launch_attributes(loaded, device);
+            result = query_occupancy(loaded, device, step);
         }
-        if (result == FP8Q_CUDA_SUCCESS) {
-            configure_memory_pool(loaded, device);
-            device->fp8_tensor_cores =
-                fp8q_cuda_has_fp8_tensor_cores(
-                    device->compute_capability_major,
-                    device->compute_capability_minor) &&
-                !fp8q_cuda_switches_get()->no_fp8_tensor_cores;
-        }
-        if (result != FP8Q_CUDA_SUCCESS) {
-            (void)loaded->api.device_primary_ctx_release(device->device);
-            device->context = NULL;
-        }
+        (void)loaded->api.ctx_pop_current(&popped);
     }
     if (result == FP8Q_CUDA_SUCCESS) {
-        return;
+        *step = "cuDeviceGetAttribute";
+        result = query_launch_attributes(loaded, device);
     }
-    fp8q_cuda_describe_result(loaded, result, what, sizeof what);
-    if (result == FP8Q_CUDA_ERROR_NO_BINARY_FOR_GPU ||
-        result == FP8Q_CUDA_ERROR_UNSUPPORTED_PTX_VERSION) {
+    if (result == FP8Q_CUDA_SUCCESS) {
+        configure_memory_pool(loaded, device);
+        device->fp8_tensor_cores =
+            fp8q_cuda_has_fp8_tensor_cores(device->compute_capability_major,
+                                           device->compute_capability_minor) &&
+            !fp8q_cuda_switches_get()->no_fp8_tensor_cores;
+    }
+    else {
+        if (device->library != NULL) {
+            (void)loaded->api.library_unload(device->library);
+            device->library = NULL;
+        }
+        device->module = NULL;
+        (void)loaded->api.device_primary_ctx_release(device->device);
+        device->context = NULL;
+    }
+    return result;
+}
+
+/* Records in slot->error why `result` (of `step`) left the device without
+ * kernels; `ptx_error`, when not NULL, is why the PTX file could not be
+ * used after the real code had none for the device. */
+static void record_failure(device_slot *slot,
+                           const fp8q_cuda_device_properties *properties,
+                           fp8q_cu_result result, const char *step,
+                           const fp8q_error *ptx_error)
+{
+    const fp8q_cuda_device *device = &slot->device;
+    char what[160];
+
+    fp8q_cuda_describe_result(&driver, result, what, sizeof what);
+    if (no_code_for_gpu(result)) {
+        /* Room for every part whole (the message cuts the total). */
+        char why[2 * FP8Q_ERROR_MESSAGE_SIZE];
+        if (ptx_error != NULL) {
+            (void)snprintf(why, sizeof why,
+                           "; %s has no real code for it (%s returned %s) "
+                           "and its PTX cannot be used: %s",
+                           FP8Q_KERNEL_IMAGE_FILE, step, what,
+                           ptx_error->message);
+        }
+        else {
+            (void)snprintf(why, sizeof why,
+                           " (real code in %s, PTX in %s); %s returned %s",
+                           FP8Q_KERNEL_IMAGE_FILE, FP8Q_KERNEL_PTX_FILE, step,
+                           what);
+        }
         fp8q_fail(&slot->error, FP8Q_ERROR_CUDA,
                   "no fp8q kernel for CUDA device %d (%s, sm_%d%d): fp8q's "
-                  "kernels were built for %s; %s returned %s",
-                  device->index, properties.name,
-                  properties.compute_capability_major,
-                  properties.compute_capability_minor, FP8Q_KERNEL_ARCHS,
-                  step, what);
+                  "kernels were built for %s%s",
+                  device->index, properties->name,
+                  properties->compute_capability_major,
+                  properties->compute_capability_minor, FP8Q_KERNEL_ARCHS,
+                  why);
     }
     else if (result == FP8Q_CUDA_ERROR_OUT_OF_MEMORY) {
         fp8q_fail(&slot->error, FP8Q_ERROR_CUDA_MEMORY,
                   "out of memory on CUDA device %d (%s) while loading fp8q's "
                   "kernels: %s returned %s",
-                  device->index, properties.name, step, what);
+                  device->index, properties->name, step, what);
     }
     else {
         fp8q_fail(&slot->error, FP8Q_ERROR_CUDA,
                   "could not load fp8q's kernels on CUDA device %d (%s, "
                   "sm_%d%d): %s returned %s",
-                  device->index, properties.name,
-                  properties.compute_capability_major,
-                  properties.compute_capability_minor, step, what);
+                  device->index, properties->name,
+                  properties->compute_capability_major,
+                  properties->compute_capability_minor, step, what);
+    }
+}
+
+/* Runs once per device: loads the real-code image; where it has no code
+ * for the device, sets slot->needs_ptx instead of an error (the PTX file
+ * is read outside this once, then ptx_open_device runs). */
+static void open_device(void *context)
+{
+    device_slot *slot = (device_slot *)context;
+    fp8q_cuda_device *device = &slot->device;
+    fp8q_cuda_device_properties properties;
+    const unsigned char *image = NULL;
+    size_t image_size = 0;
+    const char *step = "";
+    fp8q_cu_result result;
+
+    fp8q_error_clear(&slot->error);
+    if (fp8q_cuda_device_properties_get(device->index, &properties,
+                                        &slot->error) != FP8Q_OK ||
+        get_device(&driver, device->index, &device->device, &slot->error) !=
+            FP8Q_OK) {
+        return;
+    }
+    (void)fp8q_kernel_image_get(&image, &image_size, NULL);
+    result = open_with_image(device, image, &step);
+    if (no_code_for_gpu(result)) {
+        slot->needs_ptx = 1;
+        slot->real_result = result;
+        slot->real_step = step;
+    }
+    else if (result != FP8Q_CUDA_SUCCESS) {
+        record_failure(slot, &properties, result, step, NULL);
+    }
+}
+
+/* What ptx_open_device is given: the slot and the PTX file's outcome. */
+typedef struct ptx_attempt {
+    device_slot *slot;
+    fp8q_status status;
+    const unsigned char *image;
+    fp8q_error error;
+} ptx_attempt;
+
+/* Runs once per device that needs the PTX: loads it, or records why there
+ * is no fp8q kernel for the device. */
+static void ptx_open_device(void *context)
+{
+    ptx_attempt *attempt = (ptx_attempt *)context;
+    device_slot *slot = attempt->slot;
+    fp8q_cuda_device_properties properties;
+    const char *step = "";
+    fp8q_cu_result result;
+
+    fp8q_error_clear(&slot->error);
+    if (fp8q_cuda_device_properties_get(slot->device.index, &properties,
+                                        &slot->error) != FP8Q_OK) {
+        return;
+    }
+    if (attempt->status != FP8Q_OK) {
+        record_failure(slot, &properties, slot->real_result,
+                       slot->real_step, &attempt->error);
+        return;
+    }
+    result = open_with_image(&slot->device, attempt->image, &step);
+    if (result != FP8Q_CUDA_SUCCESS) {
+        record_failure(slot, &properties, result, step, NULL);
     }
 }
 
@@ -737,6 +838,18 @@ fp8q_status fp8q_cuda_device_open(int index, const fp8q_cuda_device **device,
     }
     slot = &device_slots[index];
     fp8q_once_run(&slot->once, open_device, slot);
+    if (slot->needs_ptx) {
+        /* The PTX file, read only now that a device needs it (outside
+         * the slot's onces, as above). */
+        ptx_attempt attempt;
+        size_t ptx_size = 0;
+        attempt.slot = slot;
+        attempt.image = NULL;
+        fp8q_error_clear(&attempt.error);
+        attempt.status = fp8q_kernel_ptx_get(&attempt.image, &ptx_size,
+                                             &attempt.error);
+        fp8q_once_run(&slot->ptx_once, ptx_open_device, &attempt);
+    }
     if (slot->error.status != FP8Q_OK) {
         return copy_error(&slot->error, error);
     }

@@ -199,13 +199,16 @@ typedef struct fp8q_cuda_device {
 /*
  * Returns device `index` with fp8q's kernels loaded into its primary
  * context: on the first call for the device, retains the primary context
- * and loads the kernel image read from its file (cuda/kernel_image.h; once
- * per device, thread-safely). Fails as fp8q_cuda_backend_check, with the
- * kernel file's error when it is missing or damaged, with "CUDA device N
- * does not exist" for a bad index, and with the device's sm_XY and the
- * architectures fp8q's
- * kernels were built for when the image has no code this GPU can run
- * (CUDA_ERROR_NO_BINARY_FOR_GPU).
+ * and loads the real-code image read from its file (cuda/kernel_image.h;
+ * once per device, thread-safely); where the driver answers that it holds
+ * no code for the GPU (CUDA_ERROR_NO_BINARY_FOR_GPU or
+ * CUDA_ERROR_UNSUPPORTED_PTX_VERSION), reads the PTX image's file, only
+ * then, and loads that instead. Fails as fp8q_cuda_backend_check, with the
+ * real-code file's error when it is missing or damaged, with "CUDA device
+ * N does not exist" for a bad index, and with the device's sm_XY and the
+ * architectures fp8q's kernels were built for when neither image has code
+ * this GPU can run (naming both files), or the PTX file's error when a GPU
+ * needs it and it is missing or damaged.
  */
 fp8q_status fp8q_cuda_device_open(int index, const fp8q_cuda_device **device,
                                   fp8q_error *error);

@@ -13,22 +13,38 @@
 #define FATBIN_MAGIC 0xBA55ED50u
 #define FATBIN_HEADER_SIZE 16u
 
-static fp8q_once folder_once = FP8Q_ONCE_INIT;
-static char image_path[FP8Q_CUDA_PATH_SIZE];
+/* One of the two files: where it is, and what reading it gave. */
+typedef struct kernel_file {
+    const char *name;  /* FP8Q_KERNEL_IMAGE_FILE or FP8Q_KERNEL_PTX_FILE */
+    const char *what;  /* what the file holds, for errors */
+    char path[FP8Q_CUDA_PATH_SIZE];
+    fp8q_once once;
+    unsigned char *data;
+    size_t size;
+    fp8q_error error;
+} kernel_file;
 
-static fp8q_once image_once = FP8Q_ONCE_INIT;
-static unsigned char *image_data;
-static size_t image_size;
-static fp8q_error image_error;
+static fp8q_once folder_once = FP8Q_ONCE_INIT;
+static kernel_file real_file = {FP8Q_KERNEL_IMAGE_FILE, "fp8q's CUDA kernels",
+                                "", FP8Q_ONCE_INIT, NULL, 0, {FP8Q_OK, ""}};
+static kernel_file ptx_file = {FP8Q_KERNEL_PTX_FILE,
+                               "the PTX of fp8q's CUDA kernels", "",
+                               FP8Q_ONCE_INIT, NULL, 0, {FP8Q_OK, ""}};
+
+/* file->path: `folder`/file->name, or "" when that is too long. */
+static void store_path(kernel_file *file, const char *folder)
+{
+    const int length = snprintf(file->path, sizeof file->path, "%s/%s",
+                                folder, file->name);
+    if (length < 0 || (size_t)length >= sizeof file->path) {
+        file->path[0] = '\0';
+    }
+}
 
 static void store_folder(void *context)
 {
-    const char *folder = (const char *)context;
-    const int length = snprintf(image_path, sizeof image_path, "%s/%s",
-                                folder, FP8Q_KERNEL_IMAGE_FILE);
-    if (length < 0 || (size_t)length >= sizeof image_path) {
-        image_path[0] = '\0';
-    }
+    store_path(&real_file, (const char *)context);
+    store_path(&ptx_file, (const char *)context);
 }
 
 void fp8q_kernel_image_set_folder(const char *folder)
@@ -38,7 +54,12 @@ void fp8q_kernel_image_set_folder(const char *folder)
 
 const char *fp8q_kernel_image_path(void)
 {
-    return image_path;
+    return real_file.path;
+}
+
+const char *fp8q_kernel_ptx_path(void)
+{
+    return ptx_file.path;
 }
 
 /* A little-endian unsigned integer of `n_bytes` bytes at `bytes`. */
@@ -52,56 +73,67 @@ static unsigned long long read_le(const unsigned char *bytes, int n_bytes)
     return value;
 }
 
-/* Runs once: fills image_data and image_size, or image_error. */
-static void read_image(void *unused)
+/* Runs once per file: fills file->data and file->size, or file->error. */
+static void read_image(void *context)
 {
+    kernel_file *file = (kernel_file *)context;
     char reason[256];
     const char *wrong = NULL;
 
-    (void)unused;
-    fp8q_error_clear(&image_error);
-    if (image_path[0] == '\0') {
-        fp8q_fail(&image_error, FP8Q_ERROR_CUDA,
-                  "fp8q's CUDA kernels (%s) cannot be found: the folder of "
-                  "fp8q._C is unknown or its path too long",
-                  FP8Q_KERNEL_IMAGE_FILE);
+    fp8q_error_clear(&file->error);
+    if (file->path[0] == '\0') {
+        fp8q_fail(&file->error, FP8Q_ERROR_CUDA,
+                  "%s (%s) cannot be found: the folder of fp8q._C is "
+                  "unknown or its path too long",
+                  file->what, file->name);
         return;
     }
-    if (fp8q_file_read(image_path, &image_data, &image_size, reason,
+    if (fp8q_file_read(file->path, &file->data, &file->size, reason,
                        sizeof reason) < 0) {
-        fp8q_fail(&image_error, FP8Q_ERROR_CUDA,
-                  "fp8q's CUDA kernels are missing: %s cannot be read (%s); "
-                  "reinstall fp8q",
-                  image_path, reason);
+        fp8q_fail(&file->error, FP8Q_ERROR_CUDA,
+                  "%s are missing: %s cannot be read (%s); reinstall fp8q",
+                  file->what, file->path, reason);
         return;
     }
-    if (image_size < FATBIN_HEADER_SIZE ||
-        read_le(image_data, 4) != FATBIN_MAGIC) {
+    if (file->size < FATBIN_HEADER_SIZE ||
+        read_le(file->data, 4) != FATBIN_MAGIC) {
         wrong = "it is not a CUDA fatbin";
     }
-    else if (read_le(image_data + 6, 2) + read_le(image_data + 8, 8) !=
-             image_size) {
+    else if (read_le(file->data + 6, 2) + read_le(file->data + 8, 8) !=
+             file->size) {
         wrong = "its size is not the one its header gives (truncated?)";
     }
     if (wrong != NULL) {
-        fp8q_fail(&image_error, FP8Q_ERROR_CUDA,
-                  "fp8q's CUDA kernels are damaged: %s (%zu bytes): %s; "
-                  "reinstall fp8q",
-                  image_path, image_size, wrong);
-        fp8q_aligned_free(image_data);
-        image_data = NULL;
-        image_size = 0;
+        fp8q_fail(&file->error, FP8Q_ERROR_CUDA,
+                  "%s are damaged: %s (%zu bytes): %s; reinstall fp8q",
+                  file->what, file->path, file->size, wrong);
+        fp8q_aligned_free(file->data);
+        file->data = NULL;
+        file->size = 0;
     }
+}
+
+/* The image of `file`, read at the first call. */
+static fp8q_status get_image(kernel_file *file, const unsigned char **image,
+                             size_t *size, fp8q_error *error)
+{
+    fp8q_once_run(&file->once, read_image, file);
+    *image = file->data;
+    *size = file->size;
+    if (file->error.status != FP8Q_OK && error != NULL) {
+        *error = file->error;
+    }
+    return file->error.status;
 }
 
 fp8q_status fp8q_kernel_image_get(const unsigned char **image, size_t *size,
                                   fp8q_error *error)
 {
-    fp8q_once_run(&image_once, read_image, NULL);
-    *image = image_data;
-    *size = image_size;
-    if (image_error.status != FP8Q_OK && error != NULL) {
-        *error = image_error;
-    }
-    return image_error.status;
+    return get_image(&real_file, image, size, error);
+}
+
+fp8q_status fp8q_kernel_ptx_get(const unsigned char **image, size_t *size,
+                                fp8q_error *error)
+{
+    return get_image(&ptx_file, image, size, error);
 }

@@ -24,8 +24,10 @@ PyDoc_STRVAR(build_info_doc,
              "assembled the real code from nvcc's PTX, else None),\n"
              "numpy_build_version (the NumPy headers\n"
              "used), build_system (CMake's system name and processor) and\n"
-             "kernel_file (the fatbin read at the first GPU use, beside this\n"
-             "module; None without kernels).");
+             "kernel_file (the fatbin of the real code, the sm_ targets, read at\n"
+             "the first GPU use, beside this module) and kernel_ptx_file (the\n"
+             "fatbin of the PTX, the compute_ target, beside it, read only for a\n"
+             "GPU none of the real code fits); both None without kernels).");
 
 /* FP8Q_KERNEL_ARCHS ("sm_75,...,compute_120") as a list of str. */
 static PyObject *kernel_archs_list(void)
@@ -77,7 +79,7 @@ static PyObject *ops_build_info(PyObject *module, PyObject *unused)
     /* "N" hands the three new references to the dict (or releases them when
      * building it fails). */
     info = Py_BuildValue(
-        "{s:s,s:s,s:O,s:s,s:N,s:N,s:N,s:z,s:z,s:s,s:s,s:z}", "version",
+        "{s:s,s:s,s:O,s:s,s:N,s:N,s:N,s:z,s:z,s:s,s:s,s:z,s:z}", "version",
         FP8Q_VERSION,
         "compiler", FP8Q_COMPILER, "cuda_kernels",
         FP8Q_CUDA_KERNELS ? Py_True : Py_False, "cuda_kernels_reason",
@@ -90,6 +92,10 @@ static PyObject *ops_build_info(PyObject *module, PyObject *unused)
         "kernel_file",
         FP8Q_CUDA_KERNELS && fp8q_kernel_image_path()[0] != '\0'
             ? fp8q_kernel_image_path()
+            : NULL,
+        "kernel_ptx_file",
+        FP8Q_CUDA_KERNELS && fp8q_kernel_ptx_path()[0] != '\0'
+            ? fp8q_kernel_ptx_path()
             : NULL);
     return info;
 }

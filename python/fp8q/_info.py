@@ -136,6 +136,7 @@ def info():
             "build_system": build["build_system"],
             "kernel_archs": build["kernel_archs"],
             "kernel_file": build["kernel_file"],
+            "kernel_ptx_file": build["kernel_ptx_file"],
             "cuda_min_driver_version": build["cuda_min_driver_version"],
             "cuda_ptx_min_driver_version": build["cuda_ptx_min_driver_version"],
         },
@@ -230,6 +231,23 @@ def _cpu_feature_lines(features):
             for name, use in features.items()]
 
 
+def _kernel_file_lines(build):
+    """The report's lines for the two kernel files: each one's path and
+    what it holds (the real code's sm_ targets; the compute_ PTX, which
+    only a GPU none of the real code fits reads); none without kernels."""
+    archs = build["kernel_archs"]
+    real = ", ".join(arch for arch in archs if arch.startswith("sm_"))
+    ptx = ", ".join(arch for arch in archs if arch.startswith("compute_"))
+    lines = []
+    if build["kernel_file"]:
+        lines.append(("  kernel file", f"{build['kernel_file']} (real code: {real})"))
+    if build["kernel_ptx_file"]:
+        lines.append(("  kernel PTX file",
+                      f"{build['kernel_ptx_file']} ({ptx}; read only for a GPU "
+                      "newer than the real code)"))
+    return lines
+
+
 def print_info(as_json=False):
     """Prints info(), as a readable report or as JSON."""
     facts = info()
@@ -253,8 +271,7 @@ def print_info(as_json=False):
         ("fp8q", facts["fp8q"]),
         ("compiler", build["compiler"]),
         ("cuda kernels", f"{kernels}{nvcc}"),
-        *([("  kernel file", build["kernel_file"])] if build["kernel_file"]
-          else []),
+        *_kernel_file_lines(build),
         ("numpy headers", build["numpy_headers"]),
         ("platform", f"{machine['system']} ({machine['machine']})"),
         ("cpu", f"{machine['cpu']}, {machine['logical_cpus']} logical CPUs"),
