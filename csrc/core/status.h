@@ -27,7 +27,10 @@ typedef enum fp8q_status {
                                (KeyboardInterrupt for Ctrl-C)            */
 } fp8q_status;
 
-#define FP8Q_ERROR_MESSAGE_SIZE 512
+/* Room for the longest message: two shapes at FP8Q_SHAPE_TEXT_SIZE and
+ * their sentence (a reshape's refusal), or a layout refusal (a shape and
+ * its strides) after a caller's prefix (a DLPack import's), whole. */
+#define FP8Q_ERROR_MESSAGE_SIZE 1024
 
 typedef struct fp8q_error {
     fp8q_status status;

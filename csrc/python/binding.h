@@ -537,6 +537,10 @@ PyObject *fp8q_py_torch_float8_bytes(PyObject *object, fp8q_dtype *dtype);
  * fails (the exception is cleared). */
 int fp8q_py_torch_requires_grad(PyObject *object);
 
+/* torch_refusals.c: interns the attribute names it reads; 0, or -1 with an
+ * exception. Called once at module execution. */
+int fp8q_py_torch_init(void);
+
 /* ------------------------------------------------------------------------- */
 /* dlpack_view.c: below both DLPack files                                    */
 

@@ -95,7 +95,7 @@ static int fp8q_module_exec(PyObject *module)
 
     if (name_kernel_folder(module) < 0 || fp8q_py_errors_init(module) < 0 ||
         fp8q_py_dtype_init(module) < 0 || fp8q_py_tensor_init(module) < 0 ||
-        fp8q_py_calibration_init(module) < 0) {
+        fp8q_py_calibration_init(module) < 0 || fp8q_py_torch_init() < 0) {
         return -1;
     }
     for (index = 0; index < sizeof function_tables / sizeof function_tables[0];

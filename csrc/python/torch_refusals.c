@@ -199,19 +199,25 @@ PyObject *fp8q_py_torch_float8_bytes(PyObject *object, fp8q_dtype *dtype)
     return bytes;
 }
 
-int fp8q_py_torch_requires_grad(PyObject *object)
-{
-    /* Interned on first use, never freed. */
-    static PyObject *requires_grad_name;
-    PyObject *value;
-    int result;
+/* "requires_grad", interned at module execution (fp8q_py_torch_init),
+ * before any thread can call in, never freed: a first-use initialization
+ * would race between threads on free-threaded CPython. */
+static PyObject *requires_grad_name;
 
+int fp8q_py_torch_init(void)
+{
     if (requires_grad_name == NULL) {
         requires_grad_name = PyUnicode_InternFromString("requires_grad");
     }
-    value = requires_grad_name == NULL
-                ? NULL
-                : PyObject_GetAttr(object, requires_grad_name);
+    return requires_grad_name == NULL ? -1 : 0;
+}
+
+int fp8q_py_torch_requires_grad(PyObject *object)
+{
+    PyObject *value;
+    int result;
+
+    value = PyObject_GetAttr(object, requires_grad_name);
     result = value != NULL && PyObject_IsTrue(value) != 0;
     Py_XDECREF(value);
     PyErr_Clear();

@@ -111,6 +111,7 @@ void test_view_self_overlap(void);
 
 /* test_view_layout.c */
 void test_view_reshape_shape(void);
+void test_view_reshape_longest_message(void);
 void test_view_recut_and_transpose(void);
 void test_view_fortran_contiguous(void);
 
@@ -118,6 +119,7 @@ void test_view_fortran_contiguous(void);
 void test_dlpack_dtype_codes(void);
 void test_dlpack_tensor_view(void);
 void test_dlpack_tensor_view_refusals(void);
+void test_dlpack_tensor_view_longest_message(void);
 void test_dlpack_export_values(void);
 void test_device_names(void);
 

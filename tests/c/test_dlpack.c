@@ -238,6 +238,34 @@ void test_dlpack_tensor_view_refusals(void)
     }
 }
 
+/* The longest layout refusal (16 axes, extents and strides of 18 and 20
+ * characters, both texts at their cap) keeps its
+ * last words after the argument's prefix, as the binding's unbounded
+ * message did before the check moved into fp8q_error. */
+void test_dlpack_tensor_view_longest_message(void)
+{
+    float data[1];
+    int64_t shape[FP8Q_MAX_DIMS];
+    int64_t strides[FP8Q_MAX_DIMS];
+    fp8q_dl_tensor tensor;
+    fp8q_view view;
+    fp8q_error error;
+    int axis;
+
+    for (axis = 0; axis < FP8Q_MAX_DIMS; axis++) {
+        shape[axis] = INT64_C(100000000000000000);
+        strides[axis] = -INT64_C(1000000000000000000);
+    }
+    tensor = cpu_tensor(data, FP8Q_DL_FLOAT, 32, FP8Q_MAX_DIMS, shape,
+                        strides);
+    CHECK_ERROR(fp8q_dl_tensor_view(&tensor, "a_long_argument_name", -1,
+                                    &view, NULL, &error),
+                &error, FP8Q_ERROR_BUFFER,
+                "a_long_argument_name: unusable DLPack tensor: shape and "
+                "strides: ",
+                "spans more bytes than a 64-bit offset holds", NULL);
+}
+
 void test_dlpack_export_values(void)
 {
     uint16_t data[6];

@@ -65,6 +65,34 @@ void test_view_reshape_shape(void)
                 "(-1 cannot be inferred next to an extent of 0)", NULL);
 }
 
+/* The longest refusal of a reshape (16 extents of 18 digits on both sides,
+ * each shape text at its cap) keeps its whole message: the binding
+ * raised it unbounded before it moved into fp8q_error. */
+void test_view_reshape_longest_message(void)
+{
+    float data[1];
+    int64_t source_shape[FP8Q_MAX_DIMS];
+    int64_t shape[FP8Q_MAX_DIMS];
+    fp8q_view empty;
+    fp8q_error error;
+    int axis;
+
+    for (axis = 0; axis < FP8Q_MAX_DIMS; axis++) {
+        source_shape[axis] = axis == 0 ? 0 : INT64_C(100000000000000000);
+        shape[axis] = axis == 0   ? -1
+                      : axis == 1 ? 0
+                                  : INT64_C(100000000000000000);
+    }
+    empty = make_view(data, FP8Q_FLOAT32, FP8Q_MAX_DIMS, source_shape, NULL);
+    CHECK_ERROR(fp8q_view_reshape_shape(&empty, FP8Q_MAX_DIMS, shape, "R",
+                                        &error),
+                &error, FP8Q_ERROR_VALUE,
+                "R: cannot reshape a tensor of shape (0, 100000000000000000, ",
+                " (0 elements) into (-1, 0, 100000000000000000, ",
+                "(-1 cannot be inferred next to an extent of 0)");
+    CHECK(strlen(error.message) > 600);
+}
+
 void test_view_recut_and_transpose(void)
 {
     uint32_t words[12];
