@@ -238,25 +238,33 @@ def test_inductor_fuses_the_quantize_into_the_producing_kernel():
     assert fused, kernels
 
 
+def traced_targets_with_eager_bits(model, seed):
+    """The targets of the graph torch.compile traces for `model` on
+    residual_inputs(float32, seed) (fullgraph), after checking that the
+    traced graph gives the eager bits."""
+    x, residual = residual_inputs(torch.float32, seed)
+    graph_targets = []
+
+    def backend(graph_module, inputs):
+        graph_targets.extend(str(node.target)
+                             for node in graph_module.graph.nodes)
+        return graph_module.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        compiled = torch.compile(model, backend=backend,
+                                 fullgraph=True)(x, residual)
+        assert torch.equal(bits(compiled), bits(model(x, residual)))
+    return graph_targets
+
+
 def test_block_weights_and_static_tensor_weights_stay_opaque():
     """1x128-block activations and static per-tensor activations with
     per-tensor weight scales keep linear_fp8 (its product's scale mode);
     they compile without breaks and give the eager bits."""
     for granularity, static in (("block", False), ("tensor", True)):
-        model = residual_model(2, granularity, torch.float32, static)
-        x, residual = residual_inputs(torch.float32, 2)
-        graph_targets = []
-
-        def backend(graph_module, inputs):
-            graph_targets.extend(str(node.target)
-                                 for node in graph_module.graph.nodes)
-            return graph_module.forward
-
-        torch._dynamo.reset()
-        with torch.no_grad():
-            compiled = torch.compile(model, backend=backend,
-                                     fullgraph=True)(x, residual)
-            assert torch.equal(bits(compiled), bits(model(x, residual)))
+        graph_targets = traced_targets_with_eager_bits(
+            residual_model(2, granularity, torch.float32, static), 2)
         assert "fp8q.linear_fp8.default" in graph_targets
         assert not any("quantize_rows" in t for t in graph_targets)
 
@@ -326,3 +334,31 @@ def test_compiled_fused_norm_layer_is_exact_under_inductor():
         eager = block(hidden)
         compiled = run("inductor", block, hidden)
     assert torch.equal(bits(compiled), bits(eager))
+
+
+@pytest.mark.parametrize("capability,decomposed", [((8, 0), False),
+                                                   ((7, 5), False),
+                                                   ((8, 9), True),
+                                                   ((9, 0), True)])
+def test_cuda_below_sm89_keeps_the_opaque_op(monkeypatch, capability,
+                                             decomposed):
+    """Triton, which Inductor writes GPU code in, refuses float8_e4m3fn
+    conversions below compute capability 8.9 ("fp8e4nv data type is not
+    supported on CUDA arch < 89"), where fp8q's W8A8 layers run (sm_75 to
+    sm_87, the emulated GEMM): there a compiled layer must keep the opaque
+    linear_fp8 (the same bits) instead of tracing quantize_rows. The
+    tensors here are CPU ones seen as CUDA ones by the predicate (no GPU
+    on CPU CI): the graph the layer traces is what is checked."""
+    from fp8q.torch import _linear
+    monkeypatch.setattr(torch.cuda, "get_device_capability",
+                        lambda device=None: capability)
+    assert _row_quantize.decomposition_compiles("cuda", 0) is decomposed
+    assert _row_quantize.decomposition_compiles("cpu", None) is True
+    monkeypatch.setattr(_linear, "_decomposition_compiles",
+                        lambda x: _row_quantize.decomposition_compiles(
+                            "cuda", 0))
+    graph_targets = traced_targets_with_eager_bits(
+        residual_model(6, "row", torch.float32), 6)
+    assert ("fp8q.linear_fp8_quantized.default" in graph_targets) is (
+        decomposed)
+    assert ("fp8q.linear_fp8.default" in graph_targets) is (not decomposed)

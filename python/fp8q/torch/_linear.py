@@ -93,6 +93,15 @@ class _StorageDict(dict):
         super().__setitem__(name, value)
 
 
+def _decomposition_compiles(x):
+    """Whether a compiled layer may quantize x with
+    torch.ops.fp8q.quantize_rows's decomposition on x's device
+    (_row_quantize.decomposition_compiles: not on CUDA GPUs below compute
+    capability 8.9, where Triton has no float8_e4m3fn conversion)."""
+    return _row_quantize.decomposition_compiles(x.device.type,
+                                                x.device.index)
+
+
 class Linear(torch.nn.Linear):
     """y = x @ dequantize(weight).T + bias with an FP8 weight.
 
@@ -472,7 +481,8 @@ class Linear(torch.nn.Linear):
     def _operator(self, x, weight, weight_scale, bias, input_scale):
         """The layer's custom operator on these tensors. Under
         torch.compile / torch.export, a W8A8 layer with "row" weight
-        scales, or "tensor" ones without input_scale, quantizes x in torch
+        scales, or "tensor" ones without input_scale, off CUDA GPUs below
+        compute capability 8.9 (_decomposition_compiles), quantizes x in torch
         ops (torch.ops.fp8q.quantize_rows, a decomposition Inductor fuses
         into the kernel that produced x), and multiplies with
         torch.ops.fp8q.linear_fp8_quantized: the same bits as
@@ -481,6 +491,7 @@ class Linear(torch.nn.Linear):
             return _ops.linear_weight_only(x, weight, weight_scale, bias,
                                            self.granularity)
         if (torch.compiler.is_compiling() and self.in_features > 0
+                and _decomposition_compiles(x)
                 and (self.granularity == "row"
                      or (self.granularity == "tensor"
                          and input_scale is None))):

@@ -28,6 +28,9 @@ E4M3_MAX = 448.0
 # The smallest positive float32 (a subnormal): scale_formula.h's scale when
 # amax / 448 underflows to 0.
 SMALLEST_SCALE = 2.0 ** -149
+# The compute capability from which Triton (Inductor's GPU code) converts
+# to float8_e4m3fn ("fp8e4nv"); below it Triton refuses the conversion.
+TRITON_FP8_CAPABILITY = (8, 9)
 
 LIBRARY = torch.library.Library("fp8q", "FRAGMENT")
 LIBRARY.define("quantize_rows(Tensor x, Tensor? input_scale=None) "
@@ -72,6 +75,23 @@ def quantize_rows(x, input_scale=None):
     codes = _divide(values, scale).clamp(-E4M3_MAX, E4M3_MAX).to(
         torch.float8_e4m3fn)
     return codes, scale.contiguous()
+
+
+@torch.compiler.assume_constant_result
+def decomposition_compiles(device_type, index):
+    """Whether torch.compile may trace quantize_rows's decomposition for
+    tensors on the device (device_type, index), e.g. ("cuda", 0): True off
+    CUDA; on CUDA, whether the device's compute capability is at least
+    8.9, since Triton (in which Inductor writes GPU code) refuses
+    conversions to float8_e4m3fn below that ("fp8e4nv data type is not
+    supported on CUDA arch < 89") while fp8q's W8A8 layers run there
+    (sm_75 to sm_87). Where False the compiled layers keep the opaque
+    torch.ops.fp8q.linear_fp8 (the same bits). A constant while tracing:
+    evaluated once, not traced."""
+    if device_type != "cuda":
+        return True
+    return tuple(torch.cuda.get_device_capability(index)) >= (
+        TRITON_FP8_CAPABILITY)
 
 
 def _kernel(x, input_scale=None):
