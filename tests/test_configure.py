@@ -68,7 +68,7 @@ def test_configure_names_nvcc_the_architectures_and_the_time(tmp_path):
     nvcc, output = configure(tmp_path, with_gpu=False)
     assert (f"fp8q: nvcc 12.8.93 at {nvcc} (from CMAKE_CUDA_COMPILER) will compile "
             "the CUDA kernels for sm_75,sm_80,sm_86,sm_89,sm_90,sm_100,sm_120,"
-            "compute_120: about 320 s on 2 cores. FP8Q_CUDA_ARCHS=none skips them"
+            "compute_120: about 148 s on 2 cores. FP8Q_CUDA_ARCHS=none skips them"
             in output), output
 
 
@@ -77,7 +77,7 @@ def test_auto_builds_for_the_visible_gpu(tmp_path):
     assert ("fp8q: FP8Q_CUDA_ARCHS=auto: this machine's GPUs are 90 "
             "(FP8Q_CUDA_ARCHS=all builds for every GPU)") in output, output
     assert (f"fp8q: nvcc 12.8.93 at {nvcc} (from CMAKE_CUDA_COMPILER) will compile "
-            "the CUDA kernels for sm_90,compute_90: about 80 s") in output, output
+            "the CUDA kernels for sm_90,compute_90: about 52 s") in output, output
 
 
 # The FP8Q_PTXAS route (kernels for CUDA 12 drivers): nvcc writes PTX (a
