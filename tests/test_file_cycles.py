@@ -191,7 +191,7 @@ def _floor_violations(csrc: Path) -> list[str]:
             code = _COMMENT.sub(" ", path.read_text(encoding="utf-8"))
             for header in _ANY_INCLUDE.findall(code):
                 if header.startswith(forbidden) or header.endswith(forbidden):
-                    found.append(f"{path.relative_to(csrc)} includes {header}")
+                    found.append(f"{path.relative_to(csrc).as_posix()} includes {header}")
     return found
 
 
