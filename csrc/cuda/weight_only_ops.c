@@ -125,8 +125,10 @@ void fp8q_cuda_weight_only_plan_make(const fp8q_cuda_device *device,
                        : granularity == FP8Q_GRANULARITY_ROW
                            ? FP8Q_GEMV_SCALE_ROW
                            : FP8Q_GEMV_SCALE_BLOCK;
-    if (weight_scale->dtype != FP8Q_FLOAT32 || !aligned16(rows->data) ||
-        !aligned16(weight->data) ||
+    /* No rows: nothing is launched, and an empty view's data pointer may
+     * be anything (a zig-built module's was not 16-byte aligned). */
+    if (weight_scale->dtype != FP8Q_FLOAT32 ||
+        (m > 0 && !aligned16(rows->data)) || !aligned16(weight->data) ||
         (!every_row && !takes(device, rows, 0, m, plan->scale_kind))) {
         return;
     }

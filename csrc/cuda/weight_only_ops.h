@@ -43,7 +43,7 @@ int fp8q_cuda_weight_only_may_take(const fp8q_view *x,
  * (N, K) FP8 C-contiguous and `weight_scale` (C-contiguous, at
  * `granularity`: tensor, row or 128x128 blocks; shape checked by the
  * caller) on `device`: plan->takes nonzero when the kernels take it
- * (weight_scale float32, rows and weight 16-byte aligned and, unless
+ * (weight_scale float32, rows (when there are any) and weight 16-byte aligned and, unless
  * `every_row`, all M rows in one launch: fp8q_cuda_gemv_fp8_takes), then
  * plan->scale_kind and plan->scratch_bytes, the largest float32 scratch
  * (splits x rows x N values, fp8q_cuda_gemv_fp8_splits) any of the
