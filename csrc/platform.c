@@ -285,30 +285,19 @@ fp8q_cpu_support fp8q_cpu_support_of(fp8q_cpu_feature feature)
 
 const char *fp8q_cpu_feature_name(fp8q_cpu_feature feature)
 {
-    switch (feature) {
-    case FP8Q_CPU_AVX2:
-        return "AVX2";
-    case FP8Q_CPU_FMA:
-        return "FMA";
-    case FP8Q_CPU_F16C:
-        return "F16C";
-    }
-    return "unknown";
+    static const char *const names[FP8Q_CPU_FEATURE_COUNT] = {"AVX2", "FMA",
+                                                              "F16C"};
+    return (unsigned)feature < FP8Q_CPU_FEATURE_COUNT ? names[feature]
+                                                      : "unknown";
 }
 
 const char *fp8q_cpu_support_text(fp8q_cpu_support support)
 {
-    switch (support) {
-    case FP8Q_CPU_SUPPORTED:
-        return "supported";
-    case FP8Q_CPU_NOT_X86:
-        return "not built (non-x86)";
-    case FP8Q_CPU_NOT_REPORTED:
-        return "not reported by the CPU";
-    case FP8Q_CPU_NO_OS_AVX_STATE:
-        return "the OS has not enabled AVX state";
-    }
-    return "unknown";
+    static const char *const texts[] = {
+        "supported", "not built (non-x86)", "not reported by the CPU",
+        "the OS has not enabled AVX state"};
+    return (unsigned)support < sizeof texts / sizeof texts[0] ? texts[support]
+                                                              : "unknown";
 }
 
 int fp8q_cpu_has_avx2(void)

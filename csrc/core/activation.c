@@ -73,14 +73,10 @@ static fp8q_status check_views(const fp8q_view *x, const fp8q_view *codes,
     return fp8q_view_check_same_shape(x, codes, "codes", error);
 }
 
-fp8q_status fp8q_quantize_activations(const fp8q_view *x,
-                                      const fp8q_view *codes,
-                                      const fp8q_view *scale,
-                                      int64_t block_cols,
-                                      const fp8q_view *row_amax,
-                                      uint8_t *nonfinite_rows,
-                                      int64_t *n_nonfinite,
-                                      fp8q_error *error)
+fp8q_status fp8q_quantize_activations(
+    const fp8q_view *x, const fp8q_view *codes, const fp8q_view *scale,
+    int64_t block_cols, const fp8q_view *row_amax, uint8_t *nonfinite_rows,
+    int64_t *n_nonfinite, fp8q_error *error)
 {
     const int dynamic = block_cols > 0;
     const fp8q_view *amax = dynamic ? scale : row_amax;

@@ -166,6 +166,25 @@ static void load_float32(const char *source, int64_t byte_stride,
     }
 }
 
+/* The float16 and bfloat16 loads, each with its codec fixed. */
+static void load_float16(const char *source, int64_t byte_stride,
+                         float *values, int64_t count)
+{
+    load_half(source, byte_stride, values, count, 0);
+}
+
+static void load_bfloat16(const char *source, int64_t byte_stride,
+                          float *values, int64_t count)
+{
+    load_half(source, byte_stride, values, count, 1);
+}
+
+/* The loads of the dtypes before the FP8 formats, by dtype. */
+typedef void (*load_fn)(const char *source, int64_t byte_stride,
+                        float *values, int64_t count);
+static const load_fn loads[FP8Q_FLOAT8_E4M3FN] = {
+    load_float32, load_float16, load_bfloat16, load_uint8};
+
 static int stores_use_avx2(void);
 
 void fp8q_load_float32(fp8q_dtype dtype, const char *source,
@@ -178,33 +197,13 @@ void fp8q_load_float32(fp8q_dtype dtype, const char *source,
                            dtype == FP8Q_FLOAT8_E5M2);
         return;
     }
-    switch (dtype) {
-    case FP8Q_FLOAT32:
-        load_float32(source, byte_stride, values, count);
-        break;
-    case FP8Q_FLOAT16:
-        load_half(source, byte_stride, values, count, 0);
-        break;
-    case FP8Q_BFLOAT16:
-        load_half(source, byte_stride, values, count, 1);
-        break;
-    case FP8Q_UINT8:
-        load_uint8(source, byte_stride, values, count);
-        break;
-    case FP8Q_FLOAT8_E4M3FN:
-        load_fp8(source, byte_stride, values, count, 0);
-        break;
-    case FP8Q_FLOAT8_E5M2:
-        load_fp8(source, byte_stride, values, count, 1);
-        break;
-    case FP8Q_FLOAT8_E4M3FNUZ:
-        load_fp8(source, byte_stride, values, count, 2);
-        break;
-    case FP8Q_FLOAT8_E5M2FNUZ:
-        load_fp8(source, byte_stride, values, count, 3);
-        break;
-    default:
-        break;
+    if ((unsigned)dtype < FP8Q_FLOAT8_E4M3FN) {
+        loads[dtype](source, byte_stride, values, count);
+    }
+    else if (dtype < FP8Q_DTYPE_COUNT) {
+        /* The FP8 formats, in fp8_table's order. */
+        load_fp8(source, byte_stride, values, count,
+                 (int)(dtype - FP8Q_FLOAT8_E4M3FN));
     }
 }
 

@@ -187,6 +187,11 @@ FP8Q_INLINE void store_float32(const float *values, char *destination,
     }
 }
 
+/* store_fp8_format with a format's constants (float_codec.h). */
+#define STORE_FP8(mantissa_bits, exponent_bias, max_code, kind)               \
+    store_fp8_format(values, destination, byte_stride, count, saturate,      \
+                     mantissa_bits, exponent_bias, max_code, kind)
+
 FP8Q_INLINE void store_float32_loops(fp8q_dtype dtype, const float *values,
                                      char *destination, int64_t byte_stride,
                                      int64_t count, int saturate)
@@ -204,25 +209,15 @@ FP8Q_INLINE void store_float32_loops(fp8q_dtype dtype, const float *values,
     case FP8Q_UINT8:
         store_uint8(values, destination, byte_stride, count);
         break;
-    case FP8Q_FLOAT8_E4M3FN:
-        store_fp8_format(values, destination, byte_stride, count, saturate, 3,
-                         7, 0x7Eu, FP8Q_FP8_KIND_FN);
-        break;
-    case FP8Q_FLOAT8_E5M2:
-        store_fp8_format(values, destination, byte_stride, count, saturate, 2,
-                         15, 0x7Bu, FP8Q_FP8_KIND_IEEE);
-        break;
-    case FP8Q_FLOAT8_E4M3FNUZ:
-        store_fp8_format(values, destination, byte_stride, count, saturate, 3,
-                         8, 0x7Fu, FP8Q_FP8_KIND_FNUZ);
-        break;
-    case FP8Q_FLOAT8_E5M2FNUZ:
-        store_fp8_format(values, destination, byte_stride, count, saturate, 2,
-                         16, 0x7Fu, FP8Q_FP8_KIND_FNUZ);
-        break;
+    case FP8Q_FLOAT8_E4M3FN: STORE_FP8(3, 7, 0x7Eu, FP8Q_FP8_KIND_FN); break;
+    case FP8Q_FLOAT8_E5M2: STORE_FP8(2, 15, 0x7Bu, FP8Q_FP8_KIND_IEEE); break;
+    case FP8Q_FLOAT8_E4M3FNUZ: STORE_FP8(3, 8, 0x7Fu, FP8Q_FP8_KIND_FNUZ); break;
+    case FP8Q_FLOAT8_E5M2FNUZ: STORE_FP8(2, 16, 0x7Fu, FP8Q_FP8_KIND_FNUZ); break;
     default:
         break;
     }
 }
+
+#undef STORE_FP8
 
 #endif /* FP8Q_CORE_CONVERT_LOOPS_H */

@@ -105,8 +105,9 @@ static double power_of_two(int exponent)
     return result;
 }
 
-/* The layout of each floating-point format; `max` is listed because it
- * depends on how the format spends its top exponent. */
+/* The layout of each floating-point format, by dtype (bits 0: not a
+ * floating-point format); `max` is listed because it depends on how the
+ * format spends its top exponent. */
 typedef struct float_format {
     int bits;
     int exponent_bits;
@@ -114,69 +115,39 @@ typedef struct float_format {
     int exponent_bias;
     int has_infinity;
     int has_negative_zero;
+    double max;
 } float_format;
+
+/* bfloat16's max, (2 - 2^-7) * 2^127, is 255 * 2^120 exactly. */
+static const float_format float_formats[FP8Q_DTYPE_COUNT] = {
+    {32, 8, 23, 127, 1, 1, FLT_MAX},               /* float32         */
+    {16, 5, 10, 15, 1, 1, 65504.0},                /* float16         */
+    {16, 8, 7, 127, 1, 1, 3.3895313892515355e+38}, /* bfloat16        */
+    {0, 0, 0, 0, 0, 0, 0.0},                       /* uint8           */
+    {8, 4, 3, 7, 0, 1, 448.0},                     /* float8_e4m3fn   */
+    {8, 5, 2, 15, 1, 1, 57344.0},                  /* float8_e5m2     */
+    {8, 4, 3, 8, 0, 0, 240.0},                     /* float8_e4m3fnuz */
+    {8, 5, 2, 16, 0, 0, 57344.0}};                 /* float8_e5m2fnuz */
 
 int fp8q_dtype_finfo(fp8q_dtype dtype, fp8q_finfo *info)
 {
-    float_format format;
-    double max;
+    const float_format *format;
 
-    switch (dtype) {
-    case FP8Q_FLOAT32: {
-        const float_format layout = {32, 8, 23, 127, 1, 1};
-        format = layout;
-        max = FLT_MAX;
-        break;
-    }
-    case FP8Q_FLOAT16: {
-        const float_format layout = {16, 5, 10, 15, 1, 1};
-        format = layout;
-        max = 65504.0;
-        break;
-    }
-    case FP8Q_BFLOAT16: {
-        const float_format layout = {16, 8, 7, 127, 1, 1};
-        format = layout;
-        max = 255.0 * power_of_two(120); /* (2 - 2^-7) * 2^127 */
-        break;
-    }
-    case FP8Q_FLOAT8_E4M3FN: {
-        const float_format layout = {8, 4, 3, 7, 0, 1};
-        format = layout;
-        max = 448.0;
-        break;
-    }
-    case FP8Q_FLOAT8_E5M2: {
-        const float_format layout = {8, 5, 2, 15, 1, 1};
-        format = layout;
-        max = 57344.0;
-        break;
-    }
-    case FP8Q_FLOAT8_E4M3FNUZ: {
-        const float_format layout = {8, 4, 3, 8, 0, 0};
-        format = layout;
-        max = 240.0;
-        break;
-    }
-    case FP8Q_FLOAT8_E5M2FNUZ: {
-        const float_format layout = {8, 5, 2, 16, 0, 0};
-        format = layout;
-        max = 57344.0;
-        break;
-    }
-    default:
+    if ((unsigned)dtype >= FP8Q_DTYPE_COUNT ||
+        float_formats[dtype].bits == 0) {
         return 0;
     }
-    info->bits = format.bits;
-    info->exponent_bits = format.exponent_bits;
-    info->mantissa_bits = format.mantissa_bits;
-    info->exponent_bias = format.exponent_bias;
-    info->max = max;
-    info->tiny = power_of_two(1 - format.exponent_bias);
+    format = &float_formats[dtype];
+    info->bits = format->bits;
+    info->exponent_bits = format->exponent_bits;
+    info->mantissa_bits = format->mantissa_bits;
+    info->exponent_bias = format->exponent_bias;
+    info->max = format->max;
+    info->tiny = power_of_two(1 - format->exponent_bias);
     info->smallest_subnormal =
-        power_of_two(1 - format.exponent_bias - format.mantissa_bits);
-    info->eps = power_of_two(-format.mantissa_bits);
-    info->has_infinity = format.has_infinity;
-    info->has_negative_zero = format.has_negative_zero;
+        power_of_two(1 - format->exponent_bias - format->mantissa_bits);
+    info->eps = power_of_two(-format->mantissa_bits);
+    info->has_infinity = format->has_infinity;
+    info->has_negative_zero = format->has_negative_zero;
     return 1;
 }

@@ -14,15 +14,9 @@
 
 const char *fp8q_scaling_name(fp8q_scaling mode)
 {
-    switch (mode) {
-    case FP8Q_SCALING_TENSORWISE:
-        return "tensorwise";
-    case FP8Q_SCALING_ROWWISE:
-        return "rowwise";
-    case FP8Q_SCALING_BLOCKWISE:
-        return "blockwise";
-    }
-    return "unknown";
+    static const char *const names[] = {"tensorwise", "rowwise", "blockwise"};
+    return (unsigned)mode < sizeof names / sizeof names[0] ? names[mode]
+                                                           : "unknown";
 }
 
 /* ------------------------------------------------------------------------- */

@@ -159,16 +159,22 @@ void fp8q_pack_panels_avx2(const uint8_t *codes, int64_t column_stride,
 /* ------------------------------------------------------------------------- */
 /* Register tiles                                                            */
 
-/* One row of a tile: the sums of row `row` in low##row (columns 0-7) and
- * high##row (8-15), present when the tile has more than `row` rows. The
- * rows are spelled out (no arrays, no loop over rows) so that every
- * compiler keeps the twelve sums in registers. */
-#define TILE_ROW_STEP(row)                                                    \
+/* One step of row `row` of a tile, present when the tile has more than
+ * `row` rows: value = LOAD(a + row * a_stride + k), then the row's two
+ * sums first##row += value * first_operand and second##row += value *
+ * second_operand. The rows are spelled out (no arrays, no loop over rows)
+ * so that every compiler keeps the sums in registers. */
+#define ROW_STEP(row, LOAD, first, first_operand, second, second_operand)     \
     if (rows > (row)) {                                                       \
-        const __m256 value = _mm256_broadcast_ss(a + (row) * a_stride + k);  \
-        low##row = _mm256_fmadd_ps(value, panel_low, low##row);               \
-        high##row = _mm256_fmadd_ps(value, panel_high, high##row);            \
+        const __m256 value = LOAD(a + (row) * a_stride + k);                  \
+        first##row = _mm256_fmadd_ps(value, first_operand, first##row);       \
+        second##row = _mm256_fmadd_ps(value, second_operand, second##row);    \
     }
+
+/* One row of a tile: the sums of row `row` in low##row (columns 0-7) and
+ * high##row (8-15), a[row][k] broadcast. */
+#define TILE_ROW_STEP(row)                                                    \
+    ROW_STEP(row, _mm256_broadcast_ss, low, panel_low, high, panel_high)
 #define TILE_ROW_STORE(row)                                                   \
     if (rows > (row)) {                                                       \
         float *out = c + (row) * c_stride;                                    \
@@ -215,31 +221,30 @@ FP8Q_FORCE_INLINE void multiply_tile(const int rows, const float *a,
 #undef TILE_ROW_STEP
 #undef TILE_ROW_STORE
 
+/* The cases of a switch over a tile's row count for 1, 2 and 3 rows, each
+ * expanding TILE(n) with its constant n (one inlined instance per case). */
+#define SMALL_ROW_CASES(TILE)                                                 \
+    case 1: TILE(1); break;                                                   \
+    case 2: TILE(2); break;                                                   \
+    case 3: TILE(3); break
+
+/* multiply_tile with a constant row count. */
+#define MULTIPLY_TILE(n)                                                      \
+    multiply_tile(n, a, a_stride, panel, k_count, c, c_stride, accumulate)
+
 static void multiply_rows(int rows, const float *a, int64_t a_stride,
                           const float *panel, int64_t k_count, float *c,
                           int64_t c_stride, int accumulate)
 {
     switch (rows) {
-    case 1:
-        multiply_tile(1, a, a_stride, panel, k_count, c, c_stride, accumulate);
-        break;
-    case 2:
-        multiply_tile(2, a, a_stride, panel, k_count, c, c_stride, accumulate);
-        break;
-    case 3:
-        multiply_tile(3, a, a_stride, panel, k_count, c, c_stride, accumulate);
-        break;
-    case 4:
-        multiply_tile(4, a, a_stride, panel, k_count, c, c_stride, accumulate);
-        break;
-    case 5:
-        multiply_tile(5, a, a_stride, panel, k_count, c, c_stride, accumulate);
-        break;
-    default:
-        multiply_tile(6, a, a_stride, panel, k_count, c, c_stride, accumulate);
-        break;
+    SMALL_ROW_CASES(MULTIPLY_TILE);
+    case 4: MULTIPLY_TILE(4); break;
+    case 5: MULTIPLY_TILE(5); break;
+    default: MULTIPLY_TILE(6); break;
     }
 }
+
+#undef MULTIPLY_TILE
 
 void fp8q_multiply_panels_avx2(const float *a, int64_t a_stride, int64_t m,
                                const float *packed, int64_t n_columns,
@@ -285,13 +290,10 @@ void fp8q_multiply_panels_avx2(const float *a, int64_t a_stride, int64_t m,
 /* ------------------------------------------------------------------------- */
 /* Few rows: columns decoded straight into dot products                      */
 
-/* Row `row` of a dot tile: its sums with the first and the second column. */
+/* Row `row` of a dot tile: its sums with the first and the second column,
+ * eight values of a's row at a time. */
 #define DOT_ROW_STEP(row)                                                     \
-    if (rows > (row)) {                                                       \
-        const __m256 value = _mm256_loadu_ps(a + (row) * a_stride + k);       \
-        first##row = _mm256_fmadd_ps(value, first_column, first##row);        \
-        second##row = _mm256_fmadd_ps(value, second_column, second##row);     \
-    }
+    ROW_STEP(row, _mm256_loadu_ps, first, first_column, second, second_column)
 #define DOT_ROW_STORE(row)                                                    \
     if (rows > (row)) {                                                       \
         out[row] = sum8(first##row);                                          \
@@ -354,6 +356,7 @@ FP8Q_FORCE_INLINE void dot_tile(const int rows, const int is_e5m2,
 
 #undef DOT_ROW_STEP
 #undef DOT_ROW_STORE
+#undef ROW_STEP
 
 /* dot_tile for a constant format: one instance per number of rows. */
 FP8Q_FORCE_INLINE void dot_rows(int rows, const int is_e5m2, const float *a,
@@ -362,25 +365,17 @@ FP8Q_FORCE_INLINE void dot_rows(int rows, const int is_e5m2, const float *a,
                                 const float *scales, int64_t scale_stride,
                                 float *out)
 {
+#define DOT_TILE(n)                                                           \
+    dot_tile(n, is_e5m2, a, a_stride, codes, column_stride, k_count, scales, \
+             scale_stride, out)
     switch (rows) {
-    case 1:
-        dot_tile(1, is_e5m2, a, a_stride, codes, column_stride, k_count,
-                 scales, scale_stride, out);
-        break;
-    case 2:
-        dot_tile(2, is_e5m2, a, a_stride, codes, column_stride, k_count,
-                 scales, scale_stride, out);
-        break;
-    case 3:
-        dot_tile(3, is_e5m2, a, a_stride, codes, column_stride, k_count,
-                 scales, scale_stride, out);
-        break;
-    default:
-        dot_tile(4, is_e5m2, a, a_stride, codes, column_stride, k_count,
-                 scales, scale_stride, out);
-        break;
+    SMALL_ROW_CASES(DOT_TILE);
+    default: DOT_TILE(4); break;
     }
+#undef DOT_TILE
 }
+
+#undef SMALL_ROW_CASES
 
 void fp8q_dot_columns_avx2(const float *a, int64_t a_stride, int rows,
                            const uint8_t *codes, int64_t column_stride,
@@ -422,13 +417,8 @@ void fp8q_pack_panels_avx2(const uint8_t *codes, int64_t column_stride,
                            int is_e5m2, int64_t n_columns, int64_t k_count,
                            const float *scales, float *packed)
 {
-    (void)codes;
-    (void)column_stride;
-    (void)is_e5m2;
-    (void)n_columns;
-    (void)k_count;
-    (void)scales;
-    (void)packed;
+    (void)codes; (void)column_stride; (void)is_e5m2; (void)n_columns;
+    (void)k_count; (void)scales; (void)packed;
 }
 
 void fp8q_multiply_panels_avx2(const float *a, int64_t a_stride, int64_t m,
@@ -436,15 +426,8 @@ void fp8q_multiply_panels_avx2(const float *a, int64_t a_stride, int64_t m,
                                int64_t k_count, float *c, int64_t c_stride,
                                int accumulate)
 {
-    (void)a;
-    (void)a_stride;
-    (void)m;
-    (void)packed;
-    (void)n_columns;
-    (void)k_count;
-    (void)c;
-    (void)c_stride;
-    (void)accumulate;
+    (void)a; (void)a_stride; (void)m; (void)packed; (void)n_columns;
+    (void)k_count; (void)c; (void)c_stride; (void)accumulate;
 }
 
 void fp8q_dot_columns_avx2(const float *a, int64_t a_stride, int rows,
@@ -452,16 +435,8 @@ void fp8q_dot_columns_avx2(const float *a, int64_t a_stride, int rows,
                            int is_e5m2, int64_t k_count, const float *scales,
                            int64_t scale_stride, float *out)
 {
-    (void)a;
-    (void)a_stride;
-    (void)rows;
-    (void)codes;
-    (void)column_stride;
-    (void)is_e5m2;
-    (void)k_count;
-    (void)scales;
-    (void)scale_stride;
-    (void)out;
+    (void)a; (void)a_stride; (void)rows; (void)codes; (void)column_stride;
+    (void)is_e5m2; (void)k_count; (void)scales; (void)scale_stride; (void)out;
 }
 
 #endif /* __AVX2__ */

@@ -21,13 +21,10 @@ static size_t extra_offset(int64_t n_channels)
     return (amax_end + 7u) / 8u * 8u;
 }
 
-fp8q_status fp8q_cuda_calib_reduce(const fp8q_cuda_device *device,
-                                   const fp8q_view *x, int channel_dimension,
-                                   int64_t n_channels, int contiguous,
-                                   size_t extra_bytes, int zero_extra,
-                                   fp8q_cu_stream stream,
-                                   fp8q_cuda_calib_batch *batch,
-                                   fp8q_error *error)
+fp8q_status fp8q_cuda_calib_reduce(
+    const fp8q_cuda_device *device, const fp8q_view *x, int channel_dimension,
+    int64_t n_channels, int contiguous, size_t extra_bytes, int zero_extra,
+    fp8q_cu_stream stream, fp8q_cuda_calib_batch *batch, fp8q_error *error)
 {
     const size_t offset = extra_offset(n_channels);
     fp8q_status status;
@@ -81,14 +78,11 @@ size_t fp8q_cuda_calib_max_state_bytes(int64_t length, int64_t n_channels)
            (size_t)(length * n_channels) * sizeof(float);
 }
 
-fp8q_status fp8q_cuda_calib_fold_max(const fp8q_cuda_device *device,
-                                     const fp8q_cuda_calib_batch *batch,
-                                     int64_t n_channels, void *state,
-                                     int64_t length, double momentum,
-                                     int running_max, int64_t update_number,
-                                     int skip_nonfinite,
-                                     fp8q_cu_stream stream,
-                                     fp8q_error *error)
+fp8q_status fp8q_cuda_calib_fold_max(
+    const fp8q_cuda_device *device, const fp8q_cuda_calib_batch *batch,
+    int64_t n_channels, void *state, int64_t length, double momentum,
+    int running_max, int64_t update_number, int skip_nonfinite,
+    fp8q_cu_stream stream, fp8q_error *error)
 {
     fp8q_calib_fold_max_args args;
 

@@ -146,6 +146,36 @@ static fp8q_status launch(const fp8q_cuda_device *device,
                          args, stream, error);
 }
 
+/* launch over `count` elements of grid-stride `kernel` (elementwise_blocks);
+ * nothing to launch when count is 0. */
+static fp8q_status launch_elements(const fp8q_cuda_device *device,
+                                   fp8q_cuda_kernel kernel, int64_t count,
+                                   const void *args, fp8q_cu_stream stream,
+                                   fp8q_error *error)
+{
+    if (count == 0) {
+        return FP8Q_OK;
+    }
+    return launch(device, kernel, elementwise_blocks(device, kernel, count),
+                  args, stream, error);
+}
+
+/* launch over `tiles` tiles of a tiled `kernel`: one block a tile up to a
+ * full device (its blocks loop over the rest); nothing when tiles is 0. */
+static fp8q_status launch_tiles(const fp8q_cuda_device *device,
+                                fp8q_cuda_kernel kernel, int64_t tiles,
+                                const void *args, fp8q_cu_stream stream,
+                                fp8q_error *error)
+{
+    const int64_t full = full_device(device, kernel);
+
+    if (tiles == 0) {
+        return FP8Q_OK;
+    }
+    return launch(device, kernel, (unsigned int)(tiles < full ? tiles : full),
+                  args, stream, error);
+}
+
 fp8q_status fp8q_cuda_launch_cast(const fp8q_cuda_device *device,
                                   const fp8q_cast_args *args,
                                   fp8q_cu_stream stream, fp8q_error *error)
@@ -187,21 +217,16 @@ fp8q_status fp8q_cuda_launch_cast(const fp8q_cuda_device *device,
     else {
         kernel = FP8Q_KERNEL_CAST;
     }
-    return launch(device, kernel,
-                  elementwise_blocks(device, kernel, args->count),
-                  &with_divisors, stream, error);
+    return launch_elements(device, kernel, args->count, &with_divisors,
+                           stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_amax(const fp8q_cuda_device *device,
                                   const fp8q_amax_args *args,
                                   fp8q_cu_stream stream, fp8q_error *error)
 {
-    if (args->count == 0) {
-        return FP8Q_OK;
-    }
-    return launch(device, FP8Q_KERNEL_AMAX,
-                  elementwise_blocks(device, FP8Q_KERNEL_AMAX, args->count),
-                  args, stream, error);
+    return launch_elements(device, FP8Q_KERNEL_AMAX, args->count, args,
+                           stream, error);
 }
 
 /* The segmented row kernels' common launch (kernels/amax.cuh): clears
@@ -263,17 +288,11 @@ fp8q_status fp8q_cuda_launch_amax_columns(const fp8q_cuda_device *device,
                                           fp8q_cu_stream stream,
                                           fp8q_error *error)
 {
-    const int64_t tiles =
+    return launch_tiles(
+        device, FP8Q_KERNEL_AMAX_COLUMNS,
         fp8q_block_count(args->n_rows, FP8Q_AMAX_COLUMNS_ROWS) *
-        fp8q_block_count(args->row_length, FP8Q_CUDA_THREADS_PER_BLOCK);
-    const int64_t full = full_device(device, FP8Q_KERNEL_AMAX_COLUMNS);
-
-    if (tiles == 0) {
-        return FP8Q_OK;
-    }
-    return launch(device, FP8Q_KERNEL_AMAX_COLUMNS,
-                  (unsigned int)(tiles < full ? tiles : full), args, stream,
-                  error);
+            fp8q_block_count(args->row_length, FP8Q_CUDA_THREADS_PER_BLOCK),
+        args, stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_amax_finite_rows(
@@ -292,13 +311,8 @@ fp8q_status fp8q_cuda_launch_scales_from_amax(
     const fp8q_cuda_device *device, const fp8q_scales_from_amax_args *args,
     fp8q_cu_stream stream, fp8q_error *error)
 {
-    if (args->count == 0) {
-        return FP8Q_OK;
-    }
-    return launch(device, FP8Q_KERNEL_SCALES_FROM_AMAX,
-                  elementwise_blocks(device, FP8Q_KERNEL_SCALES_FROM_AMAX,
-                                     args->count),
-                  args, stream, error);
+    return launch_elements(device, FP8Q_KERNEL_SCALES_FROM_AMAX, args->count,
+                           args, stream, error);
 }
 
 /* fp8q_quantize_rows_warps (kernels/quantize_rows.cuh), for the
@@ -380,14 +394,8 @@ fp8q_status fp8q_cuda_launch_epilogue(const fp8q_cuda_device *device,
                                       fp8q_cu_stream stream,
                                       fp8q_error *error)
 {
-    const int64_t count = args->m * args->n;
-
-    if (count == 0) {
-        return FP8Q_OK;
-    }
-    return launch(device, FP8Q_KERNEL_EPILOGUE,
-                  elementwise_blocks(device, FP8Q_KERNEL_EPILOGUE, count),
-                  args, stream, error);
+    return launch_elements(device, FP8Q_KERNEL_EPILOGUE, args->m * args->n,
+                           args, stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_transpose(const fp8q_cuda_device *device,
@@ -395,29 +403,18 @@ fp8q_status fp8q_cuda_launch_transpose(const fp8q_cuda_device *device,
                                        fp8q_cu_stream stream,
                                        fp8q_error *error)
 {
-    const int64_t tiles =
-        fp8q_block_count(args->rows, FP8Q_TRANSPOSE_TILE) *
-        fp8q_block_count(args->cols, FP8Q_TRANSPOSE_TILE);
-    const int64_t full = full_device(device, FP8Q_KERNEL_TRANSPOSE);
-
-    if (tiles == 0) {
-        return FP8Q_OK;
-    }
-    return launch(device, FP8Q_KERNEL_TRANSPOSE,
-                  (unsigned int)(tiles < full ? tiles : full), args, stream,
-                  error);
+    return launch_tiles(device, FP8Q_KERNEL_TRANSPOSE,
+                        fp8q_block_count(args->rows, FP8Q_TRANSPOSE_TILE) *
+                            fp8q_block_count(args->cols, FP8Q_TRANSPOSE_TILE),
+                        args, stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_gather(const fp8q_cuda_device *device,
                                     const fp8q_gather_args *args,
                                     fp8q_cu_stream stream, fp8q_error *error)
 {
-    if (args->count == 0) {
-        return FP8Q_OK;
-    }
-    return launch(device, FP8Q_KERNEL_GATHER,
-                  elementwise_blocks(device, FP8Q_KERNEL_GATHER, args->count),
-                  args, stream, error);
+    return launch_elements(device, FP8Q_KERNEL_GATHER, args->count, args,
+                           stream, error);
 }
 
 /* The fold kernels run on one block: their work is a few thousand values,
@@ -434,13 +431,8 @@ fp8q_status fp8q_cuda_launch_histogram_count(
     const fp8q_cuda_device *device, const fp8q_histogram_count_args *args,
     fp8q_cu_stream stream, fp8q_error *error)
 {
-    if (args->count == 0) {
-        return FP8Q_OK;
-    }
-    return launch(device, FP8Q_KERNEL_HISTOGRAM_COUNT,
-                  elementwise_blocks(device, FP8Q_KERNEL_HISTOGRAM_COUNT,
-                                     args->count),
-                  args, stream, error);
+    return launch_elements(device, FP8Q_KERNEL_HISTOGRAM_COUNT, args->count,
+                           args, stream, error);
 }
 
 fp8q_status fp8q_cuda_launch_calib_fold_histogram(
@@ -456,14 +448,8 @@ fp8q_status fp8q_cuda_launch_pad(const fp8q_cuda_device *device,
                                  const fp8q_pad_args *args,
                                  fp8q_cu_stream stream, fp8q_error *error)
 {
-    const int64_t count = args->rows * args->cols;
-
-    if (count == 0) {
-        return FP8Q_OK;
-    }
-    return launch(device, FP8Q_KERNEL_PAD,
-                  elementwise_blocks(device, FP8Q_KERNEL_PAD, count), args,
-                  stream, error);
+    return launch_elements(device, FP8Q_KERNEL_PAD, args->rows * args->cols,
+                           args, stream, error);
 }
 
 /* Nonzero when the tensor-core kernels take args->m rows of x on `device`

@@ -68,15 +68,11 @@ static fp8q_status copy(const fp8q_cuda_device *device, const float *source,
     return fp8q_cuda_launch_gather(device, &args, stream, error);
 }
 
-fp8q_status fp8q_matmul_block_scales(const fp8q_cuda_device *device,
-                                     const float *scale_a,
-                                     const float *scale_b,
-                                     int scale_b_transposed, int64_t m,
-                                     int64_t n, int64_t k, void *scratch,
-                                     fp8q_cu_stream stream,
-                                     const float **a_scale,
-                                     const float **b_scale,
-                                     fp8q_error *error)
+fp8q_status fp8q_matmul_block_scales(
+    const fp8q_cuda_device *device, const float *scale_a, const float *scale_b,
+    int scale_b_transposed, int64_t m, int64_t n, int64_t k, void *scratch,
+    fp8q_cu_stream stream, const float **a_scale, const float **b_scale,
+    fp8q_error *error)
 {
     const int64_t k_blocks = fp8q_block_count(k, BLOCK);
     const int64_t n_blocks = fp8q_block_count(n, BLOCK);

@@ -146,36 +146,13 @@ fp8q_status fp8q_cuda_copy(const fp8q_cuda_device *device, void *destination,
     return FP8Q_OK;
 }
 
-fp8q_status fp8q_cuda_fill(const fp8q_cuda_device *device, void *destination,
-                           unsigned char byte, size_t bytes,
-                           fp8q_cu_stream stream, fp8q_error *error)
+/* Sets `count` elements of `size` bytes (1 or 4) from `destination` to
+ * `value` in the stream's order (cuMemsetD8Async, cuMemsetD32Async). */
+static fp8q_status fill(const fp8q_cuda_device *device, void *destination,
+                        uint32_t value, int size, size_t count,
+                        fp8q_cu_stream stream, fp8q_error *error)
 {
     const fp8q_cuda_api *api = &fp8q_cuda_driver_load()->api;
-    fp8q_cu_result result;
-    char what[96];
-
-    if (bytes == 0) {
-        return FP8Q_OK;
-    }
-    if (fp8q_cuda_context_enter(device, error) != FP8Q_OK) {
-        return error->status;
-    }
-    result = api->memset_d8_async(device_address(destination), byte, bytes,
-                                  stream);
-    fp8q_cuda_context_leave();
-    if (result != FP8Q_CUDA_SUCCESS) {
-        (void)snprintf(what, sizeof what, "filling %llu bytes",
-                       (unsigned long long)bytes);
-        return fp8q_cuda_fail(device, "cuMemsetD8Async", result, what, error);
-    }
-    return FP8Q_OK;
-}
-
-fp8q_status fp8q_cuda_fill_words(const fp8q_cuda_device *device,
-                                 void *destination, uint32_t word,
-                                 size_t count, fp8q_cu_stream stream,
-                                 fp8q_error *error)
-{
     fp8q_cu_result result;
     char what[96];
 
@@ -185,16 +162,37 @@ fp8q_status fp8q_cuda_fill_words(const fp8q_cuda_device *device,
     if (fp8q_cuda_context_enter(device, error) != FP8Q_OK) {
         return error->status;
     }
-    result = fp8q_cuda_driver_load()->api.memset_d32_async(
-        device_address(destination), word, count, stream);
+    result = size == 1 ? api->memset_d8_async(device_address(destination),
+                                              (unsigned char)value, count,
+                                              stream)
+                       : api->memset_d32_async(device_address(destination),
+                                               value, count, stream);
     fp8q_cuda_context_leave();
     if (result != FP8Q_CUDA_SUCCESS) {
-        (void)snprintf(what, sizeof what, "filling %llu 4-byte words",
-                       (unsigned long long)count);
-        return fp8q_cuda_fail(device, "cuMemsetD32Async", result, what,
-                              error);
+        (void)snprintf(what, sizeof what, "filling %llu %s",
+                       (unsigned long long)count,
+                       size == 1 ? "bytes" : "4-byte words");
+        return fp8q_cuda_fail(device,
+                              size == 1 ? "cuMemsetD8Async"
+                                        : "cuMemsetD32Async",
+                              result, what, error);
     }
     return FP8Q_OK;
+}
+
+fp8q_status fp8q_cuda_fill(const fp8q_cuda_device *device, void *destination,
+                           unsigned char byte, size_t bytes,
+                           fp8q_cu_stream stream, fp8q_error *error)
+{
+    return fill(device, destination, byte, 1, bytes, stream, error);
+}
+
+fp8q_status fp8q_cuda_fill_words(const fp8q_cuda_device *device,
+                                 void *destination, uint32_t word,
+                                 size_t count, fp8q_cu_stream stream,
+                                 fp8q_error *error)
+{
+    return fill(device, destination, word, 4, count, stream, error);
 }
 
 fp8q_status fp8q_cuda_zero(const fp8q_cuda_device *device, void *destination,

@@ -50,13 +50,11 @@ int fp8q_cuda_weight_only_may_take(const fp8q_view *x,
  * launches of fp8q_cuda_weight_only_gemv needs (0 when none splits K).
  * Deterministic: the same views on the same device give the same plan.
  */
-void fp8q_cuda_weight_only_plan_make(const fp8q_cuda_device *device,
-                                     const fp8q_view *rows,
-                                     const fp8q_view *weight,
-                                     const fp8q_view *weight_scale,
-                                     fp8q_granularity_kind granularity,
-                                     int every_row,
-                                     fp8q_cuda_weight_only_plan *plan);
+void fp8q_cuda_weight_only_plan_make(
+    const fp8q_cuda_device *device, const fp8q_view *rows,
+    const fp8q_view *weight, const fp8q_view *weight_scale,
+    fp8q_granularity_kind granularity, int every_row,
+    fp8q_cuda_weight_only_plan *plan);
 
 /*
  * out (M, N, C-contiguous, rows' dtype) = rows . (weight * weight_scale)^T
@@ -69,15 +67,11 @@ void fp8q_cuda_weight_only_plan_make(const fp8q_cuda_device *device,
  * sums added in a fixed order. FP8Q_ERROR_VALUE when the plan does not
  * take the call or the scratch is too small.
  */
-fp8q_status fp8q_cuda_weight_only_gemv(const fp8q_cuda_device *device,
-                                       const fp8q_view *rows,
-                                       const fp8q_view *weight,
-                                       const fp8q_view *weight_scale,
-                                       const fp8q_view *bias,
-                                       const fp8q_cuda_weight_only_plan *plan,
-                                       const fp8q_view *out, void *scratch,
-                                       size_t scratch_bytes,
-                                       fp8q_cu_stream stream,
-                                       fp8q_error *error);
+fp8q_status fp8q_cuda_weight_only_gemv(
+    const fp8q_cuda_device *device, const fp8q_view *rows,
+    const fp8q_view *weight, const fp8q_view *weight_scale,
+    const fp8q_view *bias, const fp8q_cuda_weight_only_plan *plan,
+    const fp8q_view *out, void *scratch, size_t scratch_bytes,
+    fp8q_cu_stream stream, fp8q_error *error);
 
 #endif /* FP8Q_CUDA_WEIGHT_ONLY_OPS_H */

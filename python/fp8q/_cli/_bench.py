@@ -12,6 +12,7 @@ equivalent NumPy + ml_dtypes expressions for quantize and dequantize. GB/s
 counts bytes read plus bytes written. Results go to docs/benchmarks.md; no
 test asserts timings.
 """
+import dataclasses
 import datetime
 import platform
 import statistics
@@ -66,20 +67,20 @@ def _with_threads(count, function):
     return run
 
 
+@dataclasses.dataclass
 class _Row:
     """One measurement: what ran, how many bytes it moved, and the keys of
-    the rows it is compared with, as (peer key, label) pairs."""
+    the rows it is compared with, as (peer key, label) pairs; `seconds` is
+    set once the row is measured."""
 
-    def __init__(self, key, operation, implementation, threads, function,
-                 moved, peers=()):
-        self.key = key
-        self.operation = operation
-        self.implementation = implementation
-        self.threads = threads
-        self.function = function
-        self.moved = moved
-        self.peers = peers
-        self.seconds = None
+    key: str
+    operation: str
+    implementation: str
+    threads: int
+    function: object
+    moved: int
+    peers: tuple = ()
+    seconds: float | None = dataclasses.field(default=None, init=False)
 
 
 class _Table:

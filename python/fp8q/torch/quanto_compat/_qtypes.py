@@ -1,6 +1,8 @@
 """quanto_compat's qtype objects: every qtype optimum-quanto 0.2.7 names,
 with its fields, and the one place that turns a qtype (or its name) into
 fp8q's FP8 format or refuses it, naming what fp8q supports."""
+import dataclasses
+
 import torch
 
 from fp8q.torch._linear import FORMATS
@@ -10,6 +12,7 @@ SUPPORTED = ("fp8q supports the FP8 qtypes qfloat8 (= qfloat8_e4m3fn) and "
              "qfloat8_e5m2")
 
 
+@dataclasses.dataclass(slots=True, eq=False, repr=False)
 class qtype:  # noqa: N801 (quanto's spelling)
     """A quantization type as optimum-quanto describes one: `name`,
     `is_floating_point`, `bits`, `dtype` (the torch storage dtype), `qmin`
@@ -18,16 +21,12 @@ class qtype:  # noqa: N801 (quanto's spelling)
     Compared by value; str() is "quanto.<name>", as quanto prints it.
     Whether fp8q's layers accept one: see `fp8q_format`."""
 
-    __slots__ = ("name", "is_floating_point", "bits", "dtype", "qmin",
-                 "qmax")
-
-    def __init__(self, name, is_floating_point, bits, dtype, qmin, qmax):
-        self.name = name
-        self.is_floating_point = is_floating_point
-        self.bits = bits
-        self.dtype = dtype
-        self.qmin = qmin
-        self.qmax = qmax
+    name: str
+    is_floating_point: bool
+    bits: int
+    dtype: torch.dtype
+    qmin: float
+    qmax: float
 
     def _fields(self):
         return tuple(getattr(self, field) for field in self.__slots__)
