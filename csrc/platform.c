@@ -760,10 +760,8 @@ void fp8q_once_run(fp8q_once *once, void (*function)(void *context),
 /* Locks                                                                     */
 
 struct fp8q_mutex {
-#if defined(_WIN32)
-    SRWLOCK lock;
-#else
-    pthread_mutex_t lock;
+    static_lock lock; /* taken as the static locks are */
+#if !defined(_WIN32)
     fp8q_mutex *next; /* every mutex is listed, for the fork handlers */
 #endif
 };
@@ -797,20 +795,12 @@ fp8q_mutex *fp8q_mutex_create(void)
 
 void fp8q_mutex_lock(fp8q_mutex *mutex)
 {
-#if defined(_WIN32)
-    AcquireSRWLockExclusive(&mutex->lock);
-#else
-    (void)pthread_mutex_lock(&mutex->lock);
-#endif
+    static_lock_acquire(&mutex->lock);
 }
 
 void fp8q_mutex_unlock(fp8q_mutex *mutex)
 {
-#if defined(_WIN32)
-    ReleaseSRWLockExclusive(&mutex->lock);
-#else
-    (void)pthread_mutex_unlock(&mutex->lock);
-#endif
+    static_lock_release(&mutex->lock);
 }
 
 /* ------------------------------------------------------------------------- */

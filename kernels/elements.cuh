@@ -58,29 +58,30 @@ template <> struct dtype_traits<FP8Q_UINT8> {
     static __host__ __device__ __forceinline__ uint8_t store(float x, int) { return fp8q_encode_uint8(x); }
 };
 
-/* E4M3FN and E5M2 saturate through the hardware conversion on sm_89+
- * (fp8_hardware.cuh: the same function as the codec there). */
-template <> struct dtype_traits<FP8Q_FLOAT8_E4M3FN> {
-    typedef uint8_t storage;
-    /* The codec's decode in its product form: the same bits, fewer
-     * instructions (float_codec.h). */
-    static __host__ __device__ __forceinline__ float load(uint8_t x) { return fp8q_decode_e4m3fn_by_product(x); }
-    static __host__ __device__ __forceinline__ uint8_t store(float x, int saturate)
-    {
-        return FP8Q_HARDWARE_FP8 && saturate ? fp8q_hardware_encode_e4m3fn(x)
-                                             : fp8q_encode_e4m3fn(x, saturate);
-    }
-};
+/* E4M3FN and E5M2 (`format`): decoded by the codec's decode in its product
+ * form (the same bits, fewer instructions; float_codec.h), and saturated
+ * through the hardware conversion on sm_89+ (fp8_hardware.cuh: the same
+ * function as the codec there). */
+#define FP8Q_HARDWARE_FP8_TRAITS(D, format)                                  \
+    template <> struct dtype_traits<D> {                                     \
+        typedef uint8_t storage;                                             \
+        static __host__ __device__ __forceinline__ float load(uint8_t x)     \
+        {                                                                    \
+            return fp8q_decode_##format##_by_product(x);                     \
+        }                                                                    \
+        static __host__ __device__ __forceinline__ uint8_t store(            \
+            float x, int saturate)                                           \
+        {                                                                    \
+            return FP8Q_HARDWARE_FP8 && saturate                             \
+                       ? fp8q_hardware_encode_##format(x)                    \
+                       : fp8q_encode_##format(x, saturate);                  \
+        }                                                                    \
+    };
 
-template <> struct dtype_traits<FP8Q_FLOAT8_E5M2> {
-    typedef uint8_t storage;
-    static __host__ __device__ __forceinline__ float load(uint8_t x) { return fp8q_decode_e5m2_by_product(x); }
-    static __host__ __device__ __forceinline__ uint8_t store(float x, int saturate)
-    {
-        return FP8Q_HARDWARE_FP8 && saturate ? fp8q_hardware_encode_e5m2(x)
-                                             : fp8q_encode_e5m2(x, saturate);
-    }
-};
+FP8Q_HARDWARE_FP8_TRAITS(FP8Q_FLOAT8_E4M3FN, e4m3fn)
+FP8Q_HARDWARE_FP8_TRAITS(FP8Q_FLOAT8_E5M2, e5m2)
+
+#undef FP8Q_HARDWARE_FP8_TRAITS
 
 template <> struct dtype_traits<FP8Q_FLOAT8_E4M3FNUZ> {
     typedef uint8_t storage;

@@ -260,6 +260,22 @@ static fp8q_lt_status set_pointers(const fp8q_cublaslt *lt,
     return status;
 }
 
+/* Sets the int32 attribute `first` of `desc` to first_value, then (when
+ * that succeeds) `second` to second_value. */
+static fp8q_lt_status set_int32_pair(const fp8q_cublaslt *lt,
+                                     fp8q_lt_matmul_desc desc, int first,
+                                     int32_t first_value, int second,
+                                     int32_t second_value)
+{
+    fp8q_lt_status status = lt->api.matmul_desc_set_attribute(
+        desc, first, &first_value, sizeof first_value);
+    if (status == FP8Q_LT_SUCCESS) {
+        status = lt->api.matmul_desc_set_attribute(
+            desc, second, &second_value, sizeof second_value);
+    }
+    return status;
+}
+
 /* Sets the scale modes (cuBLASLt 12.9+) of a rowwise or blockwise problem:
  * cuBLASLt's A (our b) and B (our a). Tensorwise and unscaled problems
  * keep the default, one float32 (SCALAR_32F), so that older cuBLASLt
@@ -269,7 +285,6 @@ static fp8q_lt_status set_scale_modes(const fp8q_cublaslt *lt,
                                       fp8q_matmul_scaling scaling)
 {
     int32_t a_mode, b_mode;
-    fp8q_lt_status status;
     if (scaling == FP8Q_MATMUL_ROWWISE) {
         a_mode = FP8Q_LT_SCALE_OUTER_VEC_32F;
         b_mode = FP8Q_LT_SCALE_OUTER_VEC_32F;
@@ -281,13 +296,8 @@ static fp8q_lt_status set_scale_modes(const fp8q_cublaslt *lt,
     else {
         return FP8Q_LT_SUCCESS;
     }
-    status = lt->api.matmul_desc_set_attribute(
-        desc, FP8Q_LT_DESC_A_SCALE_MODE, &a_mode, sizeof a_mode);
-    if (status == FP8Q_LT_SUCCESS) {
-        status = lt->api.matmul_desc_set_attribute(
-            desc, FP8Q_LT_DESC_B_SCALE_MODE, &b_mode, sizeof b_mode);
-    }
-    return status;
+    return set_int32_pair(lt, desc, FP8Q_LT_DESC_A_SCALE_MODE, a_mode,
+                          FP8Q_LT_DESC_B_SCALE_MODE, b_mode);
 }
 
 /* Asks for the bias epilogue (and the bias's type) when there is a bias. */
@@ -295,20 +305,12 @@ static fp8q_lt_status set_epilogue(const fp8q_cublaslt *lt,
                                    fp8q_lt_matmul_desc desc,
                                    const plan_key *key)
 {
-    const int32_t epilogue = FP8Q_LT_EPILOGUE_BIAS;
-    int32_t bias_type;
-    fp8q_lt_status status;
     if (key->bias_dtype < 0) {
         return FP8Q_LT_SUCCESS;
     }
-    bias_type = lt_type((fp8q_dtype)key->bias_dtype);
-    status = lt->api.matmul_desc_set_attribute(
-        desc, FP8Q_LT_DESC_EPILOGUE, &epilogue, sizeof epilogue);
-    if (status == FP8Q_LT_SUCCESS) {
-        status = lt->api.matmul_desc_set_attribute(
-            desc, FP8Q_LT_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type);
-    }
-    return status;
+    return set_int32_pair(lt, desc, FP8Q_LT_DESC_EPILOGUE,
+                          FP8Q_LT_EPILOGUE_BIAS, FP8Q_LT_DESC_BIAS_DATA_TYPE,
+                          lt_type((fp8q_dtype)key->bias_dtype));
 }
 
 /* C's type: D's, except for an FP8 D, whose C must be 16-bit (cuBLASLt's
@@ -343,6 +345,7 @@ static fp8q_lt_status describe(const fp8q_cublaslt *lt,
     const int requested =
         fp8q_cuda_switches_get()->gemm_tuning ? FP8Q_MATMUL_CANDIDATES : 1;
     int returned = 0;
+    uint32_t alignments[4];
     int index;
     fp8q_lt_status status;
 
@@ -403,26 +406,16 @@ static fp8q_lt_status describe(const fp8q_cublaslt *lt,
             preference, FP8Q_LT_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
             sizeof workspace_bytes);
     }
-    /* cuBLASLt's A is our B, and the other way round; C is D. */
-    if (status == FP8Q_LT_SUCCESS) {
+    /* The operands' alignments, attributes A, B, C and D in a row:
+     * cuBLASLt's A is our B, and the other way round; C is D. */
+    alignments[0] = key->b_alignment;
+    alignments[1] = key->a_alignment;
+    alignments[2] = key->d_alignment;
+    alignments[3] = key->d_alignment;
+    for (index = 0; index < 4 && status == FP8Q_LT_SUCCESS; index++) {
         status = lt->api.preference_set_attribute(
-            preference, FP8Q_LT_PREF_MIN_ALIGNMENT_A_BYTES, &key->b_alignment,
-            sizeof key->b_alignment);
-    }
-    if (status == FP8Q_LT_SUCCESS) {
-        status = lt->api.preference_set_attribute(
-            preference, FP8Q_LT_PREF_MIN_ALIGNMENT_B_BYTES, &key->a_alignment,
-            sizeof key->a_alignment);
-    }
-    if (status == FP8Q_LT_SUCCESS) {
-        status = lt->api.preference_set_attribute(
-            preference, FP8Q_LT_PREF_MIN_ALIGNMENT_C_BYTES, &key->d_alignment,
-            sizeof key->d_alignment);
-    }
-    if (status == FP8Q_LT_SUCCESS) {
-        status = lt->api.preference_set_attribute(
-            preference, FP8Q_LT_PREF_MIN_ALIGNMENT_D_BYTES, &key->d_alignment,
-            sizeof key->d_alignment);
+            preference, FP8Q_LT_PREF_MIN_ALIGNMENT_A_BYTES + index,
+            &alignments[index], sizeof alignments[index]);
     }
     if (status == FP8Q_LT_SUCCESS) {
         *step = "cublasLtMatmulAlgoGetHeuristic";

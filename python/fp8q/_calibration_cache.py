@@ -26,6 +26,7 @@ import warnings
 import numpy as np
 
 from fp8q import _C
+from fp8q._qtensor import read_only
 
 FORMAT = "fp8q-calibration-cache"
 VERSION = 1
@@ -127,20 +128,13 @@ class CalibrationEntry:
         self._dtype = _fp8_dtype_name(dtype)
         self._method = _check_name(method, "method")
 
-    @property
-    def amax(self):
-        """A float, or a read-only 1-D float32 array (one per channel)."""
-        return self._amax
-
-    @property
-    def dtype(self):
-        """The canonical name of the FP8 dtype, e.g. "float8_e4m3fn"."""
-        return self._dtype
-
-    @property
-    def method(self):
-        """How amax was found, e.g. "max" or "entropy"."""
-        return self._method
+    amax = read_only(
+        "_amax",
+        "A float, or a read-only 1-D float32 array (one per channel).")
+    dtype = read_only(
+        "_dtype", 'The canonical name of the FP8 dtype, e.g. "float8_e4m3fn".')
+    method = read_only("_method",
+                       'How amax was found, e.g. "max" or "entropy".')
 
     def scale(self, dtype=None, margin=0, power_of_2=False):
         """Returns fp8q.calib.scale_from_amax(self.amax, dtype or

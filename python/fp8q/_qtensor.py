@@ -16,6 +16,13 @@ def normalize_granularity(granularity):
     return tuple(operator.index(extent) for extent in granularity)
 
 
+def read_only(attribute, doc):
+    """Returns a read-only property whose value is the instance's
+    `attribute` (a dotted path reaches further, e.g. "_data.dtype") and
+    whose docstring is `doc`."""
+    return property(operator.attrgetter(attribute), doc=doc)
+
+
 class QTensor:
     """Quantized tensor: x ~= decode(data) * scale, per granularity group.
 
@@ -49,40 +56,19 @@ class QTensor:
         self._granularity = normalize_granularity(granularity)
         self._transposed = transposed
 
-    @property
-    def data(self):
-        """The FP8 codes, an fp8q.Tensor of x's shape."""
-        return self._data
-
-    @property
-    def scale(self):
-        """The float32 dequantization scales (x ~= data * scale)."""
-        return self._scale
-
-    @property
-    def transposed(self):
-        """None, or data.T as a C-contiguous fp8q.Tensor."""
-        return self._transposed
-
-    @property
-    def granularity(self):
-        """"tensor", "row", "col" or a (block_rows, block_cols) tuple."""
-        return self._granularity
-
-    @property
-    def dtype(self):
-        """The FP8 dtype of data."""
-        return self._data.dtype
-
-    @property
-    def shape(self):
-        """The shape of data (and of the original x)."""
-        return self._data.shape
-
-    @property
-    def device(self):
-        """Where data and scale live: "cpu" or "cuda:N"."""
-        return self._data.device
+    data = read_only("_data", "The FP8 codes, an fp8q.Tensor of x's shape.")
+    scale = read_only(
+        "_scale", "The float32 dequantization scales (x ~= data * scale).")
+    transposed = read_only(
+        "_transposed", "None, or data.T as a C-contiguous fp8q.Tensor.")
+    granularity = read_only(
+        "_granularity",
+        '"tensor", "row", "col" or a (block_rows, block_cols) tuple.')
+    dtype = read_only("_data.dtype", "The FP8 dtype of data.")
+    shape = read_only("_data.shape",
+                      "The shape of data (and of the original x).")
+    device = read_only("_data.device",
+                       'Where data and scale live: "cpu" or "cuda:N".')
 
     def dequantize(self, dtype="float32", *, stream=None):
         """Returns float32(data) * scale, rounded once into dtype (float32,
