@@ -200,7 +200,7 @@ void fp8q_load_float32(fp8q_dtype dtype, const char *source,
     if ((unsigned)dtype < FP8Q_FLOAT8_E4M3FN) {
         loads[dtype](source, byte_stride, values, count);
     }
-    else if (dtype < FP8Q_DTYPE_COUNT) {
+    else if ((unsigned)dtype < FP8Q_DTYPE_COUNT) {
         /* The FP8 formats, in fp8_table's order. */
         load_fp8(source, byte_stride, values, count,
                  (int)(dtype - FP8Q_FLOAT8_E4M3FN));
