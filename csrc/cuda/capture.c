@@ -132,9 +132,9 @@ fp8q_status fp8q_cuda_shared_end(const fp8q_cuda_device *device,
                                  const fp8q_cuda_capture *capture,
                                  fp8q_error *error)
 {
+    const fp8q_cuda_api *api = &fp8q_cuda_driver_load()->api;
     fp8q_cu_event *event = capture->capturing ? &order->inside
                                               : &order->outside;
-    const fp8q_cuda_api *api = &fp8q_cuda_driver_load()->api;
     const char *call = "cuEventCreate";
     fp8q_cu_result result;
 
