@@ -50,6 +50,12 @@ fp8q_status fp8q_histogram_calibrator_setup(fp8q_histogram_calibrator *self,
     return status;
 }
 
+/* The counts (the state itself is the caller's). */
+static void histogram_free(void *state)
+{
+    fp8q_aligned_free(((fp8q_histogram_calibrator *)state)->histogram.counts);
+}
+
 /* An empty CUDA x adds nothing (an empty CPU x is counted: nothing). */
 static fp8q_status histogram_admit(const void *state,
                                    const fp8q_calib_batch *batch, int *counted,
@@ -132,13 +138,6 @@ static int64_t histogram_amax(const void *state, float *amax)
         *amax = histogram->amax;
     }
     return 1;
-}
-
-static void histogram_free(void *state)
-{
-    fp8q_histogram_calibrator *self = (fp8q_histogram_calibrator *)state;
-    fp8q_aligned_free(self->histogram.counts);
-    self->histogram.counts = NULL;
 }
 
 const fp8q_calib_kind fp8q_histogram_calibrator_ops = {

@@ -254,16 +254,21 @@ static int64_t max_amax(const void *state, float *amax)
     return self->history.n_channels;
 }
 
+/* The history's entries (the state itself is the caller's). */
 static void max_free(void *state)
 {
-    fp8q_max_calibrator *self = (fp8q_max_calibrator *)state;
-    fp8q_aligned_free(self->history.entries);
-    self->history.entries = NULL;
+    fp8q_aligned_free(((fp8q_max_calibrator *)state)->history.entries);
 }
 
 const fp8q_calib_kind fp8q_max_calibrator_ops = {
-    max_admit, max_count, max_absorb, max_release,
-    max_merge, max_reset, max_amax,   max_free,
+    .admit = max_admit,
+    .count = max_count,
+    .absorb = max_absorb,
+    .release = max_release,
+    .merge = max_merge,
+    .reset = max_reset,
+    .amax = max_amax,
+    .free = max_free,
 };
 
 fp8q_status fp8q_max_calibrator_rows(const fp8q_max_calibrator *self,

@@ -11,6 +11,7 @@
 #include "cuda/calibration_ops.h"
 #include "cuda/launch.h"
 #include "cuda/memory.h"
+#include "platform.h"
 
 /* The scratch's layout: the NaN/inf count, the amax bits from byte 8, the
  * calibrator's own from the next multiple of 8 after them. */
@@ -346,3 +347,48 @@ const fp8q_cuda_calib_kind fp8q_cuda_histogram_calibrator = {
     1, histogram_scratch, histogram_state_bytes, NULL,
     NULL, histogram_fold, histogram_launch,
 };
+
+/* ------------------------------------------------------------------------- */
+/* A calibrator's device state started and folded back                       */
+
+fp8q_status fp8q_cuda_calib_state_begin(const fp8q_cuda_calib_kind *kind,
+                                        const void *self, int image,
+                                        const fp8q_cuda_device *device,
+                                        void *state, size_t bytes,
+                                        fp8q_cu_stream stream,
+                                        fp8q_error *error)
+{
+    void *initial;
+    fp8q_status status;
+
+    if (!image) {
+        return fp8q_cuda_calib_state_start(device, state, bytes, NULL, stream,
+                                           error);
+    }
+    initial = fp8q_aligned_alloc(bytes);
+    if (initial == NULL) {
+        return fp8q_fail(error, FP8Q_ERROR_MEMORY,
+                         "out of memory for a calibrator state of %llu bytes",
+                         (unsigned long long)bytes);
+    }
+    memset(initial, 0, bytes);
+    kind->image(self, initial, bytes);
+    status = fp8q_cuda_calib_state_start(device, state, bytes, initial, stream,
+                                         error);
+    fp8q_aligned_free(initial);
+    return status;
+}
+
+fp8q_status fp8q_cuda_calib_state_fold(const fp8q_cuda_calib_kind *kind,
+                                       void *self, const void *copy,
+                                       size_t bytes, int device_index,
+                                       int *folded, fp8q_error *error)
+{
+    const fp8q_status status = kind->fold(self, copy, bytes, error);
+
+    *folded = status == FP8Q_OK;
+    return *folded ? fp8q_cuda_calib_state_record(
+                         copy, device_index,
+                         &((fp8q_calibrator *)self)->nonfinite_count, error)
+                   : status;
+}

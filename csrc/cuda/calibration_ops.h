@@ -155,4 +155,24 @@ typedef struct fp8q_cuda_calib_kind {
 extern const fp8q_cuda_calib_kind fp8q_cuda_max_calibrator;
 extern const fp8q_cuda_calib_kind fp8q_cuda_histogram_calibrator;
 
+/* Starts a device state of `bytes` for its first fold on `stream`: all
+ * zero bytes, or with `image` the host state's image (kind->image of self
+ * into a zeroed host buffer, uploaded and waited for). */
+fp8q_status fp8q_cuda_calib_state_begin(const fp8q_cuda_calib_kind *kind,
+                                        const void *self, int image,
+                                        const fp8q_cuda_device *device,
+                                        void *state, size_t bytes,
+                                        fp8q_cu_stream stream,
+                                        fp8q_error *error);
+
+/* A device state read back (`copy`, `bytes`) folded into self (kind->fold;
+ * *folded 1 once it succeeded, else 0 and self unchanged), then its record
+ * taken into self's NaN/inf count with fp8q_cuda_calib_state_record, whose
+ * deferred error for refused batches (of cuda:`device_index`) follows the
+ * fold. */
+fp8q_status fp8q_cuda_calib_state_fold(const fp8q_cuda_calib_kind *kind,
+                                       void *self, const void *copy,
+                                       size_t bytes, int device_index,
+                                       int *folded, fp8q_error *error);
+
 #endif /* FP8Q_CUDA_CALIBRATION_OPS_H */

@@ -36,28 +36,11 @@ static fp8q_calibrator *core_base(PyObject *self)
     return (fp8q_calibrator *)fp8q_py_calibrator_core(self);
 }
 
-/* fp8q_py_device_fold and fp8q_py_device_image: the table's GPU ops. */
-static int device_fold(PyObject *self, const void *state, size_t bytes)
-{
-    fp8q_error error;
-
-    fp8q_error_clear(&error);
-    return fp8q_py_raise_on_failure(
-        kind_of(self)->device->fold(fp8q_py_calibrator_core(self), state,
-                                    bytes, &error),
-        &error);
-}
-
-static void device_image(PyObject *self, void *state, size_t bytes)
-{
-    kind_of(self)->device->image(fp8q_py_calibrator_core(self), state, bytes);
-}
-
 int fp8q_py_calibrator_settle(PyObject *self)
 {
     return fp8q_py_device_state_settle(&((fp8q_py_calibrator *)self)->device,
-                                       self, device_fold,
-                                       &core_base(self)->nonfinite_count);
+                                       kind_of(self)->device,
+                                       fp8q_py_calibrator_core(self));
 }
 
 /* ------------------------------------------------------------------------- */
@@ -171,7 +154,7 @@ static int update_on_device(PyObject *self, fp8q_TensorObject *x,
                             const fp8q_calib_batch *batch)
 {
     const fp8q_cuda_calib_kind *device = kind_of(self)->device;
-    const void *core = fp8q_py_calibrator_core(self);
+    void *core = fp8q_py_calibrator_core(self);
     fp8q_py_device_state *state = &((fp8q_py_calibrator *)self)->device;
     const fp8q_cu_stream stream = fp8q_py_last_stream(x);
     fp8q_cuda_calib_batch reduced;
@@ -197,12 +180,8 @@ static int update_on_device(PyObject *self, fp8q_TensorObject *x,
         return -1;
     }
     memory = fp8q_py_device_state_prepare(
-        state, x, device->state_bytes(core, batch), stream, self,
-        device_fold,
-        device->continues_host != NULL && device->continues_host(core)
-            ? device_image
-            : NULL,
-        &core_base(self)->nonfinite_count);
+        state, x, device->state_bytes(core, batch), stream, device, core,
+        device->continues_host != NULL && device->continues_host(core));
     if (memory != NULL) {
         outcome = fp8q_py_raise_on_failure(
             device->launch(core, batch, x->cuda_device, &reduced, memory,

@@ -58,47 +58,36 @@ typedef struct fp8q_py_device_state {
     int64_t n_updates;         /* update() calls so far (1-based numbers)   */
 } fp8q_py_device_state;
 
-/* Folds a settled device state (a host copy of all its `bytes`, 8-byte
- * aligned) into the calibrator's host state; 0, or -1 with an exception and
- * the host state unchanged. */
-typedef int (*fp8q_py_device_fold)(PyObject *calibrator, const void *state,
-                                   size_t bytes);
-
-/* Writes the image of the calibrator's host state into `state` (`bytes`,
- * zero-filled, 8-byte aligned; the record stays zero), for a device state
- * that continues the host state rather than adding to it. */
-typedef void (*fp8q_py_device_image)(PyObject *calibrator, void *state,
-                                     size_t bytes);
-
 /*
  * Settles the device state, if any: copies it back (waiting for the work
- * queued on its stream), folds it in with `fold`, adds its skipped
- * non-finite count to *nonfinite_count and empties it (kept for reuse).
- * When batches were refused for NaN/inf since the last settle, raises the
- * deferred ValueError naming the first one's update number and count, the
- * number refused and the skip_nonfinite hint, after folding every admitted
- * batch; the record is cleared. 0, or -1 with an exception.
+ * queued on its stream), folds it into the core state `core` with the
+ * kind's fold, adds its skipped non-finite count to core's NaN/inf count
+ * and empties it (kept for reuse). When batches were refused for NaN/inf
+ * since the last settle, raises the deferred ValueError naming the first
+ * one's update number and count, the number refused and the
+ * skip_nonfinite hint, after folding every admitted batch; the record is
+ * cleared. 0, or -1 with an exception (the host state unchanged when the
+ * fold failed).
  */
 int fp8q_py_device_state_settle(fp8q_py_device_state *state,
-                                PyObject *calibrator, fp8q_py_device_fold fold,
-                                int64_t *nonfinite_count);
+                                const fp8q_cuda_calib_kind *kind, void *core);
 
 /*
  * Makes the device state `bytes` long on x's device (x a CUDA tensor),
  * ordered on `stream`: kept when it already is, else the old one settled
  * (as fp8q_py_device_state_settle, which may raise) and a new one
  * allocated. A state's first fold after its allocation or a settle starts
- * it: all zero bytes when `image` is NULL, else uploaded from the host
- * state's image (waiting for the copy), which the settle's `fold` then takes
- * as the host state. Marks it pending: the caller enqueues a fold into it
- * next. Returns the state's device memory, or NULL with an exception.
+ * it: all zero bytes, or with `image` uploaded from the kind's image of
+ * the host state (waiting for the copy), which the settle's fold then
+ * takes as the host state. Marks it pending: the caller enqueues a fold
+ * into it next. Returns the state's device memory, or NULL with an
+ * exception.
  */
 void *fp8q_py_device_state_prepare(fp8q_py_device_state *state,
                                    fp8q_TensorObject *x, size_t bytes,
-                                   fp8q_cu_stream stream, PyObject *calibrator,
-                                   fp8q_py_device_fold fold,
-                                   fp8q_py_device_image image,
-                                   int64_t *nonfinite_count);
+                                   fp8q_cu_stream stream,
+                                   const fp8q_cuda_calib_kind *kind,
+                                   void *core, int image);
 
 /* Forgets the device state and its record (reset, __init__), and restarts
  * the update numbering. */

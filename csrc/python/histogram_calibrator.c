@@ -267,36 +267,24 @@ static PyObject *histogram_calibrator_get_skip_zeros(
     return PyBool_FromLong(self->core.skip_zeros);
 }
 
-static PyObject *histogram_calibrator_get_bin_width(
+/* The getters of the settled state: bin_width, counts and total_count
+ * (the closure names which). */
+static PyObject *histogram_calibrator_get_settled(
     fp8q_HistogramCalibratorObject *self, void *closure)
 {
-    (void)closure;
-    if (settle(self) < 0) {
-        return NULL;
-    }
-    return PyFloat_FromDouble(
-        fp8q_histogram_bin_width(&self->core.histogram));
-}
+    const char *name = (const char *)closure;
+    const fp8q_histogram *histogram = &self->core.histogram;
 
-static PyObject *histogram_calibrator_get_counts(
-    fp8q_HistogramCalibratorObject *self, void *closure)
-{
-    (void)closure;
     if (settle(self) < 0) {
         return NULL;
     }
-    return counts_array(&self->core.histogram);
-}
-
-static PyObject *histogram_calibrator_get_total_count(
-    fp8q_HistogramCalibratorObject *self, void *closure)
-{
-    (void)closure;
-    if (settle(self) < 0) {
-        return NULL;
+    if (name[0] == 'b') {
+        return PyFloat_FromDouble(fp8q_histogram_bin_width(histogram));
     }
-    return PyLong_FromLongLong(
-        (long long)fp8q_histogram_total(&self->core.histogram));
+    return name[0] == 'c'
+               ? counts_array(histogram)
+               : PyLong_FromLongLong(
+                     (long long)fp8q_histogram_total(histogram));
 }
 
 static PyObject *histogram_calibrator_repr(
@@ -388,11 +376,7 @@ FP8Q_LOCKED_KEYWORDS(locked_compute_amax, histogram_calibrator_compute_amax,
                      fp8q_HistogramCalibratorObject)
 FP8Q_LOCKED_SELF(locked_extend_range, histogram_calibrator_extend_range,
                  fp8q_HistogramCalibratorObject)
-FP8Q_LOCKED_SELF(locked_get_bin_width, histogram_calibrator_get_bin_width,
-                 fp8q_HistogramCalibratorObject)
-FP8Q_LOCKED_SELF(locked_get_counts, histogram_calibrator_get_counts,
-                 fp8q_HistogramCalibratorObject)
-FP8Q_LOCKED_SELF(locked_get_total_count, histogram_calibrator_get_total_count,
+FP8Q_LOCKED_SELF(locked_get_settled, histogram_calibrator_get_settled,
                  fp8q_HistogramCalibratorObject)
 
 static PyMethodDef histogram_calibrator_methods[] = {
@@ -413,15 +397,15 @@ static PyGetSetDef histogram_calibrator_getset[] = {
      "Whether exact zeros are left uncounted.", NULL},
     {"amax", fp8q_py_calibrator_get_amax, NULL,
      "The largest |x| counted, or None before any.", NULL},
-    {"bin_width", (getter)locked_get_bin_width, NULL,
+    {"bin_width", (getter)locked_get_settled, NULL,
      "Width of every bin: a power of two, or 0.0 before any nonzero value.",
-     NULL},
-    {"counts", (getter)locked_get_counts, NULL,
+     "bin_width"},
+    {"counts", (getter)locked_get_settled, NULL,
      "A copy of the counts (int64 array); bin k holds "
      "k * bin_width <= |x| < (k + 1) * bin_width.",
-     NULL},
-    {"total_count", (getter)locked_get_total_count, NULL,
-     "Number of values counted.", NULL},
+     "counts"},
+    {"total_count", (getter)locked_get_settled, NULL,
+     "Number of values counted.", "total_count"},
     {"nonfinite_count", fp8q_py_calibrator_get_nonfinite_count,
      NULL, "NaN and infinite values skipped so far.", NULL},
     {NULL, NULL, NULL, NULL, NULL},

@@ -180,6 +180,7 @@ void test_calibrator_max_fold(void)
     CHECK_OK(fp8q_max_calibrator_fold(&max, ring, 0, 0, 1, &error), &error);
     CHECK_INT(max.history.filled, 1);
     kind->free(&max);
+    memset(&max, 0, sizeof max);
 
     /* A window: the device's ring becomes the host's. */
     CHECK_OK(fp8q_max_calibrator_setup(&max, FP8Q_CALIB_PER_TENSOR, 1, 2,
