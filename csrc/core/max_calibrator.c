@@ -261,14 +261,8 @@ static void max_free(void *state)
 }
 
 const fp8q_calib_kind fp8q_max_calibrator_ops = {
-    .admit = max_admit,
-    .count = max_count,
-    .absorb = max_absorb,
-    .release = max_release,
-    .merge = max_merge,
-    .reset = max_reset,
-    .amax = max_amax,
-    .free = max_free,
+    max_admit, max_count, max_absorb, max_release,
+    max_merge, max_reset, max_amax,   max_free,
 };
 
 fp8q_status fp8q_max_calibrator_rows(const fp8q_max_calibrator *self,
