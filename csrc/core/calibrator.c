@@ -3,8 +3,6 @@
  * batch's channel axis, the NaN/inf count around a kind's absorb and
  * merge, reset, and the calibrated amax.
  */
-#include <string.h>
-
 #include "core/calibrator.h"
 #include "platform.h"
 
@@ -16,12 +14,15 @@ fp8q_status fp8q_calibrator_batch(const fp8q_calibrator *self,
     const int axis = self->channel_axis;
     int dimension;
 
-    memset(batch, 0, sizeof *batch);
-    batch->x = *x;
-    batch->on_device = on_device;
+    /* Every field but the room, which `count` fills when it uses it. */
+    batch->x = x;
     batch->skip_nonfinite = skip_nonfinite;
+    batch->on_device = on_device;
     batch->channel_dimension = -1;
     batch->n_channels = 1;
+    batch->n_nonfinite = 0;
+    batch->device_bytes = 0;
+    batch->partial = NULL;
     if (axis == FP8Q_CALIB_PER_TENSOR) {
         return FP8Q_OK;
     }

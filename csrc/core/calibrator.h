@@ -37,7 +37,7 @@ typedef struct fp8q_calibrator {
 
 /* One update() batch on its way through a calibrator. */
 typedef struct fp8q_calib_batch {
-    fp8q_view x;           /* on the CPU, or a CUDA x's view              */
+    const fp8q_view *x;    /* on the CPU, or a CUDA x's view (borrowed)   */
     int skip_nonfinite;
     int on_device;         /* x is on a GPU                               */
     int channel_dimension; /* channel_axis resolved against x, or -1      */
@@ -45,6 +45,13 @@ typedef struct fp8q_calib_batch {
     int64_t n_nonfinite;   /* NaN/inf values `count` found                */
     size_t device_bytes;   /* bytes of the GPU state kept now, or 0       */
     void *partial;         /* what `count` made for `absorb`, or NULL     */
+    /* Room for a small partial, so that a batch per tensor allocates
+     * nothing beyond its statistics. */
+    union {
+        double align;
+        float amax[256];
+        fp8q_histogram histogram;
+    } room;
 } fp8q_calib_batch;
 
 /*
@@ -80,7 +87,7 @@ typedef struct fp8q_calib_kind {
     void (*free)(void *self);
 } fp8q_calib_kind;
 
-/* Resolves self's channel axis against x into `batch` (zeroed first):
+/* Resolves self's channel axis against x into `batch` (every field set but its room):
  * FP8Q_ERROR_VALUE "x: channel_axis=A is out of range for an input of N
  * dimensions". */
 fp8q_status fp8q_calibrator_batch(const fp8q_calibrator *self,

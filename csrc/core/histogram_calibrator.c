@@ -63,7 +63,7 @@ static fp8q_status histogram_admit(const void *state,
 {
     (void)state;
     (void)error;
-    *counted = !batch->on_device || fp8q_view_size(&batch->x) != 0;
+    *counted = !batch->on_device || fp8q_view_size(batch->x) != 0;
     return FP8Q_OK;
 }
 
@@ -73,18 +73,14 @@ static fp8q_status histogram_count(const void *state, fp8q_calib_batch *batch,
 {
     const fp8q_histogram_calibrator *self =
         (const fp8q_histogram_calibrator *)state;
-    fp8q_histogram *counted =
-        (fp8q_histogram *)fp8q_aligned_alloc(sizeof(fp8q_histogram));
+    fp8q_histogram *counted = &batch->room.histogram;
     fp8q_status status;
 
-    if (counted == NULL) {
-        return fp8q_fail(error, FP8Q_ERROR_MEMORY, "out of memory");
-    }
     counted->counts = NULL;
     batch->partial = counted;
     status = new_histogram(counted, self->histogram.n_bins, error);
     return status != FP8Q_OK ? status
-                             : fp8q_histogram_add(counted, &batch->x,
+                             : fp8q_histogram_add(counted, batch->x,
                                                   self->skip_zeros,
                                                   batch->skip_nonfinite,
                                                   &batch->n_nonfinite, error);
@@ -102,7 +98,6 @@ static void histogram_release(fp8q_calib_batch *batch)
 {
     if (batch->partial != NULL) {
         fp8q_aligned_free(((fp8q_histogram *)batch->partial)->counts);
-        fp8q_aligned_free(batch->partial);
         batch->partial = NULL;
     }
 }

@@ -124,7 +124,7 @@ static fp8q_status check_channels(const fp8q_max_calibrator *self,
 static fp8q_status max_admit(const void *state, const fp8q_calib_batch *batch,
                              int *counted, fp8q_error *error)
 {
-    *counted = fp8q_view_size(&batch->x) != 0;
+    *counted = fp8q_view_size(batch->x) != 0;
     return *counted && batch->on_device
                ? check_channels((const fp8q_max_calibrator *)state, batch,
                                 error)
@@ -135,7 +135,7 @@ static fp8q_status max_admit(const void *state, const fp8q_calib_batch *batch,
 static fp8q_status max_count(const void *state, fp8q_calib_batch *batch,
                              fp8q_error *error)
 {
-    const fp8q_view *x = &batch->x;
+    const fp8q_view *x = batch->x;
     fp8q_view destination;
     int axis;
 
@@ -151,7 +151,9 @@ static fp8q_status max_count(const void *state, fp8q_calib_batch *batch,
         destination.strides[batch->channel_dimension] = 1;
     }
     batch->partial =
-        fp8q_aligned_alloc((size_t)batch->n_channels * sizeof(float));
+        batch->n_channels <= 256
+            ? batch->room.amax
+            : fp8q_aligned_alloc((size_t)batch->n_channels * sizeof(float));
     if (batch->partial == NULL) {
         return fp8q_fail(error, FP8Q_ERROR_MEMORY,
                          "out of memory for %lld amax values",
@@ -167,7 +169,7 @@ static fp8q_status max_absorb(void *state, const fp8q_calib_batch *batch,
                               fp8q_error *error)
 {
     fp8q_max_calibrator *self = (fp8q_max_calibrator *)state;
-    const int64_t size = fp8q_view_size(&batch->x);
+    const int64_t size = fp8q_view_size(batch->x);
     fp8q_status status;
 
     if (batch->n_nonfinite != 0 && !batch->skip_nonfinite) {
@@ -191,7 +193,9 @@ static fp8q_status max_absorb(void *state, const fp8q_calib_batch *batch,
 
 static void max_release(fp8q_calib_batch *batch)
 {
-    fp8q_aligned_free(batch->partial);
+    if (batch->partial != (void *)batch->room.amax) {
+        fp8q_aligned_free(batch->partial);
+    }
     batch->partial = NULL;
 }
 

@@ -257,6 +257,12 @@ static PyObject *calibrator_update(fp8q_py_calibrator *self, PyObject *args,
                        &error),
             &error);
     }
+    if (outcome == 0 && counted && batch.on_device &&
+        kind_of(object)->device == NULL) {
+        PyErr_Format(PyExc_TypeError, "x: a %s counts CPU batches only",
+                     kind_of(object)->name);
+        outcome = -1;
+    }
     if (outcome == 0 && counted) {
         outcome = batch.on_device ? update_on_device(object, x, &batch)
                                   : update_on_host(object, &batch);

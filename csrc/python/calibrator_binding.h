@@ -124,6 +124,7 @@ typedef struct fp8q_py_calibrator_kind {
     const char *settings[8];
     size_t core_offset;
     const fp8q_calib_kind *ops;
+    /* NULL for a calibrator of CPU batches only (a CUDA x: TypeError). */
     const fp8q_cuda_calib_kind *device;
     /* __init__: the arguments checked, then the core state set up (the
      * base then empties the device state). */
