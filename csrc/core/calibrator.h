@@ -50,7 +50,10 @@ typedef struct fp8q_calib_batch {
     union {
         double align;
         float amax[256];
-        fp8q_histogram histogram;
+        struct {
+            fp8q_histogram histogram;
+            void *block; /* its counts' memory */
+        } counted;
     } room;
 } fp8q_calib_batch;
 

@@ -67,23 +67,37 @@ static fp8q_status histogram_admit(const void *state,
     return FP8Q_OK;
 }
 
-/* The batch counted into a histogram of its own (batch->partial). */
+/* The batch counted into a histogram of its own (batch->partial), whose
+ * counts start half a page away from self's (mod 4096), so that the loop
+ * that merges them into self's never loads from an address whose low 12
+ * bits match a store in flight (4K aliasing). */
 static fp8q_status histogram_count(const void *state, fp8q_calib_batch *batch,
                                    fp8q_error *error)
 {
     const fp8q_histogram_calibrator *self =
         (const fp8q_histogram_calibrator *)state;
-    fp8q_histogram *counted = &batch->room.histogram;
-    fp8q_status status;
+    const int64_t n_bins = self->histogram.n_bins;
+    fp8q_histogram *counted = &batch->room.counted.histogram;
+    char *block = (char *)fp8q_aligned_alloc((size_t)n_bins *
+                                                 sizeof(int64_t) +
+                                             4096u);
 
-    counted->counts = NULL;
-    batch->partial = counted;
-    status = new_histogram(counted, self->histogram.n_bins, error);
-    return status != FP8Q_OK ? status
-                             : fp8q_histogram_add(counted, batch->x,
-                                                  self->skip_zeros,
-                                                  batch->skip_nonfinite,
-                                                  &batch->n_nonfinite, error);
+    batch->room.counted.block = block;
+    batch->partial = block != NULL ? counted : NULL;
+    if (block == NULL) {
+        return fp8q_fail(error, FP8Q_ERROR_MEMORY,
+                         "out of memory for %lld histogram bins",
+                         (long long)n_bins);
+    }
+    fp8q_histogram_init(
+        counted, n_bins,
+        (int64_t *)(void *)(block +
+                            (((uintptr_t)self->histogram.counts + 2048u -
+                              (uintptr_t)block) &
+                             (4095u & ~(uintptr_t)63u))));
+    return fp8q_histogram_add(counted, batch->x, self->skip_zeros,
+                              batch->skip_nonfinite, &batch->n_nonfinite,
+                              error);
 }
 
 static fp8q_status histogram_absorb(void *state, const fp8q_calib_batch *batch,
@@ -97,7 +111,7 @@ static fp8q_status histogram_absorb(void *state, const fp8q_calib_batch *batch,
 static void histogram_release(fp8q_calib_batch *batch)
 {
     if (batch->partial != NULL) {
-        fp8q_aligned_free(((fp8q_histogram *)batch->partial)->counts);
+        fp8q_aligned_free(batch->room.counted.block);
         batch->partial = NULL;
     }
 }
