@@ -75,13 +75,12 @@ void fp8q_amax_history_reduce(const fp8q_amax_history *history,
     }
 }
 
-fp8q_status fp8q_amax_history_merge(fp8q_amax_history *history,
-                                    const fp8q_amax_history *other,
-                                    fp8q_error *error)
+/* FP8Q_ERROR_VALUE naming what differs when `other` cannot be merged into
+ * `history`. */
+static fp8q_status check_mergeable(const fp8q_amax_history *history,
+                                   const fp8q_amax_history *other,
+                                   fp8q_error *error)
 {
-    int64_t channel;
-    int64_t age;
-
     if (other->n_channels != history->n_channels) {
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
                          "other: %" PRId64 " channels, expected %" PRId64,
@@ -98,9 +97,20 @@ fp8q_status fp8q_amax_history_merge(fp8q_amax_history *history,
                          fp8q_number(history->momentum).text,
                          history->running_max);
     }
-    for (age = 0; age < other->filled; age++) {
+    return FP8Q_OK;
+}
+
+fp8q_status fp8q_amax_history_merge(fp8q_amax_history *history,
+                                    const fp8q_amax_history *other,
+                                    fp8q_error *error)
+{
+    const fp8q_status status = check_mergeable(history, other, error);
+    int64_t age;
+
+    for (age = 0; status == FP8Q_OK && age < other->filled; age++) {
         const float *theirs = fp8q_amax_history_entry(other, age);
         float *ours;
+        int64_t channel;
         if (age >= history->filled) {
             /* Older than anything here: copy it in as the oldest entry. */
             history->filled++;
@@ -115,5 +125,5 @@ fp8q_status fp8q_amax_history_merge(fp8q_amax_history *history,
                                                 : ours[channel];
         }
     }
-    return FP8Q_OK;
+    return status;
 }

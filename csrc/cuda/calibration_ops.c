@@ -7,9 +7,11 @@
  */
 #include <string.h>
 
+#include "core/float_codec.h"
 #include "cuda/calibration_ops.h"
 #include "cuda/launch.h"
 #include "cuda/memory.h"
+#include "platform.h"
 
 /* The scratch's layout: the NaN/inf count, the amax bits from byte 8, the
  * calibrator's own from the next multiple of 8 after them. */
@@ -193,4 +195,194 @@ fp8q_status fp8q_cuda_calib_state_record(const void *copy, int device_index,
         (unsigned long long)record.first_refused_update, device_index,
         (unsigned long long)record.first_refused_count, refused,
         refused == 1 ? " was" : "es were");
+}
+
+/* ------------------------------------------------------------------------- */
+/* The calibrators' GPU tables (fp8q_cuda_calib_kind)                        */
+
+/* core/calibrator.h counts the max state's header without this header. */
+typedef char fp8q_max_state_header_check
+    [sizeof(fp8q_calib_max_state) == FP8Q_CALIB_MAX_STATE_HEADER ? 1 : -1];
+
+/* No scratch beyond the batch's NaN/inf count and amax per channel. */
+static size_t max_scratch(const void *self, const fp8q_calib_batch *batch,
+                          int *zeroed)
+{
+    (void)self;
+    (void)batch;
+    *zeroed = 0;
+    return 0;
+}
+
+static size_t max_state_bytes(const void *self,
+                              const fp8q_calib_batch *batch)
+{
+    return fp8q_cuda_calib_max_state_bytes(
+        ((const fp8q_max_calibrator *)self)->history.length,
+        batch->n_channels);
+}
+
+/* A window's or moving average's device history starts as the host's (a
+ * running maximum's empty: a maximum is exact in any order). */
+static int max_continues_host(const void *self)
+{
+    return !((const fp8q_max_calibrator *)self)->history.running_max;
+}
+
+/* The host history as a device state (same ring, counters and entries);
+ * zeros, an empty history, before any entry. */
+static void max_image(const void *self, void *memory, size_t bytes)
+{
+    const fp8q_amax_history *history =
+        &((const fp8q_max_calibrator *)self)->history;
+    fp8q_calib_max_state *state = (fp8q_calib_max_state *)memory;
+
+    if (history->entries == NULL || history->filled == 0) {
+        return;
+    }
+    state->filled = history->filled;
+    state->newest = history->newest;
+    memcpy(state + 1, history->entries, bytes - sizeof *state);
+}
+
+/* A running maximum's device history (what the device saw since it
+ * started empty) is pushed as one entry; a window's or moving average's
+ * (which started as the host's) becomes the host's. */
+static fp8q_status max_fold(void *self, const void *memory, size_t bytes,
+                            fp8q_error *error)
+{
+    fp8q_max_calibrator *calibrator = (fp8q_max_calibrator *)self;
+    const fp8q_calib_max_state *state = (const fp8q_calib_max_state *)memory;
+    const size_t entry_bytes =
+        (size_t)calibrator->history.length * sizeof(float);
+
+    return fp8q_max_calibrator_fold(
+        calibrator, (const float *)(const void *)(state + 1), state->filled,
+        state->newest, (int64_t)((bytes - sizeof *state) / entry_bytes),
+        error);
+}
+
+static fp8q_status max_launch(const void *self, const fp8q_calib_batch *batch,
+                              const fp8q_cuda_device *device,
+                              const fp8q_cuda_calib_batch *reduced,
+                              void *state, int64_t update_number,
+                              fp8q_cu_stream stream, fp8q_error *error)
+{
+    const fp8q_amax_history *history =
+        &((const fp8q_max_calibrator *)self)->history;
+    return fp8q_cuda_calib_fold_max(device, reduced, batch->n_channels, state,
+                                    history->length, history->momentum,
+                                    history->running_max, update_number,
+                                    batch->skip_nonfinite, stream, error);
+}
+
+const fp8q_cuda_calib_kind fp8q_cuda_max_calibrator = {
+    0, /* fp8q_amax_finite reads any strides */
+    max_scratch, max_state_bytes, max_continues_host,
+    max_image,   max_fold,        max_launch,
+};
+
+/* The batch's counts, zeroed. */
+static size_t histogram_scratch(const void *self,
+                                const fp8q_calib_batch *batch, int *zeroed)
+{
+    (void)batch;
+    *zeroed = 1;
+    return fp8q_cuda_calib_histogram_extra_bytes(
+        ((const fp8q_histogram_calibrator *)self)->histogram.n_bins);
+}
+
+static size_t histogram_state_bytes(const void *self,
+                                    const fp8q_calib_batch *batch)
+{
+    (void)batch;
+    return fp8q_cuda_calib_histogram_state_bytes(
+        ((const fp8q_histogram_calibrator *)self)->histogram.n_bins);
+}
+
+/* The device's histogram merged into the host's: exact on this grid, so
+ * the result is the CPU's for the same batches. */
+static fp8q_status histogram_fold(void *self, const void *memory,
+                                  size_t bytes, fp8q_error *error)
+{
+    fp8q_histogram *histogram =
+        &((fp8q_histogram_calibrator *)self)->histogram;
+    const fp8q_calib_histogram_state *state =
+        (const fp8q_calib_histogram_state *)memory;
+    fp8q_histogram on_device;
+
+    (void)bytes; /* n_bins counts, as the calibrator's */
+    on_device.n_bins = histogram->n_bins;
+    on_device.counts = (int64_t *)(uintptr_t)(const void *)(state + 1);
+    on_device.bin_exponent =
+        state->has_range ? state->bin_exponent : FP8Q_HISTOGRAM_NO_RANGE;
+    on_device.amax = fp8q_bits_to_float(state->amax_bits);
+    return fp8q_histogram_merge(histogram, &on_device, error);
+}
+
+/* The batch's counts on the grid the state will have once it covers the
+ * batch's amax, then the fold into the state. */
+static fp8q_status histogram_launch(const void *self,
+                                    const fp8q_calib_batch *batch,
+                                    const fp8q_cuda_device *device,
+                                    const fp8q_cuda_calib_batch *reduced,
+                                    void *state, int64_t update_number,
+                                    fp8q_cu_stream stream, fp8q_error *error)
+{
+    const fp8q_histogram_calibrator *calibrator =
+        (const fp8q_histogram_calibrator *)self;
+    return fp8q_cuda_calib_fold_histogram(
+        device, reduced, state, calibrator->histogram.n_bins,
+        calibrator->skip_zeros, update_number, batch->skip_nonfinite, stream,
+        error);
+}
+
+const fp8q_cuda_calib_kind fp8q_cuda_histogram_calibrator = {
+    1, histogram_scratch, histogram_state_bytes, NULL,
+    NULL, histogram_fold, histogram_launch,
+};
+
+/* ------------------------------------------------------------------------- */
+/* A calibrator's device state started and folded back                       */
+
+fp8q_status fp8q_cuda_calib_state_begin(const fp8q_cuda_calib_kind *kind,
+                                        const void *self, int image,
+                                        const fp8q_cuda_device *device,
+                                        void *state, size_t bytes,
+                                        fp8q_cu_stream stream,
+                                        fp8q_error *error)
+{
+    void *initial;
+    fp8q_status status;
+
+    if (!image) {
+        return fp8q_cuda_calib_state_start(device, state, bytes, NULL, stream,
+                                           error);
+    }
+    initial = fp8q_aligned_alloc(bytes);
+    if (initial == NULL) {
+        return fp8q_fail(error, FP8Q_ERROR_MEMORY,
+                         "out of memory for a calibrator state of %llu bytes",
+                         (unsigned long long)bytes);
+    }
+    memset(initial, 0, bytes);
+    kind->image(self, initial, bytes);
+    status = fp8q_cuda_calib_state_start(device, state, bytes, initial, stream,
+                                         error);
+    fp8q_aligned_free(initial);
+    return status;
+}
+
+fp8q_status fp8q_cuda_calib_state_fold(const fp8q_cuda_calib_kind *kind,
+                                       void *self, const void *copy,
+                                       size_t bytes, int device_index,
+                                       int *folded, fp8q_error *error)
+{
+    const fp8q_status status = kind->fold(self, copy, bytes, error);
+
+    *folded = status == FP8Q_OK;
+    return *folded ? fp8q_cuda_calib_state_record(
+                         copy, device_index,
+                         &((fp8q_calibrator *)self)->nonfinite_count, error)
+                   : status;
 }

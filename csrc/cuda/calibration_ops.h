@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "calibrate.cuh"
+#include "core/calibrator.h"
 #include "core/status.h"
 #include "core/view.h"
 #include "cuda/driver.h"
@@ -120,5 +121,58 @@ fp8q_status fp8q_cuda_calib_state_read(const fp8q_cuda_device *device,
 fp8q_status fp8q_cuda_calib_state_record(const void *copy, int device_index,
                                          int64_t *nonfinite_count,
                                          fp8q_error *error);
+
+/*
+ * What a calibrator does with a CUDA batch (core/calibrator.h's state as
+ * `self`), for the calibrator base's GPU dispatch: the batch reduced by
+ * fp8q_cuda_calib_reduce (read C-contiguous when `contiguous`, with
+ * `scratch` bytes of the calibrator's own after its NaN/inf count and
+ * amax, zero bytes when *zeroed is set), the bytes of the device state,
+ * whether it starts as an image of the host state (continues_host, NULL
+ * for never; `image` writes it into a zeroed host buffer), the fold of a
+ * state read back into the host state, and the launch of the kernels that
+ * fold the reduced batch into the device state as update `update_number`.
+ */
+typedef struct fp8q_cuda_calib_kind {
+    int contiguous;
+    size_t (*scratch)(const void *self, const fp8q_calib_batch *batch,
+                      int *zeroed);
+    size_t (*state_bytes)(const void *self, const fp8q_calib_batch *batch);
+    int (*continues_host)(const void *self);
+    void (*image)(const void *self, void *state, size_t bytes);
+    fp8q_status (*fold)(void *self, const void *state, size_t bytes,
+                        fp8q_error *error);
+    fp8q_status (*launch)(const void *self, const fp8q_calib_batch *batch,
+                          const fp8q_cuda_device *device,
+                          const fp8q_cuda_calib_batch *reduced, void *state,
+                          int64_t update_number, fp8q_cu_stream stream,
+                          fp8q_error *error);
+} fp8q_cuda_calib_kind;
+
+/* The max calibrator's (fp8q_max_calibrator: its amax history continued
+ * on the device) and the histogram calibrator's (fp8q_histogram_calibrator:
+ * counts merged exactly at the settle). */
+extern const fp8q_cuda_calib_kind fp8q_cuda_max_calibrator;
+extern const fp8q_cuda_calib_kind fp8q_cuda_histogram_calibrator;
+
+/* Starts a device state of `bytes` for its first fold on `stream`: all
+ * zero bytes, or with `image` the host state's image (kind->image of self
+ * into a zeroed host buffer, uploaded and waited for). */
+fp8q_status fp8q_cuda_calib_state_begin(const fp8q_cuda_calib_kind *kind,
+                                        const void *self, int image,
+                                        const fp8q_cuda_device *device,
+                                        void *state, size_t bytes,
+                                        fp8q_cu_stream stream,
+                                        fp8q_error *error);
+
+/* A device state read back (`copy`, `bytes`) folded into self (kind->fold;
+ * *folded 1 once it succeeded, else 0 and self unchanged), then its record
+ * taken into self's NaN/inf count with fp8q_cuda_calib_state_record, whose
+ * deferred error for refused batches (of cuda:`device_index`) follows the
+ * fold. */
+fp8q_status fp8q_cuda_calib_state_fold(const fp8q_cuda_calib_kind *kind,
+                                       void *self, const void *copy,
+                                       size_t bytes, int device_index,
+                                       int *folded, fp8q_error *error);
 
 #endif /* FP8Q_CUDA_CALIBRATION_OPS_H */

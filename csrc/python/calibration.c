@@ -3,7 +3,8 @@
  * (calibrator_base.c): float32 NumPy results, the margin argument, and
  * fp8q._C._scale_from_amax (amax to scale, the one conversion the
  * calibrators and fp8q.CalibrationCache use). Registers the calibrator
- * types as fp8q._C._MaxCalibrator and fp8q._C._HistogramCalibrator.
+ * types of core/calibrator.h's list (FP8Q_CALIBRATORS) as
+ * fp8q._C._<Name>Calibrator, e.g. fp8q._C._MaxCalibrator.
  */
 #include <string.h>
 
@@ -217,11 +218,12 @@ static int add_type(PyObject *module, const char *name, PyTypeObject *type)
 int fp8q_py_calibration_init(PyObject *module)
 {
     /* Private here; fp8q/calib.py gives them their public names. */
-    if (add_type(module, "_MaxCalibrator", &fp8q_max_calibrator_kind.type) <
-            0 ||
-        add_type(module, "_HistogramCalibrator",
-                 &fp8q_histogram_calibrator_kind.type) < 0) {
-        return -1;
+#define FP8Q_PY_ADD_KIND(name, Name)                                        \
+    if (add_type(module, "_" #Name "Calibrator",                           \
+                 &fp8q_##name##_calibrator_kind.type) < 0) {               \
+        return -1;                                                         \
     }
+    FP8Q_CALIBRATORS(FP8Q_PY_ADD_KIND)
+#undef FP8Q_PY_ADD_KIND
     return PyModule_AddFunctions(module, calibration_functions);
 }

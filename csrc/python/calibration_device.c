@@ -1,6 +1,8 @@
 /*
  * calibration_device.c - a calibrator's state kept on a device, shared by
- * the max and histogram calibrators (binding.h, fp8q_py_device_state).
+ * the calibrators (calibrator_binding.h, fp8q_py_device_state): its memory
+ * (a CUDA tensor), the GIL's ordering and the exceptions around
+ * cuda/calibration_ops.h's start, read-back and fold.
  *
  * A CUDA batch is reduced and folded into the device state by kernels on
  * its stream (cuda/calibration_ops.h); nothing comes back per batch. A batch
@@ -22,8 +24,6 @@
 
 #include "python/calibrator_binding.h"
 
-#include "cuda/calibration_ops.h"
-
 /* Puts `memory` back as the state, unless a concurrent update has made a
  * new one meanwhile (then `memory` is released). */
 static void reattach(fp8q_py_device_state *state, fp8q_TensorObject *memory)
@@ -37,8 +37,7 @@ static void reattach(fp8q_py_device_state *state, fp8q_TensorObject *memory)
 }
 
 int fp8q_py_device_state_settle(fp8q_py_device_state *state,
-                                PyObject *calibrator, fp8q_py_device_fold fold,
-                                int64_t *nonfinite_count)
+                                const fp8q_cuda_calib_kind *kind, void *core)
 {
     /* Detached while the GIL is released, so a concurrent update starts a
      * state of its own rather than folding into one being read. */
@@ -48,13 +47,12 @@ int fp8q_py_device_state_settle(fp8q_py_device_state *state,
     fp8q_status status;
     size_t bytes;
     void *copy;
-    int device_index;
+    int folded = 0;
 
     if (memory == NULL || !state->pending) {
         return 0;
     }
     stream = fp8q_py_last_stream(memory);
-    device_index = memory->device_index;
     bytes = (size_t)memory->view.shape[0];
     copy = PyMem_Malloc(bytes);
     if (copy == NULL) {
@@ -76,69 +74,35 @@ int fp8q_py_device_state_settle(fp8q_py_device_state *state,
                                             stream, &error);
         Py_END_ALLOW_THREADS
     }
-    if (fp8q_py_raise_on_failure(status, &error) < 0 ||
-        fold(calibrator, copy, bytes) < 0) {
-        state->pending = state->memory == NULL;
-        reattach(state, memory); /* unchanged: nothing is lost */
-        PyMem_Free(copy);
-        return -1;
+    if (status == FP8Q_OK) {
+        status = fp8q_cuda_calib_state_fold(kind, core, copy, bytes,
+                                            memory->device_index, &folded,
+                                            &error);
     }
-    status = fp8q_cuda_calib_state_record(copy, device_index,
-                                          nonfinite_count, &error);
     PyMem_Free(copy);
-    reattach(state, memory); /* kept for reuse: the next fold restarts it */
-    return fp8q_py_raise_on_failure(status, &error);
-}
-
-/* Starts the state's memory for its first fold: all zero bytes, or the
- * host state's image (`image`, when not NULL) after a zero record. With the
- * GIL held, so that no concurrent update folds into the memory before it
- * is started (an enqueued fill does not wait; an upload waits so that its
- * host buffer can be released). */
-static int start(fp8q_py_device_state *state, fp8q_TensorObject *memory,
-                 size_t bytes, fp8q_cu_stream stream, PyObject *calibrator,
-                 fp8q_py_device_image image)
-{
-    fp8q_error error;
-    fp8q_status status;
-    void *initial;
-
-    fp8q_error_clear(&error);
-    state->uploaded = image != NULL;
-    if (image == NULL) {
-        status = fp8q_cuda_calib_state_start(memory->cuda_device,
-                                             memory->view.data, bytes, NULL,
-                                             stream, &error);
-        return fp8q_py_raise_on_failure(status, &error);
+    if (!folded) {
+        state->pending = state->memory == NULL;
     }
-    initial = PyMem_Calloc(1, bytes);
-    if (initial == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    image(calibrator, initial, bytes);
-    status = fp8q_cuda_calib_state_start(memory->cuda_device,
-                                         memory->view.data, bytes, initial,
-                                         stream, &error);
-    PyMem_Free(initial);
+    /* Unchanged when not folded: nothing is lost. Else kept for reuse: the
+     * next fold restarts it. */
+    reattach(state, memory);
     return fp8q_py_raise_on_failure(status, &error);
 }
 
 void *fp8q_py_device_state_prepare(fp8q_py_device_state *state,
                                    fp8q_TensorObject *x, size_t bytes,
-                                   fp8q_cu_stream stream, PyObject *calibrator,
-                                   fp8q_py_device_fold fold,
-                                   fp8q_py_device_image image,
-                                   int64_t *nonfinite_count)
+                                   fp8q_cu_stream stream,
+                                   const fp8q_cuda_calib_kind *kind,
+                                   void *core, int image)
 {
     const fp8q_py_device device = {FP8Q_DEVICE_CUDA, x->device_index};
     const int64_t size = (int64_t)bytes;
+    fp8q_error error;
 
     if (state->memory != NULL &&
         (state->memory->device_index != x->device_index ||
          state->memory->view.shape[0] != size)) {
-        if (fp8q_py_device_state_settle(state, calibrator, fold,
-                                        nonfinite_count) < 0) {
+        if (fp8q_py_device_state_settle(state, kind, core) < 0) {
             return NULL;
         }
         Py_CLEAR(state->memory);
@@ -151,10 +115,22 @@ void *fp8q_py_device_state_prepare(fp8q_py_device_state *state,
         }
         state->pending = 0;
     }
-    if (fp8q_py_use_on_stream(state->memory, stream) < 0 ||
-        (!state->pending && start(state, state->memory, bytes, stream,
-                                  calibrator, image) < 0)) {
+    if (fp8q_py_use_on_stream(state->memory, stream) < 0) {
         return NULL;
+    }
+    /* The first fold starts the memory, with the GIL held, so that no
+     * concurrent update folds into it before (an enqueued fill does not
+     * wait; an upload waits so that its host buffer can be released). */
+    if (!state->pending) {
+        state->uploaded = image;
+        fp8q_error_clear(&error);
+        if (fp8q_py_raise_on_failure(
+                fp8q_cuda_calib_state_begin(
+                    kind, core, image, state->memory->cuda_device,
+                    state->memory->view.data, bytes, stream, &error),
+                &error) < 0) {
+            return NULL;
+        }
     }
     state->pending = 1;
     return state->memory->view.data;

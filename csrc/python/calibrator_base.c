@@ -1,23 +1,23 @@
 /*
- * calibrator_base.c - the calibrator base: what every fp8q.calib calibrator
- * does the same way, on top of a small table per calibrator
- * (binding.h, fp8q_py_calibrator_kind; max_calibrator.c and
- * histogram_calibrator.c fill one each).
+ * calibrator_base.c - the binding of the calibrator base: what every
+ * fp8q.calib calibrator does the same way, on top of its core state and ops
+ * (core/calibrator.h: counting, merge, reset, amax, NaN/inf count; its GPU
+ * ops, cuda/calibration_ops.h) and a small binding table
+ * (calibrator_binding.h; max_calibrator.c and histogram_calibrator.c fill
+ * one each).
  *
- * The base owns update()'s argument parsing and its dispatch by device (a
- * CPU batch counted into the host state after the device state is settled;
- * a CUDA batch reduced on its GPU into scratch memory and folded into the
- * device state, calibration_device.c), the NaN/inf count, merge's type
- * check, state_dict's "nonfinite_count", load_state_dict's settle, reset,
- * pickling, construction and deallocation, and the critical sections that
- * make one calibrator safe to share across threads (free-threaded builds
- * included). A new calibrator writes its table and its own methods only.
+ * The base converts update()'s arguments and dispatches by device (a CPU
+ * batch counted with the GIL released and absorbed with it held, after the
+ * device state is settled; a CUDA batch reduced on its GPU into scratch
+ * memory and folded into the device state, calibration_device.c), checks
+ * merge's type, adds state_dict's "nonfinite_count", settles before
+ * load_state_dict, and owns reset, pickling, construction, deallocation and
+ * the critical sections that make one calibrator safe to share across
+ * threads (free-threaded builds included).
  */
 #include <string.h>
 
 #include "python/calibrator_binding.h"
-
-#include "cuda/calibration_ops.h"
 
 /* The table of self's type (the kind's first member is its type). */
 static const fp8q_py_calibrator_kind *kind_of(PyObject *self)
@@ -25,51 +25,72 @@ static const fp8q_py_calibrator_kind *kind_of(PyObject *self)
     return (const fp8q_py_calibrator_kind *)(const void *)Py_TYPE(self);
 }
 
+void *fp8q_py_calibrator_core(PyObject *self)
+{
+    return (char *)self + kind_of(self)->core_offset;
+}
+
+/* The core base state of self. */
+static fp8q_calibrator *core_base(PyObject *self)
+{
+    return (fp8q_calibrator *)fp8q_py_calibrator_core(self);
+}
+
 int fp8q_py_calibrator_settle(PyObject *self)
 {
-    fp8q_py_calibrator *base = (fp8q_py_calibrator *)self;
-    return fp8q_py_device_state_settle(&base->device, self,
-                                       kind_of(self)->device_fold,
-                                       &base->nonfinite_count);
+    return fp8q_py_device_state_settle(&((fp8q_py_calibrator *)self)->device,
+                                       kind_of(self)->device,
+                                       fp8q_py_calibrator_core(self));
 }
 
 /* ------------------------------------------------------------------------- */
 /* Construction                                                              */
 
-int fp8q_py_parse_channel_axis(PyObject *object, int *axis)
+int fp8q_py_parse_optional_int(PyObject *object, const char *name,
+                               const char *none_text, int *given,
+                               long long *value)
 {
-    long long value;
-
-    if (object == Py_None) {
-        *axis = FP8Q_PY_PER_TENSOR;
+    *given = object != Py_None;
+    if (!*given) {
         return 0;
     }
     if (!PyLong_Check(object)) {
-        PyErr_Format(PyExc_TypeError,
-                     "channel_axis: expected None or an int, got %.200s",
-                     Py_TYPE(object)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s: expected %s or an int, got %.200s",
+                     name, none_text, Py_TYPE(object)->tp_name);
         return -1;
     }
-    value = PyLong_AsLongLong(object);
-    if (value == -1 && PyErr_Occurred()) {
+    *value = PyLong_AsLongLong(object);
+    return *value == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+int fp8q_py_parse_channel_axis(PyObject *object, int *axis)
+{
+    long long value = 0;
+    int given;
+
+    *axis = FP8Q_CALIB_PER_TENSOR;
+    if (fp8q_py_parse_optional_int(object, "channel_axis", "None", &given,
+                                   &value) < 0) {
         return -1;
     }
-    if (value < -FP8Q_MAX_DIMS || value >= FP8Q_MAX_DIMS) {
+    if (given && (value < -FP8Q_MAX_DIMS || value >= FP8Q_MAX_DIMS)) {
         PyErr_Format(PyExc_ValueError,
                      "channel_axis: expected an axis in [%d, %d], got %lld",
                      -FP8Q_MAX_DIMS, FP8Q_MAX_DIMS - 1, value);
         return -1;
     }
-    *axis = (int)value;
+    if (given) {
+        *axis = (int)value;
+    }
     return 0;
 }
 
 PyObject *fp8q_py_calibrator_get_channel_axis(PyObject *self, void *closure)
 {
-    const int axis = ((fp8q_py_calibrator *)self)->channel_axis;
+    const int axis = core_base(self)->channel_axis;
 
     (void)closure;
-    if (axis == FP8Q_PY_PER_TENSOR) {
+    if (axis == FP8Q_CALIB_PER_TENSOR) {
         Py_RETURN_NONE;
     }
     return PyLong_FromLong(axis);
@@ -77,13 +98,11 @@ PyObject *fp8q_py_calibrator_get_channel_axis(PyObject *self, void *closure)
 
 int fp8q_py_calibrator_init(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    fp8q_py_calibrator *base = (fp8q_py_calibrator *)self;
-
     if (kind_of(self)->init(self, args, kwargs) < 0) {
         return -1;
     }
-    base->nonfinite_count = 0;
-    fp8q_py_device_state_clear(&base->device);
+    core_base(self)->nonfinite_count = 0;
+    fp8q_py_device_state_clear(&((fp8q_py_calibrator *)self)->device);
     return 0;
 }
 
@@ -99,7 +118,7 @@ PyObject *fp8q_py_calibrator_new(PyTypeObject *type, PyObject *args,
     if (self == NULL) {
         return NULL;
     }
-    ((fp8q_py_calibrator *)self)->channel_axis = FP8Q_PY_PER_TENSOR;
+    core_base(self)->channel_axis = FP8Q_CALIB_PER_TENSOR;
     no_arguments = PyTuple_New(0);
     status = no_arguments == NULL
                  ? -1
@@ -115,37 +134,12 @@ PyObject *fp8q_py_calibrator_new(PyTypeObject *type, PyObject *args,
 void fp8q_py_calibrator_dealloc(PyObject *self)
 {
     Py_XDECREF(((fp8q_py_calibrator *)self)->device.memory);
-    kind_of(self)->free_state(self);
+    kind_of(self)->ops->free(fp8q_py_calibrator_core(self));
     Py_TYPE(self)->tp_free(self);
 }
 
 /* ------------------------------------------------------------------------- */
 /* update                                                                    */
-
-/* The batch's channel dimension and count from the calibrator's channel
- * axis; -1 with a ValueError when the axis is out of range for x. */
-static int resolve_channel_axis(const fp8q_py_calibrator *self,
-                                fp8q_py_calibrator_batch *batch)
-{
-    const int ndim = batch->x->view.ndim;
-    const int axis = self->channel_axis;
-    int dimension;
-
-    if (axis == FP8Q_PY_PER_TENSOR) {
-        return 0;
-    }
-    dimension = axis < 0 ? axis + ndim : axis;
-    if (dimension < 0 || dimension >= ndim) {
-        PyErr_Format(PyExc_ValueError,
-                     "x: channel_axis=%d is out of range for an input of %d "
-                     "dimensions",
-                     axis, ndim);
-        return -1;
-    }
-    batch->channel_dimension = dimension;
-    batch->n_channels = batch->x->view.shape[dimension];
-    return 0;
-}
 
 /*
  * A CUDA batch, all on its GPU on x's stream: the batch's finite amax (per
@@ -156,45 +150,42 @@ static int resolve_channel_axis(const fp8q_py_calibrator *self,
  * launched with the GIL held, right after the state was ordered on the
  * stream, so that updates from several threads fold one after another.
  */
-static int update_on_device(PyObject *self,
-                            const fp8q_py_calibrator_batch *batch)
+static int update_on_device(PyObject *self, fp8q_TensorObject *x,
+                            const fp8q_calib_batch *batch)
 {
-    const fp8q_py_calibrator_kind *kind = kind_of(self);
-    fp8q_py_calibrator *base = (fp8q_py_calibrator *)self;
-    fp8q_TensorObject *x = batch->x;
+    const fp8q_cuda_calib_kind *device = kind_of(self)->device;
+    void *core = fp8q_py_calibrator_core(self);
+    fp8q_py_device_state *state = &((fp8q_py_calibrator *)self)->device;
     const fp8q_cu_stream stream = fp8q_py_last_stream(x);
     fp8q_cuda_calib_batch reduced;
     size_t extra_bytes;
     int zero_extra = 0;
     fp8q_error error;
     fp8q_status status;
-    void *state;
+    void *memory;
     int outcome = -1;
 
     if (fp8q_py_use_on_stream(x, stream) < 0) {
         return -1;
     }
-    extra_bytes = kind->device_scratch(self, batch, &zero_extra);
+    extra_bytes = device->scratch(core, batch, &zero_extra);
     fp8q_error_clear(&error);
     Py_BEGIN_ALLOW_THREADS
     status = fp8q_cuda_calib_reduce(
         x->cuda_device, &x->view, batch->channel_dimension, batch->n_channels,
-        kind->contiguous_on_device, extra_bytes, zero_extra, stream, &reduced,
+        device->contiguous, extra_bytes, zero_extra, stream, &reduced,
         &error);
     Py_END_ALLOW_THREADS
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         return -1;
     }
-    state = fp8q_py_device_state_prepare(
-        &base->device, x, kind->device_state_bytes(self, batch), stream,
-        self, kind->device_fold,
-        kind->continues_host != NULL && kind->continues_host(self)
-            ? kind->device_image
-            : NULL,
-        &base->nonfinite_count);
-    if (state != NULL) {
+    memory = fp8q_py_device_state_prepare(
+        state, x, device->state_bytes(core, batch), stream, device, core,
+        device->continues_host != NULL && device->continues_host(core));
+    if (memory != NULL) {
         outcome = fp8q_py_raise_on_failure(
-            kind->device_launch(self, batch, &reduced, state, stream, &error),
+            device->launch(core, batch, x->cuda_device, &reduced, memory,
+                           state->n_updates, stream, &error),
             &error);
     }
     Py_BEGIN_ALLOW_THREADS
@@ -203,49 +194,80 @@ static int update_on_device(PyObject *self,
     return outcome;
 }
 
+/* A CPU batch, after what the device holds (which may raise its deferred
+ * error first): counted with the GIL released, absorbed with it held. */
+static int update_on_host(PyObject *self, fp8q_calib_batch *batch)
+{
+    const fp8q_calib_kind *ops = kind_of(self)->ops;
+    void *core = fp8q_py_calibrator_core(self);
+    fp8q_error error;
+    fp8q_status status;
+
+    if (fp8q_py_calibrator_settle(self) < 0) {
+        return -1;
+    }
+    fp8q_error_clear(&error);
+    FP8Q_PY_BEGIN_INTERRUPTIBLE
+    status = ops->count(core, batch, &error);
+    FP8Q_PY_END_INTERRUPTIBLE(status)
+    if (status == FP8Q_OK) {
+        return fp8q_py_raise_on_failure(
+            fp8q_calibrator_absorb(ops, core, batch, &error), &error);
+    }
+    ops->release(batch);
+    return fp8q_py_raise_on_failure(status, &error);
+}
+
 static PyObject *calibrator_update(fp8q_py_calibrator *self, PyObject *args,
                                    PyObject *kwargs)
 {
     static char *keywords[] = {"x", "skip_nonfinite", NULL};
     PyObject *object = (PyObject *)self;
-    const fp8q_py_calibrator_kind *kind = kind_of(object);
-    fp8q_py_calibrator_batch batch;
+    const fp8q_calib_kind *ops = kind_of(object)->ops;
+    fp8q_calib_batch batch;
+    fp8q_TensorObject *x;
     PyObject *x_object;
-    int64_t n_nonfinite = 0;
+    int skip_nonfinite = 0;
+    int counted = 0;
+    fp8q_error error;
     int outcome;
 
-    memset(&batch, 0, sizeof batch);
-    batch.channel_dimension = -1;
-    batch.n_channels = 1;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$p:update", keywords,
-                                     &x_object, &batch.skip_nonfinite)) {
+                                     &x_object, &skip_nonfinite)) {
         return NULL;
     }
     self->device.n_updates++;
     /* A CUDA x stays there: it is reduced on its GPU. */
-    batch.x = fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
-    if (batch.x == NULL) {
+    x = fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
+    if (x == NULL) {
         return NULL;
     }
-    outcome = resolve_channel_axis(self, &batch);
+    fp8q_error_clear(&error);
+    outcome = fp8q_py_raise_on_failure(
+        fp8q_calibrator_batch(core_base(object), &x->view,
+                              x->device_type == FP8Q_DEVICE_CUDA,
+                              skip_nonfinite, &batch, &error),
+        &error);
+    if (outcome == 0 && self->device.memory != NULL) {
+        batch.device_bytes = (size_t)self->device.memory->view.shape[0];
+    }
     if (outcome == 0) {
-        outcome = kind->admit(object, &batch);
+        outcome = fp8q_py_raise_on_failure(
+            ops->admit(fp8q_py_calibrator_core(object), &batch, &counted,
+                       &error),
+            &error);
     }
-    if (outcome > 0 && batch.x->device_type == FP8Q_DEVICE_CUDA) {
-        outcome = update_on_device(object, &batch);
+    if (outcome == 0 && counted && batch.on_device &&
+        kind_of(object)->device == NULL) {
+        PyErr_Format(PyExc_TypeError, "x: a %s counts CPU batches only",
+                     kind_of(object)->name);
+        outcome = -1;
     }
-    else if (outcome > 0) {
-        /* A CPU batch goes to the host state, after what the device holds
-         * (which may raise its deferred error first). */
-        outcome = fp8q_py_calibrator_settle(object);
-        if (outcome == 0) {
-            outcome = kind->update_host(object, &batch, &n_nonfinite);
-        }
-        if (outcome == 0) {
-            self->nonfinite_count += n_nonfinite;
-        }
+    if (outcome == 0 && counted) {
+        outcome = batch.on_device ? update_on_device(object, x, &batch)
+                                  : update_on_host(object, &batch);
     }
-    Py_DECREF(batch.x);
+    Py_DECREF(x);
     if (outcome < 0) {
         return NULL;
     }
@@ -260,7 +282,7 @@ static PyObject *calibrator_merge(fp8q_py_calibrator *self,
 {
     PyObject *object = (PyObject *)self;
     const fp8q_py_calibrator_kind *kind = kind_of(object);
-    int outcome;
+    fp8q_error error;
 
     if (!PyObject_TypeCheck(other_object, Py_TYPE(self))) {
         PyErr_Format(PyExc_TypeError, "other: expected a %s, got %.200s",
@@ -271,13 +293,17 @@ static PyObject *calibrator_merge(fp8q_py_calibrator *self,
         fp8q_py_calibrator_settle(other_object) < 0) {
         return NULL;
     }
-    outcome = kind->merge(object, other_object);
-    if (outcome < 0) {
+    if (kind->merge_check != NULL &&
+        kind->merge_check(object, other_object) < 0) {
         return NULL;
     }
-    if (outcome == 0) {
-        self->nonfinite_count +=
-            ((fp8q_py_calibrator *)other_object)->nonfinite_count;
+    fp8q_error_clear(&error);
+    if (fp8q_py_raise_on_failure(
+            fp8q_calibrator_merge(kind->ops, fp8q_py_calibrator_core(object),
+                                  fp8q_py_calibrator_core(other_object),
+                                  &error),
+            &error) < 0) {
+        return NULL;
     }
     Py_RETURN_NONE;
 }
@@ -297,7 +323,7 @@ static PyObject *calibrator_state_dict(fp8q_py_calibrator *self,
     if (state == NULL) {
         return NULL;
     }
-    count = PyLong_FromLongLong((long long)self->nonfinite_count);
+    count = PyLong_FromLongLong((long long)core_base(object)->nonfinite_count);
     if (count == NULL ||
         PyDict_SetItemString(state, "nonfinite_count", count) < 0) {
         Py_XDECREF(count);
@@ -321,18 +347,16 @@ static PyObject *calibrator_load_state_dict(fp8q_py_calibrator *self,
             0) {
         return NULL;
     }
-    self->nonfinite_count = nonfinite_count;
+    core_base(object)->nonfinite_count = nonfinite_count;
     Py_RETURN_NONE;
 }
 
 static PyObject *calibrator_reset(fp8q_py_calibrator *self, PyObject *unused)
 {
     (void)unused;
-    self->nonfinite_count = 0;
     fp8q_py_device_state_clear(&self->device);
-    if (kind_of((PyObject *)self)->reset((PyObject *)self) < 0) {
-        return NULL;
-    }
+    fp8q_calibrator_reset(kind_of((PyObject *)self)->ops,
+                          fp8q_py_calibrator_core((PyObject *)self));
     Py_RETURN_NONE;
 }
 
@@ -343,36 +367,52 @@ static PyObject *calibrator_get_nonfinite_count(fp8q_py_calibrator *self,
     if (fp8q_py_calibrator_settle((PyObject *)self) < 0) {
         return NULL;
     }
-    return PyLong_FromLongLong((long long)self->nonfinite_count);
+    return PyLong_FromLongLong(
+        (long long)core_base((PyObject *)self)->nonfinite_count);
 }
 
 /* ------------------------------------------------------------------------- */
 /* amax and scale                                                            */
 
+/* The calibrated amax after a settle (fp8q_calibrator_amax): 1 with *amax
+ * (free it with fp8q_aligned_free), 0 before any data, -1 with an
+ * exception. */
+static int current_amax(PyObject *self, float **amax, int64_t *n_channels,
+                        int *per_channel)
+{
+    fp8q_error error;
+
+    fp8q_error_clear(&error);
+    if (fp8q_py_calibrator_settle(self) < 0 ||
+        fp8q_py_raise_on_failure(
+            fp8q_calibrator_amax(kind_of(self)->ops,
+                                 fp8q_py_calibrator_core(self), amax,
+                                 n_channels, per_channel, &error),
+            &error) < 0) {
+        return -1;
+    }
+    return *amax != NULL;
+}
+
 static PyObject *calibrator_get_amax(fp8q_py_calibrator *self, void *closure)
 {
-    PyObject *object = (PyObject *)self;
     float *amax = NULL;
     int64_t n_channels = 1;
+    int per_channel = 0;
     PyObject *result;
-    int ndim = 0;
-    int outcome;
+    const int outcome =
+        current_amax((PyObject *)self, &amax, &n_channels, &per_channel);
 
     (void)closure;
-    if (fp8q_py_calibrator_settle(object) < 0) {
-        return NULL;
-    }
-    outcome =
-        kind_of(object)->current_amax(object, &amax, &ndim, &n_channels);
     if (outcome <= 0) {
         if (outcome < 0) {
             return NULL;
         }
         Py_RETURN_NONE;
     }
-    result = ndim == 0 ? PyFloat_FromDouble((double)amax[0])
-                       : fp8q_py_float32_array(1, &n_channels, amax);
-    PyMem_Free(amax);
+    result = per_channel ? fp8q_py_float32_array(1, &n_channels, amax)
+                         : PyFloat_FromDouble((double)amax[0]);
+    fp8q_aligned_free(amax);
     return result;
 }
 
@@ -381,7 +421,6 @@ static PyObject *calibrator_scale(fp8q_py_calibrator *self, PyObject *args,
 {
     static char *keywords[] = {"dtype", "margin", "power_of_2", NULL};
     PyObject *object = (PyObject *)self;
-    const fp8q_py_calibrator_kind *kind = kind_of(object);
     PyObject *dtype_object = NULL;
     PyObject *margin_object = NULL;
     int power_of_2 = 0;
@@ -389,32 +428,29 @@ static PyObject *calibrator_scale(fp8q_py_calibrator *self, PyObject *args,
     int margin;
     float *amax = NULL;
     int64_t n_channels = 1;
-    int ndim = 0;
+    int per_channel = 0;
     int outcome;
     PyObject *result;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOp:scale", keywords,
                                      &dtype_object, &margin_object,
-                                     &power_of_2)) {
+                                     &power_of_2) ||
+        fp8q_py_parse_scale_options(dtype_object, margin_object, &target,
+                                    &margin) < 0) {
         return NULL;
     }
-    if (fp8q_py_parse_scale_options(dtype_object, margin_object, &target,
-                                    &margin) < 0 ||
-        fp8q_py_calibrator_settle(object) < 0) {
-        return NULL;
-    }
-    outcome = kind->current_amax(object, &amax, &ndim, &n_channels);
+    outcome = current_amax(object, &amax, &n_channels, &per_channel);
     if (outcome <= 0) {
         if (outcome == 0) {
             PyErr_Format(PyExc_ValueError,
                          "%s.scale: no data yet; call update() first",
-                         kind->name);
+                         kind_of(object)->name);
         }
         return NULL;
     }
-    result = fp8q_py_scales_from_amax(ndim, &n_channels, amax, target,
+    result = fp8q_py_scales_from_amax(per_channel, &n_channels, amax, target,
                                       margin, power_of_2);
-    PyMem_Free(amax);
+    fp8q_aligned_free(amax);
     return result;
 }
 

@@ -11,6 +11,9 @@
 
 #include "python/binding.h"
 
+#include "core/calibrator.h"
+#include "cuda/calibration_ops.h"
+
 /* ------------------------------------------------------------------------- */
 /* calibration.c: what the calibrators share beside their base             */
 
@@ -55,47 +58,36 @@ typedef struct fp8q_py_device_state {
     int64_t n_updates;         /* update() calls so far (1-based numbers)   */
 } fp8q_py_device_state;
 
-/* Folds a settled device state (a host copy of all its `bytes`, 8-byte
- * aligned) into the calibrator's host state; 0, or -1 with an exception and
- * the host state unchanged. */
-typedef int (*fp8q_py_device_fold)(PyObject *calibrator, const void *state,
-                                   size_t bytes);
-
-/* Writes the image of the calibrator's host state into `state` (`bytes`,
- * zero-filled, 8-byte aligned; the record stays zero), for a device state
- * that continues the host state rather than adding to it. */
-typedef void (*fp8q_py_device_image)(PyObject *calibrator, void *state,
-                                     size_t bytes);
-
 /*
  * Settles the device state, if any: copies it back (waiting for the work
- * queued on its stream), folds it in with `fold`, adds its skipped
- * non-finite count to *nonfinite_count and empties it (kept for reuse).
- * When batches were refused for NaN/inf since the last settle, raises the
- * deferred ValueError naming the first one's update number and count, the
- * number refused and the skip_nonfinite hint, after folding every admitted
- * batch; the record is cleared. 0, or -1 with an exception.
+ * queued on its stream), folds it into the core state `core` with the
+ * kind's fold, adds its skipped non-finite count to core's NaN/inf count
+ * and empties it (kept for reuse). When batches were refused for NaN/inf
+ * since the last settle, raises the deferred ValueError naming the first
+ * one's update number and count, the number refused and the
+ * skip_nonfinite hint, after folding every admitted batch; the record is
+ * cleared. 0, or -1 with an exception (the host state unchanged when the
+ * fold failed).
  */
 int fp8q_py_device_state_settle(fp8q_py_device_state *state,
-                                PyObject *calibrator, fp8q_py_device_fold fold,
-                                int64_t *nonfinite_count);
+                                const fp8q_cuda_calib_kind *kind, void *core);
 
 /*
  * Makes the device state `bytes` long on x's device (x a CUDA tensor),
  * ordered on `stream`: kept when it already is, else the old one settled
  * (as fp8q_py_device_state_settle, which may raise) and a new one
  * allocated. A state's first fold after its allocation or a settle starts
- * it: all zero bytes when `image` is NULL, else uploaded from the host
- * state's image (waiting for the copy), which the settle's `fold` then takes
- * as the host state. Marks it pending: the caller enqueues a fold into it
- * next. Returns the state's device memory, or NULL with an exception.
+ * it: all zero bytes, or with `image` uploaded from the kind's image of
+ * the host state (waiting for the copy), which the settle's fold then
+ * takes as the host state. Marks it pending: the caller enqueues a fold
+ * into it next. Returns the state's device memory, or NULL with an
+ * exception.
  */
 void *fp8q_py_device_state_prepare(fp8q_py_device_state *state,
                                    fp8q_TensorObject *x, size_t bytes,
-                                   fp8q_cu_stream stream, PyObject *calibrator,
-                                   fp8q_py_device_fold fold,
-                                   fp8q_py_device_image image,
-                                   int64_t *nonfinite_count);
+                                   fp8q_cu_stream stream,
+                                   const fp8q_cuda_calib_kind *kind,
+                                   void *core, int image);
 
 /* Forgets the device state and its record (reset, __init__), and restarts
  * the update numbering. */
@@ -105,39 +97,24 @@ void fp8q_py_device_state_clear(fp8q_py_device_state *state);
 /* calibrator_base.c: the calibrator base, and one table per calibrator      */
 
 /*
- * Every calibrator object starts with this: what the base keeps for every
- * kind of calibrator (the NaN/inf count and the part of the state kept on a
- * GPU). A calibrator's own object is a struct whose first member is it.
+ * Every calibrator object starts with this (the part of the state kept on
+ * a GPU); the calibrator's core state (core/calibrator.h: a struct whose
+ * first member is fp8q_calibrator) follows it in the object's struct.
  */
 typedef struct fp8q_py_calibrator {
     PyObject_HEAD
-    int channel_axis; /* as given (may be negative), or FP8Q_PY_PER_TENSOR */
-    int64_t nonfinite_count;     /* NaN/inf values skipped so far         */
     fp8q_py_device_state device; /* the state of CUDA batches, not settled */
 } fp8q_py_calibrator;
 
-/* fp8q_py_calibrator.channel_axis of a calibrator per tensor. */
-#define FP8Q_PY_PER_TENSOR (-1000)
-
-/* One update() batch, as the base hands it to a calibrator's table. */
-typedef struct fp8q_py_calibrator_batch {
-    fp8q_TensorObject *x; /* on the CPU or a CUDA device                   */
-    int skip_nonfinite;
-    int channel_dimension; /* channel_axis resolved against x, or -1        */
-    int64_t n_channels;    /* its length, or 1                             */
-} fp8q_py_calibrator_batch;
-
-/* A CUDA batch reduced on its GPU (cuda/calibration_ops.h), as the
- * table's device_launch receives it. */
-struct fp8q_cuda_calib_batch;
-
 /*
- * A calibrator type and its table: what one kind of calibrator does, that
- * the base (update, merge, state_dict, load_state_dict, reset, pickle,
- * nonfinite_count, locking) calls. The PyTypeObject comes first, so the
- * base finds the table from Py_TYPE(self) (the types are final: no
- * subclass can come between). Every hook that returns int returns -1 with
- * an exception, or 0; `self` and `other` are objects of the type.
+ * A calibrator type and its table: the core ops (core/calibrator.h) and GPU
+ * ops (cuda/calibration_ops.h) that the base (update, merge, state_dict,
+ * load_state_dict, reset, pickle, amax, scale, nonfinite_count, locking)
+ * calls on the core state at `core_offset` in the object, and what only the
+ * binding does: parse the constructor's arguments, compare settings for
+ * merge, and build and read a state_dict. The PyTypeObject comes first, so
+ * the base finds the table from Py_TYPE(self) (the types are final). Hooks
+ * that return int return -1 with an exception, or 0.
  */
 typedef struct fp8q_py_calibrator_kind {
     PyTypeObject type; /* tp_init, tp_new, tp_dealloc: the base's */
@@ -145,65 +122,32 @@ typedef struct fp8q_py_calibrator_kind {
     /* The constructor's arguments in positional order, NULL-terminated:
      * __reduce__ passes getattr(self, name) of each. */
     const char *settings[8];
-    /* __init__ of the calibrator's own state and channel_axis (the base
-     * then empties the NaN/inf count and the device state); everything
-     * checked first. */
+    size_t core_offset;
+    const fp8q_calib_kind *ops;
+    /* NULL for a calibrator of CPU batches only (a CUDA x: TypeError). */
+    const fp8q_cuda_calib_kind *device;
+    /* __init__: the arguments checked, then the core state set up (the
+     * base then empties the device state). */
     int (*init)(PyObject *self, PyObject *args, PyObject *kwargs);
-    /* Frees the calibrator's own state (tp_dealloc). */
-    void (*free_state)(PyObject *self);
-    /* Looks at a new batch (its channel axis resolved by the base) first:
-     * 1 to count it, 0 when it adds nothing (update() returns None at
-     * once), -1 with an exception. */
-    int (*admit)(PyObject *self, fp8q_py_calibrator_batch *batch);
-    /* Counts a CPU batch into the host state (already settled), with the
-     * GIL released while x is read; *n_nonfinite the NaN/inf values it
-     * skipped, which the base adds to nonfinite_count. */
-    int (*update_host)(PyObject *self, const fp8q_py_calibrator_batch *batch,
-                       int64_t *n_nonfinite);
-    /* A CUDA batch (fp8q_py_calibrator_update, reduced by
-     * cuda/calibration_ops.h's fp8q_cuda_calib_reduce): non-zero when the
-     * kernels read x C-contiguous; the calibrator's own scratch bytes
-     * after the batch's NaN/inf count and amax (*zeroed set nonzero when
-     * they must start as zero bytes); the bytes of the device state;
-     * whether the device state starts as an image of the host state
-     * (image) rather than empty (NULL when never); and the launch of the
-     * kernels that fold the reduced batch into `state` on `stream`. */
-    int contiguous_on_device;
-    size_t (*device_scratch)(PyObject *self,
-                             const fp8q_py_calibrator_batch *batch,
-                             int *zeroed);
-    size_t (*device_state_bytes)(PyObject *self,
-                                 const fp8q_py_calibrator_batch *batch);
-    int (*continues_host)(PyObject *self);
-    fp8q_py_device_image device_image;
-    fp8q_py_device_fold device_fold;
-    fp8q_status (*device_launch)(PyObject *self,
-                                 const fp8q_py_calibrator_batch *batch,
-                                 const struct fp8q_cuda_calib_batch *reduced,
-                                 void *state, fp8q_cu_stream stream,
-                                 fp8q_error *error);
-    /* Folds `other` (same type, both settled) into self: 0 when merged
-     * (the base adds other's nonfinite_count), 1 when other adds nothing
-     * (the count is left as it is), -1 with an exception. */
-    int (*merge)(PyObject *self, PyObject *other);
+    /* merge's check that `other` (same type) has the same settings; NULL
+     * when any two merge. */
+    int (*merge_check)(PyObject *self, PyObject *other);
     /* The state_dict without "nonfinite_count" (the base adds it last). */
     PyObject *(*state_dict)(PyObject *self);
     /* Replaces the (settled) state with `state`, checked; stores the
      * loaded nonfinite_count in *nonfinite_count for the base. */
     int (*load_state_dict)(PyObject *self, PyObject *state,
                            int64_t *nonfinite_count);
-    /* Empties the calibrator's own state (reset). */
-    int (*reset)(PyObject *self);
-    /* The calibrated amax of the (settled) state, for the amax getter and
-     * scale(): 1 with *amax a PyMem buffer of *n_channels floats (the
-     * caller frees it) and *ndim 0 (one value, per tensor) or 1 (per
-     * channel); 0 before any data; -1 with an exception. */
-    int (*current_amax)(PyObject *self, float **amax, int *ndim,
-                        int64_t *n_channels);
 } fp8q_py_calibrator_kind;
 
-extern fp8q_py_calibrator_kind fp8q_max_calibrator_kind;
-extern fp8q_py_calibrator_kind fp8q_histogram_calibrator_kind;
+/* The binding's calibrator types (core/calibrator.h's list). */
+#define FP8Q_PY_DECLARE_KIND(name, Name)                                    \
+    extern fp8q_py_calibrator_kind fp8q_##name##_calibrator_kind;
+FP8Q_CALIBRATORS(FP8Q_PY_DECLARE_KIND)
+#undef FP8Q_PY_DECLARE_KIND
+
+/* The core state of a calibrator object. */
+void *fp8q_py_calibrator_core(PyObject *self);
 
 /* Brings self's device state into its host state (calibration_device.c's
  * settle with the table's fold); 0, or -1 with an exception, e.g. the
@@ -211,8 +155,15 @@ extern fp8q_py_calibrator_kind fp8q_histogram_calibrator_kind;
  * methods, which hold the calibrator's critical section. */
 int fp8q_py_calibrator_settle(PyObject *self);
 
+/* An optional int argument `name`: None (*given 0) or an int (*given 1,
+ * *value); -1 with TypeError "<name>: expected <none_text> or an int, got
+ * <type>" otherwise. */
+int fp8q_py_parse_optional_int(PyObject *object, const char *name,
+                               const char *none_text, int *given,
+                               long long *value);
+
 /* The channel_axis= argument of a calibrator: None (*axis =
- * FP8Q_PY_PER_TENSOR) or an int in [-FP8Q_MAX_DIMS, FP8Q_MAX_DIMS); -1 with
+ * FP8Q_CALIB_PER_TENSOR) or an int in [-FP8Q_MAX_DIMS, FP8Q_MAX_DIMS); -1 with
  * TypeError / ValueError otherwise. */
 int fp8q_py_parse_channel_axis(PyObject *object, int *axis);
 
@@ -240,7 +191,7 @@ PyObject *fp8q_py_calibrator_reduce(PyObject *self, PyObject *unused);
 PyObject *fp8q_py_calibrator_get_nonfinite_count(PyObject *self,
                                                  void *closure);
 /* The amax getter: a float per tensor, a float32 array per channel, None
- * before any data (the table's current_amax). */
+ * before any data (the core's fp8q_calibrator_amax). */
 PyObject *fp8q_py_calibrator_get_amax(PyObject *self, void *closure);
 /* scale(dtype="float8_e4m3fn", margin=0, power_of_2=False): the scales of
  * the current amax (fp8q_py_scales_from_amax); ValueError "<name>.scale: no
@@ -286,6 +237,7 @@ PyObject *fp8q_py_calibrator_scale(PyObject *self, PyObject *args,
         .tp_getset = getset,                                               \
         .tp_init = fp8q_py_calibrator_init,                                \
         .tp_new = fp8q_py_calibrator_new,                                  \
-    }
+    },                                                                     \
+    .core_offset = offsetof(object_type, core)
 
 #endif /* FP8Q_PYTHON_CALIBRATOR_BINDING_H */

@@ -1,25 +1,20 @@
 /*
  * histogram_calibrator.c - fp8q.calib.HistogramCalibrator: a histogram of |x|
- * on a power-of-two grid that widens as larger values arrive
- * (core/histogram.h), and the amax choices made from it
- * (core/histogram_threshold.h).
+ * on a power-of-two grid that widens as larger values arrive, and the amax
+ * choices made from it.
  *
- * update() counts the batch into a histogram of its own with the GIL
- * released, then merges it into the calibrator's with the GIL held; merging
- * is exact on this grid, so concurrent updates lose nothing. A CUDA batch
- * is counted on its GPU (kernels/calibrate.cuh: finite amax, counts on the
- * covered grid, fold) into a state kept there (calibration_device.c),
- * merged into the host's when the state is read. compute_amax() searches a
- * snapshot of the counts with the GIL released.
+ * The binding of core/histogram_calibrator.c's state and ops (a batch
+ * counted into a histogram of its own with the GIL released, then merged
+ * exactly with it held; the searches of core/histogram_threshold.h) and
+ * cuda/calibration_ops.c's GPU ops (counts kept on the device, merged into
+ * the host's when the state is read), for the calibrator base
+ * (calibrator_base.c): the constructor's arguments, compute_amax,
+ * extend_range, the getters and the state_dict's conversion.
  */
 #include <math.h>
 #include <string.h>
 
 #include "python/calibrator_binding.h"
-
-#include "core/histogram.h"
-#include "core/histogram_threshold.h"
-#include "cuda/calibration_ops.h"
 
 /* What a state_dict holds, for load_state_dict's KeyError. */
 #define STATE_KEYS                                                            \
@@ -27,66 +22,9 @@
     "and \"nonfinite_count\""
 
 typedef struct fp8q_HistogramCalibratorObject {
-    fp8q_py_calibrator base;  /* device: the counts of CUDA batches */
-    fp8q_histogram histogram; /* counts allocated with PyMem */
-    int skip_zeros;
+    fp8q_py_calibrator base; /* device: the counts of CUDA batches */
+    fp8q_histogram_calibrator core;
 } fp8q_HistogramCalibratorObject;
-
-/* A zeroed histogram of n_bins over new PyMem counts; -1 with MemoryError. */
-static int new_histogram(fp8q_histogram *histogram, int64_t n_bins)
-{
-    int64_t *counts = (int64_t *)PyMem_Malloc((size_t)n_bins *
-                                              sizeof(int64_t));
-    if (counts == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    fp8q_histogram_init(histogram, n_bins, counts);
-    return 0;
-}
-
-/* A copy of `source` with its own counts. */
-static int copy_histogram(fp8q_histogram *copy, const fp8q_histogram *source)
-{
-    if (new_histogram(copy, source->n_bins) < 0) {
-        return -1;
-    }
-    memcpy(copy->counts, source->counts,
-           (size_t)source->n_bins * sizeof(int64_t));
-    copy->bin_exponent = source->bin_exponent;
-    copy->amax = source->amax;
-    return 0;
-}
-
-static int has_counted(const fp8q_HistogramCalibratorObject *self)
-{
-    return fp8q_histogram_total(&self->histogram) > 0;
-}
-
-/* fp8q_py_device_fold: the device's histogram (kernels/calibrate.cuh,
- * fp8q_calib_histogram_state and its counts) merged into the host's.
- * Merging is exact on this grid, so the result is the CPU's for the same
- * batches. */
-static int fold_device_state(PyObject *object, const void *memory,
-                             size_t bytes)
-{
-    fp8q_HistogramCalibratorObject *self =
-        (fp8q_HistogramCalibratorObject *)object;
-    const fp8q_calib_histogram_state *state =
-        (const fp8q_calib_histogram_state *)memory;
-    fp8q_histogram on_device;
-    fp8q_error error;
-
-    (void)bytes; /* n_bins counts, as the calibrator's */
-    on_device.n_bins = self->histogram.n_bins;
-    on_device.counts = (int64_t *)(void *)(state + 1);
-    on_device.bin_exponent =
-        state->has_range ? state->bin_exponent : FP8Q_HISTOGRAM_NO_RANGE;
-    on_device.amax = fp8q_bits_to_float(state->amax_bits);
-    fp8q_error_clear(&error);
-    return fp8q_py_raise_on_failure(
-        fp8q_histogram_merge(&self->histogram, &on_device, &error), &error);
-}
 
 /* The host state brought up to date (fp8q_py_calibrator_settle). */
 static int settle(fp8q_HistogramCalibratorObject *self)
@@ -94,140 +32,41 @@ static int settle(fp8q_HistogramCalibratorObject *self)
     return fp8q_py_calibrator_settle((PyObject *)self);
 }
 
-/* ------------------------------------------------------------------------- */
-/* Construction                                                              */
-
 static int histogram_calibrator_init(PyObject *object, PyObject *args,
                                      PyObject *kwargs)
 {
-    fp8q_HistogramCalibratorObject *self =
-        (fp8q_HistogramCalibratorObject *)object;
     static char *keywords[] = {"bins", "skip_zeros", NULL};
     long long bins = 2048;
     int skip_zeros = 0;
-    fp8q_histogram histogram;
+    fp8q_error error;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Lp:HistogramCalibrator",
                                      keywords, &bins, &skip_zeros)) {
         return -1;
     }
-    if (bins < 1 || bins > FP8Q_HISTOGRAM_MAX_BINS) {
-        PyErr_Format(PyExc_ValueError, "bins: expected 1 to %lld, got %lld",
-                     (long long)FP8Q_HISTOGRAM_MAX_BINS, bins);
-        return -1;
-    }
-    if (new_histogram(&histogram, (int64_t)bins) < 0) {
-        return -1;
-    }
-    PyMem_Free(self->histogram.counts);
-    self->histogram = histogram;
-    self->skip_zeros = skip_zeros;
-    return 0;
-}
-
-static void histogram_calibrator_free(PyObject *object)
-{
-    PyMem_Free(((fp8q_HistogramCalibratorObject *)object)->histogram.counts);
+    fp8q_error_clear(&error);
+    return fp8q_py_raise_on_failure(
+        fp8q_histogram_calibrator_setup(
+            &((fp8q_HistogramCalibratorObject *)object)->core,
+            (int64_t)bins, skip_zeros, &error),
+        &error);
 }
 
 /* ------------------------------------------------------------------------- */
-/* update, merge, extend_range                                               */
+/* merge, extend_range, compute_amax                                         */
 
-/* fp8q_py_calibrator_kind.admit: an empty CUDA x adds nothing (an empty
- * CPU x is counted: nothing, after the settle). */
-static int admit(PyObject *object, fp8q_py_calibrator_batch *batch)
+/* fp8q_py_calibrator_kind.merge_check: the same skip_zeros. */
+static int histogram_calibrator_merge_check(PyObject *object,
+                                            PyObject *other_object)
 {
-    (void)object;
-    return batch->x->device_type != FP8Q_DEVICE_CUDA ||
-           fp8q_view_size(&batch->x->view) != 0;
-}
-
-/* fp8q_py_calibrator_kind.device_scratch: the batch's counts, zeroed. */
-static size_t device_scratch(PyObject *object,
-                             const fp8q_py_calibrator_batch *batch,
-                             int *zeroed)
-{
-    const fp8q_HistogramCalibratorObject *self =
-        (fp8q_HistogramCalibratorObject *)object;
-    (void)batch;
-    *zeroed = 1;
-    return fp8q_cuda_calib_histogram_extra_bytes(self->histogram.n_bins);
-}
-
-/* fp8q_py_calibrator_kind.device_state_bytes: kernels/calibrate.cuh's
- * fp8q_calib_histogram_state and its counts. */
-static size_t device_state_bytes(PyObject *object,
-                                 const fp8q_py_calibrator_batch *batch)
-{
-    const fp8q_HistogramCalibratorObject *self =
-        (fp8q_HistogramCalibratorObject *)object;
-    (void)batch;
-    return fp8q_cuda_calib_histogram_state_bytes(self->histogram.n_bins);
-}
-
-/* fp8q_py_calibrator_kind.device_launch: the batch's counts on the grid
- * the state will have once it covers the batch's amax, then the fold into
- * the state (cuda/calibration_ops.h, fp8q_cuda_calib_fold_histogram). */
-static fp8q_status device_launch(PyObject *object,
-                                 const fp8q_py_calibrator_batch *batch,
-                                 const fp8q_cuda_calib_batch *reduced,
-                                 void *state, fp8q_cu_stream stream,
-                                 fp8q_error *error)
-{
-    const fp8q_HistogramCalibratorObject *self =
-        (fp8q_HistogramCalibratorObject *)object;
-    return fp8q_cuda_calib_fold_histogram(
-        batch->x->cuda_device, reduced, state, self->histogram.n_bins,
-        self->skip_zeros, self->base.device.n_updates, batch->skip_nonfinite,
-        stream, error);
-}
-
-/* fp8q_py_calibrator_kind.update_host: the batch counted into a histogram
- * of its own with the GIL released, then merged into the calibrator's. */
-static int update_host(PyObject *object, const fp8q_py_calibrator_batch *batch,
-                       int64_t *n_nonfinite)
-{
-    fp8q_HistogramCalibratorObject *self =
-        (fp8q_HistogramCalibratorObject *)object;
-    fp8q_histogram counted;
-    fp8q_error error;
-    fp8q_status status;
-
-    if (new_histogram(&counted, self->histogram.n_bins) < 0) {
-        return -1;
-    }
-    fp8q_error_clear(&error);
-    FP8Q_PY_BEGIN_INTERRUPTIBLE
-    status = fp8q_histogram_add(&counted, &batch->x->view, self->skip_zeros,
-                                batch->skip_nonfinite, n_nonfinite, &error);
-    FP8Q_PY_END_INTERRUPTIBLE(status)
-    if (status == FP8Q_OK) {
-        status = fp8q_histogram_merge(&self->histogram, &counted, &error);
-    }
-    PyMem_Free(counted.counts);
-    return fp8q_py_raise_on_failure(status, &error);
-}
-
-/* fp8q_py_calibrator_kind.merge: the counts added on the wider grid. */
-static int histogram_calibrator_merge(PyObject *object,
-                                      PyObject *other_object)
-{
-    fp8q_HistogramCalibratorObject *self =
-        (fp8q_HistogramCalibratorObject *)object;
-    fp8q_HistogramCalibratorObject *other =
-        (fp8q_HistogramCalibratorObject *)other_object;
-    fp8q_error error;
-
-    if (other->skip_zeros != self->skip_zeros) {
+    if (((fp8q_HistogramCalibratorObject *)other_object)->core.skip_zeros !=
+        ((fp8q_HistogramCalibratorObject *)object)->core.skip_zeros) {
         PyErr_SetString(PyExc_ValueError,
                         "other: calibrators differ in skip_zeros and cannot "
                         "be merged");
         return -1;
     }
-    fp8q_error_clear(&error);
-    return fp8q_py_raise_on_failure(
-        fp8q_histogram_merge(&self->histogram, &other->histogram, &error),
-        &error);
+    return 0;
 }
 
 static PyObject *histogram_calibrator_extend_range(
@@ -247,91 +86,49 @@ static PyObject *histogram_calibrator_extend_range(
     }
     fp8q_error_clear(&error);
     if (fp8q_py_raise_on_failure(
-            fp8q_histogram_cover(&self->histogram, (float)amax, &error),
+            fp8q_histogram_cover(&self->core.histogram, (float)amax, &error),
             &error) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
 }
 
-/* ------------------------------------------------------------------------- */
-/* compute_amax                                                              */
-
+/* The search runs on a snapshot of the counts, with the GIL released. */
 static PyObject *histogram_calibrator_compute_amax(
     fp8q_HistogramCalibratorObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"method", "percentile", "dtype", NULL};
-    const char *method;
+    const char *name;
     double percentile = 99.99;
     PyObject *dtype_object = NULL;
     fp8q_dtype target = FP8Q_FLOAT8_E4M3FN;
+    fp8q_calib_method method;
     fp8q_histogram snapshot;
     fp8q_error error;
-    fp8q_status status = FP8Q_OK;
+    fp8q_status status;
     float amax = 0.0f;
-    enum { MAX, PERCENTILE, ENTROPY, MSE } choice;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|$dO:compute_amax",
-                                     keywords, &method, &percentile,
-                                     &dtype_object)) {
-        return NULL;
-    }
-    if (dtype_object != NULL &&
-        fp8q_py_parse_dtype(dtype_object, "dtype", &target) < 0) {
-        return NULL;
-    }
-    if (strcmp(method, "max") == 0) {
-        choice = MAX;
-    }
-    else if (strcmp(method, "percentile") == 0) {
-        choice = PERCENTILE;
-    }
-    else if (strcmp(method, "entropy") == 0) {
-        choice = ENTROPY;
-    }
-    else if (strcmp(method, "mse") == 0) {
-        choice = MSE;
-    }
-    else {
-        PyErr_Format(PyExc_ValueError,
-                     "method: expected \"max\", \"percentile\", \"entropy\" or "
-                     "\"mse\", got \"%s\"",
-                     method);
-        return NULL;
-    }
-    if (settle(self) < 0) {
-        return NULL;
-    }
-    if (!has_counted(self)) {
-        PyErr_SetString(PyExc_ValueError,
-                        "HistogramCalibrator.compute_amax: no values counted "
-                        "yet; call update() with data first");
-        return NULL;
-    }
-    if (choice == MAX) {
-        return PyFloat_FromDouble((double)self->histogram.amax);
-    }
-    if (copy_histogram(&snapshot, &self->histogram) < 0) {
+                                     keywords, &name, &percentile,
+                                     &dtype_object) ||
+        (dtype_object != NULL &&
+         fp8q_py_parse_dtype(dtype_object, "dtype", &target) < 0)) {
         return NULL;
     }
     fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
-    switch (choice) {
-    case PERCENTILE:
-        status = fp8q_threshold_percentile(&snapshot, percentile, &amax,
-                                           &error);
-        break;
-    case ENTROPY:
-        status = fp8q_threshold_entropy(&snapshot, target, &amax, &error);
-        break;
-    case MSE:
-        status = fp8q_threshold_mse(&snapshot, target, &amax, &error);
-        break;
-    case MAX:
-        break;
+    if (fp8q_py_raise_on_failure(
+            fp8q_calib_method_parse(name, &method, &error), &error) < 0 ||
+        settle(self) < 0 ||
+        fp8q_py_raise_on_failure(fp8q_histogram_calibrator_snapshot(
+                                     &self->core, &snapshot, &error),
+                                 &error) < 0) {
+        return NULL;
     }
+    Py_BEGIN_ALLOW_THREADS
+    status = fp8q_calib_threshold(&snapshot, method, percentile, target,
+                                  &amax, &error);
     Py_END_ALLOW_THREADS
-    PyMem_Free(snapshot.counts);
+    fp8q_aligned_free(snapshot.counts);
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         return NULL;
     }
@@ -339,7 +136,7 @@ static PyObject *histogram_calibrator_compute_amax(
 }
 
 /* ------------------------------------------------------------------------- */
-/* state_dict, load_state_dict, reset                                        */
+/* state_dict, load_state_dict                                               */
 
 static PyObject *counts_array(const fp8q_histogram *histogram)
 {
@@ -355,16 +152,16 @@ static PyObject *counts_array(const fp8q_histogram *histogram)
 /* fp8q_py_calibrator_kind.state_dict. */
 static PyObject *histogram_calibrator_state_dict(PyObject *object)
 {
-    fp8q_HistogramCalibratorObject *self =
-        (fp8q_HistogramCalibratorObject *)object;
-    PyObject *counts = counts_array(&self->histogram);
+    const fp8q_histogram *histogram =
+        &((fp8q_HistogramCalibratorObject *)object)->core.histogram;
+    PyObject *counts = counts_array(histogram);
 
     if (counts == NULL) {
         return NULL;
     }
     return Py_BuildValue("{sNsdsd}", "counts", counts, "bin_width",
-                         fp8q_histogram_bin_width(&self->histogram), "amax",
-                         (double)self->histogram.amax);
+                         fp8q_histogram_bin_width(histogram), "amax",
+                         (double)histogram->amax);
 }
 
 /* The exponent of a bin width that is 0 (no range) or a power of two. */
@@ -392,13 +189,11 @@ static int parse_bin_width(PyObject *object, int *exponent)
 }
 
 /* fp8q_py_calibrator_kind.load_state_dict: counts, grid and amax checked
- * together (core fp8q_histogram_check). */
+ * together (fp8q_histogram_calibrator_load). */
 static int histogram_calibrator_load_state_dict(PyObject *object,
                                                 PyObject *state,
                                                 int64_t *loaded_nonfinite_count)
 {
-    fp8q_HistogramCalibratorObject *self =
-        (fp8q_HistogramCalibratorObject *)object;
     PyObject *counts_object = fp8q_py_state_item(state, "counts", STATE_KEYS);
     PyObject *width_object =
         counts_object != NULL
@@ -412,11 +207,11 @@ static int histogram_calibrator_load_state_dict(PyObject *object,
             ? fp8q_py_state_item(state, "nonfinite_count", STATE_KEYS)
             : NULL;
     PyArrayObject *counts;
-    fp8q_histogram loaded;
     fp8q_error error;
     long long nonfinite_count;
     double amax;
     int exponent;
+    int outcome;
 
     if (count_object == NULL || parse_bin_width(width_object, &exponent) < 0) {
         return -1;
@@ -441,42 +236,18 @@ static int histogram_calibrator_load_state_dict(PyObject *object,
                      "state: counts must be a 1-d array of integers");
         return -1;
     }
-    if (PyArray_DIM(counts, 0) != (npy_intp)self->histogram.n_bins) {
-        PyErr_Format(PyExc_ValueError,
-                     "state: counts has %lld bins, this calibrator %lld",
-                     (long long)PyArray_DIM(counts, 0),
-                     (long long)self->histogram.n_bins);
-        Py_DECREF(counts);
-        return -1;
-    }
-    loaded.n_bins = self->histogram.n_bins;
-    loaded.counts = (int64_t *)PyArray_DATA(counts);
-    loaded.bin_exponent = exponent;
-    loaded.amax = (float)amax;
     fp8q_error_clear(&error);
-    if (fp8q_py_raise_on_failure(fp8q_histogram_check(&loaded, &error),
-                                 &error) < 0) {
-        fp8q_py_error_add_prefix("state: ");
-        Py_DECREF(counts);
-        return -1;
-    }
-    memcpy(self->histogram.counts, loaded.counts,
-           (size_t)loaded.n_bins * sizeof(int64_t));
-    self->histogram.bin_exponent = loaded.bin_exponent;
-    self->histogram.amax = loaded.amax;
-    *loaded_nonfinite_count = (int64_t)nonfinite_count;
+    outcome = fp8q_py_raise_on_failure(
+        fp8q_histogram_calibrator_load(
+            &((fp8q_HistogramCalibratorObject *)object)->core,
+            (const int64_t *)PyArray_DATA(counts),
+            (int64_t)PyArray_DIM(counts, 0), exponent, (float)amax, &error),
+        &error);
     Py_DECREF(counts);
-    return 0;
-}
-
-/* fp8q_py_calibrator_kind.reset: no counts, no range. */
-static int histogram_calibrator_reset(PyObject *object)
-{
-    fp8q_HistogramCalibratorObject *self =
-        (fp8q_HistogramCalibratorObject *)object;
-    fp8q_histogram_init(&self->histogram, self->histogram.n_bins,
-                        self->histogram.counts);
-    return 0;
+    if (outcome == 0) {
+        *loaded_nonfinite_count = (int64_t)nonfinite_count;
+    }
+    return outcome;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -486,66 +257,34 @@ static PyObject *histogram_calibrator_get_bins(
     fp8q_HistogramCalibratorObject *self, void *closure)
 {
     (void)closure;
-    return PyLong_FromLongLong((long long)self->histogram.n_bins);
+    return PyLong_FromLongLong((long long)self->core.histogram.n_bins);
 }
 
 static PyObject *histogram_calibrator_get_skip_zeros(
     fp8q_HistogramCalibratorObject *self, void *closure)
 {
     (void)closure;
-    return PyBool_FromLong(self->skip_zeros);
+    return PyBool_FromLong(self->core.skip_zeros);
 }
 
-/* fp8q_py_calibrator_kind.current_amax: the largest |x| counted. */
-static int histogram_calibrator_amax(PyObject *object, float **amax,
-                                     int *ndim, int64_t *n_channels)
-{
-    const fp8q_HistogramCalibratorObject *self =
-        (fp8q_HistogramCalibratorObject *)object;
-
-    if (!has_counted(self)) {
-        return 0;
-    }
-    *amax = (float *)PyMem_Malloc(sizeof(float));
-    if (*amax == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    **amax = self->histogram.amax;
-    *ndim = 0;
-    *n_channels = 1;
-    return 1;
-}
-
-static PyObject *histogram_calibrator_get_bin_width(
+/* The getters of the settled state: bin_width, counts and total_count
+ * (the closure names which). */
+static PyObject *histogram_calibrator_get_settled(
     fp8q_HistogramCalibratorObject *self, void *closure)
 {
-    (void)closure;
+    const char *name = (const char *)closure;
+    const fp8q_histogram *histogram = &self->core.histogram;
+
     if (settle(self) < 0) {
         return NULL;
     }
-    return PyFloat_FromDouble(fp8q_histogram_bin_width(&self->histogram));
-}
-
-static PyObject *histogram_calibrator_get_counts(
-    fp8q_HistogramCalibratorObject *self, void *closure)
-{
-    (void)closure;
-    if (settle(self) < 0) {
-        return NULL;
+    if (name[0] == 'b') {
+        return PyFloat_FromDouble(fp8q_histogram_bin_width(histogram));
     }
-    return counts_array(&self->histogram);
-}
-
-static PyObject *histogram_calibrator_get_total_count(
-    fp8q_HistogramCalibratorObject *self, void *closure)
-{
-    (void)closure;
-    if (settle(self) < 0) {
-        return NULL;
-    }
-    return PyLong_FromLongLong(
-        (long long)fp8q_histogram_total(&self->histogram));
+    return name[0] == 'c'
+               ? counts_array(histogram)
+               : PyLong_FromLongLong(
+                     (long long)fp8q_histogram_total(histogram));
 }
 
 static PyObject *histogram_calibrator_repr(
@@ -556,9 +295,9 @@ static PyObject *histogram_calibrator_repr(
     }
     return PyUnicode_FromFormat(
         "HistogramCalibrator(bins=%lld, skip_zeros=%s, total_count=%lld)",
-        (long long)self->histogram.n_bins,
-        self->skip_zeros ? "True" : "False",
-        (long long)fp8q_histogram_total(&self->histogram));
+        (long long)self->core.histogram.n_bins,
+        self->core.skip_zeros ? "True" : "False",
+        (long long)fp8q_histogram_total(&self->core.histogram));
 }
 
 PyDoc_STRVAR(
@@ -637,11 +376,7 @@ FP8Q_LOCKED_KEYWORDS(locked_compute_amax, histogram_calibrator_compute_amax,
                      fp8q_HistogramCalibratorObject)
 FP8Q_LOCKED_SELF(locked_extend_range, histogram_calibrator_extend_range,
                  fp8q_HistogramCalibratorObject)
-FP8Q_LOCKED_SELF(locked_get_bin_width, histogram_calibrator_get_bin_width,
-                 fp8q_HistogramCalibratorObject)
-FP8Q_LOCKED_SELF(locked_get_counts, histogram_calibrator_get_counts,
-                 fp8q_HistogramCalibratorObject)
-FP8Q_LOCKED_SELF(locked_get_total_count, histogram_calibrator_get_total_count,
+FP8Q_LOCKED_SELF(locked_get_settled, histogram_calibrator_get_settled,
                  fp8q_HistogramCalibratorObject)
 
 static PyMethodDef histogram_calibrator_methods[] = {
@@ -662,15 +397,15 @@ static PyGetSetDef histogram_calibrator_getset[] = {
      "Whether exact zeros are left uncounted.", NULL},
     {"amax", fp8q_py_calibrator_get_amax, NULL,
      "The largest |x| counted, or None before any.", NULL},
-    {"bin_width", (getter)locked_get_bin_width, NULL,
+    {"bin_width", (getter)locked_get_settled, NULL,
      "Width of every bin: a power of two, or 0.0 before any nonzero value.",
-     NULL},
-    {"counts", (getter)locked_get_counts, NULL,
+     "bin_width"},
+    {"counts", (getter)locked_get_settled, NULL,
      "A copy of the counts (int64 array); bin k holds "
      "k * bin_width <= |x| < (k + 1) * bin_width.",
-     NULL},
-    {"total_count", (getter)locked_get_total_count, NULL,
-     "Number of values counted.", NULL},
+     "counts"},
+    {"total_count", (getter)locked_get_settled, NULL,
+     "Number of values counted.", "total_count"},
     {"nonfinite_count", fp8q_py_calibrator_get_nonfinite_count,
      NULL, "NaN and infinite values skipped so far.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -685,28 +420,20 @@ PyDoc_STRVAR(
     "so the grid depends on that value alone and histograms merge exactly. "
     "bins: 1 to 65536.");
 
-/* The type and its table for the calibrator base (calibrator_base.c). */
+/* The type and its tables for the calibrator base (calibrator_base.c). */
 fp8q_py_calibrator_kind fp8q_histogram_calibrator_kind = {
-    FP8Q_PY_CALIBRATOR_TYPE("fp8q.calib.HistogramCalibrator",
-                            fp8q_HistogramCalibratorObject,
-                            histogram_calibrator_repr, histogram_calibrator_doc,
-                            histogram_calibrator_methods, histogram_calibrator_getset),
     .name = "HistogramCalibrator",
     .settings = {"bins", "skip_zeros", NULL},
+    .ops = &fp8q_histogram_calibrator_ops,
+    .device = &fp8q_cuda_histogram_calibrator,
     .init = histogram_calibrator_init,
-    .free_state = histogram_calibrator_free,
-    .admit = admit,
-    .update_host = update_host,
-    .contiguous_on_device = 1,
-    .device_scratch = device_scratch,
-    .device_state_bytes = device_state_bytes,
-    .continues_host = NULL,
-    .device_image = NULL,
-    .device_fold = fold_device_state,
-    .device_launch = device_launch,
-    .merge = histogram_calibrator_merge,
+    .merge_check = histogram_calibrator_merge_check,
     .state_dict = histogram_calibrator_state_dict,
     .load_state_dict = histogram_calibrator_load_state_dict,
-    .reset = histogram_calibrator_reset,
-    .current_amax = histogram_calibrator_amax,
+    FP8Q_PY_CALIBRATOR_TYPE("fp8q.calib.HistogramCalibrator",
+                            fp8q_HistogramCalibratorObject,
+                            histogram_calibrator_repr,
+                            histogram_calibrator_doc,
+                            histogram_calibrator_methods,
+                            histogram_calibrator_getset),
 };

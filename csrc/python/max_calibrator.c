@@ -1,28 +1,18 @@
 /*
  * max_calibrator.c - fp8q.calib.MaxCalibrator: the amax of the data seen,
  * per tensor or per channel, as the running maximum over every update (the
- * default), a window of recent amax values or a moving average
- * (core/amax_history.h).
+ * default), a window of recent amax values or a moving average.
  *
- * Its table for the calibrator base (calibrator_base.c, which parses
- * update() and dispatches by device, merges, pickles and locks): a CPU
- * batch's amax is computed with the GIL released and pushed with the GIL
- * held; a CUDA batch's amax stays on its GPU, where kernels/calibrate.cuh's
- * fp8q_calib_fold_max pushes it into an amax history on the device
- * (calibration_device.c), read back only when the state is read. The running maximum's device history starts
- * empty and is pushed into the host's at the settle (a maximum is exact in
- * any order). A window or a moving average needs every entry in order: its
- * device history starts as a copy of the host's (same ring, counters and
- * entries), continues it batch by batch as the CPU would, and replaces it
- * at the settle.
+ * The binding of core/max_calibrator.c's state and ops (an amax history,
+ * core/amax_history.h) and cuda/calibration_ops.c's GPU ops (the history
+ * continued on the device), for the calibrator base (calibrator_base.c,
+ * which converts update(), dispatches by device, merges, pickles and
+ * locks): the constructor's arguments, merge's settings check, and the
+ * state_dict's conversion.
  */
 #include <string.h>
 
 #include "python/calibrator_binding.h"
-
-#include "core/amax.h"
-#include "core/amax_history.h"
-#include "cuda/calibration_ops.h"
 
 /* What a state_dict holds, for load_state_dict's KeyError. */
 #define STATE_KEYS                                                            \
@@ -30,118 +20,12 @@
 
 typedef struct fp8q_MaxCalibratorObject {
     fp8q_py_calibrator base; /* device: the amax history of CUDA batches */
-    int most_recent;        /* algo == "most_recent" */
-    fp8q_amax_history history; /* entries NULL until the channels are known */
+    fp8q_max_calibrator core;
 } fp8q_MaxCalibratorObject;
-
-/* ------------------------------------------------------------------------- */
-/* State                                                                     */
-
-/* (Re)allocates the history for n_channels, emptying it. */
-static int allocate_history(fp8q_MaxCalibratorObject *self,
-                            int64_t n_channels)
-{
-    const size_t count =
-        (size_t)(self->history.length * (n_channels > 0 ? n_channels : 1));
-    float *entries = (float *)PyMem_Calloc(count, sizeof(float));
-
-    if (entries == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    PyMem_Free(self->history.entries);
-    fp8q_amax_history_init(&self->history, n_channels, self->history.length,
-                           self->history.momentum, self->history.running_max,
-                           entries);
-    return 0;
-}
-
-/* The calibrated amax values (n_channels floats) into a new buffer. */
-static float *current_amax(const fp8q_MaxCalibratorObject *self)
-{
-    const int64_t n_channels = self->history.n_channels;
-    float *amax =
-        (float *)PyMem_Malloc((size_t)(n_channels > 0 ? n_channels : 1) *
-                              sizeof(float));
-    if (amax == NULL) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    fp8q_amax_history_reduce(&self->history, self->most_recent, amax);
-    return amax;
-}
-
-static int has_data(const fp8q_MaxCalibratorObject *self)
-{
-    return self->history.entries != NULL && self->history.filled > 0;
-}
 
 static int per_channel(const fp8q_MaxCalibratorObject *self)
 {
-    return self->base.channel_axis != FP8Q_PY_PER_TENSOR;
-}
-
-/* The channels of a device state of `bytes` (kernels/calibrate.cuh,
- * fp8q_calib_max_state and its ring of history.length entries). */
-static int64_t device_channels(const fp8q_MaxCalibratorObject *self,
-                               size_t bytes)
-{
-    return (int64_t)((bytes - sizeof(fp8q_calib_max_state)) /
-                     ((size_t)self->history.length * sizeof(float)));
-}
-
-/* fp8q_py_device_fold: a running maximum's device history (what the device
- * saw since it started empty) is pushed as one entry, which the host's
- * takes elementwise; a window's or moving average's (which started as the
- * host's) becomes the host's. */
-static int fold_device_state(PyObject *object, const void *memory,
-                             size_t bytes)
-{
-    fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
-    const fp8q_calib_max_state *state = (const fp8q_calib_max_state *)memory;
-    const int64_t n_channels = device_channels(self, bytes);
-    const float *ring = (const float *)(const void *)(state + 1);
-
-    if (state->filled == 0) {
-        return 0;
-    }
-    if (self->history.entries == NULL &&
-        allocate_history(self, n_channels) < 0) {
-        return -1;
-    }
-    if (self->history.running_max) {
-        fp8q_amax_history_push(&self->history,
-                               ring + state->newest * n_channels);
-        return 0;
-    }
-    self->history.filled = state->filled;
-    self->history.newest = state->newest;
-    memcpy(self->history.entries, ring,
-           (size_t)(self->history.length * n_channels) * sizeof(float));
-    return 0;
-}
-
-/* fp8q_py_device_image: the host history as a device state (a window or a
- * moving average); zeros, an empty history, before any entry. */
-static void device_image(PyObject *object, void *memory, size_t bytes)
-{
-    const fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
-    fp8q_calib_max_state *state = (fp8q_calib_max_state *)memory;
-
-    if (!has_data(self)) {
-        return;
-    }
-    state->filled = self->history.filled;
-    state->newest = self->history.newest;
-    memcpy(state + 1, self->history.entries,
-           bytes - sizeof *state); /* the ring, same layout */
-}
-
-/* fp8q_py_calibrator_kind.continues_host: a window's or moving average's
- * device history starts as the host's. */
-static int continues_host(PyObject *object)
-{
-    return !((fp8q_MaxCalibratorObject *)object)->history.running_max;
+    return self->core.base.channel_axis != FP8Q_CALIB_PER_TENSOR;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -159,7 +43,9 @@ static int max_calibrator_init(PyObject *object, PyObject *args,
     long long history_len = 1;
     const char *algo = "max";
     double momentum = -1.0;
+    int has_window;
     int axis_value;
+    fp8q_error error;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOsO:MaxCalibrator",
                                      keywords, &channel_axis,
@@ -168,38 +54,14 @@ static int max_calibrator_init(PyObject *object, PyObject *args,
         return -1;
     }
     /* Everything is checked before anything changes. */
-    if (fp8q_py_parse_channel_axis(channel_axis, &axis_value) < 0) {
-        return -1;
-    }
-    if (history_len_object != Py_None) {
-        if (!PyLong_Check(history_len_object)) {
-            PyErr_Format(PyExc_TypeError,
-                         "history_len: expected None (running maximum) or "
-                         "an int, got %.200s",
-                         Py_TYPE(history_len_object)->tp_name);
-            return -1;
-        }
-        history_len = PyLong_AsLongLong(history_len_object);
-        if (history_len == -1 && PyErr_Occurred()) {
-            return -1;
-        }
-    }
-    if (history_len < 1 || history_len > FP8Q_AMAX_HISTORY_MAX_LENGTH) {
-        PyErr_Format(PyExc_ValueError,
-                     "history_len: expected 1 to %lld, got %lld",
-                     (long long)FP8Q_AMAX_HISTORY_MAX_LENGTH, history_len);
-        return -1;
-    }
-    if (strcmp(algo, "max") != 0 && strcmp(algo, "most_recent") != 0) {
-        PyErr_Format(PyExc_ValueError,
-                     "algo: expected \"max\" or \"most_recent\", got \"%s\"",
-                     algo);
-        return -1;
-    }
-    if (history_len_object == Py_None && strcmp(algo, "max") != 0) {
-        PyErr_SetString(PyExc_ValueError,
-                        "algo: \"most_recent\" needs a window; pass "
-                        "history_len=N (N >= 1)");
+    fp8q_error_clear(&error);
+    if (fp8q_py_parse_channel_axis(channel_axis, &axis_value) < 0 ||
+        fp8q_py_parse_optional_int(history_len_object, "history_len",
+                                   "None (running maximum)", &has_window,
+                                   &history_len) < 0 ||
+        fp8q_py_raise_on_failure(
+            fp8q_max_calibrator_check(has_window, history_len, algo, &error),
+            &error) < 0) {
         return -1;
     }
     if (momentum_object != Py_None) {
@@ -214,243 +76,44 @@ static int max_calibrator_init(PyObject *object, PyObject *args,
                          momentum_object);
             return -1;
         }
-        if (history_len != 1) {
-            PyErr_SetString(PyExc_ValueError,
-                            "momentum and history_len > 1 cannot be combined: "
-                            "a moving average keeps one value");
-            return -1;
-        }
     }
-    self->base.channel_axis = axis_value;
-    self->most_recent = strcmp(algo, "most_recent") == 0;
-    PyMem_Free(self->history.entries);
-    memset(&self->history, 0, sizeof self->history);
-    self->history.length = (int64_t)history_len;
-    self->history.momentum = momentum;
-    self->history.running_max =
-        history_len_object == Py_None && momentum_object == Py_None;
-    /* Per tensor the channel count is known now. */
-    return per_channel(self) ? 0 : allocate_history(self, 1);
-}
-
-static void max_calibrator_free(PyObject *object)
-{
-    PyMem_Free(((fp8q_MaxCalibratorObject *)object)->history.entries);
+    return fp8q_py_raise_on_failure(
+        fp8q_max_calibrator_setup(&self->core, axis_value, has_window,
+                                  history_len, algo, momentum, &error),
+        &error);
 }
 
 /* ------------------------------------------------------------------------- */
-/* update                                                                    */
-
-/* The channel count the calibrator has fixed (host or device state), or
- * -1 while it is open. */
-static int64_t known_channels(const fp8q_MaxCalibratorObject *self)
-{
-    if (self->history.entries != NULL) {
-        return self->history.n_channels;
-    }
-    if (self->base.device.memory != NULL) {
-        return device_channels(
-            self, (size_t)self->base.device.memory->view.shape[0]);
-    }
-    return -1;
-}
-
-/* -1 with a ValueError when x's channel count differs from the one fixed. */
-static int check_channels(const fp8q_MaxCalibratorObject *self,
-                          int channel_dimension, int64_t n_channels)
-{
-    const int64_t known = known_channels(self);
-    if (known < 0 || known == n_channels) {
-        return 0;
-    }
-    PyErr_Format(PyExc_ValueError,
-                 "x: its channel axis (%d) has %lld entries, but this "
-                 "calibrator has seen %lld channels",
-                 channel_dimension, (long long)n_channels, (long long)known);
-    return -1;
-}
-
-/* fp8q_py_calibrator_kind.admit: an empty x adds nothing; a CUDA x's
- * channel count is checked now (a CPU x's after its amax). */
-static int admit(PyObject *object, fp8q_py_calibrator_batch *batch)
-{
-    fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
-    fp8q_TensorObject *x = batch->x;
-
-    if (fp8q_view_size(&x->view) == 0) {
-        return 0; /* no values: nothing observed */
-    }
-    if (x->device_type == FP8Q_DEVICE_CUDA &&
-        check_channels(self, batch->channel_dimension, batch->n_channels) <
-            0) {
-        return -1;
-    }
-    return 1;
-}
-
-/* fp8q_py_calibrator_kind.device_scratch: none beyond the batch's NaN/inf
- * count and amax per channel. */
-static size_t device_scratch(PyObject *object,
-                             const fp8q_py_calibrator_batch *batch,
-                             int *zeroed)
-{
-    (void)object;
-    (void)batch;
-    *zeroed = 0;
-    return 0;
-}
-
-/* fp8q_py_calibrator_kind.device_state_bytes: kernels/calibrate.cuh's
- * fp8q_calib_max_state and its ring of history.length entries. */
-static size_t device_state_bytes(PyObject *object,
-                                 const fp8q_py_calibrator_batch *batch)
-{
-    const fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
-    return fp8q_cuda_calib_max_state_bytes(self->history.length,
-                                           batch->n_channels);
-}
-
-/* fp8q_py_calibrator_kind.device_launch: the batch's amax pushed into the
- * device history (cuda/calibration_ops.h, fp8q_cuda_calib_fold_max). */
-static fp8q_status device_launch(PyObject *object,
-                                 const fp8q_py_calibrator_batch *batch,
-                                 const fp8q_cuda_calib_batch *reduced,
-                                 void *state, fp8q_cu_stream stream,
-                                 fp8q_error *error)
-{
-    const fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
-    return fp8q_cuda_calib_fold_max(
-        batch->x->cuda_device, reduced, batch->n_channels, state,
-        self->history.length, self->history.momentum,
-        self->history.running_max, self->base.device.n_updates,
-        batch->skip_nonfinite, stream, error);
-}
-
-/* fp8q_py_calibrator_kind.update_host: the batch's amax, as a keepdims
- * reduction to the channel axis, pushed into the history. */
-static int update_host(PyObject *object, const fp8q_py_calibrator_batch *batch,
-                       int64_t *n_nonfinite)
-{
-    fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
-    const fp8q_view *x = &batch->x->view;
-    const int channel_dimension = batch->channel_dimension;
-    const int64_t n_channels = batch->n_channels;
-    fp8q_view destination;
-    float *batch_amax;
-    fp8q_error error;
-    fp8q_status status;
-    int outcome = -1;
-    int axis;
-
-    destination.dtype = FP8Q_FLOAT32;
-    destination.ndim = x->ndim;
-    for (axis = 0; axis < x->ndim; axis++) {
-        destination.shape[axis] = 1;
-        destination.strides[axis] = 0;
-    }
-    if (channel_dimension >= 0) {
-        destination.shape[channel_dimension] = n_channels;
-        destination.strides[channel_dimension] = 1;
-    }
-    batch_amax = (float *)PyMem_Malloc((size_t)n_channels * sizeof(float));
-    if (batch_amax == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    destination.data = batch_amax;
-    fp8q_error_clear(&error);
-    FP8Q_PY_BEGIN_INTERRUPTIBLE
-    status = fp8q_amax_finite(x, &destination, n_nonfinite, &error);
-    FP8Q_PY_END_INTERRUPTIBLE(status)
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        goto done;
-    }
-    if (*n_nonfinite != 0 && !batch->skip_nonfinite) {
-        PyErr_Format(PyExc_ValueError,
-                     "x: %lld of its %lld values are NaN or infinite (pass "
-                     "skip_nonfinite=True to skip and count them)",
-                     (long long)*n_nonfinite, (long long)fp8q_view_size(x));
-        goto done;
-    }
-    /* The state, with the GIL held. A batch with no finite value records
-     * nothing but its count. */
-    if (*n_nonfinite == fp8q_view_size(x)) {
-        outcome = 0;
-        goto done;
-    }
-    if (check_channels(self, channel_dimension, n_channels) < 0 ||
-        (self->history.entries == NULL &&
-         allocate_history(self, n_channels) < 0)) {
-        goto done;
-    }
-    fp8q_amax_history_push(&self->history, batch_amax);
-    outcome = 0;
-done:
-    PyMem_Free(batch_amax);
-    return outcome;
-}
-
-/* ------------------------------------------------------------------------- */
-/* amax and scale                                                            */
-
-/* fp8q_py_calibrator_kind.current_amax: the history reduced (the maximum,
- * the newest entry or the moving average). */
-static int max_calibrator_amax(PyObject *object, float **amax, int *ndim,
-                               int64_t *n_channels)
-{
-    const fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
-
-    if (!has_data(self)) {
-        return 0;
-    }
-    *amax = current_amax(self);
-    *ndim = per_channel(self) ? 1 : 0;
-    *n_channels = self->history.n_channels;
-    return *amax == NULL ? -1 : 1;
-}
-
-/* ------------------------------------------------------------------------- */
-/* merge, state_dict, load_state_dict, reset                                 */
+/* merge, state_dict, load_state_dict                                        */
 
 static PyObject *max_calibrator_repr(fp8q_MaxCalibratorObject *self);
 
-/* fp8q_py_calibrator_kind.merge: entries of equal age take their
- * elementwise maximum; an other without data adds nothing (its
- * nonfinite_count included). */
-static int max_calibrator_merge(PyObject *object, PyObject *other_object)
+/* fp8q_py_calibrator_kind.merge_check: the same settings. */
+static int max_calibrator_merge_check(PyObject *object, PyObject *other_object)
 {
     fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
     fp8q_MaxCalibratorObject *other = (fp8q_MaxCalibratorObject *)other_object;
-    fp8q_error error;
+    PyObject *ours;
+    PyObject *theirs;
 
-    if (other->base.channel_axis != self->base.channel_axis ||
-        other->most_recent != self->most_recent ||
-        other->history.length != self->history.length ||
-        other->history.momentum != self->history.momentum ||
-        other->history.running_max != self->history.running_max) {
-        PyObject *ours = max_calibrator_repr(self);
-        PyObject *theirs = max_calibrator_repr(other);
-        if (ours != NULL && theirs != NULL) {
-            PyErr_Format(PyExc_ValueError,
-                         "other: calibrators with different settings cannot "
-                         "be merged: %U into %U",
-                         theirs, ours);
-        }
-        Py_XDECREF(ours);
-        Py_XDECREF(theirs);
-        return -1;
+    if (other->core.base.channel_axis == self->core.base.channel_axis &&
+        other->core.most_recent == self->core.most_recent &&
+        other->core.history.length == self->core.history.length &&
+        other->core.history.momentum == self->core.history.momentum &&
+        other->core.history.running_max == self->core.history.running_max) {
+        return 0;
     }
-    if (!has_data(other)) {
-        return 1;
+    ours = max_calibrator_repr(self);
+    theirs = max_calibrator_repr(other);
+    if (ours != NULL && theirs != NULL) {
+        PyErr_Format(PyExc_ValueError,
+                     "other: calibrators with different settings cannot "
+                     "be merged: %U into %U",
+                     theirs, ours);
     }
-    if (self->history.entries == NULL &&
-        allocate_history(self, other->history.n_channels) < 0) {
-        return -1;
-    }
-    fp8q_error_clear(&error);
-    return fp8q_py_raise_on_failure(
-        fp8q_amax_history_merge(&self->history, &other->history, &error),
-        &error);
+    Py_XDECREF(ours);
+    Py_XDECREF(theirs);
+    return -1;
 }
 
 /* fp8q_py_calibrator_kind.state_dict: {"amax_history": rows, oldest
@@ -458,51 +121,28 @@ static int max_calibrator_merge(PyObject *object, PyObject *other_object)
 static PyObject *max_calibrator_state_dict(PyObject *object)
 {
     fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
-    int64_t filled;
-    int64_t n_channels;
     int64_t shape[2];
     float *rows = NULL;
     PyObject *history;
-    int64_t age;
+    fp8q_error error;
 
-    filled = has_data(self) ? self->history.filled : 0;
-    n_channels = self->history.entries != NULL ? self->history.n_channels : 0;
-    shape[0] = filled;
-    shape[1] = n_channels;
-    if (filled > 0) {
-        rows = (float *)PyMem_Malloc((size_t)(filled * n_channels) *
-                                     sizeof(float));
-        if (rows == NULL) {
-            return PyErr_NoMemory();
-        }
-        for (age = 0; age < filled; age++) { /* oldest first */
-            memcpy(rows + (filled - 1 - age) * n_channels,
-                   fp8q_amax_history_entry(&self->history, age),
-                   (size_t)n_channels * sizeof(float));
-        }
+    fp8q_error_clear(&error);
+    if (fp8q_py_raise_on_failure(
+            fp8q_max_calibrator_rows(&self->core, &rows, &shape[0],
+                                     &shape[1], &error),
+            &error) < 0) {
+        return NULL;
     }
     history = fp8q_py_float32_array(per_channel(self) ? 2 : 1, shape, rows);
-    PyMem_Free(rows);
+    fp8q_aligned_free(rows);
     if (history == NULL) {
         return NULL;
     }
     return Py_BuildValue("{sN}", "amax_history", history);
 }
 
-/* fp8q_py_calibrator_kind.reset: per channel the channel count opens
- * again. */
-static int max_calibrator_reset(PyObject *object)
-{
-    fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
-    if (per_channel(self)) {
-        PyMem_Free(self->history.entries);
-        self->history.entries = NULL;
-        return 0;
-    }
-    return allocate_history(self, 1);
-}
-
-/* fp8q_py_calibrator_kind.load_state_dict: the rows pushed oldest first. */
+/* fp8q_py_calibrator_kind.load_state_dict: the rows checked, then pushed
+ * oldest first (fp8q_max_calibrator_load). */
 static int max_calibrator_load_state_dict(PyObject *object, PyObject *state,
                                           int64_t *loaded_nonfinite_count)
 {
@@ -516,12 +156,12 @@ static int max_calibrator_load_state_dict(PyObject *object, PyObject *state,
             : NULL;
     fp8q_TensorObject *history = NULL;
     fp8q_TensorObject *contiguous = NULL;
-    fp8q_amax_history loaded;
     long long nonfinite_count;
+    fp8q_error error;
     int64_t filled;
     int64_t n_channels;
-    int64_t row;
     int64_t index;
+    int outcome = -1;
 
     if (count_object == NULL) {
         return -1;
@@ -549,18 +189,18 @@ static int max_calibrator_load_state_dict(PyObject *object, PyObject *state,
     *loaded_nonfinite_count = (int64_t)nonfinite_count;
     filled = contiguous->view.ndim == history_ndim ? contiguous->view.shape[0]
                                                    : -1;
-    if (filled < 0 || filled > self->history.length) {
+    if (filled < 0 || filled > self->core.history.length) {
         PyErr_Format(PyExc_ValueError,
                      "state: amax_history must have %d dimensions and at "
                      "most %lld rows (%s), got %d dimensions "
                      "and %lld rows",
-                     history_ndim, (long long)self->history.length,
+                     history_ndim, (long long)self->core.history.length,
                      per_channel(self) ? "(rows, channels)" : "(rows,)",
                      contiguous->view.ndim,
                      (long long)(contiguous->view.ndim > 0
                                      ? contiguous->view.shape[0]
                                      : 0));
-        goto fail;
+        goto done;
     }
     n_channels = per_channel(self) ? contiguous->view.shape[1] : 1;
     for (index = 0; index < filled * n_channels; index++) {
@@ -573,29 +213,18 @@ static int max_calibrator_load_state_dict(PyObject *object, PyObject *state,
                          "every amax must be finite and >= 0",
                          (long long)index, text != NULL ? text : "?");
             PyMem_Free(text);
-            goto fail;
+            goto done;
         }
     }
-    if (per_channel(self) && filled == 0) {
-        /* Nothing recorded: the channel count stays open, as after reset. */
-        Py_DECREF(contiguous);
-        return max_calibrator_reset(object);
-    }
-    if (allocate_history(self, n_channels) < 0) {
-        goto fail;
-    }
-    loaded = self->history;
-    for (row = 0; row < filled; row++) { /* oldest first */
-        fp8q_amax_history_push(&loaded, (const float *)contiguous->view.data +
-                                            row * n_channels);
-    }
-    self->history = loaded;
+    fp8q_error_clear(&error);
+    outcome = fp8q_py_raise_on_failure(
+        fp8q_max_calibrator_load(&self->core,
+                                 (const float *)contiguous->view.data, filled,
+                                 n_channels, &error),
+        &error);
+done:
     Py_DECREF(contiguous);
-    return 0;
-
-fail:
-    Py_DECREF(contiguous);
-    return -1;
+    return outcome;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -605,27 +234,27 @@ static PyObject *max_calibrator_get_history_len(
     fp8q_MaxCalibratorObject *self, void *closure)
 {
     (void)closure;
-    if (self->history.running_max) {
+    if (self->core.history.running_max) {
         Py_RETURN_NONE;
     }
-    return PyLong_FromLongLong((long long)self->history.length);
+    return PyLong_FromLongLong((long long)self->core.history.length);
 }
 
 static PyObject *max_calibrator_get_algo(fp8q_MaxCalibratorObject *self,
                                          void *closure)
 {
     (void)closure;
-    return PyUnicode_FromString(self->most_recent ? "most_recent" : "max");
+    return PyUnicode_FromString(self->core.most_recent ? "most_recent" : "max");
 }
 
 static PyObject *max_calibrator_get_momentum(fp8q_MaxCalibratorObject *self,
                                              void *closure)
 {
     (void)closure;
-    if (self->history.momentum < 0.0) {
+    if (self->core.history.momentum < 0.0) {
         Py_RETURN_NONE;
     }
-    return PyFloat_FromDouble(self->history.momentum);
+    return PyFloat_FromDouble(self->core.history.momentum);
 }
 
 static PyObject *max_calibrator_repr(fp8q_MaxCalibratorObject *self)
@@ -642,7 +271,7 @@ static PyObject *max_calibrator_repr(fp8q_MaxCalibratorObject *self)
         text = PyUnicode_FromFormat(
             "MaxCalibrator(channel_axis=%R, history_len=%R, algo='%s', "
             "momentum=%R, amax=%R)",
-            axis, history_len, self->most_recent ? "most_recent" : "max",
+            axis, history_len, self->core.most_recent ? "most_recent" : "max",
             momentum, amax);
     }
     Py_XDECREF(axis);
@@ -756,28 +385,18 @@ PyDoc_STRVAR(
     "[0, 1), amax is a moving average as in optimum-quanto: the first batch "
     "as is, then float32(m * old + (1 - m) * new) computed in double.");
 
-/* The type and its table for the calibrator base (calibrator_base.c). */
+/* The type and its tables for the calibrator base (calibrator_base.c). */
 fp8q_py_calibrator_kind fp8q_max_calibrator_kind = {
     FP8Q_PY_CALIBRATOR_TYPE("fp8q.calib.MaxCalibrator",
-                            fp8q_MaxCalibratorObject,
-                            max_calibrator_repr, max_calibrator_doc,
-                            max_calibrator_methods, max_calibrator_getset),
+                            fp8q_MaxCalibratorObject, max_calibrator_repr,
+                            max_calibrator_doc, max_calibrator_methods,
+                            max_calibrator_getset),
+    .ops = &fp8q_max_calibrator_ops,
+    .device = &fp8q_cuda_max_calibrator,
     .name = "MaxCalibrator",
     .settings = {"channel_axis", "history_len", "algo", "momentum", NULL},
     .init = max_calibrator_init,
-    .free_state = max_calibrator_free,
-    .admit = admit,
-    .update_host = update_host,
-    .contiguous_on_device = 0, /* fp8q_amax_finite reads any strides */
-    .device_scratch = device_scratch,
-    .device_state_bytes = device_state_bytes,
-    .continues_host = continues_host,
-    .device_image = device_image,
-    .device_fold = fold_device_state,
-    .device_launch = device_launch,
-    .merge = max_calibrator_merge,
+    .merge_check = max_calibrator_merge_check,
     .state_dict = max_calibrator_state_dict,
     .load_state_dict = max_calibrator_load_state_dict,
-    .reset = max_calibrator_reset,
-    .current_amax = max_calibrator_amax,
 };

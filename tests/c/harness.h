@@ -168,6 +168,11 @@ void test_histogram_zeros_nonfinite_and_checks(void);
 void test_histogram_thresholds(void);
 void test_amax_history(void);
 
+/* test_calibrator.c */
+void test_calibrator_max(void);
+void test_calibrator_max_fold(void);
+void test_calibrator_histogram(void);
+
 /* test_scaled_mm.c */
 void test_scaled_mm_product(void);
 void test_scaled_mm_modes(void);

@@ -1,0 +1,93 @@
+/*
+ * calibrator.c - the calibrator base below the binding (calibrator.h): a
+ * batch's channel axis, the NaN/inf count around a kind's absorb and
+ * merge, reset, and the calibrated amax.
+ */
+#include "core/calibrator.h"
+#include "platform.h"
+
+fp8q_status fp8q_calibrator_batch(const fp8q_calibrator *self,
+                                  const fp8q_view *x, int on_device,
+                                  int skip_nonfinite, fp8q_calib_batch *batch,
+                                  fp8q_error *error)
+{
+    const int axis = self->channel_axis;
+    int dimension;
+
+    /* Every field but the room, which `count` fills when it uses it. */
+    batch->x = x;
+    batch->skip_nonfinite = skip_nonfinite;
+    batch->on_device = on_device;
+    batch->channel_dimension = -1;
+    batch->n_channels = 1;
+    batch->n_nonfinite = 0;
+    batch->device_bytes = 0;
+    batch->partial = NULL;
+    if (axis == FP8Q_CALIB_PER_TENSOR) {
+        return FP8Q_OK;
+    }
+    dimension = axis < 0 ? axis + x->ndim : axis;
+    if (dimension < 0 || dimension >= x->ndim) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "x: channel_axis=%d is out of range for an input "
+                         "of %d dimensions",
+                         axis, x->ndim);
+    }
+    batch->channel_dimension = dimension;
+    batch->n_channels = x->shape[dimension];
+    return FP8Q_OK;
+}
+
+fp8q_status fp8q_calibrator_absorb(const fp8q_calib_kind *kind, void *self,
+                                   fp8q_calib_batch *batch,
+                                   fp8q_error *error)
+{
+    const fp8q_status status = kind->absorb(self, batch, error);
+
+    if (status == FP8Q_OK) {
+        ((fp8q_calibrator *)self)->nonfinite_count += batch->n_nonfinite;
+    }
+    kind->release(batch);
+    return status;
+}
+
+fp8q_status fp8q_calibrator_merge(const fp8q_calib_kind *kind, void *self,
+                                  const void *other, fp8q_error *error)
+{
+    int added = 0;
+    const fp8q_status status = kind->merge(self, other, &added, error);
+
+    if (status == FP8Q_OK && added) {
+        ((fp8q_calibrator *)self)->nonfinite_count +=
+            ((const fp8q_calibrator *)other)->nonfinite_count;
+    }
+    return status;
+}
+
+void fp8q_calibrator_reset(const fp8q_calib_kind *kind, void *self)
+{
+    ((fp8q_calibrator *)self)->nonfinite_count = 0;
+    kind->reset(self);
+}
+
+fp8q_status fp8q_calibrator_amax(const fp8q_calib_kind *kind,
+                                 const void *self, float **amax,
+                                 int64_t *n_channels, int *per_channel,
+                                 fp8q_error *error)
+{
+    *amax = NULL;
+    *per_channel =
+        ((const fp8q_calibrator *)self)->channel_axis != FP8Q_CALIB_PER_TENSOR;
+    *n_channels = kind->amax(self, NULL);
+    if (*n_channels == 0) {
+        return FP8Q_OK;
+    }
+    *amax = (float *)fp8q_aligned_alloc((size_t)*n_channels * sizeof(float));
+    if (*amax == NULL) {
+        return fp8q_fail(error, FP8Q_ERROR_MEMORY,
+                         "out of memory for %lld amax values",
+                         (long long)*n_channels);
+    }
+    kind->amax(self, *amax);
+    return FP8Q_OK;
+}
