@@ -1,11 +1,12 @@
 /*
  * amax_op.c - fp8q._C.amax: the largest magnitude over all of x or over
- * given axes (NumPy's axis= rules), computed by csrc/core on the CPU with
- * the GIL released or by the CUDA half (ops_cuda.c) on a GPU.
+ * given axes (NumPy's axis= rules), run on x's device (cuda/op_call.h
+ * through fp8q_py_op_run).
  */
 #include "python/binding.h"
 
-#include "core/amax.h"
+#include "core/view_layout.h"
+#include "cuda/op_call.h"
 
 /* Adds one axis= entry to `reduce`, NumPy's normalisation and errors. */
 static int add_axis(PyObject *item, int ndim, int *reduce)
@@ -101,16 +102,12 @@ static PyObject *ops_amax(PyObject *module, PyObject *args, PyObject *kwargs)
     PyObject *axis_object = Py_None;
     PyObject *stream_object = Py_None;
     fp8q_cu_stream stream;
-    fp8q_py_device device;
     int keepdims = 0;
     int reduce[FP8Q_MAX_DIMS];
     int64_t keep_shape[FP8Q_MAX_DIMS];
-    fp8q_TensorObject *x = NULL;
-    fp8q_TensorObject *destination = NULL;
-    fp8q_TensorObject *result;
+    fp8q_TensorObject *tensors[2] = {NULL, NULL}; /* x, the result */
+    fp8q_op_call call;
     fp8q_view result_view;
-    fp8q_error error;
-    fp8q_status status;
     int axis;
 
     (void)module;
@@ -120,57 +117,35 @@ static PyObject *ops_amax(PyObject *module, PyObject *args, PyObject *kwargs)
         fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
         return NULL;
     }
-    x = fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
-    if (x == NULL || parse_axes(axis_object, x->view.ndim, reduce) < 0) {
-        goto fail;
+    tensors[0] =
+        fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
+    if (tensors[0] == NULL ||
+        parse_axes(axis_object, tensors[0]->view.ndim, reduce) < 0) {
+        goto done;
     }
-    for (axis = 0; axis < x->view.ndim; axis++) {
-        keep_shape[axis] = reduce[axis] ? 1 : x->view.shape[axis];
+    for (axis = 0; axis < tensors[0]->view.ndim; axis++) {
+        keep_shape[axis] = reduce[axis] ? 1 : tensors[0]->view.shape[axis];
     }
-    device.type = x->device_type;
-    device.index = x->device_index;
-    destination = fp8q_tensor_new_empty_on(FP8Q_FLOAT32, x->view.ndim,
-                                           keep_shape, &device, stream);
-    if (destination == NULL) {
-        goto fail;
+    tensors[1] = fp8q_py_new_like(tensors[0], FP8Q_FLOAT32,
+                                  tensors[0]->view.ndim, keep_shape, stream);
+    if (tensors[1] == NULL) {
+        goto done;
     }
-    if (device.type == FP8Q_DEVICE_CUDA) {
-        if (fp8q_py_cuda_amax(x, reduce, destination, stream) < 0) {
-            goto fail;
-        }
+    fp8q_op_call_init(&call, FP8Q_OP_AMAX, &tensors[0]->view,
+                      &tensors[1]->view, stream);
+    call.reduce = reduce;
+    if (fp8q_py_op_run(&call, tensors, 2) < 0) {
+        Py_CLEAR(tensors[1]);
     }
-    else {
-        fp8q_error_clear(&error);
-        FP8Q_PY_BEGIN_INTERRUPTIBLE
-        status = fp8q_amax(&x->view, &destination->view, &error);
-        FP8Q_PY_END_INTERRUPTIBLE(status)
-        if (fp8q_py_raise_on_failure(status, &error) < 0) {
-            goto fail;
-        }
+    else if (!keepdims) {
+        /* The same memory without the reduced axes. */
+        fp8q_view_drop_axes(&tensors[1]->view, reduce, &result_view);
+        Py_SETREF(tensors[1], fp8q_tensor_new_view(
+                                  &result_view, (PyObject *)tensors[1], 0));
     }
-    Py_DECREF(x);
-    if (keepdims) {
-        return (PyObject *)destination;
-    }
-    /* The same memory without the reduced axes. */
-    result_view = destination->view;
-    result_view.ndim = 0;
-    for (axis = 0; axis < destination->view.ndim; axis++) {
-        if (!reduce[axis]) {
-            result_view.shape[result_view.ndim] = destination->view.shape[axis];
-            result_view.strides[result_view.ndim] =
-                destination->view.strides[axis];
-            result_view.ndim++;
-        }
-    }
-    result = fp8q_tensor_new_view(&result_view, (PyObject *)destination, 0);
-    Py_DECREF(destination);
-    return (PyObject *)result;
-
-fail:
-    Py_XDECREF(x);
-    Py_XDECREF(destination);
-    return NULL;
+done:
+    Py_XDECREF(tensors[0]);
+    return (PyObject *)tensors[1];
 }
 
 /* The methods this file adds to fp8q._C. */

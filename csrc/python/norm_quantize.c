@@ -1,7 +1,7 @@
 /*
  * norm_quantize.c - the binding of the fused RMSNorm / LayerNorm + per-token
  * FP8 quantize (core/norm_quantize.h on the CPU, kernels/norm_quantize.cuh
- * on a GPU): argument checks and dispatch by device, no arithmetic.
+ * on a GPU, run through cuda/op_call.h): argument checks, no arithmetic.
  *
  *   _C.norm_quantize(x, weight, bias, epsilon, layer_norm)
  *       -> (normed, codes, scale), new tensors: torch tensors from torch's
@@ -17,7 +17,7 @@
 #include "python/binding.h"
 
 #include "core/norm_quantize.h"
-#include "cuda/norm_quantize_ops.h"
+#include "cuda/op_call.h"
 
 #define OP "norm_quantize"
 
@@ -85,34 +85,6 @@ static int describe(fp8q_norm_quantize_args *call, fp8q_TensorObject *x,
         &x->view, &weight->view, bias != NULL ? &bias->view : NULL,
         &normed->view, &codes->view, &scale->view, call->epsilon,
         call->layer_norm, call, &error);
-    return fp8q_py_raise_on_failure(status, &error);
-}
-
-/* Runs the checked call on x's device (on `stream` on a GPU). */
-static int run(fp8q_norm_quantize_args *call, fp8q_TensorObject **tensors,
-               int count, fp8q_cu_stream stream)
-{
-    fp8q_TensorObject *x = tensors[0];
-    fp8q_error error;
-    fp8q_status status;
-    int i;
-
-    fp8q_error_clear(&error);
-    if (x->device_type == FP8Q_DEVICE_CPU) {
-        Py_BEGIN_ALLOW_THREADS
-        status = fp8q_norm_quantize(call, &error);
-        Py_END_ALLOW_THREADS
-        return fp8q_py_raise_on_failure(status, &error);
-    }
-    for (i = 0; i < count; i++) {
-        if (tensors[i] != NULL &&
-            fp8q_py_use_on_stream(tensors[i], stream) < 0) {
-            return -1;
-        }
-    }
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_norm_quantize(x->cuda_device, call, stream, &error);
-    Py_END_ALLOW_THREADS
     return fp8q_py_raise_on_failure(status, &error);
 }
 
@@ -224,6 +196,7 @@ static PyObject *norm_quantize(PyObject *module, PyObject *const *args,
     const fp8q_dl_exchange_api *api = NULL;
     fp8q_cu_stream stream = NULL;
     fp8q_norm_quantize_args call;
+    fp8q_op_call op;
     const int given = n_args == 9;
     int i, failed;
 
@@ -252,10 +225,12 @@ static PyObject *norm_quantize(PyObject *module, PyObject *const *args,
     else if (!failed) {
         failed = make_outputs(tensors, outputs, api, &stream) < 0;
     }
+    fp8q_op_call_init(&op, FP8Q_OP_NORM_QUANTIZE, NULL, NULL, stream);
+    op.norm = &call;
     failed = failed ||
              describe(&call, tensors[0], tensors[1], tensors[2], tensors[3],
                       tensors[4], tensors[5]) < 0 ||
-             run(&call, tensors, 6, stream) < 0;
+             fp8q_py_op_run(&op, tensors, 6) < 0;
     if (!failed) {
         result = given ? Py_NewRef(Py_None)
                        : PyTuple_Pack(3, outputs[0], outputs[1], outputs[2]);

@@ -2,7 +2,8 @@
  * output_arguments.c - the checks fp8q._C's operations share: a tensor that
  * must be on the CPU, and an out= argument viewed in place (its kind, dtype,
  * device, shape and writability), with errors that name the function and
- * the argument.
+ * the argument; an operation's new result on x's device, and its return
+ * value with out=.
  */
 #include "python/binding.h"
 
@@ -139,4 +140,40 @@ fp8q_TensorObject *fp8q_py_writable_output(PyObject *out_object,
 fail:
     Py_DECREF(out);
     return NULL;
+}
+
+fp8q_TensorObject *fp8q_py_new_like(const fp8q_TensorObject *x,
+                                    fp8q_dtype dtype, int ndim,
+                                    const int64_t *shape,
+                                    fp8q_cu_stream stream)
+{
+    const fp8q_py_device device = {x->device_type, x->device_index};
+
+    return fp8q_tensor_new_empty_on(dtype, ndim, shape, &device, stream);
+}
+
+fp8q_TensorObject *fp8q_py_op_output(PyObject *out_object,
+                                     const char *function, fp8q_dtype dtype,
+                                     const fp8q_TensorObject *x,
+                                     fp8q_cu_stream stream)
+{
+    const fp8q_py_device device = {x->device_type, x->device_index};
+
+    if (out_object == Py_None) {
+        return fp8q_py_new_like(x, dtype, x->view.ndim, x->view.shape,
+                                stream);
+    }
+    return fp8q_py_writable_output(out_object, function, "out", dtype,
+                                   "x's shape", x->view.ndim, x->view.shape,
+                                   &device);
+}
+
+PyObject *fp8q_py_op_result(fp8q_TensorObject *out, PyObject *out_object)
+{
+    if (out == NULL || out_object == Py_None) {
+        return (PyObject *)out;
+    }
+    /* Like NumPy's out=: the very object the caller passed. */
+    Py_DECREF(out);
+    return Py_NewRef(out_object);
 }
