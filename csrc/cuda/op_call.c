@@ -47,13 +47,11 @@ static fp8q_status run_on_cpu(const fp8q_op_call *call, fp8q_error *error)
     }
 }
 
-fp8q_status fp8q_op_run(const fp8q_op_call *call, fp8q_error *error)
+/* The call on its GPU, its inputs C-contiguous where the kernels need it. */
+static fp8q_status run_on_gpu(const fp8q_op_call *call, fp8q_error *error)
 {
     const fp8q_cuda_device *device = call->device;
 
-    if (device == NULL) {
-        return run_on_cpu(call, error);
-    }
     switch (call->kind) {
     case FP8Q_OP_CAST:
         return fp8q_cuda_cast(device, call->x, call->scale, call->out,
@@ -74,4 +72,36 @@ fp8q_status fp8q_op_run(const fp8q_op_call *call, fp8q_error *error)
         return fp8q_cuda_norm_quantize(device, call->norm, call->stream,
                                        error);
     }
+}
+
+fp8q_status fp8q_op_run(const fp8q_op_call *call, fp8q_error *error)
+{
+    fp8q_cuda_buffer buffers[2]; /* gathered x, gathered dequantize scale */
+    fp8q_view x, scale;
+    fp8q_op_call gathered = *call;
+    fp8q_status status;
+
+    if (call->device == NULL) {
+        return run_on_cpu(call, error);
+    }
+    if (call->kind != FP8Q_OP_QUANTIZE && call->kind != FP8Q_OP_DEQUANTIZE) {
+        return run_on_gpu(call, error);
+    }
+    /* quantize and dequantize read C-contiguous inputs: strided ones are
+     * gathered into temporaries first, released once the call is queued. */
+    memset(buffers, 0, sizeof buffers);
+    status = fp8q_cuda_contiguous(call->device, call->x, call->stream,
+                                  &buffers[0], &x, error);
+    gathered.x = &x;
+    if (status == FP8Q_OK && call->kind == FP8Q_OP_DEQUANTIZE) {
+        status = fp8q_cuda_contiguous(call->device, call->scale, call->stream,
+                                      &buffers[1], &scale, error);
+        gathered.scale = &scale;
+    }
+    if (status == FP8Q_OK) {
+        status = run_on_gpu(&gathered, error);
+    }
+    fp8q_cuda_buffer_release(&buffers[0], call->stream);
+    fp8q_cuda_buffer_release(&buffers[1], call->stream);
+    return status;
 }

@@ -62,9 +62,11 @@ void fp8q_op_call_init(fp8q_op_call *call, fp8q_op_kind kind,
  * Runs `call`. On the CPU: cast is fp8q_cast (FP8Q_SCALE_DIVIDE) then, with
  * call->amax, fp8q_amax_all; amax is fp8q_amax; quantize fp8q_quantize;
  * dequantize fp8q_dequantize; norm_quantize fp8q_norm_quantize. On a GPU:
- * fp8q_cuda_cast, fp8q_cuda_amax, fp8q_cuda_quantize,
- * fp8q_cuda_dequantize, fp8q_cuda_norm_quantize. Returns what they return
- * (FP8Q_ERROR_INTERRUPTED when the CPU loops were stopped).
+ * fp8q_cuda_cast, fp8q_cuda_amax, fp8q_cuda_quantize (x any strides: a
+ * strided x is gathered into a C-contiguous temporary first),
+ * fp8q_cuda_dequantize (data and scale likewise), fp8q_cuda_norm_quantize.
+ * Returns what they return (FP8Q_ERROR_INTERRUPTED when the CPU loops were
+ * stopped).
  */
 fp8q_status fp8q_op_run(const fp8q_op_call *call, fp8q_error *error);
 

@@ -8,16 +8,17 @@
 #include "core/view_layout.h"
 #include "cuda/op_call.h"
 
-/* Adds one axis= entry to `reduce`, NumPy's normalisation and errors. */
-static int add_axis(PyObject *item, int ndim, int *reduce)
+/* Adds one axis= entry to `reduce`, NumPy's normalisation and errors;
+ * `what` is "an item" (of a tuple) or "an object" (axis= itself). */
+static int add_axis(PyObject *item, const char *what, int ndim, int *reduce)
 {
     Py_ssize_t axis;
 
     if (PyBool_Check(item) || !PyIndex_Check(item)) {
         PyErr_Format(PyExc_TypeError,
                      "amax: axis= must be None, an int or a tuple of ints, "
-                     "got an item of type %.200s",
-                     Py_TYPE(item)->tp_name);
+                     "got %s of type %.200s",
+                     what, Py_TYPE(item)->tp_name);
         return -1;
     }
     /* Out-of-range ints clip to PY_SSIZE_T_MIN / PY_SSIZE_T_MAX. */
@@ -32,9 +33,7 @@ static int add_axis(PyObject *item, int ndim, int *reduce)
                      item, ndim, ndim, ndim);
         return -1;
     }
-    if (axis < 0) {
-        axis += ndim;
-    }
+    axis += axis < 0 ? ndim : 0;
     if (reduce[axis]) {
         PyErr_Format(PyExc_ValueError,
                      "amax: duplicate value in axis=: axis %zd is given more "
@@ -59,17 +58,11 @@ static int parse_axes(PyObject *axis_object, int ndim, int *reduce)
         return 0;
     }
     if (!PyTuple_Check(axis_object)) {
-        if (PyBool_Check(axis_object) || !PyIndex_Check(axis_object)) {
-            PyErr_Format(PyExc_TypeError,
-                         "amax: axis= must be None, an int or a tuple of "
-                         "ints, got an object of type %.200s",
-                         Py_TYPE(axis_object)->tp_name);
-            return -1;
-        }
-        return add_axis(axis_object, ndim, reduce);
+        return add_axis(axis_object, "an object", ndim, reduce);
     }
     for (index = 0; index < PyTuple_GET_SIZE(axis_object); index++) {
-        if (add_axis(PyTuple_GET_ITEM(axis_object, index), ndim, reduce) < 0) {
+        if (add_axis(PyTuple_GET_ITEM(axis_object, index), "an item", ndim,
+                     reduce) < 0) {
             return -1;
         }
     }

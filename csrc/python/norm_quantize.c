@@ -70,24 +70,6 @@ static fp8q_TensorObject *argument(PyObject *object, const char *name,
                    name, x, output);
 }
 
-/* Fills `call` (its epsilon and layer_norm already set) from the checked
- * tensors (core/norm_quantize.h, fp8q_norm_quantize_describe). */
-static int describe(fp8q_norm_quantize_args *call, fp8q_TensorObject *x,
-                    fp8q_TensorObject *weight, fp8q_TensorObject *bias,
-                    fp8q_TensorObject *normed, fp8q_TensorObject *codes,
-                    fp8q_TensorObject *scale)
-{
-    fp8q_error error;
-    fp8q_status status;
-
-    fp8q_error_clear(&error);
-    status = fp8q_norm_quantize_describe(
-        &x->view, &weight->view, bias != NULL ? &bias->view : NULL,
-        &normed->view, &codes->view, &scale->view, call->epsilon,
-        call->layer_norm, call, &error);
-    return fp8q_py_raise_on_failure(status, &error);
-}
-
 /* epsilon and layer_norm from their argument objects; 0, or -1 with an
  * exception. */
 static int parse_options(PyObject *epsilon_object, PyObject *layer_norm_object,
@@ -197,6 +179,7 @@ static PyObject *norm_quantize(PyObject *module, PyObject *const *args,
     fp8q_cu_stream stream = NULL;
     fp8q_norm_quantize_args call;
     fp8q_op_call op;
+    fp8q_error error;
     const int given = n_args == 9;
     int i, failed;
 
@@ -227,9 +210,17 @@ static PyObject *norm_quantize(PyObject *module, PyObject *const *args,
     }
     fp8q_op_call_init(&op, FP8Q_OP_NORM_QUANTIZE, NULL, NULL, stream);
     op.norm = &call;
+    fp8q_error_clear(&error);
+    /* The argument block from the checked views (its epsilon and
+     * layer_norm already set), run on x's device. */
     failed = failed ||
-             describe(&call, tensors[0], tensors[1], tensors[2], tensors[3],
-                      tensors[4], tensors[5]) < 0 ||
+             fp8q_py_raise_on_failure(
+                 fp8q_norm_quantize_describe(
+                     &tensors[0]->view, &tensors[1]->view,
+                     tensors[2] != NULL ? &tensors[2]->view : NULL,
+                     &tensors[3]->view, &tensors[4]->view, &tensors[5]->view,
+                     call.epsilon, call.layer_norm, &call, &error),
+                 &error) < 0 ||
              fp8q_py_op_run(&op, tensors, 6) < 0;
     if (!failed) {
         result = given ? Py_NewRef(Py_None)

@@ -19,54 +19,47 @@
 static int parse_block_extent(PyObject *item, const char *function,
                               int64_t *extent)
 {
-    Py_ssize_t value;
+    /* Out-of-range ints clip to PY_SSIZE_T_MIN / PY_SSIZE_T_MAX. */
+    const int is_int = !PyBool_Check(item) && PyIndex_Check(item);
+    const Py_ssize_t value = is_int ? PyNumber_AsSsize_t(item, NULL) : 0;
 
-    if (PyBool_Check(item) || !PyIndex_Check(item)) {
+    if (!is_int) {
         PyErr_Format(PyExc_TypeError,
                      "%s: granularity= must be " GRANULARITY_HELP
                      ", got a pair holding an object of type %.200s",
                      function, Py_TYPE(item)->tp_name);
-        return -1;
     }
-    /* Out-of-range ints clip to PY_SSIZE_T_MIN / PY_SSIZE_T_MAX. */
-    value = PyNumber_AsSsize_t(item, NULL);
-    if (value == -1 && PyErr_Occurred()) {
-        return -1;
-    }
-    if (value < 1) {
+    else if (value < 1 && !PyErr_Occurred()) {
         PyErr_Format(PyExc_ValueError,
                      "%s: granularity= block extents must be positive ints, "
                      "got %R",
                      function, item);
-        return -1;
     }
     *extent = (int64_t)value;
-    return 0;
+    return value >= 1 ? 0 : -1;
 }
 
+/* granularity= : "tensor", "row", "col" (the kinds in their enum order) or
+ * a (block_rows, block_cols) pair. 0, or -1 with an exception. */
 static int parse_granularity(PyObject *object, const char *function,
                              fp8q_granularity *granularity)
 {
+    static const char *const names[3] = {"tensor", "row", "col"};
+    int kind;
+
     granularity->block_rows = 1;
     granularity->block_cols = 1;
     if (PyUnicode_Check(object)) {
-        if (PyUnicode_CompareWithASCIIString(object, "tensor") == 0) {
-            granularity->kind = FP8Q_GRANULARITY_TENSOR;
+        for (kind = 0; kind < 3; kind++) {
+            if (PyUnicode_CompareWithASCIIString(object, names[kind]) == 0) {
+                granularity->kind = (fp8q_granularity_kind)kind;
+                return 0;
+            }
         }
-        else if (PyUnicode_CompareWithASCIIString(object, "row") == 0) {
-            granularity->kind = FP8Q_GRANULARITY_ROW;
-        }
-        else if (PyUnicode_CompareWithASCIIString(object, "col") == 0) {
-            granularity->kind = FP8Q_GRANULARITY_COL;
-        }
-        else {
-            PyErr_Format(PyExc_ValueError,
-                         "%s: granularity= must be " GRANULARITY_HELP
-                         ", got %R",
-                         function, object);
-            return -1;
-        }
-        return 0;
+        PyErr_Format(PyExc_ValueError,
+                     "%s: granularity= must be " GRANULARITY_HELP ", got %R",
+                     function, object);
+        return -1;
     }
     if (!PyTuple_Check(object) && !PyList_Check(object)) {
         PyErr_Format(PyExc_TypeError,
@@ -83,13 +76,12 @@ static int parse_granularity(PyObject *object, const char *function,
         return -1;
     }
     granularity->kind = FP8Q_GRANULARITY_BLOCK;
-    if (parse_block_extent(PySequence_Fast_GET_ITEM(object, 0), function,
-                           &granularity->block_rows) < 0 ||
-        parse_block_extent(PySequence_Fast_GET_ITEM(object, 1), function,
-                           &granularity->block_cols) < 0) {
-        return -1;
-    }
-    return 0;
+    return parse_block_extent(PySequence_Fast_GET_ITEM(object, 0), function,
+                              &granularity->block_rows) < 0 ||
+                   parse_block_extent(PySequence_Fast_GET_ITEM(object, 1),
+                                      function, &granularity->block_cols) < 0
+               ? -1
+               : 0;
 }
 
 /* Raises ValueError for a given scale that does not broadcast to the scale
@@ -358,11 +350,7 @@ static PyObject *ops_quantize(PyObject *module, PyObject *args,
     if (scale == NULL) {
         goto fail;
     }
-    if (x->device_type == FP8Q_DEVICE_CUDA) {
-        Py_SETREF(x, fp8q_py_cuda_contiguous(x, stream));
-    }
-    if (x == NULL ||
-        fp8q_py_cuda_quantize(x, &options, data, scale, stream) < 0) {
+    if (fp8q_py_cuda_quantize(x, &options, data, scale, stream) < 0) {
         goto fail;
     }
     if (transpose) {
@@ -381,24 +369,6 @@ fail:
     Py_XDECREF(data);
     Py_XDECREF(scale);
     return NULL;
-}
-
-/* Replaces *tensor by a copy on `device` when it lives elsewhere. */
-static int move_to(fp8q_TensorObject **tensor, const fp8q_py_device *device,
-                   fp8q_cu_stream stream)
-{
-    fp8q_TensorObject *moved;
-
-    if ((*tensor)->device_type == device->type &&
-        (*tensor)->device_index == device->index) {
-        return 0;
-    }
-    moved = fp8q_tensor_copy_to(*tensor, device, stream);
-    if (moved == NULL) {
-        return -1;
-    }
-    Py_SETREF(*tensor, moved);
-    return 0;
 }
 
 PyDoc_STRVAR(
@@ -470,18 +440,18 @@ static PyObject *ops_dequantize(PyObject *module, PyObject *args,
         goto fail;
     }
     fp8q_error_clear(&error);
-    if (device.type == FP8Q_DEVICE_CUDA) {
-        if (fp8q_py_raise_on_failure(
-                fp8q_check_scale_shape(&granularity, &data->view,
-                                       &scale->view, &error),
-                &error) < 0 ||
-            move_to(&scale, &device, stream) < 0) {
-            goto fail;
-        }
-        Py_SETREF(data, fp8q_py_cuda_contiguous(data, stream));
-        Py_SETREF(scale, data == NULL
-                             ? NULL
-                             : fp8q_py_cuda_contiguous(scale, stream));
+    /* A scale on the host moves to a GPU data's device once its shape is
+     * checked (on the CPU fp8q_dequantize checks it). */
+    if (device.type == FP8Q_DEVICE_CUDA &&
+        fp8q_py_raise_on_failure(
+            fp8q_check_scale_shape(&granularity, &data->view, &scale->view,
+                                   &error),
+            &error) < 0) {
+        goto fail;
+    }
+    if (scale->device_type != device.type ||
+        scale->device_index != device.index) {
+        Py_SETREF(scale, fp8q_tensor_copy_to(scale, &device, stream));
     }
     if (scale == NULL || fp8q_py_cuda_dequantize(data, scale, &granularity,
                                                  result, stream) < 0) {
