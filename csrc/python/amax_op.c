@@ -92,24 +92,22 @@ static PyObject *ops_amax(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"x", "axis", "keepdims", "stream", NULL};
     PyObject *x_object;
-    PyObject *axis_object = Py_None;
-    PyObject *stream_object = Py_None;
+    PyObject *axis_object = Py_None, *stream_object = Py_None;
     fp8q_cu_stream stream;
-    int keepdims = 0;
-    int reduce[FP8Q_MAX_DIMS];
+    int keepdims = 0, reduce[FP8Q_MAX_DIMS];
     int64_t keep_shape[FP8Q_MAX_DIMS];
     fp8q_TensorObject *tensors[2] = {NULL, NULL}; /* x, the result */
     fp8q_op_call call;
     fp8q_view result_view;
     int axis;
 
-    (void)module;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Op$O:amax", keywords,
                                      &x_object, &axis_object, &keepdims,
                                      &stream_object) ||
         fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
         return NULL;
     }
+    (void)module;
     tensors[0] =
         fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
     if (tensors[0] == NULL ||

@@ -101,19 +101,13 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"x", "dtype", "scale", "saturate", "out",
                                "amax_out", "stream", NULL};
-    PyObject *x_object;
-    PyObject *dtype_object;
-    PyObject *scale_object = Py_None;
-    PyObject *out_object = Py_None;
-    PyObject *amax_object = Py_None;
+    PyObject *x_object, *dtype_object, *scale_object = Py_None;
+    PyObject *out_object = Py_None, *amax_object = Py_None;
     PyObject *stream_object = Py_None;
-    fp8q_TensorObject *amax_out = NULL;
+    fp8q_TensorObject *x = NULL, *scale = NULL, *out = NULL, *amax_out = NULL;
     int saturate = 1;
     fp8q_dtype dtype;
     fp8q_cu_stream stream;
-    fp8q_TensorObject *x = NULL;
-    fp8q_TensorObject *scale = NULL;
-    fp8q_TensorObject *out = NULL;
     fp8q_view scale_view;
     fp8q_error error;
     fp8q_status status;

@@ -168,6 +168,29 @@ static int make_outputs(fp8q_TensorObject **tensors, PyObject **outputs,
     return 0;
 }
 
+PyDoc_STRVAR(
+    norm_quantize_doc,
+    "norm_quantize(x, weight, bias, epsilon, layer_norm) or "
+    "norm_quantize(x, weight, bias, normed, codes, scale, epsilon, "
+    "layer_norm, stream)\n"
+    "--\n\n"
+    "The fused RMSNorm (layer_norm false) or LayerNorm (true) of x's rows "
+    "(x C-contiguous float32, float16 or bfloat16, last axis K) with "
+    "weight (K values, float32 / float16 / bfloat16) and bias (None or K "
+    "values of weight's dtype), followed by the per-token float8_e4m3fn "
+    "quantize of the result: writes normed (x's dtype and size), codes "
+    "(float8_e4m3fn, x's size) and scale (float32, one per row), exactly "
+    "as csrc/core/norm_quantize.h defines them; codes and scale are "
+    "fp8q.quantize(normed, granularity=\"row\") bit for bit, and a row "
+    "holding NaN or infinity gets a NaN scale. The 5-argument form makes "
+    "normed (x's shape), codes (x's shape) and scale (x.shape[:-1] + (1,)) "
+    "and returns (normed, codes, scale): torch tensors from torch's "
+    "allocator, run on torch's current stream, when x is a torch tensor "
+    "(DLPack's C exchange API), else fp8q Tensors on x's device (on the "
+    "stream of x's last use). The 9-argument form writes the given, "
+    "writable outputs (on a GPU on `stream`, as fp8q.cast's) and returns "
+    "None. Internal to fp8q.torch (torch.ops.fp8q.norm_quantize).");
+
 static PyObject *norm_quantize(PyObject *module, PyObject *const *args,
                                Py_ssize_t n_args)
 {
@@ -234,29 +257,6 @@ static PyObject *norm_quantize(PyObject *module, PyObject *const *args,
     }
     return result;
 }
-
-PyDoc_STRVAR(
-    norm_quantize_doc,
-    "norm_quantize(x, weight, bias, epsilon, layer_norm) or "
-    "norm_quantize(x, weight, bias, normed, codes, scale, epsilon, "
-    "layer_norm, stream)\n"
-    "--\n\n"
-    "The fused RMSNorm (layer_norm false) or LayerNorm (true) of x's rows "
-    "(x C-contiguous float32, float16 or bfloat16, last axis K) with "
-    "weight (K values, float32 / float16 / bfloat16) and bias (None or K "
-    "values of weight's dtype), followed by the per-token float8_e4m3fn "
-    "quantize of the result: writes normed (x's dtype and size), codes "
-    "(float8_e4m3fn, x's size) and scale (float32, one per row), exactly "
-    "as csrc/core/norm_quantize.h defines them; codes and scale are "
-    "fp8q.quantize(normed, granularity=\"row\") bit for bit, and a row "
-    "holding NaN or infinity gets a NaN scale. The 5-argument form makes "
-    "normed (x's shape), codes (x's shape) and scale (x.shape[:-1] + (1,)) "
-    "and returns (normed, codes, scale): torch tensors from torch's "
-    "allocator, run on torch's current stream, when x is a torch tensor "
-    "(DLPack's C exchange API), else fp8q Tensors on x's device (on the "
-    "stream of x's last use). The 9-argument form writes the given, "
-    "writable outputs (on a GPU on `stream`, as fp8q.cast's) and returns "
-    "None. Internal to fp8q.torch (torch.ops.fp8q.norm_quantize).");
 
 PyMethodDef fp8q_py_norm_quantize_functions[] = {
     {"norm_quantize", (PyCFunction)(void (*)(void))norm_quantize,

@@ -65,13 +65,10 @@ int fp8q_py_output_kind(PyObject *object, PyObject **given)
     return *given != NULL ? 0 : -1;
 }
 
-fp8q_TensorObject *fp8q_py_writable_output(PyObject *out_object,
-                                           const char *function,
-                                           const char *argument,
-                                           fp8q_dtype dtype,
-                                           const char *shape_source, int ndim,
-                                           const int64_t *shape,
-                                           const fp8q_py_device *device)
+fp8q_TensorObject *fp8q_py_writable_output(
+    PyObject *out_object, const char *function, const char *argument,
+    fp8q_dtype dtype, const char *shape_source, int ndim,
+    const int64_t *shape, const fp8q_py_device *device)
 {
     fp8q_TensorObject *out;
     fp8q_error error;

@@ -134,9 +134,7 @@ static fp8q_TensorObject *given_scale(PyObject *scale_object,
     const fp8q_py_device device = {x->device_type, x->device_index};
     fp8q_TensorObject *given = fp8q_tensor_from_object(
         scale_object, "scale", FP8Q_FLOAT32, FP8Q_COPY_IF_NEEDED);
-    fp8q_TensorObject *host = NULL;
-    fp8q_TensorObject *full = NULL;
-    fp8q_TensorObject *result = NULL;
+    fp8q_TensorObject *full = NULL, *result = NULL;
     fp8q_view view;
     fp8q_error error;
     fp8q_status status;
@@ -163,17 +161,17 @@ static fp8q_TensorObject *given_scale(PyObject *scale_object,
         result = fp8q_tensor_copy_to(given, &device, stream);
         goto done;
     }
-    host = given->device_type == FP8Q_DEVICE_CPU
-               ? (fp8q_TensorObject *)Py_NewRef(given)
-               : fp8q_tensor_copy_to(given, &cpu, stream);
-    full = host == NULL ? NULL
-                        : fp8q_tensor_new_empty(FP8Q_FLOAT32, scale_ndim,
-                                                scale_shape);
+    if (given->device_type != FP8Q_DEVICE_CPU) {
+        Py_SETREF(given, fp8q_tensor_copy_to(given, &cpu, stream));
+    }
+    full = given == NULL ? NULL
+                         : fp8q_tensor_new_empty(FP8Q_FLOAT32, scale_ndim,
+                                                 scale_shape);
     if (full == NULL) {
         goto done;
     }
     /* The broadcast view, over the host copy's memory. */
-    (void)fp8q_view_broadcast_to(&host->view, scale_ndim, scale_shape, &view,
+    (void)fp8q_view_broadcast_to(&given->view, scale_ndim, scale_shape, &view,
                                  "scale", &error);
     Py_BEGIN_ALLOW_THREADS
     status = fp8q_cast(&view, &full->view, NULL, FP8Q_SCALE_DIVIDE, 1,
@@ -182,14 +180,12 @@ static fp8q_TensorObject *given_scale(PyObject *scale_object,
         status = fp8q_check_scale_values(&full->view, "scale", &error);
     }
     Py_END_ALLOW_THREADS
-    if (fp8q_py_raise_on_failure(status, &error) == 0) {
-        result = device.type == FP8Q_DEVICE_CPU
-                     ? (fp8q_TensorObject *)Py_NewRef(full)
-                     : fp8q_tensor_copy_to(full, &device, stream);
-    }
+    result = fp8q_py_raise_on_failure(status, &error) < 0 ? NULL
+             : device.type == FP8Q_DEVICE_CPU
+                 ? (fp8q_TensorObject *)Py_NewRef(full)
+                 : fp8q_tensor_copy_to(full, &device, stream);
 done:
     Py_XDECREF(given);
-    Py_XDECREF(host);
     Py_XDECREF(full);
     return result;
 }
@@ -282,36 +278,44 @@ PyDoc_STRVAR(
     "the scale shape or broadcast to it; it is copied.\n"
     "dtype must be an FP8 format.");
 
+PyDoc_STRVAR(
+    dequantize_doc,
+    "_dequantize(data, scale, granularity, dtype='float32')\n"
+    "--\n"
+    "\n"
+    "The C half of fp8q.dequantize / QTensor.dequantize.\n"
+    "\n"
+    "result = float32(data) * scale (a correctly rounded float32 product,\n"
+    "each element using its group's scale), rounded once into dtype\n"
+    "(float32, float16 or bfloat16). data is an FP8 tensor; scale is\n"
+    "float32 of exactly the granularity's scale shape for data's shape (see\n"
+    "fp8q.quantize); granularity is 'tensor', 'row', 'col' or a\n"
+    "(block_rows, block_cols) pair.");
+
 static PyObject *ops_quantize(PyObject *module, PyObject *args,
                               PyObject *kwargs)
 {
     static char *keywords[] = {"x",          "dtype",  "granularity",
                                "scale",      "saturate", "power_of_2",
                                "transpose",  "stream", NULL};
-    PyObject *x_object;
-    PyObject *dtype_object = NULL;
-    PyObject *granularity_object = NULL;
-    PyObject *scale_object = Py_None;
-    PyObject *stream_object = Py_None;
+    PyObject *x_object, *dtype_object = NULL, *granularity_object = NULL;
+    PyObject *scale_object = Py_None, *stream_object = Py_None;
     fp8q_cu_stream stream;
-    fp8q_TensorObject *transposed = NULL;
     int transpose = 0;
     fp8q_quantize_options options;
     fp8q_dtype dtype = FP8Q_FLOAT8_E4M3FN;
     int scale_ndim;
     int64_t scale_shape[FP8Q_MAX_DIMS];
-    fp8q_TensorObject *x = NULL;
-    fp8q_TensorObject *data = NULL;
-    fp8q_TensorObject *scale = NULL;
+    fp8q_TensorObject *x = NULL, *data = NULL, *scale = NULL;
+    fp8q_TensorObject *transposed = NULL;
     fp8q_error error;
 
     (void)module;
-    options.granularity.kind = FP8Q_GRANULARITY_TENSOR;
+    /* granularity "tensor"; infinity_to_nan 0: the layer's option. */
+    memset(&options, 0, sizeof options);
     options.granularity.block_rows = 1;
     options.granularity.block_cols = 1;
     options.saturate = 1;
-    options.power_of_2 = 0;
-    options.infinity_to_nan = 0; /* the layer's option, not quantize's */
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOpppO:quantize",
                                      keywords, &x_object, &dtype_object,
                                      &granularity_object, &scale_object,
@@ -371,37 +375,18 @@ fail:
     return NULL;
 }
 
-PyDoc_STRVAR(
-    dequantize_doc,
-    "_dequantize(data, scale, granularity, dtype='float32')\n"
-    "--\n"
-    "\n"
-    "The C half of fp8q.dequantize / QTensor.dequantize.\n"
-    "\n"
-    "result = float32(data) * scale (a correctly rounded float32 product,\n"
-    "each element using its group's scale), rounded once into dtype\n"
-    "(float32, float16 or bfloat16). data is an FP8 tensor; scale is\n"
-    "float32 of exactly the granularity's scale shape for data's shape (see\n"
-    "fp8q.quantize); granularity is 'tensor', 'row', 'col' or a\n"
-    "(block_rows, block_cols) pair.");
-
 static PyObject *ops_dequantize(PyObject *module, PyObject *args,
                                 PyObject *kwargs)
 {
     static char *keywords[] = {"data",  "scale",  "granularity",
                                "dtype", "stream", NULL};
-    PyObject *data_object;
-    PyObject *scale_object;
-    PyObject *granularity_object;
-    PyObject *dtype_object = NULL;
-    PyObject *stream_object = Py_None;
+    PyObject *data_object, *scale_object, *granularity_object;
+    PyObject *dtype_object = NULL, *stream_object = Py_None;
     fp8q_cu_stream stream;
     fp8q_py_device device;
     fp8q_granularity granularity;
     fp8q_dtype dtype = FP8Q_FLOAT32;
-    fp8q_TensorObject *data = NULL;
-    fp8q_TensorObject *scale = NULL;
-    fp8q_TensorObject *result = NULL;
+    fp8q_TensorObject *data = NULL, *scale = NULL, *result = NULL;
     fp8q_error error;
 
     (void)module;
