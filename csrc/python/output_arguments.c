@@ -22,24 +22,6 @@ int fp8q_py_require_cpu(const fp8q_TensorObject *tensor, const char *function,
     return -1;
 }
 
-/* Raises ValueError "<function>: <argument>= must ... got <shape>". */
-static void raise_shape_mismatch(const char *function, const char *argument,
-                                 const char *expected_what, int expected_ndim,
-                                 const int64_t *expected_shape,
-                                 const fp8q_view *received)
-{
-    char expected_text[FP8Q_SHAPE_TEXT_SIZE];
-    char received_text[FP8Q_SHAPE_TEXT_SIZE];
-
-    fp8q_format_shape(expected_text, sizeof expected_text, expected_ndim,
-                      expected_shape);
-    fp8q_format_shape(received_text, sizeof received_text, received->ndim,
-                      received->shape);
-    PyErr_Format(PyExc_ValueError, "%s: %s= must have %s %s, got shape %s",
-                 function, argument, expected_what, expected_text,
-                 received_text);
-}
-
 int fp8q_py_output_kind(PyObject *object, PyObject **given)
 {
     fp8q_dtype dtype;
@@ -116,8 +98,14 @@ fp8q_TensorObject *fp8q_py_writable_output(
     }
     if (out->view.ndim != ndim ||
         memcmp(out->view.shape, shape, (size_t)ndim * sizeof(int64_t)) != 0) {
-        raise_shape_mismatch(function, argument, shape_source, ndim, shape,
-                             &out->view);
+        char expected_text[FP8Q_SHAPE_TEXT_SIZE];
+        char received_text[FP8Q_SHAPE_TEXT_SIZE];
+        fp8q_format_shape(expected_text, sizeof expected_text, ndim, shape);
+        fp8q_format_shape(received_text, sizeof received_text,
+                          out->view.ndim, out->view.shape);
+        PyErr_Format(PyExc_ValueError, "%s: %s= must have %s %s, got shape %s",
+                     function, argument, shape_source, expected_text,
+                     received_text);
         goto fail;
     }
     if (out->readonly) {
