@@ -1,4 +1,4 @@
-"""csrc/cuda/ops.h, weight_only_ops.h and calibration_ops.h tested from C on the fake CUDA driver: builds
+"""csrc/cuda/ops.h, op_call.h, weight_only_ops.h and calibration_ops.h tested from C on the fake CUDA driver: builds
 tests/c/cuda_ops/cuda_ops.c with csrc/platform.c, csrc/core and csrc/cuda
 (no Python, no binding) and runs it with FP8Q_CUDA_DRIVER naming the fake
 driver, which runs the kernels' launch contracts on the host. Each of its
@@ -19,7 +19,7 @@ CHECKS = ["cast-transposed", "cast-gathered", "cast-contiguous", "cast-strided-o
           "weight-only-cuda-cores-short-k",
           "weight-only-cuda-cores-short-scratch",
           "weight-only-declines", "calib-max", "calib-histogram",
-          "layer-activation-options"]
+          "layer-activation-options", "op-call-gathered"]
 
 # What csrc/cuda/driver.c reads of the generated build facts: a build with
 # kernels (the fake driver accepts any image).

@@ -476,6 +476,21 @@ fp8q_status fp8q_amax(const fp8q_view *source, const fp8q_view *destination,
     return reduce_amax(source, destination, 0, &n_nonfinite, error);
 }
 
+fp8q_status fp8q_amax_all(const fp8q_view *source, float *amax,
+                          fp8q_error *error)
+{
+    fp8q_view destination = *source;
+    int axis;
+
+    destination.dtype = FP8Q_FLOAT32;
+    destination.data = amax;
+    for (axis = 0; axis < source->ndim; axis++) {
+        destination.shape[axis] = 1;
+        destination.strides[axis] = 0;
+    }
+    return fp8q_amax(source, &destination, error);
+}
+
 fp8q_status fp8q_amax_finite(const fp8q_view *source,
                              const fp8q_view *destination,
                              int64_t *n_nonfinite, fp8q_error *error)

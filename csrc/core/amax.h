@@ -20,6 +20,12 @@
 fp8q_status fp8q_amax(const fp8q_view *source, const fp8q_view *destination,
                       fp8q_error *error);
 
+/* *amax = max |source| over all of source as fp8q_amax computes it (NaN
+ * when source holds a NaN, 0 when it is empty): amax points to one float32
+ * of host memory. */
+fp8q_status fp8q_amax_all(const fp8q_view *source, float *amax,
+                          fp8q_error *error);
+
 /*
  * fp8q_amax over the finite values only: NaN and +-infinity are skipped and
  * their number is written to *n_nonfinite (a group with no finite value gives

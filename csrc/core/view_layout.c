@@ -1,6 +1,7 @@
 /*
  * view_layout.c - reshape shapes, last-axis re-cuts, 2-D transposes and
- * Fortran contiguity of views (core/view_layout.h).
+ * Fortran contiguity of views, and unsafe overlap of two views
+ * (core/view_layout.h).
  */
 #include <stdint.h>
 
@@ -124,4 +125,54 @@ int fp8q_view_is_fortran_contiguous(const fp8q_view *view)
         expected *= view->shape[axis];
     }
     return 1;
+}
+
+int fp8q_view_overlaps_unsafely(const fp8q_view *first,
+                                const fp8q_view *second)
+{
+    int64_t first_low, first_high, second_low, second_high;
+    uintptr_t first_begin, first_end, second_begin, second_end;
+    int axis;
+
+    if (fp8q_view_size(first) == 0 || fp8q_view_size(second) == 0) {
+        return 0;
+    }
+    fp8q_view_byte_extent(first, &first_low, &first_high);
+    fp8q_view_byte_extent(second, &second_low, &second_high);
+    first_begin = (uintptr_t)((const char *)first->data + first_low);
+    first_end = (uintptr_t)((const char *)first->data + first_high);
+    second_begin = (uintptr_t)((const char *)second->data + second_low);
+    second_end = (uintptr_t)((const char *)second->data + second_high);
+    if (first_end <= second_begin || second_end <= first_begin) {
+        return 0;
+    }
+    if (first->data != second->data || first->ndim != second->ndim ||
+        fp8q_dtype_itemsize(first->dtype) !=
+            fp8q_dtype_itemsize(second->dtype)) {
+        return 1;
+    }
+    for (axis = 0; axis < first->ndim; axis++) {
+        if (first->shape[axis] != second->shape[axis] ||
+            (first->shape[axis] != 1 &&
+             first->strides[axis] != second->strides[axis])) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void fp8q_view_drop_axes(const fp8q_view *view, const int *drop,
+                         fp8q_view *out)
+{
+    int axis;
+
+    *out = *view;
+    out->ndim = 0;
+    for (axis = 0; axis < view->ndim; axis++) {
+        if (!drop[axis]) {
+            out->shape[out->ndim] = view->shape[axis];
+            out->strides[out->ndim] = view->strides[axis];
+            out->ndim++;
+        }
+    }
 }

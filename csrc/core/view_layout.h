@@ -2,7 +2,8 @@
  * view_layout.h - new layouts of an existing view, and layout predicates,
  * that the tensor type's methods need: the shape of a reshape (one extent
  * inferred), the re-cut of the last axis for a view with another itemsize,
- * the transpose of a 2-D view, Fortran contiguity.
+ * the transpose of a 2-D view, Fortran contiguity, whether an output may
+ * share memory with an input.
  */
 #ifndef FP8Q_CORE_VIEW_LAYOUT_H
 #define FP8Q_CORE_VIEW_LAYOUT_H
@@ -45,5 +46,19 @@ void fp8q_view_transpose_2d(const fp8q_view *view, fp8q_view *out);
  * fastest, no gaps; extents of 1 may have any stride; an empty view is
  * contiguous). */
 int fp8q_view_is_fortran_contiguous(const fp8q_view *view);
+
+/* *out is `view` without the axes with drop[axis] != 0 (the others'
+ * extents and strides kept, in order): a reduction's keepdims result seen
+ * without its reduced axes. */
+void fp8q_view_drop_axes(const fp8q_view *view, const int *drop,
+                         fp8q_view *out);
+
+/* Nonzero when the two views touch a common byte without being the very
+ * same elements (same address, ndim, itemsize, shape, and strides on every
+ * axis of extent > 1): such a pair cannot be an input and an output of one
+ * operation. An exact alias is a safe in-place operation, because every
+ * element is read before it is written; an empty view overlaps nothing. */
+int fp8q_view_overlaps_unsafely(const fp8q_view *first,
+                                const fp8q_view *second);
 
 #endif /* FP8Q_CORE_VIEW_LAYOUT_H */

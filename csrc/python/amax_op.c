@@ -1,22 +1,24 @@
 /*
  * amax_op.c - fp8q._C.amax: the largest magnitude over all of x or over
- * given axes (NumPy's axis= rules), computed by csrc/core on the CPU with
- * the GIL released or by the CUDA half (ops_cuda.c) on a GPU.
+ * given axes (NumPy's axis= rules), run on x's device (cuda/op_call.h
+ * through fp8q_py_op_run).
  */
 #include "python/binding.h"
 
-#include "core/amax.h"
+#include "core/view_layout.h"
+#include "cuda/op_call.h"
 
-/* Adds one axis= entry to `reduce`, NumPy's normalisation and errors. */
-static int add_axis(PyObject *item, int ndim, int *reduce)
+/* Adds one axis= entry to `reduce`, NumPy's normalisation and errors;
+ * `what` is "an item" (of a tuple) or "an object" (axis= itself). */
+static int add_axis(PyObject *item, const char *what, int ndim, int *reduce)
 {
     Py_ssize_t axis;
 
     if (PyBool_Check(item) || !PyIndex_Check(item)) {
         PyErr_Format(PyExc_TypeError,
                      "amax: axis= must be None, an int or a tuple of ints, "
-                     "got an item of type %.200s",
-                     Py_TYPE(item)->tp_name);
+                     "got %s of type %.200s",
+                     what, Py_TYPE(item)->tp_name);
         return -1;
     }
     /* Out-of-range ints clip to PY_SSIZE_T_MIN / PY_SSIZE_T_MAX. */
@@ -31,9 +33,7 @@ static int add_axis(PyObject *item, int ndim, int *reduce)
                      item, ndim, ndim, ndim);
         return -1;
     }
-    if (axis < 0) {
-        axis += ndim;
-    }
+    axis += axis < 0 ? ndim : 0;
     if (reduce[axis]) {
         PyErr_Format(PyExc_ValueError,
                      "amax: duplicate value in axis=: axis %zd is given more "
@@ -58,17 +58,11 @@ static int parse_axes(PyObject *axis_object, int ndim, int *reduce)
         return 0;
     }
     if (!PyTuple_Check(axis_object)) {
-        if (PyBool_Check(axis_object) || !PyIndex_Check(axis_object)) {
-            PyErr_Format(PyExc_TypeError,
-                         "amax: axis= must be None, an int or a tuple of "
-                         "ints, got an object of type %.200s",
-                         Py_TYPE(axis_object)->tp_name);
-            return -1;
-        }
-        return add_axis(axis_object, ndim, reduce);
+        return add_axis(axis_object, "an object", ndim, reduce);
     }
     for (index = 0; index < PyTuple_GET_SIZE(axis_object); index++) {
-        if (add_axis(PyTuple_GET_ITEM(axis_object, index), ndim, reduce) < 0) {
+        if (add_axis(PyTuple_GET_ITEM(axis_object, index), "an item", ndim,
+                     reduce) < 0) {
             return -1;
         }
     }
@@ -98,79 +92,51 @@ static PyObject *ops_amax(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"x", "axis", "keepdims", "stream", NULL};
     PyObject *x_object;
-    PyObject *axis_object = Py_None;
-    PyObject *stream_object = Py_None;
+    PyObject *axis_object = Py_None, *stream_object = Py_None;
     fp8q_cu_stream stream;
-    fp8q_py_device device;
-    int keepdims = 0;
-    int reduce[FP8Q_MAX_DIMS];
+    int keepdims = 0, reduce[FP8Q_MAX_DIMS];
     int64_t keep_shape[FP8Q_MAX_DIMS];
-    fp8q_TensorObject *x = NULL;
-    fp8q_TensorObject *destination = NULL;
-    fp8q_TensorObject *result;
+    fp8q_TensorObject *tensors[2] = {NULL, NULL}; /* x, the result */
+    fp8q_op_call call;
     fp8q_view result_view;
-    fp8q_error error;
-    fp8q_status status;
     int axis;
 
-    (void)module;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Op$O:amax", keywords,
                                      &x_object, &axis_object, &keepdims,
                                      &stream_object) ||
         fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
         return NULL;
     }
-    x = fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
-    if (x == NULL || parse_axes(axis_object, x->view.ndim, reduce) < 0) {
-        goto fail;
+    (void)module;
+    tensors[0] =
+        fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
+    if (tensors[0] == NULL ||
+        parse_axes(axis_object, tensors[0]->view.ndim, reduce) < 0) {
+        goto done;
     }
-    for (axis = 0; axis < x->view.ndim; axis++) {
-        keep_shape[axis] = reduce[axis] ? 1 : x->view.shape[axis];
+    for (axis = 0; axis < tensors[0]->view.ndim; axis++) {
+        keep_shape[axis] = reduce[axis] ? 1 : tensors[0]->view.shape[axis];
     }
-    device.type = x->device_type;
-    device.index = x->device_index;
-    destination = fp8q_tensor_new_empty_on(FP8Q_FLOAT32, x->view.ndim,
-                                           keep_shape, &device, stream);
-    if (destination == NULL) {
-        goto fail;
+    tensors[1] = fp8q_py_new_like(tensors[0], FP8Q_FLOAT32,
+                                  tensors[0]->view.ndim, keep_shape, stream);
+    if (tensors[1] == NULL) {
+        goto done;
     }
-    if (device.type == FP8Q_DEVICE_CUDA) {
-        if (fp8q_py_cuda_amax(x, reduce, destination, stream) < 0) {
-            goto fail;
-        }
+    fp8q_op_call_init(&call, FP8Q_OP_AMAX, &tensors[0]->view,
+                      &tensors[1]->view, stream);
+    call.reduce = reduce;
+    if (fp8q_py_op_run(&call, tensors, 2) < 0) {
+        Py_CLEAR(tensors[1]);
     }
-    else {
-        fp8q_error_clear(&error);
-        FP8Q_PY_BEGIN_INTERRUPTIBLE
-        status = fp8q_amax(&x->view, &destination->view, &error);
-        FP8Q_PY_END_INTERRUPTIBLE(status)
-        if (fp8q_py_raise_on_failure(status, &error) < 0) {
-            goto fail;
-        }
+    else if (!keepdims) {
+        /* The same memory without the reduced axes. */
+        fp8q_view_drop_axes(&tensors[1]->view, reduce, &result_view);
+        Py_SETREF(tensors[1], fp8q_tensor_new_view(
+                                  &result_view, (PyObject *)tensors[1], 0));
     }
-    Py_DECREF(x);
-    if (keepdims) {
-        return (PyObject *)destination;
-    }
-    /* The same memory without the reduced axes. */
-    result_view = destination->view;
-    result_view.ndim = 0;
-    for (axis = 0; axis < destination->view.ndim; axis++) {
-        if (!reduce[axis]) {
-            result_view.shape[result_view.ndim] = destination->view.shape[axis];
-            result_view.strides[result_view.ndim] =
-                destination->view.strides[axis];
-            result_view.ndim++;
-        }
-    }
-    result = fp8q_tensor_new_view(&result_view, (PyObject *)destination, 0);
-    Py_DECREF(destination);
-    return (PyObject *)result;
-
-fail:
-    Py_XDECREF(x);
-    Py_XDECREF(destination);
-    return NULL;
+done:
+    Py_XDECREF(tensors[0]);
+    return (PyObject *)tensors[1];
 }
 
 /* The methods this file adds to fp8q._C. */

@@ -399,40 +399,64 @@ fp8q_TensorObject *fp8q_py_writable_output(PyObject *out_object,
                                            const int64_t *shape,
                                            const fp8q_py_device *device);
 
+/* A new C-contiguous tensor of (dtype, ndim, shape) with uninitialised
+ * memory on x's device, allocated ordered on `stream` on a GPU. */
+fp8q_TensorObject *fp8q_py_new_like(const fp8q_TensorObject *x,
+                                    fp8q_dtype dtype, int ndim,
+                                    const int64_t *shape,
+                                    fp8q_cu_stream stream);
+
+/* The out= of an operation on x: with out_object Py_None a new tensor of
+ * x's shape and `dtype` (fp8q_py_new_like), else out_object checked by
+ * fp8q_py_writable_output (argument "out", x's shape and device). */
+fp8q_TensorObject *fp8q_py_op_output(PyObject *out_object,
+                                     const char *function, fp8q_dtype dtype,
+                                     const fp8q_TensorObject *x,
+                                     fp8q_cu_stream stream);
+
+/* What an operation with out= returns: NULL when out is NULL; `out` (the
+ * reference handed over) when out_object is Py_None; else, like NumPy's
+ * out=, a new reference to out_object itself (out released). */
+PyObject *fp8q_py_op_result(fp8q_TensorObject *out, PyObject *out_object);
+
 /* ------------------------------------------------------------------------- */
-/* ops_cuda.c (the CUDA half of cast/amax/quantize_op.c; arguments checked) */
+/* ops_cuda.c (an operation's checked call run on its tensors' device)     */
 
-/* out = cast(x / scale) on x's device, on `stream`: x a CUDA tensor (any
- * strides: gathered first), out a C-contiguous one of x's shape, scale
- * NULL or a float32 tensor broadcastable
- * to x (on any device; moved over when on the host), amax_out NULL or a
- * one-element float32 CUDA tensor receiving x's amax from the same pass.
- * 0, or -1 with an exception. */
-int fp8q_py_cuda_cast(fp8q_TensorObject *x, fp8q_TensorObject *scale,
-                      fp8q_TensorObject *out, fp8q_TensorObject *amax_out,
-                      int saturate, fp8q_cu_stream stream);
+struct fp8q_op_call;
 
-/* amax of the CUDA tensor `input` over the axes with reduce[axis] != 0
- * (any of them: the data is gathered with those axes last when they are
- * not already) into `destination`, float32 on x's device with x's shape
- * and extent 1 on reduced axes. 0, or -1 with an exception. */
-int fp8q_py_cuda_amax(fp8q_TensorObject *input, const int *reduce,
-                      fp8q_TensorObject *destination, fp8q_cu_stream stream);
+/* Runs `call` (cuda/op_call.h, its fields but device and stream set) on
+ * the device of tensors[0]: records a use on call->stream of each non-NULL
+ * tensors[0..count) (the operation's operands), sets call->device, runs
+ * fp8q_op_run with the GIL released (interruptible on the CPU). 0, or -1
+ * with an exception. */
+int fp8q_py_op_run(struct fp8q_op_call *call,
+                   fp8q_TensorObject *const *tensors, int count);
 
-/* quantize on x's GPU: with options->compute_scale, each group's amax
- * into `scale` and scales from it there; then data = cast(x / scale). x
- * C-contiguous; data (FP8, x's shape) and scale (float32, the granularity's
- * scale shape, holding the given scale unless computed) new C-contiguous
- * tensors on x's device. A NaN or infinite amax gives a NaN or infinite
- * scale (the GPU cannot raise). 0, or -1 with an exception. */
+/* out = cast(x / scale) on x's device (on a GPU on `stream`): out of x's
+ * shape (C-contiguous on a GPU); scale NULL or a float32 tensor that
+ * `scale_view` broadcasts to x's shape (on a GPU read through scale itself,
+ * moved over when on the host or strided); amax_out NULL or one float32 on
+ * x's device receiving x's amax. 0, or -1 with an exception. */
+int fp8q_py_cast_run(fp8q_TensorObject *x, fp8q_TensorObject *scale,
+                     const fp8q_view *scale_view, fp8q_TensorObject *out,
+                     fp8q_TensorObject *amax_out, int saturate,
+                     fp8q_cu_stream stream);
+
+/* quantize on x's device (fp8q_quantize, or on a GPU fp8q_cuda_quantize on
+ * `stream`: x C-contiguous there): with options->compute_scale, each
+ * group's amax into `scale` and scales from it; then data = cast(x /
+ * scale). data (FP8, x's shape) and scale (float32, the granularity's scale
+ * shape, holding the given scale unless computed) new C-contiguous tensors
+ * on x's device. On a GPU a NaN or infinite amax gives a NaN or infinite
+ * scale (it cannot raise). 0, or -1 with an exception. */
 int fp8q_py_cuda_quantize(fp8q_TensorObject *x,
                           const fp8q_quantize_options *options,
                           fp8q_TensorObject *data, fp8q_TensorObject *scale,
                           fp8q_cu_stream stream);
 
-/* result = data * scale on data's GPU; data and scale (the granularity's
- * scale shape, checked by the caller) C-contiguous CUDA tensors of one
- * device. 0, or -1 with an exception. */
+/* result = data * scale on data's device (on a GPU on `stream`, data and
+ * scale C-contiguous there); scale of the granularity's scale shape. 0, or
+ * -1 with an exception. */
 int fp8q_py_cuda_dequantize(fp8q_TensorObject *data, fp8q_TensorObject *scale,
                             const fp8q_granularity *granularity,
                             fp8q_TensorObject *result, fp8q_cu_stream stream);

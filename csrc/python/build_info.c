@@ -3,8 +3,6 @@
  * kernel architectures, driver versions the kernels need, NumPy headers),
  * the facts `python -m fp8q info` prints.
  */
-#include <string.h>
-
 #include "python/binding.h"
 
 #include "cuda/kernel_image.h"
@@ -29,24 +27,21 @@ PyDoc_STRVAR(build_info_doc,
              "fatbin of the PTX, the compute_ target, beside it, read only for a\n"
              "GPU none of the real code fits); both None without kernels).");
 
-/* FP8Q_KERNEL_ARCHS ("sm_75,...,compute_120") as a list of str. */
+/* FP8Q_KERNEL_ARCHS ("sm_75,...,compute_120") as a list of str (empty
+ * for ""). */
 static PyObject *kernel_archs_list(void)
 {
-    const char *archs = FP8Q_KERNEL_ARCHS;
-    PyObject *list = PyList_New(0);
+    PyObject *archs, *comma, *list;
 
-    while (list != NULL && *archs != '\0') {
-        const char *comma = strchr(archs, ',');
-        const size_t length = comma != NULL ? (size_t)(comma - archs) : strlen(archs);
-        PyObject *name = PyUnicode_FromStringAndSize(archs, (Py_ssize_t)length);
-        if (name == NULL || PyList_Append(list, name) < 0) {
-            Py_XDECREF(name);
-            Py_CLEAR(list);
-            break;
-        }
-        Py_DECREF(name);
-        archs += length + (comma != NULL ? 1 : 0);
+    if (FP8Q_KERNEL_ARCHS[0] == '\0') {
+        return PyList_New(0);
     }
+    archs = PyUnicode_FromString(FP8Q_KERNEL_ARCHS);
+    comma = PyUnicode_FromString(",");
+    list = archs == NULL || comma == NULL ? NULL
+                                          : PyUnicode_Split(archs, comma, -1);
+    Py_XDECREF(archs);
+    Py_XDECREF(comma);
     return list;
 }
 

@@ -1,78 +1,18 @@
 /*
  * cast_op.c - fp8q._C.cast: parses its arguments, turns them into views,
  * checks dtypes, shapes and devices, allocates the result (and the optional
- * amax output) and calls csrc/core's cast on the CPU (GIL released) or the
- * CUDA half (ops_cuda.c) on a GPU. No math here.
+ * amax output) and runs the cast on x's device (fp8q_py_cast_run). No math
+ * here.
  */
 #include "python/binding.h"
 
-#include "core/amax.h"
 #include "core/cast.h"
+#include "core/view_layout.h"
 
-/* Nonzero when two views touch a common byte without being the very same
- * elements (same address, itemsize and strides): such a pair cannot be an
- * input and an output of one operation. An exact alias is a safe in-place
- * operation, because every element is read before it is written. */
-static int views_overlap_unsafely(const fp8q_view *first,
-                                  const fp8q_view *second)
-{
-    int64_t first_low, first_high, second_low, second_high;
-    uintptr_t first_begin, first_end, second_begin, second_end;
-    int axis;
-
-    if (fp8q_view_size(first) == 0 || fp8q_view_size(second) == 0) {
-        return 0;
-    }
-    fp8q_view_byte_extent(first, &first_low, &first_high);
-    fp8q_view_byte_extent(second, &second_low, &second_high);
-    first_begin = (uintptr_t)((const char *)first->data + first_low);
-    first_end = (uintptr_t)((const char *)first->data + first_high);
-    second_begin = (uintptr_t)((const char *)second->data + second_low);
-    second_end = (uintptr_t)((const char *)second->data + second_high);
-    if (first_end <= second_begin || second_end <= first_begin) {
-        return 0;
-    }
-    if (first->data != second->data || first->ndim != second->ndim ||
-        fp8q_dtype_itemsize(first->dtype) !=
-            fp8q_dtype_itemsize(second->dtype)) {
-        return 1;
-    }
-    for (axis = 0; axis < first->ndim; axis++) {
-        if (first->shape[axis] != second->shape[axis]) {
-            return 1;
-        }
-        if (first->shape[axis] != 1 &&
-            first->strides[axis] != second->strides[axis]) {
-            return 1;
-        }
-    }
-    return 0;
-}
-/* out= of cast: a writable output of x's shape that does not partly overlap
- * x. */
-static fp8q_TensorObject *check_cast_out(PyObject *out_object,
-                                         const fp8q_TensorObject *x,
-                                         fp8q_dtype dtype)
-{
-    const fp8q_py_device device = {x->device_type, x->device_index};
-    fp8q_TensorObject *out = fp8q_py_writable_output(
-        out_object, "cast", "out", dtype, "x's shape", x->view.ndim,
-        x->view.shape, &device);
-
-    if (out != NULL && views_overlap_unsafely(&x->view, &out->view)) {
-        PyErr_SetString(PyExc_ValueError,
-                        "cast: out= must not overlap x in memory (except as "
-                        "the very same elements of the same itemsize), got "
-                        "a partially overlapping tensor");
-        Py_CLEAR(out);
-    }
-    return out;
-}
-
-/* amax_out= of cast: a writable float32 tensor of one element on
- * `device`. */
+/* amax_out= of cast: a writable float32 tensor of one element on x's
+ * device. */
 static fp8q_TensorObject *amax_output(PyObject *object,
-                                      const fp8q_py_device *device)
+                                      const fp8q_TensorObject *x)
 {
     fp8q_TensorObject *amax = fp8q_tensor_from_object(object, "amax_out", -1,
                                                       FP8Q_COPY_NEVER);
@@ -81,10 +21,11 @@ static fp8q_TensorObject *amax_output(PyObject *object,
     if (amax == NULL) {
         return NULL;
     }
-    fp8q_py_format_device(device->type, device->index, where, sizeof where);
+    fp8q_py_format_device(x->device_type, x->device_index, where,
+                          sizeof where);
     if (amax->view.dtype != FP8Q_FLOAT32 || fp8q_view_size(&amax->view) != 1 ||
-        amax->readonly || amax->device_type != device->type ||
-        amax->device_index != device->index) {
+        amax->readonly || amax->device_type != x->device_type ||
+        amax->device_index != x->device_index) {
         PyErr_Format(PyExc_ValueError,
                      "cast: amax_out= must be a writable float32 tensor of "
                      "one element on %s (x's device), got %s",
@@ -98,24 +39,6 @@ static fp8q_TensorObject *amax_output(PyObject *object,
         return NULL;
     }
     return amax;
-}
-
-/* The amax of every element of `x` into the one element of `amax`. */
-static fp8q_status amax_of_everything(const fp8q_view *x,
-                                      const fp8q_TensorObject *amax,
-                                      fp8q_error *error)
-{
-    fp8q_view destination;
-    int axis;
-
-    destination = *x;
-    destination.dtype = FP8Q_FLOAT32;
-    destination.data = amax->view.data;
-    for (axis = 0; axis < x->ndim; axis++) {
-        destination.shape[axis] = 1;
-        destination.strides[axis] = 0;
-    }
-    return fp8q_amax(x, &destination, error);
 }
 
 PyDoc_STRVAR(
@@ -178,20 +101,13 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"x", "dtype", "scale", "saturate", "out",
                                "amax_out", "stream", NULL};
-    PyObject *x_object;
-    PyObject *dtype_object;
-    PyObject *scale_object = Py_None;
-    PyObject *out_object = Py_None;
-    PyObject *amax_object = Py_None;
+    PyObject *x_object, *dtype_object, *scale_object = Py_None;
+    PyObject *out_object = Py_None, *amax_object = Py_None;
     PyObject *stream_object = Py_None;
-    fp8q_TensorObject *amax_out = NULL;
+    fp8q_TensorObject *x = NULL, *scale = NULL, *out = NULL, *amax_out = NULL;
     int saturate = 1;
     fp8q_dtype dtype;
     fp8q_cu_stream stream;
-    fp8q_py_device device;
-    fp8q_TensorObject *x = NULL;
-    fp8q_TensorObject *scale = NULL;
-    fp8q_TensorObject *out = NULL;
     fp8q_view scale_view;
     fp8q_error error;
     fp8q_status status;
@@ -200,10 +116,8 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OpOOO:cast", keywords,
                                      &x_object, &dtype_object, &scale_object,
                                      &saturate, &out_object, &amax_object,
-                                     &stream_object)) {
-        return NULL;
-    }
-    if (fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0 ||
+                                     &stream_object) ||
+        fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0 ||
         fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
         return NULL;
     }
@@ -218,94 +132,61 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     x = fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
     if (x == NULL) {
-        goto fail;
+        goto done;
     }
-    device.type = x->device_type;
-    device.index = x->device_index;
     fp8q_error_clear(&error);
     if (scale_object != Py_None) {
         scale = fp8q_tensor_from_object(scale_object, "scale", FP8Q_FLOAT32,
                                         FP8Q_COPY_IF_NEEDED);
         if (scale == NULL ||
-            (device.type == FP8Q_DEVICE_CPU &&
+            (x->device_type == FP8Q_DEVICE_CPU &&
              fp8q_py_require_cpu(scale, "cast", "scale") < 0)) {
-            goto fail;
+            goto done;
         }
-        if (fp8q_view_broadcast_to(&scale->view, x->view.ndim, x->view.shape,
-                                   &scale_view, "scale", &error) != FP8Q_OK) {
-            fp8q_py_raise(&error);
-            goto fail;
-        }
+        status = fp8q_view_broadcast_to(&scale->view, x->view.ndim,
+                                        x->view.shape, &scale_view, "scale",
+                                        &error);
         /* Scales on the host are checked here; a CUDA scale is not read
          * back (docs/architecture.md, "Devices and streams"). */
-        if (scale->device_type == FP8Q_DEVICE_CPU) {
+        if (status == FP8Q_OK && scale->device_type == FP8Q_DEVICE_CPU) {
             Py_BEGIN_ALLOW_THREADS
             status = fp8q_check_scale_values(&scale->view, "scale", &error);
             Py_END_ALLOW_THREADS
-            if (fp8q_py_raise_on_failure(status, &error) < 0) {
-                goto fail;
-            }
         }
-    }
-    if (out_object != Py_None) {
-        out = check_cast_out(out_object, x, dtype);
-        if (out == NULL) {
-            goto fail;
-        }
-        if (scale != NULL && views_overlap_unsafely(&scale_view, &out->view)) {
-            PyErr_SetString(PyExc_ValueError,
-                            "cast: out= must not overlap scale= in memory");
-            goto fail;
-        }
-    }
-    else {
-        out = fp8q_tensor_new_empty_on(dtype, x->view.ndim, x->view.shape,
-                                       &device, stream);
-        if (out == NULL) {
-            goto fail;
-        }
-    }
-    if (amax_object != Py_None) {
-        amax_out = amax_output(amax_object, &device);
-        if (amax_out == NULL) {
-            goto fail;
-        }
-    }
-    if (device.type == FP8Q_DEVICE_CUDA) {
-        if (fp8q_py_cuda_cast(x, scale, out, amax_out, saturate, stream) < 0) {
-            goto fail;
-        }
-    }
-    else {
-        FP8Q_PY_BEGIN_INTERRUPTIBLE
-        status = fp8q_cast(&x->view, &out->view,
-                           scale != NULL ? &scale_view : NULL,
-                           FP8Q_SCALE_DIVIDE, saturate, &error);
-        if (status == FP8Q_OK && amax_out != NULL) {
-            status = amax_of_everything(&x->view, amax_out, &error);
-        }
-        FP8Q_PY_END_INTERRUPTIBLE(status)
         if (fp8q_py_raise_on_failure(status, &error) < 0) {
-            goto fail;
+            goto done;
         }
     }
-    Py_DECREF(x);
-    Py_XDECREF(scale);
-    Py_XDECREF(amax_out);
-    if (out_object != Py_None) {
-        /* Like NumPy's out=: the very object the caller passed. */
-        Py_DECREF(out);
-        Py_INCREF(out_object);
-        return out_object;
+    out = fp8q_py_op_output(out_object, "cast", dtype, x, stream);
+    if (out != NULL && out_object != Py_None) {
+        const char *overlap =
+            fp8q_view_overlaps_unsafely(&x->view, &out->view)
+                ? "cast: out= must not overlap x in memory (except as the "
+                  "very same elements of the same itemsize), got a "
+                  "partially overlapping tensor"
+            : scale != NULL &&
+                    fp8q_view_overlaps_unsafely(&scale_view, &out->view)
+                ? "cast: out= must not overlap scale= in memory"
+                : NULL;
+        if (overlap != NULL) {
+            PyErr_SetString(PyExc_ValueError, overlap);
+            Py_CLEAR(out);
+        }
     }
-    return (PyObject *)out;
-
-fail:
+    if (out == NULL) {
+        goto done;
+    }
+    amax_out = amax_object != Py_None ? amax_output(amax_object, x) : NULL;
+    if ((amax_object != Py_None && amax_out == NULL) ||
+        fp8q_py_cast_run(x, scale, scale != NULL ? &scale_view : NULL, out,
+                         amax_out, saturate, stream) < 0) {
+        Py_CLEAR(out);
+    }
+done:
     Py_XDECREF(x);
     Py_XDECREF(scale);
-    Py_XDECREF(out);
     Py_XDECREF(amax_out);
-    return NULL;
+    return fp8q_py_op_result(out, out_object);
 }
 
 /* The methods this file adds to fp8q._C. */

@@ -163,20 +163,25 @@ static PyObject *scale_modes_seen(void)
     return seen;
 }
 
-/* The places the search tried before its outcome, a list of "place
- * (reason)" strings (fp8q_cublaslt.search). */
-static PyObject *search_lines(const fp8q_cublaslt *library)
+/* The lines of the UTF-8 `text` as a list of str (undecodable bytes
+ * replaced); NULL with an exception. */
+static PyObject *lines_of(const char *text)
 {
-    PyObject *text = PyUnicode_DecodeUTF8(
-        library->search, (Py_ssize_t)strlen(library->search), "replace");
-    PyObject *lines;
+    PyObject *decoded =
+        PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
+    PyObject *lines =
+        decoded == NULL ? NULL : PyUnicode_Splitlines(decoded, 0);
 
-    if (text == NULL) {
-        return NULL;
-    }
-    lines = PyUnicode_Splitlines(text, 0);
-    Py_DECREF(text);
+    Py_XDECREF(decoded);
     return lines;
+}
+
+/* cuBLASLt's version as "MAJOR.MINOR.PATCH". */
+static PyObject *version_text(const fp8q_cublaslt *library)
+{
+    return PyUnicode_FromFormat("%d.%d.%d", (int)(library->version / 10000),
+                                (int)(library->version / 100 % 100),
+                                (int)(library->version % 100));
 }
 
 static PyObject *cublaslt_info(PyObject *module, PyObject *unused)
@@ -194,15 +199,12 @@ static PyObject *cublaslt_info(PyObject *module, PyObject *unused)
         return Py_BuildValue("{s:O,s:O,s:O,s:s,s:N}", "found", Py_False,
                              "version", Py_None, "path", Py_None, "error",
                              library->error.message, "search",
-                             search_lines(library));
+                             lines_of(library->search));
     }
     return Py_BuildValue(
         "{s:O,s:N,s:s,s:O,s:N,s:N,s:L}", "found", Py_True, "version",
-        PyUnicode_FromFormat("%d.%d.%d", (int)(library->version / 10000),
-                             (int)(library->version / 100 % 100),
-                             (int)(library->version % 100)),
-        "path", library->path, "error", Py_None, "search",
-        search_lines(library), "scale_modes", scale_modes_seen(),
+        version_text(library), "path", library->path, "error", Py_None,
+        "search", lines_of(library->search), "scale_modes", scale_modes_seen(),
         "candidates_timed", (long long)fp8q_matmul_candidates_timed());
 }
 
@@ -234,7 +236,6 @@ static PyObject *gemm_tuning_export(PyObject *module, PyObject *device)
     char driver_version[32];
     fp8q_error error;
     fp8q_status status;
-    PyObject *text;
     PyObject *lines;
     char *buffer;
     size_t length;
@@ -258,14 +259,8 @@ static PyObject *gemm_tuning_export(PyObject *module, PyObject *device)
         return PyErr_NoMemory();
     }
     (void)fp8q_matmul_choices_format(index, buffer, length + 1);
-    text = PyUnicode_DecodeASCII(buffer, (Py_ssize_t)strlen(buffer),
-                                 "strict");
+    lines = lines_of(buffer);
     PyMem_Free(buffer);
-    if (text == NULL) {
-        return NULL;
-    }
-    lines = PyUnicode_Splitlines(text, 0);
-    Py_DECREF(text);
     if (lines == NULL) {
         return NULL;
     }
@@ -275,10 +270,7 @@ static PyObject *gemm_tuning_export(PyObject *module, PyObject *device)
         PyUnicode_FromFormat("%d.%d", properties.compute_capability_major,
                              properties.compute_capability_minor),
         "driver", driver_version, "cublaslt",
-        PyUnicode_FromFormat("%d.%d.%d", (int)(library->version / 10000),
-                             (int)(library->version / 100 % 100),
-                             (int)(library->version % 100)),
-        "choices", lines);
+        version_text(library), "choices", lines);
 }
 
 static PyObject *gemm_tuning_import(PyObject *module, PyObject *args)

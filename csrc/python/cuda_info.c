@@ -6,8 +6,8 @@
  * Touches CUDA only when called.
  */
 #include <limits.h>
-#include <stdio.h>
 
+#include "cuda/device_report.h"
 #include "cuda/driver.h"
 #include "cuda/layer_path.h"
 #include "cuda/switches.h"
@@ -50,50 +50,34 @@ static PyObject *switches_dict(void)
 static PyObject *device_dict(int index, const fp8q_error *backend,
                              PyObject **kernels_error)
 {
-    fp8q_cuda_device_properties properties;
-    const fp8q_cuda_device *device = NULL;
-    fp8q_error error;
-    fp8q_status status;
-    char capability[32];
+    fp8q_cuda_device_report report;
+    int kernels;
 
-    *kernels_error = NULL;
-    fp8q_error_clear(&error);
     Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_device_properties_get(index, &properties, &error);
+    fp8q_cuda_device_report_get(index, backend, &report);
     Py_END_ALLOW_THREADS
-    if (status != FP8Q_OK) {
+    *kernels_error = NULL;
+    kernels = report.kernels.status == FP8Q_OK;
+    if (report.error.status != FP8Q_OK) {
         return Py_BuildValue("{s:i,s:s}", "index", index, "error",
-                             error.message);
+                             report.error.message);
     }
-    if (backend->status == FP8Q_OK) {
-        Py_BEGIN_ALLOW_THREADS
-        status = fp8q_cuda_device_open(index, &device, &error);
-        Py_END_ALLOW_THREADS
+    if (!kernels &&
+        (*kernels_error = PyUnicode_FromString(report.kernels.message)) ==
+            NULL) {
+        return NULL;
     }
-    else {
-        error = *backend;
-        status = error.status;
-    }
-    if (status != FP8Q_OK) {
-        *kernels_error = PyUnicode_FromString(error.message);
-        if (*kernels_error == NULL) {
-            return NULL;
-        }
-    }
-    (void)snprintf(capability, sizeof capability, "%d.%d",
-                   properties.compute_capability_major,
-                   properties.compute_capability_minor);
     return Py_BuildValue(
         "{s:i,s:s,s:s,s:K,s:O,s:O,s:O,s:N}", "index", index, "name",
-        properties.name, "compute_capability", capability, "memory_bytes",
-        (unsigned long long)properties.memory_bytes, "native_fp8",
-        properties.native_fp8 ? Py_True : Py_False, "kernels",
-        status == FP8Q_OK ? Py_True : Py_False, "kernels_error",
+        report.properties.name, "compute_capability",
+        report.compute_capability, "memory_bytes",
+        (unsigned long long)report.properties.memory_bytes, "native_fp8",
+        report.properties.native_fp8 ? Py_True : Py_False, "kernels",
+        kernels ? Py_True : Py_False, "kernels_error",
         *kernels_error != NULL ? *kernels_error : Py_None,
         "fp8_layer_weight_only_tokens",
-        status == FP8Q_OK ? PyLong_FromLongLong(
-                                (long long)fp8q_cuda_fp8_layer_crossover(device))
-                          : Py_NewRef(Py_None));
+        kernels ? PyLong_FromLongLong((long long)report.weight_only_tokens)
+                : Py_NewRef(Py_None));
 }
 
 PyDoc_STRVAR(cuda_info_doc,
@@ -159,25 +143,22 @@ static PyObject *cuda_info(PyObject *module, PyObject *unused)
     for (index = 0; index < driver->device_count; index++) {
         PyObject *kernels_error;
         PyObject *entry = device_dict(index, &backend, &kernels_error);
-        if (entry == NULL) {
-            Py_XDECREF(kernels_error);
-            goto done;
-        }
-        if (kernels_error == NULL) {
+        const int appended = entry != NULL &&
+                             PyList_Append(devices, entry) == 0;
+
+        Py_XDECREF(entry);
+        if (appended && kernels_error == NULL) {
             available = 1;
         }
-        else if (reason == NULL) {
+        else if (appended && reason == NULL) {
             /* Kept unless another device runs the kernels; each device's
              * own reason is in its entry. */
-            reason = kernels_error;
-            Py_INCREF(reason);
+            reason = Py_NewRef(kernels_error);
         }
         Py_XDECREF(kernels_error);
-        if (PyList_Append(devices, entry) < 0) {
-            Py_DECREF(entry);
+        if (!appended) {
             goto done;
         }
-        Py_DECREF(entry);
     }
     driver_entry = driver_dict(driver);
     switches = switches_dict();

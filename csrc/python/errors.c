@@ -70,31 +70,15 @@ int fp8q_py_errors_init(PyObject *module)
 
 void fp8q_py_raise(const fp8q_error *error)
 {
-    PyObject *exception_type;
+    PyObject *exception_type =
+        error->status == FP8Q_ERROR_TYPE     ? PyExc_TypeError
+        : error->status == FP8Q_ERROR_VALUE  ? PyExc_ValueError
+        : error->status == FP8Q_ERROR_BUFFER ? PyExc_BufferError
+        : error->status == FP8Q_ERROR_MEMORY ? PyExc_MemoryError
+        : error->status == FP8Q_ERROR_CUDA   ? fp8q_CudaError
+        : error->status == FP8Q_ERROR_CUDA_MEMORY ? fp8q_CudaOutOfMemoryError
+                                                  : PyExc_RuntimeError;
 
-    switch (error->status) {
-    case FP8Q_ERROR_TYPE:
-        exception_type = PyExc_TypeError;
-        break;
-    case FP8Q_ERROR_VALUE:
-        exception_type = PyExc_ValueError;
-        break;
-    case FP8Q_ERROR_BUFFER:
-        exception_type = PyExc_BufferError;
-        break;
-    case FP8Q_ERROR_MEMORY:
-        exception_type = PyExc_MemoryError;
-        break;
-    case FP8Q_ERROR_CUDA:
-        exception_type = fp8q_CudaError;
-        break;
-    case FP8Q_ERROR_CUDA_MEMORY:
-        exception_type = fp8q_CudaOutOfMemoryError;
-        break;
-    default:
-        exception_type = PyExc_RuntimeError;
-        break;
-    }
     if (error->message[0] == '\0') {
         PyErr_Format(exception_type, "fp8q: the C library failed (status %d) "
                      "without a message", (int)error->status);

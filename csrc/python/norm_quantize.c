@@ -1,7 +1,7 @@
 /*
  * norm_quantize.c - the binding of the fused RMSNorm / LayerNorm + per-token
  * FP8 quantize (core/norm_quantize.h on the CPU, kernels/norm_quantize.cuh
- * on a GPU): argument checks and dispatch by device, no arithmetic.
+ * on a GPU, run through cuda/op_call.h): argument checks, no arithmetic.
  *
  *   _C.norm_quantize(x, weight, bias, epsilon, layer_norm)
  *       -> (normed, codes, scale), new tensors: torch tensors from torch's
@@ -17,7 +17,7 @@
 #include "python/binding.h"
 
 #include "core/norm_quantize.h"
-#include "cuda/norm_quantize_ops.h"
+#include "cuda/op_call.h"
 
 #define OP "norm_quantize"
 
@@ -68,52 +68,6 @@ static fp8q_TensorObject *argument(PyObject *object, const char *name,
                        : fp8q_tensor_from_object(object, name, -1,
                                                  FP8Q_COPY_NEVER),
                    name, x, output);
-}
-
-/* Fills `call` (its epsilon and layer_norm already set) from the checked
- * tensors (core/norm_quantize.h, fp8q_norm_quantize_describe). */
-static int describe(fp8q_norm_quantize_args *call, fp8q_TensorObject *x,
-                    fp8q_TensorObject *weight, fp8q_TensorObject *bias,
-                    fp8q_TensorObject *normed, fp8q_TensorObject *codes,
-                    fp8q_TensorObject *scale)
-{
-    fp8q_error error;
-    fp8q_status status;
-
-    fp8q_error_clear(&error);
-    status = fp8q_norm_quantize_describe(
-        &x->view, &weight->view, bias != NULL ? &bias->view : NULL,
-        &normed->view, &codes->view, &scale->view, call->epsilon,
-        call->layer_norm, call, &error);
-    return fp8q_py_raise_on_failure(status, &error);
-}
-
-/* Runs the checked call on x's device (on `stream` on a GPU). */
-static int run(fp8q_norm_quantize_args *call, fp8q_TensorObject **tensors,
-               int count, fp8q_cu_stream stream)
-{
-    fp8q_TensorObject *x = tensors[0];
-    fp8q_error error;
-    fp8q_status status;
-    int i;
-
-    fp8q_error_clear(&error);
-    if (x->device_type == FP8Q_DEVICE_CPU) {
-        Py_BEGIN_ALLOW_THREADS
-        status = fp8q_norm_quantize(call, &error);
-        Py_END_ALLOW_THREADS
-        return fp8q_py_raise_on_failure(status, &error);
-    }
-    for (i = 0; i < count; i++) {
-        if (tensors[i] != NULL &&
-            fp8q_py_use_on_stream(tensors[i], stream) < 0) {
-            return -1;
-        }
-    }
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_norm_quantize(x->cuda_device, call, stream, &error);
-    Py_END_ALLOW_THREADS
-    return fp8q_py_raise_on_failure(status, &error);
 }
 
 /* epsilon and layer_norm from their argument objects; 0, or -1 with an
@@ -214,6 +168,29 @@ static int make_outputs(fp8q_TensorObject **tensors, PyObject **outputs,
     return 0;
 }
 
+PyDoc_STRVAR(
+    norm_quantize_doc,
+    "norm_quantize(x, weight, bias, epsilon, layer_norm) or "
+    "norm_quantize(x, weight, bias, normed, codes, scale, epsilon, "
+    "layer_norm, stream)\n"
+    "--\n\n"
+    "The fused RMSNorm (layer_norm false) or LayerNorm (true) of x's rows "
+    "(x C-contiguous float32, float16 or bfloat16, last axis K) with "
+    "weight (K values, float32 / float16 / bfloat16) and bias (None or K "
+    "values of weight's dtype), followed by the per-token float8_e4m3fn "
+    "quantize of the result: writes normed (x's dtype and size), codes "
+    "(float8_e4m3fn, x's size) and scale (float32, one per row), exactly "
+    "as csrc/core/norm_quantize.h defines them; codes and scale are "
+    "fp8q.quantize(normed, granularity=\"row\") bit for bit, and a row "
+    "holding NaN or infinity gets a NaN scale. The 5-argument form makes "
+    "normed (x's shape), codes (x's shape) and scale (x.shape[:-1] + (1,)) "
+    "and returns (normed, codes, scale): torch tensors from torch's "
+    "allocator, run on torch's current stream, when x is a torch tensor "
+    "(DLPack's C exchange API), else fp8q Tensors on x's device (on the "
+    "stream of x's last use). The 9-argument form writes the given, "
+    "writable outputs (on a GPU on `stream`, as fp8q.cast's) and returns "
+    "None. Internal to fp8q.torch (torch.ops.fp8q.norm_quantize).");
+
 static PyObject *norm_quantize(PyObject *module, PyObject *const *args,
                                Py_ssize_t n_args)
 {
@@ -224,6 +201,8 @@ static PyObject *norm_quantize(PyObject *module, PyObject *const *args,
     const fp8q_dl_exchange_api *api = NULL;
     fp8q_cu_stream stream = NULL;
     fp8q_norm_quantize_args call;
+    fp8q_op_call op;
+    fp8q_error error;
     const int given = n_args == 9;
     int i, failed;
 
@@ -252,10 +231,20 @@ static PyObject *norm_quantize(PyObject *module, PyObject *const *args,
     else if (!failed) {
         failed = make_outputs(tensors, outputs, api, &stream) < 0;
     }
+    fp8q_op_call_init(&op, FP8Q_OP_NORM_QUANTIZE, NULL, NULL, stream);
+    op.norm = &call;
+    fp8q_error_clear(&error);
+    /* The argument block from the checked views (its epsilon and
+     * layer_norm already set), run on x's device. */
     failed = failed ||
-             describe(&call, tensors[0], tensors[1], tensors[2], tensors[3],
-                      tensors[4], tensors[5]) < 0 ||
-             run(&call, tensors, 6, stream) < 0;
+             fp8q_py_raise_on_failure(
+                 fp8q_norm_quantize_describe(
+                     &tensors[0]->view, &tensors[1]->view,
+                     tensors[2] != NULL ? &tensors[2]->view : NULL,
+                     &tensors[3]->view, &tensors[4]->view, &tensors[5]->view,
+                     call.epsilon, call.layer_norm, &call, &error),
+                 &error) < 0 ||
+             fp8q_py_op_run(&op, tensors, 6) < 0;
     if (!failed) {
         result = given ? Py_NewRef(Py_None)
                        : PyTuple_Pack(3, outputs[0], outputs[1], outputs[2]);
@@ -268,29 +257,6 @@ static PyObject *norm_quantize(PyObject *module, PyObject *const *args,
     }
     return result;
 }
-
-PyDoc_STRVAR(
-    norm_quantize_doc,
-    "norm_quantize(x, weight, bias, epsilon, layer_norm) or "
-    "norm_quantize(x, weight, bias, normed, codes, scale, epsilon, "
-    "layer_norm, stream)\n"
-    "--\n\n"
-    "The fused RMSNorm (layer_norm false) or LayerNorm (true) of x's rows "
-    "(x C-contiguous float32, float16 or bfloat16, last axis K) with "
-    "weight (K values, float32 / float16 / bfloat16) and bias (None or K "
-    "values of weight's dtype), followed by the per-token float8_e4m3fn "
-    "quantize of the result: writes normed (x's dtype and size), codes "
-    "(float8_e4m3fn, x's size) and scale (float32, one per row), exactly "
-    "as csrc/core/norm_quantize.h defines them; codes and scale are "
-    "fp8q.quantize(normed, granularity=\"row\") bit for bit, and a row "
-    "holding NaN or infinity gets a NaN scale. The 5-argument form makes "
-    "normed (x's shape), codes (x's shape) and scale (x.shape[:-1] + (1,)) "
-    "and returns (normed, codes, scale): torch tensors from torch's "
-    "allocator, run on torch's current stream, when x is a torch tensor "
-    "(DLPack's C exchange API), else fp8q Tensors on x's device (on the "
-    "stream of x's last use). The 9-argument form writes the given, "
-    "writable outputs (on a GPU on `stream`, as fp8q.cast's) and returns "
-    "None. Internal to fp8q.torch (torch.ops.fp8q.norm_quantize).");
 
 PyMethodDef fp8q_py_norm_quantize_functions[] = {
     {"norm_quantize", (PyCFunction)(void (*)(void))norm_quantize,

@@ -1,65 +1,64 @@
 /*
- * ops_cuda.c - the CUDA half of cast_op.c, amax_op.c and quantize_op.c:
- * after they have parsed and checked the arguments and allocated the result
- * on x's device, these functions order the caller's stream after the
- * tensors' earlier uses, hand their views to csrc/cuda/ops.h (which gathers,
- * checks the layouts and launches) without the GIL, and raise its failures.
+ * ops_cuda.c - runs an operation's checked call (cuda/op_call.h) for the
+ * binding files: orders the caller's stream after the tensors' earlier uses,
+ * releases the GIL (interruptibly) while csrc/core or csrc/cuda works on the
+ * views, and raises its failure; and the tensor-level calls that several
+ * binding files share (cast, quantize, dequantize, a CUDA convert).
  */
 #include "python/binding.h"
 
-#include "cuda/ops.h"
+#include "cuda/op_call.h"
 
-/* Runs a launch (or any fp8q_status-returning step) without the GIL. */
-#define RUN_WITHOUT_GIL(status, call) \
-    do {                              \
-        Py_BEGIN_ALLOW_THREADS        \
-        (status) = (call);            \
-        Py_END_ALLOW_THREADS          \
-    } while (0)
-
-/* ------------------------------------------------------------------------- */
-/* cast                                                                      */
-
-int fp8q_py_cuda_cast(fp8q_TensorObject *input, fp8q_TensorObject *scale,
-                      fp8q_TensorObject *out, fp8q_TensorObject *amax_out,
-                      int saturate, fp8q_cu_stream stream)
+int fp8q_py_op_run(struct fp8q_op_call *call,
+                   fp8q_TensorObject *const *tensors, int count)
 {
-    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, input->device_index};
-    fp8q_TensorObject *device_scale = NULL;
     fp8q_error error;
     fp8q_status status;
-    int result = -1;
+    int i;
 
-    if (scale != NULL && fp8q_view_size(&input->view) > 0) {
-        /* Scales given on the host were checked there; they move over. */
-        device_scale =
-            scale->device_type == FP8Q_DEVICE_CUDA &&
-                    scale->device_index == input->device_index &&
-                    fp8q_view_is_contiguous(&scale->view)
-                ? (fp8q_TensorObject *)Py_NewRef(scale)
-                : fp8q_tensor_copy_to(scale, &device, stream);
-        if (device_scale == NULL ||
-            fp8q_py_use_on_stream(device_scale, stream) < 0) {
-            goto done;
+    for (i = 0; i < count; i++) {
+        if (tensors[i] != NULL &&
+            fp8q_py_use_on_stream(tensors[i], call->stream) < 0) {
+            return -1;
         }
     }
-    if (fp8q_py_use_on_stream(input, stream) < 0 ||
-        fp8q_py_use_on_stream(out, stream) < 0 ||
-        (amax_out != NULL && fp8q_py_use_on_stream(amax_out, stream) < 0)) {
-        goto done;
-    }
+    call->device = tensors[0]->cuda_device;
     fp8q_error_clear(&error);
-    RUN_WITHOUT_GIL(
-        status,
-        fp8q_cuda_cast(input->cuda_device, &input->view,
-                       device_scale != NULL ? &device_scale->view : NULL,
-                       &out->view,
-                       amax_out != NULL ? (uint32_t *)amax_out->view.data
-                                        : NULL,
-                       saturate, stream, &error));
-    result = fp8q_py_raise_on_failure(status, &error);
-done:
-    Py_XDECREF(device_scale);
+    FP8Q_PY_BEGIN_INTERRUPTIBLE
+    status = fp8q_op_run(call, &error);
+    FP8Q_PY_END_INTERRUPTIBLE(status)
+    return fp8q_py_raise_on_failure(status, &error);
+}
+
+int fp8q_py_cast_run(fp8q_TensorObject *input, fp8q_TensorObject *scale,
+                     const fp8q_view *scale_view, fp8q_TensorObject *out,
+                     fp8q_TensorObject *amax_out, int saturate,
+                     fp8q_cu_stream stream)
+{
+    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, input->device_index};
+    fp8q_TensorObject *tensors[4] = {input, out, amax_out, NULL};
+    fp8q_op_call call;
+    int result;
+
+    fp8q_op_call_init(&call, FP8Q_OP_CAST, &input->view, &out->view, stream);
+    call.scale = input->device_type == FP8Q_DEVICE_CPU ? scale_view : NULL;
+    if (scale != NULL && input->device_type == FP8Q_DEVICE_CUDA &&
+        fp8q_view_size(&input->view) > 0) {
+        /* Scales given on the host were checked there; they move over. */
+        tensors[3] = scale->device_type == FP8Q_DEVICE_CUDA &&
+                             scale->device_index == input->device_index &&
+                             fp8q_view_is_contiguous(&scale->view)
+                         ? (fp8q_TensorObject *)Py_NewRef(scale)
+                         : fp8q_tensor_copy_to(scale, &device, stream);
+        if (tensors[3] == NULL) {
+            return -1;
+        }
+        call.scale = &tensors[3]->view;
+    }
+    call.amax = amax_out != NULL ? amax_out->view.data : NULL;
+    call.saturate = saturate;
+    result = fp8q_py_op_run(&call, tensors, 4);
+    Py_XDECREF(tensors[3]);
     return result;
 }
 
@@ -76,72 +75,36 @@ fp8q_TensorObject *fp8q_py_cuda_convert(fp8q_TensorObject *source,
     result = fp8q_tensor_new_empty_on(dtype, source->view.ndim,
                                       source->view.shape, &device, stream);
     if (result != NULL &&
-        fp8q_py_cuda_cast(source, NULL, result, NULL, 1, stream) < 0) {
+        fp8q_py_cast_run(source, NULL, NULL, result, NULL, 1, stream) < 0) {
         Py_CLEAR(result);
     }
     return result;
 }
-
-/* ------------------------------------------------------------------------- */
-/* amax                                                                      */
-
-int fp8q_py_cuda_amax(fp8q_TensorObject *input, const int *reduce,
-                      fp8q_TensorObject *destination, fp8q_cu_stream stream)
-{
-    fp8q_error error;
-    fp8q_status status;
-
-    if (fp8q_py_use_on_stream(input, stream) < 0 ||
-        fp8q_py_use_on_stream(destination, stream) < 0) {
-        return -1;
-    }
-    fp8q_error_clear(&error);
-    RUN_WITHOUT_GIL(status, fp8q_cuda_amax(input->cuda_device, &input->view,
-                                           reduce,
-                                           (uint32_t *)destination->view.data,
-                                           stream, &error));
-    return fp8q_py_raise_on_failure(status, &error);
-}
-
-/* ------------------------------------------------------------------------- */
-/* quantize / dequantize                                                     */
 
 int fp8q_py_cuda_quantize(fp8q_TensorObject *x,
                           const fp8q_quantize_options *options,
                           fp8q_TensorObject *data, fp8q_TensorObject *scale,
                           fp8q_cu_stream stream)
 {
-    fp8q_error error;
-    fp8q_status status;
+    fp8q_TensorObject *const tensors[3] = {x, data, scale};
+    fp8q_op_call call;
 
-    if (fp8q_py_use_on_stream(x, stream) < 0 ||
-        fp8q_py_use_on_stream(data, stream) < 0 ||
-        fp8q_py_use_on_stream(scale, stream) < 0) {
-        return -1;
-    }
-    fp8q_error_clear(&error);
-    RUN_WITHOUT_GIL(status,
-                    fp8q_cuda_quantize(x->cuda_device, &x->view, options,
-                                       &data->view, &scale->view, stream,
-                                       &error));
-    return fp8q_py_raise_on_failure(status, &error);
+    fp8q_op_call_init(&call, FP8Q_OP_QUANTIZE, &x->view, &data->view, stream);
+    call.scale = &scale->view;
+    call.options = options;
+    return fp8q_py_op_run(&call, tensors, 3);
 }
 
 int fp8q_py_cuda_dequantize(fp8q_TensorObject *data, fp8q_TensorObject *scale,
                             const fp8q_granularity *granularity,
                             fp8q_TensorObject *result, fp8q_cu_stream stream)
 {
-    fp8q_error error;
-    fp8q_status status;
+    fp8q_TensorObject *const tensors[3] = {data, scale, result};
+    fp8q_op_call call;
 
-    if (fp8q_py_use_on_stream(data, stream) < 0 ||
-        fp8q_py_use_on_stream(scale, stream) < 0 ||
-        fp8q_py_use_on_stream(result, stream) < 0) {
-        return -1;
-    }
-    fp8q_error_clear(&error);
-    RUN_WITHOUT_GIL(status, fp8q_cuda_dequantize(
-                                data->cuda_device, &data->view, &scale->view,
-                                granularity, &result->view, stream, &error));
-    return fp8q_py_raise_on_failure(status, &error);
+    fp8q_op_call_init(&call, FP8Q_OP_DEQUANTIZE, &data->view, &result->view,
+                      stream);
+    call.scale = &scale->view;
+    call.granularity = granularity;
+    return fp8q_py_op_run(&call, tensors, 3);
 }

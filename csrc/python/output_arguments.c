@@ -2,7 +2,8 @@
  * output_arguments.c - the checks fp8q._C's operations share: a tensor that
  * must be on the CPU, and an out= argument viewed in place (its kind, dtype,
  * device, shape and writability), with errors that name the function and
- * the argument.
+ * the argument; an operation's new result on x's device, and its return
+ * value with out=.
  */
 #include "python/binding.h"
 
@@ -19,24 +20,6 @@ int fp8q_py_require_cpu(const fp8q_TensorObject *tensor, const char *function,
                  function, argument, tensor->device_type,
                  tensor->device_index, function);
     return -1;
-}
-
-/* Raises ValueError "<function>: <argument>= must ... got <shape>". */
-static void raise_shape_mismatch(const char *function, const char *argument,
-                                 const char *expected_what, int expected_ndim,
-                                 const int64_t *expected_shape,
-                                 const fp8q_view *received)
-{
-    char expected_text[FP8Q_SHAPE_TEXT_SIZE];
-    char received_text[FP8Q_SHAPE_TEXT_SIZE];
-
-    fp8q_format_shape(expected_text, sizeof expected_text, expected_ndim,
-                      expected_shape);
-    fp8q_format_shape(received_text, sizeof received_text, received->ndim,
-                      received->shape);
-    PyErr_Format(PyExc_ValueError, "%s: %s= must have %s %s, got shape %s",
-                 function, argument, expected_what, expected_text,
-                 received_text);
 }
 
 int fp8q_py_output_kind(PyObject *object, PyObject **given)
@@ -64,13 +47,10 @@ int fp8q_py_output_kind(PyObject *object, PyObject **given)
     return *given != NULL ? 0 : -1;
 }
 
-fp8q_TensorObject *fp8q_py_writable_output(PyObject *out_object,
-                                           const char *function,
-                                           const char *argument,
-                                           fp8q_dtype dtype,
-                                           const char *shape_source, int ndim,
-                                           const int64_t *shape,
-                                           const fp8q_py_device *device)
+fp8q_TensorObject *fp8q_py_writable_output(
+    PyObject *out_object, const char *function, const char *argument,
+    fp8q_dtype dtype, const char *shape_source, int ndim,
+    const int64_t *shape, const fp8q_py_device *device)
 {
     fp8q_TensorObject *out;
     fp8q_error error;
@@ -118,8 +98,14 @@ fp8q_TensorObject *fp8q_py_writable_output(PyObject *out_object,
     }
     if (out->view.ndim != ndim ||
         memcmp(out->view.shape, shape, (size_t)ndim * sizeof(int64_t)) != 0) {
-        raise_shape_mismatch(function, argument, shape_source, ndim, shape,
-                             &out->view);
+        char expected_text[FP8Q_SHAPE_TEXT_SIZE];
+        char received_text[FP8Q_SHAPE_TEXT_SIZE];
+        fp8q_format_shape(expected_text, sizeof expected_text, ndim, shape);
+        fp8q_format_shape(received_text, sizeof received_text,
+                          out->view.ndim, out->view.shape);
+        PyErr_Format(PyExc_ValueError, "%s: %s= must have %s %s, got shape %s",
+                     function, argument, shape_source, expected_text,
+                     received_text);
         goto fail;
     }
     if (out->readonly) {
@@ -139,4 +125,40 @@ fp8q_TensorObject *fp8q_py_writable_output(PyObject *out_object,
 fail:
     Py_DECREF(out);
     return NULL;
+}
+
+fp8q_TensorObject *fp8q_py_new_like(const fp8q_TensorObject *x,
+                                    fp8q_dtype dtype, int ndim,
+                                    const int64_t *shape,
+                                    fp8q_cu_stream stream)
+{
+    const fp8q_py_device device = {x->device_type, x->device_index};
+
+    return fp8q_tensor_new_empty_on(dtype, ndim, shape, &device, stream);
+}
+
+fp8q_TensorObject *fp8q_py_op_output(PyObject *out_object,
+                                     const char *function, fp8q_dtype dtype,
+                                     const fp8q_TensorObject *x,
+                                     fp8q_cu_stream stream)
+{
+    const fp8q_py_device device = {x->device_type, x->device_index};
+
+    if (out_object == Py_None) {
+        return fp8q_py_new_like(x, dtype, x->view.ndim, x->view.shape,
+                                stream);
+    }
+    return fp8q_py_writable_output(out_object, function, "out", dtype,
+                                   "x's shape", x->view.ndim, x->view.shape,
+                                   &device);
+}
+
+PyObject *fp8q_py_op_result(fp8q_TensorObject *out, PyObject *out_object)
+{
+    if (out == NULL || out_object == Py_None) {
+        return (PyObject *)out;
+    }
+    /* Like NumPy's out=: the very object the caller passed. */
+    Py_DECREF(out);
+    return Py_NewRef(out_object);
 }

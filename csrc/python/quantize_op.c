@@ -1,15 +1,15 @@
 /*
  * quantize_op.c - the C halves of quantize and dequantize (fp8q/__init__.py
  * wraps them in fp8q.QTensor): granularity parsing, scale shapes and
- * checks, the result's allocation, and the call into csrc/core (CPU, GIL
- * released) or the CUDA half (ops_cuda.c). No math here.
+ * checks, the results' allocation, and the call run on x's device
+ * (fp8q_py_cuda_quantize / dequantize, cuda/op_call.h). No math here.
  */
 #include "python/binding.h"
 
 #include "core/cast.h"
 #include "core/quantize.h"
 #include "core/view_layout.h"
-#include "cuda/memory.h"
+#include "cuda/op_call.h"
 
 #define GRANULARITY_HELP                                                      \
     "\"tensor\", \"row\", \"col\" or a (block_rows, block_cols) pair of "   \
@@ -19,54 +19,47 @@
 static int parse_block_extent(PyObject *item, const char *function,
                               int64_t *extent)
 {
-    Py_ssize_t value;
+    /* Out-of-range ints clip to PY_SSIZE_T_MIN / PY_SSIZE_T_MAX. */
+    const int is_int = !PyBool_Check(item) && PyIndex_Check(item);
+    const Py_ssize_t value = is_int ? PyNumber_AsSsize_t(item, NULL) : 0;
 
-    if (PyBool_Check(item) || !PyIndex_Check(item)) {
+    if (!is_int) {
         PyErr_Format(PyExc_TypeError,
                      "%s: granularity= must be " GRANULARITY_HELP
                      ", got a pair holding an object of type %.200s",
                      function, Py_TYPE(item)->tp_name);
-        return -1;
     }
-    /* Out-of-range ints clip to PY_SSIZE_T_MIN / PY_SSIZE_T_MAX. */
-    value = PyNumber_AsSsize_t(item, NULL);
-    if (value == -1 && PyErr_Occurred()) {
-        return -1;
-    }
-    if (value < 1) {
+    else if (value < 1 && !PyErr_Occurred()) {
         PyErr_Format(PyExc_ValueError,
                      "%s: granularity= block extents must be positive ints, "
                      "got %R",
                      function, item);
-        return -1;
     }
     *extent = (int64_t)value;
-    return 0;
+    return value >= 1 ? 0 : -1;
 }
 
+/* granularity= : "tensor", "row", "col" (the kinds in their enum order) or
+ * a (block_rows, block_cols) pair. 0, or -1 with an exception. */
 static int parse_granularity(PyObject *object, const char *function,
                              fp8q_granularity *granularity)
 {
+    static const char *const names[3] = {"tensor", "row", "col"};
+    int kind;
+
     granularity->block_rows = 1;
     granularity->block_cols = 1;
     if (PyUnicode_Check(object)) {
-        if (PyUnicode_CompareWithASCIIString(object, "tensor") == 0) {
-            granularity->kind = FP8Q_GRANULARITY_TENSOR;
+        for (kind = 0; kind < 3; kind++) {
+            if (PyUnicode_CompareWithASCIIString(object, names[kind]) == 0) {
+                granularity->kind = (fp8q_granularity_kind)kind;
+                return 0;
+            }
         }
-        else if (PyUnicode_CompareWithASCIIString(object, "row") == 0) {
-            granularity->kind = FP8Q_GRANULARITY_ROW;
-        }
-        else if (PyUnicode_CompareWithASCIIString(object, "col") == 0) {
-            granularity->kind = FP8Q_GRANULARITY_COL;
-        }
-        else {
-            PyErr_Format(PyExc_ValueError,
-                         "%s: granularity= must be " GRANULARITY_HELP
-                         ", got %R",
-                         function, object);
-            return -1;
-        }
-        return 0;
+        PyErr_Format(PyExc_ValueError,
+                     "%s: granularity= must be " GRANULARITY_HELP ", got %R",
+                     function, object);
+        return -1;
     }
     if (!PyTuple_Check(object) && !PyList_Check(object)) {
         PyErr_Format(PyExc_TypeError,
@@ -83,13 +76,12 @@ static int parse_granularity(PyObject *object, const char *function,
         return -1;
     }
     granularity->kind = FP8Q_GRANULARITY_BLOCK;
-    if (parse_block_extent(PySequence_Fast_GET_ITEM(object, 0), function,
-                           &granularity->block_rows) < 0 ||
-        parse_block_extent(PySequence_Fast_GET_ITEM(object, 1), function,
-                           &granularity->block_cols) < 0) {
-        return -1;
-    }
-    return 0;
+    return parse_block_extent(PySequence_Fast_GET_ITEM(object, 0), function,
+                              &granularity->block_rows) < 0 ||
+                   parse_block_extent(PySequence_Fast_GET_ITEM(object, 1),
+                                      function, &granularity->block_cols) < 0
+               ? -1
+               : 0;
 }
 
 /* Raises ValueError for a given scale that does not broadcast to the scale
@@ -124,77 +116,76 @@ static void raise_scale_shape_mismatch(PyObject *granularity_object,
 }
 
 /*
- * The given scale of a quantize on CUDA into the device tensor `scale` (the
- * granularity's full scale shape). A CUDA scale of exactly that shape, C-
- * contiguous, is copied on the device and not read back (so not checked);
- * any other is brought to the host, broadcast (`given_view` is its
- * broadcast view), checked to be finite and > 0 there, and copied over.
+ * The given scale= of a quantize as a new float32 tensor of the
+ * granularity's scale shape (scale_ndim, scale_shape) on x's device. A CUDA
+ * scale of exactly that shape, C-contiguous, on x's GPU is copied there and
+ * not read back (so not checked); any other is brought to the host,
+ * broadcast to the scale shape, checked there to be finite and > 0 when x
+ * is on a GPU (on the CPU fp8q_quantize checks it), and copied over.
  */
-static int fill_device_scale(fp8q_TensorObject *given,
-                             const fp8q_view *given_view,
-                             fp8q_TensorObject *scale, fp8q_cu_stream stream)
+static fp8q_TensorObject *given_scale(PyObject *scale_object,
+                                      PyObject *granularity_object,
+                                      const fp8q_TensorObject *x,
+                                      int scale_ndim,
+                                      const int64_t *scale_shape,
+                                      fp8q_cu_stream stream)
 {
     static const fp8q_py_device cpu = {FP8Q_DEVICE_CPU, 0};
-    fp8q_TensorObject *host = NULL;
-    fp8q_TensorObject *full = NULL;
-    fp8q_view host_view;
+    const fp8q_py_device device = {x->device_type, x->device_index};
+    fp8q_TensorObject *given = fp8q_tensor_from_object(
+        scale_object, "scale", FP8Q_FLOAT32, FP8Q_COPY_IF_NEEDED);
+    fp8q_TensorObject *full = NULL, *result = NULL;
+    fp8q_view view;
     fp8q_error error;
     fp8q_status status;
-    int result = -1;
 
     fp8q_error_clear(&error);
-    if (given->device_type == FP8Q_DEVICE_CUDA &&
-        given->device_index == scale->device_index &&
-        fp8q_view_is_contiguous(&given->view) &&
-        given->view.ndim == scale->view.ndim &&
-        memcmp(given->view.shape, scale->view.shape,
-               (size_t)scale->view.ndim * sizeof(int64_t)) == 0) {
-        if (fp8q_py_use_on_stream(given, stream) < 0 ||
-            fp8q_py_use_on_stream(scale, stream) < 0) {
-            return -1;
-        }
-        Py_BEGIN_ALLOW_THREADS
-        status = fp8q_cuda_copy(scale->cuda_device, scale->view.data,
-                                given->view.data,
-                                (size_t)fp8q_view_size(&scale->view) * 4,
-                                stream, 0, &error);
-        Py_END_ALLOW_THREADS
-        return fp8q_py_raise_on_failure(status, &error);
+    if (given == NULL ||
+        (device.type == FP8Q_DEVICE_CPU &&
+         fp8q_py_require_cpu(given, "quantize", "scale") < 0)) {
+        goto done;
     }
-    host = given->device_type == FP8Q_DEVICE_CPU
-               ? (fp8q_TensorObject *)Py_NewRef(given)
-               : fp8q_tensor_copy_to(given, &cpu, stream);
-    full = host == NULL ? NULL
-                        : fp8q_tensor_new_empty(FP8Q_FLOAT32,
-                                                scale->view.ndim,
-                                                scale->view.shape);
+    if (fp8q_view_broadcast_to(&given->view, scale_ndim, scale_shape, &view,
+                               "scale", &error) != FP8Q_OK) {
+        raise_scale_shape_mismatch(granularity_object, &x->view, scale_ndim,
+                                   scale_shape, &given->view);
+        goto done;
+    }
+    if (device.type == FP8Q_DEVICE_CUDA &&
+        given->device_type == FP8Q_DEVICE_CUDA &&
+        given->device_index == device.index &&
+        fp8q_view_is_contiguous(&given->view) &&
+        given->view.ndim == scale_ndim &&
+        memcmp(given->view.shape, scale_shape,
+               (size_t)scale_ndim * sizeof(int64_t)) == 0) {
+        result = fp8q_tensor_copy_to(given, &device, stream);
+        goto done;
+    }
+    if (given->device_type != FP8Q_DEVICE_CPU) {
+        Py_SETREF(given, fp8q_tensor_copy_to(given, &cpu, stream));
+    }
+    full = given == NULL ? NULL
+                         : fp8q_tensor_new_empty(FP8Q_FLOAT32, scale_ndim,
+                                                 scale_shape);
     if (full == NULL) {
         goto done;
     }
     /* The broadcast view, over the host copy's memory. */
-    host_view = *given_view;
-    host_view.data = host->view.data;
-    if (given->device_type == FP8Q_DEVICE_CUDA) {
-        fp8q_view_broadcast_to(&host->view, scale->view.ndim,
-                               scale->view.shape, &host_view, "scale",
-                               &error);
-    }
+    (void)fp8q_view_broadcast_to(&given->view, scale_ndim, scale_shape, &view,
+                                 "scale", &error);
     Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cast(&host_view, &full->view, NULL, FP8Q_SCALE_DIVIDE, 1,
+    status = fp8q_cast(&view, &full->view, NULL, FP8Q_SCALE_DIVIDE, 1,
                        &error);
-    if (status == FP8Q_OK) {
+    if (status == FP8Q_OK && device.type == FP8Q_DEVICE_CUDA) {
         status = fp8q_check_scale_values(&full->view, "scale", &error);
     }
-    if (status == FP8Q_OK) {
-        status = fp8q_cuda_copy(scale->cuda_device, scale->view.data,
-                                full->view.data,
-                                (size_t)fp8q_view_size(&full->view) * 4,
-                                stream, 1, &error);
-    }
     Py_END_ALLOW_THREADS
-    result = fp8q_py_raise_on_failure(status, &error);
+    result = fp8q_py_raise_on_failure(status, &error) < 0 ? NULL
+             : device.type == FP8Q_DEVICE_CPU
+                 ? (fp8q_TensorObject *)Py_NewRef(full)
+                 : fp8q_tensor_copy_to(full, &device, stream);
 done:
-    Py_XDECREF(host);
+    Py_XDECREF(given);
     Py_XDECREF(full);
     return result;
 }
@@ -204,39 +195,61 @@ done:
 static fp8q_TensorObject *transposed_copy(fp8q_TensorObject *data,
                                           fp8q_cu_stream stream)
 {
-    const fp8q_py_device device = {data->device_type, data->device_index};
-    int64_t shape[2];
-    fp8q_TensorObject *result;
+    const int64_t shape[2] = {data->view.shape[1], data->view.shape[0]};
+    fp8q_TensorObject *tensors[2] = {data, NULL};
     fp8q_view source;
-    fp8q_error error;
-    fp8q_status status;
+    fp8q_op_call call;
 
-    shape[0] = data->view.shape[1];
-    shape[1] = data->view.shape[0];
-    result = fp8q_tensor_new_empty_on(data->view.dtype, 2, shape, &device,
-                                      stream);
-    if (result == NULL) {
+    tensors[1] = fp8q_py_new_like(data, data->view.dtype, 2, shape, stream);
+    if (tensors[1] == NULL) {
         return NULL;
     }
-    if (device.type == FP8Q_DEVICE_CUDA) {
-        if (fp8q_py_cuda_transpose(data, result, stream) < 0) {
-            Py_DECREF(result);
-            return NULL;
-        }
-        return result;
-    }
+    /* On the CPU: between equal dtypes fp8q_cast copies the bits. */
     fp8q_view_transpose_2d(&data->view, &source);
-    fp8q_error_clear(&error);
-    FP8Q_PY_BEGIN_INTERRUPTIBLE
-    /* Between equal dtypes fp8q_cast copies the bits. */
-    status = fp8q_cast(&source, &result->view, NULL, FP8Q_SCALE_DIVIDE, 1,
-                       &error);
-    FP8Q_PY_END_INTERRUPTIBLE(status)
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        Py_DECREF(result);
-        return NULL;
+    fp8q_op_call_init(&call, FP8Q_OP_CAST, &source, &tensors[1]->view,
+                      stream);
+    call.saturate = 1;
+    if (data->device_type == FP8Q_DEVICE_CUDA
+            ? fp8q_py_cuda_transpose(data, tensors[1], stream) < 0
+            : fp8q_py_op_run(&call, tensors, 2) < 0) {
+        Py_CLEAR(tensors[1]);
     }
-    return result;
+    return tensors[1];
+}
+
+/* stream=, dtype= (when given) and granularity= (when given) of
+ * `function`, quantize (dtype must be an FP8 format) or dequantize (dtype
+ * must be float32, float16 or bfloat16). 0, or -1 with an exception. */
+static int parse_options(const char *function, PyObject *stream_object,
+                         PyObject *dtype_object, PyObject *granularity_object,
+                         fp8q_cu_stream *stream, fp8q_dtype *dtype,
+                         fp8q_granularity *granularity)
+{
+    if (fp8q_py_parse_stream(stream_object, "stream", stream) < 0 ||
+        (dtype_object != NULL &&
+         fp8q_py_parse_dtype(dtype_object, "dtype", dtype) < 0)) {
+        return -1;
+    }
+    if (function[0] == 'q' && !fp8q_dtype_is_fp8(*dtype)) {
+        PyErr_Format(PyExc_ValueError,
+                     "quantize: dtype= must be an FP8 format (float8_e4m3fn, "
+                     "float8_e5m2, float8_e4m3fnuz or float8_e5m2fnuz), got "
+                     "%s",
+                     fp8q_dtype_name(*dtype));
+        return -1;
+    }
+    if (function[0] == 'd' && *dtype != FP8Q_FLOAT32 &&
+        *dtype != FP8Q_FLOAT16 && *dtype != FP8Q_BFLOAT16) {
+        PyErr_Format(PyExc_ValueError,
+                     "dequantize: dtype= must be float32, float16 or "
+                     "bfloat16, got %s",
+                     fp8q_dtype_name(*dtype));
+        return -1;
+    }
+    return granularity_object == NULL
+               ? 0
+               : parse_granularity(granularity_object, function,
+                                   granularity);
 }
 
 PyDoc_STRVAR(
@@ -265,179 +278,6 @@ PyDoc_STRVAR(
     "the scale shape or broadcast to it; it is copied.\n"
     "dtype must be an FP8 format.");
 
-static PyObject *ops_quantize(PyObject *module, PyObject *args,
-                              PyObject *kwargs)
-{
-    static char *keywords[] = {"x",          "dtype",  "granularity",
-                               "scale",      "saturate", "power_of_2",
-                               "transpose",  "stream", NULL};
-    PyObject *x_object;
-    PyObject *dtype_object = NULL;
-    PyObject *granularity_object = NULL;
-    PyObject *scale_object = Py_None;
-    PyObject *stream_object = Py_None;
-    fp8q_cu_stream stream;
-    fp8q_py_device device;
-    fp8q_TensorObject *transposed = NULL;
-    int transpose = 0;
-    fp8q_quantize_options options;
-    fp8q_dtype dtype = FP8Q_FLOAT8_E4M3FN;
-    int scale_ndim;
-    int64_t scale_shape[FP8Q_MAX_DIMS];
-    fp8q_TensorObject *x = NULL;
-    fp8q_TensorObject *given_scale = NULL;
-    fp8q_TensorObject *data = NULL;
-    fp8q_TensorObject *scale = NULL;
-    fp8q_view given_view;
-    fp8q_error error;
-    fp8q_status status;
-
-    (void)module;
-    options.granularity.kind = FP8Q_GRANULARITY_TENSOR;
-    options.granularity.block_rows = 1;
-    options.granularity.block_cols = 1;
-    options.saturate = 1;
-    options.power_of_2 = 0;
-    options.infinity_to_nan = 0; /* the layer's option, not quantize's */
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOpppO:quantize",
-                                     keywords, &x_object, &dtype_object,
-                                     &granularity_object, &scale_object,
-                                     &options.saturate, &options.power_of_2,
-                                     &transpose, &stream_object) ||
-        fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
-        return NULL;
-    }
-    if (dtype_object != NULL &&
-        fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0) {
-        return NULL;
-    }
-    if (!fp8q_dtype_is_fp8(dtype)) {
-        PyErr_Format(PyExc_ValueError,
-                     "quantize: dtype= must be an FP8 format (float8_e4m3fn, "
-                     "float8_e5m2, float8_e4m3fnuz or float8_e5m2fnuz), got "
-                     "%s",
-                     fp8q_dtype_name(dtype));
-        return NULL;
-    }
-    if (granularity_object != NULL &&
-        parse_granularity(granularity_object, "quantize",
-                          &options.granularity) < 0) {
-        return NULL;
-    }
-    options.compute_scale = scale_object == Py_None;
-    x = fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
-    if (x == NULL) {
-        goto fail;
-    }
-    device.type = x->device_type;
-    device.index = x->device_index;
-    fp8q_error_clear(&error);
-    if (fp8q_scale_shape(&options.granularity, x->view.ndim, x->view.shape,
-                         &scale_ndim, scale_shape, &error) != FP8Q_OK) {
-        fp8q_py_raise(&error);
-        goto fail;
-    }
-    if (transpose && x->view.ndim != 2) {
-        PyErr_Format(PyExc_ValueError,
-                     "quantize: transpose=True needs a 2-D x (M, N), got %d "
-                     "dimensions",
-                     x->view.ndim);
-        goto fail;
-    }
-    data = fp8q_tensor_new_empty_on(dtype, x->view.ndim, x->view.shape,
-                                    &device, stream);
-    scale = data == NULL ? NULL
-                         : fp8q_tensor_new_empty_on(FP8Q_FLOAT32, scale_ndim,
-                                                    scale_shape, &device,
-                                                    stream);
-    if (scale == NULL) {
-        goto fail;
-    }
-    if (!options.compute_scale) {
-        given_scale = fp8q_tensor_from_object(scale_object, "scale",
-                                              FP8Q_FLOAT32,
-                                              FP8Q_COPY_IF_NEEDED);
-        if (given_scale == NULL ||
-            (device.type == FP8Q_DEVICE_CPU &&
-             fp8q_py_require_cpu(given_scale, "quantize", "scale") < 0)) {
-            goto fail;
-        }
-        if (fp8q_view_broadcast_to(&given_scale->view, scale_ndim, scale_shape,
-                                   &given_view, "scale", &error) != FP8Q_OK) {
-            raise_scale_shape_mismatch(granularity_object, &x->view,
-                                       scale_ndim, scale_shape,
-                                       &given_scale->view);
-            goto fail;
-        }
-        if (device.type == FP8Q_DEVICE_CPU) {
-            /* The QTensor gets its own copy in the full scale shape. */
-            Py_BEGIN_ALLOW_THREADS
-            status = fp8q_cast(&given_view, &scale->view, NULL,
-                               FP8Q_SCALE_DIVIDE, 1, &error);
-            Py_END_ALLOW_THREADS
-            if (fp8q_py_raise_on_failure(status, &error) < 0) {
-                goto fail;
-            }
-        }
-        else if (fill_device_scale(given_scale, &given_view, scale, stream) <
-                 0) {
-            goto fail;
-        }
-    }
-    if (device.type == FP8Q_DEVICE_CUDA) {
-        Py_SETREF(x, fp8q_py_cuda_contiguous(x, stream));
-        if (x == NULL ||
-            fp8q_py_cuda_quantize(x, &options, data, scale, stream) < 0) {
-            goto fail;
-        }
-    }
-    else {
-        FP8Q_PY_BEGIN_INTERRUPTIBLE
-        status = fp8q_quantize(&x->view, &data->view, &scale->view, &options,
-                               &error);
-        FP8Q_PY_END_INTERRUPTIBLE(status)
-        if (fp8q_py_raise_on_failure(status, &error) < 0) {
-            goto fail;
-        }
-    }
-    if (transpose) {
-        transposed = transposed_copy(data, stream);
-        if (transposed == NULL) {
-            goto fail;
-        }
-    }
-    Py_DECREF(x);
-    Py_XDECREF(given_scale);
-    return Py_BuildValue("(NNN)", (PyObject *)data, (PyObject *)scale,
-                         transposed != NULL ? (PyObject *)transposed
-                                            : Py_NewRef(Py_None));
-
-fail:
-    Py_XDECREF(x);
-    Py_XDECREF(given_scale);
-    Py_XDECREF(data);
-    Py_XDECREF(scale);
-    return NULL;
-}
-
-/* Replaces *tensor by a copy on `device` when it lives elsewhere. */
-static int move_to(fp8q_TensorObject **tensor, const fp8q_py_device *device,
-                   fp8q_cu_stream stream)
-{
-    fp8q_TensorObject *moved;
-
-    if ((*tensor)->device_type == device->type &&
-        (*tensor)->device_index == device->index) {
-        return 0;
-    }
-    moved = fp8q_tensor_copy_to(*tensor, device, stream);
-    if (moved == NULL) {
-        return -1;
-    }
-    Py_SETREF(*tensor, moved);
-    return 0;
-}
-
 PyDoc_STRVAR(
     dequantize_doc,
     "_dequantize(data, scale, granularity, dtype='float32')\n"
@@ -452,48 +292,111 @@ PyDoc_STRVAR(
     "fp8q.quantize); granularity is 'tensor', 'row', 'col' or a\n"
     "(block_rows, block_cols) pair.");
 
+static PyObject *ops_quantize(PyObject *module, PyObject *args,
+                              PyObject *kwargs)
+{
+    static char *keywords[] = {"x",          "dtype",  "granularity",
+                               "scale",      "saturate", "power_of_2",
+                               "transpose",  "stream", NULL};
+    PyObject *x_object, *dtype_object = NULL, *granularity_object = NULL;
+    PyObject *scale_object = Py_None, *stream_object = Py_None;
+    fp8q_cu_stream stream;
+    int transpose = 0;
+    fp8q_quantize_options options;
+    fp8q_dtype dtype = FP8Q_FLOAT8_E4M3FN;
+    int scale_ndim;
+    int64_t scale_shape[FP8Q_MAX_DIMS];
+    fp8q_TensorObject *x = NULL, *data = NULL, *scale = NULL;
+    fp8q_TensorObject *transposed = NULL;
+    fp8q_error error;
+
+    (void)module;
+    /* granularity "tensor"; infinity_to_nan 0: the layer's option. */
+    memset(&options, 0, sizeof options);
+    options.granularity.block_rows = 1;
+    options.granularity.block_cols = 1;
+    options.saturate = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOpppO:quantize",
+                                     keywords, &x_object, &dtype_object,
+                                     &granularity_object, &scale_object,
+                                     &options.saturate, &options.power_of_2,
+                                     &transpose, &stream_object) ||
+        parse_options("quantize", stream_object, dtype_object,
+                      granularity_object, &stream, &dtype,
+                      &options.granularity) < 0) {
+        return NULL;
+    }
+    options.compute_scale = scale_object == Py_None;
+    x = fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
+    if (x == NULL) {
+        goto fail;
+    }
+    fp8q_error_clear(&error);
+    if (fp8q_scale_shape(&options.granularity, x->view.ndim, x->view.shape,
+                         &scale_ndim, scale_shape, &error) != FP8Q_OK) {
+        fp8q_py_raise(&error);
+        goto fail;
+    }
+    if (transpose && x->view.ndim != 2) {
+        PyErr_Format(PyExc_ValueError,
+                     "quantize: transpose=True needs a 2-D x (M, N), got %d "
+                     "dimensions",
+                     x->view.ndim);
+        goto fail;
+    }
+    data = fp8q_py_new_like(x, dtype, x->view.ndim, x->view.shape, stream);
+    scale = data == NULL ? NULL
+            : options.compute_scale
+                ? fp8q_py_new_like(x, FP8Q_FLOAT32, scale_ndim, scale_shape,
+                                   stream)
+                : given_scale(scale_object, granularity_object, x,
+                              scale_ndim, scale_shape, stream);
+    if (scale == NULL) {
+        goto fail;
+    }
+    if (fp8q_py_cuda_quantize(x, &options, data, scale, stream) < 0) {
+        goto fail;
+    }
+    if (transpose) {
+        transposed = transposed_copy(data, stream);
+        if (transposed == NULL) {
+            goto fail;
+        }
+    }
+    Py_DECREF(x);
+    return Py_BuildValue("(NNN)", (PyObject *)data, (PyObject *)scale,
+                         transposed != NULL ? (PyObject *)transposed
+                                            : Py_NewRef(Py_None));
+
+fail:
+    Py_XDECREF(x);
+    Py_XDECREF(data);
+    Py_XDECREF(scale);
+    return NULL;
+}
+
 static PyObject *ops_dequantize(PyObject *module, PyObject *args,
                                 PyObject *kwargs)
 {
     static char *keywords[] = {"data",  "scale",  "granularity",
                                "dtype", "stream", NULL};
-    PyObject *data_object;
-    PyObject *scale_object;
-    PyObject *granularity_object;
-    PyObject *dtype_object = NULL;
-    PyObject *stream_object = Py_None;
+    PyObject *data_object, *scale_object, *granularity_object;
+    PyObject *dtype_object = NULL, *stream_object = Py_None;
     fp8q_cu_stream stream;
     fp8q_py_device device;
     fp8q_granularity granularity;
     fp8q_dtype dtype = FP8Q_FLOAT32;
-    fp8q_TensorObject *data = NULL;
-    fp8q_TensorObject *scale = NULL;
-    fp8q_TensorObject *result = NULL;
+    fp8q_TensorObject *data = NULL, *scale = NULL, *result = NULL;
     fp8q_error error;
-    fp8q_status status;
 
     (void)module;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$O:dequantize",
                                      keywords, &data_object, &scale_object,
                                      &granularity_object, &dtype_object,
                                      &stream_object) ||
-        fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
-        return NULL;
-    }
-    if (dtype_object != NULL &&
-        fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0) {
-        return NULL;
-    }
-    if (dtype != FP8Q_FLOAT32 && dtype != FP8Q_FLOAT16 &&
-        dtype != FP8Q_BFLOAT16) {
-        PyErr_Format(PyExc_ValueError,
-                     "dequantize: dtype= must be float32, float16 or "
-                     "bfloat16, got %s",
-                     fp8q_dtype_name(dtype));
-        return NULL;
-    }
-    if (parse_granularity(granularity_object, "dequantize", &granularity) <
-        0) {
+        parse_options("dequantize", stream_object, dtype_object,
+                      granularity_object, &stream, &dtype,
+                      &granularity) < 0) {
         return NULL;
     }
     data = fp8q_tensor_from_object(data_object, "data", -1,
@@ -516,38 +419,28 @@ static PyObject *ops_dequantize(PyObject *module, PyObject *args,
          fp8q_py_require_cpu(scale, "dequantize", "scale") < 0)) {
         goto fail;
     }
-    result = fp8q_tensor_new_empty_on(dtype, data->view.ndim,
-                                      data->view.shape, &device, stream);
+    result = fp8q_py_new_like(data, dtype, data->view.ndim, data->view.shape,
+                              stream);
     if (result == NULL) {
         goto fail;
     }
     fp8q_error_clear(&error);
-    if (device.type == FP8Q_DEVICE_CUDA) {
-        if (fp8q_py_raise_on_failure(
-                fp8q_check_scale_shape(&granularity, &data->view,
-                                       &scale->view, &error),
-                &error) < 0 ||
-            move_to(&scale, &device, stream) < 0) {
-            goto fail;
-        }
-        Py_SETREF(data, fp8q_py_cuda_contiguous(data, stream));
-        Py_SETREF(scale, data == NULL
-                             ? NULL
-                             : fp8q_py_cuda_contiguous(scale, stream));
-        if (scale == NULL ||
-            fp8q_py_cuda_dequantize(data, scale, &granularity, result,
-                                    stream) < 0) {
-            goto fail;
-        }
+    /* A scale on the host moves to a GPU data's device once its shape is
+     * checked (on the CPU fp8q_dequantize checks it). */
+    if (device.type == FP8Q_DEVICE_CUDA &&
+        fp8q_py_raise_on_failure(
+            fp8q_check_scale_shape(&granularity, &data->view, &scale->view,
+                                   &error),
+            &error) < 0) {
+        goto fail;
     }
-    else {
-        FP8Q_PY_BEGIN_INTERRUPTIBLE
-        status = fp8q_dequantize(&data->view, &scale->view, &granularity,
-                                 &result->view, &error);
-        FP8Q_PY_END_INTERRUPTIBLE(status)
-        if (fp8q_py_raise_on_failure(status, &error) < 0) {
-            goto fail;
-        }
+    if (scale->device_type != device.type ||
+        scale->device_index != device.index) {
+        Py_SETREF(scale, fp8q_tensor_copy_to(scale, &device, stream));
+    }
+    if (scale == NULL || fp8q_py_cuda_dequantize(data, scale, &granularity,
+                                                 result, stream) < 0) {
+        goto fail;
     }
     Py_DECREF(data);
     Py_DECREF(scale);

@@ -18,26 +18,14 @@
 static int attribute_truth(PyObject *object, const char *name, int call)
 {
     PyObject *value = PyObject_GetAttrString(object, name);
-    PyObject *result;
-    int truth;
+    PyObject *result =
+        value == NULL || !call ? value : PyObject_CallNoArgs(value);
+    const int truth = result == NULL ? -1 : PyObject_IsTrue(result);
 
-    if (value == NULL) {
-        PyErr_Clear();
-        return -1;
-    }
     if (call) {
-        result = PyObject_CallNoArgs(value);
-        Py_DECREF(value);
+        Py_XDECREF(value);
     }
-    else {
-        result = value;
-    }
-    if (result == NULL) {
-        PyErr_Clear();
-        return -1;
-    }
-    truth = PyObject_IsTrue(result);
-    Py_DECREF(result);
+    Py_XDECREF(result);
     if (truth < 0) {
         PyErr_Clear();
     }

@@ -114,6 +114,8 @@ void test_view_reshape_shape(void);
 void test_view_reshape_longest_message(void);
 void test_view_recut_and_transpose(void);
 void test_view_fortran_contiguous(void);
+void test_view_overlaps_unsafely(void);
+void test_view_drop_axes(void);
 
 /* test_dlpack.c */
 void test_dlpack_dtype_codes(void);
@@ -144,6 +146,7 @@ void test_block_amax(void);
 void test_amax_errors(void);
 void test_amax_interrupt(void);
 void test_amax_zero_strides(void);
+void test_amax_all(void);
 
 /* test_quantize.c */
 void test_scale_shape(void);

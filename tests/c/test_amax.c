@@ -536,3 +536,37 @@ void test_amax_zero_strides(void)
     CHECK(n_nonfinite == (int64_t)1 << 40);
     CHECK(results[0] == 0.0f);
 }
+
+void test_amax_all(void)
+{
+    float values[24];
+    const int64_t shape[2] = {3, 4};
+    const int64_t strides[2] = {8, -2}; /* every other column, reversed */
+    const int64_t empty[2] = {3, 0};
+    fp8q_view source;
+    fp8q_error error;
+    float expected = 0.0f;
+    float result = -1.0f;
+    int64_t row, col;
+
+    fill_random_floats(values, 24, 100.0f);
+    source = make_view(values + 6, FP8Q_FLOAT32, 2, shape, strides);
+    for (row = 0; row < 3; row++) {
+        for (col = 0; col < 4; col++) {
+            const float magnitude = (float)fabs(values[6 + 8 * row - 2 * col]);
+            expected = magnitude > expected ? magnitude : expected;
+        }
+    }
+    values[7] = 1e30f; /* not in the view */
+    CHECK_OK(fp8q_amax_all(&source, &result, &error), &error);
+    CHECK_DOUBLE(result, expected);
+
+    values[6 + 8 * 2 - 2 * 3] = NAN; /* in the view */
+    CHECK_OK(fp8q_amax_all(&source, &result, &error), &error);
+    CHECK(result != result);
+
+    source = make_view(values, FP8Q_FLOAT32, 2, empty, NULL);
+    result = -1.0f;
+    CHECK_OK(fp8q_amax_all(&source, &result, &error), &error);
+    CHECK_DOUBLE(result, 0.0);
+}

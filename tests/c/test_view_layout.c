@@ -193,3 +193,70 @@ void test_view_fortran_contiguous(void)
     view = make_view(data, FP8Q_FLOAT32, 0, NULL, NULL);
     CHECK(fp8q_view_is_fortran_contiguous(&view));
 }
+
+void test_view_overlaps_unsafely(void)
+{
+    /* Shapes, and strides (transposed, odd). */
+    static const struct {
+        int64_t square[2], half[2], flat[1], transposed[2], row[2], odd[2],
+            empty[2];
+    } dims = {{4, 4}, {2, 4}, {16}, {1, 4}, {1, 4}, {7, 1}, {0, 4}};
+    float data[64];
+    uint8_t bytes[64];
+    fp8q_view a = make_view(data, FP8Q_FLOAT32, 2, dims.square, NULL);
+    fp8q_view b;
+
+    /* The very same elements: safe in place. */
+    b = a;
+    CHECK_INT(fp8q_view_overlaps_unsafely(&a, &b), 0);
+    /* Same bytes, another itemsize: unsafe. */
+    b = make_view(data, FP8Q_FLOAT16, 2, dims.square, NULL);
+    CHECK_INT(fp8q_view_overlaps_unsafely(&a, &b), 1);
+    /* Same first element, transposed strides: unsafe. */
+    b = make_view(data, FP8Q_FLOAT32, 2, dims.square, dims.transposed);
+    CHECK_INT(fp8q_view_overlaps_unsafely(&a, &b), 1);
+    /* Same elements seen with another ndim: unsafe. */
+    b = make_view(data, FP8Q_FLOAT32, 1, dims.flat, NULL);
+    CHECK_INT(fp8q_view_overlaps_unsafely(&a, &b), 1);
+    /* Shifted by one row inside: unsafe; right after the end: disjoint. */
+    b = make_view(data + 4, FP8Q_FLOAT32, 2, dims.square, NULL);
+    CHECK_INT(fp8q_view_overlaps_unsafely(&a, &b), 1);
+    b = make_view(data + 16, FP8Q_FLOAT32, 2, dims.square, NULL);
+    CHECK_INT(fp8q_view_overlaps_unsafely(&a, &b), 0);
+    CHECK_INT(fp8q_view_overlaps_unsafely(&b, &a), 0);
+    /* An extent of 1 may have any stride and still be the same elements. */
+    a = make_view(data, FP8Q_FLOAT32, 2, dims.row, NULL);
+    b = make_view(data, FP8Q_FLOAT32, 2, dims.row, dims.odd);
+    CHECK_INT(fp8q_view_overlaps_unsafely(&a, &b), 0);
+    /* Another shape over the same start: unsafe. */
+    a = make_view(data, FP8Q_FLOAT32, 2, dims.square, NULL);
+    b = make_view(data, FP8Q_FLOAT32, 2, dims.half, NULL);
+    CHECK_INT(fp8q_view_overlaps_unsafely(&a, &b), 1);
+    /* An empty view overlaps nothing; bytes inside a float: unsafe. */
+    b = make_view(data, FP8Q_FLOAT32, 2, dims.empty, NULL);
+    CHECK_INT(fp8q_view_overlaps_unsafely(&a, &b), 0);
+    a = make_view(bytes, FP8Q_UINT8, 1, dims.flat, NULL);
+    b = make_view(bytes + 1, FP8Q_FLOAT32, 1, dims.half + 1, NULL);
+    CHECK_INT(fp8q_view_overlaps_unsafely(&a, &b), 1);
+}
+
+void test_view_drop_axes(void)
+{
+    float data[24];
+    const int64_t shape[4] = {2, 1, 3, 1};
+    const int drop_middle[4] = {0, 1, 0, 1};
+    const int drop_all[4] = {1, 1, 1, 1};
+    fp8q_view view = make_view(data, FP8Q_FLOAT32, 4, shape, NULL);
+    fp8q_view out;
+
+    fp8q_view_drop_axes(&view, drop_middle, &out);
+    CHECK_INT(out.ndim, 2);
+    CHECK_INT(out.shape[0], 2);
+    CHECK_INT(out.shape[1], 3);
+    CHECK_INT(out.strides[0], 3);
+    CHECK_INT(out.strides[1], 1);
+    CHECK(out.data == (void *)data && out.dtype == FP8Q_FLOAT32);
+    fp8q_view_drop_axes(&view, drop_all, &out);
+    CHECK_INT(out.ndim, 0);
+    CHECK(out.data == (void *)data);
+}

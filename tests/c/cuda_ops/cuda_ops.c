@@ -5,8 +5,9 @@
  * the cast's scale addressing and its refusals, the amax's three
  * reductions and calibration's finite amax, the weight-only product's
  * plans, launches and split-K scratch (cuda/weight_only_ops.h), the
- * calibrators' reductions, folds and records (cuda/calibration_ops.h), each
- * against an oracle computed here on the host or by csrc/core's CPU cast.
+ * calibrators' reductions, folds and records (cuda/calibration_ops.h), one
+ * operation call (cuda/op_call.h) on the GPU against the same call on the
+ * CPU, each against an oracle computed here on the host or by csrc/core.
  * tests/test_c_cuda_ops.py builds it with the fake driver and runs it:
  *
  *   cuda_ops KERNEL_FOLDER     (FP8Q_CUDA_DRIVER naming the fake driver)
@@ -23,6 +24,7 @@
 #include "cuda/kernel_image.h"
 #include "cuda/layer_path.h"
 #include "cuda/memory.h"
+#include "cuda/op_call.h"
 #include "core/histogram.h"
 #include "cuda/calibration_ops.h"
 #include "cuda/ops.h"
@@ -726,6 +728,101 @@ static void check_layer_activation_options(void)
     }
 }
 
+/* fp8q_op_run on the GPU against fp8q_op_run on the CPU (csrc/core): a row
+ * quantize of a strided x (2, 3, 4) (gathered below the call), then the
+ * dequantize of its data and scale read with their first two axes swapped
+ * (both gathered); the bits must agree. */
+static void check_op_call(void)
+{
+    const char *test = "op-call-gathered";
+    const int64_t shape[3] = {2, 3, 4}, strides[3] = {4, 8, 1};
+    const int64_t c_strides[3] = {12, 4, 1};
+    const int64_t scale_shape[3] = {2, 3, 1}, scale_strides[3] = {3, 1, 1};
+    const int64_t swapped[3] = {3, 2, 4}, data_swapped[3] = {4, 12, 1};
+    const int64_t result_strides[3] = {8, 4, 1};
+    const int64_t scale_swapped[3] = {3, 2, 1}, scale_swap[3] = {1, 3, 1};
+    float values[24], scales[2][6], results[2][24];
+    unsigned char codes[2][24];
+    void *memory[4]; /* x, codes, scale, result on the device */
+    fp8q_quantize_options options;
+    fp8q_view views[2][6]; /* [CPU, GPU] x, data, scale, swapped data,
+                              swapped scale, result */
+    fp8q_op_call call;
+    fp8q_error error;
+    int side, i, nonzero;
+
+    fill_values(values);
+    memset(&options, 0, sizeof options);
+    options.granularity.kind = FP8Q_GRANULARITY_ROW;
+    options.granularity.block_rows = 1;
+    options.granularity.block_cols = 1;
+    options.saturate = 1;
+    options.compute_scale = 1;
+    memory[0] = on_device(values, sizeof values);
+    memory[1] = on_device(NULL, sizeof codes[0]);
+    memory[2] = on_device(NULL, sizeof scales[0]);
+    memory[3] = on_device(NULL, sizeof results[0]);
+    if (memory[0] == NULL || memory[1] == NULL || memory[2] == NULL ||
+        memory[3] == NULL) {
+        return;
+    }
+    for (side = 0; side < 2; side++) {
+        void *x = side == 0 ? (void *)values : memory[0];
+        void *data = side == 0 ? (void *)codes[0] : memory[1];
+        void *scale = side == 0 ? (void *)scales[0] : memory[2];
+        void *result = side == 0 ? (void *)results[0] : memory[3];
+        views[side][0] = view_of(x, FP8Q_FLOAT32, 3, shape, strides);
+        views[side][1] =
+            view_of(data, FP8Q_FLOAT8_E4M3FN, 3, shape, c_strides);
+        views[side][2] =
+            view_of(scale, FP8Q_FLOAT32, 3, scale_shape, scale_strides);
+        views[side][3] =
+            view_of(data, FP8Q_FLOAT8_E4M3FN, 3, swapped, data_swapped);
+        views[side][4] =
+            view_of(scale, FP8Q_FLOAT32, 3, scale_swapped, scale_swap);
+        views[side][5] =
+            view_of(result, FP8Q_FLOAT32, 3, swapped, result_strides);
+        fp8q_error_clear(&error);
+        fp8q_op_call_init(&call, FP8Q_OP_QUANTIZE, &views[side][0],
+                          &views[side][1], NULL);
+        call.device = side == 0 ? NULL : device;
+        call.scale = &views[side][2];
+        call.options = &options;
+        if (fp8q_op_run(&call, &error) != FP8Q_OK) {
+            fail(test, "the quantize failed", &error);
+            return;
+        }
+        fp8q_op_call_init(&call, FP8Q_OP_DEQUANTIZE, &views[side][3],
+                          &views[side][5], NULL);
+        call.device = side == 0 ? NULL : device;
+        call.scale = &views[side][4];
+        call.granularity = &options.granularity;
+        if (fp8q_op_run(&call, &error) != FP8Q_OK) {
+            fail(test, "the dequantize failed", &error);
+            return;
+        }
+    }
+    to_host(codes[1], memory[1], sizeof codes[1]);
+    to_host(scales[1], memory[2], sizeof scales[1]);
+    to_host(results[1], memory[3], sizeof results[1]);
+    for (i = 0, nonzero = 0; i < 24; i++) {
+        nonzero += results[0][i] != 0.0f;
+    }
+    if (memcmp(codes[0], codes[1], sizeof codes[0]) != 0 ||
+        memcmp(scales[0], scales[1], sizeof scales[0]) != 0) {
+        fail(test, "the GPU's quantize differs from the CPU's", NULL);
+    }
+    else if (memcmp(results[0], results[1], sizeof results[0]) != 0) {
+        fail(test, "the GPU's dequantize differs from the CPU's", NULL);
+    }
+    else if (nonzero != 23) { /* x holds one 0 */
+        fail(test, "the dequantized values are not x's nonzeros", NULL);
+    }
+    else {
+        printf("ok %s\n", test);
+    }
+}
+
 int main(int argc, char **argv)
 {
     /* x (4, 3) read as its transpose (3, 4): the transpose kernel. */
@@ -798,5 +895,6 @@ int main(int argc, char **argv)
     check_calib_max();
     check_calib_histogram();
     check_layer_activation_options();
+    check_op_call();
     return failures != 0;
 }
