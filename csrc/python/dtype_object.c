@@ -177,13 +177,28 @@ int fp8q_py_dtype_from_numpy(PyArray_Descr *descr, fp8q_dtype *dtype)
 /* ------------------------------------------------------------------------- */
 /* Parsing dtype= arguments                                                  */
 
+/* The dtype of what np.dtype() makes of `object` (a type string, a scalar
+ * type): 1 found, 0 not (NumPy refused it too, or fp8q does not store it),
+ * -1 error. */
+static int dtype_through_numpy(PyObject *object, fp8q_dtype *dtype)
+{
+    PyArray_Descr *descr = NULL;
+    int found;
+
+    if (!PyArray_DescrConverter(object, &descr)) {
+        PyErr_Clear();
+        return 0;
+    }
+    found = fp8q_py_dtype_from_numpy(descr, dtype);
+    Py_DECREF(descr);
+    return found;
+}
+
 /* Parses a string: a name or alias known to the core, else anything
  * np.dtype() accepts ("f4", "<f2", "B", ...). 1 found, 0 not, -1 error. */
 static int parse_dtype_string(PyObject *string, fp8q_dtype *dtype)
 {
     const char *text = PyUnicode_AsUTF8(string);
-    PyArray_Descr *descr = NULL;
-    int found;
 
     if (text == NULL) {
         return -1;
@@ -191,14 +206,7 @@ static int parse_dtype_string(PyObject *string, fp8q_dtype *dtype)
     if (fp8q_dtype_from_name(text, dtype)) {
         return 1;
     }
-    if (!PyArray_DescrConverter(string, &descr)) {
-        /* Not a NumPy type string either. */
-        PyErr_Clear();
-        return 0;
-    }
-    found = fp8q_py_dtype_from_numpy(descr, dtype);
-    Py_DECREF(descr);
-    return found;
+    return dtype_through_numpy(string, dtype);
 }
 
 int fp8q_py_dtype_from_object(PyObject *object, fp8q_dtype *dtype)
@@ -229,16 +237,7 @@ int fp8q_py_dtype_from_object(PyObject *object, fp8q_dtype *dtype)
     if (PyType_Check(object) &&
         PyType_IsSubtype((PyTypeObject *)object, &PyGenericArrType_Type)) {
         /* NumPy and ml_dtypes scalar types: np.float32, ml_dtypes.bfloat16. */
-        PyArray_Descr *descr = NULL;
-        int found;
-
-        if (!PyArray_DescrConverter(object, &descr)) {
-            PyErr_Clear();
-            return 0;
-        }
-        found = fp8q_py_dtype_from_numpy(descr, dtype);
-        Py_DECREF(descr);
-        return found;
+        return dtype_through_numpy(object, dtype);
     }
     return 0;
 }
@@ -265,8 +264,46 @@ int fp8q_py_parse_dtype(PyObject *object, const char *argument_name,
     return 0;
 }
 
+int fp8q_py_parse_optional_dtype(PyObject *object, int *dtype)
+{
+    fp8q_dtype parsed;
+
+    *dtype = -1;
+    if (object == NULL || object == Py_None) {
+        return 0;
+    }
+    if (fp8q_py_parse_dtype(object, "dtype", &parsed) < 0) {
+        return -1;
+    }
+    *dtype = (int)parsed;
+    return 0;
+}
+
 /* ------------------------------------------------------------------------- */
 /* The fp8q.dtype type                                                       */
+
+PyDoc_STRVAR(
+    dtype_doc,
+    "dtype(obj, /)\n"
+    "--\n"
+    "\n"
+    "An element type fp8q stores. There is exactly one object per type:\n"
+    "fp8q.float32, fp8q.float16, fp8q.bfloat16, fp8q.uint8,\n"
+    "fp8q.float8_e4m3fn, fp8q.float8_e5m2 (OCP OFP8), fp8q.float8_e4m3fnuz\n"
+    "and fp8q.float8_e5m2fnuz. fp8q.dtype(obj) returns that singleton for\n"
+    "obj, which may be an fp8q.dtype, a canonical name, an alias ('e4m3',\n"
+    "'e5m2', 'bf16', 'fp16', 'half', 'fp32', optionally 'torch.'-prefixed),\n"
+    "a NumPy dtype, type or type string of float32, float16 or uint8 in\n"
+    "native byte order (np.float32, np.dtype('f2'), 'u1'), an ml_dtypes\n"
+    "bfloat16 or FP8 dtype or type, or a torch dtype (recognised by its\n"
+    "str(); torch is not imported). Anything else raises TypeError.\n"
+    "Every dtype= argument of fp8q accepts the same objects.\n"
+    "\n"
+    "str(dt) and dt.name are the canonical name; repr(dt) is\n"
+    "'fp8q.<name>'. Equality is NumPy-like: dt == other is True when other\n"
+    "is any object fp8q.dtype() maps to dt (so fp8q.float32 == 'float32'\n"
+    "and fp8q.bfloat16 == torch.bfloat16), and False for objects that are\n"
+    "not dtypes. hash(dt) == hash(dt.name).");
 
 static PyObject *dtype_new(PyTypeObject *type, PyObject *args,
                            PyObject *kwargs)
@@ -332,31 +369,29 @@ static PyObject *dtype_richcompare(PyObject *self, PyObject *other, int op)
     Py_RETURN_FALSE;
 }
 
+/* The getters of fp8q.dtype but name: the closure points to one of these
+ * property codes. */
+enum { ITEMSIZE, IS_FP8, IS_FLOATING_POINT };
+static int dtype_properties[] = {ITEMSIZE, IS_FP8, IS_FLOATING_POINT};
+
+static PyObject *dtype_get(PyObject *self, void *closure)
+{
+    const fp8q_dtype dtype = ((fp8q_DtypeObject *)self)->dtype;
+
+    switch (*(const int *)closure) {
+    case ITEMSIZE:
+        return PyLong_FromSize_t(fp8q_dtype_itemsize(dtype));
+    case IS_FP8:
+        return PyBool_FromLong(fp8q_dtype_is_fp8(dtype));
+    default:
+        return PyBool_FromLong(fp8q_dtype_is_float(dtype));
+    }
+}
+
 static PyObject *dtype_get_name(PyObject *self, void *closure)
 {
     (void)closure;
     return dtype_str(self);
-}
-
-static PyObject *dtype_get_itemsize(PyObject *self, void *closure)
-{
-    (void)closure;
-    return PyLong_FromSize_t(
-        fp8q_dtype_itemsize(((fp8q_DtypeObject *)self)->dtype));
-}
-
-static PyObject *dtype_get_is_fp8(PyObject *self, void *closure)
-{
-    (void)closure;
-    return PyBool_FromLong(
-        fp8q_dtype_is_fp8(((fp8q_DtypeObject *)self)->dtype));
-}
-
-static PyObject *dtype_get_is_floating_point(PyObject *self, void *closure)
-{
-    (void)closure;
-    return PyBool_FromLong(
-        fp8q_dtype_is_float(((fp8q_DtypeObject *)self)->dtype));
 }
 
 static PyObject *dtype_reduce(PyObject *self, PyObject *unused)
@@ -370,11 +405,14 @@ static PyGetSetDef dtype_getset[] = {
     {"name", dtype_get_name, NULL,
      "The canonical name, e.g. 'float8_e4m3fn' (the same as str(dtype)).",
      NULL},
-    {"itemsize", dtype_get_itemsize, NULL, "Bytes per element.", NULL},
-    {"is_fp8", dtype_get_is_fp8, NULL,
-     "True for the four 8-bit floating-point formats.", NULL},
-    {"is_floating_point", dtype_get_is_floating_point, NULL,
-     "True for every floating-point dtype (all but uint8).", NULL},
+    {"itemsize", dtype_get, NULL, "Bytes per element.",
+     &dtype_properties[ITEMSIZE]},
+    {"is_fp8", dtype_get, NULL,
+     "True for the four 8-bit floating-point formats.",
+     &dtype_properties[IS_FP8]},
+    {"is_floating_point", dtype_get, NULL,
+     "True for every floating-point dtype (all but uint8).",
+     &dtype_properties[IS_FLOATING_POINT]},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -383,29 +421,6 @@ static PyMethodDef dtype_methods[] = {
      "Pickles as fp8q.dtype(name), which returns the same singleton."},
     {NULL, NULL, 0, NULL},
 };
-
-PyDoc_STRVAR(
-    dtype_doc,
-    "dtype(obj, /)\n"
-    "--\n"
-    "\n"
-    "An element type fp8q stores. There is exactly one object per type:\n"
-    "fp8q.float32, fp8q.float16, fp8q.bfloat16, fp8q.uint8,\n"
-    "fp8q.float8_e4m3fn, fp8q.float8_e5m2 (OCP OFP8), fp8q.float8_e4m3fnuz\n"
-    "and fp8q.float8_e5m2fnuz. fp8q.dtype(obj) returns that singleton for\n"
-    "obj, which may be an fp8q.dtype, a canonical name, an alias ('e4m3',\n"
-    "'e5m2', 'bf16', 'fp16', 'half', 'fp32', optionally 'torch.'-prefixed),\n"
-    "a NumPy dtype, type or type string of float32, float16 or uint8 in\n"
-    "native byte order (np.float32, np.dtype('f2'), 'u1'), an ml_dtypes\n"
-    "bfloat16 or FP8 dtype or type, or a torch dtype (recognised by its\n"
-    "str(); torch is not imported). Anything else raises TypeError.\n"
-    "Every dtype= argument of fp8q accepts the same objects.\n"
-    "\n"
-    "str(dt) and dt.name are the canonical name; repr(dt) is\n"
-    "'fp8q.<name>'. Equality is NumPy-like: dt == other is True when other\n"
-    "is any object fp8q.dtype() maps to dt (so fp8q.float32 == 'float32'\n"
-    "and fp8q.bfloat16 == torch.bfloat16), and False for objects that are\n"
-    "not dtypes. hash(dt) == hash(dt.name).");
 
 PyTypeObject fp8q_Dtype_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
@@ -502,13 +517,8 @@ int fp8q_py_dtype_init(PyObject *module)
 {
     int index;
 
-    if (PyType_Ready(&fp8q_Dtype_Type) < 0) {
-        return -1;
-    }
-    Py_INCREF(&fp8q_Dtype_Type);
-    if (PyModule_AddObject(module, "dtype", (PyObject *)&fp8q_Dtype_Type) <
-        0) {
-        Py_DECREF(&fp8q_Dtype_Type);
+    /* Added as "dtype", the last part of its tp_name. */
+    if (PyModule_AddType(module, &fp8q_Dtype_Type) < 0) {
         return -1;
     }
     for (index = 0; index < FP8Q_DTYPE_COUNT; index++) {

@@ -679,14 +679,5 @@ PyTypeObject fp8q_Tensor_Type = {
 
 int fp8q_py_tensor_init(PyObject *module)
 {
-    if (PyType_Ready(&fp8q_Tensor_Type) < 0) {
-        return -1;
-    }
-    Py_INCREF(&fp8q_Tensor_Type);
-    if (PyModule_AddObject(module, "Tensor", (PyObject *)&fp8q_Tensor_Type) <
-        0) {
-        Py_DECREF(&fp8q_Tensor_Type);
-        return -1;
-    }
-    return 0;
+    return PyModule_AddType(module, &fp8q_Tensor_Type); /* as "Tensor" */
 }
