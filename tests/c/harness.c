@@ -185,6 +185,7 @@ static const harness_test tests[] = {
     {"dlpack_tensor_view_longest_message",
      test_dlpack_tensor_view_longest_message},
     {"dlpack_export_values", test_dlpack_export_values},
+    {"dlpack_export_blocks", test_dlpack_export_blocks},
     {"device_names", test_device_names},
     {"cast_all_dtype_pairs", test_cast_all_dtype_pairs},
     {"cast_scaled", test_cast_scaled},

@@ -121,6 +121,7 @@ void test_dlpack_tensor_view(void);
 void test_dlpack_tensor_view_refusals(void);
 void test_dlpack_tensor_view_longest_message(void);
 void test_dlpack_export_values(void);
+void test_dlpack_export_blocks(void);
 void test_device_names(void);
 
 /* test_cast.c */
