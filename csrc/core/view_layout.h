@@ -2,7 +2,8 @@
  * view_layout.h - new layouts of an existing view, and layout predicates,
  * that the tensor type's methods need: the shape of a reshape (one extent
  * inferred), the re-cut of the last axis for a view with another itemsize,
- * the transpose of a 2-D view, Fortran contiguity.
+ * the transpose of a 2-D view, Fortran contiguity, byte strides in and out,
+ * and what a PEP 3118 buffer request of a view may get.
  */
 #ifndef FP8Q_CORE_VIEW_LAYOUT_H
 #define FP8Q_CORE_VIEW_LAYOUT_H
@@ -45,5 +46,35 @@ void fp8q_view_transpose_2d(const fp8q_view *view, fp8q_view *out);
  * fastest, no gaps; extents of 1 may have any stride; an empty view is
  * contiguous). */
 int fp8q_view_is_fortran_contiguous(const fp8q_view *view);
+
+/* Sets the stride of `axis` of `view` (its dtype and that extent already
+ * set) from a stride in bytes: 1 when it is a whole number of elements, or
+ * when the extent is 0 or 1 (the stride is then 0: it is never applied);
+ * 0, stride untouched, otherwise (the layout needs a copy). */
+int fp8q_view_set_byte_stride(fp8q_view *view, int axis, int64_t byte_stride);
+
+/* The bytes of the view's elements: fp8q_view_size * itemsize. */
+int64_t fp8q_view_nbytes(const fp8q_view *view);
+
+/* What a PEP 3118 buffer request asks of the exported view (bits of the
+ * request argument below, in this order; the binding maps the PyBUF_*
+ * flags to them). */
+#define FP8Q_BUFFER_WRITABLE 1u
+#define FP8Q_BUFFER_STRIDES 2u      /* strides may be given */
+#define FP8Q_BUFFER_C_CONTIGUOUS 4u /* C order required */
+#define FP8Q_BUFFER_F_CONTIGUOUS 8u /* Fortran order required */
+#define FP8Q_BUFFER_ANY_CONTIGUOUS 16u /* one of the two required */
+
+/* NULL when a view (read-only when `readonly` is nonzero) can be exported
+ * for `request`, else why not, as a sentence for a BufferError: a writable
+ * request of a read-only view; a request without strides, or one for a
+ * contiguity, the layout does not meet. */
+const char *fp8q_view_buffer_refusal(const fp8q_view *view, int readonly,
+                                     unsigned request);
+
+/* The PEP 3118 format character of `dtype`'s elements: "f" float32, "e"
+ * float16, "H" for bfloat16's raw codes, "B" for uint8, for the FP8 dtypes'
+ * raw codes and for anything else. */
+const char *fp8q_dtype_buffer_format(fp8q_dtype dtype);
 
 #endif /* FP8Q_CORE_VIEW_LAYOUT_H */

@@ -11,6 +11,8 @@
  */
 #include "python/binding.h"
 
+#include "core/view_layout.h"
+
 #include "cuda/memory.h"
 #include "cuda/ops.h"
 #include "cuda/scratch.h"
@@ -244,8 +246,7 @@ fp8q_TensorObject *fp8q_tensor_new_empty_on(fp8q_dtype dtype, int ndim,
     if (cuda == NULL) {
         return NULL;
     }
-    bytes = (size_t)(fp8q_view_size(&view) *
-                     (int64_t)fp8q_dtype_itemsize(dtype));
+    bytes = (size_t)fp8q_view_nbytes(&view);
     FP8Q_PY_WITHOUT_GIL(status, error,
                         fp8q_cuda_alloc(cuda, bytes, stream, &memory,
                                         &allocated_in, &error));
@@ -277,12 +278,6 @@ static int same_device(const fp8q_TensorObject *tensor,
     return tensor->device_type == device->type &&
            (device->type == FP8Q_DEVICE_CPU ||
             tensor->device_index == device->index);
-}
-
-static size_t view_bytes(const fp8q_view *view)
-{
-    return (size_t)(fp8q_view_size(view) *
-                    (int64_t)fp8q_dtype_itemsize(view->dtype));
 }
 
 /* Records a use of the CUDA tensor `source` on `stream` and returns a new
@@ -321,31 +316,41 @@ int fp8q_py_cuda_transpose(fp8q_TensorObject *source,
     return fp8q_py_raise_on_failure(status, &error);
 }
 
+/* Copies the elements of `source` into `destination`, C-contiguous, as
+ * large, on the CPU or a GPU, one of them on a GPU (whose driver copies), on
+ * `stream` with the GIL released: the bytes when `source` is C-contiguous
+ * (waited for when `synchronize`), else gathered on source's GPU
+ * (fp8q_cuda_gather). 0, or -1 with CudaError. */
+static int copy_elements(fp8q_TensorObject *destination,
+                         fp8q_TensorObject *source, fp8q_cu_stream stream,
+                         int synchronize)
+{
+    const fp8q_cuda_device *cuda = source->cuda_device != NULL
+                                       ? source->cuda_device
+                                       : destination->cuda_device;
+    fp8q_error error;
+    fp8q_status status;
+
+    FP8Q_PY_WITHOUT_GIL(
+        status, error,
+        fp8q_view_is_contiguous(&source->view)
+            ? fp8q_cuda_copy(cuda, destination->view.data, source->view.data,
+                             (size_t)fp8q_view_nbytes(&source->view), stream,
+                             synchronize, &error)
+            : fp8q_cuda_gather(cuda, &source->view, destination->view.data,
+                               stream, &error));
+    return fp8q_py_raise_on_failure(status, &error);
+}
+
 /* A new C-contiguous copy of the CUDA tensor `source` on its device, on
- * `stream`: its bytes copied when it is contiguous, else gathered there from
- * any strides (fp8q_cuda_gather). */
+ * `stream`. */
 static fp8q_TensorObject *copied_on_device(fp8q_TensorObject *source,
                                            fp8q_cu_stream stream)
 {
     fp8q_TensorObject *result = copy_destination(source, stream);
-    const int contiguous = fp8q_view_is_contiguous(&source->view);
-    fp8q_error error;
-    fp8q_status status;
 
-    if (result == NULL) {
-        return NULL;
-    }
-    FP8Q_PY_WITHOUT_GIL(
-        status, error,
-        contiguous ? fp8q_cuda_copy(result->cuda_device, result->view.data,
-                                    source->view.data,
-                                    view_bytes(&source->view), stream, 0,
-                                    &error)
-                   : fp8q_cuda_gather(source->cuda_device, &source->view,
-                                      result->view.data, stream, &error));
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        Py_DECREF(result);
-        return NULL;
+    if (result != NULL && copy_elements(result, source, stream, 0) < 0) {
+        Py_CLEAR(result);
     }
     return result;
 }
@@ -366,8 +371,6 @@ static fp8q_TensorObject *cuda_to_cpu(fp8q_TensorObject *source,
 {
     fp8q_TensorObject *compact = fp8q_py_cuda_contiguous(source, stream);
     fp8q_TensorObject *result;
-    fp8q_error error;
-    fp8q_status status;
 
     if (compact == NULL || fp8q_py_use_on_stream(compact, stream) < 0) {
         Py_XDECREF(compact);
@@ -375,16 +378,8 @@ static fp8q_TensorObject *cuda_to_cpu(fp8q_TensorObject *source,
     }
     result = fp8q_tensor_new_empty(compact->view.dtype, compact->view.ndim,
                                    compact->view.shape);
-    if (result != NULL) {
-        FP8Q_PY_WITHOUT_GIL(status, error,
-                            fp8q_cuda_copy(compact->cuda_device,
-                                           result->view.data,
-                                           compact->view.data,
-                                           view_bytes(&compact->view), stream,
-                                           1, &error));
-        if (fp8q_py_raise_on_failure(status, &error) < 0) {
-            Py_CLEAR(result);
-        }
+    if (result != NULL && copy_elements(result, compact, stream, 1) < 0) {
+        Py_CLEAR(result);
     }
     Py_DECREF(compact);
     return result;
@@ -398,8 +393,6 @@ static fp8q_TensorObject *cpu_to_cuda(fp8q_TensorObject *source,
 {
     fp8q_TensorObject *host;
     fp8q_TensorObject *result;
-    fp8q_error error;
-    fp8q_status status;
 
     host = fp8q_view_is_contiguous(&source->view)
                ? (fp8q_TensorObject *)Py_NewRef(source)
@@ -409,22 +402,12 @@ static fp8q_TensorObject *cpu_to_cuda(fp8q_TensorObject *source,
     }
     result = fp8q_tensor_new_empty_on(host->view.dtype, host->view.ndim,
                                       host->view.shape, device, stream);
-    if (result == NULL) {
-        Py_DECREF(host);
-        return NULL;
-    }
     /* Synchronous: the host memory may be pinned (the copy would then run
      * after this returns) and is released right after. */
-    FP8Q_PY_WITHOUT_GIL(status, error,
-                        fp8q_cuda_copy(result->cuda_device, result->view.data,
-                                       host->view.data,
-                                       view_bytes(&host->view), stream, 1,
-                                       &error));
-    Py_DECREF(host);
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        Py_DECREF(result);
-        return NULL;
+    if (result != NULL && copy_elements(result, host, stream, 1) < 0) {
+        Py_CLEAR(result);
     }
+    Py_DECREF(host);
     return result;
 }
 

@@ -8,6 +8,8 @@
 #include "cuda/memory.h"
 #include "python/binding.h"
 
+#include "core/view_layout.h"
+
 int fp8q_py_parse_extents(PyObject *object, int *ndim, int64_t *shape)
 {
     PyObject *sequence;
@@ -167,8 +169,7 @@ static PyObject *zeros(PyObject *module, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     /* Zero bits are the value 0 in every fp8q dtype. */
-    bytes = (size_t)fp8q_view_size(&result->view) *
-            fp8q_dtype_itemsize(result->view.dtype);
+    bytes = (size_t)fp8q_view_nbytes(&result->view);
     if (result->device_type == FP8Q_DEVICE_CPU) {
         memset(result->allocation, 0, bytes);
         return (PyObject *)result;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/cast.h"
+#include "core/view_layout.h"
 #include "platform.h"
 #include "python/binding.h"
 
@@ -46,7 +47,7 @@ fp8q_TensorObject *fp8q_tensor_new_empty(fp8q_dtype dtype, int ndim,
         fp8q_py_raise(&error);
         return NULL;
     }
-    nbytes = fp8q_view_size(&view) * (int64_t)fp8q_dtype_itemsize(dtype);
+    nbytes = fp8q_view_nbytes(&view);
     if ((uint64_t)nbytes > (uint64_t)SIZE_MAX) {
         PyErr_Format(PyExc_MemoryError,
                      "fp8q: cannot allocate %lld bytes on this platform",

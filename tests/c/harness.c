@@ -179,6 +179,7 @@ static const harness_test tests[] = {
     {"view_reshape_longest_message", test_view_reshape_longest_message},
     {"view_recut_and_transpose", test_view_recut_and_transpose},
     {"view_fortran_contiguous", test_view_fortran_contiguous},
+    {"view_bytes_and_buffer_requests", test_view_bytes_and_buffer_requests},
     {"dlpack_dtype_codes", test_dlpack_dtype_codes},
     {"dlpack_tensor_view", test_dlpack_tensor_view},
     {"dlpack_tensor_view_refusals", test_dlpack_tensor_view_refusals},

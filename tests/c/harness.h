@@ -114,6 +114,7 @@ void test_view_reshape_shape(void);
 void test_view_reshape_longest_message(void);
 void test_view_recut_and_transpose(void);
 void test_view_fortran_contiguous(void);
+void test_view_bytes_and_buffer_requests(void);
 
 /* test_dlpack.c */
 void test_dlpack_dtype_codes(void);
