@@ -440,23 +440,10 @@ PyTypeObject fp8q_Dtype_Type = {
 /* ------------------------------------------------------------------------- */
 /* fp8q._C._finfo                                                            */
 
-static int set_item(PyObject *dict, const char *key, PyObject *value)
-{
-    int status;
-
-    if (value == NULL) {
-        return -1;
-    }
-    status = PyDict_SetItemString(dict, key, value);
-    Py_DECREF(value);
-    return status;
-}
-
 static PyObject *finfo(PyObject *module, PyObject *object)
 {
     fp8q_dtype dtype;
     fp8q_finfo info;
-    PyObject *result;
 
     (void)module;
     if (fp8q_py_parse_dtype(object, "dtype", &dtype) < 0) {
@@ -468,31 +455,14 @@ static PyObject *finfo(PyObject *module, PyObject *object)
                      fp8q_dtype_name(dtype));
         return NULL;
     }
-    result = PyDict_New();
-    if (result == NULL) {
-        return NULL;
-    }
-    if (set_item(result, "dtype", fp8q_py_dtype_object(dtype)) < 0 ||
-        set_item(result, "bits", PyLong_FromLong(info.bits)) < 0 ||
-        set_item(result, "exponent_bits",
-                 PyLong_FromLong(info.exponent_bits)) < 0 ||
-        set_item(result, "mantissa_bits",
-                 PyLong_FromLong(info.mantissa_bits)) < 0 ||
-        set_item(result, "exponent_bias",
-                 PyLong_FromLong(info.exponent_bias)) < 0 ||
-        set_item(result, "max", PyFloat_FromDouble(info.max)) < 0 ||
-        set_item(result, "tiny", PyFloat_FromDouble(info.tiny)) < 0 ||
-        set_item(result, "smallest_subnormal",
-                 PyFloat_FromDouble(info.smallest_subnormal)) < 0 ||
-        set_item(result, "eps", PyFloat_FromDouble(info.eps)) < 0 ||
-        set_item(result, "has_infinity",
-                 PyBool_FromLong(info.has_infinity)) < 0 ||
-        set_item(result, "has_negative_zero",
-                 PyBool_FromLong(info.has_negative_zero)) < 0) {
-        Py_DECREF(result);
-        return NULL;
-    }
-    return result;
+    return Py_BuildValue(
+        "{s:N,s:i,s:i,s:i,s:i,s:d,s:d,s:d,s:d,s:O,s:O}", "dtype",
+        fp8q_py_dtype_object(dtype), "bits", info.bits, "exponent_bits",
+        info.exponent_bits, "mantissa_bits", info.mantissa_bits,
+        "exponent_bias", info.exponent_bias, "max", info.max, "tiny",
+        info.tiny, "smallest_subnormal", info.smallest_subnormal, "eps",
+        info.eps, "has_infinity", info.has_infinity ? Py_True : Py_False,
+        "has_negative_zero", info.has_negative_zero ? Py_True : Py_False);
 }
 
 static PyMethodDef dtype_functions[] = {
