@@ -177,14 +177,13 @@ const char *fp8q_view_buffer_refusal(const fp8q_view *view, int readonly,
 
 const char *fp8q_dtype_buffer_format(fp8q_dtype dtype)
 {
-    switch (dtype) {
-    case FP8Q_FLOAT32:
-        return "f";
-    case FP8Q_FLOAT16:
-        return "e";
-    case FP8Q_BFLOAT16:
-        return "H";
-    default:
-        return "B";
-    }
+    static const char *const formats[FP8Q_DTYPE_COUNT] = {
+        [FP8Q_FLOAT32] = "f",
+        [FP8Q_FLOAT16] = "e",
+        [FP8Q_BFLOAT16] = "H",
+    };
+    const char *format =
+        (unsigned)dtype < FP8Q_DTYPE_COUNT ? formats[dtype] : NULL;
+
+    return format != NULL ? format : "B";
 }
