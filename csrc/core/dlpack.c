@@ -354,8 +354,8 @@ void *fp8q_dl_export_new(const fp8q_view *view, int32_t device_type,
                          int32_t device_id, int versioned, uint64_t flags,
                          void *owner, fp8q_dl_release_fn release)
 {
-    void *block = calloc(1, versioned ? sizeof(export_versioned)
-                                      : sizeof(export_legacy));
+    void *block = malloc(versioned ? sizeof(export_versioned)
+                                : sizeof(export_legacy));
     fp8q_dl_tensor *dl_tensor;
     export_extra *extra;
 

@@ -294,11 +294,27 @@ static PyObject *int64_tuple(int count, const int64_t *values)
     return tuple;
 }
 
-/* The getters of fp8q.Tensor but T: the closure points to one of these
- * attribute codes. */
-enum { SHAPE, STRIDES, DTYPE, DEVICE, NDIM, SIZE, NBYTES, DATA_PTR, READONLY };
-static int tensor_attributes[] = {SHAPE, STRIDES, DTYPE,    DEVICE,  NDIM,
-                                  SIZE,  NBYTES,  DATA_PTR, READONLY};
+/* The two hot getters (read on every call of a layer or op wrapper) have
+ * their own functions. */
+static PyObject *tensor_get_shape(PyObject *object, void *closure)
+{
+    fp8q_TensorObject *self = (fp8q_TensorObject *)object;
+
+    (void)closure;
+    return int64_tuple(self->view.ndim, self->view.shape);
+}
+
+static PyObject *tensor_get_dtype(PyObject *object, void *closure)
+{
+    (void)closure;
+    return fp8q_py_dtype_object(((fp8q_TensorObject *)object)->view.dtype);
+}
+
+/* The other getters of fp8q.Tensor but T: the closure points to one of
+ * these attribute codes. */
+enum { STRIDES, DEVICE, NDIM, SIZE, NBYTES, DATA_PTR, READONLY };
+static int tensor_attributes[] = {STRIDES, DEVICE,   NDIM,    SIZE,
+                                  NBYTES,  DATA_PTR, READONLY};
 
 static PyObject *tensor_get(PyObject *object, void *closure)
 {
@@ -306,12 +322,8 @@ static PyObject *tensor_get(PyObject *object, void *closure)
     char device[32];
 
     switch (*(const int *)closure) {
-    case SHAPE:
-        return int64_tuple(self->view.ndim, self->view.shape);
     case STRIDES:
         return int64_tuple(self->view.ndim, self->view.strides);
-    case DTYPE:
-        return fp8q_py_dtype_object(self->view.dtype);
     case DEVICE:
         fp8q_device_format(self->device_type, self->device_index, device,
                            sizeof device);
@@ -351,14 +363,13 @@ static PyObject *tensor_get_transpose(PyObject *object, void *closure)
 }
 
 static PyGetSetDef tensor_getset[] = {
-    {"shape", tensor_get, NULL, "The extents, a tuple of ints.",
-     &tensor_attributes[SHAPE]},
+    {"shape", tensor_get_shape, NULL, "The extents, a tuple of ints.", NULL},
     {"strides", tensor_get, NULL,
      "The strides in elements (not bytes), a tuple of ints; they may be zero "
      "or negative for views of other libraries' memory.",
      &tensor_attributes[STRIDES]},
-    {"dtype", tensor_get, NULL, "The element type, an fp8q.dtype.",
-     &tensor_attributes[DTYPE]},
+    {"dtype", tensor_get_dtype, NULL, "The element type, an fp8q.dtype.",
+     NULL},
     {"device", tensor_get, NULL,
      "Where the data lives: 'cpu' (or 'cuda:N' with the CUDA backend).",
      &tensor_attributes[DEVICE]},
