@@ -38,11 +38,6 @@ PyObject *fp8q_py_dtype_object(fp8q_dtype dtype)
 static volatile int64_t ml_dtypes_state;
 static PyArray_Descr *ml_dtypes_descrs[FP8Q_DTYPE_COUNT];
 
-static int dtype_is_ml_dtypes_type(fp8q_dtype dtype)
-{
-    return dtype == FP8Q_BFLOAT16 || fp8q_dtype_is_fp8(dtype);
-}
-
 /* Imports ml_dtypes once; 0 on success or when it is not installed, -1 with
  * an exception when importing it fails for another reason. */
 static int load_ml_dtypes(void)
@@ -66,7 +61,7 @@ static int load_ml_dtypes(void)
     for (index = 0; index < FP8Q_DTYPE_COUNT; index++) {
         PyObject *scalar_type;
 
-        if (!dtype_is_ml_dtypes_type((fp8q_dtype)index)) {
+        if (!fp8q_dtype_is_numpy_extension((fp8q_dtype)index)) {
             continue;
         }
         scalar_type =
@@ -111,7 +106,7 @@ PyArray_Descr *fp8q_py_numpy_descr(fp8q_dtype dtype)
     default:
         break;
     }
-    if (!dtype_is_ml_dtypes_type(dtype)) {
+    if (!fp8q_dtype_is_numpy_extension(dtype)) {
         PyErr_Format(PyExc_RuntimeError, "fp8q: no NumPy dtype for code %d",
                      (int)dtype);
         return NULL;
@@ -131,7 +126,7 @@ int fp8q_py_dtype_from_numpy(PyArray_Descr *descr, fp8q_dtype *dtype)
 {
     PyObject *name;
     const char *name_utf8;
-    fp8q_dtype found;
+    int found;
 
     if (!PyArray_ISNBO(descr->byteorder)) {
         return 0;
@@ -162,16 +157,10 @@ int fp8q_py_dtype_from_numpy(PyArray_Descr *descr, fp8q_dtype *dtype)
         Py_DECREF(name);
         return -1;
     }
-    if (!fp8q_dtype_from_name(name_utf8, &found) ||
-        strcmp(name_utf8, fp8q_dtype_name(found)) != 0 ||
-        !dtype_is_ml_dtypes_type(found) ||
-        (size_t)PyDataType_ELSIZE(descr) != fp8q_dtype_itemsize(found)) {
-        Py_DECREF(name);
-        return 0;
-    }
+    found = fp8q_dtype_from_numpy_extension(
+        name_utf8, (size_t)PyDataType_ELSIZE(descr), dtype);
     Py_DECREF(name);
-    *dtype = found;
-    return 1;
+    return found;
 }
 
 /* ------------------------------------------------------------------------- */
