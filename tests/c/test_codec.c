@@ -1,8 +1,8 @@
 /*
  * test_codec.c - dtype names (and NumPy's extension names) and limits, and
  * the scalar codec: hand-computed values, round trips over all 256 codes,
- * and an independent brute-force
- * nearest-value oracle on random and tie-making float32 inputs.
+ * and an independent brute-force nearest-value oracle on random and
+ * tie-making float32 inputs.
  */
 #include <float.h>
 #include <math.h>
