@@ -126,21 +126,6 @@ int fp8q_view_is_fortran_contiguous(const fp8q_view *view)
     return 1;
 }
 
-int fp8q_view_set_byte_stride(fp8q_view *view, int axis, int64_t byte_stride)
-{
-    const int64_t itemsize = (int64_t)fp8q_dtype_itemsize(view->dtype);
-
-    if (byte_stride % itemsize == 0) {
-        view->strides[axis] = byte_stride / itemsize;
-        return 1;
-    }
-    if (view->shape[axis] <= 1) {
-        view->strides[axis] = 0;
-        return 1;
-    }
-    return 0;
-}
-
 int64_t fp8q_view_nbytes(const fp8q_view *view)
 {
     return fp8q_view_size(view) * (int64_t)fp8q_dtype_itemsize(view->dtype);

@@ -2,8 +2,8 @@
  * view_layout.h - new layouts of an existing view, and layout predicates,
  * that the tensor type's methods need: the shape of a reshape (one extent
  * inferred), the re-cut of the last axis for a view with another itemsize,
- * the transpose of a 2-D view, Fortran contiguity, byte strides in and out,
- * and what a PEP 3118 buffer request of a view may get.
+ * the transpose of a 2-D view, Fortran contiguity, byte counts, and what a
+ * PEP 3118 buffer request of a view may get.
  */
 #ifndef FP8Q_CORE_VIEW_LAYOUT_H
 #define FP8Q_CORE_VIEW_LAYOUT_H
@@ -46,12 +46,6 @@ void fp8q_view_transpose_2d(const fp8q_view *view, fp8q_view *out);
  * fastest, no gaps; extents of 1 may have any stride; an empty view is
  * contiguous). */
 int fp8q_view_is_fortran_contiguous(const fp8q_view *view);
-
-/* Sets the stride of `axis` of `view` (its dtype and that extent already
- * set) from a stride in bytes: 1 when it is a whole number of elements, or
- * when the extent is 0 or 1 (the stride is then 0: it is never applied);
- * 0, stride untouched, otherwise (the layout needs a copy). */
-int fp8q_view_set_byte_stride(fp8q_view *view, int axis, int64_t byte_stride);
 
 /* The bytes of the view's elements: fp8q_view_size * itemsize. */
 int64_t fp8q_view_nbytes(const fp8q_view *view);

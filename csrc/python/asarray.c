@@ -11,8 +11,6 @@
 
 #include "python/binding.h"
 
-#include "core/view_layout.h"
-
 /* Applies the requested dtype and copy= to a tensor made from the input
  * (stolen). `fresh`: the tensor's memory is already a private copy. */
 static fp8q_TensorObject *finish(fp8q_TensorObject *tensor,
@@ -50,6 +48,7 @@ static fp8q_TensorObject *view_numpy_array(PyArrayObject *array,
                                            fp8q_dtype dtype, int *needs_copy)
 {
     const int ndim = PyArray_NDIM(array);
+    const int64_t itemsize = (int64_t)fp8q_dtype_itemsize(dtype);
     fp8q_view view;
     int axis;
 
@@ -63,9 +62,17 @@ static fp8q_TensorObject *view_numpy_array(PyArrayObject *array,
     view.dtype = dtype;
     view.ndim = ndim;
     for (axis = 0; axis < ndim; axis++) {
+        const int64_t byte_stride = (int64_t)PyArray_STRIDE(array, axis);
+
         view.shape[axis] = (int64_t)PyArray_DIM(array, axis);
-        if (!fp8q_view_set_byte_stride(&view, axis,
-                                       (int64_t)PyArray_STRIDE(array, axis))) {
+        if (byte_stride % itemsize == 0) {
+            view.strides[axis] = byte_stride / itemsize;
+        }
+        else if (view.shape[axis] <= 1) {
+            /* The stride of an extent of 0 or 1 is never applied. */
+            view.strides[axis] = 0;
+        }
+        else {
             *needs_copy = 1;
             return NULL;
         }

@@ -146,6 +146,10 @@ int fp8q_py_parse_placement(PyObject *device_object, PyObject *stream_object,
         fp8q_py_parse_device(device_object, "device", device) < 0) {
         return -1;
     }
+    if (stream_object == NULL || stream_object == Py_None) {
+        *stream = NULL; /* as fp8q_py_parse_stream, without a second call */
+        return 0;
+    }
     return fp8q_py_parse_stream(stream_object, "stream", stream);
 }
 
