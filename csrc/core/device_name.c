@@ -1,6 +1,7 @@
 /*
  * device_name.c - reading device names (core/device_name.h).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,4 +27,14 @@ int fp8q_device_parse(const char *text, int *type, int *index)
     *type = FP8Q_DEVICE_CUDA;
     *index = (int)value;
     return 0;
+}
+
+void fp8q_device_format(int type, int index, char *text, size_t size)
+{
+    if (type == FP8Q_DEVICE_CPU) {
+        (void)snprintf(text, size, "cpu");
+    }
+    else {
+        (void)snprintf(text, size, "cuda:%d", index);
+    }
 }

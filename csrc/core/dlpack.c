@@ -5,6 +5,7 @@
  */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/dlpack.h"
@@ -302,6 +303,105 @@ void fp8q_dl_tensor_describe(fp8q_dl_tensor *dl_tensor, const fp8q_view *view,
     dl_tensor->shape = shape;
     dl_tensor->strides = strides;
     dl_tensor->byte_offset = 0;
+}
+
+/* The blocks of fp8q_dl_export_new: the managed tensor first (the deleter
+ * frees the block from its argument), then what the export keeps beside it:
+ * the release callback and the shape and strides the DLPack tensor points
+ * to. */
+typedef struct export_extra {
+    fp8q_dl_release_fn release;
+    int64_t shape[FP8Q_MAX_DIMS];
+    int64_t strides[FP8Q_MAX_DIMS];
+} export_extra;
+
+typedef struct export_legacy {
+    fp8q_dl_managed_tensor managed;
+    export_extra extra;
+} export_legacy;
+
+typedef struct export_versioned {
+    fp8q_dl_managed_tensor_versioned managed;
+    export_extra extra;
+} export_versioned;
+
+/* What both deleters do: release the owner, free the block. */
+static void end_export(void *block, const export_extra *extra, void *owner)
+{
+    if (extra->release != NULL) {
+        extra->release(owner);
+    }
+    free(block);
+}
+
+static void export_legacy_deleter(fp8q_dl_managed_tensor *managed)
+{
+    if (managed != NULL) {
+        end_export(managed, &((export_legacy *)managed)->extra,
+                   managed->manager_ctx);
+    }
+}
+
+static void export_versioned_deleter(fp8q_dl_managed_tensor_versioned *managed)
+{
+    if (managed != NULL) {
+        end_export(managed, &((export_versioned *)managed)->extra,
+                   managed->manager_ctx);
+    }
+}
+
+void *fp8q_dl_export_new(const fp8q_view *view, int32_t device_type,
+                         int32_t device_id, int versioned, uint64_t flags,
+                         void *owner, fp8q_dl_release_fn release)
+{
+    void *block = malloc(versioned ? sizeof(export_versioned)
+                                : sizeof(export_legacy));
+    fp8q_dl_tensor *dl_tensor;
+    export_extra *extra;
+
+    if (block == NULL) {
+        return NULL;
+    }
+    if (versioned) {
+        export_versioned *exported = (export_versioned *)block;
+
+        exported->managed.version.major = FP8Q_DLPACK_MAJOR_VERSION;
+        exported->managed.version.minor = FP8Q_DLPACK_MINOR_VERSION;
+        exported->managed.manager_ctx = owner;
+        exported->managed.deleter = export_versioned_deleter;
+        exported->managed.flags = flags;
+        dl_tensor = &exported->managed.dl_tensor;
+        extra = &exported->extra;
+    }
+    else {
+        export_legacy *exported = (export_legacy *)block;
+
+        exported->managed.manager_ctx = owner;
+        exported->managed.deleter = export_legacy_deleter;
+        dl_tensor = &exported->managed.dl_tensor;
+        extra = &exported->extra;
+    }
+    extra->release = release;
+    fp8q_dl_tensor_describe(dl_tensor, view, device_type, device_id,
+                            extra->shape, extra->strides);
+    return block;
+}
+
+void fp8q_dl_managed_delete(void *managed, int versioned)
+{
+    fp8q_dl_managed_tensor_versioned *as_versioned =
+        (fp8q_dl_managed_tensor_versioned *)managed;
+    fp8q_dl_managed_tensor *as_legacy = (fp8q_dl_managed_tensor *)managed;
+
+    if (managed == NULL) {
+        return;
+    }
+    if (versioned && as_versioned->deleter != NULL) {
+        as_versioned->deleter(as_versioned);
+    }
+    else if (!versioned && as_legacy->deleter != NULL) {
+        as_legacy->deleter(as_legacy);
+    }
 }
 
 int fp8q_dl_consumer_stream(long long value, uintptr_t *handle)

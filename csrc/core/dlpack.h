@@ -56,6 +56,31 @@ void fp8q_dl_tensor_describe(fp8q_dl_tensor *dl_tensor, const fp8q_view *view,
                              int32_t device_type, int32_t device_id,
                              int64_t *shape, int64_t *strides);
 
+/* What an export holds on to (its manager_ctx) is dropped by a callback the
+ * exporter gives: release(owner), called once from the deleter. */
+typedef void (*fp8q_dl_release_fn)(void *owner);
+
+/*
+ * A new export of `view` on DLPack device (device_type, device_id): one
+ * malloc'ed block holding a managed tensor, versioned (DLPack
+ * FP8Q_DLPACK_MAJOR_VERSION.FP8Q_DLPACK_MINOR_VERSION, `flags`) when
+ * `versioned` is nonzero, else legacy (`flags` unused), whose dl_tensor is
+ * fp8q_dl_tensor_describe's (shape and strides inside the block), whose
+ * manager_ctx is `owner`, and whose deleter calls release(owner) (when
+ * release is not NULL) and frees the block. The managed tensor is the
+ * block's first member: the pointer returned is the
+ * fp8q_dl_managed_tensor[_versioned] itself. NULL when out of memory
+ * (release is then not called).
+ */
+void *fp8q_dl_export_new(const fp8q_view *view, int32_t device_type,
+                         int32_t device_id, int versioned, uint64_t flags,
+                         void *owner, fp8q_dl_release_fn release);
+
+/* Calls the deleter of `managed` (an fp8q_dl_managed_tensor_versioned when
+ * `versioned` is nonzero, else an fp8q_dl_managed_tensor) when it has one;
+ * nothing for NULL. */
+void fp8q_dl_managed_delete(void *managed, int versioned);
+
 /* A producer's reading of the int a DLPack consumer passes as `stream` for
  * CUDA memory (the Python int, saturated to long long): 1 and *handle for a
  * stream (1: the legacy default stream, handle 1; 2: the per-thread default

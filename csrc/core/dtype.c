@@ -89,6 +89,26 @@ int fp8q_dtype_from_name(const char *name, fp8q_dtype *dtype)
     return 0;
 }
 
+int fp8q_dtype_is_numpy_extension(fp8q_dtype dtype)
+{
+    return dtype == FP8Q_BFLOAT16 || fp8q_dtype_is_fp8(dtype);
+}
+
+int fp8q_dtype_from_numpy_extension(const char *name, size_t itemsize,
+                                    fp8q_dtype *dtype)
+{
+    fp8q_dtype found;
+
+    if (!fp8q_dtype_from_name(name, &found) ||
+        strcmp(name, fp8q_dtype_name(found)) != 0 ||
+        !fp8q_dtype_is_numpy_extension(found) ||
+        itemsize != fp8q_dtype_itemsize(found)) {
+        return 0;
+    }
+    *dtype = found;
+    return 1;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Numeric limits                                                            */
 

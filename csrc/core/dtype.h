@@ -40,6 +40,17 @@ int fp8q_dtype_is_float(fp8q_dtype dtype);
  * otherwise. */
 int fp8q_dtype_from_name(const char *name, fp8q_dtype *dtype);
 
+/* Nonzero for the dtypes NumPy has only through an extension (ml_dtypes):
+ * bfloat16 and the four FP8 dtypes. */
+int fp8q_dtype_is_numpy_extension(fp8q_dtype dtype);
+
+/* The dtype of an extension type NumPy describes by `name` (str() of its
+ * dtype) with elements of `itemsize` bytes: 1 and *dtype when name is
+ * exactly the canonical name of such a dtype (no alias, no "torch.") and
+ * itemsize is its size; 0 otherwise (*dtype untouched). */
+int fp8q_dtype_from_numpy_extension(const char *name, size_t itemsize,
+                                    fp8q_dtype *dtype);
+
 /* Numeric limits of a floating-point dtype (all values exact). */
 typedef struct fp8q_finfo {
     int bits;

@@ -176,3 +176,50 @@ void fp8q_view_drop_axes(const fp8q_view *view, const int *drop,
         }
     }
 }
+
+int64_t fp8q_view_nbytes(const fp8q_view *view)
+{
+    return fp8q_view_size(view) * (int64_t)fp8q_dtype_itemsize(view->dtype);
+}
+
+const char *fp8q_view_buffer_refusal(const fp8q_view *view, int readonly,
+                                     unsigned request)
+{
+    const int c_contiguous = fp8q_view_is_contiguous(view);
+    const int f_contiguous = fp8q_view_is_fortran_contiguous(view);
+
+    if ((request & FP8Q_BUFFER_WRITABLE) && readonly) {
+        return "the tensor is read-only; a writable buffer was requested";
+    }
+    if (!(request & FP8Q_BUFFER_STRIDES) && !c_contiguous) {
+        return "the tensor is not C-contiguous and the consumer did not ask "
+               "for strides; use .contiguous()";
+    }
+    if ((request & FP8Q_BUFFER_C_CONTIGUOUS) && !c_contiguous) {
+        return "a C-contiguous buffer was requested but the tensor is not "
+               "C-contiguous; use .contiguous()";
+    }
+    if ((request & FP8Q_BUFFER_F_CONTIGUOUS) && !f_contiguous) {
+        return "a Fortran-contiguous buffer was requested but the tensor is "
+               "not Fortran-contiguous";
+    }
+    if ((request & FP8Q_BUFFER_ANY_CONTIGUOUS) && !c_contiguous &&
+        !f_contiguous) {
+        return "a contiguous buffer was requested but the tensor is neither "
+               "C- nor Fortran-contiguous";
+    }
+    return NULL;
+}
+
+const char *fp8q_dtype_buffer_format(fp8q_dtype dtype)
+{
+    static const char *const formats[FP8Q_DTYPE_COUNT] = {
+        [FP8Q_FLOAT32] = "f",
+        [FP8Q_FLOAT16] = "e",
+        [FP8Q_BFLOAT16] = "H",
+    };
+    const char *format =
+        (unsigned)dtype < FP8Q_DTYPE_COUNT ? formats[dtype] : NULL;
+
+    return format != NULL ? format : "B";
+}

@@ -3,7 +3,8 @@
  * that the tensor type's methods need: the shape of a reshape (one extent
  * inferred), the re-cut of the last axis for a view with another itemsize,
  * the transpose of a 2-D view, Fortran contiguity, whether an output may
- * share memory with an input.
+ * share memory with an input, byte counts, and what a PEP 3118 buffer
+ * request of a view may get.
  */
 #ifndef FP8Q_CORE_VIEW_LAYOUT_H
 #define FP8Q_CORE_VIEW_LAYOUT_H
@@ -60,5 +61,28 @@ void fp8q_view_drop_axes(const fp8q_view *view, const int *drop,
  * element is read before it is written; an empty view overlaps nothing. */
 int fp8q_view_overlaps_unsafely(const fp8q_view *first,
                                 const fp8q_view *second);
+/* The bytes of the view's elements: fp8q_view_size * itemsize. */
+int64_t fp8q_view_nbytes(const fp8q_view *view);
+
+/* What a PEP 3118 buffer request asks of the exported view (bits of the
+ * request argument below, in this order; the binding maps the PyBUF_*
+ * flags to them). */
+#define FP8Q_BUFFER_WRITABLE 1u
+#define FP8Q_BUFFER_STRIDES 2u      /* strides may be given */
+#define FP8Q_BUFFER_C_CONTIGUOUS 4u /* C order required */
+#define FP8Q_BUFFER_F_CONTIGUOUS 8u /* Fortran order required */
+#define FP8Q_BUFFER_ANY_CONTIGUOUS 16u /* one of the two required */
+
+/* NULL when a view (read-only when `readonly` is nonzero) can be exported
+ * for `request`, else why not, as a sentence for a BufferError: a writable
+ * request of a read-only view; a request without strides, or one for a
+ * contiguity, the layout does not meet. */
+const char *fp8q_view_buffer_refusal(const fp8q_view *view, int readonly,
+                                     unsigned request);
+
+/* The PEP 3118 format character of `dtype`'s elements: "f" float32, "e"
+ * float16, "H" for bfloat16's raw codes, "B" for uint8, for the FP8 dtypes'
+ * raw codes and for anything else. */
+const char *fp8q_dtype_buffer_format(fp8q_dtype dtype);
 
 #endif /* FP8Q_CORE_VIEW_LAYOUT_H */

@@ -285,24 +285,17 @@ static PyObject *asarray(PyObject *module, PyObject *args, PyObject *kwargs)
     fp8q_cu_stream stream;
     fp8q_TensorObject *tensor;
     fp8q_TensorObject *moved;
-    fp8q_dtype dtype;
-    int target = -1;
+    int target;
     int copy = FP8Q_COPY_IF_NEEDED;
 
     (void)module;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO$OO:asarray", keywords,
                                      &object, &dtype_object, &copy_object,
                                      &device_object, &stream_object) ||
-        (device_object != Py_None &&
-         fp8q_py_parse_device(device_object, "device", &device) < 0) ||
-        fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
+        fp8q_py_parse_placement(device_object, stream_object, &device,
+                                &stream) < 0 ||
+        fp8q_py_parse_optional_dtype(dtype_object, &target) < 0) {
         return NULL;
-    }
-    if (dtype_object != Py_None) {
-        if (fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0) {
-            return NULL;
-        }
-        target = (int)dtype;
     }
     if (copy_object == Py_True) {
         copy = FP8Q_COPY_ALWAYS;
@@ -339,38 +332,40 @@ static PyObject *asarray(PyObject *module, PyObject *args, PyObject *kwargs)
     return (PyObject *)moved;
 }
 
+PyDoc_STRVAR(
+    asarray_doc,
+    "asarray(obj, dtype=None, copy=None)\n--\n\n"
+    "obj as an fp8q.Tensor, sharing its memory whenever possible. obj may "
+    "be:\n"
+    "- an fp8q.Tensor (returned itself when nothing changes);\n"
+    "- a NumPy array: float32, float16, uint8 and the ml_dtypes bfloat16 "
+    "and FP8 arrays in native byte order are viewed without copying (a "
+    "read-only array gives a read-only tensor);\n"
+    "- a DLPack producer such as a PyTorch tensor, or an unconsumed DLPack "
+    "capsule (see from_dlpack); producers of dtypes fp8q does not store "
+    "are converted through NumPy;\n"
+    "- a buffer-protocol object (bytes, bytearray, memoryview, "
+    "array.array), typed by its format character;\n"
+    "- a Python or NumPy scalar, or a nested sequence of numbers.\n"
+    "Input of a dtype fp8q does not store is converted by NumPy: bool, "
+    "integers, float64 and other floats to float32, big-endian float16 to "
+    "float16 (so a Python float or list gives float32).\n"
+    "dtype: None keeps the input's (converted) dtype; any other dtype "
+    "converts the values with the fp8q cast (exact where representable, "
+    "else rounded to nearest-even, saturating to the FP8 range as "
+    "fp8q.cast does by default).\n"
+    "copy: None copies only when needed; True always returns new memory; "
+    "False never copies and raises ValueError ('Unable to avoid copy ...') "
+    "when a conversion or copy would be needed.\n"
+    "Errors name the argument 'obj': TypeError for unsupported objects and "
+    "dtypes (complex, strings, objects, ...), ValueError for more than 16 "
+    "dims and ragged sequences, BufferError for non-CPU data. torch "
+    "tensors DLPack would misdescribe are refused with the fix named: a "
+    "view with the negative bit (BufferError: x.resolve_neg()), a meta "
+    "tensor (BufferError), a sparse one (TypeError: x.to_dense()), a "
+    "tensor subclass without storage (TypeError naming its type).");
+
 PyMethodDef fp8q_py_asarray_functions[] = {
-    {"asarray", (PyCFunction)(void (*)(void))asarray,
-     METH_VARARGS | METH_KEYWORDS,
-     "asarray(obj, dtype=None, copy=None)\n--\n\n"
-     "obj as an fp8q.Tensor, sharing its memory whenever possible. obj may "
-     "be:\n"
-     "- an fp8q.Tensor (returned itself when nothing changes);\n"
-     "- a NumPy array: float32, float16, uint8 and the ml_dtypes bfloat16 "
-     "and FP8 arrays in native byte order are viewed without copying (a "
-     "read-only array gives a read-only tensor);\n"
-     "- a DLPack producer such as a PyTorch tensor, or an unconsumed DLPack "
-     "capsule (see from_dlpack); producers of dtypes fp8q does not store "
-     "are converted through NumPy;\n"
-     "- a buffer-protocol object (bytes, bytearray, memoryview, "
-     "array.array), typed by its format character;\n"
-     "- a Python or NumPy scalar, or a nested sequence of numbers.\n"
-     "Input of a dtype fp8q does not store is converted by NumPy: bool, "
-     "integers, float64 and other floats to float32, big-endian float16 to "
-     "float16 (so a Python float or list gives float32).\n"
-     "dtype: None keeps the input's (converted) dtype; any other dtype "
-     "converts the values with the fp8q cast (exact where representable, "
-     "else rounded to nearest-even, saturating to the FP8 range as "
-     "fp8q.cast does by default).\n"
-     "copy: None copies only when needed; True always returns new memory; "
-     "False never copies and raises ValueError ('Unable to avoid copy ...') "
-     "when a conversion or copy would be needed.\n"
-     "Errors name the argument 'obj': TypeError for unsupported objects and "
-     "dtypes (complex, strings, objects, ...), ValueError for more than 16 "
-     "dims and ragged sequences, BufferError for non-CPU data. torch "
-     "tensors DLPack would misdescribe are refused with the fix named: a "
-     "view with the negative bit (BufferError: x.resolve_neg()), a meta "
-     "tensor (BufferError), a sparse one (TypeError: x.to_dense()), a "
-     "tensor subclass without storage (TypeError naming its type)."},
+    {FP8Q_PY_KEYWORDS_FUNCTION("asarray", asarray), asarray_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -185,6 +185,17 @@ PyObject *fp8q_py_dtype_object(fp8q_dtype dtype);
 int fp8q_py_parse_dtype(PyObject *object, const char *argument_name,
                         fp8q_dtype *dtype);
 
+/* An optional `dtype=` argument: *dtype = -1 for None (or NULL, an omitted
+ * argument), else fp8q_py_parse_dtype's dtype as an int; 0, or -1 with its
+ * TypeError naming "dtype". */
+int fp8q_py_parse_optional_dtype(PyObject *object, int *dtype);
+
+/* The head of a PyMethodDef entry of a METH_VARARGS | METH_KEYWORDS
+ * function: {FP8Q_PY_KEYWORDS_FUNCTION("name", function), "doc"}. */
+#define FP8Q_PY_KEYWORDS_FUNCTION(name, function)                          \
+    name, (PyCFunction)(void (*)(void))(function),                         \
+        METH_VARARGS | METH_KEYWORDS
+
 /*
  * fp8q_py_parse_dtype without its TypeError: 1 and *dtype for a dtype-like
  * object fp8q supports, 0 for anything else (no exception set), -1 with an
@@ -279,8 +290,8 @@ typedef struct fp8q_py_device {
     int index;
 } fp8q_py_device;
 
-/* Writes "cpu" or "cuda:N", as Tensor.device. */
-void fp8q_py_format_device(int type, int index, char *text, size_t size);
+/* Writes "cpu" or "cuda:N", as Tensor.device (core/device_name.c). */
+#define fp8q_py_format_device fp8q_device_format
 
 /* Parses 'cpu', 'cuda' (device 0), 'cuda:N', an int N (CUDA device N) or
  * any object whose str() is one of those (torch.device). 0, or -1 with
@@ -296,6 +307,25 @@ int fp8q_py_parse_device(PyObject *object, const char *argument_name,
  * with TypeError / ValueError naming `argument_name`. */
 int fp8q_py_parse_stream(PyObject *object, const char *argument_name,
                          fp8q_cu_stream *stream);
+
+/* The usual optional device= and stream= arguments: *device untouched when
+ * device_object is None or NULL (the caller's default), else
+ * fp8q_py_parse_device(.., "device", ..); then fp8q_py_parse_stream(..,
+ * "stream", ..). 0, or -1 with their exception. */
+int fp8q_py_parse_placement(PyObject *device_object, PyObject *stream_object,
+                            fp8q_py_device *device, fp8q_cu_stream *stream);
+
+/* Runs `call`, an expression of type fp8q_status that fills the fp8q_error
+ * variable `error` (cleared first), with the GIL released, into the
+ * fp8q_status variable `status`; fp8q_py_raise_on_failure(status, &error)
+ * raises for it afterwards. */
+#define FP8Q_PY_WITHOUT_GIL(status, error, call)                           \
+    do {                                                                   \
+        fp8q_error_clear(&(error));                                        \
+        Py_BEGIN_ALLOW_THREADS                                             \
+        (status) = (call);                                                 \
+        Py_END_ALLOW_THREADS                                               \
+    } while (0)
 
 /* CUDA device `index`, opened (driver and kernels loaded, GIL released
  * meanwhile); NULL with fp8q.CudaError naming what is missing. */

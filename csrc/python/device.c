@@ -9,28 +9,16 @@
  * differ) and becomes the last use. Memory fp8q allocated returns to the
  * pool on the stream of its last use, so no use can outlive it.
  */
-#include <stdio.h>
-#include <string.h>
-
 #include "python/binding.h"
 
-#include "cuda/launch.h"
+#include "core/view_layout.h"
+
 #include "cuda/memory.h"
 #include "cuda/ops.h"
 #include "cuda/scratch.h"
 
 /* ------------------------------------------------------------------------- */
 /* Parsing and naming                                                        */
-
-void fp8q_py_format_device(int type, int index, char *text, size_t size)
-{
-    if (type == FP8Q_DEVICE_CPU) {
-        (void)snprintf(text, size, "cpu");
-    }
-    else {
-        (void)snprintf(text, size, "cuda:%d", index);
-    }
-}
 
 int fp8q_py_parse_device(PyObject *object, const char *argument_name,
                          fp8q_py_device *device)
@@ -151,6 +139,20 @@ int fp8q_py_parse_stream(PyObject *object, const char *argument_name,
     return -1;
 }
 
+int fp8q_py_parse_placement(PyObject *device_object, PyObject *stream_object,
+                            fp8q_py_device *device, fp8q_cu_stream *stream)
+{
+    if (device_object != NULL && device_object != Py_None &&
+        fp8q_py_parse_device(device_object, "device", device) < 0) {
+        return -1;
+    }
+    if (stream_object == NULL || stream_object == Py_None) {
+        *stream = NULL; /* as fp8q_py_parse_stream, without a second call */
+        return 0;
+    }
+    return fp8q_py_parse_stream(stream_object, "stream", stream);
+}
+
 /* ------------------------------------------------------------------------- */
 /* Devices                                                                   */
 
@@ -160,11 +162,9 @@ const fp8q_cuda_device *fp8q_py_cuda_device(int index)
     fp8q_error error;
     fp8q_status status;
 
-    fp8q_error_clear(&error);
     /* The first call loads the driver and the kernels: may take seconds. */
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_device_open(index, &device, &error);
-    Py_END_ALLOW_THREADS
+    FP8Q_PY_WITHOUT_GIL(status, error,
+                        fp8q_cuda_device_open(index, &device, &error));
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         return NULL;
     }
@@ -210,11 +210,9 @@ int fp8q_py_use_on_stream(fp8q_TensorObject *tensor, fp8q_cu_stream stream)
     if (tensor->device_type != FP8Q_DEVICE_CUDA) {
         return 0;
     }
-    fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_stream_wait(tensor->cuda_device, base->stream, stream,
-                                   &error);
-    Py_END_ALLOW_THREADS
+    FP8Q_PY_WITHOUT_GIL(status, error,
+                        fp8q_cuda_stream_wait(tensor->cuda_device,
+                                              base->stream, stream, &error));
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         return -1;
     }
@@ -252,12 +250,10 @@ fp8q_TensorObject *fp8q_tensor_new_empty_on(fp8q_dtype dtype, int ndim,
     if (cuda == NULL) {
         return NULL;
     }
-    bytes = (size_t)(fp8q_view_size(&view) *
-                     (int64_t)fp8q_dtype_itemsize(dtype));
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_alloc(cuda, bytes, stream, &memory, &allocated_in,
-                             &error);
-    Py_END_ALLOW_THREADS
+    bytes = (size_t)fp8q_view_nbytes(&view);
+    FP8Q_PY_WITHOUT_GIL(status, error,
+                        fp8q_cuda_alloc(cuda, bytes, stream, &memory,
+                                        &allocated_in, &error));
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         return NULL;
     }
@@ -288,12 +284,6 @@ static int same_device(const fp8q_TensorObject *tensor,
             tensor->device_index == device->index);
 }
 
-static size_t view_bytes(const fp8q_view *view)
-{
-    return (size_t)(fp8q_view_size(view) *
-                    (int64_t)fp8q_dtype_itemsize(view->dtype));
-}
-
 /* Records a use of the CUDA tensor `source` on `stream` and returns a new
  * uninitialised C-contiguous tensor like it on its device, for a copy. */
 static fp8q_TensorObject *copy_destination(fp8q_TensorObject *source,
@@ -308,13 +298,13 @@ static fp8q_TensorObject *copy_destination(fp8q_TensorObject *source,
                                     source->view.shape, &device, stream);
 }
 
-/* fp8q_py_cuda_transpose (kernels/transpose.cuh), for quantize_op.c's
- * transposed quantize. */
+/* fp8q_py_cuda_transpose: the gather of source.T, which runs the transpose
+ * kernel (kernels/transpose.cuh) for a C-contiguous source. */
 int fp8q_py_cuda_transpose(fp8q_TensorObject *source,
                            fp8q_TensorObject *destination,
                            fp8q_cu_stream stream)
 {
-    fp8q_transpose_args args;
+    fp8q_view transposed;
     fp8q_error error;
     fp8q_status status;
 
@@ -322,47 +312,49 @@ int fp8q_py_cuda_transpose(fp8q_TensorObject *source,
         fp8q_py_use_on_stream(destination, stream) < 0) {
         return -1;
     }
-    memset(&args, 0, sizeof args);
-    args.source = source->view.data;
-    args.destination = destination->view.data;
-    args.rows = source->view.shape[0];
-    args.cols = source->view.shape[1];
-    args.element_size = (int32_t)fp8q_dtype_itemsize(source->view.dtype);
-    fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_launch_transpose(source->cuda_device, &args, stream,
-                                        &error);
-    Py_END_ALLOW_THREADS
+    fp8q_view_transpose_2d(&source->view, &transposed);
+    FP8Q_PY_WITHOUT_GIL(status, error,
+                        fp8q_cuda_gather(source->cuda_device, &transposed,
+                                         destination->view.data, stream,
+                                         &error));
+    return fp8q_py_raise_on_failure(status, &error);
+}
+
+/* Copies the elements of `source` into `destination`, C-contiguous, as
+ * large, on the CPU or a GPU, one of them on a GPU (whose driver copies), on
+ * `stream` with the GIL released: the bytes when `source` is C-contiguous
+ * (waited for when `synchronize`), else gathered on source's GPU
+ * (fp8q_cuda_gather). 0, or -1 with CudaError. */
+static int copy_elements(fp8q_TensorObject *destination,
+                         fp8q_TensorObject *source, fp8q_cu_stream stream,
+                         int synchronize)
+{
+    const fp8q_cuda_device *cuda = source->cuda_device != NULL
+                                       ? source->cuda_device
+                                       : destination->cuda_device;
+    fp8q_error error;
+    fp8q_status status;
+
+    FP8Q_PY_WITHOUT_GIL(
+        status, error,
+        fp8q_view_is_contiguous(&source->view)
+            ? fp8q_cuda_copy(cuda, destination->view.data, source->view.data,
+                             (size_t)fp8q_view_nbytes(&source->view), stream,
+                             synchronize, &error)
+            : fp8q_cuda_gather(cuda, &source->view, destination->view.data,
+                               stream, &error));
     return fp8q_py_raise_on_failure(status, &error);
 }
 
 /* A new C-contiguous copy of the CUDA tensor `source` on its device, on
- * `stream`: its bytes copied when it is contiguous, else gathered there from
- * any strides (fp8q_cuda_gather). */
+ * `stream`. */
 static fp8q_TensorObject *copied_on_device(fp8q_TensorObject *source,
                                            fp8q_cu_stream stream)
 {
     fp8q_TensorObject *result = copy_destination(source, stream);
-    const int contiguous = fp8q_view_is_contiguous(&source->view);
-    fp8q_error error;
-    fp8q_status status;
 
-    if (result == NULL) {
-        return NULL;
-    }
-    fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
-    status = contiguous
-                 ? fp8q_cuda_copy(result->cuda_device, result->view.data,
-                                  source->view.data,
-                                  view_bytes(&source->view), stream, 0,
-                                  &error)
-                 : fp8q_cuda_gather(source->cuda_device, &source->view,
-                                    result->view.data, stream, &error);
-    Py_END_ALLOW_THREADS
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        Py_DECREF(result);
-        return NULL;
+    if (result != NULL && copy_elements(result, source, stream, 0) < 0) {
+        Py_CLEAR(result);
     }
     return result;
 }
@@ -383,8 +375,6 @@ static fp8q_TensorObject *cuda_to_cpu(fp8q_TensorObject *source,
 {
     fp8q_TensorObject *compact = fp8q_py_cuda_contiguous(source, stream);
     fp8q_TensorObject *result;
-    fp8q_error error;
-    fp8q_status status;
 
     if (compact == NULL || fp8q_py_use_on_stream(compact, stream) < 0) {
         Py_XDECREF(compact);
@@ -392,16 +382,8 @@ static fp8q_TensorObject *cuda_to_cpu(fp8q_TensorObject *source,
     }
     result = fp8q_tensor_new_empty(compact->view.dtype, compact->view.ndim,
                                    compact->view.shape);
-    if (result != NULL) {
-        fp8q_error_clear(&error);
-        Py_BEGIN_ALLOW_THREADS
-        status = fp8q_cuda_copy(compact->cuda_device, result->view.data,
-                                compact->view.data,
-                                view_bytes(&compact->view), stream, 1, &error);
-        Py_END_ALLOW_THREADS
-        if (fp8q_py_raise_on_failure(status, &error) < 0) {
-            Py_CLEAR(result);
-        }
+    if (result != NULL && copy_elements(result, compact, stream, 1) < 0) {
+        Py_CLEAR(result);
     }
     Py_DECREF(compact);
     return result;
@@ -415,8 +397,6 @@ static fp8q_TensorObject *cpu_to_cuda(fp8q_TensorObject *source,
 {
     fp8q_TensorObject *host;
     fp8q_TensorObject *result;
-    fp8q_error error;
-    fp8q_status status;
 
     host = fp8q_view_is_contiguous(&source->view)
                ? (fp8q_TensorObject *)Py_NewRef(source)
@@ -426,23 +406,12 @@ static fp8q_TensorObject *cpu_to_cuda(fp8q_TensorObject *source,
     }
     result = fp8q_tensor_new_empty_on(host->view.dtype, host->view.ndim,
                                       host->view.shape, device, stream);
-    if (result == NULL) {
-        Py_DECREF(host);
-        return NULL;
-    }
     /* Synchronous: the host memory may be pinned (the copy would then run
      * after this returns) and is released right after. */
-    fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_copy(result->cuda_device, result->view.data,
-                            host->view.data, view_bytes(&host->view), stream,
-                            1, &error);
-    Py_END_ALLOW_THREADS
-    Py_DECREF(host);
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        Py_DECREF(result);
-        return NULL;
+    if (result != NULL && copy_elements(result, host, stream, 1) < 0) {
+        Py_CLEAR(result);
     }
+    Py_DECREF(host);
     return result;
 }
 
@@ -538,9 +507,8 @@ static PyObject *synchronize(PyObject *module, PyObject *args,
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$O:synchronize",
                                      keywords, &device_object,
                                      &stream_object) ||
-        (device_object != Py_None &&
-         fp8q_py_parse_device(device_object, "device", &device) < 0) ||
-        fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
+        fp8q_py_parse_placement(device_object, stream_object, &device,
+                                &stream) < 0) {
         return NULL;
     }
     if (device.type == FP8Q_DEVICE_CPU) {
@@ -550,10 +518,8 @@ static PyObject *synchronize(PyObject *module, PyObject *args,
     if (cuda == NULL) {
         return NULL;
     }
-    fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_synchronize(cuda, stream, &error);
-    Py_END_ALLOW_THREADS
+    FP8Q_PY_WITHOUT_GIL(status, error,
+                        fp8q_cuda_synchronize(cuda, stream, &error));
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         return NULL;
     }
@@ -582,10 +548,8 @@ static PyObject *empty_cache(PyObject *module, PyObject *args,
     if (device.type == FP8Q_DEVICE_CPU) {
         Py_RETURN_NONE; /* no scratch memory on the CPU */
     }
-    fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_scratch_empty(device.index, &error);
-    Py_END_ALLOW_THREADS
+    FP8Q_PY_WITHOUT_GIL(status, error,
+                        fp8q_cuda_scratch_empty(device.index, &error));
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         return NULL;
     }
@@ -593,8 +557,7 @@ static PyObject *empty_cache(PyObject *module, PyObject *args,
 }
 
 PyMethodDef fp8q_py_device_functions[] = {
-    {"empty_cache", (PyCFunction)(void (*)(void))empty_cache,
-     METH_VARARGS | METH_KEYWORDS,
+    {FP8Q_PY_KEYWORDS_FUNCTION("empty_cache", empty_cache),
      "empty_cache(device=None)\n--\n\n"
      "Frees the scratch memory fp8q keeps on CUDA device `device` (None: "
      "every device; 'cuda:N', an int N or a torch.device) for the "
@@ -607,8 +570,7 @@ PyMethodDef fp8q_py_device_functions[] = {
      "needs scratch memory allocates it again. cuBLASLt's workspace (4 or "
      "32 MiB per device) is kept. For device='cpu' it does nothing. Also "
      "called at interpreter exit. fp8q.CudaError when the driver refuses."},
-    {"synchronize", (PyCFunction)(void (*)(void))synchronize,
-     METH_VARARGS | METH_KEYWORDS,
+    {FP8Q_PY_KEYWORDS_FUNCTION("synchronize", synchronize),
      "synchronize(device=None, *, stream=None)\n--\n\n"
      "Waits until the work queued on `stream` (None: the legacy default "
      "stream, which also waits for the other blocking streams; an int "

@@ -22,24 +22,10 @@
 /* ------------------------------------------------------------------------- */
 /* Producer                                                                  */
 
-/* One allocation per export: the managed tensor first (so the deleter can
- * free the block from its argument), then the shape and strides it points
- * to. manager_ctx is the exported fp8q.Tensor (a strong reference). */
-typedef struct export_legacy {
-    fp8q_dl_managed_tensor managed;
-    int64_t shape[FP8Q_MAX_DIMS];
-    int64_t strides[FP8Q_MAX_DIMS];
-} export_legacy;
-
-typedef struct export_versioned {
-    fp8q_dl_managed_tensor_versioned managed;
-    int64_t shape[FP8Q_MAX_DIMS];
-    int64_t strides[FP8Q_MAX_DIMS];
-} export_versioned;
-
-/* Drops the export's reference to the tensor. Deleters may be called from
- * any thread, with or without the GIL; after interpreter shutdown the
- * reference is leaked rather than touched. */
+/* The release callback of fp8q's exports (core/dlpack.c makes them; their
+ * manager_ctx is the exported fp8q.Tensor, a strong reference): drops it.
+ * Deleters may be called from any thread, with or without the GIL; after
+ * interpreter shutdown the reference is leaked rather than touched. */
 static void release_exported_tensor(void *manager_ctx)
 {
     PyGILState_STATE state;
@@ -50,40 +36,6 @@ static void release_exported_tensor(void *manager_ctx)
     state = PyGILState_Ensure();
     Py_DECREF((PyObject *)manager_ctx);
     PyGILState_Release(state);
-}
-
-/* The export deleters: drop the tensor and free the block (the managed
- * tensor is its first member). */
-static void export_legacy_deleter(fp8q_dl_managed_tensor *managed)
-{
-    if (managed != NULL) {
-        release_exported_tensor(managed->manager_ctx);
-        PyMem_RawFree(managed);
-    }
-}
-
-static void export_versioned_deleter(fp8q_dl_managed_tensor_versioned *managed)
-{
-    if (managed != NULL) {
-        release_exported_tensor(managed->manager_ctx);
-        PyMem_RawFree(managed);
-    }
-}
-
-/* Calls the deleter (if any) of `managed`, a versioned or a legacy managed
- * tensor. */
-static void delete_managed(void *managed, int versioned)
-{
-    fp8q_dl_managed_tensor_versioned *as_versioned =
-        (fp8q_dl_managed_tensor_versioned *)managed;
-    fp8q_dl_managed_tensor *as_legacy = (fp8q_dl_managed_tensor *)managed;
-
-    if (versioned && as_versioned->deleter != NULL) {
-        as_versioned->deleter(as_versioned);
-    }
-    else if (!versioned && as_legacy->deleter != NULL) {
-        as_legacy->deleter(as_legacy);
-    }
 }
 
 /* What every capsule destructor here does, never raising: unless the capsule
@@ -104,7 +56,7 @@ static void destroy_capsule(PyObject *capsule, const char *name,
         PyErr_WriteUnraisable(capsule);
     }
     else {
-        delete_managed(managed, versioned);
+        fp8q_dl_managed_delete(managed, versioned);
     }
     fp8q_py_error_restore(&saved);
 }
@@ -308,42 +260,22 @@ PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
         source = tensor;
     }
 
-    /* One block: the managed tensor, then its shape and strides. */
-    block = PyMem_RawMalloc(versioned ? sizeof(export_versioned)
-                                      : sizeof(export_legacy));
+    block = fp8q_dl_export_new(
+        &source->view, source->device_type, source->device_index, versioned,
+        (source->readonly ? FP8Q_DLPACK_FLAG_READ_ONLY : 0) |
+            (copy == 1 || move ? FP8Q_DLPACK_FLAG_IS_COPIED : 0),
+        source, release_exported_tensor);
     if (block == NULL) {
         Py_DECREF(source);
         return PyErr_NoMemory();
     }
-    if (versioned) {
-        export_versioned *exported = (export_versioned *)block;
-
-        exported->managed.version.major = FP8Q_DLPACK_MAJOR_VERSION;
-        exported->managed.version.minor = FP8Q_DLPACK_MINOR_VERSION;
-        exported->managed.manager_ctx = source;
-        exported->managed.deleter = export_versioned_deleter;
-        exported->managed.flags =
-            (source->readonly ? FP8Q_DLPACK_FLAG_READ_ONLY : 0) |
-            (copy == 1 || move ? FP8Q_DLPACK_FLAG_IS_COPIED : 0);
-        fp8q_dl_tensor_describe(&exported->managed.dl_tensor, &source->view,
-                                source->device_type, source->device_index,
-                                exported->shape, exported->strides);
-        capsule = PyCapsule_New(block, FP8Q_DLPACK_CAPSULE_VERSIONED,
-                                versioned_capsule_destructor);
-    }
-    else {
-        export_legacy *exported = (export_legacy *)block;
-
-        exported->managed.manager_ctx = source;
-        exported->managed.deleter = export_legacy_deleter;
-        fp8q_dl_tensor_describe(&exported->managed.dl_tensor, &source->view,
-                                source->device_type, source->device_index,
-                                exported->shape, exported->strides);
-        capsule = PyCapsule_New(block, FP8Q_DLPACK_CAPSULE_LEGACY,
-                                legacy_capsule_destructor);
-    }
+    capsule = versioned ? PyCapsule_New(block, FP8Q_DLPACK_CAPSULE_VERSIONED,
+                                        versioned_capsule_destructor)
+                        : PyCapsule_New(block, FP8Q_DLPACK_CAPSULE_LEGACY,
+                                        legacy_capsule_destructor);
     if (capsule == NULL) {
-        delete_managed(block, versioned); /* drops source, frees the block */
+        /* drops source, frees the block */
+        fp8q_dl_managed_delete(block, versioned);
     }
     return capsule;
 }
@@ -439,8 +371,9 @@ static fp8q_TensorObject *tensor_from_capsule(PyObject *capsule,
         fp8q_py_saved_error saved;
 
         fp8q_py_error_save(&saved);
-        delete_managed(versioned != NULL ? (void *)versioned : (void *)legacy,
-                       versioned != NULL);
+        fp8q_dl_managed_delete(
+            versioned != NULL ? (void *)versioned : (void *)legacy,
+            versioned != NULL);
         fp8q_py_error_restore(&saved);
         return NULL;
     }
@@ -641,7 +574,7 @@ static fp8q_TensorObject *from_exchange(const fp8q_dl_exchange_api *api,
                   : PyCapsule_New(managed, FP8Q_DLPACK_CAPSULE_VERSIONED,
                                   versioned_capsule_destructor);
     if (capsule == NULL) {
-        delete_managed(managed, 1);
+        fp8q_dl_managed_delete(managed, 1);
         return NULL;
     }
     tensor = tensor_from_capsule(capsule, argument_name, -1,
@@ -708,25 +641,19 @@ PyObject *fp8q_py_from_dlpack(PyObject *module, PyObject *args,
                               PyObject *kwargs)
 {
     static char *keywords[] = {"", "dtype", "stream", NULL};
+    fp8q_cu_stream stream;
+    int reinterpret_dtype;
     PyObject *object;
     PyObject *dtype_object = Py_None;
     PyObject *stream_object = Py_None;
-    fp8q_cu_stream stream;
-    fp8q_dtype dtype;
-    int reinterpret_dtype = -1;
 
     (void)module;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OO:from_dlpack",
                                      keywords, &object, &dtype_object,
                                      &stream_object) ||
-        fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
+        fp8q_py_parse_stream(stream_object, "stream", &stream) < 0 ||
+        fp8q_py_parse_optional_dtype(dtype_object, &reinterpret_dtype) < 0) {
         return NULL;
-    }
-    if (dtype_object != Py_None) {
-        if (fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0) {
-            return NULL;
-        }
-        reinterpret_dtype = (int)dtype;
     }
     if (PyCapsule_CheckExact(object)) {
         return (PyObject *)import_object(object, "obj", reinterpret_dtype,
@@ -737,8 +664,7 @@ PyObject *fp8q_py_from_dlpack(PyObject *module, PyObject *args,
 }
 
 PyMethodDef fp8q_py_dlpack_functions[] = {
-    {"from_dlpack", (PyCFunction)(void (*)(void))fp8q_py_from_dlpack,
-     METH_VARARGS | METH_KEYWORDS,
+    {FP8Q_PY_KEYWORDS_FUNCTION("from_dlpack", fp8q_py_from_dlpack),
      "from_dlpack(obj, /, *, dtype=None, stream=None)\n--\n\n"
      "A zero-copy fp8q.Tensor over the memory of a DLPack producer (NumPy, "
      "PyTorch, CuPy, JAX, fp8q ...) or of an unconsumed DLPack capsule.\n"

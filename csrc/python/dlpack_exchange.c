@@ -205,9 +205,7 @@ allocate(const fp8q_dl_exchange_api *api, fp8q_dtype dtype, int ndim,
     }
     if (fp8q_py_view_from_dl_tensor(&managed->dl_tensor, "out", -1, view,
                                     NULL) < 0) {
-        if (managed->deleter != NULL) {
-            managed->deleter(managed);
-        }
+        fp8q_dl_managed_delete(managed, 1);
         return NULL;
     }
     return managed;
@@ -254,9 +252,7 @@ static void release_scratch(PyObject *capsule)
         (fp8q_dl_managed_tensor_versioned *)PyCapsule_GetPointer(
             capsule, SCRATCH_CAPSULE);
 
-    if (managed != NULL && managed->deleter != NULL) {
-        managed->deleter(managed);
-    }
+    fp8q_dl_managed_delete(managed, 1);
     PyErr_Clear();
 }
 
@@ -278,9 +274,7 @@ fp8q_TensorObject *fp8q_py_exchange_scratch(const fp8q_dl_exchange_api *api,
     }
     capsule = PyCapsule_New(managed, SCRATCH_CAPSULE, release_scratch);
     if (capsule == NULL) {
-        if (managed->deleter != NULL) {
-            managed->deleter(managed);
-        }
+        fp8q_dl_managed_delete(managed, 1);
         return NULL;
     }
     tensor = fp8q_tensor_new_view(&view, capsule, 0);

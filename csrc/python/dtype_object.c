@@ -38,11 +38,6 @@ PyObject *fp8q_py_dtype_object(fp8q_dtype dtype)
 static volatile int64_t ml_dtypes_state;
 static PyArray_Descr *ml_dtypes_descrs[FP8Q_DTYPE_COUNT];
 
-static int dtype_is_ml_dtypes_type(fp8q_dtype dtype)
-{
-    return dtype == FP8Q_BFLOAT16 || fp8q_dtype_is_fp8(dtype);
-}
-
 /* Imports ml_dtypes once; 0 on success or when it is not installed, -1 with
  * an exception when importing it fails for another reason. */
 static int load_ml_dtypes(void)
@@ -66,7 +61,7 @@ static int load_ml_dtypes(void)
     for (index = 0; index < FP8Q_DTYPE_COUNT; index++) {
         PyObject *scalar_type;
 
-        if (!dtype_is_ml_dtypes_type((fp8q_dtype)index)) {
+        if (!fp8q_dtype_is_numpy_extension((fp8q_dtype)index)) {
             continue;
         }
         scalar_type =
@@ -111,7 +106,7 @@ PyArray_Descr *fp8q_py_numpy_descr(fp8q_dtype dtype)
     default:
         break;
     }
-    if (!dtype_is_ml_dtypes_type(dtype)) {
+    if (!fp8q_dtype_is_numpy_extension(dtype)) {
         PyErr_Format(PyExc_RuntimeError, "fp8q: no NumPy dtype for code %d",
                      (int)dtype);
         return NULL;
@@ -131,7 +126,7 @@ int fp8q_py_dtype_from_numpy(PyArray_Descr *descr, fp8q_dtype *dtype)
 {
     PyObject *name;
     const char *name_utf8;
-    fp8q_dtype found;
+    int found;
 
     if (!PyArray_ISNBO(descr->byteorder)) {
         return 0;
@@ -162,28 +157,37 @@ int fp8q_py_dtype_from_numpy(PyArray_Descr *descr, fp8q_dtype *dtype)
         Py_DECREF(name);
         return -1;
     }
-    if (!fp8q_dtype_from_name(name_utf8, &found) ||
-        strcmp(name_utf8, fp8q_dtype_name(found)) != 0 ||
-        !dtype_is_ml_dtypes_type(found) ||
-        (size_t)PyDataType_ELSIZE(descr) != fp8q_dtype_itemsize(found)) {
-        Py_DECREF(name);
-        return 0;
-    }
+    found = fp8q_dtype_from_numpy_extension(
+        name_utf8, (size_t)PyDataType_ELSIZE(descr), dtype);
     Py_DECREF(name);
-    *dtype = found;
-    return 1;
+    return found;
 }
 
 /* ------------------------------------------------------------------------- */
 /* Parsing dtype= arguments                                                  */
+
+/* The dtype of what np.dtype() makes of `object` (a type string, a scalar
+ * type): 1 found, 0 not (NumPy refused it too, or fp8q does not store it),
+ * -1 error. */
+static int dtype_through_numpy(PyObject *object, fp8q_dtype *dtype)
+{
+    PyArray_Descr *descr = NULL;
+    int found;
+
+    if (!PyArray_DescrConverter(object, &descr)) {
+        PyErr_Clear();
+        return 0;
+    }
+    found = fp8q_py_dtype_from_numpy(descr, dtype);
+    Py_DECREF(descr);
+    return found;
+}
 
 /* Parses a string: a name or alias known to the core, else anything
  * np.dtype() accepts ("f4", "<f2", "B", ...). 1 found, 0 not, -1 error. */
 static int parse_dtype_string(PyObject *string, fp8q_dtype *dtype)
 {
     const char *text = PyUnicode_AsUTF8(string);
-    PyArray_Descr *descr = NULL;
-    int found;
 
     if (text == NULL) {
         return -1;
@@ -191,14 +195,7 @@ static int parse_dtype_string(PyObject *string, fp8q_dtype *dtype)
     if (fp8q_dtype_from_name(text, dtype)) {
         return 1;
     }
-    if (!PyArray_DescrConverter(string, &descr)) {
-        /* Not a NumPy type string either. */
-        PyErr_Clear();
-        return 0;
-    }
-    found = fp8q_py_dtype_from_numpy(descr, dtype);
-    Py_DECREF(descr);
-    return found;
+    return dtype_through_numpy(string, dtype);
 }
 
 int fp8q_py_dtype_from_object(PyObject *object, fp8q_dtype *dtype)
@@ -229,16 +226,7 @@ int fp8q_py_dtype_from_object(PyObject *object, fp8q_dtype *dtype)
     if (PyType_Check(object) &&
         PyType_IsSubtype((PyTypeObject *)object, &PyGenericArrType_Type)) {
         /* NumPy and ml_dtypes scalar types: np.float32, ml_dtypes.bfloat16. */
-        PyArray_Descr *descr = NULL;
-        int found;
-
-        if (!PyArray_DescrConverter(object, &descr)) {
-            PyErr_Clear();
-            return 0;
-        }
-        found = fp8q_py_dtype_from_numpy(descr, dtype);
-        Py_DECREF(descr);
-        return found;
+        return dtype_through_numpy(object, dtype);
     }
     return 0;
 }
@@ -265,8 +253,46 @@ int fp8q_py_parse_dtype(PyObject *object, const char *argument_name,
     return 0;
 }
 
+int fp8q_py_parse_optional_dtype(PyObject *object, int *dtype)
+{
+    fp8q_dtype parsed;
+
+    *dtype = -1;
+    if (object == NULL || object == Py_None) {
+        return 0;
+    }
+    if (fp8q_py_parse_dtype(object, "dtype", &parsed) < 0) {
+        return -1;
+    }
+    *dtype = (int)parsed;
+    return 0;
+}
+
 /* ------------------------------------------------------------------------- */
 /* The fp8q.dtype type                                                       */
+
+PyDoc_STRVAR(
+    dtype_doc,
+    "dtype(obj, /)\n"
+    "--\n"
+    "\n"
+    "An element type fp8q stores. There is exactly one object per type:\n"
+    "fp8q.float32, fp8q.float16, fp8q.bfloat16, fp8q.uint8,\n"
+    "fp8q.float8_e4m3fn, fp8q.float8_e5m2 (OCP OFP8), fp8q.float8_e4m3fnuz\n"
+    "and fp8q.float8_e5m2fnuz. fp8q.dtype(obj) returns that singleton for\n"
+    "obj, which may be an fp8q.dtype, a canonical name, an alias ('e4m3',\n"
+    "'e5m2', 'bf16', 'fp16', 'half', 'fp32', optionally 'torch.'-prefixed),\n"
+    "a NumPy dtype, type or type string of float32, float16 or uint8 in\n"
+    "native byte order (np.float32, np.dtype('f2'), 'u1'), an ml_dtypes\n"
+    "bfloat16 or FP8 dtype or type, or a torch dtype (recognised by its\n"
+    "str(); torch is not imported). Anything else raises TypeError.\n"
+    "Every dtype= argument of fp8q accepts the same objects.\n"
+    "\n"
+    "str(dt) and dt.name are the canonical name; repr(dt) is\n"
+    "'fp8q.<name>'. Equality is NumPy-like: dt == other is True when other\n"
+    "is any object fp8q.dtype() maps to dt (so fp8q.float32 == 'float32'\n"
+    "and fp8q.bfloat16 == torch.bfloat16), and False for objects that are\n"
+    "not dtypes. hash(dt) == hash(dt.name).");
 
 static PyObject *dtype_new(PyTypeObject *type, PyObject *args,
                            PyObject *kwargs)
@@ -332,31 +358,29 @@ static PyObject *dtype_richcompare(PyObject *self, PyObject *other, int op)
     Py_RETURN_FALSE;
 }
 
+/* The getters of fp8q.dtype but name: the closure points to one of these
+ * property codes. */
+enum { ITEMSIZE, IS_FP8, IS_FLOATING_POINT };
+static int dtype_properties[] = {ITEMSIZE, IS_FP8, IS_FLOATING_POINT};
+
+static PyObject *dtype_get(PyObject *self, void *closure)
+{
+    const fp8q_dtype dtype = ((fp8q_DtypeObject *)self)->dtype;
+
+    switch (*(const int *)closure) {
+    case ITEMSIZE:
+        return PyLong_FromSize_t(fp8q_dtype_itemsize(dtype));
+    case IS_FP8:
+        return PyBool_FromLong(fp8q_dtype_is_fp8(dtype));
+    default:
+        return PyBool_FromLong(fp8q_dtype_is_float(dtype));
+    }
+}
+
 static PyObject *dtype_get_name(PyObject *self, void *closure)
 {
     (void)closure;
     return dtype_str(self);
-}
-
-static PyObject *dtype_get_itemsize(PyObject *self, void *closure)
-{
-    (void)closure;
-    return PyLong_FromSize_t(
-        fp8q_dtype_itemsize(((fp8q_DtypeObject *)self)->dtype));
-}
-
-static PyObject *dtype_get_is_fp8(PyObject *self, void *closure)
-{
-    (void)closure;
-    return PyBool_FromLong(
-        fp8q_dtype_is_fp8(((fp8q_DtypeObject *)self)->dtype));
-}
-
-static PyObject *dtype_get_is_floating_point(PyObject *self, void *closure)
-{
-    (void)closure;
-    return PyBool_FromLong(
-        fp8q_dtype_is_float(((fp8q_DtypeObject *)self)->dtype));
 }
 
 static PyObject *dtype_reduce(PyObject *self, PyObject *unused)
@@ -370,11 +394,14 @@ static PyGetSetDef dtype_getset[] = {
     {"name", dtype_get_name, NULL,
      "The canonical name, e.g. 'float8_e4m3fn' (the same as str(dtype)).",
      NULL},
-    {"itemsize", dtype_get_itemsize, NULL, "Bytes per element.", NULL},
-    {"is_fp8", dtype_get_is_fp8, NULL,
-     "True for the four 8-bit floating-point formats.", NULL},
-    {"is_floating_point", dtype_get_is_floating_point, NULL,
-     "True for every floating-point dtype (all but uint8).", NULL},
+    {"itemsize", dtype_get, NULL, "Bytes per element.",
+     &dtype_properties[ITEMSIZE]},
+    {"is_fp8", dtype_get, NULL,
+     "True for the four 8-bit floating-point formats.",
+     &dtype_properties[IS_FP8]},
+    {"is_floating_point", dtype_get, NULL,
+     "True for every floating-point dtype (all but uint8).",
+     &dtype_properties[IS_FLOATING_POINT]},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -383,29 +410,6 @@ static PyMethodDef dtype_methods[] = {
      "Pickles as fp8q.dtype(name), which returns the same singleton."},
     {NULL, NULL, 0, NULL},
 };
-
-PyDoc_STRVAR(
-    dtype_doc,
-    "dtype(obj, /)\n"
-    "--\n"
-    "\n"
-    "An element type fp8q stores. There is exactly one object per type:\n"
-    "fp8q.float32, fp8q.float16, fp8q.bfloat16, fp8q.uint8,\n"
-    "fp8q.float8_e4m3fn, fp8q.float8_e5m2 (OCP OFP8), fp8q.float8_e4m3fnuz\n"
-    "and fp8q.float8_e5m2fnuz. fp8q.dtype(obj) returns that singleton for\n"
-    "obj, which may be an fp8q.dtype, a canonical name, an alias ('e4m3',\n"
-    "'e5m2', 'bf16', 'fp16', 'half', 'fp32', optionally 'torch.'-prefixed),\n"
-    "a NumPy dtype, type or type string of float32, float16 or uint8 in\n"
-    "native byte order (np.float32, np.dtype('f2'), 'u1'), an ml_dtypes\n"
-    "bfloat16 or FP8 dtype or type, or a torch dtype (recognised by its\n"
-    "str(); torch is not imported). Anything else raises TypeError.\n"
-    "Every dtype= argument of fp8q accepts the same objects.\n"
-    "\n"
-    "str(dt) and dt.name are the canonical name; repr(dt) is\n"
-    "'fp8q.<name>'. Equality is NumPy-like: dt == other is True when other\n"
-    "is any object fp8q.dtype() maps to dt (so fp8q.float32 == 'float32'\n"
-    "and fp8q.bfloat16 == torch.bfloat16), and False for objects that are\n"
-    "not dtypes. hash(dt) == hash(dt.name).");
 
 PyTypeObject fp8q_Dtype_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
@@ -425,23 +429,10 @@ PyTypeObject fp8q_Dtype_Type = {
 /* ------------------------------------------------------------------------- */
 /* fp8q._C._finfo                                                            */
 
-static int set_item(PyObject *dict, const char *key, PyObject *value)
-{
-    int status;
-
-    if (value == NULL) {
-        return -1;
-    }
-    status = PyDict_SetItemString(dict, key, value);
-    Py_DECREF(value);
-    return status;
-}
-
 static PyObject *finfo(PyObject *module, PyObject *object)
 {
     fp8q_dtype dtype;
     fp8q_finfo info;
-    PyObject *result;
 
     (void)module;
     if (fp8q_py_parse_dtype(object, "dtype", &dtype) < 0) {
@@ -453,31 +444,14 @@ static PyObject *finfo(PyObject *module, PyObject *object)
                      fp8q_dtype_name(dtype));
         return NULL;
     }
-    result = PyDict_New();
-    if (result == NULL) {
-        return NULL;
-    }
-    if (set_item(result, "dtype", fp8q_py_dtype_object(dtype)) < 0 ||
-        set_item(result, "bits", PyLong_FromLong(info.bits)) < 0 ||
-        set_item(result, "exponent_bits",
-                 PyLong_FromLong(info.exponent_bits)) < 0 ||
-        set_item(result, "mantissa_bits",
-                 PyLong_FromLong(info.mantissa_bits)) < 0 ||
-        set_item(result, "exponent_bias",
-                 PyLong_FromLong(info.exponent_bias)) < 0 ||
-        set_item(result, "max", PyFloat_FromDouble(info.max)) < 0 ||
-        set_item(result, "tiny", PyFloat_FromDouble(info.tiny)) < 0 ||
-        set_item(result, "smallest_subnormal",
-                 PyFloat_FromDouble(info.smallest_subnormal)) < 0 ||
-        set_item(result, "eps", PyFloat_FromDouble(info.eps)) < 0 ||
-        set_item(result, "has_infinity",
-                 PyBool_FromLong(info.has_infinity)) < 0 ||
-        set_item(result, "has_negative_zero",
-                 PyBool_FromLong(info.has_negative_zero)) < 0) {
-        Py_DECREF(result);
-        return NULL;
-    }
-    return result;
+    return Py_BuildValue(
+        "{s:N,s:i,s:i,s:i,s:i,s:d,s:d,s:d,s:d,s:O,s:O}", "dtype",
+        fp8q_py_dtype_object(dtype), "bits", info.bits, "exponent_bits",
+        info.exponent_bits, "mantissa_bits", info.mantissa_bits,
+        "exponent_bias", info.exponent_bias, "max", info.max, "tiny",
+        info.tiny, "smallest_subnormal", info.smallest_subnormal, "eps",
+        info.eps, "has_infinity", info.has_infinity ? Py_True : Py_False,
+        "has_negative_zero", info.has_negative_zero ? Py_True : Py_False);
 }
 
 static PyMethodDef dtype_functions[] = {
@@ -502,13 +476,8 @@ int fp8q_py_dtype_init(PyObject *module)
 {
     int index;
 
-    if (PyType_Ready(&fp8q_Dtype_Type) < 0) {
-        return -1;
-    }
-    Py_INCREF(&fp8q_Dtype_Type);
-    if (PyModule_AddObject(module, "dtype", (PyObject *)&fp8q_Dtype_Type) <
-        0) {
-        Py_DECREF(&fp8q_Dtype_Type);
+    /* Added as "dtype", the last part of its tp_name. */
+    if (PyModule_AddType(module, &fp8q_Dtype_Type) < 0) {
         return -1;
     }
     for (index = 0; index < FP8Q_DTYPE_COUNT; index++) {

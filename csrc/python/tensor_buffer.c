@@ -7,69 +7,42 @@
  * with Tensor.numpy() instead. Strides are exported in bytes. Read-only
  * tensors refuse PyBUF_WRITABLE requests; a request for a contiguity the
  * tensor lacks (including any request without strides for a non-C-contiguous
- * tensor) raises BufferError.
+ * tensor) raises BufferError. What a request may get is decided in
+ * core/view_layout.c; this file maps the request and fills the Py_buffer.
  */
 #include "python/binding.h"
 
 #include "core/view_layout.h"
 
-/* Format characters by fp8q_dtype: "B" (raw codes) unless listed. */
-static const char *buffer_format(fp8q_dtype dtype)
-{
-    static const char *const formats[FP8Q_DTYPE_COUNT] = {
-        [FP8Q_FLOAT32] = "f",
-        [FP8Q_FLOAT16] = "e",
-        [FP8Q_BFLOAT16] = "H",
-    };
-    const char *format =
-        (unsigned)dtype < FP8Q_DTYPE_COUNT ? formats[dtype] : NULL;
+/* Whether every bit of `wanted` is in the request's `flags`. */
+#define ASKS(flags, wanted) (((flags) & (wanted)) == (wanted))
 
-    return format != NULL ? format : "B";
-}
-
-static int buffer_refuse(const char *message)
-{
-    PyErr_Format(PyExc_BufferError, "fp8q.Tensor: %s", message);
-    return -1;
-}
+/* The PyBUF_* request of each FP8Q_BUFFER_* bit: bit i is request_flags[i]. */
+static const int request_flags[] = {PyBUF_WRITABLE, PyBUF_STRIDES,
+                                    PyBUF_C_CONTIGUOUS, PyBUF_F_CONTIGUOUS,
+                                    PyBUF_ANY_CONTIGUOUS};
 
 static int tensor_getbuffer(PyObject *object, Py_buffer *buffer, int flags)
 {
     fp8q_TensorObject *self = (fp8q_TensorObject *)object;
     const fp8q_view *view = &self->view;
     const Py_ssize_t itemsize = (Py_ssize_t)fp8q_dtype_itemsize(view->dtype);
-    const int c_contiguous = fp8q_view_is_contiguous(view);
-    const int f_contiguous = fp8q_view_is_fortran_contiguous(view);
+    const char *refusal = "only CPU tensors export the buffer protocol";
     Py_ssize_t *layout = NULL;
+    unsigned request = 0;
     int axis;
 
-    if (self->device_type != FP8Q_DEVICE_CPU) {
-        return buffer_refuse("only CPU tensors export the buffer protocol");
+    for (axis = 0; axis < (int)(sizeof request_flags / sizeof(int)); axis++) {
+        request |= ASKS(flags, request_flags[axis]) ? 1u << axis : 0u;
     }
-    if ((flags & PyBUF_WRITABLE) == PyBUF_WRITABLE && self->readonly) {
-        return buffer_refuse("the tensor is read-only; a writable buffer was "
-                             "requested");
+    if (self->device_type == FP8Q_DEVICE_CPU) {
+        refusal = fp8q_view_buffer_refusal(view, self->readonly, request);
     }
-    if ((flags & PyBUF_STRIDES) != PyBUF_STRIDES && !c_contiguous) {
-        return buffer_refuse("the tensor is not C-contiguous and the "
-                             "consumer did not ask for strides; use "
-                             ".contiguous()");
+    if (refusal != NULL) {
+        PyErr_Format(PyExc_BufferError, "fp8q.Tensor: %s", refusal);
+        return -1;
     }
-    if ((flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS && !c_contiguous) {
-        return buffer_refuse("a C-contiguous buffer was requested but the "
-                             "tensor is not C-contiguous; use .contiguous()");
-    }
-    if ((flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS && !f_contiguous) {
-        return buffer_refuse("a Fortran-contiguous buffer was requested but "
-                             "the tensor is not Fortran-contiguous");
-    }
-    if ((flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS &&
-        !c_contiguous && !f_contiguous) {
-        return buffer_refuse("a contiguous buffer was requested but the "
-                             "tensor is neither C- nor Fortran-contiguous");
-    }
-
-    if (view->ndim > 0 && (flags & PyBUF_ND) == PyBUF_ND) {
+    if (view->ndim > 0 && ASKS(flags, PyBUF_ND)) {
         layout = PyMem_New(Py_ssize_t, 2 * (size_t)view->ndim);
         if (layout == NULL) {
             PyErr_NoMemory();
@@ -85,13 +58,13 @@ static int tensor_getbuffer(PyObject *object, Py_buffer *buffer, int flags)
     buffer->buf = view->data;
     Py_INCREF(object);
     buffer->obj = object;
-    buffer->len = (Py_ssize_t)fp8q_view_size(view) * itemsize;
+    buffer->len = (Py_ssize_t)fp8q_view_nbytes(view);
     buffer->readonly = self->readonly;
     buffer->itemsize = itemsize;
-    buffer->format = (flags & PyBUF_FORMAT) == PyBUF_FORMAT
-                         ? (char *)buffer_format(view->dtype)
+    buffer->format = ASKS(flags, PyBUF_FORMAT)
+                         ? (char *)fp8q_dtype_buffer_format(view->dtype)
                          : NULL;
-    if ((flags & PyBUF_ND) == PyBUF_ND) {
+    if (ASKS(flags, PyBUF_ND)) {
         buffer->ndim = view->ndim;
         buffer->shape = layout;
     }
@@ -101,7 +74,7 @@ static int tensor_getbuffer(PyObject *object, Py_buffer *buffer, int flags)
         buffer->shape = NULL;
     }
     buffer->strides =
-        (flags & PyBUF_STRIDES) == PyBUF_STRIDES && layout != NULL
+        ASKS(flags, PyBUF_STRIDES) && layout != NULL
             ? layout + view->ndim
             : NULL;
     buffer->suboffsets = NULL;

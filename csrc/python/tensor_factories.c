@@ -8,6 +8,8 @@
 #include "cuda/memory.h"
 #include "python/binding.h"
 
+#include "core/view_layout.h"
+
 int fp8q_py_parse_extents(PyObject *object, int *ndim, int64_t *shape)
 {
     PyObject *sequence;
@@ -120,14 +122,24 @@ static fp8q_TensorObject *new_tensor_from_arguments(PyObject *args,
     if (parse_shape(shape_object, &ndim, shape) < 0 ||
         (dtype_object != NULL &&
          fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0) ||
-        (device_object != Py_None &&
-         fp8q_py_parse_device(device_object, "device", &device) < 0) ||
-        fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
+        fp8q_py_parse_placement(device_object, stream_object, &device,
+                                &stream) < 0) {
         return NULL;
     }
     *stream_out = stream;
     return fp8q_tensor_new_empty_on(dtype, ndim, shape, &device, stream);
 }
+
+PyDoc_STRVAR(
+    empty_doc,
+    "empty(shape, dtype='float32', *, device=None, stream=None)\n--\n\n"
+    "A new C-contiguous tensor with uninitialised memory. shape is an int "
+    "or a sequence of at most 16 ints >= 0; dtype is anything fp8q.dtype() "
+    "accepts. device: None or 'cpu' (64-byte aligned host memory), 'cuda', "
+    "'cuda:N', an int N or a torch.device (device memory, allocated "
+    "ordered on `stream`: None for the legacy default stream, an int "
+    "handle, or a stream object such as torch.cuda.Stream). Raises "
+    "fp8q.CudaError when CUDA cannot be used, saying why.");
 
 static PyObject *empty(PyObject *module, PyObject *args, PyObject *kwargs)
 {
@@ -137,6 +149,11 @@ static PyObject *empty(PyObject *module, PyObject *args, PyObject *kwargs)
     return (PyObject *)new_tensor_from_arguments(args, kwargs, "O|O$OO:empty",
                                                  &stream);
 }
+
+PyDoc_STRVAR(
+    zeros_doc,
+    "zeros(shape, dtype='float32', *, device=None, stream=None)\n--\n\n"
+    "Like empty(), with every element +0 (on CUDA: filled on `stream`).");
 
 static PyObject *zeros(PyObject *module, PyObject *args, PyObject *kwargs)
 {
@@ -152,17 +169,14 @@ static PyObject *zeros(PyObject *module, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     /* Zero bits are the value 0 in every fp8q dtype. */
-    bytes = (size_t)fp8q_view_size(&result->view) *
-            fp8q_dtype_itemsize(result->view.dtype);
+    bytes = (size_t)fp8q_view_nbytes(&result->view);
     if (result->device_type == FP8Q_DEVICE_CPU) {
         memset(result->allocation, 0, bytes);
         return (PyObject *)result;
     }
-    fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_zero(result->cuda_device, result->allocation, bytes,
-                            stream, &error);
-    Py_END_ALLOW_THREADS
+    FP8Q_PY_WITHOUT_GIL(status, error,
+                        fp8q_cuda_zero(result->cuda_device, result->allocation,
+                                       bytes, stream, &error));
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         Py_DECREF(result);
         return NULL;
@@ -171,19 +185,7 @@ static PyObject *zeros(PyObject *module, PyObject *args, PyObject *kwargs)
 }
 
 PyMethodDef fp8q_py_tensor_factories_functions[] = {
-    {"empty", (PyCFunction)(void (*)(void))empty,
-     METH_VARARGS | METH_KEYWORDS,
-     "empty(shape, dtype='float32', *, device=None, stream=None)\n--\n\n"
-     "A new C-contiguous tensor with uninitialised memory. shape is an int "
-     "or a sequence of at most 16 ints >= 0; dtype is anything fp8q.dtype() "
-     "accepts. device: None or 'cpu' (64-byte aligned host memory), 'cuda', "
-     "'cuda:N', an int N or a torch.device (device memory, allocated "
-     "ordered on `stream`: None for the legacy default stream, an int "
-     "handle, or a stream object such as torch.cuda.Stream). Raises "
-     "fp8q.CudaError when CUDA cannot be used, saying why."},
-    {"zeros", (PyCFunction)(void (*)(void))zeros,
-     METH_VARARGS | METH_KEYWORDS,
-     "zeros(shape, dtype='float32', *, device=None, stream=None)\n--\n\n"
-     "Like empty(), with every element +0 (on CUDA: filled on `stream`)."},
+    {FP8Q_PY_KEYWORDS_FUNCTION("empty", empty), empty_doc},
+    {FP8Q_PY_KEYWORDS_FUNCTION("zeros", zeros), zeros_doc},
     {NULL, NULL, 0, NULL},
 };

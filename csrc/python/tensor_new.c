@@ -3,32 +3,26 @@
  * them (tensor_object.c, device.c, ops_cuda.c, ...): an empty CPU tensor, a
  * tensor over borrowed memory, and a copy of a CPU tensor (binding.h).
  */
-#include <string.h>
 
 #include "core/cast.h"
+#include "core/view_layout.h"
 #include "platform.h"
 #include "python/binding.h"
 
 /* A valid address for tensors without elements whose producer gave none. */
 static int64_t empty_tensor_storage;
 
+/* A new CPU tensor: tp_alloc (PyType_GenericAlloc) zero-fills the object,
+ * so its view, owner, allocation, weak references, device index, CUDA
+ * device and stream start as 0 / NULL; each caller then sets the view. */
 static fp8q_TensorObject *tensor_alloc(void)
 {
     fp8q_TensorObject *self =
         (fp8q_TensorObject *)fp8q_Tensor_Type.tp_alloc(&fp8q_Tensor_Type, 0);
 
-    if (self == NULL) {
-        return NULL;
+    if (self != NULL) {
+        self->device_type = FP8Q_DEVICE_CPU;
     }
-    memset(&self->view, 0, sizeof self->view);
-    self->device_type = FP8Q_DEVICE_CPU;
-    self->device_index = 0;
-    self->readonly = 0;
-    self->allocation = NULL;
-    self->owner = NULL;
-    self->weakrefs = NULL;
-    self->cuda_device = NULL;
-    self->stream = NULL;
     return self;
 }
 
@@ -46,7 +40,7 @@ fp8q_TensorObject *fp8q_tensor_new_empty(fp8q_dtype dtype, int ndim,
         fp8q_py_raise(&error);
         return NULL;
     }
-    nbytes = fp8q_view_size(&view) * (int64_t)fp8q_dtype_itemsize(dtype);
+    nbytes = fp8q_view_nbytes(&view);
     if ((uint64_t)nbytes > (uint64_t)SIZE_MAX) {
         PyErr_Format(PyExc_MemoryError,
                      "fp8q: cannot allocate %lld bytes on this platform",

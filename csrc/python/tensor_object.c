@@ -294,6 +294,8 @@ static PyObject *int64_tuple(int count, const int64_t *values)
     return tuple;
 }
 
+/* The two hot getters (read on every call of a layer or op wrapper) have
+ * their own functions. */
 static PyObject *tensor_get_shape(PyObject *object, void *closure)
 {
     fp8q_TensorObject *self = (fp8q_TensorObject *)object;
@@ -302,64 +304,41 @@ static PyObject *tensor_get_shape(PyObject *object, void *closure)
     return int64_tuple(self->view.ndim, self->view.shape);
 }
 
-static PyObject *tensor_get_strides(PyObject *object, void *closure)
-{
-    fp8q_TensorObject *self = (fp8q_TensorObject *)object;
-
-    (void)closure;
-    return int64_tuple(self->view.ndim, self->view.strides);
-}
-
 static PyObject *tensor_get_dtype(PyObject *object, void *closure)
 {
     (void)closure;
     return fp8q_py_dtype_object(((fp8q_TensorObject *)object)->view.dtype);
 }
 
-static PyObject *tensor_get_device(PyObject *object, void *closure)
+/* The other getters of fp8q.Tensor but T: the closure points to one of
+ * these attribute codes. */
+enum { STRIDES, DEVICE, NDIM, SIZE, NBYTES, DATA_PTR, READONLY };
+static int tensor_attributes[] = {STRIDES, DEVICE,   NDIM,    SIZE,
+                                  NBYTES,  DATA_PTR, READONLY};
+
+static PyObject *tensor_get(PyObject *object, void *closure)
 {
     fp8q_TensorObject *self = (fp8q_TensorObject *)object;
+    char device[32];
 
-    (void)closure;
-    if (self->device_type == FP8Q_DEVICE_CPU) {
-        return PyUnicode_FromString("cpu");
+    switch (*(const int *)closure) {
+    case STRIDES:
+        return int64_tuple(self->view.ndim, self->view.strides);
+    case DEVICE:
+        fp8q_device_format(self->device_type, self->device_index, device,
+                           sizeof device);
+        return PyUnicode_FromString(device);
+    case NDIM:
+        return PyLong_FromLong(self->view.ndim);
+    case SIZE:
+        return PyLong_FromLongLong((long long)fp8q_view_size(&self->view));
+    case NBYTES:
+        return PyLong_FromLongLong((long long)fp8q_view_nbytes(&self->view));
+    case DATA_PTR:
+        return PyLong_FromVoidPtr(self->view.data);
+    default:
+        return PyBool_FromLong(self->readonly);
     }
-    return PyUnicode_FromFormat("cuda:%d", self->device_index);
-}
-
-static PyObject *tensor_get_ndim(PyObject *object, void *closure)
-{
-    (void)closure;
-    return PyLong_FromLong(((fp8q_TensorObject *)object)->view.ndim);
-}
-
-static PyObject *tensor_get_size(PyObject *object, void *closure)
-{
-    (void)closure;
-    return PyLong_FromLongLong(
-        (long long)fp8q_view_size(&((fp8q_TensorObject *)object)->view));
-}
-
-static PyObject *tensor_get_nbytes(PyObject *object, void *closure)
-{
-    fp8q_TensorObject *self = (fp8q_TensorObject *)object;
-
-    (void)closure;
-    return PyLong_FromLongLong(
-        (long long)(fp8q_view_size(&self->view) *
-                    (int64_t)fp8q_dtype_itemsize(self->view.dtype)));
-}
-
-static PyObject *tensor_get_data_ptr(PyObject *object, void *closure)
-{
-    (void)closure;
-    return PyLong_FromVoidPtr(((fp8q_TensorObject *)object)->view.data);
-}
-
-static PyObject *tensor_get_readonly(PyObject *object, void *closure)
-{
-    (void)closure;
-    return PyBool_FromLong(((fp8q_TensorObject *)object)->readonly);
 }
 
 static PyObject *tensor_get_transpose(PyObject *object, void *closure)
@@ -385,25 +364,29 @@ static PyObject *tensor_get_transpose(PyObject *object, void *closure)
 
 static PyGetSetDef tensor_getset[] = {
     {"shape", tensor_get_shape, NULL, "The extents, a tuple of ints.", NULL},
-    {"strides", tensor_get_strides, NULL,
+    {"strides", tensor_get, NULL,
      "The strides in elements (not bytes), a tuple of ints; they may be zero "
      "or negative for views of other libraries' memory.",
-     NULL},
+     &tensor_attributes[STRIDES]},
     {"dtype", tensor_get_dtype, NULL, "The element type, an fp8q.dtype.",
      NULL},
-    {"device", tensor_get_device, NULL,
-     "Where the data lives: 'cpu' (or 'cuda:N' with the CUDA backend).", NULL},
-    {"ndim", tensor_get_ndim, NULL, "The number of dimensions (0 to 16).",
-     NULL},
-    {"size", tensor_get_size, NULL,
-     "The number of elements (1 for a 0-d tensor).", NULL},
-    {"nbytes", tensor_get_nbytes, NULL, "size * dtype.itemsize.", NULL},
-    {"data_ptr", tensor_get_data_ptr, NULL,
-     "The address of element (0, ..., 0) as an int.", NULL},
-    {"readonly", tensor_get_readonly, NULL,
+    {"device", tensor_get, NULL,
+     "Where the data lives: 'cpu' (or 'cuda:N' with the CUDA backend).",
+     &tensor_attributes[DEVICE]},
+    {"ndim", tensor_get, NULL, "The number of dimensions (0 to 16).",
+     &tensor_attributes[NDIM]},
+    {"size", tensor_get, NULL,
+     "The number of elements (1 for a 0-d tensor).",
+     &tensor_attributes[SIZE]},
+    {"nbytes", tensor_get, NULL, "size * dtype.itemsize.",
+     &tensor_attributes[NBYTES]},
+    {"data_ptr", tensor_get, NULL,
+     "The address of element (0, ..., 0) as an int.",
+     &tensor_attributes[DATA_PTR]},
+    {"readonly", tensor_get, NULL,
      "True when the memory came from a read-only producer; writes through "
      "the buffer protocol, DLPack, .numpy() and out= are refused.",
-     NULL},
+     &tensor_attributes[READONLY]},
     {"T", tensor_get_transpose, NULL,
      "The transpose of a 2-D tensor as a view sharing its memory; a 0-d or "
      "1-d tensor itself; ValueError for more than 2 dims.",
@@ -679,14 +662,5 @@ PyTypeObject fp8q_Tensor_Type = {
 
 int fp8q_py_tensor_init(PyObject *module)
 {
-    if (PyType_Ready(&fp8q_Tensor_Type) < 0) {
-        return -1;
-    }
-    Py_INCREF(&fp8q_Tensor_Type);
-    if (PyModule_AddObject(module, "Tensor", (PyObject *)&fp8q_Tensor_Type) <
-        0) {
-        Py_DECREF(&fp8q_Tensor_Type);
-        return -1;
-    }
-    return 0;
+    return PyModule_AddType(module, &fp8q_Tensor_Type); /* as "Tensor" */
 }

@@ -116,6 +116,7 @@ void test_view_recut_and_transpose(void);
 void test_view_fortran_contiguous(void);
 void test_view_overlaps_unsafely(void);
 void test_view_drop_axes(void);
+void test_view_bytes_and_buffer_requests(void);
 
 /* test_dlpack.c */
 void test_dlpack_dtype_codes(void);
@@ -123,6 +124,7 @@ void test_dlpack_tensor_view(void);
 void test_dlpack_tensor_view_refusals(void);
 void test_dlpack_tensor_view_longest_message(void);
 void test_dlpack_export_values(void);
+void test_dlpack_export_blocks(void);
 void test_device_names(void);
 
 /* test_cast.c */

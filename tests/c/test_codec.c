@@ -1,7 +1,8 @@
 /*
- * test_codec.c - dtype names and limits, and the scalar codec: hand-computed
- * values, round trips over all 256 codes, and an independent brute-force
- * nearest-value oracle on random and tie-making float32 inputs.
+ * test_codec.c - dtype names (and NumPy's extension names) and limits, and
+ * the scalar codec: hand-computed values, round trips over all 256 codes,
+ * and an independent brute-force nearest-value oracle on random and
+ * tie-making float32 inputs.
  */
 #include <float.h>
 #include <math.h>
@@ -165,6 +166,28 @@ void test_dtype_names(void)
     CHECK(!fp8q_dtype_from_name("E4M3", &dtype));
     CHECK(!fp8q_dtype_from_name("torch.", &dtype));
     CHECK(!fp8q_dtype_from_name(NULL, &dtype));
+
+    /* NumPy extension dtypes: bfloat16 and the FP8 ones, by exact canonical
+     * name and matching itemsize only. */
+    for (index = 0; index < FP8Q_DTYPE_COUNT; index++) {
+        const int extension = index == FP8Q_BFLOAT16 || index >= 4;
+
+        CHECK_INT(fp8q_dtype_is_numpy_extension((fp8q_dtype)index),
+                  extension);
+        dtype = FP8Q_DTYPE_COUNT;
+        CHECK_INT(fp8q_dtype_from_numpy_extension(names[index], sizes[index],
+                                                  &dtype),
+                  extension);
+        CHECK_INT(dtype, extension ? index : FP8Q_DTYPE_COUNT);
+        CHECK(!fp8q_dtype_from_numpy_extension(names[index], 3, &dtype));
+    }
+    dtype = FP8Q_DTYPE_COUNT;
+    CHECK(!fp8q_dtype_from_numpy_extension("e4m3", 1, &dtype));
+    CHECK(!fp8q_dtype_from_numpy_extension("bf16", 2, &dtype));
+    CHECK(!fp8q_dtype_from_numpy_extension("torch.bfloat16", 2, &dtype));
+    CHECK(!fp8q_dtype_from_numpy_extension("float8_e4m3", 1, &dtype));
+    CHECK(!fp8q_dtype_from_numpy_extension("int4", 1, &dtype));
+    CHECK_INT(dtype, FP8Q_DTYPE_COUNT);
 }
 
 void test_finfo(void)

@@ -3,7 +3,8 @@
  * dtype codes against the DLPack 1.1 table, the checked view of a DLPack
  * tensor (layouts accepted, every refusal and its status and message), the
  * description of a view for an export, and the producer's stream and device
- * values; device names (core/device_name.c).
+ * values, the export blocks a producer hands out and their deleters; device
+ * names read and written (core/device_name.c).
  */
 #include <limits.h>
 #include <string.h>
@@ -322,6 +323,99 @@ void test_dlpack_export_values(void)
     CHECK(!fp8q_dl_copy_target_reachable(13, 0));
 }
 
+/* The release callback of the export tests: counts its calls and keeps the
+ * owner it was given. */
+static int release_calls;
+static void *released_owner;
+
+static void count_release(void *owner)
+{
+    release_calls++;
+    released_owner = owner;
+}
+
+void test_dlpack_export_blocks(void)
+{
+    float data[12];
+    const int64_t shape[3] = {2, 3, 2};
+    int owner = 7;
+    fp8q_dl_managed_tensor_versioned *versioned;
+    fp8q_dl_managed_tensor *legacy;
+    fp8q_view view;
+    fp8q_error error;
+
+    CHECK_OK(fp8q_view_init_contiguous(&view, data, FP8Q_FLOAT32, 3, shape,
+                                       &error),
+             &error);
+    view.strides[1] = -2; /* any strides are described as they are */
+
+    /* Versioned: DLPack 1.1, the flags given, the view described. */
+    release_calls = 0;
+    released_owner = NULL;
+    versioned = (fp8q_dl_managed_tensor_versioned *)fp8q_dl_export_new(
+        &view, FP8Q_DL_CUDA, 5, 1,
+        FP8Q_DLPACK_FLAG_READ_ONLY | FP8Q_DLPACK_FLAG_IS_COPIED, &owner,
+        count_release);
+    CHECK(versioned != NULL);
+    CHECK_INT(versioned->version.major, 1);
+    CHECK_INT(versioned->version.minor, 1);
+    CHECK_INT(versioned->flags, 3);
+    CHECK(versioned->manager_ctx == (void *)&owner);
+    CHECK(versioned->deleter != NULL);
+    CHECK(versioned->dl_tensor.data == (void *)data);
+    CHECK_INT(versioned->dl_tensor.device.device_type, 2);
+    CHECK_INT(versioned->dl_tensor.device.device_id, 5);
+    CHECK_INT(versioned->dl_tensor.ndim, 3);
+    CHECK_INT(versioned->dl_tensor.dtype.code, 2); /* kDLFloat */
+    CHECK_INT(versioned->dl_tensor.dtype.bits, 32);
+    CHECK_INT(versioned->dl_tensor.shape[0], 2);
+    CHECK_INT(versioned->dl_tensor.shape[1], 3);
+    CHECK_INT(versioned->dl_tensor.shape[2], 2);
+    CHECK_INT(versioned->dl_tensor.strides[0], 6);
+    CHECK_INT(versioned->dl_tensor.strides[1], -2);
+    CHECK_INT(versioned->dl_tensor.strides[2], 1);
+    CHECK_INT(versioned->dl_tensor.byte_offset, 0);
+    /* The description is the export's own: changing the view later does
+     * not change it. */
+    view.shape[0] = 9;
+    CHECK_INT(versioned->dl_tensor.shape[0], 2);
+    view.shape[0] = 2;
+    CHECK_INT(release_calls, 0);
+    fp8q_dl_managed_delete(versioned, 1);
+    CHECK_INT(release_calls, 1);
+    CHECK(released_owner == (void *)&owner);
+
+    /* Legacy: no version or flags; the deleter releases the owner once. */
+    release_calls = 0;
+    released_owner = NULL;
+    legacy = (fp8q_dl_managed_tensor *)fp8q_dl_export_new(
+        &view, FP8Q_DL_CPU, 0, 0, FP8Q_DLPACK_FLAG_READ_ONLY, &owner,
+        count_release);
+    CHECK(legacy != NULL);
+    CHECK(legacy->manager_ctx == (void *)&owner);
+    CHECK_INT(legacy->dl_tensor.device.device_type, 1);
+    CHECK_INT(legacy->dl_tensor.device.device_id, 0);
+    CHECK_INT(legacy->dl_tensor.strides[1], -2);
+    legacy->deleter(legacy);
+    CHECK_INT(release_calls, 1);
+    CHECK(released_owner == (void *)&owner);
+
+    /* Without a release callback the block is only freed; deleting NULL
+     * or a managed tensor without a deleter does nothing. */
+    legacy = (fp8q_dl_managed_tensor *)fp8q_dl_export_new(
+        &view, FP8Q_DL_CPU, 0, 0, 0, NULL, NULL);
+    CHECK(legacy != NULL && legacy->manager_ctx == NULL);
+    fp8q_dl_managed_delete(legacy, 0);
+    fp8q_dl_managed_delete(NULL, 1);
+    {
+        fp8q_dl_managed_tensor bare;
+
+        memset(&bare, 0, sizeof bare);
+        fp8q_dl_managed_delete(&bare, 0);
+    }
+    CHECK_INT(release_calls, 1);
+}
+
 void test_device_names(void)
 {
     /* (text, parsed?, type, index) */
@@ -362,4 +456,23 @@ void test_device_names(void)
     }
     CHECK_INT(FP8Q_DEVICE_CPU, FP8Q_DL_CPU);
     CHECK_INT(FP8Q_DEVICE_CUDA, FP8Q_DL_CUDA);
+
+    /* Written back: "cpu" (any index), "cuda:N"; truncated like snprintf;
+     * what is written parses back to the same device. */
+    {
+        char text[16];
+
+        memset(text, 'x', sizeof text);
+        fp8q_device_format(FP8Q_DEVICE_CPU, 3, text, sizeof text);
+        CHECK(strcmp(text, "cpu") == 0);
+        fp8q_device_format(FP8Q_DEVICE_CUDA, 0, text, sizeof text);
+        CHECK(strcmp(text, "cuda:0") == 0);
+        fp8q_device_format(FP8Q_DEVICE_CUDA, 1000000, text, sizeof text);
+        CHECK(strcmp(text, "cuda:1000000") == 0);
+        CHECK_INT(fp8q_device_parse(text, &type, &device_index), 0);
+        CHECK_INT(type, FP8Q_DEVICE_CUDA);
+        CHECK_INT(device_index, 1000000);
+        fp8q_device_format(FP8Q_DEVICE_CUDA, 12, text, 5);
+        CHECK(strcmp(text, "cuda") == 0);
+    }
 }

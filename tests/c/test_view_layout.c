@@ -2,7 +2,8 @@
  * test_view_layout.c - core/view_layout.c: the shapes of reshapes (one
  * extent inferred, every refusal and its message), re-cuts of the last axis
  * for another itemsize (checked element by element against the bytes),
- * 2-D transposes, Fortran contiguity.
+ * 2-D transposes, Fortran contiguity, byte counts, and what a buffer
+ * request gets.
  */
 #include <string.h>
 
@@ -259,4 +260,78 @@ void test_view_drop_axes(void)
     fp8q_view_drop_axes(&view, drop_all, &out);
     CHECK_INT(out.ndim, 0);
     CHECK(out.data == (void *)data);
+}
+
+void test_view_bytes_and_buffer_requests(void)
+{
+    uint16_t data[24];
+    const int64_t shape[3] = {2, 3, 4};
+    fp8q_view view = make_view(data, FP8Q_FLOAT16, 3, shape, NULL);
+    fp8q_view fortran;
+    fp8q_view gapped;
+    const unsigned strided = FP8Q_BUFFER_STRIDES;
+    const char *refusal;
+    int axis;
+
+    /* Byte counts: 24 float16 elements, 0 for an empty view. */
+    CHECK_INT(fp8q_view_nbytes(&view), 48);
+    view.shape[1] = 0;
+    CHECK_INT(fp8q_view_nbytes(&view), 0);
+    view.shape[1] = 3;
+
+    /* C order serves every request but Fortran order. */
+    CHECK(fp8q_view_buffer_refusal(&view, 0, 0) == NULL);
+    CHECK(fp8q_view_buffer_refusal(&view, 0, FP8Q_BUFFER_WRITABLE |
+                                                 FP8Q_BUFFER_C_CONTIGUOUS |
+                                                 FP8Q_BUFFER_ANY_CONTIGUOUS |
+                                                 strided) == NULL);
+    refusal = fp8q_view_buffer_refusal(&view, 0, FP8Q_BUFFER_F_CONTIGUOUS);
+    CHECK(refusal != NULL &&
+          strcmp(refusal, "a Fortran-contiguous buffer was requested but "
+                          "the tensor is not Fortran-contiguous") == 0);
+    refusal = fp8q_view_buffer_refusal(&view, 1, FP8Q_BUFFER_WRITABLE);
+    CHECK(refusal != NULL &&
+          strcmp(refusal, "the tensor is read-only; a writable buffer was "
+                          "requested") == 0);
+    CHECK(fp8q_view_buffer_refusal(&view, 1, 0) == NULL);
+
+    /* Fortran order: only with strides; C order refused, any order not. */
+    fortran = view;
+    fortran.strides[0] = 1;
+    fortran.strides[1] = 2;
+    fortran.strides[2] = 6;
+    refusal = fp8q_view_buffer_refusal(&fortran, 0, 0);
+    CHECK(refusal != NULL &&
+          strcmp(refusal, "the tensor is not C-contiguous and the consumer "
+                          "did not ask for strides; use .contiguous()") == 0);
+    CHECK(fp8q_view_buffer_refusal(&fortran, 0,
+                                   strided | FP8Q_BUFFER_F_CONTIGUOUS |
+                                       FP8Q_BUFFER_ANY_CONTIGUOUS) == NULL);
+    refusal = fp8q_view_buffer_refusal(&fortran, 0,
+                                       strided | FP8Q_BUFFER_C_CONTIGUOUS);
+    CHECK(refusal != NULL &&
+          strcmp(refusal, "a C-contiguous buffer was requested but the "
+                          "tensor is not C-contiguous; use .contiguous()") ==
+              0);
+
+    /* Gaps: neither order, so only a plain strided request. */
+    gapped = view;
+    for (axis = 0; axis < 3; axis++) {
+        gapped.strides[axis] *= 2;
+    }
+    gapped.shape[0] = 1;
+    CHECK(fp8q_view_buffer_refusal(&gapped, 0, strided) == NULL);
+    refusal = fp8q_view_buffer_refusal(&gapped, 0,
+                                       strided | FP8Q_BUFFER_ANY_CONTIGUOUS);
+    CHECK(refusal != NULL &&
+          strcmp(refusal, "a contiguous buffer was requested but the tensor "
+                          "is neither C- nor Fortran-contiguous") == 0);
+
+    /* Formats: PEP 3118 characters, raw codes where it has none. */
+    CHECK(strcmp(fp8q_dtype_buffer_format(FP8Q_FLOAT32), "f") == 0);
+    CHECK(strcmp(fp8q_dtype_buffer_format(FP8Q_FLOAT16), "e") == 0);
+    CHECK(strcmp(fp8q_dtype_buffer_format(FP8Q_BFLOAT16), "H") == 0);
+    CHECK(strcmp(fp8q_dtype_buffer_format(FP8Q_UINT8), "B") == 0);
+    CHECK(strcmp(fp8q_dtype_buffer_format(FP8Q_FLOAT8_E4M3FN), "B") == 0);
+    CHECK(strcmp(fp8q_dtype_buffer_format(FP8Q_FLOAT8_E5M2FNUZ), "B") == 0);
 }
