@@ -17,6 +17,7 @@
 
 #include "python/layer_call.h"
 
+#include "core/cast.h"
 #include "core/quantize.h"
 #include "cuda/weight_only_ops.h"
 
@@ -37,7 +38,7 @@ static int weight_granularity(layer_call *call, fp8q_granularity *granularity)
     status = fp8q_check_scale_shape(granularity, &call->weight->view,
                                     &call->weight_scale->view, &error);
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        fp8q_py_error_add_prefix(LAYER ": weight_scale: ");
+        fp8q_py_error_add_prefix("%s: weight_scale: ", call->name);
         return -1;
     }
     return 0;
@@ -164,13 +165,114 @@ int fp8q_layer_gemv_forward(layer_call *call, int every_row)
     return result;
 }
 
+/* fp8q.linear(weight_only=True) on the CPU: y32 = x32 @ w32.T (+ bias in
+ * float32) by NumPy's float32 product (matmul, as `x32 @ w32.T` in
+ * Python), x32 x's exact float32 values and w32 the weight dequantized to
+ * float32 (one rounding per value), then y32 rounded once into the
+ * result. */
+static int weight_only_on_cpu(layer_call *call)
+{
+    const fp8q_view *x = &call->x->view;
+    const int64_t k = x->shape[x->ndim - 1];
+    const int64_t n = call->weight->view.shape[0];
+    const int64_t m = k > 0 ? fp8q_view_size(x) / k : 0;
+    fp8q_granularity granularity;
+    fp8q_view x32_view, w32_view, bias_view, y32_view;
+    PyObject *x32 = NULL, *w32 = NULL, *transposed = NULL, *y32 = NULL;
+    PyObject *bias32 = NULL, *sum;
+    fp8q_error error;
+    fp8q_status status = FP8Q_OK;
+    int result = -1;
+
+    if (weight_granularity(call, &granularity) < 0 ||
+        fp8q_layer_make_rows(call, m, k) < 0 ||
+        fp8q_layer_make_output(call, m, n) < 0 ||
+        (x32 = fp8q_py_float32_matrix(m, k, 0, &x32_view)) == NULL ||
+        (w32 = fp8q_py_float32_matrix(n, k, 0, &w32_view)) == NULL ||
+        (call->bias != NULL &&
+         (bias32 = fp8q_py_float32_matrix(1, n, 0, &bias_view)) == NULL)) {
+        goto done;
+    }
+    fp8q_error_clear(&error);
+    FP8Q_PY_BEGIN_INTERRUPTIBLE
+    status = fp8q_cast(&call->rows->view, &x32_view, NULL, FP8Q_SCALE_DIVIDE,
+                       1, &error);
+    if (status == FP8Q_OK) {
+        status = fp8q_dequantize(&call->weight->view,
+                                 &call->weight_scale->view, &granularity,
+                                 &w32_view, &error);
+    }
+    if (status == FP8Q_OK && bias32 != NULL) {
+        bias_view.ndim = 1;
+        bias_view.shape[0] = n;
+        bias_view.strides[0] = 1;
+        status = fp8q_cast(&call->bias->view, &bias_view, NULL,
+                           FP8Q_SCALE_DIVIDE, 1, &error);
+    }
+    FP8Q_PY_END_INTERRUPTIBLE(status)
+    if (fp8q_py_raise_on_failure(status, &error) < 0 ||
+        (transposed = PyArray_Transpose((PyArrayObject *)w32, NULL)) ==
+            NULL ||
+        (y32 = PyNumber_MatrixMultiply(x32, transposed)) == NULL) {
+        goto done;
+    }
+    if (bias32 != NULL) {
+        sum = PyNumber_InPlaceAdd(y32, bias32);
+        if (sum == NULL) {
+            goto done;
+        }
+        Py_DECREF(sum);
+    }
+    memset(&y32_view, 0, sizeof y32_view);
+    y32_view.data = PyArray_DATA((PyArrayObject *)y32);
+    y32_view.dtype = FP8Q_FLOAT32;
+    y32_view.ndim = 2;
+    y32_view.shape[0] = m;
+    y32_view.shape[1] = n;
+    y32_view.strides[0] = n > 0 ? n : 1;
+    y32_view.strides[1] = 1;
+    FP8Q_PY_BEGIN_INTERRUPTIBLE
+    status = fp8q_cast(&y32_view, &call->out_rows->view, NULL,
+                       FP8Q_SCALE_DIVIDE, 1, &error);
+    FP8Q_PY_END_INTERRUPTIBLE(status)
+    result = fp8q_py_raise_on_failure(status, &error);
+done:
+    Py_XDECREF(x32);
+    Py_XDECREF(w32);
+    Py_XDECREF(transposed);
+    Py_XDECREF(y32);
+    Py_XDECREF(bias32);
+    return result;
+}
+
+int fp8q_layer_weight_only_forward(layer_call *call)
+{
+    const fp8q_view *x = &call->x->view;
+
+    if (call->device.type != FP8Q_DEVICE_CUDA) {
+        return weight_only_on_cpu(call);
+    }
+    if (fp8q_layer_gemv_forward(call, 1) < 0) {
+        return -1;
+    }
+    if (call->result == NULL) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: weight_only=True on a GPU needs in_features (K = "
+                     "%lld) a multiple of 16 and 16-byte aligned x and w; use "
+                     "weight_only=False (x quantized) for this shape",
+                     call->name, (long long)x->shape[x->ndim - 1]);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *layer_weight(PyObject *module, PyObject *const *args,
                               Py_ssize_t n_args)
 {
     layer_call call;
 
     (void)module;
-    memset(&call, 0, sizeof call);
+    fp8q_layer_start(&call, LAYER);
     return fp8q_layer_finish(
         &call,
         fp8q_layer_positional("layer_weight", n_args, 5) < 0 ||
@@ -190,7 +292,7 @@ static PyObject *gemv_entry(const char *name, PyObject *const *args,
     layer_call call;
     int failed;
 
-    memset(&call, 0, sizeof call);
+    fp8q_layer_start(&call, LAYER);
     failed =
         fp8q_layer_positional(name, n_args, 6) < 0 ||
         fp8q_layer_parse_granularity(args[4], &call.granularity) < 0 ||

@@ -373,11 +373,8 @@ static int is_column_major(const fp8q_view *view)
     return view->shape[0] > 1 && view->shape[1] > 1 && down < across;
 }
 
-/* A new float32 NumPy array of (rows, cols), C-contiguous or, with
- * column_major, Fortran-contiguous (NumPy's BLAS takes either without a
- * copy), and a view of it. */
-static PyObject *new_float32_matrix(int64_t rows, int64_t cols,
-                                    int column_major, fp8q_view *view)
+PyObject *fp8q_py_float32_matrix(int64_t rows, int64_t cols,
+                                 int column_major, fp8q_view *view)
 {
     npy_intp dims[2];
     PyObject *array;
@@ -428,19 +425,19 @@ static int compute_product(const fp8q_py_scaled_mm *call,
     /* core's own product, where it has one: no float32 copy of b. */
     const int own_product = fp8q_scaled_mm_has_kernel(m, k, &call->b->view);
 
-    temporaries->a_operand = new_float32_matrix(
+    temporaries->a_operand = fp8q_py_float32_matrix(
         m, k, !own_product && is_column_major(&call->a->view), &a_view);
     if (own_product && out_is_new && writes_in_place(&call->out->view)) {
         *product = call->out->view; /* the result itself: no copy */
     }
     else {
-        temporaries->product = new_float32_matrix(m, n, 0, product);
+        temporaries->product = fp8q_py_float32_matrix(m, n, 0, product);
         if (temporaries->product == NULL) {
             return -1;
         }
     }
     if (!own_product) {
-        temporaries->b_operand = new_float32_matrix(
+        temporaries->b_operand = fp8q_py_float32_matrix(
             k, n, is_column_major(&call->b->view), &b_view);
     }
     if (temporaries->a_operand == NULL ||
