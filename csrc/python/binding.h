@@ -473,12 +473,6 @@ const struct fp8q_cublaslt *fp8q_py_load_cublaslt(void);
 int fp8q_py_scaled_mm_run(const fp8q_py_scaled_mm *call, int out_is_new,
                           fp8q_cu_stream stream);
 
-/* A new float32 NumPy array of (rows, cols), C-contiguous or, with
- * column_major, Fortran-contiguous (NumPy's BLAS takes either without a
- * copy), and *view of it (scaled_mm.c). NULL with an exception. */
-PyObject *fp8q_py_float32_matrix(int64_t rows, int64_t cols,
-                                 int column_major, fp8q_view *view);
-
 /* destination (cols, rows) = source (rows, cols).T on the GPU, both
  * C-contiguous CUDA tensors of one dtype (1, 2 or 4 bytes) (device.c). 0,
  * or -1 with an exception. */

@@ -165,6 +165,28 @@ int fp8q_layer_gemv_forward(layer_call *call, int every_row)
     return result;
 }
 
+/* A new float32 NumPy array (rows, cols), C-contiguous, and *view of it. */
+static PyObject *float32_matrix(int64_t rows, int64_t cols, fp8q_view *view)
+{
+    npy_intp dims[2];
+    PyObject *array;
+
+    dims[0] = (npy_intp)rows;
+    dims[1] = (npy_intp)cols;
+    array = PyArray_EMPTY(2, dims, NPY_FLOAT32, 0);
+    if (array != NULL) {
+        memset(view, 0, sizeof *view);
+        view->data = PyArray_DATA((PyArrayObject *)array);
+        view->dtype = FP8Q_FLOAT32;
+        view->ndim = 2;
+        view->shape[0] = rows;
+        view->shape[1] = cols;
+        view->strides[0] = cols > 0 ? cols : 1;
+        view->strides[1] = 1;
+    }
+    return array;
+}
+
 /* fp8q.linear(weight_only=True) on the CPU: y32 = x32 @ w32.T (+ bias in
  * float32) by NumPy's float32 product (matmul, as `x32 @ w32.T` in
  * Python), x32 x's exact float32 values and w32 the weight dequantized to
@@ -187,10 +209,10 @@ static int weight_only_on_cpu(layer_call *call)
     if (weight_granularity(call, &granularity) < 0 ||
         fp8q_layer_make_rows(call, m, k) < 0 ||
         fp8q_layer_make_output(call, m, n) < 0 ||
-        (x32 = fp8q_py_float32_matrix(m, k, 0, &x32_view)) == NULL ||
-        (w32 = fp8q_py_float32_matrix(n, k, 0, &w32_view)) == NULL ||
+        (x32 = float32_matrix(m, k, &x32_view)) == NULL ||
+        (w32 = float32_matrix(n, k, &w32_view)) == NULL ||
         (call->bias != NULL &&
-         (bias32 = fp8q_py_float32_matrix(1, n, 0, &bias_view)) == NULL)) {
+         (bias32 = float32_matrix(1, n, &bias_view)) == NULL)) {
         goto done;
     }
     fp8q_error_clear(&error);
@@ -223,14 +245,10 @@ static int weight_only_on_cpu(layer_call *call)
         }
         Py_DECREF(sum);
     }
-    memset(&y32_view, 0, sizeof y32_view);
+    y32_view = x32_view; /* y32 is a new C-contiguous (m, n) array */
     y32_view.data = PyArray_DATA((PyArrayObject *)y32);
-    y32_view.dtype = FP8Q_FLOAT32;
-    y32_view.ndim = 2;
-    y32_view.shape[0] = m;
     y32_view.shape[1] = n;
     y32_view.strides[0] = n > 0 ? n : 1;
-    y32_view.strides[1] = 1;
     FP8Q_PY_BEGIN_INTERRUPTIBLE
     status = fp8q_cast(&y32_view, &call->out_rows->view, NULL,
                        FP8Q_SCALE_DIVIDE, 1, &error);
