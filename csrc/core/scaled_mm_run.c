@@ -149,3 +149,69 @@ fp8q_status fp8q_scaled_mm_run(const fp8q_scaled_mm_run_call *call,
     fp8q_aligned_free(owned);
     return status;
 }
+
+fp8q_status fp8q_weight_only_run(const fp8q_view *rows,
+                                 const fp8q_view *weight,
+                                 const fp8q_view *weight_scale,
+                                 const fp8q_granularity *granularity,
+                                 const fp8q_view *bias, const fp8q_view *out,
+                                 fp8q_sgemm sgemm, void *sgemm_context,
+                                 fp8q_error *error)
+{
+    const int64_t m = rows->shape[0];
+    const int64_t k = rows->shape[1];
+    const int64_t n = weight->shape[0];
+    fp8q_view x32, w32, bias32, product;
+    fp8q_status status;
+    int64_t row, column;
+
+    memset(&w32, 0, sizeof w32);
+    memset(&bias32, 0, sizeof bias32);
+    memset(&product, 0, sizeof product);
+    status = new_matrix(m, k, 0, &x32, error);
+    if (status == FP8Q_OK) {
+        status = new_matrix(n, k, 0, &w32, error);
+    }
+    if (status == FP8Q_OK) {
+        status = new_matrix(m, n, 0, &product, error);
+    }
+    if (status == FP8Q_OK && bias != NULL) {
+        status = new_matrix(n, 1, 0, &bias32, error);
+        bias32.ndim = 1;
+    }
+    if (status == FP8Q_OK) {
+        status = fp8q_cast(rows, &x32, NULL, FP8Q_SCALE_DIVIDE, 1, error);
+    }
+    if (status == FP8Q_OK) {
+        status = fp8q_dequantize(weight, weight_scale, granularity, &w32,
+                                 error);
+    }
+    if (status == FP8Q_OK && bias != NULL) {
+        status = fp8q_cast(bias, &bias32, NULL, FP8Q_SCALE_DIVIDE, 1, error);
+    }
+    if (status == FP8Q_OK) {
+        /* w32.T: (K, N), Fortran-contiguous. */
+        w32.shape[0] = k;
+        w32.shape[1] = n;
+        w32.strides[0] = 1;
+        w32.strides[1] = k > 0 ? k : 1;
+        status = sgemm(sgemm_context, &x32, &w32, &product, error);
+    }
+    if (status == FP8Q_OK && bias != NULL) {
+        float *values = (float *)product.data;
+        const float *added = (const float *)bias32.data;
+        for (row = 0; row < m; row++) {
+            for (column = 0; column < n; column++) {
+                values[row * n + column] += added[column];
+            }
+        }
+    }
+    if (status == FP8Q_OK) {
+        status = fp8q_cast(&product, out, NULL, FP8Q_SCALE_DIVIDE, 1, error);
+    }
+    fp8q_aligned_free(x32.data);
+    fp8q_aligned_free(w32.data);
+    fp8q_aligned_free(bias32.data);
+    fp8q_aligned_free(product.data);
+    return status;
+}

@@ -8,6 +8,7 @@
 #ifndef FP8Q_CORE_SCALED_MM_RUN_H
 #define FP8Q_CORE_SCALED_MM_RUN_H
 
+#include "core/quantize.h"
 #include "core/scaled_mm.h"
 
 /* product (m, n) = a (m, k) @ b (k, n), float32 views, a and b C- or
@@ -46,5 +47,22 @@ typedef struct fp8q_scaled_mm_run_call {
  */
 fp8q_status fp8q_scaled_mm_run(const fp8q_scaled_mm_run_call *call,
                                fp8q_error *error);
+
+/*
+ * The weight-only product on the CPU (fp8q.linear(weight_only=True)):
+ * out (M, N) = round(x32 @ w32.T + bias32), x32 the exact float32 values
+ * of rows (M, K, any float dtype), w32 = weight (N, K, FP8) times
+ * weight_scale at `granularity` rounded once to float32, bias32 bias (NULL
+ * or N values) in float32, added in float32 after the product; `sgemm`
+ * multiplies (float32 accumulation), and the result is rounded once into
+ * out's dtype. Temporaries are allocated and freed here.
+ */
+fp8q_status fp8q_weight_only_run(const fp8q_view *rows,
+                                 const fp8q_view *weight,
+                                 const fp8q_view *weight_scale,
+                                 const fp8q_granularity *granularity,
+                                 const fp8q_view *bias, const fp8q_view *out,
+                                 fp8q_sgemm sgemm, void *sgemm_context,
+                                 fp8q_error *error);
 
 #endif /* FP8Q_CORE_SCALED_MM_RUN_H */

@@ -15,16 +15,16 @@
 
 static void release(layer_call *call)
 {
-    Py_XDECREF(call->x);
-    Py_XDECREF(call->rows);
-    Py_XDECREF(call->weight);
-    Py_XDECREF(call->weight_scale);
-    Py_XDECREF(call->bias);
-    Py_XDECREF(call->input_scale);
-    Py_XDECREF(call->codes);
-    Py_XDECREF(call->x_scale);
-    Py_XDECREF(call->out_rows);
-    Py_XDECREF(call->result);
+    fp8q_TensorObject **const held[] = {
+        &call->x,           &call->rows,        &call->weight,
+        &call->weight_scale, &call->bias,       &call->input_scale,
+        &call->codes,       &call->x_scale,     &call->out_rows};
+    size_t index;
+
+    for (index = 0; index < sizeof held / sizeof held[0]; index++) {
+        Py_CLEAR(*held[index]);
+    }
+    Py_CLEAR(call->result);
 }
 
 void fp8q_layer_start(layer_call *call, const char *name)

@@ -17,8 +17,8 @@
 
 #include "python/layer_call.h"
 
-#include "core/cast.h"
 #include "core/quantize.h"
+#include "core/scaled_mm_run.h"
 #include "cuda/weight_only_ops.h"
 
 /* The weight scales' granularity (128x128 blocks for "block"), checked
@@ -165,102 +165,31 @@ int fp8q_layer_gemv_forward(layer_call *call, int every_row)
     return result;
 }
 
-/* A new float32 NumPy array (rows, cols), C-contiguous, and *view of it. */
-static PyObject *float32_matrix(int64_t rows, int64_t cols, fp8q_view *view)
-{
-    npy_intp dims[2];
-    PyObject *array;
-
-    dims[0] = (npy_intp)rows;
-    dims[1] = (npy_intp)cols;
-    array = PyArray_EMPTY(2, dims, NPY_FLOAT32, 0);
-    if (array != NULL) {
-        memset(view, 0, sizeof *view);
-        view->data = PyArray_DATA((PyArrayObject *)array);
-        view->dtype = FP8Q_FLOAT32;
-        view->ndim = 2;
-        view->shape[0] = rows;
-        view->shape[1] = cols;
-        view->strides[0] = cols > 0 ? cols : 1;
-        view->strides[1] = 1;
-    }
-    return array;
-}
-
-/* fp8q.linear(weight_only=True) on the CPU: y32 = x32 @ w32.T (+ bias in
- * float32) by NumPy's float32 product (matmul, as `x32 @ w32.T` in
- * Python), x32 x's exact float32 values and w32 the weight dequantized to
- * float32 (one rounding per value), then y32 rounded once into the
- * result. */
+/* fp8q.linear(weight_only=True) on the CPU: core/scaled_mm_run.h's
+ * weight-only product, NumPy's BLAS its sgemm (as x32 @ w32.T in Python
+ * computed it). */
 static int weight_only_on_cpu(layer_call *call)
 {
     const fp8q_view *x = &call->x->view;
     const int64_t k = x->shape[x->ndim - 1];
-    const int64_t n = call->weight->view.shape[0];
     const int64_t m = k > 0 ? fp8q_view_size(x) / k : 0;
     fp8q_granularity granularity;
-    fp8q_view x32_view, w32_view, bias_view, y32_view;
-    PyObject *x32 = NULL, *w32 = NULL, *transposed = NULL, *y32 = NULL;
-    PyObject *bias32 = NULL, *sum;
     fp8q_error error;
-    fp8q_status status = FP8Q_OK;
-    int result = -1;
+    fp8q_status status;
 
     if (weight_granularity(call, &granularity) < 0 ||
         fp8q_layer_make_rows(call, m, k) < 0 ||
-        fp8q_layer_make_output(call, m, n) < 0 ||
-        (x32 = float32_matrix(m, k, &x32_view)) == NULL ||
-        (w32 = float32_matrix(n, k, &w32_view)) == NULL ||
-        (call->bias != NULL &&
-         (bias32 = float32_matrix(1, n, &bias_view)) == NULL)) {
-        goto done;
+        fp8q_layer_make_output(call, m, call->weight->view.shape[0]) < 0) {
+        return -1;
     }
     fp8q_error_clear(&error);
     FP8Q_PY_BEGIN_INTERRUPTIBLE
-    status = fp8q_cast(&call->rows->view, &x32_view, NULL, FP8Q_SCALE_DIVIDE,
-                       1, &error);
-    if (status == FP8Q_OK) {
-        status = fp8q_dequantize(&call->weight->view,
-                                 &call->weight_scale->view, &granularity,
-                                 &w32_view, &error);
-    }
-    if (status == FP8Q_OK && bias32 != NULL) {
-        bias_view.ndim = 1;
-        bias_view.shape[0] = n;
-        bias_view.strides[0] = 1;
-        status = fp8q_cast(&call->bias->view, &bias_view, NULL,
-                           FP8Q_SCALE_DIVIDE, 1, &error);
-    }
+    status = fp8q_weight_only_run(
+        &call->rows->view, &call->weight->view, &call->weight_scale->view,
+        &granularity, call->bias != NULL ? &call->bias->view : NULL,
+        &call->out_rows->view, fp8q_py_numpy_sgemm, NULL, &error);
     FP8Q_PY_END_INTERRUPTIBLE(status)
-    if (fp8q_py_raise_on_failure(status, &error) < 0 ||
-        (transposed = PyArray_Transpose((PyArrayObject *)w32, NULL)) ==
-            NULL ||
-        (y32 = PyNumber_MatrixMultiply(x32, transposed)) == NULL) {
-        goto done;
-    }
-    if (bias32 != NULL) {
-        sum = PyNumber_InPlaceAdd(y32, bias32);
-        if (sum == NULL) {
-            goto done;
-        }
-        Py_DECREF(sum);
-    }
-    y32_view = x32_view; /* y32 is a new C-contiguous (m, n) array */
-    y32_view.data = PyArray_DATA((PyArrayObject *)y32);
-    y32_view.shape[1] = n;
-    y32_view.strides[0] = n > 0 ? n : 1;
-    FP8Q_PY_BEGIN_INTERRUPTIBLE
-    status = fp8q_cast(&y32_view, &call->out_rows->view, NULL,
-                       FP8Q_SCALE_DIVIDE, 1, &error);
-    FP8Q_PY_END_INTERRUPTIBLE(status)
-    result = fp8q_py_raise_on_failure(status, &error);
-done:
-    Py_XDECREF(x32);
-    Py_XDECREF(w32);
-    Py_XDECREF(transposed);
-    Py_XDECREF(y32);
-    Py_XDECREF(bias32);
-    return result;
+    return fp8q_py_raise_on_failure(status, &error);
 }
 
 int fp8q_layer_weight_only_forward(layer_call *call)

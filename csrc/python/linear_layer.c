@@ -173,8 +173,8 @@ static fp8q_TensorObject *transposed(fp8q_TensorObject *tensor)
 
 static int multiply(layer_call *call)
 {
-    const int64_t m = call->rows->view.shape[0];
-    const int64_t k = call->rows->view.shape[1];
+    const int64_t m = call->codes->view.shape[0];
+    const int64_t k = call->codes->view.shape[1];
     const int64_t n = call->weight->view.shape[0];
     fp8q_py_scaled_mm product;
     fp8q_error error;

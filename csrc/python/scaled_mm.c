@@ -12,28 +12,18 @@
 #include "core/quantize.h"
 #include "core/scaled_mm_run.h"
 
-/* Everything one call holds; released by release_call. */
-typedef struct scaled_mm_call {
-    fp8q_TensorObject *a;
-    fp8q_TensorObject *b;
-    fp8q_TensorObject *scale_a;
-    fp8q_TensorObject *scale_b;
-    fp8q_TensorObject *bias;
-    fp8q_TensorObject *amax_out;
-    fp8q_TensorObject *out;
-    fp8q_TensorObject *scale_result; /* NULL, or on the operands' GPU */
-} scaled_mm_call;
-
-static void release_call(scaled_mm_call *call)
+/* What a call holds (binding.h's fp8q_py_scaled_mm), released. */
+static void release_call(fp8q_py_scaled_mm *call)
 {
-    Py_XDECREF(call->a);
-    Py_XDECREF(call->b);
-    Py_XDECREF(call->scale_a);
-    Py_XDECREF(call->scale_b);
-    Py_XDECREF(call->bias);
-    Py_XDECREF(call->amax_out);
-    Py_XDECREF(call->out);
-    Py_XDECREF(call->scale_result);
+    fp8q_TensorObject **const held[] = {
+        &call->a,    &call->b,        &call->scale_a, &call->scale_b,
+        &call->bias, &call->amax_out, &call->out,
+        &call->scale_result_on_device};
+    size_t index;
+
+    for (index = 0; index < sizeof held / sizeof held[0]; index++) {
+        Py_CLEAR(*held[index]);
+    }
 }
 
 /* ------------------------------------------------------------------------- */
@@ -338,11 +328,7 @@ static fp8q_TensorObject *amax_output(PyObject *object)
 /* ------------------------------------------------------------------------- */
 /* The computation                                                           */
 
-/* fp8q_sgemm through NumPy's BLAS (PyArray_MatrixProduct2, which releases
- * the GIL itself), for fp8q_scaled_mm_run running without the GIL: the
- * views wrapped as NumPy arrays. A NumPy failure leaves its exception set
- * and returns FP8Q_ERROR_INTERRUPTED, the status whose exception
- * fp8q_py_raise_on_failure keeps. */
+/* A float32 view as a NumPy array of its memory. */
 static PyObject *float32_array(const fp8q_view *view)
 {
     npy_intp dims[2], strides[2];
@@ -357,9 +343,9 @@ static PyObject *float32_array(const fp8q_view *view)
                        NULL);
 }
 
-static fp8q_status numpy_sgemm(void *context, const fp8q_view *a,
-                               const fp8q_view *b, const fp8q_view *product,
-                               fp8q_error *error)
+fp8q_status fp8q_py_numpy_sgemm(void *context, const fp8q_view *a,
+                                const fp8q_view *b, const fp8q_view *product,
+                                fp8q_error *error)
 {
     const PyGILState_STATE gil = PyGILState_Ensure();
     PyObject *a_array = float32_array(a);
@@ -399,7 +385,7 @@ static int run_on_cpu(const fp8q_py_scaled_mm *call, int out_is_new)
     run.mode = call->mode;
     run.scale_result = call->has_scale_result ? call->scale_result : 1.0f;
     run.out_is_new = out_is_new;
-    run.sgemm = numpy_sgemm;
+    run.sgemm = fp8q_py_numpy_sgemm;
     run.sgemm_context = NULL;
     fp8q_error_clear(&error);
     FP8Q_PY_BEGIN_INTERRUPTIBLE
@@ -441,13 +427,10 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     PyObject *stream_object = Py_None;
     fp8q_cu_stream stream;
     fp8q_py_device device;
-    scaled_mm_call call;
-    fp8q_py_scaled_mm run;
+    fp8q_py_scaled_mm call;
     fp8q_dtype out_dtype;
-    fp8q_scaling mode;
     fp8q_error error;
     fp8q_status status;
-    float scale_result;
     int64_t shape[2];
 
     (void)module;
@@ -510,7 +493,7 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     fp8q_error_clear(&error);
     status = fp8q_scaled_mm_mode(shape[0], call.a->view.shape[1], shape[1],
                                  &call.scale_a->view, &call.scale_b->view,
-                                 &mode, &error);
+                                 &call.mode, &error);
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         (void)name_scaled_mm();
         goto fail;
@@ -524,7 +507,8 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     if (parse_out_dtype(out_dtype_object, out_object, &out_dtype) < 0 ||
         parse_scale_result(scale_result_object, out_dtype, &device,
-                           &scale_result, &call.scale_result) < 0) {
+                           &call.scale_result,
+                           &call.scale_result_on_device) < 0) {
         goto fail;
     }
     if (amax_out_object != Py_None) {
@@ -546,19 +530,9 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     if (call.out == NULL) {
         goto fail;
     }
-    run.a = call.a;
-    run.b = call.b;
-    run.scale_a = call.scale_a;
-    run.scale_b = call.scale_b;
-    run.bias = call.bias;
-    run.amax_out = call.amax_out;
-    run.out = call.out;
-    run.mode = mode;
-    run.use_fast_accum = use_fast_accum;
-    run.has_scale_result = scale_result_object != Py_None;
-    run.scale_result = scale_result;
-    run.scale_result_on_device = call.scale_result;
-    if (fp8q_py_scaled_mm_run(&run, out_object == Py_None, stream) < 0) {
+    call.use_fast_accum = use_fast_accum;
+    call.has_scale_result = scale_result_object != Py_None;
+    if (fp8q_py_scaled_mm_run(&call, out_object == Py_None, stream) < 0) {
         goto fail;
     }
     if (out_object != Py_None) {
