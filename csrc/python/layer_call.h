@@ -1,6 +1,7 @@
 /*
- * layer_call.h - one call of an fp8q.torch.Linear forward in C
- * (linear_layer.c: W8A8; layer_weight_only.c: W8A16): the call's tensors,
+ * layer_call.h - one call of an fp8q.torch.Linear forward (or of
+ * fp8q.linear, the same entry) in C (linear_layer.c: W8A8;
+ * layer_weight_only.c: W8A16): the call's tensors,
  * imported through DLPack's C exchange API when x comes from torch (views,
  * torch's allocator and current stream) or as fp8q.asarray takes them, and
  * the argument checks both entry files share. Each function returns 0 (or a
@@ -61,10 +62,10 @@ int fp8q_layer_parse_granularity(PyObject *object,
                                  fp8q_granularity_kind *kind);
 
 /* x (..., K) float32 / float16 / bfloat16 (FP8 codes when call->x_codes),
- * which gives the call its device
- * and stream: torch's current stream for a torch tensor (other torch
- * arguments are then imported as last used there), else `stream_object`
- * when not None, or the stream of x's last use. */
+ * which gives the call its device and stream: torch's current stream for a
+ * torch tensor (other torch arguments are then imported as last used
+ * there), else `stream_object` when not None, or the stream of x's last
+ * use. */
 int fp8q_layer_import_x(layer_call *call, PyObject *x_object,
                         PyObject *stream_object);
 

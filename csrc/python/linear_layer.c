@@ -10,6 +10,11 @@
  *                                          (few tokens on a GPU: the
  *                                          weight-only product,
  *                                          cuda/layer_path.h)
+ *   _C.linear(x, weight, weight_scale, granularity, bias, out_dtype,
+ *             weight_only, stream, x_scale)
+ *                                          fp8q.linear: the same call
+ *                                          (path "fp8"), or the
+ *                                          weight-only product
  *
  * The numbers are exactly fp8q.quantize of each token followed by
  * fp8q.scaled_mm, as fp8q.linear computes them (docs/torch.md); the
