@@ -57,12 +57,10 @@ fp8q_status fp8q_scaled_mm_run(const fp8q_scaled_mm_run_call *call,
  * multiplies (float32 accumulation), and the result is rounded once into
  * out's dtype. Temporaries are allocated and freed here.
  */
-fp8q_status fp8q_weight_only_run(const fp8q_view *rows,
-                                 const fp8q_view *weight,
-                                 const fp8q_view *weight_scale,
-                                 const fp8q_granularity *granularity,
-                                 const fp8q_view *bias, const fp8q_view *out,
-                                 fp8q_sgemm sgemm, void *sgemm_context,
-                                 fp8q_error *error);
+fp8q_status fp8q_weight_only_run(
+    const fp8q_view *rows, const fp8q_view *weight,
+    const fp8q_view *weight_scale, const fp8q_granularity *granularity,
+    const fp8q_view *bias, const fp8q_view *out, fp8q_sgemm sgemm,
+    void *sgemm_context, fp8q_error *error);
 
 #endif /* FP8Q_CORE_SCALED_MM_RUN_H */

@@ -223,9 +223,6 @@ int fp8q_layer_check_device(layer_call *call,
 int fp8q_layer_import_weight(layer_call *call, PyObject *weight_object,
                              PyObject *scale_object)
 {
-    fp8q_error error;
-    fp8q_status status;
-
     call->weight = fp8q_layer_import(call, weight_object, "weight");
     call->weight_scale =
         call->weight != NULL
@@ -246,12 +243,20 @@ int fp8q_layer_import_weight(layer_call *call, PyObject *weight_object,
                      fp8q_dtype_name(call->weight->view.dtype));
         return -1;
     }
+    return fp8q_layer_check_scales(call, call->weight_scale, "weight_scale");
+}
+
+int fp8q_layer_check_scales(layer_call *call, const fp8q_TensorObject *scale,
+                            const char *name)
+{
+    fp8q_error error;
+    fp8q_status status;
+
     if (call->device.type != FP8Q_DEVICE_CPU) {
         return 0;
     }
     fp8q_error_clear(&error);
-    status = fp8q_check_scale_values(&call->weight_scale->view,
-                                     "weight_scale", &error);
+    status = fp8q_check_scale_values(&scale->view, name, &error);
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         fp8q_py_error_add_prefix("%s: ", call->name);
         return -1;
@@ -288,9 +293,6 @@ int fp8q_layer_make_rows(layer_call *call, int64_t m, int64_t k)
 int fp8q_layer_import_activation_arguments(layer_call *call, PyObject *bias,
                                            PyObject *input_scale)
 {
-    fp8q_error error;
-    fp8q_status status;
-
     if (bias != Py_None) {
         call->bias = fp8q_layer_import(call, bias, "bias");
         if (call->bias == NULL ||
@@ -335,17 +337,7 @@ int fp8q_layer_import_activation_arguments(layer_call *call, PyObject *bias,
                      call->name);
         return -1;
     }
-    if (call->device.type != FP8Q_DEVICE_CPU) {
-        return 0;
-    }
-    fp8q_error_clear(&error);
-    status = fp8q_check_scale_values(&call->input_scale->view, "input_scale",
-                                     &error);
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        fp8q_py_error_add_prefix("%s: ", call->name);
-        return -1;
-    }
-    return 0;
+    return fp8q_layer_check_scales(call, call->input_scale, "input_scale");
 }
 
 int fp8q_layer_make_output(layer_call *call, int64_t m, int64_t n)

@@ -78,6 +78,11 @@ int fp8q_layer_check_device(layer_call *call, const fp8q_TensorObject *tensor,
 int fp8q_layer_import_weight(layer_call *call, PyObject *weight_object,
                              PyObject *scale_object);
 
+/* 0 when `scale` holds finite values > 0 or is on a GPU (not read back);
+ * else -1 with ValueError naming the call and `name`. */
+int fp8q_layer_check_scales(layer_call *call, const fp8q_TensorObject *scale,
+                            const char *name);
+
 /* bias (None or N values) and input_scale (None or one float32). */
 int fp8q_layer_import_activation_arguments(layer_call *call, PyObject *bias,
                                            PyObject *input_scale);

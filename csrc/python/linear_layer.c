@@ -519,9 +519,6 @@ static int parse_out_dtype(layer_call *call, PyObject *object)
  * on the CPU checked finite and > 0, as scaled_mm checks its scales. */
 static int import_x_scale(layer_call *call, PyObject *object)
 {
-    fp8q_error error;
-    fp8q_status status;
-
     call->x_scale = fp8q_layer_import(call, object, "x_scale");
     if (call->x_scale == NULL ||
         fp8q_layer_check_device(call, call->x_scale, "x_scale") < 0) {
@@ -532,17 +529,7 @@ static int import_x_scale(layer_call *call, PyObject *object)
                      call->name, fp8q_dtype_name(call->x_scale->view.dtype));
         return -1;
     }
-    if (call->device.type != FP8Q_DEVICE_CPU) {
-        return 0;
-    }
-    fp8q_error_clear(&error);
-    status = fp8q_check_scale_values(&call->x_scale->view, "x's scale",
-                                     &error);
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        fp8q_py_error_add_prefix("%s: ", call->name);
-        return -1;
-    }
-    return 0;
+    return fp8q_layer_check_scales(call, call->x_scale, "x's scale");
 }
 
 /* fp8q.linear (python/fp8q/_linear.py normalises its arguments): the same
