@@ -527,6 +527,15 @@ const struct fp8q_cublaslt *fp8q_py_load_cublaslt(void);
 int fp8q_py_scaled_mm_run(const fp8q_py_scaled_mm *call, int out_is_new,
                           fp8q_cu_stream stream);
 
+/* core/scaled_mm_run.h's fp8q_sgemm through NumPy's BLAS
+ * (PyArray_MatrixProduct2, which releases the GIL itself), for core runs
+ * without the GIL (it is retaken here; `context` unused). A NumPy failure
+ * leaves its exception set and returns FP8Q_ERROR_INTERRUPTED, the status
+ * whose exception fp8q_py_raise_on_failure keeps (scaled_mm.c). */
+fp8q_status fp8q_py_numpy_sgemm(void *context, const fp8q_view *a,
+                                const fp8q_view *b, const fp8q_view *product,
+                                fp8q_error *error);
+
 /* destination (cols, rows) = source (rows, cols).T on the GPU, both
  * C-contiguous CUDA tensors of one dtype (1, 2 or 4 bytes) (device.c). 0,
  * or -1 with an exception. */

@@ -15,16 +15,22 @@
 
 static void release(layer_call *call)
 {
-    Py_XDECREF(call->x);
-    Py_XDECREF(call->rows);
-    Py_XDECREF(call->weight);
-    Py_XDECREF(call->weight_scale);
-    Py_XDECREF(call->bias);
-    Py_XDECREF(call->input_scale);
-    Py_XDECREF(call->codes);
-    Py_XDECREF(call->x_scale);
-    Py_XDECREF(call->out_rows);
-    Py_XDECREF(call->result);
+    fp8q_TensorObject **const held[] = {
+        &call->x,           &call->rows,        &call->weight,
+        &call->weight_scale, &call->bias,       &call->input_scale,
+        &call->codes,       &call->x_scale,     &call->out_rows};
+    size_t index;
+
+    for (index = 0; index < sizeof held / sizeof held[0]; index++) {
+        Py_CLEAR(*held[index]);
+    }
+    Py_CLEAR(call->result);
+}
+
+void fp8q_layer_start(layer_call *call, const char *name)
+{
+    memset(call, 0, sizeof *call);
+    call->name = name;
 }
 
 /* A tensor argument: through x's exchange table when it has the same one
@@ -139,36 +145,41 @@ int fp8q_layer_import_x(layer_call *call, PyObject *x_object,
                                             FP8Q_COPY_NEVER);
     if (call->x == NULL) {
         if (unsupported_dtype) {
-            fp8q_py_error_add_prefix(LAYER ": x must be float32, float16 or "
-                                           "bfloat16; ");
+            fp8q_py_error_add_prefix("%s: x must be float32, float16 or "
+                                     "bfloat16; ",
+                                     call->name);
         }
         return -1;
     }
     dtype = call->x->view.dtype;
-    if (dtype != FP8Q_FLOAT32 && dtype != FP8Q_FLOAT16 &&
-        dtype != FP8Q_BFLOAT16) {
-        PyErr_Format(PyExc_TypeError,
-                     LAYER ": x must be float32, float16 or bfloat16, got %s",
+    if (call->x_codes ? dtype != FP8Q_FLOAT8_E4M3FN &&
+                            dtype != FP8Q_FLOAT8_E5M2
+                      : dtype != FP8Q_FLOAT32 && dtype != FP8Q_FLOAT16 &&
+                            dtype != FP8Q_BFLOAT16) {
+        PyErr_Format(PyExc_TypeError, "%s: x must be %s, got %s", call->name,
+                     call->x_codes ? "float8_e4m3fn or float8_e5m2 codes"
+                                   : "float32, float16 or bfloat16",
                      fp8q_dtype_name(dtype));
         return -1;
     }
     if (call->x->view.ndim == 0) {
-        PyErr_SetString(PyExc_ValueError,
-                        LAYER ": x must have at least one axis (..., "
-                        "in_features), got a 0-d tensor");
+        PyErr_Format(PyExc_ValueError,
+                     "%s: x must have at least one axis (..., "
+                     "in_features), got a 0-d tensor",
+                     call->name);
         return -1;
     }
     call->device.type = call->x->device_type;
     call->device.index = call->x->device_index;
     if (stream_object != Py_None &&
         (call->api != NULL || call->device.type != FP8Q_DEVICE_CUDA)) {
-        PyErr_SetString(PyExc_ValueError,
-                        call->api != NULL
-                            ? LAYER ": stream must be None for torch tensors: "
-                                    "the call runs on torch's current stream "
-                                    "(choose it with torch.cuda.stream(...))"
-                            : LAYER ": stream applies to CUDA tensors; this "
-                                    "call runs on the CPU (pass None)");
+        PyErr_Format(PyExc_ValueError, "%s: %s", call->name,
+                     call->api != NULL
+                         ? "stream must be None for torch tensors: the call "
+                           "runs on torch's current stream (choose it with "
+                           "torch.cuda.stream(...))"
+                         : "stream applies to CUDA tensors; this call runs "
+                           "on the CPU (pass None)");
         return -1;
     }
     if (stream_object != Py_None) {
@@ -200,9 +211,9 @@ int fp8q_layer_check_device(layer_call *call,
     fp8q_py_format_device(tensor->device_type, tensor->device_index, device,
                           sizeof device);
     PyErr_Format(PyExc_ValueError,
-                 LAYER ": x is on %s but the layer's %s is on %s; move one "
+                 "%s: x is on %s but the layer's %s is on %s; move one "
                  "of them (model.to(\"%s\"))",
-                 x_device, name, device,
+                 call->name, x_device, name, device,
                  call->device.type == FP8Q_DEVICE_CUDA ? "cuda" : "cpu");
     return -1;
 }
@@ -212,9 +223,6 @@ int fp8q_layer_check_device(layer_call *call,
 int fp8q_layer_import_weight(layer_call *call, PyObject *weight_object,
                              PyObject *scale_object)
 {
-    fp8q_error error;
-    fp8q_status status;
-
     call->weight = fp8q_layer_import(call, weight_object, "weight");
     call->weight_scale =
         call->weight != NULL
@@ -229,20 +237,28 @@ int fp8q_layer_import_weight(layer_call *call, PyObject *weight_object,
          call->weight->view.dtype != FP8Q_FLOAT8_E5M2) ||
         call->weight->view.ndim != 2) {
         PyErr_Format(PyExc_TypeError,
-                     LAYER ": weight must be a 2-D float8_e4m3fn or "
+                     "%s: weight must be a 2-D float8_e4m3fn or "
                      "float8_e5m2 tensor, got %d-D %s",
-                     call->weight->view.ndim,
+                     call->name, call->weight->view.ndim,
                      fp8q_dtype_name(call->weight->view.dtype));
         return -1;
     }
+    return fp8q_layer_check_scales(call, call->weight_scale, "weight_scale");
+}
+
+int fp8q_layer_check_scales(layer_call *call, const fp8q_TensorObject *scale,
+                            const char *name)
+{
+    fp8q_error error;
+    fp8q_status status;
+
     if (call->device.type != FP8Q_DEVICE_CPU) {
         return 0;
     }
     fp8q_error_clear(&error);
-    status = fp8q_check_scale_values(&call->weight_scale->view,
-                                     "weight_scale", &error);
+    status = fp8q_check_scale_values(&scale->view, name, &error);
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        fp8q_py_error_add_prefix(LAYER ": ");
+        fp8q_py_error_add_prefix("%s: ", call->name);
         return -1;
     }
     return 0;
@@ -277,9 +293,6 @@ int fp8q_layer_make_rows(layer_call *call, int64_t m, int64_t k)
 int fp8q_layer_import_activation_arguments(layer_call *call, PyObject *bias,
                                            PyObject *input_scale)
 {
-    fp8q_error error;
-    fp8q_status status;
-
     if (bias != Py_None) {
         call->bias = fp8q_layer_import(call, bias, "bias");
         if (call->bias == NULL ||
@@ -290,16 +303,16 @@ int fp8q_layer_import_activation_arguments(layer_call *call, PyObject *bias,
             call->bias->view.dtype != FP8Q_FLOAT16 &&
             call->bias->view.dtype != FP8Q_BFLOAT16) {
             PyErr_Format(PyExc_TypeError,
-                         LAYER ": bias must be float32, float16 or bfloat16, "
+                         "%s: bias must be float32, float16 or bfloat16, "
                          "got %s",
-                         fp8q_dtype_name(call->bias->view.dtype));
+                         call->name, fp8q_dtype_name(call->bias->view.dtype));
             return -1;
         }
         if (call->bias->view.ndim != 1 ||
             call->bias->view.shape[0] != call->weight->view.shape[0]) {
             PyErr_Format(PyExc_ValueError,
-                         LAYER ": bias must hold out_features = %lld values",
-                         (long long)call->weight->view.shape[0]);
+                         "%s: bias must hold out_features = %lld values",
+                         call->name, (long long)call->weight->view.shape[0]);
             return -1;
         }
     }
@@ -313,27 +326,18 @@ int fp8q_layer_import_activation_arguments(layer_call *call, PyObject *bias,
     }
     if (call->input_scale->view.dtype != FP8Q_FLOAT32 ||
         fp8q_view_size(&call->input_scale->view) != 1) {
-        PyErr_SetString(PyExc_ValueError,
-                        LAYER ": input_scale must be one float32 value");
+        PyErr_Format(PyExc_ValueError, "%s: input_scale must be one float32 "
+                     "value", call->name);
         return -1;
     }
     if (call->granularity == FP8Q_GRANULARITY_BLOCK) {
-        PyErr_SetString(PyExc_ValueError,
-                        LAYER ": a static input_scale needs \"row\" or "
-                        "\"tensor\" weight scales, not \"block\"");
+        PyErr_Format(PyExc_ValueError,
+                     "%s: a static input_scale needs \"row\" or \"tensor\" "
+                     "weight scales, not \"block\"",
+                     call->name);
         return -1;
     }
-    if (call->device.type != FP8Q_DEVICE_CPU) {
-        return 0;
-    }
-    fp8q_error_clear(&error);
-    status = fp8q_check_scale_values(&call->input_scale->view, "input_scale",
-                                     &error);
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        fp8q_py_error_add_prefix(LAYER ": ");
-        return -1;
-    }
-    return 0;
+    return fp8q_layer_check_scales(call, call->input_scale, "input_scale");
 }
 
 int fp8q_layer_make_output(layer_call *call, int64_t m, int64_t n)
@@ -347,7 +351,10 @@ int fp8q_layer_make_output(layer_call *call, int64_t m, int64_t n)
         shape[axis] = x->shape[axis];
     }
     shape[x->ndim - 1] = n;
-    out = fp8q_layer_new_tensor(call, x->dtype, x->ndim, shape, 1,
+    out = fp8q_layer_new_tensor(call,
+                                call->has_out_dtype ? call->out_dtype
+                                                    : x->dtype,
+                                x->ndim, shape, 1,
                                 &call->result);
     if (out == NULL) {
         return -1;

@@ -1,6 +1,7 @@
 /*
- * layer_call.h - one call of an fp8q.torch.Linear forward in C
- * (linear_layer.c: W8A8; layer_weight_only.c: W8A16): the call's tensors,
+ * layer_call.h - one call of an fp8q.torch.Linear forward (or of
+ * fp8q.linear, the same entry) in C (linear_layer.c: W8A8;
+ * layer_weight_only.c: W8A16): the call's tensors,
  * imported through DLPack's C exchange API when x comes from torch (views,
  * torch's allocator and current stream) or as fp8q.asarray takes them, and
  * the argument checks both entry files share. Each function returns 0 (or a
@@ -15,6 +16,7 @@
 #define LAYER "fp8q.torch.Linear"
 
 typedef struct layer_call {
+    const char *name; /* the entry, as errors name it: LAYER or "linear" */
     const fp8q_dl_exchange_api *api; /* x's producer's table, or NULL */
     fp8q_cu_stream stream;
     fp8q_py_device device;
@@ -28,9 +30,15 @@ typedef struct layer_call {
     fp8q_TensorObject *codes;       /* x quantized, (M, K) e4m3fn     */
     fp8q_TensorObject *x_scale;
     int quantized;               /* codes, x_scale given by the caller */
+    int x_codes;       /* x holds those FP8 codes (fp8q.linear's QTensor x) */
+    int has_out_dtype; /* the result's dtype is out_dtype, not x's       */
+    fp8q_dtype out_dtype;
     fp8q_TensorObject *out_rows; /* the result as (M, N)               */
     PyObject *result;            /* what the call returns             */
 } layer_call;
+
+/* *call emptied, its errors naming `name` (LAYER or "linear"). */
+void fp8q_layer_start(layer_call *call, const char *name);
 
 /* A tensor argument: a view through x's exchange table when `object` has
  * the same one, else as fp8q.asarray takes it (no copy). */
@@ -53,10 +61,11 @@ fp8q_TensorObject *fp8q_layer_matrix_view(fp8q_TensorObject *tensor,
 int fp8q_layer_parse_granularity(PyObject *object,
                                  fp8q_granularity_kind *kind);
 
-/* x (..., K) float32 / float16 / bfloat16, which gives the call its device
- * and stream: torch's current stream for a torch tensor (other torch
- * arguments are then imported as last used there), else `stream_object`
- * when not None, or the stream of x's last use. */
+/* x (..., K) float32 / float16 / bfloat16 (FP8 codes when call->x_codes),
+ * which gives the call its device and stream: torch's current stream for a
+ * torch tensor (other torch arguments are then imported as last used
+ * there), else `stream_object` when not None, or the stream of x's last
+ * use. */
 int fp8q_layer_import_x(layer_call *call, PyObject *x_object,
                         PyObject *stream_object);
 
@@ -69,6 +78,11 @@ int fp8q_layer_check_device(layer_call *call, const fp8q_TensorObject *tensor,
 int fp8q_layer_import_weight(layer_call *call, PyObject *weight_object,
                              PyObject *scale_object);
 
+/* 0 when `scale` holds finite values > 0 or is on a GPU (not read back);
+ * else -1 with ValueError naming the call and `name`. */
+int fp8q_layer_check_scales(layer_call *call, const fp8q_TensorObject *scale,
+                            const char *name);
+
 /* bias (None or N values) and input_scale (None or one float32). */
 int fp8q_layer_import_activation_arguments(layer_call *call, PyObject *bias,
                                            PyObject *input_scale);
@@ -78,7 +92,8 @@ int fp8q_layer_import_activation_arguments(layer_call *call, PyObject *bias,
 int fp8q_layer_make_rows(layer_call *call, int64_t m, int64_t k);
 
 /* The call's result: a new tensor of x's shape with n as its last axis,
- * in x's dtype (torch's allocator for torch x), as call->result, and
+ * in x's dtype or call->out_dtype (torch's allocator for torch x), as
+ * call->result, and
  * call->out_rows its (m, n) view. */
 int fp8q_layer_make_output(layer_call *call, int64_t m, int64_t n);
 
@@ -96,5 +111,11 @@ PyObject *fp8q_layer_finish(layer_call *call, int failed);
  * one launch, as linear_layer's few-token path). call->result stays NULL
  * when the kernels do not take the call. */
 int fp8q_layer_gemv_forward(layer_call *call, int every_row);
+
+/* layer_weight_only.c: fp8q.linear(weight_only=True): on a GPU the gemv
+ * kernels for every row (ValueError naming the call when they do not take
+ * it), on the CPU x and the weight decoded to float32 and NumPy's float32
+ * product, plus the bias in float32, rounded once into the result. */
+int fp8q_layer_weight_only_forward(layer_call *call);
 
 #endif

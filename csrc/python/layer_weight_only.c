@@ -18,6 +18,7 @@
 #include "python/layer_call.h"
 
 #include "core/quantize.h"
+#include "core/scaled_mm_run.h"
 #include "cuda/weight_only_ops.h"
 
 /* The weight scales' granularity (128x128 blocks for "block"), checked
@@ -37,7 +38,7 @@ static int weight_granularity(layer_call *call, fp8q_granularity *granularity)
     status = fp8q_check_scale_shape(granularity, &call->weight->view,
                                     &call->weight_scale->view, &error);
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        fp8q_py_error_add_prefix(LAYER ": weight_scale: ");
+        fp8q_py_error_add_prefix("%s: weight_scale: ", call->name);
         return -1;
     }
     return 0;
@@ -164,13 +165,61 @@ int fp8q_layer_gemv_forward(layer_call *call, int every_row)
     return result;
 }
 
+/* fp8q.linear(weight_only=True) on the CPU: core/scaled_mm_run.h's
+ * weight-only product, NumPy's BLAS its sgemm (as x32 @ w32.T in Python
+ * computed it). */
+static int weight_only_on_cpu(layer_call *call)
+{
+    const fp8q_view *x = &call->x->view;
+    const int64_t k = x->shape[x->ndim - 1];
+    const int64_t m = k > 0 ? fp8q_view_size(x) / k : 0;
+    fp8q_granularity granularity;
+    fp8q_error error;
+    fp8q_status status;
+
+    if (weight_granularity(call, &granularity) < 0 ||
+        fp8q_layer_make_rows(call, m, k) < 0 ||
+        fp8q_layer_make_output(call, m, call->weight->view.shape[0]) < 0) {
+        return -1;
+    }
+    fp8q_error_clear(&error);
+    FP8Q_PY_BEGIN_INTERRUPTIBLE
+    status = fp8q_weight_only_run(
+        &call->rows->view, &call->weight->view, &call->weight_scale->view,
+        &granularity, call->bias != NULL ? &call->bias->view : NULL,
+        &call->out_rows->view, fp8q_py_numpy_sgemm, NULL, &error);
+    FP8Q_PY_END_INTERRUPTIBLE(status)
+    return fp8q_py_raise_on_failure(status, &error);
+}
+
+int fp8q_layer_weight_only_forward(layer_call *call)
+{
+    const fp8q_view *x = &call->x->view;
+
+    if (call->device.type != FP8Q_DEVICE_CUDA) {
+        return weight_only_on_cpu(call);
+    }
+    if (fp8q_layer_gemv_forward(call, 1) < 0) {
+        return -1;
+    }
+    if (call->result == NULL) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: weight_only=True on a GPU needs in_features (K = "
+                     "%lld) a multiple of 16 and 16-byte aligned x and w; use "
+                     "weight_only=False (x quantized) for this shape",
+                     call->name, (long long)x->shape[x->ndim - 1]);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *layer_weight(PyObject *module, PyObject *const *args,
                               Py_ssize_t n_args)
 {
     layer_call call;
 
     (void)module;
-    memset(&call, 0, sizeof call);
+    fp8q_layer_start(&call, LAYER);
     return fp8q_layer_finish(
         &call,
         fp8q_layer_positional("layer_weight", n_args, 5) < 0 ||
@@ -190,7 +239,7 @@ static PyObject *gemv_entry(const char *name, PyObject *const *args,
     layer_call call;
     int failed;
 
-    memset(&call, 0, sizeof call);
+    fp8q_layer_start(&call, LAYER);
     failed =
         fp8q_layer_positional(name, n_args, 6) < 0 ||
         fp8q_layer_parse_granularity(args[4], &call.granularity) < 0 ||

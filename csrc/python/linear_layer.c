@@ -10,6 +10,11 @@
  *                                          (few tokens on a GPU: the
  *                                          weight-only product,
  *                                          cuda/layer_path.h)
+ *   _C.linear(x, weight, weight_scale, granularity, bias, out_dtype,
+ *             weight_only, stream, x_scale)
+ *                                          fp8q.linear: the same call
+ *                                          (path "fp8"), or the
+ *                                          weight-only product
  *
  * The numbers are exactly fp8q.quantize of each token followed by
  * fp8q.scaled_mm, as fp8q.linear computes them (docs/torch.md); the
@@ -173,8 +178,8 @@ static fp8q_TensorObject *transposed(fp8q_TensorObject *tensor)
 
 static int multiply(layer_call *call)
 {
-    const int64_t m = call->rows->view.shape[0];
-    const int64_t k = call->rows->view.shape[1];
+    const int64_t m = call->codes->view.shape[0];
+    const int64_t k = call->codes->view.shape[1];
     const int64_t n = call->weight->view.shape[0];
     fp8q_py_scaled_mm product;
     fp8q_error error;
@@ -211,7 +216,8 @@ static int multiply(layer_call *call)
  * values (x's rows, in any leading shape) and, for codes, the 16-byte
  * aligned start the FP8 GEMM reads; else -1 with ValueError naming
  * `name` and the problem. */
-static int check_given(const fp8q_TensorObject *tensor, const char *name,
+static int check_given(const layer_call *call,
+                       const fp8q_TensorObject *tensor, const char *name,
                        fp8q_dtype dtype, int64_t rows, int64_t columns,
                        size_t alignment)
 {
@@ -219,29 +225,30 @@ static int check_given(const fp8q_TensorObject *tensor, const char *name,
 
     if (view->dtype != dtype) {
         PyErr_Format(PyExc_ValueError,
-                     LAYER ": quantized %s must be %s, got %s", name,
+                     "%s: quantized %s must be %s, got %s", call->name, name,
                      fp8q_dtype_name(dtype), fp8q_dtype_name(view->dtype));
     }
     else if (view->ndim < 1 || view->shape[view->ndim - 1] != columns ||
              fp8q_view_size(view) != rows * columns) {
         PyErr_Format(PyExc_ValueError,
-                     LAYER ": quantized %s must have x's %lld rows of %lld "
+                     "%s: quantized %s must have x's %lld rows of %lld "
                      "values (shape (..., %lld)), got %lld values with a "
                      "last axis of %lld",
-                     name, (long long)rows, (long long)columns,
+                     call->name, name, (long long)rows, (long long)columns,
                      (long long)columns, (long long)fp8q_view_size(view),
                      view->ndim < 1 ? 0LL
                                     : (long long)view->shape[view->ndim - 1]);
     }
     else if (!fp8q_view_is_contiguous(view)) {
         PyErr_Format(PyExc_ValueError,
-                     LAYER ": quantized %s must be C-contiguous", name);
+                     "%s: quantized %s must be C-contiguous", call->name,
+                     name);
     }
     else if ((uintptr_t)view->data % alignment != 0) {
         PyErr_Format(PyExc_ValueError,
-                     LAYER ": quantized %s must start on a %zu-byte "
+                     "%s: quantized %s must start on a %zu-byte "
                      "boundary (the FP8 GEMM reads it so)",
-                     name, alignment);
+                     call->name, name, alignment);
     }
     else {
         return 0;
@@ -262,13 +269,15 @@ static int given_activations(layer_call *call, int64_t m, int64_t k)
     call->codes = call->x_scale = NULL;
     if (call->input_scale != NULL ||
         call->granularity == FP8Q_GRANULARITY_BLOCK) {
-        PyErr_SetString(PyExc_ValueError,
-                        LAYER ": quantized activations need dynamic per-token "
-                        "scales (no input_scale, \"row\" or \"tensor\" "
-                        "weight scales)");
+        PyErr_Format(PyExc_ValueError,
+                     "%s: quantized activations need dynamic per-token "
+                     "scales (no input_scale, \"row\" or \"tensor\" "
+                     "weight scales)",
+                     call->name);
     }
-    else if (check_given(codes, "codes", FP8Q_FLOAT8_E4M3FN, m, k, 16) == 0 &&
-             check_given(scale, "scale", FP8Q_FLOAT32, m, 1,
+    else if (check_given(call, codes, "codes", FP8Q_FLOAT8_E4M3FN, m, k,
+                         16) == 0 &&
+             check_given(call, scale, "scale", FP8Q_FLOAT32, m, 1,
                          sizeof(float)) == 0) {
         call->codes = fp8q_layer_matrix_view(codes, m, k);
         call->x_scale =
@@ -277,6 +286,15 @@ static int given_activations(layer_call *call, int64_t m, int64_t k)
     Py_DECREF(codes);
     Py_DECREF(scale);
     return call->x_scale == NULL ? -1 : 0;
+}
+
+/* fp8q.linear's QTensor x: call->rows are its (M, K) codes, call->x_scale
+ * (imported by import_x_scale) its scales as scaled_mm's scale_a takes
+ * them (the product's mode checks their shape). */
+static int codes_activations(layer_call *call)
+{
+    call->codes = (fp8q_TensorObject *)Py_NewRef(call->rows);
+    return 0;
 }
 
 /* CPU, quantized activations: the rows whose scale is not finite (a token
@@ -312,28 +330,31 @@ static int forward(layer_call *call)
         char text[256];
         fp8q_format_shape(text, sizeof text, x->ndim, x->shape);
         PyErr_Format(PyExc_ValueError,
-                     LAYER ": x has shape %s, but the layer has %lld input "
+                     "%s: x has shape %s, but the layer has %lld input "
                      "features (x's last axis)",
-                     text, (long long)call->weight->view.shape[1]);
+                     call->name, text, (long long)call->weight->view.shape[1]);
         return -1;
     }
     if (k == 0) {
-        PyErr_SetString(PyExc_ValueError,
-                        LAYER ": in_features is 0 (the layer computes that "
-                        "case in Python)");
+        PyErr_Format(PyExc_ValueError,
+                     "%s: in_features is 0 (the layer computes that case "
+                     "in Python)",
+                     call->name);
         return -1;
     }
     m = fp8q_view_size(x) / k; /* the tokens (no overflow: x exists) */
     if (fp8q_layer_make_output(call, m, n) < 0 ||
-        fp8q_layer_make_rows(call, m, k) < 0) {
+        ((!call->quantized || call->x_codes) &&
+         fp8q_layer_make_rows(call, m, k) < 0)) {
         return -1;
     }
     if (m == 0 || n == 0) {
         return 0;
     }
     on_gpu = call->device.type == FP8Q_DEVICE_CUDA;
-    if (call->quantized ? given_activations(call, m, k) < 0
-                        : make_activation_buffers(call, m, k, on_gpu) < 0) {
+    if (call->x_codes ? codes_activations(call) < 0
+        : call->quantized ? given_activations(call, m, k) < 0
+                          : make_activation_buffers(call, m, k, on_gpu) < 0) {
         return -1;
     }
     if (on_gpu) {
@@ -345,8 +366,10 @@ static int forward(layer_call *call)
         PyErr_NoMemory();
         return -1;
     }
-    if ((call->quantized ? nonfinite_scales(call, nonfinite, &n_nonfinite)
-                         : quantize_on_cpu(call, nonfinite, &n_nonfinite)) ==
+    /* (fp8q.linear's QTensor scales are checked finite on import.) */
+    if ((call->x_codes     ? 0
+         : call->quantized ? nonfinite_scales(call, nonfinite, &n_nonfinite)
+                           : quantize_on_cpu(call, nonfinite, &n_nonfinite)) ==
             0 &&
         multiply(call) == 0) {
         fp8q_error error;
@@ -380,9 +403,9 @@ static int parse_path(PyObject *path_object, fp8q_layer_path *path)
     }
     if (text != NULL || !PyErr_Occurred()) {
         PyErr_Format(PyExc_ValueError,
-                     LAYER ": path must be None, \"auto\", \"fp8\" or "
+                     "%s: path must be None, \"auto\", \"fp8\" or "
                      "\"weight-only\", got %R",
-                     path_object);
+                     LAYER, path_object);
     }
     return -1;
 }
@@ -396,8 +419,9 @@ static int import_quantized(layer_call *call, PyObject *quantized)
         return 0;
     }
     if (!PyTuple_Check(quantized) || PyTuple_GET_SIZE(quantized) != 2) {
-        PyErr_SetString(PyExc_TypeError,
-                        LAYER ": quantized must be None or (codes, scale)");
+        PyErr_Format(PyExc_TypeError,
+                     "%s: quantized must be None or (codes, scale)",
+                     call->name);
         return -1;
     }
     call->codes =
@@ -443,7 +467,7 @@ static PyObject *linear_layer(PyObject *module, PyObject *const *args,
     fp8q_layer_path path;
 
     (void)module;
-    memset(&call, 0, sizeof call);
+    fp8q_layer_start(&call, LAYER);
     if (n_args < 7 || n_args > 9) {
         PyErr_Format(PyExc_TypeError,
                      "linear_layer() takes 7 to 9 positional arguments (%zd "
@@ -462,6 +486,96 @@ static PyObject *linear_layer(PyObject *module, PyObject *const *args,
             (n_args == 9 && import_quantized(&call, args[8]) < 0) ||
             fp8_layer_forward(&call, path) < 0);
 }
+
+/* fp8q.linear's out_dtype: None for x's dtype (bfloat16 for FP8 codes),
+ * else one of scaled_mm's result dtypes. */
+static int parse_out_dtype(layer_call *call, PyObject *object)
+{
+    int found;
+
+    call->has_out_dtype = call->x_codes || object != Py_None;
+    call->out_dtype = FP8Q_BFLOAT16;
+    if (object == Py_None) {
+        return 0;
+    }
+    found = fp8q_py_dtype_from_object(object, &call->out_dtype);
+    if (found < 0) {
+        return -1;
+    }
+    if (found == 0 || (call->out_dtype != FP8Q_BFLOAT16 &&
+                       call->out_dtype != FP8Q_FLOAT16 &&
+                       call->out_dtype != FP8Q_FLOAT32 &&
+                       call->out_dtype != FP8Q_FLOAT8_E4M3FN)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: out_dtype must be bfloat16, float16, float32 or "
+                     "float8_e4m3fn, got %R",
+                     call->name, object);
+        return -1;
+    }
+    return 0;
+}
+
+/* fp8q.linear's x_scale (its QTensor x's float32 scales), on x's device;
+ * on the CPU checked finite and > 0, as scaled_mm checks its scales. */
+static int import_x_scale(layer_call *call, PyObject *object)
+{
+    call->x_scale = fp8q_layer_import(call, object, "x_scale");
+    if (call->x_scale == NULL ||
+        fp8q_layer_check_device(call, call->x_scale, "x_scale") < 0) {
+        return -1;
+    }
+    if (call->x_scale->view.dtype != FP8Q_FLOAT32) {
+        PyErr_Format(PyExc_TypeError, "%s: x's scales must be float32, got %s",
+                     call->name, fp8q_dtype_name(call->x_scale->view.dtype));
+        return -1;
+    }
+    return fp8q_layer_check_scales(call, call->x_scale, "x's scale");
+}
+
+/* fp8q.linear (python/fp8q/_linear.py normalises its arguments): the same
+ * call as linear_layer's, with the product always quantize + FP8 GEMM
+ * (path "fp8"), or the weight-only product. */
+static PyObject *linear(PyObject *module, PyObject *const *args,
+                        Py_ssize_t n_args)
+{
+    layer_call call;
+    int weight_only;
+
+    (void)module;
+    fp8q_layer_start(&call, "linear");
+    if (fp8q_layer_positional("linear", n_args, 9) < 0 ||
+        (weight_only = PyObject_IsTrue(args[6])) < 0) {
+        return NULL;
+    }
+    call.x_codes = call.quantized = args[8] != Py_None;
+    return fp8q_layer_finish(
+        &call,
+        fp8q_layer_parse_granularity(args[3], &call.granularity) < 0 ||
+            parse_out_dtype(&call, args[5]) < 0 ||
+            fp8q_layer_import_x(&call, args[0], args[7]) < 0 ||
+            fp8q_layer_import_weight(&call, args[1], args[2]) < 0 ||
+            fp8q_layer_import_activation_arguments(&call, args[4], Py_None) <
+                0 ||
+            (call.x_codes && import_x_scale(&call, args[8]) < 0) ||
+            (weight_only ? fp8q_layer_weight_only_forward(&call)
+                         : forward(&call)) < 0);
+}
+
+PyDoc_STRVAR(
+    linear_doc,
+    "linear(x, weight, weight_scale, granularity, bias, out_dtype, "
+    "weight_only, stream, x_scale)\n"
+    "--\n\n"
+    "fp8q.linear's computation (python/fp8q/_linear.py checks and "
+    "normalises the arguments): linear_layer's W8A8 forward with "
+    "granularity's weight scales, always quantize + FP8 GEMM, the result "
+    "an fp8q.Tensor of out_dtype (None: x's dtype, bfloat16 for codes); "
+    "x_scale None for a float x, else x holds FP8 codes (..., K) and "
+    "x_scale their float32 scales as scaled_mm's scale_a takes them for "
+    "the (M, K) rows: (), (M, 1) or (M, ceil(K/128)). weight_only true: "
+    "the weight-only product (weight_only_gemv's on a GPU, ValueError when "
+    "its kernels do not take the call; on the CPU w decoded to float32 and "
+    "NumPy's float32 product). Internal to fp8q.linear.");
 
 PyDoc_STRVAR(
     linear_layer_doc,
@@ -506,5 +620,7 @@ PyDoc_STRVAR(
 PyMethodDef fp8q_py_linear_layer_functions[] = {
     {"linear_layer", (PyCFunction)(void (*)(void))linear_layer,
      METH_FASTCALL, linear_layer_doc},
+    {"linear", (PyCFunction)(void (*)(void))linear, METH_FASTCALL,
+     linear_doc},
     {NULL, NULL, 0, NULL},
 };

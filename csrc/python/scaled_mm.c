@@ -1,63 +1,29 @@
 /*
  * scaled_mm.c - fp8q.scaled_mm: out = (a * scale_a) @ (b * scale_b) + bias
- * for FP8 a (M, K) and b (K, N): the argument checks, and the CPU path
- * (scaled_mm_cuda.c hands the GPU's to cuda/scaled_mm_ops.h).
- *
- * The CPU path: core decodes a into float32 (exactly, with the blockwise
- * scales applied); where core has a kernel for b (b = w.T, columns
- * contiguous) it multiplies a with b's FP8 codes itself, decoding b in
- * cache-sized pieces; otherwise core decodes b too and NumPy's BLAS
- * (PyArray_MatrixProduct2, which releases the GIL) multiplies the float32
- * operands. Float32 accumulation either way; then core's epilogue applies
- * the tensorwise or rowwise scales and the bias in double before the
- * result is rounded once into out_dtype. docs/scaled_mm.md.
+ * for FP8 a (M, K) and b (K, N): the argument checks, then the product on
+ * the operands' device: core/scaled_mm_run.h on the CPU (NumPy's BLAS
+ * handed in as its sgemm where core has no kernel for b), cuda/ through
+ * scaled_mm_cuda.c on a GPU. docs/scaled_mm.md.
  */
 #include <string.h>
 
 #include "python/binding.h"
 
-#include "core/amax.h"
-#include "core/cast.h"
 #include "core/quantize.h"
-#include "core/scaled_mm.h"
+#include "core/scaled_mm_run.h"
 
-/* Everything one call holds; released by release_call. */
-typedef struct scaled_mm_call {
-    fp8q_TensorObject *a;
-    fp8q_TensorObject *b;
-    fp8q_TensorObject *scale_a;
-    fp8q_TensorObject *scale_b;
-    fp8q_TensorObject *bias;
-    fp8q_TensorObject *amax_out;
-    fp8q_TensorObject *out;
-    fp8q_TensorObject *scale_result; /* NULL, or on the operands' GPU */
-} scaled_mm_call;
-
-/* The CPU path's float32 NumPy temporaries; released by
- * release_temporaries. */
-typedef struct cpu_temporaries {
-    PyObject *a_operand;
-    PyObject *b_operand;
-    PyObject *product;
-} cpu_temporaries;
-
-static void release_call(scaled_mm_call *call)
+/* What a call holds (binding.h's fp8q_py_scaled_mm), released. */
+static void release_call(fp8q_py_scaled_mm *call)
 {
-    Py_XDECREF(call->a);
-    Py_XDECREF(call->b);
-    Py_XDECREF(call->scale_a);
-    Py_XDECREF(call->scale_b);
-    Py_XDECREF(call->bias);
-    Py_XDECREF(call->amax_out);
-    Py_XDECREF(call->out);
-    Py_XDECREF(call->scale_result);
-}
+    fp8q_TensorObject **const held[] = {
+        &call->a,    &call->b,        &call->scale_a, &call->scale_b,
+        &call->bias, &call->amax_out, &call->out,
+        &call->scale_result_on_device};
+    size_t index;
 
-static void release_temporaries(cpu_temporaries *temporaries)
-{
-    Py_XDECREF(temporaries->a_operand);
-    Py_XDECREF(temporaries->b_operand);
-    Py_XDECREF(temporaries->product);
+    for (index = 0; index < sizeof held / sizeof held[0]; index++) {
+        Py_CLEAR(*held[index]);
+    }
 }
 
 /* ------------------------------------------------------------------------- */
@@ -362,189 +328,70 @@ static fp8q_TensorObject *amax_output(PyObject *object)
 /* ------------------------------------------------------------------------- */
 /* The computation                                                           */
 
-/* Nonzero when a 2-D view steps through memory faster down its columns
- * than along its rows (e.g. b = w.T of a row-major weight w). */
-static int is_column_major(const fp8q_view *view)
+/* A float32 view as a NumPy array of its memory. */
+static PyObject *float32_array(const fp8q_view *view)
 {
-    const int64_t down = view->strides[0] < 0 ? -view->strides[0]
-                                              : view->strides[0];
-    const int64_t across = view->strides[1] < 0 ? -view->strides[1]
-                                                : view->strides[1];
-    return view->shape[0] > 1 && view->shape[1] > 1 && down < across;
+    npy_intp dims[2], strides[2];
+    int axis;
+
+    for (axis = 0; axis < 2; axis++) {
+        dims[axis] = (npy_intp)view->shape[axis];
+        strides[axis] = (npy_intp)(view->strides[axis] * (int64_t)sizeof(float));
+    }
+    return PyArray_New(&PyArray_Type, 2, dims, NPY_FLOAT32, strides,
+                       view->data, 0, NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE,
+                       NULL);
 }
 
-/* A new float32 NumPy array of (rows, cols), C-contiguous or, with
- * column_major, Fortran-contiguous (NumPy's BLAS takes either without a
- * copy), and a view of it. */
-static PyObject *new_float32_matrix(int64_t rows, int64_t cols,
-                                    int column_major, fp8q_view *view)
+fp8q_status fp8q_py_numpy_sgemm(void *context, const fp8q_view *a,
+                                const fp8q_view *b, const fp8q_view *product,
+                                fp8q_error *error)
 {
-    npy_intp dims[2];
-    PyObject *array;
+    const PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *a_array = float32_array(a);
+    PyObject *b_array = float32_array(b);
+    PyObject *product_array = float32_array(product);
+    PyObject *result = NULL;
 
-    dims[0] = (npy_intp)rows;
-    dims[1] = (npy_intp)cols;
-    array = PyArray_EMPTY(2, dims, NPY_FLOAT32, column_major);
-    if (array != NULL) {
-        view->data = PyArray_DATA((PyArrayObject *)array);
-        view->dtype = FP8Q_FLOAT32;
-        view->ndim = 2;
-        view->shape[0] = rows;
-        view->shape[1] = cols;
-        /* (An empty axis's stride is never used; keep strides nonzero.) */
-        view->strides[0] = column_major ? 1 : (cols > 0 ? cols : 1);
-        view->strides[1] = column_major ? (rows > 0 ? rows : 1) : 1;
+    (void)context;
+    (void)error;
+    if (a_array != NULL && b_array != NULL && product_array != NULL) {
+        result = PyArray_MatrixProduct2(a_array, b_array,
+                                        (PyArrayObject *)product_array);
     }
-    return array;
+    Py_XDECREF(a_array);
+    Py_XDECREF(b_array);
+    Py_XDECREF(product_array);
+    Py_XDECREF(result);
+    PyGILState_Release(gil);
+    return result != NULL ? FP8Q_OK : FP8Q_ERROR_INTERRUPTED;
 }
 
-/* Nonzero when core's product can be written straight into the result (a
- * new one, which nothing else can alias): a C-contiguous float32 (m, n)
- * view. */
-static int writes_in_place(const fp8q_view *out)
-{
-    return out->dtype == FP8Q_FLOAT32 && out->strides[1] == 1 &&
-           (out->strides[0] == out->shape[1] || out->shape[0] == 1);
-}
-
-/* The float32 product of the operands, epilogue applied, into
- * temporaries->product or, where core computes it, straight into a new
- * float32 result (`out_is_new`); viewed by *product. -1 with an exception
- * on failure. */
-static int compute_product(const fp8q_py_scaled_mm *call,
-                           cpu_temporaries *temporaries, int out_is_new,
-                           fp8q_view *product)
-{
-    const fp8q_scaling mode = call->mode;
-    const int64_t m = call->a->view.shape[0];
-    const int64_t k = call->a->view.shape[1];
-    const int64_t n = call->b->view.shape[1];
-    fp8q_view a_view;
-    fp8q_view b_view;
-    fp8q_error error;
-    fp8q_status status;
-    PyObject *result;
-
-    /* core's own product, where it has one: no float32 copy of b. */
-    const int own_product = fp8q_scaled_mm_has_kernel(m, k, &call->b->view);
-
-    temporaries->a_operand = new_float32_matrix(
-        m, k, !own_product && is_column_major(&call->a->view), &a_view);
-    if (own_product && out_is_new && writes_in_place(&call->out->view)) {
-        *product = call->out->view; /* the result itself: no copy */
-    }
-    else {
-        temporaries->product = new_float32_matrix(m, n, 0, product);
-        if (temporaries->product == NULL) {
-            return -1;
-        }
-    }
-    if (!own_product) {
-        temporaries->b_operand = new_float32_matrix(
-            k, n, is_column_major(&call->b->view), &b_view);
-    }
-    if (temporaries->a_operand == NULL ||
-        (!own_product && temporaries->b_operand == NULL)) {
-        return -1;
-    }
-    fp8q_error_clear(&error);
-    FP8Q_PY_BEGIN_INTERRUPTIBLE
-    status = fp8q_scaled_mm_operand(&call->a->view, &call->scale_a->view,
-                                    mode, 1, &a_view, &error);
-    if (status == FP8Q_OK && own_product) {
-        status = fp8q_scaled_mm_product(&a_view, &call->b->view,
-                                        &call->scale_b->view, mode, product,
-                                        &error);
-    }
-    else if (status == FP8Q_OK) {
-        status = fp8q_scaled_mm_operand(&call->b->view, &call->scale_b->view,
-                                        mode, 0, &b_view, &error);
-    }
-    FP8Q_PY_END_INTERRUPTIBLE(status)
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        return -1;
-    }
-    if (!own_product) {
-        /* sgemm through NumPy's BLAS; it releases the GIL itself. */
-        result = PyArray_MatrixProduct2(temporaries->a_operand,
-                                        temporaries->b_operand,
-                                        (PyArrayObject *)temporaries->product);
-        if (result == NULL) {
-            return -1;
-        }
-        Py_DECREF(result);
-    }
-    FP8Q_PY_BEGIN_INTERRUPTIBLE
-    status = fp8q_scaled_mm_epilogue(
-        product, mode, &call->scale_a->view, &call->scale_b->view,
-        call->bias != NULL ? &call->bias->view : NULL, &error);
-    FP8Q_PY_END_INTERRUPTIBLE(status)
-    return fp8q_py_raise_on_failure(status, &error);
-}
-
-/* amax_out (one float32 element) = max |product|. */
-static int record_amax(fp8q_TensorObject *amax_out, const fp8q_view *product)
-{
-    fp8q_view destination = amax_out->view;
-    fp8q_error error;
-    fp8q_status status;
-
-    destination.ndim = 2;
-    destination.shape[0] = 1;
-    destination.shape[1] = 1;
-    destination.strides[0] = 0;
-    destination.strides[1] = 0;
-    fp8q_error_clear(&error);
-    FP8Q_PY_BEGIN_INTERRUPTIBLE
-    status = fp8q_amax(product, &destination, &error);
-    FP8Q_PY_END_INTERRUPTIBLE(status)
-    return fp8q_py_raise_on_failure(status, &error);
-}
-
-/* The CPU half of fp8q_py_scaled_mm_run. */
+/* The CPU half of fp8q_py_scaled_mm_run: core/scaled_mm_run.h without the
+ * GIL. */
 static int run_on_cpu(const fp8q_py_scaled_mm *call, int out_is_new)
 {
-    const int64_t m = call->out->view.shape[0];
-    const int64_t n = call->out->view.shape[1];
-    const fp8q_dtype out_dtype = call->out->view.dtype;
-    cpu_temporaries temporaries;
-    fp8q_view product;
-    fp8q_view scale_view;
+    fp8q_scaled_mm_run_call run;
     fp8q_error error;
     fp8q_status status;
-    float scale_result = call->has_scale_result ? call->scale_result : 1.0f;
-    int result = -1;
 
-    memset(&temporaries, 0, sizeof temporaries);
-    if (compute_product(call, &temporaries, out_is_new, &product) < 0 ||
-        (call->amax_out != NULL &&
-         record_amax(call->amax_out, &product) < 0)) {
-        goto done;
-    }
-    /* Round once into out_dtype (FP8: divided by scale_result, saturated),
-     * unless the product was computed in the result itself. */
-    if (product.data != call->out->view.data) {
-        memset(&scale_view, 0, sizeof scale_view);
-        scale_view.data = &scale_result;
-        scale_view.dtype = FP8Q_FLOAT32;
-        scale_view.ndim = 2;
-        scale_view.shape[0] = m;
-        scale_view.shape[1] = n;
-        fp8q_error_clear(&error);
-        FP8Q_PY_BEGIN_INTERRUPTIBLE
-        status = fp8q_cast(&product, &call->out->view,
-                           out_dtype == FP8Q_FLOAT8_E4M3FN ? &scale_view
-                                                           : NULL,
-                           FP8Q_SCALE_DIVIDE, 1, &error);
-        FP8Q_PY_END_INTERRUPTIBLE(status)
-        if (fp8q_py_raise_on_failure(status, &error) < 0) {
-            goto done;
-        }
-    }
-    result = 0;
-done:
-    release_temporaries(&temporaries);
-    return result;
+    run.a = &call->a->view;
+    run.b = &call->b->view;
+    run.scale_a = &call->scale_a->view;
+    run.scale_b = &call->scale_b->view;
+    run.bias = call->bias != NULL ? &call->bias->view : NULL;
+    run.amax_out = call->amax_out != NULL ? &call->amax_out->view : NULL;
+    run.out = &call->out->view;
+    run.mode = call->mode;
+    run.scale_result = call->has_scale_result ? call->scale_result : 1.0f;
+    run.out_is_new = out_is_new;
+    run.sgemm = fp8q_py_numpy_sgemm;
+    run.sgemm_context = NULL;
+    fp8q_error_clear(&error);
+    FP8Q_PY_BEGIN_INTERRUPTIBLE
+    status = fp8q_scaled_mm_run(&run, &error);
+    FP8Q_PY_END_INTERRUPTIBLE(status)
+    return fp8q_py_raise_on_failure(status, &error);
 }
 
 int fp8q_py_scaled_mm_run(const fp8q_py_scaled_mm *call, int out_is_new,
@@ -580,13 +427,10 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     PyObject *stream_object = Py_None;
     fp8q_cu_stream stream;
     fp8q_py_device device;
-    scaled_mm_call call;
-    fp8q_py_scaled_mm run;
+    fp8q_py_scaled_mm call;
     fp8q_dtype out_dtype;
-    fp8q_scaling mode;
     fp8q_error error;
     fp8q_status status;
-    float scale_result;
     int64_t shape[2];
 
     (void)module;
@@ -649,7 +493,7 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     fp8q_error_clear(&error);
     status = fp8q_scaled_mm_mode(shape[0], call.a->view.shape[1], shape[1],
                                  &call.scale_a->view, &call.scale_b->view,
-                                 &mode, &error);
+                                 &call.mode, &error);
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         (void)name_scaled_mm();
         goto fail;
@@ -663,7 +507,8 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     if (parse_out_dtype(out_dtype_object, out_object, &out_dtype) < 0 ||
         parse_scale_result(scale_result_object, out_dtype, &device,
-                           &scale_result, &call.scale_result) < 0) {
+                           &call.scale_result,
+                           &call.scale_result_on_device) < 0) {
         goto fail;
     }
     if (amax_out_object != Py_None) {
@@ -685,19 +530,9 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     if (call.out == NULL) {
         goto fail;
     }
-    run.a = call.a;
-    run.b = call.b;
-    run.scale_a = call.scale_a;
-    run.scale_b = call.scale_b;
-    run.bias = call.bias;
-    run.amax_out = call.amax_out;
-    run.out = call.out;
-    run.mode = mode;
-    run.use_fast_accum = use_fast_accum;
-    run.has_scale_result = scale_result_object != Py_None;
-    run.scale_result = scale_result;
-    run.scale_result_on_device = call.scale_result;
-    if (fp8q_py_scaled_mm_run(&run, out_object == Py_None, stream) < 0) {
+    call.use_fast_accum = use_fast_accum;
+    call.has_scale_result = scale_result_object != Py_None;
+    if (fp8q_py_scaled_mm_run(&call, out_object == Py_None, stream) < 0) {
         goto fail;
     }
     if (out_object != Py_None) {

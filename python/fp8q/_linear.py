@@ -2,12 +2,13 @@
 fp8q.scaled_mm, with x quantized on the fly when it is not FP8 already, or,
 weight-only, x kept in its float dtype against the FP8 weight.
 
-Only shapes and scale layouts are arranged here (as fp8q.Tensor views, so
-that CUDA tensors stay on their GPU); every number is computed by fp8q._C
-(quantize, scaled_mm, the weight-only product) or, weight-only on the CPU,
-by NumPy's float32 matrix product of fp8q's exact decodes.
+Only the arguments are checked and laid out here; the computation is one
+call of fp8q._C.linear, which runs the forward of fp8q.torch.Linear
+(csrc/python/linear_layer.c: quantize + scaled_mm's product, or the
+weight-only product), so fp8q.linear and the torch layer agree by
+construction.
 """
-import numpy as np
+import math
 
 from fp8q import _C
 from fp8q._qtensor import QTensor
@@ -15,6 +16,7 @@ from fp8q._qtensor import QTensor
 # Block granularity of weights and of the activations that go with them.
 _WEIGHT_BLOCK = (128, 128)
 _ACTIVATION_BLOCK = (1, 128)
+_FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 
 
 def _weight_scaling(w):
@@ -30,35 +32,41 @@ def _weight_scaling(w):
         f"{w.granularity!r}")
 
 
-def _as_matrix(tensor, k):
-    """A 2-D (M, k) view (or contiguous copy) of tensor (..., k)."""
-    return tensor.reshape(-1, k)
+def _x_scale(x, w, scaling, k):
+    """The scales of a QTensor x laid out as scaled_mm's scale_a for x's
+    (M, k) rows: () for tensor scales (repeated over rows if need be),
+    (M, 1) per row, (M, k/128 rounded up) for 1x128 blocks; ValueError for
+    x of another width or scales that do not pair with w's."""
+    if x.shape[-1:] != (k,):
+        raise ValueError(f"linear: x has shape {x.shape}, but w expects "
+                         f"{k} input features (the last axis)")
+    m = math.prod(x.shape[:-1])
+    if x.granularity == "tensor" and scaling != "block":
+        return x.scale.reshape(())
+    if x.granularity == "row" and scaling != "block":
+        return x.scale.reshape((m, 1))
+    if x.granularity == _ACTIVATION_BLOCK and scaling == "block":
+        return x.scale.reshape(m, x.scale.shape[-1])
+    raise ValueError(
+        f"linear: x quantized with granularity {x.granularity!r} "
+        f"does not combine with a weight of {w.granularity!r} scales; "
+        "pass x unquantized to have it quantized to match")
 
 
-def _activation(x, w, scaling, k, stream):
-    """x (a QTensor, or an fp8q.Tensor from linear's fp8q.asarray) as
-    (data (M, K), scale) for scaled_mm: a QTensor's own data and
-    scale, or x quantized per row (1x128 blocks for block weights) to w's
-    dtype. Returns (data, scale, leading shape, float dtype of x or None)."""
-    if isinstance(x, QTensor):
-        if x.shape[-1:] != (k,):
-            raise ValueError(f"linear: x has shape {x.shape}, but w expects "
-                             f"{k} input features (the last axis)")
-        leading = x.shape[:-1]
-        data = _as_matrix(x.data, k)
-        m = data.shape[0]
-        if x.granularity == "tensor" and scaling != "block":
-            scale = x.scale.reshape(())  # repeated over rows if need be
-        elif x.granularity == "row" and scaling != "block":
-            scale = x.scale.reshape((m, 1))
-        elif x.granularity == _ACTIVATION_BLOCK and scaling == "block":
-            scale = x.scale.reshape(m, x.scale.shape[-1])
-        else:
-            raise ValueError(
-                f"linear: x quantized with granularity {x.granularity!r} "
-                f"does not combine with a weight of {w.granularity!r} scales; "
-                "pass x unquantized to have it quantized to match")
-        return data, scale, leading, None
+def _check_x(x, k, weight_only, out_dtype):
+    """linear's refusals of a float x (an fp8q.Tensor): weight_only's dtype
+    rules, not (..., k), FP8 without scales."""
+    if weight_only and x.dtype.name not in _FLOAT_DTYPES:
+        raise TypeError(
+            "linear: weight_only=True multiplies a float x (float32, "
+            f"float16 or bfloat16) by the FP8 weight; got x of dtype "
+            f"{x.dtype}")
+    if weight_only and out_dtype is not None and \
+            str(out_dtype) != x.dtype.name:
+        raise ValueError(
+            "linear: weight_only=True gives the result in x's dtype "
+            f"({x.dtype}); out_dtype={out_dtype!r} differs (cast x, or the "
+            "result, with fp8q.cast)")
     if x.ndim == 0 or x.shape[-1] != k:
         raise ValueError(f"linear: x has shape {x.shape}, but w expects {k} "
                          "input features (the last axis)")
@@ -66,21 +74,13 @@ def _activation(x, w, scaling, k, stream):
         raise TypeError(
             "linear: x is FP8 data without scales; pass a QTensor "
             "(fp8q.quantize) or the unquantized float tensor")
-    leading = x.shape[:-1]
-    granularity = _ACTIVATION_BLOCK if scaling == "block" else "row"
-    # FP8 GEMMs need one e4m3fn operand: e5m2 weights get e4m3fn inputs.
-    dtype = ("float8_e4m3fn" if w.dtype.name == "float8_e5m2"
-             else w.dtype)
-    data, scale, _ = _C._quantize(_as_matrix(x, k), dtype,
-                                  granularity=granularity, stream=stream)
-    return data, scale, leading, x.dtype
 
 
-def _check_pairing(x, w, bias, n):
+def _check_pairing(x_data, x, w, bias, n):
     """linear's own refusals of what scaled_mm would refuse under its names
     (a, b): x and w on different devices, two float8_e5m2 operands, a bias
-    that is not N values. Returns bias as an fp8q.Tensor (or None)."""
-    x_data = x.data if isinstance(x, QTensor) else x
+    that is not N values. Returns bias as an fp8q.Tensor on x's device (or
+    None)."""
     if x_data.device != w.data.device:
         raise ValueError(
             f"linear: x is on {x_data.device} but w is on {w.data.device}; "
@@ -96,48 +96,9 @@ def _check_pairing(x, w, bias, n):
     if bias.shape != (n,):
         raise ValueError(f"linear: bias must hold N = {n} values (one per "
                          f"output feature of w), got shape {bias.shape}")
+    if bias.device != x_data.device:
+        bias = _C.asarray(bias, device=x_data.device)
     return bias
-
-
-_FLOAT_DTYPES = ("float32", "float16", "bfloat16")
-
-
-def _weight_only(x, w, scaling, bias, out_dtype, stream):
-    """linear(..., weight_only=True): y = x @ (decode(w) * scale).T + bias
-    with x in its float dtype (see linear's docstring)."""
-    if isinstance(x, QTensor) or x.dtype.name not in _FLOAT_DTYPES:
-        raise TypeError(
-            "linear: weight_only=True multiplies a float x (float32, "
-            "float16 or bfloat16) by the FP8 weight; got "
-            + ("a QTensor" if isinstance(x, QTensor) else
-               f"x of dtype {x.dtype}"))
-    if out_dtype is not None and str(out_dtype) != x.dtype.name:
-        raise ValueError(
-            "linear: weight_only=True gives the result in x's dtype "
-            f"({x.dtype}); out_dtype={out_dtype!r} differs (cast x, or the "
-            "result, with fp8q.cast)")
-    n, k = w.shape
-    if x.ndim == 0 or x.shape[-1] != k:
-        raise ValueError(f"linear: x has shape {x.shape}, but w expects {k} "
-                         "input features (the last axis)")
-    leading = x.shape[:-1]
-    rows = _as_matrix(x, k)
-    if x.device != "cpu":
-        y = _C.weight_only_gemv(rows, w.data, w.scale, bias, scaling, stream)
-        if y is None:
-            raise ValueError(
-                f"linear: weight_only=True on a GPU needs in_features (K = "
-                f"{k}) a multiple of 16 and 16-byte aligned x and w; use "
-                "weight_only=False (x quantized) for this shape")
-        return y.reshape(tuple(leading) + (n,))
-    # The CPU: exact float32 decodes, NumPy's float32 product.
-    x32 = np.asarray(_C.cast(rows, "float32"))
-    w32 = np.asarray(w.dequantize("float32"))
-    y32 = np.matmul(x32, w32.T)
-    if bias is not None:
-        y32 += np.asarray(_C.cast(bias, "float32"))
-    return _C.cast(_C.asarray(y32), x.dtype.name).reshape(
-        tuple(leading) + (n,))
 
 
 def linear(x, w, *, bias=None, out_dtype=None, weight_only=False,
@@ -159,6 +120,9 @@ def linear(x, w, *, bias=None, out_dtype=None, weight_only=False,
     dequantized operands, accumulated in float32, bias added, rounded once)
     on the device of x and w (on a GPU: cuBLASLt, on `stream`, as every
     fp8q operation takes it).
+    A float x's token (row) holding NaN or infinity gives a row of NaN
+    and leaves the other rows as without it (as fp8q.torch.Linear: both
+    are one C call, fp8q._C.linear).
 
     weight_only=True (W8A16): x is not quantized. It must be a float32,
     float16 or bfloat16 tensor, and y = x @ (decode(w) * scale).T + bias is
@@ -181,17 +145,19 @@ def linear(x, w, *, bias=None, out_dtype=None, weight_only=False,
         raise ValueError(f"linear: w must be 2-D (N, K), got shape {w.shape}")
     n, k = w.shape
     scaling = _weight_scaling(w)
-    if not isinstance(x, QTensor):
-        x = _C.asarray(x)
-    bias = _check_pairing(x, w, bias, n)
-    if weight_only:
-        return _weight_only(x, w, scaling, bias, out_dtype, stream)
-    data, scale_a, leading, x_dtype = _activation(x, w, scaling, k, stream)
-    # One value (repeated against row scales), (1, N) rows, or the
-    # (K/128, N/128) blocks.
-    scale_b = w.scale.reshape(()) if scaling == "tensor" else w.scale.T
-    if out_dtype is None:
-        out_dtype = x_dtype if x_dtype is not None else "bfloat16"
-    result = _C.scaled_mm(data, w.data.T, scale_a, scale_b, bias=bias,
-                          out_dtype=out_dtype, stream=stream)
-    return result.reshape(tuple(leading) + (n,))
+    if isinstance(x, QTensor):
+        if weight_only:
+            raise TypeError(
+                "linear: weight_only=True multiplies a float x (float32, "
+                "float16 or bfloat16) by the FP8 weight; got a QTensor")
+        x_scale = _x_scale(x, w, scaling, k)
+        x_data = x.data
+    else:
+        x_data = _C.asarray(x)
+        x_scale = None
+        _check_x(x_data, k, weight_only, out_dtype)
+        if weight_only:
+            out_dtype = None
+    bias = _check_pairing(x_data, x, w, bias, n)
+    return _C.linear(x_data, w.data, w.scale, scaling, bias, out_dtype,
+                     weight_only, stream, x_scale)

@@ -232,6 +232,8 @@ static const harness_test tests[] = {
     {"calibrator_histogram", test_calibrator_histogram},
     {"scaled_mm_product", test_scaled_mm_product},
     {"scaled_mm_modes", test_scaled_mm_modes},
+    {"scaled_mm_run", test_scaled_mm_run},
+    {"weight_only_run", test_weight_only_run},
     {"norm_quantize", test_norm_quantize},
     {"norm_quantize_describe", test_norm_quantize_describe},
 };

@@ -181,6 +181,10 @@ void test_calibrator_histogram(void);
 /* test_scaled_mm.c */
 void test_scaled_mm_product(void);
 void test_scaled_mm_modes(void);
+
+/* test_scaled_mm_run.c */
+void test_scaled_mm_run(void);
+void test_weight_only_run(void);
 void test_norm_quantize(void);
 void test_norm_quantize_describe(void);
 

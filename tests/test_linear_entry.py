@@ -1,0 +1,74 @@
+"""fp8q.linear runs through the torch layer's C entry (fp8q._C.linear,
+csrc/python/linear_layer.c): the same bits as _C.linear_layer on the CPU,
+a non-finite token giving its own NaN row as the layer does, and the
+weight-only CPU product equal to NumPy's float32 product of the exact
+float32 decodes (the documented computation)."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fp8q
+
+GRANULARITIES = [("tensor", "tensor"), ("row", "row"),
+                 ("block", (128, 128))]
+
+
+def bits(tensor):
+    return np.asarray(fp8q.asarray(tensor).numpy()).view(np.uint8)
+
+
+@pytest.mark.parametrize("name, granularity", GRANULARITIES)
+@pytest.mark.parametrize("x_dtype", [np.float32, np.float16,
+                                     ml_dtypes.bfloat16])
+def test_linear_is_the_layer_call(name, granularity, x_dtype):
+    rng = np.random.default_rng(61)
+    weight = rng.standard_normal((140, 260)).astype(np.float32)
+    x = (rng.standard_normal((2, 3, 260)) * 4).astype(x_dtype)
+    bias = rng.standard_normal(140).astype(np.float32)
+    w = fp8q.quantize(weight, granularity=granularity)
+    got = fp8q.linear(x, w, bias=bias)
+    layer = fp8q._C.linear_layer(fp8q.asarray(x), w.data, w.scale,
+                                 fp8q.asarray(bias), None, name, None)
+    assert got.shape == layer.shape == (2, 3, 140)
+    assert np.array_equal(bits(got), bits(layer)), (name, x_dtype)
+
+
+@pytest.mark.parametrize("name, granularity", GRANULARITIES)
+@pytest.mark.parametrize("poison", [np.nan, np.inf, -np.inf])
+def test_a_nonfinite_token_gives_its_own_nan_row_on_the_cpu(
+        name, granularity, poison):
+    """As on a GPU and in fp8q.torch.Linear (before, the CPU refused x with
+    the quantize's "cannot compute a scale")."""
+    rng = np.random.default_rng(67)
+    weight = rng.standard_normal((96, 256)).astype(np.float32)
+    x = rng.standard_normal((5, 256)).astype(np.float32)
+    w = fp8q.quantize(weight, granularity=granularity)
+    poisoned = x.copy()
+    poisoned[2, 17] = poison
+    got = np.asarray(fp8q.linear(poisoned, w).numpy())
+    kept = [0, 1, 3, 4]
+    without = np.asarray(fp8q.linear(x[kept], w).numpy())
+    assert np.isnan(got[2]).all(), (name, poison)
+    assert np.array_equal(got[kept].view(np.uint32),
+                          without.view(np.uint32)), name
+
+
+@pytest.mark.parametrize("granularity", ["tensor", "row", (128, 128)])
+@pytest.mark.parametrize("shape", [(3, 200), (1, 200), (200,), (2, 4, 200),
+                                   (0, 200)])
+def test_weight_only_cpu_is_numpys_float32_product(granularity, shape):
+    rng = np.random.default_rng(71)
+    weight = rng.standard_normal((150, 200)).astype(np.float32)
+    bias = rng.standard_normal(150).astype(np.float16)
+    w = fp8q.quantize(weight, granularity=granularity)
+    for x_dtype in (np.float32, np.float16, ml_dtypes.bfloat16):
+        x = (rng.standard_normal(shape) * 2).astype(x_dtype)
+        got = fp8q.linear(x, w, bias=bias, weight_only=True)
+        x32 = x.astype(np.float32).reshape(-1, 200)
+        w32 = np.asarray(w.dequantize("float32").numpy())
+        y32 = np.matmul(x32, w32.T)
+        y32 += bias.astype(np.float32)
+        want = y32.astype(x_dtype).reshape(shape[:-1] + (150,))
+        assert got.dtype == fp8q.dtype(np.dtype(x_dtype).name)
+        assert np.array_equal(bits(got), want.view(np.uint8).reshape(
+            bits(got).shape)), (granularity, shape, x_dtype)
