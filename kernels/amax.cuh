@@ -79,6 +79,16 @@
 #define FP8Q_AMAX_COLUMNS_ROWS 64
 #define FP8Q_AMAX_FINITE_ROWS_KERNEL "fp8q_amax_finite_rows"
 
+/* This file's kernels, X(fp8q_cuda_kernel value, name in the image)
+ * each: csrc/registries.py collects every header's list into
+ * cuda/kernel_list.h's FP8Q_CUDA_KERNEL_LIST. */
+#define FP8Q_AMAX_KERNELS(X)                                      \
+    X(FP8Q_KERNEL_AMAX, FP8Q_AMAX_KERNEL)                         \
+    X(FP8Q_KERNEL_AMAX_ROWS, FP8Q_AMAX_ROWS_KERNEL)               \
+    X(FP8Q_KERNEL_AMAX_BLOCKS, FP8Q_AMAX_BLOCKS_KERNEL)           \
+    X(FP8Q_KERNEL_AMAX_COLUMNS, FP8Q_AMAX_COLUMNS_KERNEL)         \
+    X(FP8Q_KERNEL_AMAX_FINITE_ROWS, FP8Q_AMAX_FINITE_ROWS_KERNEL)
+
 /* 32 bytes (4 of them tail padding, the same for every 64-bit compiler). */
 typedef struct fp8q_amax_args {
     const void *source;   /* count elements of source_dtype             */

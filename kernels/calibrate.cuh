@@ -59,6 +59,15 @@
 #define FP8Q_CALIB_FOLD_MAX_KERNEL "fp8q_calib_fold_max"
 #define FP8Q_HISTOGRAM_COUNT_KERNEL "fp8q_histogram_count"
 #define FP8Q_CALIB_FOLD_HISTOGRAM_KERNEL "fp8q_calib_fold_histogram"
+
+/* This file's kernels, X(fp8q_cuda_kernel value, name in the image)
+ * each: csrc/registries.py collects every header's list into
+ * cuda/kernel_list.h's FP8Q_CUDA_KERNEL_LIST. */
+#define FP8Q_CALIBRATE_KERNELS(X)                                         \
+    X(FP8Q_KERNEL_CALIB_FOLD_MAX, FP8Q_CALIB_FOLD_MAX_KERNEL)             \
+    X(FP8Q_KERNEL_HISTOGRAM_COUNT, FP8Q_HISTOGRAM_COUNT_KERNEL)           \
+    X(FP8Q_KERNEL_CALIB_FOLD_HISTOGRAM, FP8Q_CALIB_FOLD_HISTOGRAM_KERNEL)
+
 #define FP8Q_HISTOGRAM_SHARED_BINS 2048
 
 /* What every device state starts with (32 bytes). */

@@ -105,6 +105,17 @@
 #define FP8Q_CAST_TO_FP8_KERNEL "fp8q_cast_to_fp8"
 #define FP8Q_CAST_FROM_FP8_KERNEL "fp8q_cast_from_fp8"
 #define FP8Q_CAST_FROM_FP8_WIDE_KERNEL "fp8q_cast_from_fp8_wide"
+
+/* This file's kernels, X(fp8q_cuda_kernel value, name in the image)
+ * each: csrc/registries.py collects every header's list into
+ * cuda/kernel_list.h's FP8Q_CUDA_KERNEL_LIST. */
+#define FP8Q_CAST_KERNELS(X)                                          \
+    X(FP8Q_KERNEL_CAST, FP8Q_CAST_KERNEL)                             \
+    X(FP8Q_KERNEL_CAST_UNIFORM, FP8Q_CAST_UNIFORM_KERNEL)             \
+    X(FP8Q_KERNEL_CAST_TO_FP8, FP8Q_CAST_TO_FP8_KERNEL)               \
+    X(FP8Q_KERNEL_CAST_FROM_FP8, FP8Q_CAST_FROM_FP8_KERNEL)           \
+    X(FP8Q_KERNEL_CAST_FROM_FP8_WIDE, FP8Q_CAST_FROM_FP8_WIDE_KERNEL)
+
 /* Codes a thread of fp8q_cast_from_fp8_wide reads at once (16 bytes). */
 #define FP8Q_CAST_WIDE_CODES 16
 #define FP8Q_CAST_THREADS 256

@@ -4,8 +4,8 @@
  * element conversions of elements.cuh (which it includes, with the
  * runtime dtype dispatch).
  *
- * Device code only; included by the family .cu files through
- * fp8q_kernels.cu.
+ * Device code only; included by the family .cu files, which the build's
+ * generated fp8q_kernels.cu includes (csrc/registries.py).
  */
 #ifndef FP8Q_KERNELS_COMMON_CUH
 #define FP8Q_KERNELS_COMMON_CUH

@@ -29,6 +29,12 @@
 
 #define FP8Q_EPILOGUE_KERNEL "fp8q_scaled_mm_epilogue"
 
+/* This file's kernels, X(fp8q_cuda_kernel value, name in the image)
+ * each: csrc/registries.py collects every header's list into
+ * cuda/kernel_list.h's FP8Q_CUDA_KERNEL_LIST. */
+#define FP8Q_EPILOGUE_KERNELS(X)                  \
+    X(FP8Q_KERNEL_EPILOGUE, FP8Q_EPILOGUE_KERNEL)
+
 /* 96 bytes (4 of them tail padding). */
 typedef struct fp8q_epilogue_args {
     const float *product;       /* m * n float32                       */

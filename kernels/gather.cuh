@@ -21,6 +21,13 @@
 #include <stdint.h>
 
 #define FP8Q_GATHER_KERNEL "fp8q_gather"
+
+/* This file's kernels, X(fp8q_cuda_kernel value, name in the image)
+ * each: csrc/registries.py collects every header's list into
+ * cuda/kernel_list.h's FP8Q_CUDA_KERNEL_LIST. */
+#define FP8Q_GATHER_KERNELS(X)                \
+    X(FP8Q_KERNEL_GATHER, FP8Q_GATHER_KERNEL)
+
 #define FP8Q_GATHER_MAX_DIMS 16
 
 /* 288 bytes, no padding. */

@@ -92,6 +92,23 @@
 #define FP8Q_GEMV_FP8_KERNEL_TC16 "fp8q_gemv_fp8_tc16"
 #define FP8Q_GEMV_FP8_KERNEL_TC64 "fp8q_gemv_fp8_tc64"
 #define FP8Q_GEMV_FP8_KERNEL_REDUCE "fp8q_gemv_fp8_reduce"
+
+/* This file's kernels, X(fp8q_cuda_kernel value, name in the image)
+ * each: csrc/registries.py collects every header's list into
+ * cuda/kernel_list.h's FP8Q_CUDA_KERNEL_LIST. */
+#define FP8Q_GEMV_KERNELS(X)                                      \
+    X(FP8Q_KERNEL_GEMV_FP8_1, FP8Q_GEMV_FP8_KERNEL_1)             \
+    X(FP8Q_KERNEL_GEMV_FP8_2, FP8Q_GEMV_FP8_KERNEL_2)             \
+    X(FP8Q_KERNEL_GEMV_FP8_4, FP8Q_GEMV_FP8_KERNEL_4)             \
+    X(FP8Q_KERNEL_GEMV_FP8_8, FP8Q_GEMV_FP8_KERNEL_8)             \
+    X(FP8Q_KERNEL_GEMV_FP8_TC16, FP8Q_GEMV_FP8_KERNEL_TC16)       \
+    X(FP8Q_KERNEL_GEMV_FP8_TC64, FP8Q_GEMV_FP8_KERNEL_TC64)       \
+    X(FP8Q_KERNEL_GEMV_FP8_REDUCE, FP8Q_GEMV_FP8_KERNEL_REDUCE)   \
+    X(FP8Q_KERNEL_GEMV_FP8_1_SPLIT, FP8Q_GEMV_FP8_KERNEL_1_SPLIT) \
+    X(FP8Q_KERNEL_GEMV_FP8_2_SPLIT, FP8Q_GEMV_FP8_KERNEL_2_SPLIT) \
+    X(FP8Q_KERNEL_GEMV_FP8_4_SPLIT, FP8Q_GEMV_FP8_KERNEL_4_SPLIT) \
+    X(FP8Q_KERNEL_GEMV_FP8_8_SPLIT, FP8Q_GEMV_FP8_KERNEL_8_SPLIT)
+
 #define FP8Q_GEMV_MAX_ROWS 8
 /* The tensor-core kernels: rows of x (at least, at most), rows with block
  * scales, weight rows a block. */

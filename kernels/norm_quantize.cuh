@@ -31,6 +31,13 @@
 #include "core/norm_quantize.h"
 
 #define FP8Q_NORM_QUANTIZE_KERNEL "fp8q_norm_quantize"
+
+/* This file's kernels, X(fp8q_cuda_kernel value, name in the image)
+ * each: csrc/registries.py collects every header's list into
+ * cuda/kernel_list.h's FP8Q_CUDA_KERNEL_LIST. */
+#define FP8Q_NORM_QUANTIZE_KERNELS(X)                       \
+    X(FP8Q_KERNEL_NORM_QUANTIZE, FP8Q_NORM_QUANTIZE_KERNEL)
+
 #define FP8Q_NORM_QUANTIZE_THREADS 256
 #define FP8Q_NORM_QUANTIZE_MAX_GRID 65535
 

@@ -24,6 +24,12 @@
 
 #define FP8Q_PAD_KERNEL "fp8q_pad"
 
+/* This file's kernels, X(fp8q_cuda_kernel value, name in the image)
+ * each: csrc/registries.py collects every header's list into
+ * cuda/kernel_list.h's FP8Q_CUDA_KERNEL_LIST. */
+#define FP8Q_PAD_KERNELS(X)             \
+    X(FP8Q_KERNEL_PAD, FP8Q_PAD_KERNEL)
+
 /* 56 bytes (4 of them tail padding). */
 typedef struct fp8q_pad_args {
     const void *source;    /* source_rows * source_cols elements          */

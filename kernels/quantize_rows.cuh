@@ -55,6 +55,14 @@
 
 #define FP8Q_QUANTIZE_ROWS_KERNEL "fp8q_quantize_rows"
 #define FP8Q_QUANTIZE_ROWS_WARPS_KERNEL "fp8q_quantize_rows_warps"
+
+/* This file's kernels, X(fp8q_cuda_kernel value, name in the image)
+ * each: csrc/registries.py collects every header's list into
+ * cuda/kernel_list.h's FP8Q_CUDA_KERNEL_LIST. */
+#define FP8Q_QUANTIZE_ROWS_KERNELS(X)                                   \
+    X(FP8Q_KERNEL_QUANTIZE_ROWS, FP8Q_QUANTIZE_ROWS_KERNEL)             \
+    X(FP8Q_KERNEL_QUANTIZE_ROWS_WARPS, FP8Q_QUANTIZE_ROWS_WARPS_KERNEL)
+
 #define FP8Q_QUANTIZE_ROWS_PER_THREAD 16
 #define FP8Q_QUANTIZE_ROWS_MAX_THREADS 1024
 #define FP8Q_QUANTIZE_ROWS_MAX_LENGTH \

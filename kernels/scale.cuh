@@ -19,6 +19,12 @@
 
 #define FP8Q_SCALES_FROM_AMAX_KERNEL "fp8q_scales_from_amax"
 
+/* This file's kernels, X(fp8q_cuda_kernel value, name in the image)
+ * each: csrc/registries.py collects every header's list into
+ * cuda/kernel_list.h's FP8Q_CUDA_KERNEL_LIST. */
+#define FP8Q_SCALE_KERNELS(X)                                     \
+    X(FP8Q_KERNEL_SCALES_FROM_AMAX, FP8Q_SCALES_FROM_AMAX_KERNEL)
+
 /* 24 bytes, no padding. */
 typedef struct fp8q_scales_from_amax_args {
     float *values;      /* count float32: amax in, scale out             */

@@ -21,6 +21,13 @@
 #include <stdint.h>
 
 #define FP8Q_TRANSPOSE_KERNEL "fp8q_transpose"
+
+/* This file's kernels, X(fp8q_cuda_kernel value, name in the image)
+ * each: csrc/registries.py collects every header's list into
+ * cuda/kernel_list.h's FP8Q_CUDA_KERNEL_LIST. */
+#define FP8Q_TRANSPOSE_KERNELS(X)                   \
+    X(FP8Q_KERNEL_TRANSPOSE, FP8Q_TRANSPOSE_KERNEL)
+
 #define FP8Q_TRANSPOSE_THREADS 256
 #define FP8Q_TRANSPOSE_TILE 32
 

@@ -52,7 +52,8 @@
  * launch contracts (kernels/<family>.cuh) define them, with
  * the shared codec (csrc/core/float_codec.h): enough to test everything
  * the host side does, not the CUDA kernels themselves. Compile with -I
- * csrc -I kernels.
+ * csrc -I kernels -I OUT, OUT a folder that `python3 csrc/registries.py
+ * kernels OUT` has written (tests/fake_gpu.py does).
  */
 #define _POSIX_C_SOURCE 200809L /* nanosleep; the fakes are built on Linux */
 

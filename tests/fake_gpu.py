@@ -26,6 +26,16 @@ ROOT = TESTS.parent
 CUBLASLT_NAME = "libfakecublaslt.so"
 
 
+def write_kernel_list(directory):
+    """Writes the generated kernel list (fp8q_kernel_list.h, which
+    csrc/cuda/kernel_list.h includes) into `directory` with
+    csrc/registries.py, as CMakeLists.txt does for the module; returns
+    `directory`, to put on a compiler's include path."""
+    subprocess.run([sys.executable, str(ROOT / "csrc" / "registries.py"), "kernels",
+                    str(directory)], check=True)
+    return Path(directory)
+
+
 def build_fake_driver(directory):
     """Compiles the fake driver (and the fake cuBLASLt beside it) into
     `directory`; returns the driver's path. Skips without a C compiler or
@@ -37,13 +47,14 @@ def build_fake_driver(directory):
         pytest.skip(f"the fake driver is built from csrc/ and kernels/, not found beside "
                     f"{TESTS} (copy them from the source tree)")
     directory = Path(directory)
+    generated = write_kernel_list(directory / "generated")
     for sources, name in ((("fake_cuda_driver.c", "fake_cuda_streams.c"),
                            "libfakecuda.so"),
                           (("fake_cublaslt.c",), CUBLASLT_NAME)):
         subprocess.run([compiler, "-std=c11", "-O1", "-ffp-contract=off",
                         "-shared", "-fPIC", "-pthread", "-I",
                         str(ROOT / "csrc"), "-I", str(ROOT / "kernels"),
-                        "-o", str(directory / name),
+                        "-I", str(generated), "-o", str(directory / name),
                         *(str(TESTS / source) for source in sources)],
                        check=True)
     return directory / "libfakecuda.so"

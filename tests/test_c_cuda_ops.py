@@ -8,7 +8,7 @@ import platform
 import shutil
 import subprocess
 
-from fake_gpu import ROOT, TESTS, build_fake_driver
+from fake_gpu import ROOT, TESTS, build_fake_driver, write_kernel_list
 
 CHECKS = ["cast-transposed", "cast-gathered", "cast-contiguous", "cast-strided-out",
           "cast-scale-shape", "amax-columns-in-place", "amax-rows-gathered",
@@ -38,7 +38,7 @@ def build(directory, program_name="cuda_ops"):
     """Compiles the test program tests/c/cuda_ops/PROGRAM_NAME.c into
     `directory`; returns its path."""
     compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
-    (directory / "generated").mkdir()
+    write_kernel_list(directory / "generated")
     (directory / "generated" / "fp8q_build_info.h").write_text(BUILD_INFO)
     flags = ["-std=c11", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-O1",
              "-ffp-contract=off", "-fno-trapping-math", "-I", str(ROOT / "csrc"),

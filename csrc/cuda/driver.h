@@ -147,7 +147,7 @@ fp8q_status fp8q_cuda_device_properties_get(
 #define FP8Q_CUDA_THREADS_PER_BLOCK 256
 
 /* fp8q's kernels, by the names of their launch contracts in kernels/
- * (cuda/kernel_list.h, one line each). */
+ * (cuda/kernel_list.h: each kernel header's FP8Q_<NAME>_KERNELS list). */
 #define FP8Q_CUDA_KERNEL_VALUE(value, name) value,
 typedef enum fp8q_cuda_kernel {
     FP8Q_CUDA_KERNEL_LIST(FP8Q_CUDA_KERNEL_VALUE)

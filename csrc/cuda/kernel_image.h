@@ -2,7 +2,8 @@
  * kernel_image.h - the CUDA fatbins of kernels/, two data files installed
  * beside fp8q._C and read at the first use of a GPU that needs them.
  *
- * CMakeLists.txt builds kernels/fp8q_kernels.cu with nvcc, or takes
+ * CMakeLists.txt builds kernels/ with nvcc (every .cu, through its
+ * generated fp8q_kernels.cu), or takes
  * FP8Q_PREBUILT_FATBIN (and the PTX file beside it), into two fatbins:
  * <package>/FP8Q_KERNEL_IMAGE_FILE holds the real code (cubins) for the sm_
  * architectures in FP8Q_KERNEL_ARCHS, <package>/FP8Q_KERNEL_PTX_FILE the

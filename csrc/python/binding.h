@@ -683,25 +683,9 @@ int fp8q_py_dtype_init(PyObject *module);
 int fp8q_py_tensor_init(PyObject *module);
 int fp8q_py_calibration_init(PyObject *module);
 
-/* The functions of the files that add no type, one table each (ending in
- * a NULL entry); module.c adds them all to the module. */
-extern PyMethodDef fp8q_py_device_functions[];
-extern PyMethodDef fp8q_py_dlpack_functions[];
-extern PyMethodDef fp8q_py_asarray_functions[];
-extern PyMethodDef fp8q_py_cast_functions[];
-extern PyMethodDef fp8q_py_amax_functions[];
-extern PyMethodDef fp8q_py_quantize_functions[];
-extern PyMethodDef fp8q_py_thread_count_functions[];
-extern PyMethodDef fp8q_py_build_info_functions[];
-extern PyMethodDef fp8q_py_cuda_info_functions[];
-extern PyMethodDef fp8q_py_cpu_info_functions[];
-extern PyMethodDef fp8q_py_scaled_mm_functions[];
-extern PyMethodDef fp8q_py_scaled_mm_cuda_functions[];
-extern PyMethodDef fp8q_py_dlpack_exchange_functions[];
-extern PyMethodDef fp8q_py_cublaslt_info_functions[];
-extern PyMethodDef fp8q_py_linear_layer_functions[];
-extern PyMethodDef fp8q_py_layer_weight_only_functions[];
-extern PyMethodDef fp8q_py_norm_quantize_functions[];
-extern PyMethodDef fp8q_py_tensor_factories_functions[];
+/* The files that add no type export their functions as one table each,
+ * `PyMethodDef fp8q_py_<name>_functions[] = {...}` at the start of a line,
+ * ending in a NULL entry: the build finds them (csrc/registries.py) and
+ * module.c adds them all to the module, so they are declared nowhere here. */
 
 #endif /* FP8Q_PYTHON_BINDING_H */

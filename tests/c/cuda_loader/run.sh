@@ -7,7 +7,8 @@
 #   CC=.ci/zig-cc-windows tests/c/cuda_loader/run.sh     # the Universal CRT
 #
 # Environment: CC (a compiler for Windows); RUNNER (default wine); BUILD_DIR
-# (default build/cuda-loader/<compiler>). Needs winepath beside wine.
+# (default build/cuda-loader/<compiler>); PYTHON (default python3) writes the
+# generated kernel list. Needs winepath beside wine.
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -27,6 +28,9 @@ cat >"$BUILD_DIR/fp8q_build_info.h" <<'HEADER'
 #define FP8Q_CUDA_KERNELS 0
 #define FP8Q_CUDA_KERNELS_REASON "tests/c/cuda_loader"
 HEADER
+# driver.h's kernel list (cuda/kernel_list.h), generated as CMakeLists.txt
+# does.
+"${PYTHON:-python3}" "$ROOT/csrc/registries.py" kernels "$BUILD_DIR"
 echo "building $BUILD_DIR/bin/cuda_loader.exe with $CC $STRICT"
 # shellcheck disable=SC2086
 "$CC" $STRICT -I"$ROOT/csrc" -I"$ROOT/kernels" -I"$BUILD_DIR" "$HERE/cuda_loader.c" \
