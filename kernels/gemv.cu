@@ -6,19 +6,14 @@
  * served from the caches); the codes are decoded in registers four at a
  * time (elements.cuh: decode4), multiplied into float32 sums with fused
  * multiply-adds, and the lanes' and warps' sums are added at the end
- * (shuffles, then shared memory). fp8q_gemv_fp8_T takes the whole of k
- * (a block per 4 weight rows fills the GPU from a few hundred rows on);
- * fp8q_gemv_fp8_T_split, separate instances for grids that do not fill
- * it, takes one split of k per grid row and writes its float32 sums to
- * the scratch (the unsplit kernels keep their registers: the split's
- * range would cost fp8q_gemv_fp8_1 registers under its bound). The end of
- * the file holds fp8q_gemv_fp8_reduce, which adds the split sums of every
- * split kernel in split order. Launch contract: kernels/gemv.cuh.
+ * (shuffles, then shared memory); these kernels always take the whole of
+ * k (a block per 4 weight rows fills the GPU from a few hundred rows on).
+ * The end of the file holds fp8q_gemv_fp8_reduce, which adds the tensor-core
+ * kernels' split sums in split order. Launch contract: kernels/gemv.cuh.
  */
 #include "common.cuh"
 #include "gemv.cuh"
 #include "gemv_common.cuh"
-#include "gemv_pipeline.cuh"
 
 static_assert(sizeof(fp8q_gemv_fp8_args) == 96, "fp8q_gemv_fp8_args must match the host's layout");
 
@@ -30,7 +25,7 @@ static_assert(sizeof(fp8q_gemv_fp8_args) == 96, "fp8q_gemv_fp8_args must match t
 #define GEMV_MIN_BLOCKS_4 2
 
 /* Values of k a lane takes per step: one 16-byte load of codes per row. */
-#define GEMV_LANE_K FP8Q_GEMV_LANE_K
+#define GEMV_LANE_K 16
 /* ... handled in groups of 4: the x values of a group for every row of x
  * are loaded once and used for every weight row. */
 #define GEMV_GROUP 4
@@ -53,10 +48,8 @@ static __device__ __forceinline__ void load_x4(const typename dtype_traits<X>::s
  * A block owns R weight rows; its warps split k (warp w takes the steps
  * w, w + warps, ... of 32 lanes x GEMV_LANE_K values), so a block has
  * warps x R 16-byte loads in flight per lane step and the grid grows with
- * N; the warps' sums meet in shared memory, added in warp order.
- * SPLIT: the block takes only the values of k of split blockIdx.y
- * (fp8q_gemv_thread_walk) and writes its raw sums to args.partial. */
-template <int X, int W, int MT, bool SPLIT>
+ * N; the warps' sums meet in shared memory, added in warp order. */
+template <int X, int W, int MT>
 static __device__ __forceinline__ void gemv_run(const fp8q_gemv_fp8_args args)
 {
     typedef typename dtype_traits<X>::storage x_t;
@@ -69,14 +62,7 @@ static __device__ __forceinline__ void gemv_run(const fp8q_gemv_fp8_args args)
     const int64_t k_blocks = (args.k + FP8Q_GEMV_BLOCK - 1) / FP8Q_GEMV_BLOCK;
     const int64_t k_step = (int64_t)WARPS * FP8Q_WARP_SIZE * GEMV_LANE_K;
     const int block_scales = args.scale_kind == FP8Q_GEMV_SCALE_BLOCK;
-    int64_t k_start = ((int64_t)warp * FP8Q_WARP_SIZE + lane) * GEMV_LANE_K;
-    int steps = 0; /* SPLIT: the thread's steps in its split */
     int64_t group;
-
-    if (SPLIT) {
-        steps = fp8q_gemv_thread_walk(args.k, args.splits, (int32_t)blockIdx.y,
-                                      (int)threadIdx.x, &k_start);
-    }
 
     for (group = blockIdx.x; group * R < args.n; group += gridDim.x) {
         const int64_t first_row = group * R;
@@ -90,11 +76,8 @@ static __device__ __forceinline__ void gemv_run(const fp8q_gemv_fp8_args args)
                 sums[i][r] = 0.0f;
             }
         }
-        int left = steps;
-
-        /* Unsplit: k0 below k; split: the thread's steps, counted down (one
-         * register where the split's end would take two). */
-        for (k0 = k_start; SPLIT ? left-- > 0 : k0 < args.k; k0 += k_step) {
+        for (k0 = ((int64_t)warp * FP8Q_WARP_SIZE + lane) * GEMV_LANE_K; k0 < args.k;
+             k0 += k_step) {
             uint4 codes[R];
             float factor[R];
 #pragma unroll
@@ -175,13 +158,8 @@ static __device__ __forceinline__ void gemv_run(const fp8q_gemv_fp8_args args)
                 for (int w = 1; w < WARPS; w++) {
                     value += partial[w][lane];
                 }
-                if (SPLIT) {
-                    args.partial[((int64_t)blockIdx.y * args.m + i) * args.n + row] = value;
-                }
-                else {
-                    ((x_t *)args.y)[i * args.n + row] =
-                        dtype_traits<X>::store(finish_sum(args, value, row), 0);
-                }
+                ((x_t *)args.y)[i * args.n + row] =
+                    dtype_traits<X>::store(finish_sum(args, value, row), 0);
             }
         }
         __syncthreads(); /* partial is reused by the next group */
@@ -191,22 +169,19 @@ static __device__ __forceinline__ void gemv_run(const fp8q_gemv_fp8_args args)
 /* The weight's format, then x's dtype: 6 specialisations per kernel, one
  * kernel per rows-of-x tile (so the one-row kernel keeps the registers of
  * one row, and the occupancy that goes with them). */
-template <int MT, bool SPLIT, int X>
-static __device__ __forceinline__ void gemv_weight(const fp8q_gemv_fp8_args &args)
+template <int MT, int X> static __device__ __forceinline__ void gemv_weight(const fp8q_gemv_fp8_args &args)
 {
     if (args.weight_dtype == FP8Q_FLOAT8_E4M3FN) {
-        gemv_run<X, FP8Q_FLOAT8_E4M3FN, MT, SPLIT>(args);
+        gemv_run<X, FP8Q_FLOAT8_E4M3FN, MT>(args);
     }
     else if (args.weight_dtype == FP8Q_FLOAT8_E5M2) {
-        gemv_run<X, FP8Q_FLOAT8_E5M2, MT, SPLIT>(args);
+        gemv_run<X, FP8Q_FLOAT8_E5M2, MT>(args);
     }
 }
 
-template <int MT, bool SPLIT = false>
-static __device__ __forceinline__ void gemv_tile(const fp8q_gemv_fp8_args &args)
+template <int MT> static __device__ __forceinline__ void gemv_tile(const fp8q_gemv_fp8_args &args)
 {
-    call_for_float_dtype(args.x_dtype,
-                         [&](auto x) { gemv_weight<MT, SPLIT, decltype(x)::value>(args); });
+    call_for_float_dtype(args.x_dtype, [&](auto x) { gemv_weight<MT, decltype(x)::value>(args); });
 }
 
 extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, GEMV_MIN_BLOCKS_1)
@@ -231,39 +206,6 @@ extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, 1)
     fp8q_gemv_fp8_8(const fp8q_gemv_fp8_args args)
 {
     gemv_tile<8>(args);
-}
-
-/* The same tiles over one split of k each (grid.y = args.splits, sums to
- * args.partial; kernels/gemv.cuh "Split k"). The host launches them where
- * the unsplit grid leaves multiprocessors idle, with as many splits as
- * their occupancy needs to fill the device; under the unsplit kernels'
- * bounds the split's walk spilled (fp8q_gemv_fp8_1_split on sm_75 at 64
- * registers, _2_split on sm_120 at 80, _4_split on sm_120 at 128), so
- * these ask one block a multiprocessor fewer: 2 to 3 blocks of 16 KiB of
- * loads are still more than the ~25 KiB a multiprocessor an H200 needs in
- * flight (README, "Weight-only product: bytes in flight, split k"). */
-extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, GEMV_MIN_BLOCKS_1 - 1)
-    fp8q_gemv_fp8_1_split(const fp8q_gemv_fp8_args args)
-{
-    gemv_tile<1, true>(args);
-}
-
-extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, GEMV_MIN_BLOCKS_2 - 1)
-    fp8q_gemv_fp8_2_split(const fp8q_gemv_fp8_args args)
-{
-    gemv_tile<2, true>(args);
-}
-
-extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, GEMV_MIN_BLOCKS_4 - 1)
-    fp8q_gemv_fp8_4_split(const fp8q_gemv_fp8_args args)
-{
-    gemv_tile<4, true>(args);
-}
-
-extern "C" __global__ void __launch_bounds__(FP8Q_GEMV_THREADS, 1)
-    fp8q_gemv_fp8_8_split(const fp8q_gemv_fp8_args args)
-{
-    gemv_tile<8, true>(args);
 }
 
 /* ------------------------------------------------------------------------- */

@@ -53,12 +53,8 @@
  *   above, with FP8Q_GEMV_TC_WEIGHT_ROWS weight rows a block:
  *   ceil(n / FP8Q_GEMV_TC_WEIGHT_ROWS) blocks is the natural grid.
  *
- * Split k (the tensor-core kernels, and the CUDA-core kernels'
- *   separate split instances "fp8q_gemv_fp8_1_split", "_2_split",
- *   "_4_split" and "_8_split", FP8Q_GEMV_FP8_KERNEL_*_SPLIT, the same
- *   tiles; the unsplit CUDA-core kernels need partial == NULL and
- *   gridDim.y 1, their split instances partial != NULL): with partial ==
- *   NULL, gridDim.y must be 1
+ * Split k (the tensor-core kernels; the CUDA-core ones need partial ==
+ *   NULL and gridDim.y 1): with partial == NULL, gridDim.y must be 1
  *   and the kernel writes y as described. With partial != NULL and
  *   splits >= 1, gridDim.y must equal splits: blocks (b, s) take only the
  *   values k of split s, [s * span, min(k_total, (s + 1) * span)) with
@@ -85,10 +81,6 @@
 #define FP8Q_GEMV_FP8_KERNEL_2 "fp8q_gemv_fp8_2"
 #define FP8Q_GEMV_FP8_KERNEL_4 "fp8q_gemv_fp8_4"
 #define FP8Q_GEMV_FP8_KERNEL_8 "fp8q_gemv_fp8_8"
-#define FP8Q_GEMV_FP8_KERNEL_1_SPLIT "fp8q_gemv_fp8_1_split"
-#define FP8Q_GEMV_FP8_KERNEL_2_SPLIT "fp8q_gemv_fp8_2_split"
-#define FP8Q_GEMV_FP8_KERNEL_4_SPLIT "fp8q_gemv_fp8_4_split"
-#define FP8Q_GEMV_FP8_KERNEL_8_SPLIT "fp8q_gemv_fp8_8_split"
 #define FP8Q_GEMV_FP8_KERNEL_TC16 "fp8q_gemv_fp8_tc16"
 #define FP8Q_GEMV_FP8_KERNEL_TC64 "fp8q_gemv_fp8_tc64"
 #define FP8Q_GEMV_FP8_KERNEL_REDUCE "fp8q_gemv_fp8_reduce"
@@ -103,11 +95,7 @@
     X(FP8Q_KERNEL_GEMV_FP8_8, FP8Q_GEMV_FP8_KERNEL_8)             \
     X(FP8Q_KERNEL_GEMV_FP8_TC16, FP8Q_GEMV_FP8_KERNEL_TC16)       \
     X(FP8Q_KERNEL_GEMV_FP8_TC64, FP8Q_GEMV_FP8_KERNEL_TC64)       \
-    X(FP8Q_KERNEL_GEMV_FP8_REDUCE, FP8Q_GEMV_FP8_KERNEL_REDUCE)   \
-    X(FP8Q_KERNEL_GEMV_FP8_1_SPLIT, FP8Q_GEMV_FP8_KERNEL_1_SPLIT) \
-    X(FP8Q_KERNEL_GEMV_FP8_2_SPLIT, FP8Q_GEMV_FP8_KERNEL_2_SPLIT) \
-    X(FP8Q_KERNEL_GEMV_FP8_4_SPLIT, FP8Q_GEMV_FP8_KERNEL_4_SPLIT) \
-    X(FP8Q_KERNEL_GEMV_FP8_8_SPLIT, FP8Q_GEMV_FP8_KERNEL_8_SPLIT)
+    X(FP8Q_KERNEL_GEMV_FP8_REDUCE, FP8Q_GEMV_FP8_KERNEL_REDUCE)
 
 #define FP8Q_GEMV_MAX_ROWS 8
 /* The tensor-core kernels: rows of x (at least, at most), rows with block
@@ -136,7 +124,7 @@ typedef struct fp8q_gemv_fp8_args {
     const float *scale;     /* per scale_kind, above                   */
     const void *bias;       /* NULL or n values of bias_dtype          */
     void *y;                /* m x n, x_dtype, written                 */
-    float *partial;         /* NULL, or splits x m x n sums (split k)  */
+    float *partial;         /* NULL, or splits x m x n sums (tc split) */
     int64_t m;              /* 1 .. the kernel's tile (at most 8)      */
     int64_t n;              /* >= 1                                    */
     int64_t k;              /* >= 16, a multiple of 16                 */

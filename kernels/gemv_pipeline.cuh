@@ -5,8 +5,7 @@
  * very same walk on the host against deferred copies: which chunk is
  * copied into which stage, when a group of copies is committed, and how
  * many groups may still be in flight when a chunk is read; and which
- * chunks of k a split and a warp take, and which values of k a thread of
- * the CUDA-core kernels (kernels/gemv.cu) takes in a split.
+ * chunks of k a split and a warp take.
  *
  * Plain C++ (no CUDA header): the caller's Pipe supplies the operations
  * (on the GPU: __pipeline_memcpy_async, __pipeline_commit,
@@ -106,30 +105,6 @@ FP8Q_GEMV_PIPELINE_FUNCTION int64_t fp8q_gemv_warp_chunks(int64_t first, int64_t
                                                           int warps)
 {
     return first + warp < end ? (end - first - warp + warps - 1) / warps : 0;
-}
-
-/* Values of k a thread of the CUDA-core kernels (kernels/gemv.cu) loads
- * per step: one 16-byte load of codes per weight row. */
-#define FP8Q_GEMV_LANE_K 16
-
-/* The walk of thread `thread` (0 .. FP8Q_GEMV_THREADS - 1) of a split
- * CUDA-core kernel (kernels/gemv.cu, "_split") over split `split` of
- * `splits` of k_total values (a multiple of FP8Q_GEMV_LANE_K): the
- * returned count of steps, step s loading the FP8Q_GEMV_LANE_K values
- * from *start + s * FP8Q_GEMV_THREADS * FP8Q_GEMV_LANE_K (all below the
- * split's end and k_total); 0 steps when the thread has none. Over the
- * threads and splits every value of k is loaded once. */
-FP8Q_GEMV_PIPELINE_FUNCTION int fp8q_gemv_thread_walk(int64_t k_total, int32_t splits,
-                                                      int32_t split, int thread,
-                                                      int64_t *start)
-{
-    const int64_t step = (int64_t)FP8Q_GEMV_THREADS * FP8Q_GEMV_LANE_K;
-    int64_t first, end;
-    fp8q_gemv_split_chunks(k_total, splits, split, FP8Q_GEMV_LANE_K, &first, &end);
-    *start = (first + thread) * FP8Q_GEMV_LANE_K;
-    return *start < end * FP8Q_GEMV_LANE_K
-               ? (int)((end * FP8Q_GEMV_LANE_K - *start + step - 1) / step)
-               : 0;
 }
 
 #endif /* FP8Q_KERNELS_GEMV_PIPELINE_CUH */

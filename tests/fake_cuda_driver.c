@@ -801,35 +801,27 @@ static int run_gemv_reduce(const fp8q_gemv_fp8_args *args,
 
 /* kernels/gemv.cuh's product in double (well within its float32 bound),
  * rounded once into x's dtype, for the kernel named "fp8q_gemv_fp8_" +
- * `tile` ("1", "2", "4", "8", their split instances "1_split" ... "8_split";
- * "tc16", "tc64" on the tensor cores); with partial sums (the tensor-core
- * kernels and the split instances), each split's double sum over its
+ * `tile` ("1", "2", "4", "8"; "tc16", "tc64" on the tensor cores); with
+ * partial sums (tensor cores only), each split's double sum over its
  * values of k, rounded once to float32, into partial and y untouched.
  * Refuses (nonzero) a launch outside the contract: the tile must be the
  * smallest that holds m, k a multiple of 16, operands 16-byte aligned,
- * FP8Q_GEMV_THREADS threads, the tensor cores' own conditions, grid_y 1
- * without partial sums, the splits with them, partial sums for the split
- * instances and none for the unsplit CUDA-core kernels. */
+ * FP8Q_GEMV_THREADS threads, the tensor cores' own conditions, and
+ * grid_y 1 without partial sums, the splits with them. */
 static int run_gemv_fp8(const fp8q_gemv_fp8_args *args, const char *tile,
                         unsigned int block_x, unsigned int grid_y)
 {
     const int64_t k_blocks = (args->k + FP8Q_GEMV_BLOCK - 1) / FP8Q_GEMV_BLOCK;
     const int tensor_cores = strncmp(tile, "tc", 2) == 0;
-    const int split_instance = strstr(tile, "_split") != NULL;
     const int rows = atoi(tensor_cores ? tile + 2 : tile);
     const int splits = args->partial != NULL ? args->splits : 1;
     const int64_t span =
         args->partial != NULL ? fp8q_gemv_split_span(args->k, splits) : args->k;
     int64_t i, j, c;
     int split;
-    if (split_instance && (tensor_cores || strchr("1248", tile[0]) == NULL ||
-                           strcmp(tile + 1, "_split") != 0)) {
-        return 1;
-    }
-    if ((!tensor_cores && split_instance != (args->partial != NULL)) ||
-        (args->partial != NULL &&
-         (splits < 1 || splits > FP8Q_GEMV_MAX_SPLITS ||
-          (uintptr_t)args->partial % 16 != 0))) {
+    if (args->partial != NULL &&
+        (!tensor_cores || splits < 1 || splits > FP8Q_GEMV_MAX_SPLITS ||
+         (uintptr_t)args->partial % 16 != 0)) {
         return 1;
     }
     if (grid_y != (unsigned int)splits ||
@@ -1101,13 +1093,11 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
     }
     /* The launch contracts: a 1-D grid of >= 1 blocks of a multiple of 32
      * threads (at most 1024), no shared memory, one parameter; the
-     * weight-only tensor-core kernels' and split instances' split k a grid
-     * of splits rows. */
+     * weight-only tensor-core kernels' split k a grid of splits rows. */
     if (grid_x < 1 ||
         grid_x > (unsigned int)setting("FAKE_CUDA_MAX_GRID", 0x7FFFFFFF) ||
         grid_y < 1 ||
-        (grid_y != 1 && strncmp(name, "fp8q_gemv_fp8_tc", 16) != 0 &&
-         strstr(name, "_split") == NULL) ||
+        (grid_y != 1 && strncmp(name, "fp8q_gemv_fp8_tc", 16) != 0) ||
         grid_z != 1 || block_x % 32 != 0 ||
         block_x > 1024 || block_y != 1 || block_z != 1 || shared != 0 ||
         extra != NULL || parameters == NULL) {

@@ -484,62 +484,44 @@ int fp8q_cuda_gemv_fp8_takes(const fp8q_cuda_device *device,
 }
 
 /* The kernel of kernels/gemv.cuh for args->m rows: the tensor cores' when
- * they take them (tc16 up to 16 rows, tc64 beyond, split or not), else the
- * CUDA cores' smallest tile that holds m, its split instance when `split`. */
+ * they take them (tc16 up to 16 rows, tc64 beyond), else the CUDA cores'
+ * smallest tile that holds m. */
 static fp8q_cuda_kernel gemv_kernel(const fp8q_gemv_fp8_args *args,
-                                    int tensor_cores, int split)
+                                    int tensor_cores)
 {
     const int64_t m = args->m;
-    if (tensor_cores) {
-        return m <= 16 ? FP8Q_KERNEL_GEMV_FP8_TC16 : FP8Q_KERNEL_GEMV_FP8_TC64;
-    }
-    if (split) {
-        return m <= 1   ? FP8Q_KERNEL_GEMV_FP8_1_SPLIT
-               : m <= 2 ? FP8Q_KERNEL_GEMV_FP8_2_SPLIT
-               : m <= 4 ? FP8Q_KERNEL_GEMV_FP8_4_SPLIT
-                        : FP8Q_KERNEL_GEMV_FP8_8_SPLIT;
-    }
-    return m <= 1   ? FP8Q_KERNEL_GEMV_FP8_1
-           : m <= 2 ? FP8Q_KERNEL_GEMV_FP8_2
-           : m <= 4 ? FP8Q_KERNEL_GEMV_FP8_4
-                    : FP8Q_KERNEL_GEMV_FP8_8;
+    return tensor_cores ? (m <= 16 ? FP8Q_KERNEL_GEMV_FP8_TC16
+                                   : FP8Q_KERNEL_GEMV_FP8_TC64)
+           : m <= 1     ? FP8Q_KERNEL_GEMV_FP8_1
+           : m <= 2     ? FP8Q_KERNEL_GEMV_FP8_2
+           : m <= 4     ? FP8Q_KERNEL_GEMV_FP8_4
+                        : FP8Q_KERNEL_GEMV_FP8_8;
 }
 
-/* Values of k a split takes at least. Tensor cores: 8 warps x 4 chunks of
- * 32, so that each warp's 3-stage copy pipeline runs full for most of its
- * split. CUDA cores: half a block's step (256 threads x 16 values), so
- * that at least 4 of a block's 8 warps load in every split; a split of
- * less would only move the same loads to more multiprocessors. Neither
- * has been measured (kernels/README.md, "Weight-only product"). */
+/* Values of k a split takes at least: 8 warps x 4 chunks of 32, so that
+ * each warp's 3-stage copy pipeline runs full for most of its split. */
 #define GEMV_MIN_SPLIT_K 1024
-#define GEMV_CUDA_CORE_MIN_SPLIT_K (FP8Q_GEMV_THREADS * 16 / 2)
 
 int fp8q_cuda_gemv_fp8_splits(const fp8q_cuda_device *device,
                               const fp8q_gemv_fp8_args *args)
 {
     const int tensor_cores = tensor_cores_take(device, args);
-    const int64_t blocks = fp8q_block_count(
-        args->n, tensor_cores ? FP8Q_GEMV_TC_WEIGHT_ROWS
-                              : FP8Q_GEMV_WEIGHT_ROWS);
+    const int64_t blocks =
+        fp8q_block_count(args->n, FP8Q_GEMV_TC_WEIGHT_ROWS);
     int64_t full, splits, most;
 
-    if (!gemv_takes(args, tensor_cores) || args->k < 1) {
+    if (!tensor_cores || !gemv_takes(args, tensor_cores) || args->k < 1) {
         return 1;
     }
-    /* Whether the unsplit grid fills the device, at the unsplit kernel's
-     * occupancy; the splits that fill it, at the split kernel's (the
-     * CUDA-core split instances have their own). */
-    if (blocks >= full_device(device, gemv_kernel(args, tensor_cores, 0))) {
+    full = full_device(device, gemv_kernel(args, tensor_cores));
+    if (blocks >= full) {
         return 1;
     }
-    full = full_device(device, gemv_kernel(args, tensor_cores, 1));
     splits = (full + blocks - 1) / blocks;
-    /* Each split at least GEMV_MIN_SPLIT_K values (tensor cores) or
-     * GEMV_CUDA_CORE_MIN_SPLIT_K, and the scratch's traffic (8 bytes a
-     * sum: written, then read by the reduce) at most a quarter of the
-     * weight's bytes: 8 splits m n <= n k / 4. */
-    most = args->k / (tensor_cores ? GEMV_MIN_SPLIT_K
-                                   : GEMV_CUDA_CORE_MIN_SPLIT_K);
+    /* Each split at least GEMV_MIN_SPLIT_K values, and the scratch's
+     * traffic (8 bytes a sum: written, then read by the reduce) at most a
+     * quarter of the weight's bytes: 8 splits m n <= n k / 4. */
+    most = args->k / GEMV_MIN_SPLIT_K;
     if (most > args->k / (32 * args->m)) {
         most = args->k / (32 * args->m);
     }
@@ -565,13 +547,13 @@ fp8q_status fp8q_cuda_launch_gemv_fp8(const fp8q_cuda_device *device,
 {
     const int64_t m = args->m;
     const int tensor_cores = tensor_cores_take(device, args);
+    const fp8q_cuda_kernel kernel = gemv_kernel(args, tensor_cores);
     const int split = args->partial != NULL;
-    const fp8q_cuda_kernel kernel = gemv_kernel(args, tensor_cores, split);
     int64_t reduce_blocks;
     fp8q_status status;
 
     if (!gemv_takes(args, tensor_cores) || args->k % 16 != 0 ||
-        (split && (args->splits < 1 ||
+        (split && (!tensor_cores || args->splits < 1 ||
                    args->splits > FP8Q_GEMV_MAX_SPLITS ||
                    ((uintptr_t)args->partial & 15u) != 0u))) {
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
