@@ -64,6 +64,17 @@ def sorted_files(folder, suffix):
                   key=lambda path: path.name)
 
 
+def check_read_as_written(where, text, loose, strict, form):
+    """Raises ValueError where `text` holds a name the `loose` pattern finds
+    but the `strict` one (which the lists are read with) does not: it would
+    be left out silently. `form` says how to write it ({name} its name)."""
+    read = set(strict.findall(text))
+    for name in loose.findall(text):
+        if name not in read:
+            raise ValueError(f"{where}: {name} must be " + form.format(name=name)
+                             + " (csrc/registries.py reads it so)")
+
+
 def kernel_unit():
     """The text of fp8q_kernels.cu: an #include of every kernels/X.cu."""
     lines = ["/*",
@@ -82,12 +93,8 @@ def kernel_entries(path, text):
     `#define FP8Q_..._KERNELS` is not written `#define NAME(X)` at the start
     of a line (it would be left out of the list)."""
     lists = []
-    strict = set(KERNEL_LIST_MACRO.findall(text))
-    for macro in LOOSE_KERNEL_LIST_MACRO.findall(text):
-        if macro not in strict:
-            raise ValueError(f"kernels/{path.name}: {macro} must be written "
-                             f"`#define {macro}(X)` at the start of a line "
-                             "(csrc/registries.py reads it so)")
+    check_read_as_written(f"kernels/{path.name}", text, LOOSE_KERNEL_LIST_MACRO,
+                          KERNEL_LIST_MACRO, "written `#define {name}(X)` at the start of a line")
     for match in KERNEL_LIST_MACRO.finditer(text):
         body = []
         for line in text[match.end():].split("\n"):
@@ -148,12 +155,9 @@ def binding_tables():
     tables = []
     for path in sorted_files(BINDING, ".c"):
         text = path.read_text(encoding="utf-8")
-        strict = set(FUNCTION_TABLE.findall(text))
-        for table in LOOSE_FUNCTION_TABLE.findall(text):
-            if table not in strict:
-                raise ValueError(f"csrc/python/{path.name}: {table} must be defined "
-                                 f"`PyMethodDef {table}[] = {{` on one line at its "
-                                 "start (csrc/registries.py reads it so)")
+        check_read_as_written(f"csrc/python/{path.name}", text, LOOSE_FUNCTION_TABLE,
+                              FUNCTION_TABLE,
+                              "defined `PyMethodDef {name}[] = {{` on one line at its start")
         for table in FUNCTION_TABLE.findall(text):
             if table in tables:
                 raise ValueError(f"csrc/python/{path.name}: {table} is defined twice")
