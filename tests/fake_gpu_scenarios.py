@@ -574,6 +574,28 @@ def linear_gives_a_nan_row_for_a_nonfinite_token():
             assert same_bits(got[kept], without.cpu().numpy()), granularity
 
 
+def linear_takes_a_bias_on_x_device_or_the_cpu():
+    """fp8q.linear's bias is on x's device or the CPU (copied to x's device,
+    as scaled_mm takes it, same bits); a CUDA bias next to CPU operands is a
+    ValueError naming bias, not a silent copy."""
+    rng = np.random.default_rng(41)
+    weight = rng.standard_normal((32, 64)).astype(np.float32)
+    host_bias = rng.standard_normal(32).astype(np.float32)
+    x = rng.standard_normal((3, 64)).astype(np.float32)
+    w = fp8q.quantize(fp8q.asarray(weight, device="cuda"), granularity="row")
+    gx = fp8q.asarray(x, device="cuda")
+    on_gpu = fp8q.linear(gx, w, bias=fp8q.asarray(host_bias, device="cuda"))
+    from_host = fp8q.linear(gx, w, bias=host_bias)
+    assert same_bits(from_host.cpu().numpy(), on_gpu.cpu().numpy())
+    cpu_w = fp8q.quantize(weight, granularity="row")
+    try:
+        fp8q.linear(x, cpu_w, bias=fp8q.asarray(host_bias, device="cuda"))
+    except ValueError as error:
+        assert "bias is on cuda:0" in str(error), error
+    else:
+        raise AssertionError("a CUDA bias next to CPU operands was taken")
+
+
 def linear_layer_is_fp8q_linear():
     """fp8q.torch's one-call forward (_C.linear_layer, _C.layer_weight)
     with fp8q CUDA tensors gives exactly fp8q.linear's and the

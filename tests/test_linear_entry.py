@@ -72,3 +72,30 @@ def test_weight_only_cpu_is_numpys_float32_product(granularity, shape):
         assert got.dtype == fp8q.dtype(np.dtype(x_dtype).name)
         assert np.array_equal(bits(got), want.view(np.uint8).reshape(
             bits(got).shape)), (granularity, shape, x_dtype)
+
+
+@pytest.mark.parametrize("weight_only", [False, True])
+def test_zero_in_features_is_refused_not_garbage(weight_only):
+    """K = 0: fp8q.linear refuses with ValueError on both products (the
+    weight-only CPU product used to return its uninitialised result, rows
+    taken as 0 while x had 2)."""
+    w = fp8q.quantize(np.zeros((4, 0), np.float32), granularity="row")
+    x = np.zeros((2, 0), np.float32)
+    with pytest.raises(ValueError, match="in_features is 0"):
+        fp8q.linear(x, w, weight_only=weight_only)
+
+
+def test_weight_only_entry_checks_x_against_the_weight():
+    """_C.linear's weight-only product names a mismatched K as the W8A8
+    one does (it used to surface as the dequantize's "out: expected
+    shape")."""
+    rng = np.random.default_rng(73)
+    w = fp8q.quantize(rng.standard_normal((8, 32)).astype(np.float32),
+                      granularity="row")
+    x = fp8q.asarray(np.ones((3, 16), np.float32))
+    for weight_only in (False, True):
+        with pytest.raises(ValueError,
+                           match=r"x has shape \(3, 16\), but the layer has "
+                                 r"32 input features"):
+            fp8q._C.linear(x, w.data, w.scale, "row", None, None,
+                           weight_only, None, None)

@@ -125,6 +125,33 @@ def test_binding_lists_the_exported_tables_only(tmp_path):
     assert not (out / "fp8q_kernel_list.h").exists()
 
 
+@pytest.mark.parametrize("text", [
+    "PyMethodDef fp8q_py_zeta_functions[] =\n{\n    {NULL, NULL, 0, NULL},\n};\n",
+    "PyMethodDef fp8q_py_zeta_functions[2] = {\n    {NULL, NULL, 0, NULL},\n};\n",
+    "PyMethodDef  fp8q_py_zeta_functions[] = {{NULL, NULL, 0, NULL}};\n"])
+def test_an_exported_table_in_another_form_is_refused_not_dropped(tmp_path, text):
+    """A table the strict pattern does not read would be left out of
+    FP8Q_BINDING_FUNCTION_TABLES, its functions silently missing from
+    fp8q._C: refused instead."""
+    root = plant(tmp_path, binding={"zeta.c": text})
+    result = run(root, "binding", tmp_path / "out")
+    assert result.returncode != 0
+    assert "csrc/python/zeta.c: fp8q_py_zeta_functions must be defined" in result.stderr
+
+
+@pytest.mark.parametrize("text", [
+    "#define FP8Q_TOY_KERNELS(Y) Y(FP8Q_KERNEL_TOY, FP8Q_TOY_KERNEL)\n",
+    "#  define FP8Q_TOY_KERNELS(X) X(FP8Q_KERNEL_TOY, FP8Q_TOY_KERNEL)\n",
+    "#define FP8Q_TOY_KERNELS( X ) X(FP8Q_KERNEL_TOY, FP8Q_TOY_KERNEL)\n"])
+def test_a_kernel_list_in_another_form_is_refused_not_dropped(tmp_path, text):
+    """Likewise for a kernel header's list macro: its kernels would be
+    missing from FP8Q_CUDA_KERNEL_LIST."""
+    root = plant(tmp_path, kernels={"toy.cuh": text})
+    result = run(root, "kernels", tmp_path / "out")
+    assert result.returncode != 0
+    assert "kernels/toy.cuh: FP8Q_TOY_KERNELS must be written" in result.stderr
+
+
 def test_an_unchanged_list_is_not_rewritten(tmp_path):
     """A file is written only where its text changed, so that the build
     recompiles nothing for an edit that leaves the lists as they were."""

@@ -314,17 +314,13 @@ static int nonfinite_scales(layer_call *call, uint8_t *nonfinite,
     return 0;
 }
 
-/* Allocates the result (x's leading shape, N) and runs quantize + product
- * into it. */
-static int forward(layer_call *call)
+/* 0 when x's last axis (K) is the weight's in_features and not 0; else -1
+ * with ValueError (K = 0 is the torch layer's to compute in Python). Both
+ * products of linear check it first. */
+static int check_features(layer_call *call)
 {
     const fp8q_view *x = &call->x->view;
     const int64_t k = x->shape[x->ndim - 1];
-    const int64_t n = call->weight->view.shape[0];
-    int64_t m;
-    int64_t n_nonfinite = 0;
-    uint8_t *nonfinite = NULL;
-    int on_gpu, result = -1;
 
     if (k != call->weight->view.shape[1]) {
         char text[256];
@@ -340,6 +336,24 @@ static int forward(layer_call *call)
                      "%s: in_features is 0 (the layer computes that case "
                      "in Python)",
                      call->name);
+        return -1;
+    }
+    return 0;
+}
+
+/* Allocates the result (x's leading shape, N) and runs quantize + product
+ * into it. */
+static int forward(layer_call *call)
+{
+    const fp8q_view *x = &call->x->view;
+    const int64_t k = x->shape[x->ndim - 1];
+    const int64_t n = call->weight->view.shape[0];
+    int64_t m;
+    int64_t n_nonfinite = 0;
+    uint8_t *nonfinite = NULL;
+    int on_gpu, result = -1;
+
+    if (check_features(call) < 0) {
         return -1;
     }
     m = fp8q_view_size(x) / k; /* the tokens (no overflow: x exists) */
@@ -557,8 +571,9 @@ static PyObject *linear(PyObject *module, PyObject *const *args,
             fp8q_layer_import_activation_arguments(&call, args[4], Py_None) <
                 0 ||
             (call.x_codes && import_x_scale(&call, args[8]) < 0) ||
-            (weight_only ? fp8q_layer_weight_only_forward(&call)
-                         : forward(&call)) < 0);
+            (weight_only ? check_features(&call) < 0 ||
+                               fp8q_layer_weight_only_forward(&call) < 0
+                         : forward(&call) < 0));
 }
 
 PyDoc_STRVAR(

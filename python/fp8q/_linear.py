@@ -79,8 +79,9 @@ def _check_x(x, k, weight_only, out_dtype):
 def _check_pairing(x_data, x, w, bias, n):
     """linear's own refusals of what scaled_mm would refuse under its names
     (a, b): x and w on different devices, two float8_e5m2 operands, a bias
-    that is not N values. Returns bias as an fp8q.Tensor on x's device (or
-    None)."""
+    that is not N values or is on another device than x's (a CPU bias is
+    copied to x's device, as scaled_mm takes it). Returns bias as an
+    fp8q.Tensor on x's device (or None)."""
     if x_data.device != w.data.device:
         raise ValueError(
             f"linear: x is on {x_data.device} but w is on {w.data.device}; "
@@ -97,6 +98,11 @@ def _check_pairing(x_data, x, w, bias, n):
         raise ValueError(f"linear: bias must hold N = {n} values (one per "
                          f"output feature of w), got shape {bias.shape}")
     if bias.device != x_data.device:
+        if bias.device != "cpu":
+            raise ValueError(
+                f"linear: bias is on {bias.device}, but x is on "
+                f"{x_data.device}; bias must be on {x_data.device} or the "
+                "CPU (tensor.to(...))")
         bias = _C.asarray(bias, device=x_data.device)
     return bias
 
