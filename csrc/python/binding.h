@@ -293,13 +293,6 @@ typedef struct fp8q_py_device {
 /* Writes "cpu" or "cuda:N", as Tensor.device (core/device_name.c). */
 #define fp8q_py_format_device fp8q_device_format
 
-/* Parses 'cpu', 'cuda' (device 0), 'cuda:N', an int N (CUDA device N) or
- * any object whose str() is one of those (torch.device). 0, or -1 with
- * ValueError naming `argument_name`. Does not check that the device
- * exists. */
-int fp8q_py_parse_device(PyObject *object, const char *argument_name,
-                         fp8q_py_device *device);
-
 /* Parses a stream= argument into a driver handle: None (NULL: the legacy
  * default stream), an int handle (1 and 2 are the legacy and per-thread
  * default streams), an object with __cuda_stream__() returning (version,
@@ -309,8 +302,10 @@ int fp8q_py_parse_stream(PyObject *object, const char *argument_name,
                          fp8q_cu_stream *stream);
 
 /* The usual optional device= and stream= arguments: *device untouched when
- * device_object is None or NULL (the caller's default), else
- * fp8q_py_parse_device(.., "device", ..); then fp8q_py_parse_stream(..,
+ * device_object is None or NULL (the caller's default), else parsed from
+ * 'cpu', 'cuda' (device 0), 'cuda:N', an int N or any object whose str() is
+ * one of those (torch.device), without checking that the device exists
+ * (ValueError naming "device" otherwise); then fp8q_py_parse_stream(..,
  * "stream", ..). 0, or -1 with their exception. */
 int fp8q_py_parse_placement(PyObject *device_object, PyObject *stream_object,
                             fp8q_py_device *device, fp8q_cu_stream *stream);
@@ -549,10 +544,6 @@ fp8q_TensorObject *fp8q_py_cuda_convert(fp8q_TensorObject *source,
 
 /* ------------------------------------------------------------------------- */
 /* dlpack.c                                                                  */
-
-/* fp8q.from_dlpack(object, *, dtype=None). */
-PyObject *fp8q_py_from_dlpack(PyObject *module, PyObject *args,
-                              PyObject *kwargs);
 
 /*
  * Zero-copy Tensor over the memory `object` (a DLPack producer or a DLPack

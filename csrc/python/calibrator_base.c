@@ -25,7 +25,8 @@ static const fp8q_py_calibrator_kind *kind_of(PyObject *self)
     return (const fp8q_py_calibrator_kind *)(const void *)Py_TYPE(self);
 }
 
-void *fp8q_py_calibrator_core(PyObject *self)
+/* The core state of a calibrator object. */
+static void *core_of(PyObject *self)
 {
     return (char *)self + kind_of(self)->core_offset;
 }
@@ -33,14 +34,14 @@ void *fp8q_py_calibrator_core(PyObject *self)
 /* The core base state of self. */
 static fp8q_calibrator *core_base(PyObject *self)
 {
-    return (fp8q_calibrator *)fp8q_py_calibrator_core(self);
+    return (fp8q_calibrator *)core_of(self);
 }
 
 int fp8q_py_calibrator_settle(PyObject *self)
 {
     return fp8q_py_device_state_settle(&((fp8q_py_calibrator *)self)->device,
                                        kind_of(self)->device,
-                                       fp8q_py_calibrator_core(self));
+                                       core_of(self));
 }
 
 /* ------------------------------------------------------------------------- */
@@ -134,7 +135,7 @@ PyObject *fp8q_py_calibrator_new(PyTypeObject *type, PyObject *args,
 void fp8q_py_calibrator_dealloc(PyObject *self)
 {
     Py_XDECREF(((fp8q_py_calibrator *)self)->device.memory);
-    kind_of(self)->ops->free(fp8q_py_calibrator_core(self));
+    kind_of(self)->ops->free(core_of(self));
     Py_TYPE(self)->tp_free(self);
 }
 
@@ -154,7 +155,7 @@ static int update_on_device(PyObject *self, fp8q_TensorObject *x,
                             const fp8q_calib_batch *batch)
 {
     const fp8q_cuda_calib_kind *device = kind_of(self)->device;
-    void *core = fp8q_py_calibrator_core(self);
+    void *core = core_of(self);
     fp8q_py_device_state *state = &((fp8q_py_calibrator *)self)->device;
     const fp8q_cu_stream stream = fp8q_py_last_stream(x);
     fp8q_cuda_calib_batch reduced;
@@ -199,7 +200,7 @@ static int update_on_device(PyObject *self, fp8q_TensorObject *x,
 static int update_on_host(PyObject *self, fp8q_calib_batch *batch)
 {
     const fp8q_calib_kind *ops = kind_of(self)->ops;
-    void *core = fp8q_py_calibrator_core(self);
+    void *core = core_of(self);
     fp8q_error error;
     fp8q_status status;
 
@@ -253,7 +254,7 @@ static PyObject *calibrator_update(fp8q_py_calibrator *self, PyObject *args,
     }
     if (outcome == 0) {
         outcome = fp8q_py_raise_on_failure(
-            ops->admit(fp8q_py_calibrator_core(object), &batch, &counted,
+            ops->admit(core_of(object), &batch, &counted,
                        &error),
             &error);
     }
@@ -299,8 +300,8 @@ static PyObject *calibrator_merge(fp8q_py_calibrator *self,
     }
     fp8q_error_clear(&error);
     if (fp8q_py_raise_on_failure(
-            fp8q_calibrator_merge(kind->ops, fp8q_py_calibrator_core(object),
-                                  fp8q_py_calibrator_core(other_object),
+            fp8q_calibrator_merge(kind->ops, core_of(object),
+                                  core_of(other_object),
                                   &error),
             &error) < 0) {
         return NULL;
@@ -356,7 +357,7 @@ static PyObject *calibrator_reset(fp8q_py_calibrator *self, PyObject *unused)
     (void)unused;
     fp8q_py_device_state_clear(&self->device);
     fp8q_calibrator_reset(kind_of((PyObject *)self)->ops,
-                          fp8q_py_calibrator_core((PyObject *)self));
+                          core_of((PyObject *)self));
     Py_RETURN_NONE;
 }
 
@@ -386,7 +387,7 @@ static int current_amax(PyObject *self, float **amax, int64_t *n_channels,
     if (fp8q_py_calibrator_settle(self) < 0 ||
         fp8q_py_raise_on_failure(
             fp8q_calibrator_amax(kind_of(self)->ops,
-                                 fp8q_py_calibrator_core(self), amax,
+                                 core_of(self), amax,
                                  n_channels, per_channel, &error),
             &error) < 0) {
         return -1;

@@ -146,9 +146,6 @@ typedef struct fp8q_py_calibrator_kind {
 FP8Q_CALIBRATORS(FP8Q_PY_DECLARE_KIND)
 #undef FP8Q_PY_DECLARE_KIND
 
-/* The core state of a calibrator object. */
-void *fp8q_py_calibrator_core(PyObject *self);
-
 /* Brings self's device state into its host state (calibration_device.c's
  * settle with the table's fold); 0, or -1 with an exception, e.g. the
  * deferred error of a refused batch. For the table's own getters and

@@ -20,8 +20,12 @@
 /* ------------------------------------------------------------------------- */
 /* Parsing and naming                                                        */
 
-int fp8q_py_parse_device(PyObject *object, const char *argument_name,
-                         fp8q_py_device *device)
+/* Parses 'cpu', 'cuda' (device 0), 'cuda:N', an int N (CUDA device N) or
+ * any object whose str() is one of those (torch.device). 0, or -1 with
+ * ValueError naming `argument_name`. Does not check that the device
+ * exists. */
+static int parse_device(PyObject *object, const char *argument_name,
+                        fp8q_py_device *device)
 {
     PyObject *text_object;
     const char *text;
@@ -143,7 +147,7 @@ int fp8q_py_parse_placement(PyObject *device_object, PyObject *stream_object,
                             fp8q_py_device *device, fp8q_cu_stream *stream)
 {
     if (device_object != NULL && device_object != Py_None &&
-        fp8q_py_parse_device(device_object, "device", device) < 0) {
+        parse_device(device_object, "device", device) < 0) {
         return -1;
     }
     if (stream_object == NULL || stream_object == Py_None) {
@@ -459,7 +463,7 @@ PyObject *fp8q_tensor_to(PyObject *self, PyObject *args, PyObject *kwargs)
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$Op:to", keywords,
                                      &device_object, &stream_object, &copy) ||
-        fp8q_py_parse_device(device_object, "device", &device) < 0 ||
+        parse_device(device_object, "device", &device) < 0 ||
         fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
         return NULL;
     }
@@ -542,7 +546,7 @@ static PyObject *empty_cache(PyObject *module, PyObject *args,
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:empty_cache",
                                      keywords, &device_object) ||
         (device_object != Py_None &&
-         fp8q_py_parse_device(device_object, "device", &device) < 0)) {
+         parse_device(device_object, "device", &device) < 0)) {
         return NULL;
     }
     if (device.type == FP8Q_DEVICE_CPU) {

@@ -637,8 +637,9 @@ fp8q_TensorObject *fp8q_tensor_from_dlpack(PyObject *object,
                            unsupported_dtype, NULL);
 }
 
-PyObject *fp8q_py_from_dlpack(PyObject *module, PyObject *args,
-                              PyObject *kwargs)
+/* fp8q.from_dlpack(object, *, dtype=None, stream=None). */
+static PyObject *from_dlpack(PyObject *module, PyObject *args,
+                             PyObject *kwargs)
 {
     static char *keywords[] = {"", "dtype", "stream", NULL};
     fp8q_cu_stream stream;
@@ -664,7 +665,7 @@ PyObject *fp8q_py_from_dlpack(PyObject *module, PyObject *args,
 }
 
 PyMethodDef fp8q_py_dlpack_functions[] = {
-    {FP8Q_PY_KEYWORDS_FUNCTION("from_dlpack", fp8q_py_from_dlpack),
+    {FP8Q_PY_KEYWORDS_FUNCTION("from_dlpack", from_dlpack),
      "from_dlpack(obj, /, *, dtype=None, stream=None)\n--\n\n"
      "A zero-copy fp8q.Tensor over the memory of a DLPack producer (NumPy, "
      "PyTorch, CuPy, JAX, fp8q ...) or of an unconsumed DLPack capsule.\n"
