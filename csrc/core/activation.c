@@ -23,9 +23,8 @@ static int is_finite(float value)
     return (fp8q_float_to_bits(value) & 0x7F800000u) != 0x7F800000u;
 }
 
-/* Flags the rows of the float32 (M, G) amax view holding a non-finite
- * value; with `reset`, sets every amax of a flagged row to 0 (its scales
- * then come out as 1). Returns the number of flagged rows. */
+/* fp8q_flag_nonfinite_rows; with `reset`, also sets every amax of a flagged
+ * row to 0 (its scales then come out as 1). */
 static int64_t flag_nonfinite_rows(const fp8q_view *amax, int reset,
                                    uint8_t *nonfinite_rows)
 {
@@ -139,6 +138,74 @@ fp8q_status fp8q_fill_rows_nan(const fp8q_view *out, const uint8_t *rows,
         if (status != FP8Q_OK) {
             return status;
         }
+    }
+    return FP8Q_OK;
+}
+
+int64_t fp8q_flag_nonfinite_rows(const fp8q_view *values, uint8_t *rows)
+{
+    return flag_nonfinite_rows(values, 0, rows);
+}
+
+/* ------------------------------------------------------------------------- */
+/* A layer call's checks                                                     */
+
+fp8q_status fp8q_check_given_activations(const char *caller,
+                                         const char *name,
+                                         const fp8q_view *view,
+                                         fp8q_dtype dtype, int64_t rows,
+                                         int64_t columns, int64_t alignment,
+                                         fp8q_error *error)
+{
+    const int64_t last = view->ndim < 1 ? 0 : view->shape[view->ndim - 1];
+
+    if (view->dtype != dtype) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "%s: quantized %s must be %s, got %s", caller, name,
+                         fp8q_dtype_name(dtype), fp8q_dtype_name(view->dtype));
+    }
+    if (view->ndim < 1 || last != columns ||
+        fp8q_view_size(view) != rows * columns) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "%s: quantized %s must have x's %lld rows of %lld "
+                         "values (shape (..., %lld)), got %lld values with a "
+                         "last axis of %lld",
+                         caller, name, (long long)rows, (long long)columns,
+                         (long long)columns, (long long)fp8q_view_size(view),
+                         (long long)last);
+    }
+    if (!fp8q_view_is_contiguous(view)) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "%s: quantized %s must be C-contiguous", caller,
+                         name);
+    }
+    if ((uintptr_t)view->data % (uint64_t)alignment != 0) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "%s: quantized %s must start on a %lld-byte "
+                         "boundary (the FP8 GEMM reads it so)",
+                         caller, name, (long long)alignment);
+    }
+    return FP8Q_OK;
+}
+
+fp8q_status fp8q_check_in_features(const char *caller, const fp8q_view *x,
+                                   int64_t in_features, fp8q_error *error)
+{
+    const int64_t k = x->shape[x->ndim - 1];
+    char text[FP8Q_SHAPE_TEXT_SIZE];
+
+    if (k != in_features) {
+        fp8q_format_shape(text, sizeof text, x->ndim, x->shape);
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "%s: x has shape %s, but the layer has %lld input "
+                         "features (x's last axis)",
+                         caller, text, (long long)in_features);
+    }
+    if (k == 0) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "%s: in_features is 0 (the layer computes that case "
+                         "in Python)",
+                         caller);
     }
     return FP8Q_OK;
 }

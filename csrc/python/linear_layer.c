@@ -20,7 +20,6 @@
  * fp8q.scaled_mm, as fp8q.linear computes them (docs/torch.md); the
  * call's tensors come from layer_call.c.
  */
-#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -211,51 +210,6 @@ static int multiply(layer_call *call)
     return result;
 }
 
-/* 0 when the given activation (codes or scale) has `dtype`, is
- * C-contiguous, has a last axis of `columns` and `rows` x `columns`
- * values (x's rows, in any leading shape) and, for codes, the 16-byte
- * aligned start the FP8 GEMM reads; else -1 with ValueError naming
- * `name` and the problem. */
-static int check_given(const layer_call *call,
-                       const fp8q_TensorObject *tensor, const char *name,
-                       fp8q_dtype dtype, int64_t rows, int64_t columns,
-                       size_t alignment)
-{
-    const fp8q_view *view = &tensor->view;
-
-    if (view->dtype != dtype) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: quantized %s must be %s, got %s", call->name, name,
-                     fp8q_dtype_name(dtype), fp8q_dtype_name(view->dtype));
-    }
-    else if (view->ndim < 1 || view->shape[view->ndim - 1] != columns ||
-             fp8q_view_size(view) != rows * columns) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: quantized %s must have x's %lld rows of %lld "
-                     "values (shape (..., %lld)), got %lld values with a "
-                     "last axis of %lld",
-                     call->name, name, (long long)rows, (long long)columns,
-                     (long long)columns, (long long)fp8q_view_size(view),
-                     view->ndim < 1 ? 0LL
-                                    : (long long)view->shape[view->ndim - 1]);
-    }
-    else if (!fp8q_view_is_contiguous(view)) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: quantized %s must be C-contiguous", call->name,
-                     name);
-    }
-    else if ((uintptr_t)view->data % alignment != 0) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: quantized %s must start on a %zu-byte "
-                     "boundary (the FP8 GEMM reads it so)",
-                     call->name, name, alignment);
-    }
-    else {
-        return 0;
-    }
-    return -1;
-}
-
 /* quantized=(codes, scale) of linear_layer: x's float8_e4m3fn codes
  * (shape (..., K), M*K values, 16-byte aligned) and its float32 row scales
  * (shape (..., 1), M values), both C-contiguous on x's device, for "row" /
@@ -265,6 +219,7 @@ static int check_given(const layer_call *call,
 static int given_activations(layer_call *call, int64_t m, int64_t k)
 {
     fp8q_TensorObject *codes = call->codes, *scale = call->x_scale;
+    fp8q_error error;
 
     call->codes = call->x_scale = NULL;
     if (call->input_scale != NULL ||
@@ -275,10 +230,17 @@ static int given_activations(layer_call *call, int64_t m, int64_t k)
                      "weight scales)",
                      call->name);
     }
-    else if (check_given(call, codes, "codes", FP8Q_FLOAT8_E4M3FN, m, k,
-                         16) == 0 &&
-             check_given(call, scale, "scale", FP8Q_FLOAT32, m, 1,
-                         sizeof(float)) == 0) {
+    else if (fp8q_py_raise_on_failure(
+                 fp8q_check_given_activations(call->name, "codes",
+                                              &codes->view,
+                                              FP8Q_FLOAT8_E4M3FN, m, k, 16,
+                                              &error),
+                 &error) == 0 &&
+             fp8q_py_raise_on_failure(
+                 fp8q_check_given_activations(call->name, "scale",
+                                              &scale->view, FP8Q_FLOAT32, m,
+                                              1, sizeof(float), &error),
+                 &error) == 0) {
         call->codes = fp8q_layer_matrix_view(codes, m, k);
         call->x_scale =
             call->codes != NULL ? fp8q_layer_matrix_view(scale, m, 1) : NULL;
@@ -297,48 +259,16 @@ static int codes_activations(layer_call *call)
     return 0;
 }
 
-/* CPU, quantized activations: the rows whose scale is not finite (a token
- * that held NaN or infinity) flagged in `nonfinite`. */
-static int nonfinite_scales(layer_call *call, uint8_t *nonfinite,
-                            int64_t *n_nonfinite)
-{
-    const float *scale = (const float *)call->x_scale->view.data;
-    const int64_t m = call->x_scale->view.shape[0];
-    int64_t row;
-
-    *n_nonfinite = 0;
-    for (row = 0; row < m; row++) {
-        nonfinite[row] = (uint8_t)!isfinite(scale[row]);
-        *n_nonfinite += nonfinite[row];
-    }
-    return 0;
-}
-
-/* 0 when x's last axis (K) is the weight's in_features and not 0; else -1
- * with ValueError (K = 0 is the torch layer's to compute in Python). Both
- * products of linear check it first. */
+/* fp8q_check_in_features for the call's x and weight. Both products of
+ * linear check it first. */
 static int check_features(layer_call *call)
 {
-    const fp8q_view *x = &call->x->view;
-    const int64_t k = x->shape[x->ndim - 1];
+    fp8q_error error;
 
-    if (k != call->weight->view.shape[1]) {
-        char text[256];
-        fp8q_format_shape(text, sizeof text, x->ndim, x->shape);
-        PyErr_Format(PyExc_ValueError,
-                     "%s: x has shape %s, but the layer has %lld input "
-                     "features (x's last axis)",
-                     call->name, text, (long long)call->weight->view.shape[1]);
-        return -1;
-    }
-    if (k == 0) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: in_features is 0 (the layer computes that case "
-                     "in Python)",
-                     call->name);
-        return -1;
-    }
-    return 0;
+    return fp8q_py_raise_on_failure(
+        fp8q_check_in_features(call->name, &call->x->view,
+                               call->weight->view.shape[1], &error),
+        &error);
 }
 
 /* Allocates the result (x's leading shape, N) and runs quantize + product
@@ -381,10 +311,12 @@ static int forward(layer_call *call)
         return -1;
     }
     /* (fp8q.linear's QTensor scales are checked finite on import.) */
-    if ((call->x_codes     ? 0
-         : call->quantized ? nonfinite_scales(call, nonfinite, &n_nonfinite)
-                           : quantize_on_cpu(call, nonfinite, &n_nonfinite)) ==
-            0 &&
+    if (call->quantized && !call->x_codes) {
+        n_nonfinite =
+            fp8q_flag_nonfinite_rows(&call->x_scale->view, nonfinite);
+    }
+    if ((call->quantized ||
+         quantize_on_cpu(call, nonfinite, &n_nonfinite) == 0) &&
         multiply(call) == 0) {
         fp8q_error error;
         fp8q_status status = FP8Q_OK;

@@ -10,6 +10,7 @@
 #include "python/binding.h"
 
 #include "core/quantize.h"
+#include "core/scaled_mm_checks.h"
 #include "core/scaled_mm_run.h"
 
 /* What a call holds (binding.h's fp8q_py_scaled_mm), released. */
@@ -28,9 +29,6 @@ static void release_call(fp8q_py_scaled_mm *call)
 
 /* ------------------------------------------------------------------------- */
 /* Argument checks                                                           */
-
-/* The dtypes of scaled_mm's results. */
-#define OUT_DTYPES "bfloat16, float16, float32 or float8_e4m3fn"
 
 /* Puts "scaled_mm: " before the message of the exception raised by a helper
  * shared with other functions, which names only the argument ("stream:
@@ -54,34 +52,18 @@ static fp8q_TensorObject *argument(PyObject *object, const char *name,
     return tensor;
 }
 
-/* An FP8 matrix operand (float8_e4m3fn or float8_e5m2, 2-D). */
+/* An FP8 matrix operand (fp8q_scaled_mm_check_matrix). */
 static fp8q_TensorObject *matrix_operand(PyObject *object, const char *name)
 {
     fp8q_TensorObject *tensor =
         argument(object, name, -1, FP8Q_COPY_IF_NEEDED);
+    fp8q_error error;
 
-    if (tensor == NULL) {
-        return NULL;
-    }
-    if (tensor->view.dtype != FP8Q_FLOAT8_E4M3FN &&
-        tensor->view.dtype != FP8Q_FLOAT8_E5M2) {
-        PyErr_Format(PyExc_TypeError,
-                     "scaled_mm: %s must be float8_e4m3fn or float8_e5m2 "
-                     "(quantize it first, e.g. with fp8q.quantize), got %s",
-                     name, fp8q_dtype_name(tensor->view.dtype));
-        Py_DECREF(tensor);
-        return NULL;
-    }
-    if (tensor->view.ndim != 2) {
-        char shape[256];
-        fp8q_format_shape(shape, sizeof shape, tensor->view.ndim,
-                          tensor->view.shape);
-        PyErr_Format(PyExc_ValueError,
-                     "scaled_mm: %s must be a matrix (2 dimensions), got "
-                     "shape %s",
-                     name, shape);
-        Py_DECREF(tensor);
-        return NULL;
+    if (tensor != NULL &&
+        fp8q_py_raise_on_failure(
+            fp8q_scaled_mm_check_matrix(&tensor->view, name, &error),
+            &error) < 0) {
+        Py_CLEAR(tensor);
     }
     return tensor;
 }
@@ -106,31 +88,6 @@ static fp8q_TensorObject *scale_operand(PyObject *object, const char *name)
         return NULL;
     }
     return tensor;
-}
-
-static int check_bias(const fp8q_TensorObject *bias, int64_t n)
-{
-    const fp8q_dtype dtype = bias->view.dtype;
-
-    if (dtype != FP8Q_FLOAT32 && dtype != FP8Q_FLOAT16 &&
-        dtype != FP8Q_BFLOAT16) {
-        PyErr_Format(PyExc_TypeError,
-                     "scaled_mm: bias must be float32, float16 or bfloat16, "
-                     "got %s",
-                     fp8q_dtype_name(dtype));
-        return -1;
-    }
-    if (bias->view.ndim != 1 || bias->view.shape[0] != n) {
-        char shape[256];
-        fp8q_format_shape(shape, sizeof shape, bias->view.ndim,
-                          bias->view.shape);
-        PyErr_Format(PyExc_ValueError,
-                     "scaled_mm: bias must be a vector of N = %lld values "
-                     "(one per column of the result), got shape %s",
-                     (long long)n, shape);
-        return -1;
-    }
-    return 0;
 }
 
 /* 0 when `tensor` is on `device`, a's (or, with host_allowed, on the host:
@@ -166,7 +123,8 @@ static int same_device(const fp8q_TensorObject *tensor,
 static int refuse_out_dtype(const char *argument, PyObject *given)
 {
     if (given != NULL) {
-        PyErr_Format(PyExc_TypeError, "scaled_mm: %s " OUT_DTYPES ", got %U",
+        PyErr_Format(PyExc_TypeError,
+                     "scaled_mm: %s " FP8Q_SCALED_MM_OUT_DTYPES ", got %U",
                      argument, given);
     }
     Py_XDECREF(given);
@@ -218,8 +176,7 @@ static int parse_out_dtype(PyObject *out_dtype_object, PyObject *out_object,
             PyUnicode_FromFormat("%R (%s)", out_dtype_object,
                                  Py_TYPE(out_dtype_object)->tp_name));
     }
-    if (*out_dtype != FP8Q_BFLOAT16 && *out_dtype != FP8Q_FLOAT16 &&
-        *out_dtype != FP8Q_FLOAT32 && *out_dtype != FP8Q_FLOAT8_E4M3FN) {
+    if (!fp8q_scaled_mm_out_dtype_ok(*out_dtype)) {
         return refuse_out_dtype(
             given ? "out_dtype must be" : "out= must have dtype",
             PyUnicode_FromString(fp8q_dtype_name(*out_dtype)));
@@ -244,20 +201,17 @@ static int parse_scale_result(PyObject *object, fp8q_dtype out_dtype,
     if (object == Py_None) {
         return 0;
     }
-    if (out_dtype != FP8Q_FLOAT8_E4M3FN) {
-        PyErr_Format(PyExc_ValueError,
-                     "scaled_mm: scale_result applies to an FP8 result "
-                     "(out_dtype=\"float8_e4m3fn\"), but the result is %s",
-                     fp8q_dtype_name(out_dtype));
+    if (fp8q_py_raise_on_failure(
+            fp8q_scaled_mm_check_scale_result(NULL, out_dtype, &error),
+            &error) < 0) {
         return -1;
     }
     tensor = argument(object, "scale_result", FP8Q_FLOAT32,
                       FP8Q_COPY_IF_NEEDED);
-    if (tensor != NULL && fp8q_view_size(&tensor->view) != 1) {
-        PyErr_Format(PyExc_ValueError,
-                     "scaled_mm: scale_result must be one float32 value, "
-                     "got %lld values",
-                     (long long)fp8q_view_size(&tensor->view));
+    if (tensor != NULL &&
+        fp8q_py_raise_on_failure(fp8q_scaled_mm_check_scale_result(
+                                     &tensor->view, out_dtype, &error),
+                                 &error) < 0) {
         Py_DECREF(tensor);
         return -1;
     }
@@ -293,36 +247,27 @@ static int parse_scale_result(PyObject *object, fp8q_dtype out_dtype,
  * operands' device, viewed in place. */
 static fp8q_TensorObject *amax_output(PyObject *object)
 {
-    fp8q_TensorObject *tensor;
+    fp8q_TensorObject *tensor = NULL;
     PyObject *given;
     const int viewable = fp8q_py_output_kind(object, &given);
-    char shape[256];
+    fp8q_error error;
 
     if (viewable > 0) {
         tensor = argument(object, "amax_out", -1, FP8Q_COPY_NEVER);
-        if (tensor == NULL) {
-            return NULL;
+        if (tensor != NULL &&
+            fp8q_py_raise_on_failure(
+                fp8q_scaled_mm_check_amax_out(&tensor->view, tensor->readonly,
+                                              &error),
+                &error) < 0) {
+            Py_CLEAR(tensor);
         }
-        if (tensor->view.dtype == FP8Q_FLOAT32 &&
-            fp8q_view_size(&tensor->view) == 1 && !tensor->readonly) {
-            return tensor;
-        }
-        fp8q_format_shape(shape, sizeof shape, tensor->view.ndim,
-                          tensor->view.shape);
-        given = PyUnicode_FromFormat(
-            "%s%s tensor of shape %s", tensor->readonly ? "a read-only " : "a ",
-            fp8q_dtype_name(tensor->view.dtype), shape);
-        Py_DECREF(tensor);
     }
-    if (given != NULL) {
-        PyErr_Format(PyExc_ValueError,
-                     "scaled_mm: amax_out= must be one writable float32 "
-                     "element on a's device (e.g. numpy.zeros(1, "
-                     "numpy.float32) for CPU operands), got %U",
+    else if (given != NULL) {
+        PyErr_Format(PyExc_ValueError, FP8Q_SCALED_MM_AMAX_OUT_RULE "%U",
                      given);
         Py_DECREF(given);
     }
-    return NULL;
+    return tensor;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -462,22 +407,9 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
                         "call runs on the CPU (pass stream=None)");
         goto fail;
     }
-    if (call.a->view.dtype == FP8Q_FLOAT8_E5M2 &&
-        call.b->view.dtype == FP8Q_FLOAT8_E5M2) {
-        PyErr_SetString(PyExc_TypeError,
-                        "scaled_mm: a and b cannot both be float8_e5m2 "
-                        "(FP8 matrix multiplies need at least one "
-                        "float8_e4m3fn operand, as the hardware does)");
-        goto fail;
-    }
-    if (call.a->view.shape[1] != call.b->view.shape[0]) {
-        PyErr_Format(PyExc_ValueError,
-                     "scaled_mm: a is (%lld, %lld) and b is (%lld, %lld): "
-                     "a's columns must equal b's rows",
-                     (long long)call.a->view.shape[0],
-                     (long long)call.a->view.shape[1],
-                     (long long)call.b->view.shape[0],
-                     (long long)call.b->view.shape[1]);
+    if (fp8q_py_raise_on_failure(
+            fp8q_scaled_mm_check_pair(&call.a->view, &call.b->view, &error),
+            &error) < 0) {
         goto fail;
     }
     shape[0] = call.a->view.shape[0];
@@ -500,7 +432,10 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     if (bias_object != Py_None) {
         call.bias = argument(bias_object, "bias", -1, FP8Q_COPY_IF_NEEDED);
-        if (call.bias == NULL || check_bias(call.bias, shape[1]) < 0 ||
+        if (call.bias == NULL ||
+            fp8q_py_raise_on_failure(
+                fp8q_scaled_mm_check_bias(&call.bias->view, shape[1], &error),
+                &error) < 0 ||
             same_device(call.bias, &device, "bias", 1) < 0) {
             goto fail;
         }
