@@ -449,6 +449,11 @@ PyObject *fp8q_py_op_result(fp8q_TensorObject *out, PyObject *out_object);
 
 struct fp8q_op_call;
 
+/* fp8q_py_use_on_stream of each non-NULL tensors[0..count) in turn. 0, or
+ * -1 with an exception. */
+int fp8q_py_use_all_on_stream(fp8q_TensorObject *const *tensors, int count,
+                              fp8q_cu_stream stream);
+
 /* Runs `call` (cuda/op_call.h, its fields but device and stream set) on
  * the device of tensors[0]: records a use on call->stream of each non-NULL
  * tensors[0..count) (the operation's operands), sets call->device, runs

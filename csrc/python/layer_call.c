@@ -33,9 +33,6 @@ void fp8q_layer_start(layer_call *call, const char *name)
     call->name = name;
 }
 
-/* A tensor argument: through x's exchange table when it has the same one
- * (a view for this call, last used on the producer's current stream, the
- * call's), else as fp8q.asarray takes it (no copy). */
 fp8q_TensorObject *fp8q_layer_import(layer_call *call, PyObject *object,
                                      const char *name)
 {
@@ -52,11 +49,6 @@ fp8q_TensorObject *fp8q_layer_import(layer_call *call, PyObject *object,
     return fp8q_tensor_from_object(object, name, -1, FP8Q_COPY_NEVER);
 }
 
-/* A new uninitialised C-contiguous tensor on the call's device: from x's
- * producer's allocator (torch's) when x has an exchange table and
- * `from_producer`, else fp8q's own. *producer_out (may be NULL) receives a
- * new reference to the object to hand back: the producer's tensor, or the
- * fp8q.Tensor itself. */
 fp8q_TensorObject *fp8q_layer_new_tensor(layer_call *call, fp8q_dtype dtype,
                                          int ndim, const int64_t *shape,
                                          int from_producer,
@@ -85,7 +77,6 @@ fp8q_TensorObject *fp8q_layer_new_tensor(layer_call *call, fp8q_dtype dtype,
     return tensor;
 }
 
-/* A 2-D view (rows, cols) of a C-contiguous tensor. */
 fp8q_TensorObject *fp8q_layer_matrix_view(fp8q_TensorObject *tensor,
                                           int64_t rows,
                                           int64_t cols)
@@ -124,10 +115,6 @@ int fp8q_layer_parse_granularity(PyObject *object,
     return -1;
 }
 
-/* x: the call's device comes from it, and its stream: torch's current
- * stream for a torch tensor (every torch argument is then imported as last
- * used there; another stream is refused), else `stream` when given, or the
- * stream of x's last use. */
 int fp8q_layer_import_x(layer_call *call, PyObject *x_object,
                         PyObject *stream_object)
 {
@@ -218,8 +205,6 @@ int fp8q_layer_check_device(layer_call *call,
     return -1;
 }
 
-/* The weight (N, K) FP8 and its scales, on x's device. CPU scales are
- * checked (finite, > 0); a GPU's are not read back. */
 int fp8q_layer_import_weight(layer_call *call, PyObject *weight_object,
                              PyObject *scale_object)
 {
@@ -264,8 +249,6 @@ int fp8q_layer_check_scales(layer_call *call, const fp8q_TensorObject *scale,
     return 0;
 }
 
-/* x as a C-contiguous (M, K) tensor: a view of x, or a copy on x's device
- * when x's layout is not C-contiguous (once per call). */
 int fp8q_layer_make_rows(layer_call *call, int64_t m, int64_t k)
 {
     fp8q_TensorObject *contiguous = call->x;
@@ -364,8 +347,6 @@ int fp8q_layer_make_output(layer_call *call, int64_t m, int64_t n)
     return call->out_rows == NULL ? -1 : 0;
 }
 
-/* 0 when a vectorcall got exactly `count` positional arguments, else -1
- * with a TypeError. */
 int fp8q_layer_positional(const char *function, Py_ssize_t n_args,
                           Py_ssize_t count)
 {
@@ -378,8 +359,6 @@ int fp8q_layer_positional(const char *function, Py_ssize_t n_args,
     return -1;
 }
 
-/* What an entry returns: the call's result, or NULL when `failed` (an
- * exception is set); the call's references are released either way. */
 PyObject *fp8q_layer_finish(layer_call *call, int failed)
 {
     PyObject *result = failed ? NULL : call->result;

@@ -41,13 +41,15 @@ typedef struct layer_call {
 void fp8q_layer_start(layer_call *call, const char *name);
 
 /* A tensor argument: a view through x's exchange table when `object` has
- * the same one, else as fp8q.asarray takes it (no copy). */
+ * the same one (for this call, last used on the producer's current stream,
+ * the call's), else as fp8q.asarray takes it (no copy). */
 fp8q_TensorObject *fp8q_layer_import(layer_call *call, PyObject *object,
                                      const char *name);
 
 /* A new uninitialised C-contiguous tensor on the call's device, from
  * torch's allocator when x has an exchange table and `from_producer`, else
- * fp8q's; *producer_out (may be NULL) receives the object to hand back. */
+ * fp8q's; *producer_out (may be NULL) receives a new reference to the
+ * object to hand back: the producer's tensor, or the fp8q.Tensor itself. */
 fp8q_TensorObject *fp8q_layer_new_tensor(layer_call *call, fp8q_dtype dtype,
                                          int ndim, const int64_t *shape,
                                          int from_producer,
@@ -64,8 +66,8 @@ int fp8q_layer_parse_granularity(PyObject *object,
 /* x (..., K) float32 / float16 / bfloat16 (FP8 codes when call->x_codes),
  * which gives the call its device and stream: torch's current stream for a
  * torch tensor (other torch arguments are then imported as last used
- * there), else `stream_object` when not None, or the stream of x's last
- * use. */
+ * there; another stream is refused), else `stream_object` when not None,
+ * or the stream of x's last use. */
 int fp8q_layer_import_x(layer_call *call, PyObject *x_object,
                         PyObject *stream_object);
 
@@ -88,7 +90,7 @@ int fp8q_layer_import_activation_arguments(layer_call *call, PyObject *bias,
                                            PyObject *input_scale);
 
 /* call->rows: x as a C-contiguous (M, K) tensor (a view, or a copy on x's
- * device when x is not C-contiguous). */
+ * device when x is not C-contiguous; once per call). */
 int fp8q_layer_make_rows(layer_call *call, int64_t m, int64_t k);
 
 /* The call's result: a new tensor of x's shape with n as its last axis,
@@ -102,8 +104,8 @@ int fp8q_layer_make_output(layer_call *call, int64_t m, int64_t n);
 int fp8q_layer_positional(const char *function, Py_ssize_t n_args,
                           Py_ssize_t count);
 
-/* What an entry returns: the call's result, or NULL when `failed`; the
- * call's references are released either way. */
+/* What an entry returns: the call's result, or NULL when `failed` (an
+ * exception is set); the call's references are released either way. */
 PyObject *fp8q_layer_finish(layer_call *call, int failed);
 
 /* layer_weight_only.c: the weight-only product of the call (x's rows in

@@ -26,189 +26,8 @@
 #include "python/layer_call.h"
 
 #include "core/activation.h"
-#include "core/quantize.h"
-#include "core/scaled_mm.h"
+#include "cuda/fp8_layer.h"
 #include "cuda/layer_path.h"
-
-/* The dynamic activation scales' shape: (M, 1) per token, (M,
- * ceil(K/128)) for block weights. */
-static void activation_scale_shape(const layer_call *call, int64_t m,
-                                   int64_t k, int64_t *shape)
-{
-    shape[0] = m;
-    shape[1] = call->granularity == FP8Q_GRANULARITY_BLOCK
-                   ? (k + FP8Q_SCALED_MM_BLOCK - 1) / FP8Q_SCALED_MM_BLOCK
-                   : 1;
-}
-
-/* Where the scales start in the scratch block of make_activation_buffers:
- * past the codes, on a boundary any scale reader (cuBLASLt's vectors
- * included) accepts. */
-#define SCALES_ALIGNMENT 256
-
-/* A (rows, cols) C-contiguous view of `dtype` at byte `offset` of a
- * scratch block. */
-static fp8q_TensorObject *carve(fp8q_TensorObject *block, int64_t offset,
-                                fp8q_dtype dtype, const int64_t *shape)
-{
-    fp8q_view view = block->view;
-
-    view.data = (char *)block->view.data + offset;
-    view.dtype = dtype;
-    view.ndim = 2;
-    view.shape[0] = shape[0];
-    view.shape[1] = shape[1];
-    view.strides[0] = shape[1] > 0 ? shape[1] : 1;
-    view.strides[1] = 1;
-    return fp8q_tensor_new_view(&view, (PyObject *)block, 0);
-}
-
-/* call->codes, x's (M, K) e4m3fn codes, and call->x_scale: input_scale
- * when static, else new (M, 1) or (M, ceil(K/128)) float32 scales. With an
- * exchange table (torch tensors) both are carved from one scratch block of
- * the producer's allocator (one allocation, no producer object: the layer's
- * host time); else from fp8q's own, on the GPU when `on_gpu`. */
-static int make_activation_buffers(layer_call *call, int64_t m, int64_t k,
-                                   int on_gpu)
-{
-    int64_t scale_shape[2];
-    int64_t codes_shape[2];
-    int64_t scales_offset;
-    fp8q_TensorObject *block;
-
-    codes_shape[0] = m;
-    codes_shape[1] = k;
-    activation_scale_shape(call, m, k, scale_shape);
-    if (call->input_scale != NULL) {
-        Py_INCREF(call->input_scale);
-        call->x_scale = call->input_scale;
-        scale_shape[0] = scale_shape[1] = 0;
-    }
-    if (call->api == NULL) {
-        if (call->x_scale == NULL) {
-            call->x_scale = fp8q_layer_new_tensor(call, FP8Q_FLOAT32, 2,
-                                                  scale_shape, on_gpu, NULL);
-        }
-        call->codes = fp8q_layer_new_tensor(call, FP8Q_FLOAT8_E4M3FN, 2,
-                                            codes_shape, on_gpu, NULL);
-        return call->x_scale == NULL || call->codes == NULL ? -1 : 0;
-    }
-    scales_offset = (m * k + SCALES_ALIGNMENT - 1) / SCALES_ALIGNMENT *
-                    SCALES_ALIGNMENT;
-    block = fp8q_py_exchange_scratch(
-        call->api,
-        scales_offset + scale_shape[0] * scale_shape[1] *
-                            (int64_t)sizeof(float),
-        &call->device, call->stream);
-    if (block == NULL) {
-        return -1;
-    }
-    call->codes = carve(block, 0, FP8Q_FLOAT8_E4M3FN, codes_shape);
-    if (call->x_scale == NULL) {
-        call->x_scale = carve(block, scales_offset, FP8Q_FLOAT32, scale_shape);
-    }
-    Py_DECREF(block);
-    return call->x_scale == NULL || call->codes == NULL ? -1 : 0;
-}
-
-/* CPU: codes and scales by core, rows holding NaN or infinity flagged in
- * `nonfinite` (M bytes). */
-static int quantize_on_cpu(layer_call *call, uint8_t *nonfinite,
-                           int64_t *n_nonfinite)
-{
-    const int64_t m = call->rows->view.shape[0];
-    const int64_t k = call->rows->view.shape[1];
-    const int64_t block_cols =
-        call->input_scale != NULL ? 0
-        : call->granularity == FP8Q_GRANULARITY_BLOCK ? FP8Q_SCALED_MM_BLOCK
-                                                      : k;
-    fp8q_TensorObject *row_amax = NULL;
-    int64_t amax_shape[2];
-    fp8q_error error;
-    fp8q_status status;
-
-    amax_shape[0] = m;
-    amax_shape[1] = 1;
-    if (block_cols == 0) {
-        row_amax = fp8q_tensor_new_empty(FP8Q_FLOAT32, 2, amax_shape);
-        if (row_amax == NULL) {
-            return -1;
-        }
-    }
-    fp8q_error_clear(&error);
-    FP8Q_PY_BEGIN_INTERRUPTIBLE
-    status = fp8q_quantize_activations(
-        &call->rows->view, &call->codes->view, &call->x_scale->view,
-        block_cols, row_amax != NULL ? &row_amax->view : NULL, nonfinite,
-        n_nonfinite, &error);
-    FP8Q_PY_END_INTERRUPTIBLE(status)
-    Py_XDECREF(row_amax);
-    return fp8q_py_raise_on_failure(status, &error);
-}
-
-/* GPU: per token (or 1x128 block) or with the static scale, on the call's
- * stream (cuda/layer_path.h, fp8q_cuda_fp8_layer_activation_options: a
- * token holding NaN or infinity gives a NaN row of the product by
- * itself). */
-static int quantize_on_gpu(layer_call *call)
-{
-    fp8q_quantize_options options;
-
-    fp8q_cuda_fp8_layer_activation_options(
-        call->granularity, call->input_scale != NULL, &options);
-    return fp8q_py_cuda_quantize(call->rows, &options, call->codes,
-                                 call->x_scale, call->stream);
-}
-
-/* The weight as scaled_mm's b = weight.T (K, N) and its scales laid out
- * for b: () tensorwise, (1, N) rowwise, (ceil(K/128), ceil(N/128)). */
-static fp8q_TensorObject *transposed(fp8q_TensorObject *tensor)
-{
-    fp8q_view view = tensor->view;
-
-    if (view.ndim == 2) {
-        view.shape[0] = tensor->view.shape[1];
-        view.shape[1] = tensor->view.shape[0];
-        view.strides[0] = tensor->view.strides[1];
-        view.strides[1] = tensor->view.strides[0];
-    }
-    return fp8q_tensor_new_view(&view, (PyObject *)tensor, 1);
-}
-
-static int multiply(layer_call *call)
-{
-    const int64_t m = call->codes->view.shape[0];
-    const int64_t k = call->codes->view.shape[1];
-    const int64_t n = call->weight->view.shape[0];
-    fp8q_py_scaled_mm product;
-    fp8q_error error;
-    fp8q_status status;
-    int result;
-
-    memset(&product, 0, sizeof product);
-    product.a = call->codes;
-    product.b = transposed(call->weight);
-    product.scale_a = call->x_scale;
-    product.scale_b = product.b != NULL ? transposed(call->weight_scale)
-                                        : NULL;
-    product.bias = call->bias;
-    product.out = call->out_rows;
-    if (product.scale_b == NULL) {
-        Py_XDECREF(product.b);
-        return -1;
-    }
-    fp8q_error_clear(&error);
-    status = fp8q_scaled_mm_mode(m, k, n, &product.scale_a->view,
-                                 &product.scale_b->view, &product.mode,
-                                 &error);
-    result = fp8q_py_raise_on_failure(status, &error);
-    if (result == 0) {
-        result = fp8q_py_scaled_mm_run(&product, 1, call->stream);
-    }
-    Py_DECREF(product.b);
-    Py_DECREF(product.scale_b);
-    return result;
-}
 
 /* quantized=(codes, scale) of linear_layer: x's float8_e4m3fn codes
  * (shape (..., K), M*K values, 16-byte aligned) and its float32 row scales
@@ -250,14 +69,6 @@ static int given_activations(layer_call *call, int64_t m, int64_t k)
     return call->x_scale == NULL ? -1 : 0;
 }
 
-/* fp8q.linear's QTensor x: call->rows are its (M, K) codes, call->x_scale
- * (imported by import_x_scale) its scales as scaled_mm's scale_a takes
- * them (the product's mode checks their shape). */
-static int codes_activations(layer_call *call)
-{
-    call->codes = (fp8q_TensorObject *)Py_NewRef(call->rows);
-    return 0;
-}
 
 /* fp8q_check_in_features for the call's x and weight. Both products of
  * linear check it first. */
@@ -271,17 +82,32 @@ static int check_features(layer_call *call)
         &error);
 }
 
+/* A scratch block of `bytes` on the call's device, for the activations
+ * cuda/fp8_layer.h computes: from x's producer's allocator (torch's) when
+ * x has an exchange table, else fp8q's own. */
+static fp8q_TensorObject *scratch_block(layer_call *call, int64_t bytes)
+{
+    if (call->api != NULL) {
+        return fp8q_py_exchange_scratch(call->api, bytes, &call->device,
+                                        call->stream);
+    }
+    return fp8q_tensor_new_empty_on(FP8Q_UINT8, 1, &bytes, &call->device,
+                                    call->stream);
+}
+
 /* Allocates the result (x's leading shape, N) and runs quantize + product
- * into it. */
+ * into it (cuda/fp8_layer.h). */
 static int forward(layer_call *call)
 {
     const fp8q_view *x = &call->x->view;
     const int64_t k = x->shape[x->ndim - 1];
     const int64_t n = call->weight->view.shape[0];
-    int64_t m;
-    int64_t n_nonfinite = 0;
-    uint8_t *nonfinite = NULL;
-    int on_gpu, result = -1;
+    fp8q_TensorObject *tensors[9]; /* the call's memory, used on its stream */
+    fp8q_fp8_layer_call product;
+    int64_t m, bytes;
+    fp8q_error error;
+    fp8q_status status;
+    int result;
 
     if (check_features(call) < 0) {
         return -1;
@@ -295,41 +121,56 @@ static int forward(layer_call *call)
     if (m == 0 || n == 0) {
         return 0;
     }
-    on_gpu = call->device.type == FP8Q_DEVICE_CUDA;
-    if (call->x_codes ? codes_activations(call) < 0
-        : call->quantized ? given_activations(call, m, k) < 0
-                          : make_activation_buffers(call, m, k, on_gpu) < 0) {
+    if (call->quantized && !call->x_codes &&
+        given_activations(call, m, k) < 0) {
         return -1;
     }
-    if (on_gpu) {
-        return !call->quantized && quantize_on_gpu(call) < 0 ? -1
-                                                             : multiply(call);
+    memset(&product, 0, sizeof product);
+    product.device = call->device.type == FP8Q_DEVICE_CUDA
+                         ? call->x->cuda_device
+                         : NULL;
+    product.stream = call->stream;
+    product.granularity = call->granularity;
+    product.weight = &call->weight->view;
+    product.weight_scale = &call->weight_scale->view;
+    product.bias = call->bias != NULL ? &call->bias->view : NULL;
+    if (!call->quantized) {
+        product.rows = &call->rows->view;
+        product.input_scale =
+            call->input_scale != NULL ? &call->input_scale->view : NULL;
     }
-    nonfinite = (uint8_t *)PyMem_Malloc((size_t)m);
-    if (nonfinite == NULL) {
-        PyErr_NoMemory();
+    else {
+        product.codes = call->x_codes ? &call->rows->view : &call->codes->view;
+        product.x_scale = &call->x_scale->view;
+        /* (fp8q.linear's QTensor scales are checked finite on import.) */
+        product.flag_nonfinite_scales = !call->x_codes;
+    }
+    product.out = &call->out_rows->view;
+    product.sgemm = fp8q_py_numpy_sgemm;
+    bytes = fp8q_fp8_layer_scratch_bytes(&product);
+    tensors[0] = call->rows;
+    tensors[1] = call->codes;
+    tensors[2] = call->x_scale;
+    tensors[3] = call->input_scale;
+    tensors[4] = call->weight;
+    tensors[5] = call->weight_scale;
+    tensors[6] = call->bias;
+    tensors[7] = call->out_rows;
+    tensors[8] = bytes > 0 ? scratch_block(call, bytes) : NULL;
+    if ((bytes > 0 && tensors[8] == NULL) ||
+        (product.device != NULL &&
+         (product.library = fp8q_py_load_cublaslt()) == NULL) ||
+        fp8q_py_use_all_on_stream(tensors, 9, call->stream) < 0) {
+        Py_XDECREF(tensors[8]);
         return -1;
     }
-    /* (fp8q.linear's QTensor scales are checked finite on import.) */
-    if (call->quantized && !call->x_codes) {
-        n_nonfinite =
-            fp8q_flag_nonfinite_rows(&call->x_scale->view, nonfinite);
-    }
-    if ((call->quantized ||
-         quantize_on_cpu(call, nonfinite, &n_nonfinite) == 0) &&
-        multiply(call) == 0) {
-        fp8q_error error;
-        fp8q_status status = FP8Q_OK;
-        fp8q_error_clear(&error);
-        if (n_nonfinite > 0) {
-            Py_BEGIN_ALLOW_THREADS
-            status = fp8q_fill_rows_nan(&call->out_rows->view, nonfinite,
-                                        &error);
-            Py_END_ALLOW_THREADS
-        }
-        result = fp8q_py_raise_on_failure(status, &error);
-    }
-    PyMem_Free(nonfinite);
+    fp8q_error_clear(&error);
+    FP8Q_PY_BEGIN_INTERRUPTIBLE
+    status = fp8q_fp8_layer_forward(
+        &product, tensors[8] != NULL ? tensors[8]->view.data : NULL, &error);
+    FP8Q_PY_END_INTERRUPTIBLE(status)
+    result = fp8q_py_raise_on_failure(status, &error);
+    Py_XDECREF(tensors[8]);
     return result;
 }
 

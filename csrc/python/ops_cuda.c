@@ -9,18 +9,28 @@
 
 #include "cuda/op_call.h"
 
+int fp8q_py_use_all_on_stream(fp8q_TensorObject *const *tensors, int count,
+                              fp8q_cu_stream stream)
+{
+    int i;
+
+    for (i = 0; i < count; i++) {
+        if (tensors[i] != NULL &&
+            fp8q_py_use_on_stream(tensors[i], stream) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int fp8q_py_op_run(struct fp8q_op_call *call,
                    fp8q_TensorObject *const *tensors, int count)
 {
     fp8q_error error;
     fp8q_status status;
-    int i;
 
-    for (i = 0; i < count; i++) {
-        if (tensors[i] != NULL &&
-            fp8q_py_use_on_stream(tensors[i], call->stream) < 0) {
-            return -1;
-        }
+    if (fp8q_py_use_all_on_stream(tensors, count, call->stream) < 0) {
+        return -1;
     }
     call->device = tensors[0]->cuda_device;
     fp8q_error_clear(&error);
