@@ -136,30 +136,8 @@ static fp8q_status multiply(const fp8q_fp8_layer_call *call,
     const fp8q_view b = transposed(call->weight);
     const fp8q_view scale_b = transposed(call->weight_scale);
     fp8q_cuda_scaled_mm_call product;
-    fp8q_scaled_mm_run_call run;
-    fp8q_scaling mode;
     fp8q_status status;
 
-    status = fp8q_scaled_mm_mode(codes->shape[0], codes->shape[1],
-                                 b.shape[1], scale_a, &scale_b, &mode, error);
-    if (status != FP8Q_OK) {
-        return status;
-    }
-    if (call->device == NULL) {
-        memset(&run, 0, sizeof run);
-        run.a = codes;
-        run.b = &b;
-        run.scale_a = scale_a;
-        run.scale_b = &scale_b;
-        run.bias = call->bias;
-        run.out = call->out;
-        run.mode = mode;
-        run.scale_result = 1.0f;
-        run.out_is_new = 1;
-        run.sgemm = call->sgemm;
-        run.sgemm_context = call->sgemm_context;
-        return fp8q_scaled_mm_run(&run, error);
-    }
     memset(&product, 0, sizeof product);
     product.a = codes;
     product.b = &b;
@@ -167,9 +145,14 @@ static fp8q_status multiply(const fp8q_fp8_layer_call *call,
     product.scale_b = &scale_b;
     product.bias = call->bias;
     product.out = call->out;
-    product.mode = mode;
-    return fp8q_cuda_scaled_mm(call->library, call->device, &product,
-                               call->stream, error);
+    status = fp8q_scaled_mm_mode(codes->shape[0], codes->shape[1],
+                                 b.shape[1], scale_a, &scale_b,
+                                 &product.mode, error);
+    return status != FP8Q_OK
+               ? status
+               : fp8q_scaled_mm_on_device(call->library, call->device,
+                                          &product, call->stream, call->sgemm,
+                                          call->sgemm_context, 1, error);
 }
 
 fp8q_status fp8q_fp8_layer_forward(const fp8q_fp8_layer_call *call,

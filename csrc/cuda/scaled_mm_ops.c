@@ -803,3 +803,35 @@ fp8q_status fp8q_cuda_scaled_mm(const fp8q_cublaslt *library,
     }
     return status;
 }
+
+fp8q_status fp8q_scaled_mm_on_device(const fp8q_cublaslt *library,
+                                     const fp8q_cuda_device *device,
+                                     const fp8q_cuda_scaled_mm_call *call,
+                                     fp8q_cu_stream stream, fp8q_sgemm sgemm,
+                                     void *sgemm_context, int out_is_new,
+                                     fp8q_error *error)
+{
+    fp8q_scaled_mm_run_call run;
+    fp8q_view amax;
+
+    if (device != NULL) {
+        return fp8q_cuda_scaled_mm(library, device, call, stream, error);
+    }
+    memset(&run, 0, sizeof run);
+    memset(&amax, 0, sizeof amax);
+    amax.data = call->amax_out;
+    amax.dtype = FP8Q_FLOAT32;
+    run.a = call->a;
+    run.b = call->b;
+    run.scale_a = call->scale_a;
+    run.scale_b = call->scale_b;
+    run.bias = call->bias;
+    run.amax_out = call->amax_out != NULL ? &amax : NULL;
+    run.out = call->out;
+    run.mode = call->mode;
+    run.scale_result = call->has_scale_result ? call->scale_result : 1.0f;
+    run.out_is_new = out_is_new;
+    run.sgemm = sgemm;
+    run.sgemm_context = sgemm_context;
+    return fp8q_scaled_mm_run(&run, error);
+}

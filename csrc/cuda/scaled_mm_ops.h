@@ -17,6 +17,7 @@
 #define FP8Q_CUDA_SCALED_MM_OPS_H
 
 #include "core/scaled_mm.h"
+#include "core/scaled_mm_run.h"
 #include "core/status.h"
 #include "core/view.h"
 #include "cuda/cublaslt.h"
@@ -63,6 +64,21 @@ fp8q_status fp8q_cuda_scaled_mm(const fp8q_cublaslt *library,
                                 const fp8q_cuda_device *device,
                                 const fp8q_cuda_scaled_mm_call *call,
                                 fp8q_cu_stream stream, fp8q_error *error);
+
+/*
+ * The product of `call` on its views' device: fp8q_cuda_scaled_mm on
+ * `device`, or with `device` NULL on the CPU from host views
+ * (core/scaled_mm_run.h's fp8q_scaled_mm_run: `sgemm` and `sgemm_context`
+ * for a b without a core kernel, `out_is_new` when nothing aliases out;
+ * use_fast_accum has no effect there, and scale_result is the host value,
+ * 1 unless has_scale_result).
+ */
+fp8q_status fp8q_scaled_mm_on_device(const fp8q_cublaslt *library,
+                                     const fp8q_cuda_device *device,
+                                     const fp8q_cuda_scaled_mm_call *call,
+                                     fp8q_cu_stream stream, fp8q_sgemm sgemm,
+                                     void *sgemm_context, int out_is_new,
+                                     fp8q_error *error);
 
 /* Switches zero-padded FP8 operands on (the default, matmul_padding.h's
  * rule) or off (products whose K or N is not a multiple of 16 take the

@@ -491,41 +491,11 @@ int fp8q_py_cuda_dequantize(fp8q_TensorObject *data, fp8q_TensorObject *scale,
                             const fp8q_granularity *granularity,
                             fp8q_TensorObject *result, fp8q_cu_stream stream);
 
-/* A checked scaled_mm call (scaled_mm.c): its operands, on one device (the
- * "GPU" of the comments below is that device when it is the CPU). */
-typedef struct fp8q_py_scaled_mm {
-    fp8q_TensorObject *a;       /* (M, K) FP8, on a GPU                   */
-    fp8q_TensorObject *b;       /* (K, N) FP8, on a's GPU                 */
-    fp8q_TensorObject *scale_a; /* float32, on a's GPU or the host        */
-    fp8q_TensorObject *scale_b;
-    fp8q_TensorObject *bias;     /* NULL or N values, a's GPU or the host */
-    fp8q_TensorObject *amax_out; /* NULL or one float32 on a's GPU        */
-    fp8q_TensorObject *out;      /* (M, N) of out_dtype on a's GPU        */
-    fp8q_scaling mode;
-    int use_fast_accum;
-    int has_scale_result;
-    float scale_result; /* when given on the host */
-    /* NULL, or scale_result's one float32 on a's GPU: used there, never
-     * read back (so not checked, as scales on the GPU are not) */
-    fp8q_TensorObject *scale_result_on_device;
-} fp8q_py_scaled_mm;
-
-/* The product on the GPU (scaled_mm_cuda.c: cuda/scaled_mm_ops.h on the
- * call's views), on `stream`. 0, or -1 with an exception. */
-int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
-                           fp8q_cu_stream stream);
-
 /* cuBLASLt, loaded on the first call (GIL released meanwhile) with the
  * NVIDIA wheels' folders under this interpreter's install folders
  * (fp8q._install_folders) searched too (cublaslt_info.c). NULL with
  * fp8q.CudaError when none is usable. */
 const struct fp8q_cublaslt *fp8q_py_load_cublaslt(void);
-
-/* The product on the operands' device (scaled_mm.c): the GPU's on `stream`,
- * or the CPU's, which may compute straight into call->out when `out_is_new`
- * (nothing else can alias it). 0, or -1 with an exception. */
-int fp8q_py_scaled_mm_run(const fp8q_py_scaled_mm *call, int out_is_new,
-                          fp8q_cu_stream stream);
 
 /* core/scaled_mm_run.h's fp8q_sgemm through NumPy's BLAS
  * (PyArray_MatrixProduct2, which releases the GIL itself), for core runs

@@ -1,9 +1,10 @@
 /*
  * scaled_mm.c - fp8q.scaled_mm: out = (a * scale_a) @ (b * scale_b) + bias
- * for FP8 a (M, K) and b (K, N): the argument checks, then the product on
- * the operands' device: core/scaled_mm_run.h on the CPU (NumPy's BLAS
- * handed in as its sgemm where core has no kernel for b), cuda/ through
- * scaled_mm_cuda.c on a GPU. docs/scaled_mm.md.
+ * for FP8 a (M, K) and b (K, N): the argument checks (their pure shape and
+ * dtype logic in core/scaled_mm_checks.h), then the product on the
+ * operands' device through cuda/scaled_mm_ops.h's fp8q_scaled_mm_on_device
+ * (core/scaled_mm_run.h on the CPU, NumPy's BLAS handed in as its sgemm
+ * where core has no kernel for b; cuBLASLt on a GPU). docs/scaled_mm.md.
  */
 #include <string.h>
 
@@ -11,10 +12,28 @@
 
 #include "core/quantize.h"
 #include "core/scaled_mm_checks.h"
-#include "core/scaled_mm_run.h"
+#include "cuda/scaled_mm_ops.h"
 
-/* What a call holds (binding.h's fp8q_py_scaled_mm), released. */
-static void release_call(fp8q_py_scaled_mm *call)
+/* A checked call: its tensors, a and b on one device (the "GPU" below,
+ * which may be the CPU), released by release_call. */
+typedef struct scaled_mm_call {
+    fp8q_TensorObject *a;       /* (M, K) FP8                             */
+    fp8q_TensorObject *b;       /* (K, N) FP8, on a's GPU                 */
+    fp8q_TensorObject *scale_a; /* float32, on a's GPU or the host        */
+    fp8q_TensorObject *scale_b;
+    fp8q_TensorObject *bias;     /* NULL or N values, a's GPU or the host */
+    fp8q_TensorObject *amax_out; /* NULL or one float32 on a's GPU        */
+    fp8q_TensorObject *out;      /* (M, N) of out_dtype on a's GPU        */
+    fp8q_scaling mode;
+    int use_fast_accum;
+    int has_scale_result;
+    float scale_result; /* when given on the host */
+    /* NULL, or scale_result's one float32 on a's GPU: used there, never
+     * read back (so not checked, as scales on the GPU are not) */
+    fp8q_TensorObject *scale_result_on_device;
+} scaled_mm_call;
+
+static void release_call(scaled_mm_call *call)
 {
     fp8q_TensorObject **const held[] = {
         &call->a,    &call->b,        &call->scale_a, &call->scale_b,
@@ -312,40 +331,93 @@ fp8q_status fp8q_py_numpy_sgemm(void *context, const fp8q_view *a,
     return result != NULL ? FP8Q_OK : FP8Q_ERROR_INTERRUPTED;
 }
 
-/* The CPU half of fp8q_py_scaled_mm_run: core/scaled_mm_run.h without the
- * GIL. */
-static int run_on_cpu(const fp8q_py_scaled_mm *call, int out_is_new)
+/* `tensor` itself when it is on `device` (the GPU gathers any strides),
+ * else a copy there; NULL with an exception. */
+static fp8q_TensorObject *on_device(fp8q_TensorObject *tensor,
+                                    const fp8q_py_device *device,
+                                    fp8q_cu_stream stream)
 {
-    fp8q_scaled_mm_run_call run;
-    fp8q_error error;
-    fp8q_status status;
-
-    run.a = &call->a->view;
-    run.b = &call->b->view;
-    run.scale_a = &call->scale_a->view;
-    run.scale_b = &call->scale_b->view;
-    run.bias = call->bias != NULL ? &call->bias->view : NULL;
-    run.amax_out = call->amax_out != NULL ? &call->amax_out->view : NULL;
-    run.out = &call->out->view;
-    run.mode = call->mode;
-    run.scale_result = call->has_scale_result ? call->scale_result : 1.0f;
-    run.out_is_new = out_is_new;
-    run.sgemm = fp8q_py_numpy_sgemm;
-    run.sgemm_context = NULL;
-    fp8q_error_clear(&error);
-    FP8Q_PY_BEGIN_INTERRUPTIBLE
-    status = fp8q_scaled_mm_run(&run, &error);
-    FP8Q_PY_END_INTERRUPTIBLE(status)
-    return fp8q_py_raise_on_failure(status, &error);
+    if (tensor->device_type == device->type &&
+        tensor->device_index == device->index) {
+        return (fp8q_TensorObject *)Py_NewRef(tensor);
+    }
+    return fp8q_tensor_copy_to(tensor, device, stream);
 }
 
-int fp8q_py_scaled_mm_run(const fp8q_py_scaled_mm *call, int out_is_new,
-                          fp8q_cu_stream stream)
+/* The product on the operands' device (cuda/scaled_mm_ops.h's
+ * fp8q_scaled_mm_on_device) without the GIL: on the CPU with NumPy's BLAS
+ * as its sgemm, computing straight into out when `out_is_new`; on a GPU on
+ * `stream`, cuBLASLt loaded, scales and a bias held on the host copied
+ * there and every tensor's memory used on `stream` first (only amax_out's
+ * when the product is empty or out refused). 0, or -1 with an exception. */
+static int run(const scaled_mm_call *call, int out_is_new,
+               fp8q_cu_stream stream)
 {
-    if (call->out->device_type == FP8Q_DEVICE_CUDA) {
-        return fp8q_py_cuda_scaled_mm(call, stream);
+    const fp8q_py_device device = {call->a->device_type,
+                                   call->a->device_index};
+    const int on_gpu = device.type == FP8Q_DEVICE_CUDA;
+    fp8q_TensorObject *const given[3] = {call->scale_a, call->scale_b,
+                                         call->bias};
+    fp8q_TensorObject *held[3] = {NULL, NULL, NULL}; /* given, on device */
+    fp8q_TensorObject *used[8];
+    const fp8q_cublaslt *library = NULL;
+    fp8q_cuda_scaled_mm_call product;
+    fp8q_error error;
+    fp8q_status status;
+    int index, computes, result = -1;
+
+    memset(&product, 0, sizeof product);
+    product.a = &call->a->view;
+    product.b = &call->b->view;
+    product.out = &call->out->view;
+    product.amax_out =
+        call->amax_out != NULL ? call->amax_out->view.data : NULL;
+    product.mode = call->mode;
+    product.use_fast_accum = call->use_fast_accum;
+    product.has_scale_result = call->has_scale_result;
+    product.scale_result = call->scale_result;
+    product.scale_result_on_device =
+        call->scale_result_on_device != NULL
+            ? (const float *)call->scale_result_on_device->view.data
+            : NULL;
+    computes = !on_gpu || fp8q_cuda_scaled_mm_uses_cublaslt(&product);
+    if (on_gpu && computes && (library = fp8q_py_load_cublaslt()) == NULL) {
+        return -1;
     }
-    return run_on_cpu(call, out_is_new);
+    for (index = 0; computes && index < 3; index++) {
+        held[index] = given[index] == NULL ? NULL
+                                           : on_device(given[index], &device,
+                                                       stream);
+        if (given[index] != NULL && held[index] == NULL) {
+            goto done;
+        }
+    }
+    product.scale_a = computes ? &held[0]->view : NULL;
+    product.scale_b = computes ? &held[1]->view : NULL;
+    product.bias = held[2] != NULL ? &held[2]->view : NULL;
+    used[0] = computes ? call->a : NULL;
+    used[1] = computes ? call->b : NULL;
+    used[2] = held[0];
+    used[3] = held[1];
+    used[4] = held[2];
+    used[5] = computes ? call->out : NULL;
+    used[6] = call->amax_out;
+    used[7] = computes ? call->scale_result_on_device : NULL;
+    if (fp8q_py_use_all_on_stream(used, 8, stream) < 0) {
+        goto done;
+    }
+    fp8q_error_clear(&error);
+    FP8Q_PY_BEGIN_INTERRUPTIBLE
+    status = fp8q_scaled_mm_on_device(
+        library, on_gpu ? call->a->cuda_device : NULL, &product, stream,
+        fp8q_py_numpy_sgemm, NULL, out_is_new, &error);
+    FP8Q_PY_END_INTERRUPTIBLE(status)
+    result = fp8q_py_raise_on_failure(status, &error);
+done:
+    for (index = 0; index < 3; index++) {
+        Py_XDECREF(held[index]);
+    }
+    return result;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -372,11 +444,12 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     PyObject *stream_object = Py_None;
     fp8q_cu_stream stream;
     fp8q_py_device device;
-    fp8q_py_scaled_mm call;
+    scaled_mm_call call;
     fp8q_dtype out_dtype;
     fp8q_error error;
     fp8q_status status;
     int64_t shape[2];
+    PyObject *result = NULL;
 
     (void)module;
     memset(&call, 0, sizeof call);
@@ -467,24 +540,14 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     call.use_fast_accum = use_fast_accum;
     call.has_scale_result = scale_result_object != Py_None;
-    if (fp8q_py_scaled_mm_run(&call, out_object == Py_None, stream) < 0) {
+    if (run(&call, out_object == Py_None, stream) < 0) {
         goto fail;
     }
-    if (out_object != Py_None) {
-        release_call(&call);
-        Py_INCREF(out_object);
-        return out_object;
-    }
-    {
-        PyObject *result = (PyObject *)call.out;
-        call.out = NULL;
-        release_call(&call);
-        return result;
-    }
-
+    result = fp8q_py_op_result(call.out, out_object);
+    call.out = NULL;
 fail:
     release_call(&call);
-    return NULL;
+    return result;
 }
 
 PyDoc_STRVAR(

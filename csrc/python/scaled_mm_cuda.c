@@ -1,110 +1,15 @@
 /*
- * scaled_mm_cuda.c - the binding's half of fp8q.scaled_mm on the GPU
- * (scaled_mm.c checks the arguments; cuda/scaled_mm_ops.h chooses the path
- * and computes): the operands as views on the call's device (scales and a
- * bias held elsewhere copied there), the stream ordered after their earlier
- * uses, cuBLASLt loaded, the product without the GIL, its status as an
- * exception. Also the private switch and record of the GPU paths.
+ * scaled_mm_cuda.c - the private switch and record of fp8q.scaled_mm's GPU
+ * paths (cuda/scaled_mm_ops.h, cuda/scaled_mm_paths.h), for the
+ * benchmarks: zero-padded FP8 operands on or off, and the path each
+ * scaling mode's last product took on each device.
  */
 #include <stdio.h>
-#include <string.h>
 
 #include "python/binding.h"
 
 #include "cuda/scaled_mm_ops.h"
 #include "cuda/scaled_mm_paths.h"
-
-/* `tensor` itself when it is on `device` (the GPU gathers any strides),
- * else a copy there; NULL with an exception. */
-static fp8q_TensorObject *on_device(fp8q_TensorObject *tensor,
-                                    const fp8q_py_device *device,
-                                    fp8q_cu_stream stream)
-{
-    if (tensor->device_type == device->type &&
-        tensor->device_index == device->index) {
-        return (fp8q_TensorObject *)Py_NewRef(tensor);
-    }
-    return fp8q_tensor_copy_to(tensor, device, stream);
-}
-
-int fp8q_py_cuda_scaled_mm(const fp8q_py_scaled_mm *call,
-                           fp8q_cu_stream stream)
-{
-    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, call->a->device_index};
-    /* The scales and bias on the device: the caller's or copies. */
-    fp8q_TensorObject *held[3] = {NULL, NULL, NULL};
-    const fp8q_cublaslt *library = NULL;
-    fp8q_cuda_scaled_mm_call product;
-    fp8q_error error;
-    fp8q_status status;
-    int result = -1;
-    int index;
-
-    memset(&product, 0, sizeof product);
-    product.a = &call->a->view;
-    product.b = &call->b->view;
-    product.out = &call->out->view;
-    product.amax_out =
-        call->amax_out != NULL ? call->amax_out->view.data : NULL;
-    product.mode = call->mode;
-    product.use_fast_accum = call->use_fast_accum;
-    product.has_scale_result = call->has_scale_result;
-    product.scale_result = call->scale_result;
-    product.scale_result_on_device =
-        call->scale_result_on_device != NULL
-            ? (const float *)call->scale_result_on_device->view.data
-            : NULL;
-    if (!fp8q_cuda_scaled_mm_uses_cublaslt(&product)) {
-        /* A refusal of out, or an empty product (amax_out zeroed). */
-        if (call->amax_out != NULL &&
-            fp8q_py_use_on_stream(call->amax_out, stream) < 0) {
-            return -1;
-        }
-    }
-    else {
-        library = fp8q_py_load_cublaslt();
-        if (library == NULL) {
-            return -1;
-        }
-        held[0] = on_device(call->scale_a, &device, stream);
-        held[1] = held[0] != NULL ? on_device(call->scale_b, &device, stream)
-                                  : NULL;
-        held[2] = held[1] != NULL && call->bias != NULL
-                      ? on_device(call->bias, &device, stream)
-                      : NULL;
-        if (held[1] == NULL || (call->bias != NULL && held[2] == NULL)) {
-            goto done;
-        }
-        product.scale_a = &held[0]->view;
-        product.scale_b = &held[1]->view;
-        product.bias = held[2] != NULL ? &held[2]->view : NULL;
-        if (fp8q_py_use_on_stream(call->a, stream) < 0 ||
-            fp8q_py_use_on_stream(call->b, stream) < 0 ||
-            fp8q_py_use_on_stream(held[0], stream) < 0 ||
-            fp8q_py_use_on_stream(held[1], stream) < 0 ||
-            (held[2] != NULL &&
-             fp8q_py_use_on_stream(held[2], stream) < 0) ||
-            fp8q_py_use_on_stream(call->out, stream) < 0 ||
-            (call->amax_out != NULL &&
-             fp8q_py_use_on_stream(call->amax_out, stream) < 0) ||
-            (call->scale_result_on_device != NULL &&
-             fp8q_py_use_on_stream(call->scale_result_on_device, stream) <
-                 0)) {
-            goto done;
-        }
-    }
-    fp8q_error_clear(&error);
-    Py_BEGIN_ALLOW_THREADS
-    status = fp8q_cuda_scaled_mm(library, call->a->cuda_device, &product,
-                                 stream, &error);
-    Py_END_ALLOW_THREADS
-    result = fp8q_py_raise_on_failure(status, &error);
-done:
-    for (index = 0; index < 3; index++) {
-        Py_XDECREF(held[index]);
-    }
-    return result;
-}
 
 /* ------------------------------------------------------------------------- */
 /* fp8q._C._scaled_mm_padding, fp8q._C._scaled_mm_paths                      */
