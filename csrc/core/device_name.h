@@ -12,6 +12,12 @@
 #define FP8Q_DEVICE_CPU 1
 #define FP8Q_DEVICE_CUDA 2
 
+/* A device: FP8Q_DEVICE_CPU (index 0) or FP8Q_DEVICE_CUDA and its index. */
+typedef struct fp8q_place {
+    int type;
+    int index;
+} fp8q_place;
+
 /* The largest CUDA device index a device argument may name. */
 #define FP8Q_MAX_DEVICE_INDEX 1000000
 

@@ -284,11 +284,8 @@ int fp8q_py_parse_extents(PyObject *object, int *ndim, int64_t *shape);
 /* ------------------------------------------------------------------------- */
 /* device.c                                                                  */
 
-/* A device= argument: FP8Q_DEVICE_CPU (index 0) or FP8Q_DEVICE_CUDA. */
-typedef struct fp8q_py_device {
-    int type;
-    int index;
-} fp8q_py_device;
+/* A device= argument (core/device_name.h). */
+typedef fp8q_place fp8q_py_device;
 
 /* Writes "cpu" or "cuda:N", as Tensor.device (core/device_name.c). */
 #define fp8q_py_format_device fp8q_device_format

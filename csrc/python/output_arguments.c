@@ -7,6 +7,8 @@
  */
 #include "python/binding.h"
 
+#include "core/output_check.h"
+
 int fp8q_py_require_cpu(const fp8q_TensorObject *tensor, const char *function,
                         const char *argument)
 {
@@ -53,9 +55,8 @@ fp8q_TensorObject *fp8q_py_writable_output(
     const int64_t *shape, const fp8q_py_device *device)
 {
     fp8q_TensorObject *out;
+    fp8q_place place;
     fp8q_error error;
-    char name[64]; /* "function: argument", for the message */
-
     PyObject *given;
     const int viewable = fp8q_py_output_kind(out_object, &given);
 
@@ -76,55 +77,16 @@ fp8q_TensorObject *fp8q_py_writable_output(
     if (out == NULL) {
         return NULL;
     }
-    if (out->view.dtype != dtype) {
-        PyErr_Format(PyExc_TypeError,
-                     "%s: %s= must have dtype %s, got a tensor of dtype %s",
-                     function, argument, fp8q_dtype_name(dtype),
-                     fp8q_dtype_name(out->view.dtype));
-        goto fail;
-    }
-    if (out->device_type != device->type ||
-        out->device_index != device->index) {
-        char expected[32], received[32];
-        fp8q_py_format_device(device->type, device->index, expected,
-                              sizeof expected);
-        fp8q_py_format_device(out->device_type, out->device_index, received,
-                              sizeof received);
-        PyErr_Format(PyExc_ValueError,
-                     "%s: %s= must be on the inputs' device, %s; got a tensor "
-                     "on %s",
-                     function, argument, expected, received);
-        goto fail;
-    }
-    if (out->view.ndim != ndim ||
-        memcmp(out->view.shape, shape, (size_t)ndim * sizeof(int64_t)) != 0) {
-        char expected_text[FP8Q_SHAPE_TEXT_SIZE];
-        char received_text[FP8Q_SHAPE_TEXT_SIZE];
-        fp8q_format_shape(expected_text, sizeof expected_text, ndim, shape);
-        fp8q_format_shape(received_text, sizeof received_text,
-                          out->view.ndim, out->view.shape);
-        PyErr_Format(PyExc_ValueError, "%s: %s= must have %s %s, got shape %s",
-                     function, argument, shape_source, expected_text,
-                     received_text);
-        goto fail;
-    }
-    if (out->readonly) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: %s= must be writable, got a read-only tensor",
-                     function, argument);
-        goto fail;
-    }
-    (void)snprintf(name, sizeof name, "%s: %s", function, argument);
-    fp8q_error_clear(&error);
-    if (fp8q_view_check_writable(&out->view, name, &error) != FP8Q_OK) {
-        fp8q_py_raise(&error);
-        goto fail;
+    place.type = out->device_type;
+    place.index = out->device_index;
+    if (fp8q_py_raise_on_failure(
+            fp8q_check_output(&out->view, place, out->readonly, function,
+                              argument, dtype, *device, shape_source, ndim,
+                              shape, &error),
+            &error) < 0) {
+        Py_CLEAR(out);
     }
     return out;
-
-fail:
-    Py_DECREF(out);
-    return NULL;
 }
 
 fp8q_TensorObject *fp8q_py_new_like(const fp8q_TensorObject *x,
