@@ -47,28 +47,4 @@ fp8q_status fp8q_fill_rows_nan(const fp8q_view *out, const uint8_t *rows,
  * number of rows flagged. */
 int64_t fp8q_flag_nonfinite_rows(const fp8q_view *values, uint8_t *rows);
 
-/*
- * The checks of activations a layer call is given already quantized
- * (fp8q.torch.Linear's quantized=(codes, scale)), each message starting
- * with `caller` (the entry's name) and naming `name` ("codes", "scale"):
- * FP8Q_ERROR_VALUE unless `view` has `dtype`, a last axis of `columns` and
- * rows * columns values (x's rows, any leading shape), is C-contiguous and
- * starts on an `alignment`-byte boundary (16 for codes: the FP8 GEMM reads
- * them so).
- */
-fp8q_status fp8q_check_given_activations(const char *caller,
-                                         const char *name,
-                                         const fp8q_view *view,
-                                         fp8q_dtype dtype, int64_t rows,
-                                         int64_t columns, int64_t alignment,
-                                         fp8q_error *error);
-
-/* A layer call's x (..., K) against the weight's in_features: FP8Q_OK when
- * K equals it and is not 0; else FP8Q_ERROR_VALUE starting with `caller`
- * ("x has shape (2, 5), but the layer has 4 input features (x's last
- * axis)", or for K = 0 "in_features is 0 (the layer computes that case in
- * Python)"). x has at least one axis. */
-fp8q_status fp8q_check_in_features(const char *caller, const fp8q_view *x,
-                                   int64_t in_features, fp8q_error *error);
-
 #endif /* FP8Q_CORE_ACTIVATION_H */

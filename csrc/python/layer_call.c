@@ -13,6 +13,8 @@
 
 #include "python/layer_call.h"
 
+#include "core/layer_checks.h"
+
 static void release(layer_call *call)
 {
     fp8q_TensorObject **const held[] = {
@@ -119,7 +121,7 @@ int fp8q_layer_import_x(layer_call *call, PyObject *x_object,
                         PyObject *stream_object)
 {
     fp8q_dl_device device;
-    fp8q_dtype dtype;
+    fp8q_error error;
     int unsupported_dtype = 0;
 
     if (fp8q_py_exchange_api(x_object, &call->api) < 0) {
@@ -138,22 +140,10 @@ int fp8q_layer_import_x(layer_call *call, PyObject *x_object,
         }
         return -1;
     }
-    dtype = call->x->view.dtype;
-    if (call->x_codes ? dtype != FP8Q_FLOAT8_E4M3FN &&
-                            dtype != FP8Q_FLOAT8_E5M2
-                      : dtype != FP8Q_FLOAT32 && dtype != FP8Q_FLOAT16 &&
-                            dtype != FP8Q_BFLOAT16) {
-        PyErr_Format(PyExc_TypeError, "%s: x must be %s, got %s", call->name,
-                     call->x_codes ? "float8_e4m3fn or float8_e5m2 codes"
-                                   : "float32, float16 or bfloat16",
-                     fp8q_dtype_name(dtype));
-        return -1;
-    }
-    if (call->x->view.ndim == 0) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: x must have at least one axis (..., "
-                     "in_features), got a 0-d tensor",
-                     call->name);
+    if (fp8q_py_raise_on_failure(fp8q_layer_check_x(call->name,
+                                                    &call->x->view,
+                                                    call->x_codes, &error),
+                                 &error) < 0) {
         return -1;
     }
     call->device.type = call->x->device_type;
@@ -187,27 +177,22 @@ int fp8q_layer_check_device(layer_call *call,
                             const fp8q_TensorObject *tensor,
                             const char *name)
 {
-    char x_device[32], device[32];
+    fp8q_place place;
+    fp8q_error error;
 
-    if (tensor->device_type == call->device.type &&
-        tensor->device_index == call->device.index) {
-        return 0;
-    }
-    fp8q_py_format_device(call->device.type, call->device.index, x_device,
-                          sizeof x_device);
-    fp8q_py_format_device(tensor->device_type, tensor->device_index, device,
-                          sizeof device);
-    PyErr_Format(PyExc_ValueError,
-                 "%s: x is on %s but the layer's %s is on %s; move one "
-                 "of them (model.to(\"%s\"))",
-                 call->name, x_device, name, device,
-                 call->device.type == FP8Q_DEVICE_CUDA ? "cuda" : "cpu");
-    return -1;
+    place.type = tensor->device_type;
+    place.index = tensor->device_index;
+    return fp8q_py_raise_on_failure(
+        fp8q_layer_check_place(call->name, call->device, place, name,
+                               &error),
+        &error);
 }
 
 int fp8q_layer_import_weight(layer_call *call, PyObject *weight_object,
                              PyObject *scale_object)
 {
+    fp8q_error error;
+
     call->weight = fp8q_layer_import(call, weight_object, "weight");
     call->weight_scale =
         call->weight != NULL
@@ -218,14 +203,9 @@ int fp8q_layer_import_weight(layer_call *call, PyObject *weight_object,
         fp8q_layer_check_device(call, call->weight_scale, "weight_scale") < 0) {
         return -1;
     }
-    if ((call->weight->view.dtype != FP8Q_FLOAT8_E4M3FN &&
-         call->weight->view.dtype != FP8Q_FLOAT8_E5M2) ||
-        call->weight->view.ndim != 2) {
-        PyErr_Format(PyExc_TypeError,
-                     "%s: weight must be a 2-D float8_e4m3fn or "
-                     "float8_e5m2 tensor, got %d-D %s",
-                     call->name, call->weight->view.ndim,
-                     fp8q_dtype_name(call->weight->view.dtype));
+    if (fp8q_py_raise_on_failure(
+            fp8q_layer_check_weight(call->name, &call->weight->view, &error),
+            &error) < 0) {
         return -1;
     }
     return fp8q_layer_check_scales(call, call->weight_scale, "weight_scale");
@@ -276,26 +256,16 @@ int fp8q_layer_make_rows(layer_call *call, int64_t m, int64_t k)
 int fp8q_layer_import_activation_arguments(layer_call *call, PyObject *bias,
                                            PyObject *input_scale)
 {
+    fp8q_error error;
+
     if (bias != Py_None) {
         call->bias = fp8q_layer_import(call, bias, "bias");
         if (call->bias == NULL ||
-            fp8q_layer_check_device(call, call->bias, "bias") < 0) {
-            return -1;
-        }
-        if (call->bias->view.dtype != FP8Q_FLOAT32 &&
-            call->bias->view.dtype != FP8Q_FLOAT16 &&
-            call->bias->view.dtype != FP8Q_BFLOAT16) {
-            PyErr_Format(PyExc_TypeError,
-                         "%s: bias must be float32, float16 or bfloat16, "
-                         "got %s",
-                         call->name, fp8q_dtype_name(call->bias->view.dtype));
-            return -1;
-        }
-        if (call->bias->view.ndim != 1 ||
-            call->bias->view.shape[0] != call->weight->view.shape[0]) {
-            PyErr_Format(PyExc_ValueError,
-                         "%s: bias must hold out_features = %lld values",
-                         call->name, (long long)call->weight->view.shape[0]);
+            fp8q_layer_check_device(call, call->bias, "bias") < 0 ||
+            fp8q_py_raise_on_failure(
+                fp8q_layer_check_bias(call->name, &call->bias->view,
+                                      call->weight->view.shape[0], &error),
+                &error) < 0) {
             return -1;
         }
     }
@@ -304,20 +274,11 @@ int fp8q_layer_import_activation_arguments(layer_call *call, PyObject *bias,
     }
     call->input_scale = fp8q_layer_import(call, input_scale, "input_scale");
     if (call->input_scale == NULL ||
-        fp8q_layer_check_device(call, call->input_scale, "input_scale") < 0) {
-        return -1;
-    }
-    if (call->input_scale->view.dtype != FP8Q_FLOAT32 ||
-        fp8q_view_size(&call->input_scale->view) != 1) {
-        PyErr_Format(PyExc_ValueError, "%s: input_scale must be one float32 "
-                     "value", call->name);
-        return -1;
-    }
-    if (call->granularity == FP8Q_GRANULARITY_BLOCK) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: a static input_scale needs \"row\" or \"tensor\" "
-                     "weight scales, not \"block\"",
-                     call->name);
+        fp8q_layer_check_device(call, call->input_scale, "input_scale") < 0 ||
+        fp8q_py_raise_on_failure(
+            fp8q_layer_check_input_scale(call->name, &call->input_scale->view,
+                                         call->granularity, &error),
+            &error) < 0) {
         return -1;
     }
     return fp8q_layer_check_scales(call, call->input_scale, "input_scale");

@@ -25,7 +25,8 @@
 
 #include "python/layer_call.h"
 
-#include "core/activation.h"
+#include "core/layer_checks.h"
+#include "core/scaled_mm_checks.h"
 #include "cuda/fp8_layer.h"
 #include "cuda/layer_path.h"
 
@@ -50,15 +51,13 @@ static int given_activations(layer_call *call, int64_t m, int64_t k)
                      call->name);
     }
     else if (fp8q_py_raise_on_failure(
-                 fp8q_check_given_activations(call->name, "codes",
-                                              &codes->view,
-                                              FP8Q_FLOAT8_E4M3FN, m, k, 16,
-                                              &error),
+                 fp8q_layer_check_given(call->name, "codes", &codes->view,
+                                        FP8Q_FLOAT8_E4M3FN, m, k, 16, &error),
                  &error) == 0 &&
              fp8q_py_raise_on_failure(
-                 fp8q_check_given_activations(call->name, "scale",
-                                              &scale->view, FP8Q_FLOAT32, m,
-                                              1, sizeof(float), &error),
+                 fp8q_layer_check_given(call->name, "scale", &scale->view,
+                                        FP8Q_FLOAT32, m, 1, sizeof(float),
+                                        &error),
                  &error) == 0) {
         call->codes = fp8q_layer_matrix_view(codes, m, k);
         call->x_scale =
@@ -70,14 +69,14 @@ static int given_activations(layer_call *call, int64_t m, int64_t k)
 }
 
 
-/* fp8q_check_in_features for the call's x and weight. Both products of
+/* fp8q_layer_check_features for the call's x and weight. Both products of
  * linear check it first. */
 static int check_features(layer_call *call)
 {
     fp8q_error error;
 
     return fp8q_py_raise_on_failure(
-        fp8q_check_in_features(call->name, &call->x->view,
+        fp8q_layer_check_features(call->name, &call->x->view,
                                call->weight->view.shape[1], &error),
         &error);
 }
@@ -289,13 +288,10 @@ static int parse_out_dtype(layer_call *call, PyObject *object)
     if (found < 0) {
         return -1;
     }
-    if (found == 0 || (call->out_dtype != FP8Q_BFLOAT16 &&
-                       call->out_dtype != FP8Q_FLOAT16 &&
-                       call->out_dtype != FP8Q_FLOAT32 &&
-                       call->out_dtype != FP8Q_FLOAT8_E4M3FN)) {
+    if (found == 0 || !fp8q_scaled_mm_out_dtype_ok(call->out_dtype)) {
         PyErr_Format(PyExc_TypeError,
-                     "%s: out_dtype must be bfloat16, float16, float32 or "
-                     "float8_e4m3fn, got %R",
+                     "%s: out_dtype must be " FP8Q_SCALED_MM_OUT_DTYPES
+                     ", got %R",
                      call->name, object);
         return -1;
     }
