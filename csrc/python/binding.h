@@ -441,6 +441,33 @@ fp8q_TensorObject *fp8q_py_op_output(PyObject *out_object,
  * out=, a new reference to out_object itself (out released). */
 PyObject *fp8q_py_op_result(fp8q_TensorObject *out, PyObject *out_object);
 
+/* A tensor argument of a call whose x came with the exchange table `api`
+ * (NULL: none): a view through it when `object` has the same table (for
+ * this call, last used on the producer's current stream), else as
+ * fp8q.asarray takes it (no copy). NULL with an exception naming `name`. */
+fp8q_TensorObject *fp8q_py_import_argument(const fp8q_dl_exchange_api *api,
+                                           PyObject *object,
+                                           const char *name);
+
+/* fp8q_py_exchange_current_stream on `device`: the producer's current work
+ * stream there (torch's current CUDA stream; NULL for the CPU). 0, or -1
+ * with an exception. */
+int fp8q_py_producer_stream(const fp8q_dl_exchange_api *api,
+                            const fp8q_py_device *device,
+                            fp8q_cu_stream *stream);
+
+/* A new uninitialised C-contiguous tensor of (dtype, ndim, shape) on
+ * `device`, allocated on `stream`: from the producer's allocator through
+ * `api` (torch's) when not NULL, else fp8q's own. *producer_out (may be
+ * NULL) receives a new reference to the object to hand back: the
+ * producer's tensor, or the fp8q.Tensor itself. NULL with an exception. */
+fp8q_TensorObject *fp8q_py_new_output(const fp8q_dl_exchange_api *api,
+                                      fp8q_dtype dtype, int ndim,
+                                      const int64_t *shape,
+                                      const fp8q_py_device *device,
+                                      fp8q_cu_stream stream,
+                                      PyObject **producer_out);
+
 /* ------------------------------------------------------------------------- */
 /* ops_cuda.c (an operation's checked call run on its tensors' device)     */
 

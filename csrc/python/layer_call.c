@@ -35,48 +35,14 @@ void fp8q_layer_start(layer_call *call, const char *name)
     call->name = name;
 }
 
-fp8q_TensorObject *fp8q_layer_import(layer_call *call, PyObject *object,
-                                     const char *name)
-{
-    const fp8q_dl_exchange_api *api;
-
-    if (call->api != NULL) {
-        if (fp8q_py_exchange_api(object, &api) < 0) {
-            return NULL;
-        }
-        if (api == call->api) {
-            return fp8q_py_exchange_import(api, object, name, NULL);
-        }
-    }
-    return fp8q_tensor_from_object(object, name, -1, FP8Q_COPY_NEVER);
-}
-
 fp8q_TensorObject *fp8q_layer_new_tensor(layer_call *call, fp8q_dtype dtype,
                                          int ndim, const int64_t *shape,
                                          int from_producer,
                                          PyObject **producer_out)
 {
-    fp8q_TensorObject *tensor = NULL;
-    PyObject *producer;
-
-    if (call->api != NULL && from_producer) {
-        producer = fp8q_py_exchange_empty(call->api, dtype, ndim, shape,
-                                          &call->device, call->stream,
-                                          &tensor);
-    }
-    else {
-        tensor = fp8q_tensor_new_empty_on(dtype, ndim, shape, &call->device,
-                                          call->stream);
-        producer = (PyObject *)tensor;
-        Py_XINCREF(producer);
-    }
-    if (producer_out != NULL) {
-        *producer_out = producer;
-    }
-    else {
-        Py_XDECREF(producer); /* the view keeps it alive */
-    }
-    return tensor;
+    return fp8q_py_new_output(from_producer ? call->api : NULL, dtype, ndim,
+                              shape, &call->device, call->stream,
+                              producer_out);
 }
 
 fp8q_TensorObject *fp8q_layer_matrix_view(fp8q_TensorObject *tensor,
@@ -120,7 +86,6 @@ int fp8q_layer_parse_granularity(PyObject *object,
 int fp8q_layer_import_x(layer_call *call, PyObject *x_object,
                         PyObject *stream_object)
 {
-    fp8q_dl_device device;
     fp8q_error error;
     int unsupported_dtype = 0;
 
@@ -166,11 +131,7 @@ int fp8q_layer_import_x(layer_call *call, PyObject *x_object,
         call->stream = fp8q_py_last_stream(call->x);
         return 0;
     }
-    device.device_type =
-        call->device.type == FP8Q_DEVICE_CUDA ? FP8Q_DL_CUDA : FP8Q_DL_CPU;
-    device.device_id = call->device.index;
-    return fp8q_py_exchange_current_stream(call->api, &device,
-                                           &call->stream);
+    return fp8q_py_producer_stream(call->api, &call->device, &call->stream);
 }
 
 int fp8q_layer_check_device(layer_call *call,
@@ -193,11 +154,12 @@ int fp8q_layer_import_weight(layer_call *call, PyObject *weight_object,
 {
     fp8q_error error;
 
-    call->weight = fp8q_layer_import(call, weight_object, "weight");
-    call->weight_scale =
-        call->weight != NULL
-            ? fp8q_layer_import(call, scale_object, "weight_scale")
-            : NULL;
+    call->weight =
+        fp8q_py_import_argument(call->api, weight_object, "weight");
+    call->weight_scale = call->weight != NULL
+                             ? fp8q_py_import_argument(
+                                   call->api, scale_object, "weight_scale")
+                             : NULL;
     if (call->weight_scale == NULL ||
         fp8q_layer_check_device(call, call->weight, "weight") < 0 ||
         fp8q_layer_check_device(call, call->weight_scale, "weight_scale") < 0) {
@@ -259,7 +221,7 @@ int fp8q_layer_import_activation_arguments(layer_call *call, PyObject *bias,
     fp8q_error error;
 
     if (bias != Py_None) {
-        call->bias = fp8q_layer_import(call, bias, "bias");
+        call->bias = fp8q_py_import_argument(call->api, bias, "bias");
         if (call->bias == NULL ||
             fp8q_layer_check_device(call, call->bias, "bias") < 0 ||
             fp8q_py_raise_on_failure(
@@ -272,7 +234,8 @@ int fp8q_layer_import_activation_arguments(layer_call *call, PyObject *bias,
     if (input_scale == Py_None) {
         return 0;
     }
-    call->input_scale = fp8q_layer_import(call, input_scale, "input_scale");
+    call->input_scale =
+        fp8q_py_import_argument(call->api, input_scale, "input_scale");
     if (call->input_scale == NULL ||
         fp8q_layer_check_device(call, call->input_scale, "input_scale") < 0 ||
         fp8q_py_raise_on_failure(

@@ -40,12 +40,6 @@ typedef struct layer_call {
 /* *call emptied, its errors naming `name` (LAYER or "linear"). */
 void fp8q_layer_start(layer_call *call, const char *name);
 
-/* A tensor argument: a view through x's exchange table when `object` has
- * the same one (for this call, last used on the producer's current stream,
- * the call's), else as fp8q.asarray takes it (no copy). */
-fp8q_TensorObject *fp8q_layer_import(layer_call *call, PyObject *object,
-                                     const char *name);
-
 /* A new uninitialised C-contiguous tensor on the call's device, from
  * torch's allocator when x has an exchange table and `from_producer`, else
  * fp8q's; *producer_out (may be NULL) receives a new reference to the

@@ -210,12 +210,13 @@ static int import_quantized(layer_call *call, PyObject *quantized)
                      call->name);
         return -1;
     }
-    call->codes =
-        fp8q_layer_import(call, PyTuple_GET_ITEM(quantized, 0), "codes");
-    call->x_scale =
-        call->codes != NULL
-            ? fp8q_layer_import(call, PyTuple_GET_ITEM(quantized, 1), "scale")
-            : NULL;
+    call->codes = fp8q_py_import_argument(
+        call->api, PyTuple_GET_ITEM(quantized, 0), "codes");
+    call->x_scale = call->codes != NULL
+                        ? fp8q_py_import_argument(
+                              call->api, PyTuple_GET_ITEM(quantized, 1),
+                              "scale")
+                        : NULL;
     call->quantized = 1;
     return call->x_scale == NULL ||
                    fp8q_layer_check_device(call, call->codes, "codes") < 0 ||
@@ -302,7 +303,7 @@ static int parse_out_dtype(layer_call *call, PyObject *object)
  * on the CPU checked finite and > 0, as scaled_mm checks its scales. */
 static int import_x_scale(layer_call *call, PyObject *object)
 {
-    call->x_scale = fp8q_layer_import(call, object, "x_scale");
+    call->x_scale = fp8q_py_import_argument(call->api, object, "x_scale");
     if (call->x_scale == NULL ||
         fp8q_layer_check_device(call, call->x_scale, "x_scale") < 0) {
         return -1;

@@ -58,16 +58,8 @@ static fp8q_TensorObject *argument(PyObject *object, const char *name,
                                    const fp8q_TensorObject *x, int output,
                                    const fp8q_dl_exchange_api *api)
 {
-    const fp8q_dl_exchange_api *own = NULL;
-
-    if (api != NULL && fp8q_py_exchange_api(object, &own) < 0) {
-        return NULL;
-    }
-    return checked(own != NULL && own == api
-                       ? fp8q_py_exchange_import(api, object, name, NULL)
-                       : fp8q_tensor_from_object(object, name, -1,
-                                                 FP8Q_COPY_NEVER),
-                   name, x, output);
+    return checked(fp8q_py_import_argument(api, object, name), name, x,
+                   output);
 }
 
 /* epsilon and layer_norm from their argument objects; 0, or -1 with an
@@ -134,34 +126,19 @@ static int make_outputs(fp8q_TensorObject **tensors, PyObject **outputs,
         return -1;
     }
     memcpy(shape, x->view.shape, sizeof(int64_t) * (size_t)ndim);
-    if (api != NULL) {
-        fp8q_dl_device dl_device;
-        dl_device.device_type =
-            device.type == FP8Q_DEVICE_CUDA ? FP8Q_DL_CUDA : FP8Q_DL_CPU;
-        dl_device.device_id = device.index;
-        if (fp8q_py_exchange_current_stream(api, &dl_device, stream) < 0) {
-            return -1;
-        }
-    }
-    else {
+    if (api == NULL) {
         *stream = fp8q_py_last_stream(tensors[0]);
+    }
+    else if (fp8q_py_producer_stream(api, &device, stream) < 0) {
+        return -1;
     }
     for (i = 0; i < 3; i++) {
         if (i == 2) {
             shape[ndim - 1] = 1; /* one scale per row */
         }
-        if (api != NULL) {
-            outputs[i] = fp8q_py_exchange_empty(api, dtypes[i], ndim, shape,
-                                                &device, *stream,
-                                                &tensors[3 + i]);
-        }
-        else {
-            tensors[3 + i] = fp8q_tensor_new_empty_on(dtypes[i], ndim, shape,
-                                                      &device, *stream);
-            outputs[i] = (PyObject *)tensors[3 + i];
-            Py_XINCREF(outputs[i]);
-        }
-        if (outputs[i] == NULL) {
+        tensors[3 + i] = fp8q_py_new_output(api, dtypes[i], ndim, shape,
+                                            &device, *stream, &outputs[i]);
+        if (tensors[3 + i] == NULL) {
             return -1;
         }
     }

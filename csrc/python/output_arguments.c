@@ -3,7 +3,8 @@
  * must be on the CPU, and an out= argument viewed in place (its kind, dtype,
  * device, shape and writability), with errors that name the function and
  * the argument; an operation's new result on x's device, and its return
- * value with out=.
+ * value with out=; tensor arguments and new results through x's DLPack
+ * exchange table (torch's tensors, allocator and current stream).
  */
 #include "python/binding.h"
 
@@ -123,4 +124,59 @@ PyObject *fp8q_py_op_result(fp8q_TensorObject *out, PyObject *out_object)
     /* Like NumPy's out=: the very object the caller passed. */
     Py_DECREF(out);
     return Py_NewRef(out_object);
+}
+
+fp8q_TensorObject *fp8q_py_import_argument(const fp8q_dl_exchange_api *api,
+                                           PyObject *object,
+                                           const char *name)
+{
+    const fp8q_dl_exchange_api *own = NULL;
+
+    if (api != NULL && fp8q_py_exchange_api(object, &own) < 0) {
+        return NULL;
+    }
+    if (own != NULL && own == api) {
+        return fp8q_py_exchange_import(api, object, name, NULL);
+    }
+    return fp8q_tensor_from_object(object, name, -1, FP8Q_COPY_NEVER);
+}
+
+int fp8q_py_producer_stream(const fp8q_dl_exchange_api *api,
+                            const fp8q_py_device *device,
+                            fp8q_cu_stream *stream)
+{
+    fp8q_dl_device dl_device;
+
+    dl_device.device_type =
+        device->type == FP8Q_DEVICE_CUDA ? FP8Q_DL_CUDA : FP8Q_DL_CPU;
+    dl_device.device_id = device->index;
+    return fp8q_py_exchange_current_stream(api, &dl_device, stream);
+}
+
+fp8q_TensorObject *fp8q_py_new_output(const fp8q_dl_exchange_api *api,
+                                      fp8q_dtype dtype, int ndim,
+                                      const int64_t *shape,
+                                      const fp8q_py_device *device,
+                                      fp8q_cu_stream stream,
+                                      PyObject **producer_out)
+{
+    fp8q_TensorObject *tensor = NULL;
+    PyObject *producer;
+
+    if (api != NULL) {
+        producer = fp8q_py_exchange_empty(api, dtype, ndim, shape, device,
+                                          stream, &tensor);
+    }
+    else {
+        tensor = fp8q_tensor_new_empty_on(dtype, ndim, shape, device, stream);
+        producer = (PyObject *)tensor;
+        Py_XINCREF(producer);
+    }
+    if (producer_out != NULL) {
+        *producer_out = producer;
+    }
+    else {
+        Py_XDECREF(producer); /* the view keeps it alive */
+    }
+    return tensor;
 }
