@@ -53,3 +53,27 @@ fp8q_status fp8q_check_output(const fp8q_view *out, fp8q_place place,
     (void)snprintf(name, sizeof name, "%s: %s", function, argument);
     return fp8q_view_check_writable(out, name, error);
 }
+
+fp8q_status fp8q_check_amax_output(const fp8q_view *amax, fp8q_place place,
+                                   int readonly, fp8q_place expected,
+                                   fp8q_error *error)
+{
+    const char *problem =
+        amax->dtype != FP8Q_FLOAT32         ? "another dtype"
+        : fp8q_view_size(amax) != 1         ? "another number of elements"
+        : readonly                          ? "a read-only tensor"
+        : place.type != expected.type ||
+                place.index != expected.index
+            ? "a tensor on another device"
+            : NULL;
+    char where[32];
+
+    if (problem == NULL) {
+        return FP8Q_OK;
+    }
+    fp8q_device_format(expected.type, expected.index, where, sizeof where);
+    return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                     "cast: amax_out= must be a writable float32 tensor of "
+                     "one element on %s (x's device), got %s",
+                     where, problem);
+}

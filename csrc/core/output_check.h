@@ -31,4 +31,14 @@ fp8q_status fp8q_check_output(const fp8q_view *out, fp8q_place place,
                               int ndim, const int64_t *shape,
                               fp8q_error *error);
 
+/* cast's amax_out=: FP8Q_OK when `amax` (on `place`, read-only when
+ * `readonly`) is one writable float32 element on `expected` (x's device);
+ * else FP8Q_ERROR_VALUE "cast: amax_out= must be a writable float32 tensor
+ * of one element on cpu (x's device), got ..." naming the first problem
+ * ("another dtype", "another number of elements", "a read-only tensor",
+ * "a tensor on another device"). */
+fp8q_status fp8q_check_amax_output(const fp8q_view *amax, fp8q_place place,
+                                   int readonly, fp8q_place expected,
+                                   fp8q_error *error);
+
 #endif /* FP8Q_CORE_OUTPUT_CHECK_H */

@@ -287,6 +287,16 @@ int fp8q_py_parse_extents(PyObject *object, int *ndim, int64_t *shape);
 /* A device= argument (core/device_name.h). */
 typedef fp8q_place fp8q_py_device;
 
+/* The device of the tensor's memory. */
+FP8Q_INLINE fp8q_place fp8q_py_place(const fp8q_TensorObject *tensor)
+{
+    fp8q_place place;
+
+    place.type = tensor->device_type;
+    place.index = tensor->device_index;
+    return place;
+}
+
 /* Writes "cpu" or "cuda:N", as Tensor.device (core/device_name.c). */
 #define fp8q_py_format_device fp8q_device_format
 

@@ -7,36 +7,23 @@
 #include "python/binding.h"
 
 #include "core/cast.h"
+#include "core/output_check.h"
 #include "core/view_layout.h"
 
-/* amax_out= of cast: a writable float32 tensor of one element on x's
- * device. */
+/* amax_out= of cast (core/output_check.h's fp8q_check_amax_output). */
 static fp8q_TensorObject *amax_output(PyObject *object,
                                       const fp8q_TensorObject *x)
 {
     fp8q_TensorObject *amax = fp8q_tensor_from_object(object, "amax_out", -1,
                                                       FP8Q_COPY_NEVER);
-    char where[32];
+    fp8q_error error;
 
-    if (amax == NULL) {
-        return NULL;
-    }
-    fp8q_py_format_device(x->device_type, x->device_index, where,
-                          sizeof where);
-    if (amax->view.dtype != FP8Q_FLOAT32 || fp8q_view_size(&amax->view) != 1 ||
-        amax->readonly || amax->device_type != x->device_type ||
-        amax->device_index != x->device_index) {
-        PyErr_Format(PyExc_ValueError,
-                     "cast: amax_out= must be a writable float32 tensor of "
-                     "one element on %s (x's device), got %s",
-                     where,
-                     amax->view.dtype != FP8Q_FLOAT32 ? "another dtype"
-                     : fp8q_view_size(&amax->view) != 1
-                         ? "another number of elements"
-                     : amax->readonly ? "a read-only tensor"
-                                      : "a tensor on another device");
-        Py_DECREF(amax);
-        return NULL;
+    if (amax != NULL &&
+        fp8q_py_raise_on_failure(
+            fp8q_check_amax_output(&amax->view, fp8q_py_place(amax),
+                                   amax->readonly, fp8q_py_place(x), &error),
+            &error) < 0) {
+        Py_CLEAR(amax);
     }
     return amax;
 }

@@ -138,14 +138,11 @@ int fp8q_layer_check_device(layer_call *call,
                             const fp8q_TensorObject *tensor,
                             const char *name)
 {
-    fp8q_place place;
     fp8q_error error;
 
-    place.type = tensor->device_type;
-    place.index = tensor->device_index;
     return fp8q_py_raise_on_failure(
-        fp8q_layer_check_place(call->name, call->device, place, name,
-                               &error),
+        fp8q_layer_check_place(call->name, call->device,
+                               fp8q_py_place(tensor), name, &error),
         &error);
 }
 

@@ -56,7 +56,6 @@ fp8q_TensorObject *fp8q_py_writable_output(
     const int64_t *shape, const fp8q_py_device *device)
 {
     fp8q_TensorObject *out;
-    fp8q_place place;
     fp8q_error error;
     PyObject *given;
     const int viewable = fp8q_py_output_kind(out_object, &given);
@@ -78,12 +77,10 @@ fp8q_TensorObject *fp8q_py_writable_output(
     if (out == NULL) {
         return NULL;
     }
-    place.type = out->device_type;
-    place.index = out->device_index;
     if (fp8q_py_raise_on_failure(
-            fp8q_check_output(&out->view, place, out->readonly, function,
-                              argument, dtype, *device, shape_source, ndim,
-                              shape, &error),
+            fp8q_check_output(&out->view, fp8q_py_place(out), out->readonly,
+                              function, argument, dtype, *device,
+                              shape_source, ndim, shape, &error),
             &error) < 0) {
         Py_CLEAR(out);
     }
@@ -95,7 +92,7 @@ fp8q_TensorObject *fp8q_py_new_like(const fp8q_TensorObject *x,
                                     const int64_t *shape,
                                     fp8q_cu_stream stream)
 {
-    const fp8q_py_device device = {x->device_type, x->device_index};
+    const fp8q_py_device device = fp8q_py_place(x);
 
     return fp8q_tensor_new_empty_on(dtype, ndim, shape, &device, stream);
 }
