@@ -540,9 +540,10 @@ fp8q_status fp8q_py_numpy_sgemm(void *context, const fp8q_view *a,
                                 const fp8q_view *b, const fp8q_view *product,
                                 fp8q_error *error);
 
-/* destination (cols, rows) = source (rows, cols).T on the GPU, both
- * C-contiguous CUDA tensors of one dtype (1, 2 or 4 bytes) (device.c). 0,
- * or -1 with an exception. */
+/* destination (cols, rows) = source (rows, cols).T on the GPU (the gather
+ * of source.T, which runs kernels/transpose.cuh), both C-contiguous CUDA
+ * tensors of one dtype (1, 2 or 4 bytes) (device.c). 0, or -1 with an
+ * exception. */
 int fp8q_py_cuda_transpose(fp8q_TensorObject *source,
                            fp8q_TensorObject *destination,
                            fp8q_cu_stream stream);

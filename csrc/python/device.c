@@ -16,6 +16,7 @@
 #include "cuda/memory.h"
 #include "cuda/ops.h"
 #include "cuda/scratch.h"
+#include "cuda/view_copy.h"
 
 /* ------------------------------------------------------------------------- */
 /* Parsing and naming                                                        */
@@ -288,22 +289,6 @@ static int same_device(const fp8q_TensorObject *tensor,
             tensor->device_index == device->index);
 }
 
-/* Records a use of the CUDA tensor `source` on `stream` and returns a new
- * uninitialised C-contiguous tensor like it on its device, for a copy. */
-static fp8q_TensorObject *copy_destination(fp8q_TensorObject *source,
-                                           fp8q_cu_stream stream)
-{
-    const fp8q_py_device device = {FP8Q_DEVICE_CUDA, source->device_index};
-
-    if (fp8q_py_use_on_stream(source, stream) < 0) {
-        return NULL;
-    }
-    return fp8q_tensor_new_empty_on(source->view.dtype, source->view.ndim,
-                                    source->view.shape, &device, stream);
-}
-
-/* fp8q_py_cuda_transpose: the gather of source.T, which runs the transpose
- * kernel (kernels/transpose.cuh) for a C-contiguous source. */
 int fp8q_py_cuda_transpose(fp8q_TensorObject *source,
                            fp8q_TensorObject *destination,
                            fp8q_cu_stream stream)
@@ -324,40 +309,36 @@ int fp8q_py_cuda_transpose(fp8q_TensorObject *source,
     return fp8q_py_raise_on_failure(status, &error);
 }
 
-/* Copies the elements of `source` into `destination`, C-contiguous, as
- * large, on the CPU or a GPU, one of them on a GPU (whose driver copies), on
- * `stream` with the GIL released: the bytes when `source` is C-contiguous
- * (waited for when `synchronize`), else gathered on source's GPU
- * (fp8q_cuda_gather). 0, or -1 with CudaError. */
-static int copy_elements(fp8q_TensorObject *destination,
-                         fp8q_TensorObject *source, fp8q_cu_stream stream,
-                         int synchronize)
+/* A new C-contiguous tensor on `device` holding `source`'s elements, one
+ * of the two on a GPU: a use of source recorded on `stream`, then
+ * cuda/view_copy.h's copy with the GIL released (interruptibly: a strided
+ * host source is gathered by core). */
+static fp8q_TensorObject *copied(fp8q_TensorObject *source,
+                                 const fp8q_py_device *device,
+                                 fp8q_cu_stream stream)
 {
-    const fp8q_cuda_device *cuda = source->cuda_device != NULL
-                                       ? source->cuda_device
-                                       : destination->cuda_device;
+    fp8q_TensorObject *result;
     fp8q_error error;
     fp8q_status status;
 
-    FP8Q_PY_WITHOUT_GIL(
-        status, error,
-        fp8q_view_is_contiguous(&source->view)
-            ? fp8q_cuda_copy(cuda, destination->view.data, source->view.data,
-                             (size_t)fp8q_view_nbytes(&source->view), stream,
-                             synchronize, &error)
-            : fp8q_cuda_gather(cuda, &source->view, destination->view.data,
-                               stream, &error));
-    return fp8q_py_raise_on_failure(status, &error);
-}
-
-/* A new C-contiguous copy of the CUDA tensor `source` on its device, on
- * `stream`. */
-static fp8q_TensorObject *copied_on_device(fp8q_TensorObject *source,
-                                           fp8q_cu_stream stream)
-{
-    fp8q_TensorObject *result = copy_destination(source, stream);
-
-    if (result != NULL && copy_elements(result, source, stream, 0) < 0) {
+    if (fp8q_py_use_on_stream(source, stream) < 0) {
+        return NULL;
+    }
+    result = fp8q_tensor_new_empty_on(source->view.dtype, source->view.ndim,
+                                      source->view.shape, device, stream);
+    if (result == NULL) {
+        return NULL;
+    }
+    fp8q_error_clear(&error);
+    FP8Q_PY_BEGIN_INTERRUPTIBLE
+    status = fp8q_cuda_copy_view(
+        source->cuda_device != NULL ? source->cuda_device
+                                    : result->cuda_device,
+        &source->view, source->device_type == FP8Q_DEVICE_CPU,
+        result->view.data, result->device_type == FP8Q_DEVICE_CPU, stream,
+        &error);
+    FP8Q_PY_END_INTERRUPTIBLE(status)
+    if (fp8q_py_raise_on_failure(status, &error) < 0) {
         Py_CLEAR(result);
     }
     return result;
@@ -366,84 +347,37 @@ static fp8q_TensorObject *copied_on_device(fp8q_TensorObject *source,
 fp8q_TensorObject *fp8q_py_cuda_contiguous(fp8q_TensorObject *tensor,
                                            fp8q_cu_stream stream)
 {
+    const fp8q_py_device device = fp8q_py_place(tensor);
+
     if (fp8q_view_is_contiguous(&tensor->view)) {
         return (fp8q_TensorObject *)Py_NewRef(tensor);
     }
-    return copied_on_device(tensor, stream);
-}
-
-/* A contiguous CPU copy of a CUDA tensor, read on `stream` (ordered after
- * the tensor's last use); a strided one is gathered on its GPU first. */
-static fp8q_TensorObject *cuda_to_cpu(fp8q_TensorObject *source,
-                                      fp8q_cu_stream stream)
-{
-    fp8q_TensorObject *compact = fp8q_py_cuda_contiguous(source, stream);
-    fp8q_TensorObject *result;
-
-    if (compact == NULL || fp8q_py_use_on_stream(compact, stream) < 0) {
-        Py_XDECREF(compact);
-        return NULL;
-    }
-    result = fp8q_tensor_new_empty(compact->view.dtype, compact->view.ndim,
-                                   compact->view.shape);
-    if (result != NULL && copy_elements(result, compact, stream, 1) < 0) {
-        Py_CLEAR(result);
-    }
-    Py_DECREF(compact);
-    return result;
-}
-
-/* A new tensor on CUDA device `device` holding the CPU tensor's elements
- * (C-contiguous), written on `stream`. */
-static fp8q_TensorObject *cpu_to_cuda(fp8q_TensorObject *source,
-                                      const fp8q_py_device *device,
-                                      fp8q_cu_stream stream)
-{
-    fp8q_TensorObject *host;
-    fp8q_TensorObject *result;
-
-    host = fp8q_view_is_contiguous(&source->view)
-               ? (fp8q_TensorObject *)Py_NewRef(source)
-               : fp8q_tensor_copy_on_host(source, source->view.dtype);
-    if (host == NULL) {
-        return NULL;
-    }
-    result = fp8q_tensor_new_empty_on(host->view.dtype, host->view.ndim,
-                                      host->view.shape, device, stream);
-    /* Synchronous: the host memory may be pinned (the copy would then run
-     * after this returns) and is released right after. */
-    if (result != NULL && copy_elements(result, host, stream, 1) < 0) {
-        Py_CLEAR(result);
-    }
-    Py_DECREF(host);
-    return result;
+    return copied(tensor, &device, stream);
 }
 
 fp8q_TensorObject *fp8q_tensor_copy_to(fp8q_TensorObject *source,
                                        const fp8q_py_device *device,
                                        fp8q_cu_stream stream)
 {
+    static const fp8q_py_device cpu = {FP8Q_DEVICE_CPU, 0};
     fp8q_TensorObject *host;
     fp8q_TensorObject *result;
 
-    if (source->device_type == FP8Q_DEVICE_CPU) {
-        return device->type == FP8Q_DEVICE_CPU
-                   ? fp8q_tensor_copy_on_host(source, source->view.dtype)
-                   : cpu_to_cuda(source, device, stream);
+    if (source->device_type == FP8Q_DEVICE_CPU &&
+        device->type == FP8Q_DEVICE_CPU) {
+        return fp8q_tensor_copy_on_host(source, source->view.dtype);
     }
-    if (same_device(source, device)) {
-        return copied_on_device(source, stream);
-    }
-    if (device->type == FP8Q_DEVICE_CPU) {
-        return cuda_to_cpu(source, stream);
+    if (source->device_type == FP8Q_DEVICE_CPU ||
+        device->type == FP8Q_DEVICE_CPU || same_device(source, device)) {
+        return copied(source, device, stream);
     }
     /* Another GPU: through the host. A stream belongs to one device, so
      * the source side uses its own (the stream of its last use). */
-    host = cuda_to_cpu(source, fp8q_py_last_stream(source));
+    host = copied(source, &cpu, fp8q_py_last_stream(source));
     if (host == NULL) {
         return NULL;
     }
-    result = cpu_to_cuda(host, device, stream);
+    result = copied(host, device, stream);
     Py_DECREF(host);
     return result;
 }
