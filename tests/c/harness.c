@@ -236,6 +236,10 @@ static const harness_test tests[] = {
     {"weight_only_run", test_weight_only_run},
     {"norm_quantize", test_norm_quantize},
     {"norm_quantize_describe", test_norm_quantize_describe},
+    {"scaled_mm_checks", test_scaled_mm_checks},
+    {"layer_checks", test_layer_checks},
+    {"output_checks", test_output_checks},
+    {"flag_nonfinite_rows", test_flag_nonfinite_rows},
 };
 
 /* Usage: fp8q_core_tests [seed] [name-substring] */

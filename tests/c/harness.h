@@ -188,4 +188,10 @@ void test_weight_only_run(void);
 void test_norm_quantize(void);
 void test_norm_quantize_describe(void);
 
+/* test_argument_checks.c */
+void test_scaled_mm_checks(void);
+void test_layer_checks(void);
+void test_output_checks(void);
+void test_flag_nonfinite_rows(void);
+
 #endif /* FP8Q_TESTS_HARNESS_H */
