@@ -14,7 +14,8 @@
  * SCENARIO: paths (sm_90, nothing refused), refused-fp8 (cuBLASLt refuses
  * FP8 products), no-scale-modes (it refuses outer-vector and block scale
  * modes), failing (every cuBLASLt matmul fails with status 13), no-tensor-
- * cores (sm_86). Prints "ok NAME" per check, or "FAIL NAME: why", and exits
+ * cores (sm_86). "paths" also runs the W8A8 layer forward
+ * (cuda/fp8_layer.h) on the GPU and the CPU against an oracle. Prints "ok NAME" per check, or "FAIL NAME: why", and exits
  * 1 on a failure.
  */
 #include <math.h>
@@ -24,6 +25,7 @@
 #include "core/float_codec.h"
 #include "cuda/cublaslt.h"
 #include "cuda/driver.h"
+#include "cuda/fp8_layer.h"
 #include "cuda/matmul_padding.h"
 #include "cuda/memory.h"
 #include "cuda/scaled_mm_ops.h"
@@ -412,6 +414,137 @@ static void check_refusal_and_empty(void)
     }
 }
 
+/* cuda/fp8_layer.h: the W8A8 layer forward on the GPU against the same
+ * call on the CPU (device NULL: csrc/core) and a double oracle, for each
+ * weight granularity and a static input scale, every result's bits. x's
+ * rows hold small integers and 448 in each 128-block, so every dynamic
+ * activation scale is 1, the codes are the integers and every sum is
+ * exact; the weight scales are powers of two. The codes and scales come
+ * from the forward's own scratch block on each device. */
+static void check_layer_forward(void)
+{
+    enum { M = 3, K = 256, N = 130, K_BLOCKS = 2, N_BLOCKS = 2 };
+    static const char *const names[4] = {"layer-row", "layer-tensor",
+                                         "layer-block", "layer-static"};
+    static float x[M * K], weight_scale[N], bias[N];
+    static float out_cpu[M * N], out_gpu[M * N];
+    static unsigned char weight[N * K], scratch[4 * M * K + 4096];
+    const float one = 1.0f;
+    int variant;
+    int64_t i, j, p;
+
+    for (i = 0; i < M; i++) {
+        for (p = 0; p < K; p++) {
+            x[i * K + p] = p % 128 == 5 ? 448.0f : a_value(i, p);
+        }
+    }
+    for (j = 0; j < N; j++) {
+        for (p = 0; p < K; p++) {
+            weight[j * K + p] = fp8q_encode_e4m3fn(w_value(j, p), 1);
+        }
+        weight_scale[j] = (float)(1 << (j % 3)) / 4.0f;
+        bias[j] = bias_value(j);
+    }
+    for (variant = 0; variant < 4; variant++) {
+        const int block = variant == 2;
+        fp8q_view rows, w, w_scale, bias_view, out, input_scale;
+        fp8q_fp8_layer_call call;
+        fp8q_error error;
+        fp8q_status status;
+        int64_t bytes;
+        void *memory[5];
+        int on_gpu, failed = 0;
+
+        for (on_gpu = 0; on_gpu < 2 && !failed; on_gpu++) {
+            float *out_host = on_gpu ? out_gpu : out_cpu;
+            for (i = 0; i < M * N; i++) {
+                out_host[i] = -777.0f;
+            }
+            memory[0] = on_gpu ? on_device(x, sizeof x) : x;
+            memory[1] = on_gpu ? on_device(weight, sizeof weight) : weight;
+            memory[2] = on_gpu ? on_device(weight_scale, sizeof weight_scale)
+                               : weight_scale;
+            memory[3] = on_gpu ? on_device(bias, sizeof bias) : bias;
+            memory[4] = on_gpu ? on_device(out_host, sizeof out_gpu)
+                               : out_host;
+            rows = matrix(memory[0], FP8Q_FLOAT32, M, K, K, 1);
+            w = matrix(memory[1], FP8Q_FLOAT8_E4M3FN, N, K, K, 1);
+            w_scale = variant == 1 ? matrix(memory[2], FP8Q_FLOAT32, 1, 1, 1, 1)
+                      : block ? matrix(memory[2], FP8Q_FLOAT32, N_BLOCKS,
+                                       K_BLOCKS, K_BLOCKS, 1)
+                              : matrix(memory[2], FP8Q_FLOAT32, N, 1, 1, 1);
+            bias_view = matrix(memory[3], FP8Q_FLOAT32, 1, N, N, 1);
+            bias_view.ndim = 1;
+            bias_view.shape[0] = N;
+            bias_view.strides[0] = 1;
+            out = matrix(memory[4], FP8Q_FLOAT32, M, N, N, 1);
+            input_scale = matrix(on_gpu ? on_device(&one, 4) : (void *)&one,
+                                 FP8Q_FLOAT32, 1, 1, 1, 1);
+            memset(&call, 0, sizeof call);
+            call.device = on_gpu ? device : NULL;
+            call.library = library;
+            call.granularity = variant == 1 ? FP8Q_GRANULARITY_TENSOR
+                               : block      ? FP8Q_GRANULARITY_BLOCK
+                                            : FP8Q_GRANULARITY_ROW;
+            call.weight = &w;
+            call.weight_scale = &w_scale;
+            call.bias = &bias_view;
+            call.rows = &rows;
+            call.input_scale = variant == 3 ? &input_scale : NULL;
+            call.out = &out;
+            bytes = fp8q_fp8_layer_scratch_bytes(&call);
+            if (bytes > (int64_t)sizeof scratch) {
+                fail(names[variant], "scratch larger than planned", NULL);
+                return;
+            }
+            fp8q_error_clear(&error);
+            status = fp8q_fp8_layer_forward(
+                &call, on_gpu ? on_device(NULL, (size_t)bytes) : scratch,
+                &error);
+            if (status != FP8Q_OK) {
+                fail(names[variant], on_gpu ? "GPU" : "CPU", &error);
+                failed = 1;
+            }
+            else if (on_gpu) {
+                to_host(out_gpu, memory[4], sizeof out_gpu);
+            }
+        }
+        for (i = 0; i < M && !failed; i++) {
+            for (j = 0; j < N && !failed; j++) {
+                double sum = 0.0;
+                const double scale =
+                    variant == 1 ? weight_scale[0]
+                    : block      ? 0.0
+                                 : weight_scale[j];
+                for (p = 0; p < K; p++) {
+                    sum += (double)x[i * K + p] * w_value(j, p) *
+                           (block ? weight_scale[(j / 128) * K_BLOCKS +
+                                                 p / 128]
+                                  : scale);
+                }
+                sum += bias[j];
+                if (fp8q_float_to_bits(out_cpu[i * N + j]) !=
+                        fp8q_float_to_bits((float)sum) ||
+                    fp8q_float_to_bits(out_gpu[i * N + j]) !=
+                        fp8q_float_to_bits((float)sum)) {
+                    char why[160];
+                    (void)snprintf(why, sizeof why,
+                                   "out[%lld, %lld]: CPU %g, GPU %g, the "
+                                   "oracle's %g",
+                                   (long long)i, (long long)j,
+                                   (double)out_cpu[i * N + j],
+                                   (double)out_gpu[i * N + j], sum);
+                    fail(names[variant], why, NULL);
+                    failed = 1;
+                }
+            }
+        }
+        if (!failed) {
+            printf("ok %s\n", names[variant]);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     const fp8q_scaling tensor = FP8Q_SCALING_TENSORWISE;
@@ -468,6 +601,7 @@ int main(int argc, char **argv)
     check(argv[2], specs, sizeof specs / sizeof specs[0]);
     if (strcmp(argv[2], "paths") == 0) {
         check_refusal_and_empty();
+        check_layer_forward();
     }
     return failures != 0;
 }
