@@ -108,3 +108,25 @@ fp8q_status fp8q_scaled_mm_check_amax_out(const fp8q_view *amax_out,
                      readonly ? "a read-only " : "a ",
                      fp8q_dtype_name(amax_out->dtype), shape);
 }
+
+fp8q_status fp8q_scaled_mm_check_place(const char *name, fp8q_place place,
+                                       fp8q_place a_place, int host_allowed,
+                                       fp8q_error *error)
+{
+    char expected[32], received[32];
+
+    if ((place.type == a_place.type && place.index == a_place.index) ||
+        (host_allowed && place.type == FP8Q_DEVICE_CPU)) {
+        return FP8Q_OK;
+    }
+    fp8q_device_format(a_place.type, a_place.index, expected,
+                       sizeof expected);
+    fp8q_device_format(place.type, place.index, received, sizeof received);
+    return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                     "scaled_mm: %s is on %s, but a is on %s; %s must be on "
+                     "%s%s (tensor.to(...))",
+                     name, received, expected, name, expected,
+                     host_allowed && a_place.type != FP8Q_DEVICE_CPU
+                         ? " or the CPU"
+                         : "");
+}

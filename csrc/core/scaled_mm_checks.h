@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "core/device_name.h"
 #include "core/status.h"
 #include "core/view.h"
 
@@ -52,6 +53,15 @@ fp8q_status fp8q_scaled_mm_check_scale_result(const fp8q_view *scale_result,
  * read-only float32 tensor of shape (1,)"). */
 fp8q_status fp8q_scaled_mm_check_amax_out(const fp8q_view *amax_out,
                                           int readonly, fp8q_error *error);
+
+/* `name`'s device `place` against a's, `a_place`: FP8Q_OK when they are
+ * the same, or when `host_allowed` and `place` is the CPU (the value is
+ * then copied over); else FP8Q_ERROR_VALUE ("scaled_mm: b is on cpu, but a
+ * is on cuda:0; b must be on cuda:0 (tensor.to(...))", " or the CPU"
+ * added where the host is allowed). */
+fp8q_status fp8q_scaled_mm_check_place(const char *name, fp8q_place place,
+                                       fp8q_place a_place, int host_allowed,
+                                       fp8q_error *error);
 
 /* The start of amax_out's refusal, before what was given. */
 #define FP8Q_SCALED_MM_AMAX_OUT_RULE                                        \

@@ -109,31 +109,17 @@ static fp8q_TensorObject *scale_operand(PyObject *object, const char *name)
     return tensor;
 }
 
-/* 0 when `tensor` is on `device`, a's (or, with host_allowed, on the host:
- * it is then copied over); else -1 with a ValueError naming `name`. */
+/* fp8q_scaled_mm_check_place of `tensor` against a's `device`. */
 static int same_device(const fp8q_TensorObject *tensor,
                        const fp8q_py_device *device, const char *name,
                        int host_allowed)
 {
-    char expected[32], received[32];
+    fp8q_error error;
 
-    if ((tensor->device_type == device->type &&
-         tensor->device_index == device->index) ||
-        (host_allowed && tensor->device_type == FP8Q_DEVICE_CPU)) {
-        return 0;
-    }
-    fp8q_py_format_device(device->type, device->index, expected,
-                          sizeof expected);
-    fp8q_py_format_device(tensor->device_type, tensor->device_index,
-                          received, sizeof received);
-    PyErr_Format(PyExc_ValueError,
-                 "scaled_mm: %s is on %s, but a is on %s; %s must be on "
-                 "%s%s (tensor.to(...))",
-                 name, received, expected, name, expected,
-                 host_allowed && device->type != FP8Q_DEVICE_CPU
-                     ? " or the CPU"
-                     : "");
-    return -1;
+    return fp8q_py_raise_on_failure(
+        fp8q_scaled_mm_check_place(name, fp8q_py_place(tensor), *device,
+                                   host_allowed, &error),
+        &error);
 }
 
 /* -1 with the TypeError of a result dtype scaled_mm does not produce:

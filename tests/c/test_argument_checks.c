@@ -23,6 +23,8 @@ void test_scaled_mm_checks(void)
     const int64_t shape_45[2] = {4, 5}, shape_43[2] = {4, 3};
     const int64_t shape_53[2] = {5, 3}, shape_5[1] = {5}, shape_3[1] = {3};
     const int64_t shape_2[1] = {2}, shape_11[2] = {1, 1};
+    const fp8q_place cpu = {FP8Q_DEVICE_CPU, 0}, cuda = {FP8Q_DEVICE_CUDA, 0};
+    const fp8q_place other = {FP8Q_DEVICE_CUDA, 1};
     fp8q_view a = make_view(codes, FP8Q_FLOAT8_E4M3FN, 2, shape_45, NULL);
     fp8q_view b = make_view(codes, FP8Q_FLOAT8_E5M2, 2, shape_53, NULL);
     fp8q_view view;
@@ -82,6 +84,19 @@ void test_scaled_mm_checks(void)
     CHECK_ERROR(fp8q_scaled_mm_check_amax_out(&view, 0, &error), &error,
                 FP8Q_ERROR_VALUE, "got a float16 tensor of shape (2,)", NULL,
                 NULL);
+    CHECK_OK(fp8q_scaled_mm_check_place("bias", cpu, cuda, 1, &error),
+             &error);
+    CHECK_OK(fp8q_scaled_mm_check_place("b", cuda, cuda, 0, &error), &error);
+    CHECK_ERROR(fp8q_scaled_mm_check_place("b", cpu, cuda, 0, &error),
+                &error, FP8Q_ERROR_VALUE, "scaled_mm: b is on cpu, but a is "
+                "on cuda:0; b must be on cuda:0 (tensor.to(...))", NULL, NULL);
+    CHECK_ERROR(fp8q_scaled_mm_check_place("bias", cuda, cpu, 1, &error),
+                &error, FP8Q_ERROR_VALUE, "bias is on cuda:0, but a is on "
+                "cpu; bias must be on cpu (tensor.to(...))", NULL, NULL);
+    CHECK_ERROR(fp8q_scaled_mm_check_place("scale_a", other, cuda, 1,
+                                           &error),
+                &error, FP8Q_ERROR_VALUE, "must be on cuda:0 or the CPU (",
+                NULL, NULL);
 }
 
 void test_layer_checks(void)
