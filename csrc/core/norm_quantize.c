@@ -221,3 +221,27 @@ fp8q_status fp8q_norm_quantize_describe(
     args->max = 448.0f; /* float8_e4m3fn */
     return FP8Q_OK;
 }
+
+fp8q_status fp8q_norm_quantize_check_tensor(const char *name,
+                                            const fp8q_view *view,
+                                            fp8q_place place, int readonly,
+                                            const fp8q_place *x_place,
+                                            int output, fp8q_error *error)
+{
+    if (x_place != NULL &&
+        (place.type != x_place->type || place.index != x_place->index)) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "norm_quantize: %s is not on x's device", name);
+    }
+    if (!fp8q_view_is_contiguous(view)) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "norm_quantize: %s must be C-contiguous", name);
+    }
+    if (output && readonly) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "norm_quantize: %s is an output and must be "
+                         "writable, got a read-only tensor",
+                         name);
+    }
+    return FP8Q_OK;
+}

@@ -52,6 +52,7 @@ typedef struct fp8q_norm_quantize_args {
 } fp8q_norm_quantize_args;
 
 #ifndef __CUDACC__
+#include "core/device_name.h"
 #include "core/status.h"
 #include "core/view.h"
 
@@ -71,6 +72,17 @@ fp8q_status fp8q_norm_quantize_describe(
     const fp8q_view *normed, const fp8q_view *codes, const fp8q_view *scale,
     float epsilon, int layer_norm, fp8q_norm_quantize_args *args,
     fp8q_error *error);
+
+/* A tensor argument `name` of the binding's call (its device `place`,
+ * `readonly`): FP8Q_ERROR_VALUE "norm_quantize: NAME is not on x's device"
+ * when `x_place` (NULL for x itself) differs, "... must be C-contiguous"
+ * (so no two elements share an address), or for an `output` "... is an
+ * output and must be writable, got a read-only tensor". */
+fp8q_status fp8q_norm_quantize_check_tensor(const char *name,
+                                            const fp8q_view *view,
+                                            fp8q_place place, int readonly,
+                                            const fp8q_place *x_place,
+                                            int output, fp8q_error *error);
 
 /* FP8Q_OK when args describes a call the op takes: the dtypes above, a
  * row_length >= 1, n_rows >= 0, a finite epsilon >= 0, non-NULL pointers

@@ -400,3 +400,45 @@ fp8q_status fp8q_dequantize(const fp8q_view *data, const fp8q_view *scale,
     return scaled_cast(data, destination, scale, granularity,
                        FP8Q_SCALE_MULTIPLY, 1, error);
 }
+
+fp8q_status fp8q_check_quantize_dtype(int dequantize, fp8q_dtype dtype,
+                                      fp8q_error *error)
+{
+    if (!dequantize && !fp8q_dtype_is_fp8(dtype)) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "quantize: dtype= must be an FP8 format "
+                         "(float8_e4m3fn, float8_e5m2, float8_e4m3fnuz or "
+                         "float8_e5m2fnuz), got %s",
+                         fp8q_dtype_name(dtype));
+    }
+    if (dequantize && dtype != FP8Q_FLOAT32 && dtype != FP8Q_FLOAT16 &&
+        dtype != FP8Q_BFLOAT16) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "dequantize: dtype= must be float32, float16 or "
+                         "bfloat16, got %s",
+                         fp8q_dtype_name(dtype));
+    }
+    return FP8Q_OK;
+}
+
+fp8q_status fp8q_refuse_scale_shape(const char *granularity_text,
+                                    const fp8q_view *x, int scale_ndim,
+                                    const int64_t *scale_shape,
+                                    const fp8q_view *given,
+                                    fp8q_error *error)
+{
+    char expected_text[FP8Q_SHAPE_TEXT_SIZE];
+    char x_text[FP8Q_SHAPE_TEXT_SIZE];
+    char given_text[FP8Q_SHAPE_TEXT_SIZE];
+
+    fp8q_format_shape(expected_text, sizeof expected_text, scale_ndim,
+                      scale_shape);
+    fp8q_format_shape(x_text, sizeof x_text, x->ndim, x->shape);
+    fp8q_format_shape(given_text, sizeof given_text, given->ndim,
+                      given->shape);
+    return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                     "quantize: scale= must have shape %s (the scale shape "
+                     "of granularity=%s for x of shape %s) or broadcast to "
+                     "it, got shape %s",
+                     expected_text, granularity_text, x_text, given_text);
+}

@@ -40,6 +40,23 @@ fp8q_status fp8q_check_scale_shape(const fp8q_granularity *granularity,
                                    const fp8q_view *data,
                                    const fp8q_view *scale, fp8q_error *error);
 
+/* The dtype= of quantize (an FP8 format) or, with `dequantize`, of
+ * dequantize (float32, float16 or bfloat16): FP8Q_ERROR_VALUE "quantize:
+ * dtype= must be an FP8 format (...), got D" otherwise. */
+fp8q_status fp8q_check_quantize_dtype(int dequantize, fp8q_dtype dtype,
+                                      fp8q_error *error);
+
+/* FP8Q_ERROR_VALUE for quantize's given scale= whose shape (`given`) does
+ * not broadcast to the scale shape (scale_ndim, scale_shape) of
+ * granularity=`granularity_text` (as repr() shows it) for x: "quantize:
+ * scale= must have shape S (the scale shape of granularity=G for x of
+ * shape X) or broadcast to it, got shape Y". */
+fp8q_status fp8q_refuse_scale_shape(const char *granularity_text,
+                                    const fp8q_view *x, int scale_ndim,
+                                    const int64_t *scale_shape,
+                                    const fp8q_view *given,
+                                    fp8q_error *error);
+
 /*
  * Turns amax values into scales in place (float32 view, any strides) with
  * fp8q_scale_from_amax (core/scale_formula.h, shared with the GPU):

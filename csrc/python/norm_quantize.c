@@ -21,34 +21,27 @@
 
 #define OP "norm_quantize"
 
-/* `tensor` (a new reference, or NULL with an exception) when on x's device
- * (`x` not NULL), C-contiguous (so no two elements share an address) and,
- * for an output (`output` nonzero), writable; else NULL with ValueError
- * naming `name` (the reference released). */
+/* `tensor` (a new reference, or NULL with an exception) checked by
+ * core/norm_quantize.h's fp8q_norm_quantize_check_tensor, against x's
+ * device unless `x` is NULL; released when refused. */
 static fp8q_TensorObject *checked(fp8q_TensorObject *tensor, const char *name,
                                   const fp8q_TensorObject *x, int output)
 {
+    fp8q_place x_place;
+    fp8q_error error;
+
     if (tensor == NULL) {
         return NULL;
     }
-    if (x != NULL && (tensor->device_type != x->device_type ||
-                      tensor->device_index != x->device_index)) {
-        PyErr_Format(PyExc_ValueError, OP ": %s is not on x's device", name);
+    x_place = fp8q_py_place(x != NULL ? x : tensor);
+    if (fp8q_py_raise_on_failure(
+            fp8q_norm_quantize_check_tensor(
+                name, &tensor->view, fp8q_py_place(tensor), tensor->readonly,
+                x != NULL ? &x_place : NULL, output, &error),
+            &error) < 0) {
+        Py_CLEAR(tensor);
     }
-    else if (!fp8q_view_is_contiguous(&tensor->view)) {
-        PyErr_Format(PyExc_ValueError, OP ": %s must be C-contiguous", name);
-    }
-    else if (output && tensor->readonly) {
-        PyErr_Format(PyExc_ValueError,
-                     OP ": %s is an output and must be writable, got a "
-                     "read-only tensor",
-                     name);
-    }
-    else {
-        return tensor;
-    }
-    Py_DECREF(tensor);
-    return NULL;
+    return tensor;
 }
 
 /* A tensor argument, checked as `checked` does: through x's exchange table

@@ -84,35 +84,26 @@ static int parse_granularity(PyObject *object, const char *function,
                : 0;
 }
 
-/* Raises ValueError for a given scale that does not broadcast to the scale
- * shape of the granularity. */
+/* Raises fp8q_refuse_scale_shape's ValueError, granularity= shown by
+ * repr() ('tensor' when left at its default, NULL). */
 static void raise_scale_shape_mismatch(PyObject *granularity_object,
                                        const fp8q_view *x, int scale_ndim,
                                        const int64_t *scale_shape,
                                        const fp8q_view *given)
 {
-    char expected_text[FP8Q_SHAPE_TEXT_SIZE];
-    char x_text[FP8Q_SHAPE_TEXT_SIZE];
-    char given_text[FP8Q_SHAPE_TEXT_SIZE];
-    PyObject *shown;
+    PyObject *shown = granularity_object != NULL
+                          ? PyObject_Repr(granularity_object)
+                          : PyUnicode_FromString("'tensor'");
+    const char *text = shown != NULL ? PyUnicode_AsUTF8(shown) : NULL;
+    fp8q_error error;
 
-    fp8q_format_shape(expected_text, sizeof expected_text, scale_ndim,
-                      scale_shape);
-    fp8q_format_shape(x_text, sizeof x_text, x->ndim, x->shape);
-    fp8q_format_shape(given_text, sizeof given_text, given->ndim,
-                      given->shape);
-    /* granularity= is NULL when left at its default, "tensor". */
-    shown = granularity_object != NULL ? PyObject_Repr(granularity_object)
-                                       : PyUnicode_FromString("'tensor'");
-    if (shown == NULL) {
-        return;
+    if (text != NULL) {
+        (void)fp8q_py_raise_on_failure(
+            fp8q_refuse_scale_shape(text, x, scale_ndim, scale_shape, given,
+                                    &error),
+            &error);
     }
-    PyErr_Format(PyExc_ValueError,
-                 "quantize: scale= must have shape %s (the scale shape of "
-                 "granularity=%U for x of shape %s) or broadcast to it, got "
-                 "shape %s",
-                 expected_text, shown, x_text, given_text);
-    Py_DECREF(shown);
+    Py_XDECREF(shown);
 }
 
 /*
@@ -225,25 +216,16 @@ static int parse_options(const char *function, PyObject *stream_object,
                          fp8q_cu_stream *stream, fp8q_dtype *dtype,
                          fp8q_granularity *granularity)
 {
+    fp8q_error error;
+
     if (fp8q_py_parse_stream(stream_object, "stream", stream) < 0 ||
         (dtype_object != NULL &&
          fp8q_py_parse_dtype(dtype_object, "dtype", dtype) < 0)) {
         return -1;
     }
-    if (function[0] == 'q' && !fp8q_dtype_is_fp8(*dtype)) {
-        PyErr_Format(PyExc_ValueError,
-                     "quantize: dtype= must be an FP8 format (float8_e4m3fn, "
-                     "float8_e5m2, float8_e4m3fnuz or float8_e5m2fnuz), got "
-                     "%s",
-                     fp8q_dtype_name(*dtype));
-        return -1;
-    }
-    if (function[0] == 'd' && *dtype != FP8Q_FLOAT32 &&
-        *dtype != FP8Q_FLOAT16 && *dtype != FP8Q_BFLOAT16) {
-        PyErr_Format(PyExc_ValueError,
-                     "dequantize: dtype= must be float32, float16 or "
-                     "bfloat16, got %s",
-                     fp8q_dtype_name(*dtype));
+    if (fp8q_py_raise_on_failure(
+            fp8q_check_quantize_dtype(function[0] == 'd', *dtype, &error),
+            &error) < 0) {
         return -1;
     }
     return granularity_object == NULL

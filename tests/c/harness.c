@@ -240,6 +240,7 @@ static const harness_test tests[] = {
     {"layer_checks", test_layer_checks},
     {"output_checks", test_output_checks},
     {"flag_nonfinite_rows", test_flag_nonfinite_rows},
+    {"operation_checks", test_operation_checks},
 };
 
 /* Usage: fp8q_core_tests [seed] [name-substring] */

@@ -193,5 +193,6 @@ void test_scaled_mm_checks(void);
 void test_layer_checks(void);
 void test_output_checks(void);
 void test_flag_nonfinite_rows(void);
+void test_operation_checks(void);
 
 #endif /* FP8Q_TESTS_HARNESS_H */

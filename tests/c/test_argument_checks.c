@@ -2,7 +2,9 @@
  * test_argument_checks.c - the argument checks that moved below the
  * binding: scaled_mm's (core/scaled_mm_checks.h), the layer call's
  * (core/layer_checks.h), an out= argument's (core/output_check.h) and
- * core/activation.h's non-finite row flags. Each check passes a valid
+ * core/activation.h's non-finite row flags, quantize's dtype= and scale=
+ * shape refusals (core/quantize.h) and norm_quantize's tensor arguments'
+ * (core/norm_quantize.h). Each check passes a valid
  * argument and refuses each kind of invalid one with the status and the
  * message fragments the Python errors show.
  */
@@ -12,7 +14,9 @@
 
 #include "core/activation.h"
 #include "core/layer_checks.h"
+#include "core/norm_quantize.h"
 #include "core/output_check.h"
+#include "core/quantize.h"
 #include "core/scaled_mm_checks.h"
 #include "harness.h"
 #include "helpers.h"
@@ -246,4 +250,48 @@ void test_flag_nonfinite_rows(void)
     CHECK_INT(fp8q_flag_nonfinite_rows(&view, rows), 2);
     CHECK(rows[0] == 0 && rows[1] == 1 && rows[2] == 0 && rows[3] == 1);
     CHECK(values[6] == -INFINITY); /* flags only: nothing reset */
+}
+
+void test_operation_checks(void)
+{
+    static float values[16];
+    const int64_t shape_43[2] = {4, 3}, shape_41[2] = {4, 1};
+    const int64_t shape_2[1] = {2}, strided[2] = {6, 2};
+    const fp8q_place cpu = {FP8Q_DEVICE_CPU, 0}, cuda = {FP8Q_DEVICE_CUDA, 0};
+    const fp8q_view x = make_view(values, FP8Q_FLOAT32, 2, shape_43, NULL);
+    const fp8q_view given = make_view(values, FP8Q_FLOAT32, 1, shape_2, NULL);
+    fp8q_view view;
+    fp8q_error error;
+
+    CHECK_OK(fp8q_check_quantize_dtype(0, FP8Q_FLOAT8_E5M2FNUZ, &error),
+             &error);
+    CHECK_OK(fp8q_check_quantize_dtype(1, FP8Q_BFLOAT16, &error), &error);
+    CHECK_ERROR(fp8q_check_quantize_dtype(0, FP8Q_FLOAT16, &error), &error,
+                FP8Q_ERROR_VALUE, "quantize: dtype= must be an FP8 format",
+                "got float16", NULL);
+    CHECK_ERROR(fp8q_check_quantize_dtype(1, FP8Q_FLOAT8_E4M3FN, &error),
+                &error, FP8Q_ERROR_VALUE, "dequantize: dtype= must be "
+                "float32, float16 or bfloat16, got float8_e4m3fn", NULL,
+                NULL);
+    CHECK_ERROR(fp8q_refuse_scale_shape("'row'", &x, 2, shape_41, &given,
+                                        &error),
+                &error, FP8Q_ERROR_VALUE, "quantize: scale= must have shape "
+                "(4, 1) (the scale shape of granularity='row' for x of shape "
+                "(4, 3)) or broadcast to it, got shape (2,)", NULL, NULL);
+    CHECK_OK(fp8q_norm_quantize_check_tensor("weight", &given, cuda, 1, &cuda,
+                                             0, &error),
+             &error);
+    CHECK_ERROR(fp8q_norm_quantize_check_tensor("weight", &given, cpu, 0,
+                                                &cuda, 0, &error),
+                &error, FP8Q_ERROR_VALUE, "norm_quantize: weight is not on "
+                "x's device", NULL, NULL);
+    view = make_view(values, FP8Q_FLOAT32, 2, shape_43, strided);
+    CHECK_ERROR(fp8q_norm_quantize_check_tensor("x", &view, cpu, 0, NULL, 0,
+                                                &error),
+                &error, FP8Q_ERROR_VALUE, "norm_quantize: x must be "
+                "C-contiguous", NULL, NULL);
+    CHECK_ERROR(fp8q_norm_quantize_check_tensor("codes", &x, cpu, 1, &cpu, 1,
+                                                &error),
+                &error, FP8Q_ERROR_VALUE, "norm_quantize: codes is an output "
+                "and must be writable, got a read-only tensor", NULL, NULL);
 }
