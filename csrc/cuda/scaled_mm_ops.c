@@ -44,6 +44,7 @@
 #include "cuda/scaled_mm_ops.h"
 
 #include "core/cast.h"
+#include "core/view_layout.h"
 #include "cuda/launch.h"
 #include "cuda/matmul.h"
 #include "cuda/matmul_padding.h"
@@ -53,6 +54,7 @@
 #include "cuda/scaled_mm_paths.h"
 #include "cuda/scratch.h"
 #include "cuda/switches.h"
+#include "cuda/view_copy.h"
 
 /* ------------------------------------------------------------------------- */
 /* One call's operands                                                       */
@@ -804,6 +806,68 @@ fp8q_status fp8q_cuda_scaled_mm(const fp8q_cublaslt *library,
     return status;
 }
 
+/* The host view `source` copied into `buffer` on the device, *copy its
+ * C-contiguous view there. */
+static fp8q_status host_to_device(const fp8q_cuda_device *device,
+                                  const fp8q_view *source,
+                                  fp8q_cu_stream stream,
+                                  fp8q_cuda_buffer *buffer, fp8q_view *copy,
+                                  fp8q_error *error)
+{
+    fp8q_status status = fp8q_cuda_buffer_alloc(
+        device, (size_t)fp8q_view_nbytes(source), stream, buffer, error);
+
+    if (status == FP8Q_OK) {
+        status = fp8q_view_init_contiguous(copy, buffer->data, source->dtype,
+                                           source->ndim, source->shape,
+                                           error);
+    }
+    return status != FP8Q_OK
+               ? status
+               : fp8q_cuda_copy_view(device, source, 1, buffer->data, 0,
+                                     stream, error);
+}
+
+/* fp8q_cuda_scaled_mm with the flagged host scales and bias copied to
+ * `device` first (when the product reads them). */
+static fp8q_status scaled_mm_from_host(const fp8q_cublaslt *library,
+                                       const fp8q_cuda_device *device,
+                                       const fp8q_cuda_scaled_mm_call *call,
+                                       fp8q_cu_stream stream,
+                                       fp8q_error *error)
+{
+    const int on_host[3] = {call->scale_a_on_host, call->scale_b_on_host,
+                            call->bias_on_host && call->bias != NULL};
+    const fp8q_view *given[3] = {call->scale_a, call->scale_b, call->bias};
+    const int reads = fp8q_cuda_scaled_mm_uses_cublaslt(call);
+    fp8q_cuda_scaled_mm_call on_device = *call;
+    const fp8q_view **used[3];
+    fp8q_cuda_buffer copies[3];
+    fp8q_view views[3];
+    fp8q_status status = FP8Q_OK;
+    int index;
+
+    used[0] = &on_device.scale_a;
+    used[1] = &on_device.scale_b;
+    used[2] = &on_device.bias;
+    memset(copies, 0, sizeof copies);
+    for (index = 0; index < 3 && status == FP8Q_OK; index++) {
+        if (reads && on_host[index]) {
+            status = host_to_device(device, given[index], stream,
+                                    &copies[index], &views[index], error);
+            *used[index] = &views[index];
+        }
+    }
+    if (status == FP8Q_OK) {
+        status = fp8q_cuda_scaled_mm(library, device, &on_device, stream,
+                                     error);
+    }
+    for (index = 0; index < 3; index++) {
+        fp8q_cuda_buffer_release(&copies[index], stream);
+    }
+    return status;
+}
+
 fp8q_status fp8q_scaled_mm_on_device(const fp8q_cublaslt *library,
                                      const fp8q_cuda_device *device,
                                      const fp8q_cuda_scaled_mm_call *call,
@@ -815,7 +879,7 @@ fp8q_status fp8q_scaled_mm_on_device(const fp8q_cublaslt *library,
     fp8q_view amax;
 
     if (device != NULL) {
-        return fp8q_cuda_scaled_mm(library, device, call, stream, error);
+        return scaled_mm_from_host(library, device, call, stream, error);
     }
     memset(&run, 0, sizeof run);
     memset(&amax, 0, sizeof amax);

@@ -42,6 +42,9 @@ typedef struct fp8q_cuda_scaled_mm_call {
     /* NULL, or scale_result's one float32 in device memory: used there,
      * never read back */
     const float *scale_result_on_device;
+    /* fp8q_scaled_mm_on_device only: nonzero when scale_a, scale_b or the
+     * bias is host memory, copied to the device first. */
+    int scale_a_on_host, scale_b_on_host, bias_on_host;
 } fp8q_cuda_scaled_mm_call;
 
 /* Nonzero when fp8q_cuda_scaled_mm runs a product with cuBLASLt (out
@@ -67,7 +70,10 @@ fp8q_status fp8q_cuda_scaled_mm(const fp8q_cublaslt *library,
 
 /*
  * The product of `call` on its views' device: fp8q_cuda_scaled_mm on
- * `device`, or with `device` NULL on the CPU from host views
+ * `device` (the scales and bias flagged as host memory copied into
+ * temporaries there first, when the product needs them: synchronous
+ * copies, refused while `stream` captures a CUDA graph), or with `device`
+ * NULL on the CPU from host views
  * (core/scaled_mm_run.h's fp8q_scaled_mm_run: `sgemm` and `sgemm_context`
  * for a b without a core kernel, `out_is_new` when nothing aliases out;
  * use_fast_accum has no effect there, and scale_result is the host value,

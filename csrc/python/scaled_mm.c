@@ -317,44 +317,30 @@ fp8q_status fp8q_py_numpy_sgemm(void *context, const fp8q_view *a,
     return result != NULL ? FP8Q_OK : FP8Q_ERROR_INTERRUPTED;
 }
 
-/* `tensor` itself when it is on `device` (the GPU gathers any strides),
- * else a copy there; NULL with an exception. */
-static fp8q_TensorObject *on_device(fp8q_TensorObject *tensor,
-                                    const fp8q_py_device *device,
-                                    fp8q_cu_stream stream)
-{
-    if (tensor->device_type == device->type &&
-        tensor->device_index == device->index) {
-        return (fp8q_TensorObject *)Py_NewRef(tensor);
-    }
-    return fp8q_tensor_copy_to(tensor, device, stream);
-}
-
 /* The product on the operands' device (cuda/scaled_mm_ops.h's
  * fp8q_scaled_mm_on_device) without the GIL: on the CPU with NumPy's BLAS
  * as its sgemm, computing straight into out when `out_is_new`; on a GPU on
  * `stream`, cuBLASLt loaded, scales and a bias held on the host copied
- * there and every tensor's memory used on `stream` first (only amax_out's
- * when the product is empty or out refused). 0, or -1 with an exception. */
+ * there by cuda/ and every tensor's memory used on `stream` first (only
+ * amax_out's when the product is empty or out refused). 0, or -1 with an
+ * exception. */
 static int run(const scaled_mm_call *call, int out_is_new,
                fp8q_cu_stream stream)
 {
-    const fp8q_py_device device = {call->a->device_type,
-                                   call->a->device_index};
-    const int on_gpu = device.type == FP8Q_DEVICE_CUDA;
-    fp8q_TensorObject *const given[3] = {call->scale_a, call->scale_b,
-                                         call->bias};
-    fp8q_TensorObject *held[3] = {NULL, NULL, NULL}; /* given, on device */
+    const int on_gpu = call->a->device_type == FP8Q_DEVICE_CUDA;
     fp8q_TensorObject *used[8];
     const fp8q_cublaslt *library = NULL;
     fp8q_cuda_scaled_mm_call product;
     fp8q_error error;
     fp8q_status status;
-    int index, computes, result = -1;
+    int computes;
 
     memset(&product, 0, sizeof product);
     product.a = &call->a->view;
     product.b = &call->b->view;
+    product.scale_a = &call->scale_a->view;
+    product.scale_b = &call->scale_b->view;
+    product.bias = call->bias != NULL ? &call->bias->view : NULL;
     product.out = &call->out->view;
     product.amax_out =
         call->amax_out != NULL ? call->amax_out->view.data : NULL;
@@ -366,31 +352,23 @@ static int run(const scaled_mm_call *call, int out_is_new,
         call->scale_result_on_device != NULL
             ? (const float *)call->scale_result_on_device->view.data
             : NULL;
+    product.scale_a_on_host = call->scale_a->device_type == FP8Q_DEVICE_CPU;
+    product.scale_b_on_host = call->scale_b->device_type == FP8Q_DEVICE_CPU;
+    product.bias_on_host =
+        call->bias != NULL && call->bias->device_type == FP8Q_DEVICE_CPU;
     computes = !on_gpu || fp8q_cuda_scaled_mm_uses_cublaslt(&product);
-    if (on_gpu && computes && (library = fp8q_py_load_cublaslt()) == NULL) {
-        return -1;
-    }
-    for (index = 0; computes && index < 3; index++) {
-        held[index] = given[index] == NULL ? NULL
-                                           : on_device(given[index], &device,
-                                                       stream);
-        if (given[index] != NULL && held[index] == NULL) {
-            goto done;
-        }
-    }
-    product.scale_a = computes ? &held[0]->view : NULL;
-    product.scale_b = computes ? &held[1]->view : NULL;
-    product.bias = held[2] != NULL ? &held[2]->view : NULL;
     used[0] = computes ? call->a : NULL;
     used[1] = computes ? call->b : NULL;
-    used[2] = held[0];
-    used[3] = held[1];
-    used[4] = held[2];
+    used[2] = computes ? call->scale_a : NULL;
+    used[3] = computes ? call->scale_b : NULL;
+    used[4] = computes ? call->bias : NULL;
     used[5] = computes ? call->out : NULL;
     used[6] = call->amax_out;
     used[7] = computes ? call->scale_result_on_device : NULL;
-    if (fp8q_py_use_all_on_stream(used, 8, stream) < 0) {
-        goto done;
+    if ((on_gpu && computes &&
+         (library = fp8q_py_load_cublaslt()) == NULL) ||
+        fp8q_py_use_all_on_stream(used, 8, stream) < 0) {
+        return -1;
     }
     fp8q_error_clear(&error);
     FP8Q_PY_BEGIN_INTERRUPTIBLE
@@ -398,12 +376,7 @@ static int run(const scaled_mm_call *call, int out_is_new,
         library, on_gpu ? call->a->cuda_device : NULL, &product, stream,
         fp8q_py_numpy_sgemm, NULL, out_is_new, &error);
     FP8Q_PY_END_INTERRUPTIBLE(status)
-    result = fp8q_py_raise_on_failure(status, &error);
-done:
-    for (index = 0; index < 3; index++) {
-        Py_XDECREF(held[index]);
-    }
-    return result;
+    return fp8q_py_raise_on_failure(status, &error);
 }
 
 /* ------------------------------------------------------------------------- */
