@@ -208,13 +208,14 @@ int fp8q_py_require_host_memory(const fp8q_TensorObject *tensor,
 
 int fp8q_py_use_on_stream(fp8q_TensorObject *tensor, fp8q_cu_stream stream)
 {
-    fp8q_TensorObject *base = memory_base(tensor);
+    fp8q_TensorObject *base;
     fp8q_error error;
     fp8q_status status;
 
     if (tensor->device_type != FP8Q_DEVICE_CUDA) {
         return 0;
     }
+    base = memory_base(tensor);
     FP8Q_PY_WITHOUT_GIL(status, error,
                         fp8q_cuda_stream_wait(tensor->cuda_device,
                                               base->stream, stream, &error));
