@@ -32,6 +32,14 @@ def test_kernel_scenario(fake_driver, name, tmp_path):
               log=tmp_path / "calls.log")
 
 
+def test_narrow_gemv_splits_on_the_cuda_cores(fake_driver, tmp_path):
+    code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); "
+            "import fake_gpu_kernels; "
+            "fake_gpu_kernels.narrow_gemv_splits_on_the_cuda_cores()")
+    run_child(fake_driver, code, launch_log=tmp_path / "launches.log",
+              environment={"FAKE_CUDA_OCCUPANCY": "64"})
+
+
 def test_tensor_cores_follow_the_device(fake_driver, tmp_path):
     code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); "
             "import fake_gpu_kernels; "
