@@ -514,7 +514,8 @@ def narrow_gemv_splits_on_the_cuda_cores():
     4096 + 16 in 3 (4 copies fit, k allows 3), 128 blocks in 2, 256 blocks
     (a full device) not at all; each product then the reduce, the same
     bits twice, within float32 accumulation of float64
-    (check_split_launches)."""
+    (check_split_launches). On a GPU, the products only (the splits its
+    occupancy gives)."""
     rng = np.random.default_rng(11)
     k = 3 * 4096 + 16
     for n, splits in ((256, 3), (512, 2), (1024, 1)):
@@ -523,7 +524,7 @@ def narrow_gemv_splits_on_the_cuda_cores():
                                (8, "float32", "8")):
             got = check_split_launches(m, n, k, dtype, tile, rng,
                                        occupancy=64)
-            assert got == splits, (m, n, got, splits)
+            assert got in (None, splits), (m, n, got, splits)  # None: a GPU
 
 
 def gemv_decodes_every_code():
