@@ -10,9 +10,9 @@
  * the whole of k and writes y; a grid of `splits` rows (partial set: the
  * host's run-time choice where a block per 4 weight rows leaves the GPU
  * idle) takes one split of k per grid row, the same loop from another
- * start with a longer stride, and writes its float32 sums to partial. The end of the file holds
- * fp8q_gemv_fp8_reduce, which adds every kernel's split sums in split
- * order. Launch contract: kernels/gemv.cuh.
+ * start with a longer stride, and writes its float32 sums to partial.
+ * The end of the file holds fp8q_gemv_fp8_reduce, which adds every
+ * kernel's split sums in split order. Launch contract: kernels/gemv.cuh.
  */
 #include "common.cuh"
 #include "gemv.cuh"

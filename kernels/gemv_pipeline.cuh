@@ -111,12 +111,12 @@ FP8Q_GEMV_PIPELINE_FUNCTION int64_t fp8q_gemv_warp_chunks(int64_t first, int64_t
 /* The CUDA-core kernels' walk over k (kernels/gemv.cu; kernels/gemv.cuh,
  * "Split k"): block step t holds the values [t * FP8Q_GEMV_STEP, (t + 1) *
  * FP8Q_GEMV_STEP), FP8Q_GEMV_LANE_K of them for each of the block's
- * FP8Q_GEMV_THREADS threads. A grid of `splits` rows
- * (gridDim.y; 1 without a split) gives split s the block steps s, s +
- * splits, s + 2 splits, ...: thread `thread` of split `split` loads the
- * FP8Q_GEMV_LANE_K values from fp8q_gemv_thread_first(split, thread), then
- * from every fp8q_gemv_thread_stride(splits) values further on, while
- * below k. */
+ * FP8Q_GEMV_THREADS threads. A grid of `splits` rows (gridDim.y; 1
+ * without a split) gives split s the block steps s, s + splits, s + 2
+ * splits, ...: thread `thread` of split `split` loads the
+ * FP8Q_GEMV_LANE_K values from fp8q_gemv_thread_first(split, thread),
+ * then those every fp8q_gemv_thread_stride(splits) values further on,
+ * while below k. */
 FP8Q_GEMV_PIPELINE_FUNCTION int64_t fp8q_gemv_thread_first(uint32_t split, uint32_t thread)
 {
     return ((int64_t)split * FP8Q_GEMV_THREADS + thread) * FP8Q_GEMV_LANE_K;
