@@ -6,14 +6,18 @@
  * served from the caches); the codes are decoded in registers four at a
  * time (elements.cuh: decode4), multiplied into float32 sums with fused
  * multiply-adds, and the lanes' and warps' sums are added at the end
- * (shuffles, then shared memory); these kernels always take the whole of
- * k (a block per 4 weight rows fills the GPU from a few hundred rows on).
- * The end of the file holds fp8q_gemv_fp8_reduce, which adds the tensor-core
- * kernels' split sums in split order. Launch contract: kernels/gemv.cuh.
+ * (shuffles, then shared memory). A grid of one row (partial NULL) takes
+ * the whole of k and writes y; a grid of `splits` rows (partial set: the
+ * host's run-time choice where a block per 4 weight rows leaves the GPU
+ * idle) takes one split of k per grid row, the same loop from another
+ * start with a longer stride, and writes its float32 sums to partial.
+ * The end of the file holds fp8q_gemv_fp8_reduce, which adds every
+ * kernel's split sums in split order. Launch contract: kernels/gemv.cuh.
  */
 #include "common.cuh"
 #include "gemv.cuh"
 #include "gemv_common.cuh"
+#include "gemv_pipeline.cuh"
 
 static_assert(sizeof(fp8q_gemv_fp8_args) == 96, "fp8q_gemv_fp8_args must match the host's layout");
 
@@ -25,7 +29,7 @@ static_assert(sizeof(fp8q_gemv_fp8_args) == 96, "fp8q_gemv_fp8_args must match t
 #define GEMV_MIN_BLOCKS_4 2
 
 /* Values of k a lane takes per step: one 16-byte load of codes per row. */
-#define GEMV_LANE_K 16
+#define GEMV_LANE_K FP8Q_GEMV_LANE_K
 /* ... handled in groups of 4: the x values of a group for every row of x
  * are loaded once and used for every weight row. */
 #define GEMV_GROUP 4
@@ -45,10 +49,21 @@ static __device__ __forceinline__ void load_x4(const typename dtype_traits<X>::s
 }
 
 /* MT: rows of x held in registers (m <= MT; rows beyond m are skipped).
- * A block owns R weight rows; its warps split k (warp w takes the steps
- * w, w + warps, ... of 32 lanes x GEMV_LANE_K values), so a block has
- * warps x R 16-byte loads in flight per lane step and the grid grows with
- * N; the warps' sums meet in shared memory, added in warp order. */
+ * A block owns R weight rows; its warps split k (thread t takes the
+ * GEMV_LANE_K values at t * GEMV_LANE_K of every block step of
+ * FP8Q_GEMV_STEP values: gemv_pipeline.cuh's fp8q_gemv_thread_first and
+ * _stride), so a block has warps x R 16-byte loads in flight per lane step
+ * and the grid grows with N; the warps' sums meet in shared memory, added
+ * in warp order.
+ * Split k (partial set, gridDim.y splits): split blockIdx.y takes every
+ * gridDim.y-th block step from its own on, the loop's start and stride
+ * being the only change (its bound stays args.k, a kernel parameter: a
+ * contiguous range of k instead cost registers that spilled
+ * fp8q_gemv_fp8_1 on sm_75 and sm_80); unsplit, gridDim.y is 1: the same
+ * loads, sums and bits as before the split existed. The block's sums go to
+ * the split's slice of partial, whose address passes through shared memory
+ * (split_sums) so that no register holds it over the loop (one did, and
+ * spilled fp8q_gemv_fp8_4 on sm_100). */
 template <int X, int W, int MT>
 static __device__ __forceinline__ void gemv_run(const fp8q_gemv_fp8_args args)
 {
@@ -56,11 +71,16 @@ static __device__ __forceinline__ void gemv_run(const fp8q_gemv_fp8_args args)
     constexpr int R = FP8Q_GEMV_WEIGHT_ROWS;
     constexpr int WARPS = FP8Q_GEMV_THREADS / FP8Q_WARP_SIZE;
     __shared__ float partial[WARPS][MT * R];
+    __shared__ float *split_sums; /* NULL unsplit: write y */
+    if (threadIdx.x == 0) {
+        split_sums = args.partial != NULL
+                         ? args.partial + (int64_t)blockIdx.y * args.m * args.n
+                         : NULL;
+    }
     const x_t *x = (const x_t *)args.x;
     const int lane = (int)threadIdx.x % FP8Q_WARP_SIZE;
     const int warp = (int)threadIdx.x / FP8Q_WARP_SIZE;
     const int64_t k_blocks = (args.k + FP8Q_GEMV_BLOCK - 1) / FP8Q_GEMV_BLOCK;
-    const int64_t k_step = (int64_t)WARPS * FP8Q_WARP_SIZE * GEMV_LANE_K;
     const int block_scales = args.scale_kind == FP8Q_GEMV_SCALE_BLOCK;
     int64_t group;
 
@@ -76,8 +96,8 @@ static __device__ __forceinline__ void gemv_run(const fp8q_gemv_fp8_args args)
                 sums[i][r] = 0.0f;
             }
         }
-        for (k0 = ((int64_t)warp * FP8Q_WARP_SIZE + lane) * GEMV_LANE_K; k0 < args.k;
-             k0 += k_step) {
+        for (k0 = fp8q_gemv_thread_first(blockIdx.y, threadIdx.x); k0 < args.k;
+             k0 += fp8q_gemv_thread_stride(gridDim.y)) {
             uint4 codes[R];
             float factor[R];
 #pragma unroll
@@ -129,7 +149,7 @@ static __device__ __forceinline__ void gemv_run(const fp8q_gemv_fp8_args args)
         }
 
         /* The warp's sums, then the block's (warp order), then one lane per
-         * output writes it. */
+         * output writes it (to y, or the split's sum to partial). */
 #pragma unroll
         for (int i = 0; i < MT; i++) {
 #pragma unroll
@@ -158,8 +178,14 @@ static __device__ __forceinline__ void gemv_run(const fp8q_gemv_fp8_args args)
                 for (int w = 1; w < WARPS; w++) {
                     value += partial[w][lane];
                 }
-                ((x_t *)args.y)[i * args.n + row] =
-                    dtype_traits<X>::store(finish_sum(args, value, row), 0);
+                float *const sums_out = split_sums; /* set before the barrier */
+                if (sums_out != NULL) {
+                    sums_out[i * args.n + row] = value;
+                }
+                else {
+                    ((x_t *)args.y)[i * args.n + row] =
+                        dtype_traits<X>::store(finish_sum(args, value, row), 0);
+                }
             }
         }
         __syncthreads(); /* partial is reused by the next group */

@@ -53,15 +53,24 @@
  *   above, with FP8Q_GEMV_TC_WEIGHT_ROWS weight rows a block:
  *   ceil(n / FP8Q_GEMV_TC_WEIGHT_ROWS) blocks is the natural grid.
  *
- * Split k (the tensor-core kernels; the CUDA-core ones need partial ==
- *   NULL and gridDim.y 1): with partial == NULL, gridDim.y must be 1
- *   and the kernel writes y as described. With partial != NULL and
- *   splits >= 1, gridDim.y must equal splits: blocks (b, s) take only the
- *   values k of split s, [s * span, min(k_total, (s + 1) * span)) with
- *   span = fp8q_gemv_split_span(k_total, splits) (a multiple of
- *   FP8Q_GEMV_BLOCK), and write their float32 sums, before any scale of
- *   the tensor or row and before the bias (block scales are applied inside
- *   them as above), to partial[(s * m + i) * n + j]; y is not touched.
+ * Split k (every kernel above; a run-time choice): with partial == NULL,
+ *   gridDim.y must be 1 and the kernel writes y as described. With
+ *   partial != NULL and splits >= 1, gridDim.y must equal splits: blocks
+ *   (b, s) take only the values k of split s and write their float32
+ *   sums, before any scale of the tensor or row and before the bias (block
+ *   scales are applied inside them as above), to partial[(s * m + i) * n +
+ *   j]; y is not touched. Split s's values of k:
+ *     tensor-core kernels: [s * span, min(k_total, (s + 1) * span)) with
+ *       span = fp8q_gemv_split_span(k_total, splits) (a multiple of
+ *       FP8Q_GEMV_BLOCK);
+ *     CUDA-core kernels: the block steps s, s + splits, s + 2 splits,
+ *       ... below k_total, block step t being the values [t *
+ *       FP8Q_GEMV_STEP, (t + 1) * FP8Q_GEMV_STEP) (4096 values, a
+ *       multiple of FP8Q_GEMV_BLOCK; kernels/gemv_pipeline.cuh), so that
+ *       no split of a k_total of at least splits x FP8Q_GEMV_STEP is
+ *       empty. With gridDim.y 1 and partial NULL these kernels load, sum
+ *       and round exactly as before the split existed (it changes only
+ *       where a block's walk starts and its stride).
  *   Then "fp8q_gemv_fp8_reduce" (FP8Q_GEMV_FP8_KERNEL_REDUCE), with the
  *   same arguments, finishes each output: the splits' sums added in split
  *   order 0, 1, ... (one float32 rounding each: the same bits on every run
@@ -69,7 +78,7 @@
  *   x's dtype as above. The reduce kernel's block is FP8Q_GEMV_THREADS
  *   threads, any grid.x >= 1 (grid-stride over the m x n outputs), grid.y
  *   1; partial is 16-byte aligned (splits x m x n float32, written by the
- *   product kernel first, on the same stream). An empty split (span past
+ *   product kernel first, on the same stream). An empty split (no value of
  *   k_total) writes zeros.
  */
 #ifndef FP8Q_KERNELS_GEMV_CUH
@@ -108,6 +117,11 @@
 /* Weight rows per block (rows of x times these is at most 32). */
 #define FP8Q_GEMV_WEIGHT_ROWS 4
 #define FP8Q_GEMV_BLOCK 128
+/* The CUDA-core kernels: values of k a thread loads a step (one 16-byte
+ * load of codes a weight row), and a block's step over k (the unit of
+ * their split, "Split k" above). */
+#define FP8Q_GEMV_LANE_K 16
+#define FP8Q_GEMV_STEP (FP8Q_GEMV_THREADS * FP8Q_GEMV_LANE_K)
 /* The most splits of k (gridDim.y) a launch asks for. */
 #define FP8Q_GEMV_MAX_SPLITS 16
 
@@ -124,7 +138,7 @@ typedef struct fp8q_gemv_fp8_args {
     const float *scale;     /* per scale_kind, above                   */
     const void *bias;       /* NULL or n values of bias_dtype          */
     void *y;                /* m x n, x_dtype, written                 */
-    float *partial;         /* NULL, or splits x m x n sums (tc split) */
+    float *partial;         /* NULL, or splits x m x n sums (split k)  */
     int64_t m;              /* 1 .. the kernel's tile (at most 8)      */
     int64_t n;              /* >= 1                                    */
     int64_t k;              /* >= 16, a multiple of 16                 */

@@ -32,7 +32,10 @@ static __device__ __forceinline__ float finish_sum(const fp8q_gemv_fp8_args &arg
 }
 
 /* Output (x_row, row) of the block's float32 sum: finished into y (x's
- * dtype X), or, when k is split, the split's raw sum into partial. */
+ * dtype X), or, when k is split, the split's raw sum into partial (the
+ * tensor-core kernels; gemv.cu's CUDA-core kernels write the same places
+ * through a split target kept in shared memory, which costs them no
+ * register over their loop). */
 template <int X>
 static __device__ __forceinline__ void write_sum(const fp8q_gemv_fp8_args &args, int64_t x_row,
                                                  int64_t row, float sum)

@@ -4,8 +4,9 @@
  * from the CUDA code so that tests/gemv_pipeline_emulation.cpp runs the
  * very same walk on the host against deferred copies: which chunk is
  * copied into which stage, when a group of copies is committed, and how
- * many groups may still be in flight when a chunk is read; and which
- * chunks of k a split and a warp take.
+ * many groups may still be in flight when a chunk is read; which chunks
+ * of k a split and a warp take; and which values of k a thread of the
+ * CUDA-core kernels (kernels/gemv.cu) loads in a split.
  *
  * Plain C++ (no CUDA header): the caller's Pipe supplies the operations
  * (on the GPU: __pipeline_memcpy_async, __pipeline_commit,
@@ -105,6 +106,27 @@ FP8Q_GEMV_PIPELINE_FUNCTION int64_t fp8q_gemv_warp_chunks(int64_t first, int64_t
                                                           int warps)
 {
     return first + warp < end ? (end - first - warp + warps - 1) / warps : 0;
+}
+
+/* The CUDA-core kernels' walk over k (kernels/gemv.cu; kernels/gemv.cuh,
+ * "Split k"): block step t holds the values [t * FP8Q_GEMV_STEP, (t + 1) *
+ * FP8Q_GEMV_STEP), FP8Q_GEMV_LANE_K of them for each of the block's
+ * FP8Q_GEMV_THREADS threads. A grid of `splits` rows (gridDim.y; 1
+ * without a split) gives split s the block steps s, s + splits, s + 2
+ * splits, ...: thread `thread` of split `split` loads the
+ * FP8Q_GEMV_LANE_K values from fp8q_gemv_thread_first(split, thread),
+ * then those every fp8q_gemv_thread_stride(splits) values further on,
+ * while below k. */
+FP8Q_GEMV_PIPELINE_FUNCTION int64_t fp8q_gemv_thread_first(uint32_t split, uint32_t thread)
+{
+    return ((int64_t)split * FP8Q_GEMV_THREADS + thread) * FP8Q_GEMV_LANE_K;
+}
+
+/* A 32-bit stride: splits is at most 65535 (a grid's y), so the product
+ * stays below 2^28. */
+FP8Q_GEMV_PIPELINE_FUNCTION int64_t fp8q_gemv_thread_stride(uint32_t splits)
+{
+    return (int64_t)((uint32_t)FP8Q_GEMV_STEP * splits);
 }
 
 #endif /* FP8Q_KERNELS_GEMV_PIPELINE_CUH */

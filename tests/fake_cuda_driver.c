@@ -799,15 +799,26 @@ static int run_gemv_reduce(const fp8q_gemv_fp8_args *args,
     return 0;
 }
 
+/* Nonzero when value c of k belongs to split `split` of `splits` of the
+ * weight-only product (kernels/gemv.cuh, "Split k"): the tensor-core
+ * kernels' splits are ranges of `span` values, the CUDA-core kernels' every
+ * splits-th block step of FP8Q_GEMV_STEP values. */
+static int gemv_split_holds(int tensor_cores, int64_t c, int split, int splits,
+                            int64_t span)
+{
+    return tensor_cores ? c / span == split
+                        : (c / FP8Q_GEMV_STEP) % splits == split;
+}
+
 /* kernels/gemv.cuh's product in double (well within its float32 bound),
  * rounded once into x's dtype, for the kernel named "fp8q_gemv_fp8_" +
  * `tile` ("1", "2", "4", "8"; "tc16", "tc64" on the tensor cores); with
- * partial sums (tensor cores only), each split's double sum over its
- * values of k, rounded once to float32, into partial and y untouched.
- * Refuses (nonzero) a launch outside the contract: the tile must be the
- * smallest that holds m, k a multiple of 16, operands 16-byte aligned,
- * FP8Q_GEMV_THREADS threads, the tensor cores' own conditions, and
- * grid_y 1 without partial sums, the splits with them. */
+ * partial sums (every kernel), each split's double sum over its values of
+ * k, rounded once to float32, into partial and y untouched. Refuses
+ * (nonzero) a launch outside the contract: the tile must be the smallest
+ * that holds m, k a multiple of 16, operands 16-byte aligned,
+ * FP8Q_GEMV_THREADS threads, the tensor cores' own conditions, and grid_y
+ * 1 without partial sums, the splits with them. */
 static int run_gemv_fp8(const fp8q_gemv_fp8_args *args, const char *tile,
                         unsigned int block_x, unsigned int grid_y)
 {
@@ -820,7 +831,7 @@ static int run_gemv_fp8(const fp8q_gemv_fp8_args *args, const char *tile,
     int64_t i, j, c;
     int split;
     if (args->partial != NULL &&
-        (!tensor_cores || splits < 1 || splits > FP8Q_GEMV_MAX_SPLITS ||
+        (splits < 1 || splits > FP8Q_GEMV_MAX_SPLITS ||
          (uintptr_t)args->partial % 16 != 0)) {
         return 1;
     }
@@ -837,13 +848,16 @@ static int run_gemv_fp8(const fp8q_gemv_fp8_args *args, const char *tile,
     for (split = 0; split < splits; split++) {
         for (i = 0; i < args->m; i++) {
             for (j = 0; j < args->n; j++) {
-                const int64_t end =
-                    (split + 1) * span < args->k ? (split + 1) * span : args->k;
                 double sum = 0.0;
                 float value;
-                for (c = split * span; c < end; c++) {
-                    double w = load_element(args->weight, j * args->k + c,
-                                            args->weight_dtype);
+                for (c = 0; c < args->k; c++) {
+                    double w;
+                    if (!gemv_split_holds(tensor_cores, c, split, splits,
+                                          span)) {
+                        continue;
+                    }
+                    w = load_element(args->weight, j * args->k + c,
+                                     args->weight_dtype);
                     if (args->scale_kind == FP8Q_GEMV_SCALE_BLOCK) {
                         w *= args->scale[(j / FP8Q_GEMV_BLOCK) * k_blocks +
                                          c / FP8Q_GEMV_BLOCK];
@@ -1093,11 +1107,13 @@ static result_t fake_launch_kernel(void *function, unsigned int grid_x,
     }
     /* The launch contracts: a 1-D grid of >= 1 blocks of a multiple of 32
      * threads (at most 1024), no shared memory, one parameter; the
-     * weight-only tensor-core kernels' split k a grid of splits rows. */
+     * weight-only product kernels' split k a grid of splits rows (the
+     * reduce takes one). */
     if (grid_x < 1 ||
         grid_x > (unsigned int)setting("FAKE_CUDA_MAX_GRID", 0x7FFFFFFF) ||
         grid_y < 1 ||
-        (grid_y != 1 && strncmp(name, "fp8q_gemv_fp8_tc", 16) != 0) ||
+        (grid_y != 1 && (strncmp(name, "fp8q_gemv_fp8_", 14) != 0 ||
+                         strcmp(name, FP8Q_GEMV_FP8_KERNEL_REDUCE) == 0)) ||
         grid_z != 1 || block_x % 32 != 0 ||
         block_x > 1024 || block_y != 1 || block_z != 1 || shared != 0 ||
         extra != NULL || parameters == NULL) {

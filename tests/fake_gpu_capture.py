@@ -241,7 +241,8 @@ def warm_layer_calls_capture():
     blocks and static; _C.layer_weight for W8A16) on a capturing stream,
     warm, captures as it runs eagerly: the same work, no forbidden call,
     the same bits; so does _C.layer_gemv with k split over the grid (its
-    scratch a graph allocation); the W8A16 decode is
+    scratch a graph allocation), on the tensor cores (16 tokens) and on the
+    CUDA cores (1 token); the W8A16 decode is
     fp8q_cast_from_fp8_wide's launch."""
     rng = np.random.default_rng(33)
     x = on_gpu(fp8q.asarray(rng.standard_normal((2, 8, 256)).astype(
@@ -269,10 +270,26 @@ def warm_layer_calls_capture():
         (40, 4096)).astype(np.float32))), granularity="row")
     cases.append(lambda: fp8q._C.layer_gemv(x16, w16.data, w16.scale, None,
                                             "row", CAPTURING))
+    # The CUDA-core kernels' split (1 bfloat16 token, 40 weight rows, K =
+    # 4 x 4096: 3 splits on the fake device), the same scratch.
+    x1 = on_gpu(fp8q.asarray(rng.standard_normal((1, 4 * 4096)).astype(
+        np.float32), dtype="bfloat16"))
+    w1 = fp8q.quantize(on_gpu(fp8q.asarray(rng.standard_normal(
+        (40, 4 * 4096)).astype(np.float32))), granularity="row")
+    cases.append(lambda: fp8q._C.layer_gemv(x1, w1.data, w1.scale, None,
+                                            "row", CAPTURING))
     for function in cases:
         eager, captured = captured_like_eager(function)
         assert same_bits(captured.cpu(stream=CAPTURING).numpy(),
                          eager.cpu(stream=CAPTURING).numpy())
+    # The 1-token product split on the CUDA cores: its kernel, then the
+    # reduce, captured.
+    start = begin_capture(CAPTURING)
+    cases[-1]()
+    kernels = [name for name in work(log_lines()[start:])
+               if name.startswith("fp8q_")]
+    assert kernels == ["fp8q_gemv_fp8_1", "fp8q_gemv_fp8_reduce"], kernels
+    assert_valid_capture(CAPTURING, start)
     # The W8A16 weight decode (in_features 256: 16 codes a thread) is the
     # wide kernel, its decoded weight a graph allocation of the capture.
     layer_weight = cases[1]

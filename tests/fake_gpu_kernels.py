@@ -399,70 +399,132 @@ def tensor_core_gemv_matches_the_reference():
         declined=lambda m, granularity: granularity == "block" and m > 16)
 
 
-def expected_splits(m, n, k, multiprocessors=4, blocks_per_sm=8):
-    """kernels/gemv.cuh's split of k as cuda/launch.h documents it, for the
-    tensor-core kernels on the fake device (4 multiprocessors, 2048 / 256
-    blocks each): 1 where ceil(n / 32) blocks fill it, else enough splits
-    to, at most 16, k // 1024 and k // (32 m), recounted so that none is
-    empty (each split ceil(k / splits) rounded up to 128 values)."""
-    blocks = -(-n // 32)
+def expected_splits(m, n, k, multiprocessors=4, blocks_per_sm=8,
+                    tensor_cores=True):
+    """kernels/gemv.cuh's split of k as cuda/launch.h documents it, on the
+    fake device (4 multiprocessors, 2048 / 256 blocks each unless told
+    otherwise). Tensor cores: 1 where ceil(n / 32) blocks fill it, else
+    enough splits to, at most 16, k // 1024 and k // (32 m), recounted so
+    that none is empty (each split ceil(k / splits) rounded up to 128
+    values). CUDA cores: the whole copies of ceil(n / 4) blocks that fit in
+    it (1 below 2), at most 16, k // 4096 and k // (32 m)."""
+    blocks = -(-n // (32 if tensor_cores else 4))
     full = multiprocessors * blocks_per_sm
     if blocks >= full:
         return 1
-    splits = min(-(-full // blocks), 16, k // 1024, k // (32 * m))
+    splits = min(-(-full // blocks) if tensor_cores else full // blocks, 16,
+                 k // (1024 if tensor_cores else 4096), k // (32 * m))
     if splits <= 1:
         return 1
+    if not tensor_cores:
+        return splits
     span = -(-(-(-k // splits)) // 128) * 128
     return -(-k // span)
 
 
+def check_split_launches(m, n, k, dtype, tile, rng, occupancy=8):
+    """One row-scaled _C.layer_gemv of m x k random `dtype` x by an n x k
+    E4M3 weight on the kernel "fp8q_gemv_fp8_" + tile, called twice: the
+    same bits both times, within float32 accumulation of the float64
+    reference. On the fake driver (`occupancy` blocks a multiprocessor) the
+    launches too: the product on ceil(n / 32) (tensor cores) or ceil(n /
+    4) (CUDA cores) x expected_splits blocks, then, split,
+    fp8q_gemv_fp8_reduce over the m x n outputs (the fake driver refuses
+    a scratch not 16-byte aligned and a reduce before the product's sums).
+    Returns the splits (None on a GPU)."""
+    tensor_cores = tile.startswith("tc")
+    x = fp8q.asarray(rng.standard_normal((m, k)).astype(np.float32),
+                     dtype=dtype, device="cuda")
+    codes = fp8q.asarray(rng.standard_normal((n, k)).astype(np.float32),
+                         dtype="float8_e4m3fn", device="cuda")
+    scale = fp8q.asarray(rng.uniform(0.5, 1.0, (n, 1)).astype(
+        np.float32), device="cuda")
+    results = []
+    splits = None
+
+    def call():
+        results.append(_C.layer_gemv(x, codes, scale, None, "row", None))
+    if "FAKE_CUDA_LAUNCH_LOG" in os.environ:  # the fake driver
+        splits = expected_splits(m, n, k, blocks_per_sm=occupancy,
+                                 tensor_cores=tensor_cores)
+        expected = [(f"fp8q_gemv_fp8_{tile}",
+                     -(-n // (32 if tensor_cores else 4)), 256, splits)]
+        if splits > 1:
+            expected.append(("fp8q_gemv_fp8_reduce",
+                             min(-(-m * n // 256), 4 * occupancy), 256, 1))
+        assert grid_launches(call) == expected, (m, n, k, expected)
+    else:  # a GPU
+        call()
+    call()
+    first = np.asarray(results[0].cpu()).view(np.uint8)
+    assert (first == np.asarray(results[1].cpu()).view(np.uint8)).all()
+    reference = reference_product(x, codes, scale, "row", None)
+    got = np.asarray(fp8q.cast(results[0].cpu(), "float32"))
+    assert np.abs(got - reference).max() <= (
+        OUTPUT_ULP[dtype] + k * (2.0 ** -22 if tensor_cores else 2.0 ** -23)
+    ) * np.abs(reference).max(), (m, n, k, tile)
+    return splits
+
+
 def split_gemv_matches_the_reference():
-    """The tensor-core kernels with k split over the grid's y dimension
-    (few weight rows, long k: kernels/gemv.cuh "Split k"): every scale
-    granularity, both weight formats, a bias or none, K ending inside a
-    128-value block, against float64 within twice float32's unit roundoff
-    per term; the same bits from a second call (the splits' sums are added
-    in split order). On the fake driver the launches too: the product on
-    ceil(n / 32) x splits blocks, then fp8q_gemv_fp8_reduce over the m x n
-    outputs; no split (and no reduce) where the blocks fill the device or
-    on the CUDA cores."""
+    """The weight-only kernels with k split over the grid's y dimension
+    (few weight rows, long k: kernels/gemv.cuh "Split k"): the tensor-core
+    kernels and the CUDA-core ones (1 to 8 tokens, every splits-th block
+    step of 4096 values a split), every scale granularity, x dtype, both
+    weight formats, a bias or none, K ending inside a 128-value block,
+    against float64 within float32's unit roundoff per term (twice it on
+    the tensor cores); the same bits from a second call (the splits' sums
+    are added in split order). On the fake driver the launches too
+    (check_split_launches): no split (and no reduce) where the blocks fill
+    the device, where fewer than two copies of a CUDA-core grid fit in it,
+    or where k is too short to split."""
     check_gemv_products(
         np.random.default_rng(8), 40, 3088, (9, 16, 40),
         ("float16", "bfloat16"), (None, "bfloat16"), 2.0 ** -22,
         declined=lambda m, granularity: granularity == "block" and m > 16)
+    # 1 to 8 tokens on the CUDA cores: 10 blocks of 4 weight rows, k =
+    # 3 x 4096 + 16 in 3 splits (the last one's last step 16 values).
+    check_gemv_products(
+        np.random.default_rng(10), 40, 3 * 4096 + 16, (1, 2, 3, 5, 8),
+        ("float32", "float16", "bfloat16"), (None, "bfloat16"), 2.0 ** -23)
     rng = np.random.default_rng(9)
-    for m, n, k, dtype, kernel in ((16, 40, 3088, "bfloat16", "tc16"),
-                                   (40, 40, 8192, "float16", "tc64"),
-                                   (9, 70, 1024 * 40, "bfloat16", "tc16"),
-                                   (16, 1024, 3088, "float16", "tc16"),
-                                   (4, 40, 3088, "bfloat16", "4")):
-        x = fp8q.asarray(rng.standard_normal((m, k)).astype(np.float32),
-                         dtype=dtype, device="cuda")
-        codes = fp8q.asarray(rng.standard_normal((n, k)).astype(np.float32),
-                             dtype="float8_e4m3fn", device="cuda")
-        scale = fp8q.asarray(rng.uniform(0.5, 1.0, (n, 1)).astype(
-            np.float32), device="cuda")
-        results = []
+    for m, n, k, dtype, tile, splits in (
+            (16, 40, 3088, "bfloat16", "tc16", None),
+            (40, 40, 8192, "float16", "tc64", None),
+            (9, 70, 1024 * 40, "bfloat16", "tc16", None),
+            (16, 1024, 3088, "float16", "tc16", 1),
+            (4, 40, 3088, "bfloat16", "4", 1),
+            (1, 40, 4 * 4096 + 16, "float32", "1", 3),
+            (2, 13, 9 * 4096, "bfloat16", "2", 8),
+            (3, 40, 2 * 4096 + 16, "float16", "4", 2),
+            (8, 40, 3 * 4096 + 16, "float32", "8", 3),
+            (1, 80, 4 * 4096, "float32", "1", 1),
+            (1, 128, 4 * 4096, "float32", "1", 1),
+            (2, 40, 4096 + 2048, "float16", "2", 1)):
+        # splits: the CUDA cores' by hand (None: expected_splits alone).
+        got = check_split_launches(m, n, k, dtype, tile, rng)
+        assert splits is None or got in (None, splits), (m, n, k, tile, got)
 
-        def call():
-            results.append(_C.layer_gemv(x, codes, scale, None, "row", None))
-        if "FAKE_CUDA_LAUNCH_LOG" in os.environ:  # the fake driver
-            splits = expected_splits(m, n, k) if kernel != "4" else 1
-            expected = [(f"fp8q_gemv_fp8_{kernel}",
-                         -(-n // (32 if kernel != "4" else 4)), 256, splits)]
-            if splits > 1:
-                expected.append(("fp8q_gemv_fp8_reduce",
-                                 min(-(-m * n // 256), 32), 256, 1))
-            assert grid_launches(call) == expected, (m, n, k, expected)
-        else:  # a GPU
-            call()
-        call()
-        first = np.asarray(results[0].cpu()).view(np.uint16)
-        assert (first == np.asarray(results[1].cpu()).view(np.uint16)).all()
-        reference = reference_product(x, codes, scale, "row", None)
-        got = np.asarray(fp8q.cast(results[0].cpu(), "float32"))
-        assert np.abs(got - reference).max() <= (
-            OUTPUT_ULP[dtype] + k * 2.0 ** -22) * np.abs(reference).max()
+
+def narrow_gemv_splits_on_the_cuda_cores():
+    """Narrow layers (N of 256 to 1024 weight rows) at 1, 2, 4, 5 and 8
+    tokens on the CUDA cores, on a fake device of 4 x 64 = 256 resident
+    blocks (run with FAKE_CUDA_OCCUPANCY=64, a stand-in for an H100's 132
+    x 4 blocks of fp8q_gemv_fp8_1): ceil(N / 4) = 64 blocks split k = 3 x
+    4096 + 16 in 3 (4 copies fit, k allows 3), 128 blocks in 2, 256 blocks
+    (a full device) not at all; each product then the reduce, the same
+    bits twice, within float32 accumulation of float64
+    (check_split_launches). On a GPU, the products only (the splits its
+    occupancy gives)."""
+    rng = np.random.default_rng(11)
+    k = 3 * 4096 + 16
+    for n, splits in ((256, 3), (512, 2), (1024, 1)):
+        for m, dtype, tile in ((1, "bfloat16", "1"), (2, "float16", "2"),
+                               (4, "bfloat16", "4"), (5, "bfloat16", "8"),
+                               (8, "float32", "8")):
+            got = check_split_launches(m, n, k, dtype, tile, rng,
+                                       occupancy=64)
+            assert got in (None, splits), (m, n, got, splits)  # None: a GPU
 
 
 def gemv_decodes_every_code():
@@ -472,8 +534,12 @@ def gemv_decodes_every_code():
     every x dtype: float16 and bfloat16 hold every FP8 value). The NaN and
     infinity codes have rows of their own, each giving NaN (an infinity
     times the zeros of x is NaN too). The CUDA-core kernels (1 to 8 tokens)
-    and the tensor-core ones (8 to 64), these also with the codes repeated
-    along a k of 4096, split over the grid (gemv.cuh "Split k")."""
+    and the tensor-core ones (8 to 64), both also with the codes repeated
+    along a long k, split over the grid (gemv.cuh "Split k": a k of 4096
+    on the tensor cores; 3 x 4096 on the CUDA cores, in 3 splits on the
+    fake device and on a GPU); below 8 tokens the one-hot columns move over
+    calls until every one of a row's 8 codes is read, the first row's in
+    the last split."""
     every = np.arange(256, dtype=np.uint8)
     for dtype in ("float8_e4m3fn", "float8_e5m2"):
         values = np.asarray(fp8q.cast(fp8q.asarray(every).view(dtype),
@@ -490,32 +556,55 @@ def gemv_decodes_every_code():
                                        "float32"))
         decoded[len(finite) // 8:] = np.nan
         scale = fp8q.asarray(np.ones((n, 1), np.float32), device="cuda")
-        # The same codes repeated along a k of 4096: the tensor-core
-        # kernels split it (few weight rows: gemv.cuh "Split k"), and the
-        # one-hot columns reach into every split.
-        wide = fp8q.asarray(np.tile(codes, (1, 128))).view(dtype).to("cuda")
+        # The same codes repeated along a k of 4096 (the tensor-core
+        # kernels split it) and of 3 x 4096 (the CUDA-core kernels split it
+        # in 3: ceil(n / 4) = 9 or 10 blocks), the one-hot columns reaching
+        # into every split.
+        wide = {width: fp8q.asarray(np.tile(codes, (1, width // 32))).view(
+            dtype).to("cuda") for width in (4096, 3 * 4096)}
+        wide[32] = weight
+        cuda_core_split = 3 * 4096
         for m, x_dtypes, width in ((1, ("float32", "float16", "bfloat16"), 32),
                                    (2, ("bfloat16",), 32), (3, ("float16",), 32),
                                    (5, ("float32", "bfloat16"), 32),
                                    (8, ("float16",), 32),
                                    (16, ("float16", "bfloat16"), 32),
                                    (64, ("float16", "bfloat16"), 32),
+                                   (1, ("float32", "float16", "bfloat16"),
+                                    cuda_core_split),
+                                   (2, ("bfloat16",), cuda_core_split),
+                                   (3, ("float16",), cuda_core_split),
+                                   (5, ("float32",), cuda_core_split),
+                                   (8, ("float32",), cuda_core_split),
                                    (8, ("bfloat16",), 4096),
                                    (16, ("float16", "bfloat16"), 4096),
                                    (64, ("float16", "bfloat16"), 4096)):
-            columns = np.arange(m) % 32 + 32 * ((np.arange(m) * 37) %
-                                                (width // 32))
-            one_hot = np.zeros((m, width), np.float32)
-            one_hot[np.arange(m), columns] = 1.0
-            expected = decoded[:, columns % 32].T
-            for x_dtype in x_dtypes:
-                x = fp8q.asarray(one_hot, dtype=x_dtype, device="cuda")
-                y = np.asarray(fp8q.cast(_C.layer_gemv(
-                    x, weight if width == 32 else wide, scale, None, "row",
-                    None).cpu(), "float32"))
-                same = (y == expected) | (np.isnan(y) & np.isnan(expected))
-                assert same.all(), (dtype, m, x_dtype, width,
-                                    np.argwhere(~same)[:4].tolist())
+            for shift in range(0, 8, m) if m < 8 else (0,):
+                # Row t of x reads column (t + shift) % 32 of the codes, in
+                # the last 32 of k for t = 0, spread over k for the others.
+                columns = (np.arange(m) + shift) % 32 + 32 * (
+                    (np.arange(m) * 37 + width // 32 - 1) % (width // 32))
+                one_hot = np.zeros((m, width), np.float32)
+                one_hot[np.arange(m), columns] = 1.0
+                expected = decoded[:, columns % 32].T
+                for x_dtype in x_dtypes:
+                    x = fp8q.asarray(one_hot, dtype=x_dtype, device="cuda")
+                    results = []
+
+                    def call():
+                        results.append(_C.layer_gemv(
+                            x, wide[width], scale, None, "row", None))
+                    if (width == cuda_core_split and
+                            "FAKE_CUDA_LAUNCH_LOG" in os.environ):
+                        assert [launch[3] for launch in grid_launches(call)
+                                if launch[0] != "fp8q_gemv_fp8_reduce"
+                                ] == [3], (dtype, m, x_dtype)
+                    else:
+                        call()
+                    y = np.asarray(fp8q.cast(results[0].cpu(), "float32"))
+                    same = (y == expected) | (np.isnan(y) & np.isnan(expected))
+                    assert same.all(), (dtype, m, x_dtype, width,
+                                        np.argwhere(~same)[:4].tolist())
 
 
 def tensor_cores_follow_the_device():

@@ -14,7 +14,10 @@ CHECKS = ["cast-transposed", "cast-gathered", "cast-contiguous", "cast-strided-o
           "cast-scale-shape", "amax-columns-in-place", "amax-rows-gathered",
           "amax-whole-gathered", "amax-none", "amax-finite",
           "weight-only-cuda-cores", "weight-only-split-k", "weight-only-every-row-split",
-          "weight-only-short-scratch",
+          "weight-only-short-scratch", "weight-only-cuda-cores-split",
+          "weight-only-cuda-cores-split-rows", "weight-only-cuda-cores-full",
+          "weight-only-cuda-cores-one-copy", "weight-only-cuda-cores-short-k",
+          "weight-only-cuda-cores-short-scratch",
           "weight-only-declines", "calib-max", "calib-histogram",
           "layer-activation-options", "op-call-gathered"]
 

@@ -11,6 +11,15 @@ from fake_gpu import TESTS, run_child
 from test_cuda_fake_device import fake_driver  # noqa: F401 (a fixture)
 
 
+def run_scenario(fake_driver, name, tmp_path, **options):
+    """Runs fake_gpu_kernels.NAME() in a fresh interpreter on the fake
+    driver, its launches logged (options: run_child's, e.g. environment)."""
+    code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); "
+            f"import fake_gpu_kernels; fake_gpu_kernels.{name}()")
+    run_child(fake_driver, code, launch_log=tmp_path / "launches.log",
+              **options)
+
+
 @pytest.mark.parametrize("name", [
     "grids_grow_with_the_input",
     "row_quantize_holds_the_device",
@@ -26,15 +35,14 @@ from test_cuda_fake_device import fake_driver  # noqa: F401 (a fixture)
     "norm_quantize_runs_a_block_per_row",
 ])
 def test_kernel_scenario(fake_driver, name, tmp_path):
-    code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); "
-            f"import fake_gpu_kernels; fake_gpu_kernels.{name}()")
-    run_child(fake_driver, code, launch_log=tmp_path / "launches.log",
-              log=tmp_path / "calls.log")
+    run_scenario(fake_driver, name, tmp_path, log=tmp_path / "calls.log")
+
+
+def test_narrow_gemv_splits_on_the_cuda_cores(fake_driver, tmp_path):
+    run_scenario(fake_driver, "narrow_gemv_splits_on_the_cuda_cores",
+                 tmp_path, environment={"FAKE_CUDA_OCCUPANCY": "64"})
 
 
 def test_tensor_cores_follow_the_device(fake_driver, tmp_path):
-    code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); "
-            "import fake_gpu_kernels; "
-            "fake_gpu_kernels.tensor_cores_follow_the_device()")
-    run_child(fake_driver, code, launch_log=tmp_path / "launches.log",
-              environment={"FAKE_CUDA_CC": "7.5"})
+    run_scenario(fake_driver, "tensor_cores_follow_the_device", tmp_path,
+                 environment={"FAKE_CUDA_CC": "7.5"})

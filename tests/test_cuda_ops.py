@@ -769,6 +769,7 @@ def test_weight_only_product_matches_the_reference():
     fake_gpu_kernels.gemv_matches_the_reference()
     fake_gpu_kernels.tensor_core_gemv_matches_the_reference()
     fake_gpu_kernels.split_gemv_matches_the_reference()
+    fake_gpu_kernels.narrow_gemv_splits_on_the_cuda_cores()
     fake_gpu_kernels.gemv_decodes_every_code()
     fake_gpu_kernels.gemv_declines_what_it_does_not_take()
     fake_gpu_kernels.linear_weight_only_runs_every_row()

@@ -498,30 +498,47 @@ static fp8q_cuda_kernel gemv_kernel(const fp8q_gemv_fp8_args *args,
                         : FP8Q_KERNEL_GEMV_FP8_8;
 }
 
-/* Values of k a split takes at least: 8 warps x 4 chunks of 32, so that
- * each warp's 3-stage copy pipeline runs full for most of its split. */
+/* Values of k a split takes at least. Tensor cores: 8 warps x 4 chunks of
+ * 32, so that each warp's 3-stage copy pipeline runs full for most of its
+ * split. CUDA cores: one block step (FP8Q_GEMV_STEP, 4096: 256 threads x
+ * 16), so that every thread of every split's block loads (a block's bytes
+ * in flight are its threads' loads; a shorter split would only spread the
+ * same loads over more multiprocessors) and, their splits being every
+ * splits-th step, none is empty. Neither has been measured on a GPU
+ * (kernels/README.md, "Weight-only product"). */
 #define GEMV_MIN_SPLIT_K 1024
+#define GEMV_CUDA_CORE_MIN_SPLIT_K FP8Q_GEMV_STEP
 
 int fp8q_cuda_gemv_fp8_splits(const fp8q_cuda_device *device,
                               const fp8q_gemv_fp8_args *args)
 {
     const int tensor_cores = tensor_cores_take(device, args);
-    const int64_t blocks =
-        fp8q_block_count(args->n, FP8Q_GEMV_TC_WEIGHT_ROWS);
+    const int64_t blocks = fp8q_block_count(
+        args->n, tensor_cores ? FP8Q_GEMV_TC_WEIGHT_ROWS
+                              : FP8Q_GEMV_WEIGHT_ROWS);
     int64_t full, splits, most;
 
-    if (!tensor_cores || !gemv_takes(args, tensor_cores) || args->k < 1) {
+    if (!gemv_takes(args, tensor_cores) || args->k < 1) {
         return 1;
     }
     full = full_device(device, gemv_kernel(args, tensor_cores));
     if (blocks >= full) {
         return 1;
     }
-    splits = (full + blocks - 1) / blocks;
-    /* Each split at least GEMV_MIN_SPLIT_K values, and the scratch's
-     * traffic (8 bytes a sum: written, then read by the reduce) at most a
-     * quarter of the weight's bytes: 8 splits m n <= n k / 4. */
-    most = args->k / GEMV_MIN_SPLIT_K;
+    /* Tensor cores: enough splits to fill the device. CUDA cores: as many
+     * whole copies of the grid as fit in it at once (none where fewer than
+     * 2 do), so that the split grid never runs a second, partial wave of
+     * blocks after the first (about 1000 weight rows or fewer on a
+     * 132-multiprocessor H100 or H200 at fp8q_gemv_fp8_1's 4 blocks a
+     * multiprocessor; unmeasured, so kept to grids that clearly leave the
+     * device idle). */
+    splits = tensor_cores ? (full + blocks - 1) / blocks : full / blocks;
+    /* Each split at least GEMV_MIN_SPLIT_K values (tensor cores) or
+     * GEMV_CUDA_CORE_MIN_SPLIT_K (CUDA cores), and the scratch's traffic
+     * (8 bytes a sum: written, then read by the reduce) at most a quarter
+     * of the weight's bytes: 8 splits m n <= n k / 4. */
+    most = args->k / (tensor_cores ? GEMV_MIN_SPLIT_K
+                                   : GEMV_CUDA_CORE_MIN_SPLIT_K);
     if (most > args->k / (32 * args->m)) {
         most = args->k / (32 * args->m);
     }
@@ -531,10 +548,10 @@ int fp8q_cuda_gemv_fp8_splits(const fp8q_cuda_device *device,
     if (splits > most) {
         splits = most;
     }
-    if (splits <= 1) {
-        return 1;
+    if (splits <= 1 || !tensor_cores) {
+        return splits <= 1 ? 1 : (int)splits;
     }
-    /* Whole 128-value blocks a split: no split left empty. */
+    /* Tensor cores: whole 128-value blocks a split, no split left empty. */
     return (int)((args->k + fp8q_gemv_split_span(args->k, (int32_t)splits) -
                   1) /
                  fp8q_gemv_split_span(args->k, (int32_t)splits));
@@ -553,7 +570,7 @@ fp8q_status fp8q_cuda_launch_gemv_fp8(const fp8q_cuda_device *device,
     fp8q_status status;
 
     if (!gemv_takes(args, tensor_cores) || args->k % 16 != 0 ||
-        (split && (!tensor_cores || args->splits < 1 ||
+        (split && (args->splits < 1 ||
                    args->splits > FP8Q_GEMV_MAX_SPLITS ||
                    ((uintptr_t)args->partial & 15u) != 0u))) {
         return fp8q_fail(error, FP8Q_ERROR_VALUE,

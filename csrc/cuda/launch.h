@@ -145,14 +145,18 @@ int fp8q_cuda_gemv_fp8_takes(const fp8q_cuda_device *device,
 /* The splits of k (kernels/gemv.cuh, "Split k") that
  * fp8q_cuda_launch_gemv_fp8 should be given for these arguments (m, n, k,
  * dtypes, scale kind and x address; partial and splits are not read) on
- * `device`: 1 (no split: partial NULL) for the CUDA-core kernels and
- * wherever ceil(n / FP8Q_GEMV_TC_WEIGHT_ROWS) blocks fill the device's
+ * `device`: 1 (no split: partial NULL) wherever the kernel's
+ * ceil(n / FP8Q_GEMV_TC_WEIGHT_ROWS) blocks (tensor cores) or
+ * ceil(n / FP8Q_GEMV_WEIGHT_ROWS) blocks (CUDA cores) fill the device's
  * multiprocessors at the kernel's occupancy; else enough splits to fill
- * them, at most FP8Q_GEMV_MAX_SPLITS, k / 1024 (each split at least
- * 1024 values of k) and k / (32 m) (the scratch's float32 sums, written
+ * them (tensor cores) or the whole copies of the grid that fit in them
+ * (CUDA cores: none below 2, so only grids of at most half the device
+ * split), at most FP8Q_GEMV_MAX_SPLITS, k / 1024 on the tensor cores or
+ * k / FP8Q_GEMV_STEP (4096) on the CUDA cores (each split at least that
+ * many values of k) and k / (32 m) (the scratch's float32 sums, written
  * and read back, at most a quarter of the weight's bytes), none of them
- * empty. Deterministic: the same arguments
- * on the same device give the same answer, and so the same sums. */
+ * empty. Deterministic: the same arguments on the same device give the
+ * same answer, and so the same sums. */
 int fp8q_cuda_gemv_fp8_splits(const fp8q_cuda_device *device,
                               const fp8q_gemv_fp8_args *args);
 
@@ -160,8 +164,8 @@ int fp8q_cuda_gemv_fp8_splits(const fp8q_cuda_device *device,
  * fp8q_cuda_gemv_fp8_takes(device, args) (the kernel of the smallest tile
  * that holds args->m rows), one block per FP8Q_GEMV_WEIGHT_ROWS (CUDA
  * cores) or FP8Q_GEMV_TC_WEIGHT_ROWS (tensor cores) weight rows; with
- * args->partial (tensor cores only: args->splits x m x n float32, 16-byte
- * aligned, args->splits from fp8q_cuda_gemv_fp8_splits) a grid of
+ * args->partial (args->splits x m x n float32, 16-byte aligned,
+ * args->splits from fp8q_cuda_gemv_fp8_splits) a grid of
  * args->splits rows of those blocks, then fp8q_gemv_fp8_reduce on the same
  * stream. A ValueError status otherwise. The caller has checked the rest
  * of the contract (dtypes, 16-byte alignment, k). */

@@ -851,7 +851,7 @@ int main(int argc, char **argv)
     check_amax_finite();
     if (check_weight_only("weight-only-cuda-cores", 20, 24, 64, FP8Q_FLOAT32,
                           1, 0) != 1) {
-        fail("weight-only-cuda-cores", "a split K on the CUDA cores", NULL);
+        fail("weight-only-cuda-cores", "a split K of 64 values", NULL);
     }
     if (check_weight_only("weight-only-split-k", 16, 40, 3088, FP8Q_FLOAT16,
                           0, 0) <= 1) {
@@ -865,6 +865,35 @@ int main(int argc, char **argv)
     }
     (void)check_weight_only("weight-only-short-scratch", 16, 40, 3088,
                             FP8Q_FLOAT16, 0, 1);
+    /* The CUDA cores' split (the fake device: 4 multiprocessors x 8
+     * blocks = 32): 1 float32 row, 40 weight rows in 10 blocks of 4 (3
+     * whole copies fit), K 4 x 4096 + 16 in 3 splits (1 x 40 float32 sums
+     * each). */
+    if (check_weight_only("weight-only-cuda-cores-split", 1, 40, 16400,
+                          FP8Q_FLOAT32, 0, 0) != 3 * 1 * 40 * sizeof(float)) {
+        fail("weight-only-cuda-cores-split", "not 3 splits of K", NULL);
+    }
+    /* 20 rows: launches of 8, 8 and 4 rows, K 8192 in 2 splits each (one
+     * block step a split at least); the scratch is the 8-row launches'. */
+    if (check_weight_only("weight-only-cuda-cores-split-rows", 20, 40, 8192,
+                          FP8Q_FLOAT32, 1, 0) != 2 * 8 * 40 * sizeof(float)) {
+        fail("weight-only-cuda-cores-split-rows", "not 2 splits of K",
+             NULL);
+    }
+    /* No split: 128 weight rows (32 blocks fill the fake device), 80 (20
+     * blocks: fewer than 2 copies fit) and K 6144 (less than 2 block
+     * steps). */
+    if (check_weight_only("weight-only-cuda-cores-full", 1, 128, 16384,
+                          FP8Q_FLOAT32, 0, 0) != 1 ||
+        check_weight_only("weight-only-cuda-cores-one-copy", 1, 80, 16384,
+                          FP8Q_FLOAT32, 0, 0) != 1 ||
+        check_weight_only("weight-only-cuda-cores-short-k", 2, 40, 6144,
+                          FP8Q_FLOAT32, 0, 0) != 1) {
+        fail("weight-only-cuda-cores-full", "a split K where none helps",
+             NULL);
+    }
+    (void)check_weight_only("weight-only-cuda-cores-short-scratch", 1, 40,
+                            16400, FP8Q_FLOAT32, 0, 1);
     check_weight_only_declines();
     check_calib_max();
     check_calib_histogram();
