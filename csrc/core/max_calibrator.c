@@ -78,6 +78,7 @@ fp8q_status fp8q_max_calibrator_setup(fp8q_max_calibrator *self,
     }
     self->base.channel_axis = channel_axis;
     self->base.nonfinite_count = 0;
+    self->base.settings_version++;
     self->most_recent = strcmp(algo, "most_recent") == 0;
     fp8q_aligned_free(self->history.entries);
     memset(&self->history, 0, sizeof self->history);
@@ -121,7 +122,7 @@ static fp8q_status check_channels(const fp8q_max_calibrator *self,
 
 /* An empty x adds nothing; a CUDA x's channel count is checked now (a CPU
  * x's after its amax). */
-static fp8q_status max_admit(const void *state, const fp8q_calib_batch *batch,
+static fp8q_status max_admit(const void *state, fp8q_calib_batch *batch,
                              int *counted, fp8q_error *error)
 {
     *counted = fp8q_view_size(batch->x) != 0;
@@ -132,14 +133,12 @@ static fp8q_status max_admit(const void *state, const fp8q_calib_batch *batch,
 }
 
 /* The batch's amax, a keepdims reduction to the channel axis. */
-static fp8q_status max_count(const void *state, fp8q_calib_batch *batch,
-                             fp8q_error *error)
+static fp8q_status max_count(fp8q_calib_batch *batch, fp8q_error *error)
 {
     const fp8q_view *x = batch->x;
     fp8q_view destination;
     int axis;
 
-    (void)state;
     destination.dtype = FP8Q_FLOAT32;
     destination.ndim = x->ndim;
     for (axis = 0; axis < x->ndim; axis++) {

@@ -97,14 +97,19 @@ PyObject *fp8q_py_calibrator_get_channel_axis(PyObject *self, void *closure)
     return PyLong_FromLong(axis);
 }
 
+/* Inside the critical section: an update that counts meanwhile (outside
+ * it) is counted again at absorb (fp8q_calibrator_absorb). */
 int fp8q_py_calibrator_init(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    if (kind_of(self)->init(self, args, kwargs) < 0) {
-        return -1;
+    int status;
+
+    Py_BEGIN_CRITICAL_SECTION(self);
+    status = kind_of(self)->init(self, args, kwargs);
+    if (status == 0) {
+        fp8q_py_device_state_clear(&((fp8q_py_calibrator *)self)->device);
     }
-    core_base(self)->nonfinite_count = 0;
-    fp8q_py_device_state_clear(&((fp8q_py_calibrator *)self)->device);
-    return 0;
+    Py_END_CRITICAL_SECTION();
+    return status;
 }
 
 PyObject *fp8q_py_calibrator_new(PyTypeObject *type, PyObject *args,
@@ -209,7 +214,7 @@ static int update_on_host(PyObject *self, fp8q_calib_batch *batch)
     }
     fp8q_error_clear(&error);
     FP8Q_PY_BEGIN_INTERRUPTIBLE
-    status = ops->count(core, batch, &error);
+    status = ops->count(batch, &error);
     FP8Q_PY_END_INTERRUPTIBLE(status)
     if (status == FP8Q_OK) {
         return fp8q_py_raise_on_failure(

@@ -4,7 +4,8 @@
  * settings, count/absorb with NaN/inf refused or counted, channel checks,
  * merge, rows and load, the GPU fold, reset; the histogram calibrator's
  * count/absorb against a one-pass histogram, merge, snapshot, methods and
- * load checks. Oracles: hand-computed maxima and fp8q_histogram_add.
+ * load checks; a batch counted under settings changed before its absorb
+ * (counted again). Oracles: hand-computed maxima and fp8q_histogram_add.
  */
 #include <math.h>
 #include <string.h>
@@ -32,7 +33,7 @@ static fp8q_status update(const fp8q_calib_kind *kind, void *state,
     if (status != FP8Q_OK || !counted) {
         return status;
     }
-    status = kind->count(state, &batch, error);
+    status = kind->count(&batch, error);
     if (status != FP8Q_OK) {
         kind->release(&batch);
         return status;
@@ -281,4 +282,61 @@ void test_calibrator_histogram(void)
               fp8q_histogram_total(&reference));
     kind->free(&histogram);
     kind->free(&other);
+}
+
+/* A batch admitted and counted, then the calibrator reconfigured (as by
+ * another thread's __init__ while the batch is counted without the lock),
+ * then absorbed: it is counted again under the new settings. */
+void test_calibrator_reconfigured_while_counting(void)
+{
+    float values[2 * 3] = {1.0f, -5.0f, 0.0f, -3.0f, 0.5f, 4.0f};
+    const int64_t shape[2] = {2, 3};
+    fp8q_view x = make_view(values, FP8Q_FLOAT32, 2, shape, NULL);
+    const fp8q_calib_kind *max_kind = &fp8q_max_calibrator_ops;
+    const fp8q_calib_kind *histogram_kind = &fp8q_histogram_calibrator_ops;
+    fp8q_histogram_calibrator histogram;
+    fp8q_max_calibrator max;
+    fp8q_calib_batch batch;
+    fp8q_error error;
+    float amax[3];
+    int counted = 0;
+
+    /* Max: made per tensor, absorbed per channel along axis 1. */
+    memset(&max, 0, sizeof max);
+    CHECK_OK(fp8q_max_calibrator_setup(&max, FP8Q_CALIB_PER_TENSOR, 0, 1,
+                                       "max", -1.0, &error),
+             &error);
+    CHECK_OK(fp8q_calibrator_batch(&max.base, &x, 0, 0, &batch, &error),
+             &error);
+    CHECK_OK(max_kind->admit(&max, &batch, &counted, &error), &error);
+    CHECK_OK(max_kind->count(&batch, &error), &error);
+    CHECK_OK(fp8q_max_calibrator_setup(&max, 1, 0, 1, "max", -1.0, &error),
+             &error);
+    CHECK_OK(fp8q_calibrator_absorb(max_kind, &max, &batch, &error),
+             &error);
+    CHECK_INT(max_kind->amax(&max, amax), 3);
+    CHECK_DOUBLE(amax[0], 3.0);
+    CHECK_DOUBLE(amax[1], 5.0);
+    CHECK_DOUBLE(amax[2], 4.0);
+    max_kind->free(&max);
+
+    /* Histogram: counted with 64 bins, absorbed into 16 that skip zeros. */
+    memset(&histogram, 0, sizeof histogram);
+    CHECK_OK(fp8q_histogram_calibrator_setup(&histogram, 64, 0, &error),
+             &error);
+    CHECK_OK(fp8q_calibrator_batch(&histogram.base, &x, 0, 0, &batch, &error),
+             &error);
+    CHECK_OK(histogram_kind->admit(&histogram, &batch, &counted, &error),
+             &error);
+    CHECK_OK(histogram_kind->count(&batch, &error), &error);
+    CHECK_INT(((const fp8q_histogram *)batch.partial)->n_bins, 64);
+    CHECK_OK(fp8q_histogram_calibrator_setup(&histogram, 16, 1, &error),
+             &error);
+    CHECK_OK(fp8q_calibrator_absorb(histogram_kind, &histogram, &batch,
+                                    &error),
+             &error);
+    CHECK_INT(histogram.histogram.n_bins, 16);
+    CHECK_INT(fp8q_histogram_total(&histogram.histogram), 5); /* no zero */
+    CHECK_DOUBLE(histogram.histogram.amax, 5.0);
+    histogram_kind->free(&histogram);
 }
