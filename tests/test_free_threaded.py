@@ -11,6 +11,7 @@ free-threaded interpreter (fp8q declares Py_MOD_GIL_NOT_USED), on otherwise.
 import subprocess
 import sys
 import sysconfig
+import threading
 
 import numpy as np
 from helpers import run_threads
@@ -88,6 +89,7 @@ def test_settings_changed_while_other_threads_count():
                 (2048, False, None)]
     finished = []
     last = []
+    changing = threading.Event()
 
     def worker(index):
         if index == 0:
@@ -98,10 +100,12 @@ def test_settings_changed_while_other_threads_count():
                 histogram.__init__(bins=bins, skip_zeros=skip_zeros)
                 max_calibrator.__init__(channel_axis=axis)
                 last[:] = [bins, axis]
+                changing.set()
                 step += 1
             return
+        changing.wait()
         try:
-            for x in data[(index - 1) % len(data)::N_THREADS - 1] * 8:
+            for x in data[(index - 1) % len(data)::N_THREADS - 1] * 120:
                 histogram.update(x)
                 max_calibrator.update(x)
                 amax = max_calibrator.amax

@@ -178,6 +178,16 @@ fp8q_status fp8q_max_calibrator_rows(const fp8q_max_calibrator *self,
                                      float **rows, int64_t *filled,
                                      int64_t *n_channels, fp8q_error *error);
 
+/* The rows of a loaded amax_history of `ndim` dimensions and `shape`:
+ * (rows,) per tensor, (rows, channels) per channel, at most history_len
+ * rows, into *filled and *n_channels (1 per tensor); FP8Q_ERROR_VALUE
+ * "state: amax_history must have ..." otherwise. */
+fp8q_status fp8q_max_calibrator_rows_shape(const fp8q_max_calibrator *self,
+                                           int ndim, const int64_t *shape,
+                                           int64_t *filled,
+                                           int64_t *n_channels,
+                                           fp8q_error *error);
+
 /* Replaces the history with `filled` rows (oldest first, checked by the
  * caller) of n_channels; per channel with no rows the channel count opens
  * again, as after a reset. */
@@ -237,6 +247,10 @@ fp8q_status fp8q_calib_threshold(const fp8q_histogram *histogram,
                                  fp8q_calib_method method, double percentile,
                                  fp8q_dtype target, float *amax,
                                  fp8q_error *error);
+
+/* The bin exponent of a state's bin width: FP8Q_HISTOGRAM_NO_RANGE for 0,
+ * e for 2**e (in double's normal range); 1, or 0 for any other width. */
+int fp8q_histogram_width_exponent(double bin_width, int *exponent);
 
 /* Replaces the counts, grid and amax with a loaded state's, checked
  * (FP8Q_ERROR_VALUE "state: ..." for another bin count or

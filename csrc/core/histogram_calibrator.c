@@ -5,6 +5,7 @@
  * into a histogram of its own, then merged exactly), its settings, the
  * amax searches (histogram_threshold.h) and a loaded state's check.
  */
+#include <math.h>
 #include <string.h>
 
 #include "core/calibrator.h"
@@ -217,6 +218,20 @@ fp8q_status fp8q_calib_threshold(const fp8q_histogram *histogram,
     }
     *amax = histogram->amax;
     return FP8Q_OK;
+}
+
+int fp8q_histogram_width_exponent(double bin_width, int *exponent)
+{
+    if (bin_width == 0.0) {
+        *exponent = FP8Q_HISTOGRAM_NO_RANGE;
+        return 1;
+    }
+    if (!(bin_width > 0.0 && bin_width <= 1e300) ||
+        frexp(bin_width, exponent) != 0.5) {
+        return 0;
+    }
+    *exponent -= 1;
+    return 1;
 }
 
 fp8q_status fp8q_histogram_calibrator_load(fp8q_histogram_calibrator *self,

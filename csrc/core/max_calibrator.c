@@ -296,6 +296,27 @@ fp8q_status fp8q_max_calibrator_rows(const fp8q_max_calibrator *self,
     return FP8Q_OK;
 }
 
+fp8q_status fp8q_max_calibrator_rows_shape(const fp8q_max_calibrator *self,
+                                           int ndim, const int64_t *shape,
+                                           int64_t *filled,
+                                           int64_t *n_channels,
+                                           fp8q_error *error)
+{
+    const int expected_ndim = per_channel(self) ? 2 : 1;
+
+    *filled = ndim == expected_ndim ? shape[0] : -1;
+    *n_channels = per_channel(self) && ndim == 2 ? shape[1] : 1;
+    if (*filled >= 0 && *filled <= self->history.length) {
+        return FP8Q_OK;
+    }
+    return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                     "state: amax_history must have %d dimensions and at "
+                     "most %lld rows (%s), got %d dimensions and %lld rows",
+                     expected_ndim, (long long)self->history.length,
+                     per_channel(self) ? "(rows, channels)" : "(rows,)", ndim,
+                     (long long)(ndim > 0 ? shape[0] : 0));
+}
+
 fp8q_status fp8q_max_calibrator_load(fp8q_max_calibrator *self,
                                      const float *rows, int64_t filled,
                                      int64_t n_channels, fp8q_error *error)

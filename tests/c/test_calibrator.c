@@ -48,6 +48,7 @@ void test_calibrator_max(void)
     /* Column maxima of values, then of the second batch (NaN skipped). */
     const float expected_rows[2 * 3] = {3.0f, 5.0f, 4.0f, 9.0f, 5.0f, 4.0f};
     const int64_t shape[2] = {2, 3};
+    const int64_t three_rows[2] = {3, 3};
     fp8q_view x = make_view(values, FP8Q_FLOAT32, 2, shape, NULL);
     fp8q_max_calibrator max, other;
     fp8q_calib_batch batch;
@@ -123,10 +124,26 @@ void test_calibrator_max(void)
     }
 
     /* Load the rows into another calibrator, then merge: equal ages take
-     * the maximum and the NaN/inf counts add up. */
+     * the maximum and the NaN/inf counts add up. The rows' shape first:
+     * (rows, channels), at most history_len rows. */
     CHECK_OK(fp8q_max_calibrator_setup(&other, -1, 1, 2, "max", -1.0,
                                        &error),
              &error);
+    CHECK_ERROR(fp8q_max_calibrator_rows_shape(&other, 2, three_rows, &filled,
+                                               &n_channels, &error),
+                &error, FP8Q_ERROR_VALUE,
+                "amax_history must have 2 dimensions and at most 2 rows "
+                "((rows, channels)), got 2 dimensions and 3 rows",
+                NULL, NULL);
+    CHECK_ERROR(fp8q_max_calibrator_rows_shape(&other, 1, three_rows, &filled,
+                                               &n_channels, &error),
+                &error, FP8Q_ERROR_VALUE, "got 1 dimensions and 3 rows", NULL,
+                NULL);
+    CHECK_OK(fp8q_max_calibrator_rows_shape(&other, 2, shape, &filled,
+                                            &n_channels, &error),
+             &error);
+    CHECK_INT(filled, 2);
+    CHECK_INT(n_channels, 3);
     rows[0] = 7.0f;
     CHECK_OK(fp8q_max_calibrator_load(&other, rows, 1, 3, &error), &error);
     other.base.nonfinite_count = 4;
@@ -204,6 +221,7 @@ void test_calibrator_histogram(void)
     fp8q_error error;
     float amax;
     int64_t n;
+    int exponent;
 
     fill_random_floats(values, N, 100.0f);
     values[17] = fp8q_bits_to_float(0x7F800000u); /* +inf */
@@ -282,6 +300,22 @@ void test_calibrator_histogram(void)
               fp8q_histogram_total(&reference));
     kind->free(&histogram);
     kind->free(&other);
+
+    /* A state's bin width: 0 (no range) or a power of two in double's
+     * normal range up to 1e300; nothing else. */
+    CHECK_INT(fp8q_histogram_width_exponent(0.0, &exponent), 1);
+    CHECK_INT(exponent, FP8Q_HISTOGRAM_NO_RANGE);
+    CHECK_INT(fp8q_histogram_width_exponent(0.25, &exponent), 1);
+    CHECK_INT(exponent, -2);
+    CHECK_INT(fp8q_histogram_width_exponent(1024.0, &exponent), 1);
+    CHECK_INT(exponent, 10);
+    CHECK_INT(fp8q_histogram_width_exponent(ldexp(1.0, 996), &exponent), 1);
+    CHECK_INT(exponent, 996);
+    CHECK_INT(fp8q_histogram_width_exponent(ldexp(1.0, 997), &exponent), 0);
+    CHECK_INT(fp8q_histogram_width_exponent(3.0, &exponent), 0);
+    CHECK_INT(fp8q_histogram_width_exponent(-0.5, &exponent), 0);
+    CHECK_INT(fp8q_histogram_width_exponent(nan(""), &exponent), 0);
+    CHECK_INT(fp8q_histogram_width_exponent(HUGE_VAL, &exponent), 0);
 }
 
 /* A batch admitted and counted, then the calibrator reconfigured (as by
