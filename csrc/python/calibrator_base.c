@@ -190,12 +190,16 @@ static int update_on_device(PyObject *self, fp8q_TensorObject *x,
     if (batch->settings_version != core_base(self)->settings_version) {
         /* Reconfigured meanwhile (__init__): reduced for other settings. */
         outcome = 1;
-    } else {
+    }
+    else {
         memory = fp8q_py_device_state_prepare(
             state, x, device->state_bytes(core, batch), stream, device,
             core,
             device->continues_host != NULL && device->continues_host(core));
-        if (memory != NULL) {
+        if (memory == NULL && !PyErr_Occurred()) {
+            outcome = 1; /* the state changed hands meanwhile */
+        }
+        else if (memory != NULL) {
             outcome = fp8q_py_raise_on_failure(
                 device->launch(core, batch, x->cuda_device, &reduced, memory,
                                state->n_updates, stream, &error),
