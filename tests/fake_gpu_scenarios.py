@@ -1314,6 +1314,57 @@ def calibrators_take_gpu_batches():
         assert calibrator.amax == on_host.amax
 
 
+def calibrator_reconfigured_while_reducing_on_the_gpu():
+    """__init__ with other settings (bins, skip_zeros) and reset() from one
+    thread while six others update with a CUDA batch, reduced and ordered
+    with the GIL released: a batch is folded in only under the settings it
+    was reduced for and into the device state it ordered (started again
+    when either changed), so no update fails or crashes and the final
+    counts are a whole number of copies of the batch's CPU histogram under
+    the last settings."""
+    import threading
+    x = (np.random.default_rng(31).standard_normal((8, 512)) *
+         3).astype(np.float32)
+    data = fp8q.asarray(x).to("cuda")
+    calibrator = fp8q.calib.HistogramCalibrator(bins=64)
+    settings = [(64, False), (4096, True), (1, False), (2048, False)]
+    finished, last, errors = [], [], []
+    changing = threading.Event()
+
+    def reconfigure():
+        step = 0
+        while len(finished) < 6:
+            last[:] = settings[step % len(settings)]
+            calibrator.__init__(*last)
+            changing.set()
+            calibrator.reset()
+            step += 1
+
+    def update():
+        changing.wait()
+        try:
+            for _ in range(60):
+                calibrator.update(data)
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+        finally:
+            finished.append(1)
+
+    threads = [threading.Thread(target=reconfigure)] + [
+        threading.Thread(target=update) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    on_host = fp8q.calib.HistogramCalibrator(*last)
+    on_host.update(x)
+    copies, rest = divmod(calibrator.total_count, on_host.total_count)
+    assert rest == 0 and calibrator.bins == last[0], (copies, rest, last)
+    assert np.array_equal(np.asarray(calibrator.counts),
+                          copies * np.asarray(on_host.counts)), (copies, last)
+
+
 def max_calibrator_reduces_on_the_gpu():
     """A CUDA batch's amax (per tensor or per channel, finite values only,
     non-finite ones counted) comes from the finite-amax kernel; the state

@@ -11,6 +11,7 @@ free-threaded interpreter (fp8q declares Py_MOD_GIL_NOT_USED), on otherwise.
 import subprocess
 import sys
 import sysconfig
+import threading
 
 import numpy as np
 from helpers import run_threads
@@ -71,6 +72,57 @@ def test_shared_calibrators_under_sixteen_threads():
     # A running max only grows, whatever a thread saw it between updates.
     for values in seen_amax:
         assert values == sorted(values)
+
+
+def test_settings_changed_while_other_threads_count():
+    """__init__ called again with other settings (bins, skip_zeros,
+    channel_axis) while the other threads' update() count their batches
+    outside the calibrator's lock: a batch is absorbed only as counted
+    under the settings it lands in (counted again when they changed
+    meanwhile), so no update fails, the amax is per tensor or has the
+    channels of the axis set, the histogram has the bins set, and what is
+    counted adds up."""
+    data = batches(30, (5, 4096))
+    histogram = fp8q.calib.HistogramCalibrator(bins=64)
+    max_calibrator = fp8q.calib.MaxCalibrator(channel_axis=0)
+    settings = [(64, False, 0), (2048, True, None), (256, False, 1),
+                (2048, False, None)]
+    finished = []
+    last = []
+    changing = threading.Event()
+
+    def worker(index):
+        if index == 0:
+            # Changes the settings until every other thread is done.
+            step = 0
+            while len(finished) < N_THREADS - 1:
+                bins, skip_zeros, axis = settings[step % len(settings)]
+                histogram.__init__(bins=bins, skip_zeros=skip_zeros)
+                max_calibrator.__init__(channel_axis=axis)
+                last[:] = [bins, axis]
+                changing.set()
+                step += 1
+            return
+        changing.wait()
+        try:
+            for x in data[(index - 1) % len(data)::N_THREADS - 1] * 120:
+                histogram.update(x)
+                max_calibrator.update(x)
+                amax = max_calibrator.amax
+                assert np.ndim(amax) == 0 or np.shape(amax) in ((5,), (4096,))
+                assert len(histogram.state_dict()["counts"]) in (64, 256, 2048)
+        finally:
+            finished.append(index)
+
+    run_threads(N_THREADS, worker)
+    bins, axis = last
+    assert histogram.bins == bins and max_calibrator.channel_axis == axis
+    assert np.asarray(histogram.counts).sum() == histogram.total_count
+    assert histogram.total_count % (5 * 4096) == 0
+    widest = np.max(np.abs(np.stack(data)),
+                    axis=None if axis is None else (0, 2 - axis))
+    amax = max_calibrator.amax
+    assert amax is None or np.all(np.asarray(amax) <= widest)
 
 
 def test_shared_calibration_cache_under_sixteen_threads():

@@ -22,6 +22,7 @@ fp8q_status fp8q_calibrator_batch(const fp8q_calibrator *self,
     batch->n_channels = 1;
     batch->n_nonfinite = 0;
     batch->device_bytes = 0;
+    batch->settings_version = self->settings_version;
     batch->partial = NULL;
     if (axis == FP8Q_CALIB_PER_TENSOR) {
         return FP8Q_OK;
@@ -38,12 +39,44 @@ fp8q_status fp8q_calibrator_batch(const fp8q_calibrator *self,
     return FP8Q_OK;
 }
 
+/* The batch made, admitted and counted again under self's settings now:
+ * FP8Q_OK with *counted 0 when it adds nothing then. */
+static fp8q_status recount(const fp8q_calib_kind *kind, void *self,
+                           fp8q_calib_batch *batch, int *counted,
+                           fp8q_error *error)
+{
+    const size_t device_bytes = batch->device_bytes;
+    fp8q_status status;
+
+    kind->release(batch);
+    status = fp8q_calibrator_batch((const fp8q_calibrator *)self, batch->x,
+                                   batch->on_device, batch->skip_nonfinite,
+                                   batch, error);
+    batch->device_bytes = device_bytes;
+    *counted = 0;
+    if (status == FP8Q_OK) {
+        status = kind->admit(self, batch, counted, error);
+    }
+    if (status == FP8Q_OK && *counted) {
+        status = kind->count(batch, error);
+    }
+    return status;
+}
+
 fp8q_status fp8q_calibrator_absorb(const fp8q_calib_kind *kind, void *self,
                                    fp8q_calib_batch *batch,
                                    fp8q_error *error)
 {
-    const fp8q_status status = kind->absorb(self, batch, error);
+    int counted = 1;
+    fp8q_status status = FP8Q_OK;
 
+    if (batch->settings_version !=
+        ((const fp8q_calibrator *)self)->settings_version) {
+        status = recount(kind, self, batch, &counted, error);
+    }
+    if (status == FP8Q_OK && counted) {
+        status = kind->absorb(self, batch, error);
+    }
     if (status == FP8Q_OK) {
         ((fp8q_calibrator *)self)->nonfinite_count += batch->n_nonfinite;
     }

@@ -12,7 +12,10 @@
  *
  * Functions return FP8Q_OK or write the failure into `error`; memory is
  * fp8q_aligned_alloc's. None of them locks: the caller serialises calls on
- * one state, except the kinds' `count`, which reads only the settings.
+ * one state, except the kinds' `count`, which reads only its batch (what
+ * `admit` recorded there of the settings), so that it can run outside the
+ * caller's lock while another thread changes the state, its settings
+ * included; fp8q_calibrator_absorb counts a batch again when they changed.
  */
 #ifndef FP8Q_CORE_CALIBRATOR_H
 #define FP8Q_CORE_CALIBRATOR_H
@@ -33,6 +36,9 @@
 typedef struct fp8q_calibrator {
     int channel_axis;        /* as given (may be negative), or PER_TENSOR */
     int64_t nonfinite_count; /* NaN/inf values skipped so far             */
+    /* Bumped by every (re)configuration (the kinds' setup functions), so
+     * that a batch made under other settings is recognised at absorb. */
+    int64_t settings_version;
 } fp8q_calibrator;
 
 /* One update() batch on its way through a calibrator. */
@@ -44,15 +50,20 @@ typedef struct fp8q_calib_batch {
     int64_t n_channels;    /* its length, or 1                            */
     int64_t n_nonfinite;   /* NaN/inf values `count` found                */
     size_t device_bytes;   /* bytes of the GPU state kept now, or 0       */
+    int64_t settings_version; /* the calibrator's, when the batch was made */
     void *partial;         /* what `count` made for `absorb`, or NULL     */
-    /* Room for a small partial, so that a batch per tensor allocates
-     * nothing beyond its statistics. */
+    /* Room for what `admit` records of the settings for `count` and for a
+     * small partial, so that a batch per tensor allocates nothing beyond
+     * its statistics. */
     union {
         double align;
         float amax[256];
         struct {
             fp8q_histogram histogram;
-            void *block; /* its counts' memory */
+            void *block;        /* its counts' memory                   */
+            int64_t n_bins;     /* the calibrator's, recorded by admit  */
+            int skip_zeros;     /* the same                             */
+            uintptr_t counts_address; /* of the calibrator's counts        */
         } counted;
     } room;
 } fp8q_calib_batch;
@@ -62,16 +73,17 @@ typedef struct fp8q_calib_batch {
  * member is fp8q_calibrator). `self` and `other` are states of the kind.
  */
 typedef struct fp8q_calib_kind {
-    /* A new batch, looked at first: *counted 1 to count it, 0 when it adds
-     * nothing; a failure, e.g. a channel count that differs from the one
-     * fixed, when it cannot be counted. */
-    fp8q_status (*admit)(const void *self, const fp8q_calib_batch *batch,
+    /* A new batch, looked at first (with the caller's lock): *counted 1 to
+     * count it, 0 when it adds nothing; a failure, e.g. a channel count
+     * that differs from the one fixed, when it cannot be counted. Records
+     * in the batch's room what `count` needs of self's settings. */
+    fp8q_status (*admit)(const void *self, fp8q_calib_batch *batch,
                          int *counted, fp8q_error *error);
-    /* A CPU batch's statistics into batch->partial and its NaN/inf count
-     * into batch->n_nonfinite, reading only self's settings (called
-     * without the caller's lock, e.g. with Python's GIL released). */
-    fp8q_status (*count)(const void *self, fp8q_calib_batch *batch,
-                         fp8q_error *error);
+    /* An admitted CPU batch's statistics into batch->partial and its
+     * NaN/inf count into batch->n_nonfinite, reading nothing but the batch
+     * (called without the caller's lock, e.g. with Python's GIL
+     * released). */
+    fp8q_status (*count)(fp8q_calib_batch *batch, fp8q_error *error);
     /* batch->partial folded into self (with the caller's lock). */
     fp8q_status (*absorb)(void *self, const fp8q_calib_batch *batch,
                           fp8q_error *error);
@@ -99,7 +111,10 @@ fp8q_status fp8q_calibrator_batch(const fp8q_calibrator *self,
                                   fp8q_error *error);
 
 /* kind->absorb, then batch->n_nonfinite added to self's count; the batch's
- * partial released either way. */
+ * partial released either way. When self was reconfigured since the batch
+ * was made (its settings_version), the batch is first made, admitted and
+ * counted again under the settings now (with the caller's lock, so the
+ * update acts as if it came after the reconfiguration). */
 fp8q_status fp8q_calibrator_absorb(const fp8q_calib_kind *kind, void *self,
                                    fp8q_calib_batch *batch,
                                    fp8q_error *error);
@@ -163,6 +178,16 @@ fp8q_status fp8q_max_calibrator_rows(const fp8q_max_calibrator *self,
                                      float **rows, int64_t *filled,
                                      int64_t *n_channels, fp8q_error *error);
 
+/* The rows of a loaded amax_history of `ndim` dimensions and `shape`:
+ * (rows,) per tensor, (rows, channels) per channel, at most history_len
+ * rows, into *filled and *n_channels (1 per tensor); FP8Q_ERROR_VALUE
+ * "state: amax_history must have ..." otherwise. */
+fp8q_status fp8q_max_calibrator_rows_shape(const fp8q_max_calibrator *self,
+                                           int ndim, const int64_t *shape,
+                                           int64_t *filled,
+                                           int64_t *n_channels,
+                                           fp8q_error *error);
+
 /* Replaces the history with `filled` rows (oldest first, checked by the
  * caller) of n_channels; per channel with no rows the channel count opens
  * again, as after a reset. */
@@ -222,6 +247,10 @@ fp8q_status fp8q_calib_threshold(const fp8q_histogram *histogram,
                                  fp8q_calib_method method, double percentile,
                                  fp8q_dtype target, float *amax,
                                  fp8q_error *error);
+
+/* The bin exponent of a state's bin width: FP8Q_HISTOGRAM_NO_RANGE for 0,
+ * e for 2**e (in double's normal range); 1, or 0 for any other width. */
+int fp8q_histogram_width_exponent(double bin_width, int *exponent);
 
 /* Replaces the counts, grid and amax with a loaded state's, checked
  * (FP8Q_ERROR_VALUE "state: ..." for another bin count or

@@ -5,6 +5,7 @@
  * into a histogram of its own, then merged exactly), its settings, the
  * amax searches (histogram_threshold.h) and a loaded state's check.
  */
+#include <math.h>
 #include <string.h>
 
 #include "core/calibrator.h"
@@ -46,6 +47,7 @@ fp8q_status fp8q_histogram_calibrator_setup(fp8q_histogram_calibrator *self,
         self->skip_zeros = skip_zeros;
         self->base.channel_axis = FP8Q_CALIB_PER_TENSOR;
         self->base.nonfinite_count = 0;
+        self->base.settings_version++;
     }
     return status;
 }
@@ -56,14 +58,19 @@ static void histogram_free(void *state)
     fp8q_aligned_free(((fp8q_histogram_calibrator *)state)->histogram.counts);
 }
 
-/* An empty CUDA x adds nothing (an empty CPU x is counted: nothing). */
-static fp8q_status histogram_admit(const void *state,
-                                   const fp8q_calib_batch *batch, int *counted,
-                                   fp8q_error *error)
+/* An empty CUDA x adds nothing (an empty CPU x is counted: nothing); the
+ * settings recorded for histogram_count. */
+static fp8q_status histogram_admit(const void *state, fp8q_calib_batch *batch,
+                                   int *counted, fp8q_error *error)
 {
-    (void)state;
+    const fp8q_histogram_calibrator *self =
+        (const fp8q_histogram_calibrator *)state;
+
     (void)error;
     *counted = !batch->on_device || fp8q_view_size(batch->x) != 0;
+    batch->room.counted.n_bins = self->histogram.n_bins;
+    batch->room.counted.skip_zeros = self->skip_zeros;
+    batch->room.counted.counts_address = (uintptr_t)self->histogram.counts;
     return FP8Q_OK;
 }
 
@@ -71,12 +78,9 @@ static fp8q_status histogram_admit(const void *state,
  * counts start half a page away from self's (mod 4096), so that the loop
  * that merges them into self's never loads from an address whose low 12
  * bits match a store in flight (4K aliasing). */
-static fp8q_status histogram_count(const void *state, fp8q_calib_batch *batch,
-                                   fp8q_error *error)
+static fp8q_status histogram_count(fp8q_calib_batch *batch, fp8q_error *error)
 {
-    const fp8q_histogram_calibrator *self =
-        (const fp8q_histogram_calibrator *)state;
-    const int64_t n_bins = self->histogram.n_bins;
+    const int64_t n_bins = batch->room.counted.n_bins;
     fp8q_histogram *counted = &batch->room.counted.histogram;
     char *block = (char *)fp8q_aligned_alloc((size_t)n_bins *
                                                  sizeof(int64_t) +
@@ -92,10 +96,11 @@ static fp8q_status histogram_count(const void *state, fp8q_calib_batch *batch,
     fp8q_histogram_init(
         counted, n_bins,
         (int64_t *)(void *)(block +
-                            (((uintptr_t)self->histogram.counts + 2048u -
+                            ((batch->room.counted.counts_address + 2048u -
                               (uintptr_t)block) &
                              (4095u & ~(uintptr_t)63u))));
-    return fp8q_histogram_add(counted, batch->x, self->skip_zeros,
+    return fp8q_histogram_add(counted, batch->x,
+                              batch->room.counted.skip_zeros,
                               batch->skip_nonfinite, &batch->n_nonfinite,
                               error);
 }
@@ -213,6 +218,20 @@ fp8q_status fp8q_calib_threshold(const fp8q_histogram *histogram,
     }
     *amax = histogram->amax;
     return FP8Q_OK;
+}
+
+int fp8q_histogram_width_exponent(double bin_width, int *exponent)
+{
+    if (bin_width == 0.0) {
+        *exponent = FP8Q_HISTOGRAM_NO_RANGE;
+        return 1;
+    }
+    if (!(bin_width > 0.0 && bin_width <= 1e300) ||
+        frexp(bin_width, exponent) != 0.5) {
+        return 0;
+    }
+    *exponent -= 1;
+    return 1;
 }
 
 fp8q_status fp8q_histogram_calibrator_load(fp8q_histogram_calibrator *self,

@@ -78,6 +78,7 @@ fp8q_status fp8q_max_calibrator_setup(fp8q_max_calibrator *self,
     }
     self->base.channel_axis = channel_axis;
     self->base.nonfinite_count = 0;
+    self->base.settings_version++;
     self->most_recent = strcmp(algo, "most_recent") == 0;
     fp8q_aligned_free(self->history.entries);
     memset(&self->history, 0, sizeof self->history);
@@ -121,7 +122,7 @@ static fp8q_status check_channels(const fp8q_max_calibrator *self,
 
 /* An empty x adds nothing; a CUDA x's channel count is checked now (a CPU
  * x's after its amax). */
-static fp8q_status max_admit(const void *state, const fp8q_calib_batch *batch,
+static fp8q_status max_admit(const void *state, fp8q_calib_batch *batch,
                              int *counted, fp8q_error *error)
 {
     *counted = fp8q_view_size(batch->x) != 0;
@@ -132,14 +133,12 @@ static fp8q_status max_admit(const void *state, const fp8q_calib_batch *batch,
 }
 
 /* The batch's amax, a keepdims reduction to the channel axis. */
-static fp8q_status max_count(const void *state, fp8q_calib_batch *batch,
-                             fp8q_error *error)
+static fp8q_status max_count(fp8q_calib_batch *batch, fp8q_error *error)
 {
     const fp8q_view *x = batch->x;
     fp8q_view destination;
     int axis;
 
-    (void)state;
     destination.dtype = FP8Q_FLOAT32;
     destination.ndim = x->ndim;
     for (axis = 0; axis < x->ndim; axis++) {
@@ -295,6 +294,27 @@ fp8q_status fp8q_max_calibrator_rows(const fp8q_max_calibrator *self,
                (size_t)*n_channels * sizeof(float));
     }
     return FP8Q_OK;
+}
+
+fp8q_status fp8q_max_calibrator_rows_shape(const fp8q_max_calibrator *self,
+                                           int ndim, const int64_t *shape,
+                                           int64_t *filled,
+                                           int64_t *n_channels,
+                                           fp8q_error *error)
+{
+    const int expected_ndim = per_channel(self) ? 2 : 1;
+
+    *filled = ndim == expected_ndim ? shape[0] : -1;
+    *n_channels = per_channel(self) && ndim == 2 ? shape[1] : 1;
+    if (*filled >= 0 && *filled <= self->history.length) {
+        return FP8Q_OK;
+    }
+    return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                     "state: amax_history must have %d dimensions and at "
+                     "most %lld rows (%s), got %d dimensions and %lld rows",
+                     expected_ndim, (long long)self->history.length,
+                     per_channel(self) ? "(rows, channels)" : "(rows,)", ndim,
+                     (long long)(ndim > 0 ? shape[0] : 0));
 }
 
 fp8q_status fp8q_max_calibrator_load(fp8q_max_calibrator *self,

@@ -25,10 +25,12 @@
 #include "python/calibrator_binding.h"
 
 /* Puts `memory` back as the state, unless a concurrent update has made a
- * new one meanwhile (then `memory` is released). */
-static void reattach(fp8q_py_device_state *state, fp8q_TensorObject *memory)
+ * new one or the state was forgotten (epoch) meanwhile (then `memory` is
+ * released). */
+static void reattach(fp8q_py_device_state *state, fp8q_TensorObject *memory,
+                     int64_t epoch)
 {
-    if (state->memory == NULL) {
+    if (state->memory == NULL && state->epoch == epoch) {
         state->memory = memory;
     }
     else {
@@ -42,6 +44,7 @@ int fp8q_py_device_state_settle(fp8q_py_device_state *state,
     /* Detached while the GIL is released, so a concurrent update starts a
      * state of its own rather than folding into one being read. */
     fp8q_TensorObject *memory = state->memory;
+    const int64_t epoch = state->epoch;
     fp8q_cu_stream stream;
     fp8q_error error;
     fp8q_status status;
@@ -85,7 +88,7 @@ int fp8q_py_device_state_settle(fp8q_py_device_state *state,
     }
     /* Unchanged when not folded: nothing is lost. Else kept for reuse: the
      * next fold restarts it. */
-    reattach(state, memory);
+    reattach(state, memory, epoch);
     return fp8q_py_raise_on_failure(status, &error);
 }
 
@@ -97,7 +100,10 @@ void *fp8q_py_device_state_prepare(fp8q_py_device_state *state,
 {
     const fp8q_py_device device = {FP8Q_DEVICE_CUDA, x->device_index};
     const int64_t size = (int64_t)bytes;
+    fp8q_TensorObject *memory;
     fp8q_error error;
+    int64_t epoch;
+    int ordered;
 
     if (state->memory != NULL &&
         (state->memory->device_index != x->device_index ||
@@ -106,16 +112,30 @@ void *fp8q_py_device_state_prepare(fp8q_py_device_state *state,
             return NULL;
         }
         Py_CLEAR(state->memory);
+        state->epoch++;
     }
-    if (state->memory == NULL) {
-        state->memory = fp8q_tensor_new_empty_on(FP8Q_UINT8, 1, &size,
-                                                 &device, stream);
-        if (state->memory == NULL) {
+    /* Allocating and ordering release the GIL: the state must be the same
+     * after each, else the caller starts again. */
+    epoch = state->epoch;
+    memory = state->memory;
+    if (memory == NULL) {
+        memory = fp8q_tensor_new_empty_on(FP8Q_UINT8, 1, &size, &device,
+                                          stream);
+        if (memory == NULL || state->memory != NULL ||
+            state->epoch != epoch) {
+            Py_XDECREF(memory);
             return NULL;
         }
+        state->memory = memory;
         state->pending = 0;
     }
-    if (fp8q_py_use_on_stream(state->memory, stream) < 0) {
+    Py_INCREF(memory);
+    ordered = fp8q_py_use_on_stream(memory, stream);
+    if (ordered == 0 && (state->memory != memory || state->epoch != epoch)) {
+        ordered = 1;
+    }
+    Py_DECREF(memory);
+    if (ordered != 0) {
         return NULL;
     }
     /* The first fold starts the memory, with the GIL held, so that no
@@ -138,6 +158,7 @@ void *fp8q_py_device_state_prepare(fp8q_py_device_state *state,
 
 void fp8q_py_device_state_clear(fp8q_py_device_state *state)
 {
+    state->epoch++;
     Py_CLEAR(state->memory);
     state->pending = 0;
     state->uploaded = 0;

@@ -97,14 +97,19 @@ PyObject *fp8q_py_calibrator_get_channel_axis(PyObject *self, void *closure)
     return PyLong_FromLong(axis);
 }
 
+/* Inside the critical section: an update that counts meanwhile (outside
+ * it) is counted again at absorb (fp8q_calibrator_absorb). */
 int fp8q_py_calibrator_init(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    if (kind_of(self)->init(self, args, kwargs) < 0) {
-        return -1;
+    int status;
+
+    Py_BEGIN_CRITICAL_SECTION(self);
+    status = kind_of(self)->init(self, args, kwargs);
+    if (status == 0) {
+        fp8q_py_device_state_clear(&((fp8q_py_calibrator *)self)->device);
     }
-    core_base(self)->nonfinite_count = 0;
-    fp8q_py_device_state_clear(&((fp8q_py_calibrator *)self)->device);
-    return 0;
+    Py_END_CRITICAL_SECTION();
+    return status;
 }
 
 PyObject *fp8q_py_calibrator_new(PyTypeObject *type, PyObject *args,
@@ -150,6 +155,8 @@ void fp8q_py_calibrator_dealloc(PyObject *self)
  * No host wait, no copy back. The kernels that read or write the state are
  * launched with the GIL held, right after the state was ordered on the
  * stream, so that updates from several threads fold one after another.
+ * 1, nothing folded, when the calibrator was reconfigured while the batch
+ * was reduced (the caller starts the batch again), else 0 or -1.
  */
 static int update_on_device(PyObject *self, fp8q_TensorObject *x,
                             const fp8q_calib_batch *batch)
@@ -180,14 +187,24 @@ static int update_on_device(PyObject *self, fp8q_TensorObject *x,
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         return -1;
     }
-    memory = fp8q_py_device_state_prepare(
-        state, x, device->state_bytes(core, batch), stream, device, core,
-        device->continues_host != NULL && device->continues_host(core));
-    if (memory != NULL) {
-        outcome = fp8q_py_raise_on_failure(
-            device->launch(core, batch, x->cuda_device, &reduced, memory,
-                           state->n_updates, stream, &error),
-            &error);
+    if (batch->settings_version != core_base(self)->settings_version) {
+        /* Reconfigured meanwhile (__init__): reduced for other settings. */
+        outcome = 1;
+    }
+    else {
+        memory = fp8q_py_device_state_prepare(
+            state, x, device->state_bytes(core, batch), stream, device,
+            core,
+            device->continues_host != NULL && device->continues_host(core));
+        if (memory == NULL && !PyErr_Occurred()) {
+            outcome = 1; /* the state changed hands meanwhile */
+        }
+        else if (memory != NULL) {
+            outcome = fp8q_py_raise_on_failure(
+                device->launch(core, batch, x->cuda_device, &reduced, memory,
+                               state->n_updates, stream, &error),
+                &error);
+        }
     }
     Py_BEGIN_ALLOW_THREADS
     fp8q_cuda_calib_batch_release(&reduced, stream);
@@ -209,7 +226,7 @@ static int update_on_host(PyObject *self, fp8q_calib_batch *batch)
     }
     fp8q_error_clear(&error);
     FP8Q_PY_BEGIN_INTERRUPTIBLE
-    status = ops->count(core, batch, &error);
+    status = ops->count(batch, &error);
     FP8Q_PY_END_INTERRUPTIBLE(status)
     if (status == FP8Q_OK) {
         return fp8q_py_raise_on_failure(
@@ -243,31 +260,32 @@ static PyObject *calibrator_update(fp8q_py_calibrator *self, PyObject *args,
     if (x == NULL) {
         return NULL;
     }
-    fp8q_error_clear(&error);
-    outcome = fp8q_py_raise_on_failure(
-        fp8q_calibrator_batch(core_base(object), &x->view,
-                              x->device_type == FP8Q_DEVICE_CUDA,
-                              skip_nonfinite, &batch, &error),
-        &error);
-    if (outcome == 0 && self->device.memory != NULL) {
-        batch.device_bytes = (size_t)self->device.memory->view.shape[0];
-    }
-    if (outcome == 0) {
+    do {
+        fp8q_error_clear(&error);
         outcome = fp8q_py_raise_on_failure(
-            ops->admit(core_of(object), &batch, &counted,
-                       &error),
+            fp8q_calibrator_batch(core_base(object), &x->view,
+                                  x->device_type == FP8Q_DEVICE_CUDA,
+                                  skip_nonfinite, &batch, &error),
             &error);
-    }
-    if (outcome == 0 && counted && batch.on_device &&
-        kind_of(object)->device == NULL) {
-        PyErr_Format(PyExc_TypeError, "x: a %s counts CPU batches only",
-                     kind_of(object)->name);
-        outcome = -1;
-    }
-    if (outcome == 0 && counted) {
-        outcome = batch.on_device ? update_on_device(object, x, &batch)
-                                  : update_on_host(object, &batch);
-    }
+        if (outcome == 0 && self->device.memory != NULL) {
+            batch.device_bytes = (size_t)self->device.memory->view.shape[0];
+        }
+        if (outcome == 0) {
+            outcome = fp8q_py_raise_on_failure(
+                ops->admit(core_of(object), &batch, &counted, &error),
+                &error);
+        }
+        if (outcome == 0 && counted && batch.on_device &&
+            kind_of(object)->device == NULL) {
+            PyErr_Format(PyExc_TypeError, "x: a %s counts CPU batches only",
+                         kind_of(object)->name);
+            outcome = -1;
+        }
+        if (outcome == 0 && counted) {
+            outcome = batch.on_device ? update_on_device(object, x, &batch)
+                                      : update_on_host(object, &batch);
+        }
+    } while (outcome == 1);
     Py_DECREF(x);
     if (outcome < 0) {
         return NULL;

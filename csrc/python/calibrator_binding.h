@@ -56,6 +56,10 @@ typedef struct fp8q_py_device_state {
     int pending;               /* batches folded in since the last settle  */
     int uploaded;              /* started as an image of the host state    */
     int64_t n_updates;         /* update() calls so far (1-based numbers)   */
+    /* Bumped whenever the state is forgotten or replaced, so that a
+     * function that released the GIL sees that it is no longer the one it
+     * had (reset or __init__ from another thread meanwhile). */
+    int64_t epoch;
 } fp8q_py_device_state;
 
 /*
@@ -80,8 +84,10 @@ int fp8q_py_device_state_settle(fp8q_py_device_state *state,
  * it: all zero bytes, or with `image` uploaded from the kind's image of
  * the host state (waiting for the copy), which the settle's fold then
  * takes as the host state. Marks it pending: the caller enqueues a fold
- * into it next. Returns the state's device memory, or NULL with an
- * exception.
+ * into it next. Returns the state's device memory; NULL with an
+ * exception; or NULL without one when another thread forgot, replaced or
+ * detached the state while this one allocated or ordered it (the GIL
+ * released): then nothing is folded and the caller starts the batch again.
  */
 void *fp8q_py_device_state_prepare(fp8q_py_device_state *state,
                                    fp8q_TensorObject *x, size_t bytes,

@@ -11,7 +11,6 @@
  * (calibrator_base.c): the constructor's arguments, compute_amax,
  * extend_range, the getters and the state_dict's conversion.
  */
-#include <math.h>
 #include <string.h>
 
 #include "python/calibrator_binding.h"
@@ -164,27 +163,21 @@ static PyObject *histogram_calibrator_state_dict(PyObject *object)
                          (double)histogram->amax);
 }
 
-/* The exponent of a bin width that is 0 (no range) or a power of two. */
+/* The exponent of a bin width that is 0 (no range) or a power of two
+ * (fp8q_histogram_width_exponent). */
 static int parse_bin_width(PyObject *object, int *exponent)
 {
     const double width = PyFloat_AsDouble(object);
-    double fraction;
 
     if (width == -1.0 && PyErr_Occurred()) {
         return -1;
     }
-    if (width == 0.0) {
-        *exponent = FP8Q_HISTOGRAM_NO_RANGE;
-        return 0;
-    }
-    fraction = width > 0.0 && width <= 1e300 ? frexp(width, exponent) : 0.0;
-    if (fraction != 0.5) {
+    if (!fp8q_histogram_width_exponent(width, exponent)) {
         PyErr_Format(PyExc_ValueError,
                      "state: bin_width must be 0 or a power of two, got %R",
                      object);
         return -1;
     }
-    *exponent -= 1;
     return 0;
 }
 

@@ -147,7 +147,6 @@ static int max_calibrator_load_state_dict(PyObject *object, PyObject *state,
                                           int64_t *loaded_nonfinite_count)
 {
     fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
-    const int history_ndim = per_channel(self) ? 2 : 1;
     PyObject *history_object =
         fp8q_py_state_item(state, "amax_history", STATE_KEYS);
     PyObject *count_object =
@@ -187,22 +186,14 @@ static int max_calibrator_load_state_dict(PyObject *object, PyObject *state,
         return -1;
     }
     *loaded_nonfinite_count = (int64_t)nonfinite_count;
-    filled = contiguous->view.ndim == history_ndim ? contiguous->view.shape[0]
-                                                   : -1;
-    if (filled < 0 || filled > self->core.history.length) {
-        PyErr_Format(PyExc_ValueError,
-                     "state: amax_history must have %d dimensions and at "
-                     "most %lld rows (%s), got %d dimensions "
-                     "and %lld rows",
-                     history_ndim, (long long)self->core.history.length,
-                     per_channel(self) ? "(rows, channels)" : "(rows,)",
-                     contiguous->view.ndim,
-                     (long long)(contiguous->view.ndim > 0
-                                     ? contiguous->view.shape[0]
-                                     : 0));
+    fp8q_error_clear(&error);
+    if (fp8q_py_raise_on_failure(
+            fp8q_max_calibrator_rows_shape(
+                &self->core, contiguous->view.ndim, contiguous->view.shape,
+                &filled, &n_channels, &error),
+            &error) < 0) {
         goto done;
     }
-    n_channels = per_channel(self) ? contiguous->view.shape[1] : 1;
     for (index = 0; index < filled * n_channels; index++) {
         const float value = ((const float *)contiguous->view.data)[index];
         if (!(value >= 0.0f && value <= 3.40282347e38f)) {
@@ -216,7 +207,6 @@ static int max_calibrator_load_state_dict(PyObject *object, PyObject *state,
             goto done;
         }
     }
-    fp8q_error_clear(&error);
     outcome = fp8q_py_raise_on_failure(
         fp8q_max_calibrator_load(&self->core,
                                  (const float *)contiguous->view.data, filled,

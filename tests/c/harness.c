@@ -230,6 +230,8 @@ static const harness_test tests[] = {
     {"calibrator_max", test_calibrator_max},
     {"calibrator_max_fold", test_calibrator_max_fold},
     {"calibrator_histogram", test_calibrator_histogram},
+    {"calibrator_reconfigured_while_counting",
+     test_calibrator_reconfigured_while_counting},
     {"scaled_mm_product", test_scaled_mm_product},
     {"scaled_mm_modes", test_scaled_mm_modes},
     {"scaled_mm_run", test_scaled_mm_run},

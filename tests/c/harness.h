@@ -177,6 +177,7 @@ void test_amax_history(void);
 void test_calibrator_max(void);
 void test_calibrator_max_fold(void);
 void test_calibrator_histogram(void);
+void test_calibrator_reconfigured_while_counting(void);
 
 /* test_scaled_mm.c */
 void test_scaled_mm_product(void);

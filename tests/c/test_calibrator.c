@@ -4,7 +4,8 @@
  * settings, count/absorb with NaN/inf refused or counted, channel checks,
  * merge, rows and load, the GPU fold, reset; the histogram calibrator's
  * count/absorb against a one-pass histogram, merge, snapshot, methods and
- * load checks. Oracles: hand-computed maxima and fp8q_histogram_add.
+ * load checks; a batch counted under settings changed before its absorb
+ * (counted again). Oracles: hand-computed maxima and fp8q_histogram_add.
  */
 #include <math.h>
 #include <string.h>
@@ -32,7 +33,7 @@ static fp8q_status update(const fp8q_calib_kind *kind, void *state,
     if (status != FP8Q_OK || !counted) {
         return status;
     }
-    status = kind->count(state, &batch, error);
+    status = kind->count(&batch, error);
     if (status != FP8Q_OK) {
         kind->release(&batch);
         return status;
@@ -47,6 +48,7 @@ void test_calibrator_max(void)
     /* Column maxima of values, then of the second batch (NaN skipped). */
     const float expected_rows[2 * 3] = {3.0f, 5.0f, 4.0f, 9.0f, 5.0f, 4.0f};
     const int64_t shape[2] = {2, 3};
+    const int64_t three_rows[2] = {3, 3};
     fp8q_view x = make_view(values, FP8Q_FLOAT32, 2, shape, NULL);
     fp8q_max_calibrator max, other;
     fp8q_calib_batch batch;
@@ -122,10 +124,26 @@ void test_calibrator_max(void)
     }
 
     /* Load the rows into another calibrator, then merge: equal ages take
-     * the maximum and the NaN/inf counts add up. */
+     * the maximum and the NaN/inf counts add up. The rows' shape first:
+     * (rows, channels), at most history_len rows. */
     CHECK_OK(fp8q_max_calibrator_setup(&other, -1, 1, 2, "max", -1.0,
                                        &error),
              &error);
+    CHECK_ERROR(fp8q_max_calibrator_rows_shape(&other, 2, three_rows, &filled,
+                                               &n_channels, &error),
+                &error, FP8Q_ERROR_VALUE,
+                "amax_history must have 2 dimensions and at most 2 rows "
+                "((rows, channels)), got 2 dimensions and 3 rows",
+                NULL, NULL);
+    CHECK_ERROR(fp8q_max_calibrator_rows_shape(&other, 1, three_rows, &filled,
+                                               &n_channels, &error),
+                &error, FP8Q_ERROR_VALUE, "got 1 dimensions and 3 rows", NULL,
+                NULL);
+    CHECK_OK(fp8q_max_calibrator_rows_shape(&other, 2, shape, &filled,
+                                            &n_channels, &error),
+             &error);
+    CHECK_INT(filled, 2);
+    CHECK_INT(n_channels, 3);
     rows[0] = 7.0f;
     CHECK_OK(fp8q_max_calibrator_load(&other, rows, 1, 3, &error), &error);
     other.base.nonfinite_count = 4;
@@ -203,6 +221,7 @@ void test_calibrator_histogram(void)
     fp8q_error error;
     float amax;
     int64_t n;
+    int exponent;
 
     fill_random_floats(values, N, 100.0f);
     values[17] = fp8q_bits_to_float(0x7F800000u); /* +inf */
@@ -281,4 +300,77 @@ void test_calibrator_histogram(void)
               fp8q_histogram_total(&reference));
     kind->free(&histogram);
     kind->free(&other);
+
+    /* A state's bin width: 0 (no range) or a power of two in double's
+     * normal range up to 1e300; nothing else. */
+    CHECK_INT(fp8q_histogram_width_exponent(0.0, &exponent), 1);
+    CHECK_INT(exponent, FP8Q_HISTOGRAM_NO_RANGE);
+    CHECK_INT(fp8q_histogram_width_exponent(0.25, &exponent), 1);
+    CHECK_INT(exponent, -2);
+    CHECK_INT(fp8q_histogram_width_exponent(1024.0, &exponent), 1);
+    CHECK_INT(exponent, 10);
+    CHECK_INT(fp8q_histogram_width_exponent(ldexp(1.0, 996), &exponent), 1);
+    CHECK_INT(exponent, 996);
+    CHECK_INT(fp8q_histogram_width_exponent(ldexp(1.0, 997), &exponent), 0);
+    CHECK_INT(fp8q_histogram_width_exponent(3.0, &exponent), 0);
+    CHECK_INT(fp8q_histogram_width_exponent(-0.5, &exponent), 0);
+    CHECK_INT(fp8q_histogram_width_exponent(nan(""), &exponent), 0);
+    CHECK_INT(fp8q_histogram_width_exponent(HUGE_VAL, &exponent), 0);
+}
+
+/* A batch admitted and counted, then the calibrator reconfigured (as by
+ * another thread's __init__ while the batch is counted without the lock),
+ * then absorbed: it is counted again under the new settings. */
+void test_calibrator_reconfigured_while_counting(void)
+{
+    float values[2 * 3] = {1.0f, -5.0f, 0.0f, -3.0f, 0.5f, 4.0f};
+    const int64_t shape[2] = {2, 3};
+    fp8q_view x = make_view(values, FP8Q_FLOAT32, 2, shape, NULL);
+    const fp8q_calib_kind *max_kind = &fp8q_max_calibrator_ops;
+    const fp8q_calib_kind *histogram_kind = &fp8q_histogram_calibrator_ops;
+    fp8q_histogram_calibrator histogram;
+    fp8q_max_calibrator max;
+    fp8q_calib_batch batch;
+    fp8q_error error;
+    float amax[3];
+    int counted = 0;
+
+    /* Max: made per tensor, absorbed per channel along axis 1. */
+    memset(&max, 0, sizeof max);
+    CHECK_OK(fp8q_max_calibrator_setup(&max, FP8Q_CALIB_PER_TENSOR, 0, 1,
+                                       "max", -1.0, &error),
+             &error);
+    CHECK_OK(fp8q_calibrator_batch(&max.base, &x, 0, 0, &batch, &error),
+             &error);
+    CHECK_OK(max_kind->admit(&max, &batch, &counted, &error), &error);
+    CHECK_OK(max_kind->count(&batch, &error), &error);
+    CHECK_OK(fp8q_max_calibrator_setup(&max, 1, 0, 1, "max", -1.0, &error),
+             &error);
+    CHECK_OK(fp8q_calibrator_absorb(max_kind, &max, &batch, &error),
+             &error);
+    CHECK_INT(max_kind->amax(&max, amax), 3);
+    CHECK_DOUBLE(amax[0], 3.0);
+    CHECK_DOUBLE(amax[1], 5.0);
+    CHECK_DOUBLE(amax[2], 4.0);
+    max_kind->free(&max);
+
+    /* Histogram: counted with 64 bins, absorbed into 16 that skip zeros. */
+    memset(&histogram, 0, sizeof histogram);
+    CHECK_OK(fp8q_histogram_calibrator_setup(&histogram, 64, 0, &error),
+             &error);
+    CHECK_OK(fp8q_calibrator_batch(&histogram.base, &x, 0, 0, &batch, &error),
+             &error);
+    CHECK_OK(histogram_kind->admit(&histogram, &batch, &counted, &error),
+             &error);
+    CHECK_OK(histogram_kind->count(&batch, &error), &error);
+    CHECK_INT(((const fp8q_histogram *)batch.partial)->n_bins, 64);
+    CHECK_OK(fp8q_histogram_calibrator_setup(&histogram, 16, 1, &error),
+             &error);
+    CHECK_OK(fp8q_calibrator_absorb(histogram_kind, &histogram, &batch,
+                                    &error),
+             &error);
+    CHECK_INT(histogram.histogram.n_bins, 16);
+    CHECK_INT(fp8q_histogram_total(&histogram.histogram), 5); /* no zero */
+    CHECK_DOUBLE(histogram.histogram.amax, 5.0);
+    histogram_kind->free(&histogram);
 }
