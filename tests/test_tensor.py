@@ -74,6 +74,17 @@ def test_empty_shape_errors():
         fp8q.empty((1,) * 17)
     with pytest.raises(TypeError, match=r"^shape: expected ints, got float"):
         fp8q.empty((2, 1.5))
+    with pytest.raises(TypeError, match=r"^shape: expected ints, got float at axis 1$"):
+        fp8q.empty([2, 1.5])
+    with pytest.raises(TypeError, match=r"^shape: expected ints, got str at axis 0$"):
+        fp8q.zeros(["2"])
+    # Extents beyond int64, as a bare int and inside a sequence.
+    with pytest.raises(OverflowError):
+        fp8q.empty(2**70)
+    with pytest.raises(OverflowError):
+        fp8q.empty((1, 2**70))
+    with pytest.raises(OverflowError):
+        fp8q.empty(3).reshape(2**70)
     with pytest.raises(TypeError, match=r"^shape: .*got str"):
         fp8q.empty("23")
     with pytest.raises(TypeError, match=r"^shape: .*got NoneType"):

@@ -358,16 +358,18 @@ static PyObject *dtype_richcompare(PyObject *self, PyObject *other, int op)
     Py_RETURN_FALSE;
 }
 
-/* The getters of fp8q.dtype but name: the closure points to one of these
- * property codes. */
-enum { ITEMSIZE, IS_FP8, IS_FLOATING_POINT };
-static int dtype_properties[] = {ITEMSIZE, IS_FP8, IS_FLOATING_POINT};
+/* The getters of fp8q.dtype: the closure points to one of these property
+ * codes. */
+enum { NAME, ITEMSIZE, IS_FP8, IS_FLOATING_POINT };
+static int dtype_properties[] = {NAME, ITEMSIZE, IS_FP8, IS_FLOATING_POINT};
 
 static PyObject *dtype_get(PyObject *self, void *closure)
 {
     const fp8q_dtype dtype = ((fp8q_DtypeObject *)self)->dtype;
 
     switch (*(const int *)closure) {
+    case NAME:
+        return dtype_str(self);
     case ITEMSIZE:
         return PyLong_FromSize_t(fp8q_dtype_itemsize(dtype));
     case IS_FP8:
@@ -375,12 +377,6 @@ static PyObject *dtype_get(PyObject *self, void *closure)
     default:
         return PyBool_FromLong(fp8q_dtype_is_float(dtype));
     }
-}
-
-static PyObject *dtype_get_name(PyObject *self, void *closure)
-{
-    (void)closure;
-    return dtype_str(self);
 }
 
 static PyObject *dtype_reduce(PyObject *self, PyObject *unused)
@@ -391,9 +387,9 @@ static PyObject *dtype_reduce(PyObject *self, PyObject *unused)
 }
 
 static PyGetSetDef dtype_getset[] = {
-    {"name", dtype_get_name, NULL,
+    {"name", dtype_get, NULL,
      "The canonical name, e.g. 'float8_e4m3fn' (the same as str(dtype)).",
-     NULL},
+     &dtype_properties[NAME]},
     {"itemsize", dtype_get, NULL, "Bytes per element.",
      &dtype_properties[ITEMSIZE]},
     {"is_fp8", dtype_get, NULL,

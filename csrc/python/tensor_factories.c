@@ -10,6 +10,27 @@
 
 #include "core/view_layout.h"
 
+/* One extent: `item` through operator.index() into *extent; TypeError names
+ * the axis. 0, or -1 with an exception. */
+static int parse_extent(PyObject *item, Py_ssize_t axis, int64_t *extent)
+{
+    PyObject *index;
+
+    if (!PyIndex_Check(item)) {
+        PyErr_Format(PyExc_TypeError,
+                     "shape: expected ints, got %s at axis %zd",
+                     Py_TYPE(item)->tp_name, axis);
+        return -1;
+    }
+    index = PyNumber_Index(item);
+    if (index == NULL) {
+        return -1;
+    }
+    *extent = (int64_t)PyLong_AsLongLong(index);
+    Py_DECREF(index);
+    return *extent == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
 int fp8q_py_parse_extents(PyObject *object, int *ndim, int64_t *shape)
 {
     PyObject *sequence;
@@ -17,63 +38,35 @@ int fp8q_py_parse_extents(PyObject *object, int *ndim, int64_t *shape)
     Py_ssize_t axis;
 
     if (PyIndex_Check(object)) {
-        PyObject *index = PyNumber_Index(object);
-
-        if (index == NULL) {
-            return -1;
-        }
-        shape[0] = (int64_t)PyLong_AsLongLong(index);
-        Py_DECREF(index);
-        if (shape[0] == -1 && PyErr_Occurred()) {
-            return -1;
-        }
-        count = 1;
+        *ndim = 1;
+        return parse_extent(object, 0, &shape[0]);
     }
-    else {
-        if (!PySequence_Check(object) || PyUnicode_Check(object)) {
-            PyErr_Format(PyExc_TypeError,
-                         "shape: expected an int or a sequence of ints, got "
-                         "%s",
-                         Py_TYPE(object)->tp_name);
-            return -1;
-        }
-        sequence = PySequence_Fast(object, "shape: expected a sequence");
-        if (sequence == NULL) {
-            return -1;
-        }
-        count = PySequence_Fast_GET_SIZE(sequence);
-        if (count > FP8Q_MAX_DIMS) {
-            Py_DECREF(sequence);
-            PyErr_Format(PyExc_ValueError,
-                         "shape: fp8q tensors have at most %d dims, got %zd",
-                         FP8Q_MAX_DIMS, count);
-            return -1;
-        }
-        for (axis = 0; axis < count; axis++) {
-            PyObject *item = PySequence_Fast_GET_ITEM(sequence, axis);
-            PyObject *index;
-
-            if (!PyIndex_Check(item)) {
-                PyErr_Format(PyExc_TypeError,
-                             "shape: expected ints, got %s at axis %zd",
-                             Py_TYPE(item)->tp_name, axis);
-                Py_DECREF(sequence);
-                return -1;
-            }
-            index = PyNumber_Index(item);
-            if (index == NULL) {
-                Py_DECREF(sequence);
-                return -1;
-            }
-            shape[axis] = (int64_t)PyLong_AsLongLong(index);
-            Py_DECREF(index);
-            if (shape[axis] == -1 && PyErr_Occurred()) {
-                Py_DECREF(sequence);
-                return -1;
-            }
-        }
+    if (!PySequence_Check(object) || PyUnicode_Check(object)) {
+        PyErr_Format(PyExc_TypeError,
+                     "shape: expected an int or a sequence of ints, got %s",
+                     Py_TYPE(object)->tp_name);
+        return -1;
+    }
+    sequence = PySequence_Fast(object, "shape: expected a sequence");
+    if (sequence == NULL) {
+        return -1;
+    }
+    count = PySequence_Fast_GET_SIZE(sequence);
+    if (count > FP8Q_MAX_DIMS) {
         Py_DECREF(sequence);
+        PyErr_Format(PyExc_ValueError,
+                     "shape: fp8q tensors have at most %d dims, got %zd",
+                     FP8Q_MAX_DIMS, count);
+        return -1;
     }
+    for (axis = 0; axis < count; axis++) {
+        if (parse_extent(PySequence_Fast_GET_ITEM(sequence, axis), axis,
+                         &shape[axis]) < 0) {
+            Py_DECREF(sequence);
+            return -1;
+        }
+    }
+    Py_DECREF(sequence);
     *ndim = (int)count;
     return 0;
 }

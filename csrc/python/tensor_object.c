@@ -452,9 +452,7 @@ static PyObject *tensor_reshape(PyObject *object, PyObject *args)
     if (reshape_target(self, args, &ndim, shape) < 0) {
         return NULL;
     }
-    source = fp8q_view_is_contiguous(&self->view)
-                 ? (Py_INCREF(object), self)
-                 : fp8q_tensor_copy_as(self, self->view.dtype);
+    source = (fp8q_TensorObject *)tensor_contiguous(object, NULL);
     if (source == NULL) {
         return NULL;
     }
