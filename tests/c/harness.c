@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/convert.h"
 #include "harness.h"
@@ -245,12 +244,17 @@ static const harness_test tests[] = {
     {"operation_checks", test_operation_checks},
 };
 
+/* The seed when none is given: fixed, so that every run of a commit (CI's
+ * included) checks the same cases; pass another (e.g. `$(date +%s)`) to
+ * explore. */
+#define DEFAULT_SEED 20261128u
+
 /* Usage: fp8q_core_tests [seed] [name-substring] */
 int main(int argc, char **argv)
 {
     const size_t n_tests = sizeof tests / sizeof tests[0];
     const char *filter = argc > 2 ? argv[2] : NULL;
-    uint64_t seed = (uint64_t)time(NULL);
+    uint64_t seed = DEFAULT_SEED;
     int passed = 0;
     int failed = 0;
     size_t index;

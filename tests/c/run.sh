@@ -14,7 +14,9 @@
 # build/tests-c/<compiler>); DIGESTS (a file: tests/c/digests/digests.c is
 # built too and its digests of the core's results written there, for
 # comparing compilers and C runtimes).
-# Arguments are passed to the test binary: [seed] [test-name-substring].
+# Arguments are passed to the test binary: [seed] [test-name-substring]. The
+# seed is fixed when not given (tests/c/harness.c, DEFAULT_SEED), so every run
+# of a commit checks the same cases; `tests/c/run.sh $(date +%s)` draws others.
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
