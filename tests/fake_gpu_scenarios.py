@@ -1318,8 +1318,10 @@ def calibrator_reconfigured_while_reducing_on_the_gpu():
     """__init__ with other settings (bins, skip_zeros) and reset() from one
     thread while six others update with a CUDA batch, reduced and ordered
     with the GIL released: a batch is folded in only under the settings it
-    was reduced for and into the device state it ordered (started again
-    when either changed), so no update fails or crashes and the final
+    was reduced for and into the device state it ordered (dropped, ordered
+    before the wipe, when a reset or __init__ overtook it; never started
+    again for that, so the updates finish while the other thread keeps
+    reconfiguring), so no update fails, hangs or crashes and the final
     counts are a whole number of copies of the batch's CPU histogram under
     the last settings."""
     import threading

@@ -159,6 +159,7 @@ void *fp8q_py_device_state_prepare(fp8q_py_device_state *state,
 void fp8q_py_device_state_clear(fp8q_py_device_state *state)
 {
     state->epoch++;
+    state->wipes++;
     Py_CLEAR(state->memory);
     state->pending = 0;
     state->uploaded = 0;

@@ -155,11 +155,17 @@ void fp8q_py_calibrator_dealloc(PyObject *self)
  * No host wait, no copy back. The kernels that read or write the state are
  * launched with the GIL held, right after the state was ordered on the
  * stream, so that updates from several threads fold one after another.
- * 1, nothing folded, when the calibrator was reconfigured while the batch
- * was reduced (the caller starts the batch again), else 0 or -1.
+ * An update overtaken, while it ran without the GIL, by a reset() or an
+ * __init__ from another thread (the device state's `wipes` no longer
+ * `wipes`, or the settings changed) is ordered before it: nothing is
+ * folded, as the wipe would have dropped it anyway, and it returns 0. It
+ * is never started again for that reason, so a thread reconfiguring in a
+ * loop cannot starve it. 1, nothing folded, when another update replaced
+ * the device state meanwhile (the caller starts the batch again), else 0
+ * or -1.
  */
 static int update_on_device(PyObject *self, fp8q_TensorObject *x,
-                            const fp8q_calib_batch *batch)
+                            const fp8q_calib_batch *batch, int64_t wipes)
 {
     const fp8q_cuda_calib_kind *device = kind_of(self)->device;
     void *core = core_of(self);
@@ -187,9 +193,9 @@ static int update_on_device(PyObject *self, fp8q_TensorObject *x,
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         return -1;
     }
-    if (batch->settings_version != core_base(self)->settings_version) {
-        /* Reconfigured meanwhile (__init__): reduced for other settings. */
-        outcome = 1;
+    if (batch->settings_version != core_base(self)->settings_version ||
+        state->wipes != wipes) {
+        outcome = 0; /* ordered before the reset / __init__ that wiped it */
     }
     else {
         memory = fp8q_py_device_state_prepare(
@@ -197,7 +203,9 @@ static int update_on_device(PyObject *self, fp8q_TensorObject *x,
             core,
             device->continues_host != NULL && device->continues_host(core));
         if (memory == NULL && !PyErr_Occurred()) {
-            outcome = 1; /* the state changed hands meanwhile */
+            /* Wiped meanwhile: ordered before the wipe; else the state
+             * changed hands between updates: again. */
+            outcome = state->wipes != wipes ? 0 : 1;
         }
         else if (memory != NULL) {
             outcome = fp8q_py_raise_on_failure(
@@ -247,6 +255,7 @@ static PyObject *calibrator_update(fp8q_py_calibrator *self, PyObject *args,
     PyObject *x_object;
     int skip_nonfinite = 0;
     int counted = 0;
+    int64_t wipes;
     fp8q_error error;
     int outcome;
 
@@ -261,6 +270,7 @@ static PyObject *calibrator_update(fp8q_py_calibrator *self, PyObject *args,
         return NULL;
     }
     do {
+        wipes = self->device.wipes;
         fp8q_error_clear(&error);
         outcome = fp8q_py_raise_on_failure(
             fp8q_calibrator_batch(core_base(object), &x->view,
@@ -282,8 +292,9 @@ static PyObject *calibrator_update(fp8q_py_calibrator *self, PyObject *args,
             outcome = -1;
         }
         if (outcome == 0 && counted) {
-            outcome = batch.on_device ? update_on_device(object, x, &batch)
-                                      : update_on_host(object, &batch);
+            outcome = batch.on_device
+                          ? update_on_device(object, x, &batch, wipes)
+                          : update_on_host(object, &batch);
         }
     } while (outcome == 1);
     Py_DECREF(x);

@@ -60,6 +60,11 @@ typedef struct fp8q_py_device_state {
      * function that released the GIL sees that it is no longer the one it
      * had (reset or __init__ from another thread meanwhile). */
     int64_t epoch;
+    /* Bumped by fp8q_py_device_state_clear only (reset, __init__): an
+     * update that sees it change while it ran without the GIL was
+     * overtaken by a wipe of everything it would add, and is ordered
+     * before that wipe (its batch dropped, as the wipe drops the rest). */
+    int64_t wipes;
 } fp8q_py_device_state;
 
 /*
@@ -87,7 +92,8 @@ int fp8q_py_device_state_settle(fp8q_py_device_state *state,
  * into it next. Returns the state's device memory; NULL with an
  * exception; or NULL without one when another thread forgot, replaced or
  * detached the state while this one allocated or ordered it (the GIL
- * released): then nothing is folded and the caller starts the batch again.
+ * released): then nothing is folded, and the caller drops the batch when
+ * the state was wiped meanwhile (`wipes`), else starts it again.
  */
 void *fp8q_py_device_state_prepare(fp8q_py_device_state *state,
                                    fp8q_TensorObject *x, size_t bytes,
