@@ -45,6 +45,7 @@ int fp8q_py_device_state_settle(fp8q_py_device_state *state,
      * state of its own rather than folding into one being read. */
     fp8q_TensorObject *memory = state->memory;
     const int64_t epoch = state->epoch;
+    const int64_t wipes = state->wipes;
     fp8q_cu_stream stream;
     fp8q_error error;
     fp8q_status status;
@@ -77,7 +78,13 @@ int fp8q_py_device_state_settle(fp8q_py_device_state *state,
                                             stream, &error);
         Py_END_ALLOW_THREADS
     }
-    if (status == FP8Q_OK) {
+    if (status == FP8Q_OK && state->wipes != wipes) {
+        /* A reset / __init__ from another thread while the copy was read:
+         * the copy is ordered before it and dropped with the rest (folding
+         * it would undo the reset, or read it with other settings). */
+        folded = 1;
+    }
+    else if (status == FP8Q_OK) {
         status = fp8q_cuda_calib_state_fold(kind, core, copy, bytes,
                                             memory->device_index, &folded,
                                             &error);
@@ -109,6 +116,11 @@ void *fp8q_py_device_state_prepare(fp8q_py_device_state *state,
         (state->memory->device_index != x->device_index ||
          state->memory->view.shape[0] != size)) {
         if (fp8q_py_device_state_settle(state, kind, core) < 0) {
+            return NULL;
+        }
+        if (state->pending) {
+            /* Another update folded into a new state while this one
+             * settled (the GIL released): kept; the caller starts again. */
             return NULL;
         }
         Py_CLEAR(state->memory);

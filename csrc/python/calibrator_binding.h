@@ -75,8 +75,10 @@ typedef struct fp8q_py_device_state {
  * since the last settle, raises the deferred ValueError naming the first
  * one's update number and count, the number refused and the
  * skip_nonfinite hint, after folding every admitted batch; the record is
- * cleared. 0, or -1 with an exception (the host state unchanged when the
- * fold failed).
+ * cleared. A copy read (without the GIL) while another thread's reset()
+ * or __init__ wiped the calibrator is dropped, not folded: it is ordered
+ * before the wipe. 0, or -1 with an exception (the host state unchanged
+ * when the fold failed).
  */
 int fp8q_py_device_state_settle(fp8q_py_device_state *state,
                                 const fp8q_cuda_calib_kind *kind, void *core);
@@ -91,8 +93,9 @@ int fp8q_py_device_state_settle(fp8q_py_device_state *state,
  * takes as the host state. Marks it pending: the caller enqueues a fold
  * into it next. Returns the state's device memory; NULL with an
  * exception; or NULL without one when another thread forgot, replaced or
- * detached the state while this one allocated or ordered it (the GIL
- * released): then nothing is folded, and the caller drops the batch when
+ * detached the state while this one allocated, ordered or settled it (the
+ * GIL released; a state another update folded into meanwhile is kept):
+ * then nothing is folded, and the caller drops the batch when
  * the state was wiped meanwhile (`wipes`), else starts it again.
  */
 void *fp8q_py_device_state_prepare(fp8q_py_device_state *state,

@@ -352,6 +352,22 @@ void test_calibrator_reconfigured_while_counting(void)
     CHECK_DOUBLE(amax[0], 3.0);
     CHECK_DOUBLE(amax[1], 5.0);
     CHECK_DOUBLE(amax[2], 4.0);
+
+    /* The batch made while a GPU state of 5 channels was kept (its size in
+     * device_bytes), absorbed after a setup with a longer history (which
+     * forgets the GPU state): 3 channels are fine, not "seen 2". */
+    CHECK_OK(fp8q_max_calibrator_setup(&max, 1, 0, 1, "max", -1.0, &error),
+             &error);
+    CHECK_OK(fp8q_calibrator_batch(&max.base, &x, 0, 0, &batch, &error),
+             &error);
+    batch.device_bytes = FP8Q_CALIB_MAX_STATE_HEADER + 5 * sizeof(float);
+    CHECK_OK(max_kind->admit(&max, &batch, &counted, &error), &error);
+    CHECK_OK(max_kind->count(&batch, &error), &error);
+    CHECK_OK(fp8q_max_calibrator_setup(&max, 1, 1, 2, "max", -1.0, &error),
+             &error);
+    CHECK_OK(fp8q_calibrator_absorb(max_kind, &max, &batch, &error),
+             &error);
+    CHECK_INT(max_kind->amax(&max, amax), 3);
     max_kind->free(&max);
 
     /* Histogram: counted with 64 bins, absorbed into 16 that skip zeros. */
