@@ -21,6 +21,8 @@ FAKE_HIDDEN int setting(const char *name, int fallback);
 
 /* Appends `name` as a line to FAKE_CUDA_LOG, when set. */
 FAKE_HIDDEN void log_call(const char *name);
+/* Sleeps `milliseconds` (nothing for 0 or less). */
+FAKE_HIDDEN void sleep_ms(int milliseconds);
 
 /* Logs "name stream", the stream as a decimal handle (0 for NULL). */
 FAKE_HIDDEN void log_stream_call(const char *name, const void *stream);

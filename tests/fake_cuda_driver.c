@@ -44,6 +44,11 @@
  *   FAKE_CUDA_INIT_DELAY_MS  milliseconds cuInit sleeps after logging its
  *                         call (default 0): a slow driver load, for tests of
  *                         what other threads do meanwhile
+ *   FAKE_CUDA_READ_DELAY_MS  milliseconds every copy into host memory
+ *                         (cuMemcpyAsync to an address that is no device
+ *                         allocation) sleeps after copying (default 0): a
+ *                         slow read-back, for tests of what other threads
+ *                         do while a copy holds no GIL
  *
  * "Device memory" is host memory, copies are memcpy, streams and events
  * are immediate, and CUDA graph capture is a state of streams with the real
@@ -90,6 +95,17 @@ int setting(const char *name, int fallback)
 {
     const char *text = getenv(name);
     return text != NULL && text[0] != '\0' ? atoi(text) : fallback;
+}
+
+void sleep_ms(int milliseconds)
+{
+    struct timespec delay;
+    if (milliseconds <= 0) {
+        return;
+    }
+    delay.tv_sec = milliseconds / 1000;
+    delay.tv_nsec = (long)(milliseconds % 1000) * 1000000L;
+    (void)nanosleep(&delay, NULL);
 }
 
 void log_call(const char *name)
@@ -175,14 +191,8 @@ static int initialised;
 static result_t fake_init(unsigned int flags)
 {
     const int error = setting("FAKE_CUDA_INIT_ERROR", 0);
-    const int delay_ms = setting("FAKE_CUDA_INIT_DELAY_MS", 0);
     log_call("cuInit");
-    if (delay_ms > 0) {
-        struct timespec delay;
-        delay.tv_sec = delay_ms / 1000;
-        delay.tv_nsec = (long)(delay_ms % 1000) * 1000000L;
-        (void)nanosleep(&delay, NULL);
-    }
+    sleep_ms(setting("FAKE_CUDA_INIT_DELAY_MS", 0));
     if (flags != 0) {
         return 1;
     }

@@ -498,10 +498,12 @@ static result_t fake_memcpy_async(deviceptr_t destination, deviceptr_t source,
 {
     capture *graph;
     result_t result;
+    int to_host;
     log_stream_call("cuMemcpyAsync", stream);
     pthread_mutex_lock(&lock);
     result = check_stream("cuMemcpyAsync", stream);
     graph = capture_of(stream);
+    to_host = find_allocation((uintptr_t)destination) == NULL;
     if (result == 0 && graph != NULL &&
         (find_allocation((uintptr_t)destination) == NULL ||
          find_allocation((uintptr_t)source) == NULL)) {
@@ -512,6 +514,9 @@ static result_t fake_memcpy_async(deviceptr_t destination, deviceptr_t source,
     if (result == 0) {
         memcpy((void *)(uintptr_t)destination,
                (const void *)(uintptr_t)source, bytes);
+        if (to_host) {
+            sleep_ms(setting("FAKE_CUDA_READ_DELAY_MS", 0));
+        }
     }
     return result;
 }

@@ -9,6 +9,7 @@ and does, not the CUDA kernels.
 """
 import copy
 import os
+import time
 
 import numpy as np
 
@@ -1365,6 +1366,52 @@ def calibrator_reconfigured_while_reducing_on_the_gpu():
     assert rest == 0 and calibrator.bins == last[0], (copies, rest, last)
     assert np.array_equal(np.asarray(calibrator.counts),
                           copies * np.asarray(on_host.counts)), (copies, last)
+
+
+def calibrator_reconfigured_while_an_old_state_is_read_back():
+    """An update on cuda:1 first reads back the state pending on cuda:0
+    (the GIL released, the copy slowed by FAKE_CUDA_READ_DELAY_MS); an
+    __init__ with four times the bins from another thread meanwhile wipes
+    the calibrator, so the update, sized and reduced for the old settings,
+    is dropped (ordered before the wipe): nothing is folded into a state of
+    the wrong size, and the calibrator holds no count afterwards."""
+    import threading
+    x = (np.random.default_rng(33).standard_normal((8, 512)) *
+         3).astype(np.float32)
+    calibrator = fp8q.calib.HistogramCalibrator(bins=2048)
+    calibrator.update(fp8q.asarray(x).to("cuda:0"))
+    on_second = fp8q.asarray(x).to("cuda:1")
+    errors = []
+
+    def update():
+        try:
+            calibrator.update(on_second)
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    updating = threading.Thread(target=update)
+    updating.start()
+    time.sleep(0.1)  # inside the 0.4 s read-back
+    calibrator.__init__(bins=8192)
+    updating.join()
+    assert not errors, errors
+    assert calibrator.bins == 8192
+    assert calibrator.total_count == 0, calibrator.total_count
+    assert not np.asarray(calibrator.counts).any()
+
+
+def loaded_calibrator_takes_another_channel_count_on_the_gpu():
+    """load_state_dict of an empty per-channel state forgets the device
+    state of the old channel count with the rest: the next CUDA batch may
+    have any channel count, as on the CPU."""
+    calibrator = fp8q.calib.MaxCalibrator(channel_axis=0)
+    calibrator.update(fp8q.asarray(np.ones((8, 4), np.float32)).to("cuda"))
+    calibrator.load_state_dict(
+        fp8q.calib.MaxCalibrator(channel_axis=0).state_dict())
+    calibrator.update(fp8q.asarray(np.full((3, 4), 2.0, np.float32))
+                      .to("cuda"))
+    assert np.array_equal(np.asarray(calibrator.amax),
+                          np.full(3, 2.0, np.float32))
 
 
 def max_calibrator_reduces_on_the_gpu():

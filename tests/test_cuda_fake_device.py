@@ -54,6 +54,7 @@ def run_scenario(driver, name, tmp_path, environment=None,
     "quantize_transposed",
     "calibrators_take_gpu_batches",
     "calibrator_reconfigured_while_reducing_on_the_gpu",
+    "loaded_calibrator_takes_another_channel_count_on_the_gpu",
     "max_calibrator_reduces_on_the_gpu",
     "calibrators_keep_their_state_on_the_gpu",
     "max_calibrator_history_on_the_gpu_matches_the_cpu",
@@ -88,6 +89,13 @@ def test_calibrate_names_the_layer_of_a_refused_gpu_batch(fake_driver,
     pytest.importorskip("torch", reason="fp8q.torch.calibrate needs PyTorch")
     run_scenario(fake_driver,
                  "calibrate_names_the_layer_of_a_refused_gpu_batch", tmp_path)
+
+
+def test_calibrator_reconfigured_while_an_old_state_is_read_back(
+        fake_driver, tmp_path):
+    run_scenario(fake_driver,
+                 "calibrator_reconfigured_while_an_old_state_is_read_back",
+                 tmp_path, devices=2, read_delay_ms=400)
 
 
 def test_devices_without_memory_pools(fake_driver, tmp_path):

@@ -48,9 +48,9 @@ static fp8q_status recount(const fp8q_calib_kind *kind, void *self,
     fp8q_status status;
 
     kind->release(batch);
-    /* device_bytes 0: the settings change only in a setup, after which the
-     * binding forgets the GPU state (a stale size would be read against
-     * the new settings). */
+    /* device_bytes 0: the settings change only in a successful setup,
+     * after which the binding forgets the GPU state (a stale size would be
+     * read against the new settings). */
     status = fp8q_calibrator_batch((const fp8q_calibrator *)self, batch->x,
                                    batch->on_device, batch->skip_nonfinite,
                                    batch, error);

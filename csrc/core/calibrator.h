@@ -160,7 +160,8 @@ fp8q_status fp8q_max_calibrator_check(int has_window, int64_t history_len,
 /* (Re)configures self, emptying it: FP8Q_ERROR_VALUE when a momentum
  * (momentum >= 0; checked in [0, 1) by the caller) meets history_len > 1,
  * nothing changed; the settings otherwise as fp8q_max_calibrator_check
- * passed them. Per tensor the history is allocated now. */
+ * passed them. Per tensor the history is allocated now (FP8Q_ERROR_MEMORY
+ * when that fails, nothing changed). */
 fp8q_status fp8q_max_calibrator_setup(fp8q_max_calibrator *self,
                                       int channel_axis, int has_window,
                                       int64_t history_len, const char *algo,

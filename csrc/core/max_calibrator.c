@@ -71,22 +71,34 @@ fp8q_status fp8q_max_calibrator_setup(fp8q_max_calibrator *self,
                                       int64_t history_len, const char *algo,
                                       double momentum, fp8q_error *error)
 {
+    fp8q_max_calibrator next;
+    fp8q_status status = FP8Q_OK;
+
     if (momentum >= 0.0 && history_len != 1) {
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
                          "momentum and history_len > 1 cannot be combined: "
                          "a moving average keeps one value");
     }
-    self->base.channel_axis = channel_axis;
-    self->base.nonfinite_count = 0;
-    self->base.settings_version++;
-    self->most_recent = strcmp(algo, "most_recent") == 0;
-    fp8q_aligned_free(self->history.entries);
-    memset(&self->history, 0, sizeof self->history);
-    self->history.length = history_len;
-    self->history.momentum = momentum;
-    self->history.running_max = !has_window && momentum < 0.0;
+    /* The new state is built aside and swapped in whole: a failed
+     * allocation leaves the calibrator as it was. */
+    next = *self;
+    next.base.channel_axis = channel_axis;
+    next.base.nonfinite_count = 0;
+    next.base.settings_version++;
+    next.most_recent = strcmp(algo, "most_recent") == 0;
+    memset(&next.history, 0, sizeof next.history);
+    next.history.length = history_len;
+    next.history.momentum = momentum;
+    next.history.running_max = !has_window && momentum < 0.0;
     /* Per tensor the channel count is known now. */
-    return per_channel(self) ? FP8Q_OK : allocate_history(self, 1, error);
+    if (!per_channel(&next)) {
+        status = allocate_history(&next, 1, error);
+    }
+    if (status == FP8Q_OK) {
+        fp8q_aligned_free(self->history.entries);
+        *self = next;
+    }
+    return status;
 }
 
 int64_t fp8q_max_calibrator_channels(const fp8q_max_calibrator *self,

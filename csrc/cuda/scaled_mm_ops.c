@@ -855,7 +855,9 @@ static fp8q_status scaled_mm_from_host(const fp8q_cublaslt *library,
         if (reads && on_host[index]) {
             status = host_to_device(device, given[index], stream,
                                     &copies[index], &views[index], error);
-            *used[index] = &views[index];
+            if (status == FP8Q_OK) {
+                *used[index] = &views[index];
+            }
         }
     }
     if (status == FP8Q_OK) {

@@ -115,12 +115,16 @@ void *fp8q_py_device_state_prepare(fp8q_py_device_state *state,
     if (state->memory != NULL &&
         (state->memory->device_index != x->device_index ||
          state->memory->view.shape[0] != size)) {
+        const int64_t wipes = state->wipes;
+
         if (fp8q_py_device_state_settle(state, kind, core) < 0) {
             return NULL;
         }
-        if (state->pending) {
-            /* Another update folded into a new state while this one
-             * settled (the GIL released): kept; the caller starts again. */
+        if (state->pending || state->wipes != wipes) {
+            /* While this one settled (the GIL released), another update
+             * folded into a new state (kept; the caller starts again), or
+             * a reset / __init__ wiped the state (the caller's batch, sized
+             * and reduced for the settings before it, is dropped). */
             return NULL;
         }
         Py_CLEAR(state->memory);
@@ -168,12 +172,17 @@ void *fp8q_py_device_state_prepare(fp8q_py_device_state *state,
     return state->memory->view.data;
 }
 
-void fp8q_py_device_state_clear(fp8q_py_device_state *state)
+void fp8q_py_device_state_forget(fp8q_py_device_state *state)
 {
     state->epoch++;
     state->wipes++;
     Py_CLEAR(state->memory);
     state->pending = 0;
     state->uploaded = 0;
+}
+
+void fp8q_py_device_state_clear(fp8q_py_device_state *state)
+{
+    fp8q_py_device_state_forget(state);
     state->n_updates = 0;
 }

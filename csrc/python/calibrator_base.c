@@ -371,12 +371,14 @@ static PyObject *calibrator_load_state_dict(fp8q_py_calibrator *self,
     int64_t nonfinite_count = 0;
 
     /* What the device holds is settled first, so a deferred error is not
-     * lost; then the loaded state replaces everything. */
+     * lost; then the loaded state replaces everything, the device memory
+     * (sized for the old state) included. */
     if (fp8q_py_calibrator_settle(object) < 0 ||
         kind_of(object)->load_state_dict(object, state, &nonfinite_count) <
             0) {
         return NULL;
     }
+    fp8q_py_device_state_forget(&self->device);
     core_base(object)->nonfinite_count = nonfinite_count;
     Py_RETURN_NONE;
 }

@@ -60,10 +60,11 @@ typedef struct fp8q_py_device_state {
      * function that released the GIL sees that it is no longer the one it
      * had (reset or __init__ from another thread meanwhile). */
     int64_t epoch;
-    /* Bumped by fp8q_py_device_state_clear only (reset, __init__): an
-     * update that sees it change while it ran without the GIL was
-     * overtaken by a wipe of everything it would add, and is ordered
-     * before that wipe (its batch dropped, as the wipe drops the rest). */
+    /* Bumped by fp8q_py_device_state_forget only (reset, __init__,
+     * load_state_dict): an update that sees it change while it ran
+     * without the GIL was overtaken by a wipe of everything it would add,
+     * and is ordered before that wipe (its batch dropped, as the wipe
+     * drops the rest). */
     int64_t wipes;
 } fp8q_py_device_state;
 
@@ -104,8 +105,13 @@ void *fp8q_py_device_state_prepare(fp8q_py_device_state *state,
                                    const fp8q_cuda_calib_kind *kind,
                                    void *core, int image);
 
-/* Forgets the device state and its record (reset, __init__), and restarts
- * the update numbering. */
+/* Forgets the device state and its record, as a wipe (`wipes`): an update
+ * reducing meanwhile is dropped, ordered before it (load_state_dict, after
+ * its settle, as the loaded state replaces everything). */
+void fp8q_py_device_state_forget(fp8q_py_device_state *state);
+
+/* fp8q_py_device_state_forget, and the update numbering restarted (reset,
+ * __init__). */
 void fp8q_py_device_state_clear(fp8q_py_device_state *state);
 
 /* ------------------------------------------------------------------------- */

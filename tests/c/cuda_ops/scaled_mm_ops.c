@@ -417,9 +417,13 @@ static void check_refusal_and_empty(void)
 /* cuda/fp8_layer.h: the W8A8 layer forward on the GPU against the same
  * call on the CPU (device NULL: csrc/core) and a double oracle, for each
  * weight granularity and a static input scale, every result's bits. x's
- * rows hold small integers and 448 in each 128-block, so every dynamic
- * activation scale is 1, the codes are the integers and every sum is
- * exact; the weight scales are powers of two. The codes and scales come
+ * 128-blocks hold small integers and 448, each block times its own power
+ * of two (1/2 to 4, different in every row and block), so each dynamic
+ * activation scale differs and is exact, the codes are exact and every sum
+ * is exact: a scale ignored, inverted or applied to the wrong row or block
+ * changes the result. The static input scale, 2, saturates x's 4 * 448
+ * values at 448 codes (the oracle clamps them), which no dynamic scale
+ * does. The weight scales are powers of two. The codes and scales come
  * from the forward's own scratch block on each device. */
 static void check_layer_forward(void)
 {
@@ -429,13 +433,15 @@ static void check_layer_forward(void)
     static float x[M * K], weight_scale[N], bias[N];
     static float out_cpu[M * N], out_gpu[M * N];
     static unsigned char weight[N * K], scratch[4 * M * K + 4096];
-    const float one = 1.0f;
+    static const float factors[4] = {0.5f, 1.0f, 2.0f, 4.0f};
+    const float static_scale = 2.0f;
     int variant;
     int64_t i, j, p;
 
     for (i = 0; i < M; i++) {
         for (p = 0; p < K; p++) {
-            x[i * K + p] = p % 128 == 5 ? 448.0f : a_value(i, p);
+            x[i * K + p] = (p % 128 == 5 ? 448.0f : a_value(i, p)) *
+                           factors[(i + 2 * (p / 128)) % 4];
         }
     }
     for (j = 0; j < N; j++) {
@@ -478,8 +484,10 @@ static void check_layer_forward(void)
             bias_view.shape[0] = N;
             bias_view.strides[0] = 1;
             out = matrix(memory[4], FP8Q_FLOAT32, M, N, N, 1);
-            input_scale = matrix(on_gpu ? on_device(&one, 4) : (void *)&one,
-                                 FP8Q_FLOAT32, 1, 1, 1, 1);
+            input_scale =
+                matrix(on_gpu ? on_device(&static_scale, 4)
+                              : (void *)&static_scale,
+                       FP8Q_FLOAT32, 1, 1, 1, 1);
             memset(&call, 0, sizeof call);
             call.device = on_gpu ? device : NULL;
             call.library = library;
@@ -517,7 +525,15 @@ static void check_layer_forward(void)
                     : block      ? 0.0
                                  : weight_scale[j];
                 for (p = 0; p < K; p++) {
-                    sum += (double)x[i * K + p] * w_value(j, p) *
+                    /* What the FP8 codes hold: x itself, or x clamped to
+                     * the static scale's +-448 codes. */
+                    const double held =
+                        variant == 3
+                            ? fmax(-448.0, fmin(448.0, x[i * K + p] /
+                                                           static_scale)) *
+                                  static_scale
+                            : (double)x[i * K + p];
+                    sum += held * w_value(j, p) *
                            (block ? weight_scale[(j / 128) * K_BLOCKS +
                                                  p / 128]
                                   : scale);
