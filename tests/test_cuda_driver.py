@@ -162,6 +162,18 @@ def test_missing_entry_point(fake_driver):
         "(cuGetProcAddress at CUDA 12.0: symbol not found)"))
 
 
+def test_device_whose_properties_cannot_be_read(fake_driver):
+    """A device the driver cannot describe runs nothing: fp8q.info() says
+    CUDA is unavailable, with the device's error as the reason."""
+    result = probe(fake_driver, cc="unreadable")
+    reason = "cuDeviceGetAttribute failed for CUDA device 0 with CUresult 1"
+    assert result["cuda"]["available"] is False
+    assert result["cuda"]["reason"] == reason
+    device, = result["cuda"]["devices"]
+    assert (device["index"], device["error"]) == (0, reason)
+    assert result["error"] is not None
+
+
 @pytest.mark.parametrize("cc, native", [("8.9", True), ("7.5", False),
                                         ("12.0", True), ("8.6", False)])
 def test_one_device(fake_driver, cc, native):

@@ -46,7 +46,8 @@ static PyObject *switches_dict(void)
 }
 
 /* The entry for device `index`; *kernels_error receives the reason the
- * kernels do not run there (a new reference, or NULL when they load). */
+ * kernels do not run there (a new reference, or NULL when they load): a
+ * device whose properties cannot be read runs nothing. */
 static PyObject *device_dict(int index, const fp8q_error *backend,
                              PyObject **kernels_error)
 {
@@ -59,8 +60,11 @@ static PyObject *device_dict(int index, const fp8q_error *backend,
     *kernels_error = NULL;
     kernels = report.kernels.status == FP8Q_OK;
     if (report.error.status != FP8Q_OK) {
-        return Py_BuildValue("{s:i,s:s}", "index", index, "error",
-                             report.error.message);
+        *kernels_error = PyUnicode_FromString(report.error.message);
+        return *kernels_error == NULL
+                   ? NULL
+                   : Py_BuildValue("{s:i,s:O}", "index", index, "error",
+                                   *kernels_error);
     }
     if (!kernels &&
         (*kernels_error = PyUnicode_FromString(report.kernels.message)) ==
