@@ -350,6 +350,13 @@ const fp8q_cublaslt *fp8q_cublaslt_loaded(void)
     return fp8q_atomic_load_i64(&library_ready) ? &library : NULL;
 }
 
+void fp8q_cublaslt_format_version(size_t version, char *text,
+                                  size_t text_size)
+{
+    (void)snprintf(text, text_size, "%d.%d.%d", (int)(version / 10000),
+                   (int)(version / 100 % 100), (int)(version % 100));
+}
+
 void fp8q_cublaslt_describe(const fp8q_cublaslt *loaded, fp8q_lt_status status,
                             char *text, size_t text_size)
 {

@@ -85,6 +85,11 @@ const fp8q_cublaslt *fp8q_cublaslt_load(const char *const *install_folders,
  * (for fp8q.info(), which never loads it). */
 const fp8q_cublaslt *fp8q_cublaslt_loaded(void);
 
+/* Formats a cublasLtGetVersion value as "MAJOR.MINOR.PATCH" (131000 ->
+ * "13.10.0"). */
+void fp8q_cublaslt_format_version(size_t version, char *text,
+                                  size_t text_size);
+
 /* Writes "NAME (N)" for a cuBLASLt status N (e.g.
  * "CUBLAS_STATUS_NOT_SUPPORTED (15)"), or "cublasStatus_t N" when the
  * library has no name for it. */

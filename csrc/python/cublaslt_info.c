@@ -6,11 +6,13 @@
  * exported and imported (fp8q.gemm_tuning).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "python/binding.h"
 
 #include "cuda/cublaslt.h"
+#include "cuda/gemm_tuning.h"
 #include "cuda/matmul.h"
 
 /* At most this many install folders are searched. */
@@ -140,17 +142,10 @@ static PyObject *lines_of(const char *text)
     return lines;
 }
 
-/* cuBLASLt's version as "MAJOR.MINOR.PATCH". */
-static PyObject *version_text(const fp8q_cublaslt *library)
-{
-    return PyUnicode_FromFormat("%d.%d.%d", (int)(library->version / 10000),
-                                (int)(library->version / 100 % 100),
-                                (int)(library->version % 100));
-}
-
 static PyObject *cublaslt_info(PyObject *module, PyObject *unused)
 {
     const fp8q_cublaslt *library;
+    char version[32];
 
     (void)module;
     (void)unused;
@@ -165,9 +160,10 @@ static PyObject *cublaslt_info(PyObject *module, PyObject *unused)
                              library->error.message, "search",
                              lines_of(library->search));
     }
+    fp8q_cublaslt_format_version(library->version, version, sizeof version);
     return Py_BuildValue(
-        "{s:O,s:N,s:s,s:O,s:N,s:N,s:L}", "found", Py_True, "version",
-        version_text(library), "path", library->path, "error", Py_None,
+        "{s:O,s:s,s:s,s:O,s:N,s:N,s:L}", "found", Py_True, "version",
+        version, "path", library->path, "error", Py_None,
         "search", lines_of(library->search), "scale_modes", scale_modes_seen(),
         "candidates_timed", (long long)fp8q_matmul_candidates_timed());
 }
@@ -195,14 +191,11 @@ static int tuning_device(PyObject *object, const fp8q_cublaslt **library)
 
 static PyObject *gemm_tuning_export(PyObject *module, PyObject *device)
 {
-    fp8q_cuda_device_properties properties;
     const fp8q_cublaslt *library;
-    char driver_version[32];
+    fp8q_gemm_tuning_key key;
     fp8q_error error;
-    fp8q_status status;
     PyObject *lines;
-    char *buffer;
-    size_t length;
+    char *choices;
     const int index = tuning_device(device, &library);
 
     (void)module;
@@ -210,31 +203,24 @@ static PyObject *gemm_tuning_export(PyObject *module, PyObject *device)
         return NULL;
     }
     fp8q_error_clear(&error);
-    status = fp8q_cuda_device_properties_get(index, &properties, &error);
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+    if (fp8q_py_raise_on_failure(
+            fp8q_gemm_tuning_key_get(index, library, &key, &error), &error) <
+        0) {
         return NULL;
     }
-    fp8q_cuda_format_version(fp8q_cuda_driver_load()->version,
-                             driver_version, sizeof driver_version);
-    /* Sized, then written; choices made in between are left out. */
-    length = fp8q_matmul_choices_format(index, NULL, 0);
-    buffer = (char *)PyMem_Malloc(length + 1);
-    if (buffer == NULL) {
+    choices = fp8q_gemm_tuning_choices(index);
+    if (choices == NULL) {
         return PyErr_NoMemory();
     }
-    (void)fp8q_matmul_choices_format(index, buffer, length + 1);
-    lines = lines_of(buffer);
-    PyMem_Free(buffer);
+    lines = lines_of(choices);
+    free(choices);
     if (lines == NULL) {
         return NULL;
     }
-    return Py_BuildValue(
-        "{s:s,s:N,s:s,s:N,s:N}", "gpu", properties.name,
-        "compute_capability",
-        PyUnicode_FromFormat("%d.%d", properties.compute_capability_major,
-                             properties.compute_capability_minor),
-        "driver", driver_version, "cublaslt",
-        version_text(library), "choices", lines);
+    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:N}", "gpu", key.gpu,
+                         "compute_capability", key.compute_capability,
+                         "driver", key.driver, "cublaslt", key.cublaslt,
+                         "choices", lines);
 }
 
 static PyObject *gemm_tuning_import(PyObject *module, PyObject *args)
