@@ -15,8 +15,6 @@
  * the critical sections that make one calibrator safe to share across
  * threads (free-threaded builds included).
  */
-#include <string.h>
-
 #include "python/calibrator_binding.h"
 
 /* The table of self's type (the kind's first member is its type). */
@@ -440,8 +438,9 @@ static PyObject *calibrator_get_amax(fp8q_py_calibrator *self, void *closure)
         }
         Py_RETURN_NONE;
     }
-    result = per_channel ? fp8q_py_float32_array(1, &n_channels, amax)
-                         : PyFloat_FromDouble((double)amax[0]);
+    result = per_channel
+                 ? fp8q_py_array_copy(1, &n_channels, NPY_FLOAT32, amax)
+                 : PyFloat_FromDouble((double)amax[0]);
     fp8q_aligned_free(amax);
     return result;
 }

@@ -17,10 +17,10 @@
 /* ------------------------------------------------------------------------- */
 /* calibration.c: what the calibrators share beside their base             */
 
-/* A new C-contiguous float32 NumPy array of `shape` holding a copy of
- * `values`. */
-PyObject *fp8q_py_float32_array(int ndim, const int64_t *shape,
-                                const float *values);
+/* A new C-contiguous NumPy array of `shape` and NumPy type `type`
+ * (NPY_FLOAT32, NPY_INT64) holding a copy of `values`. */
+PyObject *fp8q_py_array_copy(int ndim, const int64_t *shape, int type,
+                             const void *values);
 
 /* state[key] (borrowed) of a calibrator's load_state_dict; TypeError when
  * state is not a dict, KeyError naming the key and `keys_text` (what a

@@ -11,8 +11,6 @@
  * (calibrator_base.c): the constructor's arguments, compute_amax,
  * extend_range, the getters and the state_dict's conversion.
  */
-#include <string.h>
-
 #include "python/calibrator_binding.h"
 
 /* What a state_dict holds, for load_state_dict's KeyError. */
@@ -137,23 +135,13 @@ static PyObject *histogram_calibrator_compute_amax(
 /* ------------------------------------------------------------------------- */
 /* state_dict, load_state_dict                                               */
 
-static PyObject *counts_array(const fp8q_histogram *histogram)
-{
-    npy_intp length = (npy_intp)histogram->n_bins;
-    PyObject *array = PyArray_SimpleNew(1, &length, NPY_INT64);
-    if (array != NULL) {
-        memcpy(PyArray_DATA((PyArrayObject *)array), histogram->counts,
-               (size_t)histogram->n_bins * sizeof(int64_t));
-    }
-    return array;
-}
-
 /* fp8q_py_calibrator_kind.state_dict. */
 static PyObject *histogram_calibrator_state_dict(PyObject *object)
 {
     const fp8q_histogram *histogram =
         &((fp8q_HistogramCalibratorObject *)object)->core.histogram;
-    PyObject *counts = counts_array(histogram);
+    PyObject *counts = fp8q_py_array_copy(1, &histogram->n_bins, NPY_INT64,
+                                          histogram->counts);
 
     if (counts == NULL) {
         return NULL;
@@ -275,7 +263,8 @@ static PyObject *histogram_calibrator_get_settled(
         return PyFloat_FromDouble(fp8q_histogram_bin_width(histogram));
     }
     return name[0] == 'c'
-               ? counts_array(histogram)
+               ? fp8q_py_array_copy(1, &histogram->n_bins, NPY_INT64,
+                                    histogram->counts)
                : PyLong_FromLongLong(
                      (long long)fp8q_histogram_total(histogram));
 }
