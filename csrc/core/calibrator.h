@@ -89,8 +89,9 @@ typedef struct fp8q_calib_kind {
                           fp8q_error *error);
     /* Frees batch->partial (NULL is fine). */
     void (*release)(fp8q_calib_batch *batch);
-    /* other folded into self (settings already found equal): *added 1
-     * when merged, 0 when other adds nothing. */
+    /* other folded into self (the settings it does not check itself
+     * already found equal): *added 1 when merged, 0 when other adds
+     * nothing. */
     fp8q_status (*merge)(void *self, const void *other, int *added,
                          fp8q_error *error);
     /* Empties self's statistics, keeping its settings. */

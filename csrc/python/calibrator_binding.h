@@ -145,7 +145,7 @@ typedef struct fp8q_py_calibrator_kind {
      * base then empties the device state). */
     int (*init)(PyObject *self, PyObject *args, PyObject *kwargs);
     /* merge's check that `other` (same type) has the same settings; NULL
-     * when any two merge. */
+     * when the core's merge checks them itself. */
     int (*merge_check)(PyObject *self, PyObject *other);
     /* The state_dict without "nonfinite_count" (the base adds it last). */
     PyObject *(*state_dict)(PyObject *self);

@@ -52,20 +52,6 @@ static int histogram_calibrator_init(PyObject *object, PyObject *args,
 /* ------------------------------------------------------------------------- */
 /* merge, extend_range, compute_amax                                         */
 
-/* fp8q_py_calibrator_kind.merge_check: the same skip_zeros. */
-static int histogram_calibrator_merge_check(PyObject *object,
-                                            PyObject *other_object)
-{
-    if (((fp8q_HistogramCalibratorObject *)other_object)->core.skip_zeros !=
-        ((fp8q_HistogramCalibratorObject *)object)->core.skip_zeros) {
-        PyErr_SetString(PyExc_ValueError,
-                        "other: calibrators differ in skip_zeros and cannot "
-                        "be merged");
-        return -1;
-    }
-    return 0;
-}
-
 static PyObject *histogram_calibrator_extend_range(
     fp8q_HistogramCalibratorObject *self, PyObject *amax_object)
 {
@@ -409,7 +395,6 @@ fp8q_py_calibrator_kind fp8q_histogram_calibrator_kind = {
     .ops = &fp8q_histogram_calibrator_ops,
     .device = &fp8q_cuda_histogram_calibrator,
     .init = histogram_calibrator_init,
-    .merge_check = histogram_calibrator_merge_check,
     .state_dict = histogram_calibrator_state_dict,
     .load_state_dict = histogram_calibrator_load_state_dict,
     FP8Q_PY_CALIBRATOR_TYPE("fp8q.calib.HistogramCalibrator",

@@ -251,6 +251,16 @@ void test_calibrator_histogram(void)
     CHECK_OK(update(kind, &histogram, &first, 1, &error), &error);
     CHECK_OK(update(kind, &other, &second, 1, &error), &error);
     CHECK_INT(histogram.base.nonfinite_count, 1);
+    /* Different skip_zeros: refused, nothing merged. */
+    other.skip_zeros = 1;
+    CHECK_ERROR(fp8q_calibrator_merge(kind, &histogram, &other, &error),
+                &error, FP8Q_ERROR_VALUE,
+                "other: calibrators differ in skip_zeros and cannot be "
+                "merged",
+                NULL, NULL);
+    CHECK_INT(histogram.base.nonfinite_count, 1);
+    CHECK_INT(fp8q_histogram_total(&histogram.histogram), half - 1);
+    other.skip_zeros = 0;
     /* Two halves merged: the one-pass histogram. */
     CHECK_OK(fp8q_calibrator_merge(kind, &histogram, &other, &error),
              &error);
