@@ -103,6 +103,11 @@ typedef struct fp8q_calib_kind {
     void (*free)(void *self);
 } fp8q_calib_kind;
 
+/* A calibrator's channel_axis= as given: FP8Q_OK for an axis in
+ * [-FP8Q_MAX_DIMS, FP8Q_MAX_DIMS), else FP8Q_ERROR_VALUE "channel_axis:
+ * expected an axis in [-FP8Q_MAX_DIMS, FP8Q_MAX_DIMS - 1], got AXIS". */
+fp8q_status fp8q_calib_channel_axis_check(long long axis, fp8q_error *error);
+
 /* Resolves self's channel axis against x into `batch` (every field set but its room):
  * FP8Q_ERROR_VALUE "x: channel_axis=A is out of range for an input of N
  * dimensions". */
