@@ -26,12 +26,18 @@
 #define EXPECTED_DRIVER "12.8"
 #define EXPECTED_CUBLASLT "12.9.1"
 
-static void check_key(const fp8q_cublaslt *library)
+/* The key, with the fake cuBLASLt loaded. */
+static void check_key(void)
 {
+    const fp8q_cublaslt *library = fp8q_cublaslt_load(NULL, 0);
     fp8q_gemm_tuning_key key;
     fp8q_error error;
 
     fp8q_error_clear(&error);
+    if (library->error.status != FP8Q_OK) {
+        fail("key", "no fake cuBLASLt", &library->error);
+        return;
+    }
     if (fp8q_gemm_tuning_key_get(0, library, &key, &error) != FP8Q_OK) {
         fail("key", "no key", &error);
         return;
@@ -85,18 +91,12 @@ static void check_choices(void)
 
 int main(int argc, char **argv)
 {
-    const fp8q_cublaslt *library;
     const int start = open_device(argc, argv, 2, "gemm_tuning KERNEL_FOLDER");
 
     if (start != 0) {
         return start;
     }
-    library = fp8q_cublaslt_load(NULL, 0);
-    if (library->error.status != FP8Q_OK) {
-        fail("setup", "no fake cuBLASLt", &library->error);
-        return 1;
-    }
-    check_key(library);
+    check_key();
     check_choices();
     return failures != 0;
 }
