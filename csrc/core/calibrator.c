@@ -6,6 +6,17 @@
 #include "core/calibrator.h"
 #include "platform.h"
 
+fp8q_status fp8q_calib_channel_axis_check(long long axis, fp8q_error *error)
+{
+    if (axis < -FP8Q_MAX_DIMS || axis >= FP8Q_MAX_DIMS) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "channel_axis: expected an axis in [%d, %d], got "
+                         "%lld",
+                         -FP8Q_MAX_DIMS, FP8Q_MAX_DIMS - 1, axis);
+    }
+    return FP8Q_OK;
+}
+
 fp8q_status fp8q_calibrator_batch(const fp8q_calibrator *self,
                                   const fp8q_view *x, int on_device,
                                   int skip_nonfinite, fp8q_calib_batch *batch,

@@ -89,8 +89,9 @@ typedef struct fp8q_calib_kind {
                           fp8q_error *error);
     /* Frees batch->partial (NULL is fine). */
     void (*release)(fp8q_calib_batch *batch);
-    /* other folded into self (settings already found equal): *added 1
-     * when merged, 0 when other adds nothing. */
+    /* other folded into self (the settings it does not check itself
+     * already found equal): *added 1 when merged, 0 when other adds
+     * nothing. */
     fp8q_status (*merge)(void *self, const void *other, int *added,
                          fp8q_error *error);
     /* Empties self's statistics, keeping its settings. */
@@ -101,6 +102,11 @@ typedef struct fp8q_calib_kind {
     /* Frees self's memory (the state itself is the caller's). */
     void (*free)(void *self);
 } fp8q_calib_kind;
+
+/* A calibrator's channel_axis= as given: FP8Q_OK for an axis in
+ * [-FP8Q_MAX_DIMS, FP8Q_MAX_DIMS), else FP8Q_ERROR_VALUE "channel_axis:
+ * expected an axis in [-FP8Q_MAX_DIMS, FP8Q_MAX_DIMS - 1], got AXIS". */
+fp8q_status fp8q_calib_channel_axis_check(long long axis, fp8q_error *error);
 
 /* Resolves self's channel axis against x into `batch` (every field set but its room):
  * FP8Q_ERROR_VALUE "x: channel_axis=A is out of range for an input of N

@@ -121,14 +121,22 @@ static void histogram_release(fp8q_calib_batch *batch)
     }
 }
 
-/* The counts added on the wider grid (skip_zeros checked by the caller). */
+/* The counts added on the wider grid; FP8Q_ERROR_VALUE, nothing changed,
+ * when skip_zeros differs. */
 static fp8q_status histogram_merge(void *state, const void *other, int *added,
                                    fp8q_error *error)
 {
+    fp8q_histogram_calibrator *self = (fp8q_histogram_calibrator *)state;
+    const fp8q_histogram_calibrator *theirs =
+        (const fp8q_histogram_calibrator *)other;
+
+    if (theirs->skip_zeros != self->skip_zeros) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "other: calibrators differ in skip_zeros and "
+                         "cannot be merged");
+    }
     *added = 1;
-    return fp8q_histogram_merge(
-        &((fp8q_histogram_calibrator *)state)->histogram,
-        &((const fp8q_histogram_calibrator *)other)->histogram, error);
+    return fp8q_histogram_merge(&self->histogram, &theirs->histogram, error);
 }
 
 /* No counts, no range. */

@@ -14,8 +14,8 @@
 /* Process-wide state                                                        */
 
 typedef struct load_request {
-    const char *const *wheel_directories;
-    int n_directories;
+    const char *const *install_folders;
+    int n_folders;
     int driver_version; /* cuDriverGetVersion's, 0 when unknown */
 } load_request;
 
@@ -41,17 +41,24 @@ static const char *const names_13_first[] = {"cublasLt64_13.dll",
 static const char *const names_12_first[] = {"cublasLt64_12.dll",
                                              "cublasLt64_13.dll"};
 static const char *const toolkit_subdirectories[] = {"bin", "bin/x64"};
+/* CUDA 13's wheels keep the DLLs in bin/x86_64, CUDA 12's in bin. */
+static const char *const wheel_subdirectories[] = {
+    "nvidia/cu13/bin/x86_64", "nvidia/cu13/bin", "nvidia/cublas/bin"};
 #else
 static const char *const names_13_first[] = {"libcublasLt.so.13",
                                              "libcublasLt.so.12"};
 static const char *const names_12_first[] = {"libcublasLt.so.12",
                                              "libcublasLt.so.13"};
 static const char *const toolkit_subdirectories[] = {"lib64", "lib"};
+static const char *const wheel_subdirectories[] = {"nvidia/cu13/lib",
+                                                   "nvidia/cublas/lib"};
 #endif
 #define N_NAMES (sizeof names_13_first / sizeof names_13_first[0])
 static const char *const *library_names = names_13_first;
 #define N_SUBDIRECTORIES \
     (sizeof toolkit_subdirectories / sizeof toolkit_subdirectories[0])
+#define N_WHEEL_SUBDIRECTORIES \
+    (sizeof wheel_subdirectories / sizeof wheel_subdirectories[0])
 
 /* ------------------------------------------------------------------------- */
 /* Finding the library                                                       */
@@ -199,9 +206,14 @@ static int search(const load_request *request, search_log *log)
             return 1;
         }
     }
-    for (entry = 0; entry < request->n_directories; entry++) {
-        if (try_directory(request->wheel_directories[entry], log)) {
-            return 1;
+    for (entry = 0; entry < request->n_folders; entry++) {
+        for (sub = 0; sub < N_WHEEL_SUBDIRECTORIES; sub++) {
+            if (join_path(directory, sizeof directory,
+                          request->install_folders[entry],
+                          wheel_subdirectories[sub], log) == 0 &&
+                try_directory(directory, log)) {
+                return 1;
+            }
         }
     }
     for (index = 0; index < 2; index++) {
@@ -320,12 +332,12 @@ static void load_library(void *context)
     }
 }
 
-const fp8q_cublaslt *fp8q_cublaslt_load(const char *const *wheel_directories,
-                                        int n_directories)
+const fp8q_cublaslt *fp8q_cublaslt_load(const char *const *install_folders,
+                                        int n_folders)
 {
     load_request request;
-    request.wheel_directories = wheel_directories;
-    request.n_directories = n_directories;
+    request.install_folders = install_folders;
+    request.n_folders = n_folders;
     /* Outside the once: fp8q_once_run must not nest an unfinished once. */
     request.driver_version = fp8q_cuda_driver_load()->version;
     fp8q_once_run(&library_once, load_library, &request);
@@ -336,6 +348,13 @@ const fp8q_cublaslt *fp8q_cublaslt_load(const char *const *wheel_directories,
 const fp8q_cublaslt *fp8q_cublaslt_loaded(void)
 {
     return fp8q_atomic_load_i64(&library_ready) ? &library : NULL;
+}
+
+void fp8q_cublaslt_format_version(size_t version, char *text,
+                                  size_t text_size)
+{
+    (void)snprintf(text, text_size, "%d.%d.%d", (int)(version / 10000),
+                   (int)(version / 100 % 100), (int)(version % 100));
 }
 
 void fp8q_cublaslt_describe(const fp8q_cublaslt *loaded, fp8q_lt_status status,

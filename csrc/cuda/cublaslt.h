@@ -9,9 +9,10 @@
  *   2. a cuBLASLt already loaded in the process (PyTorch's, for example):
  *      libcublasLt.so.13, then .so.12 (cublasLt64_13.dll, _12.dll) — .12
  *      first where the driver is older than CUDA 13, in every step;
- *   3. NVIDIA's pip wheels: each directory the caller passes (the binding
- *      gives nvidia/cu13/lib and nvidia/cublas/lib, or their bin
- *      directories on Windows, under the running interpreter's install
+ *   3. NVIDIA's pip wheels: nvidia/cu13/lib, then nvidia/cublas/lib
+ *      (on Windows nvidia/cu13/bin/x86_64, nvidia/cu13/bin, then
+ *      nvidia/cublas/bin) under each install folder the caller passes,
+ *      in order (the binding passes the running interpreter's install
  *      folders only: site-packages, the user site; never the working
  *      directory, a script's folder or other sys.path entries);
  *   4. CUDA_PATH, then CUDA_HOME: lib64/ and lib/ (bin/ and bin/x64/ on
@@ -75,14 +76,19 @@ typedef struct fp8q_cublaslt {
 
 /* Loads cuBLASLt on the first call (once per process; later calls return
  * the same result whatever they pass) and returns what was found; never
- * NULL. `wheel_directories` (n_directories of them, may be 0) are searched
- * in step 3 above. */
-const fp8q_cublaslt *fp8q_cublaslt_load(const char *const *wheel_directories,
-                                        int n_directories);
+ * NULL. The wheels' directories under `install_folders` (n_folders of
+ * them, may be 0) are searched in step 3 above. */
+const fp8q_cublaslt *fp8q_cublaslt_load(const char *const *install_folders,
+                                        int n_folders);
 
 /* The loaded cuBLASLt, or NULL when fp8q_cublaslt_load has not run yet
  * (for fp8q.info(), which never loads it). */
 const fp8q_cublaslt *fp8q_cublaslt_loaded(void);
+
+/* Formats a cublasLtGetVersion value as "MAJOR.MINOR.PATCH" (131000 ->
+ * "13.10.0"). */
+void fp8q_cublaslt_format_version(size_t version, char *text,
+                                  size_t text_size);
 
 /* Writes "NAME (N)" for a cuBLASLt status N (e.g.
  * "CUBLAS_STATUS_NOT_SUPPORTED (15)"), or "cublasStatus_t N" when the

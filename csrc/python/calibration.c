@@ -15,22 +15,20 @@
 /* ------------------------------------------------------------------------- */
 /* Shared by the calibrator types (beside calibrator_base.c)                 */
 
-PyObject *fp8q_py_float32_array(int ndim, const int64_t *shape,
-                                const float *values)
+PyObject *fp8q_py_array_copy(int ndim, const int64_t *shape, int type,
+                             const void *values)
 {
     npy_intp dims[FP8Q_MAX_DIMS];
     PyObject *array;
-    npy_intp size = 1;
     int axis;
 
     for (axis = 0; axis < ndim; axis++) {
         dims[axis] = (npy_intp)shape[axis];
-        size *= dims[axis];
     }
-    array = PyArray_SimpleNew(ndim, dims, NPY_FLOAT32);
-    if (array != NULL && size > 0) {
+    array = PyArray_SimpleNew(ndim, dims, type);
+    if (array != NULL && PyArray_NBYTES((PyArrayObject *)array) > 0) {
         memcpy(PyArray_DATA((PyArrayObject *)array), values,
-               (size_t)size * sizeof(float));
+               (size_t)PyArray_NBYTES((PyArrayObject *)array));
     }
     return array;
 }
@@ -84,7 +82,7 @@ PyObject *fp8q_py_scales_from_amax(int ndim, const int64_t *shape,
                                    const float *amax, fp8q_dtype target,
                                    int margin, int power_of_2)
 {
-    PyObject *array = fp8q_py_float32_array(ndim, shape, amax);
+    PyObject *array = fp8q_py_array_copy(ndim, shape, NPY_FLOAT32, amax);
     PyObject *scalar;
     fp8q_view view;
     fp8q_error error;
@@ -202,25 +200,14 @@ static PyMethodDef calibration_functions[] = {
 /* ------------------------------------------------------------------------- */
 /* Registration                                                              */
 
-static int add_type(PyObject *module, const char *name, PyTypeObject *type)
-{
-    if (PyType_Ready(type) < 0) {
-        return -1;
-    }
-    Py_INCREF(type);
-    if (PyModule_AddObject(module, name, (PyObject *)type) < 0) {
-        Py_DECREF(type);
-        return -1;
-    }
-    return 0;
-}
-
 int fp8q_py_calibration_init(PyObject *module)
 {
     /* Private here; fp8q/calib.py gives them their public names. */
 #define FP8Q_PY_ADD_KIND(name, Name)                                        \
-    if (add_type(module, "_" #Name "Calibrator",                           \
-                 &fp8q_##name##_calibrator_kind.type) < 0) {               \
+    if (PyType_Ready(&fp8q_##name##_calibrator_kind.type) < 0 ||           \
+        PyModule_AddObjectRef(                                             \
+            module, "_" #Name "Calibrator",                                \
+            (PyObject *)&fp8q_##name##_calibrator_kind.type) < 0) {        \
         return -1;                                                         \
     }
     FP8Q_CALIBRATORS(FP8Q_PY_ADD_KIND)

@@ -15,8 +15,6 @@
  * the critical sections that make one calibrator safe to share across
  * threads (free-threaded builds included).
  */
-#include <string.h>
-
 #include "python/calibrator_binding.h"
 
 /* The table of self's type (the kind's first member is its type). */
@@ -67,17 +65,16 @@ int fp8q_py_parse_optional_int(PyObject *object, const char *name,
 int fp8q_py_parse_channel_axis(PyObject *object, int *axis)
 {
     long long value = 0;
+    fp8q_error error;
     int given;
 
     *axis = FP8Q_CALIB_PER_TENSOR;
+    fp8q_error_clear(&error);
     if (fp8q_py_parse_optional_int(object, "channel_axis", "None", &given,
-                                   &value) < 0) {
-        return -1;
-    }
-    if (given && (value < -FP8Q_MAX_DIMS || value >= FP8Q_MAX_DIMS)) {
-        PyErr_Format(PyExc_ValueError,
-                     "channel_axis: expected an axis in [%d, %d], got %lld",
-                     -FP8Q_MAX_DIMS, FP8Q_MAX_DIMS - 1, value);
+                                   &value) < 0 ||
+        (given && fp8q_py_raise_on_failure(
+                      fp8q_calib_channel_axis_check(value, &error), &error) <
+                      0)) {
         return -1;
     }
     if (given) {
@@ -442,8 +439,9 @@ static PyObject *calibrator_get_amax(fp8q_py_calibrator *self, void *closure)
         }
         Py_RETURN_NONE;
     }
-    result = per_channel ? fp8q_py_float32_array(1, &n_channels, amax)
-                         : PyFloat_FromDouble((double)amax[0]);
+    result = per_channel
+                 ? fp8q_py_array_copy(1, &n_channels, NPY_FLOAT32, amax)
+                 : PyFloat_FromDouble((double)amax[0]);
     fp8q_aligned_free(amax);
     return result;
 }

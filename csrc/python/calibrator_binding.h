@@ -17,10 +17,10 @@
 /* ------------------------------------------------------------------------- */
 /* calibration.c: what the calibrators share beside their base             */
 
-/* A new C-contiguous float32 NumPy array of `shape` holding a copy of
- * `values`. */
-PyObject *fp8q_py_float32_array(int ndim, const int64_t *shape,
-                                const float *values);
+/* A new C-contiguous NumPy array of `shape` and NumPy type `type`
+ * (NPY_FLOAT32, NPY_INT64) holding a copy of `values`. */
+PyObject *fp8q_py_array_copy(int ndim, const int64_t *shape, int type,
+                             const void *values);
 
 /* state[key] (borrowed) of a calibrator's load_state_dict; TypeError when
  * state is not a dict, KeyError naming the key and `keys_text` (what a
@@ -151,7 +151,7 @@ typedef struct fp8q_py_calibrator_kind {
      * base then empties the device state). */
     int (*init)(PyObject *self, PyObject *args, PyObject *kwargs);
     /* merge's check that `other` (same type) has the same settings; NULL
-     * when any two merge. */
+     * when the core's merge checks them itself. */
     int (*merge_check)(PyObject *self, PyObject *other);
     /* The state_dict without "nonfinite_count" (the base adds it last). */
     PyObject *(*state_dict)(PyObject *self);

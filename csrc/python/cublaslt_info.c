@@ -1,105 +1,71 @@
 /*
- * cublaslt_info.c - cuBLASLt as the binding loads it (the NVIDIA wheels'
- * folders of this interpreter's install folders handed to
- * cuda/cublaslt.h's search) and the private functions that report on it:
+ * cublaslt_info.c - cuBLASLt as the binding loads it (this interpreter's
+ * install folders handed to cuda/cublaslt.h's search of the NVIDIA
+ * wheels) and the private functions that report on it:
  * fp8q._C._cublaslt_info() (fp8q.info()) and the GEMM tuner's choices
  * exported and imported (fp8q.gemm_tuning).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "python/binding.h"
 
 #include "cuda/cublaslt.h"
+#include "cuda/gemm_tuning.h"
 #include "cuda/matmul.h"
 
-#define MAX_WHEEL_DIRECTORIES 192
+/* At most this many install folders are searched. */
+#define MAX_INSTALL_FOLDERS 64
 
 /* ------------------------------------------------------------------------- */
 /* cuBLASLt                                                                  */
 
-/* The NVIDIA wheels' library directories under each install folder of this
- * interpreter (fp8q._install_folders: never the working directory, a
- * script's folder or another sys.path entry), as UTF-8 strings owned by
- * `texts`; their count, or -1 with an exception. */
-static int wheel_directories(PyObject **texts, const char **directories)
+const fp8q_cublaslt *fp8q_py_load_cublaslt(void)
 {
-#if defined(_WIN32)
-    /* CUDA 13's wheels keep the DLLs in bin/x86_64, CUDA 12's in bin. */
-    static const char *const wheel_subdirectories[] = {
-        "nvidia/cu13/bin/x86_64", "nvidia/cu13/bin", "nvidia/cublas/bin"};
-#else
-    static const char *const wheel_subdirectories[] = {"nvidia/cu13/lib",
-                                                       "nvidia/cublas/lib"};
-#endif
-#define N_WHEEL_SUBDIRECTORIES \
-    (sizeof wheel_subdirectories / sizeof wheel_subdirectories[0])
+    const fp8q_cublaslt *library = fp8q_cublaslt_loaded();
+    const char *paths[MAX_INSTALL_FOLDERS];
     PyObject *folders = NULL;
-    PyObject *helper = PyImport_ImportModule("fp8q._install_folders");
     Py_ssize_t entry;
     int count = 0;
 
-    if (helper != NULL) {
-        folders = PyObject_CallMethod(helper, "package_folders", NULL);
-        Py_DECREF(helper);
-    }
-    if (folders == NULL) {
-        return -1;
-    }
-    if (!PyList_Check(folders)) {
-        Py_DECREF(folders);
-        PyErr_SetString(PyExc_TypeError,
-                        "fp8q._install_folders.package_folders() must "
-                        "return a list");
-        return -1;
-    }
-    for (entry = 0; entry < PyList_GET_SIZE(folders) &&
-                    count + (int)N_WHEEL_SUBDIRECTORIES <=
-                        MAX_WHEEL_DIRECTORIES;
-         entry++) {
-        PyObject *folder = PyList_GET_ITEM(folders, entry);
-        size_t sub;
-        if (!PyUnicode_Check(folder)) {
-            continue;
+    if (library == NULL) {
+        /* fp8q._install_folders: never the working directory, a script's
+         * folder or another sys.path entry. A tuple: its items, and so
+         * their UTF-8 texts, live until the search is over. */
+        PyObject *helper = PyImport_ImportModule("fp8q._install_folders");
+        PyObject *list = helper == NULL ? NULL
+                                        : PyObject_CallMethod(
+                                              helper, "package_folders", NULL);
+        Py_XDECREF(helper);
+        if (list != NULL && !PyList_Check(list)) {
+            PyErr_SetString(PyExc_TypeError,
+                            "fp8q._install_folders.package_folders() must "
+                            "return a list");
+            Py_CLEAR(list);
         }
-        for (sub = 0; sub < N_WHEEL_SUBDIRECTORIES; sub++) {
-            texts[count] = PyUnicode_FromFormat("%U/%s", folder,
-                                                wheel_subdirectories[sub]);
-            directories[count] = texts[count] != NULL
-                                     ? PyUnicode_AsUTF8(texts[count])
-                                     : NULL;
-            if (directories[count] == NULL) {
+        folders = list == NULL ? NULL : PyList_AsTuple(list);
+        Py_XDECREF(list);
+        if (folders == NULL) {
+            return NULL;
+        }
+        for (entry = 0; entry < PyTuple_GET_SIZE(folders) &&
+                        count < MAX_INSTALL_FOLDERS;
+             entry++) {
+            PyObject *folder = PyTuple_GET_ITEM(folders, entry);
+            paths[count] = PyUnicode_Check(folder) ? PyUnicode_AsUTF8(folder)
+                                                   : NULL;
+            if (paths[count] == NULL) {
                 /* Not UTF-8 (a lone surrogate): not a path fp8q can open. */
-                Py_XDECREF(texts[count]);
                 PyErr_Clear();
                 continue;
             }
             count++;
         }
-    }
-    Py_DECREF(folders);
-    return count;
-}
-
-const fp8q_cublaslt *fp8q_py_load_cublaslt(void)
-{
-    const fp8q_cublaslt *library = fp8q_cublaslt_loaded();
-    PyObject *texts[MAX_WHEEL_DIRECTORIES];
-    const char *directories[MAX_WHEEL_DIRECTORIES];
-    int count;
-    int index;
-
-    if (library == NULL) {
-        count = wheel_directories(texts, directories);
-        if (count < 0) {
-            return NULL;
-        }
         Py_BEGIN_ALLOW_THREADS
-        library = fp8q_cublaslt_load(directories, count);
+        library = fp8q_cublaslt_load(paths, count);
         Py_END_ALLOW_THREADS
-        for (index = 0; index < count; index++) {
-            Py_DECREF(texts[index]);
-        }
+        Py_DECREF(folders);
     }
     if (library->error.status != FP8Q_OK) {
         fp8q_py_raise(&library->error);
@@ -176,17 +142,10 @@ static PyObject *lines_of(const char *text)
     return lines;
 }
 
-/* cuBLASLt's version as "MAJOR.MINOR.PATCH". */
-static PyObject *version_text(const fp8q_cublaslt *library)
-{
-    return PyUnicode_FromFormat("%d.%d.%d", (int)(library->version / 10000),
-                                (int)(library->version / 100 % 100),
-                                (int)(library->version % 100));
-}
-
 static PyObject *cublaslt_info(PyObject *module, PyObject *unused)
 {
     const fp8q_cublaslt *library;
+    char version[32];
 
     (void)module;
     (void)unused;
@@ -201,9 +160,10 @@ static PyObject *cublaslt_info(PyObject *module, PyObject *unused)
                              library->error.message, "search",
                              lines_of(library->search));
     }
+    fp8q_cublaslt_format_version(library->version, version, sizeof version);
     return Py_BuildValue(
-        "{s:O,s:N,s:s,s:O,s:N,s:N,s:L}", "found", Py_True, "version",
-        version_text(library), "path", library->path, "error", Py_None,
+        "{s:O,s:s,s:s,s:O,s:N,s:N,s:L}", "found", Py_True, "version",
+        version, "path", library->path, "error", Py_None,
         "search", lines_of(library->search), "scale_modes", scale_modes_seen(),
         "candidates_timed", (long long)fp8q_matmul_candidates_timed());
 }
@@ -231,14 +191,11 @@ static int tuning_device(PyObject *object, const fp8q_cublaslt **library)
 
 static PyObject *gemm_tuning_export(PyObject *module, PyObject *device)
 {
-    fp8q_cuda_device_properties properties;
     const fp8q_cublaslt *library;
-    char driver_version[32];
+    fp8q_gemm_tuning_key key;
     fp8q_error error;
-    fp8q_status status;
     PyObject *lines;
-    char *buffer;
-    size_t length;
+    char *choices;
     const int index = tuning_device(device, &library);
 
     (void)module;
@@ -246,31 +203,24 @@ static PyObject *gemm_tuning_export(PyObject *module, PyObject *device)
         return NULL;
     }
     fp8q_error_clear(&error);
-    status = fp8q_cuda_device_properties_get(index, &properties, &error);
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
+    if (fp8q_py_raise_on_failure(
+            fp8q_gemm_tuning_key_get(index, library, &key, &error), &error) <
+        0) {
         return NULL;
     }
-    fp8q_cuda_format_version(fp8q_cuda_driver_load()->version,
-                             driver_version, sizeof driver_version);
-    /* Sized, then written; choices made in between are left out. */
-    length = fp8q_matmul_choices_format(index, NULL, 0);
-    buffer = (char *)PyMem_Malloc(length + 1);
-    if (buffer == NULL) {
+    choices = fp8q_gemm_tuning_choices(index);
+    if (choices == NULL) {
         return PyErr_NoMemory();
     }
-    (void)fp8q_matmul_choices_format(index, buffer, length + 1);
-    lines = lines_of(buffer);
-    PyMem_Free(buffer);
+    lines = lines_of(choices);
+    free(choices);
     if (lines == NULL) {
         return NULL;
     }
-    return Py_BuildValue(
-        "{s:s,s:N,s:s,s:N,s:N}", "gpu", properties.name,
-        "compute_capability",
-        PyUnicode_FromFormat("%d.%d", properties.compute_capability_major,
-                             properties.compute_capability_minor),
-        "driver", driver_version, "cublaslt",
-        version_text(library), "choices", lines);
+    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:N}", "gpu", key.gpu,
+                         "compute_capability", key.compute_capability,
+                         "driver", key.driver, "cublaslt", key.cublaslt,
+                         "choices", lines);
 }
 
 static PyObject *gemm_tuning_import(PyObject *module, PyObject *args)

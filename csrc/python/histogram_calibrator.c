@@ -11,8 +11,6 @@
  * (calibrator_base.c): the constructor's arguments, compute_amax,
  * extend_range, the getters and the state_dict's conversion.
  */
-#include <string.h>
-
 #include "python/calibrator_binding.h"
 
 /* What a state_dict holds, for load_state_dict's KeyError. */
@@ -53,20 +51,6 @@ static int histogram_calibrator_init(PyObject *object, PyObject *args,
 
 /* ------------------------------------------------------------------------- */
 /* merge, extend_range, compute_amax                                         */
-
-/* fp8q_py_calibrator_kind.merge_check: the same skip_zeros. */
-static int histogram_calibrator_merge_check(PyObject *object,
-                                            PyObject *other_object)
-{
-    if (((fp8q_HistogramCalibratorObject *)other_object)->core.skip_zeros !=
-        ((fp8q_HistogramCalibratorObject *)object)->core.skip_zeros) {
-        PyErr_SetString(PyExc_ValueError,
-                        "other: calibrators differ in skip_zeros and cannot "
-                        "be merged");
-        return -1;
-    }
-    return 0;
-}
 
 static PyObject *histogram_calibrator_extend_range(
     fp8q_HistogramCalibratorObject *self, PyObject *amax_object)
@@ -137,23 +121,13 @@ static PyObject *histogram_calibrator_compute_amax(
 /* ------------------------------------------------------------------------- */
 /* state_dict, load_state_dict                                               */
 
-static PyObject *counts_array(const fp8q_histogram *histogram)
-{
-    npy_intp length = (npy_intp)histogram->n_bins;
-    PyObject *array = PyArray_SimpleNew(1, &length, NPY_INT64);
-    if (array != NULL) {
-        memcpy(PyArray_DATA((PyArrayObject *)array), histogram->counts,
-               (size_t)histogram->n_bins * sizeof(int64_t));
-    }
-    return array;
-}
-
 /* fp8q_py_calibrator_kind.state_dict. */
 static PyObject *histogram_calibrator_state_dict(PyObject *object)
 {
     const fp8q_histogram *histogram =
         &((fp8q_HistogramCalibratorObject *)object)->core.histogram;
-    PyObject *counts = counts_array(histogram);
+    PyObject *counts = fp8q_py_array_copy(1, &histogram->n_bins, NPY_INT64,
+                                          histogram->counts);
 
     if (counts == NULL) {
         return NULL;
@@ -275,7 +249,8 @@ static PyObject *histogram_calibrator_get_settled(
         return PyFloat_FromDouble(fp8q_histogram_bin_width(histogram));
     }
     return name[0] == 'c'
-               ? counts_array(histogram)
+               ? fp8q_py_array_copy(1, &histogram->n_bins, NPY_INT64,
+                                    histogram->counts)
                : PyLong_FromLongLong(
                      (long long)fp8q_histogram_total(histogram));
 }
@@ -420,7 +395,6 @@ fp8q_py_calibrator_kind fp8q_histogram_calibrator_kind = {
     .ops = &fp8q_histogram_calibrator_ops,
     .device = &fp8q_cuda_histogram_calibrator,
     .init = histogram_calibrator_init,
-    .merge_check = histogram_calibrator_merge_check,
     .state_dict = histogram_calibrator_state_dict,
     .load_state_dict = histogram_calibrator_load_state_dict,
     FP8Q_PY_CALIBRATOR_TYPE("fp8q.calib.HistogramCalibrator",

@@ -10,8 +10,6 @@
  * locks): the constructor's arguments, merge's settings check, and the
  * state_dict's conversion.
  */
-#include <string.h>
-
 #include "python/calibrator_binding.h"
 
 /* What a state_dict holds, for load_state_dict's KeyError. */
@@ -133,7 +131,8 @@ static PyObject *max_calibrator_state_dict(PyObject *object)
             &error) < 0) {
         return NULL;
     }
-    history = fp8q_py_float32_array(per_channel(self) ? 2 : 1, shape, rows);
+    history = fp8q_py_array_copy(per_channel(self) ? 2 : 1, shape,
+                                 NPY_FLOAT32, rows);
     fp8q_aligned_free(rows);
     if (history == NULL) {
         return NULL;

@@ -8,6 +8,7 @@
  * (counted again). Oracles: hand-computed maxima and fp8q_histogram_add.
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/calibrator.h"
@@ -61,6 +62,21 @@ void test_calibrator_max(void)
     memset(&max, 0, sizeof max);
     memset(&other, 0, sizeof other);
     /* Settings: the constructor's checks, in order. */
+    CHECK_ERROR(fp8q_calib_channel_axis_check(FP8Q_MAX_DIMS, &error), &error,
+                FP8Q_ERROR_VALUE, NULL, NULL, NULL);
+    {
+        char expected[80];
+        (void)snprintf(expected, sizeof expected,
+                       "channel_axis: expected an axis in [%d, %d], got %d",
+                       -FP8Q_MAX_DIMS, FP8Q_MAX_DIMS - 1, FP8Q_MAX_DIMS);
+        CHECK(strcmp(error.message, expected) == 0);
+    }
+    CHECK_ERROR(fp8q_calib_channel_axis_check(-FP8Q_MAX_DIMS - 1, &error),
+                &error, FP8Q_ERROR_VALUE, "channel_axis: expected", NULL,
+                NULL);
+    CHECK_OK(fp8q_calib_channel_axis_check(-FP8Q_MAX_DIMS, &error), &error);
+    CHECK_OK(fp8q_calib_channel_axis_check(FP8Q_MAX_DIMS - 1, &error),
+             &error);
     CHECK_ERROR(fp8q_max_calibrator_check(1, 0, "max", &error), &error,
                 FP8Q_ERROR_VALUE, "history_len: expected 1 to", "got 0",
                 NULL);
@@ -251,6 +267,16 @@ void test_calibrator_histogram(void)
     CHECK_OK(update(kind, &histogram, &first, 1, &error), &error);
     CHECK_OK(update(kind, &other, &second, 1, &error), &error);
     CHECK_INT(histogram.base.nonfinite_count, 1);
+    /* Different skip_zeros: refused, nothing merged. */
+    other.skip_zeros = 1;
+    CHECK_ERROR(fp8q_calibrator_merge(kind, &histogram, &other, &error),
+                &error, FP8Q_ERROR_VALUE,
+                "other: calibrators differ in skip_zeros and cannot be "
+                "merged",
+                NULL, NULL);
+    CHECK_INT(histogram.base.nonfinite_count, 1);
+    CHECK_INT(fp8q_histogram_total(&histogram.histogram), half - 1);
+    other.skip_zeros = 0;
     /* Two halves merged: the one-pass histogram. */
     CHECK_OK(fp8q_calibrator_merge(kind, &histogram, &other, &error),
              &error);

@@ -9,13 +9,15 @@
  *                    nvcuda.dll and System32, the fake never loaded
  *   no-entry-points  FP8Q_CUDA_DRIVER names a DLL without cuGetProcAddress:
  *                    a clean error naming the file
- *   cublaslt-order   ARGS: two wheel folders. Nothing found (fakes planted
- *                    in the working directory only): every place in order,
- *                    the wheel folders, CUDA_PATH\bin, CUDA_PATH\bin\x64,
+ *   cublaslt-order   ARGS: two install folders. Nothing found (fakes
+ *                    planted in the working directory only): every place
+ *                    in order, the wheels' three bin folders under each
+ *                    install folder, CUDA_PATH\bin, CUDA_PATH\bin\x64,
  *                    then the bare names, none from the working directory
- *   cublaslt-wheel   ARGS: two wheel folders, the second holding a fake
- *                    cublasLt64_12.dll: it is opened there (an absolute
- *                    path) and refused cleanly for its missing entry points
+ *   cublaslt-wheel   ARGS: two install folders, the second holding a fake
+ *                    nvidia/cublas/bin/cublasLt64_12.dll: it is opened
+ *                    there (an absolute path) and refused cleanly for its
+ *                    missing entry points
  *   kernel-image-missing  no fp8q_kernels.fatbin in the folder named: the
  *                    error names the file and the UCRT's / msvcrt's reason
  *   kernel-image-valid    a fatbin header with nothing after it, in the
@@ -100,31 +102,35 @@ static int check_search(const char *scenario, const fp8q_cublaslt *library,
     return 0;
 }
 
-static int cublaslt_order(const char *const *wheels)
+static int cublaslt_order(const char *const *folders)
 {
     /* No driver: its version is unknown, so CUDA 12's name comes first. */
-    char places[10][FP8Q_CUDA_PATH_SIZE];
-    const char *expected[10];
-    const fp8q_cublaslt *library = fp8q_cublaslt_load(wheels, 2);
+    static const char *const wheel_subdirectories[] = {
+        "nvidia/cu13/bin/x86_64", "nvidia/cu13/bin", "nvidia/cublas/bin"};
+    char places[18][FP8Q_CUDA_PATH_SIZE];
+    const char *expected[18];
+    const fp8q_cublaslt *library = fp8q_cublaslt_load(folders, 2);
     int index;
 
-    for (index = 0; index < 2; index++) {
+    for (index = 0; index < 6; index++) {
         (void)snprintf(places[2 * index], sizeof places[0],
-                       "%s/cublasLt64_12.dll", wheels[index]);
+                       "%s/%s/cublasLt64_12.dll", folders[index / 3],
+                       wheel_subdirectories[index % 3]);
         (void)snprintf(places[2 * index + 1], sizeof places[0],
-                       "%s/cublasLt64_13.dll", wheels[index]);
+                       "%s/%s/cublasLt64_13.dll", folders[index / 3],
+                       wheel_subdirectories[index % 3]);
     }
-    (void)snprintf(places[4], sizeof places[0],
+    (void)snprintf(places[12], sizeof places[0],
                    "C:/fp8q-no-toolkit/bin/cublasLt64_12.dll");
-    (void)snprintf(places[5], sizeof places[0],
+    (void)snprintf(places[13], sizeof places[0],
                    "C:/fp8q-no-toolkit/bin/cublasLt64_13.dll");
-    (void)snprintf(places[6], sizeof places[0],
+    (void)snprintf(places[14], sizeof places[0],
                    "C:/fp8q-no-toolkit/bin/x64/cublasLt64_12.dll");
-    (void)snprintf(places[7], sizeof places[0],
+    (void)snprintf(places[15], sizeof places[0],
                    "C:/fp8q-no-toolkit/bin/x64/cublasLt64_13.dll");
-    (void)snprintf(places[8], sizeof places[0], "cublasLt64_12.dll");
-    (void)snprintf(places[9], sizeof places[0], "cublasLt64_13.dll");
-    for (index = 0; index < 10; index++) {
+    (void)snprintf(places[16], sizeof places[0], "cublasLt64_12.dll");
+    (void)snprintf(places[17], sizeof places[0], "cublasLt64_13.dll");
+    for (index = 0; index < 18; index++) {
         expected[index] = places[index];
     }
     if (library->error.status != FP8Q_ERROR_CUDA ||
@@ -133,12 +139,12 @@ static int cublaslt_order(const char *const *wheels)
                     "a cuBLASLt was loaded (the working directory's?)",
                     library->path);
     }
-    return check_search("cublaslt-order", library, expected, 10);
+    return check_search("cublaslt-order", library, expected, 18);
 }
 
-static int cublaslt_wheel(const char *const *wheels)
+static int cublaslt_wheel(const char *const *folders)
 {
-    const fp8q_cublaslt *library = fp8q_cublaslt_load(wheels, 2);
+    const fp8q_cublaslt *library = fp8q_cublaslt_load(folders, 2);
     const char *message = library->error.message;
 
     if (library->error.status != FP8Q_ERROR_CUDA ||
@@ -185,7 +191,7 @@ static int kernel_image(const char *scenario, const char *folder,
 int main(int argc, char **argv)
 {
     const char *scenario = argc > 1 ? argv[1] : "";
-    const char *const *wheels = (const char *const *)(argv + 2);
+    const char *const *folders = (const char *const *)(argv + 2);
     int failed;
 
     if (strcmp(scenario, "no-driver") == 0) {
@@ -195,10 +201,10 @@ int main(int argc, char **argv)
         failed = no_entry_points();
     }
     else if (strcmp(scenario, "cublaslt-order") == 0 && argc == 4) {
-        failed = cublaslt_order(wheels);
+        failed = cublaslt_order(folders);
     }
     else if (strcmp(scenario, "cublaslt-wheel") == 0 && argc == 4) {
-        failed = cublaslt_wheel(wheels);
+        failed = cublaslt_wheel(folders);
     }
     else if (strcmp(scenario, "kernel-image-missing") == 0) {
         failed = kernel_image(scenario, "C:/fp8q-nowhere", 0);
@@ -209,8 +215,8 @@ int main(int argc, char **argv)
     }
     else {
         printf("usage: cuda_loader no-driver | no-entry-points | "
-               "cublaslt-order WHEEL1 WHEEL2 | cublaslt-wheel WHEEL1 "
-               "WHEEL2 | kernel-image-missing | kernel-image-valid\n");
+               "cublaslt-order FOLDER1 FOLDER2 | cublaslt-wheel FOLDER1 "
+               "FOLDER2 | kernel-image-missing | kernel-image-valid\n");
         return 2;
     }
     if (!failed) {

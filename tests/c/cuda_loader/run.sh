@@ -65,7 +65,8 @@ scenario no-driver || failed=1
 FP8Q_CUDA_DRIVER=$(winepath -w "$BUILD_DIR/fake_library.dll" 2>/dev/null) \
     scenario no-entry-points || failed=1
 scenario cublaslt-order "$windows_a" "$windows_b" || failed=1
-cp "$BUILD_DIR/fake_library.dll" "$wheel_b/cublasLt64_12.dll"
+mkdir -p "$wheel_b/nvidia/cublas/bin"
+cp "$BUILD_DIR/fake_library.dll" "$wheel_b/nvidia/cublas/bin/cublasLt64_12.dll"
 scenario cublaslt-wheel "$windows_a" "$windows_b" || failed=1
 scenario kernel-image-missing || failed=1
 # A fatbin header (magic, version 1, header size 16) with no payload, in a
