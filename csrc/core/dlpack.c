@@ -282,6 +282,35 @@ fp8q_status fp8q_dl_tensor_view(const fp8q_dl_tensor *dl_tensor,
     return FP8Q_OK;
 }
 
+fp8q_status fp8q_dl_managed_view(const void *managed, int versioned,
+                                 const char *argument_name,
+                                 int reinterpret_dtype, fp8q_view *view,
+                                 int *readonly, fp8q_dl_device *device,
+                                 int *unsupported_dtype, fp8q_error *error)
+{
+    const fp8q_dl_managed_tensor_versioned *as_versioned =
+        (const fp8q_dl_managed_tensor_versioned *)managed;
+    const fp8q_dl_tensor *dl_tensor =
+        &((const fp8q_dl_managed_tensor *)managed)->dl_tensor;
+
+    *readonly = 0;
+    if (versioned) {
+        if (as_versioned->version.major != 1) {
+            return fp8q_fail(error, FP8Q_ERROR_BUFFER,
+                             "%s: DLPack version %u.%u is not supported "
+                             "(fp8q reads 1.x)",
+                             argument_name,
+                             (unsigned)as_versioned->version.major,
+                             (unsigned)as_versioned->version.minor);
+        }
+        dl_tensor = &as_versioned->dl_tensor;
+        *readonly = (as_versioned->flags & FP8Q_DLPACK_FLAG_READ_ONLY) != 0;
+    }
+    *device = dl_tensor->device;
+    return fp8q_dl_tensor_view(dl_tensor, argument_name, reinterpret_dtype,
+                               view, unsupported_dtype, error);
+}
+
 /* ------------------------------------------------------------------------- */
 /* Exports and the producer's protocol values                                */
 
@@ -423,4 +452,14 @@ int fp8q_dl_copy_target_reachable(long long device_type, long long device_id)
     return (device_type == FP8Q_DL_CPU && device_id == 0) ||
            (device_type == FP8Q_DL_CUDA && device_id >= 0 &&
             device_id <= INT32_MAX);
+}
+
+int fp8q_dl_exchange_api_usable(const fp8q_dl_exchange_api *api)
+{
+    return api->header.version.major == 1 &&
+           api->dltensor_from_py_object_no_sync != NULL &&
+           api->managed_tensor_from_py_object_no_sync != NULL &&
+           api->managed_tensor_allocator != NULL &&
+           api->managed_tensor_to_py_object_no_sync != NULL &&
+           api->current_work_stream != NULL;
 }

@@ -48,6 +48,21 @@ fp8q_status fp8q_dl_tensor_view(const fp8q_dl_tensor *dl_tensor,
                                 int reinterpret_dtype, fp8q_view *view,
                                 int *unsupported_dtype, fp8q_error *error);
 
+/*
+ * The checked view of the tensor a DLPack managed tensor holds (`managed`:
+ * an fp8q_dl_managed_tensor_versioned when `versioned` is nonzero, else an
+ * fp8q_dl_managed_tensor): a versioned one must be of major version 1
+ * (FP8Q_ERROR_BUFFER, "<argument_name>: DLPack version M.m is not supported
+ * (fp8q reads 1.x)"); then fp8q_dl_tensor_view of its dl_tensor. Also sets
+ * *readonly (the READ_ONLY flag of a versioned one, 0 for a legacy one) and
+ * *device (the dl_tensor's device).
+ */
+fp8q_status fp8q_dl_managed_view(const void *managed, int versioned,
+                                 const char *argument_name,
+                                 int reinterpret_dtype, fp8q_view *view,
+                                 int *readonly, fp8q_dl_device *device,
+                                 int *unsupported_dtype, fp8q_error *error);
+
 /* Describes `view` on DLPack device (device_type, device_id) in dl_tensor:
  * its shape and strides (in elements, always given) are copied into the
  * caller's arrays `shape` and `strides` (FP8Q_MAX_DIMS each, which
@@ -94,5 +109,9 @@ int fp8q_dl_consumer_stream(long long value, uintptr_t *handle);
  * tensor to: the CPU (1, 0) or a CUDA device (2, N) with 0 <= N <=
  * INT32_MAX. */
 int fp8q_dl_copy_target_reachable(long long device_type, long long device_id);
+
+/* Nonzero when `api` (a producer's C exchange table) is one fp8q reads: of
+ * major version 1, with every entry fp8q calls (all five but prev_api). */
+int fp8q_dl_exchange_api_usable(const fp8q_dl_exchange_api *api);
 
 #endif /* FP8Q_CORE_DLPACK_H */

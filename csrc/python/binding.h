@@ -615,8 +615,13 @@ int fp8q_py_view_from_dl_tensor(const fp8q_dl_tensor *dl_tensor,
                                 int reinterpret_dtype, fp8q_view *view,
                                 int *unsupported_dtype);
 
+/* The CUDA device of DLPack device `device`, opened: 0 and *cuda (NULL for
+ * any other device type), or -1 with fp8q.CudaError. */
+int fp8q_py_dl_cuda_device(const fp8q_dl_device *device,
+                           const fp8q_cuda_device **cuda);
+
 /* Marks a new view tensor as CUDA memory of the opened device `cuda`,
- * last used on `stream`. */
+ * last used on `stream`; nothing when cuda is NULL. */
 void fp8q_py_place_on_cuda(fp8q_TensorObject *tensor,
                            const fp8q_cuda_device *cuda, fp8q_cu_stream stream);
 

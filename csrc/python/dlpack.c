@@ -9,6 +9,7 @@
  * itself. Capsule destructors and deleters never raise.
  */
 #include <limits.h>
+#include <string.h>
 
 #include "cuda/memory.h"
 #include "python/binding.h"
@@ -74,16 +75,14 @@ static void versioned_capsule_destructor(PyObject *capsule)
                     FP8Q_DLPACK_CAPSULE_VERSIONED_USED, 1);
 }
 
-/* Destructors of the owner capsules of imported tensors: call the
+/* The destructor of the owner capsules of imported tensors: calls the
  * producer's deleter once. */
-static void legacy_owner_destructor(PyObject *owner)
+static void owner_destructor(PyObject *owner)
 {
-    destroy_capsule(owner, OWNER_LEGACY, NULL, 0);
-}
+    const int versioned = PyCapsule_IsValid(owner, OWNER_VERSIONED);
 
-static void versioned_owner_destructor(PyObject *owner)
-{
-    destroy_capsule(owner, OWNER_VERSIONED, NULL, 1);
+    destroy_capsule(owner, versioned ? OWNER_VERSIONED : OWNER_LEGACY, NULL,
+                    versioned);
 }
 
 /* The value of a Python int, saturated to [LLONG_MIN, LLONG_MAX]: an int
@@ -299,87 +298,67 @@ static fp8q_TensorObject *tensor_from_capsule(PyObject *capsule,
                                               int *unsupported_dtype,
                                               fp8q_cu_stream stream)
 {
-    fp8q_dl_managed_tensor_versioned *versioned = NULL;
-    fp8q_dl_managed_tensor *legacy = NULL;
-    const fp8q_dl_tensor *dl_tensor;
-    const fp8q_cuda_device *cuda = NULL;
+    const int versioned =
+        PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_VERSIONED);
+    const fp8q_cuda_device *cuda;
     fp8q_TensorObject *tensor;
+    fp8q_dl_device device;
+    fp8q_error error;
+    fp8q_status status;
     PyObject *owner;
     fp8q_view view;
-    const char *used_name;
-    int readonly = 0;
+    void *managed;
+    int readonly;
 
-    if (PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_VERSIONED)) {
-        versioned = (fp8q_dl_managed_tensor_versioned *)PyCapsule_GetPointer(
-            capsule, FP8Q_DLPACK_CAPSULE_VERSIONED);
-        if (versioned->version.major != 1) {
-            PyErr_Format(PyExc_BufferError,
-                         "%s: DLPack version %u.%u is not supported (fp8q "
-                         "reads 1.x)",
-                         argument_name, (unsigned)versioned->version.major,
-                         (unsigned)versioned->version.minor);
-            return NULL;
-        }
-        dl_tensor = &versioned->dl_tensor;
-        readonly = (versioned->flags & FP8Q_DLPACK_FLAG_READ_ONLY) != 0;
-    }
-    else if (PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_LEGACY)) {
-        legacy = (fp8q_dl_managed_tensor *)PyCapsule_GetPointer(
-            capsule, FP8Q_DLPACK_CAPSULE_LEGACY);
-        dl_tensor = &legacy->dl_tensor;
-    }
-    else if (PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_VERSIONED_USED) ||
-             PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_LEGACY_USED)) {
-        PyErr_Format(PyExc_BufferError,
-                     "%s: the DLPack capsule was already consumed",
-                     argument_name);
-        return NULL;
-    }
-    else {
+    if (!versioned &&
+        !PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_LEGACY)) {
         const char *name = PyCapsule_GetName(capsule);
 
         PyErr_Clear();
+        if (name != NULL &&
+            (strcmp(name, FP8Q_DLPACK_CAPSULE_VERSIONED_USED) == 0 ||
+             strcmp(name, FP8Q_DLPACK_CAPSULE_LEGACY_USED) == 0)) {
+            PyErr_Format(PyExc_BufferError,
+                         "%s: the DLPack capsule was already consumed",
+                         argument_name);
+            return NULL;
+        }
         PyErr_Format(PyExc_TypeError,
                      "%s: expected a DLPack capsule named 'dltensor' or "
                      "'dltensor_versioned', got a capsule named '%s'",
                      argument_name, name == NULL ? "(null)" : name);
         return NULL;
     }
-    if (fp8q_py_view_from_dl_tensor(dl_tensor, argument_name,
-                                    reinterpret_dtype, &view,
-                                    unsupported_dtype) < 0) {
-        return NULL;
-    }
+    managed = PyCapsule_GetPointer(capsule,
+                                   versioned ? FP8Q_DLPACK_CAPSULE_VERSIONED
+                                             : FP8Q_DLPACK_CAPSULE_LEGACY);
+    status = fp8q_dl_managed_view(managed, versioned, argument_name,
+                                  reinterpret_dtype, &view, &readonly,
+                                  &device, unsupported_dtype, &error);
     /* CUDA memory: the device must open before the capsule is consumed. */
-    if (dl_tensor->device.device_type == FP8Q_DL_CUDA) {
-        cuda = fp8q_py_cuda_device((int)dl_tensor->device.device_id);
-        if (cuda == NULL) {
-            return NULL;
-        }
+    if (fp8q_py_raise_on_failure(status, &error) < 0 ||
+        fp8q_py_dl_cuda_device(&device, &cuda) < 0) {
+        return NULL;
     }
     /* The managed tensor is ours from the rename on. */
-    used_name = versioned != NULL ? FP8Q_DLPACK_CAPSULE_VERSIONED_USED
-                                  : FP8Q_DLPACK_CAPSULE_LEGACY_USED;
-    if (PyCapsule_SetName(capsule, used_name) < 0) {
+    if (PyCapsule_SetName(capsule,
+                          versioned ? FP8Q_DLPACK_CAPSULE_VERSIONED_USED
+                                    : FP8Q_DLPACK_CAPSULE_LEGACY_USED) < 0) {
         return NULL;
     }
-    owner = versioned != NULL
-                ? PyCapsule_New(versioned, OWNER_VERSIONED,
-                                versioned_owner_destructor)
-                : PyCapsule_New(legacy, OWNER_LEGACY, legacy_owner_destructor);
+    owner = PyCapsule_New(managed, versioned ? OWNER_VERSIONED : OWNER_LEGACY,
+                          owner_destructor);
     if (owner == NULL) {
         fp8q_py_saved_error saved;
 
         fp8q_py_error_save(&saved);
-        fp8q_dl_managed_delete(
-            versioned != NULL ? (void *)versioned : (void *)legacy,
-            versioned != NULL);
+        fp8q_dl_managed_delete(managed, versioned);
         fp8q_py_error_restore(&saved);
         return NULL;
     }
     tensor = fp8q_tensor_new_view(&view, owner, readonly);
     Py_DECREF(owner);
-    if (tensor != NULL && cuda != NULL) {
+    if (tensor != NULL) {
         fp8q_py_place_on_cuda(tensor, cuda, stream);
     }
     return tensor;
@@ -484,7 +463,7 @@ done:
     return capsule;
 }
 
-/* The consumer of any producer or capsule. After a failed __dlpack__(),
+/* The consumer of a producer through __dlpack__. After a failed __dlpack__(),
  * with allow_torch_fallback, a PyTorch float8 tensor is imported through
  * its uint8 view (fp8q_py_torch_float8_bytes) as its own float8 dtype or as
  * reinterpret_dtype. */
@@ -501,13 +480,6 @@ static fp8q_TensorObject *import_object(PyObject *object,
     fp8q_dtype dtype;
     int device_type;
 
-    if (unsupported_dtype != NULL) {
-        *unsupported_dtype = 0;
-    }
-    if (PyCapsule_CheckExact(object)) {
-        return tensor_from_capsule(object, argument_name, reinterpret_dtype,
-                                   unsupported_dtype, stream);
-    }
     method = PyObject_GetAttrString(object, "__dlpack__");
     if (method == NULL) {
         if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
@@ -583,21 +555,31 @@ static fp8q_TensorObject *from_exchange(const fp8q_dl_exchange_api *api,
     return tensor;
 }
 
-/* Imports a producer (not a capsule): through the C exchange table `api`
- * when there is one and object does not require grad, else through
- * __dlpack__(stream=stream). torch views with the negative bit are refused
- * first (torch exports their stored, negated values as they are), and the
- * failures of meta, sparse and storage-less torch tensors explained. */
-static fp8q_TensorObject *import_producer(const fp8q_dl_exchange_api *api,
-                                          PyObject *object,
-                                          const char *argument_name,
-                                          int reinterpret_dtype,
-                                          int *unsupported_dtype,
-                                          fp8q_cu_stream stream)
+/* Imports a DLPack capsule, or a producer: through its C exchange table
+ * when use_exchange, reinterpret_dtype is -1, its type has one and object
+ * does not require grad, else through __dlpack__(stream=stream). torch
+ * views with the negative bit are refused first (torch exports their
+ * stored, negated values as they are), and the failures of meta, sparse
+ * and storage-less torch tensors explained. */
+static fp8q_TensorObject *import_any(PyObject *object,
+                                     const char *argument_name,
+                                     int reinterpret_dtype,
+                                     int *unsupported_dtype, int use_exchange,
+                                     fp8q_cu_stream stream)
 {
+    const fp8q_dl_exchange_api *api = NULL;
     fp8q_TensorObject *tensor;
 
-    if (fp8q_py_refuse_negative_view(object, argument_name) < 0) {
+    if (unsupported_dtype != NULL) {
+        *unsupported_dtype = 0;
+    }
+    if (PyCapsule_CheckExact(object)) {
+        return tensor_from_capsule(object, argument_name, reinterpret_dtype,
+                                   unsupported_dtype, stream);
+    }
+    if ((use_exchange && reinterpret_dtype < 0 &&
+         fp8q_py_exchange_api(object, &api) < 0) ||
+        fp8q_py_refuse_negative_view(object, argument_name) < 0) {
         return NULL;
     }
     if (api != NULL && !fp8q_py_torch_requires_grad(object)) {
@@ -621,20 +603,8 @@ fp8q_TensorObject *fp8q_tensor_from_dlpack(PyObject *object,
                                            int reinterpret_dtype,
                                            int *unsupported_dtype)
 {
-    const fp8q_dl_exchange_api *api = NULL;
-
-    if (unsupported_dtype != NULL) {
-        *unsupported_dtype = 0;
-    }
-    if (PyCapsule_CheckExact(object)) {
-        return import_object(object, argument_name, reinterpret_dtype,
-                             unsupported_dtype, 1, NULL);
-    }
-    if (reinterpret_dtype < 0 && fp8q_py_exchange_api(object, &api) < 0) {
-        return NULL;
-    }
-    return import_producer(api, object, argument_name, reinterpret_dtype,
-                           unsupported_dtype, NULL);
+    return import_any(object, argument_name, reinterpret_dtype,
+                      unsupported_dtype, 1, NULL);
 }
 
 /* fp8q.from_dlpack(object, *, dtype=None, stream=None). */
@@ -656,12 +626,8 @@ static PyObject *from_dlpack(PyObject *module, PyObject *args,
         fp8q_py_parse_optional_dtype(dtype_object, &reinterpret_dtype) < 0) {
         return NULL;
     }
-    if (PyCapsule_CheckExact(object)) {
-        return (PyObject *)import_object(object, "obj", reinterpret_dtype,
-                                         NULL, 1, stream);
-    }
-    return (PyObject *)import_producer(NULL, object, "obj", reinterpret_dtype,
-                                       NULL, stream);
+    return (PyObject *)import_any(object, "obj", reinterpret_dtype, NULL, 0,
+                                  stream);
 }
 
 PyMethodDef fp8q_py_dlpack_functions[] = {

@@ -1,8 +1,9 @@
 /*
  * dlpack_view.c - what both DLPack consumers (dlpack.c: capsules and
  * __dlpack__; dlpack_exchange.c: the C exchange API) share, below both: the
- * checked view of a DLPack tensor (core/dlpack.c checks, this raises) and a
- * new view tensor placed on a CUDA device (binding.h).
+ * checked view of a DLPack tensor (core/dlpack.c checks, this raises), the
+ * opened CUDA device of a DLPack device and a new view tensor placed on it
+ * (binding.h).
  */
 #include "core/dlpack.h"
 #include "cuda/memory.h"
@@ -23,9 +24,23 @@ int fp8q_py_view_from_dl_tensor(const fp8q_dl_tensor *dl_tensor,
     return 0;
 }
 
+int fp8q_py_dl_cuda_device(const fp8q_dl_device *device,
+                           const fp8q_cuda_device **cuda)
+{
+    *cuda = NULL;
+    if (device->device_type == FP8Q_DL_CUDA) {
+        *cuda = fp8q_py_cuda_device((int)device->device_id);
+        return *cuda == NULL ? -1 : 0;
+    }
+    return 0;
+}
+
 void fp8q_py_place_on_cuda(fp8q_TensorObject *tensor,
                            const fp8q_cuda_device *cuda, fp8q_cu_stream stream)
 {
+    if (cuda == NULL) {
+        return;
+    }
     tensor->device_type = FP8Q_DEVICE_CUDA;
     tensor->device_index = cuda->index;
     tensor->cuda_device = cuda;

@@ -188,6 +188,8 @@ static const harness_test tests[] = {
      test_dlpack_tensor_view_longest_message},
     {"dlpack_export_values", test_dlpack_export_values},
     {"dlpack_export_blocks", test_dlpack_export_blocks},
+    {"dlpack_managed_view", test_dlpack_managed_view},
+    {"dlpack_exchange_api_usable", test_dlpack_exchange_api_usable},
     {"device_names", test_device_names},
     {"cast_all_dtype_pairs", test_cast_all_dtype_pairs},
     {"cast_scaled", test_cast_scaled},
