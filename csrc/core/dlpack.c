@@ -454,6 +454,46 @@ int fp8q_dl_copy_target_reachable(long long device_type, long long device_id)
             device_id <= INT32_MAX);
 }
 
+int fp8q_dl_plan_export(const fp8q_dl_export_request *request,
+                        fp8q_dl_export_plan *plan)
+{
+    memset(plan, 0, sizeof *plan);
+    plan->versioned = request->has_max_version && request->max_major >= 1;
+    plan->copy = request->copy == 1;
+    if (request->has_dl_device &&
+        (request->dl_device_type != request->device_type ||
+         request->dl_device_id != request->device_id)) {
+        /* Another device: only as a copy, to the CPU or a GPU. */
+        if (request->copy != 1 ||
+            !fp8q_dl_copy_target_reachable(request->dl_device_type,
+                                           request->dl_device_id)) {
+            return FP8Q_DL_EXPORT_BAD_DL_DEVICE;
+        }
+        plan->move = 1;
+        plan->target_type = (int32_t)request->dl_device_type;
+        plan->target_id = (int32_t)request->dl_device_id;
+    }
+    if (request->device_type == FP8Q_DL_CPU) {
+        return request->stream_kind != 0 ? FP8Q_DL_EXPORT_CPU_STREAM : 0;
+    }
+    if (plan->move || request->stream_kind == 0) {
+        plan->order = !plan->move;
+        return 0;
+    }
+    if (request->stream_kind != 1) {
+        return FP8Q_DL_EXPORT_STREAM_TYPE;
+    }
+    switch (fp8q_dl_consumer_stream(request->stream_value, &plan->stream)) {
+    case 0:
+        return 0;
+    case 1:
+        plan->order = 1;
+        return 0;
+    default:
+        return FP8Q_DL_EXPORT_STREAM_VALUE;
+    }
+}
+
 int fp8q_dl_exchange_api_usable(const fp8q_dl_exchange_api *api)
 {
     return api->header.version.major == 1 &&

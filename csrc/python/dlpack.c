@@ -117,44 +117,39 @@ static int parse_int_pair(PyObject *object, const char *argument_name,
     return 0;
 }
 
-/*
- * The producer's half of the DLPack stream contract for a CUDA tensor:
- * stream is the consumer's (None or 1: the legacy default stream; 2: the
- * per-thread default stream; another int: a stream handle; -1: no
- * ordering), and the consumer's stream is ordered after the tensor's last
- * use, which it then becomes. 0 is refused, as the standard says. 0, or -1
- * with an exception.
- */
-static int order_for_consumer(fp8q_TensorObject *tensor, PyObject *stream)
+/* Raises the refusal `refusal` (fp8q_dl_plan_export's) of an export of
+ * `tensor` given dl_device and stream; NULL. */
+static PyObject *refuse_export(const fp8q_TensorObject *tensor, int refusal,
+                               PyObject *dl_device, PyObject *stream)
 {
-    fp8q_cu_stream consumer = NULL;
-    uintptr_t handle = 0;
-    int kind;
-
-    if (stream != Py_None) {
-        if (!PyLong_Check(stream) || PyBool_Check(stream)) {
-            PyErr_Format(PyExc_TypeError,
-                         "stream: expected None or an int (the consumer's "
-                         "CUDA stream), got %R",
-                         stream);
-            return -1;
-        }
-        kind = fp8q_dl_consumer_stream(saturated_long_long(stream), &handle);
-        if (kind == 0) {
-            return 0;
-        }
-        if (kind < 0) {
-            PyErr_Format(PyExc_ValueError,
-                         "stream: %R is not a CUDA stream for DLPack (0 is "
-                         "ambiguous: pass 1 for the legacy default stream, 2 "
-                         "for the per-thread default stream, -1 for no "
-                         "ordering, or a stream handle)",
-                         stream);
-            return -1;
-        }
-        consumer = (fp8q_cu_stream)handle;
+    switch (refusal) {
+    case FP8Q_DL_EXPORT_BAD_DL_DEVICE:
+        PyErr_Format(PyExc_BufferError,
+                     "dl_device: the tensor is on DLPack device (%d, %d); "
+                     "fp8q exports it to %R only as a copy (copy=True) to "
+                     "the CPU (1, 0) or a CUDA device (2, N)",
+                     tensor->device_type, tensor->device_index, dl_device);
+        break;
+    case FP8Q_DL_EXPORT_CPU_STREAM:
+        PyErr_Format(PyExc_ValueError,
+                     "stream: a CPU tensor accepts only stream=None, got %R",
+                     stream);
+        break;
+    case FP8Q_DL_EXPORT_STREAM_TYPE:
+        PyErr_Format(PyExc_TypeError,
+                     "stream: expected None or an int (the consumer's CUDA "
+                     "stream), got %R",
+                     stream);
+        break;
+    default:
+        PyErr_Format(PyExc_ValueError,
+                     "stream: %R is not a CUDA stream for DLPack (0 is "
+                     "ambiguous: pass 1 for the legacy default stream, 2 for "
+                     "the per-thread default stream, -1 for no ordering, or "
+                     "a stream handle)",
+                     stream);
     }
-    return fp8q_py_use_on_stream(tensor, consumer);
+    return NULL;
 }
 
 PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -167,73 +162,55 @@ PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
     PyObject *max_version = Py_None;
     PyObject *dl_device = Py_None;
     PyObject *copy_object = Py_None;
+    fp8q_dl_export_request request;
+    fp8q_dl_export_plan plan;
     PyObject *capsule;
     void *block;
-    fp8q_py_device target = {FP8Q_DEVICE_CPU, 0};
-    long long major = 0;
-    long long minor = 0;
-    int versioned;
-    int copy = -1; /* None */
-    int move = 0;
+    long long minor;
+    int refusal;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__",
                                      keywords, &stream, &max_version,
                                      &dl_device, &copy_object)) {
         return NULL;
     }
-    if (max_version != Py_None &&
+    memset(&request, 0, sizeof request);
+    request.device_type = tensor->device_type;
+    request.device_id = tensor->device_index;
+    request.has_max_version = max_version != Py_None;
+    if (request.has_max_version &&
         parse_int_pair(max_version, "max_version",
                        "None or a (major, minor) tuple of ints",
-                       &major, &minor) < 0) {
+                       &request.max_major, &minor) < 0) {
         return NULL;
     }
-    versioned = max_version != Py_None && major >= 1;
-    if (copy_object != Py_None) {
-        copy = PyObject_IsTrue(copy_object);
-        if (copy < 0) {
-            return NULL;
-        }
-    }
-    if (dl_device != Py_None) {
-        long long device_type, device_id;
-
-        if (parse_int_pair(dl_device, "dl_device",
-                           "None or a (device_type, device_id) tuple of ints",
-                           &device_type, &device_id) < 0) {
-            return NULL;
-        }
-        if (device_type != tensor->device_type ||
-            device_id != tensor->device_index) {
-            /* Another device: only as a copy, to the CPU or a GPU. */
-            if (copy != 1 ||
-                !fp8q_dl_copy_target_reachable(device_type, device_id)) {
-                PyErr_Format(PyExc_BufferError,
-                             "dl_device: the tensor is on DLPack device (%d, "
-                             "%d); fp8q exports it to %R only as a copy "
-                             "(copy=True) to the CPU (1, 0) or a CUDA "
-                             "device (2, N)",
-                             tensor->device_type, tensor->device_index,
-                             dl_device);
-                return NULL;
-            }
-            target.type = (int)device_type;
-            target.index = (int)device_id;
-            move = 1;
-        }
-    }
-    if (tensor->device_type == FP8Q_DEVICE_CPU || move) {
-        if (stream != Py_None && tensor->device_type == FP8Q_DEVICE_CPU) {
-            PyErr_Format(PyExc_ValueError,
-                         "stream: a CPU tensor accepts only stream=None, got "
-                         "%R",
-                         stream);
-            return NULL;
-        }
-    }
-    else if (order_for_consumer(tensor, stream) < 0) {
+    request.copy =
+        copy_object == Py_None ? -1 : PyObject_IsTrue(copy_object);
+    request.has_dl_device = dl_device != Py_None;
+    if ((copy_object != Py_None && request.copy < 0) ||
+        (request.has_dl_device &&
+         parse_int_pair(dl_device, "dl_device",
+                        "None or a (device_type, device_id) tuple of ints",
+                        &request.dl_device_type,
+                        &request.dl_device_id) < 0)) {
         return NULL;
     }
-    if (tensor->readonly && !versioned && copy != 1) {
+    if (stream != Py_None) {
+        request.stream_kind =
+            PyLong_Check(stream) && !PyBool_Check(stream) ? 1 : 2;
+    }
+    if (request.stream_kind == 1) {
+        request.stream_value = saturated_long_long(stream);
+    }
+    refusal = fp8q_dl_plan_export(&request, &plan);
+    if (refusal != 0) {
+        return refuse_export(tensor, refusal, dl_device, stream);
+    }
+    if (plan.order &&
+        fp8q_py_use_on_stream(tensor, (fp8q_cu_stream)plan.stream) < 0) {
+        return NULL;
+    }
+    if (tensor->readonly && !plan.versioned && !plan.copy) {
         PyErr_SetString(PyExc_BufferError,
                         "the tensor is read-only and a legacy (unversioned) "
                         "DLPack capsule cannot say so; pass "
@@ -241,40 +218,39 @@ PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
         return NULL;
     }
 
-    if (move) {
+    if (plan.move) {
+        const fp8q_py_device target = {plan.target_type, plan.target_id};
+
         source = fp8q_tensor_copy_to(tensor, &target,
                                      fp8q_py_last_stream(tensor));
-        if (source == NULL) {
-            return NULL;
-        }
     }
-    else if (copy == 1) {
+    else if (plan.copy) {
         source = fp8q_tensor_copy_as(tensor, tensor->view.dtype);
-        if (source == NULL) {
-            return NULL;
-        }
     }
     else {
-        Py_INCREF(self);
-        source = tensor;
+        source = (fp8q_TensorObject *)Py_NewRef(self);
     }
-
+    if (source == NULL) {
+        return NULL;
+    }
     block = fp8q_dl_export_new(
-        &source->view, source->device_type, source->device_index, versioned,
+        &source->view, source->device_type, source->device_index,
+        plan.versioned,
         (source->readonly ? FP8Q_DLPACK_FLAG_READ_ONLY : 0) |
-            (copy == 1 || move ? FP8Q_DLPACK_FLAG_IS_COPIED : 0),
+            (plan.copy ? FP8Q_DLPACK_FLAG_IS_COPIED : 0),
         source, release_exported_tensor);
     if (block == NULL) {
         Py_DECREF(source);
         return PyErr_NoMemory();
     }
-    capsule = versioned ? PyCapsule_New(block, FP8Q_DLPACK_CAPSULE_VERSIONED,
-                                        versioned_capsule_destructor)
-                        : PyCapsule_New(block, FP8Q_DLPACK_CAPSULE_LEGACY,
-                                        legacy_capsule_destructor);
+    capsule = plan.versioned
+                  ? PyCapsule_New(block, FP8Q_DLPACK_CAPSULE_VERSIONED,
+                                  versioned_capsule_destructor)
+                  : PyCapsule_New(block, FP8Q_DLPACK_CAPSULE_LEGACY,
+                                  legacy_capsule_destructor);
     if (capsule == NULL) {
         /* drops source, frees the block */
-        fp8q_dl_managed_delete(block, versioned);
+        fp8q_dl_managed_delete(block, plan.versioned);
     }
     return capsule;
 }

@@ -189,6 +189,7 @@ static const harness_test tests[] = {
     {"dlpack_export_values", test_dlpack_export_values},
     {"dlpack_export_blocks", test_dlpack_export_blocks},
     {"dlpack_managed_view", test_dlpack_managed_view},
+    {"dlpack_plan_export", test_dlpack_plan_export},
     {"dlpack_exchange_api_usable", test_dlpack_exchange_api_usable},
     {"device_names", test_device_names},
     {"cast_all_dtype_pairs", test_cast_all_dtype_pairs},

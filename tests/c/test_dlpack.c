@@ -4,6 +4,7 @@
  * tensor (layouts accepted, every refusal and its status and message), the
  * description of a view for an export, and the producer's stream and device
  * values, the export blocks a producer hands out and their deleters, the
+ * producer's plan for a __dlpack__ call, the
  * checked view of a managed tensor, which exchange tables fp8q reads; device
  * names read and written (core/device_name.c).
  */
@@ -489,6 +490,140 @@ void test_dlpack_managed_view(void)
                                      &device, &unsupported, &error),
                 &error, FP8Q_ERROR_TYPE, "x: ", NULL, NULL);
     CHECK_INT(unsupported, 1);
+}
+
+/* A request to export a tensor on DLPack device (type, id) with every
+ * argument None. */
+static fp8q_dl_export_request export_request(int32_t type, int32_t id)
+{
+    fp8q_dl_export_request request;
+
+    memset(&request, 0, sizeof request);
+    request.device_type = type;
+    request.device_id = id;
+    request.copy = -1;
+    return request;
+}
+
+void test_dlpack_plan_export(void)
+{
+    fp8q_dl_export_request request;
+    fp8q_dl_export_plan plan;
+
+    /* CPU, every argument None: the tensor itself, a legacy capsule, no
+     * stream work. */
+    request = export_request(FP8Q_DL_CPU, 0);
+    memset(&plan, 0x5a, sizeof plan);
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.versioned, 0);
+    CHECK_INT(plan.copy, 0);
+    CHECK_INT(plan.move, 0);
+    CHECK_INT(plan.order, 0);
+
+    /* max_version: versioned from major 1 on. */
+    request.has_max_version = 1;
+    request.max_major = 0;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.versioned, 0);
+    request.max_major = LLONG_MAX;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.versioned, 1);
+    request.max_major = LLONG_MIN;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.versioned, 0);
+
+    /* A CPU tensor takes only stream=None, moved or not. */
+    request = export_request(FP8Q_DL_CPU, 0);
+    request.stream_kind = 1;
+    request.stream_value = -1;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_CPU_STREAM);
+    request.stream_kind = 2;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_CPU_STREAM);
+    request.has_dl_device = 1;
+    request.dl_device_type = FP8Q_DL_CUDA;
+    request.copy = 1;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_CPU_STREAM);
+    request.stream_kind = 0;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.copy, 1);
+    CHECK_INT(plan.move, 1);
+    CHECK_INT(plan.target_type, FP8Q_DL_CUDA);
+    CHECK_INT(plan.target_id, 0);
+    CHECK_INT(plan.order, 0);
+
+    /* dl_device: its own device is no move; another only with copy=True
+     * and only the CPU or a CUDA device in int32 range. */
+    request = export_request(FP8Q_DL_CUDA, 3);
+    request.has_dl_device = 1;
+    request.dl_device_type = FP8Q_DL_CUDA;
+    request.dl_device_id = 3;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.move, 0);
+    CHECK_INT(plan.copy, 0);
+    request.copy = 1;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.move, 0);
+    CHECK_INT(plan.copy, 1);
+    request.dl_device_id = 4;
+    request.copy = 0;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_BAD_DL_DEVICE);
+    CHECK_INT(plan.order, 0);
+    request.copy = -1;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_BAD_DL_DEVICE);
+    request.copy = 1;
+    request.dl_device_id = (long long)INT32_MAX + 1;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_BAD_DL_DEVICE);
+    request.dl_device_type = FP8Q_DL_CPU;
+    request.dl_device_id = 1;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_BAD_DL_DEVICE);
+    request.dl_device_id = 0;
+    /* Moved off the GPU: the stream is not looked at, even when no int. */
+    request.stream_kind = 2;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.move, 1);
+    CHECK_INT(plan.target_type, FP8Q_DL_CPU);
+    CHECK_INT(plan.order, 0);
+
+    /* A CUDA tensor left in place: None orders the legacy default stream;
+     * ints are read by fp8q_dl_consumer_stream; other objects refused. */
+    request = export_request(FP8Q_DL_CUDA, 0);
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.order, 1);
+    CHECK(plan.stream == 0);
+    request.stream_kind = 1;
+    request.stream_value = 1;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.order, 1);
+    CHECK(plan.stream == 1);
+    request.stream_value = 0x7f0012345600LL;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK(plan.stream == (uintptr_t)0x7f0012345600LL);
+    request.stream_value = -1;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.order, 0);
+    request.stream_value = 0;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_STREAM_VALUE);
+    CHECK_INT(plan.order, 0);
+    request.stream_value = LLONG_MAX;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_STREAM_VALUE);
+    request.stream_kind = 2;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_STREAM_TYPE);
+    CHECK_INT(plan.order, 0);
+    /* The dl_device refusal comes before the stream's. */
+    request.has_dl_device = 1;
+    request.dl_device_type = 13;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_BAD_DL_DEVICE);
 }
 
 /* Stand-ins for the five entries of an exchange table (never called). */
