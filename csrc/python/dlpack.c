@@ -39,50 +39,37 @@ static void release_exported_tensor(void *manager_ctx)
     PyGILState_Release(state);
 }
 
-/* What every capsule destructor here does, never raising: unless the capsule
- * is named `used_name` (consumed: the consumer deletes it), calls the
- * deleter of the managed tensor it holds under `name`. */
-static void destroy_capsule(PyObject *capsule, const char *name,
-                            const char *used_name, int versioned)
+/* The destructor of every capsule made here (exports, and the owners of
+ * imported tensors), never raising: calls the deleter of the managed tensor
+ * it holds, unless a consumer took the capsule over (renamed it
+ * "used_..."; that consumer deletes it). */
+static void capsule_destructor(PyObject *capsule)
 {
+    /* Legacy and versioned alternate: index % 2 is `versioned`. */
+    static const char *const names[] = {
+        FP8Q_DLPACK_CAPSULE_LEGACY, FP8Q_DLPACK_CAPSULE_VERSIONED,
+        OWNER_LEGACY, OWNER_VERSIONED};
     fp8q_py_saved_error saved;
-    void *managed;
+    size_t index = 0;
 
-    if (used_name != NULL && PyCapsule_IsValid(capsule, used_name)) {
+    if (PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_LEGACY_USED) ||
+        PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_VERSIONED_USED)) {
         return;
     }
     fp8q_py_error_save(&saved);
-    managed = PyCapsule_GetPointer(capsule, name);
-    if (managed == NULL) {
+    while (index < 4 && !PyCapsule_IsValid(capsule, names[index])) {
+        index++;
+    }
+    if (index == 4) {
+        /* Renamed otherwise: the error of reading it under its name. */
+        (void)PyCapsule_GetPointer(capsule, names[0]);
         PyErr_WriteUnraisable(capsule);
     }
     else {
-        fp8q_dl_managed_delete(managed, versioned);
+        fp8q_dl_managed_delete(PyCapsule_GetPointer(capsule, names[index]),
+                               (int)(index % 2));
     }
     fp8q_py_error_restore(&saved);
-}
-
-/* Destructors of exported capsules: free only what nobody consumed. */
-static void legacy_capsule_destructor(PyObject *capsule)
-{
-    destroy_capsule(capsule, FP8Q_DLPACK_CAPSULE_LEGACY,
-                    FP8Q_DLPACK_CAPSULE_LEGACY_USED, 0);
-}
-
-static void versioned_capsule_destructor(PyObject *capsule)
-{
-    destroy_capsule(capsule, FP8Q_DLPACK_CAPSULE_VERSIONED,
-                    FP8Q_DLPACK_CAPSULE_VERSIONED_USED, 1);
-}
-
-/* The destructor of the owner capsules of imported tensors: calls the
- * producer's deleter once. */
-static void owner_destructor(PyObject *owner)
-{
-    const int versioned = PyCapsule_IsValid(owner, OWNER_VERSIONED);
-
-    destroy_capsule(owner, versioned ? OWNER_VERSIONED : OWNER_LEGACY, NULL,
-                    versioned);
 }
 
 /* The value of a Python int, saturated to [LLONG_MIN, LLONG_MAX]: an int
@@ -243,11 +230,10 @@ PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
         Py_DECREF(source);
         return PyErr_NoMemory();
     }
-    capsule = plan.versioned
-                  ? PyCapsule_New(block, FP8Q_DLPACK_CAPSULE_VERSIONED,
-                                  versioned_capsule_destructor)
-                  : PyCapsule_New(block, FP8Q_DLPACK_CAPSULE_LEGACY,
-                                  legacy_capsule_destructor);
+    capsule = PyCapsule_New(block,
+                            plan.versioned ? FP8Q_DLPACK_CAPSULE_VERSIONED
+                                           : FP8Q_DLPACK_CAPSULE_LEGACY,
+                            capsule_destructor);
     if (capsule == NULL) {
         /* drops source, frees the block */
         fp8q_dl_managed_delete(block, plan.versioned);
@@ -323,7 +309,7 @@ static fp8q_TensorObject *tensor_from_capsule(PyObject *capsule,
         return NULL;
     }
     owner = PyCapsule_New(managed, versioned ? OWNER_VERSIONED : OWNER_LEGACY,
-                          owner_destructor);
+                          capsule_destructor);
     if (owner == NULL) {
         fp8q_py_saved_error saved;
 
@@ -520,7 +506,7 @@ static fp8q_TensorObject *from_exchange(const fp8q_dl_exchange_api *api,
                   api, &managed->dl_tensor.device, &stream) < 0
                   ? NULL
                   : PyCapsule_New(managed, FP8Q_DLPACK_CAPSULE_VERSIONED,
-                                  versioned_capsule_destructor);
+                                  capsule_destructor);
     if (capsule == NULL) {
         fp8q_dl_managed_delete(managed, 1);
         return NULL;
