@@ -368,49 +368,35 @@ static int check_producer_device(PyObject *object, const char *argument_name,
     return 0;
 }
 
-/* The stream= value a DLPack consumer passes for `stream`: 1 for the legacy
- * default stream (NULL), else the handle. */
-static PyObject *dlpack_stream_argument(fp8q_cu_stream stream)
-{
-    return PyLong_FromUnsignedLongLong(
-        stream == NULL ? 1ull : (unsigned long long)(uintptr_t)stream);
-}
-
 /* Calls object.__dlpack__(max_version=(1, 1)), or object.__dlpack__() for
  * producers that predate max_version (TypeError); a CUDA producer also gets
- * stream=, the consumer's stream, on which it makes its pending work
- * visible. New reference. */
+ * stream=, the consumer's stream (1 for the legacy default stream, NULL;
+ * else the handle), on which it makes its pending work visible. New
+ * reference. */
 static PyObject *export_capsule(PyObject *method, const char *argument_name,
                                 int device_type, fp8q_cu_stream stream)
 {
-    PyObject *arguments = PyTuple_New(0);
-    PyObject *keywords = NULL;
-    PyObject *stream_argument = NULL;
-    PyObject *capsule = NULL;
+    const unsigned long long handle =
+        stream == NULL ? 1ull : (unsigned long long)(uintptr_t)stream;
+    PyObject *keywords =
+        device_type == FP8Q_DL_CUDA
+            ? Py_BuildValue("{s:(ii),s:K}", "max_version",
+                            FP8Q_DLPACK_MAJOR_VERSION,
+                            FP8Q_DLPACK_MINOR_VERSION, "stream", handle)
+            : Py_BuildValue("{s:(ii)}", "max_version",
+                            FP8Q_DLPACK_MAJOR_VERSION,
+                            FP8Q_DLPACK_MINOR_VERSION);
+    PyObject *capsule;
 
-    if (arguments == NULL) {
+    if (keywords == NULL) {
         return NULL;
     }
-    keywords = Py_BuildValue("{s:(ii)}", "max_version",
-                             FP8Q_DLPACK_MAJOR_VERSION,
-                             FP8Q_DLPACK_MINOR_VERSION);
-    if (keywords == NULL) {
-        goto done;
-    }
-    if (device_type == FP8Q_DL_CUDA) {
-        stream_argument = dlpack_stream_argument(stream);
-        if (stream_argument == NULL ||
-            PyDict_SetItemString(keywords, "stream", stream_argument) < 0) {
-            goto done;
-        }
-    }
-    capsule = PyObject_Call(method, arguments, keywords);
+    capsule = PyObject_VectorcallDict(method, NULL, 0, keywords);
     if (capsule == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
         PyErr_Clear();
-        if (PyDict_DelItemString(keywords, "max_version") < 0) {
-            goto done;
-        }
-        capsule = PyObject_Call(method, arguments, keywords);
+        capsule = PyDict_DelItemString(keywords, "max_version") < 0
+                      ? NULL
+                      : PyObject_VectorcallDict(method, NULL, 0, keywords);
     }
     if (capsule != NULL && !PyCapsule_CheckExact(capsule)) {
         PyErr_Format(PyExc_TypeError,
@@ -418,10 +404,7 @@ static PyObject *export_capsule(PyObject *method, const char *argument_name,
                      argument_name, Py_TYPE(capsule)->tp_name);
         Py_CLEAR(capsule);
     }
-done:
-    Py_DECREF(arguments);
-    Py_XDECREF(keywords);
-    Py_XDECREF(stream_argument);
+    Py_DECREF(keywords);
     return capsule;
 }
 
