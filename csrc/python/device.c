@@ -260,12 +260,11 @@ fp8q_TensorObject *fp8q_tensor_new_empty_on(fp8q_dtype dtype, int ndim,
         return NULL;
     }
     view.data = memory;
-    self = fp8q_tensor_new_view(&view, NULL, 0);
+    self = fp8q_py_new_view_on(&view, NULL, 0, cuda, stream);
     if (self == NULL) {
         fp8q_cuda_free(cuda, memory, &allocated_in, stream);
         return NULL;
     }
-    fp8q_py_place_on_cuda(self, cuda, stream);
     self->allocated_in = allocated_in;
     self->view.data = memory; /* NULL, not new_view's host stand-in, when
                                  empty */

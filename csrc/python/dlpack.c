@@ -318,11 +318,8 @@ static fp8q_TensorObject *tensor_from_capsule(PyObject *capsule,
         fp8q_py_error_restore(&saved);
         return NULL;
     }
-    tensor = fp8q_tensor_new_view(&view, owner, readonly);
+    tensor = fp8q_py_new_view_on(&view, owner, readonly, cuda, stream);
     Py_DECREF(owner);
-    if (tensor != NULL) {
-        fp8q_py_place_on_cuda(tensor, cuda, stream);
-    }
     return tensor;
 }
 

@@ -115,7 +115,6 @@ fp8q_TensorObject *fp8q_py_exchange_import(const fp8q_dl_exchange_api *api,
 {
     const fp8q_cuda_device *cuda;
     fp8q_dl_tensor dl_tensor;
-    fp8q_TensorObject *tensor;
     fp8q_cu_stream stream;
     fp8q_view view;
 
@@ -130,11 +129,7 @@ fp8q_TensorObject *fp8q_py_exchange_import(const fp8q_dl_exchange_api *api,
         fp8q_py_dl_cuda_device(&dl_tensor.device, &cuda) < 0) {
         return NULL;
     }
-    tensor = fp8q_tensor_new_view(&view, object, 0);
-    if (tensor != NULL) {
-        fp8q_py_place_on_cuda(tensor, cuda, stream);
-    }
-    return tensor;
+    return fp8q_py_new_view_on(&view, object, 0, cuda, stream);
 }
 
 /* The allocator's error callback: raises `kind` (MemoryError or a
@@ -213,12 +208,10 @@ PyObject *fp8q_py_exchange_empty(const fp8q_dl_exchange_api *api,
         return NULL; /* the producer owns the managed tensor now */
     }
     result = (PyObject *)object;
-    *tensor = fp8q_tensor_new_view(&view, result, 0);
+    *tensor = fp8q_py_new_view_on(&view, result, 0, cuda, stream);
     if (*tensor == NULL) {
         Py_CLEAR(result);
-        return NULL;
     }
-    fp8q_py_place_on_cuda(*tensor, cuda, stream);
     return result;
 }
 
@@ -256,11 +249,8 @@ fp8q_TensorObject *fp8q_py_exchange_scratch(const fp8q_dl_exchange_api *api,
         fp8q_dl_managed_delete(managed, 1);
         return NULL;
     }
-    tensor = fp8q_tensor_new_view(&view, capsule, 0);
+    tensor = fp8q_py_new_view_on(&view, capsule, 0, cuda, stream);
     Py_DECREF(capsule); /* the view owns it now */
-    if (tensor != NULL) {
-        fp8q_py_place_on_cuda(tensor, cuda, stream);
-    }
     return tensor;
 }
 
