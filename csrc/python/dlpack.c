@@ -39,37 +39,54 @@ static void release_exported_tensor(void *manager_ctx)
     PyGILState_Release(state);
 }
 
-/* The destructor of every capsule made here (exports, and the owners of
- * imported tensors), never raising: calls the deleter of the managed tensor
- * it holds, unless a consumer took the capsule over (renamed it
- * "used_..."; that consumer deletes it). */
-static void capsule_destructor(PyObject *capsule)
+/* What every capsule destructor here does, never raising: unless the capsule
+ * is named `used_name` (consumed: the consumer deletes it), calls the
+ * deleter of the managed tensor it holds under `name`. One destructor per
+ * kind of capsule, each with its names: what a capsule holds is known when
+ * it is made, and its destructor runs on every exchange. */
+static void destroy_capsule(PyObject *capsule, const char *name,
+                            const char *used_name, int versioned)
 {
-    /* Legacy and versioned alternate: index % 2 is `versioned`. */
-    static const char *const names[] = {
-        FP8Q_DLPACK_CAPSULE_LEGACY, FP8Q_DLPACK_CAPSULE_VERSIONED,
-        OWNER_LEGACY, OWNER_VERSIONED};
     fp8q_py_saved_error saved;
-    size_t index = 0;
+    void *managed;
 
-    if (PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_LEGACY_USED) ||
-        PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_VERSIONED_USED)) {
+    if (used_name != NULL && PyCapsule_IsValid(capsule, used_name)) {
         return;
     }
     fp8q_py_error_save(&saved);
-    while (index < 4 && !PyCapsule_IsValid(capsule, names[index])) {
-        index++;
-    }
-    if (index == 4) {
-        /* Renamed otherwise: the error of reading it under its name. */
-        (void)PyCapsule_GetPointer(capsule, names[0]);
+    managed = PyCapsule_GetPointer(capsule, name);
+    if (managed == NULL) {
         PyErr_WriteUnraisable(capsule);
     }
     else {
-        fp8q_dl_managed_delete(PyCapsule_GetPointer(capsule, names[index]),
-                               (int)(index % 2));
+        fp8q_dl_managed_delete(managed, versioned);
     }
     fp8q_py_error_restore(&saved);
+}
+
+/* Destructors of exported capsules: free only what nobody consumed. */
+static void legacy_capsule_destructor(PyObject *capsule)
+{
+    destroy_capsule(capsule, FP8Q_DLPACK_CAPSULE_LEGACY,
+                    FP8Q_DLPACK_CAPSULE_LEGACY_USED, 0);
+}
+
+static void versioned_capsule_destructor(PyObject *capsule)
+{
+    destroy_capsule(capsule, FP8Q_DLPACK_CAPSULE_VERSIONED,
+                    FP8Q_DLPACK_CAPSULE_VERSIONED_USED, 1);
+}
+
+/* Destructors of the owner capsules of imported tensors: call the
+ * producer's deleter once. */
+static void legacy_owner_destructor(PyObject *owner)
+{
+    destroy_capsule(owner, OWNER_LEGACY, NULL, 0);
+}
+
+static void versioned_owner_destructor(PyObject *owner)
+{
+    destroy_capsule(owner, OWNER_VERSIONED, NULL, 1);
 }
 
 /* The value of a Python int, saturated to [LLONG_MIN, LLONG_MAX]: an int
@@ -230,10 +247,11 @@ PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
         Py_DECREF(source);
         return PyErr_NoMemory();
     }
-    capsule = PyCapsule_New(block,
-                            plan.versioned ? FP8Q_DLPACK_CAPSULE_VERSIONED
-                                           : FP8Q_DLPACK_CAPSULE_LEGACY,
-                            capsule_destructor);
+    capsule = plan.versioned
+                  ? PyCapsule_New(block, FP8Q_DLPACK_CAPSULE_VERSIONED,
+                                  versioned_capsule_destructor)
+                  : PyCapsule_New(block, FP8Q_DLPACK_CAPSULE_LEGACY,
+                                  legacy_capsule_destructor);
     if (capsule == NULL) {
         /* drops source, frees the block */
         fp8q_dl_managed_delete(block, plan.versioned);
@@ -308,8 +326,10 @@ static fp8q_TensorObject *tensor_from_capsule(PyObject *capsule,
                                     : FP8Q_DLPACK_CAPSULE_LEGACY_USED) < 0) {
         return NULL;
     }
-    owner = PyCapsule_New(managed, versioned ? OWNER_VERSIONED : OWNER_LEGACY,
-                          capsule_destructor);
+    owner = versioned ? PyCapsule_New(managed, OWNER_VERSIONED,
+                                      versioned_owner_destructor)
+                      : PyCapsule_New(managed, OWNER_LEGACY,
+                                      legacy_owner_destructor);
     if (owner == NULL) {
         fp8q_py_saved_error saved;
 
@@ -486,7 +506,7 @@ static fp8q_TensorObject *from_exchange(const fp8q_dl_exchange_api *api,
                   api, &managed->dl_tensor.device, &stream) < 0
                   ? NULL
                   : PyCapsule_New(managed, FP8Q_DLPACK_CAPSULE_VERSIONED,
-                                  capsule_destructor);
+                                  versioned_capsule_destructor);
     if (capsule == NULL) {
         fp8q_dl_managed_delete(managed, 1);
         return NULL;
