@@ -282,6 +282,35 @@ fp8q_status fp8q_dl_tensor_view(const fp8q_dl_tensor *dl_tensor,
     return FP8Q_OK;
 }
 
+fp8q_status fp8q_dl_managed_view(const void *managed, int versioned,
+                                 const char *argument_name,
+                                 int reinterpret_dtype, fp8q_view *view,
+                                 int *readonly, fp8q_dl_device *device,
+                                 int *unsupported_dtype, fp8q_error *error)
+{
+    const fp8q_dl_managed_tensor_versioned *as_versioned =
+        (const fp8q_dl_managed_tensor_versioned *)managed;
+    const fp8q_dl_tensor *dl_tensor =
+        &((const fp8q_dl_managed_tensor *)managed)->dl_tensor;
+
+    *readonly = 0;
+    if (versioned) {
+        if (as_versioned->version.major != 1) {
+            return fp8q_fail(error, FP8Q_ERROR_BUFFER,
+                             "%s: DLPack version %u.%u is not supported "
+                             "(fp8q reads 1.x)",
+                             argument_name,
+                             (unsigned)as_versioned->version.major,
+                             (unsigned)as_versioned->version.minor);
+        }
+        dl_tensor = &as_versioned->dl_tensor;
+        *readonly = (as_versioned->flags & FP8Q_DLPACK_FLAG_READ_ONLY) != 0;
+    }
+    *device = dl_tensor->device;
+    return fp8q_dl_tensor_view(dl_tensor, argument_name, reinterpret_dtype,
+                               view, unsupported_dtype, error);
+}
+
 /* ------------------------------------------------------------------------- */
 /* Exports and the producer's protocol values                                */
 
@@ -423,4 +452,54 @@ int fp8q_dl_copy_target_reachable(long long device_type, long long device_id)
     return (device_type == FP8Q_DL_CPU && device_id == 0) ||
            (device_type == FP8Q_DL_CUDA && device_id >= 0 &&
             device_id <= INT32_MAX);
+}
+
+int fp8q_dl_plan_export(const fp8q_dl_export_request *request,
+                        fp8q_dl_export_plan *plan)
+{
+    memset(plan, 0, sizeof *plan);
+    plan->versioned = request->has_max_version && request->max_major >= 1;
+    plan->copy = request->copy == 1;
+    if (request->has_dl_device &&
+        (request->dl_device_type != request->device_type ||
+         request->dl_device_id != request->device_id)) {
+        /* Another device: only as a copy, to the CPU or a GPU. */
+        if (request->copy != 1 ||
+            !fp8q_dl_copy_target_reachable(request->dl_device_type,
+                                           request->dl_device_id)) {
+            return FP8Q_DL_EXPORT_BAD_DL_DEVICE;
+        }
+        plan->move = 1;
+        plan->target_type = (int32_t)request->dl_device_type;
+        plan->target_id = (int32_t)request->dl_device_id;
+    }
+    if (request->device_type == FP8Q_DL_CPU) {
+        return request->stream_kind != 0 ? FP8Q_DL_EXPORT_CPU_STREAM : 0;
+    }
+    if (plan->move || request->stream_kind == 0) {
+        plan->order = !plan->move;
+        return 0;
+    }
+    if (request->stream_kind != 1) {
+        return FP8Q_DL_EXPORT_STREAM_TYPE;
+    }
+    switch (fp8q_dl_consumer_stream(request->stream_value, &plan->stream)) {
+    case 0:
+        return 0;
+    case 1:
+        plan->order = 1;
+        return 0;
+    default:
+        return FP8Q_DL_EXPORT_STREAM_VALUE;
+    }
+}
+
+int fp8q_dl_exchange_api_usable(const fp8q_dl_exchange_api *api)
+{
+    return api->header.version.major == 1 &&
+           api->dltensor_from_py_object_no_sync != NULL &&
+           api->managed_tensor_from_py_object_no_sync != NULL &&
+           api->managed_tensor_allocator != NULL &&
+           api->managed_tensor_to_py_object_no_sync != NULL &&
+           api->current_work_stream != NULL;
 }

@@ -48,6 +48,21 @@ fp8q_status fp8q_dl_tensor_view(const fp8q_dl_tensor *dl_tensor,
                                 int reinterpret_dtype, fp8q_view *view,
                                 int *unsupported_dtype, fp8q_error *error);
 
+/*
+ * The checked view of the tensor a DLPack managed tensor holds (`managed`:
+ * an fp8q_dl_managed_tensor_versioned when `versioned` is nonzero, else an
+ * fp8q_dl_managed_tensor): a versioned one must be of major version 1
+ * (FP8Q_ERROR_BUFFER, "<argument_name>: DLPack version M.m is not supported
+ * (fp8q reads 1.x)"); then fp8q_dl_tensor_view of its dl_tensor. Also sets
+ * *readonly (the READ_ONLY flag of a versioned one, 0 for a legacy one) and
+ * *device (the dl_tensor's device).
+ */
+fp8q_status fp8q_dl_managed_view(const void *managed, int versioned,
+                                 const char *argument_name,
+                                 int reinterpret_dtype, fp8q_view *view,
+                                 int *readonly, fp8q_dl_device *device,
+                                 int *unsupported_dtype, fp8q_error *error);
+
 /* Describes `view` on DLPack device (device_type, device_id) in dl_tensor:
  * its shape and strides (in elements, always given) are copied into the
  * caller's arrays `shape` and `strides` (FP8Q_MAX_DIMS each, which
@@ -94,5 +109,63 @@ int fp8q_dl_consumer_stream(long long value, uintptr_t *handle);
  * tensor to: the CPU (1, 0) or a CUDA device (2, N) with 0 <= N <=
  * INT32_MAX. */
 int fp8q_dl_copy_target_reachable(long long device_type, long long device_id);
+
+/* A producer's __dlpack__(stream=, max_version=, dl_device=, copy=) call,
+ * its Python arguments read as numbers (ints saturated to long long). */
+typedef struct fp8q_dl_export_request {
+    int32_t device_type;      /* the tensor's DLPack device */
+    int32_t device_id;
+    int has_max_version;      /* max_version=(max_major, minor) given */
+    long long max_major;
+    int has_dl_device;        /* dl_device=(dl_device_type, dl_device_id) */
+    long long dl_device_type;
+    long long dl_device_id;
+    int copy;                 /* copy=: -1 None, 0 false, 1 true */
+    int stream_kind;          /* stream=: 0 None, 1 the int stream_value, 2
+                                 another object */
+    long long stream_value;
+} fp8q_dl_export_request;
+
+/* What the producer then does (fp8q_dl_plan_export). */
+typedef struct fp8q_dl_export_plan {
+    int versioned;            /* a versioned capsule (max_major >= 1) */
+    int copy;                 /* export a copy (copy=True, or a move) */
+    int move;                 /* the copy goes to (target_type, target_id) */
+    int32_t target_type;
+    int32_t target_id;
+    int order;                /* order the consumer's stream `stream` (0:
+                                 the legacy default stream) after the
+                                 tensor's last use, which it becomes */
+    uintptr_t stream;
+} fp8q_dl_export_plan;
+
+/* The refusals of fp8q_dl_plan_export (0: none). */
+enum {
+    FP8Q_DL_EXPORT_BAD_DL_DEVICE = 1, /* dl_device names another device,
+                                         and not with copy=True the CPU
+                                         (1, 0) or a CUDA device (2, N) */
+    FP8Q_DL_EXPORT_CPU_STREAM,        /* a CPU tensor (moved or not)
+                                         given a stream other than None */
+    FP8Q_DL_EXPORT_STREAM_TYPE,       /* a CUDA tensor (not moved) given a
+                                         stream that is no int */
+    FP8Q_DL_EXPORT_STREAM_VALUE       /* ... an int that is no stream
+                                         (fp8q_dl_consumer_stream: -1) */
+};
+
+/*
+ * The DLPack producer's rules for `request`: fills *plan and returns 0, or
+ * returns the refusal (plan->order is then 0). A capsule is versioned when
+ * max_version's major is >= 1. A dl_device other than the tensor's device
+ * moves a copy there. The stream: a CPU tensor takes only None; a tensor
+ * moved off its device ignores it; a CUDA tensor orders the consumer's
+ * stream (None: the legacy default stream; an int read by
+ * fp8q_dl_consumer_stream, where -1 asks for no ordering).
+ */
+int fp8q_dl_plan_export(const fp8q_dl_export_request *request,
+                        fp8q_dl_export_plan *plan);
+
+/* Nonzero when `api` (a producer's C exchange table) is one fp8q reads: of
+ * major version 1, with every entry fp8q calls (all five but prev_api). */
+int fp8q_dl_exchange_api_usable(const fp8q_dl_exchange_api *api);
 
 #endif /* FP8Q_CORE_DLPACK_H */

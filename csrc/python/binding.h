@@ -615,10 +615,17 @@ int fp8q_py_view_from_dl_tensor(const fp8q_dl_tensor *dl_tensor,
                                 int reinterpret_dtype, fp8q_view *view,
                                 int *unsupported_dtype);
 
-/* Marks a new view tensor as CUDA memory of the opened device `cuda`,
- * last used on `stream`. */
-void fp8q_py_place_on_cuda(fp8q_TensorObject *tensor,
-                           const fp8q_cuda_device *cuda, fp8q_cu_stream stream);
+/* The CUDA device of DLPack device `device`, opened: 0 and *cuda (NULL for
+ * any other device type), or -1 with fp8q.CudaError. */
+int fp8q_py_dl_cuda_device(const fp8q_dl_device *device,
+                           const fp8q_cuda_device **cuda);
+
+/* fp8q_tensor_new_view(view, owner, readonly), marked as CUDA memory of
+ * the opened device `cuda` (unless NULL), last used on `stream`. */
+fp8q_TensorObject *fp8q_py_new_view_on(const fp8q_view *view,
+                                       PyObject *owner, int readonly,
+                                       const fp8q_cuda_device *cuda,
+                                       fp8q_cu_stream stream);
 
 /* ------------------------------------------------------------------------- */
 /* dlpack_exchange.c: DLPack's C exchange API (PyTorch's tensors, in C)      */

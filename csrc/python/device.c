@@ -151,10 +151,6 @@ int fp8q_py_parse_placement(PyObject *device_object, PyObject *stream_object,
         parse_device(device_object, "device", device) < 0) {
         return -1;
     }
-    if (stream_object == NULL || stream_object == Py_None) {
-        *stream = NULL; /* as fp8q_py_parse_stream, without a second call */
-        return 0;
-    }
     return fp8q_py_parse_stream(stream_object, "stream", stream);
 }
 
@@ -264,17 +260,14 @@ fp8q_TensorObject *fp8q_tensor_new_empty_on(fp8q_dtype dtype, int ndim,
         return NULL;
     }
     view.data = memory;
-    self = fp8q_tensor_new_view(&view, NULL, 0);
+    self = fp8q_py_new_view_on(&view, NULL, 0, cuda, stream);
     if (self == NULL) {
         fp8q_cuda_free(cuda, memory, &allocated_in, stream);
         return NULL;
     }
     self->allocated_in = allocated_in;
-    self->view.data = memory;
-    self->device_type = FP8Q_DEVICE_CUDA;
-    self->device_index = device->index;
-    self->stream = fp8q_cuda_last_use_stream(stream);
-    self->cuda_device = cuda;
+    self->view.data = memory; /* NULL, not new_view's host stand-in, when
+                                 empty */
     self->allocation = memory;
     return self;
 }

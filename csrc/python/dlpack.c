@@ -9,6 +9,7 @@
  * itself. Capsule destructors and deleters never raise.
  */
 #include <limits.h>
+#include <string.h>
 
 #include "cuda/memory.h"
 #include "python/binding.h"
@@ -40,7 +41,9 @@ static void release_exported_tensor(void *manager_ctx)
 
 /* What every capsule destructor here does, never raising: unless the capsule
  * is named `used_name` (consumed: the consumer deletes it), calls the
- * deleter of the managed tensor it holds under `name`. */
+ * deleter of the managed tensor it holds under `name`. One destructor per
+ * kind of capsule, each with its names: what a capsule holds is known when
+ * it is made, and its destructor runs on every exchange. */
 static void destroy_capsule(PyObject *capsule, const char *name,
                             const char *used_name, int versioned)
 {
@@ -118,44 +121,39 @@ static int parse_int_pair(PyObject *object, const char *argument_name,
     return 0;
 }
 
-/*
- * The producer's half of the DLPack stream contract for a CUDA tensor:
- * stream is the consumer's (None or 1: the legacy default stream; 2: the
- * per-thread default stream; another int: a stream handle; -1: no
- * ordering), and the consumer's stream is ordered after the tensor's last
- * use, which it then becomes. 0 is refused, as the standard says. 0, or -1
- * with an exception.
- */
-static int order_for_consumer(fp8q_TensorObject *tensor, PyObject *stream)
+/* Raises the refusal `refusal` (fp8q_dl_plan_export's) of an export of
+ * `tensor` given dl_device and stream; NULL. */
+static PyObject *refuse_export(const fp8q_TensorObject *tensor, int refusal,
+                               PyObject *dl_device, PyObject *stream)
 {
-    fp8q_cu_stream consumer = NULL;
-    uintptr_t handle = 0;
-    int kind;
-
-    if (stream != Py_None) {
-        if (!PyLong_Check(stream) || PyBool_Check(stream)) {
-            PyErr_Format(PyExc_TypeError,
-                         "stream: expected None or an int (the consumer's "
-                         "CUDA stream), got %R",
-                         stream);
-            return -1;
-        }
-        kind = fp8q_dl_consumer_stream(saturated_long_long(stream), &handle);
-        if (kind == 0) {
-            return 0;
-        }
-        if (kind < 0) {
-            PyErr_Format(PyExc_ValueError,
-                         "stream: %R is not a CUDA stream for DLPack (0 is "
-                         "ambiguous: pass 1 for the legacy default stream, 2 "
-                         "for the per-thread default stream, -1 for no "
-                         "ordering, or a stream handle)",
-                         stream);
-            return -1;
-        }
-        consumer = (fp8q_cu_stream)handle;
+    switch (refusal) {
+    case FP8Q_DL_EXPORT_BAD_DL_DEVICE:
+        PyErr_Format(PyExc_BufferError,
+                     "dl_device: the tensor is on DLPack device (%d, %d); "
+                     "fp8q exports it to %R only as a copy (copy=True) to "
+                     "the CPU (1, 0) or a CUDA device (2, N)",
+                     tensor->device_type, tensor->device_index, dl_device);
+        break;
+    case FP8Q_DL_EXPORT_CPU_STREAM:
+        PyErr_Format(PyExc_ValueError,
+                     "stream: a CPU tensor accepts only stream=None, got %R",
+                     stream);
+        break;
+    case FP8Q_DL_EXPORT_STREAM_TYPE:
+        PyErr_Format(PyExc_TypeError,
+                     "stream: expected None or an int (the consumer's CUDA "
+                     "stream), got %R",
+                     stream);
+        break;
+    default:
+        PyErr_Format(PyExc_ValueError,
+                     "stream: %R is not a CUDA stream for DLPack (0 is "
+                     "ambiguous: pass 1 for the legacy default stream, 2 for "
+                     "the per-thread default stream, -1 for no ordering, or "
+                     "a stream handle)",
+                     stream);
     }
-    return fp8q_py_use_on_stream(tensor, consumer);
+    return NULL;
 }
 
 PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -168,73 +166,55 @@ PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
     PyObject *max_version = Py_None;
     PyObject *dl_device = Py_None;
     PyObject *copy_object = Py_None;
+    fp8q_dl_export_request request;
+    fp8q_dl_export_plan plan;
     PyObject *capsule;
     void *block;
-    fp8q_py_device target = {FP8Q_DEVICE_CPU, 0};
-    long long major = 0;
-    long long minor = 0;
-    int versioned;
-    int copy = -1; /* None */
-    int move = 0;
+    long long minor;
+    int refusal;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__",
                                      keywords, &stream, &max_version,
                                      &dl_device, &copy_object)) {
         return NULL;
     }
-    if (max_version != Py_None &&
+    memset(&request, 0, sizeof request);
+    request.device_type = tensor->device_type;
+    request.device_id = tensor->device_index;
+    request.has_max_version = max_version != Py_None;
+    if (request.has_max_version &&
         parse_int_pair(max_version, "max_version",
                        "None or a (major, minor) tuple of ints",
-                       &major, &minor) < 0) {
+                       &request.max_major, &minor) < 0) {
         return NULL;
     }
-    versioned = max_version != Py_None && major >= 1;
-    if (copy_object != Py_None) {
-        copy = PyObject_IsTrue(copy_object);
-        if (copy < 0) {
-            return NULL;
-        }
-    }
-    if (dl_device != Py_None) {
-        long long device_type, device_id;
-
-        if (parse_int_pair(dl_device, "dl_device",
-                           "None or a (device_type, device_id) tuple of ints",
-                           &device_type, &device_id) < 0) {
-            return NULL;
-        }
-        if (device_type != tensor->device_type ||
-            device_id != tensor->device_index) {
-            /* Another device: only as a copy, to the CPU or a GPU. */
-            if (copy != 1 ||
-                !fp8q_dl_copy_target_reachable(device_type, device_id)) {
-                PyErr_Format(PyExc_BufferError,
-                             "dl_device: the tensor is on DLPack device (%d, "
-                             "%d); fp8q exports it to %R only as a copy "
-                             "(copy=True) to the CPU (1, 0) or a CUDA "
-                             "device (2, N)",
-                             tensor->device_type, tensor->device_index,
-                             dl_device);
-                return NULL;
-            }
-            target.type = (int)device_type;
-            target.index = (int)device_id;
-            move = 1;
-        }
-    }
-    if (tensor->device_type == FP8Q_DEVICE_CPU || move) {
-        if (stream != Py_None && tensor->device_type == FP8Q_DEVICE_CPU) {
-            PyErr_Format(PyExc_ValueError,
-                         "stream: a CPU tensor accepts only stream=None, got "
-                         "%R",
-                         stream);
-            return NULL;
-        }
-    }
-    else if (order_for_consumer(tensor, stream) < 0) {
+    request.copy =
+        copy_object == Py_None ? -1 : PyObject_IsTrue(copy_object);
+    request.has_dl_device = dl_device != Py_None;
+    if ((copy_object != Py_None && request.copy < 0) ||
+        (request.has_dl_device &&
+         parse_int_pair(dl_device, "dl_device",
+                        "None or a (device_type, device_id) tuple of ints",
+                        &request.dl_device_type,
+                        &request.dl_device_id) < 0)) {
         return NULL;
     }
-    if (tensor->readonly && !versioned && copy != 1) {
+    if (stream != Py_None) {
+        request.stream_kind =
+            PyLong_Check(stream) && !PyBool_Check(stream) ? 1 : 2;
+    }
+    if (request.stream_kind == 1) {
+        request.stream_value = saturated_long_long(stream);
+    }
+    refusal = fp8q_dl_plan_export(&request, &plan);
+    if (refusal != 0) {
+        return refuse_export(tensor, refusal, dl_device, stream);
+    }
+    if (plan.order &&
+        fp8q_py_use_on_stream(tensor, (fp8q_cu_stream)plan.stream) < 0) {
+        return NULL;
+    }
+    if (tensor->readonly && !plan.versioned && !plan.copy) {
         PyErr_SetString(PyExc_BufferError,
                         "the tensor is read-only and a legacy (unversioned) "
                         "DLPack capsule cannot say so; pass "
@@ -242,40 +222,39 @@ PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
         return NULL;
     }
 
-    if (move) {
+    if (plan.move) {
+        const fp8q_py_device target = {plan.target_type, plan.target_id};
+
         source = fp8q_tensor_copy_to(tensor, &target,
                                      fp8q_py_last_stream(tensor));
-        if (source == NULL) {
-            return NULL;
-        }
     }
-    else if (copy == 1) {
+    else if (plan.copy) {
         source = fp8q_tensor_copy_as(tensor, tensor->view.dtype);
-        if (source == NULL) {
-            return NULL;
-        }
     }
     else {
-        Py_INCREF(self);
-        source = tensor;
+        source = (fp8q_TensorObject *)Py_NewRef(self);
     }
-
+    if (source == NULL) {
+        return NULL;
+    }
     block = fp8q_dl_export_new(
-        &source->view, source->device_type, source->device_index, versioned,
+        &source->view, source->device_type, source->device_index,
+        plan.versioned,
         (source->readonly ? FP8Q_DLPACK_FLAG_READ_ONLY : 0) |
-            (copy == 1 || move ? FP8Q_DLPACK_FLAG_IS_COPIED : 0),
+            (plan.copy ? FP8Q_DLPACK_FLAG_IS_COPIED : 0),
         source, release_exported_tensor);
     if (block == NULL) {
         Py_DECREF(source);
         return PyErr_NoMemory();
     }
-    capsule = versioned ? PyCapsule_New(block, FP8Q_DLPACK_CAPSULE_VERSIONED,
-                                        versioned_capsule_destructor)
-                        : PyCapsule_New(block, FP8Q_DLPACK_CAPSULE_LEGACY,
-                                        legacy_capsule_destructor);
+    capsule = plan.versioned
+                  ? PyCapsule_New(block, FP8Q_DLPACK_CAPSULE_VERSIONED,
+                                  versioned_capsule_destructor)
+                  : PyCapsule_New(block, FP8Q_DLPACK_CAPSULE_LEGACY,
+                                  legacy_capsule_destructor);
     if (capsule == NULL) {
         /* drops source, frees the block */
-        fp8q_dl_managed_delete(block, versioned);
+        fp8q_dl_managed_delete(block, plan.versioned);
     }
     return capsule;
 }
@@ -299,89 +278,68 @@ static fp8q_TensorObject *tensor_from_capsule(PyObject *capsule,
                                               int *unsupported_dtype,
                                               fp8q_cu_stream stream)
 {
-    fp8q_dl_managed_tensor_versioned *versioned = NULL;
-    fp8q_dl_managed_tensor *legacy = NULL;
-    const fp8q_dl_tensor *dl_tensor;
-    const fp8q_cuda_device *cuda = NULL;
+    const int versioned =
+        PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_VERSIONED);
+    const fp8q_cuda_device *cuda;
     fp8q_TensorObject *tensor;
+    fp8q_dl_device device;
+    fp8q_error error;
+    fp8q_status status;
     PyObject *owner;
     fp8q_view view;
-    const char *used_name;
-    int readonly = 0;
+    void *managed;
+    int readonly;
 
-    if (PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_VERSIONED)) {
-        versioned = (fp8q_dl_managed_tensor_versioned *)PyCapsule_GetPointer(
-            capsule, FP8Q_DLPACK_CAPSULE_VERSIONED);
-        if (versioned->version.major != 1) {
-            PyErr_Format(PyExc_BufferError,
-                         "%s: DLPack version %u.%u is not supported (fp8q "
-                         "reads 1.x)",
-                         argument_name, (unsigned)versioned->version.major,
-                         (unsigned)versioned->version.minor);
-            return NULL;
-        }
-        dl_tensor = &versioned->dl_tensor;
-        readonly = (versioned->flags & FP8Q_DLPACK_FLAG_READ_ONLY) != 0;
-    }
-    else if (PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_LEGACY)) {
-        legacy = (fp8q_dl_managed_tensor *)PyCapsule_GetPointer(
-            capsule, FP8Q_DLPACK_CAPSULE_LEGACY);
-        dl_tensor = &legacy->dl_tensor;
-    }
-    else if (PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_VERSIONED_USED) ||
-             PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_LEGACY_USED)) {
-        PyErr_Format(PyExc_BufferError,
-                     "%s: the DLPack capsule was already consumed",
-                     argument_name);
-        return NULL;
-    }
-    else {
+    if (!versioned &&
+        !PyCapsule_IsValid(capsule, FP8Q_DLPACK_CAPSULE_LEGACY)) {
         const char *name = PyCapsule_GetName(capsule);
 
         PyErr_Clear();
+        if (name != NULL &&
+            (strcmp(name, FP8Q_DLPACK_CAPSULE_VERSIONED_USED) == 0 ||
+             strcmp(name, FP8Q_DLPACK_CAPSULE_LEGACY_USED) == 0)) {
+            PyErr_Format(PyExc_BufferError,
+                         "%s: the DLPack capsule was already consumed",
+                         argument_name);
+            return NULL;
+        }
         PyErr_Format(PyExc_TypeError,
                      "%s: expected a DLPack capsule named 'dltensor' or "
                      "'dltensor_versioned', got a capsule named '%s'",
                      argument_name, name == NULL ? "(null)" : name);
         return NULL;
     }
-    if (fp8q_py_view_from_dl_tensor(dl_tensor, argument_name,
-                                    reinterpret_dtype, &view,
-                                    unsupported_dtype) < 0) {
-        return NULL;
-    }
+    managed = PyCapsule_GetPointer(capsule,
+                                   versioned ? FP8Q_DLPACK_CAPSULE_VERSIONED
+                                             : FP8Q_DLPACK_CAPSULE_LEGACY);
+    status = fp8q_dl_managed_view(managed, versioned, argument_name,
+                                  reinterpret_dtype, &view, &readonly,
+                                  &device, unsupported_dtype, &error);
     /* CUDA memory: the device must open before the capsule is consumed. */
-    if (dl_tensor->device.device_type == FP8Q_DL_CUDA) {
-        cuda = fp8q_py_cuda_device((int)dl_tensor->device.device_id);
-        if (cuda == NULL) {
-            return NULL;
-        }
+    if (fp8q_py_raise_on_failure(status, &error) < 0 ||
+        fp8q_py_dl_cuda_device(&device, &cuda) < 0) {
+        return NULL;
     }
     /* The managed tensor is ours from the rename on. */
-    used_name = versioned != NULL ? FP8Q_DLPACK_CAPSULE_VERSIONED_USED
-                                  : FP8Q_DLPACK_CAPSULE_LEGACY_USED;
-    if (PyCapsule_SetName(capsule, used_name) < 0) {
+    if (PyCapsule_SetName(capsule,
+                          versioned ? FP8Q_DLPACK_CAPSULE_VERSIONED_USED
+                                    : FP8Q_DLPACK_CAPSULE_LEGACY_USED) < 0) {
         return NULL;
     }
-    owner = versioned != NULL
-                ? PyCapsule_New(versioned, OWNER_VERSIONED,
-                                versioned_owner_destructor)
-                : PyCapsule_New(legacy, OWNER_LEGACY, legacy_owner_destructor);
+    owner = versioned ? PyCapsule_New(managed, OWNER_VERSIONED,
+                                      versioned_owner_destructor)
+                      : PyCapsule_New(managed, OWNER_LEGACY,
+                                      legacy_owner_destructor);
     if (owner == NULL) {
         fp8q_py_saved_error saved;
 
         fp8q_py_error_save(&saved);
-        fp8q_dl_managed_delete(
-            versioned != NULL ? (void *)versioned : (void *)legacy,
-            versioned != NULL);
+        fp8q_dl_managed_delete(managed, versioned);
         fp8q_py_error_restore(&saved);
         return NULL;
     }
-    tensor = fp8q_tensor_new_view(&view, owner, readonly);
+    tensor = fp8q_py_new_view_on(&view, owner, readonly, cuda, stream);
     Py_DECREF(owner);
-    if (tensor != NULL && cuda != NULL) {
-        fp8q_py_place_on_cuda(tensor, cuda, stream);
-    }
     return tensor;
 }
 
@@ -427,49 +385,35 @@ static int check_producer_device(PyObject *object, const char *argument_name,
     return 0;
 }
 
-/* The stream= value a DLPack consumer passes for `stream`: 1 for the legacy
- * default stream (NULL), else the handle. */
-static PyObject *dlpack_stream_argument(fp8q_cu_stream stream)
-{
-    return PyLong_FromUnsignedLongLong(
-        stream == NULL ? 1ull : (unsigned long long)(uintptr_t)stream);
-}
-
 /* Calls object.__dlpack__(max_version=(1, 1)), or object.__dlpack__() for
  * producers that predate max_version (TypeError); a CUDA producer also gets
- * stream=, the consumer's stream, on which it makes its pending work
- * visible. New reference. */
+ * stream=, the consumer's stream (1 for the legacy default stream, NULL;
+ * else the handle), on which it makes its pending work visible. New
+ * reference. */
 static PyObject *export_capsule(PyObject *method, const char *argument_name,
                                 int device_type, fp8q_cu_stream stream)
 {
-    PyObject *arguments = PyTuple_New(0);
-    PyObject *keywords = NULL;
-    PyObject *stream_argument = NULL;
-    PyObject *capsule = NULL;
+    const unsigned long long handle =
+        stream == NULL ? 1ull : (unsigned long long)(uintptr_t)stream;
+    PyObject *keywords =
+        device_type == FP8Q_DL_CUDA
+            ? Py_BuildValue("{s:(ii),s:K}", "max_version",
+                            FP8Q_DLPACK_MAJOR_VERSION,
+                            FP8Q_DLPACK_MINOR_VERSION, "stream", handle)
+            : Py_BuildValue("{s:(ii)}", "max_version",
+                            FP8Q_DLPACK_MAJOR_VERSION,
+                            FP8Q_DLPACK_MINOR_VERSION);
+    PyObject *capsule;
 
-    if (arguments == NULL) {
+    if (keywords == NULL) {
         return NULL;
     }
-    keywords = Py_BuildValue("{s:(ii)}", "max_version",
-                             FP8Q_DLPACK_MAJOR_VERSION,
-                             FP8Q_DLPACK_MINOR_VERSION);
-    if (keywords == NULL) {
-        goto done;
-    }
-    if (device_type == FP8Q_DL_CUDA) {
-        stream_argument = dlpack_stream_argument(stream);
-        if (stream_argument == NULL ||
-            PyDict_SetItemString(keywords, "stream", stream_argument) < 0) {
-            goto done;
-        }
-    }
-    capsule = PyObject_Call(method, arguments, keywords);
+    capsule = PyObject_VectorcallDict(method, NULL, 0, keywords);
     if (capsule == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
         PyErr_Clear();
-        if (PyDict_DelItemString(keywords, "max_version") < 0) {
-            goto done;
-        }
-        capsule = PyObject_Call(method, arguments, keywords);
+        capsule = PyDict_DelItemString(keywords, "max_version") < 0
+                      ? NULL
+                      : PyObject_VectorcallDict(method, NULL, 0, keywords);
     }
     if (capsule != NULL && !PyCapsule_CheckExact(capsule)) {
         PyErr_Format(PyExc_TypeError,
@@ -477,14 +421,11 @@ static PyObject *export_capsule(PyObject *method, const char *argument_name,
                      argument_name, Py_TYPE(capsule)->tp_name);
         Py_CLEAR(capsule);
     }
-done:
-    Py_DECREF(arguments);
-    Py_XDECREF(keywords);
-    Py_XDECREF(stream_argument);
+    Py_DECREF(keywords);
     return capsule;
 }
 
-/* The consumer of any producer or capsule. After a failed __dlpack__(),
+/* The consumer of a producer through __dlpack__. After a failed __dlpack__(),
  * with allow_torch_fallback, a PyTorch float8 tensor is imported through
  * its uint8 view (fp8q_py_torch_float8_bytes) as its own float8 dtype or as
  * reinterpret_dtype. */
@@ -501,13 +442,6 @@ static fp8q_TensorObject *import_object(PyObject *object,
     fp8q_dtype dtype;
     int device_type;
 
-    if (unsupported_dtype != NULL) {
-        *unsupported_dtype = 0;
-    }
-    if (PyCapsule_CheckExact(object)) {
-        return tensor_from_capsule(object, argument_name, reinterpret_dtype,
-                                   unsupported_dtype, stream);
-    }
     method = PyObject_GetAttrString(object, "__dlpack__");
     if (method == NULL) {
         if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
@@ -583,21 +517,31 @@ static fp8q_TensorObject *from_exchange(const fp8q_dl_exchange_api *api,
     return tensor;
 }
 
-/* Imports a producer (not a capsule): through the C exchange table `api`
- * when there is one and object does not require grad, else through
- * __dlpack__(stream=stream). torch views with the negative bit are refused
- * first (torch exports their stored, negated values as they are), and the
- * failures of meta, sparse and storage-less torch tensors explained. */
-static fp8q_TensorObject *import_producer(const fp8q_dl_exchange_api *api,
-                                          PyObject *object,
-                                          const char *argument_name,
-                                          int reinterpret_dtype,
-                                          int *unsupported_dtype,
-                                          fp8q_cu_stream stream)
+/* Imports a DLPack capsule, or a producer: through its C exchange table
+ * when use_exchange, reinterpret_dtype is -1, its type has one and object
+ * does not require grad, else through __dlpack__(stream=stream). torch
+ * views with the negative bit are refused first (torch exports their
+ * stored, negated values as they are), and the failures of meta, sparse
+ * and storage-less torch tensors explained. */
+static fp8q_TensorObject *import_any(PyObject *object,
+                                     const char *argument_name,
+                                     int reinterpret_dtype,
+                                     int *unsupported_dtype, int use_exchange,
+                                     fp8q_cu_stream stream)
 {
+    const fp8q_dl_exchange_api *api = NULL;
     fp8q_TensorObject *tensor;
 
-    if (fp8q_py_refuse_negative_view(object, argument_name) < 0) {
+    if (unsupported_dtype != NULL) {
+        *unsupported_dtype = 0;
+    }
+    if (PyCapsule_CheckExact(object)) {
+        return tensor_from_capsule(object, argument_name, reinterpret_dtype,
+                                   unsupported_dtype, stream);
+    }
+    if ((use_exchange && reinterpret_dtype < 0 &&
+         fp8q_py_exchange_api(object, &api) < 0) ||
+        fp8q_py_refuse_negative_view(object, argument_name) < 0) {
         return NULL;
     }
     if (api != NULL && !fp8q_py_torch_requires_grad(object)) {
@@ -621,20 +565,8 @@ fp8q_TensorObject *fp8q_tensor_from_dlpack(PyObject *object,
                                            int reinterpret_dtype,
                                            int *unsupported_dtype)
 {
-    const fp8q_dl_exchange_api *api = NULL;
-
-    if (unsupported_dtype != NULL) {
-        *unsupported_dtype = 0;
-    }
-    if (PyCapsule_CheckExact(object)) {
-        return import_object(object, argument_name, reinterpret_dtype,
-                             unsupported_dtype, 1, NULL);
-    }
-    if (reinterpret_dtype < 0 && fp8q_py_exchange_api(object, &api) < 0) {
-        return NULL;
-    }
-    return import_producer(api, object, argument_name, reinterpret_dtype,
-                           unsupported_dtype, NULL);
+    return import_any(object, argument_name, reinterpret_dtype,
+                      unsupported_dtype, 1, NULL);
 }
 
 /* fp8q.from_dlpack(object, *, dtype=None, stream=None). */
@@ -656,12 +588,8 @@ static PyObject *from_dlpack(PyObject *module, PyObject *args,
         fp8q_py_parse_optional_dtype(dtype_object, &reinterpret_dtype) < 0) {
         return NULL;
     }
-    if (PyCapsule_CheckExact(object)) {
-        return (PyObject *)import_object(object, "obj", reinterpret_dtype,
-                                         NULL, 1, stream);
-    }
-    return (PyObject *)import_producer(NULL, object, "obj", reinterpret_dtype,
-                                       NULL, stream);
+    return (PyObject *)import_any(object, "obj", reinterpret_dtype, NULL, 0,
+                                  stream);
 }
 
 PyMethodDef fp8q_py_dlpack_functions[] = {

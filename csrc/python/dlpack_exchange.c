@@ -30,9 +30,9 @@ static const fp8q_dl_exchange_api *known_tables[KNOWN_TYPES];
 static volatile int64_t n_known_types;
 
 /* The table of `type`: 0 and *table (NULL when the type has no
- * `__dlpack_c_exchange_api__` capsule, one of another major version, or one
- * without every entry fp8q calls), or -1 with the exception of a lookup
- * that failed otherwise than by a missing attribute. */
+ * `__dlpack_c_exchange_api__` capsule or one fp8q cannot use), or -1 with
+ * the exception of a lookup that failed otherwise than by a missing
+ * attribute. */
 static int lookup(PyTypeObject *type, const fp8q_dl_exchange_api **table)
 {
     PyObject *capsule = PyObject_GetAttrString((PyObject *)type,
@@ -52,12 +52,7 @@ static int lookup(PyTypeObject *type, const fp8q_dl_exchange_api **table)
             capsule, FP8Q_DLPACK_EXCHANGE_API_CAPSULE);
     }
     Py_DECREF(capsule);
-    if (found != NULL && found->header.version.major == 1 &&
-        found->dltensor_from_py_object_no_sync != NULL &&
-        found->managed_tensor_from_py_object_no_sync != NULL &&
-        found->managed_tensor_allocator != NULL &&
-        found->managed_tensor_to_py_object_no_sync != NULL &&
-        found->current_work_stream != NULL) {
+    if (found != NULL && fp8q_dl_exchange_api_usable(found)) {
         *table = found;
     }
     return 0;
@@ -95,24 +90,6 @@ int fp8q_py_exchange_api(PyObject *object, const fp8q_dl_exchange_api **api)
 /* ------------------------------------------------------------------------- */
 /* Views, streams and allocations                                            */
 
-/* Places a new view of DLPack memory on its device: CUDA memory on the
- * opened device, last used on `stream`. 0, or -1 with an exception. */
-static int place(fp8q_TensorObject *tensor, const fp8q_dl_device *device,
-                 fp8q_cu_stream stream)
-{
-    const fp8q_cuda_device *cuda;
-
-    if (device->device_type != FP8Q_DL_CUDA) {
-        return 0;
-    }
-    cuda = fp8q_py_cuda_device((int)device->device_id);
-    if (cuda == NULL) {
-        return -1;
-    }
-    fp8q_py_place_on_cuda(tensor, cuda, stream);
-    return 0;
-}
-
 int fp8q_py_exchange_current_stream(const fp8q_dl_exchange_api *api,
                                     const fp8q_dl_device *device,
                                     fp8q_cu_stream *stream)
@@ -136,8 +113,8 @@ fp8q_TensorObject *fp8q_py_exchange_import(const fp8q_dl_exchange_api *api,
                                            const char *argument_name,
                                            int *unsupported_dtype)
 {
+    const fp8q_cuda_device *cuda;
     fp8q_dl_tensor dl_tensor;
-    fp8q_TensorObject *tensor;
     fp8q_cu_stream stream;
     fp8q_view view;
 
@@ -148,14 +125,11 @@ fp8q_TensorObject *fp8q_py_exchange_import(const fp8q_dl_exchange_api *api,
     if (fp8q_py_view_from_dl_tensor(&dl_tensor, argument_name, -1, &view,
                                     unsupported_dtype) < 0 ||
         fp8q_py_exchange_current_stream(api, &dl_tensor.device, &stream) <
-            0) {
+            0 ||
+        fp8q_py_dl_cuda_device(&dl_tensor.device, &cuda) < 0) {
         return NULL;
     }
-    tensor = fp8q_tensor_new_view(&view, object, 0);
-    if (tensor != NULL && place(tensor, &dl_tensor.device, stream) < 0) {
-        Py_CLEAR(tensor);
-    }
-    return tensor;
+    return fp8q_py_new_view_on(&view, object, 0, cuda, stream);
 }
 
 /* The allocator's error callback: raises `kind` (MemoryError or a
@@ -174,12 +148,12 @@ static void set_allocation_error(void *context, const char *kind,
 }
 
 /* A new uninitialised C-contiguous managed tensor of `dtype` and `shape`
- * on `device` from the producer's allocator, and *view of it; NULL with an
- * exception. */
+ * on `device` from the producer's allocator, *view of it and *cuda, its
+ * opened CUDA device (NULL on the CPU); NULL with an exception. */
 static fp8q_dl_managed_tensor_versioned *
 allocate(const fp8q_dl_exchange_api *api, fp8q_dtype dtype, int ndim,
          const int64_t *shape, const fp8q_py_device *device,
-         fp8q_dl_device *dl_device, fp8q_view *view)
+         const fp8q_cuda_device **cuda, fp8q_view *view)
 {
     fp8q_dl_managed_tensor_versioned *managed = NULL;
     fp8q_dl_tensor prototype;
@@ -193,7 +167,6 @@ allocate(const fp8q_dl_exchange_api *api, fp8q_dtype dtype, int ndim,
     prototype.ndim = ndim;
     prototype.dtype = fp8q_dl_data_type_of(dtype);
     prototype.shape = extents;
-    *dl_device = prototype.device;
     if (api->managed_tensor_allocator(&prototype, &managed, NULL,
                                       set_allocation_error) < 0 ||
         managed == NULL) {
@@ -204,7 +177,8 @@ allocate(const fp8q_dl_exchange_api *api, fp8q_dtype dtype, int ndim,
         return NULL;
     }
     if (fp8q_py_view_from_dl_tensor(&managed->dl_tensor, "out", -1, view,
-                                    NULL) < 0) {
+                                    NULL) < 0 ||
+        fp8q_py_dl_cuda_device(&managed->dl_tensor.device, cuda) < 0) {
         fp8q_dl_managed_delete(managed, 1);
         return NULL;
     }
@@ -219,14 +193,14 @@ PyObject *fp8q_py_exchange_empty(const fp8q_dl_exchange_api *api,
                                  fp8q_TensorObject **tensor)
 {
     fp8q_dl_managed_tensor_versioned *managed;
-    fp8q_dl_device dl_device;
+    const fp8q_cuda_device *cuda;
     PyObject *result = NULL;
     void *object = NULL;
     fp8q_view view;
 
     *tensor = NULL;
     /* Viewed before the producer object takes the managed tensor over. */
-    managed = allocate(api, dtype, ndim, shape, device, &dl_device, &view);
+    managed = allocate(api, dtype, ndim, shape, device, &cuda, &view);
     if (managed == NULL) {
         return NULL;
     }
@@ -234,9 +208,8 @@ PyObject *fp8q_py_exchange_empty(const fp8q_dl_exchange_api *api,
         return NULL; /* the producer owns the managed tensor now */
     }
     result = (PyObject *)object;
-    *tensor = fp8q_tensor_new_view(&view, result, 0);
-    if (*tensor == NULL || place(*tensor, &dl_device, stream) < 0) {
-        Py_CLEAR(*tensor);
+    *tensor = fp8q_py_new_view_on(&view, result, 0, cuda, stream);
+    if (*tensor == NULL) {
         Py_CLEAR(result);
     }
     return result;
@@ -262,13 +235,12 @@ fp8q_TensorObject *fp8q_py_exchange_scratch(const fp8q_dl_exchange_api *api,
                                             fp8q_cu_stream stream)
 {
     fp8q_dl_managed_tensor_versioned *managed;
-    fp8q_dl_device dl_device;
+    const fp8q_cuda_device *cuda;
     fp8q_TensorObject *tensor;
     PyObject *capsule;
     fp8q_view view;
 
-    managed =
-        allocate(api, FP8Q_UINT8, 1, &bytes, device, &dl_device, &view);
+    managed = allocate(api, FP8Q_UINT8, 1, &bytes, device, &cuda, &view);
     if (managed == NULL) {
         return NULL;
     }
@@ -277,11 +249,8 @@ fp8q_TensorObject *fp8q_py_exchange_scratch(const fp8q_dl_exchange_api *api,
         fp8q_dl_managed_delete(managed, 1);
         return NULL;
     }
-    tensor = fp8q_tensor_new_view(&view, capsule, 0);
+    tensor = fp8q_py_new_view_on(&view, capsule, 0, cuda, stream);
     Py_DECREF(capsule); /* the view owns it now */
-    if (tensor != NULL && place(tensor, &dl_device, stream) < 0) {
-        Py_CLEAR(tensor);
-    }
     return tensor;
 }
 

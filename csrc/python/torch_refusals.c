@@ -47,22 +47,28 @@ int fp8q_py_refuse_negative_view(PyObject *object, const char *argument_name)
     return -1;
 }
 
-/* The name of object.layout (e.g. "torch.sparse_coo") in `name`, or "" when
- * there is none or it is not a torch layout. */
-static void torch_layout_name(PyObject *object, char *name, size_t size)
+/* str(object.<attribute>) (e.g. "torch.sparse_coo" for "layout") in
+ * `text`, truncated to size - 1 bytes, and 1 when it starts with `prefix`;
+ * else "" and 0, also when the attribute is missing or fails (the exception
+ * is cleared). */
+static int attribute_text(PyObject *object, const char *attribute,
+                          const char *prefix, char *text, size_t size)
 {
-    PyObject *layout = PyObject_GetAttrString(object, "layout");
-    PyObject *text = layout == NULL ? NULL : PyObject_Str(layout);
-    const char *utf8 = text == NULL ? NULL : PyUnicode_AsUTF8(text);
+    PyObject *value = PyObject_GetAttrString(object, attribute);
+    PyObject *string = value == NULL ? NULL : PyObject_Str(value);
+    const char *utf8 = string == NULL ? NULL : PyUnicode_AsUTF8(string);
+    const int found =
+        utf8 != NULL && strncmp(utf8, prefix, strlen(prefix)) == 0;
 
-    name[0] = '\0';
-    if (utf8 != NULL && strncmp(utf8, "torch.", 6) == 0) {
-        strncpy(name, utf8, size - 1);
-        name[size - 1] = '\0';
+    text[0] = '\0';
+    if (found) {
+        strncpy(text, utf8, size - 1);
+        text[size - 1] = '\0';
     }
-    Py_XDECREF(layout);
-    Py_XDECREF(text);
+    Py_XDECREF(value);
+    Py_XDECREF(string);
     PyErr_Clear();
+    return found;
 }
 
 /* 1 when object.data_ptr() is 0 while object.numel() > 0: elements without
@@ -99,7 +105,7 @@ void fp8q_py_explain_refused_torch_tensor(PyObject *object,
         return;
     }
     fp8q_py_error_save(&saved);
-    torch_layout_name(object, layout, sizeof layout);
+    attribute_text(object, "layout", "torch.", layout, sizeof layout);
     if (layout[0] != '\0' && strcmp(layout, "torch.strided") != 0) {
         fp8q_py_error_discard(&saved);
         PyErr_Format(PyExc_TypeError,
@@ -147,30 +153,17 @@ static PyObject *torch_uint8(void)
     return uint8;
 }
 
-/* Nonzero, and *dtype, when str(object.dtype) names a torch float8 dtype
- * fp8q stores (an exception may be set). */
-static int is_torch_float8(PyObject *object, fp8q_dtype *dtype)
-{
-    PyObject *dtype_object = PyObject_GetAttrString(object, "dtype");
-    PyObject *text = dtype_object == NULL ? NULL : PyObject_Str(dtype_object);
-    const char *name = text == NULL ? NULL : PyUnicode_AsUTF8(text);
-    const int found = name != NULL && strncmp(name, "torch.float8", 12) == 0 &&
-                      fp8q_dtype_from_name(name, dtype) &&
-                      fp8q_dtype_is_fp8(*dtype);
-
-    Py_XDECREF(dtype_object);
-    Py_XDECREF(text);
-    return found;
-}
-
 PyObject *fp8q_py_torch_float8_bytes(PyObject *object, fp8q_dtype *dtype)
 {
     fp8q_py_saved_error saved;
     PyObject *uint8 = NULL;
     PyObject *bytes = NULL;
+    char name[64];
 
     fp8q_py_error_save(&saved);
-    if (is_torch_float8(object, dtype)) {
+    /* A torch float8 dtype fp8q stores. */
+    if (attribute_text(object, "dtype", "torch.float8", name, sizeof name) &&
+        fp8q_dtype_from_name(name, dtype) && fp8q_dtype_is_fp8(*dtype)) {
         uint8 = torch_uint8();
     }
     if (uint8 != NULL) {

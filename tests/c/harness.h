@@ -125,6 +125,9 @@ void test_dlpack_tensor_view_refusals(void);
 void test_dlpack_tensor_view_longest_message(void);
 void test_dlpack_export_values(void);
 void test_dlpack_export_blocks(void);
+void test_dlpack_managed_view(void);
+void test_dlpack_plan_export(void);
+void test_dlpack_exchange_api_usable(void);
 void test_device_names(void);
 
 /* test_cast.c */

@@ -3,7 +3,9 @@
  * dtype codes against the DLPack 1.1 table, the checked view of a DLPack
  * tensor (layouts accepted, every refusal and its status and message), the
  * description of a view for an export, and the producer's stream and device
- * values, the export blocks a producer hands out and their deleters; device
+ * values, the export blocks a producer hands out and their deleters, the
+ * producer's plan for a __dlpack__ call, the
+ * checked view of a managed tensor, which exchange tables fp8q reads; device
  * names read and written (core/device_name.c).
  */
 #include <limits.h>
@@ -414,6 +416,283 @@ void test_dlpack_export_blocks(void)
         fp8q_dl_managed_delete(&bare, 0);
     }
     CHECK_INT(release_calls, 1);
+}
+
+void test_dlpack_managed_view(void)
+{
+    float data[12];
+    int64_t shape[2] = {3, 4};
+    fp8q_dl_managed_tensor_versioned versioned;
+    fp8q_dl_managed_tensor legacy;
+    fp8q_dl_device device;
+    fp8q_view view;
+    fp8q_error error;
+    int readonly = -1;
+    int unsupported = 0;
+
+    /* Versioned 1.x: its read-only flag and device; the view as
+     * fp8q_dl_tensor_view gives it. */
+    memset(&versioned, 0, sizeof versioned);
+    versioned.version.major = 1;
+    versioned.version.minor = 7;
+    versioned.flags = FP8Q_DLPACK_FLAG_READ_ONLY | FP8Q_DLPACK_FLAG_IS_COPIED;
+    versioned.dl_tensor = cpu_tensor(data, FP8Q_DL_FLOAT, 32, 2, shape, NULL);
+    versioned.dl_tensor.device.device_id = 0;
+    device.device_type = -1;
+    CHECK_OK(fp8q_dl_managed_view(&versioned, 1, "x", -1, &view, &readonly,
+                                  &device, &unsupported, &error),
+             &error);
+    CHECK_INT(readonly, 1);
+    CHECK_INT(device.device_type, FP8Q_DL_CPU);
+    CHECK(view.data == (void *)data);
+    CHECK_INT(view.dtype, FP8Q_FLOAT32);
+    CHECK_INT(view.shape[1], 4);
+    CHECK_INT(view.strides[0], 4);
+    versioned.flags = FP8Q_DLPACK_FLAG_IS_COPIED;
+    CHECK_OK(fp8q_dl_managed_view(&versioned, 1, "x", -1, &view, &readonly,
+                                  &device, &unsupported, &error),
+             &error);
+    CHECK_INT(readonly, 0);
+
+    /* Other major versions are refused before their tensor is read. */
+    versioned.version.major = 2;
+    versioned.version.minor = 3;
+    versioned.dl_tensor.ndim = -1;
+    CHECK_ERROR(fp8q_dl_managed_view(&versioned, 1, "obj", -1, &view,
+                                     &readonly, &device, &unsupported,
+                                     &error),
+                &error, FP8Q_ERROR_BUFFER,
+                "obj: DLPack version 2.3 is not supported (fp8q reads 1.x)",
+                NULL, NULL);
+    versioned.version.major = 0;
+    CHECK_ERROR(fp8q_dl_managed_view(&versioned, 1, "obj", -1, &view,
+                                     &readonly, &device, &unsupported,
+                                     &error),
+                &error, FP8Q_ERROR_BUFFER, "DLPack version 0.3 is not", NULL,
+                NULL);
+
+    /* Legacy: never read-only; the tensor's own refusals come through. */
+    memset(&legacy, 0, sizeof legacy);
+    legacy.dl_tensor = cpu_tensor(data, FP8Q_DL_UINT, 8, 2, shape, NULL);
+    legacy.dl_tensor.device.device_type = FP8Q_DL_CUDA;
+    legacy.dl_tensor.device.device_id = 3;
+    readonly = -1;
+    CHECK_OK(fp8q_dl_managed_view(&legacy, 0, "x", FP8Q_FLOAT8_E5M2, &view,
+                                  &readonly, &device, &unsupported, &error),
+             &error);
+    CHECK_INT(readonly, 0);
+    CHECK_INT(device.device_type, FP8Q_DL_CUDA);
+    CHECK_INT(device.device_id, 3);
+    CHECK_INT(view.dtype, FP8Q_FLOAT8_E5M2);
+    legacy.dl_tensor.dtype.bits = 64;
+    legacy.dl_tensor.dtype.code = FP8Q_DL_FLOAT;
+    CHECK_ERROR(fp8q_dl_managed_view(&legacy, 0, "x", -1, &view, &readonly,
+                                     &device, &unsupported, &error),
+                &error, FP8Q_ERROR_TYPE, "x: ", NULL, NULL);
+    CHECK_INT(unsupported, 1);
+}
+
+/* A request to export a tensor on DLPack device (type, id) with every
+ * argument None. */
+static fp8q_dl_export_request export_request(int32_t type, int32_t id)
+{
+    fp8q_dl_export_request request;
+
+    memset(&request, 0, sizeof request);
+    request.device_type = type;
+    request.device_id = id;
+    request.copy = -1;
+    return request;
+}
+
+void test_dlpack_plan_export(void)
+{
+    fp8q_dl_export_request request;
+    fp8q_dl_export_plan plan;
+
+    /* CPU, every argument None: the tensor itself, a legacy capsule, no
+     * stream work. */
+    request = export_request(FP8Q_DL_CPU, 0);
+    memset(&plan, 0x5a, sizeof plan);
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.versioned, 0);
+    CHECK_INT(plan.copy, 0);
+    CHECK_INT(plan.move, 0);
+    CHECK_INT(plan.order, 0);
+
+    /* max_version: versioned from major 1 on. */
+    request.has_max_version = 1;
+    request.max_major = 0;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.versioned, 0);
+    request.max_major = LLONG_MAX;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.versioned, 1);
+    request.max_major = LLONG_MIN;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.versioned, 0);
+
+    /* A CPU tensor takes only stream=None, moved or not. */
+    request = export_request(FP8Q_DL_CPU, 0);
+    request.stream_kind = 1;
+    request.stream_value = -1;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_CPU_STREAM);
+    request.stream_kind = 2;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_CPU_STREAM);
+    request.has_dl_device = 1;
+    request.dl_device_type = FP8Q_DL_CUDA;
+    request.copy = 1;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_CPU_STREAM);
+    request.stream_kind = 0;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.copy, 1);
+    CHECK_INT(plan.move, 1);
+    CHECK_INT(plan.target_type, FP8Q_DL_CUDA);
+    CHECK_INT(plan.target_id, 0);
+    CHECK_INT(plan.order, 0);
+
+    /* dl_device: its own device is no move; another only with copy=True
+     * and only the CPU or a CUDA device in int32 range. */
+    request = export_request(FP8Q_DL_CUDA, 3);
+    request.has_dl_device = 1;
+    request.dl_device_type = FP8Q_DL_CUDA;
+    request.dl_device_id = 3;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.move, 0);
+    CHECK_INT(plan.copy, 0);
+    request.copy = 1;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.move, 0);
+    CHECK_INT(plan.copy, 1);
+    request.dl_device_id = 4;
+    request.copy = 0;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_BAD_DL_DEVICE);
+    CHECK_INT(plan.order, 0);
+    request.copy = -1;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_BAD_DL_DEVICE);
+    request.copy = 1;
+    request.dl_device_id = (long long)INT32_MAX + 1;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_BAD_DL_DEVICE);
+    request.dl_device_type = FP8Q_DL_CPU;
+    request.dl_device_id = 1;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_BAD_DL_DEVICE);
+    request.dl_device_id = 0;
+    /* Moved off the GPU: the stream is not looked at, even when no int. */
+    request.stream_kind = 2;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.move, 1);
+    CHECK_INT(plan.target_type, FP8Q_DL_CPU);
+    CHECK_INT(plan.order, 0);
+
+    /* A CUDA tensor left in place: None orders the legacy default stream;
+     * ints are read by fp8q_dl_consumer_stream; other objects refused. */
+    request = export_request(FP8Q_DL_CUDA, 0);
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.order, 1);
+    CHECK(plan.stream == 0);
+    request.stream_kind = 1;
+    request.stream_value = 1;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.order, 1);
+    CHECK(plan.stream == 1);
+    request.stream_value = 0x7f0012345600LL;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK(plan.stream == (uintptr_t)0x7f0012345600LL);
+    request.stream_value = -1;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan), 0);
+    CHECK_INT(plan.order, 0);
+    request.stream_value = 0;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_STREAM_VALUE);
+    CHECK_INT(plan.order, 0);
+    request.stream_value = LLONG_MAX;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_STREAM_VALUE);
+    request.stream_kind = 2;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_STREAM_TYPE);
+    CHECK_INT(plan.order, 0);
+    /* The dl_device refusal comes before the stream's. */
+    request.has_dl_device = 1;
+    request.dl_device_type = 13;
+    CHECK_INT(fp8q_dl_plan_export(&request, &plan),
+              FP8Q_DL_EXPORT_BAD_DL_DEVICE);
+}
+
+/* Stand-ins for the five entries of an exchange table (never called). */
+static int stub_allocator(fp8q_dl_tensor *prototype,
+                          fp8q_dl_managed_tensor_versioned **out,
+                          void *context,
+                          void (*set_error)(void *, const char *,
+                                            const char *))
+{
+    (void)prototype;
+    (void)out;
+    (void)context;
+    (void)set_error;
+    return -1;
+}
+
+static int stub_from_object(void *object,
+                            fp8q_dl_managed_tensor_versioned **out)
+{
+    (void)object;
+    (void)out;
+    return -1;
+}
+
+static int stub_to_object(fp8q_dl_managed_tensor_versioned *tensor,
+                          void **out)
+{
+    (void)tensor;
+    (void)out;
+    return -1;
+}
+
+static int stub_view(void *object, fp8q_dl_tensor *out)
+{
+    (void)object;
+    (void)out;
+    return -1;
+}
+
+static int stub_stream(int32_t device_type, int32_t device_id, void **out)
+{
+    (void)device_type;
+    (void)device_id;
+    (void)out;
+    return -1;
+}
+
+void test_dlpack_exchange_api_usable(void)
+{
+    fp8q_dl_exchange_api api;
+    int missing;
+
+    for (missing = -1; missing < 5; missing++) {
+        memset(&api, 0, sizeof api);
+        api.header.version.major = 1;
+        api.header.version.minor = 3;
+        api.managed_tensor_allocator = missing == 0 ? NULL : stub_allocator;
+        api.managed_tensor_from_py_object_no_sync =
+            missing == 1 ? NULL : stub_from_object;
+        api.managed_tensor_to_py_object_no_sync =
+            missing == 2 ? NULL : stub_to_object;
+        api.dltensor_from_py_object_no_sync = missing == 3 ? NULL : stub_view;
+        api.current_work_stream = missing == 4 ? NULL : stub_stream;
+        CHECK_INT(fp8q_dl_exchange_api_usable(&api), missing < 0);
+        api.header.version.major = 2;
+        CHECK_INT(fp8q_dl_exchange_api_usable(&api), 0);
+        api.header.version.major = 0;
+        CHECK_INT(fp8q_dl_exchange_api_usable(&api), 0);
+    }
 }
 
 void test_device_names(void)
