@@ -248,6 +248,21 @@ int fp8q_dtype_from_type_char(char type, fp8q_dtype *dtype)
     }
 }
 
+int fp8q_dtype_numpy_conversion(char kind, char type)
+{
+    switch (kind) {
+    case 'b':
+    case 'i':
+    case 'u':
+        return FP8Q_FLOAT32;
+    case 'f':
+        /* float16 of another byte order stays float16. */
+        return type == 'e' ? FP8Q_FLOAT16 : FP8Q_FLOAT32;
+    default:
+        return -1;
+    }
+}
+
 int fp8q_view_init_byte_strided(fp8q_view *view, void *data, fp8q_dtype dtype,
                                 int ndim, const int64_t *shape,
                                 const int64_t *byte_strides)

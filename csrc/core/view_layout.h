@@ -91,6 +91,13 @@ const char *fp8q_dtype_buffer_format(fp8q_dtype dtype);
  * character ('H' is uint16, never bfloat16), *dtype untouched. */
 int fp8q_dtype_from_type_char(char type, fp8q_dtype *dtype);
 
+/* The dtype input of a NumPy built-in dtype fp8q does not store converts
+ * to, by the NumPy dtype's kind and type characters: FP8Q_FLOAT32 for bool
+ * ('b'), integers ('i', 'u') and floats ('f'), except float16 (type 'e',
+ * e.g. big-endian), which stays FP8Q_FLOAT16; -1 for every other kind
+ * (complex, strings, objects, dates, structured, ...). */
+int fp8q_dtype_numpy_conversion(char kind, char type);
+
 /* Fills `view` (zeroing it first) over `data` with dtype `dtype`, ndim
  * extents `shape` and the strides `byte_strides` in bytes (as NumPy gives
  * them) converted to elements: 1, or 0 when a stride is not a whole number

@@ -65,23 +65,6 @@ static fp8q_TensorObject *view_numpy_array(PyArrayObject *array,
                                               !PyArray_ISWRITEABLE(array));
 }
 
-/* The NumPy type an unsupported built-in dtype converts to, or -1 when it
- * does not convert (complex, strings, objects, dates, structured, ...). */
-static int numpy_conversion_target(PyArray_Descr *descr)
-{
-    switch (descr->kind) {
-    case 'b':
-    case 'i':
-    case 'u':
-        return NPY_FLOAT32;
-    case 'f':
-        /* Big-endian float16 stays float16; every other float is float32. */
-        return descr->type_num == NPY_FLOAT16 ? NPY_FLOAT16 : NPY_FLOAT32;
-    default:
-        return -1;
-    }
-}
-
 /* A tensor for a NumPy array: viewed, or converted by NumPy first. `fresh`:
  * the array is a private copy already. `original`: the non-array object the
  * array was made from, or NULL when the caller passed an array. */
@@ -121,11 +104,12 @@ static fp8q_TensorObject *from_numpy_array(PyArrayObject *array,
         target = descr;
     }
     else {
-        const int target_type = descr->type_num < NPY_USERDEF
-                                    ? numpy_conversion_target(descr)
-                                    : -1;
+        const int target_dtype =
+            descr->type_num < NPY_USERDEF
+                ? fp8q_dtype_numpy_conversion(descr->kind, descr->type)
+                : -1;
 
-        if (target_type < 0) {
+        if (target_dtype < 0) {
             if (original != NULL &&
                 (descr->kind == 'O' || descr->kind == 'U' ||
                  descr->kind == 'S')) {
@@ -145,7 +129,8 @@ static fp8q_TensorObject *from_numpy_array(PyArrayObject *array,
             }
             return NULL;
         }
-        target = PyArray_DescrFromType(target_type);
+        target = PyArray_DescrFromType(
+            fp8q_dtype_buffer_format((fp8q_dtype)target_dtype)[0]);
         if (target == NULL) {
             return NULL;
         }

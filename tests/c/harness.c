@@ -183,6 +183,7 @@ static const harness_test tests[] = {
     {"view_bytes_and_buffer_requests", test_view_bytes_and_buffer_requests},
     {"view_same_itemsize_recut", test_view_same_itemsize_recut},
     {"dtype_from_type_char", test_dtype_from_type_char},
+    {"dtype_numpy_conversion", test_dtype_numpy_conversion},
     {"view_init_byte_strided", test_view_init_byte_strided},
     {"shape_check_extents", test_shape_check_extents},
     {"view_alloc_contiguous", test_view_alloc_contiguous},

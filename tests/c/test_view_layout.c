@@ -393,6 +393,29 @@ void test_dtype_from_type_char(void)
     CHECK_INT(dtype, FP8Q_FLOAT16);
 }
 
+void test_dtype_numpy_conversion(void)
+{
+    /* (kind, type) of np.dtype(bool), int8, int64, uint16, float64,
+     * longdouble, '>f4', '>f2', complex64, 'U', 'S', object, datetime64,
+     * a structured dtype. */
+    static const signed char cases[][3] = {
+        {'b', '?', FP8Q_FLOAT32}, {'i', 'b', FP8Q_FLOAT32},
+        {'i', 'l', FP8Q_FLOAT32}, {'u', 'H', FP8Q_FLOAT32},
+        {'f', 'd', FP8Q_FLOAT32}, {'f', 'g', FP8Q_FLOAT32},
+        {'f', 'f', FP8Q_FLOAT32}, {'f', 'e', FP8Q_FLOAT16},
+        {'c', 'F', -1},           {'U', 'U', -1},
+        {'S', 'S', -1},           {'O', 'O', -1},
+        {'M', 'M', -1},           {'V', 'V', -1},
+    };
+    size_t index;
+
+    for (index = 0; index < sizeof cases / sizeof cases[0]; index++) {
+        CHECK_INT(fp8q_dtype_numpy_conversion((char)cases[index][0],
+                                              (char)cases[index][1]),
+                  cases[index][2]);
+    }
+}
+
 void test_view_init_byte_strided(void)
 {
     float values[12];
