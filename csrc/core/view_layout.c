@@ -287,22 +287,6 @@ int fp8q_view_init_byte_strided(fp8q_view *view, void *data, fp8q_dtype dtype,
     return 1;
 }
 
-fp8q_status fp8q_shape_check_extents(int ndim, const int64_t *shape,
-                                     fp8q_error *error)
-{
-    int axis;
-
-    for (axis = 0; axis < ndim; axis++) {
-        if (shape[axis] < 0) {
-            return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                             "shape: extents must be >= 0, got %" PRId64
-                             " at axis %d",
-                             shape[axis], axis);
-        }
-    }
-    return FP8Q_OK;
-}
-
 fp8q_status fp8q_view_alloc_contiguous(fp8q_view *view, fp8q_dtype dtype,
                                        int ndim, const int64_t *shape,
                                        void **allocation, fp8q_error *error)

@@ -108,11 +108,6 @@ int fp8q_view_init_byte_strided(fp8q_view *view, void *data, fp8q_dtype dtype,
                                 int ndim, const int64_t *shape,
                                 const int64_t *byte_strides);
 
-/* FP8Q_ERROR_VALUE "shape: extents must be >= 0, got E at axis A" for the
- * first negative extent of shape[0..ndim), else FP8Q_OK. */
-fp8q_status fp8q_shape_check_extents(int ndim, const int64_t *shape,
-                                     fp8q_error *error);
-
 /* A new C-contiguous host view of `shape`: fp8q_view_init_contiguous's
  * layout (and its errors) over a new fp8q_aligned_alloc block, which
  * *allocation receives (free it with fp8q_aligned_free; NULL on failure).

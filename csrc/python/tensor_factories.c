@@ -80,7 +80,7 @@ static int parse_shape(PyObject *object, int *ndim, int64_t *shape)
         return -1;
     }
     return fp8q_py_raise_on_failure(
-        fp8q_shape_check_extents(*ndim, shape, &error), &error);
+        fp8q_shape_check_extents(*ndim, shape, "shape: ", &error), &error);
 }
 
 /* empty() / zeros() arguments; *stream_out receives the stream. */

@@ -464,9 +464,9 @@ void test_shape_check_extents(void)
     const int64_t bad[3] = {2, -3, -1};
     fp8q_error error;
 
-    CHECK_OK(fp8q_shape_check_extents(3, good, &error), &error);
-    CHECK_OK(fp8q_shape_check_extents(0, NULL, &error), &error);
-    CHECK_ERROR(fp8q_shape_check_extents(3, bad, &error), &error,
+    CHECK_OK(fp8q_shape_check_extents(3, good, "shape: ", &error), &error);
+    CHECK_OK(fp8q_shape_check_extents(0, NULL, "shape: ", &error), &error);
+    CHECK_ERROR(fp8q_shape_check_extents(3, bad, "shape: ", &error), &error,
                 FP8Q_ERROR_VALUE, "shape: extents must be >= 0, got -3 at "
                 "axis 1", NULL, NULL);
     CHECK(strcmp(error.message,
