@@ -39,15 +39,6 @@ PyObject *fp8q_py_dtype_object(fp8q_dtype dtype)
 static volatile int64_t ml_dtypes_state;
 static PyArray_Descr *ml_dtypes_descrs[FP8Q_DTYPE_COUNT];
 
-static void release_descrs(PyArray_Descr **descrs)
-{
-    int index;
-
-    for (index = 0; index < FP8Q_DTYPE_COUNT; index++) {
-        Py_XDECREF(descrs[index]);
-    }
-}
-
 /* Imports ml_dtypes once; 0 on success or when it is not installed, -1 with
  * an exception when importing it fails for another reason. */
 static int load_ml_dtypes(void)
