@@ -52,6 +52,22 @@ int fp8q_view_is_contiguous(const fp8q_view *view)
     return 1;
 }
 
+fp8q_status fp8q_shape_check_extents(int ndim, const int64_t *shape,
+                                     const char *prefix, fp8q_error *error)
+{
+    int axis;
+
+    for (axis = 0; axis < ndim; axis++) {
+        if (shape[axis] < 0) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "%sextents must be >= 0, got %" PRId64
+                             " at axis %d",
+                             prefix, shape[axis], axis);
+        }
+    }
+    return FP8Q_OK;
+}
+
 fp8q_status fp8q_view_init_contiguous(fp8q_view *view, void *data,
                                       fp8q_dtype dtype, int ndim,
                                       const int64_t *shape, fp8q_error *error)
@@ -70,13 +86,8 @@ fp8q_status fp8q_view_init_contiguous(fp8q_view *view, void *data,
                          "a tensor has between 0 and %d dimensions, got %d",
                          FP8Q_MAX_DIMS, ndim);
     }
-    for (axis = 0; axis < ndim; axis++) {
-        if (shape[axis] < 0) {
-            return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                             "shape extents must be >= 0, got %" PRId64
-                             " at axis %d",
-                             shape[axis], axis);
-        }
+    if (fp8q_shape_check_extents(ndim, shape, "shape ", error) != FP8Q_OK) {
+        return FP8Q_ERROR_VALUE;
     }
     /* Check the byte size for overflow before storing anything; a tensor
      * with no elements is never too large. */
@@ -731,13 +742,9 @@ fp8q_status fp8q_for_each_row(int n_operands, const fp8q_view *const *views,
                          "a tensor has between 0 and %d dimensions, got %d",
                          FP8Q_MAX_DIMS, ndim);
     }
-    for (axis = 0; axis < ndim; axis++) {
-        if (views[0]->shape[axis] < 0) {
-            return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                             "shape extents must be >= 0, got %" PRId64
-                             " at axis %d",
-                             views[0]->shape[axis], axis);
-        }
+    if (fp8q_shape_check_extents(ndim, views[0]->shape, "shape ", error) !=
+        FP8Q_OK) {
+        return FP8Q_ERROR_VALUE;
     }
     for (k = 1; k < n_operands; k++) {
         int same = views[k]->ndim == ndim;

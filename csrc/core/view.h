@@ -39,6 +39,11 @@ fp8q_status fp8q_view_init_contiguous(fp8q_view *view, void *data,
                                       fp8q_dtype dtype, int ndim,
                                       const int64_t *shape, fp8q_error *error);
 
+/* FP8Q_ERROR_VALUE "<prefix>extents must be >= 0, got E at axis A" for the
+ * first negative extent of shape[0..ndim), else FP8Q_OK. */
+fp8q_status fp8q_shape_check_extents(int ndim, const int64_t *shape,
+                                     const char *prefix, fp8q_error *error);
+
 /* Checks that a view described by someone else (a DLPack producer) can be
  * walked with int64 byte offsets: ndim in [0, FP8Q_MAX_DIMS], extents >= 0,
  * and both the number of bytes and the byte span of its elements within

@@ -1,11 +1,15 @@
 /*
  * view_layout.c - reshape shapes, last-axis re-cuts, 2-D transposes and
- * Fortran contiguity of views, and unsafe overlap of two views
- * (core/view_layout.h).
+ * Fortran contiguity of views, unsafe overlap of two views, views of
+ * NumPy-style byte strides, new contiguous host views, and the PEP 3118
+ * format characters of the dtypes (core/view_layout.h).
  */
+#include <inttypes.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/view_layout.h"
+#include "platform.h"
 
 fp8q_status fp8q_view_reshape_shape(const fp8q_view *view, int ndim,
                                     int64_t *shape, const char *name,
@@ -73,6 +77,9 @@ fp8q_status fp8q_view_recut_last_axis(const fp8q_view *view, fp8q_dtype dtype,
 
     *out = *view;
     out->dtype = dtype;
+    if (old_size == new_size) {
+        return FP8Q_OK;
+    }
     if (last < 0 || (view->shape[last] != 1 && view->strides[last] != 1) ||
         (view->shape[last] * old_size) % new_size != 0 ||
         (uintptr_t)view->data % (uintptr_t)new_size != 0) {
@@ -222,4 +229,89 @@ const char *fp8q_dtype_buffer_format(fp8q_dtype dtype)
         (unsigned)dtype < FP8Q_DTYPE_COUNT ? formats[dtype] : NULL;
 
     return format != NULL ? format : "B";
+}
+
+int fp8q_dtype_from_type_char(char type, fp8q_dtype *dtype)
+{
+    switch (type) {
+    case 'f':
+        *dtype = FP8Q_FLOAT32;
+        return 1;
+    case 'e':
+        *dtype = FP8Q_FLOAT16;
+        return 1;
+    case 'B':
+        *dtype = FP8Q_UINT8;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int fp8q_dtype_numpy_conversion(char kind, char type)
+{
+    switch (kind) {
+    case 'b':
+    case 'i':
+    case 'u':
+        return FP8Q_FLOAT32;
+    case 'f':
+        /* float16 of another byte order stays float16. */
+        return type == 'e' ? FP8Q_FLOAT16 : FP8Q_FLOAT32;
+    default:
+        return -1;
+    }
+}
+
+int fp8q_view_init_byte_strided(fp8q_view *view, void *data, fp8q_dtype dtype,
+                                int ndim, const int64_t *shape,
+                                const int64_t *byte_strides)
+{
+    const int64_t itemsize = (int64_t)fp8q_dtype_itemsize(dtype);
+    int axis;
+
+    memset(view, 0, sizeof *view);
+    view->data = data;
+    view->dtype = dtype;
+    view->ndim = ndim;
+    for (axis = 0; axis < ndim; axis++) {
+        view->shape[axis] = shape[axis];
+        if (byte_strides[axis] % itemsize == 0) {
+            view->strides[axis] = byte_strides[axis] / itemsize;
+        }
+        else if (shape[axis] > 1) {
+            return 0;
+        }
+        /* else: the stride of an extent of 0 or 1 is never applied (0). */
+    }
+    return 1;
+}
+
+fp8q_status fp8q_view_alloc_contiguous(fp8q_view *view, fp8q_dtype dtype,
+                                       int ndim, const int64_t *shape,
+                                       void **allocation, fp8q_error *error)
+{
+    const fp8q_status status =
+        fp8q_view_init_contiguous(view, NULL, dtype, ndim, shape, error);
+    const int64_t nbytes = status == FP8Q_OK ? fp8q_view_nbytes(view) : 0;
+
+    *allocation = NULL;
+    if (status != FP8Q_OK) {
+        return status;
+    }
+    if ((uint64_t)nbytes > (uint64_t)SIZE_MAX) {
+        return fp8q_fail(error, FP8Q_ERROR_MEMORY,
+                         "fp8q: cannot allocate %" PRId64
+                         " bytes on this platform",
+                         nbytes);
+    }
+    *allocation = fp8q_aligned_alloc((size_t)nbytes);
+    if (*allocation == NULL) {
+        return fp8q_fail(error, FP8Q_ERROR_MEMORY,
+                         "fp8q: failed to allocate %" PRId64
+                         " bytes for a tensor",
+                         nbytes);
+    }
+    view->data = *allocation;
+    return FP8Q_OK;
 }

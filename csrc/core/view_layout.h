@@ -28,9 +28,10 @@ fp8q_status fp8q_view_reshape_shape(const fp8q_view *view, int ndim,
                                     fp8q_error *error);
 
 /*
- * NumPy's rule for reading `view`'s bytes as `dtype` of another itemsize:
- * *out is `view` with its last axis re-cut into elements of the new size
- * (extent * old / new, stride 1) and the other strides rescaled.
+ * NumPy's rule for reading `view`'s bytes as `dtype`: with the same
+ * itemsize, *out is `view` with the new dtype (any layout). With another
+ * itemsize, *out is `view` with its last axis re-cut into elements of the
+ * new size (extent * old / new, stride 1) and the other strides rescaled;
  * FP8Q_ERROR_VALUE, "<name>: cannot read a tensor of ...", unless the view
  * has a dimension, a contiguous last axis (stride 1, or extent 1) whose
  * byte length is a multiple of the new itemsize, other strides whose byte
@@ -84,5 +85,37 @@ const char *fp8q_view_buffer_refusal(const fp8q_view *view, int readonly,
  * float16, "H" for bfloat16's raw codes, "B" for uint8, for the FP8 dtypes'
  * raw codes and for anything else. */
 const char *fp8q_dtype_buffer_format(fp8q_dtype dtype);
+
+/* The dtype whose own type character (PEP 3118 and NumPy) is `type`: 1 and
+ * *dtype for 'f' float32, 'e' float16 and 'B' uint8; 0 for any other
+ * character ('H' is uint16, never bfloat16), *dtype untouched. */
+int fp8q_dtype_from_type_char(char type, fp8q_dtype *dtype);
+
+/* The dtype input of a NumPy built-in dtype fp8q does not store converts
+ * to, by the NumPy dtype's kind and type characters: FP8Q_FLOAT32 for bool
+ * ('b'), integers ('i', 'u') and floats ('f'), except float16 (type 'e',
+ * e.g. big-endian), which stays FP8Q_FLOAT16; -1 for every other kind
+ * (complex, strings, objects, dates, structured, ...). */
+int fp8q_dtype_numpy_conversion(char kind, char type);
+
+/* Fills `view` (zeroing it first) over `data` with dtype `dtype`, ndim
+ * extents `shape` and the strides `byte_strides` in bytes (as NumPy gives
+ * them) converted to elements: 1, or 0 when a stride is not a whole number
+ * of elements on an axis of extent > 1, a layout no view describes. The
+ * stride of an extent of 0 or 1, which is never applied, becomes 0 when it
+ * is not whole. ndim must be in [0, FP8Q_MAX_DIMS]. */
+int fp8q_view_init_byte_strided(fp8q_view *view, void *data, fp8q_dtype dtype,
+                                int ndim, const int64_t *shape,
+                                const int64_t *byte_strides);
+
+/* A new C-contiguous host view of `shape`: fp8q_view_init_contiguous's
+ * layout (and its errors) over a new fp8q_aligned_alloc block, which
+ * *allocation receives (free it with fp8q_aligned_free; NULL on failure).
+ * FP8Q_ERROR_MEMORY "fp8q: cannot allocate N bytes on this platform" when
+ * the size does not fit size_t, "fp8q: failed to allocate N bytes for a
+ * tensor" when the allocation fails. */
+fp8q_status fp8q_view_alloc_contiguous(fp8q_view *view, fp8q_dtype dtype,
+                                       int ndim, const int64_t *shape,
+                                       void **allocation, fp8q_error *error);
 
 #endif /* FP8Q_CORE_VIEW_LAYOUT_H */

@@ -7,9 +7,9 @@
  * (float64, integers, bool, big-endian data) to float32 or float16, and the
  * core's fp8q_cast converts between fp8q dtypes. No arithmetic happens here.
  */
-#include <string.h>
-
 #include "python/binding.h"
+
+#include "core/view_layout.h"
 
 /* Applies the requested dtype and copy= to a tensor made from the input
  * (stolen). `fresh`: the tensor's memory is already a private copy. */
@@ -47,55 +47,22 @@ static fp8q_TensorObject *finish(fp8q_TensorObject *tensor,
 static fp8q_TensorObject *view_numpy_array(PyArrayObject *array,
                                            fp8q_dtype dtype, int *needs_copy)
 {
-    const int ndim = PyArray_NDIM(array);
-    const int64_t itemsize = (int64_t)fp8q_dtype_itemsize(dtype);
+    int64_t shape[FP8Q_MAX_DIMS];
+    int64_t byte_strides[FP8Q_MAX_DIMS];
     fp8q_view view;
     int axis;
 
-    *needs_copy = 0;
-    if (!PyArray_ISALIGNED(array)) {
-        *needs_copy = 1;
-        return NULL;
+    for (axis = 0; axis < PyArray_NDIM(array); axis++) {
+        shape[axis] = (int64_t)PyArray_DIM(array, axis);
+        byte_strides[axis] = (int64_t)PyArray_STRIDE(array, axis);
     }
-    memset(&view, 0, sizeof view);
-    view.data = PyArray_DATA(array);
-    view.dtype = dtype;
-    view.ndim = ndim;
-    for (axis = 0; axis < ndim; axis++) {
-        const int64_t byte_stride = (int64_t)PyArray_STRIDE(array, axis);
-
-        view.shape[axis] = (int64_t)PyArray_DIM(array, axis);
-        if (byte_stride % itemsize == 0) {
-            view.strides[axis] = byte_stride / itemsize;
-        }
-        else if (view.shape[axis] <= 1) {
-            /* The stride of an extent of 0 or 1 is never applied. */
-            view.strides[axis] = 0;
-        }
-        else {
-            *needs_copy = 1;
-            return NULL;
-        }
-    }
-    return fp8q_tensor_new_view(&view, (PyObject *)array,
-                                !PyArray_ISWRITEABLE(array));
-}
-
-/* The NumPy type an unsupported built-in dtype converts to, or -1 when it
- * does not convert (complex, strings, objects, dates, structured, ...). */
-static int numpy_conversion_target(PyArray_Descr *descr)
-{
-    switch (descr->kind) {
-    case 'b':
-    case 'i':
-    case 'u':
-        return NPY_FLOAT32;
-    case 'f':
-        /* Big-endian float16 stays float16; every other float is float32. */
-        return descr->type_num == NPY_FLOAT16 ? NPY_FLOAT16 : NPY_FLOAT32;
-    default:
-        return -1;
-    }
+    *needs_copy = !PyArray_ISALIGNED(array) ||
+                  !fp8q_view_init_byte_strided(&view, PyArray_DATA(array),
+                                               dtype, PyArray_NDIM(array),
+                                               shape, byte_strides);
+    return *needs_copy ? NULL
+                       : fp8q_tensor_new_view(&view, (PyObject *)array,
+                                              !PyArray_ISWRITEABLE(array));
 }
 
 /* A tensor for a NumPy array: viewed, or converted by NumPy first. `fresh`:
@@ -137,11 +104,12 @@ static fp8q_TensorObject *from_numpy_array(PyArrayObject *array,
         target = descr;
     }
     else {
-        const int target_type = descr->type_num < NPY_USERDEF
-                                    ? numpy_conversion_target(descr)
-                                    : -1;
+        const int target_dtype =
+            descr->type_num < NPY_USERDEF
+                ? fp8q_dtype_numpy_conversion(descr->kind, descr->type)
+                : -1;
 
-        if (target_type < 0) {
+        if (target_dtype < 0) {
             if (original != NULL &&
                 (descr->kind == 'O' || descr->kind == 'U' ||
                  descr->kind == 'S')) {
@@ -161,7 +129,8 @@ static fp8q_TensorObject *from_numpy_array(PyArrayObject *array,
             }
             return NULL;
         }
-        target = PyArray_DescrFromType(target_type);
+        target = PyArray_DescrFromType(
+            fp8q_dtype_buffer_format((fp8q_dtype)target_dtype)[0]);
         if (target == NULL) {
             return NULL;
         }

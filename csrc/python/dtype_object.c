@@ -7,6 +7,7 @@
 
 #include "python/binding.h"
 
+#include "core/view_layout.h"
 #include "platform.h"
 
 /* ------------------------------------------------------------------------- */
@@ -45,6 +46,7 @@ static int load_ml_dtypes(void)
     PyObject *module;
     PyArray_Descr *descrs[FP8Q_DTYPE_COUNT] = {NULL};
     int index;
+    int result = 0;
 
     if (fp8q_atomic_load_i64(&ml_dtypes_state) != 0) {
         return 0;
@@ -58,7 +60,7 @@ static int load_ml_dtypes(void)
         fp8q_atomic_store_i64(&ml_dtypes_state, -1);
         return 0;
     }
-    for (index = 0; index < FP8Q_DTYPE_COUNT; index++) {
+    for (index = 0; index < FP8Q_DTYPE_COUNT && result == 0; index++) {
         PyObject *scalar_type;
 
         if (!fp8q_dtype_is_numpy_extension((fp8q_dtype)index)) {
@@ -72,22 +74,18 @@ static int load_ml_dtypes(void)
             continue;
         }
         if (!PyArray_DescrConverter(scalar_type, &descrs[index])) {
-            Py_DECREF(scalar_type);
-            Py_DECREF(module);
-            for (index = 0; index < FP8Q_DTYPE_COUNT; index++) {
-                Py_XDECREF(descrs[index]);
-            }
-            return -1;
+            result = -1;
         }
         Py_DECREF(scalar_type);
     }
     Py_DECREF(module);
-    /* The import may have released the GIL: another thread may have won. */
-    if (fp8q_atomic_load_i64(&ml_dtypes_state) != 0) {
+    /* On failure, or when another thread won (the import may have released
+     * the GIL): nothing is published. */
+    if (result < 0 || fp8q_atomic_load_i64(&ml_dtypes_state) != 0) {
         for (index = 0; index < FP8Q_DTYPE_COUNT; index++) {
             Py_XDECREF(descrs[index]);
         }
-        return 0;
+        return result;
     }
     memcpy(ml_dtypes_descrs, descrs, sizeof descrs);
     fp8q_atomic_store_i64(&ml_dtypes_state, 1);
@@ -96,30 +94,23 @@ static int load_ml_dtypes(void)
 
 PyArray_Descr *fp8q_py_numpy_descr(fp8q_dtype dtype)
 {
-    switch (dtype) {
-    case FP8Q_FLOAT32:
-        return PyArray_DescrFromType(NPY_FLOAT32);
-    case FP8Q_FLOAT16:
-        return PyArray_DescrFromType(NPY_FLOAT16);
-    case FP8Q_UINT8:
-        return PyArray_DescrFromType(NPY_UINT8);
-    default:
-        break;
-    }
-    if (!fp8q_dtype_is_numpy_extension(dtype)) {
+    if ((int)dtype < 0 || dtype >= FP8Q_DTYPE_COUNT) {
         PyErr_Format(PyExc_RuntimeError, "fp8q: no NumPy dtype for code %d",
                      (int)dtype);
         return NULL;
     }
-    if (load_ml_dtypes() < 0) {
-        return NULL;
+    if (fp8q_dtype_is_numpy_extension(dtype)) {
+        if (load_ml_dtypes() < 0) {
+            return NULL;
+        }
+        if (ml_dtypes_descrs[dtype] != NULL) {
+            Py_INCREF(ml_dtypes_descrs[dtype]);
+            return ml_dtypes_descrs[dtype];
+        }
     }
-    if (ml_dtypes_descrs[dtype] != NULL) {
-        Py_INCREF(ml_dtypes_descrs[dtype]);
-        return ml_dtypes_descrs[dtype];
-    }
-    return PyArray_DescrFromType(dtype == FP8Q_BFLOAT16 ? NPY_UINT16
-                                                        : NPY_UINT8);
+    /* NumPy's own dtype, or the raw codes (uint16 "H" for bfloat16, uint8
+     * "B" for the FP8 dtypes): the PEP 3118 character is NumPy's too. */
+    return PyArray_DescrFromType(fp8q_dtype_buffer_format(dtype)[0]);
 }
 
 int fp8q_py_dtype_from_numpy(PyArray_Descr *descr, fp8q_dtype *dtype)
@@ -131,21 +122,8 @@ int fp8q_py_dtype_from_numpy(PyArray_Descr *descr, fp8q_dtype *dtype)
     if (!PyArray_ISNBO(descr->byteorder)) {
         return 0;
     }
-    switch (descr->type_num) {
-    case NPY_FLOAT32:
-        *dtype = FP8Q_FLOAT32;
-        return 1;
-    case NPY_FLOAT16:
-        *dtype = FP8Q_FLOAT16;
-        return 1;
-    case NPY_UINT8:
-        *dtype = FP8Q_UINT8;
-        return 1;
-    default:
-        break;
-    }
     if (descr->type_num < NPY_USERDEF) {
-        return 0;
+        return fp8q_dtype_from_type_char(descr->type, dtype);
     }
     /* User-defined dtypes (ml_dtypes) are recognised by their name. */
     name = PyObject_Str((PyObject *)descr);

@@ -74,20 +74,13 @@ int fp8q_py_parse_extents(PyObject *object, int *ndim, int64_t *shape)
 /* Parses an int or a sequence of ints >= 0 into (ndim, shape). */
 static int parse_shape(PyObject *object, int *ndim, int64_t *shape)
 {
-    int axis;
+    fp8q_error error;
 
     if (fp8q_py_parse_extents(object, ndim, shape) < 0) {
         return -1;
     }
-    for (axis = 0; axis < *ndim; axis++) {
-        if (shape[axis] < 0) {
-            PyErr_Format(PyExc_ValueError,
-                         "shape: extents must be >= 0, got %lld at axis %d",
-                         (long long)shape[axis], axis);
-            return -1;
-        }
-    }
-    return 0;
+    return fp8q_py_raise_on_failure(
+        fp8q_shape_check_extents(*ndim, shape, "shape: ", &error), &error);
 }
 
 /* empty() / zeros() arguments; *stream_out receives the stream. */

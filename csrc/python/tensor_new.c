@@ -6,7 +6,6 @@
 
 #include "core/cast.h"
 #include "core/view_layout.h"
-#include "platform.h"
 #include "python/binding.h"
 
 /* A valid address for tensors without elements whose producer gave none. */
@@ -29,38 +28,16 @@ static fp8q_TensorObject *tensor_alloc(void)
 fp8q_TensorObject *fp8q_tensor_new_empty(fp8q_dtype dtype, int ndim,
                                          const int64_t *shape)
 {
-    fp8q_view view;
+    fp8q_TensorObject *self = tensor_alloc();
     fp8q_error error;
-    fp8q_TensorObject *self;
-    int64_t nbytes;
 
-    fp8q_error_clear(&error);
-    if (fp8q_view_init_contiguous(&view, NULL, dtype, ndim, shape, &error) !=
-        FP8Q_OK) {
-        fp8q_py_raise(&error);
-        return NULL;
+    if (self != NULL &&
+        fp8q_py_raise_on_failure(
+            fp8q_view_alloc_contiguous(&self->view, dtype, ndim, shape,
+                                       &self->allocation, &error),
+            &error) < 0) {
+        Py_CLEAR(self);
     }
-    nbytes = fp8q_view_nbytes(&view);
-    if ((uint64_t)nbytes > (uint64_t)SIZE_MAX) {
-        PyErr_Format(PyExc_MemoryError,
-                     "fp8q: cannot allocate %lld bytes on this platform",
-                     (long long)nbytes);
-        return NULL;
-    }
-    self = tensor_alloc();
-    if (self == NULL) {
-        return NULL;
-    }
-    self->allocation = fp8q_aligned_alloc((size_t)nbytes);
-    if (self->allocation == NULL) {
-        Py_DECREF(self);
-        PyErr_Format(PyExc_MemoryError,
-                     "fp8q: failed to allocate %lld bytes for a tensor",
-                     (long long)nbytes);
-        return NULL;
-    }
-    self->view = view;
-    self->view.data = self->allocation;
     return self;
 }
 

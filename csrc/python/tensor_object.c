@@ -156,20 +156,14 @@ static PyObject *tensor_array(PyObject *object, PyObject *args,
     /* Convert values: into a dtype fp8q stores with the core cast, into any
      * other from the exact float32 values with NumPy. */
     converted = fp8q_tensor_copy_as(self, found == 1 ? target : FP8Q_FLOAT32);
-    if (converted == NULL) {
+    array = converted != NULL ? tensor_numpy((PyObject *)converted, NULL)
+                              : NULL;
+    Py_XDECREF(converted);
+    if (array == NULL || found == 1) {
+        /* found: the array has the requested dtype (NumPy's dtype of
+         * `target`). */
         Py_DECREF(requested);
-        return NULL;
-    }
-    if (found == 1) {
-        array = tensor_as_numpy(converted, requested);
-        Py_DECREF(converted);
         return array;
-    }
-    array = tensor_numpy((PyObject *)converted, NULL);
-    Py_DECREF(converted);
-    if (array == NULL) {
-        Py_DECREF(requested);
-        return NULL;
     }
     result = PyArray_CastToType((PyArrayObject *)array, requested, 0);
     Py_DECREF(array);
@@ -179,95 +173,76 @@ static PyObject *tensor_array(PyObject *object, PyObject *args,
 /* ------------------------------------------------------------------------- */
 /* repr                                                                      */
 
-/* repr of a CUDA tensor: its values, brought to the CPU, and the device. */
-static PyObject *cuda_tensor_repr(fp8q_TensorObject *self)
+/* repr of a CPU tensor: its values, and `device` (text to end with). */
+static PyObject *values_repr(fp8q_TensorObject *self, const char *device)
 {
-    static const fp8q_py_device cpu = {FP8Q_DEVICE_CPU, 0};
-    fp8q_TensorObject *host =
-        fp8q_tensor_copy_to(self, &cpu, fp8q_py_last_stream(self));
-    PyObject *host_text;
-    PyObject *inner;
-    PyObject *result;
-
-    if (host == NULL) {
-        return NULL;
-    }
-    host_text = PyObject_Repr((PyObject *)host);
-    Py_DECREF(host);
-    if (host_text == NULL) {
-        return NULL;
-    }
-    /* "fp8q.Tensor(..., dtype=X)" without its closing parenthesis. */
-    inner = PyUnicode_Substring(host_text, 0,
-                                PyUnicode_GetLength(host_text) - 1);
-    Py_DECREF(host_text);
-    if (inner == NULL) {
-        return NULL;
-    }
-    result = PyUnicode_FromFormat("%U, device='cuda:%d')", inner,
-                                  self->device_index);
-    Py_DECREF(inner);
-    return result;
-}
-
-static PyObject *tensor_repr(PyObject *object)
-{
-    fp8q_TensorObject *self = (fp8q_TensorObject *)object;
-    PyObject *numpy = NULL;
-    PyObject *array = NULL;
-    PyObject *function = NULL;
+    const char *dtype = fp8q_dtype_name(self->view.dtype);
+    PyObject *numpy;
+    PyObject *function;
     PyObject *call_args = NULL;
     PyObject *call_kwargs = NULL;
     PyObject *text = NULL;
     PyObject *result = NULL;
     char shape[32 * FP8Q_MAX_DIMS];
 
-    if (self->device_type == FP8Q_DEVICE_CUDA) {
-        return cuda_tensor_repr(self);
-    }
     if (fp8q_view_size(&self->view) == 0) {
         /* Without NumPy, which refuses empty shapes whose other extents
          * multiply beyond its limits. */
         if (self->view.ndim == 1) {
-            return PyUnicode_FromFormat("fp8q.Tensor([], dtype=%s)",
-                                        fp8q_dtype_name(self->view.dtype));
+            return PyUnicode_FromFormat("fp8q.Tensor([], dtype=%s%s)", dtype,
+                                        device);
         }
         fp8q_format_shape(shape, sizeof shape, self->view.ndim,
                           self->view.shape);
-        return PyUnicode_FromFormat("fp8q.Tensor([], shape=%s, dtype=%s)",
-                                    shape, fp8q_dtype_name(self->view.dtype));
+        return PyUnicode_FromFormat("fp8q.Tensor([], shape=%s, dtype=%s%s)",
+                                    shape, dtype, device);
     }
     numpy = PyImport_ImportModule("numpy");
     if (numpy == NULL) {
-        goto done;
-    }
-    array = tensor_values_as_numpy(self);
-    if (array == NULL) {
-        goto done;
+        return NULL;
     }
     function = PyObject_GetAttrString(numpy, "array2string");
-    if (function == NULL) {
-        goto done;
+    Py_DECREF(numpy);
+    if (function != NULL) {
+        /* "N" passes on a NULL array's exception. */
+        call_args = Py_BuildValue("(N)", tensor_values_as_numpy(self));
+        call_kwargs = Py_BuildValue("{s:s,s:s}", "separator", ", ", "prefix",
+                                    "fp8q.Tensor(");
     }
-    call_args = PyTuple_Pack(1, array);
-    call_kwargs = Py_BuildValue("{s:s,s:s}", "separator", ", ", "prefix",
-                                "fp8q.Tensor(");
-    if (call_args == NULL || call_kwargs == NULL) {
-        goto done;
+    if (call_args != NULL && call_kwargs != NULL) {
+        text = PyObject_Call(function, call_args, call_kwargs);
     }
-    text = PyObject_Call(function, call_args, call_kwargs);
-    if (text == NULL) {
-        goto done;
+    if (text != NULL) {
+        result = PyUnicode_FromFormat("fp8q.Tensor(%U, dtype=%s%s)", text,
+                                      dtype, device);
     }
-    result = PyUnicode_FromFormat("fp8q.Tensor(%U, dtype=%s)", text,
-                                  fp8q_dtype_name(self->view.dtype));
-done:
-    Py_XDECREF(numpy);
-    Py_XDECREF(array);
     Py_XDECREF(function);
     Py_XDECREF(call_args);
     Py_XDECREF(call_kwargs);
     Py_XDECREF(text);
+    return result;
+}
+
+static PyObject *tensor_repr(PyObject *object)
+{
+    static const fp8q_py_device cpu = {FP8Q_DEVICE_CPU, 0};
+    fp8q_TensorObject *self = (fp8q_TensorObject *)object;
+    fp8q_TensorObject *host;
+    PyObject *result;
+    char device[48];
+
+    if (self->device_type != FP8Q_DEVICE_CUDA) {
+        return values_repr(self, "");
+    }
+    /* A CUDA tensor: its values, brought to the CPU, and the device. */
+    host = fp8q_tensor_copy_to(self, &cpu, fp8q_py_last_stream(self));
+    if (host == NULL) {
+        return NULL;
+    }
+    PyOS_snprintf(device, sizeof device, ", device='cuda:%d'",
+                  self->device_index);
+    result = values_repr(host, device);
+    Py_DECREF(host);
     return result;
 }
 
@@ -421,52 +396,37 @@ static PyObject *tensor_contiguous(PyObject *object, PyObject *unused)
     return tensor_copy(object, unused);
 }
 
-/* The shape for reshape: `args` is one int/sequence or several ints; one
- * extent may be -1 (inferred). */
-static int reshape_target(const fp8q_TensorObject *self, PyObject *args,
-                          int *ndim, int64_t *shape)
-{
-    PyObject *given = PyTuple_GET_SIZE(args) == 1 ? PyTuple_GET_ITEM(args, 0)
-                                                  : args;
-    fp8q_error error;
-
-    if (fp8q_py_parse_extents(given, ndim, shape) < 0) {
-        return -1;
-    }
-    return fp8q_py_raise_on_failure(
-        fp8q_view_reshape_shape(&self->view, *ndim, shape, "Tensor.reshape",
-                                &error),
-        &error);
-}
-
 static PyObject *tensor_reshape(PyObject *object, PyObject *args)
 {
     fp8q_TensorObject *self = (fp8q_TensorObject *)object;
+    /* One int or sequence, or several ints; one extent may be -1. */
+    PyObject *given = PyTuple_GET_SIZE(args) == 1 ? PyTuple_GET_ITEM(args, 0)
+                                                  : args;
     fp8q_TensorObject *source;
-    fp8q_TensorObject *result;
+    fp8q_TensorObject *result = NULL;
     fp8q_view view;
     fp8q_error error;
     int64_t shape[FP8Q_MAX_DIMS];
     int ndim;
 
-    if (reshape_target(self, args, &ndim, shape) < 0) {
+    if (fp8q_py_parse_extents(given, &ndim, shape) < 0 ||
+        fp8q_py_raise_on_failure(
+            fp8q_view_reshape_shape(&self->view, ndim, shape,
+                                    "Tensor.reshape", &error),
+            &error) < 0) {
         return NULL;
     }
     source = (fp8q_TensorObject *)tensor_contiguous(object, NULL);
-    if (source == NULL) {
-        return NULL;
+    if (source != NULL &&
+        fp8q_py_raise_on_failure(
+            fp8q_view_init_contiguous(&view, source->view.data,
+                                      source->view.dtype, ndim, shape,
+                                      &error),
+            &error) == 0) {
+        result = fp8q_tensor_new_view(&view, (PyObject *)source,
+                                      source->readonly);
     }
-    fp8q_error_clear(&error);
-    if (fp8q_view_init_contiguous(&view, source->view.data,
-                                  source->view.dtype, ndim, shape,
-                                  &error) != FP8Q_OK) {
-        fp8q_py_raise(&error);
-        Py_DECREF(source);
-        return NULL;
-    }
-    result = fp8q_tensor_new_view(&view, (PyObject *)source,
-                                  source->readonly);
-    Py_DECREF(source);
+    Py_XDECREF(source);
     return (PyObject *)result;
 }
 
@@ -477,21 +437,12 @@ static PyObject *tensor_view_as(PyObject *object, PyObject *dtype_object)
     fp8q_view view;
     fp8q_error error;
 
-    if (fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0) {
+    if (fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0 ||
+        fp8q_py_raise_on_failure(
+            fp8q_view_recut_last_axis(&self->view, dtype, &view,
+                                      "Tensor.view", &error),
+            &error) < 0) {
         return NULL;
-    }
-    if (fp8q_dtype_itemsize(dtype) == fp8q_dtype_itemsize(self->view.dtype)) {
-        view = self->view;
-        view.dtype = dtype;
-    }
-    else {
-        /* `error` is written whenever the status is not FP8Q_OK. */
-        if (fp8q_py_raise_on_failure(
-                fp8q_view_recut_last_axis(&self->view, dtype, &view,
-                                          "Tensor.view", &error),
-                &error) < 0) {
-            return NULL;
-        }
     }
     return (PyObject *)fp8q_tensor_new_view(&view, object, self->readonly);
 }

@@ -117,6 +117,12 @@ void test_view_fortran_contiguous(void);
 void test_view_overlaps_unsafely(void);
 void test_view_drop_axes(void);
 void test_view_bytes_and_buffer_requests(void);
+void test_view_same_itemsize_recut(void);
+void test_dtype_from_type_char(void);
+void test_dtype_numpy_conversion(void);
+void test_view_init_byte_strided(void);
+void test_shape_check_extents(void);
+void test_view_alloc_contiguous(void);
 
 /* test_dlpack.c */
 void test_dlpack_dtype_codes(void);

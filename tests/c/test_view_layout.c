@@ -2,12 +2,14 @@
  * test_view_layout.c - core/view_layout.c: the shapes of reshapes (one
  * extent inferred, every refusal and its message), re-cuts of the last axis
  * for another itemsize (checked element by element against the bytes),
- * 2-D transposes, Fortran contiguity, byte counts, and what a buffer
- * request gets.
+ * 2-D transposes, Fortran contiguity, byte counts, what a buffer
+ * request gets, type characters, views of byte strides, extent checks and
+ * new contiguous host views.
  */
 #include <string.h>
 
 #include "core/view_layout.h"
+#include "platform.h"
 #include "harness.h"
 #include "helpers.h"
 
@@ -334,4 +336,176 @@ void test_view_bytes_and_buffer_requests(void)
     CHECK(strcmp(fp8q_dtype_buffer_format(FP8Q_UINT8), "B") == 0);
     CHECK(strcmp(fp8q_dtype_buffer_format(FP8Q_FLOAT8_E4M3FN), "B") == 0);
     CHECK(strcmp(fp8q_dtype_buffer_format(FP8Q_FLOAT8_E5M2FNUZ), "B") == 0);
+}
+
+void test_view_same_itemsize_recut(void)
+{
+    uint8_t bytes[24];
+    const int64_t shape[2] = {3, 4};
+    const int64_t odd_strides[2] = {-1, 3};
+    fp8q_view view;
+    fp8q_view out;
+    fp8q_error error;
+
+    /* Same itemsize: any layout (a 0-d view, negative and non-unit strides)
+     * keeps shape, strides and address; only the dtype changes. */
+    view = make_view(bytes + 12, FP8Q_UINT8, 2, shape, odd_strides);
+    CHECK_OK(fp8q_view_recut_last_axis(&view, FP8Q_FLOAT8_E4M3FN, &out, "V",
+                                       &error),
+             &error);
+    CHECK_INT(out.dtype, FP8Q_FLOAT8_E4M3FN);
+    CHECK(out.data == bytes + 12);
+    CHECK_INT(out.ndim, 2);
+    CHECK_INT(out.shape[0], 3);
+    CHECK_INT(out.shape[1], 4);
+    CHECK_INT(out.strides[0], -1);
+    CHECK_INT(out.strides[1], 3);
+    view = make_view(bytes + 1, FP8Q_FLOAT16, 0, NULL, NULL);
+    CHECK_OK(fp8q_view_recut_last_axis(&view, FP8Q_BFLOAT16, &out, "V",
+                                       &error),
+             &error);
+    CHECK_INT(out.dtype, FP8Q_BFLOAT16);
+    CHECK_INT(out.ndim, 0);
+    CHECK(out.data == bytes + 1);
+}
+
+void test_dtype_from_type_char(void)
+{
+    fp8q_dtype dtype = FP8Q_FLOAT8_E5M2;
+    const char *others = "HhbdgFDUSOV?il";
+
+    CHECK_INT(fp8q_dtype_from_type_char('f', &dtype), 1);
+    CHECK_INT(dtype, FP8Q_FLOAT32);
+    CHECK_INT(fp8q_dtype_from_type_char('e', &dtype), 1);
+    CHECK_INT(dtype, FP8Q_FLOAT16);
+    CHECK_INT(fp8q_dtype_from_type_char('B', &dtype), 1);
+    CHECK_INT(dtype, FP8Q_UINT8);
+    /* Inverse of fp8q_dtype_buffer_format where a dtype has its own
+     * character; raw-code characters and any other are not dtypes. */
+    dtype = FP8Q_FLOAT8_E5M2;
+    for (; *others != '\0'; others++) {
+        CHECK_INT(fp8q_dtype_from_type_char(*others, &dtype), 0);
+    }
+    CHECK_INT(dtype, FP8Q_FLOAT8_E5M2);
+    CHECK_INT(fp8q_dtype_from_type_char(
+                  fp8q_dtype_buffer_format(FP8Q_FLOAT16)[0], &dtype),
+              1);
+    CHECK_INT(dtype, FP8Q_FLOAT16);
+}
+
+void test_dtype_numpy_conversion(void)
+{
+    /* (kind, type) of np.dtype(bool), int8, int64, uint16, float64,
+     * longdouble, '>f4', '>f2', complex64, 'U', 'S', object, datetime64,
+     * a structured dtype. */
+    static const signed char cases[][3] = {
+        {'b', '?', FP8Q_FLOAT32}, {'i', 'b', FP8Q_FLOAT32},
+        {'i', 'l', FP8Q_FLOAT32}, {'u', 'H', FP8Q_FLOAT32},
+        {'f', 'd', FP8Q_FLOAT32}, {'f', 'g', FP8Q_FLOAT32},
+        {'f', 'f', FP8Q_FLOAT32}, {'f', 'e', FP8Q_FLOAT16},
+        {'c', 'F', -1},           {'U', 'U', -1},
+        {'S', 'S', -1},           {'O', 'O', -1},
+        {'M', 'M', -1},           {'V', 'V', -1},
+    };
+    size_t index;
+
+    for (index = 0; index < sizeof cases / sizeof cases[0]; index++) {
+        CHECK_INT(fp8q_dtype_numpy_conversion((char)cases[index][0],
+                                              (char)cases[index][1]),
+                  cases[index][2]);
+    }
+}
+
+void test_view_init_byte_strided(void)
+{
+    float values[12];
+    const int64_t shape[3] = {2, 3, 1};
+    const int64_t byte_strides[3] = {-24, 8, 6};
+    const int64_t half_element[3] = {12, 6, 4};
+    const int64_t single[2] = {1, 0};
+    const int64_t odd_single[2] = {3, 5};
+    fp8q_view view;
+
+    /* Whole-element byte strides, negative ones included, become element
+     * strides; the stride of an extent of 1 that is not whole becomes 0. */
+    CHECK_INT(fp8q_view_init_byte_strided(&view, values + 6, FP8Q_FLOAT32, 3,
+                                          shape, byte_strides),
+              1);
+    CHECK(view.data == values + 6);
+    CHECK_INT(view.dtype, FP8Q_FLOAT32);
+    CHECK_INT(view.ndim, 3);
+    CHECK_INT(view.shape[1], 3);
+    CHECK_INT(view.strides[0], -6);
+    CHECK_INT(view.strides[1], 2);
+    CHECK_INT(view.strides[2], 0);
+    CHECK_INT(view.shape[3], 0);
+    CHECK_INT(view.strides[3], 0);
+    /* Extents of 1 and 0 never apply their stride. */
+    CHECK_INT(fp8q_view_init_byte_strided(&view, values, FP8Q_FLOAT32, 2,
+                                          single, odd_single),
+              1);
+    CHECK_INT(view.strides[0], 0);
+    CHECK_INT(view.strides[1], 0);
+    /* A stride of half an element on an axis of extent 3: not a view. */
+    CHECK_INT(fp8q_view_init_byte_strided(&view, values, FP8Q_FLOAT32, 3,
+                                          shape, half_element),
+              0);
+    /* 0-d. */
+    CHECK_INT(fp8q_view_init_byte_strided(&view, values, FP8Q_FLOAT16, 0,
+                                          NULL, NULL),
+              1);
+    CHECK_INT(view.ndim, 0);
+    CHECK_INT(view.dtype, FP8Q_FLOAT16);
+}
+
+void test_shape_check_extents(void)
+{
+    const int64_t good[3] = {0, 5, 1};
+    const int64_t bad[3] = {2, -3, -1};
+    fp8q_error error;
+
+    CHECK_OK(fp8q_shape_check_extents(3, good, "shape: ", &error), &error);
+    CHECK_OK(fp8q_shape_check_extents(0, NULL, "shape: ", &error), &error);
+    CHECK_ERROR(fp8q_shape_check_extents(3, bad, "shape: ", &error), &error,
+                FP8Q_ERROR_VALUE, "shape: extents must be >= 0, got -3 at "
+                "axis 1", NULL, NULL);
+    CHECK(strcmp(error.message,
+                 "shape: extents must be >= 0, got -3 at axis 1") == 0);
+}
+
+void test_view_alloc_contiguous(void)
+{
+    const int64_t shape[2] = {3, 5};
+    const int64_t empty[2] = {0, 7};
+    const int64_t negative[1] = {-2};
+    const int64_t huge[2] = {INT64_MAX / 4, 2};
+    fp8q_view view;
+    fp8q_error error;
+    void *allocation = &view;
+
+    CHECK_OK(fp8q_view_alloc_contiguous(&view, FP8Q_FLOAT16, 2, shape,
+                                        &allocation, &error),
+             &error);
+    CHECK(allocation != NULL && view.data == allocation);
+    CHECK_INT((uintptr_t)allocation % 64, 0);
+    CHECK_INT(view.dtype, FP8Q_FLOAT16);
+    CHECK_INT(view.strides[0], 5);
+    CHECK_INT(view.strides[1], 1);
+    memset(allocation, 0xA5, 30); /* all 30 bytes are usable */
+    fp8q_aligned_free(allocation);
+    /* No elements: still a valid, unique block. */
+    CHECK_OK(fp8q_view_alloc_contiguous(&view, FP8Q_UINT8, 2, empty,
+                                        &allocation, &error),
+             &error);
+    CHECK(allocation != NULL && view.data == allocation);
+    fp8q_aligned_free(allocation);
+    /* fp8q_view_init_contiguous's errors, with no block. */
+    CHECK_ERROR(fp8q_view_alloc_contiguous(&view, FP8Q_UINT8, 1, negative,
+                                           &allocation, &error),
+                &error, FP8Q_ERROR_VALUE, "extents must be >= 0", NULL, NULL);
+    CHECK(allocation == NULL);
+    CHECK_ERROR(fp8q_view_alloc_contiguous(&view, FP8Q_FLOAT32, 2, huge,
+                                           &allocation, &error),
+                &error, FP8Q_ERROR_VALUE, "is too large", NULL, NULL);
+    CHECK(allocation == NULL);
 }
