@@ -34,15 +34,9 @@ fp8q_status fp8q_cuda_copy_view(const fp8q_cuda_device *device,
                                       &compact, error);
     }
     else {
-        host = fp8q_aligned_alloc((size_t)fp8q_view_nbytes(source));
-        status = host == NULL
-                     ? fp8q_fail(error, FP8Q_ERROR_MEMORY,
-                                 "out of host memory for a copy of %lld "
-                                 "bytes",
-                                 (long long)fp8q_view_nbytes(source))
-                     : fp8q_view_init_contiguous(&compact, host,
-                                                 source->dtype, source->ndim,
-                                                 source->shape, error);
+        status = fp8q_view_alloc_contiguous(&compact, source->dtype,
+                                            source->ndim, source->shape,
+                                            &host, error);
         /* Between equal dtypes fp8q_cast copies the bits. */
         if (status == FP8Q_OK) {
             status = fp8q_cast(source, &compact, NULL, FP8Q_SCALE_DIVIDE, 1,
