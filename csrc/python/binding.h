@@ -260,6 +260,13 @@ fp8q_TensorObject *fp8q_tensor_new_empty(fp8q_dtype dtype, int ndim,
 fp8q_TensorObject *fp8q_tensor_new_view(const fp8q_view *view,
                                         PyObject *owner, int readonly);
 
+/* fp8q_tensor_new_view(view, owner, readonly), marked as CUDA memory of
+ * the opened device `cuda` (unless NULL), last used on `stream`. */
+fp8q_TensorObject *fp8q_py_new_view_on(const fp8q_view *view,
+                                       PyObject *owner, int readonly,
+                                       const fp8q_cuda_device *cuda,
+                                       fp8q_cu_stream stream);
+
 /*
  * A new C-contiguous tensor on `source`'s device holding its elements
  * converted to `dtype` by the fp8q cast without a scale, saturating (as
@@ -619,13 +626,6 @@ int fp8q_py_view_from_dl_tensor(const fp8q_dl_tensor *dl_tensor,
  * any other device type), or -1 with fp8q.CudaError. */
 int fp8q_py_dl_cuda_device(const fp8q_dl_device *device,
                            const fp8q_cuda_device **cuda);
-
-/* fp8q_tensor_new_view(view, owner, readonly), marked as CUDA memory of
- * the opened device `cuda` (unless NULL), last used on `stream`. */
-fp8q_TensorObject *fp8q_py_new_view_on(const fp8q_view *view,
-                                       PyObject *owner, int readonly,
-                                       const fp8q_cuda_device *cuda,
-                                       fp8q_cu_stream stream);
 
 /* ------------------------------------------------------------------------- */
 /* dlpack_exchange.c: DLPack's C exchange API (PyTorch's tensors, in C)      */

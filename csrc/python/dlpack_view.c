@@ -1,12 +1,10 @@
 /*
  * dlpack_view.c - what both DLPack consumers (dlpack.c: capsules and
  * __dlpack__; dlpack_exchange.c: the C exchange API) share, below both: the
- * checked view of a DLPack tensor (core/dlpack.c checks, this raises), the
- * opened CUDA device of a DLPack device and a new view tensor placed on it
- * (binding.h; device.c places its allocations so too).
+ * checked view of a DLPack tensor (core/dlpack.c checks, this raises) and
+ * the opened CUDA device of a DLPack device (binding.h).
  */
 #include "core/dlpack.h"
-#include "cuda/memory.h"
 #include "python/binding.h"
 
 int fp8q_py_view_from_dl_tensor(const fp8q_dl_tensor *dl_tensor,
@@ -33,21 +31,4 @@ int fp8q_py_dl_cuda_device(const fp8q_dl_device *device,
         return *cuda == NULL ? -1 : 0;
     }
     return 0;
-}
-
-fp8q_TensorObject *fp8q_py_new_view_on(const fp8q_view *view,
-                                       PyObject *owner, int readonly,
-                                       const fp8q_cuda_device *cuda,
-                                       fp8q_cu_stream stream)
-{
-    fp8q_TensorObject *tensor = fp8q_tensor_new_view(view, owner, readonly);
-
-    if (tensor == NULL || cuda == NULL) {
-        return tensor;
-    }
-    tensor->device_type = FP8Q_DEVICE_CUDA;
-    tensor->device_index = cuda->index;
-    tensor->cuda_device = cuda;
-    tensor->stream = fp8q_cuda_last_use_stream(stream);
-    return tensor;
 }

@@ -1,11 +1,13 @@
 /*
  * tensor_new.c - making fp8q.Tensor objects, below every file that makes
  * them (tensor_object.c, device.c, ops_cuda.c, ...): an empty CPU tensor, a
- * tensor over borrowed memory, and a copy of a CPU tensor (binding.h).
+ * tensor over borrowed memory (on the CPU or placed on an opened CUDA
+ * device), and a copy of a CPU tensor (binding.h).
  */
 
 #include "core/cast.h"
 #include "core/view_layout.h"
+#include "cuda/memory.h"
 #include "python/binding.h"
 
 /* A valid address for tensors without elements whose producer gave none. */
@@ -95,4 +97,21 @@ fp8q_TensorObject *fp8q_tensor_copy_on_host(fp8q_TensorObject *source,
         return NULL;
     }
     return result;
+}
+
+fp8q_TensorObject *fp8q_py_new_view_on(const fp8q_view *view,
+                                       PyObject *owner, int readonly,
+                                       const fp8q_cuda_device *cuda,
+                                       fp8q_cu_stream stream)
+{
+    fp8q_TensorObject *tensor = fp8q_tensor_new_view(view, owner, readonly);
+
+    if (tensor == NULL || cuda == NULL) {
+        return tensor;
+    }
+    tensor->device_type = FP8Q_DEVICE_CUDA;
+    tensor->device_index = cuda->index;
+    tensor->cuda_device = cuda;
+    tensor->stream = fp8q_cuda_last_use_stream(stream);
+    return tensor;
 }
