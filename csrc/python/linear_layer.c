@@ -42,23 +42,19 @@ static int given_activations(layer_call *call, int64_t m, int64_t k)
     fp8q_error error;
 
     call->codes = call->x_scale = NULL;
-    if (call->input_scale != NULL ||
-        call->granularity == FP8Q_GRANULARITY_BLOCK) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: quantized activations need dynamic per-token "
-                     "scales (no input_scale, \"row\" or \"tensor\" "
-                     "weight scales)",
-                     call->name);
-    }
-    else if (fp8q_py_raise_on_failure(
-                 fp8q_layer_check_given(call->name, "codes", &codes->view,
-                                        FP8Q_FLOAT8_E4M3FN, m, k, 16, &error),
-                 &error) == 0 &&
-             fp8q_py_raise_on_failure(
-                 fp8q_layer_check_given(call->name, "scale", &scale->view,
-                                        FP8Q_FLOAT32, m, 1, sizeof(float),
-                                        &error),
-                 &error) == 0) {
+    if (fp8q_py_raise_on_failure(
+            fp8q_layer_check_given_allowed(call->name,
+                                           call->input_scale != NULL,
+                                           call->granularity, &error),
+            &error) == 0 &&
+        fp8q_py_raise_on_failure(
+            fp8q_layer_check_given(call->name, "codes", &codes->view,
+                                   FP8Q_FLOAT8_E4M3FN, m, k, 16, &error),
+            &error) == 0 &&
+        fp8q_py_raise_on_failure(
+            fp8q_layer_check_given(call->name, "scale", &scale->view,
+                                   FP8Q_FLOAT32, m, 1, sizeof(float), &error),
+            &error) == 0) {
         call->codes = fp8q_layer_matrix_view(codes, m, k);
         call->x_scale =
             call->codes != NULL ? fp8q_layer_matrix_view(scale, m, 1) : NULL;
@@ -313,7 +309,7 @@ static int import_x_scale(layer_call *call, PyObject *object)
                      call->name, fp8q_dtype_name(call->x_scale->view.dtype));
         return -1;
     }
-    return fp8q_layer_check_scales(call, call->x_scale, "x's scale");
+    return fp8q_py_check_host_scales(call->x_scale, call->name, "x's scale");
 }
 
 /* fp8q.linear (python/fp8q/_linear.py normalises its arguments): the same

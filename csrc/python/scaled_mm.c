@@ -87,24 +87,15 @@ static fp8q_TensorObject *matrix_operand(PyObject *object, const char *name)
     return tensor;
 }
 
-/* A float32 tensor of scale values; on the host, checked to be finite and
- * > 0 (a GPU's are not read back). */
+/* A float32 tensor of scale values (fp8q_py_check_host_scales). */
 static fp8q_TensorObject *scale_operand(PyObject *object, const char *name)
 {
     fp8q_TensorObject *tensor =
         argument(object, name, FP8Q_FLOAT32, FP8Q_COPY_IF_NEEDED);
-    fp8q_error error;
-    fp8q_status status;
 
-    if (tensor == NULL || tensor->device_type != FP8Q_DEVICE_CPU) {
-        return tensor;
-    }
-    fp8q_error_clear(&error);
-    status = fp8q_check_scale_values(&tensor->view, name, &error);
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        (void)name_scaled_mm();
-        Py_DECREF(tensor);
-        return NULL;
+    if (tensor != NULL &&
+        fp8q_py_check_host_scales(tensor, "scaled_mm", name) < 0) {
+        Py_CLEAR(tensor);
     }
     return tensor;
 }
@@ -199,7 +190,6 @@ static int parse_scale_result(PyObject *object, fp8q_dtype out_dtype,
 {
     fp8q_TensorObject *tensor;
     fp8q_error error;
-    fp8q_status status;
 
     *scale_result = 1.0f;
     *on_device = NULL;
@@ -235,16 +225,13 @@ static int parse_scale_result(PyObject *object, fp8q_dtype out_dtype,
             return name_scaled_mm();
         }
     }
-    if (tensor == NULL) {
+    if (tensor == NULL ||
+        fp8q_py_check_host_scales(tensor, "scaled_mm", "scale_result") < 0) {
+        Py_XDECREF(tensor);
         return -1;
     }
-    fp8q_error_clear(&error);
-    status = fp8q_check_scale_values(&tensor->view, "scale_result", &error);
     memcpy(scale_result, tensor->view.data, sizeof *scale_result);
     Py_DECREF(tensor);
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        return name_scaled_mm();
-    }
     return 0;
 }
 
