@@ -24,13 +24,12 @@ typedef struct scaled_mm_call {
     fp8q_TensorObject *bias;     /* NULL or N values, a's GPU or the host */
     fp8q_TensorObject *amax_out; /* NULL or one float32 on a's GPU        */
     fp8q_TensorObject *out;      /* (M, N) of out_dtype on a's GPU        */
-    fp8q_scaling mode;
-    int use_fast_accum;
-    int has_scale_result;
-    float scale_result; /* when given on the host */
     /* NULL, or scale_result's one float32 on a's GPU: used there, never
      * read back (so not checked, as scales on the GPU are not) */
     fp8q_TensorObject *scale_result_on_device;
+    /* The product's mode, use_fast_accum and scale_result as parsed; run
+     * fills in the views. */
+    fp8q_cuda_scaled_mm_call product;
 } scaled_mm_call;
 
 static void release_call(scaled_mm_call *call)
@@ -317,12 +316,11 @@ static int run(const scaled_mm_call *call, int out_is_new,
     const int on_gpu = call->a->device_type == FP8Q_DEVICE_CUDA;
     fp8q_TensorObject *used[8];
     const fp8q_cublaslt *library = NULL;
-    fp8q_cuda_scaled_mm_call product;
+    fp8q_cuda_scaled_mm_call product = call->product;
     fp8q_error error;
     fp8q_status status;
     int computes;
 
-    memset(&product, 0, sizeof product);
     product.a = &call->a->view;
     product.b = &call->b->view;
     product.scale_a = &call->scale_a->view;
@@ -331,10 +329,6 @@ static int run(const scaled_mm_call *call, int out_is_new,
     product.out = &call->out->view;
     product.amax_out =
         call->amax_out != NULL ? call->amax_out->view.data : NULL;
-    product.mode = call->mode;
-    product.use_fast_accum = call->use_fast_accum;
-    product.has_scale_result = call->has_scale_result;
-    product.scale_result = call->scale_result;
     product.scale_result_on_device =
         call->scale_result_on_device != NULL
             ? (const float *)call->scale_result_on_device->view.data
@@ -385,7 +379,6 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     PyObject *out_dtype_object = NULL;
     PyObject *scale_result_object = Py_None;
     PyObject *amax_out_object = Py_None;
-    int use_fast_accum = 0;
     PyObject *out_object = Py_None;
     PyObject *stream_object = Py_None;
     fp8q_cu_stream stream;
@@ -403,7 +396,7 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
             args, kwargs, "OOOO|$OOOOpOO:scaled_mm", keywords, &a_object,
             &b_object, &scale_a_object, &scale_b_object, &bias_object,
             &out_dtype_object, &scale_result_object, &amax_out_object,
-            &use_fast_accum, &out_object, &stream_object)) {
+            &call.product.use_fast_accum, &out_object, &stream_object)) {
         return NULL;
     }
     if (fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
@@ -444,7 +437,7 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     fp8q_error_clear(&error);
     status = fp8q_scaled_mm_mode(shape[0], call.a->view.shape[1], shape[1],
                                  &call.scale_a->view, &call.scale_b->view,
-                                 &call.mode, &error);
+                                 &call.product.mode, &error);
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         (void)name_scaled_mm();
         goto fail;
@@ -461,7 +454,7 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     if (parse_out_dtype(out_dtype_object, out_object, &out_dtype) < 0 ||
         parse_scale_result(scale_result_object, out_dtype, &device,
-                           &call.scale_result,
+                           &call.product.scale_result,
                            &call.scale_result_on_device) < 0) {
         goto fail;
     }
@@ -484,8 +477,7 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     if (call.out == NULL) {
         goto fail;
     }
-    call.use_fast_accum = use_fast_accum;
-    call.has_scale_result = scale_result_object != Py_None;
+    call.product.has_scale_result = scale_result_object != Py_None;
     if (run(&call, out_object == Py_None, stream) < 0) {
         goto fail;
     }
