@@ -112,20 +112,6 @@ static int same_device(const fp8q_TensorObject *tensor,
         &error);
 }
 
-/* -1 with the TypeError of a result dtype scaled_mm does not produce:
- * `argument` ("out_dtype must be", "out= must have dtype") and what was
- * `given` (a str or repr()'d object). */
-static int refuse_out_dtype(const char *argument, PyObject *given)
-{
-    if (given != NULL) {
-        PyErr_Format(PyExc_TypeError,
-                     "scaled_mm: %s " FP8Q_SCALED_MM_OUT_DTYPES ", got %U",
-                     argument, given);
-    }
-    Py_XDECREF(given);
-    return -1;
-}
-
 /* The result's dtype when out_dtype is not given: out's, when it is an
  * array fp8q can view (else bfloat16, and fp8q_py_writable_output says what
  * out= must be). */
@@ -148,12 +134,14 @@ static int dtype_of_out(PyObject *out_object, fp8q_dtype *out_dtype)
     return 0;
 }
 
-/* Parses out_dtype (given, or out's dtype, or bfloat16) and checks it. */
+/* Parses out_dtype (given, or out's dtype, or bfloat16) and checks it
+ * (fp8q_scaled_mm_check_out_dtype). */
 static int parse_out_dtype(PyObject *out_dtype_object, PyObject *out_object,
                            fp8q_dtype *out_dtype)
 {
     const int given = out_dtype_object != NULL && out_dtype_object != Py_None;
     int found = 1;
+    fp8q_error error;
 
     *out_dtype = FP8Q_BFLOAT16;
     if (given) {
@@ -162,21 +150,17 @@ static int parse_out_dtype(PyObject *out_dtype_object, PyObject *out_object,
     else if (out_object != Py_None && dtype_of_out(out_object, out_dtype) < 0) {
         return -1;
     }
-    if (found < 0) {
-        return -1;
-    }
     if (found == 0) {
-        return refuse_out_dtype(
-            "out_dtype must be",
-            PyUnicode_FromFormat("%R (%s)", out_dtype_object,
-                                 Py_TYPE(out_dtype_object)->tp_name));
+        PyErr_Format(PyExc_TypeError,
+                     "scaled_mm: out_dtype must be " FP8Q_SCALED_MM_OUT_DTYPES
+                     ", got %R (%s)",
+                     out_dtype_object, Py_TYPE(out_dtype_object)->tp_name);
     }
-    if (!fp8q_scaled_mm_out_dtype_ok(*out_dtype)) {
-        return refuse_out_dtype(
-            given ? "out_dtype must be" : "out= must have dtype",
-            PyUnicode_FromString(fp8q_dtype_name(*out_dtype)));
-    }
-    return 0;
+    return found <= 0 ? -1
+                      : fp8q_py_raise_on_failure(
+                            fp8q_scaled_mm_check_out_dtype(given, *out_dtype,
+                                                           &error),
+                            &error);
 }
 
 /* The one value of scale_result (float32, finite, > 0), 1.0 when absent.
@@ -413,13 +397,12 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     if (same_device(call.b, &device, "b", 0) < 0) {
         goto fail;
     }
-    if (device.type == FP8Q_DEVICE_CPU && stream_object != Py_None) {
-        PyErr_SetString(PyExc_ValueError,
-                        "scaled_mm: stream= applies to CUDA tensors; this "
-                        "call runs on the CPU (pass stream=None)");
-        goto fail;
-    }
     if (fp8q_py_raise_on_failure(
+            fp8q_scaled_mm_check_stream(stream_object != Py_None,
+                                        device.type == FP8Q_DEVICE_CPU,
+                                        &error),
+            &error) < 0 ||
+        fp8q_py_raise_on_failure(
             fp8q_scaled_mm_check_pair(&call.a->view, &call.b->view, &error),
             &error) < 0) {
         goto fail;

@@ -244,6 +244,7 @@ static const harness_test tests[] = {
     {"operation_checks", test_operation_checks},
     {"op_checks", test_op_checks},
     {"layer_call_checks", test_layer_call_checks},
+    {"scaled_mm_argument_checks", test_scaled_mm_argument_checks},
 };
 
 /* The seed when none is given: fixed, so that every run of a commit (CI's

@@ -199,5 +199,6 @@ void test_operation_checks(void);
 /* test_op_checks.c */
 void test_op_checks(void);
 void test_layer_call_checks(void);
+void test_scaled_mm_argument_checks(void);
 
 #endif /* FP8Q_TESTS_HARNESS_H */

@@ -2,7 +2,8 @@
  * test_op_checks.c - the argument checks of quantize, dequantize and cast
  * (core/op_checks.h) and the layer call's checks of given activations, the
  * weight scales' granularity and the weight-only refusal
- * (core/layer_checks.h) that moved below the binding: each passes a valid
+ * (core/layer_checks.h) and scaled_mm's result dtype and stream= checks
+ * (core/scaled_mm_checks.h) that moved below the binding: each passes a valid
  * argument and refuses each invalid one with the status and the exact
  * message the Python error shows.
  */
@@ -11,6 +12,7 @@
 
 #include "core/layer_checks.h"
 #include "core/op_checks.h"
+#include "core/scaled_mm_checks.h"
 #include "harness.h"
 #include "helpers.h"
 
@@ -125,4 +127,34 @@ void test_layer_call_checks(void)
                 "a multiple of 16 and 16-byte aligned x and w; use "
                 "weight_only=False (x quantized) for this shape",
                 NULL, NULL);
+}
+
+void test_scaled_mm_argument_checks(void)
+{
+    fp8q_error error;
+
+    CHECK_OK(fp8q_scaled_mm_check_out_dtype(1, FP8Q_FLOAT16, &error),
+             &error);
+    CHECK_OK(fp8q_scaled_mm_check_out_dtype(0, FP8Q_FLOAT8_E4M3FN, &error),
+             &error);
+    CHECK_ERROR(fp8q_scaled_mm_check_out_dtype(1, FP8Q_FLOAT8_E5M2, &error),
+                &error, FP8Q_ERROR_TYPE,
+                "scaled_mm: out_dtype must be bfloat16, float16, float32 or "
+                "float8_e4m3fn, got float8_e5m2",
+                NULL, NULL);
+    CHECK_ERROR(fp8q_scaled_mm_check_out_dtype(0, FP8Q_UINT8, &error),
+                &error, FP8Q_ERROR_TYPE,
+                "scaled_mm: out= must have dtype bfloat16, float16, float32 "
+                "or float8_e4m3fn, got uint8",
+                NULL, NULL);
+    CHECK_OK(fp8q_scaled_mm_check_stream(0, 1, &error), &error);
+    CHECK_OK(fp8q_scaled_mm_check_stream(1, 0, &error), &error);
+    CHECK_ERROR(fp8q_scaled_mm_check_stream(1, 1, &error), &error,
+                FP8Q_ERROR_VALUE,
+                "scaled_mm: stream= applies to CUDA tensors; this call runs "
+                "on the CPU (pass stream=None)",
+                NULL, NULL);
+    CHECK(strcmp(error.message, "scaled_mm: stream= applies to CUDA "
+                                "tensors; this call runs on the CPU (pass "
+                                "stream=None)") == 0);
 }
