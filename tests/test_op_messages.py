@@ -84,3 +84,16 @@ def test_layer_refusals():
             lambda: fp8q.scaled_mm(q.data, q.data.T, 1.0, 1.0,
                                    out_dtype="float8_e4m3fn",
                                    scale_result=float("nan")))
+    refuses(ValueError, "fp8q.torch.Linear: stream must be None for torch "
+            "tensors: the call runs on torch's current stream (choose it "
+            "with torch.cuda.stream(...))",
+            lambda: fp8q._C.linear_layer(x, q.data, q.scale, None, None,
+                                         "row", 5))
+    refuses(ValueError, "fp8q.torch.Linear: stream applies to CUDA tensors; "
+            "this call runs on the CPU (pass None)",
+            lambda: fp8q._C.linear_layer(
+                fp8q.asarray(np.ones((2, 4), np.float32)), q.data, q.scale,
+                None, None, "row", 5))
+    refuses(TypeError, "linear: x's scales must be float32, got float16",
+            lambda: fp8q._C.linear(q.data, q.data, q.scale, "row", None,
+                                   None, False, None, np.float16(1)))

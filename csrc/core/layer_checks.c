@@ -208,3 +208,30 @@ fp8q_status fp8q_layer_refuse_weight_only(const char *caller, int64_t k,
                      "weight_only=False (x quantized) for this shape",
                      caller, (long long)k);
 }
+
+fp8q_status fp8q_layer_check_stream(const char *caller, int has_stream,
+                                    int from_torch, int on_cpu,
+                                    fp8q_error *error)
+{
+    if (!has_stream || (!from_torch && !on_cpu)) {
+        return FP8Q_OK;
+    }
+    return fp8q_fail(error, FP8Q_ERROR_VALUE, "%s: %s", caller,
+                     from_torch
+                         ? "stream must be None for torch tensors: the call "
+                           "runs on torch's current stream (choose it with "
+                           "torch.cuda.stream(...))"
+                         : "stream applies to CUDA tensors; this call runs "
+                           "on the CPU (pass None)");
+}
+
+fp8q_status fp8q_layer_check_x_scale(const char *caller, fp8q_dtype dtype,
+                                     fp8q_error *error)
+{
+    if (dtype == FP8Q_FLOAT32) {
+        return FP8Q_OK;
+    }
+    return fp8q_fail(error, FP8Q_ERROR_TYPE,
+                     "%s: x's scales must be float32, got %s", caller,
+                     fp8q_dtype_name(dtype));
+}

@@ -91,6 +91,18 @@ fp8q_status fp8q_layer_weight_granularity(const char *caller,
                                           fp8q_granularity *granularity,
                                           fp8q_error *error);
 
+/* stream= of the call: FP8Q_ERROR_VALUE when one is given (`has_stream`)
+ * for torch tensors (`from_torch`: the call runs on torch's current
+ * stream) or for x on the CPU (`on_cpu`). */
+fp8q_status fp8q_layer_check_stream(const char *caller, int has_stream,
+                                    int from_torch, int on_cpu,
+                                    fp8q_error *error);
+
+/* fp8q.linear's x_scale (its QTensor x's scales): FP8Q_ERROR_TYPE unless
+ * `dtype` is float32. */
+fp8q_status fp8q_layer_check_x_scale(const char *caller, fp8q_dtype dtype,
+                                     fp8q_error *error);
+
 /* fp8q.linear(weight_only=True) on a GPU whose weight-only kernels do not
  * take the call (in_features `k`): always FP8Q_ERROR_VALUE, saying what
  * they need and what to use instead. */

@@ -110,15 +110,12 @@ int fp8q_layer_import_x(layer_call *call, PyObject *x_object,
     }
     call->device.type = call->x->device_type;
     call->device.index = call->x->device_index;
-    if (stream_object != Py_None &&
-        (call->api != NULL || call->device.type != FP8Q_DEVICE_CUDA)) {
-        PyErr_Format(PyExc_ValueError, "%s: %s", call->name,
-                     call->api != NULL
-                         ? "stream must be None for torch tensors: the call "
-                           "runs on torch's current stream (choose it with "
-                           "torch.cuda.stream(...))"
-                         : "stream applies to CUDA tensors; this call runs "
-                           "on the CPU (pass None)");
+    if (fp8q_py_raise_on_failure(
+            fp8q_layer_check_stream(call->name, stream_object != Py_None,
+                                    call->api != NULL,
+                                    call->device.type != FP8Q_DEVICE_CUDA,
+                                    &error),
+            &error) < 0) {
         return -1;
     }
     if (stream_object != Py_None) {

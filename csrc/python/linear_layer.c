@@ -299,14 +299,15 @@ static int parse_out_dtype(layer_call *call, PyObject *object)
  * on the CPU checked finite and > 0, as scaled_mm checks its scales. */
 static int import_x_scale(layer_call *call, PyObject *object)
 {
+    fp8q_error error;
+
     call->x_scale = fp8q_py_import_argument(call->api, object, "x_scale");
     if (call->x_scale == NULL ||
-        fp8q_layer_check_device(call, call->x_scale, "x_scale") < 0) {
-        return -1;
-    }
-    if (call->x_scale->view.dtype != FP8Q_FLOAT32) {
-        PyErr_Format(PyExc_TypeError, "%s: x's scales must be float32, got %s",
-                     call->name, fp8q_dtype_name(call->x_scale->view.dtype));
+        fp8q_layer_check_device(call, call->x_scale, "x_scale") < 0 ||
+        fp8q_py_raise_on_failure(
+            fp8q_layer_check_x_scale(call->name, call->x_scale->view.dtype,
+                                     &error),
+            &error) < 0) {
         return -1;
     }
     return fp8q_py_check_host_scales(call->x_scale, call->name, "x's scale");

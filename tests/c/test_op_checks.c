@@ -2,7 +2,8 @@
  * test_op_checks.c - the argument checks of quantize, dequantize and cast
  * (core/op_checks.h) and the layer call's checks of given activations, the
  * weight scales' granularity and the weight-only refusal
- * (core/layer_checks.h) and scaled_mm's result dtype and stream= checks
+ * (core/layer_checks.h: also stream= and fp8q.linear's x_scale dtype) and
+ * scaled_mm's result dtype and stream= checks
  * (core/scaled_mm_checks.h) that moved below the binding: each passes a valid
  * argument and refuses each invalid one with the status and the exact
  * message the Python error shows.
@@ -121,6 +122,27 @@ void test_layer_call_checks(void)
                                               &weight, &scale, &granularity,
                                               &error),
                 &error, FP8Q_ERROR_TYPE, "L: weight_scale: ", NULL, NULL);
+    CHECK_OK(fp8q_layer_check_stream("L", 0, 1, 1, &error), &error);
+    CHECK_OK(fp8q_layer_check_stream("L", 1, 0, 0, &error), &error);
+    CHECK_ERROR(fp8q_layer_check_stream("L", 1, 1, 0, &error), &error,
+                FP8Q_ERROR_VALUE,
+                "L: stream must be None for torch tensors: the call runs on "
+                "torch's current stream (choose it with "
+                "torch.cuda.stream(...))",
+                NULL, NULL);
+    CHECK_ERROR(fp8q_layer_check_stream("L", 1, 0, 1, &error), &error,
+                FP8Q_ERROR_VALUE,
+                "L: stream applies to CUDA tensors; this call runs on the CPU "
+                "(pass None)",
+                NULL, NULL);
+    CHECK(strcmp(error.message, "L: stream applies to CUDA tensors; this "
+                                "call runs on the CPU (pass None)") == 0);
+    CHECK_OK(fp8q_layer_check_x_scale("linear", FP8Q_FLOAT32, &error),
+             &error);
+    CHECK_ERROR(fp8q_layer_check_x_scale("linear", FP8Q_BFLOAT16, &error),
+                &error, FP8Q_ERROR_TYPE,
+                "linear: x's scales must be float32, got bfloat16", NULL,
+                NULL);
     CHECK_ERROR(fp8q_layer_refuse_weight_only("linear", 40, &error), &error,
                 FP8Q_ERROR_VALUE,
                 "linear: weight_only=True on a GPU needs in_features (K = 40) "
