@@ -689,6 +689,20 @@ def linear_weight_only_runs_every_row():
         got = np.asarray(fp8q.cast(y.cpu(), "float32"))
         assert np.abs(got - expected).max() <= (
             OUTPUT_ULP[dtype] + k * 2.0 ** -22) * np.abs(expected).max(), key
+    # in_features not a multiple of 16: the kernels do not take it.
+    w = fp8q.quantize(rng.standard_normal((n, 40)).astype(np.float32),
+                      granularity="row").to("cuda")
+    x = fp8q.asarray(rng.standard_normal((3, 40)).astype(np.float32),
+                     device="cuda")
+    try:
+        fp8q.linear(x, w, weight_only=True)
+    except ValueError as error:
+        assert str(error) == (
+            "linear: weight_only=True on a GPU needs in_features (K = 40) a "
+            "multiple of 16 and 16-byte aligned x and w; use "
+            "weight_only=False (x quantized) for this shape"), error
+    else:
+        raise AssertionError("K = 40 was taken by the weight-only kernels")
 
 
 def norm_quantize_runs_a_block_per_row():

@@ -2,8 +2,10 @@
  * layer_checks.c - the layer call's checks on views (layer_checks.h).
  */
 #include <stdint.h>
+#include <string.h>
 
 #include "core/layer_checks.h"
+#include "core/scaled_mm.h"
 
 fp8q_status fp8q_layer_check_x(const char *caller, const fp8q_view *x,
                                int codes, fp8q_error *error)
@@ -155,4 +157,81 @@ fp8q_status fp8q_layer_check_given(const char *caller, const char *name,
                          caller, name, (long long)alignment);
     }
     return FP8Q_OK;
+}
+
+fp8q_status fp8q_layer_check_given_allowed(const char *caller,
+                                           int has_input_scale,
+                                           fp8q_granularity_kind granularity,
+                                           fp8q_error *error)
+{
+    if (!has_input_scale && granularity != FP8Q_GRANULARITY_BLOCK) {
+        return FP8Q_OK;
+    }
+    return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                     "%s: quantized activations need dynamic per-token "
+                     "scales (no input_scale, \"row\" or \"tensor\" "
+                     "weight scales)",
+                     caller);
+}
+
+fp8q_status fp8q_layer_weight_granularity(const char *caller,
+                                          fp8q_granularity_kind kind,
+                                          const fp8q_view *weight,
+                                          const fp8q_view *scale,
+                                          fp8q_granularity *granularity,
+                                          fp8q_error *error)
+{
+    fp8q_error refusal;
+    fp8q_status status;
+
+    memset(granularity, 0, sizeof *granularity);
+    granularity->kind = kind;
+    if (kind == FP8Q_GRANULARITY_BLOCK) {
+        granularity->block_rows = FP8Q_SCALED_MM_BLOCK;
+        granularity->block_cols = FP8Q_SCALED_MM_BLOCK;
+    }
+    fp8q_error_clear(&refusal);
+    status = fp8q_check_scale_shape(granularity, weight, scale, &refusal);
+    if (status == FP8Q_OK) {
+        return FP8Q_OK;
+    }
+    return fp8q_fail(error, status, "%s: weight_scale: %s", caller,
+                     refusal.message);
+}
+
+fp8q_status fp8q_layer_refuse_weight_only(const char *caller, int64_t k,
+                                          fp8q_error *error)
+{
+    return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                     "%s: weight_only=True on a GPU needs in_features (K = "
+                     "%lld) a multiple of 16 and 16-byte aligned x and w; use "
+                     "weight_only=False (x quantized) for this shape",
+                     caller, (long long)k);
+}
+
+fp8q_status fp8q_layer_check_stream(const char *caller, int has_stream,
+                                    int from_torch, int on_cpu,
+                                    fp8q_error *error)
+{
+    if (!has_stream || (!from_torch && !on_cpu)) {
+        return FP8Q_OK;
+    }
+    return fp8q_fail(error, FP8Q_ERROR_VALUE, "%s: %s", caller,
+                     from_torch
+                         ? "stream must be None for torch tensors: the call "
+                           "runs on torch's current stream (choose it with "
+                           "torch.cuda.stream(...))"
+                         : "stream applies to CUDA tensors; this call runs "
+                           "on the CPU (pass None)");
+}
+
+fp8q_status fp8q_layer_check_x_scale(const char *caller, fp8q_dtype dtype,
+                                     fp8q_error *error)
+{
+    if (dtype == FP8Q_FLOAT32) {
+        return FP8Q_OK;
+    }
+    return fp8q_fail(error, FP8Q_ERROR_TYPE,
+                     "%s: x's scales must be float32, got %s", caller,
+                     fp8q_dtype_name(dtype));
 }

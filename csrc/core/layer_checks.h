@@ -69,4 +69,44 @@ fp8q_status fp8q_layer_check_given(const char *caller, const char *name,
                                    int64_t rows, int64_t columns,
                                    int64_t alignment, fp8q_error *error);
 
+/* Whether the call may take activations given already quantized per token
+ * (quantized=(codes, scale)): FP8Q_ERROR_VALUE when it has a static
+ * input_scale (`has_input_scale`) or "block" weight scales (`granularity`),
+ * which need other activation scales. */
+fp8q_status fp8q_layer_check_given_allowed(const char *caller,
+                                           int has_input_scale,
+                                           fp8q_granularity_kind granularity,
+                                           fp8q_error *error);
+
+/* The weight scales' granularity: `kind`, with 128x128 blocks
+ * (FP8Q_SCALED_MM_BLOCK) for FP8Q_GRANULARITY_BLOCK (block extents 0
+ * for the other kinds), into *granularity;
+ * then core/quantize.h's fp8q_check_scale_shape of `scale` against
+ * `weight`, its message (when it refuses) prefixed by
+ * "CALLER: weight_scale: ". */
+fp8q_status fp8q_layer_weight_granularity(const char *caller,
+                                          fp8q_granularity_kind kind,
+                                          const fp8q_view *weight,
+                                          const fp8q_view *scale,
+                                          fp8q_granularity *granularity,
+                                          fp8q_error *error);
+
+/* stream= of the call: FP8Q_ERROR_VALUE when one is given (`has_stream`)
+ * for torch tensors (`from_torch`: the call runs on torch's current
+ * stream) or for x on the CPU (`on_cpu`). */
+fp8q_status fp8q_layer_check_stream(const char *caller, int has_stream,
+                                    int from_torch, int on_cpu,
+                                    fp8q_error *error);
+
+/* fp8q.linear's x_scale (its QTensor x's scales): FP8Q_ERROR_TYPE unless
+ * `dtype` is float32. */
+fp8q_status fp8q_layer_check_x_scale(const char *caller, fp8q_dtype dtype,
+                                     fp8q_error *error);
+
+/* fp8q.linear(weight_only=True) on a GPU whose weight-only kernels do not
+ * take the call (in_features `k`): always FP8Q_ERROR_VALUE, saying what
+ * they need and what to use instead. */
+fp8q_status fp8q_layer_refuse_weight_only(const char *caller, int64_t k,
+                                          fp8q_error *error);
+
 #endif /* FP8Q_CORE_LAYER_CHECKS_H */

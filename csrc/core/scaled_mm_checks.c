@@ -10,6 +10,29 @@ int fp8q_scaled_mm_out_dtype_ok(fp8q_dtype dtype)
            dtype == FP8Q_FLOAT32 || dtype == FP8Q_FLOAT8_E4M3FN;
 }
 
+fp8q_status fp8q_scaled_mm_check_out_dtype(int given, fp8q_dtype dtype,
+                                           fp8q_error *error)
+{
+    if (fp8q_scaled_mm_out_dtype_ok(dtype)) {
+        return FP8Q_OK;
+    }
+    return fp8q_fail(error, FP8Q_ERROR_TYPE,
+                     "scaled_mm: %s " FP8Q_SCALED_MM_OUT_DTYPES ", got %s",
+                     given ? "out_dtype must be" : "out= must have dtype",
+                     fp8q_dtype_name(dtype));
+}
+
+fp8q_status fp8q_scaled_mm_check_stream(int has_stream, int on_cpu,
+                                        fp8q_error *error)
+{
+    if (!has_stream || !on_cpu) {
+        return FP8Q_OK;
+    }
+    return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                     "scaled_mm: stream= applies to CUDA tensors; this call "
+                     "runs on the CPU (pass stream=None)");
+}
+
 fp8q_status fp8q_scaled_mm_check_matrix(const fp8q_view *operand,
                                         const char *name, fp8q_error *error)
 {

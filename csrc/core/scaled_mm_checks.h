@@ -21,6 +21,18 @@
 /* Nonzero when `dtype` is one of FP8Q_SCALED_MM_OUT_DTYPES. */
 int fp8q_scaled_mm_out_dtype_ok(fp8q_dtype dtype);
 
+/* The result's dtype, given as out_dtype (`given`) or taken from out=:
+ * FP8Q_ERROR_TYPE unless one of FP8Q_SCALED_MM_OUT_DTYPES ("scaled_mm:
+ * out_dtype must be ..., got float8_e5m2", or "scaled_mm: out= must have
+ * dtype ..., got uint8" when taken from out=). */
+fp8q_status fp8q_scaled_mm_check_out_dtype(int given, fp8q_dtype dtype,
+                                           fp8q_error *error);
+
+/* stream=: FP8Q_ERROR_VALUE when one is given (`has_stream`) for operands
+ * on the CPU (`on_cpu`). */
+fp8q_status fp8q_scaled_mm_check_stream(int has_stream, int on_cpu,
+                                        fp8q_error *error);
+
 /* An FP8 matrix operand named `name` ("a" or "b"): FP8Q_ERROR_TYPE unless
  * float8_e4m3fn or float8_e5m2 ("scaled_mm: a must be float8_e4m3fn or
  * float8_e5m2 (quantize it first, e.g. with fp8q.quantize), got float32"),

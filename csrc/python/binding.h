@@ -412,6 +412,13 @@ fp8q_TensorObject *fp8q_tensor_from_object(PyObject *object,
 int fp8q_py_require_cpu(const fp8q_TensorObject *tensor, const char *function,
                         const char *argument);
 
+/* 0 when `scale` is on a GPU (its values are not read back, so not checked)
+ * or holds only finite values > 0; else -1 with core's
+ * fp8q_check_scale_values ValueError naming `name`, its message prefixed by
+ * "FUNCTION: ". */
+int fp8q_py_check_host_scales(const fp8q_TensorObject *scale,
+                              const char *function, const char *name);
+
 /*
  * Whether `object` can be an output argument, viewed in place: 1 for an
  * fp8q.Tensor, a NumPy array of a dtype fp8q stores, a DLPack producer or a

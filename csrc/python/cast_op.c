@@ -7,6 +7,7 @@
 #include "python/binding.h"
 
 #include "core/cast.h"
+#include "core/op_checks.h"
 #include "core/output_check.h"
 #include "core/view_layout.h"
 
@@ -108,13 +109,9 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
         fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
         return NULL;
     }
-    if (scale_object != Py_None && !fp8q_dtype_is_fp8(dtype)) {
-        PyErr_Format(PyExc_ValueError,
-                     "cast: scale= is only allowed when dtype= is an FP8 "
-                     "format (it divides before rounding to FP8), got "
-                     "dtype=%s; to multiply FP8 data by its scale use "
-                     "fp8q.dequantize",
-                     fp8q_dtype_name(dtype));
+    if (fp8q_py_raise_on_failure(
+            fp8q_check_cast_scale(scale_object != Py_None, dtype, &error),
+            &error) < 0) {
         return NULL;
     }
     x = fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
@@ -145,20 +142,13 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
         }
     }
     out = fp8q_py_op_output(out_object, "cast", dtype, x, stream);
-    if (out != NULL && out_object != Py_None) {
-        const char *overlap =
-            fp8q_view_overlaps_unsafely(&x->view, &out->view)
-                ? "cast: out= must not overlap x in memory (except as the "
-                  "very same elements of the same itemsize), got a "
-                  "partially overlapping tensor"
-            : scale != NULL &&
-                    fp8q_view_overlaps_unsafely(&scale_view, &out->view)
-                ? "cast: out= must not overlap scale= in memory"
-                : NULL;
-        if (overlap != NULL) {
-            PyErr_SetString(PyExc_ValueError, overlap);
-            Py_CLEAR(out);
-        }
+    if (out != NULL && out_object != Py_None &&
+        fp8q_py_raise_on_failure(
+            fp8q_check_cast_overlap(&x->view,
+                                    scale != NULL ? &scale_view : NULL,
+                                    &out->view, &error),
+            &error) < 0) {
+        Py_CLEAR(out);
     }
     if (out == NULL) {
         goto done;

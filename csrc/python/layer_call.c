@@ -62,17 +62,14 @@ fp8q_TensorObject *fp8q_layer_matrix_view(fp8q_TensorObject *tensor,
 int fp8q_layer_parse_granularity(PyObject *object,
                                  fp8q_granularity_kind *kind)
 {
-    if (PyUnicode_Check(object)) {
-        if (PyUnicode_CompareWithASCIIString(object, "row") == 0) {
-            *kind = FP8Q_GRANULARITY_ROW;
-            return 0;
-        }
-        if (PyUnicode_CompareWithASCIIString(object, "tensor") == 0) {
-            *kind = FP8Q_GRANULARITY_TENSOR;
-            return 0;
-        }
-        if (PyUnicode_CompareWithASCIIString(object, "block") == 0) {
-            *kind = FP8Q_GRANULARITY_BLOCK;
+    static const fp8q_granularity_kind kinds[3] = {
+        FP8Q_GRANULARITY_ROW, FP8Q_GRANULARITY_TENSOR, FP8Q_GRANULARITY_BLOCK};
+    static const char *const names[3] = {"row", "tensor", "block"};
+    int index;
+
+    for (index = 0; PyUnicode_Check(object) && index < 3; index++) {
+        if (PyUnicode_CompareWithASCIIString(object, names[index]) == 0) {
+            *kind = kinds[index];
             return 0;
         }
     }
@@ -113,15 +110,12 @@ int fp8q_layer_import_x(layer_call *call, PyObject *x_object,
     }
     call->device.type = call->x->device_type;
     call->device.index = call->x->device_index;
-    if (stream_object != Py_None &&
-        (call->api != NULL || call->device.type != FP8Q_DEVICE_CUDA)) {
-        PyErr_Format(PyExc_ValueError, "%s: %s", call->name,
-                     call->api != NULL
-                         ? "stream must be None for torch tensors: the call "
-                           "runs on torch's current stream (choose it with "
-                           "torch.cuda.stream(...))"
-                         : "stream applies to CUDA tensors; this call runs "
-                           "on the CPU (pass None)");
+    if (fp8q_py_raise_on_failure(
+            fp8q_layer_check_stream(call->name, stream_object != Py_None,
+                                    call->api != NULL,
+                                    call->device.type != FP8Q_DEVICE_CUDA,
+                                    &error),
+            &error) < 0) {
         return -1;
     }
     if (stream_object != Py_None) {
@@ -167,25 +161,8 @@ int fp8q_layer_import_weight(layer_call *call, PyObject *weight_object,
             &error) < 0) {
         return -1;
     }
-    return fp8q_layer_check_scales(call, call->weight_scale, "weight_scale");
-}
-
-int fp8q_layer_check_scales(layer_call *call, const fp8q_TensorObject *scale,
-                            const char *name)
-{
-    fp8q_error error;
-    fp8q_status status;
-
-    if (call->device.type != FP8Q_DEVICE_CPU) {
-        return 0;
-    }
-    fp8q_error_clear(&error);
-    status = fp8q_check_scale_values(&scale->view, name, &error);
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        fp8q_py_error_add_prefix("%s: ", call->name);
-        return -1;
-    }
-    return 0;
+    return fp8q_py_check_host_scales(call->weight_scale, call->name,
+                                     "weight_scale");
 }
 
 int fp8q_layer_make_rows(layer_call *call, int64_t m, int64_t k)
@@ -241,7 +218,8 @@ int fp8q_layer_import_activation_arguments(layer_call *call, PyObject *bias,
             &error) < 0) {
         return -1;
     }
-    return fp8q_layer_check_scales(call, call->input_scale, "input_scale");
+    return fp8q_py_check_host_scales(call->input_scale, call->name,
+                                     "input_scale");
 }
 
 int fp8q_layer_make_output(layer_call *call, int64_t m, int64_t n)

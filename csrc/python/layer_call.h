@@ -70,14 +70,9 @@ int fp8q_layer_check_device(layer_call *call, const fp8q_TensorObject *tensor,
                             const char *name);
 
 /* The FP8 weight (N, K) and its scales at the call's granularity, on x's
- * device; CPU scales are checked (finite, > 0), a GPU's are not read back. */
+ * device; CPU scales are checked (fp8q_py_check_host_scales). */
 int fp8q_layer_import_weight(layer_call *call, PyObject *weight_object,
                              PyObject *scale_object);
-
-/* 0 when `scale` holds finite values > 0 or is on a GPU (not read back);
- * else -1 with ValueError naming the call and `name`. */
-int fp8q_layer_check_scales(layer_call *call, const fp8q_TensorObject *scale,
-                            const char *name);
 
 /* bias (None or N values) and input_scale (None or one float32). */
 int fp8q_layer_import_activation_arguments(layer_call *call, PyObject *bias,
@@ -102,10 +97,16 @@ int fp8q_layer_positional(const char *function, Py_ssize_t n_args,
  * exception is set); the call's references are released either way. */
 PyObject *fp8q_layer_finish(layer_call *call, int failed);
 
-/* layer_weight_only.c: the weight-only product of the call (x's rows in
- * launches the gemv kernels take; `every_row` 0: only when all of x fits
- * one launch, as linear_layer's few-token path). call->result stays NULL
- * when the kernels do not take the call. */
+/* layer_weight_only.c: y = x . (weight * weight_scale)^T + bias
+ * (call->bias, imported by the caller) by the weight-only kernels when the
+ * call fits their contract (cuda/weight_only_ops.h: a GPU, K a multiple of
+ * 16, 16-byte aligned operands) and, with `every_row` 0, all of x fits one
+ * launch (linear_layer's few-token path); with `every_row` any number of
+ * tokens runs in launches of up to 64 rows. The split-K scratch the plan
+ * asks for comes from the call's allocator (torch's for torch tensors, so
+ * stream-ordered and CUDA-graph capturable), released after the launches
+ * (the allocator orders its reuse after them on the stream). call->result
+ * is y; else it stays NULL and nothing ran. */
 int fp8q_layer_gemv_forward(layer_call *call, int every_row);
 
 /* layer_weight_only.c: fp8q.linear(weight_only=True): on a GPU the gemv

@@ -17,66 +17,47 @@
 
 #include "python/layer_call.h"
 
-#include "core/quantize.h"
+#include "core/layer_checks.h"
 #include "core/scaled_mm_run.h"
 #include "cuda/weight_only_ops.h"
 
-/* The weight scales' granularity (128x128 blocks for "block"), checked
- * against the weight's and the scale's shapes. */
+/* core/layer_checks.h's fp8q_layer_weight_granularity of the call. */
 static int weight_granularity(layer_call *call, fp8q_granularity *granularity)
 {
     fp8q_error error;
-    fp8q_status status;
 
-    memset(granularity, 0, sizeof *granularity);
-    granularity->kind = call->granularity;
-    if (call->granularity == FP8Q_GRANULARITY_BLOCK) {
-        granularity->block_rows = FP8Q_SCALED_MM_BLOCK;
-        granularity->block_cols = FP8Q_SCALED_MM_BLOCK;
-    }
-    fp8q_error_clear(&error);
-    status = fp8q_check_scale_shape(granularity, &call->weight->view,
-                                    &call->weight_scale->view, &error);
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        fp8q_py_error_add_prefix("%s: weight_scale: ", call->name);
-        return -1;
-    }
-    return 0;
+    return fp8q_py_raise_on_failure(
+        fp8q_layer_weight_granularity(call->name, call->granularity,
+                                      &call->weight->view,
+                                      &call->weight_scale->view, granularity,
+                                      &error),
+        &error);
 }
 
 /* weight dequantized into a new (N, K) tensor of x's dtype on x's device
  * (x being `like`; from x's producer when it has an exchange table):
- * call->result. */
+ * call->result. fp8q_py_cuda_dequantize runs it on the call's device
+ * (core's fp8q_dequantize on the CPU; on a GPU strided operands are
+ * gathered first, cuda/op_call.h). */
 static int dequantize_weight(layer_call *call)
 {
-    const fp8q_view *weight = &call->weight->view;
     fp8q_granularity granularity;
     fp8q_TensorObject *destination;
-    fp8q_error error;
-    fp8q_status status;
+    int result;
 
     if (weight_granularity(call, &granularity) < 0) {
         return -1;
     }
     destination = fp8q_layer_new_tensor(call, call->x->view.dtype, 2,
-                                        weight->shape, 1, &call->result);
+                                        call->weight->view.shape, 1,
+                                        &call->result);
     if (destination == NULL) {
         return -1;
     }
-    if (call->device.type == FP8Q_DEVICE_CUDA) {
-        const int result = fp8q_py_cuda_dequantize(
-            call->weight, call->weight_scale, &granularity, destination,
-            call->stream);
-        Py_DECREF(destination);
-        return result;
-    }
-    fp8q_error_clear(&error);
-    FP8Q_PY_BEGIN_INTERRUPTIBLE
-    status = fp8q_dequantize(weight, &call->weight_scale->view, &granularity,
-                             &destination->view, &error);
-    FP8Q_PY_END_INTERRUPTIBLE(status)
+    result = fp8q_py_cuda_dequantize(call->weight, call->weight_scale,
+                                     &granularity, destination, call->stream);
     Py_DECREF(destination);
-    return fp8q_py_raise_on_failure(status, &error);
+    return result;
 }
 
 /* A C-contiguous view of a weight, scale or bias for the GPU kernels (a copy
@@ -91,22 +72,13 @@ static int contiguous_on_gpu(layer_call *call, fp8q_TensorObject **tensor)
     return *tensor == NULL ? -1 : 0;
 }
 
-/* y = x . (weight * weight_scale)^T + bias (call->bias, imported by the
- * caller) by the weight-only kernels when the call fits their contract
- * (cuda/weight_only_ops.h: a GPU, K a multiple of 16, 16-byte aligned
- * operands) and, unless `every_row`, the tokens fit one launch; with
- * `every_row` any number of tokens runs in launches of up to 64 rows.
- * The split-K scratch the plan asks for comes from the call's allocator
- * (torch's for torch tensors, so stream-ordered and CUDA-graph
- * capturable), released after the launches (the allocator orders its reuse
- * after them on the stream). call->result is y; else call->result stays
- * NULL and nothing ran. */
 int fp8q_layer_gemv_forward(layer_call *call, int every_row)
 {
     const fp8q_view *x = &call->x->view;
     fp8q_cuda_weight_only_plan plan;
     fp8q_granularity granularity;
     fp8q_TensorObject *scratch = NULL;
+    fp8q_TensorObject *used[6]; /* the call's memory, used on its stream */
     fp8q_error error;
     fp8q_status status;
     int64_t m, k;
@@ -142,14 +114,13 @@ int fp8q_layer_gemv_forward(layer_call *call, int every_row)
             return -1;
         }
     }
-    if (fp8q_py_use_on_stream(call->rows, call->stream) == 0 &&
-        fp8q_py_use_on_stream(call->weight, call->stream) == 0 &&
-        fp8q_py_use_on_stream(call->weight_scale, call->stream) == 0 &&
-        (call->bias == NULL ||
-         fp8q_py_use_on_stream(call->bias, call->stream) == 0) &&
-        (scratch == NULL ||
-         fp8q_py_use_on_stream(scratch, call->stream) == 0) &&
-        fp8q_py_use_on_stream(call->out_rows, call->stream) == 0) {
+    used[0] = call->rows;
+    used[1] = call->weight;
+    used[2] = call->weight_scale;
+    used[3] = call->bias;
+    used[4] = scratch;
+    used[5] = call->out_rows;
+    if (fp8q_py_use_all_on_stream(used, 6, call->stream) == 0) {
         fp8q_error_clear(&error);
         Py_BEGIN_ALLOW_THREADS
         status = fp8q_cuda_weight_only_gemv(
@@ -195,6 +166,7 @@ static int weight_only_on_cpu(layer_call *call)
 int fp8q_layer_weight_only_forward(layer_call *call)
 {
     const fp8q_view *x = &call->x->view;
+    fp8q_error error;
 
     if (call->device.type != FP8Q_DEVICE_CUDA) {
         return weight_only_on_cpu(call);
@@ -202,15 +174,12 @@ int fp8q_layer_weight_only_forward(layer_call *call)
     if (fp8q_layer_gemv_forward(call, 1) < 0) {
         return -1;
     }
-    if (call->result == NULL) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: weight_only=True on a GPU needs in_features (K = "
-                     "%lld) a multiple of 16 and 16-byte aligned x and w; use "
-                     "weight_only=False (x quantized) for this shape",
-                     call->name, (long long)x->shape[x->ndim - 1]);
-        return -1;
-    }
-    return 0;
+    return call->result != NULL
+               ? 0
+               : fp8q_py_raise_on_failure(
+                     fp8q_layer_refuse_weight_only(
+                         call->name, x->shape[x->ndim - 1], &error),
+                     &error);
 }
 
 static PyObject *layer_weight(PyObject *module, PyObject *const *args,
@@ -226,8 +195,6 @@ static PyObject *layer_weight(PyObject *module, PyObject *const *args,
             fp8q_layer_parse_granularity(args[3], &call.granularity) < 0 ||
             fp8q_layer_import_x(&call, args[0], args[4]) < 0 ||
             fp8q_layer_import_weight(&call, args[1], args[2]) < 0 ||
-            contiguous_on_gpu(&call, &call.weight) < 0 ||
-            contiguous_on_gpu(&call, &call.weight_scale) < 0 ||
             dequantize_weight(&call) < 0);
 }
 

@@ -42,23 +42,19 @@ static int given_activations(layer_call *call, int64_t m, int64_t k)
     fp8q_error error;
 
     call->codes = call->x_scale = NULL;
-    if (call->input_scale != NULL ||
-        call->granularity == FP8Q_GRANULARITY_BLOCK) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: quantized activations need dynamic per-token "
-                     "scales (no input_scale, \"row\" or \"tensor\" "
-                     "weight scales)",
-                     call->name);
-    }
-    else if (fp8q_py_raise_on_failure(
-                 fp8q_layer_check_given(call->name, "codes", &codes->view,
-                                        FP8Q_FLOAT8_E4M3FN, m, k, 16, &error),
-                 &error) == 0 &&
-             fp8q_py_raise_on_failure(
-                 fp8q_layer_check_given(call->name, "scale", &scale->view,
-                                        FP8Q_FLOAT32, m, 1, sizeof(float),
-                                        &error),
-                 &error) == 0) {
+    if (fp8q_py_raise_on_failure(
+            fp8q_layer_check_given_allowed(call->name,
+                                           call->input_scale != NULL,
+                                           call->granularity, &error),
+            &error) == 0 &&
+        fp8q_py_raise_on_failure(
+            fp8q_layer_check_given(call->name, "codes", &codes->view,
+                                   FP8Q_FLOAT8_E4M3FN, m, k, 16, &error),
+            &error) == 0 &&
+        fp8q_py_raise_on_failure(
+            fp8q_layer_check_given(call->name, "scale", &scale->view,
+                                   FP8Q_FLOAT32, m, 1, sizeof(float), &error),
+            &error) == 0) {
         call->codes = fp8q_layer_matrix_view(codes, m, k);
         call->x_scale =
             call->codes != NULL ? fp8q_layer_matrix_view(scale, m, 1) : NULL;
@@ -303,17 +299,18 @@ static int parse_out_dtype(layer_call *call, PyObject *object)
  * on the CPU checked finite and > 0, as scaled_mm checks its scales. */
 static int import_x_scale(layer_call *call, PyObject *object)
 {
+    fp8q_error error;
+
     call->x_scale = fp8q_py_import_argument(call->api, object, "x_scale");
     if (call->x_scale == NULL ||
-        fp8q_layer_check_device(call, call->x_scale, "x_scale") < 0) {
+        fp8q_layer_check_device(call, call->x_scale, "x_scale") < 0 ||
+        fp8q_py_raise_on_failure(
+            fp8q_layer_check_x_scale(call->name, call->x_scale->view.dtype,
+                                     &error),
+            &error) < 0) {
         return -1;
     }
-    if (call->x_scale->view.dtype != FP8Q_FLOAT32) {
-        PyErr_Format(PyExc_TypeError, "%s: x's scales must be float32, got %s",
-                     call->name, fp8q_dtype_name(call->x_scale->view.dtype));
-        return -1;
-    }
-    return fp8q_layer_check_scales(call, call->x_scale, "x's scale");
+    return fp8q_py_check_host_scales(call->x_scale, call->name, "x's scale");
 }
 
 /* fp8q.linear (python/fp8q/_linear.py normalises its arguments): the same

@@ -1,14 +1,16 @@
 /*
  * output_arguments.c - the checks fp8q._C's operations share: a tensor that
- * must be on the CPU, and an out= argument viewed in place (its kind, dtype,
- * device, shape and writability), with errors that name the function and
- * the argument; an operation's new result on x's device, and its return
- * value with out=; tensor arguments and new results through x's DLPack
- * exchange table (torch's tensors, allocator and current stream).
+ * must be on the CPU, scales on the host (finite, > 0), and an out= argument
+ * viewed in place (its kind, dtype, device, shape and writability), with
+ * errors that name the function and the argument; an operation's new result
+ * on x's device, and its return value with out=; tensor arguments and new
+ * results through x's DLPack exchange table (torch's tensors, allocator and
+ * current stream).
  */
 #include "python/binding.h"
 
 #include "core/output_check.h"
+#include "core/quantize.h"
 
 int fp8q_py_require_cpu(const fp8q_TensorObject *tensor, const char *function,
                         const char *argument)
@@ -23,6 +25,23 @@ int fp8q_py_require_cpu(const fp8q_TensorObject *tensor, const char *function,
                  function, argument, tensor->device_type,
                  tensor->device_index, function);
     return -1;
+}
+
+int fp8q_py_check_host_scales(const fp8q_TensorObject *scale,
+                              const char *function, const char *name)
+{
+    fp8q_error error;
+
+    if (scale->device_type != FP8Q_DEVICE_CPU) {
+        return 0;
+    }
+    fp8q_error_clear(&error);
+    if (fp8q_py_raise_on_failure(
+            fp8q_check_scale_values(&scale->view, name, &error), &error) < 0) {
+        fp8q_py_error_add_prefix("%s: ", function);
+        return -1;
+    }
+    return 0;
 }
 
 int fp8q_py_output_kind(PyObject *object, PyObject **given)

@@ -7,6 +7,7 @@
 #include "python/binding.h"
 
 #include "core/cast.h"
+#include "core/op_checks.h"
 #include "core/quantize.h"
 #include "core/view_layout.h"
 #include "cuda/op_call.h"
@@ -314,16 +315,13 @@ static PyObject *ops_quantize(PyObject *module, PyObject *args,
         goto fail;
     }
     fp8q_error_clear(&error);
-    if (fp8q_scale_shape(&options.granularity, x->view.ndim, x->view.shape,
-                         &scale_ndim, scale_shape, &error) != FP8Q_OK) {
-        fp8q_py_raise(&error);
-        goto fail;
-    }
-    if (transpose && x->view.ndim != 2) {
-        PyErr_Format(PyExc_ValueError,
-                     "quantize: transpose=True needs a 2-D x (M, N), got %d "
-                     "dimensions",
-                     x->view.ndim);
+    if (fp8q_py_raise_on_failure(
+            fp8q_scale_shape(&options.granularity, x->view.ndim,
+                             x->view.shape, &scale_ndim, scale_shape, &error),
+            &error) < 0 ||
+        fp8q_py_raise_on_failure(
+            fp8q_check_quantize_transpose(transpose, x->view.ndim, &error),
+            &error) < 0) {
         goto fail;
     }
     data = fp8q_py_new_like(x, dtype, x->view.ndim, x->view.shape, stream);
@@ -388,10 +386,9 @@ static PyObject *ops_dequantize(PyObject *module, PyObject *args,
     }
     device.type = data->device_type;
     device.index = data->device_index;
-    if (!fp8q_dtype_is_fp8(data->view.dtype)) {
-        PyErr_Format(PyExc_TypeError,
-                     "dequantize: data must have an FP8 dtype, got %s",
-                     fp8q_dtype_name(data->view.dtype));
+    if (fp8q_py_raise_on_failure(
+            fp8q_check_dequantize_data(data->view.dtype, &error), &error) <
+        0) {
         goto fail;
     }
     scale = fp8q_tensor_from_object(scale_object, "scale", FP8Q_FLOAT32,

@@ -24,13 +24,12 @@ typedef struct scaled_mm_call {
     fp8q_TensorObject *bias;     /* NULL or N values, a's GPU or the host */
     fp8q_TensorObject *amax_out; /* NULL or one float32 on a's GPU        */
     fp8q_TensorObject *out;      /* (M, N) of out_dtype on a's GPU        */
-    fp8q_scaling mode;
-    int use_fast_accum;
-    int has_scale_result;
-    float scale_result; /* when given on the host */
     /* NULL, or scale_result's one float32 on a's GPU: used there, never
      * read back (so not checked, as scales on the GPU are not) */
     fp8q_TensorObject *scale_result_on_device;
+    /* The product's mode, use_fast_accum and scale_result as parsed; run
+     * fills in the views. */
+    fp8q_cuda_scaled_mm_call product;
 } scaled_mm_call;
 
 static void release_call(scaled_mm_call *call)
@@ -87,24 +86,15 @@ static fp8q_TensorObject *matrix_operand(PyObject *object, const char *name)
     return tensor;
 }
 
-/* A float32 tensor of scale values; on the host, checked to be finite and
- * > 0 (a GPU's are not read back). */
+/* A float32 tensor of scale values (fp8q_py_check_host_scales). */
 static fp8q_TensorObject *scale_operand(PyObject *object, const char *name)
 {
     fp8q_TensorObject *tensor =
         argument(object, name, FP8Q_FLOAT32, FP8Q_COPY_IF_NEEDED);
-    fp8q_error error;
-    fp8q_status status;
 
-    if (tensor == NULL || tensor->device_type != FP8Q_DEVICE_CPU) {
-        return tensor;
-    }
-    fp8q_error_clear(&error);
-    status = fp8q_check_scale_values(&tensor->view, name, &error);
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        (void)name_scaled_mm();
-        Py_DECREF(tensor);
-        return NULL;
+    if (tensor != NULL &&
+        fp8q_py_check_host_scales(tensor, "scaled_mm", name) < 0) {
+        Py_CLEAR(tensor);
     }
     return tensor;
 }
@@ -120,20 +110,6 @@ static int same_device(const fp8q_TensorObject *tensor,
         fp8q_scaled_mm_check_place(name, fp8q_py_place(tensor), *device,
                                    host_allowed, &error),
         &error);
-}
-
-/* -1 with the TypeError of a result dtype scaled_mm does not produce:
- * `argument` ("out_dtype must be", "out= must have dtype") and what was
- * `given` (a str or repr()'d object). */
-static int refuse_out_dtype(const char *argument, PyObject *given)
-{
-    if (given != NULL) {
-        PyErr_Format(PyExc_TypeError,
-                     "scaled_mm: %s " FP8Q_SCALED_MM_OUT_DTYPES ", got %U",
-                     argument, given);
-    }
-    Py_XDECREF(given);
-    return -1;
 }
 
 /* The result's dtype when out_dtype is not given: out's, when it is an
@@ -158,12 +134,14 @@ static int dtype_of_out(PyObject *out_object, fp8q_dtype *out_dtype)
     return 0;
 }
 
-/* Parses out_dtype (given, or out's dtype, or bfloat16) and checks it. */
+/* Parses out_dtype (given, or out's dtype, or bfloat16) and checks it
+ * (fp8q_scaled_mm_check_out_dtype). */
 static int parse_out_dtype(PyObject *out_dtype_object, PyObject *out_object,
                            fp8q_dtype *out_dtype)
 {
     const int given = out_dtype_object != NULL && out_dtype_object != Py_None;
     int found = 1;
+    fp8q_error error;
 
     *out_dtype = FP8Q_BFLOAT16;
     if (given) {
@@ -172,21 +150,17 @@ static int parse_out_dtype(PyObject *out_dtype_object, PyObject *out_object,
     else if (out_object != Py_None && dtype_of_out(out_object, out_dtype) < 0) {
         return -1;
     }
-    if (found < 0) {
-        return -1;
-    }
     if (found == 0) {
-        return refuse_out_dtype(
-            "out_dtype must be",
-            PyUnicode_FromFormat("%R (%s)", out_dtype_object,
-                                 Py_TYPE(out_dtype_object)->tp_name));
+        PyErr_Format(PyExc_TypeError,
+                     "scaled_mm: out_dtype must be " FP8Q_SCALED_MM_OUT_DTYPES
+                     ", got %R (%s)",
+                     out_dtype_object, Py_TYPE(out_dtype_object)->tp_name);
     }
-    if (!fp8q_scaled_mm_out_dtype_ok(*out_dtype)) {
-        return refuse_out_dtype(
-            given ? "out_dtype must be" : "out= must have dtype",
-            PyUnicode_FromString(fp8q_dtype_name(*out_dtype)));
-    }
-    return 0;
+    return found <= 0 ? -1
+                      : fp8q_py_raise_on_failure(
+                            fp8q_scaled_mm_check_out_dtype(given, *out_dtype,
+                                                           &error),
+                            &error);
 }
 
 /* The one value of scale_result (float32, finite, > 0), 1.0 when absent.
@@ -199,7 +173,6 @@ static int parse_scale_result(PyObject *object, fp8q_dtype out_dtype,
 {
     fp8q_TensorObject *tensor;
     fp8q_error error;
-    fp8q_status status;
 
     *scale_result = 1.0f;
     *on_device = NULL;
@@ -235,16 +208,13 @@ static int parse_scale_result(PyObject *object, fp8q_dtype out_dtype,
             return name_scaled_mm();
         }
     }
-    if (tensor == NULL) {
+    if (tensor == NULL ||
+        fp8q_py_check_host_scales(tensor, "scaled_mm", "scale_result") < 0) {
+        Py_XDECREF(tensor);
         return -1;
     }
-    fp8q_error_clear(&error);
-    status = fp8q_check_scale_values(&tensor->view, "scale_result", &error);
     memcpy(scale_result, tensor->view.data, sizeof *scale_result);
     Py_DECREF(tensor);
-    if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        return name_scaled_mm();
-    }
     return 0;
 }
 
@@ -330,12 +300,11 @@ static int run(const scaled_mm_call *call, int out_is_new,
     const int on_gpu = call->a->device_type == FP8Q_DEVICE_CUDA;
     fp8q_TensorObject *used[8];
     const fp8q_cublaslt *library = NULL;
-    fp8q_cuda_scaled_mm_call product;
+    fp8q_cuda_scaled_mm_call product = call->product;
     fp8q_error error;
     fp8q_status status;
     int computes;
 
-    memset(&product, 0, sizeof product);
     product.a = &call->a->view;
     product.b = &call->b->view;
     product.scale_a = &call->scale_a->view;
@@ -344,10 +313,6 @@ static int run(const scaled_mm_call *call, int out_is_new,
     product.out = &call->out->view;
     product.amax_out =
         call->amax_out != NULL ? call->amax_out->view.data : NULL;
-    product.mode = call->mode;
-    product.use_fast_accum = call->use_fast_accum;
-    product.has_scale_result = call->has_scale_result;
-    product.scale_result = call->scale_result;
     product.scale_result_on_device =
         call->scale_result_on_device != NULL
             ? (const float *)call->scale_result_on_device->view.data
@@ -398,7 +363,6 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     PyObject *out_dtype_object = NULL;
     PyObject *scale_result_object = Py_None;
     PyObject *amax_out_object = Py_None;
-    int use_fast_accum = 0;
     PyObject *out_object = Py_None;
     PyObject *stream_object = Py_None;
     fp8q_cu_stream stream;
@@ -416,7 +380,7 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
             args, kwargs, "OOOO|$OOOOpOO:scaled_mm", keywords, &a_object,
             &b_object, &scale_a_object, &scale_b_object, &bias_object,
             &out_dtype_object, &scale_result_object, &amax_out_object,
-            &use_fast_accum, &out_object, &stream_object)) {
+            &call.product.use_fast_accum, &out_object, &stream_object)) {
         return NULL;
     }
     if (fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
@@ -433,13 +397,12 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     if (same_device(call.b, &device, "b", 0) < 0) {
         goto fail;
     }
-    if (device.type == FP8Q_DEVICE_CPU && stream_object != Py_None) {
-        PyErr_SetString(PyExc_ValueError,
-                        "scaled_mm: stream= applies to CUDA tensors; this "
-                        "call runs on the CPU (pass stream=None)");
-        goto fail;
-    }
     if (fp8q_py_raise_on_failure(
+            fp8q_scaled_mm_check_stream(stream_object != Py_None,
+                                        device.type == FP8Q_DEVICE_CPU,
+                                        &error),
+            &error) < 0 ||
+        fp8q_py_raise_on_failure(
             fp8q_scaled_mm_check_pair(&call.a->view, &call.b->view, &error),
             &error) < 0) {
         goto fail;
@@ -457,7 +420,7 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     fp8q_error_clear(&error);
     status = fp8q_scaled_mm_mode(shape[0], call.a->view.shape[1], shape[1],
                                  &call.scale_a->view, &call.scale_b->view,
-                                 &call.mode, &error);
+                                 &call.product.mode, &error);
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
         (void)name_scaled_mm();
         goto fail;
@@ -474,7 +437,7 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     if (parse_out_dtype(out_dtype_object, out_object, &out_dtype) < 0 ||
         parse_scale_result(scale_result_object, out_dtype, &device,
-                           &call.scale_result,
+                           &call.product.scale_result,
                            &call.scale_result_on_device) < 0) {
         goto fail;
     }
@@ -497,8 +460,7 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
     if (call.out == NULL) {
         goto fail;
     }
-    call.use_fast_accum = use_fast_accum;
-    call.has_scale_result = scale_result_object != Py_None;
+    call.product.has_scale_result = scale_result_object != Py_None;
     if (run(&call, out_object == Py_None, stream) < 0) {
         goto fail;
     }

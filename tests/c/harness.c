@@ -251,6 +251,9 @@ static const harness_test tests[] = {
     {"output_checks", test_output_checks},
     {"flag_nonfinite_rows", test_flag_nonfinite_rows},
     {"operation_checks", test_operation_checks},
+    {"op_checks", test_op_checks},
+    {"layer_call_checks", test_layer_call_checks},
+    {"scaled_mm_argument_checks", test_scaled_mm_argument_checks},
 };
 
 /* The seed when none is given: fixed, so that every run of a commit (CI's

@@ -205,4 +205,9 @@ void test_output_checks(void);
 void test_flag_nonfinite_rows(void);
 void test_operation_checks(void);
 
+/* test_op_checks.c */
+void test_op_checks(void);
+void test_layer_call_checks(void);
+void test_scaled_mm_argument_checks(void);
+
 #endif /* FP8Q_TESTS_HARNESS_H */
