@@ -1389,10 +1389,19 @@ def calibrator_reconfigured_while_an_old_state_is_read_back():
         except Exception as error:  # noqa: BLE001 - reported below
             errors.append(error)
 
+    copies = calls().count("cuMemcpyAsync")
     updating = threading.Thread(target=update)
     updating.start()
-    time.sleep(0.1)  # inside the 0.4 s read-back
+    # The copy back is logged before it sleeps: wait for it, so that the
+    # __init__ lands inside the read-back (not before the update or while
+    # it reduces, which other rules order).
+    waited = 0.0
+    while calls().count("cuMemcpyAsync") == copies:
+        assert waited < 60.0 and updating.is_alive(), "no read-back seen"
+        time.sleep(0.005)
+        waited += 0.005
     calibrator.__init__(bins=8192)
+    assert updating.is_alive(), "the update ended before the __init__"
     updating.join()
     assert not errors, errors
     assert calibrator.bins == 8192

@@ -95,7 +95,7 @@ def test_calibrator_reconfigured_while_an_old_state_is_read_back(
         fake_driver, tmp_path):
     run_scenario(fake_driver,
                  "calibrator_reconfigured_while_an_old_state_is_read_back",
-                 tmp_path, devices=2, read_delay_ms=400)
+                 tmp_path, devices=2, read_delay_ms=1000)
 
 
 def test_devices_without_memory_pools(fake_driver, tmp_path):

@@ -294,6 +294,9 @@ def test_array_protocol():
     np.testing.assert_array_equal(t.__array__(np.float64), [1, 2.5, -448])
     np.testing.assert_array_equal(t.__array__(np.float16), [1, 2.5, -448])
     assert t.__array__(np.float64).dtype == np.float64
+    # A converted array has the requested dtype object itself.
+    tagged = np.dtype(np.float16, metadata={"source": "test"})
+    assert t.__array__(tagged).dtype.metadata == {"source": "test"}
     with pytest.raises(ValueError, match="Unable to avoid copy"):
         t.__array__(np.float32, copy=False)
     assert t.__array__(ml_dtypes.float8_e4m3fn, copy=False).ctypes.data == \

@@ -141,13 +141,16 @@ static int try_open(const char *path, search_log *log)
     return 1;
 }
 
-/* Writes directory/name into path; -1 (logged) when it does not fit. */
+/* Writes directory/name into path; -1 when it does not fit, logged as
+ * "DIRECTORY (path too long for NAME)". */
 static int join_path(char *path, size_t size, const char *directory,
                      const char *name, search_log *log)
 {
     const int length = snprintf(path, size, "%s/%s", directory, name);
+    char reason[96];
     if (length < 0 || (size_t)length >= size) {
-        log_try(log, directory, "path too long");
+        (void)snprintf(reason, sizeof reason, "path too long for %s", name);
+        log_try(log, directory, reason);
         return -1;
     }
     return 0;

@@ -532,9 +532,9 @@ int fp8q_py_cuda_quantize(fp8q_TensorObject *x,
                           fp8q_TensorObject *data, fp8q_TensorObject *scale,
                           fp8q_cu_stream stream);
 
-/* result = data * scale on data's device (on a GPU on `stream`, data and
- * scale C-contiguous there); scale of the granularity's scale shape. 0, or
- * -1 with an exception. */
+/* result = data * scale on data's device (on a GPU on `stream`; data and
+ * scale of any strides, strided operands gathered first, cuda/op_call.h);
+ * scale of the granularity's scale shape. 0, or -1 with an exception. */
 int fp8q_py_cuda_dequantize(fp8q_TensorObject *data, fp8q_TensorObject *scale,
                             const fp8q_granularity *granularity,
                             fp8q_TensorObject *result, fp8q_cu_stream stream);

@@ -156,14 +156,21 @@ static PyObject *tensor_array(PyObject *object, PyObject *args,
     /* Convert values: into a dtype fp8q stores with the core cast, into any
      * other from the exact float32 values with NumPy. */
     converted = fp8q_tensor_copy_as(self, found == 1 ? target : FP8Q_FLOAT32);
-    array = converted != NULL ? tensor_numpy((PyObject *)converted, NULL)
-                              : NULL;
-    Py_XDECREF(converted);
-    if (array == NULL || found == 1) {
-        /* found: the array has the requested dtype (NumPy's dtype of
-         * `target`). */
+    if (converted == NULL) {
         Py_DECREF(requested);
+        return NULL;
+    }
+    if (found == 1) {
+        /* The requested dtype object itself (its metadata kept). */
+        array = tensor_as_numpy(converted, requested);
+        Py_DECREF(converted);
         return array;
+    }
+    array = tensor_numpy((PyObject *)converted, NULL);
+    Py_DECREF(converted);
+    if (array == NULL) {
+        Py_DECREF(requested);
+        return NULL;
     }
     result = PyArray_CastToType((PyArrayObject *)array, requested, 0);
     Py_DECREF(array);
