@@ -140,6 +140,33 @@ def test_torch_float8_fallback_through_uint8_view(name):
     assert as_codes.dtype is fp8q.uint8
 
 
+def test_from_dlpack_of_a_torch_tensor_uses_the_c_exchange_table():
+    """A torch tensor is exported through its type's C exchange table, with
+    no Python __dlpack__ call (as fp8q.asarray does); with dtype= (a
+    reinterpretation) and for a tensor that requires grad, __dlpack__ is
+    called."""
+    class Counted(torch.Tensor):
+        calls = 0
+
+        def __dlpack__(self, *args, **kwargs):
+            Counted.calls += 1
+            return super().__dlpack__(*args, **kwargs)
+
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    t = fp8q.from_dlpack(x.as_subclass(Counted))
+    assert Counted.calls == 0
+    assert t.data_ptr == x.data_ptr() and t.shape == (2, 3)
+    del x
+    np.testing.assert_array_equal(t.numpy(), np.arange(6).reshape(2, 3))
+    codes = fp8q.from_dlpack(
+        torch.zeros(4, dtype=torch.uint8).as_subclass(Counted), dtype="e4m3")
+    assert Counted.calls == 1 and codes.dtype is fp8q.float8_e4m3fn
+    with pytest.raises(BufferError, match="gradient"):
+        fp8q.from_dlpack(torch.ones(2, requires_grad=True).as_subclass(
+            Counted))
+    assert Counted.calls == 2
+
+
 def test_failing_export_of_other_objects_is_reported():
     class Refuses:
         dtype = "torch.float32"

@@ -518,15 +518,16 @@ static fp8q_TensorObject *from_exchange(const fp8q_dl_exchange_api *api,
 }
 
 /* Imports a DLPack capsule, or a producer: through its C exchange table
- * when use_exchange, reinterpret_dtype is -1, its type has one and object
- * does not require grad, else through __dlpack__(stream=stream). torch
+ * when reinterpret_dtype is -1, its type has one and object does not
+ * require grad (its CUDA memory then last used on the producer's current
+ * stream), else through __dlpack__(stream=stream). torch
  * views with the negative bit are refused first (torch exports their
  * stored, negated values as they are), and the failures of meta, sparse
  * and storage-less torch tensors explained. */
 static fp8q_TensorObject *import_any(PyObject *object,
                                      const char *argument_name,
                                      int reinterpret_dtype,
-                                     int *unsupported_dtype, int use_exchange,
+                                     int *unsupported_dtype,
                                      fp8q_cu_stream stream)
 {
     const fp8q_dl_exchange_api *api = NULL;
@@ -539,7 +540,7 @@ static fp8q_TensorObject *import_any(PyObject *object,
         return tensor_from_capsule(object, argument_name, reinterpret_dtype,
                                    unsupported_dtype, stream);
     }
-    if ((use_exchange && reinterpret_dtype < 0 &&
+    if ((reinterpret_dtype < 0 &&
          fp8q_py_exchange_api(object, &api) < 0) ||
         fp8q_py_refuse_negative_view(object, argument_name) < 0) {
         return NULL;
@@ -566,7 +567,7 @@ fp8q_TensorObject *fp8q_tensor_from_dlpack(PyObject *object,
                                            int *unsupported_dtype)
 {
     return import_any(object, argument_name, reinterpret_dtype,
-                      unsupported_dtype, 1, NULL);
+                      unsupported_dtype, NULL);
 }
 
 /* fp8q.from_dlpack(object, *, dtype=None, stream=None). */
@@ -576,6 +577,7 @@ static PyObject *from_dlpack(PyObject *module, PyObject *args,
     static char *keywords[] = {"", "dtype", "stream", NULL};
     fp8q_cu_stream stream;
     int reinterpret_dtype;
+    fp8q_TensorObject *tensor;
     PyObject *object;
     PyObject *dtype_object = Py_None;
     PyObject *stream_object = Py_None;
@@ -588,8 +590,15 @@ static PyObject *from_dlpack(PyObject *module, PyObject *args,
         fp8q_py_parse_optional_dtype(dtype_object, &reinterpret_dtype) < 0) {
         return NULL;
     }
-    return (PyObject *)import_any(object, "obj", reinterpret_dtype, NULL, 0,
-                                  stream);
+    tensor = import_any(object, "obj", reinterpret_dtype, NULL, stream);
+    /* Exported through the exchange table, the memory was last used on the
+     * producer's current stream: `stream` is ordered after it, as the
+     * producer orders it for __dlpack__(stream=), and becomes its last
+     * use. */
+    if (tensor != NULL && fp8q_py_use_on_stream(tensor, stream) < 0) {
+        Py_CLEAR(tensor);
+    }
+    return (PyObject *)tensor;
 }
 
 PyMethodDef fp8q_py_dlpack_functions[] = {
@@ -598,7 +607,10 @@ PyMethodDef fp8q_py_dlpack_functions[] = {
      "A zero-copy fp8q.Tensor over the memory of a DLPack producer (NumPy, "
      "PyTorch, CuPy, JAX, fp8q ...) or of an unconsumed DLPack capsule.\n"
      "obj.__dlpack__(max_version=(1, 1)) is called (obj.__dlpack__() for "
-     "producers that reject max_version with TypeError); versioned and "
+     "producers that reject max_version with TypeError), or, for a producer "
+     "whose type has DLPack's C exchange table (PyTorch 2.10 and later) and "
+     "that does not require grad, the table's export, with no Python call; "
+     "versioned and "
      "legacy capsules are accepted, the capsule is marked consumed, shape "
      "and strides are kept (no strides means C-contiguous), and the "
      "producer's deleter is called once when the tensor (and every view of "
@@ -613,7 +625,9 @@ PyMethodDef fp8q_py_dlpack_functions[] = {
      "stream when stream is None; else the handle of `stream`: an int, or an "
      "object with __cuda_stream__ or .cuda_stream such as "
      "torch.cuda.Stream), so its pending work is ordered before fp8q's use "
-     "on that stream; the tensor's last use is that stream.\n"
+     "on that stream (through the exchange table fp8q orders that stream "
+     "after the producer's current one itself); the tensor's last use is "
+     "that stream.\n"
      "Errors: TypeError for objects without __dlpack__ and for DLPack dtypes "
      "fp8q does not store (float64, int32, complex, ...; the message names "
      "the code and bits); BufferError for data neither on the CPU nor on a "

@@ -12,20 +12,22 @@
 
 #include "python/binding.h"
 
-/* object.<name>() or object.<name> as a truth value: 1, 0, or -1 when the
- * attribute is missing or fails (the exception is cleared: the checks here
- * only ever add a better message). */
-static int attribute_truth(PyObject *object, const char *name, int call)
+/* "is_neg" and "requires_grad", interned at module execution
+ * (fp8q_py_torch_init), before any thread can call in, never freed: a
+ * first-use initialization would race between threads on free-threaded
+ * CPython. Both are read for every torch argument, so by interned name. */
+static PyObject *is_neg_name;
+static PyObject *requires_grad_name;
+
+/* object.<name> as a truth value: 1, 0, or -1 when the attribute is missing
+ * or fails (the exception is cleared: the checks here only ever add a
+ * better message). */
+static int attribute_truth(PyObject *object, const char *name)
 {
     PyObject *value = PyObject_GetAttrString(object, name);
-    PyObject *result =
-        value == NULL || !call ? value : PyObject_CallNoArgs(value);
-    const int truth = result == NULL ? -1 : PyObject_IsTrue(result);
+    const int truth = value == NULL ? -1 : PyObject_IsTrue(value);
 
-    if (call) {
-        Py_XDECREF(value);
-    }
-    Py_XDECREF(result);
+    Py_XDECREF(value);
     if (truth < 0) {
         PyErr_Clear();
     }
@@ -34,8 +36,14 @@ static int attribute_truth(PyObject *object, const char *name, int call)
 
 int fp8q_py_refuse_negative_view(PyObject *object, const char *argument_name)
 {
-    /* Only objects with torch's is_neg(): a bool from the method. */
-    if (attribute_truth(object, "is_neg", 1) != 1) {
+    /* Only objects with torch's is_neg(): a bool from the method (any
+     * failure, such as no such method, is not a refusal). */
+    PyObject *result = PyObject_CallMethodNoArgs(object, is_neg_name);
+    const int negative = result != NULL && PyObject_IsTrue(result) == 1;
+
+    Py_XDECREF(result);
+    if (!negative) {
+        PyErr_Clear();
         return 0;
     }
     PyErr_Format(PyExc_BufferError,
@@ -113,7 +121,7 @@ void fp8q_py_explain_refused_torch_tensor(PyObject *object,
                      "reads dense (strided) tensors: pass %s.to_dense()",
                      argument_name, layout, argument_name);
     }
-    else if (layout[0] != '\0' && attribute_truth(object, "is_meta", 0) == 1) {
+    else if (layout[0] != '\0' && attribute_truth(object, "is_meta") == 1) {
         fp8q_py_error_discard(&saved);
         PyErr_Format(PyExc_BufferError,
                      "%s: the torch tensor is on the meta device and has no "
@@ -180,17 +188,15 @@ PyObject *fp8q_py_torch_float8_bytes(PyObject *object, fp8q_dtype *dtype)
     return bytes;
 }
 
-/* "requires_grad", interned at module execution (fp8q_py_torch_init),
- * before any thread can call in, never freed: a first-use initialization
- * would race between threads on free-threaded CPython. */
-static PyObject *requires_grad_name;
-
 int fp8q_py_torch_init(void)
 {
+    if (is_neg_name == NULL) {
+        is_neg_name = PyUnicode_InternFromString("is_neg");
+    }
     if (requires_grad_name == NULL) {
         requires_grad_name = PyUnicode_InternFromString("requires_grad");
     }
-    return requires_grad_name == NULL ? -1 : 0;
+    return is_neg_name == NULL || requires_grad_name == NULL ? -1 : 0;
 }
 
 int fp8q_py_torch_requires_grad(PyObject *object)
