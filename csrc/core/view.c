@@ -635,27 +635,20 @@ static void walk_units(const row_walk *walk, int64_t first_unit,
         const int64_t remaining = walk->inner_count - start;
         const int64_t count =
             remaining < walk->piece_length ? remaining : walk->piece_length;
-        int64_t done;
 
-        /* Long runs go in steps; a poll follows every ELEMENTS_PER_POLL
-         * elements or so. */
-        for (done = 0; done < count; done += ELEMENTS_PER_POLL) {
-            const int64_t step = count - done < ELEMENTS_PER_POLL
-                                     ? count - done
-                                     : ELEMENTS_PER_POLL;
-            for (k = 0; k < walk->n_operands; k++) {
-                pointers[k] = walk->base[k] + offsets[k] +
-                              (start + done) * walk->inner_byte_strides[k];
+        for (k = 0; k < walk->n_operands; k++) {
+            pointers[k] = walk->base[k] + offsets[k] +
+                          start * walk->inner_byte_strides[k];
+        }
+        walk->row(walk->context, pointers, walk->inner_byte_strides, count);
+        /* A poll follows every ELEMENTS_PER_POLL elements or so (a piece
+         * holds at most that many). */
+        unpolled += count;
+        if (unpolled >= ELEMENTS_PER_POLL) {
+            if (fp8q_interrupt_poll(unpolled)) {
+                return;
             }
-            walk->row(walk->context, pointers, walk->inner_byte_strides,
-                      step);
-            unpolled += step;
-            if (unpolled >= ELEMENTS_PER_POLL) {
-                if (fp8q_interrupt_poll(unpolled)) {
-                    return;
-                }
-                unpolled = 0;
-            }
+            unpolled = 0;
         }
 
         if (++piece < walk->pieces_per_row) {
@@ -678,6 +671,18 @@ static void walk_units(const row_walk *walk, int64_t first_unit,
             index[axis] = 0;
         }
     }
+}
+
+/* Cuts each of the walk's n_rows rows into pieces of `length` elements
+ * (the last one shorter), one unit each; pieces never grow. */
+static void cut_rows(row_walk *walk, int64_t n_rows, int64_t length)
+{
+    if (length > walk->piece_length) {
+        length = walk->piece_length;
+    }
+    walk->piece_length = length;
+    walk->pieces_per_row = (walk->inner_count + length - 1) / length;
+    walk->n_units = n_rows * walk->pieces_per_row;
 }
 
 static void walk_task(void *context, int64_t task_index)
@@ -835,10 +840,11 @@ fp8q_status fp8q_for_each_row(int n_operands, const fp8q_view *const *views,
     walk.n_operands = n_operands;
     walk.row = row;
     walk.context = context;
-    walk.pieces_per_row = 1;
+    /* Rows longer than a poll's worth go in pieces (the walk polls between
+     * units). */
     walk.piece_length = walk.inner_count;
-    walk.n_units = n_rows;
-    walk.units_per_task = n_rows;
+    cut_rows(&walk, n_rows, ELEMENTS_PER_POLL);
+    walk.units_per_task = walk.n_units;
 
     if (parallel) {
         threads = fp8q_threads_for(n_rows * walk.inner_count);
@@ -857,9 +863,7 @@ fp8q_status fp8q_for_each_row(int n_operands, const fp8q_view *const *views,
             const int64_t pieces = (target_tasks + n_rows - 1) / n_rows;
             int64_t length = (walk.inner_count + pieces - 1) / pieces;
             length = (length + 63) / 64 * 64;
-            walk.piece_length = length;
-            walk.pieces_per_row = (walk.inner_count + length - 1) / length;
-            walk.n_units = n_rows * walk.pieces_per_row;
+            cut_rows(&walk, n_rows, length);
         }
         n_tasks = walk.n_units < target_tasks ? walk.n_units : target_tasks;
         walk.units_per_task = (walk.n_units + n_tasks - 1) / n_tasks;

@@ -341,12 +341,18 @@ void test_for_each_row_axis_order(void)
     CHECK_INT(runs[2], -4);
 }
 
-/* Marks elements of a uint8 buffer: each must be marked exactly once. */
+/* Marks elements of a uint8 buffer: each must be marked exactly once;
+ * *context (unless NULL, as from several threads) keeps the longest run
+ * one call got. */
 static void mark_row(void *context, char *const *pointers,
                      const int64_t *byte_strides, int64_t count)
 {
+    int64_t *longest = (int64_t *)context;
     int64_t i;
-    (void)context;
+
+    if (longest != NULL && count > *longest) {
+        *longest = count;
+    }
     for (i = 0; i < count; i++) {
         pointers[0][i * byte_strides[0]] += 1;
     }
@@ -363,19 +369,35 @@ void test_for_each_row_parallel(void)
     int all_once = 1;
     int layout;
 
-    for (layout = 0; layout < 4; layout++) {
+    /* Four threads, then one: the same marks, and on one thread no call
+     * longer than the 2**20 elements between two interrupt polls (view.c;
+     * one thread polls between the pieces of a long row). */
+    for (layout = 0; layout < 8; layout++) {
+        int64_t longest = 0;
         /* One long run, a few long rows, many short rows, reversed. */
-        const int64_t rows = layout == 0 ? 1 : layout == 1 ? 3 : 1000;
+        const int shape_kind = layout % 4;
+        const int64_t rows = shape_kind == 0 ? 1 : shape_kind == 1 ? 3 : 1000;
         const int64_t shape[2] = {rows, n / rows};
-        const int64_t strides[2] = {layout == 3 ? -(n / rows) : n / rows, 1};
-        char *origin = layout == 3 ? (char *)marks + (rows - 1) * (n / rows)
-                                   : (char *)marks;
+        const int64_t strides[2] = {
+            shape_kind == 3 ? -(n / rows) : n / rows, 1};
+        char *origin = shape_kind == 3
+                           ? (char *)marks + (rows - 1) * (n / rows)
+                           : (char *)marks;
         memset(marks, 0, (size_t)n);
         view = make_view(origin, FP8Q_UINT8, 2, shape, strides);
         operands[0] = &view;
-        fp8q_set_num_threads(4);
-        CHECK_OK(fp8q_for_each_row(1, operands, mark_row, NULL, 1, &error),
-                 &error);
+        fp8q_set_num_threads(layout < 4 ? 4 : 1);
+        CHECK_OK(
+            fp8q_for_each_row(1, operands, mark_row,
+                              layout < 4 ? NULL : &longest, 1, &error),
+            &error);
+        if (layout >= 4) {
+            /* Rows in order coalesce into one run of over 2**20; reversed
+             * rows stay rows. */
+            const int64_t poll = (int64_t)1 << 20;
+            const int64_t run = shape_kind == 3 ? n / rows : n;
+            CHECK(longest == (run < poll ? run : poll));
+        }
         for (i = 0; i < rows * (n / rows); i++) {
             all_once = all_once && marks[i] == 1;
         }
