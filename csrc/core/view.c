@@ -673,13 +673,19 @@ static void walk_units(const row_walk *walk, int64_t first_unit,
     }
 }
 
-/* Cuts each of the walk's n_rows rows into pieces of `length` elements
- * (the last one shorter), one unit each; pieces never grow. */
-static void cut_rows(row_walk *walk, int64_t n_rows, int64_t length)
+/* Cuts each of the walk's n_rows rows into `pieces` pieces of one length
+ * in whole cache lines (64 elements; the last piece shorter), each of them
+ * cut again into as few equal ones as hold at most ELEMENTS_PER_POLL
+ * elements (the walk polls between pieces), so that pieces stay even for
+ * the threads; one unit a piece. */
+static void cut_rows(row_walk *walk, int64_t n_rows, int64_t pieces)
 {
-    if (length > walk->piece_length) {
-        length = walk->piece_length;
-    }
+    int64_t length =
+        ((walk->inner_count + pieces - 1) / pieces + 63) / 64 * 64;
+    const int64_t parts =
+        (length + ELEMENTS_PER_POLL - 1) / ELEMENTS_PER_POLL;
+
+    length = ((length + parts - 1) / parts + 63) / 64 * 64;
     walk->piece_length = length;
     walk->pieces_per_row = (walk->inner_count + length - 1) / length;
     walk->n_units = n_rows * walk->pieces_per_row;
@@ -840,10 +846,7 @@ fp8q_status fp8q_for_each_row(int n_operands, const fp8q_view *const *views,
     walk.n_operands = n_operands;
     walk.row = row;
     walk.context = context;
-    /* Rows longer than a poll's worth go in pieces (the walk polls between
-     * units). */
-    walk.piece_length = walk.inner_count;
-    cut_rows(&walk, n_rows, ELEMENTS_PER_POLL);
+    cut_rows(&walk, n_rows, 1);
     walk.units_per_task = walk.n_units;
 
     if (parallel) {
@@ -856,14 +859,11 @@ fp8q_status fp8q_for_each_row(int n_operands, const fp8q_view *const *views,
 
     {
         /* A few tasks per thread balance uneven progress. Too few rows to
-         * go round: cut each row into pieces of whole cache lines. */
+         * go round: cut each row into more pieces. */
         const int64_t target_tasks = threads * 4;
         int64_t n_tasks;
         if (n_rows < target_tasks) {
-            const int64_t pieces = (target_tasks + n_rows - 1) / n_rows;
-            int64_t length = (walk.inner_count + pieces - 1) / pieces;
-            length = (length + 63) / 64 * 64;
-            cut_rows(&walk, n_rows, length);
+            cut_rows(&walk, n_rows, (target_tasks + n_rows - 1) / n_rows);
         }
         n_tasks = walk.n_units < target_tasks ? walk.n_units : target_tasks;
         walk.units_per_task = (walk.n_units + n_tasks - 1) / n_tasks;
