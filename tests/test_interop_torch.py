@@ -5,6 +5,7 @@ whole, with the reason, where PyTorch is not installed.
 """
 import gc
 import sys
+import warnings
 import weakref
 
 import numpy as np
@@ -165,6 +166,21 @@ def test_from_dlpack_of_a_torch_tensor_uses_the_c_exchange_table():
         fp8q.from_dlpack(torch.ones(2, requires_grad=True).as_subclass(
             Counted))
     assert Counted.calls == 2
+
+
+def test_a_torch_tensor_the_exchange_table_refuses_gets_torch_s_message():
+    """A tensor torch's C exchange export refuses (a quantized one) goes
+    through __dlpack__, whose Python error says why, not the C++ one with
+    its backtrace."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # quantized tensors are deprecated
+        quantized = torch.quantize_per_tensor(torch.ones(4), 0.1, 0,
+                                              torch.quint8)
+    for convert in (fp8q.from_dlpack, fp8q.asarray,
+                    lambda t: fp8q.cast(t, "e4m3")):
+        with pytest.raises(BufferError, match="QUInt") as refused:
+            convert(quantized)
+        assert "Exception raised from" not in str(refused.value)
 
 
 def test_failing_export_of_other_objects_is_reported():

@@ -483,11 +483,17 @@ static fp8q_TensorObject *import_object(PyObject *object,
 
 /* Through the C exchange table `api`: the producer's owning export, taken
  * over as tensor_from_capsule takes a capsule, its CUDA memory last used on
- * the producer's current stream. */
+ * the producer's current stream, or with `consumer` (not NULL) on
+ * *consumer, ordered after that stream (fp8q_py_use_on_stream), as a
+ * producer orders it for __dlpack__(stream=*consumer). NULL with an
+ * exception, or NULL without one when the producer refused the export
+ * (its C++ message, e.g. torch's, carries a backtrace: __dlpack__ then
+ * says why in Python's terms). */
 static fp8q_TensorObject *from_exchange(const fp8q_dl_exchange_api *api,
                                         PyObject *object,
                                         const char *argument_name,
-                                        int *unsupported_dtype)
+                                        int *unsupported_dtype,
+                                        const fp8q_cu_stream *consumer)
 {
     fp8q_dl_managed_tensor_versioned *managed = NULL;
     fp8q_TensorObject *tensor;
@@ -496,10 +502,7 @@ static fp8q_TensorObject *from_exchange(const fp8q_dl_exchange_api *api,
 
     if (api->managed_tensor_from_py_object_no_sync(object, &managed) < 0 ||
         managed == NULL) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_BufferError, "the DLPack export failed");
-        }
-        fp8q_py_error_add_prefix("%s: ", argument_name);
+        PyErr_Clear();
         return NULL;
     }
     capsule = fp8q_py_exchange_current_stream(
@@ -514,24 +517,29 @@ static fp8q_TensorObject *from_exchange(const fp8q_dl_exchange_api *api,
     tensor = tensor_from_capsule(capsule, argument_name, -1,
                                  unsupported_dtype, stream);
     Py_DECREF(capsule); /* frees the export unless the tensor took it */
+    if (tensor != NULL && consumer != NULL &&
+        fp8q_py_use_on_stream(tensor, *consumer) < 0) {
+        Py_CLEAR(tensor);
+    }
     return tensor;
 }
 
 /* Imports a DLPack capsule, or a producer: through its C exchange table
- * when reinterpret_dtype is -1, its type has one and object does not
- * require grad (its CUDA memory then last used on the producer's current
- * stream), else through __dlpack__(stream=stream). torch
- * views with the negative bit are refused first (torch exports their
+ * (from_exchange, with `consumer`) when reinterpret_dtype is -1, its type
+ * has one and object does not require grad, else through
+ * __dlpack__(stream=*consumer, or the legacy default stream for NULL).
+ * torch views with the negative bit are refused first (torch exports their
  * stored, negated values as they are), and the failures of meta, sparse
  * and storage-less torch tensors explained. */
 static fp8q_TensorObject *import_any(PyObject *object,
                                      const char *argument_name,
                                      int reinterpret_dtype,
                                      int *unsupported_dtype,
-                                     fp8q_cu_stream stream)
+                                     const fp8q_cu_stream *consumer)
 {
+    const fp8q_cu_stream stream = consumer != NULL ? *consumer : NULL;
     const fp8q_dl_exchange_api *api = NULL;
-    fp8q_TensorObject *tensor;
+    fp8q_TensorObject *tensor = NULL;
 
     if (unsupported_dtype != NULL) {
         *unsupported_dtype = 0;
@@ -546,9 +554,10 @@ static fp8q_TensorObject *import_any(PyObject *object,
         return NULL;
     }
     if (api != NULL && !fp8q_py_torch_requires_grad(object)) {
-        tensor = from_exchange(api, object, argument_name, unsupported_dtype);
+        tensor = from_exchange(api, object, argument_name, unsupported_dtype,
+                               consumer);
     }
-    else {
+    if (tensor == NULL && !PyErr_Occurred()) {
         /* __dlpack__ also refuses a tensor that requires grad, with torch's
          * own message: its memory must not change behind autograd's back. */
         tensor = import_object(object, argument_name, reinterpret_dtype,
@@ -577,7 +586,6 @@ static PyObject *from_dlpack(PyObject *module, PyObject *args,
     static char *keywords[] = {"", "dtype", "stream", NULL};
     fp8q_cu_stream stream;
     int reinterpret_dtype;
-    fp8q_TensorObject *tensor;
     PyObject *object;
     PyObject *dtype_object = Py_None;
     PyObject *stream_object = Py_None;
@@ -590,15 +598,8 @@ static PyObject *from_dlpack(PyObject *module, PyObject *args,
         fp8q_py_parse_optional_dtype(dtype_object, &reinterpret_dtype) < 0) {
         return NULL;
     }
-    tensor = import_any(object, "obj", reinterpret_dtype, NULL, stream);
-    /* Exported through the exchange table, the memory was last used on the
-     * producer's current stream: `stream` is ordered after it, as the
-     * producer orders it for __dlpack__(stream=), and becomes its last
-     * use. */
-    if (tensor != NULL && fp8q_py_use_on_stream(tensor, stream) < 0) {
-        Py_CLEAR(tensor);
-    }
-    return (PyObject *)tensor;
+    return (PyObject *)import_any(object, "obj", reinterpret_dtype, NULL,
+                                  &stream);
 }
 
 PyMethodDef fp8q_py_dlpack_functions[] = {
@@ -607,10 +608,12 @@ PyMethodDef fp8q_py_dlpack_functions[] = {
      "A zero-copy fp8q.Tensor over the memory of a DLPack producer (NumPy, "
      "PyTorch, CuPy, JAX, fp8q ...) or of an unconsumed DLPack capsule.\n"
      "obj.__dlpack__(max_version=(1, 1)) is called (obj.__dlpack__() for "
-     "producers that reject max_version with TypeError), or, for a producer "
-     "whose type has DLPack's C exchange table (PyTorch 2.10 and later) and "
-     "that does not require grad, the table's export, with no Python call; "
-     "versioned and "
+     "producers that reject max_version with TypeError); a producer whose "
+     "type has DLPack's C exchange table (PyTorch 2.10 and later; subclasses "
+     "inherit it, so their own __dlpack__ is not called) exports through "
+     "that table instead, without a __dlpack__ call, unless dtype= is given, "
+     "the tensor requires grad or the table's export fails (__dlpack__ then "
+     "says why). Versioned and "
      "legacy capsules are accepted, the capsule is marked consumed, shape "
      "and strides are kept (no strides means C-contiguous), and the "
      "producer's deleter is called once when the tensor (and every view of "
@@ -633,6 +636,7 @@ PyMethodDef fp8q_py_dlpack_functions[] = {
      "the code and bits); BufferError for data neither on the CPU nor on a "
      "CUDA device, for a consumed capsule and for unsupported DLPack major "
      "versions; fp8q.CudaError when CUDA memory arrives and CUDA cannot be "
-     "used; ValueError for more than 16 dims."},
+     "used, or the driver refuses that ordering; ValueError for more than "
+     "16 dims."},
     {NULL, NULL, 0, NULL},
 };
