@@ -463,29 +463,23 @@ fp8q_status fp8q_scaled_mm_epilogue(const fp8q_view *product,
 {
     const int64_t m = product->shape[0];
     const int64_t n = product->shape[1];
-    epilogue_job job;
-    double *row_scale;
+    /* One block a call: row scales, column scales, then the bias. */
+    double *row_scale =
+        (double *)fp8q_aligned_alloc((size_t)(m + n + 2) * sizeof(double) +
+                                     (size_t)(n + 1) * sizeof(float));
     double *column_scale;
-    float *bias_values = NULL;
+    float *bias_values;
+    epilogue_job job;
     int64_t i;
 
-    row_scale = (double *)fp8q_aligned_alloc((size_t)(m + 1) * sizeof(double));
-    column_scale =
-        (double *)fp8q_aligned_alloc((size_t)(n + 1) * sizeof(double));
-    if (bias != NULL) {
-        bias_values =
-            (float *)fp8q_aligned_alloc((size_t)(n + 1) * sizeof(float));
-    }
-    if (row_scale == NULL || column_scale == NULL ||
-        (bias != NULL && bias_values == NULL)) {
-        fp8q_aligned_free(row_scale);
-        fp8q_aligned_free(column_scale);
-        fp8q_aligned_free(bias_values);
+    if (row_scale == NULL) {
         return fp8q_fail(error, FP8Q_ERROR_MEMORY,
                          "no memory for the scales of a (%" PRId64
                          ", %" PRId64 ") product",
                          m, n);
     }
+    column_scale = row_scale + m + 1;
+    bias_values = (float *)(column_scale + n + 1);
     if (mode == FP8Q_SCALING_BLOCKWISE) {
         for (i = 0; i < m; i++) {
             row_scale[i] = 1.0;
@@ -510,10 +504,8 @@ fp8q_status fp8q_scaled_mm_epilogue(const fp8q_view *product,
     job.n = n;
     job.row_scale = row_scale;
     job.column_scale = column_scale;
-    job.bias = bias_values;
+    job.bias = bias != NULL ? bias_values : NULL;
     fp8q_for_each_unit_range(m, m * n, epilogue_rows, &job);
     fp8q_aligned_free(row_scale);
-    fp8q_aligned_free(column_scale);
-    fp8q_aligned_free(bias_values);
     return FP8Q_OK;
 }

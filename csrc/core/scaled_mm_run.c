@@ -22,27 +22,68 @@ static int is_column_major(const fp8q_view *view)
     return view->shape[0] > 1 && view->shape[1] > 1 && down < across;
 }
 
-/* *view: a new float32 (rows, cols) matrix, C-contiguous or, with
- * column_major, Fortran-contiguous (a BLAS takes either without a copy);
- * free view->data with fp8q_aligned_free. */
-static fp8q_status new_matrix(int64_t rows, int64_t cols, int column_major,
-                              fp8q_view *view, fp8q_error *error)
+/* One float32 (rows, cols) matrix of a call's temporaries, C-contiguous
+ * or, with column_major, Fortran-contiguous (a BLAS takes either without a
+ * copy), laid out in *view by new_matrices; a NULL view asks for none. */
+typedef struct matrix_request {
+    int64_t rows;
+    int64_t cols;
+    int column_major;
+    fp8q_view *view;
+} matrix_request;
+
+/* Bytes of a (rows, cols) float32 matrix, rounded up to FP8Q_ALIGNMENT so
+ * that the next one in the block stays aligned. */
+static size_t matrix_bytes(int64_t rows, int64_t cols)
 {
-    memset(view, 0, sizeof *view);
-    view->data = fp8q_aligned_alloc((size_t)(rows * cols) * sizeof(float));
-    if (view->data == NULL) {
-        return fp8q_fail(error, FP8Q_ERROR_MEMORY,
-                         "no memory for a float32 (%" PRId64 ", %" PRId64
-                         ") scaled_mm temporary",
-                         rows, cols);
+    const size_t bytes = (size_t)(rows * cols) * sizeof(float);
+    return (bytes + FP8Q_ALIGNMENT - 1) / FP8Q_ALIGNMENT * FP8Q_ALIGNMENT;
+}
+
+/* The requested matrices in one new block (one allocation a call, not one
+ * a matrix: this runs on every CPU product), *block to free with
+ * fp8q_aligned_free. */
+static fp8q_status new_matrices(const matrix_request *requests, int count,
+                                void **block, fp8q_error *error)
+{
+    size_t total = 0;
+    char *next;
+    int index;
+
+    for (index = 0; index < count; index++) {
+        if (requests[index].view != NULL) {
+            total += matrix_bytes(requests[index].rows, requests[index].cols);
+        }
     }
-    view->dtype = FP8Q_FLOAT32;
-    view->ndim = 2;
-    view->shape[0] = rows;
-    view->shape[1] = cols;
-    /* (An empty axis's stride is never used; keep strides nonzero.) */
-    view->strides[0] = column_major ? 1 : (cols > 0 ? cols : 1);
-    view->strides[1] = column_major ? (rows > 0 ? rows : 1) : 1;
+    *block = fp8q_aligned_alloc(total);
+    if (*block == NULL) {
+        return fp8q_fail(error, FP8Q_ERROR_MEMORY,
+                         "no memory for %zu bytes of float32 scaled_mm "
+                         "temporaries",
+                         total);
+    }
+    next = (char *)*block;
+    for (index = 0; index < count; index++) {
+        const matrix_request *request = &requests[index];
+        fp8q_view *view = request->view;
+        if (view == NULL) {
+            continue;
+        }
+        memset(view, 0, sizeof *view);
+        view->data = next;
+        view->dtype = FP8Q_FLOAT32;
+        view->ndim = 2;
+        view->shape[0] = request->rows;
+        view->shape[1] = request->cols;
+        /* (An empty axis's stride is never used; keep strides nonzero.) */
+        view->strides[0] = request->column_major
+                               ? 1
+                               : (request->cols > 0 ? request->cols : 1);
+        view->strides[1] = request->column_major
+                               ? (request->rows > 0 ? request->rows : 1)
+                               : 1;
+        next += matrix_bytes(request->rows, request->cols);
+    }
     return FP8Q_OK;
 }
 
@@ -56,7 +97,8 @@ static int writes_in_place(const fp8q_view *out)
 }
 
 /* The float32 product of the operands, epilogue applied, into *product:
- * out itself or a new matrix (*owned, to free). */
+ * out itself or a new matrix; the temporaries' block in *owned (to free,
+ * also on failure). */
 static fp8q_status compute_product(const fp8q_scaled_mm_run_call *call,
                                    fp8q_view *product, void **owned,
                                    fp8q_error *error)
@@ -66,28 +108,18 @@ static fp8q_status compute_product(const fp8q_scaled_mm_run_call *call,
     const int64_t n = call->b->shape[1];
     /* core's own product, where it has one: no float32 copy of b. */
     const int own_product = fp8q_scaled_mm_has_kernel(m, k, call->b);
+    const int in_place =
+        own_product && call->out_is_new && writes_in_place(call->out);
     fp8q_view a_operand, b_operand;
-    fp8q_status status;
+    const matrix_request requests[3] = {
+        {m, n, 0, in_place ? NULL : product},
+        {m, k, !own_product && is_column_major(call->a), &a_operand},
+        {k, n, is_column_major(call->b), own_product ? NULL : &b_operand},
+    };
+    fp8q_status status = new_matrices(requests, 3, owned, error);
 
-    memset(&b_operand, 0, sizeof b_operand);
-    if (own_product && call->out_is_new && writes_in_place(call->out)) {
+    if (in_place) {
         *product = *call->out; /* the result itself: no copy */
-        status = FP8Q_OK;
-    }
-    else {
-        status = new_matrix(m, n, 0, product, error);
-        *owned = product->data;
-    }
-    if (status == FP8Q_OK) {
-        status = new_matrix(m, k, !own_product && is_column_major(call->a),
-                            &a_operand, error);
-    }
-    if (status != FP8Q_OK) {
-        return status;
-    }
-    if (!own_product) {
-        status = new_matrix(k, n, is_column_major(call->b), &b_operand,
-                            error);
     }
     if (status == FP8Q_OK) {
         status = fp8q_scaled_mm_operand(call->a, call->scale_a, call->mode,
@@ -105,8 +137,6 @@ static fp8q_status compute_product(const fp8q_scaled_mm_run_call *call,
                                  product, error);
         }
     }
-    fp8q_aligned_free(a_operand.data);
-    fp8q_aligned_free(b_operand.data);
     if (status != FP8Q_OK) {
         return status;
     }
@@ -162,23 +192,17 @@ fp8q_status fp8q_weight_only_run(const fp8q_view *rows,
     const int64_t k = rows->shape[1];
     const int64_t n = weight->shape[0];
     fp8q_view x32, w32, bias32, product;
-    fp8q_status status;
+    const matrix_request requests[4] = {
+        {m, k, 0, &x32},
+        {n, k, 0, &w32},
+        {m, n, 0, &product},
+        {n, 1, 0, bias != NULL ? &bias32 : NULL},
+    };
+    void *block;
+    fp8q_status status = new_matrices(requests, 4, &block, error);
     int64_t row, column;
 
-    memset(&w32, 0, sizeof w32);
-    memset(&bias32, 0, sizeof bias32);
-    memset(&product, 0, sizeof product);
-    status = new_matrix(m, k, 0, &x32, error);
-    if (status == FP8Q_OK) {
-        status = new_matrix(n, k, 0, &w32, error);
-    }
-    if (status == FP8Q_OK) {
-        status = new_matrix(m, n, 0, &product, error);
-    }
-    if (status == FP8Q_OK && bias != NULL) {
-        status = new_matrix(n, 1, 0, &bias32, error);
-        bias32.ndim = 1;
-    }
+    bias32.ndim = 1;
     if (status == FP8Q_OK) {
         status = fp8q_cast(rows, &x32, NULL, FP8Q_SCALE_DIVIDE, 1, error);
     }
@@ -209,9 +233,6 @@ fp8q_status fp8q_weight_only_run(const fp8q_view *rows,
     if (status == FP8Q_OK) {
         status = fp8q_cast(&product, out, NULL, FP8Q_SCALE_DIVIDE, 1, error);
     }
-    fp8q_aligned_free(x32.data);
-    fp8q_aligned_free(w32.data);
-    fp8q_aligned_free(bias32.data);
-    fp8q_aligned_free(product.data);
+    fp8q_aligned_free(block);
     return status;
 }
