@@ -58,9 +58,9 @@ static fp8q_status new_matrices(const matrix_request *requests, int count,
     *block = fp8q_aligned_alloc(total);
     if (*block == NULL) {
         return fp8q_fail(error, FP8Q_ERROR_MEMORY,
-                         "no memory for %zu bytes of float32 scaled_mm "
-                         "temporaries",
-                         total);
+                         "no memory for %" PRId64
+                         " bytes of float32 scaled_mm temporaries",
+                         (int64_t)total);
     }
     next = (char *)*block;
     for (index = 0; index < count; index++) {
