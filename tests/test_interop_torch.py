@@ -4,7 +4,10 @@ float8 exports, conversions, lifetimes and reference counts. Skipped as a
 whole, with the reason, where PyTorch is not installed.
 """
 import gc
+import os
+import subprocess
 import sys
+import textwrap
 import warnings
 import weakref
 
@@ -166,6 +169,36 @@ def test_from_dlpack_of_a_torch_tensor_uses_the_c_exchange_table():
         fp8q.from_dlpack(torch.ones(2, requires_grad=True).as_subclass(
             Counted))
     assert Counted.calls == 2
+
+
+def test_a_known_torch_type_is_converted_without_looking_up_dlpack():
+    """Once a type's DLPack exchange table is known, converting one of its
+    tensors (an argument, or out=) asks no attribute "__dlpack__" (a name
+    lookup cost 0.1 us on every torch argument of every operation). In a
+    fresh interpreter: the first 8 producer types seen are the ones
+    remembered (csrc/python/dlpack_exchange.c)."""
+    script = textwrap.dedent("""
+        import numpy as np, torch, fp8q
+
+        class Watched(torch.Tensor):
+            looked_up = []
+
+            def __getattribute__(self, name):
+                Watched.looked_up.append(name)
+                return super().__getattribute__(name)
+
+        x = torch.arange(4, dtype=torch.float32).as_subclass(Watched)
+        fp8q.asarray(x)
+        Watched.looked_up.clear()
+        t = fp8q.asarray(x)
+        out = torch.zeros(4, dtype=torch.float16).as_subclass(Watched)
+        fp8q.cast(x, "float16", out=out)
+        assert "__dlpack__" not in Watched.looked_up, Watched.looked_up
+        np.testing.assert_array_equal(t.numpy(), np.arange(4))
+        np.testing.assert_array_equal(out.numpy(), np.arange(4))
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True,
+                   env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
 
 
 def test_a_torch_tensor_the_exchange_table_refuses_gets_torch_s_message():

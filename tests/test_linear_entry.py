@@ -99,3 +99,19 @@ def test_weight_only_entry_checks_x_against_the_weight():
                                  r"32 input features"):
             fp8q._C.linear(x, w.data, w.scale, "row", None, None,
                            weight_only, None, None)
+
+
+@pytest.mark.parametrize("argument, value, exception", [
+    ("x", "text", TypeError),
+    ("x", np.ones((2, 8), np.complex64), TypeError),
+    ("x", [[1.0] * 8, [1.0]], ValueError),
+    ("bias", "text", TypeError),
+])
+def test_refusals_of_x_and_bias_name_them(argument, value, exception):
+    """fp8q.linear converts x and bias as the C operations convert theirs,
+    so a refusal names the argument (it said "obj", asarray's name)."""
+    w = fp8q.quantize(np.ones((4, 8), np.float32), granularity="row")
+    x = np.ones((2, 8), np.float32)
+    arguments = {"x": x, "bias": None, argument: value}
+    with pytest.raises(exception, match=f"^{argument}: "):
+        fp8q.linear(arguments["x"], w, bias=arguments["bias"])

@@ -4,9 +4,11 @@ buffer protocol (formats, strides, read-only, contiguity requests) and
 weak references.
 """
 import ctypes
+import re
 import subprocess
 import sys
 import textwrap
+import warnings
 import weakref
 
 import ml_dtypes
@@ -122,6 +124,61 @@ def test_zero_d():
     assert float(np.asarray(t.copy())) == 2.5
     e = fp8q.asarray(2.5, dtype="e4m3")
     assert repr(e) == "fp8q.Tensor(2.5, dtype=float8_e4m3fn)"
+
+
+SCALARS = [2.5, -0.0, 0.1, 1e-46, 3.4028235e38, float("inf"),
+           float("-inf"), float("nan"), 0, -7, 2**24 + 1, 2**63 - 1, -2**63,
+           np.float32(0.1), np.float32(-0.0), np.float32("nan")]
+
+
+@pytest.mark.parametrize("value", SCALARS, ids=repr)
+def test_a_scalar_gives_what_numpy_converts_it_to(value):
+    """Python floats and ints and NumPy float32 scalars skip NumPy
+    (asarray.c's from_scalar); the tensor is NumPy's float32 of the value,
+    bit for bit (float64 or int64 rounded once to float32)."""
+    t = fp8q.asarray(value)
+    expected = np.asarray(value).astype(np.float32)
+    assert t.dtype == fp8q.float32 and t.shape == ()
+    assert t.numpy().view(np.uint32) == expected.view(np.uint32)
+    copied = fp8q.asarray(value, copy=True)
+    assert copied.numpy().view(np.uint32) == expected.view(np.uint32)
+    as_bf16 = fp8q.asarray(value, dtype="bfloat16")
+    assert as_bf16.numpy().view(np.uint16) == expected.astype(
+        ml_dtypes.bfloat16).view(np.uint16)
+    t.numpy()[()] = 5.0  # writable, its own memory
+    assert fp8q.asarray(value).numpy().view(np.uint32) == expected.view(
+        np.uint32)
+
+
+@pytest.mark.parametrize("value", [1e300, -1e39, 3.4028235677973366e38,
+                                   2**63, 2**64 - 1], ids=repr)
+def test_a_scalar_numpy_must_convert_still_goes_through_numpy(value):
+    """Where NumPy's answer is not a plain rounding (a float that overflows
+    float32: inf with NumPy's RuntimeWarning; ints beyond int64: uint64),
+    asarray gives NumPy's."""
+    with warnings.catch_warnings(record=True) as numpy_warned:
+        warnings.simplefilter("always")
+        expected = np.asarray(value).astype(np.float32)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        t = fp8q.asarray(value)
+    assert t.numpy().view(np.uint32) == expected.view(np.uint32)
+    assert ([w.category for w in warned]
+            == [w.category for w in numpy_warned])
+
+
+def test_an_int_beyond_64_bits_is_refused_as_before():
+    with pytest.raises(TypeError, match="got int"):
+        fp8q.asarray(2**70)
+
+
+@pytest.mark.parametrize("value", [2.5, 3], ids=repr)
+def test_a_python_number_with_copy_false_is_refused_as_before(value):
+    with pytest.raises(ValueError, match="Unable to avoid copy"):
+        fp8q.asarray(value, copy=False)
+    # A NumPy float32 scalar is float32 already: viewed, as before.
+    assert float(np.asarray(fp8q.asarray(np.float32(value), copy=False))) \
+        == value
 
 
 @pytest.mark.parametrize("shape", [(0,), (2, 0, 3), (0, 0)])

@@ -88,9 +88,11 @@ PyDoc_STRVAR(
     "for fp8q.cast), and stays there (x is gathered with the reduced axes\n"
     "last when they are not already).");
 
-static PyObject *ops_amax(PyObject *module, PyObject *args, PyObject *kwargs)
+static PyObject *ops_amax(PyObject *module, PyObject *const *args,
+                          Py_ssize_t nargs, PyObject *kwnames)
 {
-    static char *keywords[] = {"x", "axis", "keepdims", "stream", NULL};
+    static const char *const keywords[] = {"x", "axis", "keepdims", "stream",
+                                           NULL};
     PyObject *x_object;
     PyObject *axis_object = Py_None, *stream_object = Py_None;
     fp8q_cu_stream stream;
@@ -101,9 +103,9 @@ static PyObject *ops_amax(PyObject *module, PyObject *args, PyObject *kwargs)
     fp8q_view result_view;
     int axis;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Op$O:amax", keywords,
-                                     &x_object, &axis_object, &keepdims,
-                                     &stream_object) ||
+    if (fp8q_py_parse_arguments(args, nargs, kwnames, "O|Op$O:amax", keywords,
+                                &x_object, &axis_object, &keepdims,
+                                &stream_object) < 0 ||
         fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
         return NULL;
     }
@@ -142,6 +144,6 @@ done:
 /* The methods this file adds to fp8q._C. */
 PyMethodDef fp8q_py_amax_functions[] = {
     {"amax", (PyCFunction)(void (*)(void))ops_amax,
-     METH_VARARGS | METH_KEYWORDS, amax_doc},
+     METH_FASTCALL | METH_KEYWORDS, amax_doc},
     {NULL, NULL, 0, NULL},
 };

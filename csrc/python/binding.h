@@ -16,7 +16,8 @@
  * dlpack_exchange.c (DLPack's C exchange API: torch tensors in C),
  * layer_call.c, linear_layer.c, layer_weight_only.c (an fp8q.torch.Linear
  * forward in one call: W8A8, W8A16), norm_quantize.c, scaled_mm.c and
- * scaled_mm_cuda.c, cublaslt_info.c, tensor_factories.c, torch_refusals.c.
+ * scaled_mm_cuda.c, cublaslt_info.c, tensor_factories.c, torch_refusals.c,
+ * parse_arguments.c (binds the arguments of the METH_FASTCALL entry points).
  * The calibrator files share calibrator_binding.h besides.
  */
 #ifndef FP8Q_PYTHON_BINDING_H
@@ -70,15 +71,16 @@
         return result;                                                     \
     }
 
-/* The same for METH_VARARGS | METH_KEYWORDS methods. */
-#define FP8Q_LOCKED_KEYWORDS(name, method, self_type)                      \
-    static PyObject *name(self_type *self, PyObject *args, PyObject *kwargs) \
-    {                                                                      \
-        PyObject *result;                                                  \
-        Py_BEGIN_CRITICAL_SECTION(self);                                   \
-        result = method(self, args, kwargs);                               \
-        Py_END_CRITICAL_SECTION();                                         \
-        return result;                                                     \
+/* The same for METH_FASTCALL | METH_KEYWORDS methods. */
+#define FP8Q_LOCKED_KEYWORDS(name, method, self_type)                         \
+    static PyObject *name(self_type *self, PyObject *const *args,             \
+                          Py_ssize_t nargs, PyObject *kwnames)                \
+    {                                                                         \
+        PyObject *result;                                                     \
+        Py_BEGIN_CRITICAL_SECTION(self);                                      \
+        result = method(self, args, nargs, kwnames);                          \
+        Py_END_CRITICAL_SECTION();                                            \
+        return result;                                                        \
     }
 
 #include "core/device_name.h"
@@ -190,11 +192,28 @@ int fp8q_py_parse_dtype(PyObject *object, const char *argument_name,
  * TypeError naming "dtype". */
 int fp8q_py_parse_optional_dtype(PyObject *object, int *dtype);
 
-/* The head of a PyMethodDef entry of a METH_VARARGS | METH_KEYWORDS
- * function: {FP8Q_PY_KEYWORDS_FUNCTION("name", function), "doc"}. */
-#define FP8Q_PY_KEYWORDS_FUNCTION(name, function)                          \
-    name, (PyCFunction)(void (*)(void))(function),                         \
-        METH_VARARGS | METH_KEYWORDS
+/* The head of a PyMethodDef entry of a METH_FASTCALL | METH_KEYWORDS
+ * function or method, whose arguments fp8q_py_parse_arguments binds:
+ * {FP8Q_PY_KEYWORDS_FUNCTION("name", function), "doc"}. */
+#define FP8Q_PY_KEYWORDS_FUNCTION(name, function)                             \
+    name, (PyCFunction)(void (*)(void))(function),                            \
+        METH_FASTCALL | METH_KEYWORDS
+
+/*
+ * Binds the arguments of a METH_FASTCALL | METH_KEYWORDS call (args, nargs,
+ * kwnames) to the parameters `keywords` names, as PyArg_ParseTupleAndKeywords
+ * does with the same format, for the formats "O" (stores the borrowed
+ * object), "p" (int: PyObject_IsTrue's 0 or 1), "d" (double: a float or an
+ * object with __float__ or __index__) and "s" (const char *: the UTF-8 of a
+ * str without NUL, alive as long as the str), with "|" before the optional
+ * parameters, "$" before the keyword-only ones, "" as the name of a
+ * positional-only one, and ":name" at the end; its TypeError messages have
+ * PyArg's form. An output whose parameter was not given keeps its value.
+ * Returns 0, or -1 with the exception set.
+ */
+int fp8q_py_parse_arguments(PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames, const char *format,
+                            const char *const *keywords, ...);
 
 /*
  * fp8q_py_parse_dtype without its TypeError: 1 and *dtype for a dtype-like
@@ -371,8 +390,10 @@ fp8q_TensorObject *fp8q_py_cuda_contiguous(fp8q_TensorObject *tensor,
 
 /* Tensor.to(device, *, stream=None, copy=False) and Tensor.cpu(*,
  * stream=None). */
-PyObject *fp8q_tensor_to(PyObject *self, PyObject *args, PyObject *kwargs);
-PyObject *fp8q_tensor_cpu(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *fp8q_tensor_to(PyObject *self, PyObject *const *args,
+                         Py_ssize_t nargs, PyObject *kwnames);
+PyObject *fp8q_tensor_cpu(PyObject *self, PyObject *const *args,
+                          Py_ssize_t nargs, PyObject *kwnames);
 
 /* 0 for a CPU tensor; else -1 with a TypeError saying that `what` needs the
  * values on the CPU and that tensor.cpu() brings them there. */
@@ -643,6 +664,17 @@ int fp8q_py_dl_cuda_device(const fp8q_dl_device *device,
  * exception when the lookup itself failed. */
 int fp8q_py_exchange_api(PyObject *object, const fp8q_dl_exchange_api **api);
 
+/* fp8q_py_exchange_api for a type it has seen already: 1 and *api (NULL
+ * for a type without a table), or 0 for a type not seen yet. No lookup, no
+ * exception: the question "is this a DLPack producer" asked before any
+ * attribute lookup (torch tensors answer here without one). */
+int fp8q_py_known_exchange_api(PyObject *object,
+                               const fp8q_dl_exchange_api **api);
+
+/* Whether `object` exports DLPack: a type with a known exchange table, or
+ * an object with __dlpack__ (PyObject_HasAttrString's answer). */
+int fp8q_py_has_dlpack(PyObject *object);
+
 /* The producer's current work stream on `device` (torch's current CUDA
  * stream there; NULL for the CPU). 0, or -1 with an exception. */
 int fp8q_py_exchange_current_stream(const fp8q_dl_exchange_api *api,
@@ -684,8 +716,8 @@ fp8q_TensorObject *fp8q_py_exchange_scratch(const fp8q_dl_exchange_api *api,
 
 /* Tensor.__dlpack__(*, stream=None, max_version=None, dl_device=None,
  * copy=None) and Tensor.__dlpack_device__() (methods of fp8q.Tensor). */
-PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args,
-                             PyObject *kwargs);
+PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *const *args,
+                             Py_ssize_t nargs, PyObject *kwnames);
 PyObject *fp8q_tensor_dlpack_device(PyObject *self, PyObject *unused);
 
 /* ------------------------------------------------------------------------- */

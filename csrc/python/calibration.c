@@ -128,11 +128,13 @@ PyObject *fp8q_py_state_item(PyObject *state, const char *key,
 /* ------------------------------------------------------------------------- */
 /* fp8q._C._scale_from_amax                                                  */
 
-static PyObject *calibration_scale_from_amax(PyObject *module, PyObject *args,
-                                             PyObject *kwargs)
+static PyObject *calibration_scale_from_amax(PyObject *module,
+                                             PyObject *const *args,
+                                             Py_ssize_t nargs,
+                                             PyObject *kwnames)
 {
-    static char *keywords[] = {"amax", "dtype", "margin", "power_of_2",
-                               NULL};
+    static const char *const keywords[] = {"amax", "dtype", "margin",
+                                           "power_of_2", NULL};
     PyObject *amax_object;
     PyObject *dtype_object = NULL;
     PyObject *margin_object = NULL;
@@ -144,9 +146,9 @@ static PyObject *calibration_scale_from_amax(PyObject *module, PyObject *args,
     PyObject *result;
 
     (void)module;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$Op:scale_from_amax",
-                                     keywords, &amax_object, &dtype_object,
-                                     &margin_object, &power_of_2)) {
+    if (fp8q_py_parse_arguments(args, nargs, kwnames, "O|O$Op:scale_from_amax",
+                                keywords, &amax_object, &dtype_object,
+                                &margin_object, &power_of_2) < 0) {
         return NULL;
     }
     if (fp8q_py_parse_scale_options(dtype_object, margin_object, &target,
@@ -193,7 +195,7 @@ PyDoc_STRVAR(
 static PyMethodDef calibration_functions[] = {
     {"_scale_from_amax",
      (PyCFunction)(void (*)(void))calibration_scale_from_amax,
-     METH_VARARGS | METH_KEYWORDS, scale_from_amax_doc},
+     METH_FASTCALL | METH_KEYWORDS, scale_from_amax_doc},
     {NULL, NULL, 0, NULL},
 };
 

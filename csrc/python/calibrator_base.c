@@ -241,10 +241,11 @@ static int update_on_host(PyObject *self, fp8q_calib_batch *batch)
     return fp8q_py_raise_on_failure(status, &error);
 }
 
-static PyObject *calibrator_update(fp8q_py_calibrator *self, PyObject *args,
-                                   PyObject *kwargs)
+static PyObject *calibrator_update(fp8q_py_calibrator *self,
+                                   PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames)
 {
-    static char *keywords[] = {"x", "skip_nonfinite", NULL};
+    static const char *const keywords[] = {"x", "skip_nonfinite", NULL};
     PyObject *object = (PyObject *)self;
     const fp8q_calib_kind *ops = kind_of(object)->ops;
     fp8q_calib_batch batch;
@@ -256,8 +257,8 @@ static PyObject *calibrator_update(fp8q_py_calibrator *self, PyObject *args,
     fp8q_error error;
     int outcome;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$p:update", keywords,
-                                     &x_object, &skip_nonfinite)) {
+    if (fp8q_py_parse_arguments(args, nargs, kwnames, "O|$p:update", keywords,
+                                &x_object, &skip_nonfinite) < 0) {
         return NULL;
     }
     self->device.n_updates++;
@@ -446,10 +447,12 @@ static PyObject *calibrator_get_amax(fp8q_py_calibrator *self, void *closure)
     return result;
 }
 
-static PyObject *calibrator_scale(fp8q_py_calibrator *self, PyObject *args,
-                                  PyObject *kwargs)
+static PyObject *calibrator_scale(fp8q_py_calibrator *self,
+                                  PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames)
 {
-    static char *keywords[] = {"dtype", "margin", "power_of_2", NULL};
+    static const char *const keywords[] = {"dtype", "margin", "power_of_2",
+                                           NULL};
     PyObject *object = (PyObject *)self;
     PyObject *dtype_object = NULL;
     PyObject *margin_object = NULL;
@@ -462,9 +465,9 @@ static PyObject *calibrator_scale(fp8q_py_calibrator *self, PyObject *args,
     int outcome;
     PyObject *result;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOp:scale", keywords,
-                                     &dtype_object, &margin_object,
-                                     &power_of_2) ||
+    if (fp8q_py_parse_arguments(args, nargs, kwnames, "|OOp:scale", keywords,
+                                &dtype_object, &margin_object,
+                                &power_of_2) < 0 ||
         fp8q_py_parse_scale_options(dtype_object, margin_object, &target,
                                     &margin) < 0) {
         return NULL;
@@ -532,10 +535,10 @@ FP8Q_LOCKED_SELF(locked_get_nonfinite_count, calibrator_get_nonfinite_count,
 FP8Q_LOCKED_SELF(locked_get_amax, calibrator_get_amax, fp8q_py_calibrator)
 FP8Q_LOCKED_KEYWORDS(locked_scale, calibrator_scale, fp8q_py_calibrator)
 
-PyObject *fp8q_py_calibrator_update(PyObject *self, PyObject *args,
-                                    PyObject *kwargs)
+PyObject *fp8q_py_calibrator_update(PyObject *self, PyObject *const *args,
+                                    Py_ssize_t nargs, PyObject *kwnames)
 {
-    return locked_update((fp8q_py_calibrator *)self, args, kwargs);
+    return locked_update((fp8q_py_calibrator *)self, args, nargs, kwnames);
 }
 
 PyObject *fp8q_py_calibrator_merge(PyObject *self, PyObject *other)
@@ -569,8 +572,8 @@ PyObject *fp8q_py_calibrator_get_amax(PyObject *self, void *closure)
     return locked_get_amax((fp8q_py_calibrator *)self, closure);
 }
 
-PyObject *fp8q_py_calibrator_scale(PyObject *self, PyObject *args,
-                                   PyObject *kwargs)
+PyObject *fp8q_py_calibrator_scale(PyObject *self, PyObject *const *args,
+                                   Py_ssize_t nargs, PyObject *kwnames)
 {
-    return locked_scale((fp8q_py_calibrator *)self, args, kwargs);
+    return locked_scale((fp8q_py_calibrator *)self, args, nargs, kwnames);
 }

@@ -198,8 +198,8 @@ int fp8q_py_calibrator_init(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *fp8q_py_calibrator_new(PyTypeObject *type, PyObject *args,
                                  PyObject *kwargs);
 void fp8q_py_calibrator_dealloc(PyObject *self);
-PyObject *fp8q_py_calibrator_update(PyObject *self, PyObject *args,
-                                    PyObject *kwargs);
+PyObject *fp8q_py_calibrator_update(PyObject *self, PyObject *const *args,
+                                    Py_ssize_t nargs, PyObject *kwnames);
 PyObject *fp8q_py_calibrator_merge(PyObject *self, PyObject *other);
 PyObject *fp8q_py_calibrator_state_dict(PyObject *self, PyObject *unused);
 PyObject *fp8q_py_calibrator_load_state_dict(PyObject *self,
@@ -214,8 +214,8 @@ PyObject *fp8q_py_calibrator_get_amax(PyObject *self, void *closure);
 /* scale(dtype="float8_e4m3fn", margin=0, power_of_2=False): the scales of
  * the current amax (fp8q_py_scales_from_amax); ValueError "<name>.scale: no
  * data yet" before any data. */
-PyObject *fp8q_py_calibrator_scale(PyObject *self, PyObject *args,
-                                   PyObject *kwargs);
+PyObject *fp8q_py_calibrator_scale(PyObject *self, PyObject *const *args,
+                                   Py_ssize_t nargs, PyObject *kwnames);
 
 /* The methods every calibrator has, for its PyMethodDef table (the
  * docstrings are the calibrator's): update(x, *, skip_nonfinite=False),
@@ -225,7 +225,7 @@ PyObject *fp8q_py_calibrator_scale(PyObject *self, PyObject *args,
 #define FP8Q_PY_CALIBRATOR_METHODS(update_doc, merge_doc, state_dict_doc,   \
                                    load_state_dict_doc, reset_doc)          \
     {"update", (PyCFunction)(void (*)(void))fp8q_py_calibrator_update,      \
-     METH_VARARGS | METH_KEYWORDS, update_doc},                            \
+     METH_FASTCALL | METH_KEYWORDS, update_doc},                           \
     {"merge", fp8q_py_calibrator_merge, METH_O, merge_doc},                \
     {"state_dict", fp8q_py_calibrator_state_dict, METH_NOARGS,             \
      state_dict_doc},                                                      \

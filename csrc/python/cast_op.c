@@ -85,10 +85,11 @@ PyDoc_STRVAR(
     "the GIL is released and large inputs use get_num_threads() threads;\n"
     "on CUDA the call returns once the work is queued.");
 
-static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
+static PyObject *ops_cast(PyObject *module, PyObject *const *args,
+                          Py_ssize_t nargs, PyObject *kwnames)
 {
-    static char *keywords[] = {"x", "dtype", "scale", "saturate", "out",
-                               "amax_out", "stream", NULL};
+    static const char *const keywords[] = {
+        "x", "dtype", "scale", "saturate", "out", "amax_out", "stream", NULL};
     PyObject *x_object, *dtype_object, *scale_object = Py_None;
     PyObject *out_object = Py_None, *amax_object = Py_None;
     PyObject *stream_object = Py_None;
@@ -101,10 +102,10 @@ static PyObject *ops_cast(PyObject *module, PyObject *args, PyObject *kwargs)
     fp8q_status status;
 
     (void)module;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OpOOO:cast", keywords,
-                                     &x_object, &dtype_object, &scale_object,
-                                     &saturate, &out_object, &amax_object,
-                                     &stream_object) ||
+    if (fp8q_py_parse_arguments(args, nargs, kwnames, "OO|$OpOOO:cast",
+                                keywords, &x_object, &dtype_object,
+                                &scale_object, &saturate, &out_object,
+                                &amax_object, &stream_object) < 0 ||
         fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0 ||
         fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
         return NULL;
@@ -169,6 +170,6 @@ done:
 /* The methods this file adds to fp8q._C. */
 PyMethodDef fp8q_py_cast_functions[] = {
     {"cast", (PyCFunction)(void (*)(void))ops_cast,
-     METH_VARARGS | METH_KEYWORDS, cast_doc},
+     METH_FASTCALL | METH_KEYWORDS, cast_doc},
     {NULL, NULL, 0, NULL},
 };

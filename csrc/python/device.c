@@ -379,9 +379,10 @@ fp8q_TensorObject *fp8q_tensor_copy_to(fp8q_TensorObject *source,
 /* ------------------------------------------------------------------------- */
 /* Tensor.to, Tensor.cpu                                                     */
 
-PyObject *fp8q_tensor_to(PyObject *self, PyObject *args, PyObject *kwargs)
+PyObject *fp8q_tensor_to(PyObject *self, PyObject *const *args,
+                         Py_ssize_t nargs, PyObject *kwnames)
 {
-    static char *keywords[] = {"device", "stream", "copy", NULL};
+    static const char *const keywords[] = {"device", "stream", "copy", NULL};
     fp8q_TensorObject *tensor = (fp8q_TensorObject *)self;
     PyObject *device_object;
     PyObject *stream_object = Py_None;
@@ -389,8 +390,8 @@ PyObject *fp8q_tensor_to(PyObject *self, PyObject *args, PyObject *kwargs)
     fp8q_py_device device;
     fp8q_cu_stream stream;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$Op:to", keywords,
-                                     &device_object, &stream_object, &copy) ||
+    if (fp8q_py_parse_arguments(args, nargs, kwnames, "O|$Op:to", keywords,
+                                &device_object, &stream_object, &copy) < 0 ||
         parse_device(device_object, "device", &device) < 0 ||
         fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
         return NULL;
@@ -401,16 +402,17 @@ PyObject *fp8q_tensor_to(PyObject *self, PyObject *args, PyObject *kwargs)
     return (PyObject *)fp8q_tensor_copy_to(tensor, &device, stream);
 }
 
-PyObject *fp8q_tensor_cpu(PyObject *self, PyObject *args, PyObject *kwargs)
+PyObject *fp8q_tensor_cpu(PyObject *self, PyObject *const *args,
+                          Py_ssize_t nargs, PyObject *kwnames)
 {
-    static char *keywords[] = {"stream", NULL};
+    static const char *const keywords[] = {"stream", NULL};
     static const fp8q_py_device cpu = {FP8Q_DEVICE_CPU, 0};
     fp8q_TensorObject *tensor = (fp8q_TensorObject *)self;
     PyObject *stream_object = Py_None;
     fp8q_cu_stream stream;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$O:cpu", keywords,
-                                     &stream_object) ||
+    if (fp8q_py_parse_arguments(args, nargs, kwnames, "|$O:cpu", keywords,
+                                &stream_object) < 0 ||
         fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
         return NULL;
     }
@@ -423,10 +425,10 @@ PyObject *fp8q_tensor_cpu(PyObject *self, PyObject *args, PyObject *kwargs)
 /* ------------------------------------------------------------------------- */
 /* fp8q.synchronize                                                          */
 
-static PyObject *synchronize(PyObject *module, PyObject *args,
-                             PyObject *kwargs)
+static PyObject *synchronize(PyObject *module, PyObject *const *args,
+                             Py_ssize_t nargs, PyObject *kwnames)
 {
-    static char *keywords[] = {"device", "stream", NULL};
+    static const char *const keywords[] = {"device", "stream", NULL};
     PyObject *device_object = Py_None;
     PyObject *stream_object = Py_None;
     fp8q_py_device device = {FP8Q_DEVICE_CUDA, 0};
@@ -436,9 +438,9 @@ static PyObject *synchronize(PyObject *module, PyObject *args,
     fp8q_status status;
 
     (void)module;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$O:synchronize",
-                                     keywords, &device_object,
-                                     &stream_object) ||
+    if (fp8q_py_parse_arguments(args, nargs, kwnames, "|O$O:synchronize",
+                                keywords, &device_object,
+                                &stream_object) < 0 ||
         fp8q_py_parse_placement(device_object, stream_object, &device,
                                 &stream) < 0) {
         return NULL;
@@ -461,18 +463,18 @@ static PyObject *synchronize(PyObject *module, PyObject *args,
 /* ------------------------------------------------------------------------- */
 /* fp8q.empty_cache                                                          */
 
-static PyObject *empty_cache(PyObject *module, PyObject *args,
-                             PyObject *kwargs)
+static PyObject *empty_cache(PyObject *module, PyObject *const *args,
+                             Py_ssize_t nargs, PyObject *kwnames)
 {
-    static char *keywords[] = {"device", NULL};
+    static const char *const keywords[] = {"device", NULL};
     PyObject *device_object = Py_None;
     fp8q_py_device device = {FP8Q_DEVICE_CUDA, -1};
     fp8q_error error;
     fp8q_status status;
 
     (void)module;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:empty_cache",
-                                     keywords, &device_object) ||
+    if (fp8q_py_parse_arguments(args, nargs, kwnames, "|O:empty_cache",
+                                keywords, &device_object) < 0 ||
         (device_object != Py_None &&
          parse_device(device_object, "device", &device) < 0)) {
         return NULL;

@@ -156,10 +156,11 @@ static PyObject *refuse_export(const fp8q_TensorObject *tensor, int refusal,
     return NULL;
 }
 
-PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
+PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *const *args,
+                             Py_ssize_t nargs, PyObject *kwnames)
 {
-    static char *keywords[] = {"stream", "max_version", "dl_device", "copy",
-                               NULL};
+    static const char *const keywords[] = {"stream", "max_version",
+                                           "dl_device", "copy", NULL};
     fp8q_TensorObject *tensor = (fp8q_TensorObject *)self;
     fp8q_TensorObject *source;
     PyObject *stream = Py_None;
@@ -173,9 +174,9 @@ PyObject *fp8q_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
     long long minor;
     int refusal;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__",
-                                     keywords, &stream, &max_version,
-                                     &dl_device, &copy_object)) {
+    if (fp8q_py_parse_arguments(args, nargs, kwnames, "|$OOOO:__dlpack__",
+                                keywords, &stream, &max_version, &dl_device,
+                                &copy_object) < 0) {
         return NULL;
     }
     memset(&request, 0, sizeof request);
@@ -580,10 +581,10 @@ fp8q_TensorObject *fp8q_tensor_from_dlpack(PyObject *object,
 }
 
 /* fp8q.from_dlpack(object, *, dtype=None, stream=None). */
-static PyObject *from_dlpack(PyObject *module, PyObject *args,
-                             PyObject *kwargs)
+static PyObject *from_dlpack(PyObject *module, PyObject *const *args,
+                             Py_ssize_t nargs, PyObject *kwnames)
 {
-    static char *keywords[] = {"", "dtype", "stream", NULL};
+    static const char *const keywords[] = {"", "dtype", "stream", NULL};
     fp8q_cu_stream stream;
     int reinterpret_dtype;
     PyObject *object;
@@ -591,9 +592,9 @@ static PyObject *from_dlpack(PyObject *module, PyObject *args,
     PyObject *stream_object = Py_None;
 
     (void)module;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OO:from_dlpack",
-                                     keywords, &object, &dtype_object,
-                                     &stream_object) ||
+    if (fp8q_py_parse_arguments(args, nargs, kwnames, "O|$OO:from_dlpack",
+                                keywords, &object, &dtype_object,
+                                &stream_object) < 0 ||
         fp8q_py_parse_stream(stream_object, "stream", &stream) < 0 ||
         fp8q_py_parse_optional_dtype(dtype_object, &reinterpret_dtype) < 0) {
         return NULL;

@@ -58,19 +58,29 @@ static int lookup(PyTypeObject *type, const fp8q_dl_exchange_api **table)
     return 0;
 }
 
-int fp8q_py_exchange_api(PyObject *object, const fp8q_dl_exchange_api **api)
+int fp8q_py_known_exchange_api(PyObject *object,
+                               const fp8q_dl_exchange_api **api)
 {
-    PyTypeObject *type = Py_TYPE(object);
-    int index;
-
     const int known = (int)fp8q_atomic_load_i64(&n_known_types);
+    int index;
 
     *api = NULL;
     for (index = 0; index < known; index++) {
-        if (known_types[index] == type) {
+        if (known_types[index] == Py_TYPE(object)) {
             *api = known_tables[index];
-            return 0;
+            return 1;
         }
+    }
+    return 0;
+}
+
+int fp8q_py_exchange_api(PyObject *object, const fp8q_dl_exchange_api **api)
+{
+    PyTypeObject *type = Py_TYPE(object);
+    const int known = (int)fp8q_atomic_load_i64(&n_known_types);
+
+    if (fp8q_py_known_exchange_api(object, api)) {
+        return 0;
     }
     if (type == &fp8q_Tensor_Type || PyArray_Check(object)) {
         return 0;
@@ -85,6 +95,14 @@ int fp8q_py_exchange_api(PyObject *object, const fp8q_dl_exchange_api **api)
         fp8q_atomic_store_i64(&n_known_types, known + 1);
     }
     return 0;
+}
+
+int fp8q_py_has_dlpack(PyObject *object)
+{
+    const fp8q_dl_exchange_api *api;
+
+    return (fp8q_py_known_exchange_api(object, &api) && api != NULL) ||
+           PyObject_HasAttrString(object, "__dlpack__");
 }
 
 /* ------------------------------------------------------------------------- */

@@ -78,9 +78,11 @@ static PyObject *histogram_calibrator_extend_range(
 
 /* The search runs on a snapshot of the counts, with the GIL released. */
 static PyObject *histogram_calibrator_compute_amax(
-    fp8q_HistogramCalibratorObject *self, PyObject *args, PyObject *kwargs)
+    fp8q_HistogramCalibratorObject *self, PyObject *const *args,
+    Py_ssize_t nargs, PyObject *kwnames)
 {
-    static char *keywords[] = {"method", "percentile", "dtype", NULL};
+    static const char *const keywords[] = {"method", "percentile", "dtype",
+                                           NULL};
     const char *name;
     double percentile = 99.99;
     PyObject *dtype_object = NULL;
@@ -91,9 +93,9 @@ static PyObject *histogram_calibrator_compute_amax(
     fp8q_status status;
     float amax = 0.0f;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|$dO:compute_amax",
-                                     keywords, &name, &percentile,
-                                     &dtype_object) ||
+    if (fp8q_py_parse_arguments(args, nargs, kwnames, "s|$dO:compute_amax",
+                                keywords, &name, &percentile,
+                                &dtype_object) < 0 ||
         (dtype_object != NULL &&
          fp8q_py_parse_dtype(dtype_object, "dtype", &target) < 0)) {
         return NULL;
@@ -352,7 +354,7 @@ static PyMethodDef histogram_calibrator_methods[] = {
                                load_state_dict_doc, reset_doc),
     {"compute_amax",
      (PyCFunction)(void (*)(void))locked_compute_amax,
-     METH_VARARGS | METH_KEYWORDS, compute_amax_doc},
+     METH_FASTCALL | METH_KEYWORDS, compute_amax_doc},
     {"extend_range", (PyCFunction)locked_extend_range, METH_O,
      extend_range_doc},
     {NULL, NULL, 0, NULL},

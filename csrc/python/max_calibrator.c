@@ -336,7 +336,7 @@ static PyMethodDef max_calibrator_methods[] = {
     FP8Q_PY_CALIBRATOR_METHODS(update_doc, merge_doc, state_dict_doc,
                                load_state_dict_doc, reset_doc),
     {"scale", (PyCFunction)(void (*)(void))fp8q_py_calibrator_scale,
-     METH_VARARGS | METH_KEYWORDS, scale_doc},
+     METH_FASTCALL | METH_KEYWORDS, scale_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -61,7 +61,7 @@ int fp8q_py_output_kind(PyObject *object, PyObject **given)
         return found;
     }
     if (fp8q_Tensor_Check(object) || PyObject_CheckBuffer(object) ||
-        PyObject_HasAttrString(object, "__dlpack__")) {
+        fp8q_py_has_dlpack(object)) {
         return 1;
     }
     *given = PyUnicode_FromFormat("an object of type %.200s",

@@ -263,7 +263,8 @@ PyDoc_STRVAR(
 
 PyDoc_STRVAR(
     dequantize_doc,
-    "_dequantize(data, scale, granularity, dtype='float32')\n"
+    "_dequantize(data, scale, granularity, dtype='float32', *, "
+    "stream=None)\n"
     "--\n"
     "\n"
     "The C half of fp8q.dequantize / QTensor.dequantize.\n"
@@ -273,14 +274,14 @@ PyDoc_STRVAR(
     "(float32, float16 or bfloat16). data is an FP8 tensor; scale is\n"
     "float32 of exactly the granularity's scale shape for data's shape (see\n"
     "fp8q.quantize); granularity is 'tensor', 'row', 'col' or a\n"
-    "(block_rows, block_cols) pair.");
+    "(block_rows, block_cols) pair; stream as fp8q.cast takes it.");
 
-static PyObject *ops_quantize(PyObject *module, PyObject *args,
-                              PyObject *kwargs)
+static PyObject *ops_quantize(PyObject *module, PyObject *const *args,
+                              Py_ssize_t nargs, PyObject *kwnames)
 {
-    static char *keywords[] = {"x",          "dtype",  "granularity",
-                               "scale",      "saturate", "power_of_2",
-                               "transpose",  "stream", NULL};
+    static const char *const keywords[] = {
+        "x",          "dtype",     "granularity", "scale", "saturate",
+        "power_of_2", "transpose", "stream",      NULL};
     PyObject *x_object, *dtype_object = NULL, *granularity_object = NULL;
     PyObject *scale_object = Py_None, *stream_object = Py_None;
     fp8q_cu_stream stream;
@@ -299,11 +300,11 @@ static PyObject *ops_quantize(PyObject *module, PyObject *args,
     options.granularity.block_rows = 1;
     options.granularity.block_cols = 1;
     options.saturate = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOpppO:quantize",
-                                     keywords, &x_object, &dtype_object,
-                                     &granularity_object, &scale_object,
-                                     &options.saturate, &options.power_of_2,
-                                     &transpose, &stream_object) ||
+    if (fp8q_py_parse_arguments(args, nargs, kwnames, "O|O$OOpppO:quantize",
+                                keywords, &x_object, &dtype_object,
+                                &granularity_object, &scale_object,
+                                &options.saturate, &options.power_of_2,
+                                &transpose, &stream_object) < 0 ||
         parse_options("quantize", stream_object, dtype_object,
                       granularity_object, &stream, &dtype,
                       &options.granularity) < 0) {
@@ -355,11 +356,11 @@ fail:
     return NULL;
 }
 
-static PyObject *ops_dequantize(PyObject *module, PyObject *args,
-                                PyObject *kwargs)
+static PyObject *ops_dequantize(PyObject *module, PyObject *const *args,
+                                Py_ssize_t nargs, PyObject *kwnames)
 {
-    static char *keywords[] = {"data",  "scale",  "granularity",
-                               "dtype", "stream", NULL};
+    static const char *const keywords[] = {"data",  "scale",  "granularity",
+                                           "dtype", "stream", NULL};
     PyObject *data_object, *scale_object, *granularity_object;
     PyObject *dtype_object = NULL, *stream_object = Py_None;
     fp8q_cu_stream stream;
@@ -370,13 +371,12 @@ static PyObject *ops_dequantize(PyObject *module, PyObject *args,
     fp8q_error error;
 
     (void)module;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$O:dequantize",
-                                     keywords, &data_object, &scale_object,
-                                     &granularity_object, &dtype_object,
-                                     &stream_object) ||
+    if (fp8q_py_parse_arguments(args, nargs, kwnames, "OOO|O$O:dequantize",
+                                keywords, &data_object, &scale_object,
+                                &granularity_object, &dtype_object,
+                                &stream_object) < 0 ||
         parse_options("dequantize", stream_object, dtype_object,
-                      granularity_object, &stream, &dtype,
-                      &granularity) < 0) {
+                      granularity_object, &stream, &dtype, &granularity) < 0) {
         return NULL;
     }
     data = fp8q_tensor_from_object(data_object, "data", -1,
@@ -435,8 +435,8 @@ fail:
 /* The methods this file adds to fp8q._C. */
 PyMethodDef fp8q_py_quantize_functions[] = {
     {"_quantize", (PyCFunction)(void (*)(void))ops_quantize,
-     METH_VARARGS | METH_KEYWORDS, quantize_doc},
+     METH_FASTCALL | METH_KEYWORDS, quantize_doc},
     {"_dequantize", (PyCFunction)(void (*)(void))ops_dequantize,
-     METH_VARARGS | METH_KEYWORDS, dequantize_doc},
+     METH_FASTCALL | METH_KEYWORDS, dequantize_doc},
     {NULL, NULL, 0, NULL},
 };

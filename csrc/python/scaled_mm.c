@@ -347,14 +347,21 @@ static int run(const scaled_mm_call *call, int out_is_new,
 /* ------------------------------------------------------------------------- */
 /* fp8q.scaled_mm                                                            */
 
-static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
+static PyObject *scaled_mm(PyObject *module, PyObject *const *args,
+                           Py_ssize_t nargs, PyObject *kwnames)
 {
-    static char *keywords[] = {"a",          "b",
-                               "scale_a",    "scale_b",
-                               "bias",       "out_dtype",
-                               "scale_result", "amax_out",
-                               "use_fast_accum", "out",
-                               "stream",     NULL};
+    static const char *const keywords[] = {"a",
+                                           "b",
+                                           "scale_a",
+                                           "scale_b",
+                                           "bias",
+                                           "out_dtype",
+                                           "scale_result",
+                                           "amax_out",
+                                           "use_fast_accum",
+                                           "out",
+                                           "stream",
+                                           NULL};
     PyObject *a_object;
     PyObject *b_object;
     PyObject *scale_a_object;
@@ -376,11 +383,12 @@ static PyObject *scaled_mm(PyObject *module, PyObject *args, PyObject *kwargs)
 
     (void)module;
     memset(&call, 0, sizeof call);
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, "OOOO|$OOOOpOO:scaled_mm", keywords, &a_object,
-            &b_object, &scale_a_object, &scale_b_object, &bias_object,
-            &out_dtype_object, &scale_result_object, &amax_out_object,
-            &call.product.use_fast_accum, &out_object, &stream_object)) {
+    if (fp8q_py_parse_arguments(
+            args, nargs, kwnames, "OOOO|$OOOOpOO:scaled_mm", keywords,
+            &a_object, &b_object, &scale_a_object, &scale_b_object,
+            &bias_object, &out_dtype_object, &scale_result_object,
+            &amax_out_object, &call.product.use_fast_accum, &out_object,
+            &stream_object) < 0) {
         return NULL;
     }
     if (fp8q_py_parse_stream(stream_object, "stream", &stream) < 0) {
@@ -500,6 +508,6 @@ PyDoc_STRVAR(
 
 PyMethodDef fp8q_py_scaled_mm_functions[] = {
     {"scaled_mm", (PyCFunction)(void (*)(void))scaled_mm,
-     METH_VARARGS | METH_KEYWORDS, scaled_mm_doc},
+     METH_FASTCALL | METH_KEYWORDS, scaled_mm_doc},
     {NULL, NULL, 0, NULL},
 };

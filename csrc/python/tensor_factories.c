@@ -84,12 +84,14 @@ static int parse_shape(PyObject *object, int *ndim, int64_t *shape)
 }
 
 /* empty() / zeros() arguments; *stream_out receives the stream. */
-static fp8q_TensorObject *new_tensor_from_arguments(PyObject *args,
-                                                    PyObject *kwargs,
+static fp8q_TensorObject *new_tensor_from_arguments(PyObject *const *args,
+                                                    Py_ssize_t nargs,
+                                                    PyObject *kwnames,
                                                     const char *format,
                                                     fp8q_cu_stream *stream_out)
 {
-    static char *keywords[] = {"shape", "dtype", "device", "stream", NULL};
+    static const char *const keywords[] = {"shape", "dtype", "device",
+                                           "stream", NULL};
     PyObject *shape_object;
     PyObject *dtype_object = NULL;
     PyObject *device_object = Py_None;
@@ -100,9 +102,9 @@ static fp8q_TensorObject *new_tensor_from_arguments(PyObject *args,
     fp8q_cu_stream stream;
     int ndim;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, keywords,
-                                     &shape_object, &dtype_object,
-                                     &device_object, &stream_object)) {
+    if (fp8q_py_parse_arguments(args, nargs, kwnames, format, keywords,
+                                &shape_object, &dtype_object, &device_object,
+                                &stream_object) < 0) {
         return NULL;
     }
     if (parse_shape(shape_object, &ndim, shape) < 0 ||
@@ -127,13 +129,14 @@ PyDoc_STRVAR(
     "handle, or a stream object such as torch.cuda.Stream). Raises "
     "fp8q.CudaError when CUDA cannot be used, saying why.");
 
-static PyObject *empty(PyObject *module, PyObject *args, PyObject *kwargs)
+static PyObject *empty(PyObject *module, PyObject *const *args,
+                       Py_ssize_t nargs, PyObject *kwnames)
 {
     fp8q_cu_stream stream;
 
     (void)module;
-    return (PyObject *)new_tensor_from_arguments(args, kwargs, "O|O$OO:empty",
-                                                 &stream);
+    return (PyObject *)new_tensor_from_arguments(args, nargs, kwnames,
+                                                 "O|O$OO:empty", &stream);
 }
 
 PyDoc_STRVAR(
@@ -141,11 +144,12 @@ PyDoc_STRVAR(
     "zeros(shape, dtype='float32', *, device=None, stream=None)\n--\n\n"
     "Like empty(), with every element +0 (on CUDA: filled on `stream`).");
 
-static PyObject *zeros(PyObject *module, PyObject *args, PyObject *kwargs)
+static PyObject *zeros(PyObject *module, PyObject *const *args,
+                       Py_ssize_t nargs, PyObject *kwnames)
 {
     fp8q_cu_stream stream = NULL;
-    fp8q_TensorObject *result =
-        new_tensor_from_arguments(args, kwargs, "O|O$OO:zeros", &stream);
+    fp8q_TensorObject *result = new_tensor_from_arguments(
+        args, nargs, kwnames, "O|O$OO:zeros", &stream);
     size_t bytes;
     fp8q_error error;
     fp8q_status status;

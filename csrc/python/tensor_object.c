@@ -99,10 +99,10 @@ static PyObject *tensor_values_as_numpy(fp8q_TensorObject *self)
     return array;
 }
 
-static PyObject *tensor_array(PyObject *object, PyObject *args,
-                              PyObject *kwargs)
+static PyObject *tensor_array(PyObject *object, PyObject *const *args,
+                              Py_ssize_t nargs, PyObject *kwnames)
 {
-    static char *keywords[] = {"dtype", "copy", NULL};
+    static const char *const keywords[] = {"dtype", "copy", NULL};
     fp8q_TensorObject *self = (fp8q_TensorObject *)object;
     PyObject *dtype_object = Py_None;
     PyObject *copy_object = Py_None;
@@ -114,8 +114,8 @@ static PyObject *tensor_array(PyObject *object, PyObject *args,
     int copy = -1;
     int found = 1;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:__array__", keywords,
-                                     &dtype_object, &copy_object)) {
+    if (fp8q_py_parse_arguments(args, nargs, kwnames, "|OO:__array__",
+                                keywords, &dtype_object, &copy_object) < 0) {
         return NULL;
     }
     if (copy_object != Py_None) {
@@ -467,7 +467,7 @@ static Py_ssize_t tensor_length(PyObject *object)
 
 static PyMethodDef tensor_methods[] = {
     {"to", (PyCFunction)(void (*)(void))fp8q_tensor_to,
-     METH_VARARGS | METH_KEYWORDS,
+     METH_FASTCALL | METH_KEYWORDS,
      "to(device, *, stream=None, copy=False)\n--\n\n"
      "The tensor on `device` ('cpu', 'cuda', 'cuda:N', an int N or a "
      "torch.device): the tensor itself when it is already there (unless "
@@ -479,7 +479,7 @@ static PyMethodDef tensor_methods[] = {
      "gathered on their GPU; copies between two GPUs go through host "
      "memory."},
     {"cpu", (PyCFunction)(void (*)(void))fp8q_tensor_cpu,
-     METH_VARARGS | METH_KEYWORDS,
+     METH_FASTCALL | METH_KEYWORDS,
      "cpu(*, stream=None)\n--\n\n"
      "to('cpu', stream=stream): the tensor itself on the CPU, else a new "
      "C-contiguous CPU copy, complete when this returns."},
@@ -516,7 +516,7 @@ static PyMethodDef tensor_methods[] = {
      "ml_dtypes is importable, else to uint16 / uint8 arrays of the raw "
      "codes. The array is read-only when the tensor is."},
     {"__array__", (PyCFunction)(void (*)(void))tensor_array,
-     METH_VARARGS | METH_KEYWORDS,
+     METH_FASTCALL | METH_KEYWORDS,
      "__array__(dtype=None, copy=None)\n--\n\n"
      "NumPy's array protocol. Without dtype (or with the NumPy dtype of the "
      "tensor's own dtype): the zero-copy array of numpy(), copied when "
@@ -526,7 +526,7 @@ static PyMethodDef tensor_methods[] = {
      "np.asarray(tensor) prefers the buffer protocol, which exports bfloat16 "
      "and FP8 as raw codes: use tensor.numpy() for their values."},
     {"__dlpack__", (PyCFunction)(void (*)(void))fp8q_tensor_dlpack,
-     METH_VARARGS | METH_KEYWORDS,
+     METH_FASTCALL | METH_KEYWORDS,
      "__dlpack__(*, stream=None, max_version=None, dl_device=None, "
      "copy=None)\n--\n\n"
      "Exports the tensor as a DLPack capsule (the array API protocol).\n"

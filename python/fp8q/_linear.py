@@ -93,7 +93,7 @@ def _check_pairing(x_data, x, w, bias, n):
             "it unquantized to have it quantized to match")
     if bias is None:
         return None
-    bias = _C.asarray(bias)
+    bias = _C._tensor_argument(bias, "bias")
     if bias.shape != (n,):
         raise ValueError(f"linear: bias must hold N = {n} values (one per "
                          f"output feature of w), got shape {bias.shape}")
@@ -159,7 +159,7 @@ def linear(x, w, *, bias=None, out_dtype=None, weight_only=False,
         x_scale = _x_scale(x, w, scaling, k)
         x_data = x.data
     else:
-        x_data = _C.asarray(x)
+        x_data = _C._tensor_argument(x, "x")
         x_scale = None
         _check_x(x_data, k, weight_only, out_dtype)
         if weight_only:
