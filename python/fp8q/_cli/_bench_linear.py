@@ -214,18 +214,25 @@ def print_glue_benchmark(repeats):
 def _print_torch_argument_costs(torch, repeats):
     """The same per-call cost for fp8q's own functions given torch tensors
     (each argument crosses through DLPack: the C exchange API where torch
-    has one): fp8q.asarray, a cast and a tensorwise scaled_mm into out= on
-    tiny float32 / FP8 CPU tensors."""
+    has one): fp8q.asarray, casts (with a Python float scale too), a
+    quantize and a dequantize (fp8q.quantize passes eight arguments by
+    name to its C half) and a tensorwise scaled_mm into out= on tiny
+    float32 / FP8 CPU tensors."""
     generator = torch.Generator().manual_seed(SEED)
     x = torch.randn(16, 64, generator=generator)
     a = x.to(torch.float8_e4m3fn)
     b = torch.randn(64, 64, generator=generator).to(torch.float8_e4m3fn).T
     scale_a, scale_b = torch.tensor(0.5), torch.tensor(0.25)
     out = torch.empty(16, 64, dtype=torch.bfloat16)
+    quantized = fp8q.quantize(x)
     calls = [("fp8q.asarray(x), x 16 x 64 float32",
               functools.partial(fp8q.asarray, x)),
              ("fp8q.cast(x, \"e4m3\")",
               functools.partial(fp8q.cast, x, "e4m3")),
+             ("fp8q.cast(x, \"e4m3\", scale=2.0)",
+              lambda: fp8q.cast(x, "e4m3", scale=2.0)),
+             ("fp8q.quantize(x)", functools.partial(fp8q.quantize, x)),
+             ("QTensor.dequantize()", quantized.dequantize),
              ("fp8q.scaled_mm(a, b, scale_a, scale_b, out=out), "
               "16 x 64 x 64 tensorwise",
               functools.partial(fp8q.scaled_mm, a, b, scale_a, scale_b,
