@@ -167,9 +167,31 @@ def test_a_scalar_numpy_must_convert_still_goes_through_numpy(value):
             == [w.category for w in numpy_warned])
 
 
-def test_an_int_beyond_64_bits_is_refused_as_before():
-    with pytest.raises(TypeError, match="got int"):
-        fp8q.asarray(2**70)
+@pytest.mark.parametrize("value", [
+    2**70, -2**70, 2**70 + 2**46 + 1, [2**70, 1], [[2**64, 3], [True, -2**80]],
+    (2**100, 0.5)], ids=repr)
+def test_ints_beyond_64_bits_convert_as_numpy_converts_them_to_float32(value):
+    """NumPy keeps such ints as objects; asarray converts them as
+    np.asarray(value, dtype=np.float32) does (through float64)."""
+    expected = np.asarray(value, dtype=np.float32)
+    t = fp8q.asarray(value)
+    assert t.dtype == fp8q.float32 and t.shape == expected.shape
+    np.testing.assert_array_equal(t.numpy().view(np.uint32),
+                                  expected.view(np.uint32))
+
+
+@pytest.mark.parametrize("value", [10**400, [1, -10**400]], ids=repr)
+def test_ints_beyond_float64_are_refused_naming_the_argument(value):
+    with pytest.raises(OverflowError,
+                       match="^obj: cannot convert .* too large"):
+        fp8q.asarray(value)
+
+
+@pytest.mark.parametrize("value", [[2**70, None], [2**70, "1"]], ids=repr)
+def test_big_ints_beside_other_objects_stay_refused(value):
+    """Only all-int object arrays convert: None would become nan."""
+    with pytest.raises(TypeError, match="got list"):
+        fp8q.asarray(value)
 
 
 @pytest.mark.parametrize("value", [2.5, 3], ids=repr)

@@ -160,6 +160,27 @@ static fp8q_TensorObject *from_numpy_array(PyArrayObject *array,
     return tensor;
 }
 
+/* Whether `array` is an object array (as NumPy makes it for nested
+ * sequences holding ints beyond 64 bits) of Python ints, bools and floats
+ * only. */
+static int only_python_numbers(PyArrayObject *array)
+{
+    PyObject *const *items = (PyObject *const *)PyArray_DATA(array);
+    const npy_intp count = PyArray_SIZE(array);
+    npy_intp index;
+
+    if (PyArray_TYPE(array) != NPY_OBJECT ||
+        !PyArray_IS_C_CONTIGUOUS(array) || count == 0) {
+        return 0;
+    }
+    for (index = 0; index < count; index++) {
+        if (!PyLong_Check(items[index]) && !PyFloat_Check(items[index])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* A NumPy array for any other input (buffer-protocol objects through a
  * memoryview, scalars and nested sequences through NumPy). *fresh tells
  * whether its memory is new. */
@@ -185,9 +206,18 @@ static PyArrayObject *numpy_from_other(PyObject *object,
         return (PyArrayObject *)array;
     }
     array = PyArray_FromAny(object, NULL, 0, 0, 0, NULL);
+    if (array != NULL && only_python_numbers((PyArrayObject *)array)) {
+        /* Ints beyond int64 and uint64, which NumPy keeps as objects: as
+         * float64, as NumPy converts them for dtype=float32 (OverflowError
+         * beyond float64's range). */
+        Py_SETREF(array, PyArray_FromAny(object,
+                                         PyArray_DescrFromType(NPY_FLOAT64),
+                                         0, 0, 0, NULL));
+    }
     if (array == NULL) {
         if (PyErr_ExceptionMatches(PyExc_ValueError) ||
-            PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_ExceptionMatches(PyExc_TypeError) ||
+            PyErr_ExceptionMatches(PyExc_OverflowError)) {
             fp8q_py_error_add_prefix("%s: cannot convert %s to a tensor: ",
                                      argument_name, Py_TYPE(object)->tp_name);
         }
@@ -374,7 +404,8 @@ PyDoc_STRVAR(
     "- a Python or NumPy scalar, or a nested sequence of numbers.\n"
     "Input of a dtype fp8q does not store is converted by NumPy: bool, "
     "integers, float64 and other floats to float32, big-endian float16 to "
-    "float16 (so a Python float or list gives float32).\n"
+    "float16 (so a Python float or list gives float32; ints beyond 64 "
+    "bits through float64, as NumPy converts them for float32).\n"
     "dtype: None keeps the input's (converted) dtype; any other dtype "
     "converts the values with the fp8q cast (exact where representable, "
     "else rounded to nearest-even, saturating to the FP8 range as "
@@ -387,7 +418,8 @@ PyDoc_STRVAR(
     "as Tensor.to does, on `stream` (as fp8q.cast takes it).\n"
     "Errors name the argument 'obj': TypeError for unsupported objects and "
     "dtypes (complex, strings, objects, ...), ValueError for more than 16 "
-    "dims and ragged sequences, BufferError for non-CPU data. torch "
+    "dims and ragged sequences, OverflowError for ints beyond float64, "
+    "BufferError for non-CPU data. torch "
     "tensors DLPack would misdescribe are refused with the fix named: a "
     "view with the negative bit (BufferError: x.resolve_neg()), a meta "
     "tensor (BufferError), a sparse one (TypeError: x.to_dense()), a "
