@@ -89,11 +89,41 @@ def test_layer_refusals():
             "with torch.cuda.stream(...))",
             lambda: fp8q._C.linear_layer(x, q.data, q.scale, None, None,
                                          "row", 5))
-    refuses(ValueError, "fp8q.torch.Linear: stream applies to CUDA tensors; "
-            "this call runs on the CPU (pass None)",
+    refuses(ValueError, "fp8q.torch.Linear: stream= applies to CUDA "
+            "tensors; this call runs on the CPU (pass stream=None)",
             lambda: fp8q._C.linear_layer(
                 fp8q.asarray(np.ones((2, 4), np.float32)), q.data, q.scale,
                 None, None, "row", 5))
     refuses(TypeError, "linear: x's scales must be float32, got float16",
             lambda: fp8q._C.linear(q.data, q.data, q.scale, "row", None,
                                    None, False, None, np.float16(1)))
+
+
+CPU_STREAM_REFUSAL = ("{}: stream= applies to CUDA tensors; this call runs "
+                      "on the CPU (pass stream=None)")
+
+
+def _cpu_calls_with_stream(stream):
+    x = np.linspace(-3, 3, 64, dtype=np.float32).reshape(4, 16)
+    q = fp8q.quantize(x)
+    w = fp8q.quantize(np.ones((8, 16), np.float32), granularity="row")
+    return {
+        "cast": lambda: fp8q.cast(x, "float8_e4m3fn", stream=stream),
+        "quantize": lambda: fp8q.quantize(x, stream=stream),
+        "dequantize": lambda: q.dequantize(stream=stream),
+        "amax": lambda: fp8q.amax(x, axis=0, stream=stream),
+        "scaled_mm": lambda: fp8q.scaled_mm(q.data, w.data.T, q.scale,
+                                            w.scale.T, stream=stream),
+        "linear": lambda: fp8q.linear(x, w, stream=stream),
+    }
+
+
+@pytest.mark.parametrize("stream", [0, 1, 7], ids=repr)
+@pytest.mark.parametrize("function", ["cast", "quantize", "dequantize",
+                                      "amax", "scaled_mm", "linear"])
+def test_every_cpu_operation_refuses_a_stream(function, stream):
+    """One rule (core/op_checks.h, fp8q_check_stream_on_cpu): an operation
+    running on the CPU refuses any stream but None, naming itself."""
+    refuses(ValueError, CPU_STREAM_REFUSAL.format(function),
+            _cpu_calls_with_stream(stream)[function])
+    _cpu_calls_with_stream(None)[function]()  # None: runs

@@ -209,7 +209,7 @@ def test_c_entry_refuses_bad_arguments(seed):
                                          "tensors"):
         fp8q._C.layer_weight(x, quantized.weight, quantized.weight_scale,
                              "row", 7)
-    with pytest.raises(ValueError, match="stream applies to CUDA tensors"):
+    with pytest.raises(ValueError, match="stream= applies to CUDA tensors"):
         fp8q._C.layer_weight(x.numpy(), fpt.from_torch(quantized.weight),
                              quantized.weight_scale.numpy(), "row", 7)
     with pytest.raises(TypeError, match="bias must be float32, float16 or "

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/layer_checks.h"
+#include "core/op_checks.h"
 #include "core/scaled_mm.h"
 
 fp8q_status fp8q_layer_check_x(const char *caller, const fp8q_view *x,
@@ -213,16 +214,14 @@ fp8q_status fp8q_layer_check_stream(const char *caller, int has_stream,
                                     int from_torch, int on_cpu,
                                     fp8q_error *error)
 {
-    if (!has_stream || (!from_torch && !on_cpu)) {
-        return FP8Q_OK;
+    if (!has_stream || !from_torch) {
+        return fp8q_check_stream_on_cpu(caller, has_stream, on_cpu, error);
     }
-    return fp8q_fail(error, FP8Q_ERROR_VALUE, "%s: %s", caller,
-                     from_torch
-                         ? "stream must be None for torch tensors: the call "
-                           "runs on torch's current stream (choose it with "
-                           "torch.cuda.stream(...))"
-                         : "stream applies to CUDA tensors; this call runs "
-                           "on the CPU (pass None)");
+    return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                     "%s: stream must be None for torch tensors: the call "
+                     "runs on torch's current stream (choose it with "
+                     "torch.cuda.stream(...))",
+                     caller);
 }
 
 fp8q_status fp8q_layer_check_x_scale(const char *caller, fp8q_dtype dtype,

@@ -93,7 +93,7 @@ fp8q_status fp8q_layer_weight_granularity(const char *caller,
 
 /* stream= of the call: FP8Q_ERROR_VALUE when one is given (`has_stream`)
  * for torch tensors (`from_torch`: the call runs on torch's current
- * stream) or for x on the CPU (`on_cpu`). */
+ * stream) or for x on the CPU (`on_cpu`, fp8q_check_stream_on_cpu). */
 fp8q_status fp8q_layer_check_stream(const char *caller, int has_stream,
                                     int from_torch, int on_cpu,
                                     fp8q_error *error);

@@ -1,10 +1,22 @@
 /*
  * op_checks.c - quantize's, dequantize's and cast's argument checks on
- * dtypes and views (op_checks.h).
+ * dtypes and views, and every operation's stream= check (op_checks.h).
  */
 #include "core/op_checks.h"
 
 #include "core/view_layout.h"
+
+fp8q_status fp8q_check_stream_on_cpu(const char *caller, int has_stream,
+                                     int on_cpu, fp8q_error *error)
+{
+    if (!has_stream || !on_cpu) {
+        return FP8Q_OK;
+    }
+    return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                     "%s: stream= applies to CUDA tensors; this call runs on "
+                     "the CPU (pass stream=None)",
+                     caller);
+}
 
 fp8q_status fp8q_check_dequantize_data(fp8q_dtype dtype, fp8q_error *error)
 {

@@ -1,14 +1,22 @@
 /*
  * op_checks.h - the argument checks of fp8q.quantize, fp8q.dequantize and
  * fp8q.cast that need no Python object (the binding, csrc/python/
- * quantize_op.c and cast_op.c, raises what they report). Each returns
- * FP8Q_OK, or a status and the message the Python exception shows.
+ * quantize_op.c and cast_op.c, raises what they report), and the stream=
+ * check of every operation. Each returns FP8Q_OK, or a status and the
+ * message the Python exception shows.
  */
 #ifndef FP8Q_CORE_OP_CHECKS_H
 #define FP8Q_CORE_OP_CHECKS_H
 
 #include "core/status.h"
 #include "core/view.h"
+
+/* An operation's stream=: FP8Q_ERROR_VALUE when a stream was given
+ * (`has_stream`: not None) and the operation runs on the CPU (`on_cpu`),
+ * where no stream orders anything ("CALLER: stream= applies to CUDA
+ * tensors; this call runs on the CPU (pass stream=None)"). */
+fp8q_status fp8q_check_stream_on_cpu(const char *caller, int has_stream,
+                                     int on_cpu, fp8q_error *error);
 
 /* dequantize's data: FP8Q_ERROR_TYPE unless `dtype` is an FP8 format. */
 fp8q_status fp8q_check_dequantize_data(fp8q_dtype dtype, fp8q_error *error);

@@ -22,17 +22,6 @@ fp8q_status fp8q_scaled_mm_check_out_dtype(int given, fp8q_dtype dtype,
                      fp8q_dtype_name(dtype));
 }
 
-fp8q_status fp8q_scaled_mm_check_stream(int has_stream, int on_cpu,
-                                        fp8q_error *error)
-{
-    if (!has_stream || !on_cpu) {
-        return FP8Q_OK;
-    }
-    return fp8q_fail(error, FP8Q_ERROR_VALUE,
-                     "scaled_mm: stream= applies to CUDA tensors; this call "
-                     "runs on the CPU (pass stream=None)");
-}
-
 fp8q_status fp8q_scaled_mm_check_matrix(const fp8q_view *operand,
                                         const char *name, fp8q_error *error)
 {

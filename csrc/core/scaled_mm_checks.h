@@ -28,11 +28,6 @@ int fp8q_scaled_mm_out_dtype_ok(fp8q_dtype dtype);
 fp8q_status fp8q_scaled_mm_check_out_dtype(int given, fp8q_dtype dtype,
                                            fp8q_error *error);
 
-/* stream=: FP8Q_ERROR_VALUE when one is given (`has_stream`) for operands
- * on the CPU (`on_cpu`). */
-fp8q_status fp8q_scaled_mm_check_stream(int has_stream, int on_cpu,
-                                        fp8q_error *error);
-
 /* An FP8 matrix operand named `name` ("a" or "b"): FP8Q_ERROR_TYPE unless
  * float8_e4m3fn or float8_e5m2 ("scaled_mm: a must be float8_e4m3fn or
  * float8_e5m2 (quantize it first, e.g. with fp8q.quantize), got float32"),

@@ -113,6 +113,9 @@ static PyObject *ops_amax(PyObject *module, PyObject *const *args,
     tensors[0] =
         fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
     if (tensors[0] == NULL ||
+        fp8q_py_check_stream_on_cpu("amax", stream_object,
+                                    tensors[0]->device_type ==
+                                        FP8Q_DEVICE_CPU) < 0 ||
         parse_axes(axis_object, tensors[0]->view.ndim, reduce) < 0) {
         goto done;
     }

@@ -433,6 +433,12 @@ fp8q_TensorObject *fp8q_tensor_from_object(PyObject *object,
 int fp8q_py_require_cpu(const fp8q_TensorObject *tensor, const char *function,
                         const char *argument);
 
+/* 0 unless a stream was given (`stream_object` not None) to `function`
+ * running on the CPU (`on_cpu`); else -1 with core's
+ * fp8q_check_stream_on_cpu ValueError. */
+int fp8q_py_check_stream_on_cpu(const char *function, PyObject *stream_object,
+                                int on_cpu);
+
 /* 0 when `scale` is on a GPU (its values are not read back, so not checked)
  * or holds only finite values > 0; else -1 with core's
  * fp8q_check_scale_values ValueError naming `name`, its message prefixed by

@@ -74,6 +74,8 @@ PyDoc_STRVAR(
     "legacy default stream; an int handle; or an object with\n"
     "__cuda_stream__ or .cuda_stream, such as torch.cuda.Stream), after\n"
     "the last use of each input; results are bit-identical to the CPU's.\n"
+    "For x on the CPU stream must be None (ValueError otherwise), as for\n"
+    "every fp8q operation that takes a stream.\n"
     "A strided x is gathered on the GPU first; out must be C-contiguous\n"
     "there. scale may be on the host\n"
     "(checked there, then copied) or on x's GPU (not read back, so not\n"
@@ -116,7 +118,9 @@ static PyObject *ops_cast(PyObject *module, PyObject *const *args,
         return NULL;
     }
     x = fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
-    if (x == NULL) {
+    if (x == NULL ||
+        fp8q_py_check_stream_on_cpu("cast", stream_object,
+                                    x->device_type == FP8Q_DEVICE_CPU) < 0) {
         goto done;
     }
     fp8q_error_clear(&error);

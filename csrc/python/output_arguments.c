@@ -1,6 +1,7 @@
 /*
  * output_arguments.c - the checks fp8q._C's operations share: a tensor that
- * must be on the CPU, scales on the host (finite, > 0), and an out= argument
+ * must be on the CPU, a stream= refused on the CPU, scales on the host
+ * (finite, > 0), and an out= argument
  * viewed in place (its kind, dtype, device, shape and writability), with
  * errors that name the function and the argument; an operation's new result
  * on x's device, and its return value with out=; tensor arguments and new
@@ -9,6 +10,7 @@
  */
 #include "python/binding.h"
 
+#include "core/op_checks.h"
 #include "core/output_check.h"
 #include "core/quantize.h"
 
@@ -25,6 +27,17 @@ int fp8q_py_require_cpu(const fp8q_TensorObject *tensor, const char *function,
                  function, argument, tensor->device_type,
                  tensor->device_index, function);
     return -1;
+}
+
+int fp8q_py_check_stream_on_cpu(const char *function, PyObject *stream_object,
+                                int on_cpu)
+{
+    fp8q_error error;
+
+    return fp8q_py_raise_on_failure(
+        fp8q_check_stream_on_cpu(function, stream_object != Py_None, on_cpu,
+                                 &error),
+        &error);
 }
 
 int fp8q_py_check_host_scales(const fp8q_TensorObject *scale,

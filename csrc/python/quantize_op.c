@@ -312,7 +312,9 @@ static PyObject *ops_quantize(PyObject *module, PyObject *const *args,
     }
     options.compute_scale = scale_object == Py_None;
     x = fp8q_tensor_from_object(x_object, "x", -1, FP8Q_COPY_IF_NEEDED);
-    if (x == NULL) {
+    if (x == NULL ||
+        fp8q_py_check_stream_on_cpu("quantize", stream_object,
+                                    x->device_type == FP8Q_DEVICE_CPU) < 0) {
         goto fail;
     }
     fp8q_error_clear(&error);
@@ -381,7 +383,10 @@ static PyObject *ops_dequantize(PyObject *module, PyObject *const *args,
     }
     data = fp8q_tensor_from_object(data_object, "data", -1,
                                    FP8Q_COPY_IF_NEEDED);
-    if (data == NULL) {
+    if (data == NULL ||
+        fp8q_py_check_stream_on_cpu("dequantize", stream_object,
+                                    data->device_type == FP8Q_DEVICE_CPU) <
+            0) {
         goto fail;
     }
     device.type = data->device_type;

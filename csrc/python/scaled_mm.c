@@ -405,11 +405,8 @@ static PyObject *scaled_mm(PyObject *module, PyObject *const *args,
     if (same_device(call.b, &device, "b", 0) < 0) {
         goto fail;
     }
-    if (fp8q_py_raise_on_failure(
-            fp8q_scaled_mm_check_stream(stream_object != Py_None,
-                                        device.type == FP8Q_DEVICE_CPU,
-                                        &error),
-            &error) < 0 ||
+    if (fp8q_py_check_stream_on_cpu("scaled_mm", stream_object,
+                                    device.type == FP8Q_DEVICE_CPU) < 0 ||
         fp8q_py_raise_on_failure(
             fp8q_scaled_mm_check_pair(&call.a->view, &call.b->view, &error),
             &error) < 0) {

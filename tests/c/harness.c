@@ -254,6 +254,7 @@ static const harness_test tests[] = {
     {"op_checks", test_op_checks},
     {"layer_call_checks", test_layer_call_checks},
     {"scaled_mm_argument_checks", test_scaled_mm_argument_checks},
+    {"stream_on_cpu_check", test_stream_on_cpu_check},
 };
 
 /* The seed when none is given: fixed, so that every run of a commit (CI's

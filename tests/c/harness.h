@@ -209,5 +209,6 @@ void test_operation_checks(void);
 void test_op_checks(void);
 void test_layer_call_checks(void);
 void test_scaled_mm_argument_checks(void);
+void test_stream_on_cpu_check(void);
 
 #endif /* FP8Q_TESTS_HARNESS_H */
