@@ -247,3 +247,31 @@ def test_a_float_parameter_keeps_its_fraction():
     calibrator = calibrated(_C._HistogramCalibrator)
     assert (calibrator.compute_amax("percentile", percentile=99.5)
             > calibrator.compute_amax("percentile", percentile=99.0))
+
+
+class _OwnHash(str):
+    """A parameter name that is its own dictionary key beside the plain
+    str of the same text (its hash differs), so one call can carry the
+    name twice."""
+
+    def __hash__(self):
+        return hash(("own", str(self)))
+
+
+def test_a_keyword_given_twice_is_refused():
+    """Python refuses a second value for one parameter; so does the
+    binding, rather than keeping the last."""
+    x = np.ones(4, np.float32)
+    twice = {_OwnHash("dtype"): "float8_e4m3fn", "dtype": "float8_e5m2"}
+    assert len(twice) == 2
+    with pytest.raises(TypeError, match=re.escape(
+            "cast() got multiple values for argument 'dtype'")):
+        fp8q.cast(x, **twice)
+
+
+def test_a_positional_only_parameter_is_named_by_its_position():
+    """PyArg's form for a value a positional-only parameter refuses:
+    'argument 2', not the empty name."""
+    with pytest.raises(TypeError, match=re.escape(
+            "_tensor_argument() argument 2 must be str, not int")):
+        _C._tensor_argument(1, 2)

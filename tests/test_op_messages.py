@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import fp8q
+from fp8q import _C
 
 
 def refuses(exception, message, call):
@@ -115,12 +116,18 @@ def _cpu_calls_with_stream(stream):
         "scaled_mm": lambda: fp8q.scaled_mm(q.data, w.data.T, q.scale,
                                             w.scale.T, stream=stream),
         "linear": lambda: fp8q.linear(x, w, stream=stream),
+        # The internal 9-argument form fp8q.torch calls with its outputs.
+        "norm_quantize": lambda: _C.norm_quantize(
+            x, np.ones(16, np.float32), None, np.empty_like(x),
+            np.empty(x.shape, ml_dtypes.float8_e4m3fn),
+            np.empty((4, 1), np.float32), 1e-6, False, stream),
     }
 
 
 @pytest.mark.parametrize("stream", [0, 1, 7], ids=repr)
 @pytest.mark.parametrize("function", ["cast", "quantize", "dequantize",
-                                      "amax", "scaled_mm", "linear"])
+                                      "amax", "scaled_mm", "linear",
+                                      "norm_quantize"])
 def test_every_cpu_operation_refuses_a_stream(function, stream):
     """One rule (core/op_checks.h, fp8q_check_stream_on_cpu): an operation
     running on the CPU refuses any stream but None, naming itself."""

@@ -19,15 +19,50 @@
 /* Finding a type's table                                                    */
 
 /* Types seen so far and their tables (NULL: the type publishes none fp8q
- * reads). The types are kept alive, so their addresses stay theirs. An
- * entry is written before n_known_types counts it (atomics: a thread of a
- * free-threaded CPython reads only whole entries); two threads that add at
- * once may both look the type up, and one entry is then claimed twice or
- * left NULL, which only costs a lookup. */
+ * reads). The types are kept alive, so their addresses stay theirs. Readers
+ * take no lock: an entry is complete before n_known_types counts it, and is
+ * never written again. Writers add under known_types_lock, so two threads
+ * of a free-threaded CPython that add at once never share a slot (which
+ * could pair one type with the other's table); both may look their type
+ * up, and the second then finds it counted. */
 #define KNOWN_TYPES 8
 static PyTypeObject *known_types[KNOWN_TYPES];
 static const fp8q_dl_exchange_api *known_tables[KNOWN_TYPES];
 static volatile int64_t n_known_types;
+static fp8q_once known_types_lock_once = FP8Q_ONCE_INIT;
+static fp8q_mutex *known_types_lock;
+
+static void create_known_types_lock(void *unused)
+{
+    (void)unused;
+    known_types_lock = fp8q_mutex_create();
+}
+
+/* Counts `type` with `table` unless it is counted or the list is full (or
+ * there was no memory for the lock: the type is then looked up each time). */
+static void remember(PyTypeObject *type, const fp8q_dl_exchange_api *table)
+{
+    int known, index;
+
+    fp8q_once_run(&known_types_lock_once, create_known_types_lock, NULL);
+    if (known_types_lock == NULL) {
+        return;
+    }
+    fp8q_mutex_lock(known_types_lock);
+    known = (int)fp8q_atomic_load_i64(&n_known_types);
+    for (index = 0; index < known; index++) {
+        if (known_types[index] == type) {
+            break;
+        }
+    }
+    if (index == known && known < KNOWN_TYPES) {
+        Py_INCREF(type);
+        known_tables[known] = table;
+        known_types[known] = type;
+        fp8q_atomic_store_i64(&n_known_types, known + 1);
+    }
+    fp8q_mutex_unlock(known_types_lock);
+}
 
 /* The table of `type`: 0 and *table (NULL when the type has no
  * `__dlpack_c_exchange_api__` capsule or one fp8q cannot use), or -1 with
@@ -77,7 +112,6 @@ int fp8q_py_known_exchange_api(PyObject *object,
 int fp8q_py_exchange_api(PyObject *object, const fp8q_dl_exchange_api **api)
 {
     PyTypeObject *type = Py_TYPE(object);
-    const int known = (int)fp8q_atomic_load_i64(&n_known_types);
 
     if (fp8q_py_known_exchange_api(object, api)) {
         return 0;
@@ -88,12 +122,7 @@ int fp8q_py_exchange_api(PyObject *object, const fp8q_dl_exchange_api **api)
     if (lookup(type, api) < 0) {
         return -1;
     }
-    if (known < KNOWN_TYPES) {
-        Py_INCREF(type);
-        known_tables[known] = *api;
-        known_types[known] = type;
-        fp8q_atomic_store_i64(&n_known_types, known + 1);
-    }
+    remember(type, *api);
     return 0;
 }
 

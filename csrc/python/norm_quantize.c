@@ -194,9 +194,11 @@ static PyObject *norm_quantize(PyObject *module, PyObject *const *args,
                 argument(args[3 + i], names[i], tensors[0], 1, NULL);
             failed = tensors[3 + i] == NULL;
         }
-        failed = failed || (tensors[0]->device_type != FP8Q_DEVICE_CPU &&
-                            fp8q_py_parse_stream(args[8], "stream",
-                                                 &stream) < 0);
+        failed = failed ||
+                 fp8q_py_parse_stream(args[8], "stream", &stream) < 0 ||
+                 fp8q_py_check_stream_on_cpu(
+                     OP, args[8],
+                     tensors[0]->device_type == FP8Q_DEVICE_CPU) < 0;
     }
     else if (!failed) {
         failed = make_outputs(tensors, outputs, api, &stream) < 0;
