@@ -372,8 +372,8 @@ static PyObject *asarray(PyObject *module, PyObject *const *args,
     /* Another device: the data moves (copy=True is then met as well). */
     if (copy == FP8Q_COPY_NEVER) {
         char where[32];
-        fp8q_py_format_device(tensor->device_type, tensor->device_index,
-                              where, sizeof where);
+        fp8q_device_format(tensor->device_type, tensor->device_index,
+                           where, sizeof where);
         PyErr_Format(PyExc_ValueError,
                      "Unable to avoid copy while moving obj from %s to the "
                      "requested device (copy=False)",

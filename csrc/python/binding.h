@@ -5,20 +5,9 @@
  * layout allows), calls csrc/core with the GIL released, and maps fp8q_status
  * codes to exceptions. It does no arithmetic on data itself.
  *
- * Files: module.c (module init), errors.c (status -> exception),
- * dtype_object.c (fp8q.dtype, dtype parsing), tensor_object.c (fp8q.Tensor),
- * tensor_buffer.c (PEP 3118), dlpack.c (producer and consumer),
- * asarray.c (any object -> Tensor), output_arguments.c (checks the
- * operations share), cast_op.c, amax_op.c, quantize_op.c (one operation
- * each; their CUDA halves in ops_cuda.c), thread_count.c, build_info.c,
- * cuda_info.c (what the CUDA backend finds, for fp8q.info()),
- * cpu_info.c (which x86 features the CPU code uses, for fp8q.info()),
- * dlpack_exchange.c (DLPack's C exchange API: torch tensors in C),
- * layer_call.c, linear_layer.c, layer_weight_only.c (an fp8q.torch.Linear
- * forward in one call: W8A8, W8A16), norm_quantize.c, scaled_mm.c and
- * scaled_mm_cuda.c, cublaslt_info.c, tensor_factories.c, torch_refusals.c,
- * parse_arguments.c (binds the arguments of the METH_FASTCALL entry points).
- * The calibrator files share calibrator_binding.h besides.
+ * Each file says at its top what it holds (docs/architecture.md places
+ * them among the floors); the calibrator files share calibrator_binding.h
+ * besides.
  */
 #ifndef FP8Q_PYTHON_BINDING_H
 #define FP8Q_PYTHON_BINDING_H
@@ -46,15 +35,18 @@
 #define Py_END_CRITICAL_SECTION2() }
 #endif
 
-/* Defines `name`, a method of METH_O or getter shape, that runs `method`
- * inside a critical section of `self` (the state of objects users share
- * across threads, such as a calibrator). */
-#define FP8Q_LOCKED_SELF(name, method, self_type)                          \
-    static PyObject *name(self_type *self, void *argument)                 \
+/* Defines `name`, a method or getter of the signature
+ * `PyObject *(PyObject *self, argument_type)` (METH_O or METH_NOARGS:
+ * PyObject *; a getter: void *), that runs `method` on self (a self_type)
+ * inside a critical section of self (the state of objects users share
+ * across threads, such as a calibrator). Write `static` before it for a
+ * file's own method. */
+#define FP8Q_LOCKED_SELF(name, method, self_type, argument_type)           \
+    PyObject *name(PyObject *self, argument_type argument)                 \
     {                                                                      \
         PyObject *result;                                                  \
         Py_BEGIN_CRITICAL_SECTION(self);                                   \
-        result = method(self, argument);                                   \
+        result = method((self_type *)self, argument);                      \
         Py_END_CRITICAL_SECTION();                                         \
         return result;                                                     \
     }
@@ -62,25 +54,25 @@
 /* The same for a METH_O method whose argument's state is read too (merge):
  * both objects locked. */
 #define FP8Q_LOCKED_PAIR(name, method, self_type)                          \
-    static PyObject *name(self_type *self, PyObject *other)                \
+    PyObject *name(PyObject *self, PyObject *other)                        \
     {                                                                      \
         PyObject *result;                                                  \
         Py_BEGIN_CRITICAL_SECTION2(self, other);                           \
-        result = method(self, other);                                      \
+        result = method((self_type *)self, other);                         \
         Py_END_CRITICAL_SECTION2();                                        \
         return result;                                                     \
     }
 
 /* The same for METH_FASTCALL | METH_KEYWORDS methods. */
-#define FP8Q_LOCKED_KEYWORDS(name, method, self_type)                         \
-    static PyObject *name(self_type *self, PyObject *const *args,             \
-                          Py_ssize_t nargs, PyObject *kwnames)                \
-    {                                                                         \
-        PyObject *result;                                                     \
-        Py_BEGIN_CRITICAL_SECTION(self);                                      \
-        result = method(self, args, nargs, kwnames);                          \
-        Py_END_CRITICAL_SECTION();                                            \
-        return result;                                                        \
+#define FP8Q_LOCKED_KEYWORDS(name, method, self_type)                      \
+    PyObject *name(PyObject *self, PyObject *const *args, Py_ssize_t nargs, \
+                   PyObject *kwnames)                                      \
+    {                                                                      \
+        PyObject *result;                                                  \
+        Py_BEGIN_CRITICAL_SECTION(self);                                   \
+        result = method((self_type *)self, args, nargs, kwnames);          \
+        Py_END_CRITICAL_SECTION();                                         \
+        return result;                                                     \
     }
 
 #include "core/device_name.h"
@@ -96,13 +88,6 @@
 
 /* ------------------------------------------------------------------------- */
 /* errors.c                                                                  */
-
-/* fp8q.CudaError (a RuntimeError subclass), raised for FP8Q_ERROR_CUDA;
- * created by fp8q_py_errors_init. */
-extern PyObject *fp8q_CudaError;
-/* fp8q.CudaOutOfMemoryError (a CudaError and a MemoryError), raised for
- * FP8Q_ERROR_CUDA_MEMORY. */
-extern PyObject *fp8q_CudaOutOfMemoryError;
 
 /* Raises the exception matching error->status with error->message. */
 void fp8q_py_raise(const fp8q_error *error);
@@ -322,9 +307,6 @@ FP8Q_INLINE fp8q_place fp8q_py_place(const fp8q_TensorObject *tensor)
     place.index = tensor->device_index;
     return place;
 }
-
-/* Writes "cpu" or "cuda:N", as Tensor.device (core/device_name.c). */
-#define fp8q_py_format_device fp8q_device_format
 
 /* Parses a stream= argument into a driver handle: None (NULL: the legacy
  * default stream), an int handle (1 and 2 are the legacy and per-thread
@@ -669,13 +651,6 @@ int fp8q_py_dl_cuda_device(const fp8q_dl_device *device,
  * fp8q calls (fp8q.Tensor, NumPy arrays, torch < 2.10); -1 with an
  * exception when the lookup itself failed. */
 int fp8q_py_exchange_api(PyObject *object, const fp8q_dl_exchange_api **api);
-
-/* fp8q_py_exchange_api for a type it has seen already: 1 and *api (NULL
- * for a type without a table), or 0 for a type not seen yet. No lookup, no
- * exception: the question "is this a DLPack producer" asked before any
- * attribute lookup (torch tensors answer here without one). */
-int fp8q_py_known_exchange_api(PyObject *object,
-                               const fp8q_dl_exchange_api **api);
 
 /* Whether `object` exports DLPack: a type with a known exchange table, or
  * an object with __dlpack__ (PyObject_HasAttrString's answer). */

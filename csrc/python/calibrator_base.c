@@ -524,56 +524,19 @@ PyObject *fp8q_py_calibrator_reduce(PyObject *self, PyObject *unused)
 /* ------------------------------------------------------------------------- */
 /* The locked entry points                                                   */
 
-FP8Q_LOCKED_KEYWORDS(locked_update, calibrator_update, fp8q_py_calibrator)
-FP8Q_LOCKED_PAIR(locked_merge, calibrator_merge, fp8q_py_calibrator)
-FP8Q_LOCKED_SELF(locked_state_dict, calibrator_state_dict, fp8q_py_calibrator)
-FP8Q_LOCKED_SELF(locked_load_state_dict, calibrator_load_state_dict,
+FP8Q_LOCKED_KEYWORDS(fp8q_py_calibrator_update, calibrator_update,
+                     fp8q_py_calibrator)
+FP8Q_LOCKED_PAIR(fp8q_py_calibrator_merge, calibrator_merge,
                  fp8q_py_calibrator)
-FP8Q_LOCKED_SELF(locked_reset, calibrator_reset, fp8q_py_calibrator)
-FP8Q_LOCKED_SELF(locked_get_nonfinite_count, calibrator_get_nonfinite_count,
-                 fp8q_py_calibrator)
-FP8Q_LOCKED_SELF(locked_get_amax, calibrator_get_amax, fp8q_py_calibrator)
-FP8Q_LOCKED_KEYWORDS(locked_scale, calibrator_scale, fp8q_py_calibrator)
-
-PyObject *fp8q_py_calibrator_update(PyObject *self, PyObject *const *args,
-                                    Py_ssize_t nargs, PyObject *kwnames)
-{
-    return locked_update((fp8q_py_calibrator *)self, args, nargs, kwnames);
-}
-
-PyObject *fp8q_py_calibrator_merge(PyObject *self, PyObject *other)
-{
-    return locked_merge((fp8q_py_calibrator *)self, other);
-}
-
-PyObject *fp8q_py_calibrator_state_dict(PyObject *self, PyObject *unused)
-{
-    return locked_state_dict((fp8q_py_calibrator *)self, unused);
-}
-
-PyObject *fp8q_py_calibrator_load_state_dict(PyObject *self, PyObject *state)
-{
-    return locked_load_state_dict((fp8q_py_calibrator *)self, state);
-}
-
-PyObject *fp8q_py_calibrator_reset(PyObject *self, PyObject *unused)
-{
-    return locked_reset((fp8q_py_calibrator *)self, unused);
-}
-
-PyObject *fp8q_py_calibrator_get_nonfinite_count(PyObject *self,
-                                                 void *closure)
-{
-    return locked_get_nonfinite_count((fp8q_py_calibrator *)self, closure);
-}
-
-PyObject *fp8q_py_calibrator_get_amax(PyObject *self, void *closure)
-{
-    return locked_get_amax((fp8q_py_calibrator *)self, closure);
-}
-
-PyObject *fp8q_py_calibrator_scale(PyObject *self, PyObject *const *args,
-                                   Py_ssize_t nargs, PyObject *kwnames)
-{
-    return locked_scale((fp8q_py_calibrator *)self, args, nargs, kwnames);
-}
+FP8Q_LOCKED_SELF(fp8q_py_calibrator_state_dict, calibrator_state_dict,
+                 fp8q_py_calibrator, PyObject *)
+FP8Q_LOCKED_SELF(fp8q_py_calibrator_load_state_dict,
+                 calibrator_load_state_dict, fp8q_py_calibrator, PyObject *)
+FP8Q_LOCKED_SELF(fp8q_py_calibrator_reset, calibrator_reset,
+                 fp8q_py_calibrator, PyObject *)
+FP8Q_LOCKED_SELF(fp8q_py_calibrator_get_nonfinite_count,
+                 calibrator_get_nonfinite_count, fp8q_py_calibrator, void *)
+FP8Q_LOCKED_SELF(fp8q_py_calibrator_get_amax, calibrator_get_amax,
+                 fp8q_py_calibrator, void *)
+FP8Q_LOCKED_KEYWORDS(fp8q_py_calibrator_scale, calibrator_scale,
+                     fp8q_py_calibrator)

@@ -93,8 +93,12 @@ static int lookup(PyTypeObject *type, const fp8q_dl_exchange_api **table)
     return 0;
 }
 
-int fp8q_py_known_exchange_api(PyObject *object,
-                               const fp8q_dl_exchange_api **api)
+/* fp8q_py_exchange_api for a type it has seen already: 1 and *api (NULL
+ * for a type without a table), or 0 for a type not seen yet. No lookup, no
+ * exception: the question "is this a DLPack producer" asked before any
+ * attribute lookup (torch tensors answer here without one). */
+static int known_exchange_api(PyObject *object,
+                              const fp8q_dl_exchange_api **api)
 {
     const int known = (int)fp8q_atomic_load_i64(&n_known_types);
     int index;
@@ -113,7 +117,7 @@ int fp8q_py_exchange_api(PyObject *object, const fp8q_dl_exchange_api **api)
 {
     PyTypeObject *type = Py_TYPE(object);
 
-    if (fp8q_py_known_exchange_api(object, api)) {
+    if (known_exchange_api(object, api)) {
         return 0;
     }
     if (type == &fp8q_Tensor_Type || PyArray_Check(object)) {
@@ -130,7 +134,7 @@ int fp8q_py_has_dlpack(PyObject *object)
 {
     const fp8q_dl_exchange_api *api;
 
-    return (fp8q_py_known_exchange_api(object, &api) && api != NULL) ||
+    return (known_exchange_api(object, &api) && api != NULL) ||
            PyObject_HasAttrString(object, "__dlpack__");
 }
 

@@ -10,8 +10,11 @@
 
 #include "python/binding.h"
 
-PyObject *fp8q_CudaError;
-PyObject *fp8q_CudaOutOfMemoryError;
+/* fp8q.CudaError (a RuntimeError subclass), raised for FP8Q_ERROR_CUDA,
+ * and fp8q.CudaOutOfMemoryError (a CudaError and a MemoryError), raised for
+ * FP8Q_ERROR_CUDA_MEMORY; made by fp8q_py_errors_init. */
+static PyObject *cuda_error;
+static PyObject *cuda_out_of_memory_error;
 
 PyDoc_STRVAR(cuda_error_doc,
              "Raised when fp8q's GPU backend cannot be used or a CUDA call "
@@ -53,15 +56,15 @@ int fp8q_py_errors_init(PyObject *module)
     PyObject *bases;
     int result;
 
-    if (add_exception(module, &fp8q_CudaError, "fp8q.CudaError", "CudaError",
+    if (add_exception(module, &cuda_error, "fp8q.CudaError", "CudaError",
                       cuda_error_doc, PyExc_RuntimeError) < 0) {
         return -1;
     }
-    bases = PyTuple_Pack(2, fp8q_CudaError, PyExc_MemoryError);
+    bases = PyTuple_Pack(2, cuda_error, PyExc_MemoryError);
     if (bases == NULL) {
         return -1;
     }
-    result = add_exception(module, &fp8q_CudaOutOfMemoryError,
+    result = add_exception(module, &cuda_out_of_memory_error,
                            "fp8q.CudaOutOfMemoryError", "CudaOutOfMemoryError",
                            cuda_out_of_memory_doc, bases);
     Py_DECREF(bases);
@@ -75,8 +78,8 @@ void fp8q_py_raise(const fp8q_error *error)
         : error->status == FP8Q_ERROR_VALUE  ? PyExc_ValueError
         : error->status == FP8Q_ERROR_BUFFER ? PyExc_BufferError
         : error->status == FP8Q_ERROR_MEMORY ? PyExc_MemoryError
-        : error->status == FP8Q_ERROR_CUDA   ? fp8q_CudaError
-        : error->status == FP8Q_ERROR_CUDA_MEMORY ? fp8q_CudaOutOfMemoryError
+        : error->status == FP8Q_ERROR_CUDA   ? cuda_error
+        : error->status == FP8Q_ERROR_CUDA_MEMORY ? cuda_out_of_memory_error
                                                   : PyExc_RuntimeError;
 
     if (error->message[0] == '\0') {

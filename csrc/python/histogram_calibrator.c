@@ -342,12 +342,14 @@ PyDoc_STRVAR(reset_doc,
 /* The methods and getters beside the base's that read or change the state
  * run inside a critical section of the calibrator (binding.h); the
  * settings, fixed at construction, need none. */
-FP8Q_LOCKED_KEYWORDS(locked_compute_amax, histogram_calibrator_compute_amax,
-                     fp8q_HistogramCalibratorObject)
-FP8Q_LOCKED_SELF(locked_extend_range, histogram_calibrator_extend_range,
-                 fp8q_HistogramCalibratorObject)
-FP8Q_LOCKED_SELF(locked_get_settled, histogram_calibrator_get_settled,
-                 fp8q_HistogramCalibratorObject)
+static FP8Q_LOCKED_KEYWORDS(locked_compute_amax,
+                            histogram_calibrator_compute_amax,
+                            fp8q_HistogramCalibratorObject)
+static FP8Q_LOCKED_SELF(locked_extend_range,
+                        histogram_calibrator_extend_range,
+                        fp8q_HistogramCalibratorObject, PyObject *)
+static FP8Q_LOCKED_SELF(locked_get_settled, histogram_calibrator_get_settled,
+                        fp8q_HistogramCalibratorObject, void *)
 
 static PyMethodDef histogram_calibrator_methods[] = {
     FP8Q_PY_CALIBRATOR_METHODS(update_doc, merge_doc, state_dict_doc,
@@ -355,7 +357,7 @@ static PyMethodDef histogram_calibrator_methods[] = {
     {"compute_amax",
      (PyCFunction)(void (*)(void))locked_compute_amax,
      METH_FASTCALL | METH_KEYWORDS, compute_amax_doc},
-    {"extend_range", (PyCFunction)locked_extend_range, METH_O,
+    {"extend_range", locked_extend_range, METH_O,
      extend_range_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -367,14 +369,14 @@ static PyGetSetDef histogram_calibrator_getset[] = {
      "Whether exact zeros are left uncounted.", NULL},
     {"amax", fp8q_py_calibrator_get_amax, NULL,
      "The largest |x| counted, or None before any.", NULL},
-    {"bin_width", (getter)locked_get_settled, NULL,
+    {"bin_width", locked_get_settled, NULL,
      "Width of every bin: a power of two, or 0.0 before any nonzero value.",
      "bin_width"},
-    {"counts", (getter)locked_get_settled, NULL,
+    {"counts", locked_get_settled, NULL,
      "A copy of the counts (int64 array); bin k holds "
      "k * bin_width <= |x| < (k + 1) * bin_width.",
      "counts"},
-    {"total_count", (getter)locked_get_settled, NULL,
+    {"total_count", locked_get_settled, NULL,
      "Number of values counted.", "total_count"},
     {"nonfinite_count", fp8q_py_calibrator_get_nonfinite_count,
      NULL, "NaN and infinite values skipped so far.", NULL},
