@@ -27,10 +27,22 @@ static const char *type_name(PyObject *value)
     return value == Py_None ? "None" : Py_TYPE(value)->tp_name;
 }
 
+/* A parameter as a message names it: 'name', or for a positional-only one
+ * (name "") its position from 1, as PyArg does. */
+static void parameter_label(const char *name, int position, char *label,
+                            size_t size)
+{
+    if (name[0] == '\0') {
+        PyOS_snprintf(label, size, "%d", position);
+    }
+    else {
+        PyOS_snprintf(label, size, "'%.28s'", name);
+    }
+}
+
 /* Stores `value`, when given, through `output` as format `letter` asks:
- * 0, or -1 with the exception PyArg would raise. `name` is the parameter's
- * keyword, "" for a positional-only one, which messages name by its
- * `position` (from 1), as PyArg does. */
+ * 0, or -1 with the exception PyArg would raise, naming the parameter by
+ * `name` or `position` (parameter_label). */
 static int store(char letter, PyObject *value, const char *function,
                  const char *name, int position, void *output)
 {
@@ -43,12 +55,6 @@ static int store(char letter, PyObject *value, const char *function,
 
     if (value == NULL) {
         return 0;
-    }
-    if (name[0] == '\0') {
-        PyOS_snprintf(label, sizeof label, "%d", position);
-    }
-    else {
-        PyOS_snprintf(label, sizeof label, "'%.28s'", name);
     }
     number_methods = Py_TYPE(value)->tp_as_number;
     switch (letter) {
@@ -66,6 +72,7 @@ static int store(char letter, PyObject *value, const char *function,
         if (!PyFloat_Check(value) &&
             (number_methods == NULL || (number_methods->nb_float == NULL &&
                                         number_methods->nb_index == NULL))) {
+            parameter_label(name, position, label, sizeof label);
             PyErr_Format(PyExc_TypeError,
                          "%s() argument %s must be real number, not %.50s",
                          function, label, type_name(value));
@@ -79,6 +86,7 @@ static int store(char letter, PyObject *value, const char *function,
         return 0;
     default: /* 's' */
         if (!PyUnicode_Check(value)) {
+            parameter_label(name, position, label, sizeof label);
             PyErr_Format(PyExc_TypeError,
                          "%s() argument %s must be str, not %.50s",
                          function, label, type_name(value));
