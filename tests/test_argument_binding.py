@@ -20,7 +20,8 @@ BINDING_REFUSAL = re.compile(
     r"takes (no|exactly \d+|at most \d+|at least \d+) positional argument"
     r"|is an invalid keyword argument for"
     r"|given by name \('\w+'\) and position"
-    r"|missing required argument")
+    r"|missing required argument"
+    r"|got multiple values for argument")
 
 
 def entry_points():
@@ -275,3 +276,10 @@ def test_a_positional_only_parameter_is_named_by_its_position():
     with pytest.raises(TypeError, match=re.escape(
             "_tensor_argument() argument 2 must be str, not int")):
         _C._tensor_argument(1, 2)
+
+
+def test_a_float_parameter_refuses_a_str_by_name():
+    calibrator = calibrated(_C._HistogramCalibrator)
+    with pytest.raises(TypeError, match=re.escape(
+            "argument 'percentile' must be real number, not str")):
+        calibrator.compute_amax("percentile", percentile="99")

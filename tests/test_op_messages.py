@@ -1,5 +1,6 @@
-"""The exact messages of quantize's, dequantize's, cast's and the layer
-call's argument refusals whose checks live in csrc/core (core/op_checks.h,
+"""The exact messages of the operations' argument refusals (quantize,
+dequantize, cast, amax, scaled_mm, the layer call, norm_quantize) whose
+checks live in csrc/core (core/op_checks.h,
 core/layer_checks.h) and are raised by the binding: type and full text, as
 users and the C tests (tests/c/test_op_checks.c) see them."""
 import re

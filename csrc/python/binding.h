@@ -5,9 +5,8 @@
  * layout allows), calls csrc/core with the GIL released, and maps fp8q_status
  * codes to exceptions. It does no arithmetic on data itself.
  *
- * Each file says at its top what it holds (docs/architecture.md places
- * them among the floors); the calibrator files share calibrator_binding.h
- * besides.
+ * Each file says at its top what it holds; the calibrator files share
+ * calibrator_binding.h besides.
  */
 #ifndef FP8Q_PYTHON_BINDING_H
 #define FP8Q_PYTHON_BINDING_H

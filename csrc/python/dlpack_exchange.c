@@ -44,6 +44,9 @@ static void remember(PyTypeObject *type, const fp8q_dl_exchange_api *table)
 {
     int known, index;
 
+    if (fp8q_atomic_load_i64(&n_known_types) == KNOWN_TYPES) {
+        return; /* full: no lock taken for the types after the eighth */
+    }
     fp8q_once_run(&known_types_lock_once, create_known_types_lock, NULL);
     if (known_types_lock == NULL) {
         return;

@@ -158,8 +158,8 @@ PyDoc_STRVAR(
     "allocator, run on torch's current stream, when x is a torch tensor "
     "(DLPack's C exchange API), else fp8q Tensors on x's device (on the "
     "stream of x's last use). The 9-argument form writes the given, "
-    "writable outputs (on a GPU on `stream`, as fp8q.cast's) and returns "
-    "None. Internal to fp8q.torch (torch.ops.fp8q.norm_quantize).");
+    "writable outputs (on a GPU on `stream`, as fp8q.cast's; for CPU "
+    "tensors stream must be None) and returns None. Internal to fp8q.torch (torch.ops.fp8q.norm_quantize).");
 
 static PyObject *norm_quantize(PyObject *module, PyObject *const *args,
                                Py_ssize_t n_args)

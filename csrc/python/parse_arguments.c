@@ -183,7 +183,9 @@ int fp8q_py_parse_arguments(PyObject *const *args, Py_ssize_t nargs,
                          function, keywords[index], index + 1);
             return -1;
         }
-        if (values[index] != NULL) { /* equal names: a str subclass's == */
+        /* Two keys of one text: a str subclass with its own __hash__ makes
+         * them two dictionary keys, a C caller may repeat a name. */
+        if (values[index] != NULL) {
             PyErr_Format(PyExc_TypeError,
                          "%s() got multiple values for argument '%s'",
                          function, keywords[index]);
