@@ -30,113 +30,22 @@ typedef struct cast_plan {
 /* ------------------------------------------------------------------------- */
 /* Run kernels                                                               */
 
-/* The scale loops work in blocks of BLOCK elements with a constant trip
- * count, which gcc -O2 vectorises (see convert.c). */
-#define BLOCK 16
-
-FP8Q_FORCE_INLINE void divide_block_by(float *values, float scale)
-{
-    int i;
-    for (i = 0; i < BLOCK; i++) {
-        values[i] = fp8q_scaling_result(values[i] / scale, values[i], scale);
-    }
-}
-
-FP8Q_FORCE_INLINE void multiply_block_by(float *values, float scale)
-{
-    int i;
-    for (i = 0; i < BLOCK; i++) {
-        values[i] = fp8q_scaling_result(values[i] * scale, values[i], scale);
-    }
-}
-
-FP8Q_FORCE_INLINE void divide_block_each(float *FP8Q_RESTRICT values,
-                                         const float *FP8Q_RESTRICT scales)
-{
-    int i;
-    for (i = 0; i < BLOCK; i++) {
-        values[i] = fp8q_scaling_result(values[i] / scales[i], values[i],
-                                         scales[i]);
-    }
-}
-
-FP8Q_FORCE_INLINE void multiply_block_each(float *FP8Q_RESTRICT values,
-                                           const float *FP8Q_RESTRICT scales)
-{
-    int i;
-    for (i = 0; i < BLOCK; i++) {
-        values[i] = fp8q_scaling_result(values[i] * scales[i], values[i],
-                                         scales[i]);
-    }
-}
-
-/* values[i] = values[i] op scale (one scale for all, stride 0). */
-static void apply_one_scale(fp8q_scale_op op, float *values, float scale,
-                            int64_t count)
-{
-    int64_t i;
-    if (op == FP8Q_SCALE_DIVIDE) {
-        for (; count >= BLOCK; count -= BLOCK, values += BLOCK) {
-            divide_block_by(values, scale);
-        }
-        for (i = 0; i < count; i++) {
-            values[i] = fp8q_scaling_result(values[i] / scale, values[i], scale);
-        }
-    }
-    else {
-        for (; count >= BLOCK; count -= BLOCK, values += BLOCK) {
-            multiply_block_by(values, scale);
-        }
-        for (i = 0; i < count; i++) {
-            values[i] = fp8q_scaling_result(values[i] * scale, values[i], scale);
-        }
-    }
-}
-
-/* values[i] = values[i] op scales[i]. */
-static void apply_each_scale(fp8q_scale_op op, float *values,
-                             const float *scales, int64_t count)
-{
-    int64_t i;
-    if (op == FP8Q_SCALE_DIVIDE) {
-        for (; count >= BLOCK; count -= BLOCK) {
-            divide_block_each(values, scales);
-            values += BLOCK;
-            scales += BLOCK;
-        }
-        for (i = 0; i < count; i++) {
-            values[i] = fp8q_scaling_result(values[i] / scales[i], values[i],
-                                         scales[i]);
-        }
-    }
-    else {
-        for (; count >= BLOCK; count -= BLOCK) {
-            multiply_block_each(values, scales);
-            values += BLOCK;
-            scales += BLOCK;
-        }
-        for (i = 0; i < count; i++) {
-            values[i] = fp8q_scaling_result(values[i] * scales[i], values[i],
-                                         scales[i]);
-        }
-    }
-}
-
 /* Applies the scale run (`scale`, `scale_byte_stride` apart, possibly 0) to
  * `count` staged values. */
 static void apply_scale(fp8q_scale_op op, float *values, const char *scale,
                         int64_t scale_byte_stride, int64_t count)
 {
     float scales[STAGE];
+    const int each = scale_byte_stride != 0;
 
-    if (scale_byte_stride == 0) {
-        float factor;
-        memcpy(&factor, scale, sizeof factor);
-        apply_one_scale(op, values, factor, count);
-        return;
+    if (each) {
+        fp8q_load_float32(FP8Q_FLOAT32, scale, scale_byte_stride, scales,
+                          count);
     }
-    fp8q_load_float32(FP8Q_FLOAT32, scale, scale_byte_stride, scales, count);
-    apply_each_scale(op, values, scales, count);
+    else {
+        memcpy(&scales[0], scale, sizeof scales[0]);
+    }
+    fp8q_scale_float32(values, scales, each, op == FP8Q_SCALE_DIVIDE, count);
 }
 
 /* A same-dtype cast without a scale is a copy of the bits (this keeps NaN

@@ -2,9 +2,9 @@
  * convert.c - run loops between every dtype and float32, over the scalar
  * codec of core/float_codec.h.
  *
- * Loads are written here; stores live in convert_loops.h, compiled twice
- * (baseline here, AVX2 in convert_avx2.c) and chosen once at run time by
- * what the processor supports. See convert_loops.h for how the loops are
+ * Loads are written here; stores and the scaling of staged values live in
+ * convert_loops.h, compiled twice (baseline here, AVX2 in convert_avx2.c)
+ * and chosen once at run time by what the processor supports. See convert_loops.h for how the loops are
  * shaped so that compilers vectorise them.
  */
 #include <string.h>
@@ -208,7 +208,7 @@ void fp8q_load_float32(fp8q_dtype dtype, const char *source,
 }
 
 /* ------------------------------------------------------------------------- */
-/* Stores from float32: the loops of convert_loops.h, for AVX2 or baseline   */
+/* Stores and scaling: the loops of convert_loops.h, for AVX2 or baseline    */
 
 /* 0 until first use, then 1 (baseline loops) or 2 (AVX2 loops). */
 static volatile int64_t store_variant = 0;
@@ -244,5 +244,16 @@ void fp8q_store_float32(fp8q_dtype dtype, const float *values,
     else {
         store_float32_loops(dtype, values, destination, byte_stride, count,
                             saturate);
+    }
+}
+
+void fp8q_scale_float32(float *values, const float *scales, int each,
+                        int divide, int64_t count)
+{
+    if (stores_use_avx2()) {
+        fp8q_scale_float32_avx2(values, scales, each, divide, count);
+    }
+    else {
+        scale_float32_loops(values, scales, each, divide, count);
     }
 }

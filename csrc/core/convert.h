@@ -24,7 +24,14 @@ void fp8q_store_float32(fp8q_dtype dtype, const float *values,
                         char *destination, int64_t byte_stride, int64_t count,
                         int saturate);
 
-/* The stores run loops compiled for AVX2 where the processor supports it
+/* values[i] = values[i] / scale (divide != 0) or values[i] * scale, in
+ * place, for i < count, where scale is scales[i] (each != 0) or scales[0]:
+ * correctly rounded float32, and a NaN result as fp8q_scaling_result gives
+ * it (core/float_codec.h: the same bits on every CPU and on the GPU). */
+void fp8q_scale_float32(float *values, const float *scales, int each,
+                        int divide, int64_t count);
+
+/* The store and scale loops compiled for AVX2 where the processor supports it
  * (the default, allow != 0), or the baseline loops (allow == 0), e.g. to
  * test both. The results are identical. The same switch governs the AVX2
  * FP8 decoder and scaled_mm's AVX2 + FMA dot products (whose sums may differ

@@ -1,6 +1,6 @@
 /*
- * convert_avx2.c - the store loops of core/convert_loops.h compiled for AVX2,
- * and an AVX2 decoder of float8_e4m3fn and float8_e5m2.
+ * convert_avx2.c - the store and scale loops of core/convert_loops.h
+ * compiled for AVX2, and an AVX2 decoder of float8_e4m3fn and float8_e5m2.
  *
  * The build compiles this one file with -mavx2 -mf16c (gcc, clang) or
  * /arch:AVX2 (MSVC) on x86-64, so the branch-free codec loops run 8 lanes
@@ -21,6 +21,12 @@ void fp8q_store_float32_avx2(fp8q_dtype dtype, const float *values,
 {
     store_float32_loops(dtype, values, destination, byte_stride, count,
                         saturate);
+}
+
+void fp8q_scale_float32_avx2(float *values, const float *scales, int each,
+                             int divide, int64_t count)
+{
+    scale_float32_loops(values, scales, each, divide, count);
 }
 
 #if defined(__AVX2__)

@@ -1,7 +1,8 @@
 /*
- * convert_loops.h - the float32 -> any dtype store loops, shared by
- * convert.c (compiled for the baseline instruction set) and convert_avx2.c
- * (the same loops compiled for AVX2, chosen at run time).
+ * convert_loops.h - the float32 -> any dtype store loops and the loops that
+ * scale staged float32 values, shared by convert.c (compiled for the
+ * baseline instruction set) and convert_avx2.c (the same loops compiled for
+ * AVX2, chosen at run time).
  *
  * Each dtype gets its own loop with constant format arguments, so the
  * compiler folds the codec into straight-line, branch-free code, and each
@@ -34,6 +35,10 @@
 void fp8q_store_float32_avx2(fp8q_dtype dtype, const float *values,
                              char *destination, int64_t byte_stride,
                              int64_t count, int saturate);
+
+/* fp8q_scale_float32 compiled for AVX2 (convert_avx2.c). */
+void fp8q_scale_float32_avx2(float *values, const float *scales, int each,
+                             int divide, int64_t count);
 
 /* Decodes `count` contiguous float8_e4m3fn (is_e5m2 == 0) or float8_e5m2
  * codes with AVX2 integer arithmetic, bit for bit as the codec
@@ -219,5 +224,73 @@ FP8Q_INLINE void store_float32_loops(fp8q_dtype dtype, const float *values,
 }
 
 #undef STORE_FP8
+
+/* ------------------------------------------------------------------------- */
+/* Scaling staged float32 values                                             */
+
+/* A block is scaled with the plain operation; only a block whose results
+ * hold a NaN goes through fp8q_scaling_result, which gives that NaN the same
+ * bits on every CPU and GPU (finite and infinite results are already the
+ * correctly rounded ones). `each` and `divide` are constants at every call
+ * (scale_float32_loops), so each of the four uses is a loop of its own. */
+FP8Q_FORCE_INLINE void scale_block(float *FP8Q_RESTRICT values,
+                                   const float *FP8Q_RESTRICT scales,
+                                   int each, int divide)
+{
+    float results[FP8Q_CONVERT_BLOCK];
+    int has_nan = 0;
+    int i;
+    for (i = 0; i < FP8Q_CONVERT_BLOCK; i++) {
+        const float scale = scales[each ? i : 0];
+        results[i] = divide ? values[i] / scale : values[i] * scale;
+    }
+    for (i = 0; i < FP8Q_CONVERT_BLOCK; i++) {
+        has_nan |= results[i] != results[i];
+    }
+    if (has_nan) {
+        for (i = 0; i < FP8Q_CONVERT_BLOCK; i++) {
+            results[i] = fp8q_scaling_result(results[i], values[i],
+                                             scales[each ? i : 0]);
+        }
+    }
+    memcpy(values, results, sizeof results);
+}
+
+FP8Q_FORCE_INLINE void scale_run(float *FP8Q_RESTRICT values,
+                                 const float *FP8Q_RESTRICT scales, int each,
+                                 int divide, int64_t count)
+{
+    int64_t i;
+    for (; count >= FP8Q_CONVERT_BLOCK; count -= FP8Q_CONVERT_BLOCK) {
+        scale_block(values, scales, each, divide);
+        values += FP8Q_CONVERT_BLOCK;
+        scales += each ? FP8Q_CONVERT_BLOCK : 0;
+    }
+    for (i = 0; i < count; i++) {
+        const float scale = scales[each ? i : 0];
+        values[i] = fp8q_scaling_result(
+            divide ? values[i] / scale : values[i] * scale, values[i], scale);
+    }
+}
+
+/* fp8q_scale_float32 (core/convert.h). */
+FP8Q_INLINE void scale_float32_loops(float *values, const float *scales,
+                                     int each, int divide, int64_t count)
+{
+    if (each) {
+        if (divide) {
+            scale_run(values, scales, 1, 1, count);
+        }
+        else {
+            scale_run(values, scales, 1, 0, count);
+        }
+    }
+    else if (divide) {
+        scale_run(values, scales, 0, 1, count);
+    }
+    else {
+        scale_run(values, scales, 0, 0, count);
+    }
+}
 
 #endif /* FP8Q_CORE_CONVERT_LOOPS_H */

@@ -50,6 +50,11 @@ fp8q_status fp8q_check_output(const fp8q_view *out, fp8q_place place,
                          "%s: %s= must be writable, got a read-only tensor",
                          function, argument);
     }
+    if (fp8q_view_check_writable(out, argument, error) == FP8Q_OK) {
+        return FP8Q_OK;
+    }
+    /* Checked again to word the refusal "function: argument"; a view that
+     * passes formats no text. */
     (void)snprintf(name, sizeof name, "%s: %s", function, argument);
     return fp8q_view_check_writable(out, name, error);
 }

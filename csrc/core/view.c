@@ -423,10 +423,10 @@ fp8q_status fp8q_view_broadcast_to(const fp8q_view *in, int ndim,
                          "%s: cannot broadcast to %d dimensions (at most %d)",
                          argument_name, ndim, FP8Q_MAX_DIMS);
     }
-    fp8q_format_shape(source_text, sizeof source_text, source.ndim,
-                      source.shape);
-    fp8q_format_shape(target_text, sizeof target_text, ndim, shape);
     if (leading < 0) {
+        fp8q_format_shape(source_text, sizeof source_text, source.ndim,
+                          source.shape);
+        fp8q_format_shape(target_text, sizeof target_text, ndim, shape);
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
                          "%s: shape %s cannot be broadcast to shape %s: it "
                          "has more dimensions (%d > %d)",
@@ -437,6 +437,9 @@ fp8q_status fp8q_view_broadcast_to(const fp8q_view *in, int ndim,
         const int64_t extent = source.shape[axis];
         const int64_t target = shape[axis + leading];
         if (extent != target && extent != 1) {
+            fp8q_format_shape(source_text, sizeof source_text, source.ndim,
+                              source.shape);
+            fp8q_format_shape(target_text, sizeof target_text, ndim, shape);
             return fp8q_fail(error, FP8Q_ERROR_VALUE,
                              "%s: shape %s cannot be broadcast to shape %s: "
                              "axis %d has extent %" PRId64

@@ -17,12 +17,12 @@ fp8q_status fp8q_view_reshape_shape(const fp8q_view *view, int ndim,
 {
     const int64_t size = fp8q_view_size(view);
     int64_t known = 1;
+    int64_t inferred_extent = -1; /* stays -1 beside an extent of 0 */
     int inferred = -1;
     int axis;
     char into[FP8Q_SHAPE_TEXT_SIZE]; /* the shape as given, for messages */
     char from[FP8Q_SHAPE_TEXT_SIZE];
 
-    fp8q_format_shape(into, sizeof into, ndim, shape);
     for (axis = 0; axis < ndim; axis++) {
         if (shape[axis] == -1 && inferred < 0) {
             inferred = axis;
@@ -42,6 +42,7 @@ fp8q_status fp8q_view_reshape_shape(const fp8q_view *view, int ndim,
             continue;
         }
         if (known > INT64_MAX / shape[axis]) {
+            fp8q_format_shape(into, sizeof into, ndim, shape);
             return fp8q_fail(error, FP8Q_ERROR_VALUE,
                              "%s: the shape %s has too many elements", name,
                              into);
@@ -49,10 +50,12 @@ fp8q_status fp8q_view_reshape_shape(const fp8q_view *view, int ndim,
         known *= shape[axis];
     }
     if (inferred >= 0 && known != 0) {
-        shape[inferred] = size / known;
-        known *= shape[inferred];
+        inferred_extent = size / known;
+        known *= inferred_extent;
     }
-    if (known != size || (inferred >= 0 && shape[inferred] < 0)) {
+    if (known != size || (inferred >= 0 && inferred_extent < 0)) {
+        /* Formatted here only: a reshape that works writes no text. */
+        fp8q_format_shape(into, sizeof into, ndim, shape);
         fp8q_format_shape(from, sizeof from, view->ndim, view->shape);
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
                          "%s: cannot reshape a tensor of shape %s (%lld "
@@ -62,6 +65,9 @@ fp8q_status fp8q_view_reshape_shape(const fp8q_view *view, int ndim,
                              ? " (-1 cannot be inferred next to an extent of "
                                "0)"
                              : "");
+    }
+    if (inferred >= 0) {
+        shape[inferred] = inferred_extent;
     }
     return FP8Q_OK;
 }

@@ -238,8 +238,9 @@ static void check_nan_casts(const fp8q_view *source, const fp8q_view *scale,
  * on the GPU, tests/test_cuda_ops.py): a NaN computed from numbers (0/0,
  * inf/inf, inf*0) is the positive quiet NaN 0x7FC00000, not x86's
  * 0xFFC00000; a NaN operand comes out quieted, sign and payload kept. The
- * cases repeat past the 16-element blocks of the vector loops, with a scale
- * per element and with one scale. */
+ * cases repeat past the first block of the vector loops (FP8Q_CONVERT_BLOCK,
+ * 32 elements) into the scalar tail, with a scale per element and with one
+ * scale. */
 void test_cast_computed_nan(void)
 {
     enum { COUNT = NAN_CASES * 5 };
