@@ -793,6 +793,17 @@ fp8q_mutex *fp8q_mutex_create(void)
     return mutex;
 }
 
+static void store_new_mutex(void *slot)
+{
+    *(fp8q_mutex **)slot = fp8q_mutex_create();
+}
+
+fp8q_mutex *fp8q_mutex_create_once(fp8q_once *once, fp8q_mutex **mutex)
+{
+    fp8q_once_run(once, store_new_mutex, mutex);
+    return *mutex;
+}
+
 void fp8q_mutex_lock(fp8q_mutex *mutex)
 {
     static_lock_acquire(&mutex->lock);

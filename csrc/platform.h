@@ -216,6 +216,11 @@ typedef struct fp8q_mutex fp8q_mutex;
 
 /* A new unlocked mutex, or NULL when memory runs out. */
 fp8q_mutex *fp8q_mutex_create(void);
+
+/* A mutex made at its first use: *mutex = fp8q_mutex_create() run once per
+ * `once` (fp8q_once_run, so never while holding a mutex), then *mutex, which
+ * is NULL for good when memory ran out at that first call. */
+fp8q_mutex *fp8q_mutex_create_once(fp8q_once *once, fp8q_mutex **mutex);
 void fp8q_mutex_lock(fp8q_mutex *mutex);
 void fp8q_mutex_unlock(fp8q_mutex *mutex);
 

@@ -31,11 +31,20 @@ static kernel_file ptx_file = {FP8Q_KERNEL_PTX_FILE,
                                "the PTX of fp8q's CUDA kernels", "",
                                FP8Q_ONCE_INIT, NULL, 0, {FP8Q_OK, ""}};
 
-/* file->path: `folder`/file->name, or "" when that is too long. */
-static void store_path(kernel_file *file, const char *folder)
+/* A folder's name: `length` bytes of `text` (not 0-terminated there). */
+typedef struct folder_name {
+    const char *text;
+    size_t length;
+} folder_name;
+
+/* file->path: the folder/file->name, or "" when that is too long. */
+static void store_path(kernel_file *file, const folder_name *folder)
 {
-    const int length = snprintf(file->path, sizeof file->path, "%s/%s",
-                                folder, file->name);
+    const int length =
+        folder->length < sizeof file->path
+            ? snprintf(file->path, sizeof file->path, "%.*s/%s",
+                       (int)folder->length, folder->text, file->name)
+            : -1;
     if (length < 0 || (size_t)length >= sizeof file->path) {
         file->path[0] = '\0';
     }
@@ -43,13 +52,30 @@ static void store_path(kernel_file *file, const char *folder)
 
 static void store_folder(void *context)
 {
-    store_path(&real_file, (const char *)context);
-    store_path(&ptx_file, (const char *)context);
+    store_path(&real_file, (const folder_name *)context);
+    store_path(&ptx_file, (const folder_name *)context);
 }
 
 void fp8q_kernel_image_set_folder(const char *folder)
 {
-    fp8q_once_run(&folder_once, store_folder, (void *)folder);
+    folder_name name;
+    name.text = folder;
+    name.length = strlen(folder);
+    fp8q_once_run(&folder_once, store_folder, &name);
+}
+
+void fp8q_kernel_image_set_folder_of(const char *file)
+{
+    const char *slash = strrchr(file, '/');
+    const char *backslash = strrchr(file, '\\');
+    folder_name name;
+
+    if (backslash != NULL && (slash == NULL || backslash > slash)) {
+        slash = backslash;
+    }
+    name.text = slash != NULL ? file : ".";
+    name.length = slash != NULL ? (size_t)(slash - file) : 1;
+    fp8q_once_run(&folder_once, store_folder, &name);
 }
 
 const char *fp8q_kernel_image_path(void)

@@ -41,6 +41,11 @@
  * module names the same folder); later ones change nothing. */
 void fp8q_kernel_image_set_folder(const char *folder);
 
+/* fp8q_kernel_image_set_folder of the folder holding `file` (a UTF-8 path,
+ * fp8q._C's own: the part before its last '/' or '\\', or "." when it has
+ * neither). */
+void fp8q_kernel_image_set_folder_of(const char *file);
+
 /* The real-code file's full path ("" before fp8q_kernel_image_set_folder,
  * or when the path is too long). */
 const char *fp8q_kernel_image_path(void);

@@ -170,12 +170,6 @@ static int is_refusal(fp8q_lt_status status)
            status == FP8Q_LT_INVALID_VALUE;
 }
 
-static void create_lock(void *unused)
-{
-    (void)unused;
-    plans_lock = fp8q_mutex_create();
-}
-
 static int lt_type(fp8q_dtype dtype)
 {
     switch (dtype) {
@@ -852,8 +846,7 @@ void fp8q_matmul_modes_seen(int device_index, unsigned *accepted,
     if (device_index < 0 || device_index >= FP8Q_CUBLASLT_MAX_DEVICES) {
         return;
     }
-    fp8q_once_run(&lock_once, create_lock, NULL);
-    if (plans_lock != NULL) {
+    if (fp8q_mutex_create_once(&lock_once, &plans_lock) != NULL) {
         fp8q_mutex_lock(plans_lock);
         *accepted = modes_accepted[device_index];
         *refused = modes_refused[device_index];
@@ -883,8 +876,7 @@ size_t fp8q_matmul_choices_format(int device_index, char *text, size_t size)
     if (size > 0) {
         text[0] = '\0';
     }
-    fp8q_once_run(&lock_once, create_lock, NULL);
-    if (plans_lock == NULL) {
+    if (fp8q_mutex_create_once(&lock_once, &plans_lock) == NULL) {
         return 0;
     }
     fp8q_mutex_lock(plans_lock);
@@ -976,8 +968,7 @@ fp8q_status fp8q_matmul_choice_add(int device_index, const char *line,
     key->n = n;
     key->k = k;
     timed.n_candidates = 1;
-    fp8q_once_run(&lock_once, create_lock, NULL);
-    if (plans_lock == NULL) {
+    if (fp8q_mutex_create_once(&lock_once, &plans_lock) == NULL) {
         return fp8q_fail(error, FP8Q_ERROR_MEMORY,
                          "out of memory for the cuBLASLt plan lock");
     }
@@ -990,8 +981,7 @@ fp8q_status fp8q_matmul_choice_add(int device_index, const char *line,
 int64_t fp8q_matmul_candidates_timed(void)
 {
     int64_t timed = 0;
-    fp8q_once_run(&lock_once, create_lock, NULL);
-    if (plans_lock != NULL) {
+    if (fp8q_mutex_create_once(&lock_once, &plans_lock) != NULL) {
         fp8q_mutex_lock(plans_lock);
         timed = n_timed;
         fp8q_mutex_unlock(plans_lock);
@@ -1006,8 +996,7 @@ int fp8q_matmul_refused(const fp8q_cuda_device *device,
     const plan *found;
     int refused;
 
-    fp8q_once_run(&lock_once, create_lock, NULL);
-    if (plans_lock == NULL) {
+    if (fp8q_mutex_create_once(&lock_once, &plans_lock) == NULL) {
         return 0;
     }
     key_of(device, problem, &key);
@@ -1050,8 +1039,7 @@ fp8q_status fp8q_cuda_matmul(const fp8q_cublaslt *library,
                                   fp8q_dtype_itemsize(problem->d_dtype),
                               stream, error);
     }
-    fp8q_once_run(&lock_once, create_lock, NULL);
-    if (plans_lock == NULL) {
+    if (fp8q_mutex_create_once(&lock_once, &plans_lock) == NULL) {
         return fp8q_fail(error, FP8Q_ERROR_MEMORY,
                          "out of memory for the cuBLASLt plan lock");
     }

@@ -27,19 +27,13 @@ static scratch_block blocks[FP8Q_SCRATCH_MAX_DEVICES];
  * sizes reallocate a few times, not at every new shape. */
 #define SMALLEST_BLOCK ((size_t)64 << 10)
 
-static void create_lock(void *unused)
-{
-    (void)unused;
-    lock = fp8q_mutex_create();
-}
-
 /* Marks the device's block held; 0 when another call holds it (or the
  * device has none). */
 static int take_block(int device_index)
 {
     int taken = 0;
-    fp8q_once_run(&lock_once, create_lock, NULL);
-    if (lock == NULL || device_index < 0 ||
+    if (fp8q_mutex_create_once(&lock_once, &lock) == NULL ||
+        device_index < 0 ||
         device_index >= FP8Q_SCRATCH_MAX_DEVICES) {
         return 0;
     }

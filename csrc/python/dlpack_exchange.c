@@ -32,12 +32,6 @@ static volatile int64_t n_known_types;
 static fp8q_once known_types_lock_once = FP8Q_ONCE_INIT;
 static fp8q_mutex *known_types_lock;
 
-static void create_known_types_lock(void *unused)
-{
-    (void)unused;
-    known_types_lock = fp8q_mutex_create();
-}
-
 /* Counts `type` with `table` unless it is counted or the list is full (or
  * there was no memory for the lock: the type is then looked up each time). */
 static void remember(PyTypeObject *type, const fp8q_dl_exchange_api *table)
@@ -47,8 +41,8 @@ static void remember(PyTypeObject *type, const fp8q_dl_exchange_api *table)
     if (fp8q_atomic_load_i64(&n_known_types) == KNOWN_TYPES) {
         return; /* full: no lock taken for the types after the eighth */
     }
-    fp8q_once_run(&known_types_lock_once, create_known_types_lock, NULL);
-    if (known_types_lock == NULL) {
+    if (fp8q_mutex_create_once(&known_types_lock_once, &known_types_lock) ==
+        NULL) {
         return;
     }
     fp8q_mutex_lock(known_types_lock);

@@ -222,16 +222,21 @@ static int histogram_calibrator_load_state_dict(PyObject *object,
 /* ------------------------------------------------------------------------- */
 /* Attributes and type                                                       */
 
-static PyObject *histogram_calibrator_get_bins(
-    fp8q_HistogramCalibratorObject *self, void *closure)
+static PyObject *histogram_calibrator_get_bins(PyObject *object, void *closure)
 {
+    const fp8q_HistogramCalibratorObject *self =
+        (const fp8q_HistogramCalibratorObject *)object;
+
     (void)closure;
     return PyLong_FromLongLong((long long)self->core.histogram.n_bins);
 }
 
-static PyObject *histogram_calibrator_get_skip_zeros(
-    fp8q_HistogramCalibratorObject *self, void *closure)
+static PyObject *histogram_calibrator_get_skip_zeros(PyObject *object,
+                                                     void *closure)
 {
+    const fp8q_HistogramCalibratorObject *self =
+        (const fp8q_HistogramCalibratorObject *)object;
+
     (void)closure;
     return PyBool_FromLong(self->core.skip_zeros);
 }
@@ -363,9 +368,9 @@ static PyMethodDef histogram_calibrator_methods[] = {
 };
 
 static PyGetSetDef histogram_calibrator_getset[] = {
-    {"bins", (getter)histogram_calibrator_get_bins, NULL, "Number of bins.",
+    {"bins", histogram_calibrator_get_bins, NULL, "Number of bins.",
      NULL},
-    {"skip_zeros", (getter)histogram_calibrator_get_skip_zeros, NULL,
+    {"skip_zeros", histogram_calibrator_get_skip_zeros, NULL,
      "Whether exact zeros are left uncounted.", NULL},
     {"amax", fp8q_py_calibrator_get_amax, NULL,
      "The largest |x| counted, or None before any.", NULL},

@@ -219,9 +219,11 @@ done:
 /* ------------------------------------------------------------------------- */
 /* Attributes and type                                                       */
 
-static PyObject *max_calibrator_get_history_len(
-    fp8q_MaxCalibratorObject *self, void *closure)
+static PyObject *max_calibrator_get_history_len(PyObject *object,
+                                                void *closure)
 {
+    const fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
+
     (void)closure;
     if (self->core.history.running_max) {
         Py_RETURN_NONE;
@@ -229,16 +231,18 @@ static PyObject *max_calibrator_get_history_len(
     return PyLong_FromLongLong((long long)self->core.history.length);
 }
 
-static PyObject *max_calibrator_get_algo(fp8q_MaxCalibratorObject *self,
-                                         void *closure)
+static PyObject *max_calibrator_get_algo(PyObject *object, void *closure)
 {
+    const fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
+
     (void)closure;
     return PyUnicode_FromString(self->core.most_recent ? "most_recent" : "max");
 }
 
-static PyObject *max_calibrator_get_momentum(fp8q_MaxCalibratorObject *self,
-                                             void *closure)
+static PyObject *max_calibrator_get_momentum(PyObject *object, void *closure)
 {
+    const fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
+
     (void)closure;
     if (self->core.history.momentum < 0.0) {
         Py_RETURN_NONE;
@@ -250,8 +254,9 @@ static PyObject *max_calibrator_repr(fp8q_MaxCalibratorObject *self)
 {
     PyObject *axis =
         fp8q_py_calibrator_get_channel_axis((PyObject *)self, NULL);
-    PyObject *momentum = max_calibrator_get_momentum(self, NULL);
-    PyObject *history_len = max_calibrator_get_history_len(self, NULL);
+    PyObject *momentum = max_calibrator_get_momentum((PyObject *)self, NULL);
+    PyObject *history_len =
+        max_calibrator_get_history_len((PyObject *)self, NULL);
     PyObject *amax = fp8q_py_calibrator_get_amax((PyObject *)self, NULL);
     PyObject *text = NULL;
 
@@ -349,12 +354,12 @@ static PyGetSetDef max_calibrator_getset[] = {
      NULL},
     {"channel_axis", fp8q_py_calibrator_get_channel_axis, NULL,
      "The kept axis, or None per tensor.", NULL},
-    {"history_len", (getter)max_calibrator_get_history_len, NULL,
+    {"history_len", max_calibrator_get_history_len, NULL,
      "Number of amax values the window keeps (1 with a momentum); None for "
      "the running maximum over every update (the default).", NULL},
-    {"algo", (getter)max_calibrator_get_algo, NULL,
+    {"algo", max_calibrator_get_algo, NULL,
      "\"max\" or \"most_recent\".", NULL},
-    {"momentum", (getter)max_calibrator_get_momentum, NULL,
+    {"momentum", max_calibrator_get_momentum, NULL,
      "The moving-average momentum, or None.", NULL},
     {"nonfinite_count", fp8q_py_calibrator_get_nonfinite_count, NULL,
      "NaN and infinite values skipped so far (skip_nonfinite=True).", NULL},

@@ -146,6 +146,7 @@ static const harness_test tests[] = {
     {"parallel_for_nested", test_parallel_for_nested},
     {"atomics", test_atomics},
     {"once", test_once},
+    {"mutex_create_once", test_mutex_create_once},
     {"library_open_and_symbols", test_library_open_and_symbols},
     {"library_open_by_path", test_library_open_by_path},
     {"library_open_errors", test_library_open_errors},

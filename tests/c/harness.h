@@ -74,6 +74,7 @@ void test_parallel_for(void);
 void test_parallel_for_nested(void);
 void test_atomics(void);
 void test_once(void);
+void test_mutex_create_once(void);
 void test_library_open_and_symbols(void);
 void test_library_open_by_path(void);
 void test_library_open_errors(void);

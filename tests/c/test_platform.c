@@ -152,6 +152,39 @@ void test_once(void)
     CHECK_INT(fp8q_atomic_load_i64(&once_runs), 1);
 }
 
+/* Every task takes the mutex made at first use, and the critical sections
+ * it guards: one mutex for all, and no increment of a plain counter lost. */
+static fp8q_once mutex_once = FP8Q_ONCE_INIT;
+static fp8q_mutex *shared_mutex;
+static int64_t guarded_count;
+static volatile int64_t other_mutexes;
+
+static void lock_and_count_task(void *context, int64_t task_index)
+{
+    fp8q_mutex *mutex = fp8q_mutex_create_once(&mutex_once, &shared_mutex);
+    int round;
+
+    (void)context;
+    (void)task_index;
+    if (mutex == NULL || mutex != shared_mutex) {
+        fp8q_atomic_fetch_add_i64(&other_mutexes, 1);
+        return;
+    }
+    for (round = 0; round < 1000; round++) {
+        fp8q_mutex_lock(mutex);
+        guarded_count++;
+        fp8q_mutex_unlock(mutex);
+    }
+}
+
+void test_mutex_create_once(void)
+{
+    fp8q_parallel_for(64, 8, lock_and_count_task, NULL);
+    CHECK_INT(fp8q_atomic_load_i64(&other_mutexes), 0);
+    CHECK_INT(guarded_count, 64 * 1000);
+    CHECK(fp8q_mutex_create_once(&mutex_once, &shared_mutex) == shared_mutex);
+}
+
 /* ------------------------------------------------------------------------- */
 /* Shared libraries                                                          */
 
