@@ -4,8 +4,9 @@
  *
  * Loads are written here; stores and the scaling of staged values live in
  * convert_loops.h, compiled twice (baseline here, AVX2 in convert_avx2.c)
- * and chosen once at run time by what the processor supports. See convert_loops.h for how the loops are
- * shaped so that compilers vectorise them.
+ * and chosen once at run time by what the processor supports. See
+ * convert_loops.h for how the loops are shaped so that compilers vectorise
+ * them.
  */
 #include <string.h>
 

@@ -27,7 +27,9 @@ void fp8q_store_float32(fp8q_dtype dtype, const float *values,
 /* values[i] = values[i] / scale (divide != 0) or values[i] * scale, in
  * place, for i < count, where scale is scales[i] (each != 0) or scales[0]:
  * correctly rounded float32, and a NaN result as fp8q_scaling_result gives
- * it (core/float_codec.h: the same bits on every CPU and on the GPU). */
+ * it (core/float_codec.h: the same bits on every CPU and on the GPU).
+ * `scales` holds count floats (each != 0) or one, and does not overlap
+ * `values`. */
 void fp8q_scale_float32(float *values, const float *scales, int each,
                         int divide, int64_t count);
 

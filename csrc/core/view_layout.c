@@ -61,7 +61,7 @@ fp8q_status fp8q_view_reshape_shape(const fp8q_view *view, int ndim,
                          "%s: cannot reshape a tensor of shape %s (%lld "
                          "elements) into %s%s",
                          name, from, (long long)size, into,
-                         inferred >= 0 && known == 0
+                         inferred >= 0 && inferred_extent < 0
                              ? " (-1 cannot be inferred next to an extent of "
                                "0)"
                              : "");

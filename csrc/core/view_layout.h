@@ -17,7 +17,8 @@
 /*
  * Completes the target shape of a reshape of `view`: shape[0..ndim) are the
  * extents asked for (any signs, as given), of which one may be -1 (the
- * first -1; it is replaced by the extent that keeps the element count).
+ * first -1; on success it is replaced by the extent that keeps the element
+ * count; a refusal leaves `shape` as given).
  * FP8Q_ERROR_VALUE, "<name>: ...", for another negative extent, for a
  * shape whose product overflows int64, and for an element count other
  * than fp8q_view_size(view) (also when -1 sits beside an extent of 0 and

@@ -248,7 +248,7 @@ PyObject *fp8q_py_calibrator_scale(PyObject *self, PyObject *const *args,
         .tp_name = name,                                                   \
         .tp_basicsize = sizeof(object_type),                               \
         .tp_dealloc = fp8q_py_calibrator_dealloc,                          \
-        .tp_repr = (reprfunc)repr,                                         \
+        .tp_repr = repr,                                                   \
         .tp_flags = Py_TPFLAGS_DEFAULT,                                    \
         .tp_doc = doc,                                                     \
         .tp_methods = methods,                                             \

@@ -262,9 +262,11 @@ static PyObject *histogram_calibrator_get_settled(
                      (long long)fp8q_histogram_total(histogram));
 }
 
-static PyObject *histogram_calibrator_repr(
-    fp8q_HistogramCalibratorObject *self)
+static PyObject *histogram_calibrator_repr(PyObject *object)
 {
+    fp8q_HistogramCalibratorObject *self =
+        (fp8q_HistogramCalibratorObject *)object;
+
     if (settle(self) < 0) {
         return NULL;
     }

@@ -84,7 +84,7 @@ static int max_calibrator_init(PyObject *object, PyObject *args,
 /* ------------------------------------------------------------------------- */
 /* merge, state_dict, load_state_dict                                        */
 
-static PyObject *max_calibrator_repr(fp8q_MaxCalibratorObject *self);
+static PyObject *max_calibrator_repr(PyObject *object);
 
 /* fp8q_py_calibrator_kind.merge_check: the same settings. */
 static int max_calibrator_merge_check(PyObject *object, PyObject *other_object)
@@ -101,8 +101,8 @@ static int max_calibrator_merge_check(PyObject *object, PyObject *other_object)
         other->core.history.running_max == self->core.history.running_max) {
         return 0;
     }
-    ours = max_calibrator_repr(self);
-    theirs = max_calibrator_repr(other);
+    ours = max_calibrator_repr(object);
+    theirs = max_calibrator_repr(other_object);
     if (ours != NULL && theirs != NULL) {
         PyErr_Format(PyExc_ValueError,
                      "other: calibrators with different settings cannot "
@@ -222,7 +222,8 @@ done:
 static PyObject *max_calibrator_get_history_len(PyObject *object,
                                                 void *closure)
 {
-    const fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
+    const fp8q_MaxCalibratorObject *self =
+        (const fp8q_MaxCalibratorObject *)object;
 
     (void)closure;
     if (self->core.history.running_max) {
@@ -233,7 +234,8 @@ static PyObject *max_calibrator_get_history_len(PyObject *object,
 
 static PyObject *max_calibrator_get_algo(PyObject *object, void *closure)
 {
-    const fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
+    const fp8q_MaxCalibratorObject *self =
+        (const fp8q_MaxCalibratorObject *)object;
 
     (void)closure;
     return PyUnicode_FromString(self->core.most_recent ? "most_recent" : "max");
@@ -241,7 +243,8 @@ static PyObject *max_calibrator_get_algo(PyObject *object, void *closure)
 
 static PyObject *max_calibrator_get_momentum(PyObject *object, void *closure)
 {
-    const fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
+    const fp8q_MaxCalibratorObject *self =
+        (const fp8q_MaxCalibratorObject *)object;
 
     (void)closure;
     if (self->core.history.momentum < 0.0) {
@@ -250,8 +253,9 @@ static PyObject *max_calibrator_get_momentum(PyObject *object, void *closure)
     return PyFloat_FromDouble(self->core.history.momentum);
 }
 
-static PyObject *max_calibrator_repr(fp8q_MaxCalibratorObject *self)
+static PyObject *max_calibrator_repr(PyObject *object)
 {
+    fp8q_MaxCalibratorObject *self = (fp8q_MaxCalibratorObject *)object;
     PyObject *axis =
         fp8q_py_calibrator_get_channel_axis((PyObject *)self, NULL);
     PyObject *momentum = max_calibrator_get_momentum((PyObject *)self, NULL);

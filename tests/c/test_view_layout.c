@@ -48,6 +48,13 @@ void test_view_reshape_shape(void)
     shape[1] = -1;
     CHECK_ERROR(fp8q_view_reshape_shape(&view, 2, shape, "R", &error), &error,
                 FP8Q_ERROR_VALUE, "into (5, -1)", NULL, NULL);
+    /* Left as given by a refusal; no 0 extent, so no word of one. */
+    CHECK_INT(shape[1], -1);
+    CHECK(strstr(error.message, "extent of 0") == NULL);
+    shape[0] = 48;
+    CHECK_ERROR(fp8q_view_reshape_shape(&view, 2, shape, "R", &error), &error,
+                FP8Q_ERROR_VALUE, "(24 elements) into (48, -1)", NULL, NULL);
+    CHECK(strstr(error.message, "extent of 0") == NULL);
     shape[0] = INT64_C(1) << 40;
     shape[1] = INT64_C(1) << 40;
     CHECK_ERROR(fp8q_view_reshape_shape(&view, 2, shape, "R", &error), &error,
