@@ -815,6 +815,55 @@ void fp8q_mutex_unlock(fp8q_mutex *mutex)
 }
 
 /* ------------------------------------------------------------------------- */
+/* A small cache of pointers                                                 */
+
+/* The index of `key` among the first `count` keys of `table`, or -1. */
+static int pointer_table_index(const fp8q_pointer_table *table, int count,
+                               const void *key)
+{
+    int index;
+
+    for (index = 0; index < count; index++) {
+        if (table->keys[index] == key) {
+            return index;
+        }
+    }
+    return -1;
+}
+
+int fp8q_pointer_table_find(const fp8q_pointer_table *table,
+                            const void *key, const void **value)
+{
+    const int index = pointer_table_index(
+        table, (int)fp8q_atomic_load_i64(&table->count), key);
+
+    *value = index >= 0 ? table->values[index] : NULL;
+    return index >= 0;
+}
+
+int fp8q_pointer_table_add(fp8q_pointer_table *table, const void *key,
+                           const void *value)
+{
+    int count, added = 0;
+
+    if (fp8q_atomic_load_i64(&table->count) == FP8Q_POINTER_TABLE_SIZE ||
+        fp8q_mutex_create_once(&table->lock_once, &table->lock) == NULL) {
+        return 0; /* full: no lock taken for the keys after the last */
+    }
+    fp8q_mutex_lock(table->lock);
+    count = (int)fp8q_atomic_load_i64(&table->count);
+    if (count < FP8Q_POINTER_TABLE_SIZE &&
+        pointer_table_index(table, count, key) < 0) {
+        table->keys[count] = key;
+        table->values[count] = value;
+        fp8q_atomic_store_i64(&table->count, count + 1);
+        added = 1;
+    }
+    fp8q_mutex_unlock(table->lock);
+    return added;
+}
+
+/* ------------------------------------------------------------------------- */
 /* Fork                                                                      */
 
 #if !defined(_WIN32)

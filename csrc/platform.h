@@ -221,8 +221,41 @@ fp8q_mutex *fp8q_mutex_create(void);
  * `once` (fp8q_once_run, so never while holding a mutex), then *mutex, which
  * is NULL for good when memory ran out at that first call. */
 fp8q_mutex *fp8q_mutex_create_once(fp8q_once *once, fp8q_mutex **mutex);
+
 void fp8q_mutex_lock(fp8q_mutex *mutex);
 void fp8q_mutex_unlock(fp8q_mutex *mutex);
+
+/* ------------------------------------------------------------------------- */
+/* A small cache of pointers                                                 */
+
+/* A table from pointers to pointers that only grows, for a per-process
+ * cache of up to FP8Q_POINTER_TABLE_SIZE entries (later ones are not kept):
+ * define it static, initialised to FP8Q_POINTER_TABLE_INIT. Lookups take no
+ * lock (an entry is complete before the count includes it, and is never
+ * written again); additions take a mutex made at the first one, so two
+ * threads never fill one slot. Keys must stay valid while the table is
+ * used. */
+#define FP8Q_POINTER_TABLE_SIZE 8
+
+typedef struct fp8q_pointer_table {
+    const void *keys[FP8Q_POINTER_TABLE_SIZE];
+    const void *values[FP8Q_POINTER_TABLE_SIZE];
+    volatile int64_t count;
+    fp8q_once lock_once;
+    fp8q_mutex *lock;
+} fp8q_pointer_table;
+
+#define FP8Q_POINTER_TABLE_INIT {{NULL}, {NULL}, 0, FP8Q_ONCE_INIT, NULL}
+
+/* 1 and *value (which may be NULL) when `key` is in `table`; 0 and *value
+ * NULL when it is not. */
+int fp8q_pointer_table_find(const fp8q_pointer_table *table,
+                            const void *key, const void **value);
+
+/* Adds key -> value: 1 when this call added it; 0 when `key` was there
+ * already, the table is full, or there was no memory for its lock. */
+int fp8q_pointer_table_add(fp8q_pointer_table *table, const void *key,
+                           const void *value);
 
 /* ------------------------------------------------------------------------- */
 /* Environment                                                               */

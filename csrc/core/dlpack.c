@@ -503,3 +503,28 @@ int fp8q_dl_exchange_api_usable(const fp8q_dl_exchange_api *api)
            api->managed_tensor_to_py_object_no_sync != NULL &&
            api->current_work_stream != NULL;
 }
+
+fp8q_dl_device fp8q_dl_device_of(const fp8q_place *place)
+{
+    fp8q_dl_device device;
+
+    device.device_type =
+        place->type == FP8Q_DEVICE_CUDA ? FP8Q_DL_CUDA : FP8Q_DL_CPU;
+    device.device_id = place->type == FP8Q_DEVICE_CUDA ? place->index : 0;
+    return device;
+}
+
+int fp8q_dl_current_stream(const fp8q_dl_exchange_api *api,
+                           const fp8q_dl_device *device, void **stream)
+{
+    *stream = NULL;
+    if (device->device_type != FP8Q_DL_CUDA) {
+        return 0;
+    }
+    if (api->current_work_stream(FP8Q_DL_CUDA, device->device_id, stream) <
+        0) {
+        *stream = NULL;
+        return -1;
+    }
+    return 0;
+}

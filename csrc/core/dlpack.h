@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "core/device_name.h"
 #include "core/dlpack_abi.h"
 #include "core/dtype.h"
 #include "core/status.h"
@@ -167,5 +168,17 @@ int fp8q_dl_plan_export(const fp8q_dl_export_request *request,
 /* Nonzero when `api` (a producer's C exchange table) is one fp8q reads: of
  * major version 1, with every entry fp8q calls (all five but prev_api). */
 int fp8q_dl_exchange_api_usable(const fp8q_dl_exchange_api *api);
+
+/* The DLPack device of fp8q's `place`: kDLCUDA and its index for a CUDA
+ * place, else kDLCPU 0. */
+fp8q_dl_device fp8q_dl_device_of(const fp8q_place *place);
+
+/* The current work stream of `api`'s producer on `device` (its
+ * current_work_stream, e.g. torch's current CUDA stream): 0 and *stream,
+ * which is NULL on a device that is not CUDA (DLPack's CPU has no stream)
+ * and for the legacy default stream; or -1 with *stream NULL when the
+ * producer's call failed (a Python producer has then raised). */
+int fp8q_dl_current_stream(const fp8q_dl_exchange_api *api,
+                           const fp8q_dl_device *device, void **stream);
 
 #endif /* FP8Q_CORE_DLPACK_H */

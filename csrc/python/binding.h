@@ -481,13 +481,6 @@ fp8q_TensorObject *fp8q_py_import_argument(const fp8q_dl_exchange_api *api,
                                            PyObject *object,
                                            const char *name);
 
-/* fp8q_py_exchange_current_stream on `device`: the producer's current work
- * stream there (torch's current CUDA stream; NULL for the CPU). 0, or -1
- * with an exception. */
-int fp8q_py_producer_stream(const fp8q_dl_exchange_api *api,
-                            const fp8q_py_device *device,
-                            fp8q_cu_stream *stream);
-
 /* A new uninitialised C-contiguous tensor of (dtype, ndim, shape) on
  * `device`, allocated on `stream`: from the producer's allocator through
  * `api` (torch's) when not NULL, else fp8q's own. *producer_out (may be
@@ -655,11 +648,12 @@ int fp8q_py_exchange_api(PyObject *object, const fp8q_dl_exchange_api **api);
  * an object with __dlpack__ (PyObject_HasAttrString's answer). */
 int fp8q_py_has_dlpack(PyObject *object);
 
-/* The producer's current work stream on `device` (torch's current CUDA
- * stream there; NULL for the CPU). 0, or -1 with an exception. */
-int fp8q_py_exchange_current_stream(const fp8q_dl_exchange_api *api,
-                                    const fp8q_dl_device *device,
-                                    fp8q_cu_stream *stream);
+/* core/dlpack.h's fp8q_dl_current_stream as a stream handle: the
+ * producer's current work stream on `device` (torch's current CUDA stream
+ * there; NULL for the CPU). 0, or -1 with an exception. */
+int fp8q_py_producer_stream(const fp8q_dl_exchange_api *api,
+                            const fp8q_dl_device *device,
+                            fp8q_cu_stream *stream);
 
 /* A Tensor viewing `object`'s memory through the non-owning export (no
  * copy; it keeps `object` alive, but the producer promises the view only

@@ -506,8 +506,8 @@ static fp8q_TensorObject *from_exchange(const fp8q_dl_exchange_api *api,
         PyErr_Clear();
         return NULL;
     }
-    capsule = fp8q_py_exchange_current_stream(
-                  api, &managed->dl_tensor.device, &stream) < 0
+    capsule = fp8q_py_producer_stream(api, &managed->dl_tensor.device,
+                                      &stream) < 0
                   ? NULL
                   : PyCapsule_New(managed, FP8Q_DLPACK_CAPSULE_VERSIONED,
                                   versioned_capsule_destructor);

@@ -18,48 +18,9 @@
 /* ------------------------------------------------------------------------- */
 /* Finding a type's table                                                    */
 
-/* Types seen so far and their tables (NULL: the type publishes none fp8q
- * reads). The types are kept alive, so their addresses stay theirs. Readers
- * take no lock: an entry is complete before n_known_types counts it, and is
- * never written again. Writers add under known_types_lock, so two threads
- * of a free-threaded CPython that add at once never share a slot (which
- * could pair one type with the other's table); both may look their type
- * up, and the second then finds it counted. */
-#define KNOWN_TYPES 8
-static PyTypeObject *known_types[KNOWN_TYPES];
-static const fp8q_dl_exchange_api *known_tables[KNOWN_TYPES];
-static volatile int64_t n_known_types;
-static fp8q_once known_types_lock_once = FP8Q_ONCE_INIT;
-static fp8q_mutex *known_types_lock;
-
-/* Counts `type` with `table` unless it is counted or the list is full (or
- * there was no memory for the lock: the type is then looked up each time). */
-static void remember(PyTypeObject *type, const fp8q_dl_exchange_api *table)
-{
-    int known, index;
-
-    if (fp8q_atomic_load_i64(&n_known_types) == KNOWN_TYPES) {
-        return; /* full: no lock taken for the types after the eighth */
-    }
-    if (fp8q_mutex_create_once(&known_types_lock_once, &known_types_lock) ==
-        NULL) {
-        return;
-    }
-    fp8q_mutex_lock(known_types_lock);
-    known = (int)fp8q_atomic_load_i64(&n_known_types);
-    for (index = 0; index < known; index++) {
-        if (known_types[index] == type) {
-            break;
-        }
-    }
-    if (index == known && known < KNOWN_TYPES) {
-        Py_INCREF(type);
-        known_tables[known] = table;
-        known_types[known] = type;
-        fp8q_atomic_store_i64(&n_known_types, known + 1);
-    }
-    fp8q_mutex_unlock(known_types_lock);
-}
+/* Types seen so far (kept alive, so their addresses stay theirs) and their
+ * tables, NULL for a type that publishes none fp8q reads. */
+static fp8q_pointer_table known_types = FP8Q_POINTER_TABLE_INIT;
 
 /* The table of `type`: 0 and *table (NULL when the type has no
  * `__dlpack_c_exchange_api__` capsule or one fp8q cannot use), or -1 with
@@ -97,17 +58,12 @@ static int lookup(PyTypeObject *type, const fp8q_dl_exchange_api **table)
 static int known_exchange_api(PyObject *object,
                               const fp8q_dl_exchange_api **api)
 {
-    const int known = (int)fp8q_atomic_load_i64(&n_known_types);
-    int index;
+    const void *table;
+    const int known =
+        fp8q_pointer_table_find(&known_types, Py_TYPE(object), &table);
 
-    *api = NULL;
-    for (index = 0; index < known; index++) {
-        if (known_types[index] == Py_TYPE(object)) {
-            *api = known_tables[index];
-            return 1;
-        }
-    }
-    return 0;
+    *api = (const fp8q_dl_exchange_api *)table;
+    return known;
 }
 
 int fp8q_py_exchange_api(PyObject *object, const fp8q_dl_exchange_api **api)
@@ -123,7 +79,9 @@ int fp8q_py_exchange_api(PyObject *object, const fp8q_dl_exchange_api **api)
     if (lookup(type, api) < 0) {
         return -1;
     }
-    remember(type, *api);
+    if (fp8q_pointer_table_add(&known_types, type, *api)) {
+        Py_INCREF(type); /* alive until now: `object` is one of its own */
+    }
     return 0;
 }
 
@@ -138,22 +96,15 @@ int fp8q_py_has_dlpack(PyObject *object)
 /* ------------------------------------------------------------------------- */
 /* Views, streams and allocations                                            */
 
-int fp8q_py_exchange_current_stream(const fp8q_dl_exchange_api *api,
-                                    const fp8q_dl_device *device,
-                                    fp8q_cu_stream *stream)
+int fp8q_py_producer_stream(const fp8q_dl_exchange_api *api,
+                            const fp8q_dl_device *device,
+                            fp8q_cu_stream *stream)
 {
-    void *handle = NULL;
+    void *handle;
+    const int result = fp8q_dl_current_stream(api, device, &handle);
 
-    *stream = NULL;
-    if (device->device_type != FP8Q_DL_CUDA) {
-        return 0;
-    }
-    if (api->current_work_stream(FP8Q_DL_CUDA, device->device_id, &handle) <
-        0) {
-        return -1;
-    }
     *stream = (fp8q_cu_stream)handle;
-    return 0;
+    return result;
 }
 
 fp8q_TensorObject *fp8q_py_exchange_import(const fp8q_dl_exchange_api *api,
@@ -172,8 +123,7 @@ fp8q_TensorObject *fp8q_py_exchange_import(const fp8q_dl_exchange_api *api,
     }
     if (fp8q_py_view_from_dl_tensor(&dl_tensor, argument_name, -1, &view,
                                     unsupported_dtype) < 0 ||
-        fp8q_py_exchange_current_stream(api, &dl_tensor.device, &stream) <
-            0 ||
+        fp8q_py_producer_stream(api, &dl_tensor.device, &stream) < 0 ||
         fp8q_py_dl_cuda_device(&dl_tensor.device, &cuda) < 0) {
         return NULL;
     }
@@ -209,9 +159,7 @@ allocate(const fp8q_dl_exchange_api *api, fp8q_dtype dtype, int ndim,
 
     memset(&prototype, 0, sizeof prototype);
     memcpy(extents, shape, (size_t)ndim * sizeof *shape);
-    prototype.device.device_type =
-        device->type == FP8Q_DEVICE_CUDA ? FP8Q_DL_CUDA : FP8Q_DL_CPU;
-    prototype.device.device_id = device->index;
+    prototype.device = fp8q_dl_device_of(device);
     prototype.ndim = ndim;
     prototype.dtype = fp8q_dl_data_type_of(dtype);
     prototype.shape = extents;

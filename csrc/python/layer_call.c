@@ -83,6 +83,7 @@ int fp8q_layer_parse_granularity(PyObject *object,
 int fp8q_layer_import_x(layer_call *call, PyObject *x_object,
                         PyObject *stream_object)
 {
+    fp8q_dl_device dl_device;
     fp8q_error error;
     int unsupported_dtype = 0;
 
@@ -125,7 +126,8 @@ int fp8q_layer_import_x(layer_call *call, PyObject *x_object,
         call->stream = fp8q_py_last_stream(call->x);
         return 0;
     }
-    return fp8q_py_producer_stream(call->api, &call->device, &call->stream);
+    dl_device = fp8q_dl_device_of(&call->device);
+    return fp8q_py_producer_stream(call->api, &dl_device, &call->stream);
 }
 
 int fp8q_layer_check_device(layer_call *call,

@@ -122,8 +122,11 @@ static int make_outputs(fp8q_TensorObject **tensors, PyObject **outputs,
     if (api == NULL) {
         *stream = fp8q_py_last_stream(tensors[0]);
     }
-    else if (fp8q_py_producer_stream(api, &device, stream) < 0) {
-        return -1;
+    else {
+        const fp8q_dl_device dl_device = fp8q_dl_device_of(&device);
+        if (fp8q_py_producer_stream(api, &dl_device, stream) < 0) {
+            return -1;
+        }
     }
     for (i = 0; i < 3; i++) {
         if (i == 2) {

@@ -170,18 +170,6 @@ fp8q_TensorObject *fp8q_py_import_argument(const fp8q_dl_exchange_api *api,
     return fp8q_tensor_from_object(object, name, -1, FP8Q_COPY_NEVER);
 }
 
-int fp8q_py_producer_stream(const fp8q_dl_exchange_api *api,
-                            const fp8q_py_device *device,
-                            fp8q_cu_stream *stream)
-{
-    fp8q_dl_device dl_device;
-
-    dl_device.device_type =
-        device->type == FP8Q_DEVICE_CUDA ? FP8Q_DL_CUDA : FP8Q_DL_CPU;
-    dl_device.device_id = device->index;
-    return fp8q_py_exchange_current_stream(api, &dl_device, stream);
-}
-
 fp8q_TensorObject *fp8q_py_new_output(const fp8q_dl_exchange_api *api,
                                       fp8q_dtype dtype, int ndim,
                                       const int64_t *shape,

@@ -75,6 +75,7 @@ void test_parallel_for_nested(void);
 void test_atomics(void);
 void test_once(void);
 void test_mutex_create_once(void);
+void test_pointer_table(void);
 void test_library_open_and_symbols(void);
 void test_library_open_by_path(void);
 void test_library_open_errors(void);
@@ -135,6 +136,7 @@ void test_dlpack_export_blocks(void);
 void test_dlpack_managed_view(void);
 void test_dlpack_plan_export(void);
 void test_dlpack_exchange_api_usable(void);
+void test_dlpack_current_stream(void);
 void test_device_names(void);
 
 /* test_cast.c */

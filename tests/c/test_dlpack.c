@@ -695,6 +695,48 @@ void test_dlpack_exchange_api_usable(void)
     }
 }
 
+/* A producer whose current stream on CUDA device d is (void *)(d + 16),
+ * and whose call fails for device 7 (after writing its output). */
+static int32_t asked_type, asked_id;
+
+static int counting_stream(int32_t device_type, int32_t device_id, void **out)
+{
+    asked_type = device_type;
+    asked_id = device_id;
+    *out = (void *)(intptr_t)(device_id + 16);
+    return device_id == 7 ? -1 : 0;
+}
+
+void test_dlpack_current_stream(void)
+{
+    const fp8q_place cpu = {FP8Q_DEVICE_CPU, 0}, cuda = {FP8Q_DEVICE_CUDA, 3};
+    const fp8q_place broken = {FP8Q_DEVICE_CUDA, 7};
+    fp8q_dl_exchange_api api;
+    fp8q_dl_device device;
+    void *stream = &api;
+
+    memset(&api, 0, sizeof api);
+    api.current_work_stream = counting_stream;
+    device = fp8q_dl_device_of(&cpu);
+    CHECK_INT(device.device_type, FP8Q_DL_CPU);
+    CHECK_INT(device.device_id, 0);
+    /* The CPU has no stream: the producer is not asked. */
+    CHECK_INT(fp8q_dl_current_stream(&api, &device, &stream), 0);
+    CHECK(stream == NULL);
+    CHECK_INT(asked_type, 0);
+    device = fp8q_dl_device_of(&cuda);
+    CHECK_INT(device.device_type, FP8Q_DL_CUDA);
+    CHECK_INT(device.device_id, 3);
+    CHECK_INT(fp8q_dl_current_stream(&api, &device, &stream), 0);
+    CHECK(stream == (void *)(intptr_t)19);
+    CHECK_INT(asked_type, FP8Q_DL_CUDA);
+    CHECK_INT(asked_id, 3);
+    /* A failed call leaves no stream behind. */
+    device = fp8q_dl_device_of(&broken);
+    CHECK_INT(fp8q_dl_current_stream(&api, &device, &stream), -1);
+    CHECK(stream == NULL);
+}
+
 void test_device_names(void)
 {
     /* (text, parsed?, type, index) */

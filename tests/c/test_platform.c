@@ -185,6 +185,55 @@ void test_mutex_create_once(void)
     CHECK(fp8q_mutex_create_once(&mutex_once, &shared_mutex) == shared_mutex);
 }
 
+/* 64 tasks add 12 keys in different orders to one table of 8 entries. */
+static fp8q_pointer_table shared_table = FP8Q_POINTER_TABLE_INIT;
+static const char table_keys[12] = "abcdefghijkl";
+static volatile int64_t table_additions;
+
+static void add_keys_task(void *context, int64_t task_index)
+{
+    int step;
+
+    (void)context;
+    for (step = 0; step < 12; step++) {
+        const int key = (int)((step * 5 + task_index) % 12);
+        if (fp8q_pointer_table_add(&shared_table, &table_keys[key],
+                                   &table_keys[(key + 1) % 12])) {
+            fp8q_atomic_fetch_add_i64(&table_additions, 1);
+        }
+    }
+}
+
+void test_pointer_table(void)
+{
+    const void *value = &table_keys[0];
+    int key, found = 0;
+
+    CHECK_INT(fp8q_pointer_table_find(&shared_table, &table_keys[0], &value),
+              0);
+    CHECK(value == NULL);
+    fp8q_parallel_for(64, 8, add_keys_task, NULL);
+    /* Every slot filled once, by one task, with no key twice. */
+    CHECK_INT(fp8q_atomic_load_i64(&table_additions),
+              FP8Q_POINTER_TABLE_SIZE);
+    CHECK_INT(fp8q_atomic_load_i64(&shared_table.count),
+              FP8Q_POINTER_TABLE_SIZE);
+    for (key = 0; key < 12; key++) {
+        if (fp8q_pointer_table_find(&shared_table, &table_keys[key],
+                                    &value)) {
+            found++;
+            CHECK(value == &table_keys[(key + 1) % 12]);
+        }
+        else {
+            CHECK(value == NULL);
+        }
+        CHECK_INT(fp8q_pointer_table_add(&shared_table, &table_keys[key],
+                                         NULL),
+                  0);
+    }
+    CHECK_INT(found, FP8Q_POINTER_TABLE_SIZE);
+}
+
 /* ------------------------------------------------------------------------- */
 /* Shared libraries                                                          */
 
