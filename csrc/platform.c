@@ -3,8 +3,8 @@
  * processor count and its x86 features, a parallel loop on a pool of worker
  * threads, interrupts that long loops poll (thread-local, with a monotonic
  * clock), 64-bit atomics, one-time initialisation, locks that survive
- * fork(), shared libraries opened at run time and whole files read by
- * UTF-8 path.
+ * fork() and a small pointer cache with lock-free lookups, shared
+ * libraries opened at run time and whole files read by UTF-8 path.
  *
  * POSIX builds use posix_memalign, sysconf/sched_getaffinity, pthreads (with
  * fork handlers that keep every lock usable in a child), the GCC/clang
@@ -848,7 +848,7 @@ int fp8q_pointer_table_add(fp8q_pointer_table *table, const void *key,
 
     if (fp8q_atomic_load_i64(&table->count) == FP8Q_POINTER_TABLE_SIZE ||
         fp8q_mutex_create_once(&table->lock_once, &table->lock) == NULL) {
-        return 0; /* full: no lock taken for the keys after the last */
+        return 0; /* full (no lock taken then), or no memory for the lock */
     }
     fp8q_mutex_lock(table->lock);
     count = (int)fp8q_atomic_load_i64(&table->count);

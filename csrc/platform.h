@@ -4,7 +4,8 @@
  * Everything outside csrc/platform.{h,c} is the C11 subset that gcc, clang and
  * MSVC (/std:c11) all compile. What differs between them (inline and restrict
  * spellings, aligned allocation, threads, processor features, atomics,
- * one-time initialisation, loading shared libraries at run time) is hidden
+ * one-time initialisation, locks and the small pointer cache built on them,
+ * loading shared libraries at run time) is hidden
  * behind the macros and functions below. This header includes no OS
  * header, so it is safe to include from anywhere, .cu files included.
  */
@@ -233,8 +234,9 @@ void fp8q_mutex_unlock(fp8q_mutex *mutex);
  * define it static, initialised to FP8Q_POINTER_TABLE_INIT. Lookups take no
  * lock (an entry is complete before the count includes it, and is never
  * written again); additions take a mutex made at the first one, so two
- * threads never fill one slot. Keys must stay valid while the table is
- * used. */
+ * threads never fill one slot. Keys are compared, never dereferenced: the
+ * object behind a key must live as long as the table, so that its address
+ * never comes to mean another object. */
 #define FP8Q_POINTER_TABLE_SIZE 8
 
 typedef struct fp8q_pointer_table {

@@ -731,6 +731,14 @@ void test_dlpack_current_stream(void)
     CHECK(stream == (void *)(intptr_t)19);
     CHECK_INT(asked_type, FP8Q_DL_CUDA);
     CHECK_INT(asked_id, 3);
+    /* Nor on a device that is neither (kDLCUDAHost, pinned host memory). */
+    asked_type = 0;
+    device.device_type = 3;
+    device.device_id = 0;
+    stream = &api;
+    CHECK_INT(fp8q_dl_current_stream(&api, &device, &stream), 0);
+    CHECK(stream == NULL);
+    CHECK_INT(asked_type, 0);
     /* A failed call leaves no stream behind. */
     device = fp8q_dl_device_of(&broken);
     CHECK_INT(fp8q_dl_current_stream(&api, &device, &stream), -1);

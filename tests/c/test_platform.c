@@ -185,20 +185,22 @@ void test_mutex_create_once(void)
     CHECK(fp8q_mutex_create_once(&mutex_once, &shared_mutex) == shared_mutex);
 }
 
-/* 64 tasks add 12 keys in different orders to one table of 8 entries. */
+/* Keys and values of the pointer-table tests: only their addresses count. */
+static char table_keys[12];
 static fp8q_pointer_table shared_table = FP8Q_POINTER_TABLE_INIT;
-static const char table_keys[12] = "abcdefghijkl";
 static volatile int64_t table_additions;
 
+/* Each of 64 tasks adds the same 6 keys, in an order of its own; key k's
+ * value is the address of key k + 6. */
 static void add_keys_task(void *context, int64_t task_index)
 {
     int step;
 
     (void)context;
-    for (step = 0; step < 12; step++) {
-        const int key = (int)((step * 5 + task_index) % 12);
+    for (step = 0; step < 6; step++) {
+        const int key = (int)((step + task_index) % 6);
         if (fp8q_pointer_table_add(&shared_table, &table_keys[key],
-                                   &table_keys[(key + 1) % 12])) {
+                                   &table_keys[key + 6])) {
             fp8q_atomic_fetch_add_i64(&table_additions, 1);
         }
     }
@@ -206,32 +208,39 @@ static void add_keys_task(void *context, int64_t task_index)
 
 void test_pointer_table(void)
 {
+    static fp8q_pointer_table table = FP8Q_POINTER_TABLE_INIT;
     const void *value = &table_keys[0];
-    int key, found = 0;
+    int key;
 
-    CHECK_INT(fp8q_pointer_table_find(&shared_table, &table_keys[0], &value),
-              0);
+    /* One thread: absent, added once, a NULL value found as such. */
+    CHECK_INT(fp8q_pointer_table_find(&table, &table_keys[0], &value), 0);
     CHECK(value == NULL);
-    fp8q_parallel_for(64, 8, add_keys_task, NULL);
-    /* Every slot filled once, by one task, with no key twice. */
-    CHECK_INT(fp8q_atomic_load_i64(&table_additions),
-              FP8Q_POINTER_TABLE_SIZE);
-    CHECK_INT(fp8q_atomic_load_i64(&shared_table.count),
-              FP8Q_POINTER_TABLE_SIZE);
-    for (key = 0; key < 12; key++) {
-        if (fp8q_pointer_table_find(&shared_table, &table_keys[key],
-                                    &value)) {
-            found++;
-            CHECK(value == &table_keys[(key + 1) % 12]);
-        }
-        else {
-            CHECK(value == NULL);
-        }
-        CHECK_INT(fp8q_pointer_table_add(&shared_table, &table_keys[key],
-                                         NULL),
-                  0);
+    CHECK_INT(fp8q_pointer_table_add(&table, &table_keys[0], NULL), 1);
+    CHECK_INT(fp8q_pointer_table_add(&table, &table_keys[0], &table), 0);
+    CHECK_INT(fp8q_atomic_load_i64(&table.count), 1);
+    value = &table;
+    CHECK_INT(fp8q_pointer_table_find(&table, &table_keys[0], &value), 1);
+    CHECK(value == NULL);
+    /* Full: the keys after the eighth are neither kept nor found. */
+    for (key = 1; key < 12; key++) {
+        CHECK_INT(fp8q_pointer_table_add(&table, &table_keys[key],
+                                         &table_keys[key]),
+                  key < FP8Q_POINTER_TABLE_SIZE);
+        CHECK_INT(fp8q_pointer_table_find(&table, &table_keys[key], &value),
+                  key < FP8Q_POINTER_TABLE_SIZE);
+        CHECK(value == (key < FP8Q_POINTER_TABLE_SIZE ? &table_keys[key]
+                                                      : NULL));
     }
-    CHECK_INT(found, FP8Q_POINTER_TABLE_SIZE);
+    /* 64 tasks racing to add 6 keys: each key added once, by one task. */
+    fp8q_parallel_for(64, 8, add_keys_task, NULL);
+    CHECK_INT(fp8q_atomic_load_i64(&table_additions), 6);
+    CHECK_INT(fp8q_atomic_load_i64(&shared_table.count), 6);
+    for (key = 0; key < 6; key++) {
+        CHECK_INT(fp8q_pointer_table_find(&shared_table, &table_keys[key],
+                                          &value),
+                  1);
+        CHECK(value == &table_keys[key + 6]);
+    }
 }
 
 /* ------------------------------------------------------------------------- */
