@@ -508,9 +508,9 @@ fp8q_dl_device fp8q_dl_device_of(const fp8q_place *place)
 {
     fp8q_dl_device device;
 
-    device.device_type =
-        place->type == FP8Q_DEVICE_CUDA ? FP8Q_DL_CUDA : FP8Q_DL_CPU;
-    device.device_id = place->type == FP8Q_DEVICE_CUDA ? place->index : 0;
+    /* fp8q's device types are DLPack's numbers (core/device_name.h). */
+    device.device_type = place->type;
+    device.device_id = place->index;
     return device;
 }
 

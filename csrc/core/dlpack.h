@@ -169,8 +169,8 @@ int fp8q_dl_plan_export(const fp8q_dl_export_request *request,
  * major version 1, with every entry fp8q calls (all five but prev_api). */
 int fp8q_dl_exchange_api_usable(const fp8q_dl_exchange_api *api);
 
-/* The DLPack device of fp8q's `place`: kDLCUDA and its index for a CUDA
- * place, else kDLCPU 0. */
+/* The DLPack device of fp8q's `place`: its type and index as they are
+ * (kDLCPU 0, or kDLCUDA and the device's index). */
 fp8q_dl_device fp8q_dl_device_of(const fp8q_place *place);
 
 /* The current work stream of `api`'s producer on `device` (its
