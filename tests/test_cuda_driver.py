@@ -164,8 +164,9 @@ def test_missing_entry_point(fake_driver):
 
 def test_device_whose_properties_cannot_be_read(fake_driver):
     """A device the driver cannot describe runs nothing: fp8q.info() says
-    CUDA is unavailable, with the device's error as the reason (a build
-    without kernels gives that first), and the device's entry says it."""
+    CUDA is unavailable, with the device's error as the reason (where the
+    build has no kernels, the reason names that first), and the device's
+    entry holds the device's error."""
     result = probe(fake_driver, cc="unreadable")
     reason = "cuDeviceGetAttribute failed for CUDA device 0 with CUresult 1"
     assert result["cuda"]["available"] is False
