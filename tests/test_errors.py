@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import fp8q
+import fp8q.gemm_tuning
 
 
 def raises(exception, *substrings):
@@ -341,6 +342,24 @@ def test_set_num_threads_errors(restore_threads):
         fp8q.set_num_threads(2.0)
     with raises(ValueError, "n must be at most", str(10 ** 30)):
         fp8q.set_num_threads(10 ** 30)
+
+
+@pytest.mark.parametrize("bad, exception, words", [
+    (2 ** 32, ValueError, ("index must be >= 0 and at most 1000000",
+                           "4294967296")),
+    (-1, ValueError, ("index must be >= 0", "got -1")),
+    (10 ** 30, ValueError, ("at most 1000000", str(10 ** 30))),
+    (True, TypeError, ("index must be an int", "bool")),
+    ("cuda:0", TypeError, ("index must be an int", "str")),
+])
+def test_device_index_arguments(bad, exception, words, tmp_path):
+    """fp8q.gemm_tuning's device and _cuda_open_device's index are checked
+    before any device is opened: 2**32 once silently named device 0."""
+    with raises(exception, "device: a CUDA device", *words):
+        fp8q.gemm_tuning.save(tmp_path / "tuning.txt", device=bad)
+    with raises(exception, "_cuda_open_device: a CUDA device", *words):
+        fp8q._C._cuda_open_device(bad)
+    assert not (tmp_path / "tuning.txt").exists()
 
 
 # --------------------------------------------------------------------------

@@ -336,6 +336,11 @@ int fp8q_py_parse_placement(PyObject *device_object, PyObject *stream_object,
         Py_END_ALLOW_THREADS                                               \
     } while (0)
 
+/* The CUDA device index that `object`, an int (not a bool), names: 0 to
+ * FP8Q_MAX_DEVICE_INDEX (core/device_name.h), without checking that the
+ * device exists; -1 with TypeError or ValueError naming `argument_name`. */
+int fp8q_py_device_index(PyObject *object, const char *argument_name);
+
 /* CUDA device `index`, opened (driver and kernels loaded, GIL released
  * meanwhile); NULL with fp8q.CudaError naming what is missing. */
 const fp8q_cuda_device *fp8q_py_cuda_device(int index);

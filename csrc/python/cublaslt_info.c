@@ -175,14 +175,8 @@ static PyObject *cublaslt_info(PyObject *module, PyObject *unused)
  * loaded; -1 with an exception. */
 static int tuning_device(PyObject *object, const fp8q_cublaslt **library)
 {
-    const int index = PyLong_Check(object) ? (int)PyLong_AsLong(object) : -1;
-    if (!PyLong_Check(object) || (index == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        PyErr_SetString(PyExc_TypeError,
-                        "the GEMM tuning functions take a CUDA device index");
-        return -1;
-    }
-    if (fp8q_py_cuda_device(index) == NULL) {
+    const int index = fp8q_py_device_index(object, "device");
+    if (index < 0 || fp8q_py_cuda_device(index) == NULL) {
         return -1;
     }
     *library = fp8q_py_load_cublaslt();

@@ -5,7 +5,6 @@
  * raises fp8q.CudaError saying why a device cannot run fp8q's kernels.
  * Touches CUDA only when called.
  */
-#include <limits.h>
 
 #include "cuda/device_report.h"
 #include "cuda/driver.h"
@@ -200,25 +199,10 @@ PyDoc_STRVAR(cuda_open_device_doc,
 
 static PyObject *cuda_open_device(PyObject *module, PyObject *argument)
 {
-    long long value;
+    const int index = fp8q_py_device_index(argument, "_cuda_open_device");
 
     (void)module;
-    if (!PyLong_Check(argument)) {
-        PyErr_Format(PyExc_TypeError,
-                     "_cuda_open_device: index must be an int, got %.200s",
-                     Py_TYPE(argument)->tp_name);
-        return NULL;
-    }
-    value = PyLong_AsLongLong(argument);
-    if (value == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    if (value < INT_MIN || value > INT_MAX) {
-        PyErr_Format(PyExc_ValueError,
-                     "_cuda_open_device: index %lld is out of range", value);
-        return NULL;
-    }
-    if (fp8q_py_cuda_device((int)value) == NULL) {
+    if (index < 0 || fp8q_py_cuda_device(index) == NULL) {
         return NULL;
     }
     Py_RETURN_NONE;

@@ -21,6 +21,30 @@
 /* ------------------------------------------------------------------------- */
 /* Parsing and naming                                                        */
 
+int fp8q_py_device_index(PyObject *object, const char *argument_name)
+{
+    long long index;
+
+    if (!PyLong_Check(object) || PyBool_Check(object)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: a CUDA device index must be an int, got %.200s",
+                     argument_name, Py_TYPE(object)->tp_name);
+        return -1;
+    }
+    index = PyLong_AsLongLong(object);
+    if (index < 0 || index > FP8Q_MAX_DEVICE_INDEX) {
+        if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError,
+                         "%s: a CUDA device index must be >= 0 and at most "
+                         "%d, got %R",
+                         argument_name, FP8Q_MAX_DEVICE_INDEX, object);
+        }
+        return -1;
+    }
+    return (int)index;
+}
+
 /* Parses 'cpu', 'cuda' (device 0), 'cuda:N', an int N (CUDA device N) or
  * any object whose str() is one of those (torch.device). 0, or -1 with
  * ValueError naming `argument_name`. Does not check that the device
@@ -33,19 +57,9 @@ static int parse_device(PyObject *object, const char *argument_name,
     int parsed;
 
     if (PyLong_Check(object) && !PyBool_Check(object)) {
-        const long long index = PyLong_AsLongLong(object);
-        if (index < 0 || index > FP8Q_MAX_DEVICE_INDEX) {
-            if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_OverflowError)) {
-                PyErr_Clear();
-                PyErr_Format(PyExc_ValueError,
-                             "%s: a CUDA device index must be >= 0, got %R",
-                             argument_name, object);
-            }
-            return -1;
-        }
+        device->index = fp8q_py_device_index(object, argument_name);
         device->type = FP8Q_DEVICE_CUDA;
-        device->index = (int)index;
-        return 0;
+        return device->index < 0 ? -1 : 0;
     }
     /* Strings, and objects that print as one (torch.device). */
     text_object = PyUnicode_Check(object) ? Py_NewRef(object)
