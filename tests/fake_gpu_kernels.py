@@ -13,6 +13,7 @@ import numpy as np
 import fp8q
 from fp8q import _C
 from fake_gpu_scenarios import calls
+from helpers import FP8_NAMES
 
 FULL_DEVICE = 32
 
@@ -156,7 +157,9 @@ def casts_take_the_fp8_kernel_where_it_applies():
     with no scale or divisors constant over its vectors, fp8q_cast_from_fp8
     the E4M3FN / E5M2 -> float casts and dequantizes whose scales are
     constant over its vectors (kernels/cast.cuh), every other cast runs the
-    generic kernels, and each gives the CPU's bits."""
+    generic kernels, a cast between equal dtypes without a scale copies the
+    bits in one launch (fp8q_gather; fp8q_transpose for a transposed
+    matrix), and each gives the CPU's bits."""
     rng = np.random.default_rng(0)
     values = (rng.standard_normal((8, 64)) * 100).astype(np.float32)
     values[0, :4] = [np.nan, -np.inf, 1e30, -0.0]
@@ -178,6 +181,9 @@ def casts_take_the_fp8_kernel_where_it_applies():
         ("float8_e4m3fn", "bfloat16", None, {}, "fp8q_cast_from_fp8_wide"),
         ("float8_e5m2", "float32", None, {}, "fp8q_cast_from_fp8_wide"),
         ("float8_e4m3fnuz", "float32", None, {}, "fp8q_cast_uniform"),
+        ("float32", "float32", None, {}, "fp8q_gather"),
+        ("float8_e5m2", "float8_e5m2", None, {"saturate": False},
+         "fp8q_gather"),
     ]
     for source_dtype, dtype, scale, options, kernel in cases:
         host = fp8q.asarray(values, dtype=source_dtype)
@@ -192,6 +198,18 @@ def casts_take_the_fp8_kernel_where_it_applies():
         expected = fp8q.cast(host, dtype, scale=host_scale, **options)
         assert bytes(memoryview(result[0].cpu())) == bytes(
             memoryview(expected)), (source_dtype, dtype, options)
+    # Every code of each FP8 format, NaN payloads among them, through a
+    # transposed view: the transpose kernel alone moves the bits.
+    codes = fp8q.asarray(np.arange(256, dtype=np.uint8).reshape(16, 16))
+    for dtype in FP8_NAMES:
+        host = codes.view(dtype)
+        x = host.to("cuda")
+        result = []
+        names = [name for name, _, _ in launches(lambda: result.append(
+            fp8q.cast(x.T, dtype)))]
+        assert names == ["fp8q_transpose"], (dtype, names)
+        assert bytes(memoryview(result[0].cpu())) == bytes(
+            memoryview(fp8q.asarray(host.numpy().T))), dtype
 
     # Dequantize: the scales' groups must hold whole vectors (8 codes, 4
     # for float32) for fp8q_cast_from_fp8, whole 16-code vectors (rows of

@@ -254,6 +254,10 @@ fp8q_status fp8q_cuda_cast(const fp8q_cuda_device *device,
                          "strides %s (in elements)",
                          strides);
     }
+    if (x->dtype == out->dtype && scale == NULL && amax_bits == NULL) {
+        /* The bits, copied in one pass (kernels/gather.cuh). */
+        return fp8q_cuda_gather(device, x, out->data, stream, error);
+    }
     status =
         fp8q_cuda_contiguous(device, x, stream, &buffer, &contiguous, error);
     if (status != FP8Q_OK) {

@@ -270,16 +270,6 @@ fp8q_TensorObject *fp8q_py_new_view_on(const fp8q_view *view,
                                        const fp8q_cuda_device *cuda,
                                        fp8q_cu_stream stream);
 
-/*
- * A new C-contiguous tensor on `source`'s device holding its elements
- * converted to `dtype` by the fp8q cast without a scale, saturating (as
- * fp8q.cast's default): a bit-exact copy when the dtypes are equal. The GIL
- * is released while the data moves. CUDA tensors are converted on the
- * tensor's last stream (device.c).
- */
-fp8q_TensorObject *fp8q_tensor_copy_as(fp8q_TensorObject *source,
-                                       fp8q_dtype dtype);
-
 /* fp8q_tensor_copy_as of a CPU `source` (tensor_new.c, below the files that
  * move data between devices). */
 fp8q_TensorObject *fp8q_tensor_copy_on_host(fp8q_TensorObject *source,
@@ -503,6 +493,16 @@ fp8q_TensorObject *fp8q_py_new_output(const fp8q_dl_exchange_api *api,
 
 struct fp8q_op_call;
 
+/*
+ * A new C-contiguous tensor on `source`'s device holding its elements
+ * converted to `dtype` by the fp8q cast without a scale, saturating (as
+ * fp8q.cast's default): a bit-exact copy when the dtypes are equal. The GIL
+ * is released while the data moves. CUDA tensors are converted on the
+ * tensor's last stream.
+ */
+fp8q_TensorObject *fp8q_tensor_copy_as(fp8q_TensorObject *source,
+                                       fp8q_dtype dtype);
+
 /* fp8q_py_use_on_stream of each non-NULL tensors[0..count) in turn. 0, or
  * -1 with an exception. */
 int fp8q_py_use_all_on_stream(fp8q_TensorObject *const *tensors, int count,
@@ -526,18 +526,6 @@ int fp8q_py_cast_run(fp8q_TensorObject *x, fp8q_TensorObject *scale,
                      fp8q_TensorObject *amax_out, int saturate,
                      fp8q_cu_stream stream);
 
-/* quantize on x's device (fp8q_quantize, or on a GPU fp8q_cuda_quantize on
- * `stream`: x C-contiguous there): with options->compute_scale, each
- * group's amax into `scale` and scales from it; then data = cast(x /
- * scale). data (FP8, x's shape) and scale (float32, the granularity's scale
- * shape, holding the given scale unless computed) new C-contiguous tensors
- * on x's device. On a GPU a NaN or infinite amax gives a NaN or infinite
- * scale (it cannot raise). 0, or -1 with an exception. */
-int fp8q_py_cuda_quantize(fp8q_TensorObject *x,
-                          const fp8q_quantize_options *options,
-                          fp8q_TensorObject *data, fp8q_TensorObject *scale,
-                          fp8q_cu_stream stream);
-
 /* result = data * scale on data's device (on a GPU on `stream`; data and
  * scale of any strides, strided operands gathered first, cuda/op_call.h);
  * scale of the granularity's scale shape. 0, or -1 with an exception. */
@@ -559,18 +547,6 @@ const struct fp8q_cublaslt *fp8q_py_load_cublaslt(void);
 fp8q_status fp8q_py_numpy_sgemm(void *context, const fp8q_view *a,
                                 const fp8q_view *b, const fp8q_view *product,
                                 fp8q_error *error);
-
-/* destination (cols, rows) = source (rows, cols).T on the GPU (the gather
- * of source.T, which runs kernels/transpose.cuh), both C-contiguous CUDA
- * tensors of one dtype (1, 2 or 4 bytes) (device.c). 0, or -1 with an
- * exception. */
-int fp8q_py_cuda_transpose(fp8q_TensorObject *source,
-                           fp8q_TensorObject *destination,
-                           fp8q_cu_stream stream);
-
-/* fp8q_tensor_copy_as for a CUDA source, on the source's last stream. */
-fp8q_TensorObject *fp8q_py_cuda_convert(fp8q_TensorObject *source,
-                                        fp8q_dtype dtype);
 
 /* ------------------------------------------------------------------------- */
 /* dlpack.c                                                                  */

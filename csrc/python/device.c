@@ -14,7 +14,6 @@
 #include "core/view_layout.h"
 
 #include "cuda/memory.h"
-#include "cuda/ops.h"
 #include "cuda/scratch.h"
 #include "cuda/view_copy.h"
 
@@ -295,26 +294,6 @@ static int same_device(const fp8q_TensorObject *tensor,
     return tensor->device_type == device->type &&
            (device->type == FP8Q_DEVICE_CPU ||
             tensor->device_index == device->index);
-}
-
-int fp8q_py_cuda_transpose(fp8q_TensorObject *source,
-                           fp8q_TensorObject *destination,
-                           fp8q_cu_stream stream)
-{
-    fp8q_view transposed;
-    fp8q_error error;
-    fp8q_status status;
-
-    if (fp8q_py_use_on_stream(source, stream) < 0 ||
-        fp8q_py_use_on_stream(destination, stream) < 0) {
-        return -1;
-    }
-    fp8q_view_transpose_2d(&source->view, &transposed);
-    FP8Q_PY_WITHOUT_GIL(status, error,
-                        fp8q_cuda_gather(source->cuda_device, &transposed,
-                                         destination->view.data, stream,
-                                         &error));
-    return fp8q_py_raise_on_failure(status, &error);
 }
 
 /* A new C-contiguous tensor on `device` holding `source`'s elements, one

@@ -3,7 +3,7 @@
  * binding files: orders the caller's stream after the tensors' earlier uses,
  * releases the GIL (interruptibly) while csrc/core or csrc/cuda works on the
  * views, and raises its failure; and the tensor-level calls that several
- * binding files share (cast, quantize, dequantize, a CUDA convert).
+ * binding files share (cast, dequantize, a copy as another dtype).
  */
 #include "python/binding.h"
 
@@ -72,16 +72,17 @@ int fp8q_py_cast_run(fp8q_TensorObject *input, fp8q_TensorObject *scale,
     return result;
 }
 
-fp8q_TensorObject *fp8q_py_cuda_convert(fp8q_TensorObject *source,
-                                        fp8q_dtype dtype)
+fp8q_TensorObject *fp8q_tensor_copy_as(fp8q_TensorObject *source,
+                                       fp8q_dtype dtype)
 {
     const fp8q_py_device device = {FP8Q_DEVICE_CUDA, source->device_index};
     const fp8q_cu_stream stream = fp8q_py_last_stream(source);
     fp8q_TensorObject *result;
 
-    if (dtype == source->view.dtype) {
-        return fp8q_tensor_copy_to(source, &device, stream);
+    if (source->device_type == FP8Q_DEVICE_CPU) {
+        return fp8q_tensor_copy_on_host(source, dtype);
     }
+    /* On the source's last stream; between equal dtypes the bits. */
     result = fp8q_tensor_new_empty_on(dtype, source->view.ndim,
                                       source->view.shape, &device, stream);
     if (result != NULL &&
@@ -89,20 +90,6 @@ fp8q_TensorObject *fp8q_py_cuda_convert(fp8q_TensorObject *source,
         Py_CLEAR(result);
     }
     return result;
-}
-
-int fp8q_py_cuda_quantize(fp8q_TensorObject *x,
-                          const fp8q_quantize_options *options,
-                          fp8q_TensorObject *data, fp8q_TensorObject *scale,
-                          fp8q_cu_stream stream)
-{
-    fp8q_TensorObject *const tensors[3] = {x, data, scale};
-    fp8q_op_call call;
-
-    fp8q_op_call_init(&call, FP8Q_OP_QUANTIZE, &x->view, &data->view, stream);
-    call.scale = &scale->view;
-    call.options = options;
-    return fp8q_py_op_run(&call, tensors, 3);
 }
 
 int fp8q_py_cuda_dequantize(fp8q_TensorObject *data, fp8q_TensorObject *scale,

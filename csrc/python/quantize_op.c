@@ -2,7 +2,7 @@
  * quantize_op.c - the C halves of quantize and dequantize (fp8q/__init__.py
  * wraps them in fp8q.QTensor): granularity parsing, scale shapes and
  * checks, the results' allocation, and the call run on x's device
- * (fp8q_py_cuda_quantize / dequantize, cuda/op_call.h). No math here.
+ * (cuda/op_call.h; fp8q_py_cuda_dequantize). No math here.
  */
 #include "python/binding.h"
 
@@ -196,14 +196,12 @@ static fp8q_TensorObject *transposed_copy(fp8q_TensorObject *data,
     if (tensors[1] == NULL) {
         return NULL;
     }
-    /* On the CPU: between equal dtypes fp8q_cast copies the bits. */
+    /* A cast between equal dtypes copies the bits (on a GPU, data.T by
+     * kernels/transpose.cuh). */
     fp8q_view_transpose_2d(&data->view, &source);
     fp8q_op_call_init(&call, FP8Q_OP_CAST, &source, &tensors[1]->view,
                       stream);
-    call.saturate = 1;
-    if (data->device_type == FP8Q_DEVICE_CUDA
-            ? fp8q_py_cuda_transpose(data, tensors[1], stream) < 0
-            : fp8q_py_op_run(&call, tensors, 2) < 0) {
+    if (fp8q_py_op_run(&call, tensors, 2) < 0) {
         Py_CLEAR(tensors[1]);
     }
     return tensors[1];
@@ -292,6 +290,8 @@ static PyObject *ops_quantize(PyObject *module, PyObject *const *args,
     int64_t scale_shape[FP8Q_MAX_DIMS];
     fp8q_TensorObject *x = NULL, *data = NULL, *scale = NULL;
     fp8q_TensorObject *transposed = NULL;
+    fp8q_TensorObject *tensors[3];
+    fp8q_op_call call;
     fp8q_error error;
 
     (void)module;
@@ -337,7 +337,13 @@ static PyObject *ops_quantize(PyObject *module, PyObject *const *args,
     if (scale == NULL) {
         goto fail;
     }
-    if (fp8q_py_cuda_quantize(x, &options, data, scale, stream) < 0) {
+    tensors[0] = x;
+    tensors[1] = data;
+    tensors[2] = scale;
+    fp8q_op_call_init(&call, FP8Q_OP_QUANTIZE, &x->view, &data->view, stream);
+    call.scale = &scale->view;
+    call.options = &options;
+    if (fp8q_py_op_run(&call, tensors, 3) < 0) {
         goto fail;
     }
     if (transpose) {

@@ -12,17 +12,6 @@
 #include "python/binding.h"
 
 /* ------------------------------------------------------------------------- */
-/* Copies                                                                    */
-
-fp8q_TensorObject *fp8q_tensor_copy_as(fp8q_TensorObject *source,
-                                       fp8q_dtype dtype)
-{
-    return source->device_type == FP8Q_DEVICE_CUDA
-               ? fp8q_py_cuda_convert(source, dtype)
-               : fp8q_tensor_copy_on_host(source, dtype);
-}
-
-/* ------------------------------------------------------------------------- */
 /* NumPy                                                                     */
 
 /* A NumPy array viewing the tensor's memory with `descr` (stolen), whose base
