@@ -9,6 +9,7 @@
 #include "cuda/ops.h"
 
 #include "core/cast.h"
+#include "core/view_layout.h"
 #include "cuda/launch.h"
 #include "cuda/memory.h"
 
@@ -255,8 +256,12 @@ fp8q_status fp8q_cuda_cast(const fp8q_cuda_device *device,
                          strides);
     }
     if (x->dtype == out->dtype && scale == NULL && amax_bits == NULL) {
-        /* The bits, copied in one pass (kernels/gather.cuh). */
-        return fp8q_cuda_gather(device, x, out->data, stream, error);
+        /* The bits, copied in one pass. */
+        return fp8q_view_is_contiguous(x)
+                   ? fp8q_cuda_copy(device, out->data, x->data,
+                                    (size_t)fp8q_view_nbytes(x), stream, 0,
+                                    error)
+                   : fp8q_cuda_gather(device, x, out->data, stream, error);
     }
     status =
         fp8q_cuda_contiguous(device, x, stream, &buffer, &contiguous, error);

@@ -74,8 +74,9 @@ fp8q_status fp8q_cuda_contiguous(const fp8q_cuda_device *device,
  * one per element (FP8Q_ERROR_VALUE naming scale's shape otherwise; unread
  * for an empty x). amax_bits NULL or a float32 in device memory set to x's
  * amax (as bits) from the same pass. Between equal dtypes with neither
- * scale nor amax_bits, the bits are copied (fp8q_cuda_gather: one pass, a
- * transposed matrix by kernels/transpose.cuh).
+ * scale nor amax_bits, the bits are copied in one pass: fp8q_cuda_copy
+ * for a C-contiguous x, else fp8q_cuda_gather (a transposed matrix by
+ * kernels/transpose.cuh).
  */
 fp8q_status fp8q_cuda_cast(const fp8q_cuda_device *device,
                            const fp8q_view *x, const fp8q_view *scale,
