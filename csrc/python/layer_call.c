@@ -37,12 +37,20 @@ void fp8q_layer_start(layer_call *call, const char *name)
 
 fp8q_TensorObject *fp8q_layer_new_tensor(layer_call *call, fp8q_dtype dtype,
                                          int ndim, const int64_t *shape,
-                                         int from_producer,
                                          PyObject **producer_out)
 {
-    return fp8q_py_new_output(from_producer ? call->api : NULL, dtype, ndim,
-                              shape, &call->device, call->stream,
-                              producer_out);
+    return fp8q_py_new_output(call->api, dtype, ndim, shape, &call->device,
+                              call->stream, producer_out);
+}
+
+fp8q_TensorObject *fp8q_layer_scratch(layer_call *call, int64_t bytes)
+{
+    if (call->api != NULL) {
+        return fp8q_py_exchange_scratch(call->api, bytes, &call->device,
+                                        call->stream);
+    }
+    return fp8q_tensor_new_empty_on(FP8Q_UINT8, 1, &bytes, &call->device,
+                                    call->stream);
 }
 
 fp8q_TensorObject *fp8q_layer_matrix_view(fp8q_TensorObject *tensor,
@@ -238,8 +246,7 @@ int fp8q_layer_make_output(layer_call *call, int64_t m, int64_t n)
     out = fp8q_layer_new_tensor(call,
                                 call->has_out_dtype ? call->out_dtype
                                                     : x->dtype,
-                                x->ndim, shape, 1,
-                                &call->result);
+                                x->ndim, shape, &call->result);
     if (out == NULL) {
         return -1;
     }

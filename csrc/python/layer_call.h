@@ -40,14 +40,19 @@ typedef struct layer_call {
 /* *call emptied, its errors naming `name` (LAYER or "linear"). */
 void fp8q_layer_start(layer_call *call, const char *name);
 
-/* A new uninitialised C-contiguous tensor on the call's device, from
- * torch's allocator when x has an exchange table and `from_producer`, else
- * fp8q's; *producer_out (may be NULL) receives a new reference to the
- * object to hand back: the producer's tensor, or the fp8q.Tensor itself. */
+/* A new uninitialised C-contiguous tensor on the call's device and
+ * stream, from torch's allocator when x has an exchange table, else
+ * fp8q's; *producer_out receives a new reference to the object to hand
+ * back: the producer's tensor, or the fp8q.Tensor itself. */
 fp8q_TensorObject *fp8q_layer_new_tensor(layer_call *call, fp8q_dtype dtype,
                                          int ndim, const int64_t *shape,
-                                         int from_producer,
                                          PyObject **producer_out);
+
+/* `bytes` of uninitialised scratch memory (uint8, 1-D) on the call's device
+ * for the call's temporaries: from x's producer's allocator when x has an
+ * exchange table (torch's: stream-ordered, captured by CUDA graphs; no
+ * torch tensor object made), else fp8q's own. */
+fp8q_TensorObject *fp8q_layer_scratch(layer_call *call, int64_t bytes);
 
 /* A 2-D view (rows, cols) of a C-contiguous tensor. */
 fp8q_TensorObject *fp8q_layer_matrix_view(fp8q_TensorObject *tensor,

@@ -49,7 +49,7 @@ static int dequantize_weight(layer_call *call)
         return -1;
     }
     destination = fp8q_layer_new_tensor(call, call->x->view.dtype, 2,
-                                        call->weight->view.shape, 1,
+                                        call->weight->view.shape,
                                         &call->result);
     if (destination == NULL) {
         return -1;
@@ -107,9 +107,7 @@ int fp8q_layer_gemv_forward(layer_call *call, int every_row)
         return -1;
     }
     if (plan.scratch_bytes > 0) {
-        const int64_t values = (int64_t)(plan.scratch_bytes / sizeof(float));
-        scratch =
-            fp8q_layer_new_tensor(call, FP8Q_FLOAT32, 1, &values, 1, NULL);
+        scratch = fp8q_layer_scratch(call, (int64_t)plan.scratch_bytes);
         if (scratch == NULL) {
             return -1;
         }

@@ -77,19 +77,6 @@ static int check_features(layer_call *call)
         &error);
 }
 
-/* A scratch block of `bytes` on the call's device, for the activations
- * cuda/fp8_layer.h computes: from x's producer's allocator (torch's) when
- * x has an exchange table, else fp8q's own. */
-static fp8q_TensorObject *scratch_block(layer_call *call, int64_t bytes)
-{
-    if (call->api != NULL) {
-        return fp8q_py_exchange_scratch(call->api, bytes, &call->device,
-                                        call->stream);
-    }
-    return fp8q_tensor_new_empty_on(FP8Q_UINT8, 1, &bytes, &call->device,
-                                    call->stream);
-}
-
 /* Allocates the result (x's leading shape, N) and runs quantize + product
  * into it (cuda/fp8_layer.h). */
 static int forward(layer_call *call)
@@ -151,7 +138,7 @@ static int forward(layer_call *call)
     tensors[5] = call->weight_scale;
     tensors[6] = call->bias;
     tensors[7] = call->out_rows;
-    tensors[8] = bytes > 0 ? scratch_block(call, bytes) : NULL;
+    tensors[8] = bytes > 0 ? fp8q_layer_scratch(call, bytes) : NULL;
     if ((bytes > 0 && tensors[8] == NULL) ||
         (product.device != NULL &&
          (product.library = fp8q_py_load_cublaslt()) == NULL) ||
