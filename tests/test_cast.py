@@ -11,6 +11,7 @@ fp8q's worker threads started still casts in parallel. Outputs are poisoned firs
 element is proven written.
 """
 import os
+import re
 import threading
 import time
 import warnings
@@ -622,6 +623,41 @@ def test_amax_out_records_the_input_amax(rng, source):
     with_nan[3, 4] = np.nan
     fp8q.cast(with_nan, "e5m2", amax_out=one)
     assert np.isnan(one.numpy()[0, 0])
+
+
+def test_amax_out_of_an_in_place_cast_is_the_input_amax():
+    """With out=x (in place, one itemsize), amax_out= still receives max |x|
+    of the input, as the GPU's one pass gives it: it was once read from the
+    cast's output (24 for an input of 96 divided by 4)."""
+    codes = np.array([1, 96, -3], np.float32).astype(ml_dtypes.float8_e4m3fn)
+    amax = np.zeros(1, np.float32)
+    fp8q.cast(codes, "e4m3", scale=np.float32(4), out=codes, amax_out=amax)
+    assert amax[0] == 96
+    np.testing.assert_array_equal(codes.astype(np.float32), [0.25, 24, -0.75])
+    halves = np.array([1e4, 1], np.float32).astype(ml_dtypes.bfloat16)
+    fp8q.cast(halves, "float16", out=halves.view(np.float16), amax_out=amax)
+    assert amax[0] == 9984  # bfloat16(1e4), before it became float16 bits
+
+
+def test_amax_out_sharing_memory_is_refused():
+    """amax_out= inside x, scale= or out= would change what the cast reads
+    or be overwritten by it (it once corrupted out's first element)."""
+    x = np.array([1, 2, 5], np.float32)
+    out = np.zeros(3, np.float32)
+    with raises_value("cast: amax_out= must not share memory with out="):
+        fp8q.cast(x, "float32", out=out, amax_out=out[:1])
+    np.testing.assert_array_equal(out, 0)
+    with raises_value("cast: amax_out= must not share memory with x"):
+        fp8q.cast(x, "e4m3", amax_out=x[2:])
+    scale = np.full(3, 2, np.float32)
+    with raises_value("cast: amax_out= must not share memory with scale="):
+        fp8q.cast(x, "e4m3", scale=scale, amax_out=scale[1:2])
+    np.testing.assert_array_equal(x, [1, 2, 5])
+    np.testing.assert_array_equal(scale, 2)
+
+
+def raises_value(message):
+    return pytest.raises(ValueError, match=f"^{re.escape(message)}$")
 
 
 def test_amax_out_errors():

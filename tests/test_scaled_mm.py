@@ -423,6 +423,20 @@ def test_amax_out_with_a_float_output(out_dtype, rng, seed):
             f"{out_dtype} amax_out {amax_out} seed={seed}"
 
 
+def test_amax_out_sharing_memory_is_refused(rng):
+    """amax_out= inside out= (the product would overwrite it: the amax was
+    silently lost) or inside an operand or scale is refused, naming it."""
+    a, b, scale_a, scale_b = case(rng, 4, 32, 8, "rowwise")
+    out = np.zeros((4, 8), np.float32)
+    for amax_out, name in ((out[0, :1], "out="),
+                           (np.asarray(scale_a)[:1, 0], "scale_a")):
+        with pytest.raises(ValueError, match="^scaled_mm: amax_out= must not "
+                           f"share memory with {re.escape(name)}$"):
+            fp8q.scaled_mm(a, b, scale_a, scale_b, out_dtype="float32",
+                           out=out, amax_out=amax_out)
+    np.testing.assert_array_equal(out, 0)
+
+
 # --------------------------------------------------------------------------
 # Layouts
 

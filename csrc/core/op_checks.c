@@ -40,6 +40,24 @@ fp8q_status fp8q_check_quantize_transpose(int transpose, int ndim,
                      ndim);
 }
 
+fp8q_status fp8q_check_amax_out_apart(const char *function,
+                                      const fp8q_view *amax,
+                                      const fp8q_view *const *views,
+                                      const char *const *names, int count,
+                                      fp8q_error *error)
+{
+    int i;
+
+    for (i = 0; i < count; i++) {
+        if (views[i] != NULL && fp8q_view_spans_overlap(amax, views[i])) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "%s: amax_out= must not share memory with %s",
+                             function, names[i]);
+        }
+    }
+    return FP8Q_OK;
+}
+
 fp8q_status fp8q_check_cast_scale(int has_scale, fp8q_dtype dtype,
                                   fp8q_error *error)
 {

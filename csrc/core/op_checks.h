@@ -38,4 +38,16 @@ fp8q_status fp8q_check_cast_overlap(const fp8q_view *x,
                                     const fp8q_view *scale,
                                     const fp8q_view *out, fp8q_error *error);
 
+/* An amax_out= (`amax`, one float32) apart from the operation's other
+ * tensors: FP8Q_ERROR_VALUE "FUNCTION: amax_out= must not share memory
+ * with NAME" for the first of views[0..count) (NULL ones skipped) whose
+ * byte span meets amax's (fp8q_view_spans_overlap), names[i] naming it.
+ * An amax written into an input would change what is read; into the
+ * result, it would be overwritten or overwrite an element. */
+fp8q_status fp8q_check_amax_out_apart(const char *function,
+                                      const fp8q_view *amax,
+                                      const fp8q_view *const *views,
+                                      const char *const *names, int count,
+                                      fp8q_error *error);
+
 #endif

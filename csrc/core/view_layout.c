@@ -86,6 +86,20 @@ fp8q_status fp8q_view_recut_last_axis(const fp8q_view *view, fp8q_dtype dtype,
     if (old_size == new_size) {
         return FP8Q_OK;
     }
+    /* Extents and strides in the new elements must stay int64 (an empty
+     * tensor's may be as large as any int64). */
+    for (axis = 0; axis <= last && old_size > new_size; axis++) {
+        const int64_t limit = INT64_MAX / old_size;
+        if (view->shape[axis] > limit || view->strides[axis] > limit ||
+            view->strides[axis] < -limit) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "%s: cannot read a tensor of %s as %s: its "
+                             "extents or strides in %s elements would not "
+                             "fit in an int64",
+                             name, fp8q_dtype_name(view->dtype),
+                             fp8q_dtype_name(dtype), fp8q_dtype_name(dtype));
+        }
+    }
     if (last < 0 || (view->shape[last] != 1 && view->strides[last] != 1) ||
         (view->shape[last] * old_size) % new_size != 0 ||
         (uintptr_t)view->data % (uintptr_t)new_size != 0) {
@@ -140,12 +154,10 @@ int fp8q_view_is_fortran_contiguous(const fp8q_view *view)
     return 1;
 }
 
-int fp8q_view_overlaps_unsafely(const fp8q_view *first,
-                                const fp8q_view *second)
+int fp8q_view_spans_overlap(const fp8q_view *first, const fp8q_view *second)
 {
     int64_t first_low, first_high, second_low, second_high;
     uintptr_t first_begin, first_end, second_begin, second_end;
-    int axis;
 
     if (fp8q_view_size(first) == 0 || fp8q_view_size(second) == 0) {
         return 0;
@@ -156,7 +168,15 @@ int fp8q_view_overlaps_unsafely(const fp8q_view *first,
     first_end = (uintptr_t)((const char *)first->data + first_high);
     second_begin = (uintptr_t)((const char *)second->data + second_low);
     second_end = (uintptr_t)((const char *)second->data + second_high);
-    if (first_end <= second_begin || second_end <= first_begin) {
+    return first_end > second_begin && second_end > first_begin;
+}
+
+int fp8q_view_overlaps_unsafely(const fp8q_view *first,
+                                const fp8q_view *second)
+{
+    int axis;
+
+    if (!fp8q_view_spans_overlap(first, second)) {
         return 0;
     }
     if (first->data != second->data || first->ndim != second->ndim ||

@@ -36,7 +36,9 @@ fp8q_status fp8q_view_reshape_shape(const fp8q_view *view, int ndim,
  * FP8Q_ERROR_VALUE, "<name>: cannot read a tensor of ...", unless the view
  * has a dimension, a contiguous last axis (stride 1, or extent 1) whose
  * byte length is a multiple of the new itemsize, other strides whose byte
- * lengths are multiples of it, and an address aligned to it.
+ * lengths are multiples of it, and an address aligned to it; or "<name>:
+ * cannot read a tensor of X as Y: its extents or strides in Y elements
+ * would not fit in an int64" (an empty view's extents may be that large).
  */
 fp8q_status fp8q_view_recut_last_axis(const fp8q_view *view, fp8q_dtype dtype,
                                       fp8q_view *out, const char *name,
@@ -63,6 +65,10 @@ void fp8q_view_drop_axes(const fp8q_view *view, const int *drop,
  * element is read before it is written; an empty view overlaps nothing. */
 int fp8q_view_overlaps_unsafely(const fp8q_view *first,
                                 const fp8q_view *second);
+
+/* Nonzero when the byte ranges the two views' elements span (from their
+ * lowest to their highest byte) meet; an empty view meets nothing. */
+int fp8q_view_spans_overlap(const fp8q_view *first, const fp8q_view *second);
 /* The bytes of the view's elements: fp8q_view_size * itemsize. */
 int64_t fp8q_view_nbytes(const fp8q_view *view);
 

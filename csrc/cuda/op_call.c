@@ -28,12 +28,14 @@ static fp8q_status run_on_cpu(const fp8q_op_call *call, fp8q_error *error)
 
     switch (call->kind) {
     case FP8Q_OP_CAST:
-        status = fp8q_cast(call->x, call->out, call->scale, FP8Q_SCALE_DIVIDE,
-                           call->saturate, error);
-        if (status == FP8Q_OK && call->amax != NULL) {
-            status = fp8q_amax_all(call->x, (float *)call->amax, error);
-        }
-        return status;
+        /* The amax first: out may be x itself (an in-place cast). */
+        status = call->amax != NULL
+                     ? fp8q_amax_all(call->x, (float *)call->amax, error)
+                     : FP8Q_OK;
+        return status != FP8Q_OK
+                   ? status
+                   : fp8q_cast(call->x, call->out, call->scale,
+                               FP8Q_SCALE_DIVIDE, call->saturate, error);
     case FP8Q_OP_AMAX:
         return fp8q_amax(call->x, call->out, error);
     case FP8Q_OP_QUANTIZE:

@@ -59,8 +59,9 @@ void fp8q_op_call_init(fp8q_op_call *call, fp8q_op_kind kind,
                        fp8q_cu_stream stream);
 
 /*
- * Runs `call`. On the CPU: cast is fp8q_cast (FP8Q_SCALE_DIVIDE) then, with
- * call->amax, fp8q_amax_all; amax is fp8q_amax; quantize fp8q_quantize;
+ * Runs `call`. On the CPU: cast is, with call->amax, fp8q_amax_all of x
+ * (before an in-place cast changes it) then fp8q_cast (FP8Q_SCALE_DIVIDE);
+ * amax is fp8q_amax; quantize fp8q_quantize;
  * dequantize fp8q_dequantize; norm_quantize fp8q_norm_quantize. On a GPU:
  * fp8q_cuda_cast, fp8q_cuda_amax, fp8q_cuda_quantize (x any strides: a
  * strided x is gathered into a C-contiguous temporary first),

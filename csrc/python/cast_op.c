@@ -11,19 +11,31 @@
 #include "core/output_check.h"
 #include "core/view_layout.h"
 
-/* amax_out= of cast (core/output_check.h's fp8q_check_amax_output). */
+/* amax_out= of cast (core/output_check.h's fp8q_check_amax_output), in
+ * memory apart from x, scale (NULL when absent) and out. */
 static fp8q_TensorObject *amax_output(PyObject *object,
-                                      const fp8q_TensorObject *x)
+                                      const fp8q_TensorObject *x,
+                                      const fp8q_TensorObject *scale,
+                                      const fp8q_TensorObject *out)
 {
+    static const char *const names[3] = {"x", "scale=", "out="};
     fp8q_TensorObject *amax = fp8q_tensor_from_object(object, "amax_out", -1,
                                                       FP8Q_COPY_NEVER);
+    const fp8q_view *others[3];
     fp8q_error error;
 
+    others[0] = &x->view;
+    others[1] = scale != NULL ? &scale->view : NULL;
+    others[2] = &out->view;
     if (amax != NULL &&
-        fp8q_py_raise_on_failure(
-            fp8q_check_amax_output(&amax->view, fp8q_py_place(amax),
-                                   amax->readonly, fp8q_py_place(x), &error),
-            &error) < 0) {
+        (fp8q_py_raise_on_failure(
+             fp8q_check_amax_output(&amax->view, fp8q_py_place(amax),
+                                    amax->readonly, fp8q_py_place(x), &error),
+             &error) < 0 ||
+         fp8q_py_raise_on_failure(
+             fp8q_check_amax_out_apart("cast", &amax->view, others, names, 3,
+                                       &error),
+             &error) < 0)) {
         Py_CLEAR(amax);
     }
     return amax;
@@ -158,7 +170,9 @@ static PyObject *ops_cast(PyObject *module, PyObject *const *args,
     if (out == NULL) {
         goto done;
     }
-    amax_out = amax_object != Py_None ? amax_output(amax_object, x) : NULL;
+    amax_out = amax_object != Py_None
+                   ? amax_output(amax_object, x, scale, out)
+                   : NULL;
     if ((amax_object != Py_None && amax_out == NULL) ||
         fp8q_py_cast_run(x, scale, scale != NULL ? &scale_view : NULL, out,
                          amax_out, saturate, stream) < 0) {

@@ -10,6 +10,7 @@
 
 #include "python/binding.h"
 
+#include "core/op_checks.h"
 #include "core/quantize.h"
 #include "core/scaled_mm_checks.h"
 #include "cuda/scaled_mm_ops.h"
@@ -245,6 +246,30 @@ static fp8q_TensorObject *amax_output(PyObject *object)
     return tensor;
 }
 
+/* 0 when the call's amax_out shares no memory with its operands, scales,
+ * bias, scale_result or out; else -1 with ValueError naming the first. */
+static int amax_apart(const scaled_mm_call *call)
+{
+    static const char *const names[7] = {"a", "b", "scale_a", "scale_b",
+                                         "bias", "scale_result", "out="};
+    const fp8q_view *others[7];
+    fp8q_error error;
+
+    others[0] = &call->a->view;
+    others[1] = &call->b->view;
+    others[2] = &call->scale_a->view;
+    others[3] = &call->scale_b->view;
+    others[4] = call->bias != NULL ? &call->bias->view : NULL;
+    others[5] = call->scale_result_on_device != NULL
+                    ? &call->scale_result_on_device->view
+                    : NULL;
+    others[6] = &call->out->view;
+    return fp8q_py_raise_on_failure(
+        fp8q_check_amax_out_apart("scaled_mm", &call->amax_out->view, others,
+                                  names, 7, &error),
+        &error);
+}
+
 /* ------------------------------------------------------------------------- */
 /* The computation                                                           */
 
@@ -462,7 +487,7 @@ static PyObject *scaled_mm(PyObject *module, PyObject *const *args,
         call.out = fp8q_tensor_new_empty_on(out_dtype, 2, shape, &device,
                                             stream);
     }
-    if (call.out == NULL) {
+    if (call.out == NULL || (call.amax_out != NULL && amax_apart(&call) < 0)) {
         goto fail;
     }
     call.product.has_scale_result = scale_result_object != Py_None;

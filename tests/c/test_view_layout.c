@@ -174,6 +174,34 @@ void test_view_recut_and_transpose(void)
                                           &error),
                 &error, FP8Q_ERROR_VALUE, "as float32 (itemsize 4)",
                 "a multiple of 4", NULL);
+
+    /* An empty float32 (0, 2**61 + 1) as uint8: its last extent would pass
+     * INT64_MAX (it once wrapped to a negative one); as float16 the
+     * same, its row stride (2**61 + 1) too. */
+    {
+        const int64_t huge[2] = {0, ((int64_t)1 << 61) + 1};
+        view = make_view(words, FP8Q_FLOAT32, 2, huge, NULL);
+        CHECK_ERROR(fp8q_view_recut_last_axis(&view, FP8Q_UINT8, &out, "V",
+                                              &error),
+                    &error, FP8Q_ERROR_VALUE,
+                    "V: cannot read a tensor of float32 as uint8: its "
+                    "extents or strides in uint8 elements would not fit in "
+                    "an int64",
+                    NULL, NULL);
+        CHECK_ERROR(fp8q_view_recut_last_axis(&view, FP8Q_FLOAT16, &out, "V",
+                                              &error),
+                    &error, FP8Q_ERROR_VALUE, "would not fit in an int64",
+                    NULL, NULL);
+        /* To a larger itemsize nothing grows: uint8 (0, 2**62) as
+         * float32 is (0, 2**60). */
+        view.dtype = FP8Q_UINT8;
+        view.shape[1] = (int64_t)1 << 62;
+        view.strides[0] = (int64_t)1 << 62;
+        CHECK_OK(fp8q_view_recut_last_axis(&view, FP8Q_FLOAT32, &out, "V",
+                                           &error),
+                 &error);
+        CHECK_INT(out.shape[1], (int64_t)1 << 60);
+    }
 }
 
 void test_view_fortran_contiguous(void)
