@@ -1009,6 +1009,13 @@ def test_max_constructor_errors():
         MaxCalibrator(algo="most_recent")
     with pytest.raises(TypeError, match="channel_axis"):
         MaxCalibrator(channel_axis="a")
+    # A bool is no axis, length or margin (True once meant axis 1).
+    with pytest.raises(TypeError, match="^channel_axis: .*got bool$"):
+        MaxCalibrator(channel_axis=True)
+    with pytest.raises(TypeError, match="^history_len: .*got bool$"):
+        MaxCalibrator(history_len=True)
+    with pytest.raises(TypeError, match="^margin: expected an int, got bool$"):
+        scale_from_amax(1.0, margin=True)
 
 
 def test_histogram_constructor_errors():
@@ -1174,6 +1181,35 @@ def test_skip_nonfinite_all_values_bad():
     assert cal.nonfinite_count == 2
 
 
+
+@pytest.mark.parametrize("make", [MaxCalibrator, HistogramCalibrator])
+def test_merge_adds_the_count_of_a_calibrator_that_saw_only_nonfinite(make):
+    """A calibrator whose batches held only NaN/inf (skipped) still hands
+    its count to merge: MaxCalibrator once dropped it (0 where 2 were
+    seen), as it holds no amax entry."""
+    seen = make()
+    seen.update(np.array([np.nan, np.inf], np.float32), skip_nonfinite=True)
+    merged = make()
+    merged.update(np.ones(3, np.float32))
+    merged.merge(seen)
+    assert merged.nonfinite_count == 2
+    merged.merge(make())  # a fresh one adds nothing
+    assert merged.nonfinite_count == 2
+
+
+def test_max_channel_count_is_checked_for_an_all_nonfinite_batch():
+    """A batch of another channel count is refused even when none of its
+    values is finite (it was counted, where a GPU batch is refused)."""
+    cal = MaxCalibrator(channel_axis=1)
+    cal.update(np.ones((2, 3), np.float32))
+    with pytest.raises(ValueError, match=r"has 5 entries, but this "
+                       r"calibrator has seen 3 channels"):
+        cal.update(np.full((2, 5), np.nan, np.float32), skip_nonfinite=True)
+    assert cal.nonfinite_count == 0
+    cal.update(np.full((2, 3), np.nan, np.float32), skip_nonfinite=True)
+    assert cal.nonfinite_count == 6
+
+
 # ---------------------------------------------------------------------------
 # state_dict / load_state_dict
 
@@ -1319,6 +1355,8 @@ def test_histogram_state_rejected():
             bad(bin_width=0.0),                # no range but amax 3
             bad(amax=3.75),                    # amax's own bin is empty
             bad(counts=np.zeros(8, np.int64)),  # amax 3 but nothing counted
+            bad(counts=np.array([0, 0, 1, 0, 2 ** 62, 0, 2 ** 62, 0])),
+            # (a total past 2**63 - 1: it once wrapped to nothing counted)
             bad(nonfinite_count=-1)):
         with pytest.raises(ValueError):
             cal.load_state_dict(state)
@@ -1326,6 +1364,20 @@ def test_histogram_state_rejected():
         assert cal.bin_width == good["bin_width"]
     with pytest.raises(TypeError):
         cal.load_state_dict(None)
+
+
+def test_histogram_merge_refuses_a_total_past_int64():
+    """Counts whose sum would pass 2**63 - 1 are refused, nothing changed
+    (a merge once wrapped them to negative counts)."""
+    cal = HistogramCalibrator(bins=8)
+    cal.update(np.array([1.0, 2.0, 3.0], np.float32))
+    state = cal.state_dict()
+    state["counts"] = state["counts"] * (2 ** 61)
+    cal.load_state_dict(state)
+    with pytest.raises(ValueError, match="would count more than 2"):
+        cal.merge(cal)
+    assert np.array_equal(cal.counts, state["counts"])
+    assert cal.total_count == 3 * 2 ** 61
 
 
 # ---------------------------------------------------------------------------

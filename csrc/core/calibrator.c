@@ -99,10 +99,9 @@ fp8q_status fp8q_calibrator_absorb(const fp8q_calib_kind *kind, void *self,
 fp8q_status fp8q_calibrator_merge(const fp8q_calib_kind *kind, void *self,
                                   const void *other, fp8q_error *error)
 {
-    int added = 0;
-    const fp8q_status status = kind->merge(self, other, &added, error);
+    const fp8q_status status = kind->merge(self, other, error);
 
-    if (status == FP8Q_OK && added) {
+    if (status == FP8Q_OK) {
         ((fp8q_calibrator *)self)->nonfinite_count +=
             ((const fp8q_calibrator *)other)->nonfinite_count;
     }

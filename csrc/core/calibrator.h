@@ -89,11 +89,10 @@ typedef struct fp8q_calib_kind {
                           fp8q_error *error);
     /* Frees batch->partial (NULL is fine). */
     void (*release)(fp8q_calib_batch *batch);
-    /* other folded into self (the settings it does not check itself
-     * already found equal): *added 1 when merged, 0 when other adds
-     * nothing. */
-    fp8q_status (*merge)(void *self, const void *other, int *added,
-                         fp8q_error *error);
+    /* other's statistics folded into self (the settings it does not
+     * check itself already found equal); the base adds the NaN/inf
+     * count. */
+    fp8q_status (*merge)(void *self, const void *other, fp8q_error *error);
     /* Empties self's statistics, keeping its settings. */
     void (*reset)(void *self);
     /* The calibrated amax: 0 before any data, else its channels (1 per
@@ -125,7 +124,8 @@ fp8q_status fp8q_calibrator_absorb(const fp8q_calib_kind *kind, void *self,
                                    fp8q_calib_batch *batch,
                                    fp8q_error *error);
 
-/* kind->merge, then other's NaN/inf count added when it added anything. */
+/* kind->merge, then other's NaN/inf count added (a calibrator that saw
+ * only NaN/inf values still adds its count). */
 fp8q_status fp8q_calibrator_merge(const fp8q_calib_kind *kind, void *self,
                                   const void *other, fp8q_error *error);
 

@@ -303,6 +303,14 @@ fp8q_status fp8q_histogram_merge(fp8q_histogram *histogram,
                          " bins into one of %" PRId64 " bins",
                          other->n_bins, histogram->n_bins);
     }
+    /* Each total fits an int64 (fp8q_histogram_check), so every bin of
+     * the sum does when the sum of the totals does. */
+    if (fp8q_histogram_total(other) >
+        INT64_MAX - fp8q_histogram_total(histogram)) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "other: the merged histogram would count more "
+                         "than 2**63 - 1 values");
+    }
     if (other->bin_exponent != FP8Q_HISTOGRAM_NO_RANGE &&
         (histogram->bin_exponent == FP8Q_HISTOGRAM_NO_RANGE ||
          other->bin_exponent > histogram->bin_exponent)) {
@@ -326,20 +334,27 @@ fp8q_status fp8q_histogram_check(const fp8q_histogram *histogram,
 {
     const float amax = histogram->amax;
     int64_t last_allowed;
-    int64_t bin;
+    int64_t bin, total;
 
     if (histogram->n_bins < 1 || histogram->n_bins > FP8Q_HISTOGRAM_MAX_BINS) {
         return fp8q_fail(error, FP8Q_ERROR_VALUE,
                          "counts: expected 1 to %" PRId64 " bins, got %" PRId64,
                          FP8Q_HISTOGRAM_MAX_BINS, histogram->n_bins);
     }
-    for (bin = 0; bin < histogram->n_bins; bin++) {
+    for (bin = 0, total = 0; bin < histogram->n_bins; bin++) {
         if (histogram->counts[bin] < 0) {
             return fp8q_fail(error, FP8Q_ERROR_VALUE,
                              "counts: bin %" PRId64 " is negative (%" PRId64
                              ")",
                              bin, histogram->counts[bin]);
         }
+        if (histogram->counts[bin] > INT64_MAX - total) {
+            return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                             "counts: their total passes 2**63 - 1 at bin "
+                             "%" PRId64,
+                             bin);
+        }
+        total += histogram->counts[bin];
     }
     if (!is_finite(amax) || amax < 0.0f) {
         return fp8q_fail(error, FP8Q_ERROR_VALUE,

@@ -59,15 +59,16 @@ fp8q_status fp8q_histogram_cover(fp8q_histogram *histogram, float value,
                                  fp8q_error *error);
 
 /* Adds `other`'s counts into `histogram` (both re-binned onto the wider of
- * the two grids) and raises amax. FP8Q_ERROR_VALUE when the bin counts
- * differ. */
+ * the two grids) and raises amax. FP8Q_ERROR_VALUE, nothing changed, when
+ * the bin counts differ or the merged total would pass INT64_MAX. */
 fp8q_status fp8q_histogram_merge(fp8q_histogram *histogram,
                                  const fp8q_histogram *other,
                                  fp8q_error *error);
 
 /*
  * Checks a histogram assembled from outside (a loaded state): n_bins in
- * range, counts >= 0, amax finite and >= 0, and a grid consistent with amax:
+ * range, counts >= 0 with a total of at most INT64_MAX, amax finite and
+ * >= 0, and a grid consistent with amax:
  * without a range only bin 0 may count and amax is 0; with one, amax lies in
  * the last bin's range or below, bin_exponent is the smallest that holds it
  * (or larger, after fp8q_histogram_cover), amax's own bin counts at least

@@ -123,7 +123,7 @@ static void histogram_release(fp8q_calib_batch *batch)
 
 /* The counts added on the wider grid; FP8Q_ERROR_VALUE, nothing changed,
  * when skip_zeros differs. */
-static fp8q_status histogram_merge(void *state, const void *other, int *added,
+static fp8q_status histogram_merge(void *state, const void *other,
                                    fp8q_error *error)
 {
     fp8q_histogram_calibrator *self = (fp8q_histogram_calibrator *)state;
@@ -135,7 +135,6 @@ static fp8q_status histogram_merge(void *state, const void *other, int *added,
                          "other: calibrators differ in skip_zeros and "
                          "cannot be merged");
     }
-    *added = 1;
     return fp8q_histogram_merge(&self->histogram, &theirs->histogram, error);
 }
 

@@ -189,11 +189,13 @@ static fp8q_status max_absorb(void *state, const fp8q_calib_batch *batch,
                          "(pass skip_nonfinite=True to skip and count them)",
                          (long long)batch->n_nonfinite, (long long)size);
     }
-    if (batch->n_nonfinite == size) {
-        return FP8Q_OK;
-    }
+    /* Its channels are checked even when it has no finite value (as on a
+     * GPU, where the batch is admitted before its values are read). */
     status = check_channels(self, batch, error);
-    if (status == FP8Q_OK && self->history.entries == NULL) {
+    if (status != FP8Q_OK || batch->n_nonfinite == size) {
+        return status;
+    }
+    if (self->history.entries == NULL) {
         status = allocate_history(self, batch->n_channels, error);
     }
     if (status == FP8Q_OK) {
@@ -211,20 +213,20 @@ static void max_release(fp8q_calib_batch *batch)
 }
 
 /* Entries of equal age take their elementwise maximum; an other without
- * data adds nothing (its nonfinite_count included). */
-static fp8q_status max_merge(void *state, const void *other_state, int *added,
+ * data adds no entry. */
+static fp8q_status max_merge(void *state, const void *other_state,
                              fp8q_error *error)
 {
     fp8q_max_calibrator *self = (fp8q_max_calibrator *)state;
     const fp8q_max_calibrator *other =
         (const fp8q_max_calibrator *)other_state;
+    const int added = has_data(other);
     fp8q_status status = FP8Q_OK;
 
-    *added = has_data(other);
-    if (*added && self->history.entries == NULL) {
+    if (added && self->history.entries == NULL) {
         status = allocate_history(self, other->history.n_channels, error);
     }
-    return *added && status == FP8Q_OK
+    return added && status == FP8Q_OK
                ? fp8q_amax_history_merge(&self->history, &other->history,
                                          error)
                : status;

@@ -40,7 +40,7 @@ static int parse_margin(PyObject *object, int *margin)
     long long value;
     int overflow;
 
-    if (!PyLong_Check(object)) {
+    if (!PyLong_Check(object) || PyBool_Check(object)) {
         PyErr_Format(PyExc_TypeError, "margin: expected an int, got %.200s",
                      Py_TYPE(object)->tp_name);
         return -1;
@@ -96,7 +96,11 @@ PyObject *fp8q_py_scales_from_amax(int ndim, const int64_t *shape,
     fp8q_error_clear(&error);
     status = fp8q_scales_from_amax(&view, target, margin, power_of_2, &error);
     if (fp8q_py_raise_on_failure(status, &error) < 0) {
-        fp8q_py_error_add_prefix("amax: ");
+        /* A group's amax (margin was checked already); a dtype's TypeError
+         * names dtype itself. */
+        if (status == FP8Q_ERROR_VALUE) {
+            fp8q_py_error_add_prefix("amax: ");
+        }
         Py_DECREF(array);
         return NULL;
     }

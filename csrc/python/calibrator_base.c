@@ -53,7 +53,7 @@ int fp8q_py_parse_optional_int(PyObject *object, const char *name,
     if (!*given) {
         return 0;
     }
-    if (!PyLong_Check(object)) {
+    if (!PyLong_Check(object) || PyBool_Check(object)) {
         PyErr_Format(PyExc_TypeError, "%s: expected %s or an int, got %.200s",
                      name, none_text, Py_TYPE(object)->tp_name);
         return -1;
