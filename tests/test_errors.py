@@ -342,6 +342,12 @@ def test_set_num_threads_errors(restore_threads):
         fp8q.set_num_threads(2.0)
     with raises(ValueError, "n must be at most", str(10 ** 30)):
         fp8q.set_num_threads(10 ** 30)
+    # The bound the docstring gives is the one kept (65536 was once
+    # accepted and silently held to 4096).
+    with raises(ValueError, "n must be at most 4096, got 4097"):
+        fp8q.set_num_threads(4097)
+    fp8q.set_num_threads(4096)
+    assert fp8q.get_num_threads() == 4096
 
 
 @pytest.mark.parametrize("bad, exception, words", [
@@ -558,3 +564,15 @@ def test_scale_from_amax_says_what_is_wrong_with_the_amax(bad, tail):
         fp8q.calib.scale_from_amax(np.array([1, bad], np.float32))
     assert str(info.value) == ("amax: cannot compute a scale for group 1 "
                                "(C-order index into the scale): " + tail)
+
+
+def test_a_scale_for_a_non_fp8_dtype_names_dtype():
+    """scale_from_amax and a calibrator's scale() refuse a non-FP8 dtype
+    with a TypeError naming dtype (it once read "amax: dtype: ...")."""
+    calibrator = fp8q.calib.MaxCalibrator()
+    calibrator.update(np.ones(3, np.float32))
+    for call in (lambda: fp8q.calib.scale_from_amax(1.0, "float16"),
+                 lambda: calibrator.scale("float16")):
+        with pytest.raises(TypeError) as info:
+            call()
+        assert str(info.value) == "dtype: expected an FP8 dtype, got float16"

@@ -67,6 +67,11 @@ def test_empty_shape_forms():
     assert fp8q.empty((np.int32(2), 3)).shape == (2, 3)
     assert fp8q.empty(shape=(1,), dtype="e4m3").dtype is fp8q.float8_e4m3fn
     assert fp8q.empty((2,)).dtype is fp8q.float32
+    # As NumPy takes them: an array of ints, dtype=None for the default.
+    assert fp8q.empty(np.array([2, 3])).shape == (2, 3)
+    assert fp8q.zeros(6).reshape(np.array([3, 2])).shape == (3, 2)
+    assert fp8q.empty(np.array(4)).shape == (4,)
+    assert fp8q.zeros(3, dtype=None).dtype is fp8q.float32
 
 
 def test_empty_shape_errors():
@@ -93,6 +98,19 @@ def test_empty_shape_errors():
         fp8q.empty(None)
     with pytest.raises(TypeError, match=r"^dtype: "):
         fp8q.zeros(3, dtype="float64")
+    # Bools are not extents (NumPy and torch refuse them too; True once
+    # gave a shape of (1,)).
+    with pytest.raises(TypeError, match=r"^shape: expected ints, got bool "
+                       r"at axis 0$"):
+        fp8q.zeros(True)
+    with pytest.raises(TypeError, match=r"^shape: expected ints, got bool "
+                       r"at axis 1$"):
+        fp8q.zeros(6).reshape(6, False)
+    # reshape() without a shape (it once gave a 0-d tensor).
+    with pytest.raises(TypeError, match=r"^Tensor.reshape\(\) takes a "
+                       r"shape"):
+        fp8q.zeros(1).reshape()
+    assert fp8q.zeros(1).reshape(()).shape == ()
 
 
 @pytest.mark.parametrize("name", DTYPES)
@@ -195,12 +213,19 @@ def test_big_ints_beside_other_objects_stay_refused(value):
 
 
 @pytest.mark.parametrize("value", [2.5, 3], ids=repr)
-def test_a_python_number_with_copy_false_is_refused_as_before(value):
-    with pytest.raises(ValueError, match="Unable to avoid copy"):
-        fp8q.asarray(value, copy=False)
-    # A NumPy float32 scalar is float32 already: viewed, as before.
-    assert float(np.asarray(fp8q.asarray(np.float32(value), copy=False))) \
-        == value
+def test_values_without_memory_with_copy_false_are_refused(value):
+    """A Python number, a NumPy scalar and a list have no memory to view:
+    copy=False refuses them, as NumPy 2 does (a NumPy float32 scalar and a
+    list of them were once copied silently, so an amax_out= given as one
+    lost the amax)."""
+    for source in (value, np.float32(value), [np.float32(value)],
+                   (value,)):
+        with pytest.raises(ValueError, match="Unable to avoid copy"):
+            fp8q.asarray(source, copy=False)
+        assert float(np.asarray(fp8q.asarray(source)).reshape(())) == value
+    with pytest.raises(ValueError, match="^Unable to avoid copy while "
+                       "converting amax_out .*numpy.float32"):
+        fp8q.cast(np.ones(2, np.float32), "e4m3", amax_out=np.float32(0))
 
 
 @pytest.mark.parametrize("shape", [(0,), (2, 0, 3), (0, 0)])
@@ -297,6 +322,11 @@ def test_view_reinterprets():
         fp8q.asarray(raw[:, ::2]).view("bfloat16")
     with pytest.raises(TypeError, match=r"^dtype: "):
         t.view("int8")
+    # An empty tensor's extents may be any int64; re-cut into smaller
+    # elements they must stay one (a last extent once wrapped negative).
+    with pytest.raises(ValueError, match=r"^Tensor\.view: .*would not fit "
+                       r"in an int64$"):
+        fp8q.empty((0, 2 ** 61 + 1)).view("uint8")
 
 
 @pytest.mark.parametrize("name", DTYPES)

@@ -480,12 +480,12 @@ static int64_t threads_from_environment(void)
         return 0;
     }
     for (; *text != '\0'; text++) {
-        if (*text < '0' || *text > '9' || value > 4096) {
+        if (*text < '0' || *text > '9' || value > FP8Q_MAX_THREADS) {
             return 0;
         }
         value = value * 10 + (*text - '0');
     }
-    return value <= 4096 ? value : 0;
+    return value <= FP8Q_MAX_THREADS ? value : 0;
 }
 
 int fp8q_num_threads(void)
@@ -503,7 +503,8 @@ int fp8q_num_threads(void)
 
 void fp8q_set_num_threads(int n)
 {
-    const int64_t threads = n < 1 ? 0 : (n > 4096 ? 4096 : n);
+    const int64_t threads =
+        n < 1 ? 0 : (n > FP8Q_MAX_THREADS ? FP8Q_MAX_THREADS : n);
     fp8q_atomic_store_i64(&configured_threads, threads);
 }
 

@@ -153,10 +153,15 @@ fp8q_status fp8q_for_each_row(int n_operands, const fp8q_view *const *views,
 /* ------------------------------------------------------------------------- */
 /* Threading policy                                                          */
 
+/* The most threads fp8q_set_num_threads and FP8Q_NUM_THREADS may ask for:
+ * a sanity bound far above any real processor count. */
+#define FP8Q_MAX_THREADS 4096
+
 /* Threads core operations may use (default: fp8q_cpu_count(), or the
- * FP8Q_NUM_THREADS environment variable read at first use). */
+ * FP8Q_NUM_THREADS environment variable, 1 to FP8Q_MAX_THREADS, read at
+ * first use). */
 int fp8q_num_threads(void);
-/* Sets it; n < 1 restores the default. */
+/* Sets it (n at most FP8Q_MAX_THREADS); n < 1 restores the default. */
 void fp8q_set_num_threads(int n);
 
 /* Work below this many elements runs on the calling thread only. */

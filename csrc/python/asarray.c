@@ -316,6 +316,17 @@ fp8q_TensorObject *fp8q_tensor_from_object(PyObject *object,
     if (array == NULL) {
         return NULL;
     }
+    if (fresh && copy == FP8Q_COPY_NEVER) {
+        /* A list, tuple or scalar has no memory to view (an output written
+         * there would be lost). */
+        PyErr_Format(PyExc_ValueError,
+                     "Unable to avoid copy while converting %s (an object of "
+                     "type %.200s, whose values are copied into a new array) "
+                     "as requested (copy=False)",
+                     argument_name, Py_TYPE(object)->tp_name);
+        Py_DECREF(array);
+        return NULL;
+    }
     tensor = from_numpy_array(array, argument_name, dtype, copy, fresh,
                               object);
     Py_DECREF(array);

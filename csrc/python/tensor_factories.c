@@ -10,13 +10,14 @@
 
 #include "core/view_layout.h"
 
-/* One extent: `item` through operator.index() into *extent; TypeError names
- * the axis. 0, or -1 with an exception. */
+/* One extent: `item` (not a bool, as NumPy and torch refuse) through
+ * operator.index() into *extent; TypeError names the axis. 0, or -1 with an
+ * exception. */
 static int parse_extent(PyObject *item, Py_ssize_t axis, int64_t *extent)
 {
     PyObject *index;
 
-    if (!PyIndex_Check(item)) {
+    if (!PyIndex_Check(item) || PyBool_Check(item)) {
         PyErr_Format(PyExc_TypeError,
                      "shape: expected ints, got %s at axis %zd",
                      Py_TYPE(item)->tp_name, axis);
@@ -37,7 +38,10 @@ int fp8q_py_parse_extents(PyObject *object, int *ndim, int64_t *shape)
     Py_ssize_t count;
     Py_ssize_t axis;
 
-    if (PyIndex_Check(object)) {
+    /* One int (a NumPy array of ints is a sequence of them). */
+    if ((PyIndex_Check(object) || PyBool_Check(object)) &&
+        !(PyArray_Check(object) &&
+          PyArray_NDIM((PyArrayObject *)object) > 0)) {
         *ndim = 1;
         return parse_extent(object, 0, &shape[0]);
     }
@@ -108,7 +112,7 @@ static fp8q_TensorObject *new_tensor_from_arguments(PyObject *const *args,
         return NULL;
     }
     if (parse_shape(shape_object, &ndim, shape) < 0 ||
-        (dtype_object != NULL &&
+        (dtype_object != NULL && dtype_object != Py_None &&
          fp8q_py_parse_dtype(dtype_object, "dtype", &dtype) < 0) ||
         fp8q_py_parse_placement(device_object, stream_object, &device,
                                 &stream) < 0) {
@@ -122,8 +126,8 @@ PyDoc_STRVAR(
     empty_doc,
     "empty(shape, dtype='float32', *, device=None, stream=None)\n--\n\n"
     "A new C-contiguous tensor with uninitialised memory. shape is an int "
-    "or a sequence of at most 16 ints >= 0; dtype is anything fp8q.dtype() "
-    "accepts. device: None or 'cpu' (64-byte aligned host memory), 'cuda', "
+    "or a sequence (a NumPy array too) of at most 16 ints >= 0 (not bools); "
+    "dtype is anything fp8q.dtype() accepts, or None for float32. device: None or 'cpu' (64-byte aligned host memory), 'cuda', "
     "'cuda:N', an int N or a torch.device (device memory, allocated "
     "ordered on `stream`: None for the legacy default stream, an int "
     "handle, or a stream object such as torch.cuda.Stream). Raises "

@@ -405,6 +405,12 @@ static PyObject *tensor_reshape(PyObject *object, PyObject *args)
     int64_t shape[FP8Q_MAX_DIMS];
     int ndim;
 
+    if (PyTuple_GET_SIZE(args) == 0) {
+        PyErr_SetString(PyExc_TypeError,
+                        "Tensor.reshape() takes a shape (reshape(()) for a "
+                        "0-d tensor), got no arguments");
+        return NULL;
+    }
     if (fp8q_py_parse_extents(given, &ndim, shape) < 0 ||
         fp8q_py_raise_on_failure(
             fp8q_view_reshape_shape(&self->view, ndim, shape,

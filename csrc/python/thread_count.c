@@ -4,15 +4,12 @@
  */
 #include "python/binding.h"
 
-/* A sanity bound on set_num_threads(), far above any real processor count. */
-#define MAX_THREADS 65536
-
 PyDoc_STRVAR(set_num_threads_doc,
              "set_num_threads(n, /)\n"
              "--\n"
              "\n"
              "Sets how many threads fp8q's CPU operations may use (the\n"
-             "calling thread included); n is an int, at most 65536.\n"
+             "calling thread included); n is an int, at most 4096.\n"
              "n < 1 restores the default: the FP8Q_NUM_THREADS environment\n"
              "variable if set, else the logical processors this process may\n"
              "run on. An operation on n_elements uses\n"
@@ -37,10 +34,10 @@ static PyObject *ops_set_num_threads(PyObject *module, PyObject *argument)
     if (requested == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    if (requested > MAX_THREADS) {
+    if (requested > FP8Q_MAX_THREADS) {
         PyErr_Format(PyExc_ValueError,
                      "set_num_threads: n must be at most %d, got %R",
-                     MAX_THREADS, argument);
+                     FP8Q_MAX_THREADS, argument);
         return NULL;
     }
     fp8q_set_num_threads(requested < 1 ? 0 : (int)requested);
