@@ -4,9 +4,11 @@ TensorRT's text cache in both directions, atomic saves, entry validation and
 scales. Everything runs on the CPU.
 """
 import collections.abc
+import copy
 import hashlib
 import json
 import os
+import pickle
 import warnings
 
 import numpy as np
@@ -610,6 +612,37 @@ def test_per_channel_amax_is_a_read_only_copy():
         entry.amax = 2.0
     with pytest.raises(AttributeError):
         entry.other = 1
+
+
+@pytest.mark.parametrize("copy_of", [
+    copy.copy, copy.deepcopy, lambda cache: pickle.loads(pickle.dumps(cache))],
+    ids=["copy", "deepcopy", "pickle"])
+def test_copied_and_unpickled_entries_stay_immutable(copy_of):
+    """A cache (and its entries) that went through copy.copy, copy.deepcopy
+    or a pickle round trip holds entries equal to the originals, with equal
+    hashes, and as immutable: a read-only per-channel amax that cannot be
+    made writeable, no attribute that can be set."""
+    cache = CalibrationCache()
+    cache.add("w", [1.0, 2.5, 0.125], dtype="e5m2", method="entropy")
+    cache.add("x", 3.0)
+    copied = copy_of(cache)
+    assert copied == cache
+    for name, entry in cache.items():
+        assert copied[name] == entry and hash(copied[name]) == hash(entry)
+        for duplicate in (copied[name], copy_of(entry)):
+            assert duplicate == entry and hash(duplicate) == hash(entry)
+            with pytest.raises(AttributeError):
+                duplicate.amax = 2.0
+    for duplicate in (copied["w"], copy_of(cache["w"])):
+        assert not duplicate.amax.flags.writeable
+        with pytest.raises(ValueError):
+            duplicate.amax[0] = 99.0
+        with pytest.raises(ValueError):
+            duplicate.amax.flags.writeable = True
+        assert duplicate.amax.tolist() == [1.0, 2.5, 0.125]
+        assert duplicate.dtype == "float8_e5m2"
+        assert duplicate.method == "entropy"
+    assert copied["x"].amax == 3.0 and copied["x"].dtype == "float8_e4m3fn"
 
 
 @pytest.mark.parametrize("amax, error, problem", [

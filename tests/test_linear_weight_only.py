@@ -4,6 +4,8 @@ into x's dtype, against a float64 reference of the exact decodes; and what
 it refuses. The GPU path (kernels/gemv.cuh, in launches of up to 64 rows)
 is tested on the fake driver (tests/fake_gpu_kernels.py) and on a GPU
 (tests/test_cuda_ops.py)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -102,3 +104,50 @@ def test_weight_only_refusals():
         fp8q.linear(np.ones((2, 31), np.float32), w, weight_only=True)
     with pytest.raises(ValueError, match="bias must hold N = 8"):
         fp8q.linear(x, w, weight_only=True, bias=np.ones(7, np.float32))
+
+
+@pytest.mark.parametrize("x_dtype, out_dtype", [
+    ("float32", np.float32), ("float32", "f4"),
+    ("float32", np.dtype("float32")), ("float32", "fp32"),
+    ("float16", np.float16), ("bfloat16", "bf16"),
+    ("bfloat16", fp8q.bfloat16)])
+def test_weight_only_accepts_out_dtype_spelled_any_way(x_dtype, out_dtype):
+    """weight_only=True takes an out_dtype equal to x's dtype however
+    fp8q.dtype spells it (a NumPy type or dtype, a type code, an alias),
+    as the W8A8 path does, and gives the same result as without it."""
+    rng = np.random.default_rng(20240613)
+    w = fp8q.quantize(rng.standard_normal((8, 32)).astype(np.float32),
+                      granularity="row")
+    x = fp8q.asarray(rng.standard_normal((3, 32)).astype(np.float32),
+                     dtype=x_dtype)
+    y = fp8q.linear(x, w, weight_only=True, out_dtype=out_dtype)
+    expected = fp8q.linear(x, w, weight_only=True)
+    assert y.dtype == x_dtype and y.shape == (3, 8)
+    assert np.array_equal(np.asarray(fp8q.cast(y, "float32")),
+                          np.asarray(fp8q.cast(expected, "float32")))
+
+
+def test_weight_only_accepts_the_torch_dtype_of_a_torch_x():
+    """A bfloat16 torch x with out_dtype=torch.bfloat16 (x's own dtype) is
+    accepted under weight_only=True; torch.float32 still differs."""
+    torch = pytest.importorskip("torch")
+    generator = torch.Generator().manual_seed(20240613)
+    w = fp8q.quantize(torch.randn((8, 32), generator=generator),
+                      granularity="row")
+    x = torch.randn((3, 32), generator=generator).to(torch.bfloat16)
+    y = fp8q.linear(x, w, weight_only=True, out_dtype=torch.bfloat16)
+    assert y.dtype == "bfloat16" and y.shape == (3, 8)
+    with pytest.raises(ValueError, match="out_dtype=torch.float32 differs"):
+        fp8q.linear(x, w, weight_only=True, out_dtype=torch.float32)
+
+
+@pytest.mark.parametrize("out_dtype", [
+    np.float32, "bf16", "f4", "float8_e4m3fn", "bogus", 3])
+def test_weight_only_refuses_an_out_dtype_that_differs(out_dtype):
+    """An out_dtype other than x's float16 (or one fp8q.dtype does not know)
+    is still refused with the ValueError naming it."""
+    w = fp8q.quantize(np.ones((8, 32), np.float32))
+    x = np.ones((2, 32), np.float16)
+    with pytest.raises(ValueError,
+                       match=f"out_dtype={re.escape(repr(out_dtype))} differs"):
+        fp8q.linear(x, w, weight_only=True, out_dtype=out_dtype)

@@ -146,6 +146,12 @@ class CalibrationEntry:
             self._amax, self._dtype if dtype is None else dtype,
             margin=margin, power_of_2=power_of_2)
 
+    def __reduce__(self):
+        # Copies and unpickled entries are made by __init__, so their amax
+        # is a read-only buffer as a fresh entry's is (the default
+        # reduction would restore a writeable array).
+        return (type(self), (self._amax, self._dtype, self._method))
+
     def _key(self):
         amax = self._amax
         return (self._dtype, self._method,

@@ -53,6 +53,16 @@ def _x_scale(x, w, scaling, k):
         "pass x unquantized to have it quantized to match")
 
 
+def _is_dtype(dtype, name):
+    """Whether dtype, as anything fp8q.dtype accepts (e.g. np.float32,
+    "f4", torch.bfloat16), is the dtype called name; False for a value
+    fp8q.dtype refuses."""
+    try:
+        return _C.dtype(dtype).name == name
+    except TypeError:
+        return False
+
+
 def _check_x(x, k, weight_only, out_dtype):
     """linear's refusals of a float x (an fp8q.Tensor): weight_only's dtype
     rules, not (..., k), FP8 without scales."""
@@ -62,7 +72,7 @@ def _check_x(x, k, weight_only, out_dtype):
             f"float16 or bfloat16) by the FP8 weight; got x of dtype "
             f"{x.dtype}")
     if weight_only and out_dtype is not None and \
-            str(out_dtype) != x.dtype.name:
+            not _is_dtype(out_dtype, x.dtype.name):
         raise ValueError(
             "linear: weight_only=True gives the result in x's dtype "
             f"({x.dtype}); out_dtype={out_dtype!r} differs (cast x, or the "
