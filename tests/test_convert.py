@@ -130,7 +130,8 @@ def test_converted_checkpoint_loads_into_fp8q_torch(tmp_path, seed):
 
 def leftovers(directory):
     return sorted(path.name for path in directory.iterdir()
-                  if path.name.startswith("out") or path.suffix == ".part")
+                  if path.name.startswith(("out", ".out")) or
+                  path.suffix == ".tmp")
 
 
 @pytest.mark.parametrize("damage", ["missing", "not safetensors",

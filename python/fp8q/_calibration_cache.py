@@ -11,7 +11,6 @@ file format.
 """
 import collections
 import collections.abc
-import contextlib
 import hashlib
 import json
 import math
@@ -20,12 +19,12 @@ import operator
 import os
 import re
 import struct
-import uuid
 import warnings
 
 import numpy as np
 
 from fp8q import _C
+from fp8q._atomic_file import atomic_file
 from fp8q._qtensor import read_only
 
 FORMAT = "fp8q-calibration-cache"
@@ -681,17 +680,6 @@ def _compare_fingerprints(path, found, wanted):
 
 
 def _write_atomically(path, data):
-    """Writes data (bytes) to a new temporary file beside path and renames it
-    over path; on any error the temporary file is removed."""
-    directory, name = os.path.split(os.path.abspath(os.fspath(path)))
-    temporary = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(temporary, "xb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(temporary)
-        raise
+    """Replaces path's content with data (bytes), whole or not at all."""
+    with atomic_file(path) as file:
+        file.write(data)

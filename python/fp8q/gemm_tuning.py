@@ -18,10 +18,10 @@ never taken from another GPU model, driver or library.
 Nothing here runs at `import fp8q`; the functions load the CUDA driver and
 cuBLASLt as a first GPU scaled_mm would.
 """
-import os
 
 import fp8q
 from fp8q import _C
+from fp8q._atomic_file import atomic_file
 
 _HEADER = "# fp8q GEMM tuning choices (docs/scaled_mm.md, \"Algorithm choice\")"
 _FORMAT = "1"
@@ -48,15 +48,13 @@ def save(path, device=0):
     this process's key (GPU name and compute capability, driver, cuBLASLt
     and fp8q versions); returns the number of choices written. The file is
     written to a temporary name beside `path` and renamed, so a reader
-    never sees half of it."""
+    never sees half of it (fp8q._atomic_file)."""
     key, choices = _key(device)
     lines = [_HEADER, f"format {_FORMAT}"]
     lines += [f"{name} {key[name]}" for name in _KEY_FIELDS]
     lines += [f"choice {line}" for line in choices]
-    temporary = f"{os.fspath(path)}.{os.getpid()}.tmp"
-    with open(temporary, "w", encoding="utf-8", newline="\n") as file:
-        file.write("\n".join(lines) + "\n")
-    os.replace(temporary, path)
+    with atomic_file(path) as file:
+        file.write(("\n".join(lines) + "\n").encode("utf-8"))
     return len(choices)
 
 

@@ -27,11 +27,11 @@ import shlex
 import shutil
 import signal
 import sys
-import tempfile
 
 import numpy as np
 
 import fp8q
+from fp8q._atomic_file import atomic_file
 from fp8q._checkpoint import CheckpointError, open_checkpoint
 from fp8q._checkpoint._plan import FP8_CODES
 from fp8q._checkpoint._relay import (output_metadata, relaid_layout,
@@ -290,30 +290,15 @@ def _convert(reader, input_path, output_path, granularity, excludes,
 
 
 def _write(output_path, tensors, metadata):
-    """Writes the safetensors file through a temporary file beside it,
-    renamed at the end; removed on any failure (ConvertError for an
-    OSError)."""
-    directory = os.path.dirname(os.path.abspath(output_path))
+    """Writes the safetensors file whole or not at all (fp8q._atomic_file:
+    a temporary file beside it, renamed at the end, removed on any failure;
+    ConvertError for an OSError)."""
     try:
-        handle, temporary = tempfile.mkstemp(dir=directory, suffix=".part")
-    except OSError as error:
-        raise ConvertError(f"{output_path}: cannot write there "
-                           f"({error.strerror})") from None
-    try:
-        # mkstemp makes the file private; give it the usual permissions.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
-        with os.fdopen(handle, "wb") as file:
+        with atomic_file(output_path) as file:
             write_safetensors(file, tensors, metadata)
-        os.replace(temporary, output_path)
     except OSError as error:
-        os.unlink(temporary)
         raise ConvertError(f"{output_path}: {error.strerror or error}") \
             from None
-    except BaseException:
-        os.unlink(temporary)
-        raise
 
 
 def _relay(input_path, output_path, output_format):
