@@ -189,6 +189,29 @@ def test_read_only_outputs_are_refused(output):
     assert (outputs["scale"] == 7.0).all()
 
 
+@pytest.mark.parametrize("output, other", [("scale", "x"), ("normed", "x"),
+                                           ("codes", "normed"),
+                                           ("scale", "weight")])
+def test_outputs_sharing_memory_are_refused(output, other):
+    """An output in the memory of an input or of another output is a
+    ValueError naming both, nothing written: a row's scale written into a
+    row of x not yet read changed that row's result."""
+    x = np.random.default_rng(12).standard_normal((4, 16)).astype(np.float32)
+    arrays = {"x": x.copy(), "weight": np.ones(16, np.float32),
+              "normed": np.full((4, 16), 7.0, np.float32),
+              "codes": np.zeros((4, 16), ml_dtypes.float8_e4m3fn),
+              "scale": np.full((4, 1), 7.0, np.float32)}
+    inside = arrays[other].reshape(-1).view(np.uint8)
+    size = arrays[output].nbytes
+    arrays[output] = inside[:size].view(arrays[output].dtype).reshape(
+        arrays[output].shape)
+    with pytest.raises(ValueError, match=f"^norm_quantize: {output} must "
+                       f"not share memory with {other}$"):
+        fp8q._C.norm_quantize(arrays["x"], arrays["weight"], None,
+                              arrays["normed"], arrays["codes"],
+                              arrays["scale"], 1e-6, False, None)
+
+
 # ---------------------------------------------------------------------------
 # The W8A8 layers taking the codes
 

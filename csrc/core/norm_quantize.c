@@ -11,6 +11,7 @@
 #include "core/norm_formula.h"
 #include "core/norm_quantize.h"
 #include "core/scale_formula.h"
+#include "core/view_layout.h"
 
 /* ------------------------------------------------------------------------- */
 /* Elements                                                                  */
@@ -180,6 +181,40 @@ static fp8q_status check_holds(const fp8q_view *view, const char *name,
                      fp8q_dtype_name(view->dtype));
 }
 
+/* FP8Q_ERROR_VALUE "norm_quantize: OUTPUT must not share memory with
+ * OTHER" for the first output (normed, codes, scale) whose bytes meet an
+ * input's or an earlier output's: a row's scale or codes written into a
+ * row not yet read would change it. */
+static fp8q_status check_apart(const fp8q_view *x, const fp8q_view *weight,
+                               const fp8q_view *bias, const fp8q_view *normed,
+                               const fp8q_view *codes, const fp8q_view *scale,
+                               fp8q_error *error)
+{
+    const fp8q_view *views[6];
+    static const char *const names[6] = {"x",      "weight", "bias",
+                                         "normed", "codes",  "scale"};
+    int output, other;
+
+    views[0] = x;
+    views[1] = weight;
+    views[2] = bias;
+    views[3] = normed;
+    views[4] = codes;
+    views[5] = scale;
+    for (output = 3; output < 6; output++) {
+        for (other = 0; other < output; other++) {
+            if (views[other] != NULL &&
+                fp8q_view_spans_overlap(views[output], views[other])) {
+                return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                                 "norm_quantize: %s must not share memory "
+                                 "with %s",
+                                 names[output], names[other]);
+            }
+        }
+    }
+    return FP8Q_OK;
+}
+
 fp8q_status fp8q_norm_quantize_describe(
     const fp8q_view *x, const fp8q_view *weight, const fp8q_view *bias,
     const fp8q_view *normed, const fp8q_view *codes, const fp8q_view *scale,
@@ -202,7 +237,9 @@ fp8q_status fp8q_norm_quantize_describe(
         check_holds(normed, "normed", x->dtype, size, error) != FP8Q_OK ||
         check_holds(codes, "codes", FP8Q_FLOAT8_E4M3FN, size, error) !=
             FP8Q_OK ||
-        check_holds(scale, "scale", FP8Q_FLOAT32, rows, error) != FP8Q_OK) {
+        check_holds(scale, "scale", FP8Q_FLOAT32, rows, error) != FP8Q_OK ||
+        check_apart(x, weight, bias, normed, codes, scale, error) !=
+            FP8Q_OK) {
         return FP8Q_ERROR_VALUE;
     }
     memset(args, 0, sizeof *args);

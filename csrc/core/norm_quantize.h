@@ -65,7 +65,9 @@ typedef struct fp8q_norm_quantize_args {
  * "norm_quantize: x must have a last axis of at least 1 element", or
  * "norm_quantize: NAME must hold N DTYPE values, got N' DTYPE'" for the
  * first of weight, bias, normed, codes and scale that does not fit (the
- * dtypes themselves are fp8q_norm_quantize_check's).
+ * dtypes themselves are fp8q_norm_quantize_check's), or "norm_quantize:
+ * OUTPUT must not share memory with OTHER" for an output whose bytes meet
+ * an input's or another output's (fp8q_view_spans_overlap).
  */
 fp8q_status fp8q_norm_quantize_describe(
     const fp8q_view *x, const fp8q_view *weight, const fp8q_view *bias,
