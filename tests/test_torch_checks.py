@@ -205,6 +205,58 @@ def test_load_state_dict_refuses_bad_values_and_loads_nothing(tensor, seed):
         assert torch.equal(raw(value), before[name]), name
 
 
+@pytest.mark.parametrize("kind", ["weight-only", "block"])
+def test_input_scale_into_a_layer_without_one_is_an_unexpected_key(kind,
+                                                                    seed):
+    """A state dict's input_scale (a frozen W8A8 layer's, valid or not)
+    loading into a layer that takes none (weight-only, block scales) is
+    what nn.Linear makes of a key it does not have: unexpected with
+    strict=True, skipped with strict=False, where the rest loads."""
+    source = layer(seed, activations="e4m3")
+    source.set_input_scale(0.25)
+    settings = ({"activations": None} if kind == "weight-only"
+                else {"activations": "e4m3", "granularity": "block"})
+    for value in (torch.tensor(0.25), torch.tensor([0.5, 0.5]),
+                  torch.tensor(-1.0)):
+        target = fpt.Linear.from_linear(torch.nn.Linear(64, 32), **settings)
+        theirs = {name: t.detach().clone() for name, t in
+                  target.state_dict().items()}
+        theirs["bias"] = source.bias.detach().clone()
+        theirs["input_scale"] = value
+        with pytest.raises(RuntimeError, match=r'Unexpected key\(s\) in '
+                                               r'state_dict: "input_scale"'):
+            target.load_state_dict(theirs)
+        result = target.load_state_dict(theirs, strict=False)
+        assert result.unexpected_keys == ["input_scale"], value
+        assert target.input_scale is None
+        assert torch.equal(target.bias, source.bias)
+
+
+def test_a_bad_input_scale_is_reported_naming_its_key(seed):
+    """An input_scale of another shape than one scale is a load_state_dict
+    error naming the key and the layer, for a layer with or without a
+    static scale yet, and nothing of the layer loads."""
+    for frozen in (False, True):
+        model = torch.nn.Sequential(torch.nn.Linear(64, 32))
+        fpt.quantize(model, activations="e4m3")
+        if frozen:
+            model[0].set_input_scale(0.25)
+        before = {name: raw(t).clone()
+                  for name, t in model.state_dict().items()}
+        theirs = {"0." + name: t.detach().clone() for name, t in
+                  layer(seed, activations="e4m3").state_dict().items()}
+        theirs["0.input_scale"] = torch.tensor([0.5, 0.5])
+        for strict in (True, False):
+            with pytest.raises(RuntimeError, match=r"fp8q\.torch\.Linear "
+                                                   r"'0' .*state_dict\['0\."
+                                                   r"input_scale'\]: .*got "
+                                                   r"shape \(2,\)"):
+                model.load_state_dict(theirs, strict=strict)
+            assert model.state_dict().keys() == before.keys()
+            for name, value in model.state_dict().items():
+                assert torch.equal(raw(value), before[name]), name
+
+
 def _corrupt_scale(fp8_layer, value):
     """Writes `value` into the layer's first weight scale, past every
     check (as a tool writing the tensor's memory would)."""

@@ -160,6 +160,58 @@ def test_include_exclude_patterns(seed):
         fpt.quantize(torch.nn.Linear(4, 4))
 
 
+class TiedLinears(torch.nn.Module):
+    """One nn.Linear registered at two paths (a and b, as tied layers are)
+    between two of its own."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = torch.nn.Linear(64, 32)
+        self.a = torch.nn.Linear(32, 32)
+        self.b = self.a
+        self.last = torch.nn.Linear(32, 16)
+
+    def forward(self, x):
+        return self.last(self.b(torch.relu(self.a(self.first(x)))))
+
+
+def test_a_linear_shared_by_two_paths_stays_one_layer(seed, caplog):
+    """quantize turns a Linear registered under two names into one
+    fp8q.torch.Linear set at both (m.a is m.b still holds, none of it left
+    in float, the output that of a model quantized without the sharing);
+    include matches it through either name, exclude through either keeps
+    it float at both."""
+    torch.manual_seed(seed % (2 ** 31))
+    reference = TiedLinears()
+    x = torch.randn(5, 64)
+    for include, exclude, quantized in ((None, None, True),
+                                        (["b"], None, True),
+                                        (None, ["b"], False)):
+        model = copy.deepcopy(reference)
+        with caplog.at_level("INFO", logger="fp8q.torch"):
+            fpt.quantize(model, include=include, exclude=exclude)
+        summary = caplog.records[-1].fp8q_summary
+        assert model.a is model.b, (include, exclude)
+        assert isinstance(model.a, fpt.Linear) == quantized, (include,
+                                                              exclude)
+        assert [name for name, module in model.named_modules()
+                if module is model.a] == ["a"]
+        if include is None and exclude is None:
+            assert summary.quantized == 3
+            assert "Linear" not in summary.left_in_float, summary
+            # The same layers as quantizing each object on its own gives.
+            expected = copy.deepcopy(reference)
+            expected.a = expected.b = fpt.Linear.from_linear(reference.a)
+            expected.first = fpt.Linear.from_linear(reference.first)
+            expected.last = fpt.Linear.from_linear(reference.last)
+            with torch.no_grad():
+                assert torch.equal(model(x), expected(x)), f"seed={seed}"
+        elif quantized:
+            assert summary.quantized == 1
+        else:
+            assert summary.left_in_float == {"Linear": 1}, summary
+
+
 def test_quantizing_a_weight_has_no_gradient(seed):
     weight = torch.randn(16, 32, requires_grad=True)
     codes, scale = torch.ops.fp8q.quantize_weight(weight, torch.float8_e4m3fn,
@@ -325,6 +377,46 @@ def test_a_model_mid_calibration_copies_and_pickles(rng, seed):
                 scales, [layer.input_scale for layer in twin.modules()
                          if isinstance(layer, fpt.Linear)])), \
                 (method, f"seed={seed}")
+
+
+def test_a_copy_made_during_calibration_stops_recording_after_it(rng,
+                                                                 seed):
+    """A copy.deepcopy or torch.save/torch.load copy of a model made inside
+    calibrate(model) records its own inputs while that block runs and none
+    after it (its hook is removed at its next call), freezes, and runs
+    after freeze; it freezes to the scales of the original, which saw the
+    same batches."""
+    import io
+    model = fpt.quantize(mlp(seed), activations="e4m3")
+    batches = calibration_batches(rng)
+    with fpt.calibrate(model), torch.no_grad():
+        model(batches[0])
+        buffer = io.BytesIO()
+        torch.save(model, buffer)
+        buffer.seek(0)
+        copies = [copy.deepcopy(model),
+                  torch.load(buffer, weights_only=False)]
+        for batch in batches[1:]:
+            for each in (model, *copies):
+                each(batch)
+    fpt.freeze(model)
+    scales = [layer.input_scale for layer in model.modules()
+              if isinstance(layer, fpt.Linear)]
+    for twin in copies:
+        # Far larger than any batch of the block: recorded, it would
+        # change the first layer's scale.
+        with torch.no_grad():
+            twin(batches[0] * 1000.0)
+        assert not any(layer._forward_pre_hooks
+                       for layer in twin.modules()), f"seed={seed}"
+        torch.save(twin, io.BytesIO())
+        fpt.freeze(twin)
+        assert all(torch.equal(mine, theirs) for mine, theirs in zip(
+            scales, [layer.input_scale for layer in twin.modules()
+                     if isinstance(layer, fpt.Linear)])), f"seed={seed}"
+        with torch.no_grad():
+            assert torch.equal(twin(batches[1]), model(batches[1])), \
+                f"seed={seed}"
 
 
 def test_freeze_reduces_across_ranks(tmp_path, rng, seed):

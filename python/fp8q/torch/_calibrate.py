@@ -1,7 +1,7 @@
 """fp8q.torch.calibrate and freeze: static activation scales for the
 fp8q.torch.Linear layers of a model, from fp8q.calib's calibrators."""
 import contextlib
-import functools
+import uuid
 
 import torch
 
@@ -81,30 +81,45 @@ def calibrate(model, method="max", *, momentum=None, skip_nonfinite=False,
     that held them). The statistics stay
     on each layer until freeze(model) turns them into input_scale (they
     can be copied and pickled meanwhile: copy.deepcopy(model) and
-    torch.save(model) work); when the block raises, or that final read
-    does, they are dropped, so freeze(model) cannot use incomplete ones.
+    torch.save(model) work, and a copy made inside the block records its
+    own inputs only while the block runs); when the block raises, or that
+    final read does, they are dropped, so freeze(model) cannot use
+    incomplete ones.
     Calibrating again starts over. ValueError when the model has no layer
     to calibrate."""
     layers = _calibrated_layers(model)
+    session = uuid.uuid4().hex
     handles = []
-    for name, layer in layers:
-        layer._calibration = (_new_calibrator(method, momentum,
-                                              method_options),
-                              method, dict(method_options))
-        handles.append(layer.register_forward_pre_hook(
-            functools.partial(_record_input, name, skip_nonfinite)))
+    _ACTIVE_SESSIONS.add(session)
     try:
-        yield model
         for name, layer in layers:
-            _settle(name, layer._calibration[0])
-    except BaseException:
-        # Incomplete statistics are not left for freeze() to use.
-        for _, layer in layers:
-            del layer._calibration
-        raise
+            layer._calibration = (_new_calibrator(method, momentum,
+                                                  method_options),
+                                  method, dict(method_options), session)
+            handles.append(layer.register_forward_pre_hook(
+                _InputRecorder(name, skip_nonfinite, session)))
+        try:
+            yield model
+            for name, layer in layers:
+                _settle(name, layer._calibration[0])
+        except BaseException:
+            # Incomplete statistics are not left for freeze() to use.
+            for _, layer in layers:
+                del layer._calibration
+            raise
     finally:
+        # Copies of the model made meanwhile (copy.deepcopy, torch.save)
+        # carry a hook of this session too: ending it makes theirs inert.
+        _ACTIVE_SESSIONS.discard(session)
         for handle in handles:
             handle.remove()
+
+
+# The calibrate() blocks running now, by session token: a hook records only
+# while its session is in here. The token is a string, so a copy of a model
+# (copy.deepcopy keeps it as it is, pickle as an equal string) carries its
+# session, and one unpickled in another process matches none.
+_ACTIVE_SESSIONS = set()
 
 
 def _settle(name, calibrator):
@@ -117,15 +132,44 @@ def _settle(name, calibrator):
                          f"{error}") from None
 
 
-def _record_input(name, skip_nonfinite, layer, inputs):
-    # A GPU batch is reduced on the GPU by the calibrator (on torch's
-    # stream, after the work that wrote it), with no host wait.
-    try:
-        layer._calibration[0].update(from_torch(inputs[0]),
-                                     skip_nonfinite=skip_nonfinite)
-    except ValueError as error:
-        raise ValueError(f"calibrate: the input of layer {name!r}: "
-                         f"{error}") from None
+class _InputRecorder:
+    """The forward pre-hook of a calibrated layer: feeds its input to the
+    layer's calibrator while the calibrate() block of `session` runs and
+    the layer's statistics are that session's. The hook of a copy of the
+    model (copy.deepcopy or torch.save while the block ran) outlives the
+    block: it then records nothing and removes itself at its next call.
+    Plain attributes of a module-level class: it copies and pickles."""
+
+    def __init__(self, name, skip_nonfinite, session):
+        self.name = name
+        self.skip_nonfinite = skip_nonfinite
+        self.session = session
+
+    def __call__(self, layer, inputs):
+        if self.session not in _ACTIVE_SESSIONS:
+            self._remove_from(layer)
+            return
+        calibration = getattr(layer, "_calibration", None)
+        if calibration is None or calibration[3:] != (self.session,):
+            # Frozen meanwhile, or calibrating in a later session.
+            return
+        # A GPU batch is reduced on the GPU by the calibrator (on torch's
+        # stream, after the work that wrote it), with no host wait.
+        try:
+            calibration[0].update(from_torch(inputs[0]),
+                                  skip_nonfinite=self.skip_nonfinite)
+        except ValueError as error:
+            raise ValueError(f"calibrate: the input of layer "
+                             f"{self.name!r}: {error}") from None
+
+    def _remove_from(self, layer):
+        # What RemovableHandle.remove() does, for a hook whose handle
+        # stayed with the original model. Module.__call__ iterates over a
+        # copy of the hooks, so this is safe from inside one.
+        for hook_id, hook in list(layer._forward_pre_hooks.items()):
+            if hook is self:
+                del layer._forward_pre_hooks[hook_id]
+                layer._forward_pre_hooks_with_kwargs.pop(hook_id, None)
 
 
 def _distributed():
@@ -166,7 +210,7 @@ def freeze(model):
         calibration = getattr(layer, "_calibration", None)
         if calibration is None:
             continue
-        calibrator, method, options = calibration
+        calibrator, method, options = calibration[:3]
         if calibrator.amax is None and not _distributed():
             raise ValueError(f"freeze: layer {name!r} saw no input during "
                              "calibration; run samples through the model "

@@ -102,6 +102,20 @@ def _decomposition_compiles(x):
                                                 x.device.index)
 
 
+def _input_scale_problem(value):
+    """What keeps a state dict's input_scale from being a layer's static
+    activation scale (a float32 () buffer), in words, or None: not a
+    tensor, a shape torch's loading would not copy into a () buffer (it
+    takes () and, for old checkpoints, (1,)), or a value that is not
+    finite and > 0 as float32."""
+    if not isinstance(value, torch.Tensor):
+        return f"expected a tensor, got {type(value).__name__}"
+    if value.shape not in ((), (1,)):
+        return (f"expected a single scale, shape () (the layer's "
+                f"input_scale), got shape {tuple(value.shape)}")
+    return _checks.scale_problem(value.detach().to(torch.float32))
+
+
 class Linear(torch.nn.Linear):
     """y = x @ dequantize(weight).T + bias with an FP8 weight.
 
@@ -382,16 +396,27 @@ class Linear(torch.nn.Linear):
             error_msgs.append(mismatch)
             return
         # Scales that are not finite and > 0, or NaN codes: nothing of this
-        # layer loads either.
+        # layer loads either. An input_scale counts only for a layer that
+        # takes one; for another (weight-only, block scales) it is a key
+        # torch's loading reports as unexpected (strict) or skips.
+        key = prefix + "input_scale"
+        takes_input_scale = (self.activations is not None
+                             and self.granularity != "block")
         problem = _checks.storage_problem(
-            *(state_dict.get(prefix + name) for name in STORAGE))
+            state_dict.get(prefix + "weight"),
+            state_dict.get(prefix + "weight_scale"))
+        if problem is None and takes_input_scale and key in state_dict:
+            problem = _input_scale_problem(state_dict[key])
+            if problem is not None:
+                problem = ("input_scale", problem)
         if problem is not None:
             error_msgs.append(f"{_checks.describe(self)}: state_dict"
                               f"[{prefix + problem[0]!r}]: {problem[1]}")
             return
         # A frozen checkpoint has input_scale: make room for it.
-        if self.input_scale is None and prefix + "input_scale" in state_dict:
-            self.set_input_scale(state_dict[prefix + "input_scale"])
+        if (takes_input_scale and self.input_scale is None
+                and key in state_dict):
+            self.set_input_scale(state_dict[key])
         super()._load_from_state_dict(state_dict, prefix, local_metadata,
                                       strict, missing_keys, unexpected_keys,
                                       error_msgs)

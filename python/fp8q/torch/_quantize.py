@@ -116,7 +116,12 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
     twice with the same arguments changes nothing, and a second call can
     quantize the layers a first one excluded); other settings are a
     ValueError naming the layer. ValueError when a pattern matches no
-    Linear (a typo would otherwise quantize nothing silently).
+    Linear (a typo would otherwise quantize nothing silently). A Linear
+    registered under several names (a tied or shared layer) is one layer:
+    a pattern matches it when it matches any of its names, and it becomes
+    one fp8q.torch.Linear set at every one of them (the sharing is kept),
+    unless exclude matches one of its names (then it stays float at all
+    of them).
 
     A transformers model (PreTrainedModel) also gets fp8q's transformers
     quantizer and quantization_config, as from_pretrained with
@@ -152,7 +157,10 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
                          "norm writes per-token FP8 codes)")
     include = _patterns(include, "include")
     exclude = _patterns(exclude, "exclude") or []
-    linears = [(name, module) for name, module in model.named_modules()
+    # Every name of every Linear: a module registered at several paths (a
+    # tied layer) is listed once per path, and grouped by identity below.
+    linears = [(name, module) for name, module
+               in model.named_modules(remove_duplicate=False)
                if isinstance(module, (torch.nn.Linear, Linear))]
     for argument, patterns in (("include", include or []),
                                ("exclude", exclude)):
@@ -162,24 +170,35 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
         if unused:
             raise ValueError(f"{argument}: no nn.Linear module of the model "
                              f"matches {unused}")
-    chosen = [(name, module) for name, module in linears
-              if (include is None or _matches(name, include))
-              and not _matches(name, exclude)]
-    if any(name == "" for name, _ in chosen):
+    names = {}  # id(module) -> [its names, in named_modules order]
+    modules = {}  # id(module) -> module
+    for name, module in linears:
+        names.setdefault(id(module), []).append(name)
+        modules[id(module)] = module
+    # A pattern matches a shared module when it matches any of its names:
+    # it is quantized once, at all of them, unless exclude names one.
+    chosen = [(names[key][0], module) for key, module in modules.items()
+              if (include is None
+                  or any(_matches(name, include) for name in names[key]))
+              and not any(_matches(name, exclude) for name in names[key])]
+    if any("" in names[id(module)] for _, module in chosen):
         raise ValueError("quantize: the model itself is an nn.Linear; use "
                          "fp8q.torch.Linear.from_linear(model)")
     already = [(name, module) for name, module in chosen
                if isinstance(module, Linear)]
     _check_requantization(already, request)
     before = weight_bytes(model)
-    layers = _quantized_layers(
-        [(name, module) for name, module in chosen
-         if not isinstance(module, Linear)],
-        weights=weights, activations=activations, granularity=granularity)
-    for name, layer in layers.items():
-        parent_name, _, child = name.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, layer)
+    floats = [(name, module) for name, module in chosen
+              if not isinstance(module, Linear)]
+    layers = _quantized_layers(floats, weights=weights,
+                               activations=activations,
+                               granularity=granularity)
+    for first, module in floats:
+        for name in names[id(module)]:
+            parent_name, _, child = name.rpartition(".")
+            parent = (model.get_submodule(parent_name) if parent_name
+                      else model)
+            setattr(parent, child, layers[first])
     fused, unfused = (fuse_decoder_norms(model, reads_per_token_codes)
                       if fuse_norms else ((), ()))
     summary = QuantizeSummary(
