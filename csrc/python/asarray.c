@@ -181,6 +181,15 @@ static int only_python_numbers(PyArrayObject *array)
     return 1;
 }
 
+/* Whether `object` holds values but no memory to view: a list, tuple,
+ * Python number or NumPy scalar (NumPy copies them into a new array). */
+static int has_no_memory(PyObject *object)
+{
+    return PyList_Check(object) || PyTuple_Check(object) ||
+           PyLong_Check(object) || PyFloat_Check(object) ||
+           PyArray_IsScalar(object, Generic);
+}
+
 /* A NumPy array for any other input (buffer-protocol objects through a
  * memoryview, scalars and nested sequences through NumPy). *fresh tells
  * whether its memory is new. */
@@ -223,10 +232,21 @@ static PyArrayObject *numpy_from_other(PyObject *object,
         }
         return NULL;
     }
-    *fresh = PyList_Check(object) || PyTuple_Check(object) ||
-             PyLong_Check(object) || PyFloat_Check(object) ||
-             PyArray_IsScalar(object, Generic);
+    *fresh = has_no_memory(object);
     return (PyArrayObject *)array;
+}
+
+int fp8q_py_refuse_without_memory(PyObject *object, const char *argument_name)
+{
+    if (!has_no_memory(object)) {
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError,
+                 "Unable to avoid copy while converting %s (an object of type "
+                 "%.200s, whose values are copied into a new array) as "
+                 "requested (copy=False)",
+                 argument_name, Py_TYPE(object)->tp_name);
+    return -1;
 }
 
 /* A Python float or int (exactly those types) or a NumPy float32 scalar as
@@ -316,17 +336,6 @@ fp8q_TensorObject *fp8q_tensor_from_object(PyObject *object,
     if (array == NULL) {
         return NULL;
     }
-    if (fresh && copy == FP8Q_COPY_NEVER) {
-        /* A list, tuple or scalar has no memory to view (an output written
-         * there would be lost). */
-        PyErr_Format(PyExc_ValueError,
-                     "Unable to avoid copy while converting %s (an object of "
-                     "type %.200s, whose values are copied into a new array) "
-                     "as requested (copy=False)",
-                     argument_name, Py_TYPE(object)->tp_name);
-        Py_DECREF(array);
-        return NULL;
-    }
     tensor = from_numpy_array(array, argument_name, dtype, copy, fresh,
                               object);
     Py_DECREF(array);
@@ -372,6 +381,10 @@ static PyObject *asarray(PyObject *module, PyObject *const *args,
         PyErr_Format(PyExc_TypeError,
                      "copy: expected None, True or False, got %R",
                      copy_object);
+        return NULL;
+    }
+    if (copy == FP8Q_COPY_NEVER &&
+        fp8q_py_refuse_without_memory(object, "obj") < 0) {
         return NULL;
     }
     tensor = fp8q_tensor_from_object(object, "obj", target, copy);

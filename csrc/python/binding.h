@@ -401,6 +401,14 @@ fp8q_TensorObject *fp8q_tensor_from_object(PyObject *object,
                                            const char *argument_name,
                                            int dtype, int copy);
 
+/* copy=False's refusal of an `object` that holds values but no memory to
+ * view (a list, tuple, Python number or NumPy scalar: NumPy 2 refuses them
+ * too), for fp8q.asarray and outputs, where a copy would lose what is
+ * written. 0, or -1 with ValueError "Unable to avoid copy while converting
+ * <argument_name> ..." (fp8q_tensor_from_object itself takes them under
+ * FP8Q_COPY_NEVER, for inputs that must only not be converted). */
+int fp8q_py_refuse_without_memory(PyObject *object, const char *argument_name);
+
 /* ------------------------------------------------------------------------- */
 /* output_arguments.c                                                        */
 

@@ -19,8 +19,11 @@ static fp8q_TensorObject *amax_output(PyObject *object,
                                       const fp8q_TensorObject *out)
 {
     static const char *const names[3] = {"x", "scale=", "out="};
-    fp8q_TensorObject *amax = fp8q_tensor_from_object(object, "amax_out", -1,
-                                                      FP8Q_COPY_NEVER);
+    fp8q_TensorObject *amax =
+        fp8q_py_refuse_without_memory(object, "amax_out") < 0
+            ? NULL
+            : fp8q_tensor_from_object(object, "amax_out", -1,
+                                      FP8Q_COPY_NEVER);
     const fp8q_view *others[3];
     fp8q_error error;
 
@@ -77,8 +80,10 @@ PyDoc_STRVAR(
     "producer such as a torch tensor, writable buffer), of x's shape and of\n"
     "dtype `dtype`; it must not partially overlap x or scale.\n"
     "amax_out: a writable float32 tensor (or array) of one element, on x's\n"
-    "device: receives max |float32(x)| over all of x, before scaling (NaN\n"
-    "when x holds a NaN), as fp8q.amax(x) would give it. On CUDA it is\n"
+    "device, sharing no memory with x, scale or out: receives\n"
+    "max |float32(x)| over all of x as given (before scaling, and before an\n"
+    "in-place cast with out=x; NaN when x holds a NaN), as fp8q.amax(x)\n"
+    "would give it. On CUDA it is\n"
     "computed in the same pass as the cast (delayed scaling: cast with\n"
     "last step's scale, record this step's amax).\n"
     "\n"
