@@ -211,6 +211,12 @@ def casts_take_the_fp8_kernel_where_it_applies():
         assert names == ["fp8q_transpose"], (dtype, names)
         assert bytes(memoryview(result[0].cpu())) == bytes(
             memoryview(fp8q.asarray(host.numpy().T))), dtype
+        # In place (out= x itself): nothing to move, nothing launched or
+        # copied (a copy onto itself is undefined for cuMemcpyAsync).
+        before = len(calls())
+        assert launches(lambda: fp8q.cast(x, dtype, out=x)) == []
+        assert "cuMemcpyAsync" not in calls()[before:], dtype
+        assert bytes(memoryview(x.cpu())) == bytes(memoryview(host)), dtype
 
     # Dequantize: the scales' groups must hold whole vectors (8 codes, 4
     # for float32) for fp8q_cast_from_fp8, whole 16-code vectors (rows of

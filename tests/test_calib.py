@@ -1368,7 +1368,7 @@ def test_histogram_state_rejected():
 
 def test_histogram_merge_refuses_a_total_past_int64():
     """Counts whose sum would pass 2**63 - 1 are refused, nothing changed
-    (a merge once wrapped them to negative counts)."""
+    (a merge once wrapped the total, and a bin's count past it, negative)."""
     cal = HistogramCalibrator(bins=8)
     cal.update(np.array([1.0, 2.0, 3.0], np.float32))
     state = cal.state_dict()
@@ -1378,6 +1378,10 @@ def test_histogram_merge_refuses_a_total_past_int64():
         cal.merge(cal)
     assert np.array_equal(cal.counts, state["counts"])
     assert cal.total_count == 3 * 2 ** 61
+    # Loaded, such a total is refused too (it wrapped to nothing counted).
+    state["counts"] = state["counts"] * 2
+    with pytest.raises(ValueError, match="their total passes 2\\*\\*63 - 1"):
+        cal.load_state_dict(state)
 
 
 # ---------------------------------------------------------------------------

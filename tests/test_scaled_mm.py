@@ -435,6 +435,10 @@ def test_amax_out_sharing_memory_is_refused(rng):
             fp8q.scaled_mm(a, b, scale_a, scale_b, out_dtype="float32",
                            out=out, amax_out=amax_out)
     np.testing.assert_array_equal(out, 0)
+    # A NumPy scalar has no memory to write into (the amax was lost).
+    with pytest.raises(ValueError, match="amax_out.*numpy.float32"):
+        fp8q.scaled_mm(a, b, scale_a, scale_b, out_dtype="float32",
+                       amax_out=np.float32(0))
 
 
 # --------------------------------------------------------------------------

@@ -86,9 +86,9 @@ fp8q_status fp8q_view_recut_last_axis(const fp8q_view *view, fp8q_dtype dtype,
     if (old_size == new_size) {
         return FP8Q_OK;
     }
-    /* Extents and strides in the new elements must stay int64 (an empty
-     * tensor's may be as large as any int64). */
-    for (axis = 0; axis <= last && old_size > new_size; axis++) {
+    /* Extents and strides times the old itemsize (the products below)
+     * must stay int64: an empty tensor's may be as large as any int64. */
+    for (axis = 0; axis <= last; axis++) {
         const int64_t limit = INT64_MAX / old_size;
         if (view->shape[axis] > limit || view->strides[axis] > limit ||
             view->strides[axis] < -limit) {

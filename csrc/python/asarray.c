@@ -181,9 +181,7 @@ static int only_python_numbers(PyArrayObject *array)
     return 1;
 }
 
-/* Whether `object` holds values but no memory to view: a list, tuple,
- * Python number or NumPy scalar (NumPy copies them into a new array). */
-static int has_no_memory(PyObject *object)
+int fp8q_py_has_no_memory(PyObject *object)
 {
     return PyList_Check(object) || PyTuple_Check(object) ||
            PyLong_Check(object) || PyFloat_Check(object) ||
@@ -232,13 +230,13 @@ static PyArrayObject *numpy_from_other(PyObject *object,
         }
         return NULL;
     }
-    *fresh = has_no_memory(object);
+    *fresh = fp8q_py_has_no_memory(object);
     return (PyArrayObject *)array;
 }
 
 int fp8q_py_refuse_without_memory(PyObject *object, const char *argument_name)
 {
-    if (!has_no_memory(object)) {
+    if (!fp8q_py_has_no_memory(object)) {
         return 0;
     }
     PyErr_Format(PyExc_ValueError,

@@ -401,6 +401,10 @@ fp8q_TensorObject *fp8q_tensor_from_object(PyObject *object,
                                            const char *argument_name,
                                            int dtype, int copy);
 
+/* Whether `object` holds values but no memory to view: a list, tuple,
+ * Python number or NumPy scalar (NumPy copies them into a new array). */
+int fp8q_py_has_no_memory(PyObject *object);
+
 /* copy=False's refusal of an `object` that holds values but no memory to
  * view (a list, tuple, Python number or NumPy scalar: NumPy 2 refuses them
  * too), for fp8q.asarray and outputs, where a copy would lose what is
@@ -433,7 +437,8 @@ int fp8q_py_check_host_scales(const fp8q_TensorObject *scale,
 /*
  * Whether `object` can be an output argument, viewed in place: 1 for an
  * fp8q.Tensor, a NumPy array of a dtype fp8q stores, a DLPack producer or a
- * buffer (its dtype, device and layout still to be checked); 0 with *given a
+ * buffer (its dtype, device and layout still to be checked), not one that
+ * has no memory (fp8q_py_has_no_memory: a NumPy scalar); 0 with *given a
  * new string that says what it is instead ("a NumPy array of dtype
  * float64", "an object of type list"); -1 with an exception.
  */

@@ -73,8 +73,11 @@ int fp8q_py_output_kind(PyObject *object, PyObject **given)
         }
         return found;
     }
-    if (fp8q_Tensor_Check(object) || PyObject_CheckBuffer(object) ||
-        fp8q_py_has_dlpack(object)) {
+    /* A NumPy scalar exports a buffer, but what is written would land in
+     * a copy of it. */
+    if (!fp8q_py_has_no_memory(object) &&
+        (fp8q_Tensor_Check(object) || PyObject_CheckBuffer(object) ||
+         fp8q_py_has_dlpack(object))) {
         return 1;
     }
     *given = PyUnicode_FromFormat("an object of type %.200s",

@@ -201,6 +201,15 @@ void test_view_recut_and_transpose(void)
                                            &error),
                  &error);
         CHECK_INT(out.shape[1], (int64_t)1 << 60);
+        /* Growing, the products shape * old itemsize overflow as well:
+         * float16 (0, 2**62 + 2) as float32. */
+        view.dtype = FP8Q_FLOAT16;
+        view.shape[1] = ((int64_t)1 << 62) + 2;
+        view.strides[0] = ((int64_t)1 << 62) + 2;
+        CHECK_ERROR(fp8q_view_recut_last_axis(&view, FP8Q_FLOAT32, &out, "V",
+                                              &error),
+                    &error, FP8Q_ERROR_VALUE, "would not fit in an int64",
+                    NULL, NULL);
     }
 }
 

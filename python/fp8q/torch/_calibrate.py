@@ -168,7 +168,8 @@ class _InputRecorder:
         # copy of the hooks, so this is safe from inside one.
         for hook_id, hook in list(layer._forward_pre_hooks.items()):
             if hook is self:
-                del layer._forward_pre_hooks[hook_id]
+                # pop: two threads may both find it.
+                layer._forward_pre_hooks.pop(hook_id, None)
                 layer._forward_pre_hooks_with_kwargs.pop(hook_id, None)
 
 

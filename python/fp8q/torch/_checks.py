@@ -136,23 +136,21 @@ def code_problem(codes, dtype):
             "would make the layer's outputs NaN")
 
 
-def storage_problem(weight, weight_scale, input_scale=None):
+def storage_problem(weight, weight_scale):
     """(name, problem) for the first of the FP8 `weight` (its codes,
-    code_problem), `weight_scale` and `input_scale` (scale_problem) whose
-    values a layer must not hold, or None; tensors that are None, not
-    float, or (the weight) not FP8 are skipped: their dtype is checked
-    elsewhere."""
+    code_problem) and `weight_scale` (scale_problem) whose values a layer
+    must not hold, or None; tensors that are None, not float, or (the
+    weight) not FP8 are skipped: their dtype is checked elsewhere."""
     if (isinstance(weight, torch.Tensor)
             and weight.dtype in NON_FINITE_MAGNITUDE):
         problem = code_problem(weight, weight.dtype)
         if problem is not None:
             return "weight", problem
-    for name, scale in (("weight_scale", weight_scale),
-                        ("input_scale", input_scale)):
-        if isinstance(scale, torch.Tensor) and scale.dtype in SCALE_DTYPES:
-            problem = scale_problem(scale)
-            if problem is not None:
-                return name, problem
+    if (isinstance(weight_scale, torch.Tensor)
+            and weight_scale.dtype in SCALE_DTYPES):
+        problem = scale_problem(weight_scale)
+        if problem is not None:
+            return "weight_scale", problem
     return None
 
 

@@ -396,16 +396,18 @@ class Linear(torch.nn.Linear):
             error_msgs.append(mismatch)
             return
         # Scales that are not finite and > 0, or NaN codes: nothing of this
-        # layer loads either. An input_scale counts only for a layer that
-        # takes one; for another (weight-only, block scales) it is a key
-        # torch's loading reports as unexpected (strict) or skips.
+        # layer loads either. An input_scale counts for a layer that takes
+        # one or holds one (quanto_compat's QLinear always does); for
+        # another (weight-only, block scales) it is a key torch's loading
+        # reports as unexpected (strict) or skips.
         key = prefix + "input_scale"
         takes_input_scale = (self.activations is not None
                              and self.granularity != "block")
         problem = _checks.storage_problem(
             state_dict.get(prefix + "weight"),
             state_dict.get(prefix + "weight_scale"))
-        if problem is None and takes_input_scale and key in state_dict:
+        if (problem is None and key in state_dict
+                and (takes_input_scale or self.input_scale is not None)):
             problem = _input_scale_problem(state_dict[key])
             if problem is not None:
                 problem = ("input_scale", problem)
