@@ -366,6 +366,12 @@ class Linear(torch.nn.Linear):
                             if id(tensor) in storage else fn(tensor)),
             recurse)
 
+    @property
+    def _takes_input_scale(self):
+        """Whether the layer can hold a static input_scale: FP8 activations
+        and "row" or "tensor" weight scales (set_input_scale's rule)."""
+        return self.activations is not None and self.granularity != "block"
+
     def set_input_scale(self, scale):
         """Makes activations static: x is quantized with this float32
         dequantization scale (finite, > 0) instead of per token. Needs
@@ -401,13 +407,12 @@ class Linear(torch.nn.Linear):
         # another (weight-only, block scales) it is a key torch's loading
         # reports as unexpected (strict) or skips.
         key = prefix + "input_scale"
-        takes_input_scale = (self.activations is not None
-                             and self.granularity != "block")
         problem = _checks.storage_problem(
             state_dict.get(prefix + "weight"),
             state_dict.get(prefix + "weight_scale"))
         if (problem is None and key in state_dict
-                and (takes_input_scale or self.input_scale is not None)):
+                and (self._takes_input_scale
+                     or self.input_scale is not None)):
             problem = _input_scale_problem(state_dict[key])
             if problem is not None:
                 problem = ("input_scale", problem)
@@ -416,7 +421,7 @@ class Linear(torch.nn.Linear):
                               f"[{prefix + problem[0]!r}]: {problem[1]}")
             return
         # A frozen checkpoint has input_scale: make room for it.
-        if (takes_input_scale and self.input_scale is None
+        if (self._takes_input_scale and self.input_scale is None
                 and key in state_dict):
             self.set_input_scale(state_dict[key])
         super()._load_from_state_dict(state_dict, prefix, local_metadata,

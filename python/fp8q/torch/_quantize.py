@@ -94,8 +94,8 @@ def reads_per_token_codes(layer):
     """Whether `layer` can take a fused norm's codes: an fp8q.torch.Linear
     quantizing its activations per token (e4m3, no static input_scale,
     "row" or "tensor" weight scales)."""
-    return (isinstance(layer, Linear) and layer.activations is not None
-            and layer.granularity != "block" and layer.input_scale is None)
+    return (isinstance(layer, Linear) and layer._takes_input_scale
+            and layer.input_scale is None)
 
 
 def quantize(model, weights="e4m3", activations=None, granularity="row",
