@@ -8,6 +8,7 @@ of 256 threads on each: 32 blocks fill it.
 """
 import os
 
+import ml_dtypes
 import numpy as np
 
 import fp8q
@@ -728,6 +729,25 @@ def linear_weight_only_runs_every_row():
             "weight_only=False (x quantized) for this shape"), error
     else:
         raise AssertionError("K = 40 was taken by the weight-only kernels")
+
+
+def linear_without_input_features_gives_the_bias():
+    """fp8q.linear with K = 0 on the GPU: both products give the bias
+    (float16 here, rounded into the result's dtype) in every row, on x's
+    device, as on the CPU."""
+    w = fp8q.quantize(np.zeros((3, 0), np.float32),
+                      granularity="row").to("cuda")
+    bias = np.array([0.1, -2.0, 5.0], np.float16)
+    for weight_only in (False, True):
+        x = fp8q.asarray(np.zeros((4, 0), np.float32), dtype="bfloat16",
+                         device="cuda")
+        y = fp8q.linear(x, w, bias=fp8q.asarray(bias, device="cuda"),
+                        weight_only=weight_only)
+        assert y.device == "cuda:0" and y.dtype == "bfloat16", weight_only
+        got = np.asarray(fp8q.cast(y.cpu(), "float32"))
+        want = bias.astype(np.float32).astype(ml_dtypes.bfloat16)
+        assert np.array_equal(got, np.broadcast_to(
+            want.astype(np.float32), (4, 3))), (weight_only, got)
 
 
 def norm_quantize_runs_a_block_per_row():

@@ -32,6 +32,7 @@ def run_scenario(fake_driver, name, tmp_path, **options):
     "gemv_decodes_every_code",
     "gemv_declines_what_it_does_not_take",
     "linear_weight_only_runs_every_row",
+    "linear_without_input_features_gives_the_bias",
     "norm_quantize_runs_a_block_per_row",
 ])
 def test_kernel_scenario(fake_driver, name, tmp_path):

@@ -75,14 +75,38 @@ def test_weight_only_cpu_is_numpys_float32_product(granularity, shape):
 
 
 @pytest.mark.parametrize("weight_only", [False, True])
-def test_zero_in_features_is_refused_not_garbage(weight_only):
-    """K = 0: fp8q.linear refuses with ValueError on both products (the
-    weight-only CPU product used to return its uninitialised result, rows
-    taken as 0 while x had 2)."""
+@pytest.mark.parametrize("x_dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_zero_in_features_gives_the_bias_in_every_row(weight_only, x_dtype,
+                                                      with_bias):
+    """K = 0: every row of x @ w.T + bias is the bias rounded into the
+    result's dtype (zeros without a bias), as torch's linear gives it; it
+    used to be refused (and before that, the weight-only CPU product
+    returned its uninitialised result)."""
     w = fp8q.quantize(np.zeros((4, 0), np.float32), granularity="row")
-    x = np.zeros((2, 0), np.float32)
-    with pytest.raises(ValueError, match="in_features is 0"):
-        fp8q.linear(x, w, weight_only=weight_only)
+    x = np.zeros((2, 3, 0), x_dtype)
+    bias = np.array([1.1, -2.0, 3e-3, 7.0], np.float32) if with_bias else None
+    got = fp8q.linear(x, w, bias=bias, weight_only=weight_only)
+    row = bias if with_bias else np.zeros(4, np.float32)
+    assert got.shape == (2, 3, 4)
+    assert got.dtype == fp8q.dtype(np.dtype(x_dtype).name)
+    assert np.array_equal(np.asarray(got),
+                          np.broadcast_to(row.astype(x_dtype), (2, 3, 4)))
+
+
+def test_zero_in_features_of_a_quantized_x_is_bfloat16_bias():
+    """A QTensor x with K = 0 gives the bias in bfloat16, linear's result
+    dtype for a quantized x, or out_dtype when given."""
+    w = fp8q.quantize(np.zeros((2, 0), np.float32), granularity="row")
+    x = fp8q.quantize(np.zeros((5, 0), np.float32), granularity="row")
+    bias = np.array([0.1, 300.0], np.float32)
+    got = fp8q.linear(x, w, bias=bias)
+    assert got.dtype == fp8q.bfloat16
+    want = bias.astype(ml_dtypes.bfloat16).astype(np.float32)
+    assert np.array_equal(np.asarray(fp8q.cast(got, "float32")),
+                          np.broadcast_to(want, (5, 2)))
+    got = fp8q.linear(x, w, bias=bias, out_dtype="float32")
+    assert np.array_equal(np.asarray(got), np.broadcast_to(bias, (5, 2)))
 
 
 def test_weight_only_entry_checks_x_against_the_weight():

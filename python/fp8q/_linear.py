@@ -117,6 +117,18 @@ def _check_pairing(x_data, x, w, bias, n):
     return bias
 
 
+def _empty_sums(x_data, w, bias, out_dtype, stream):
+    """x @ w.T + bias for K = 0 input features: every row is the bias (or
+    zeros), rounded into out_dtype, as torch's linear gives it. One
+    scaled_mm of empty operands (its K = 0 product is the bias, on either
+    device); the C entry's product divides by K."""
+    rows = math.prod(x_data.shape[:-1])
+    empty = _C.empty((rows, 0), "float8_e4m3fn", device=x_data.device)
+    y = _C.scaled_mm(empty, w.data.T, scale_a=1.0, scale_b=1.0, bias=bias,
+                     out_dtype=out_dtype, stream=stream)
+    return y.reshape(x_data.shape[:-1] + (w.shape[0],))
+
+
 def linear(x, w, *, bias=None, out_dtype=None, weight_only=False,
            stream=None):
     """y = x @ w.T + bias with FP8 operands, the nn.Linear convention.
@@ -136,6 +148,7 @@ def linear(x, w, *, bias=None, out_dtype=None, weight_only=False,
     dequantized operands, accumulated in float32, bias added, rounded once)
     on the device of x and w (on a GPU: cuBLASLt, on `stream`, as every
     fp8q operation takes it).
+    K = 0 gives the bias (or zeros) in every row, as torch's linear does.
     A float x's token (row) holding NaN or infinity gives a row of NaN
     and leaves the other rows as without it (as fp8q.torch.Linear: both
     are one C call, fp8q._C.linear).
@@ -175,5 +188,9 @@ def linear(x, w, *, bias=None, out_dtype=None, weight_only=False,
         if weight_only:
             out_dtype = None
     bias = _check_pairing(x_data, x, w, bias, n)
+    if k == 0:
+        if out_dtype is None:
+            out_dtype = "bfloat16" if isinstance(x, QTensor) else x_data.dtype
+        return _empty_sums(x_data, w, bias, out_dtype, stream)
     return _C.linear(x_data, w.data, w.scale, scaling, bias, out_dtype,
                      weight_only, stream, x_scale)
