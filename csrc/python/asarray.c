@@ -69,6 +69,18 @@ static fp8q_TensorObject *view_numpy_array(PyArrayObject *array,
                                               !PyArray_ISWRITEABLE(array));
 }
 
+/* The dtype fp8q converts a user-defined NumPy dtype to: float32 when
+ * NumPy casts it there safely (every value exact: ml_dtypes' other floats
+ * and small ints, such as float8_e3m4, float4_e2m1fn or int4), else -1. */
+static int user_dtype_conversion(PyArray_Descr *descr)
+{
+    PyArray_Descr *float32 = PyArray_DescrFromType(NPY_FLOAT32);
+    const int safe = float32 != NULL && PyArray_CanCastTo(descr, float32);
+
+    Py_XDECREF(float32);
+    return safe ? FP8Q_FLOAT32 : -1;
+}
+
 /* A tensor for a NumPy array: viewed, or converted by NumPy first. `fresh`:
  * the array is a private copy already. `original`: the non-array object the
  * array was made from, or NULL when the caller passed an array. */
@@ -111,7 +123,7 @@ static fp8q_TensorObject *from_numpy_array(PyArrayObject *array,
         const int target_dtype =
             descr->type_num < NPY_USERDEF
                 ? fp8q_dtype_numpy_conversion(descr->kind, descr->type)
-                : -1;
+                : user_dtype_conversion(descr);
 
         if (target_dtype < 0) {
             if (original != NULL &&
