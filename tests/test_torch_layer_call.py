@@ -291,3 +291,16 @@ def test_layer_temporaries_go_back_to_torch(static):
             quantized(x)
         grown = _resident_bytes() - before
     assert grown < 64 << 20, f"resident memory grew by {grown} bytes"
+
+
+@pytest.mark.parametrize("granularity,activations,static", MODES,
+                         ids=MODE_IDS)
+def test_forward_takes_input_by_nn_linear_s_name(granularity, activations,
+                                                 static):
+    """forward(input=x), as nn.Linear's forward is called by keyword (its
+    argument is `input`), gives forward(x)'s bits; it was a TypeError."""
+    quantized = layer(5, granularity, activations, static, torch.float32)
+    x = torch.randn(3, 200, generator=torch.Generator().manual_seed(5))
+    assert same_bits(quantized(input=x), quantized(x))
+    with torch.no_grad():
+        assert same_bits(quantized.forward(input=x), quantized(x))

@@ -238,3 +238,16 @@ def test_matches_optimum_quanto_qlinear(fmt, dtype, seed):
         assert error(got, want) < 1e-6, (error(got, want), seed)
     else:
         assert error(got, reference) <= 1.25 * error(want, reference), seed
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+@pytest.mark.parametrize("activations", [None, "qfloat8", "qfloat8_e5m2"])
+def test_forward_takes_input_by_quanto_s_name(frozen, activations):
+    """QLinear's forward is called by keyword as optimum-quanto's is
+    (forward(input=x)), with forward(x)'s bits, frozen or not."""
+    torch.manual_seed(11)
+    layer = qc.QLinear(32, 8, weights="qfloat8", activations=activations)
+    if frozen:
+        layer.freeze()
+    x = torch.randn(4, 32)
+    assert torch.equal(layer(input=x), layer(x))

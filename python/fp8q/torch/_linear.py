@@ -428,11 +428,13 @@ class Linear(torch.nn.Linear):
                                       strict, missing_keys, unexpected_keys,
                                       error_msgs)
 
-    def forward(self, x):
-        if not self._eager_call_reads(x):
-            return self._traced_forward(x)
+    def forward(self, input):  # noqa: A002 (nn.Linear's argument name)
+        """input @ W.T + bias, as nn.Linear.forward computes it (and named:
+        forward(input=x) works), with the FP8 weight; see the class."""
+        if not self._eager_call_reads(input):
+            return self._traced_forward(input)
         # Eager: one fp8q._C call (the custom operator's own computation,
-        # without its Python dispatch); x's dtype, device and shape are
+        # without its Python dispatch); input's dtype, device and shape are
         # checked there.
         # The tensors are read from the module's dicts:
         # nn.Module.__getattr__ costs 0.4 us per call.
@@ -442,16 +444,16 @@ class Linear(torch.nn.Linear):
         try:
             if self.activations is None:
                 return _ops.weight_only_forward(
-                    x, parameters["weight"], weight_scale,
+                    input, parameters["weight"], weight_scale,
                     parameters["bias"], self.granularity)
             # A fused norm's per-token codes apply while the layer's
             # activations are dynamic: calibrate + freeze or a loaded
             # state_dict give it a static input_scale later.
             input_scale = buffers["input_scale"]
             return _ops.fp8_forward(
-                x, parameters["weight"], weight_scale, parameters["bias"],
+                input, parameters["weight"], weight_scale, parameters["bias"],
                 input_scale, self.granularity,
-                _fused_norm.quantized_input(x)
+                _fused_norm.quantized_input(input)
                 if self.reads_quantized_input and input_scale is None
                 else None)
         except Exception as error:
@@ -459,7 +461,7 @@ class Linear(torch.nn.Linear):
             # names the layer (the try block is free on the way through
             # from Python 3.11 on).
             if isinstance(error, (ValueError, RuntimeError)):
-                shape_error = _checks.input_shape_error(self, x)
+                shape_error = _checks.input_shape_error(self, input)
                 if shape_error is not None:
                     raise shape_error from None
             _checks.name_error(self, error)

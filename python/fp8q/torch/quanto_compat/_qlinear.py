@@ -269,33 +269,33 @@ class QLinear(QModuleMixin, Linear):
 
     # -- forward -----------------------------------------------------------
 
-    def forward(self, x):
+    def forward(self, input):  # noqa: A002 (optimum-quanto's argument name)
         """fp8q.torch.Linear's forward when frozen; unfrozen, the same
         computation with the float weight quantized first (weight-only: the
-        dequantized weight times x, with the gradient passed straight to
+        dequantized weight times input, with the gradient passed straight to
         the float weight; FP8 activations: torch.ops.fp8q.linear_fp8).
         qfloat8_e5m2 activations, which fp8q's FP8 product does not take,
-        are x rounded to e5m2 (_e5m2_input) times the dequantized weight,
+        are input rounded to e5m2 (_e5m2_input) times the dequantized weight,
         torch's float product of the same values."""
         e5m2 = self.activation_qtype is qfloat8_e5m2
         if self.frozen and not e5m2:
-            return super().forward(x)
+            return super().forward(input)
         if self.frozen:
             codes, scale = self.weight, self.weight_scale
         else:
             codes, scale = self._quantized_float_weight()
         if self.activation_qtype is not None and not e5m2:
-            return _ops.linear_fp8(x, codes, scale, self.bias,
+            return _ops.linear_fp8(input, codes, scale, self.bias,
                                    self.input_scale, "row")
-        weight = _ops.dequantize_weight(x.detach(), codes, scale, "row")
+        weight = _ops.dequantize_weight(input.detach(), codes, scale, "row")
         if not self.frozen:
             # Straight through: forward uses the rounded weight, the
             # gradient reaches the float one.
             weight = weight + (self.weight - self.weight.detach()).to(
                 weight.dtype)
         if e5m2:
-            x = self._e5m2_input(x)
-        return torch.nn.functional.linear(x, weight, self.bias)
+            input = self._e5m2_input(input)
+        return torch.nn.functional.linear(input, weight, self.bias)
 
     def _e5m2_input(self, x):
         """x rounded to e5m2 with the static input_scale (float32(x) /
