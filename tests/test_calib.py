@@ -1028,6 +1028,24 @@ def test_histogram_constructor_errors():
         HistogramCalibrator().extend_range(-1.0)
     with pytest.raises(ValueError, match="amax"):
         HistogramCalibrator().extend_range(float("nan"))
+    # A bool is no bin count (True was one bin); NumPy's ints are counts.
+    for bad in (True, np.bool_(False), 16.0, "16"):
+        with pytest.raises(TypeError, match="^bins: expected None"):
+            HistogramCalibrator(bins=bad)
+    assert HistogramCalibrator(bins=np.int64(16)).bins == 16
+    assert HistogramCalibrator(bins=None).bins == 2048
+    assert MaxCalibrator(history_len=np.int32(3)).history_len == 3
+
+
+def test_percentile_must_be_a_number():
+    """compute_amax's percentile names itself when it is no number; a
+    bool (which was taken as 1 %) is none."""
+    cal = counted_histogram()
+    for bad in (True, "99", None):
+        with pytest.raises(TypeError, match="^percentile: expected a number"):
+            cal.compute_amax("percentile", percentile=bad)
+    assert cal.compute_amax("percentile", percentile=np.float32(99.0)) == \
+        cal.compute_amax("percentile", percentile=99)
 
 
 def counted_histogram():

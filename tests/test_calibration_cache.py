@@ -433,6 +433,17 @@ def test_export_tensorrt_refuses_what_the_format_cannot_hold(
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("version", [True, 8.6, "8601"])
+def test_export_tensorrt_version_must_be_an_int(tmp_path, version):
+    """tensorrt_version=True wrote "TRT-1-..."; a bool, like a float or a
+    str, is no version: TypeError, nothing written."""
+    cache = CalibrationCache()
+    cache.add("a", 1.0)
+    with pytest.raises(TypeError):
+        cache.export_tensorrt(tmp_path / "c.cache", tensorrt_version=version)
+    assert os.listdir(tmp_path) == []
+
+
 def test_import_tensorrt_hand_written(tmp_path):
     path = tmp_path / "calibration.cache"
     path.write_bytes(

@@ -49,16 +49,25 @@ int fp8q_py_parse_optional_int(PyObject *object, const char *name,
                                const char *none_text, int *given,
                                long long *value)
 {
+    PyObject *index;
+
     *given = object != Py_None;
     if (!*given) {
         return 0;
     }
-    if (!PyLong_Check(object) || PyBool_Check(object)) {
+    /* Python's and NumPy's ints (operator.index), not bools: True is no
+     * count or axis. */
+    index = PyBool_Check(object) || !PyIndex_Check(object)
+                ? NULL
+                : PyNumber_Index(object);
+    if (index == NULL) {
+        PyErr_Clear();
         PyErr_Format(PyExc_TypeError, "%s: expected %s or an int, got %.200s",
                      name, none_text, Py_TYPE(object)->tp_name);
         return -1;
     }
-    *value = PyLong_AsLongLong(object);
+    *value = PyLong_AsLongLong(index);
+    Py_DECREF(index);
     return *value == -1 && PyErr_Occurred() ? -1 : 0;
 }
 

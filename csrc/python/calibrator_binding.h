@@ -173,9 +173,10 @@ FP8Q_CALIBRATORS(FP8Q_PY_DECLARE_KIND)
  * methods, which hold the calibrator's critical section. */
 int fp8q_py_calibrator_settle(PyObject *self);
 
-/* An optional int argument `name`: None (*given 0) or an int, not a bool
- * (*given 1, *value); -1 with TypeError "<name>: expected <none_text> or
- * an int, got <type>" otherwise. */
+/* An optional int argument `name`: None (*given 0) or a Python or NumPy
+ * int, not a bool (*given 1, *value); -1 with TypeError "<name>: expected
+ * <none_text> or an int, got <type>" otherwise (OverflowError beyond
+ * 64 bits). */
 int fp8q_py_parse_optional_int(PyObject *object, const char *name,
                                const char *none_text, int *given,
                                long long *value);

@@ -33,12 +33,19 @@ static int histogram_calibrator_init(PyObject *object, PyObject *args,
                                      PyObject *kwargs)
 {
     static char *keywords[] = {"bins", "skip_zeros", NULL};
+    PyObject *bins_object = NULL;
     long long bins = 2048;
     int skip_zeros = 0;
+    int given;
     fp8q_error error;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Lp:HistogramCalibrator",
-                                     keywords, &bins, &skip_zeros)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Op:HistogramCalibrator",
+                                     keywords, &bins_object, &skip_zeros)) {
+        return -1;
+    }
+    if (bins_object != NULL &&
+        (fp8q_py_parse_optional_int(bins_object, "bins", "None (2048)",
+                                    &given, &bins) < 0)) {
         return -1;
     }
     fp8q_error_clear(&error);
@@ -76,6 +83,26 @@ static PyObject *histogram_calibrator_extend_range(
     Py_RETURN_NONE;
 }
 
+/* compute_amax's percentile=: a real number, not a bool (True is no
+ * percentage); its range is checked by the search. */
+static int parse_percentile(PyObject *object, double *percentile)
+{
+    if (!PyBool_Check(object)) {
+        *percentile = PyFloat_AsDouble(object);
+        if (!(*percentile == -1.0 && PyErr_Occurred())) {
+            return 0;
+        }
+        if (!PyErr_ExceptionMatches(PyExc_TypeError)) {
+            return -1;
+        }
+        PyErr_Clear();
+    }
+    PyErr_Format(PyExc_TypeError,
+                 "percentile: expected a number of percent, got %.200s",
+                 Py_TYPE(object)->tp_name);
+    return -1;
+}
+
 /* The search runs on a snapshot of the counts, with the GIL released. */
 static PyObject *histogram_calibrator_compute_amax(
     fp8q_HistogramCalibratorObject *self, PyObject *const *args,
@@ -85,6 +112,7 @@ static PyObject *histogram_calibrator_compute_amax(
                                            NULL};
     const char *name;
     double percentile = 99.99;
+    PyObject *percentile_object = NULL;
     PyObject *dtype_object = NULL;
     fp8q_dtype target = FP8Q_FLOAT8_E4M3FN;
     fp8q_calib_method method;
@@ -93,9 +121,11 @@ static PyObject *histogram_calibrator_compute_amax(
     fp8q_status status;
     float amax = 0.0f;
 
-    if (fp8q_py_parse_arguments(args, nargs, kwnames, "s|$dO:compute_amax",
-                                keywords, &name, &percentile,
+    if (fp8q_py_parse_arguments(args, nargs, kwnames, "s|$OO:compute_amax",
+                                keywords, &name, &percentile_object,
                                 &dtype_object) < 0 ||
+        (percentile_object != NULL &&
+         parse_percentile(percentile_object, &percentile) < 0) ||
         (dtype_object != NULL &&
          fp8q_py_parse_dtype(dtype_object, "dtype", &target) < 0)) {
         return NULL;

@@ -480,8 +480,12 @@ class CalibrationCache(collections.abc.Mapping):
         format has one scale per tensor; all are named), a name holding a
         line break, or an algorithm that is not letters, digits and "_".
         TensorRT uses the file only when tensorrt_version and algorithm match
-        its own version and calibrator.
+        its own version and calibrator. TypeError for a tensorrt_version that
+        is not an int (a bool included).
         """
+        if isinstance(tensorrt_version, bool):
+            raise TypeError("export_tensorrt: tensorrt_version must be an "
+                            "int, got bool")
         header = f"TRT-{operator.index(tensorrt_version)}-{algorithm}"
         if not isinstance(algorithm, str) or not _TENSORRT_HEADER.fullmatch(
                 header):
