@@ -1649,3 +1649,30 @@ def test_failed_reinit_changes_nothing():
         cal.__init__(momentum=2.0)
     assert cal.channel_axis == 0 and cal.amax.shape == (3,)
     assert cal.state_dict()["amax_history"].shape == (1, 3)
+
+
+@pytest.mark.parametrize("kind", [MaxCalibrator, HistogramCalibrator])
+def test_nonfinite_count_never_wraps(kind):
+    """A NaN/inf count that would pass 2**63 - 1 (a loaded state_dict may
+    hold any count) refuses the merge or the batch with ValueError, nothing
+    changed; it used to wrap negative."""
+    seen = kind()
+    seen.update(np.array([np.nan, 1.0], np.float32), skip_nonfinite=True)
+    state = seen.state_dict()
+    state["nonfinite_count"] = 2 ** 63 - 1
+    full = kind()
+    full.load_state_dict(state)
+    before = full.state_dict()
+    with pytest.raises(ValueError, match="^other: the NaN/inf count would "
+                                         "pass 2\\*\\*63 - 1$"):
+        full.merge(seen)
+    with pytest.raises(ValueError, match="^x: the NaN/inf count would "
+                                         "pass 2\\*\\*63 - 1$"):
+        full.update(np.array([np.inf, 5.0], np.float32), skip_nonfinite=True)
+    after = full.state_dict()
+    assert after.keys() == before.keys()
+    for key in before:
+        assert np.array_equal(np.asarray(after[key]), np.asarray(before[key]),
+                              equal_nan=True), key
+    full.update(np.array([3.0], np.float32))  # finite batches still count
+    assert full.nonfinite_count == 2 ** 63 - 1

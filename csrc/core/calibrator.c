@@ -75,6 +75,19 @@ static fp8q_status recount(const fp8q_calib_kind *kind, void *self,
     return status;
 }
 
+/* Whether `added` NaN/inf values still fit self's count (an int64 that a
+ * loaded state_dict may have set to anything >= 0); ValueError naming
+ * `what` otherwise, before anything changes. */
+static fp8q_status check_nonfinite_room(const void *self, int64_t added,
+                                        const char *what, fp8q_error *error)
+{
+    if (added > INT64_MAX - ((const fp8q_calibrator *)self)->nonfinite_count) {
+        return fp8q_fail(error, FP8Q_ERROR_VALUE,
+                         "%s: the NaN/inf count would pass 2**63 - 1", what);
+    }
+    return FP8Q_OK;
+}
+
 fp8q_status fp8q_calibrator_absorb(const fp8q_calib_kind *kind, void *self,
                                    fp8q_calib_batch *batch,
                                    fp8q_error *error)
@@ -85,6 +98,9 @@ fp8q_status fp8q_calibrator_absorb(const fp8q_calib_kind *kind, void *self,
     if (batch->settings_version !=
         ((const fp8q_calibrator *)self)->settings_version) {
         status = recount(kind, self, batch, &counted, error);
+    }
+    if (status == FP8Q_OK) {
+        status = check_nonfinite_room(self, batch->n_nonfinite, "x", error);
     }
     if (status == FP8Q_OK && counted) {
         status = kind->absorb(self, batch, error);
@@ -99,8 +115,13 @@ fp8q_status fp8q_calibrator_absorb(const fp8q_calib_kind *kind, void *self,
 fp8q_status fp8q_calibrator_merge(const fp8q_calib_kind *kind, void *self,
                                   const void *other, fp8q_error *error)
 {
-    const fp8q_status status = kind->merge(self, other, error);
+    fp8q_status status = check_nonfinite_room(
+        self, ((const fp8q_calibrator *)other)->nonfinite_count, "other",
+        error);
 
+    if (status == FP8Q_OK) {
+        status = kind->merge(self, other, error);
+    }
     if (status == FP8Q_OK) {
         ((fp8q_calibrator *)self)->nonfinite_count +=
             ((const fp8q_calibrator *)other)->nonfinite_count;

@@ -115,7 +115,8 @@ fp8q_status fp8q_calibrator_batch(const fp8q_calibrator *self,
                                   int skip_nonfinite, fp8q_calib_batch *batch,
                                   fp8q_error *error);
 
-/* kind->absorb, then batch->n_nonfinite added to self's count; the batch's
+/* kind->absorb, then batch->n_nonfinite added to self's count (ValueError
+ * first, nothing counted, if that count would pass 2**63 - 1); the batch's
  * partial released either way. When self was reconfigured since the batch
  * was made (its settings_version), the batch is first made, admitted and
  * counted again under the settings now (with the caller's lock, so the
@@ -125,7 +126,8 @@ fp8q_status fp8q_calibrator_absorb(const fp8q_calib_kind *kind, void *self,
                                    fp8q_error *error);
 
 /* kind->merge, then other's NaN/inf count added (a calibrator that saw
- * only NaN/inf values still adds its count). */
+ * only NaN/inf values still adds its count); ValueError first, nothing
+ * changed, if the sum would pass 2**63 - 1. */
 fp8q_status fp8q_calibrator_merge(const fp8q_calib_kind *kind, void *self,
                                   const void *other, fp8q_error *error);
 
