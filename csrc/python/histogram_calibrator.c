@@ -83,8 +83,9 @@ static PyObject *histogram_calibrator_extend_range(
     Py_RETURN_NONE;
 }
 
-/* compute_amax's percentile=: a real number, not a bool (True is no
- * percentage); its range is checked by the search. */
+/* compute_amax's percentile=: a real number (an int or an object with
+ * __index__ too, as PyArg's "d" takes them), not a bool: True is no
+ * percentage. Its range is checked by the search. */
 static int parse_percentile(PyObject *object, double *percentile)
 {
     if (!PyBool_Check(object)) {
@@ -98,7 +99,8 @@ static int parse_percentile(PyObject *object, double *percentile)
         PyErr_Clear();
     }
     PyErr_Format(PyExc_TypeError,
-                 "percentile: expected a number of percent, got %.200s",
+                 "compute_amax() argument 'percentile' must be real number, "
+                 "not %.200s",
                  Py_TYPE(object)->tp_name);
     return -1;
 }
