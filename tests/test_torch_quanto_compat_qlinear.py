@@ -2,6 +2,10 @@
 unfrozen float weight, freeze, qweight, state dicts), checked against an
 ml_dtypes float64 oracle of the FP8 weight and, when installed,
 optimum-quanto's QLinear itself."""
+import copy
+import io
+import pickle
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -251,3 +255,33 @@ def test_forward_takes_input_by_quanto_s_name(frozen, activations):
         layer.freeze()
     x = torch.randn(4, 32)
     assert torch.equal(layer(input=x), layer(x))
+
+
+@pytest.mark.parametrize("activations", ["qfloat8", "qfloat8_e5m2"])
+def test_a_copied_layer_computes_as_the_original(activations):
+    """copy.deepcopy and torch.save / torch.load of a whole QLinear keep
+    its qtypes the module's own objects, so the copy computes the same
+    bits; a copied qfloat8_e5m2 layer used to lose its qtype's identity
+    and quantize x to e4m3 with the e5m2 input scale (silently wrong)."""
+    torch.manual_seed(3)
+    layer = qc.QLinear(32, 8, weights="qfloat8", activations=activations)
+    with qc.Calibration():
+        layer(torch.randn(4, 32))
+    layer.freeze()
+    x = torch.randn(4, 32)
+    saved = io.BytesIO()
+    torch.save(layer, saved)
+    saved.seek(0)
+    for copied in (copy.deepcopy(layer),
+                   torch.load(saved, weights_only=False)):
+        assert copied.activation_qtype is qc.qtypes[activations]
+        assert copied.weight_qtype is qc.qfloat8
+        assert torch.equal(copied(x), layer(x))
+
+
+def test_qtypes_pickle_as_themselves():
+    for qtype in qc.qtypes.values():
+        assert pickle.loads(pickle.dumps(qtype)) is qtype
+        assert copy.deepcopy(qtype) is qtype
+    custom = qc.qtype("mine", True, 8, torch.float8_e4m3fn, -448.0, 448.0)
+    assert pickle.loads(pickle.dumps(custom)) == custom

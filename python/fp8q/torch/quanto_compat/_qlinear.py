@@ -277,7 +277,7 @@ class QLinear(QModuleMixin, Linear):
         qfloat8_e5m2 activations, which fp8q's FP8 product does not take,
         are input rounded to e5m2 (_e5m2_input) times the dequantized weight,
         torch's float product of the same values."""
-        e5m2 = self.activation_qtype is qfloat8_e5m2
+        e5m2 = self.activation_qtype == qfloat8_e5m2
         if self.frozen and not e5m2:
             return super().forward(input)
         if self.frozen:

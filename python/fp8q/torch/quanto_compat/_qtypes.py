@@ -40,6 +40,14 @@ class qtype:  # noqa: N801 (quanto's spelling)
     def __str__(self):
         return f"quanto.{self.name}"
 
+    def __reduce__(self):
+        """This module's qtypes pickle and copy as themselves (a copied
+        model's layer holds the same object, as in quanto); another qtype
+        as its fields."""
+        if qtypes.get(self.name) is self:
+            return self.name
+        return (qtype, self._fields())
+
     def __repr__(self):
         return (f"qtype(name={self.name!r}, is_floating_point="
                 f"{self.is_floating_point}, bits={self.bits}, dtype="
