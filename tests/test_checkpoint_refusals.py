@@ -1,6 +1,7 @@
 """Every refusal of fp8q.torch.load_checkpoint, on corrupted variants of
 synthesized checkpoints: the error names the key (or config field) and the
 problem, and the model is left as it was."""
+import collections
 import json
 import re
 
@@ -349,3 +350,36 @@ def test_a_dequantized_weight_is_checked_too():
     _refused_unchanged(state, r"^emb\.weight \(layer 'emb'\): 1 of its "
                               r"24 float8_e4m3fn codes are NaN",
                        _tiny_with_embedding)
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_float_weight_for_an_fp8q_layer_refused_before_any_change(strict):
+    """A float lm_head.weight aimed at a model quantized before loading
+    (its lm_head an fp8q.torch.Linear): refused naming the key and the
+    layer, with strict=False too, before proj is replaced."""
+    torch.manual_seed(0)
+    model = fpt.quantize(torch.nn.Sequential(collections.OrderedDict(
+        proj=torch.nn.Linear(16, 16), lm_head=torch.nn.Linear(16, 8))))
+    state = {"proj.weight": torch.randn(16, 16).to(torch.float8_e5m2),
+             "proj.weight_scale": torch.tensor(0.5),
+             "proj.bias": torch.zeros(16),
+             "lm_head.weight": torch.randn(8, 16),
+             "lm_head.bias": torch.zeros(8)}
+    modules = dict(model.named_modules())
+    before = {key: value.clone() for key, value in model.state_dict().items()}
+    with pytest.raises(CheckpointError, match=r"^lm_head\.weight: a float "
+                       r"tensor \(F32\) for lm_head, an fp8q\.torch\.Linear "
+                       r"holding float8_e4m3fn codes.*the model is "
+                       r"unchanged$"):
+        fpt.load_checkpoint(model, state, strict=strict)
+    assert dict(model.named_modules()) == modules
+    after = model.state_dict()
+    assert set(after) == set(before)
+    assert all(after[key].dtype == before[key].dtype
+               and torch.equal(_bits(after[key]), _bits(before[key]))
+               for key in before)
+
+
+def _bits(tensor):
+    """FP8 tensors as their bytes (torch.equal compares no FP8)."""
+    return tensor.view(torch.uint8) if tensor.element_size() == 1 else tensor

@@ -84,6 +84,7 @@ class _Match:
             if key not in expected:
                 self.unexpected.append(key)
                 continue
+            self._check_not_into_fp8_layer(key, modules, entries)
             self.floats.append(key)
             target = state.get(key)
             if target is not None and tuple(target.shape) != \
@@ -100,6 +101,26 @@ class _Match:
                     raise CheckpointError(
                         f"{layer.input_scale_key}: {value.reshape(-1)[0]}; "
                         "a static input scale must be finite and > 0")
+
+    @staticmethod
+    def _check_not_into_fp8_layer(key, modules, entries):
+        """CheckpointError for a float `key` other than a bias aimed at a
+        module that is an fp8q.torch.Linear already (a model quantized
+        before loading): its codes and scales come from an FP8 layer of
+        the checkpoint only (load_state_dict never turns values into
+        codes)."""
+        name, _, local = key.rpartition(".")
+        module = modules.get(name)
+        if local != "bias" and isinstance(module, Linear):
+            raise CheckpointError(
+                f"{key}: a float tensor ({entries[key][0]}) for {name}, an "
+                "fp8q.torch.Linear holding "
+                f"{str(module.weight.dtype).removeprefix('torch.')} codes; "
+                "load_checkpoint loads FP8 layers into fp8q layers and "
+                "float weights into float modules, never float values into "
+                "codes. Load the checkpoint into the model before quantizing "
+                f"it (or quantize with {name} excluded). Nothing was loaded: "
+                "the model is unchanged")
 
     @staticmethod
     def _check_dequantizable(name, layer, module, state):
@@ -222,7 +243,9 @@ def load_checkpoint(model, source, *, strict=True, quantization_map=None):
     reloads with from_pretrained (docs/torch.md).
 
     CheckpointError (a ValueError) naming the key for a layout fp8q cannot
-    read as it is, for a shape that differs from the model's, for a scale
+    read as it is, for a shape that differs from the model's, for a float
+    tensor other than a bias aimed at a module that is an fp8q.torch.Linear
+    already (a model quantized before loading), for a scale
     that is not finite and > 0 or FP8 codes that are NaN (infinite too,
     in e5m2; the message names the layer too), and with strict=True for
     missing or unexpected keys or tensors left on meta; the model is
