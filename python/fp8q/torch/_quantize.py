@@ -13,6 +13,28 @@ from fp8q.torch._summary import QuantizeSummary, float_modules, weight_bytes
 logger = logging.getLogger("fp8q.torch")
 
 
+def replaceable_linears(model):
+    """The modules of `model` that fp8q replaces by fp8q.torch.Linear, as
+    {id(module): module}: its float nn.Linear modules (not fp8q's already)
+    whose class computes through nn.Linear's own forward, except those
+    their owner reads without calling them: nn.MultiheadAttention's
+    out_proj, and nn.TransformerEncoderLayer's linear1 / linear2 (its
+    inference fast path reads their weights). Those, and subclasses with
+    a forward of their own (which would lose what they add), stay float,
+    as torch's own quantization leaves them."""
+    read_directly = set()
+    for module in model.modules():
+        if isinstance(module, torch.nn.MultiheadAttention):
+            read_directly.add(id(module.out_proj))
+        elif isinstance(module, torch.nn.TransformerEncoderLayer):
+            read_directly.update((id(module.linear1), id(module.linear2)))
+    return {id(module): module for module in model.modules()
+            if isinstance(module, torch.nn.Linear)
+            and not isinstance(module, Linear)
+            and type(module).forward is torch.nn.Linear.forward
+            and id(module) not in read_directly}
+
+
 def _matches(name, patterns):
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
@@ -116,7 +138,13 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
     twice with the same arguments changes nothing, and a second call can
     quantize the layers a first one excluded); other settings are a
     ValueError naming the layer. ValueError when a pattern matches no
-    Linear (a typo would otherwise quantize nothing silently). A Linear
+    Linear (a typo would otherwise quantize nothing silently), or when
+    include matches only Linears fp8q leaves in float: an nn.Linear
+    subclass with a forward of its own (replacing it would drop what it
+    adds) and the Linears torch's modules read without a call
+    (nn.MultiheadAttention's out_proj, nn.TransformerEncoderLayer's
+    linear1 / linear2) stay float, and the summary counts them there
+    (replaceable_linears). A Linear
     registered under several names (a tied or shared layer) is one layer:
     a pattern matches it when it matches any of its names, and it becomes
     one fp8q.torch.Linear set at every one of them (the sharing is kept),
@@ -159,17 +187,33 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
     exclude = _patterns(exclude, "exclude") or []
     # Every name of every Linear: a module registered at several paths (a
     # tied layer) is listed once per path, and grouped by identity below.
-    linears = [(name, module) for name, module
-               in model.named_modules(remove_duplicate=False)
-               if isinstance(module, (torch.nn.Linear, Linear))]
+    all_linears = [(name, module) for name, module
+                   in model.named_modules(remove_duplicate=False)
+                   if isinstance(module, torch.nn.Linear)]
+    replaceable = replaceable_linears(model)
+    linears, kept = [], []  # what quantize may take; names it keeps float
+    for name, module in all_linears:
+        if isinstance(module, Linear) or id(module) in replaceable:
+            linears.append((name, module))
+        else:
+            kept.append(name)
     for argument, patterns in (("include", include or []),
                                ("exclude", exclude)):
         unused = [pattern for pattern in patterns
                   if not any(fnmatch.fnmatchcase(name, pattern)
-                             for name, _ in linears)]
+                             for name, _ in all_linears)]
         if unused:
             raise ValueError(f"{argument}: no nn.Linear module of the model "
                              f"matches {unused}")
+    only_kept = [name for name in kept if _matches(name, include or [])]
+    if include and only_kept and not any(_matches(name, include)
+                                         for name, _ in linears):
+        raise ValueError(
+            f"include: {include} match only nn.Linear modules fp8q leaves "
+            f"in float ({', '.join(only_kept[:3])}): a subclass with a "
+            "forward of its own, or one its owner reads without calling "
+            "it (nn.MultiheadAttention's out_proj, "
+            "nn.TransformerEncoderLayer's linear1 / linear2)")
     names = {}  # id(module) -> [its names, in named_modules order]
     modules = {}  # id(module) -> module
     for name, module in linears:

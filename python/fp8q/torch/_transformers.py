@@ -35,7 +35,8 @@ from fp8q._checkpoint._layout_compressed import FP8Q_METADATA_KEY
 from fp8q._safetensors import SafetensorsReader
 from fp8q.torch import _fused_norm
 from fp8q.torch._linear import Linear
-from fp8q.torch._quantize import quantize, reads_per_token_codes
+from fp8q.torch._quantize import (quantize, reads_per_token_codes,
+                                  replaceable_linears)
 
 METHOD = "fp8q"
 logger = logging.getLogger("fp8q.torch")
@@ -80,13 +81,13 @@ class Fp8qConfig(QuantizationConfigMixin):
 
 
 def _linear_names(model, skipped):
-    """Names of model's nn.Linear modules that no name in `skipped`
+    """Names of model's nn.Linear modules that fp8q replaces
+    (replaceable_linears: as quantize chooses them) and no name in `skipped`
     covers (as whole dotted parts: "lm_head" covers "lm_head", "mlp"
     covers "layers.0.mlp.up_proj")."""
+    replaceable = replaceable_linears(model)
     return [name for name, module in model.named_modules()
-            if isinstance(module, torch.nn.Linear)
-            and not isinstance(module, Linear)
-            and not _covered(name, skipped)]
+            if id(module) in replaceable and not _covered(name, skipped)]
 
 
 def _covered(name, skipped):

@@ -6,6 +6,7 @@ import fnmatch
 import torch
 
 from fp8q.torch._linear import Linear
+from fp8q.torch._quantize import replaceable_linears
 from fp8q.torch.quanto_compat._qlinear import (QLinear, QModuleMixin,
                                                layer_formats)
 
@@ -29,15 +30,18 @@ def quantize(model, weights=None, activations=None, optimizer=None,
     optimizer), unfrozen (call freeze(model) for FP8 weights), with its
     `name` attribute set to that name. Patterns that match nothing are
     ignored, as in quanto. Other module kinds (Conv2d, LayerNorm, ...)
-    stay float: fp8q quantizes linear layers only. The arguments are
+    stay float: fp8q quantizes linear layers only, and of those only the
+    ones fp8q.torch.quantize replaces (replaceable_linears: not a subclass
+    with its own forward, nor a Linear that torch's attention and encoder
+    layers read without calling it). The arguments are
     checked before anything changes (ValueError naming the argument and
     what fp8q supports); a model that is itself an nn.Linear is a
     ValueError (use QLinear.from_module). Returns None, as quanto's."""
     layer_formats(weights, activations, optimizer)
     include, exclude = _pattern_list(include), _pattern_list(exclude) or []
+    replaceable = replaceable_linears(model)
     chosen = [(name, module) for name, module in model.named_modules()
-              if isinstance(module, torch.nn.Linear)
-              and not isinstance(module, Linear)
+              if id(module) in replaceable
               and (include is None or any(fnmatch.fnmatch(name, pattern)
                                           for pattern in include))
               and not any(fnmatch.fnmatch(name, pattern)
