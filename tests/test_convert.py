@@ -483,3 +483,44 @@ def test_a_different_config_beside_the_output_is_kept(tmp_path):
     assert (target / "config.json").read_text() == "{}"
     assert (f"note: {target / 'config.json'}: kept as it is; it differs from "
             "the input's config.json") in result.stdout
+
+
+@pytest.mark.parametrize("granularity", ["row", "tensor", "block"])
+def test_quantize_float_drops_the_fp8q_scheme_metadata(tmp_path,
+                                                       granularity):
+    """A file fp8q saved (its scheme, W8A8 dynamic row, in the metadata)
+    whose head is float: --quantize-float writes a file without that
+    metadata, which fp8q reads back, the new head weight-only."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    pytest.importorskip("safetensors")
+    from safetensors.torch import save_file
+
+    import fp8q.torch as fpt
+    from checkpoint_layouts import layout, tiny
+    from fp8q._checkpoint import open_checkpoint, plan_checkpoint
+
+    key = "fp8q_quantization_config"
+    state, _ = layout("compressed-tensors", tiny(), granularity="row")
+    state["head.weight"] = tiny().head.weight.detach().clone()
+    del state["head.weight_scale"]
+    source, target = tmp_path / "in.safetensors", tmp_path / "out.safetensors"
+    save_file(state, source, metadata={key: json.dumps(
+        {"quant_method": "fp8q", "granularity": "row",
+         "activations": "e4m3"})})
+    result = run_cli(source, target, "--quantize-float", "--granularity",
+                     granularity)
+    assert result.returncode == 0, result.stderr
+    assert (f"note: the input's {key} metadata no longer describes the "
+            "output and was dropped") in result.stdout
+    with open_checkpoint(target) as checkpoint:
+        assert key not in checkpoint.metadata
+        plan = plan_checkpoint(checkpoint)
+    assert {name: layer.scheme for name, layer in plan.layers.items()} == {
+        "proj": "W8A16", "out": "W8A16", "head": "W8A16"}
+    model = tiny(seed=1)
+    fpt.load_checkpoint(model, str(target))
+    assert model.head.activations is None
+    inspect = subprocess.run([sys.executable, "-m", "fp8q", "inspect",
+                              str(target)], capture_output=True, text=True,
+                             timeout=300)
+    assert inspect.returncode == 0, inspect.stderr

@@ -33,6 +33,7 @@ import numpy as np
 import fp8q
 from fp8q._atomic_file import atomic_file
 from fp8q._checkpoint import CheckpointError, open_checkpoint
+from fp8q._checkpoint._layout_compressed import FP8Q_METADATA_KEY
 from fp8q._checkpoint._plan import FP8_CODES
 from fp8q._checkpoint._relay import (output_metadata, relaid_layout,
                                      relay_tensors)
@@ -159,7 +160,9 @@ def convert(input_path, output_path, granularity="row", excludes=(),
     with all_2d every 2-D float tensor, that no exclude pattern matches;
     an FP8 input's float tensors (is_fp8_input) only with quantize_float
     (else they are copied as they are, and the input's config files are
-    carried beside the output: _carry_configs). Returns the summary rows
+    carried beside the output: _carry_configs). The input's metadata is
+    kept, less its fp8q quantization_config once a tensor is quantized
+    (it then no longer describes the output). Returns the summary rows
     (name, bytes before, bytes after, relative error) of the converted
     tensors, the total bytes before and after, and notes (lines for the
     summary). Raises ConvertError for bad input or an unwritable output
@@ -187,6 +190,7 @@ def convert(input_path, output_path, granularity="row", excludes=(),
         raise ConvertError(str(error)) from None
     try:
         fp8_input = is_fp8_input(reader.entries)
+        scheme_metadata = FP8Q_METADATA_KEY in reader.metadata
         rows, before, after, kept = _convert(
             reader, input_path, output_path, granularity, excludes,
             output_format, progress, all_2d, quantize_float)
@@ -204,6 +208,11 @@ def convert(input_path, output_path, granularity="row", excludes=(),
                      "describe the output and were not carried beside it")
     elif fp8_input:
         notes.extend(_carry_configs(input_path, output_path))
+    if rows and scheme_metadata:
+        notes.append(f"the input's {FP8Q_METADATA_KEY} metadata no longer "
+                     "describes the output and was dropped: its layers read "
+                     "by their scales (static activations where input_scale "
+                     "is present, weight-only elsewhere)")
     return rows, before, after, notes
 
 
@@ -281,6 +290,8 @@ def _convert(reader, input_path, output_path, granularity, excludes,
             produce = (lambda scale=name: pending.pop(scale))
         tensors.append((name, code, shape, produce))
     metadata = dict(reader.metadata)
+    if converted:  # the input's scheme no longer describes the output
+        metadata.pop(FP8Q_METADATA_KEY, None)
     metadata.update({"fp8q_version": fp8q.__version__,
                      "fp8q_granularity": granularity,
                      "fp8q_format": output_format})
