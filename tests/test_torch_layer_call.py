@@ -304,3 +304,28 @@ def test_forward_takes_input_by_nn_linear_s_name(granularity, activations,
     assert same_bits(quantized(input=x), quantized(x))
     with torch.no_grad():
         assert same_bits(quantized.forward(input=x), quantized(x))
+
+
+@pytest.mark.parametrize("activations", ["e4m3", None],
+                         ids=["W8A8", "W8A16"])
+def test_autocast_takes_x_in_the_autocast_dtype(activations):
+    """Under torch.autocast("cpu", bfloat16) a float32 x is taken in
+    bfloat16, as nn.Linear computes there: the eager call, the autograd
+    path and the compiled layer all give the bits of the layer on
+    x.bfloat16() (W8A8 returned float32, and W8A16 float32 compiled but
+    bfloat16 eager); x's gradient stays float32, as torch's cast gives."""
+    quantized = layer(9, "row", activations, False, torch.float32)
+    x = torch.randn(3, 200, generator=torch.Generator().manual_seed(9))
+    expected = quantized(x.bfloat16())
+    compiled = torch.compile(quantized, backend="aot_eager", fullgraph=True)
+    trainable = x.clone().requires_grad_(True)
+    with torch.autocast("cpu", torch.bfloat16):
+        assert torch.nn.Linear(200, 4)(x).dtype == torch.bfloat16
+        with torch.no_grad():
+            assert same_bits(quantized(x), expected)
+        assert same_bits(compiled(x), expected)
+        y = quantized(trainable)
+    assert same_bits(y.detach(), expected)
+    y.float().sum().backward()
+    assert trainable.grad.dtype == torch.float32
+    assert quantized(x).dtype == torch.float32  # autocast off again
