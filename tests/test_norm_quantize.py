@@ -506,6 +506,60 @@ def test_an_in_place_forward_hook_on_the_norm_is_seen(mode, where):
         where == "global" and mode == "inference_mode")
 
 
+@pytest.mark.parametrize("mode", ["inference_mode", "no_grad"])
+@pytest.mark.parametrize("where", ["attention_pre_hook", "reader_pre_hook",
+                                   "reader_hook", "global_pre_hook"])
+def test_an_in_place_hook_before_the_readers_is_seen(mode, where):
+    """A hook between the norm and its readers that scales the norm's
+    output in place (activation steering): a pre-hook of self_attn or of
+    q_proj, a forward hook of q_proj (k_proj and v_proj read after it), a
+    global pre-hook. The layers read the scaled output, as the unfused
+    model with the same hook; under inference_mode (no version counter)
+    the q/k/v layers used the stale codes of the unscaled output."""
+    unfused, fused, ids = fused_and_unfused(6)
+
+    def scale_input(module, args, *rest):
+        (args[0] if args else rest[0]["hidden_states"]).mul_(2)
+
+    handles = []
+    for model in (unfused, fused):
+        attention = model.model.layers[0].self_attn
+        if where == "attention_pre_hook":
+            handles.append(attention.register_forward_pre_hook(
+                scale_input, with_kwargs=True))
+        elif where == "reader_pre_hook":
+            handles.append(attention.q_proj.register_forward_pre_hook(
+                scale_input))
+        elif where == "reader_hook":
+            handles.append(attention.q_proj.register_forward_hook(
+                lambda module, args, output: args[0].mul_(2)))
+    if where == "global_pre_hook":
+        layers = (unfused.model.layers[0].self_attn.q_proj,
+                  fused.model.layers[0].self_attn.q_proj)
+        handles.append(
+            torch.nn.modules.module.register_module_forward_pre_hook(
+                lambda module, args: (args[0].mul_(2)
+                                      if module in layers else None)))
+    try:
+        context = (torch.inference_mode() if mode == "inference_mode"
+                   else torch.no_grad())
+        with context:
+            want = unfused(ids).logits
+            got = fused(ids).logits
+            plain = fused.model.layers[1].input_layernorm(
+                fused.model.embed_tokens(ids))
+    finally:
+        for handle in handles:
+            handle.remove()
+    # Without the hook's effect the logits differ by far more than this.
+    assert (got - want).abs().max() <= 1e-4 * want.abs().max()
+    # Layer 1's norm, with no hook on its way, still hands its codes over
+    # (a global pre-hook could change any norm's output under
+    # inference_mode: then none does).
+    assert (_fused_norm.quantized_input(plain) is None) == (
+        where == "global_pre_hook" and mode == "inference_mode")
+
+
 def test_an_accelerate_hooked_norm_is_fused_through_its_old_forward():
     """accelerate's add_hook_to_module sets an instance forward that calls
     _old_forward: fusing re-points _old_forward at the fused forward. A

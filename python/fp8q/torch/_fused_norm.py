@@ -10,8 +10,10 @@ scale) as an attribute; a layer marked to read it (reads_quantized_input)
 uses them when the tensor it is given is that output, unmodified
 (tensor._version unchanged), and quantizes x itself otherwise (a view, a
 copy, anything else). Under torch.inference_mode, whose tensors have no
-version counter, an in-place change cannot be detected: a norm with a
-forward hook (its own or a global one) hands nothing over there. The
+version counter, an in-place change cannot be detected: a norm hands
+nothing over there while a hook could run before its readers read (its
+own forward hook, a global one, or a pre-hook or hook of self_attn / mlp
+or of a reader). The
 codes are exactly fp8q.quantize(output,
 granularity="row"), what the layer computes itself, so either way the
 layer's result is the same bits. Under torch.compile / export the norm is
@@ -33,6 +35,10 @@ from fp8q.torch import _ops
 
 # The attribute of a fused norm's output that holds (version, codes, scale).
 HANDOFF = "_fp8q_quantized"
+# The attribute of a fused norm that holds the modules on the way to its
+# readers and the readers themselves (a plain tuple: no submodules), whose
+# hooks _hooks_before_the_readers checks.
+WATCHED = "_fp8q_watched"
 # (norm, the modules after it that read its output) in a decoder layer,
 # by the names transformers' Llama-style decoders (Llama, Mistral, Qwen2,
 # Gemma, ...) give them.
@@ -151,16 +157,28 @@ def _fused_forward(self, x, *args, **kwargs):
         x, weight, bias, epsilon, layer_norm)
     if normed.is_inference():
         # Inference tensors (torch.inference_mode) have no version
-        # counter: a forward hook of this norm (or a global one) could
-        # change the output in place unnoticed, so none gets the handoff.
-        if (self._forward_hooks
-                or torch.nn.modules.module._global_forward_hooks):
+        # counter: a hook that could change the output in place unnoticed
+        # before a reader reads it means no handoff.
+        if _hooks_before_the_readers(self):
             return normed
         version = None
     else:
         version = normed._version
     setattr(normed, HANDOFF, (version, codes, scale))
     return normed
+
+
+def _hooks_before_the_readers(norm):
+    """Whether a hook runs between the norm's output and its readers'
+    reads: a forward hook of the norm, a global forward or forward pre-hook,
+    or a forward pre-hook or forward hook of a module on the way to a
+    reader (self_attn, mlp) or of a reader itself (one reader's hooks run
+    before the next one reads)."""
+    hooks = torch.nn.modules.module
+    return bool(norm._forward_hooks or hooks._global_forward_hooks
+                or hooks._global_forward_pre_hooks
+                or any(module._forward_pre_hooks or module._forward_hooks
+                       for module in norm.__dict__.get(WATCHED, ())))
 
 
 def _fused_class(base):
@@ -224,6 +242,20 @@ def fuse(norm):
         norm._old_forward = types.MethodType(_fused_forward, norm)
 
 
+def _paths_on_the_way(readers):
+    """The module paths a reader's input passes through below the decoder
+    layer: every proper prefix of each reader path ("self_attn" for
+    "self_attn.q_proj"), once each, in order."""
+    paths = []
+    for reader in readers:
+        parts = reader.split(".")
+        for end in range(1, len(parts)):
+            path = ".".join(parts[:end])
+            if path not in paths:
+                paths.append(path)
+    return paths
+
+
 def fuse_decoder_norms(model, is_reader):
     """Fuses every norm of `model` that PATTERNS name and whose following
     modules all satisfy is_reader (fp8q W8A8 layers with dynamic per-token
@@ -262,6 +294,9 @@ def fuse_decoder_norms(model, is_reader):
                 continue
             if not is_fused(norm):
                 fuse(norm)
+            setattr(norm, WATCHED, tuple(
+                [modules[prefix + path] for path in _paths_on_the_way(readers)
+                 if prefix + path in modules] + layers))
             for layer in layers:
                 layer.reads_quantized_input = True
             fused.append(prefix + norm_name)
