@@ -1,11 +1,12 @@
 """A minimal reader and streaming writer of the safetensors format, for
 `python -m fp8q convert` (no dependency on the safetensors package).
 
-File layout: an 8-byte little-endian header size N, N bytes of JSON
-({name: {"dtype", "shape", "data_offsets": [begin, end]}, optional
+File layout: an 8-byte little-endian header size N, N bytes of UTF-8
+JSON ({name: {"dtype", "shape", "data_offsets": [begin, end]}, optional
 "__metadata__": {str: str}}), then the tensors' bytes, offsets relative to
-the end of the header. Tensors are read as NumPy views of a memory map, so a
-reader holds no more than the tensor in use.
+the end of the header; in offset order the tensors cover those bytes
+exactly, each byte in one tensor. Tensors are read as NumPy views of a
+memory map, so a reader holds no more than the tensor in use.
 """
 import json
 import math
@@ -32,13 +33,46 @@ DTYPES = {
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 
 
+class _RepeatedKey(Exception):
+    """A JSON object of the header gives its key (args[0]) twice."""
+
+
+def _object(pairs):
+    """json.loads' object_pairs_hook: the object as a dict, _RepeatedKey
+    for a key given twice (json.loads alone keeps the last)."""
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen = set()
+        raise _RepeatedKey(next(key for key, _ in pairs
+                                if key in seen or seen.add(key)))
+    return result
+
+
+def _naturals(value):
+    """Whether `value` (parsed JSON) is a list of integers >= 0: true,
+    false, 2.0 and "2" are not integers."""
+    return isinstance(value, list) and all(
+        type(item) is int and item >= 0 for item in value)
+
+
+def _kind(value):
+    """The JSON name of a parsed JSON value's type, for messages."""
+    return {dict: "object", list: "array", str: "string", bool: "boolean",
+            type(None): "null"}.get(type(value), "number")
+
+
 class SafetensorsReader:
     """The tensors of one safetensors file. `entries` maps names (in file
     order) to (dtype code, shape tuple); tensor(name) returns the raw
     bytes as a read-only NumPy array of that shape, and fp8q_tensor(name)
-    the same data as an fp8q.Tensor of its float or FP8 dtype. Raises
-    ValueError naming the file for anything that is not a well-formed
-    safetensors file."""
+    the same data as an fp8q.Tensor of its float or FP8 dtype; metadata
+    is the "__metadata__" dict of strings ({} without one). Raises
+    ValueError naming the file (and the tensor) for anything the
+    safetensors package refuses as well: a header that is not UTF-8 JSON
+    (a BOM included), a key given twice in one of its objects, a shape or
+    offset that is not an integer >= 0 (true, 2.0 and "2" are not), an
+    unknown dtype, offsets that do not hold the shape, tensors that overlap
+    or leave data bytes in no tensor, metadata that is not str -> str."""
 
     def __init__(self, path):
         self.path = str(path)
@@ -64,34 +98,75 @@ class SafetensorsReader:
         (header_size,) = struct.unpack("<Q", self._map[:8])
         if header_size > min(size - 8, MAX_HEADER_BYTES):
             self._fail(f"header of {header_size} bytes in a file of {size}")
-        try:
-            header = json.loads(bytes(self._map[8:8 + header_size]))
+        try:  # UTF-8 only: json.loads of bytes would take a BOM or UTF-16
+            header = json.loads(bytes(self._map[8:8 + header_size])
+                                .decode("utf-8"), object_pairs_hook=_object)
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
             self._fail(f"the header is not JSON ({error})")
+        except _RepeatedKey as error:
+            self._fail(f"the header gives {error.args[0]!r} twice in one "
+                       "object (a tensor name, entry field or metadata key)")
         if not isinstance(header, dict):
             self._fail("the header is not a JSON object")
-        self.metadata = header.pop("__metadata__", None) or {}
+        self.metadata = header.pop("__metadata__", None)
+        if self.metadata is None:
+            self.metadata = {}
+        elif not isinstance(self.metadata, dict):
+            self._fail(f"__metadata__ is a JSON {_kind(self.metadata)}, not "
+                       "an object of strings")
+        for key, value in self.metadata.items():
+            if not isinstance(value, str):
+                self._fail(f"__metadata__ {key!r} is a JSON {_kind(value)}, "
+                           "not a string")
         self._data_start = 8 + header_size
         data_size = size - self._data_start
         self.entries = {}
         self._offsets = {}
+        spans = []  # (begin, end, name)
         for name, entry in header.items():
+            if not isinstance(entry, dict):
+                self._fail(f"tensor {name!r}: its entry is a JSON "
+                           f"{_kind(entry)}, not an object")
             try:
-                code = entry["dtype"]
-                shape = tuple(int(extent) for extent in entry["shape"])
-                begin, end = (int(offset) for offset in entry["data_offsets"])
-            except (KeyError, TypeError, ValueError):
-                self._fail(f"tensor {name!r} has a malformed entry")
-            if code not in DTYPES:
+                code, shape, offsets = (entry["dtype"], entry["shape"],
+                                        entry["data_offsets"])
+            except KeyError as error:
+                self._fail(f"tensor {name!r}: its entry has no "
+                           f"{error.args[0]!r}")
+            if not isinstance(code, str) or code not in DTYPES:
                 self._fail(f"tensor {name!r} has unknown dtype {code!r}")
+            if not _naturals(shape):
+                self._fail(f"tensor {name!r}: shape {json.dumps(shape)} is "
+                           "not a list of integers >= 0")
+            if not _naturals(offsets) or len(offsets) != 2:
+                self._fail(f"tensor {name!r}: data_offsets "
+                           f"{json.dumps(offsets)} is not a list of two "
+                           "integers >= 0")
+            shape, (begin, end) = tuple(shape), offsets
             expected = math.prod(shape) * np.dtype(DTYPES[code][0]).itemsize
-            if (min(shape, default=0) < 0 or not 0 <= begin <= end <=
-                    data_size or end - begin != expected):
+            if not begin <= end <= data_size or end - begin != expected:
                 self._fail(f"tensor {name!r}: offsets {begin}..{end} do not "
                            f"hold shape {shape} of {code} within the "
                            f"{data_size} data bytes (truncated?)")
             self.entries[name] = (code, shape)
             self._offsets[name] = begin
+            spans.append((begin, end, name))
+        # In offset order the tensors tile the data bytes exactly, as the
+        # safetensors package requires: no byte in two tensors or in none.
+        position, previous = 0, None
+        for begin, end, name in sorted(spans):
+            if begin < position:
+                self._fail(f"tensor {name!r}: offsets {begin}..{end} overlap "
+                           f"those of tensor {previous!r}, which end at "
+                           f"{position}")
+            if begin > position:
+                self._fail(f"tensor {name!r}: offsets {begin}..{end} leave "
+                           f"data bytes {position}..{begin} in no tensor")
+            position, previous = end, name
+        if position != data_size:
+            after = "" if previous is None else f" (after tensor {previous!r})"
+            self._fail(f"data bytes {position}..{data_size}{after} are in "
+                       "no tensor")
 
     def tensor(self, name):
         code, shape = self.entries[name]
@@ -137,12 +212,21 @@ def write_safetensors(file, tensors, metadata):
     list of (name, dtype code, shape, produce) where produce() returns the
     tensor's bytes (an object with the buffer protocol) when its turn
     comes, so only one tensor need be in memory. The header is written
-    first, from the shapes. ValueError for a repeated name."""
+    first, from the shapes; the tensors' bytes follow in list order, so
+    they tile the data as SafetensorsReader requires. `metadata` maps str
+    to str. ValueError for a repeated name, the name "__metadata__" or a
+    metadata value that is not a string."""
     header = {"__metadata__": dict(metadata)} if metadata else {}
+    for key, value in header.get("__metadata__", {}).items():
+        if not isinstance(value, str):
+            raise ValueError(f"metadata {key!r}: {type(value).__name__}, "
+                             "not a string")
     offset = 0
     for name, code, shape, _ in tensors:
-        if name in header:
-            raise ValueError(f"tensor name {name!r} appears twice")
+        if name in header or name == "__metadata__":
+            raise ValueError(f"tensor name {name!r} appears twice"
+                             if name in header else "tensor name "
+                             "'__metadata__' is the header's metadata key")
         size = math.prod(shape) * np.dtype(DTYPES[code][0]).itemsize
         header[name] = {"dtype": code, "shape": list(shape),
                         "data_offsets": [offset, offset + size]}
