@@ -516,3 +516,19 @@ def test_linears_that_compute_otherwise_stay_float(seed, caplog):
     with pytest.raises(ValueError, match=r"^include: \['0'\] match only "
                        r"nn.Linear modules fp8q leaves in float \(0\)"):
         fpt.quantize(torch.nn.Sequential(TwiceLinear(8, 8)), include=["0"])
+
+
+def test_a_float64_model_is_refused_naming_the_dtype():
+    """A float64 Linear is refused with TypeError saying what fp8q
+    quantizes and what to do (it said "obj: unsupported DLPack dtype
+    (code 2: float, bits 64, lanes 1)"), the model unchanged."""
+    model = torch.nn.Sequential(torch.nn.Linear(16, 8)).double()
+    with pytest.raises(TypeError, match=r"^from_linear: the weight is "
+                       r"torch.float64; fp8q quantizes float32, float16 and "
+                       r"bfloat16 weights \(convert the layer first, e.g. "
+                       r"model.float\(\)\)$"):
+        fpt.Linear.from_linear(model[0])
+    with pytest.raises(TypeError, match=r"module '0'.*torch.float64.*"
+                       r"model.float\(\)"):
+        fpt.quantize(model)
+    assert type(model[0]) is torch.nn.Linear

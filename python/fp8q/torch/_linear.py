@@ -291,11 +291,18 @@ class Linear(torch.nn.Linear):
         compute_dtype is linear's weight's dtype. ValueError naming the
         problem for NaN or infinity in the weight, and for a linear that
         is already an fp8q.torch.Linear (quantizing twice would round
-        twice)."""
+        twice); TypeError for a weight that is not float32, float16 or
+        bfloat16 (float64, say)."""
         if isinstance(linear, Linear):
             raise ValueError("from_linear: this layer is already an "
                              "fp8q.torch.Linear (its weight holds FP8 codes)")
         check_granularity(granularity)
+        if linear.weight.dtype not in (torch.float32, torch.float16,
+                                       torch.bfloat16):
+            raise TypeError(
+                f"from_linear: the weight is {linear.weight.dtype}; fp8q "
+                "quantizes float32, float16 and bfloat16 weights (convert "
+                "the layer first, e.g. model.float())")
         codes, scale = _ops.quantize_weight(
             linear.weight.detach(), parse_format(weights, "weights"),
             granularity)
