@@ -244,3 +244,71 @@ def test_convert_refuses_metadata_safetensors_could_not_read(tmp_path):
                                            "number, not a string"):
         convert(path, tmp_path / "out.safetensors", all_2d=True)
     assert not (tmp_path / "out.safetensors").exists()
+
+
+def safetensors_codes(tmp_path):
+    """The dtype codes the safetensors package knows, from its refusal of
+    one it does not ("unknown variant `x`, expected one of `BOOL`, ...")."""
+    path = craft(tmp_path / "unknown.safetensors",
+                 {"a": {"dtype": "x", "shape": [0], "data_offsets": [0, 0]}},
+                 b"")
+    with pytest.raises(Exception) as error:
+        with safe_open(str(path), "np"):
+            pass
+    message = str(error.value)
+    return message[message.index("expected one of"):].split("`")[1::2]
+
+
+def test_every_code_of_the_format_is_read_or_refused_by_name(tmp_path):
+    """Each code safetensors defines is in DTYPES (read; the ones fp8q does
+    not compute with are copied byte for byte) or in UNREAD_DTYPES (refused
+    as valid but unread, not as an invalid file)."""
+    from fp8q._safetensors import DTYPES, UNREAD_DTYPES
+    codes = safetensors_codes(tmp_path)
+    assert {"F32", "C64", "F8_E8M0", "F4"} <= set(codes)
+    assert set(codes) == set(DTYPES) | set(UNREAD_DTYPES)
+    assert not set(DTYPES) & set(UNREAD_DTYPES)
+    bits = {"F4": 4, "F6_E2M3": 6, "F6_E3M2": 6}
+    for code in UNREAD_DTYPES:
+        path = craft(tmp_path / f"{code}.safetensors",
+                     {"a": {"dtype": code, "shape": [8],
+                            "data_offsets": [0, bits.get(code, 8)]}},
+                     bytes(bits.get(code, 8)))
+        assert not safetensors_refuses(path), code
+        with pytest.raises(ValueError) as error:
+            SafetensorsReader(path)
+        assert str(error.value).startswith(
+            f"{path}: tensor 'a' has dtype {code}, valid in safetensors but "
+            "not read by fp8q ("), str(error.value)
+
+
+def test_an_unknown_code_is_an_invalid_file(tmp_path):
+    path = craft(tmp_path / "q4.safetensors",
+                 {"a": {"dtype": "Q4", "shape": [2], "data_offsets": [0, 2]}},
+                 bytes(2))
+    assert safetensors_refuses(path)
+    with pytest.raises(ValueError, match="not a valid safetensors file: "
+                                         "tensor 'a' has unknown dtype 'Q4'"):
+        SafetensorsReader(path)
+
+
+@pytest.mark.parametrize("code", ["C64", "F8_E8M0"])
+def test_convert_copies_dtypes_it_does_not_compute_with(tmp_path, code):
+    """A complex64 buffer or an E8M0 scale beside a weight: convert
+    quantizes the weight and copies the other tensor byte for byte, into a
+    file the safetensors package reads back."""
+    from safetensors.torch import load_file
+    from fp8q._cli._convert_checkpoint import convert
+    source, target = tmp_path / "in.safetensors", tmp_path / "out.safetensors"
+    other = (torch.randn(4, dtype=torch.complex64) if code == "C64"
+             else torch.tensor([0.5, 1, 2, 4]).to(torch.float8_e8m0fnu))
+    save_file({"a.weight": torch.randn(8, 16), "buf": other}, str(source))
+    reader = SafetensorsReader(source)
+    assert reader.entries["buf"] == (code, (4,))
+    reader.close()
+    rows = convert(source, target)[0]
+    assert [row[0] for row in rows] == ["a.weight"]
+    copied = load_file(str(target))
+    assert copied["buf"].dtype == other.dtype
+    np.testing.assert_array_equal(raw(copied["buf"]), raw(other))
+    assert copied["a.weight"].dtype == torch.float8_e4m3fn

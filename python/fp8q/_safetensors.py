@@ -19,7 +19,7 @@ import numpy as np
 from fp8q import _C
 
 # safetensors dtype code -> (NumPy dtype of the raw bytes, fp8q dtype name
-# to view them as, or None for dtypes fp8q does not convert).
+# to view them as, or None for dtypes fp8q only copies byte for byte).
 DTYPES = {
     "F64": (np.float64, None), "F32": (np.float32, "float32"),
     "F16": (np.float16, "float16"), "BF16": (np.uint16, "bfloat16"),
@@ -29,6 +29,14 @@ DTYPES = {
     "I16": (np.int16, None), "I8": (np.int8, None), "U8": (np.uint8, None),
     "U16": (np.uint16, None), "U32": (np.uint32, None),
     "U64": (np.uint64, None), "BOOL": (np.bool_, None),
+    "C64": (np.complex64, None), "F8_E8M0": (np.uint8, None),
+}
+# The format's other codes, which the reader refuses, and why.
+UNREAD_DTYPES = {
+    **dict.fromkeys(("F4", "F6_E2M3", "F6_E3M2"), "its elements are "
+                    "narrower than a byte, packed"),
+    **dict.fromkeys(("F8_E4M3FNUZ", "F8_E5M2FNUZ"), "FP8 variants fp8q "
+                    "has no dtype for"),
 }
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 
@@ -72,7 +80,9 @@ class SafetensorsReader:
     (a BOM included), a key given twice in one of its objects, a shape or
     offset that is not an integer >= 0 (true, 2.0 and "2" are not), an
     unknown dtype, offsets that do not hold the shape, tensors that overlap
-    or leave data bytes in no tensor, metadata that is not str -> str."""
+    or leave data bytes in no tensor, metadata that is not str -> str.
+    Also ValueError, naming the tensor and saying why, for the dtypes of
+    UNREAD_DTYPES, which the format defines but fp8q does not read."""
 
     def __init__(self, path):
         self.path = str(path)
@@ -133,6 +143,10 @@ class SafetensorsReader:
             except KeyError as error:
                 self._fail(f"tensor {name!r}: its entry has no "
                            f"{error.args[0]!r}")
+            if isinstance(code, str) and code in UNREAD_DTYPES:
+                raise ValueError(f"{self.path}: tensor {name!r} has dtype "
+                                 f"{code}, valid in safetensors but not read "
+                                 f"by fp8q ({UNREAD_DTYPES[code]})")
             if not isinstance(code, str) or code not in DTYPES:
                 self._fail(f"tensor {name!r} has unknown dtype {code!r}")
             if not _naturals(shape):
