@@ -255,3 +255,28 @@ def another_gpus_choices_are_refused():
     start = len(algo_log())
     product(np.random.default_rng(69), 5)
     assert ids_since(start)[-1] == 2 and timed() == 3, algo_log()[start:]
+
+
+def a_bad_line_loads_nothing():
+    """A saved file with one line that is no choice: load raises
+    ValueError naming the file and uses nothing (the good choice before
+    the bad line was added): the product is timed here."""
+    import fp8q.gemm_tuning
+    path = os.environ["TUNING_FILE"]
+    damaged = path + ".damaged"
+    with open(path) as file:
+        text = file.read()
+    with open(damaged, "w") as file:
+        file.write(text + "choice nonsense\n")
+    try:
+        fp8q.gemm_tuning.load(damaged)
+    except ValueError as error:
+        message = str(error)
+    else:
+        raise AssertionError("no ValueError")
+    assert message.startswith(f"fp8q.gemm_tuning.load: {damaged}: not a "
+                              "GEMM tuning choice"), message
+    assert message.endswith("nothing was loaded"), message
+    start = len(algo_log())
+    product(np.random.default_rng(69), 5)
+    assert timed() == 3, algo_log()[start:]

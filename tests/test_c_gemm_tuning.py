@@ -3,7 +3,8 @@ cuBLASLt: builds tests/c/cuda_ops/gemm_tuning.c with csrc/platform.c,
 csrc/core and csrc/cuda (no Python, no binding; as test_c_cuda_ops.py does)
 and runs it with the fakes' name, compute capability and versions set here:
 the key fp8q.gemm_tuning saves (as text) and the choices' text, two added
-lines read back whole, most recent first."""
+lines read back whole, most recent first, an import with a bad line
+adding nothing."""
 import os
 import subprocess
 

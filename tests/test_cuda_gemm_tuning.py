@@ -53,10 +53,11 @@ def test_tuning_switched_off(fake_driver, tmp_path):
 
 def test_choices_saved_loaded_and_refused_elsewhere(fake_driver, tmp_path):
     """fp8q.gemm_tuning: save in one process, load in another (no timing),
-    refused on another GPU model."""
+    refused on another GPU model, and with a damaged line not at all."""
     path = str(tmp_path / "tuning.txt")
     for scenario, gpu in (("choices_are_saved", "Fake H100"),
                           ("saved_choices_are_loaded", "Fake H100"),
-                          ("another_gpus_choices_are_refused", "Fake H200")):
+                          ("another_gpus_choices_are_refused", "Fake H200"),
+                          ("a_bad_line_loads_nothing", "Fake H100")):
         run_scenario(fake_driver, scenario, tmp_path,
                      {"TUNING_FILE": path, "FAKE_CUDA_NAME": gpu})

@@ -926,17 +926,19 @@ static int hex_value(char digit)
     return -1;
 }
 
-fp8q_status fp8q_matmul_choice_add(int device_index, const char *line,
-                                   fp8q_error *error)
+/* One line of fp8q_matmul_choices_format parsed into `timed` (its key for
+ * device `device_index`, its one candidate); FP8Q_ERROR_VALUE saying what
+ * a line must hold when it is not one. */
+static fp8q_status parse_choice(int device_index, const char *line,
+                                plan *timed, fp8q_error *error)
 {
-    plan timed;
-    plan_key *key = &timed.key;
+    plan_key *key = &timed->key;
     long long m, n, k;
     char hex[2 * sizeof(fp8q_lt_algo) + 2];
-    unsigned char *bytes = (unsigned char *)&timed.candidates[0];
+    unsigned char *bytes = (unsigned char *)&timed->candidates[0];
     size_t index;
 
-    memset(&timed, 0, sizeof timed);
+    memset(timed, 0, sizeof *timed);
     memset(hex, 0, sizeof hex);
     if (sscanf(line, CHOICE_FORMAT " %129s", &m, &n, &k, &key->a_dtype,
                &key->b_dtype, &key->d_dtype, &key->scaling,
@@ -967,14 +969,42 @@ fp8q_status fp8q_matmul_choice_add(int device_index, const char *line,
     key->m = m;
     key->n = n;
     key->k = k;
-    timed.n_candidates = 1;
-    if (fp8q_mutex_create_once(&lock_once, &plans_lock) == NULL) {
+    timed->n_candidates = 1;
+    return FP8Q_OK;
+}
+
+fp8q_status fp8q_matmul_choices_add(int device_index,
+                                    const char *const *lines, size_t count,
+                                    fp8q_error *error)
+{
+    plan *parsed;
+    size_t index;
+
+    if (count == 0) {
+        return FP8Q_OK;
+    }
+    parsed = (plan *)calloc(count, sizeof *parsed);
+    if (parsed == NULL ||
+        fp8q_mutex_create_once(&lock_once, &plans_lock) == NULL) {
+        free(parsed);
         return fp8q_fail(error, FP8Q_ERROR_MEMORY,
-                         "out of memory for the cuBLASLt plan lock");
+                         "out of memory for %lld GEMM tuning choices",
+                         (long long)count);
+    }
+    for (index = 0; index < count; index++) {
+        const fp8q_status status =
+            parse_choice(device_index, lines[index], &parsed[index], error);
+        if (status != FP8Q_OK) {
+            free(parsed);
+            return status;
+        }
     }
     fp8q_mutex_lock(plans_lock);
-    remember_bucket_choice(&timed);
+    for (index = 0; index < count; index++) {
+        remember_bucket_choice(&parsed[index]);
+    }
     fp8q_mutex_unlock(plans_lock);
+    free(parsed);
     return FP8Q_OK;
 }
 

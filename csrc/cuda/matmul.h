@@ -114,12 +114,14 @@ int64_t fp8q_matmul_candidates_timed(void);
  */
 size_t fp8q_matmul_choices_format(int device_index, char *text, size_t size);
 
-/* Adds one line of fp8q_matmul_choices_format to device `device_index`'s
- * choices (replacing its bucket's), FP8Q_ERROR_VALUE saying what a line
- * must hold when it is not one. A choice is used only where the heuristic
- * offers exactly that algorithm for a product of its bucket. */
-fp8q_status fp8q_matmul_choice_add(int device_index, const char *line,
-                                   fp8q_error *error);
+/* Adds `count` lines of fp8q_matmul_choices_format to device
+ * `device_index`'s choices (each replacing its bucket's), all or none:
+ * FP8Q_ERROR_VALUE saying what a line must hold, with nothing added, when
+ * one is not such a line. A choice is used only where the heuristic offers
+ * exactly that algorithm for a product of its bucket. */
+fp8q_status fp8q_matmul_choices_add(int device_index,
+                                    const char *const *lines, size_t count,
+                                    fp8q_error *error);
 
 /* cuBLASLt's name for a scaling mode, for messages ("rowwise scales
  * (OUTER_VEC_32F)", ...). */

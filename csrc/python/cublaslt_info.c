@@ -221,8 +221,10 @@ static PyObject *gemm_tuning_import(PyObject *module, PyObject *args)
 {
     const fp8q_cublaslt *library;
     PyObject *device, *lines, *sequence;
-    Py_ssize_t position;
-    int index;
+    const char **texts;
+    Py_ssize_t position, count;
+    fp8q_error error;
+    int index, result;
 
     (void)module;
     if (!PyArg_ParseTuple(args, "OO:_gemm_tuning_import", &device, &lines)) {
@@ -236,30 +238,35 @@ static PyObject *gemm_tuning_import(PyObject *module, PyObject *args)
     if (sequence == NULL) {
         return NULL;
     }
-    for (position = 0; position < PySequence_Fast_GET_SIZE(sequence);
-         position++) {
+    /* The texts live as long as the sequence's items; all are added, or
+     * none when one is not a choice (cuda/matmul.h). */
+    count = PySequence_Fast_GET_SIZE(sequence);
+    texts = PyMem_Calloc((size_t)count + 1, sizeof *texts);
+    result = texts == NULL ? -1 : 0;
+    for (position = 0; result == 0 && position < count; position++) {
         PyObject *item = PySequence_Fast_GET_ITEM(sequence, position);
-        const char *line = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item)
-                                                 : NULL;
-        fp8q_error error;
-        if (line == NULL) {
+        texts[position] = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item)
+                                                : NULL;
+        if (texts[position] == NULL) {
             if (!PyErr_Occurred()) {
                 PyErr_SetString(PyExc_TypeError,
                                 "the choices must be a list of str");
             }
-            Py_DECREF(sequence);
-            return NULL;
-        }
-        fp8q_error_clear(&error);
-        if (fp8q_py_raise_on_failure(
-                fp8q_matmul_choice_add(index, line, &error), &error) < 0) {
-            Py_DECREF(sequence);
-            return NULL;
+            result = -1;
         }
     }
-    position = PySequence_Fast_GET_SIZE(sequence);
+    if (texts == NULL) {
+        PyErr_NoMemory();
+    }
+    else if (result == 0) {
+        fp8q_error_clear(&error);
+        result = fp8q_py_raise_on_failure(
+            fp8q_matmul_choices_add(index, texts, (size_t)count, &error),
+            &error);
+    }
+    PyMem_Free(texts);
     Py_DECREF(sequence);
-    return PyLong_FromSsize_t(position);
+    return result < 0 ? NULL : PyLong_FromSsize_t(count);
 }
 
 PyMethodDef fp8q_py_cublaslt_info_functions[] = {

@@ -61,7 +61,8 @@ def save(path, device=0):
 def load(path, device=0, missing_ok=False):
     """Adds the choices saved in `path` by `save` to CUDA device `device`'s
     (an index) and returns their number. Raises ValueError, using nothing,
-    when the file's key (GPU name and compute capability, driver, cuBLASLt
+    naming the file, when a choice line is not one `save` writes, or when
+    the file's key (GPU name and compute capability, driver, cuBLASLt
     and fp8q versions) is not this process's, naming both, or when the file
     is not one `save` writes; FileNotFoundError when it does not exist,
     unless `missing_ok` (then 0). A loaded choice is used only where
@@ -102,4 +103,8 @@ def load(path, device=0, missing_ok=False):
             f"{_describe(saved)}; CUDA device {device} here is "
             f"{_describe(key)}. Its choices are not used: tune here (run "
             f"the model once) and save a new file")
-    return _C._gemm_tuning_import(device, choices)
+    try:
+        return _C._gemm_tuning_import(device, choices)
+    except ValueError as error:
+        raise ValueError(f"fp8q.gemm_tuning.load: {path}: {error}; nothing "
+                         "was loaded") from None

@@ -55,10 +55,12 @@ static void check_key(void)
 }
 
 /* Two lines (algorithms of 64 bytes as 128 hex digits) added, then the
- * whole text: the most recent first. */
+ * whole text: the most recent first; an import with a bad line adds
+ * nothing. */
 static void check_choices(void)
 {
     char first[256], second[256], expected[520];
+    const char *lines[2];
     fp8q_error error;
     char *text;
     int index;
@@ -71,8 +73,24 @@ static void check_choices(void)
         (void)snprintf(second + strlen(second), 3, "%02x", 255 - index);
     }
     fp8q_error_clear(&error);
-    if (fp8q_matmul_choice_add(0, first, &error) != FP8Q_OK ||
-        fp8q_matmul_choice_add(0, second, &error) != FP8Q_OK) {
+    /* A bad line anywhere: nothing is added. */
+    lines[0] = first;
+    lines[1] = "nonsense";
+    if (fp8q_matmul_choices_add(0, lines, 2, &error) != FP8Q_ERROR_VALUE) {
+        fail("choices", "a bad line accepted", &error);
+        return;
+    }
+    text = fp8q_gemm_tuning_choices(0);
+    if (text == NULL || text[0] != '\0') {
+        printf("FAIL choices: a refused import added \"%s\"\n",
+               text != NULL ? text : "(null)");
+        failures++;
+    }
+    free(text);
+    fp8q_error_clear(&error);
+    lines[0] = first;
+    lines[1] = second;
+    if (fp8q_matmul_choices_add(0, lines, 2, &error) != FP8Q_OK) {
         fail("choices", "a line refused", &error);
         return;
     }
