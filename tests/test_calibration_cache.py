@@ -668,12 +668,48 @@ def test_copied_and_unpickled_entries_stay_immutable(copy_of):
     (True, TypeError, "amax: expected a real number"),
     (None, TypeError, "amax: expected a real number"),
     (1 + 2j, TypeError, "amax: expected a real number"),
+    # Python ints past NumPy's integers: refused as the numbers they are.
+    pytest.param(2**128, ValueError, f"amax is {2**128}; .* as a float32",
+                 id="2**128"),
+    pytest.param(2**128 - 2**103, ValueError, "amax is 3402.*; .* as a "
+                 "float32", id="a tie rounding to 2**128"),
+    pytest.param(10**400, ValueError, "amax is 10000.*; .* as a float32",
+                 id="10**400"),
+    pytest.param(-2**70, ValueError, f"amax is {-2**70}; every amax must",
+                 id="-2**70"),
+    pytest.param([1, -2**70], ValueError, f"amax\\[1\\] is {-2**70}",
+                 id="[1, -2**70]"),
+    pytest.param([True, 2**70], TypeError, "amax: expected a real number",
+                 id="[True, 2**70]"),
 ])
 def test_add_rejects_bad_amax(amax, error, problem):
     cache = CalibrationCache()
     with pytest.raises(error, match=problem):
         cache.add("x", amax)
     assert len(cache) == 0
+
+
+@pytest.mark.parametrize("amax, stored", [
+    (2**70, float(2**70)),
+    (2**64, float(2**64)),
+    (2**70 + 1, float(2**70)),
+    (2**70 + 2**46 + 1, float(2**70 + 2**47)),  # float() first: 2**70
+    (2**128 - 2**104, float(np.finfo(np.float32).max)),
+    ([1, 2**70], [1.0, float(2**70)]),
+    ([0.5, 2**80], [0.5, float(2**80)]),
+    ([np.float32(2), 2**65], [2.0, float(2**65)]),
+], ids=["2**70", "2**64", "2**70+1", "past a tie", "float32 max", "[1, 2**70]",
+        "[0.5, 2**80]", "[float32(2), 2**65]"])
+def test_add_takes_python_ints_too_large_for_numpy(amax, stored):
+    """Ints past int64/uint64 (a NumPy object array) that float32 holds
+    are stored as their float32 values, as smaller ints are; they were a
+    TypeError."""
+    entry = CalibrationCache().add("x", amax)
+    if isinstance(stored, float):
+        assert isinstance(entry.amax, float) and entry.amax == stored
+    else:
+        assert entry.amax.dtype == np.float32
+        assert entry.amax.tolist() == stored
 
 
 @pytest.mark.parametrize("name, error", [

@@ -11,6 +11,7 @@ file format.
 """
 import collections
 import collections.abc
+import fractions
 import hashlib
 import json
 import math
@@ -71,12 +72,43 @@ def _fp8_dtype_name(dtype):
     return resolved.name
 
 
+def _is_real(value):
+    """Whether `value` is an int or a float, Python's or NumPy's (not a
+    bool): what an object array of amax values may hold."""
+    return (isinstance(value, (int, float, np.integer, np.floating))
+            and not isinstance(value, bool))
+
+
+def _as_float(value):
+    """`value` (an int or a float) as a float for the float32 cast: an
+    int rounded here to float32's 24 significant bits, once (to nearest,
+    ties to even, as NumPy casts smaller ints; float() first would round
+    twice, to 53 bits then 24), past float64's range an infinity of its
+    sign."""
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    value = int(value)
+    shift = max(abs(value).bit_length() - 24, 0)
+    try:
+        return float(round(fractions.Fraction(value, 1 << shift)) << shift)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def _float32_amax(amax):
     """amax as an entry stores it: a float for a scalar (or 0-d array), a
     read-only 1-D float32 array otherwise; each value rounded to float32,
-    finite and >= 0, negative zero made +0."""
+    finite and >= 0, negative zero made +0. Python ints too large for
+    NumPy's integer dtypes (an object array) are rounded to float32 as
+    smaller ints are (2**70 to float(2**70)); past its range they are
+    refused as any number is."""
     given = np.asarray(amax)
-    if given.dtype.kind not in "iuf":
+    if given.dtype == object and all(_is_real(value) for value in given.flat):
+        real = np.array([_as_float(value) for value in given.flat],
+                        dtype=np.float64).reshape(given.shape)
+    else:
+        real = given
+    if real.dtype.kind not in "iuf":
         raise TypeError("amax: expected a real number or a 1-D array of "
                         f"them, got {type(amax).__name__} "
                         f"(NumPy dtype {given.dtype})")
@@ -84,14 +116,16 @@ def _float32_amax(amax):
         raise ValueError("amax: expected a number or a non-empty 1-D array "
                          f"(one value per channel), got shape {given.shape}")
     with np.errstate(over="ignore"):
-        values = given.astype(np.float32)
+        values = real.astype(np.float32)
     bad = ~np.isfinite(values) | (values < 0)
     if bad.any():
         index = int(np.flatnonzero(bad)[0])
         where = "amax" if given.ndim == 0 else f"amax[{index}]"
+        # As given, a Python number (an int too large for NumPy exact).
+        value = given.reshape(-1)[index:index + 1].tolist()[0]
         raise ValueError(
-            f"{where} is {given.reshape(-1)[index].item()!r}; every amax "
-            "must be finite and >= 0 as a float32")
+            f"{where} is {value!r}; every amax must be finite and >= 0 as a "
+            "float32")
     values = values + np.float32(0)  # -0.0 + 0.0 is +0.0
     if values.ndim == 0:
         return float(values)
