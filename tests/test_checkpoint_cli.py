@@ -7,14 +7,15 @@ import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
 import fp8q.torch as fpt  # noqa: E402
-from checkpoint_layouts import (LINEARS, check_layers, layout,  # noqa: E402
-                                save, tiny)
+from checkpoint_layouts import (FP8, LINEARS, check_layers,  # noqa: E402
+                                layout, save, tiny)
 from fp8q._safetensors import SafetensorsReader  # noqa: E402
 
 
@@ -109,6 +110,90 @@ def test_convert_refuses_an_inconsistent_fp8_checkpoint(tmp_path):
     assert result.returncode == 2
     assert "marker says float8_e5m2" in result.stderr
     assert not output.exists()
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2"])
+def test_convert_writes_unscaled_fp8_tensors_as_exact_float16(tmp_path,
+                                                              fmt):
+    """A plain-FP8 checkpoint whose norm and biases are FP8 too: they are
+    written as F16 holding their exact values (the output's layout has no
+    FP8 tensor without a scale), so inspect and load_checkpoint read the
+    output, and it loads as the input does."""
+    state, _ = layout("plain", tiny(), fmt=fmt)
+    unscaled = ("norm.weight", "norm.bias", "proj.bias", "head.bias")
+    for key in unscaled:
+        state[key] = state[key].to(FP8[fmt])
+    source = save(str(tmp_path / "in"), state) + "/model.safetensors"
+    output = tmp_path / "out.safetensors"
+    result = run("convert", source, output)
+    assert result.returncode == 0, result.stderr
+    assert ("note: 4 FP8 tensors without a scale that no layer holds "
+            "(head.bias, norm.bias, norm.weight, ...) are written as F16"
+            in result.stdout)
+    reader = SafetensorsReader(output)
+    try:
+        for key in unscaled:
+            assert reader.entries[key] == ("F16", tuple(state[key].shape))
+            assert np.array_equal(reader.tensor(key),
+                                  state[key].to(torch.float16).numpy())
+    finally:
+        reader.close()
+    assert run("inspect", output).returncode == 0
+    model, direct = tiny(seed=1), tiny(seed=2)
+    fpt.load_checkpoint(model, str(output))
+    fpt.load_checkpoint(direct, state)
+    x = torch.randn(3, 40)
+    assert torch.equal(check_layers(model, x), check_layers(direct, x))
+
+
+@pytest.mark.parametrize("name, arguments, suffix", [
+    ("compressed-tensors", ("--format", "vllm"), ".weight_scale"),
+    ("compressed-tensors", ("--format", "fp8q"), ".weight_scale"),
+    ("finegrained", ("--format", "fp8q"), ".weight_scale_inv"),
+    ("finegrained", ("--format", "vllm"), ".weight_scale_inv")])
+def test_quantize_float_block_scales_take_the_input_scale_names(
+        tmp_path, name, arguments, suffix):
+    """--quantize-float --granularity block names the new scales as the FP8
+    input's are, whatever --format: one layout, which fp8q reads back."""
+    state, _ = layout(name, tiny(), granularity="block")
+    state["head.weight"] = tiny().head.weight.detach().clone()
+    del state["head" + suffix]
+    source = save(str(tmp_path / "in"), state) + "/model.safetensors"
+    output = tmp_path / "out.safetensors"
+    result = run("convert", source, output, "--quantize-float",
+                 "--granularity", "block", *arguments)
+    assert result.returncode == 0, result.stderr
+    reader = SafetensorsReader(output)
+    try:
+        assert sorted(key for key in reader.entries if "scale" in key) == [
+            layer + suffix for layer in ("head", "out", "proj")]
+    finally:
+        reader.close()
+    assert run("inspect", output).returncode == 0
+    model = tiny(seed=1)
+    report = fpt.load_checkpoint(model, str(output))
+    assert sorted(report.fp8_layers) == ["head", "out", "proj"]
+    assert model.head.granularity == "block"
+
+
+@pytest.mark.parametrize("granularity", ["row", "tensor"])
+def test_quantize_float_refuses_non_block_scales_in_a_finegrained_file(
+        tmp_path, granularity):
+    state, _ = layout("finegrained", tiny())
+    state["head.weight"] = tiny().head.weight.detach().clone()
+    del state["head.weight_scale_inv"]
+    source = save(str(tmp_path / "in"), state) + "/model.safetensors"
+    output = tmp_path / "out.safetensors"
+    result = run("convert", source, output, "--quantize-float",
+                 "--granularity", granularity)
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"fp8q convert: error: --granularity {granularity}: {source} is a "
+        "FineGrainedFP8 checkpoint (*.weight_scale_inv), whose layout holds "
+        "128x128 block scales only; --quantize-float its float tensors with "
+        "--granularity block\n")
+    assert not output.exists()
+    assert run("convert", source, output).returncode == 0  # nothing quantized
 
 
 # A fresh interpreter where `import torch` raises ImportError (as on a

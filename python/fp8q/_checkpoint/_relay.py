@@ -5,12 +5,15 @@ codes: `<layer>.weight` the FP8 codes as they are, `<layer>.weight_scale`
 float32 in fp8q's scale shape (exact from float16/bfloat16; 1 where the
 checkpoint has none; `weight_scale_inv` for block scales with --format
 vllm), `<layer>.input_scale` float32 () for static activations; the float
-tensors byte for byte; layout markers and unused scales dropped."""
+tensors byte for byte, except FP8 tensors of no layer (a plain-FP8
+checkpoint's norms and biases), written as float16 holding their exact
+values (an FP8 tensor without a scale is not of the output's layout);
+layout markers and unused scales dropped."""
 import numpy as np
 
 import fp8q
 from fp8q._checkpoint._detect import detect, plan_checkpoint
-from fp8q._checkpoint._plan import CheckpointError, nbytes
+from fp8q._checkpoint._plan import FP8_CODES, CheckpointError, nbytes
 
 # Layouts convert re-lays; compressed-tensors and FineGrainedFP8 are vLLM's
 # own and go through convert's usual path (FP8 tensors and scales copied).
@@ -39,21 +42,37 @@ def _float32_scale(checkpoint, key, shape):
     return values.reshape(shape)
 
 
+def _exact_float16(checkpoint, key):
+    """The FP8 tensor `key` as float16, which holds every float8_e4m3fn
+    and float8_e5m2 value exactly (NaN and infinities included)."""
+    code, shape = checkpoint.entries[key]
+    codes = fp8q.asarray(np.ascontiguousarray(checkpoint.array(key))
+                         .reshape(-1)).view(FP8_CODES[code])
+    return fp8q.cast(codes, "float16").numpy().reshape(shape)
+
+
 def relay_tensors(checkpoint, scale_name):
     """(tensors for write_safetensors, summary rows (name, bytes before,
-    bytes after, 0.0), layout) of the re-laid checkpoint; scale_name(weight
-    name, granularity) names the weight's scale. CheckpointError naming
-    the key for anything the layout's reader refuses, or for two output
-    tensors of one name."""
+    bytes after, 0.0), layout, the keys of FP8 tensors of no layer written
+    as float16) of the re-laid checkpoint; scale_name(weight name,
+    granularity) names the weight's scale. CheckpointError naming the key
+    for anything the layout's reader refuses, or for two output tensors of
+    one name."""
     plan = plan_checkpoint(checkpoint)
     by_weight = {layer.weight_key: layer for layer in plan.layers.values()}
     consumed = {key for layer in plan.layers.values() for key in layer.keys}
     consumed.update(plan.ignored_keys)
-    tensors, rows = [], []
+    tensors, rows, upcast = [], [], []
     for key, (code, shape) in checkpoint.entries.items():
         layer = by_weight.get(key)
         if layer is None:
-            if key not in consumed:
+            if key in consumed:
+                continue
+            if code in FP8_CODES:
+                upcast.append(key)
+                tensors.append((key, "F16", shape, lambda key=key:
+                                _exact_float16(checkpoint, key)))
+            else:
                 tensors.append((key, code, shape,
                                 lambda key=key: checkpoint.array(key)))
             continue
@@ -81,7 +100,7 @@ def relay_tensors(checkpoint, scale_name):
         clash = next(name for name in names if names.count(name) > 1)
         raise CheckpointError(f"{clash}: the re-laid checkpoint would hold "
                               "two tensors of this name")
-    return tensors, rows, plan.layout
+    return tensors, rows, plan.layout, upcast
 
 
 def output_metadata(checkpoint, layout, output_format):

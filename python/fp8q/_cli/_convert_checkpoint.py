@@ -6,9 +6,11 @@ streaming tensor by tensor; everything else is copied unchanged.
 Output names: NAME keeps the FP8 codes (F8_E4M3); its scale is NAME +
 "_scale" (X.weight -> X.weight_scale) or, for --format vllm with block
 scales, NAME + "_scale_inv", the name vLLM reads for 128x128 block scales;
-both are dequantization scales, x ~= q * scale. Tensors that are scales
-already (names ending in "_scale" or "_scale_inv") and FP8 tensors are
-copied unchanged, so converting a converted checkpoint changes nothing.
+both are dequantization scales, x ~= q * scale (the new scales of an FP8
+input take its own names instead, INPUT_SCALE_NAMES: one layout per
+file). Tensors that are scales already (names ending in "_scale" or
+"_scale_inv") and FP8 tensors are copied unchanged, so converting a
+converted checkpoint changes nothing.
 FP8 checkpoints in layouts vLLM does not read (ComfyUI scaled fp8 and
 comfy_quant, plain FP8, optimum-quanto) are re-laid into its layout instead,
 codes untouched (fp8q._checkpoint._relay); docs/checkpoints.md. The float
@@ -33,6 +35,7 @@ import numpy as np
 import fp8q
 from fp8q._atomic_file import atomic_file
 from fp8q._checkpoint import CheckpointError, open_checkpoint
+from fp8q._checkpoint._detect import detect
 from fp8q._checkpoint._layout_compressed import FP8Q_METADATA_KEY
 from fp8q._checkpoint._plan import FP8_CODES
 from fp8q._checkpoint._relay import (output_metadata, relaid_layout,
@@ -48,6 +51,11 @@ CARRIED_CONFIGS = ("config.json", "hf_quant_config.json")
 
 
 SCALE_SUFFIXES = ("_scale", "_scale_inv")
+# An FP8 input's layout -> the --format whose scale names (scale_name) the
+# scales of its quantized float tensors take, so that the output keeps
+# the input's one layout: compressed-tensors' NAME_scale (block scales
+# too), FineGrainedFP8's NAME_scale_inv (128x128 block scales only).
+INPUT_SCALE_NAMES = {"compressed-tensors": "fp8q", "finegrained-fp8": "vllm"}
 # Module names (the last part before ".weight") of embedding tables in the
 # usual model families: 2-D weights that are no nn.Linear's.
 EMBEDDING_MODULES = ("embed", "embed_*", "*embedding", "*embeddings", "wte",
@@ -184,23 +192,29 @@ def convert(input_path, output_path, granularity="row", excludes=(),
     try:
         relaid = _relay(input_path, output_path, output_format)
         if relaid is not None:
-            return (*relaid, [])
+            return relaid
         reader = SafetensorsReader(input_path)
     except (OSError, ValueError) as error:
         raise ConvertError(str(error)) from None
     try:
         fp8_input = is_fp8_input(reader.entries)
         scheme_metadata = FP8Q_METADATA_KEY in reader.metadata
+        layout = detect(reader) if fp8_input else None
+        names = INPUT_SCALE_NAMES.get(layout, output_format)
         rows, before, after, kept = _convert(
             reader, input_path, output_path, granularity, excludes,
-            output_format, progress, all_2d, quantize_float)
+            names, progress, all_2d, quantize_float, layout)
     finally:
         reader.close()
     notes = []
+    if rows and (scale_name("", names, granularity)
+                 != scale_name("", output_format, granularity)):
+        notes.append(f"--format {output_format}: the new scales are named "
+                     f"NAME{scale_name('', names, granularity)} as this "
+                     f"{layout} checkpoint's are (one layout per file)")
     if kept:
-        shown = ", ".join(kept[:3]) + (", ..." if len(kept) > 3 else "")
         notes.append(f"FP8 input: {len(kept)} float tensors its writer kept "
-                     f"in float are copied as they are ({shown}); "
+                     f"in float are copied as they are ({_shown(kept)}); "
                      "--quantize-float quantizes them")
     if fp8_input and rows:
         notes.append(f"--quantize-float quantized {len(rows)} float tensors "
@@ -214,6 +228,11 @@ def convert(input_path, output_path, granularity="row", excludes=(),
                      "by their scales (static activations where input_scale "
                      "is present, weight-only elsewhere)")
     return rows, before, after, notes
+
+
+def _shown(names):
+    """The first three names, for a note."""
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
 
 
 def _carry_configs(input_path, output_path):
@@ -250,9 +269,15 @@ def _carry_configs(input_path, output_path):
 
 
 def _convert(reader, input_path, output_path, granularity, excludes,
-             output_format, progress, all_2d, quantize_float):
+             output_format, progress, all_2d, quantize_float, layout):
     outputs, converted, kept = _plan(reader, granularity, excludes,
                                      output_format, all_2d, quantize_float)
+    if converted and layout == "finegrained-fp8" and granularity != "block":
+        raise ConvertError(
+            f"--granularity {granularity}: {input_path} is a FineGrainedFP8 "
+            "checkpoint (*.weight_scale_inv), whose layout holds 128x128 "
+            "block scales only; --quantize-float its float tensors with "
+            "--granularity block")
     pending = {}  # scale name -> float32 scale array, filled with its weight
     rows = []
 
@@ -321,14 +346,21 @@ def _relay(input_path, output_path, output_format):
             layout = relaid_layout(checkpoint)
             if layout is None:
                 return None
-            tensors, rows, layout = relay_tensors(
+            tensors, rows, layout, upcast = relay_tensors(
                 checkpoint, lambda name, granularity: scale_name(
                     name, output_format, granularity))
             _write(output_path, tensors,
                    output_metadata(checkpoint, layout, output_format))
     except CheckpointError as error:
         raise ConvertError(f"{input_path}: {error}") from None
-    return rows, os.path.getsize(input_path), os.path.getsize(output_path)
+    notes = []
+    if upcast:
+        notes.append(f"{len(upcast)} FP8 tensors without a scale that no "
+                     f"layer holds ({_shown(upcast)}) are written as F16, "
+                     "which holds their values exactly: the output's layout "
+                     "has no FP8 tensor without a scale")
+    return (rows, os.path.getsize(input_path), os.path.getsize(output_path),
+            notes)
 
 
 def print_summary(rows, before, after, stream=sys.stdout):
