@@ -196,6 +196,72 @@ def test_quantize_float_refuses_non_block_scales_in_a_finegrained_file(
     assert run("convert", source, output).returncode == 0  # nothing quantized
 
 
+def _comfy_with_float_head(folder):
+    """A ComfyUI scaled-fp8 file of the tiny model whose head (a linear
+    layer) and a 2-D embed.weight are kept in float: the path."""
+    state, _ = layout("comfy-scaled", tiny())
+    state["head.weight"] = tiny().head.weight.detach().clone()
+    del state["head.scale_weight"]
+    state["embed.weight"] = torch.randn(6, 40)
+    return save(str(folder), state) + "/model.safetensors"
+
+
+@pytest.mark.parametrize("arguments, converted", [
+    ((), ()),
+    (("--quantize-float",), ("head.weight",)),
+    (("--quantize-float", "--granularity", "block", "--format", "vllm"),
+     ("head.weight",)),
+    (("--quantize-float", "--all-2d", "--granularity", "tensor"),
+     ("head.weight", "embed.weight")),
+    (("--quantize-float", "--exclude", "head.*"), ())])
+def test_convert_flags_apply_to_a_relaid_checkpoint(tmp_path, arguments,
+                                                     converted):
+    """The float tensors of a re-laid layout convert as a compressed-tensors
+    input's do: kept unless --quantize-float, then by --granularity,
+    --all-2d and --exclude; the scales named NAME_scale (one layout)."""
+    source = _comfy_with_float_head(tmp_path / "in")
+    output = tmp_path / "out.safetensors"
+    result = run("convert", source, output, *arguments)
+    assert result.returncode == 0, result.stderr
+    granularity = (arguments[arguments.index("--granularity") + 1]
+                   if "--granularity" in arguments else "row")
+    scale_shapes = {"row": (9, 1), "tensor": (), "block": (1, 2)}
+    reader = SafetensorsReader(output)
+    try:
+        for key in ("head.weight", "embed.weight"):
+            assert reader.entries[key][0] == (
+                "F8_E4M3" if key in converted else "F32"), key
+        assert "head.weight_scale_inv" not in reader.entries
+        assert (reader.entries.get("head.weight_scale")
+                == (("F32", scale_shapes[granularity])
+                    if "head.weight" in converted else None))
+        assert reader.metadata["fp8q_source_layout"] == "comfyui-scaled-fp8"
+    finally:
+        reader.close()
+    if "embed.weight" in converted:
+        return  # embed_scale: a tensor no model here holds
+    assert run("inspect", output).returncode == 0
+    model = tiny(seed=1)
+    model.embed = torch.nn.Linear(40, 6, bias=False)  # holds embed.weight
+    report = fpt.load_checkpoint(model, str(output))
+    assert ("head" in report.fp8_layers) == ("head.weight" in converted)
+    if "head.weight" in converted:
+        assert model.head.granularity == granularity
+
+
+def test_convert_refuses_an_unused_exclude_on_a_relaid_checkpoint(
+        tmp_path):
+    source = _comfy_with_float_head(tmp_path / "in")
+    output = tmp_path / "out.safetensors"
+    result = run("convert", source, output, "--quantize-float", "--exclude",
+                 "no-such-*")
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        "fp8q convert: error: --exclude 'no-such-*': matches no tensor of "
+        f"{source} ")
+    assert not output.exists()
+
+
 # A fresh interpreter where `import torch` raises ImportError (as on a
 # machine without torch): it imports every module of fp8q._checkpoint, then
 # runs one command of `python -m fp8q`.

@@ -8,12 +8,15 @@ vllm), `<layer>.input_scale` float32 () for static activations; the float
 tensors byte for byte, except FP8 tensors of no layer (a plain-FP8
 checkpoint's norms and biases), written as float16 holding their exact
 values (an FP8 tensor without a scale is not of the output's layout);
-layout markers and unused scales dropped."""
+layout markers and unused scales dropped. RelaidCheckpoint presents the
+result as convert reads a file, so its float tensors convert as any FP8
+input's do (--quantize-float, --granularity, --all-2d, --exclude)."""
 import numpy as np
 
 import fp8q
 from fp8q._checkpoint._detect import detect, plan_checkpoint
 from fp8q._checkpoint._plan import FP8_CODES, CheckpointError, nbytes
+from fp8q._safetensors import DTYPES
 
 # Layouts convert re-lays; compressed-tensors and FineGrainedFP8 are vLLM's
 # own and go through convert's usual path (FP8 tensors and scales copied).
@@ -111,3 +114,35 @@ def output_metadata(checkpoint, layout, output_format):
                      "fp8q_format": output_format,
                      "fp8q_source_layout": layout})
     return metadata
+
+
+class RelaidCheckpoint:
+    """An open checkpoint re-laid by relay_tensors, read as convert reads a
+    SafetensorsReader: path, entries ({name: (dtype code, shape)} of the
+    re-laid tensors) and metadata (output_metadata); tensor(name), the
+    array written for it (produced from the input when asked);
+    fp8q_tensor(name), a float tensor as fp8q's dtype; rows and upcast,
+    relay_tensors' summary rows and float16 keys; close() closes the
+    input. CheckpointError as relay_tensors."""
+
+    def __init__(self, checkpoint, scale_name, output_format):
+        tensors, self.rows, layout, self.upcast = relay_tensors(
+            checkpoint, scale_name)
+        self._checkpoint = checkpoint
+        self.path = checkpoint.path
+        self.entries = {name: (code, tuple(shape))
+                        for name, code, shape, _ in tensors}
+        self._produce = {name: produce for name, _, _, produce in tensors}
+        self.metadata = output_metadata(checkpoint, layout, output_format)
+
+    def tensor(self, name):
+        return self._produce[name]()
+
+    def fp8q_tensor(self, name):
+        code, shape = self.entries[name]
+        raw = np.ascontiguousarray(self.tensor(name)).reshape(-1)
+        return fp8q.asarray(raw.view(np.uint8)).view(
+            DTYPES[code][1]).reshape(shape)
+
+    def close(self):
+        self._checkpoint.close()

@@ -13,10 +13,10 @@ file). Tensors that are scales already (names ending in "_scale" or
 converted checkpoint changes nothing.
 FP8 checkpoints in layouts vLLM does not read (ComfyUI scaled fp8 and
 comfy_quant, plain FP8, optimum-quanto) are re-laid into its layout instead,
-codes untouched (fp8q._checkpoint._relay); docs/checkpoints.md. The float
-tensors of an FP8 input (compressed-tensors' ignored lm_head, say) were
-left in float by its writer: they are copied as they are unless
---quantize-float asks, and the input's config files (config.json,
+codes untouched (fp8q._checkpoint._relay), and then read as an FP8 input;
+docs/checkpoints.md. The float tensors of an FP8 input (compressed-tensors'
+ignored lm_head, say) were left in float by its writer: they are copied as
+they are unless --quantize-float asks, and the input's config files (config.json,
 hf_quant_config.json) are written beside the output while they still
 describe it.
 The file is written to a temporary name beside OUT and renamed at the end;
@@ -38,8 +38,7 @@ from fp8q._checkpoint import CheckpointError, open_checkpoint
 from fp8q._checkpoint._detect import detect
 from fp8q._checkpoint._layout_compressed import FP8Q_METADATA_KEY
 from fp8q._checkpoint._plan import FP8_CODES
-from fp8q._checkpoint._relay import (output_metadata, relaid_layout,
-                                     relay_tensors)
+from fp8q._checkpoint._relay import RelaidCheckpoint, relaid_layout
 from fp8q._safetensors import SafetensorsReader, write_safetensors
 
 GRANULARITIES = {"row": "row", "tensor": "tensor", "block": (128, 128)}
@@ -190,25 +189,28 @@ def convert(input_path, output_path, granularity="row", excludes=(),
         raise ConvertError(f"{output_path}: the output must not be the "
                            "input file")
     try:
-        relaid = _relay(input_path, output_path, output_format)
-        if relaid is not None:
-            return relaid
-        reader = SafetensorsReader(input_path)
+        reader = _open(input_path, output_format)
     except (OSError, ValueError) as error:
         raise ConvertError(str(error)) from None
+    relaid = isinstance(reader, RelaidCheckpoint)
+    notes = []
     try:
         fp8_input = is_fp8_input(reader.entries)
         scheme_metadata = FP8Q_METADATA_KEY in reader.metadata
         layout = detect(reader) if fp8_input else None
-        names = INPUT_SCALE_NAMES.get(layout, output_format)
         rows, before, after, kept = _convert(
             reader, input_path, output_path, granularity, excludes,
-            names, progress, all_2d, quantize_float, layout)
+            output_format, progress, all_2d, quantize_float, layout)
+        if relaid:
+            notes.extend(_relay_notes(reader))
+            rows, quantized = reader.rows + rows, len(rows)
+        else:
+            quantized = len(rows)
     finally:
         reader.close()
-    notes = []
-    if rows and (scale_name("", names, granularity)
-                 != scale_name("", output_format, granularity)):
+    names = _scale_names(layout, output_format)
+    if quantized and (scale_name("", names, granularity)
+                      != scale_name("", output_format, granularity)):
         notes.append(f"--format {output_format}: the new scales are named "
                      f"NAME{scale_name('', names, granularity)} as this "
                      f"{layout} checkpoint's are (one layout per file)")
@@ -216,13 +218,13 @@ def convert(input_path, output_path, granularity="row", excludes=(),
         notes.append(f"FP8 input: {len(kept)} float tensors its writer kept "
                      f"in float are copied as they are ({_shown(kept)}); "
                      "--quantize-float quantizes them")
-    if fp8_input and rows:
-        notes.append(f"--quantize-float quantized {len(rows)} float tensors "
+    if fp8_input and quantized and not relaid:
+        notes.append(f"--quantize-float quantized {quantized} float tensors "
                      "of this FP8 checkpoint: its config files no longer "
                      "describe the output and were not carried beside it")
-    elif fp8_input:
+    elif fp8_input and not relaid:
         notes.extend(_carry_configs(input_path, output_path))
-    if rows and scheme_metadata:
+    if quantized and scheme_metadata:
         notes.append(f"the input's {FP8Q_METADATA_KEY} metadata no longer "
                      "describes the output and was dropped: its layers read "
                      "by their scales (static activations where input_scale "
@@ -268,10 +270,17 @@ def _carry_configs(input_path, output_path):
     return notes
 
 
+def _scale_names(layout, output_format):
+    """The --format whose scale names the new scales of an input of
+    `layout` (detect's, None for a float input) take: INPUT_SCALE_NAMES."""
+    return INPUT_SCALE_NAMES.get(layout, output_format)
+
+
 def _convert(reader, input_path, output_path, granularity, excludes,
              output_format, progress, all_2d, quantize_float, layout):
-    outputs, converted, kept = _plan(reader, granularity, excludes,
-                                     output_format, all_2d, quantize_float)
+    names = _scale_names(layout, output_format)
+    outputs, converted, kept = _plan(reader, granularity, excludes, names,
+                                     all_2d, quantize_float)
     if converted and layout == "finegrained-fp8" and granularity != "block":
         raise ConvertError(
             f"--granularity {granularity}: {input_path} is a FineGrainedFP8 "
@@ -302,7 +311,7 @@ def _convert(reader, input_path, output_path, granularity, excludes,
                      if norm > 0 else 0.0)
             rows.append((name, source.nbytes, q.data.nbytes + q.scale.nbytes,
                          float(error)))
-            pending[scale_name(name, output_format, granularity)] = \
+            pending[scale_name(name, names, granularity)] = \
                 q.scale.numpy()
             return q.data.view("uint8").numpy()
         return produce
@@ -337,30 +346,35 @@ def _write(output_path, tensors, metadata):
             from None
 
 
-def _relay(input_path, output_path, output_format):
-    """Re-lays an FP8 checkpoint of another layout (fp8q._checkpoint._relay)
-    into the vLLM / compressed-tensors one, codes untouched; returns
-    convert's result, or None for any other checkpoint."""
+def _open(input_path, output_format):
+    """The input as convert reads it: a RelaidCheckpoint for the FP8
+    layouts it re-lays into the vLLM / compressed-tensors one, codes
+    untouched (fp8q._checkpoint._relay), else a SafetensorsReader.
+    ConvertError naming the input for a checkpoint fp8q refuses."""
+    checkpoint = open_checkpoint(input_path)
     try:
-        with open_checkpoint(input_path) as checkpoint:
-            layout = relaid_layout(checkpoint)
-            if layout is None:
-                return None
-            tensors, rows, layout, upcast = relay_tensors(
+        if relaid_layout(checkpoint) is not None:
+            return RelaidCheckpoint(
                 checkpoint, lambda name, granularity: scale_name(
-                    name, output_format, granularity))
-            _write(output_path, tensors,
-                   output_metadata(checkpoint, layout, output_format))
+                    name, output_format, granularity), output_format)
     except CheckpointError as error:
+        checkpoint.close()
         raise ConvertError(f"{input_path}: {error}") from None
-    notes = []
-    if upcast:
-        notes.append(f"{len(upcast)} FP8 tensors without a scale that no "
-                     f"layer holds ({_shown(upcast)}) are written as F16, "
-                     "which holds their values exactly: the output's layout "
-                     "has no FP8 tensor without a scale")
-    return (rows, os.path.getsize(input_path), os.path.getsize(output_path),
-            notes)
+    except BaseException:
+        checkpoint.close()
+        raise
+    checkpoint.close()
+    return SafetensorsReader(input_path)
+
+
+def _relay_notes(relaid):
+    """The notes on a RelaidCheckpoint's tensors."""
+    if not relaid.upcast:
+        return []
+    return [f"{len(relaid.upcast)} FP8 tensors without a scale that no "
+            f"layer holds ({_shown(relaid.upcast)}) are written as F16, "
+            "which holds their values exactly: the output's layout has no "
+            "FP8 tensor without a scale"]
 
 
 def print_summary(rows, before, after, stream=sys.stdout):
