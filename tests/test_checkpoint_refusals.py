@@ -169,6 +169,45 @@ CORRUPTIONS = [
                             "ghost.scale_weight": s["out.scale_weight"]
                             .clone()}),
      r"unexpected key\(s\): ghost\.weight, ghost\.scale_weight"),
+    # Issue: malformed config JSON, each level checked and named.
+    ("config-json-not-object", "compressed-tensors", {},
+     lambda s, c: _set(c, "config.json", [1]),
+     r"^config\.json is an array \[1\]; expected a JSON object$"),
+    ("quantization-config-string", "compressed-tensors", {},
+     lambda s, c: _set(c["config.json"], "quantization_config", "fp8"),
+     r"^config\.json: quantization_config is a string \"fp8\"; expected"),
+    ("config-groups-list", "compressed-tensors", {},
+     lambda s, c: _config(c).update(config_groups=[1]),
+     r"^config\.json: quantization_config\.config_groups is an array"),
+    ("config-group-string", "compressed-tensors", {},
+     lambda s, c: _config(c)["config_groups"].update(group_0="x"),
+     r"^config\.json: quantization_config\.config_groups\.group_0 is a "
+     r"string"),
+    ("input-activations-true", "compressed-tensors", {},
+     lambda s, c: _group(c).update(input_activations=True),
+     r"^config\.json: quantization_config\.config_groups\.group_0\."
+     r"input_activations is a boolean true; expected a JSON object"),
+    ("strategy-list", "compressed-tensors", {},
+     lambda s, c: _group(c)["weights"].update(strategy=["tensor"]),
+     r"weights\.strategy \['tensor'\] is not tensor, channel or block"),
+    ("block-structure-number", "compressed-tensors", {"granularity": "block"},
+     lambda s, c: _group(c)["weights"].update(block_structure=128),
+     r"weights\.block_structure 128; fp8q's block scales are 128x128"),
+    ("modelopt-quantization-list", "modelopt", {},
+     lambda s, c: _set(c["hf_quant_config.json"], "quantization", ["FP8"]),
+     r"^hf_quant_config\.json: quantization is an array \[\"FP8\"\]; "),
+    ("finegrained-block-size-number", "finegrained", {},
+     lambda s, c: _config(c).update(weight_block_size=128),
+     r"weight_block_size 128; fp8q's block scales are 128x128"),
+    ("quanto-map-list", "quanto", {},
+     lambda s, c: _set(c, "quanto_qmap.json", ["out"]),
+     r"^quantization map is an array \[\"out\"\]; expected a JSON object"),
+    ("quanto-map-entry-string", "quanto", {},
+     lambda s, c: _set(c["quanto_qmap.json"], "out", "qfloat8"),
+     r"^quantization map \['out'\] is a string \"qfloat8\"; expected"),
+    ("quanto-map-weights-list", "quanto", {},
+     lambda s, c: c["quanto_qmap.json"]["out"].update(weights=["qfloat8"]),
+     r"quantization map \['out'\]: weights \['qfloat8'\]"),
     ("row-scaled-non-linear", "compressed-tensors", {},
      lambda s, c: s.update({"norm.weight": torch.ones(130, 1).to(
          torch.float8_e4m3fn), "norm.weight_scale": torch.ones(130, 1)}),
@@ -206,6 +245,32 @@ def test_folder_without_shards_and_bad_index(tmp_path):
         json.dumps({"weight_map": {"a": "gone.safetensors"}}))
     with pytest.raises(CheckpointError, match="names gone.safetensors"):
         fpt.load_checkpoint(tiny(), str(tmp_path))
+
+
+@pytest.mark.parametrize("layers, kind", [
+    ([], "an array []"), (None, "null"), ("a", 'a string "a"')], ids=str)
+def test_comfy_quant_metadata_layers_not_an_object(layers, kind, tmp_path):
+    from safetensors.torch import save_file
+
+    state, _ = layout("comfy-quant", tiny())
+    path = str(tmp_path / "model.safetensors")
+    save_file(state, path, metadata={"_quantization_metadata": json.dumps(
+        {"format_version": "1.0", "layers": layers})})
+    _refused_unchanged(path, "^" + re.escape(
+        f"metadata _quantization_metadata: layers is {kind}; expected a "
+        "JSON object") + "$")
+
+
+def test_index_weight_map_values_not_file_names(tmp_path):
+    state, _ = layout("comfy-scaled", tiny())
+    save(str(tmp_path), state)
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": {"out.weight": 5}}))
+    _refused_unchanged(str(tmp_path), re.escape(
+        f"{index}: weight_map['out.weight'] is not a file name (5)"))
+    index.write_text("[]")
+    _refused_unchanged(str(tmp_path), re.escape(
+        f"{index} is an array []; expected a JSON object"))
 
 
 # Issue 40, item 4: scales and codes whose values no layer can hold. The

@@ -6,7 +6,8 @@ layer in the safetensors metadata entry "_quantization_metadata": {"layers":
 `<layer>.input_scale`. Only the FP8 formats load; others are refused."""
 import json
 
-from fp8q._checkpoint._plan import CheckpointError, finish, layer, prefixes
+from fp8q._checkpoint._plan import (CheckpointError, finish, json_object,
+                                    layer, prefixes)
 
 MARKER_SUFFIX = ".comfy_quant"
 METADATA_KEY = "_quantization_metadata"
@@ -32,6 +33,7 @@ def _layer_configs(checkpoint):
         except (TypeError, KeyError, json.JSONDecodeError):
             raise CheckpointError(f"metadata {METADATA_KEY}: not JSON with "
                                   "a \"layers\" object") from None
+        listed = json_object(listed, f"metadata {METADATA_KEY}: layers")
         for name, config in listed.items():
             configs.setdefault(name, (config, f"metadata {METADATA_KEY}"
                                               f".layers.{name}"))

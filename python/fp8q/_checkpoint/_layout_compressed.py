@@ -8,7 +8,8 @@ save_pretrained writes into the safetensors metadata."""
 import json
 
 from fp8q._checkpoint._plan import (GRANULARITIES, CheckpointError, finish,
-                                    layer, prefixes)
+                                    json_field, json_object, layer,
+                                    prefixes)
 
 STRATEGIES = {"tensor": "tensor", "channel": "row", "block": "block"}
 # The safetensors metadata entry where fp8q's save_pretrained writes its
@@ -20,26 +21,29 @@ def _compressed_tensors_scheme(config):
     """(declared granularity or None, activations) of a compressed-tensors
     quantization_config; its config groups must agree."""
     schemes = set()
-    for group_name, group in (config.get("config_groups") or {}).items():
+    groups = json_field(config, "config_groups",
+                        "config.json: quantization_config.config_groups")
+    for group_name, group in groups.items():
         where = f"quantization_config.config_groups.{group_name}"
-        weights = group.get("weights") or {}
+        group = json_object(group, f"config.json: {where}")
+        weights = json_field(group, "weights", f"config.json: {where}.weights")
         if weights.get("type") != "float" or weights.get("num_bits") != 8:
             raise CheckpointError(
                 f"config.json: {where}.weights is {weights.get('num_bits')}"
                 f"-bit {weights.get('type')}; fp8q loads 8-bit float (FP8) "
                 "weights only")
         strategy = weights.get("strategy")
-        if strategy not in STRATEGIES:
+        if not isinstance(strategy, str) or strategy not in STRATEGIES:
             raise CheckpointError(f"config.json: {where}.weights.strategy "
                                   f"{strategy!r} is not tensor, channel or "
                                   "block")
-        if strategy == "block" and list(
-                weights.get("block_structure") or []) != [128, 128]:
+        block = weights.get("block_structure")
+        if strategy == "block" and block != [128, 128]:
             raise CheckpointError(
-                f"config.json: {where}.weights.block_structure "
-                f"{weights.get('block_structure')}; fp8q's block scales are "
-                "128x128")
-        inputs = group.get("input_activations")
+                f"config.json: {where}.weights.block_structure {block}; "
+                "fp8q's block scales are 128x128")
+        inputs = json_field(group, "input_activations",
+                            f"config.json: {where}.input_activations")
         activations = (None if not inputs else
                        "dynamic" if inputs.get("dynamic") else "static")
         schemes.add((STRATEGIES[strategy], activations))
@@ -86,13 +90,17 @@ def scheme(checkpoint):
     configs = getattr(checkpoint, "configs", {})
     modelopt = configs.get("hf_quant_config.json")
     if modelopt is not None:
-        algorithm = (modelopt.get("quantization") or {}).get("quant_algo")
+        algorithm = json_field(
+            json_object(modelopt, "hf_quant_config.json"), "quantization",
+            "hf_quant_config.json: quantization").get("quant_algo")
         if algorithm != "FP8":
             raise CheckpointError(
                 f"hf_quant_config.json: quantization.quant_algo is "
                 f"{algorithm!r}; fp8q loads ModelOpt's \"FP8\" only")
         return "tensor", "static", "ModelOpt hf_quant_config.json"
-    config = (configs.get("config.json") or {}).get("quantization_config")
+    config = json_field(
+        json_field(configs, "config.json", "config.json"),
+        "quantization_config", "config.json: quantization_config")
     where = "config.json"
     if not config and FP8Q_METADATA_KEY in getattr(checkpoint, "metadata",
                                                    {}):

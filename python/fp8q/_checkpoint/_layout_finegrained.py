@@ -5,14 +5,16 @@ partial where 128 does not divide a dimension; config.json's
 quantization_config: quant_method "fp8", weight_block_size [128, 128],
 activation_scheme "dynamic" (activations quantized per 1x128 block)."""
 from fp8q._checkpoint import _layout_compressed
-from fp8q._checkpoint._plan import CheckpointError
+from fp8q._checkpoint._plan import CheckpointError, json_field
 
 
 def plan(checkpoint):
-    config = ((getattr(checkpoint, "configs", {}).get("config.json") or {})
-              .get("quantization_config") or {})
+    config = json_field(
+        json_field(getattr(checkpoint, "configs", {}), "config.json",
+                   "config.json"),
+        "quantization_config", "config.json: quantization_config")
     block = config.get("weight_block_size", [128, 128])
-    if list(block) != [128, 128]:
+    if block != [128, 128]:
         raise CheckpointError(
             f"config.json: quantization_config.weight_block_size {block}; "
             "fp8q's block scales are 128x128")

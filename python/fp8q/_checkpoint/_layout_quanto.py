@@ -5,7 +5,8 @@ output channel, (out, 1), in the model's dtype), `<layer>.input_scale` and
 quantization), and the quantization map (quanto_qmap.json beside the
 weights, or given to the loader): {layer: {"weights": "qfloat8" |
 "qfloat8_e4m3fn" | "qfloat8_e5m2", "activations": "none" | qtype}}."""
-from fp8q._checkpoint._plan import CheckpointError, finish, layer, prefixes
+from fp8q._checkpoint._plan import (CheckpointError, finish, json_object,
+                                    layer, prefixes)
 
 DATA_SUFFIX = ".weight._data"
 SCALE_SUFFIX = ".weight._scale"
@@ -21,9 +22,9 @@ def _map_entry(qmap, name):
     if name not in qmap:
         raise CheckpointError(f"{name}{DATA_SUFFIX}: the quantization map "
                               f"has no entry {name!r}")
-    entry = qmap[name]
+    entry = json_object(qmap[name], f"quantization map [{name!r}]")
     weights = entry.get("weights")
-    if weights not in WEIGHT_QTYPES:
+    if not isinstance(weights, str) or weights not in WEIGHT_QTYPES:
         raise CheckpointError(
             f"quantization map [{name!r}]: weights {weights!r}; fp8q loads "
             f"the qtypes {', '.join(WEIGHT_QTYPES)}")
@@ -44,6 +45,8 @@ def plan(checkpoint, quantization_map=None):
     qmap = quantization_map
     if qmap is None:
         qmap = getattr(checkpoint, "configs", {}).get("quanto_qmap.json")
+    if qmap is not None:
+        json_object(qmap, "quantization map")
     data = prefixes(entries, DATA_SUFFIX)
     scales = prefixes(entries, SCALE_SUFFIX)
     unpaired = sorted(set(data) ^ set(scales))

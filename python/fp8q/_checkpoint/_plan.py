@@ -2,6 +2,7 @@
 (its codes, scales and activation scheme, by checkpoint key) and the float
 tensors loaded as they are; the checks every layout reader shares, each
 failure a CheckpointError naming the key."""
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -70,6 +71,32 @@ class Plan:
     float_keys: list
     ignored_keys: list = field(default_factory=list)
     notes: list = field(default_factory=list)
+
+
+def _json_kind(value):
+    """What a parsed JSON value is, for messages."""
+    kinds = ((bool, "a boolean"), ((int, float), "a number"),
+             (str, "a string"), (list, "an array"), (dict, "an object"))
+    return next((f"{kind} {json.dumps(value)[:40]}"
+                 for types, kind in kinds if isinstance(value, types)),
+                "null")
+
+
+def json_object(value, where):
+    """`value` if it is a JSON object (a dict); CheckpointError naming
+    `where` (the file and field: "config.json: quantization_config") for
+    anything else."""
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{where} is {_json_kind(value)}; expected "
+                              "a JSON object")
+    return value
+
+
+def json_field(mapping, key, where):
+    """mapping[key] when it is a JSON object, {} when it is absent or null;
+    CheckpointError naming `where` for any other value."""
+    value = mapping.get(key)
+    return {} if value is None else json_object(value, where)
 
 
 def granularity_of(key, scale_shape, weight_shape, declared=None):

@@ -5,7 +5,7 @@ memory-mapped; nothing is read until asked for."""
 import json
 import os
 
-from fp8q._checkpoint._plan import CheckpointError
+from fp8q._checkpoint._plan import CheckpointError, json_object
 from fp8q._safetensors import SafetensorsReader
 
 # Config files a folder may hold, read when present.
@@ -81,9 +81,14 @@ def _shards(folder):
     """The folder's safetensors files: those its index names, else all."""
     index = os.path.join(folder, INDEX_FILE)
     if os.path.isfile(index):
-        weight_map = _read_json(index).get("weight_map")
+        weight_map = json_object(_read_json(index), index).get("weight_map")
         if not isinstance(weight_map, dict):
             raise CheckpointError(f"{index}: no \"weight_map\" object")
+        for key, file in weight_map.items():
+            if not isinstance(file, str):
+                raise CheckpointError(
+                    f"{index}: weight_map[{key!r}] is not a file name "
+                    f"({file!r})")
         files = sorted(set(weight_map.values()))
     else:
         files = sorted(name for name in os.listdir(folder)
