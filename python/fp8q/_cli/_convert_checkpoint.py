@@ -16,9 +16,9 @@ comfy_quant, plain FP8, optimum-quanto) are re-laid into its layout instead,
 codes untouched (fp8q._checkpoint._relay), and then read as an FP8 input;
 docs/checkpoints.md. The float tensors of an FP8 input (compressed-tensors'
 ignored lm_head, say) were left in float by its writer: they are copied as
-they are unless --quantize-float asks, and the input's config files (config.json,
-hf_quant_config.json) are written beside the output while they still
-describe it.
+they are unless --quantize-float asks, and the input's config files
+(config.json, hf_quant_config.json) are written beside the output while
+they still describe it.
 The file is written to a temporary name beside OUT and renamed at the end;
 a failure, SIGINT or SIGTERM removes it. docs/torch.md describes the layout.
 """
