@@ -475,47 +475,49 @@ def test_from_torch_falls_back_to_uint8_for_float8(monkeypatch):
     assert fp8q.cast(t, "float32").numpy().tolist() == [1.0, -2.0, 448.0]
 
 
-class TwiceLinear(torch.nn.Linear):
-    """An nn.Linear subclass whose forward adds to nn.Linear's."""
+class FalconStyleLinear(torch.nn.Linear):
+    """An nn.Linear subclass computing x @ W.T + b in a forward of its own
+    (as transformers' FalconLinear does)."""
 
     def forward(self, x):
-        return 2 * super().forward(x)
+        y = x @ self.weight.T
+        return y if self.bias is None else y + self.bias
 
 
-def test_linears_that_compute_otherwise_stay_float(seed, caplog):
-    """quantize leaves an nn.Linear subclass with its own forward and the
-    Linears a TransformerEncoderLayer reads without a call (its attention's
-    out_proj; linear1 / linear2 in its inference fast path) in float,
-    counted in the summary: the encoder still runs, bit for bit (it raised
-    a dtype error), and the subclass's output stays its own (it was
-    halved); a plain Linear beside them is quantized. include naming only
-    such a layer is a ValueError saying why; exclude may name it."""
+def test_linears_torch_reads_directly_stay_float(seed, caplog):
+    """quantize leaves the Linears a TransformerEncoderLayer reads without
+    a call (its attention's out_proj; linear1 / linear2 in its inference
+    fast path) in float, counted in the summary: the encoder still runs,
+    bit for bit (it raised a dtype error). An nn.Linear subclass with its
+    own forward is replaced as nn.Linear is (FalconLinear's case). include
+    naming only a Linear torch reads directly is a ValueError saying why;
+    exclude may name it."""
     torch.manual_seed(seed % (2 ** 31))
     encoder = torch.nn.TransformerEncoderLayer(
         32, 4, 64, dropout=0.0, batch_first=True).eval()
-    model = torch.nn.Sequential(TwiceLinear(32, 32), encoder,
+    model = torch.nn.Sequential(FalconStyleLinear(32, 32), encoder,
                                 torch.nn.Linear(32, 16))
     x = torch.randn(2, 5, 32)
     with torch.no_grad():
-        float_prefix = model[1](model[0](x))
+        float_encoded = encoder(x)
     with caplog.at_level("INFO", logger="fp8q.torch"):
         fpt.quantize(model, exclude=["1.self_attn.out_proj"])
     summary = caplog.records[-1].fp8q_summary
-    assert type(model[0]) is TwiceLinear
+    assert isinstance(model[0], fpt.Linear)
+    assert isinstance(model[2], fpt.Linear)
     assert type(encoder.self_attn.out_proj) is \
         torch.nn.modules.linear.NonDynamicallyQuantizableLinear
     assert type(encoder.linear1) is type(encoder.linear2) is torch.nn.Linear
-    assert isinstance(model[2], fpt.Linear)
-    assert summary.quantized == 1
-    assert summary.left_in_float["TwiceLinear"] == 1
+    assert summary.quantized == 2
     assert summary.left_in_float["NonDynamicallyQuantizableLinear"] == 1
     assert summary.left_in_float["Linear"] == 2
     with torch.no_grad():
-        assert torch.equal(model[1](model[0](x)), float_prefix)
+        assert torch.equal(encoder(x), float_encoded)
         assert model(x).shape == (2, 5, 16)
-    with pytest.raises(ValueError, match=r"^include: \['0'\] match only "
-                       r"nn.Linear modules fp8q leaves in float \(0\)"):
-        fpt.quantize(torch.nn.Sequential(TwiceLinear(8, 8)), include=["0"])
+    with pytest.raises(ValueError, match=r"^include: \['1.linear1'\] match "
+                       r"only nn.Linear modules fp8q leaves in float "
+                       r"\(1.linear1\): its owner reads it"):
+        fpt.quantize(model, include=["1.linear1"])
 
 
 def test_a_float64_model_is_refused_naming_the_dtype():

@@ -15,13 +15,14 @@ logger = logging.getLogger("fp8q.torch")
 
 def replaceable_linears(model):
     """The modules of `model` that fp8q replaces by fp8q.torch.Linear, as
-    {id(module): module}: its float nn.Linear modules (not fp8q's already)
-    whose class computes through nn.Linear's own forward, except those
-    their owner reads without calling them: nn.MultiheadAttention's
-    out_proj, and nn.TransformerEncoderLayer's linear1 / linear2 (its
-    inference fast path reads their weights). Those, and subclasses with
-    a forward of their own (which would lose what they add), stay float,
-    as torch's own quantization leaves them."""
+    {id(module): module}: its nn.Linear modules (subclasses included, as
+    optimum-quanto and bitsandbytes replace them: transformers'
+    FalconLinear computes x @ W.T + b in a forward of its own) that are
+    not fp8q's already, except those their owner reads without calling
+    them: nn.MultiheadAttention's out_proj, and
+    nn.TransformerEncoderLayer's linear1 / linear2 (its inference fast
+    path reads their weights), which stay float, as torch's own
+    quantization leaves them."""
     read_directly = set()
     for module in model.modules():
         if isinstance(module, torch.nn.MultiheadAttention):
@@ -31,7 +32,6 @@ def replaceable_linears(model):
     return {id(module): module for module in model.modules()
             if isinstance(module, torch.nn.Linear)
             and not isinstance(module, Linear)
-            and type(module).forward is torch.nn.Linear.forward
             and id(module) not in read_directly}
 
 
@@ -139,12 +139,12 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
     quantize the layers a first one excluded); other settings are a
     ValueError naming the layer. ValueError when a pattern matches no
     Linear (a typo would otherwise quantize nothing silently), or when
-    include matches only Linears fp8q leaves in float: an nn.Linear
-    subclass with a forward of its own (replacing it would drop what it
-    adds) and the Linears torch's modules read without a call
-    (nn.MultiheadAttention's out_proj, nn.TransformerEncoderLayer's
-    linear1 / linear2) stay float, and the summary counts them there
-    (replaceable_linears). A Linear
+    include matches only Linears fp8q leaves in float: those torch's
+    modules read without a call (nn.MultiheadAttention's out_proj,
+    nn.TransformerEncoderLayer's linear1 / linear2) stay float, and the
+    summary counts them there (replaceable_linears). An nn.Linear
+    subclass is replaced as nn.Linear is, computing x @ W.T + b: one
+    whose forward computes something else must be excluded. A Linear
     registered under several names (a tied or shared layer) is one layer:
     a pattern matches it when it matches any of its names, and it becomes
     one fp8q.torch.Linear set at every one of them (the sharing is kept),
@@ -210,9 +210,8 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
                                          for name, _ in linears):
         raise ValueError(
             f"include: {include} match only nn.Linear modules fp8q leaves "
-            f"in float ({', '.join(only_kept[:3])}): a subclass with a "
-            "forward of its own, or one its owner reads without calling "
-            "it (nn.MultiheadAttention's out_proj, "
+            f"in float ({', '.join(only_kept[:3])}): its owner reads it "
+            "without calling it (nn.MultiheadAttention's out_proj, "
             "nn.TransformerEncoderLayer's linear1 / linear2)")
     names = {}  # id(module) -> [its names, in named_modules order]
     modules = {}  # id(module) -> module

@@ -31,9 +31,9 @@ def quantize(model, weights=None, activations=None, optimizer=None,
     `name` attribute set to that name. Patterns that match nothing are
     ignored, as in quanto. Other module kinds (Conv2d, LayerNorm, ...)
     stay float: fp8q quantizes linear layers only, and of those only the
-    ones fp8q.torch.quantize replaces (replaceable_linears: not a subclass
-    with its own forward, nor a Linear that torch's attention and encoder
-    layers read without calling it). The arguments are
+    ones fp8q.torch.quantize replaces (replaceable_linears: not a Linear
+    that torch's attention and encoder layers read without calling it).
+    The arguments are
     checked before anything changes (ValueError naming the argument and
     what fp8q supports); a model that is itself an nn.Linear is a
     ValueError (use QLinear.from_module). Returns None, as quanto's."""
