@@ -463,6 +463,27 @@ def test_calibrated_and_frozen_fused_model_uses_its_static_scales():
         assert torch.equal(fresh(ids).logits, got)
 
 
+def check_hooked_models(unfused, fused, ids, mode, handles):
+    """Runs both models on ids under `mode` ("inference_mode" or "no_grad")
+    with their hooks, removes the hooks (`handles`), asserts the fused
+    logits are the unfused ones within float32 rounding (a hook's in-place
+    effect missed differs by far more), and returns the output of the fused
+    model's layer-1 input norm on the embeddings."""
+    try:
+        context = (torch.inference_mode() if mode == "inference_mode"
+                   else torch.no_grad())
+        with context:
+            want = unfused(ids).logits
+            got = fused(ids).logits
+            plain = fused.model.layers[1].input_layernorm(
+                fused.model.embed_tokens(ids))
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert (got - want).abs().max() <= 1e-4 * want.abs().max()
+    return plain
+
+
 @pytest.mark.parametrize("mode", ["inference_mode", "no_grad"])
 @pytest.mark.parametrize("where", ["module", "module_kwargs", "global"])
 def test_an_in_place_forward_hook_on_the_norm_is_seen(mode, where):
@@ -487,19 +508,7 @@ def test_an_in_place_forward_hook_on_the_norm_is_seen(mode, where):
                 output.mul_(3) if module is unfused.model.layers[0]
                 .input_layernorm or module is fused.model.layers[0]
                 .input_layernorm else None)))
-    try:
-        context = (torch.inference_mode() if mode == "inference_mode"
-                   else torch.no_grad())
-        with context:
-            want = unfused(ids).logits
-            got = fused(ids).logits
-            plain = fused.model.layers[1].input_layernorm(
-                fused.model.embed_tokens(ids))
-    finally:
-        for handle in handles:
-            handle.remove()
-    # Without the hook's effect the logits differ by far more than this.
-    assert (got - want).abs().max() <= 1e-4 * want.abs().max()
+    plain = check_hooked_models(unfused, fused, ids, mode, handles)
     # The norms without hooks still hand over their codes (a global hook
     # could change any norm's output: none does under inference_mode).
     assert (_fused_norm.quantized_input(plain) is None) == (
@@ -540,24 +549,29 @@ def test_an_in_place_hook_before_the_readers_is_seen(mode, where):
             torch.nn.modules.module.register_module_forward_pre_hook(
                 lambda module, args: (args[0].mul_(2)
                                       if module in layers else None)))
-    try:
-        context = (torch.inference_mode() if mode == "inference_mode"
-                   else torch.no_grad())
-        with context:
-            want = unfused(ids).logits
-            got = fused(ids).logits
-            plain = fused.model.layers[1].input_layernorm(
-                fused.model.embed_tokens(ids))
-    finally:
-        for handle in handles:
-            handle.remove()
-    # Without the hook's effect the logits differ by far more than this.
-    assert (got - want).abs().max() <= 1e-4 * want.abs().max()
+    plain = check_hooked_models(unfused, fused, ids, mode, handles)
     # Layer 1's norm, with no hook on its way, still hands its codes over
     # (a global pre-hook could change any norm's output under
     # inference_mode: then none does).
     assert (_fused_norm.quantized_input(plain) is None) == (
         where == "global_pre_hook" and mode == "inference_mode")
+
+
+def test_a_forward_hook_after_the_reads_keeps_the_handoff():
+    """A forward hook of self_attn runs after q/k/v have read the norm's
+    output (transformers installs one on every self_attn for
+    output_attentions): under inference_mode the norm still hands its
+    codes over."""
+    _, fused, ids = fused_and_unfused(7)
+    layer = fused.model.layers[0]
+    handle = layer.self_attn.register_forward_hook(
+        lambda module, args, output: None)
+    try:
+        with torch.inference_mode():
+            normed = layer.input_layernorm(fused.model.embed_tokens(ids))
+    finally:
+        handle.remove()
+    assert _fused_norm.quantized_input(normed) is not None
 
 
 def test_an_accelerate_hooked_norm_is_fused_through_its_old_forward():

@@ -12,8 +12,8 @@ uses them when the tensor it is given is that output, unmodified
 copy, anything else). Under torch.inference_mode, whose tensors have no
 version counter, an in-place change cannot be detected: a norm hands
 nothing over there while a hook could run before its readers read (its
-own forward hook, a global one, or a pre-hook or hook of self_attn / mlp
-or of a reader). The
+own forward hook, a global one, a pre-hook of self_attn / mlp, a pre-hook
+or hook of a reader). The
 codes are exactly fp8q.quantize(output,
 granularity="row"), what the layer computes itself, so either way the
 layer's result is the same bits. Under torch.compile / export the norm is
@@ -35,9 +35,10 @@ from fp8q.torch import _ops
 
 # The attribute of a fused norm's output that holds (version, codes, scale).
 HANDOFF = "_fp8q_quantized"
-# The attribute of a fused norm that holds the modules on the way to its
-# readers and the readers themselves (a plain tuple: no submodules), whose
-# hooks _hooks_before_the_readers checks.
+# The attribute of a fused norm that holds (the modules on the way to its
+# readers, the readers), as fused (plain tuples: no submodules), whose
+# hooks _hooks_before_the_readers checks; a module put in a reader's place
+# later (a wrapper) is not among them.
 WATCHED = "_fp8q_watched"
 # (norm, the modules after it that read its output) in a decoder layer,
 # by the names transformers' Llama-style decoders (Llama, Mistral, Qwen2,
@@ -170,15 +171,18 @@ def _fused_forward(self, x, *args, **kwargs):
 
 def _hooks_before_the_readers(norm):
     """Whether a hook runs between the norm's output and its readers'
-    reads: a forward hook of the norm, a global forward or forward pre-hook,
-    or a forward pre-hook or forward hook of a module on the way to a
-    reader (self_attn, mlp) or of a reader itself (one reader's hooks run
-    before the next one reads)."""
+    reads: a forward hook of the norm, a global forward or forward
+    pre-hook, a forward pre-hook of a module on the way to a reader
+    (self_attn, mlp: their forward hooks run after the reads), or a
+    forward pre-hook or forward hook of a reader itself (one reader's
+    hooks run before the next one reads)."""
     hooks = torch.nn.modules.module
+    on_the_way, readers = norm.__dict__.get(WATCHED, ((), ()))
     return bool(norm._forward_hooks or hooks._global_forward_hooks
                 or hooks._global_forward_pre_hooks
+                or any(module._forward_pre_hooks for module in on_the_way)
                 or any(module._forward_pre_hooks or module._forward_hooks
-                       for module in norm.__dict__.get(WATCHED, ())))
+                       for module in readers))
 
 
 def _fused_class(base):
@@ -294,9 +298,11 @@ def fuse_decoder_norms(model, is_reader):
                 continue
             if not is_fused(norm):
                 fuse(norm)
-            setattr(norm, WATCHED, tuple(
-                [modules[prefix + path] for path in _paths_on_the_way(readers)
-                 if prefix + path in modules] + layers))
+            setattr(norm, WATCHED, (
+                tuple(modules[prefix + path]
+                      for path in _paths_on_the_way(readers)
+                      if prefix + path in modules),
+                tuple(layers)))
             for layer in layers:
                 layer.reads_quantized_input = True
             fused.append(prefix + norm_name)
