@@ -445,6 +445,27 @@ def test_float_weight_for_an_fp8q_layer_refused_before_any_change(strict):
                for key in before)
 
 
+def test_float_weight_loads_into_an_unfrozen_quanto_layer():
+    """An unfrozen quanto_compat QLinear holds a float weight: a float
+    weight of the checkpoint loads into it (not refused as if it held
+    codes), beside an FP8 layer loaded into the other module."""
+    from fp8q.torch import quanto_compat
+    torch.manual_seed(1)
+    state = {"proj.weight": torch.randn(16, 16).to(torch.float8_e4m3fn),
+             "proj.weight_scale": torch.tensor(0.5),
+             "lm_head.weight": torch.randn(8, 16)}
+    model = torch.nn.Sequential(collections.OrderedDict(
+        proj=torch.nn.Linear(16, 16, bias=False),
+        lm_head=torch.nn.Linear(16, 8, bias=False)))
+    quanto_compat.quantize(model, weights=quanto_compat.qfloat8)
+    # strict=False: the QLinear's input / output scales are not in it.
+    fpt.load_checkpoint(model, state, strict=False)
+    assert isinstance(model.lm_head, quanto_compat.QLinear)
+    assert not model.lm_head.frozen
+    assert torch.equal(model.lm_head.weight, state["lm_head.weight"])
+    assert torch.equal(_bits(model.proj.weight), _bits(state["proj.weight"]))
+
+
 def _bits(tensor):
     """FP8 tensors as their bytes (torch.equal compares no FP8)."""
     return tensor.view(torch.uint8) if tensor.element_size() == 1 else tensor

@@ -105,13 +105,15 @@ class _Match:
     @staticmethod
     def _check_not_into_fp8_layer(key, modules, entries):
         """CheckpointError for a float `key` other than a bias aimed at a
-        module that is an fp8q.torch.Linear already (a model quantized
-        before loading): its codes and scales come from an FP8 layer of
-        the checkpoint only (load_state_dict never turns values into
-        codes)."""
+        module that is an fp8q.torch.Linear holding FP8 codes already (a
+        model quantized before loading): its codes and scales come from an
+        FP8 layer of the checkpoint only (load_state_dict never turns
+        values into codes). An unfrozen quanto_compat QLinear holds a
+        float weight and takes float values."""
         name, _, local = key.rpartition(".")
         module = modules.get(name)
-        if local != "bias" and isinstance(module, Linear):
+        if (local != "bias" and isinstance(module, Linear)
+                and module.weight.element_size() == 1):
             raise CheckpointError(
                 f"{key}: a float tensor ({entries[key][0]}) for {name}, an "
                 "fp8q.torch.Linear holding "
