@@ -94,6 +94,21 @@ def test_zero_in_features_gives_the_bias_in_every_row(weight_only, x_dtype,
                           np.broadcast_to(row.astype(x_dtype), (2, 3, 4)))
 
 
+@pytest.mark.parametrize("k", [0, 4])
+def test_zero_in_features_refuses_as_linear_does(k):
+    """K = 0 refuses a bad out_dtype, stream or x dtype naming linear, as
+    for K > 0 (its scaled_mm's refusals named scaled_mm)."""
+    w = fp8q.quantize(np.ones((3, k), np.float32), granularity="row")
+    x = np.zeros((2, k), np.float32)
+    with pytest.raises(TypeError, match="^linear: out_dtype must be"):
+        fp8q.linear(x, w, out_dtype="nonsense")
+    with pytest.raises(ValueError, match="^linear: stream= applies to CUDA"):
+        fp8q.linear(x, w, stream=1)
+    with pytest.raises(TypeError, match="^linear: x must be float32, "
+                                        "float16 or bfloat16, got uint8$"):
+        fp8q.linear(x.astype(np.uint8), w)
+
+
 def test_zero_in_features_of_a_quantized_x_is_bfloat16_bias():
     """A QTensor x with K = 0 gives the bias in bfloat16, linear's result
     dtype for a quantized x, or out_dtype when given."""

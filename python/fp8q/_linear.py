@@ -121,11 +121,16 @@ def _empty_sums(x_data, w, bias, out_dtype, stream):
     """x @ w.T + bias for K = 0 input features: every row is the bias (or
     zeros), rounded into out_dtype, as torch's linear gives it. One
     scaled_mm of empty operands (its K = 0 product is the bias, on either
-    device); the C entry's product divides by K."""
+    device; the C entry's product divides by K), whose refusals (out_dtype,
+    stream) are linear's: they name linear."""
     rows = math.prod(x_data.shape[:-1])
     empty = _C.empty((rows, 0), "float8_e4m3fn", device=x_data.device)
-    y = _C.scaled_mm(empty, w.data.T, scale_a=1.0, scale_b=1.0, bias=bias,
-                     out_dtype=out_dtype, stream=stream)
+    try:
+        y = _C.scaled_mm(empty, w.data.T, scale_a=1.0, scale_b=1.0,
+                         bias=bias, out_dtype=out_dtype, stream=stream)
+    except (TypeError, ValueError) as error:
+        raise type(error)(str(error).replace("scaled_mm:", "linear:", 1)) \
+            from None
     return y.reshape(x_data.shape[:-1] + (w.shape[0],))
 
 
@@ -189,6 +194,10 @@ def linear(x, w, *, bias=None, out_dtype=None, weight_only=False,
             out_dtype = None
     bias = _check_pairing(x_data, x, w, bias, n)
     if k == 0:
+        if not isinstance(x, QTensor) and \
+                x_data.dtype.name not in _FLOAT_DTYPES:
+            raise TypeError("linear: x must be float32, float16 or "
+                            f"bfloat16, got {x_data.dtype}")
         if out_dtype is None:
             out_dtype = "bfloat16" if isinstance(x, QTensor) else x_data.dtype
         return _empty_sums(x_data, w, bias, out_dtype, stream)
