@@ -309,8 +309,8 @@ def test_forward_takes_input_by_nn_linear_s_name(granularity, activations,
 @pytest.mark.parametrize("activations", ["e4m3", None],
                          ids=["W8A8", "W8A16"])
 def test_autocast_takes_x_in_the_autocast_dtype(activations):
-    """Under torch.autocast("cpu", bfloat16) a float32 x is taken in
-    bfloat16, as nn.Linear computes there: the eager call, the autograd
+    """Under torch.autocast("cpu", bfloat16) a float32 or float16 x is
+    taken in bfloat16, as nn.Linear computes there: the eager call, the autograd
     path and the compiled layer all give the bits of the layer on
     x.bfloat16() (W8A8 returned float32, and W8A16 float32 compiled but
     bfloat16 eager); x's gradient stays float32, as torch's cast gives."""
@@ -329,3 +329,6 @@ def test_autocast_takes_x_in_the_autocast_dtype(activations):
     y.float().sum().backward()
     assert trainable.grad.dtype == torch.float32
     assert quantized(x).dtype == torch.float32  # autocast off again
+    # A float16 x is taken in bfloat16 too, as nn.Linear takes it.
+    with torch.autocast("cpu", torch.bfloat16), torch.no_grad():
+        assert same_bits(quantized(x.half()), quantized(x.half().bfloat16()))
