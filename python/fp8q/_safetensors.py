@@ -35,8 +35,9 @@ DTYPES = {
 UNREAD_DTYPES = {
     **dict.fromkeys(("F4", "F6_E2M3", "F6_E3M2"), "its elements are "
                     "narrower than a byte, packed"),
-    **dict.fromkeys(("F8_E4M3FNUZ", "F8_E5M2FNUZ"), "FP8 variants fp8q "
-                    "has no dtype for"),
+    **dict.fromkeys(("F8_E4M3FNUZ", "F8_E5M2FNUZ"), "fp8q's checkpoint "
+                    "tools (convert, load_checkpoint) do not read the fnuz "
+                    "FP8 variants yet"),
 }
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 
@@ -77,10 +78,13 @@ class SafetensorsReader:
     is the "__metadata__" dict of strings ({} without one). Raises
     ValueError naming the file (and the tensor) for anything the
     safetensors package refuses as well: a header that is not UTF-8 JSON
-    (a BOM included), a key given twice in one of its objects, a shape or
-    offset that is not an integer >= 0 (true, 2.0 and "2" are not), an
-    unknown dtype, offsets that do not hold the shape, tensors that overlap
-    or leave data bytes in no tensor, metadata that is not str -> str.
+    (a BOM included), a shape or offset that is not an integer >= 0 (true,
+    2.0 and "2" are not), an unknown dtype, offsets that do not hold the
+    shape, tensors that overlap or leave data bytes in no tensor, metadata
+    that is not str -> str; and for a key given twice in one of its
+    objects, which the package refuses inside a tensor's entry but takes
+    (the last one) for a tensor name or a metadata key: a file whose
+    header names a tensor twice is ambiguous, so fp8q refuses it.
     Also ValueError, naming the tensor and saying why, for the dtypes of
     UNREAD_DTYPES, which the format defines but fp8q does not read."""
 
