@@ -983,10 +983,12 @@ fp8q_status fp8q_matmul_choices_add(int device_index,
     if (count == 0) {
         return FP8Q_OK;
     }
+    if (fp8q_mutex_create_once(&lock_once, &plans_lock) == NULL) {
+        return fp8q_fail(error, FP8Q_ERROR_MEMORY,
+                         "out of memory for the cuBLASLt plan lock");
+    }
     parsed = (plan *)calloc(count, sizeof *parsed);
-    if (parsed == NULL ||
-        fp8q_mutex_create_once(&lock_once, &plans_lock) == NULL) {
-        free(parsed);
+    if (parsed == NULL) {
         return fp8q_fail(error, FP8Q_ERROR_MEMORY,
                          "out of memory for %lld GEMM tuning choices",
                          (long long)count);

@@ -234,17 +234,22 @@ static PyObject *gemm_tuning_import(PyObject *module, PyObject *args)
     if (index < 0) {
         return NULL;
     }
-    sequence = PySequence_Fast(lines, "the choices must be a list of str");
+    /* A tuple of its own: its items, and so their UTF-8 texts, live until
+     * the import is over, whatever another thread does to `lines`. All
+     * are added, or none when one is not a choice (cuda/matmul.h). */
+    sequence = PySequence_Check(lines) ? PySequence_Tuple(lines) : NULL;
     if (sequence == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError,
+                            "the choices must be a list of str");
+        }
         return NULL;
     }
-    /* The texts live as long as the sequence's items; all are added, or
-     * none when one is not a choice (cuda/matmul.h). */
-    count = PySequence_Fast_GET_SIZE(sequence);
+    count = PyTuple_GET_SIZE(sequence);
     texts = PyMem_Calloc((size_t)count + 1, sizeof *texts);
     result = texts == NULL ? -1 : 0;
     for (position = 0; result == 0 && position < count; position++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(sequence, position);
+        PyObject *item = PyTuple_GET_ITEM(sequence, position);
         texts[position] = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item)
                                                 : NULL;
         if (texts[position] == NULL) {
