@@ -491,7 +491,7 @@ def test_quantize_float_drops_the_fp8q_scheme_metadata(tmp_path,
     """A file fp8q saved (its scheme, W8A8 dynamic row, in the metadata)
     whose head is float: --quantize-float writes a file without that
     metadata, which fp8q reads back, the new head weight-only."""
-    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    pytest.importorskip("torch", reason="PyTorch is not installed")
     pytest.importorskip("safetensors")
     from safetensors.torch import save_file
 
