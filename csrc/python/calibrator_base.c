@@ -55,9 +55,10 @@ int fp8q_py_parse_optional_int(PyObject *object, const char *name,
     if (!*given) {
         return 0;
     }
-    /* Python's and NumPy's ints (operator.index), not bools: True is no
-     * count or axis. */
-    index = PyBool_Check(object) || !PyIndex_Check(object)
+    /* Python's and NumPy's ints (operator.index), not bools, Python's or
+     * NumPy's (NumPy 1.x's have __index__): True is no count or axis. */
+    index = PyBool_Check(object) || PyArray_IsScalar(object, Bool) ||
+                    !PyIndex_Check(object)
                 ? NULL
                 : PyNumber_Index(object);
     if (index == NULL) {

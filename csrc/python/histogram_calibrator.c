@@ -88,7 +88,7 @@ static PyObject *histogram_calibrator_extend_range(
  * percentage. Its range is checked by the search. */
 static int parse_percentile(PyObject *object, double *percentile)
 {
-    if (!PyBool_Check(object)) {
+    if (!PyBool_Check(object) && !PyArray_IsScalar(object, Bool)) {
         *percentile = PyFloat_AsDouble(object);
         if (!(*percentile == -1.0 && PyErr_Occurred())) {
             return 0;
