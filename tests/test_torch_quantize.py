@@ -449,6 +449,9 @@ def test_freeze_reduces_across_ranks(tmp_path, rng, seed):
 
 
 def test_calibrate_checks_options_up_front(seed):
+    """Option names and values are refused when calibrate() starts, before
+    any batch runs (a percentile out of range once surfaced only at
+    freeze, after the whole calibration)."""
     model = fpt.quantize(mlp(seed), activations="e4m3")
     with pytest.raises(TypeError, match="percentil"):
         with fpt.calibrate(model, method="percentile", percentil=99.9):
@@ -456,6 +459,82 @@ def test_calibrate_checks_options_up_front(seed):
     with pytest.raises(TypeError, match="percentile"):
         with fpt.calibrate(model, method="max", percentile=99.9):
             pass
+    for bad in (150, 0, float("nan")):
+        ran = []
+        with pytest.raises(ValueError, match=r"^calibrate: percentile: "):
+            with fpt.calibrate(model, method="percentile", percentile=bad):
+                ran.append(True)
+        assert not ran, bad
+    assert not any(hasattr(layer, "_calibration") or layer._forward_pre_hooks
+                   for layer in model.modules())
+
+
+def test_calibrate_records_a_keyword_input(rng, seed):
+    """layer(input=x), the keyword nn.Linear's forward takes, is recorded
+    as layer(x) is (it raised IndexError inside calibrate)."""
+    batches = calibration_batches(rng)
+    scales = []
+    for keyword in (False, True):
+        model = fpt.quantize(mlp(seed), activations="e4m3")
+        with fpt.calibrate(model), torch.no_grad():
+            for batch in batches:
+                if keyword:
+                    hidden = model[1](model[0](input=batch))
+                    model[3](input=model[2][0](input=hidden))
+                else:
+                    model(batch)
+        fpt.freeze(model)
+        scales.append([float(layer.input_scale) for layer in model.modules()
+                       if isinstance(layer, fpt.Linear)])
+    amax = max(float(np.abs(batch.numpy()).max()) for batch in batches)
+    assert scales[0] == scales[1], f"seed={seed}"
+    assert scales[0][0] == fp8q.calib.scale_from_amax(
+        amax, "float8_e4m3fn"), f"seed={seed}"
+
+
+def _one_layer_unseen(seed, method):
+    """An MLP calibrated with `method` through its first layer only (the
+    later layers see no input, like an MoE expert no token reached)."""
+    model = fpt.quantize(mlp(seed), activations="e4m3")
+    with fpt.calibrate(model, method=method), torch.no_grad():
+        model[0](torch.ones(2, 200))
+    return model
+
+
+def test_freeze_is_all_or_nothing(seed):
+    """A layer that saw no input makes freeze raise, naming it, before any
+    layer changes: the statistics stay, and freeze works once every layer
+    has its input (it froze the layers before the unseen one first)."""
+    for method in ("max", "percentile"):
+        model = _one_layer_unseen(seed, method)
+        with pytest.raises(ValueError, match=r"^freeze: layer '2\.0' saw no "
+                           r"input during calibration"):
+            fpt.freeze(model)
+        layers = [layer for layer in model.modules()
+                  if isinstance(layer, fpt.Linear)]
+        assert all(layer.input_scale is None for layer in layers), method
+        assert all(hasattr(layer, "_calibration") for layer in layers)
+
+
+def test_freeze_refuses_a_layer_no_rank_saw(tmp_path, seed):
+    """With torch.distributed initialized (one gloo rank), a layer that saw
+    no input on any rank is the same ValueError as without it (it froze
+    silently to scale 1.0, amax 448, for method="max")."""
+    import torch.distributed as dist
+    if not dist.is_available():
+        pytest.skip("this PyTorch build has no torch.distributed")
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'rendezvous'}",
+        rank=0, world_size=1)
+    try:
+        for method in ("max", "percentile"):
+            model = _one_layer_unseen(seed, method)
+            with pytest.raises(ValueError, match=r"^freeze: layer '2\.0' "
+                               "saw no input"):
+                fpt.freeze(model)
+            assert model[0].input_scale is None, method
+    finally:
+        dist.destroy_process_group()
 
 
 def test_from_torch_falls_back_to_uint8_for_float8(monkeypatch):

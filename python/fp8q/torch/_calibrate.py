@@ -1,8 +1,10 @@
 """fp8q.torch.calibrate and freeze: static activation scales for the
 fp8q.torch.Linear layers of a model, from fp8q.calib's calibrators."""
 import contextlib
+import copy
 import uuid
 
+import numpy as np
 import torch
 
 from fp8q import calib
@@ -41,6 +43,9 @@ METHOD_OPTIONS = {"max": (), "percentile": ("percentile",), "entropy": (),
 
 
 def _new_calibrator(method, momentum, options):
+    """A fresh calibrator for `method`; its option names and values are
+    checked here, before any batch runs, by the compute_amax that freeze()
+    will call (on a one-value histogram)."""
     if method not in METHOD_OPTIONS:
         raise ValueError("method: expected \"max\", \"percentile\", "
                          f"\"entropy\" or \"mse\", got {method!r}")
@@ -52,6 +57,12 @@ def _new_calibrator(method, momentum, options):
         return calib.MaxCalibrator(momentum=momentum)
     if momentum is not None:
         raise ValueError("momentum applies to method=\"max\" only")
+    probe = calib.HistogramCalibrator()
+    probe.update(np.ones(1, np.float32))
+    try:
+        probe.compute_amax(method, **options)
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"calibrate: {error}") from None
     return calib.HistogramCalibrator()
 
 
@@ -97,7 +108,8 @@ def calibrate(model, method="max", *, momentum=None, skip_nonfinite=False,
                                                   method_options),
                                   method, dict(method_options), session)
             handles.append(layer.register_forward_pre_hook(
-                _InputRecorder(name, skip_nonfinite, session)))
+                _InputRecorder(name, skip_nonfinite, session),
+                with_kwargs=True))
         try:
             yield model
             for name, layer in layers:
@@ -145,7 +157,9 @@ class _InputRecorder:
         self.skip_nonfinite = skip_nonfinite
         self.session = session
 
-    def __call__(self, layer, inputs):
+    def __call__(self, layer, args, kwargs=None):
+        # kwargs: the keyword arguments of the call (forward(input=x));
+        # None for a hook pickled by an fp8q that registered it without.
         if self.session not in _ACTIVE_SESSIONS:
             self._remove_from(layer)
             return
@@ -153,10 +167,16 @@ class _InputRecorder:
         if calibration is None or calibration[3:] != (self.session,):
             # Frozen meanwhile, or calibrating in a later session.
             return
+        if args:
+            x = args[0]
+        elif kwargs and "input" in kwargs:
+            x = kwargs["input"]
+        else:
+            return  # no input: the layer's forward raises its TypeError
         # A GPU batch is reduced on the GPU by the calibrator (on torch's
         # stream, after the work that wrote it), with no host wait.
         try:
-            calibration[0].update(from_torch(inputs[0]),
+            calibration[0].update(from_torch(x),
                                   skip_nonfinite=self.skip_nonfinite)
         except ValueError as error:
             raise ValueError(f"calibrate: the input of layer "
@@ -178,23 +198,35 @@ def _distributed():
             and torch.distributed.is_initialized())
 
 
-def _reduced_amax(calibrator, method, options):
-    """The calibrated amax, combined across the ranks of torch.distributed
-    when it is initialized (docs/calibration.md's recipe)."""
-    if isinstance(calibrator, calib.MaxCalibrator):
-        amax = torch.tensor([calibrator.amax or 0.0], dtype=torch.float32)
-        if _distributed():
-            torch.distributed.all_reduce(amax, op=torch.distributed.ReduceOp.MAX)
-        return float(amax)
+def _reduced_amax(name, calibrator, method, options):
+    """The calibrated amax of layer `name`, combined across the ranks of
+    torch.distributed when it is initialized (docs/calibration.md's
+    recipe: the MAX of the amax; histograms summed on a common grid).
+    ValueError naming the layer when it saw no input (on no rank). The
+    calibrator is left as it was: the combined histogram is a copy's."""
+    amax = calibrator.amax
     if _distributed():
-        amax = torch.tensor([calibrator.amax or 0.0], dtype=torch.float32)
-        torch.distributed.all_reduce(amax, op=torch.distributed.ReduceOp.MAX)
-        calibrator.extend_range(float(amax))
+        # -1 stands for "no input here"; every rank sees the same result,
+        # so every rank raises together rather than waiting on the others.
+        reduced = torch.tensor([-1.0 if amax is None else amax],
+                               dtype=torch.float32)
+        torch.distributed.all_reduce(reduced,
+                                     op=torch.distributed.ReduceOp.MAX)
+        amax = None if float(reduced) < 0 else float(reduced)
+    if amax is None:
+        raise ValueError(f"freeze: layer {name!r} saw no input during "
+                         "calibration; run samples through the model "
+                         "inside fp8q.torch.calibrate(model)")
+    if isinstance(calibrator, calib.MaxCalibrator):
+        return amax
+    if _distributed():
+        calibrator = copy.deepcopy(calibrator)
+        calibrator.extend_range(amax)
         state = calibrator.state_dict()
         counts = torch.from_numpy(state["counts"])
         torch.distributed.all_reduce(counts, op=torch.distributed.ReduceOp.SUM)
         state["counts"] = counts.numpy()
-        state["amax"] = float(amax)
+        state["amax"] = amax
         calibrator.load_state_dict(state)
     return calibrator.compute_amax(method, **options)
 
@@ -204,23 +236,20 @@ def freeze(model):
     layer's input_scale: scale_from_amax(amax) for float8_e4m3fn, the amax
     combined across ranks first when torch.distributed is initialized (MAX
     of the amax; histograms summed on a common grid). From then on those
-    layers quantize their inputs with that static scale. ValueError for a
-    layer that saw no input, naming it. Returns the model."""
-    frozen = 0
-    for name, layer in model.named_modules():
-        calibration = getattr(layer, "_calibration", None)
-        if calibration is None:
-            continue
-        calibrator, method, options = calibration[:3]
-        if calibrator.amax is None and not _distributed():
-            raise ValueError(f"freeze: layer {name!r} saw no input during "
-                             "calibration; run samples through the model "
-                             "inside fp8q.torch.calibrate(model)")
-        amax = _reduced_amax(calibrator, method, options)
-        layer.set_input_scale(calib.scale_from_amax(amax, "float8_e4m3fn"))
-        del layer._calibration
-        frozen += 1
-    if frozen == 0:
+    layers quantize their inputs with that static scale. All or nothing:
+    every layer's scale is computed before any is set, so on ValueError
+    (a layer that saw no input on any rank, named) no layer changes and the
+    statistics stay for another try. Returns the model."""
+    pending = [(name, layer) for name, layer in model.named_modules()
+               if getattr(layer, "_calibration", None) is not None]
+    if not pending:
         raise ValueError("freeze: nothing to freeze; run the model inside "
                          "fp8q.torch.calibrate(model) first")
+    scales = [calib.scale_from_amax(
+                  _reduced_amax(name, *layer._calibration[:3]),
+                  "float8_e4m3fn")
+              for name, layer in pending]
+    for (_, layer), scale in zip(pending, scales):
+        layer.set_input_scale(scale)
+        del layer._calibration
     return model
