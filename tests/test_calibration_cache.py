@@ -364,6 +364,34 @@ def test_expected_mapping_without_a_fingerprint_in_the_file(tmp_path):
             path, expected={"a": (1,), "b": (2,), "c": (3,), "d": ()})
 
 
+def test_fingerprint_argument_checks_the_model_whatever_the_entries(
+        tmp_path):
+    """fingerprint= compares the file's fingerprint with the model's while
+    expected names the entries (activations beside parameters' shapes, the
+    documented workflow, whose fingerprint load never checked); a file
+    without a fingerprint is refused, having nothing to compare."""
+    shapes = {"fc1.weight": (3, 64), "fc2.weight": (10, 3)}
+    path = three_entries(tmp_path, shapes)
+    loaded = CalibrationCache.load(path, fingerprint=shapes,
+                                   expected=["a", "b", "c"])
+    assert loaded.fingerprint == shapes
+    other_model = {"fc1.weight": (3, 128), "fc2.weight": (10, 3)}
+    with pytest.raises(ValueError) as raised:
+        CalibrationCache.load(path, fingerprint=other_model,
+                              expected=["a", "b", "c"])
+    assert str(raised.value) == (
+        f"{path}: the calibration cache was made for another model; its "
+        "fingerprint differs from the expected one:\n"
+        "  fc1.weight: (3, 64) in the file, expected (3, 128)")
+    plain = CalibrationCache()
+    plain.add("a", 1.0)
+    unfingerprinted = saved(tmp_path, plain, "plain.json")
+    with pytest.raises(ValueError, match=r"saved without a fingerprint"):
+        CalibrationCache.load(unfingerprinted, fingerprint=shapes)
+    with pytest.raises(TypeError):
+        CalibrationCache.load(path, ["a", "b", "c"], True, shapes)
+
+
 # ---------------------------------------------------------------------------
 # TensorRT
 
@@ -710,6 +738,25 @@ def test_add_takes_python_ints_too_large_for_numpy(amax, stored):
     else:
         assert entry.amax.dtype == np.float32
         assert entry.amax.tolist() == stored
+
+
+def test_add_reads_half_precision_and_fp8_amax_as_their_values():
+    """bfloat16 / float16 / FP8 amax (ml_dtypes, torch, fp8q.Tensor) are
+    stored as the values they hold (exact in float32). An fp8q.Tensor of
+    such a dtype was read through its NumPy view, the codes: e4m3fn 2.5
+    was stored as 66.0; bfloat16 ones were a TypeError."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    values = np.array([2.5, 0.125], np.float32)
+    cases = [np.array(values, ml_dtypes.bfloat16),
+             np.array(values, ml_dtypes.float8_e4m3fn),
+             fp8q.cast(values, "float8_e4m3fn"),
+             fp8q.cast(values, "bfloat16"), fp8q.cast(values, "float16")]
+    for amax in cases:
+        entry = CalibrationCache().add("x", amax)
+        assert entry.amax.dtype == np.float32, amax
+        assert entry.amax.tolist() == [2.5, 0.125], amax
+    assert CalibrationCache().add(
+        "x", np.array(values, ml_dtypes.bfloat16).max()).amax == 2.5
 
 
 @pytest.mark.parametrize("name, error", [

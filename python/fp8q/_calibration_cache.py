@@ -95,6 +95,27 @@ def _as_float(value):
         return math.inf if value > 0 else -math.inf
 
 
+def _amax_array(amax):
+    """amax as a NumPy array (np.asarray); an fp8q.Tensor (whose NumPy view
+    of a float16, bfloat16 or FP8 tensor holds the codes), or one that NumPy
+    holds in a dtype of its own or cannot convert (ml_dtypes' bfloat16 or
+    float8 values, a torch bfloat16 tensor), converted to float32 by fp8q,
+    which is exact for those dtypes. Anything else as np.asarray gives it,
+    for _float32_amax to refuse."""
+    try:
+        given = None if isinstance(amax, _C.Tensor) else np.asarray(amax)
+    except (TypeError, ValueError):
+        given = None
+    if given is None or given.dtype.kind == "V":
+        try:
+            return np.asarray(_C.cast(amax, "float32"))
+        except (TypeError, ValueError, BufferError):
+            if given is None:
+                raise TypeError("amax: expected a real number or a 1-D array "
+                                f"of them, got {type(amax).__name__}") from None
+    return given
+
+
 def _float32_amax(amax):
     """amax as an entry stores it: a float for a scalar (or 0-d array), a
     read-only 1-D float32 array otherwise; each value rounded to float32,
@@ -102,7 +123,7 @@ def _float32_amax(amax):
     NumPy's integer dtypes (an object array) are rounded to float32 as
     smaller ints are (2**70 to float(2**70)); past its range they are
     refused as any number is."""
-    given = np.asarray(amax)
+    given = _amax_array(amax)
     if given.dtype == object and all(_is_real(value) for value in given.flat):
         real = np.array([_as_float(value) for value in given.flat],
                         dtype=np.float64).reshape(given.shape)
@@ -364,7 +385,7 @@ class CalibrationCache(collections.abc.Mapping):
         _write_atomically(path, _format_document(self._document()))
 
     @classmethod
-    def load(cls, path, expected=None, strict=True):
+    def load(cls, path, expected=None, strict=True, *, fingerprint=None):
         """Reads a file written by save and returns a new CalibrationCache
         holding exactly (bit for bit) what was saved.
 
@@ -387,6 +408,14 @@ class CalibrationCache(collections.abc.Mapping):
         Entries not expected: ValueError listing them with strict=True;
         with strict=False a CalibrationCacheWarning listing them, and the
         entries are kept.
+
+        fingerprint: None, or the model's fingerprint (anything
+        fingerprint_of accepts, e.g. {name: p.shape for name, p in
+        model.named_parameters()}), compared with the file's whatever the
+        entries are named (activations' entries beside parameters'
+        shapes): ValueError listing each difference, and ValueError for a
+        file saved without a fingerprint (there is nothing to compare).
+        It is checked before `expected`.
         """
         path = os.fspath(path)
         with open(path, "rb") as file:
@@ -400,6 +429,15 @@ class CalibrationCache(collections.abc.Mapping):
                              "calibration cache") from error
         except ValueError as error:
             raise ValueError(f"{path}: {error}") from error
+        if fingerprint is not None:
+            if cache._fingerprint is None:
+                raise ValueError(
+                    f"{path}: the calibration cache was saved without a "
+                    "fingerprint, so it cannot be checked against the "
+                    "model's (load it without fingerprint= to use it "
+                    "unchecked)")
+            _compare_fingerprints(path, cache._fingerprint,
+                                  cls.fingerprint_of(fingerprint))
         if expected is not None:
             cache._check_expected(path, expected, strict)
         return cache
