@@ -768,6 +768,13 @@ def test_compute_amax_arguments(rng, seed):
     for bad in (0.0, -1.0, 100.5, float("nan")):
         with pytest.raises(ValueError, match="percentile"):
             cal.compute_amax("percentile", percentile=bad)
+    # percentile= belongs to method "percentile": with another it was
+    # silently ignored.
+    for method in ("max", "entropy", "mse"):
+        with pytest.raises(TypeError, match=r"^compute_amax: percentile "
+                           r'applies to method "percentile" only, not '
+                           f'"{method}"$'):
+            cal.compute_amax(method, percentile=99.0)
     with pytest.raises((TypeError, ValueError), match="dtype"):
         cal.compute_amax("entropy", dtype="float16")
     with pytest.raises((TypeError, ValueError), match="dtype"):

@@ -134,8 +134,17 @@ static PyObject *histogram_calibrator_compute_amax(
     }
     fp8q_error_clear(&error);
     if (fp8q_py_raise_on_failure(
-            fp8q_calib_method_parse(name, &method, &error), &error) < 0 ||
-        settle(self) < 0 ||
+            fp8q_calib_method_parse(name, &method, &error), &error) < 0) {
+        return NULL;
+    }
+    if (percentile_object != NULL && method != FP8Q_CALIB_PERCENTILE) {
+        PyErr_Format(PyExc_TypeError,
+                     "compute_amax: percentile applies to method "
+                     "\"percentile\" only, not \"%s\"",
+                     name);
+        return NULL;
+    }
+    if (settle(self) < 0 ||
         fp8q_py_raise_on_failure(fp8q_histogram_calibrator_snapshot(
                                      &self->core, &snapshot, &error),
                                  &error) < 0) {
@@ -345,7 +354,8 @@ PyDoc_STRVAR(
     "has an expected squared error over the histogram within 1% of the "
     "smallest.\n"
     "docs/calibration.md states each search exactly. ValueError before any "
-    "value is counted or for an unknown method.");
+    "value is counted or for an unknown method; TypeError for percentile= "
+    "with another method.");
 
 PyDoc_STRVAR(merge_doc,
              "merge(other)\n--\n\n"
