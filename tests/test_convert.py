@@ -524,3 +524,244 @@ def test_quantize_float_drops_the_fp8q_scheme_metadata(tmp_path,
                               str(target)], capture_output=True, text=True,
                              timeout=300)
     assert inspect.returncode == 0, inspect.stderr
+
+
+def _fp8_codes(rng, shape):
+    """Random float8_e4m3fn codes of `shape` (uint8, no NaN codes)."""
+    return rng.integers(0, 0x7E, shape, dtype=np.uint8)
+
+
+def write_comfy_mixed(path, rng):
+    """A ComfyUI scaled-fp8 file whose layer l1 has 128x128 block scales
+    and l2 row scales, beside a float norm."""
+    block, row = _fp8_codes(rng, (256, 256)), _fp8_codes(rng, (16, 32))
+    block_scale = rng.random((2, 2)).astype(np.float32) / 100
+    row_scale = rng.random((16, 1)).astype(np.float32) / 100
+    norm = np.ones(16, np.float32)
+    with open(path, "wb") as file:
+        write_safetensors(file, [
+            ("scaled_fp8", "F8_E4M3", (0,), lambda: np.zeros(0, np.uint8)),
+            ("l1.weight", "F8_E4M3", (256, 256), lambda: block),
+            ("l1.scale_weight", "F32", (2, 2), lambda: block_scale),
+            ("l2.weight", "F8_E4M3", (16, 32), lambda: row),
+            ("l2.scale_weight", "F32", (16, 1), lambda: row_scale),
+            ("norm.weight", "F32", (16,), lambda: norm)], {})
+
+
+def test_vllm_refuses_a_relaid_mix_of_block_and_row_scales(tmp_path, rng):
+    """--format vllm names block scales NAME_scale_inv (FineGrainedFP8,
+    block scales only): a ComfyUI file that mixes block- and row-scaled
+    layers is refused up front in one line, no output (it once ended in a
+    CheckpointError traceback on its own re-laid result); --format fp8q
+    writes it, every scale NAME_scale, and inspect reads that."""
+    source, target = tmp_path / "in.safetensors", tmp_path / "out.safetensors"
+    write_comfy_mixed(source, rng)
+    result = run_cli(source, target, "--format", "vllm")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        f"fp8q convert: error: --format vllm: {source} mixes 128x128 "
+        "block-scaled layers (l1.weight) with row-scaled ones (l2.weight), "
+        "and vLLM's layout for block scales (NAME_scale_inv, "
+        "FineGrainedFP8) holds block scales only; --format fp8q writes "
+        "every scale as NAME_scale (compressed-tensors, block scales "
+        "too)\n")
+    assert leftovers(tmp_path) == []
+    result = run_cli(source, target, "--format", "fp8q")
+    assert result.returncode == 0, result.stderr
+    reader = SafetensorsReader(target)
+    assert reader.entries["l1.weight_scale"] == ("F32", (2, 2))
+    assert reader.entries["l2.weight_scale"] == ("F32", (16, 1))
+    assert "fp8q_granularity" not in reader.metadata  # two granularities
+    reader.close()
+    inspect = subprocess.run([sys.executable, "-m", "fp8q", "inspect",
+                              str(target)], capture_output=True, text=True,
+                             timeout=300)
+    assert inspect.returncode == 0, inspect.stderr
+
+
+def test_a_layout_error_of_the_relaid_input_is_one_line(tmp_path, rng,
+                                                        monkeypatch):
+    """Whatever detect() refuses in the input convert reads (re-laid or
+    not) is a one-line error naming the input, exit status 2, no output:
+    never a CheckpointError traceback."""
+    from fp8q._checkpoint import CheckpointError
+
+    source, target = tmp_path / "in.safetensors", tmp_path / "out.safetensors"
+    write_comfy_mixed(source, rng)
+
+    def refuse(reader):
+        raise CheckpointError("x.weight_scale: two layouts")
+
+    monkeypatch.setattr(_convert_checkpoint, "detect", refuse)
+    with pytest.raises(_convert_checkpoint.ConvertError) as error:
+        _convert_checkpoint.convert(str(source), str(target))
+    assert str(error.value) == f"{source}: x.weight_scale: two layouts"
+    assert leftovers(tmp_path) == []
+
+
+def write_fp8_with_config(folder, rng):
+    """A compressed-tensors FP8 file (row scales) with its config.json in
+    `folder`; returns the file's path."""
+    folder.mkdir()
+    codes = _fp8_codes(rng, (8, 16))
+    scale = rng.random((8, 1)).astype(np.float32)
+    with open(folder / "model.safetensors", "wb") as file:
+        write_safetensors(file, [
+            ("a.weight", "F8_E4M3", (8, 16), lambda: codes),
+            ("a.weight_scale", "F32", (8, 1), lambda: scale)], {})
+    (folder / "config.json").write_text('{"quantization_config": {}}')
+    return folder / "model.safetensors"
+
+
+@pytest.mark.parametrize("blocker", ["directory", "broken link"])
+def test_a_config_that_cannot_be_carried_is_refused_before_writing(
+        tmp_path, rng, blocker):
+    """A directory or a broken link named config.json in the output folder
+    (where the FP8 input's config.json is to be carried): one line, exit
+    status 2, and no output file, checked before the output is written
+    (once a traceback, or an error after model.safetensors was written)."""
+    import os
+
+    source = write_fp8_with_config(tmp_path / "in", rng)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    if blocker == "directory":
+        (folder / "config.json").mkdir()
+    else:
+        if sys.platform == "win32":
+            pytest.skip("symbolic links need a privilege on Windows")
+        os.symlink(tmp_path / "nowhere" / "config.json",
+                   folder / "config.json")
+    result = run_cli(source, folder / "model.safetensors")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        f"fp8q convert: error: {folder / 'config.json'}: is a {blocker}, so "
+        "the input's config.json, which describes the output, cannot be "
+        "carried beside it; remove it or write the output to another "
+        "folder\n")
+    assert sorted(path.name for path in folder.iterdir()) == ["config.json"]
+
+
+def test_a_config_copy_that_fails_leaves_no_output(tmp_path, rng,
+                                                   monkeypatch):
+    """A config copy that fails (a full disk, say) is a ConvertError
+    before the output is written; no temporary file is left."""
+    import shutil
+
+    source = write_fp8_with_config(tmp_path / "in", rng)
+    folder = tmp_path / "out"
+    folder.mkdir()
+
+    def full(original, copy):
+        with open(copy, "wb"):
+            pass
+        raise OSError(28, "No space left on device", copy)
+
+    monkeypatch.setattr(shutil, "copyfile", full)
+    with pytest.raises(_convert_checkpoint.ConvertError,
+                       match="No space left on device"):
+        _convert_checkpoint.convert(str(source),
+                                    str(folder / "model.safetensors"))
+    assert list(folder.iterdir()) == []
+
+
+def test_carried_config_is_written_with_the_output(tmp_path, rng):
+    source = write_fp8_with_config(tmp_path / "in", rng)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    result = run_cli(source, folder / "model.safetensors")
+    assert result.returncode == 0, result.stderr
+    assert (f"note: {folder / 'config.json'}: the input's config.json, "
+            "carried beside the output") in result.stdout
+    assert sorted(path.name for path in folder.iterdir()) == [
+        "config.json", "model.safetensors"]
+    assert (folder / "config.json").read_text() == \
+        '{"quantization_config": {}}'
+
+
+def _metadata_granularity(path):
+    reader = SafetensorsReader(path)
+    try:
+        return reader.metadata.get("fp8q_granularity")
+    finally:
+        reader.close()
+
+
+def test_granularity_metadata_describes_the_file(tmp_path, rng):
+    """fp8q_granularity is the granularity of the file's scales: a
+    converted file converted again with --granularity block (nothing to
+    convert) keeps row; a re-laid plain-FP8 file, whose scales are one per
+    tensor, says tensor; a file with no scale or scales of two
+    granularities has no such key."""
+    source = tmp_path / "in.safetensors"
+    write_checkpoint(source, rng)
+    once, twice = tmp_path / "once.safetensors", tmp_path / "twice.safetensors"
+    assert run_cli(source, once).returncode == 0
+    assert _metadata_granularity(once) == "row"
+    result = run_cli(once, twice, "--granularity", "block")
+    assert result.returncode == 0, result.stderr
+    assert "converted 0 tensors" in result.stdout
+    assert _metadata_granularity(twice) == "row"
+    plain, relaid = tmp_path / "plain.safetensors", tmp_path / "relaid.st"
+    codes = _fp8_codes(rng, (8, 16))
+    with open(plain, "wb") as file:
+        write_safetensors(file, [("a.weight", "F8_E4M3", (8, 16),
+                                  lambda: codes)], {})
+    assert run_cli(plain, relaid).returncode == 0
+    assert _metadata_granularity(relaid) == "tensor"
+    none = tmp_path / "none.safetensors"
+    assert run_cli(source, none, "--exclude", "*.weight").returncode == 0
+    assert _metadata_granularity(none) is None
+    mixed = tmp_path / "mixed.safetensors"
+    result = run_cli(once, mixed, "--quantize-float", "--all-2d",
+                     "--granularity", "tensor")
+    assert result.returncode == 0, result.stderr
+    assert _metadata_granularity(mixed) is None
+
+
+class _Terminal:
+    """A stand-in for stderr on a terminal: isatty() is True and what is
+    written is kept."""
+
+    def __init__(self):
+        self.text = ""
+
+    def isatty(self):
+        return True
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+
+def test_an_error_on_a_terminal_starts_a_line_of_its_own(tmp_path,
+                                                          monkeypatch):
+    """On a terminal the progress bar is one line redrawn with \\r; an
+    error after it starts a line of its own (once it was glued to the
+    bar), and an error before any bar is its one line alone."""
+    from fp8q._cli._main import _parse
+
+    source, target = tmp_path / "in.safetensors", tmp_path / "out.safetensors"
+    bad = np.ones((8, 16), np.float32)
+    bad[1, 1] = np.inf
+    good = np.ones((8, 16), np.float32)
+    with open(source, "wb") as file:
+        write_safetensors(file, [("a.weight", "F32", (8, 16), lambda: good),
+                                 ("b.weight", "F32", (8, 16), lambda: bad)],
+                          {})
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    arguments = _parse(["convert", str(source), str(target)])
+    assert _convert_checkpoint.main(arguments) == 2
+    bar, error, end = terminal.text.split("\n")
+    assert bar.startswith("\r[") and "2/2 b.weight" in bar
+    assert error.startswith("fp8q convert: error: ")
+    assert end == ""
+    assert leftovers(tmp_path) == []
+    terminal.text = ""
+    arguments = _parse(["convert", str(tmp_path / "absent"), str(target)])
+    assert _convert_checkpoint.main(arguments) == 2
+    assert terminal.text == \
+        f"fp8q convert: error: {tmp_path / 'absent'}: no such file\n"

@@ -56,11 +56,11 @@ def _exact_float16(checkpoint, key):
 
 def relay_tensors(checkpoint, scale_name):
     """(tensors for write_safetensors, summary rows (name, bytes before,
-    bytes after, 0.0), layout, the keys of FP8 tensors of no layer written
-    as float16) of the re-laid checkpoint; scale_name(weight name,
-    granularity) names the weight's scale. CheckpointError naming the key
-    for anything the layout's reader refuses, or for two output tensors of
-    one name."""
+    bytes after, 0.0), the input's Plan, the keys of FP8 tensors of no
+    layer written as float16) of the re-laid checkpoint;
+    scale_name(weight name, granularity) names the weight's scale.
+    CheckpointError naming the key for anything the layout's reader
+    refuses, or for two output tensors of one name."""
     plan = plan_checkpoint(checkpoint)
     by_weight = {layer.weight_key: layer for layer in plan.layers.values()}
     consumed = {key for layer in plan.layers.values() for key in layer.keys}
@@ -103,7 +103,7 @@ def relay_tensors(checkpoint, scale_name):
         clash = next(name for name in names if names.count(name) > 1)
         raise CheckpointError(f"{clash}: the re-laid checkpoint would hold "
                               "two tensors of this name")
-    return tensors, rows, plan.layout, upcast
+    return tensors, rows, plan, upcast
 
 
 def output_metadata(checkpoint, layout, output_format):
@@ -122,12 +122,16 @@ class RelaidCheckpoint:
     re-laid tensors) and metadata (output_metadata); tensor(name), the
     array written for it (produced from the input when asked);
     fp8q_tensor(name), a float tensor as fp8q's dtype; rows and upcast,
-    relay_tensors' summary rows and float16 keys; close() closes the
-    input. CheckpointError as relay_tensors."""
+    relay_tensors' summary rows and float16 keys; granularities, {re-laid
+    weight name: its scale's granularity}; close() closes the input.
+    CheckpointError as relay_tensors."""
 
     def __init__(self, checkpoint, scale_name, output_format):
-        tensors, self.rows, layout, self.upcast = relay_tensors(
+        tensors, self.rows, plan, self.upcast = relay_tensors(
             checkpoint, scale_name)
+        layout = plan.layout
+        self.granularities = {layer.name + ".weight": layer.granularity
+                              for layer in plan.layers.values()}
         self._checkpoint = checkpoint
         self.path = checkpoint.path
         self.entries = {name: (code, tuple(shape))

@@ -22,6 +22,7 @@ they still describe it.
 The file is written to a temporary name beside OUT and renamed at the end;
 a failure, SIGINT or SIGTERM removes it. docs/torch.md describes the layout.
 """
+import contextlib
 import fnmatch
 import os
 import re
@@ -29,6 +30,7 @@ import shlex
 import shutil
 import signal
 import sys
+import uuid
 
 import numpy as np
 
@@ -37,7 +39,7 @@ from fp8q._atomic_file import atomic_file
 from fp8q._checkpoint import CheckpointError, open_checkpoint
 from fp8q._checkpoint._detect import detect
 from fp8q._checkpoint._layout_compressed import FP8Q_METADATA_KEY
-from fp8q._checkpoint._plan import FP8_CODES
+from fp8q._checkpoint._plan import FP8_CODES, granularity_of
 from fp8q._checkpoint._relay import RelaidCheckpoint, relaid_layout
 from fp8q._safetensors import SafetensorsReader, write_safetensors
 
@@ -45,8 +47,11 @@ GRANULARITIES = {"row": "row", "tensor": "tensor", "block": (128, 128)}
 FLOAT_CODES = ("F32", "F16", "BF16")
 # The config files of an FP8 input that describe its quantization (the
 # ignore list of compressed-tensors, ModelOpt's exclude_modules): carried
-# beside the output when it is written elsewhere (_carry_configs).
+# beside the output when it is written elsewhere (_stage_configs).
 CARRIED_CONFIGS = ("config.json", "hf_quant_config.json")
+# The metadata key naming the granularity of the output's weight scales
+# (_file_granularity); left out when they differ or there are none.
+GRANULARITY_KEY = "fp8q_granularity"
 
 
 SCALE_SUFFIXES = ("_scale", "_scale_inv")
@@ -167,9 +172,11 @@ def convert(input_path, output_path, granularity="row", excludes=(),
     with all_2d every 2-D float tensor, that no exclude pattern matches;
     an FP8 input's float tensors (is_fp8_input) only with quantize_float
     (else they are copied as they are, and the input's config files are
-    carried beside the output: _carry_configs). The input's metadata is
-    kept, less its fp8q quantization_config once a tensor is quantized
-    (it then no longer describes the output). Returns the summary rows
+    carried beside the output: _stage_configs, before the output is
+    written). The input's metadata is kept, less its fp8q
+    quantization_config once a tensor is quantized (it then no longer
+    describes the output), and GRANULARITY_KEY says the granularity of
+    the output's scales (_file_granularity). Returns the summary rows
     (name, bytes before, bytes after, relative error) of the converted
     tensors, the total bytes before and after, and notes (lines for the
     summary). Raises ConvertError for bad input or an unwritable output
@@ -193,22 +200,29 @@ def convert(input_path, output_path, granularity="row", excludes=(),
     except (OSError, ValueError) as error:
         raise ConvertError(str(error)) from None
     relaid = isinstance(reader, RelaidCheckpoint)
-    notes = []
+    notes, staged, carried = [], [], []
     try:
         fp8_input = is_fp8_input(reader.entries)
         scheme_metadata = FP8Q_METADATA_KEY in reader.metadata
-        layout = detect(reader) if fp8_input else None
-        rows, before, after, kept = _convert(
-            reader, input_path, output_path, granularity, excludes,
-            output_format, progress, all_2d, quantize_float, layout)
+        layout = _layout(reader, input_path) if fp8_input else None
+        names = _scale_names(layout, output_format)
+        outputs, converted, kept = _plan(reader, granularity, excludes,
+                                         names, all_2d, quantize_float)
+        _check_granularity(input_path, layout, granularity, converted)
+        if fp8_input and not relaid and not converted:
+            staged, carried = _stage_configs(input_path, output_path)
+        rows, before, after = _convert(
+            reader, input_path, output_path, granularity, output_format,
+            progress, layout, outputs, converted)
+        _place_configs(staged)
         if relaid:
             notes.extend(_relay_notes(reader))
             rows, quantized = reader.rows + rows, len(rows)
         else:
             quantized = len(rows)
     finally:
+        _discard_staged(staged)
         reader.close()
-    names = _scale_names(layout, output_format)
     if quantized and (scale_name("", names, granularity)
                       != scale_name("", output_format, granularity)):
         notes.append(f"--format {output_format}: the new scales are named "
@@ -222,8 +236,7 @@ def convert(input_path, output_path, granularity="row", excludes=(),
         notes.append(f"--quantize-float quantized {quantized} float tensors "
                      "of this FP8 checkpoint: its config files no longer "
                      "describe the output and were not carried beside it")
-    elif fp8_input and not relaid:
-        notes.extend(_carry_configs(input_path, output_path))
+    notes.extend(carried)
     if quantized and scheme_metadata:
         notes.append(f"the input's {FP8Q_METADATA_KEY} metadata no longer "
                      "describes the output and was dropped: its layers read "
@@ -237,37 +250,95 @@ def _shown(names):
     return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
 
 
-def _carry_configs(input_path, output_path):
-    """Copies the CARRIED_CONFIGS found beside the input to the output's
-    folder, where they describe the output as they did the input (the
-    codes, scales and float tensors are the input's): a file of that name
-    already there is kept (identical, or not: then a note says so). Returns
-    the notes; ConvertError when a copy cannot be written."""
+def _layout(reader, input_path):
+    """detect's layout of an FP8 input, re-laid or not; ConvertError naming
+    the input when it holds two layouts' keys."""
+    try:
+        return detect(reader)
+    except CheckpointError as error:
+        raise ConvertError(f"{input_path}: {error}") from None
+
+
+def _stage_configs(input_path, output_path):
+    """Prepares the copies of the CARRIED_CONFIGS found beside the input
+    into the output's folder, where they describe the output as they did
+    the input (the codes, scales and float tensors are the input's),
+    before the output is written: each is copied to a temporary file
+    there, which _place_configs renames once the output is complete. A
+    file of that name already there is kept (identical, or not: then a
+    note says so). Returns ([(temporary, copy)], notes for the summary);
+    ConvertError, with nothing left behind, when a copy cannot be made:
+    a directory or a broken link of that name, an unreadable config or an
+    unwritable folder."""
     source = os.path.dirname(os.path.abspath(input_path))
     target = os.path.dirname(os.path.abspath(output_path))
-    if os.path.samefile(source, target):
-        return []
-    notes = []
-    for name in CARRIED_CONFIGS:
-        original = os.path.join(source, name)
-        copy = os.path.join(target, name)
-        if not os.path.isfile(original):
-            continue
-        if os.path.exists(copy):
-            with open(original, "rb") as first, open(copy, "rb") as second:
-                if first.read() != second.read():
-                    notes.append(f"{copy}: kept as it is; it differs from "
-                                 f"the input's {name}, which describes the "
-                                 "output's quantization")
-            continue
+    if not os.path.isdir(target) or os.path.samefile(source, target):
+        return [], []  # no folder: the output's write says so
+    staged, notes = [], []
+    try:
+        for name in CARRIED_CONFIGS:
+            original = os.path.join(source, name)
+            copy = os.path.join(target, name)
+            if not os.path.isfile(original):
+                continue
+            if _kept_config(original, copy, name, notes):
+                continue
+            temporary = os.path.join(target,
+                                     f".{name}.{uuid.uuid4().hex}.tmp")
+            staged.append((temporary, copy))
+            shutil.copyfile(original, temporary)
+            notes.append(f"{copy}: the input's {name}, carried beside the "
+                         "output")
+    except OSError as error:
+        _discard_staged(staged)
+        raise ConvertError(f"{error.filename or target}: "
+                           f"{error.strerror or error}") from None
+    except BaseException:
+        _discard_staged(staged)
+        raise
+    return staged, notes
+
+
+def _kept_config(original, copy, name, notes):
+    """Whether `copy`, the output folder's file of the config's name, is
+    there already and kept (with a note in `notes` when it differs from
+    the input's `original`). ConvertError when something of that name is
+    there that is no file (a directory, a broken link): the config that
+    describes the output could not be carried beside it."""
+    if os.path.isfile(copy):
+        with open(original, "rb") as first, open(copy, "rb") as second:
+            if first.read() != second.read():
+                notes.append(f"{copy}: kept as it is; it differs from the "
+                             f"input's {name}, which describes the output's "
+                             "quantization")
+        return True
+    if os.path.lexists(copy):
+        what = ("a directory" if os.path.isdir(copy)
+                else "a broken link" if os.path.islink(copy)
+                else "not a regular file")
+        raise ConvertError(
+            f"{copy}: is {what}, so the input's {name}, which describes "
+            "the output, cannot be carried beside it; remove it or write "
+            "the output to another folder")
+    return False
+
+
+def _place_configs(staged):
+    """Renames the temporary copies of _stage_configs to their names, once
+    the output is written. ConvertError for a rename that fails."""
+    for temporary, copy in staged:
         try:
-            shutil.copyfile(original, copy)
+            os.replace(temporary, copy)
         except OSError as error:
-            raise ConvertError(f"{copy}: {error.strerror or error}") \
-                from None
-        notes.append(f"{copy}: the input's {name}, carried beside the "
-                     "output")
-    return notes
+            raise ConvertError(f"{copy}: {error.strerror or error} (the "
+                               "output was written)") from None
+
+
+def _discard_staged(staged):
+    """Removes the temporary copies of _stage_configs still there."""
+    for temporary, _ in staged:
+        with contextlib.suppress(OSError):
+            os.remove(temporary)
 
 
 def _scale_names(layout, output_format):
@@ -276,17 +347,23 @@ def _scale_names(layout, output_format):
     return INPUT_SCALE_NAMES.get(layout, output_format)
 
 
-def _convert(reader, input_path, output_path, granularity, excludes,
-             output_format, progress, all_2d, quantize_float, layout):
-    names = _scale_names(layout, output_format)
-    outputs, converted, kept = _plan(reader, granularity, excludes, names,
-                                     all_2d, quantize_float)
+def _check_granularity(input_path, layout, granularity, converted):
+    """ConvertError when new scales of `granularity` would go into a
+    FineGrainedFP8 input, whose layout holds 128x128 block scales only."""
     if converted and layout == "finegrained-fp8" and granularity != "block":
         raise ConvertError(
             f"--granularity {granularity}: {input_path} is a FineGrainedFP8 "
             "checkpoint (*.weight_scale_inv), whose layout holds 128x128 "
             "block scales only; --quantize-float its float tensors with "
             "--granularity block")
+
+
+def _convert(reader, input_path, output_path, granularity, output_format,
+             progress, layout, outputs, converted):
+    """Writes the output of _plan's `outputs`, quantizing the `converted`
+    tensors; returns the summary rows and the file sizes before and
+    after."""
+    names = _scale_names(layout, output_format)
     pending = {}  # scale name -> float32 scale array, filled with its weight
     rows = []
 
@@ -326,12 +403,46 @@ def _convert(reader, input_path, output_path, granularity, excludes,
     metadata = dict(reader.metadata)
     if converted:  # the input's scheme no longer describes the output
         metadata.pop(FP8Q_METADATA_KEY, None)
+    described = _file_granularity(outputs, granularity if converted
+                                  else metadata.get(GRANULARITY_KEY))
+    metadata.pop(GRANULARITY_KEY, None)
+    if described is not None:
+        metadata[GRANULARITY_KEY] = described
     metadata.update({"fp8q_version": fp8q.__version__,
-                     "fp8q_granularity": granularity,
                      "fp8q_format": output_format})
     _write(output_path, tensors, metadata)
-    return (rows, os.path.getsize(input_path), os.path.getsize(output_path),
-            kept)
+    return rows, os.path.getsize(input_path), os.path.getsize(output_path)
+
+
+def _file_granularity(outputs, preferred):
+    """The granularity ("row", "tensor" or "block") that the scale of every
+    FP8 weight among `outputs` (_plan's) has, new or copied, for the
+    GRANULARITY_KEY metadata; `preferred` where a shape fits several (a
+    one-row weight's); None when they differ or the file has none."""
+    shapes = {name: shape for name, _, shape, _ in outputs}
+    common = None
+    for name, code, shape, _ in outputs:
+        scale = next((name + suffix for suffix in SCALE_SUFFIXES
+                      if name + suffix in shapes), None)
+        if code not in FP8_CODES or len(shape) != 2 or scale is None:
+            continue
+        fits = {kind for kind in GRANULARITIES
+                if _fits(scale, shapes[scale], shape, kind)}
+        common = fits if common is None else common & fits
+    if not common:
+        return None
+    order = [preferred, *GRANULARITIES]
+    return next(kind for kind in order if kind in common)
+
+
+def _fits(key, scale_shape, weight_shape, granularity):
+    """Whether a scale of scale_shape is a `granularity` one of the
+    weight."""
+    try:
+        granularity_of(key, scale_shape, weight_shape, granularity)
+    except CheckpointError:
+        return False
+    return True
 
 
 def _write(output_path, tensors, metadata):
@@ -354,9 +465,14 @@ def _open(input_path, output_format):
     checkpoint = open_checkpoint(input_path)
     try:
         if relaid_layout(checkpoint) is not None:
-            return RelaidCheckpoint(
+            relaid = RelaidCheckpoint(
                 checkpoint, lambda name, granularity: scale_name(
                     name, output_format, granularity), output_format)
+            _check_one_vllm_layout(input_path, relaid, output_format)
+            return relaid
+    except ConvertError:
+        checkpoint.close()
+        raise
     except CheckpointError as error:
         checkpoint.close()
         raise ConvertError(f"{input_path}: {error}") from None
@@ -365,6 +481,27 @@ def _open(input_path, output_format):
         raise
     checkpoint.close()
     return SafetensorsReader(input_path)
+
+
+def _check_one_vllm_layout(input_path, relaid, output_format):
+    """ConvertError when --format vllm would re-lay `relaid`'s 128x128
+    block-scaled layers beside layers of other scales: vLLM names block
+    scales NAME_scale_inv (FineGrainedFP8, block scales only) and the
+    others NAME_scale (compressed-tensors), and a file has one layout."""
+    if output_format != "vllm":
+        return
+    block = [name for name, kind in relaid.granularities.items()
+             if kind == "block"]
+    other = [(name, kind) for name, kind in relaid.granularities.items()
+             if kind != "block"]
+    if block and other:
+        raise ConvertError(
+            f"--format vllm: {input_path} mixes 128x128 block-scaled layers "
+            f"({block[0]}) with {other[0][1]}-scaled ones ({other[0][0]}), "
+            "and vLLM's layout for block scales (NAME_scale_inv, "
+            "FineGrainedFP8) holds block scales only; --format fp8q writes "
+            "every scale as NAME_scale (compressed-tensors, block scales "
+            "too)")
 
 
 def _relay_notes(relaid):
@@ -393,13 +530,23 @@ def print_summary(rows, before, after, stream=sys.stdout):
               f"{sum(errors) / len(errors):.2e} |", file=stream)
 
 
+def _end_progress_line(drawn):
+    """Ends the progress line on stderr when one was drawn (`drawn` holds
+    True), so that what follows starts a line of its own."""
+    if drawn:
+        print(file=sys.stderr)
+        drawn.clear()
+
+
 def main(arguments):
     """Runs `convert` for the parsed command line; returns the exit code
     (0, or 2 with a one-line message on stderr)."""
     interactive = sys.stderr.isatty()
+    drawn = []  # a progress line is on stderr, not yet ended
 
     def progress(index, total, name):
         if interactive:
+            drawn[:] = [True]
             width = 30
             done = width * (index + 1) // max(total, 1)
             print(f"\r[{'#' * done}{'.' * (width - done)}] {index + 1}/"
@@ -417,11 +564,11 @@ def main(arguments):
             arguments.exclude or (), arguments.format, progress,
             arguments.all_2d, arguments.quantize_float)
     except ConvertError as error:
+        _end_progress_line(drawn)
         print(f"fp8q convert: error: {error}", file=sys.stderr)
         return 2
     except Interrupted as stop:
-        if interactive:
-            print(file=sys.stderr)  # end the progress line
+        _end_progress_line(drawn)
         print(f"fp8q convert: stopped by "
               f"{signal.Signals(stop.signal_number).name}; no output "
               "written", file=sys.stderr)
@@ -429,8 +576,7 @@ def main(arguments):
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
-    if interactive:
-        print(file=sys.stderr)
+    _end_progress_line(drawn)
     print_summary(rows, before, after)
     for note in notes:
         print(f"note: {note}")
