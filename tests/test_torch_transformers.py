@@ -153,3 +153,112 @@ def test_import_fp8q_torch_registers_without_importing_transformers():
                         "import transformers.quantizers.auto as auto\n"
                         "print('fp8q' in auto.AUTO_QUANTIZER_MAPPING)\n")
     assert out.split() == ["False", "True"]
+
+
+def tiny_t5(seed):
+    torch.manual_seed(seed % (2 ** 31))
+    return transformers.T5ForConditionalGeneration(transformers.T5Config(
+        d_model=64, d_ff=128, num_layers=2, num_heads=4, d_kv=16,
+        vocab_size=128, decoder_start_token_id=0)).eval()
+
+
+def t5_logits(model, tokens):
+    with torch.no_grad():
+        return model(input_ids=tokens, decoder_input_ids=tokens[:, :4]).logits
+
+
+def test_t5_keeps_its_fp32_modules_float(tmp_path, seed):
+    """T5's feed-forward `wo` (its _keep_in_fp32_modules: T5 casts wo's
+    input to wo.weight.dtype) stays float through quantize and through
+    from_pretrained with Fp8qConfig, as transformers' own quantizers leave
+    it; the model runs and generates (it raised "x must be float32, float16
+    or bfloat16, got float8_e4m3fn"), and a saved quantized T5 reloads bit
+    for bit."""
+    model = tiny_t5(seed)
+    model.save_pretrained(tmp_path / "float")
+    tokens = torch.randint(0, 128, (2, 10),
+                           generator=torch.Generator().manual_seed(seed % 997))
+    quantized = fpt.quantize(tiny_t5(seed), exclude=["lm_head"])
+    loaded = transformers.AutoModelForSeq2SeqLM.from_pretrained(
+        tmp_path / "float", quantization_config=fpt.Fp8qConfig())
+    for each in (quantized, loaded):
+        kinds = {type(module) for name, module in each.named_modules()
+                 if name.endswith(".wo")}
+        assert kinds == {torch.nn.Linear}
+        assert any(name.endswith(".wi") for name in fp8_layers(each))
+        assert each.generate(tokens, max_new_tokens=3).shape == (2, 4)
+    float_logits = t5_logits(model, tokens)
+    error = (t5_logits(quantized, tokens) - float_logits).norm() / \
+        float_logits.norm()
+    assert error < 0.1, f"seed={seed}"
+    quantized.save_pretrained(tmp_path / "fp8")
+    reloaded = transformers.AutoModelForSeq2SeqLM.from_pretrained(
+        tmp_path / "fp8")
+    assert fp8_layers(reloaded).keys() == fp8_layers(quantized).keys()
+    assert torch.equal(t5_logits(reloaded, tokens),
+                       t5_logits(quantized, tokens)), f"seed={seed}"
+
+
+def test_a_checkpoint_with_an_fp8_wo_loads_it_as_fp8(tmp_path, seed):
+    """A T5 an older fp8q saved with `wo` quantized (before the rule that
+    keeps it float) reloads wo as the fp8q layer it was: its FP8 codes in
+    a float Linear would read as numbers (448 for the largest)."""
+    model = fpt.quantize(tiny_t5(seed), exclude=["lm_head"])
+    wo = model.encoder.block[0].layer[1].DenseReluDense.wo
+    fp8_wo = fpt.Linear.from_linear(wo)
+    model.encoder.block[0].layer[1].DenseReluDense.wo = fp8_wo
+    model.save_pretrained(tmp_path)
+    reloaded = transformers.AutoModelForSeq2SeqLM.from_pretrained(tmp_path)
+    loaded_wo = reloaded.encoder.block[0].layer[1].DenseReluDense.wo
+    assert isinstance(loaded_wo, fpt.Linear)
+    assert torch.equal(codes(loaded_wo), codes(fp8_wo))
+    assert torch.equal(loaded_wo.weight_scale, fp8_wo.weight_scale)
+    assert type(reloaded.decoder.block[0].layer[2].DenseReluDense.wo) is \
+        torch.nn.Linear
+
+
+def test_gpt2_conv1d_layers_are_named_in_a_warning(seed):
+    """transformers' Conv1D (GPT-2's linear layers) is no nn.Linear and
+    stays float: quantize says so in a UserWarning naming them (it changed
+    nothing and said so only at INFO)."""
+    torch.manual_seed(seed % (2 ** 31))
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        n_embd=64, n_layer=2, n_head=4, vocab_size=128))
+    with pytest.warns(UserWarning, match=r"^quantize: 8 transformers Conv1D "
+                      r"modules \(transformer\.h\.0\.attn\.c_attn, .*\) stay "
+                      "in float"):
+        fpt.quantize(model, exclude=["lm_head"])
+    assert not fp8_layers(model)
+
+
+def test_trainer_trains_adapters_on_a_from_pretrained_fp8q_model(
+        tmp_path, seed):
+    """transformers' Trainer takes a model loaded with Fp8qConfig once it
+    has LoRA adapters (it refused: "quantized with fp8q but that
+    quantization method do not support training"); the adapters change,
+    the FP8 codes do not."""
+    peft = pytest.importorskip("peft", reason="peft is not installed")
+    pytest.importorskip("accelerate", reason="accelerate is not installed")
+    save_float_llama(tmp_path / "float", seed)
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        tmp_path / "float", quantization_config=fpt.Fp8qConfig())
+    model = peft.get_peft_model(model, peft.LoraConfig(
+        r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    before = {name: codes(layer).clone()
+              for name, layer in fp8_layers(model).items()}
+    adapter = next(p for name, p in model.named_parameters()
+                   if "lora_A" in name)
+    adapter_before = adapter.detach().clone()
+    generator = torch.Generator().manual_seed(seed % 997)
+    samples = [{"input_ids": ids, "labels": ids} for ids in
+               torch.randint(0, 512, (4, 8), generator=generator)]
+    trainer = transformers.Trainer(
+        model=model, train_dataset=samples,
+        args=transformers.TrainingArguments(
+            output_dir=str(tmp_path / "out"), per_device_train_batch_size=2,
+            num_train_epochs=1, learning_rate=1e-2, report_to=[],
+            save_strategy="no", use_cpu=True, seed=seed % (2 ** 31)))
+    trainer.train()
+    assert not torch.equal(adapter.detach(), adapter_before)
+    assert all(torch.equal(codes(layer), before[name])
+               for name, layer in fp8_layers(model).items())

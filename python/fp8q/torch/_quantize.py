@@ -2,6 +2,7 @@
 fp8q.torch.Linear in place, all of them or none, and logs what it did."""
 import fnmatch
 import logging
+import warnings
 
 import torch
 
@@ -13,6 +14,22 @@ from fp8q.torch._summary import QuantizeSummary, float_modules, weight_bytes
 logger = logging.getLogger("fp8q.torch")
 
 
+def _kept_in_fp32(owner):
+    """The nn.Linear modules under a transformers model that it declares
+    must stay in float32 (its _keep_in_fp32_modules and
+    _keep_in_fp32_modules_strict: names matched as whole dotted parts),
+    as ids: T5's feed-forward `wo`, whose owner casts its input to
+    wo.weight.dtype before the call."""
+    fragments = [*(getattr(owner, "_keep_in_fp32_modules", None) or ()),
+                 *(getattr(owner, "_keep_in_fp32_modules_strict", None)
+                   or ())]
+    if not fragments:
+        return set()
+    return {id(module) for name, module in owner.named_modules()
+            if isinstance(module, torch.nn.Linear)
+            and any(f".{fragment}." in f".{name}." for fragment in fragments)}
+
+
 def replaceable_linears(model):
     """The modules of `model` that fp8q replaces by fp8q.torch.Linear, as
     {id(module): module}: its nn.Linear modules (subclasses included, as
@@ -22,17 +39,36 @@ def replaceable_linears(model):
     them: nn.MultiheadAttention's out_proj, and
     nn.TransformerEncoderLayer's linear1 / linear2 (its inference fast
     path reads their weights), which stay float, as torch's own
-    quantization leaves them."""
+    quantization leaves them; and those a transformers model keeps in
+    float32 (_keep_in_fp32_modules: T5's `wo`, whose dtype its owner reads
+    to cast the input), as transformers' own quantizers leave them."""
     read_directly = set()
     for module in model.modules():
         if isinstance(module, torch.nn.MultiheadAttention):
             read_directly.add(id(module.out_proj))
         elif isinstance(module, torch.nn.TransformerEncoderLayer):
             read_directly.update((id(module.linear1), id(module.linear2)))
+        read_directly.update(_kept_in_fp32(module))
     return {id(module): module for module in model.modules()
             if isinstance(module, torch.nn.Linear)
             and not isinstance(module, Linear)
             and id(module) not in read_directly}
+
+
+def _warn_transposed_linears(model):
+    """A UserWarning naming transformers' Conv1D modules (GPT-2's linear
+    layers, their weight stored transposed), which are no nn.Linear and
+    stay float: without it, quantize(gpt2, exclude=["lm_head"]) changed
+    nothing and said so only in the INFO summary."""
+    names = [name for name, module in model.named_modules()
+             if type(module).__name__ == "Conv1D"
+             and type(module).__module__ == "transformers.pytorch_utils"]
+    if names:
+        warnings.warn(
+            f"quantize: {len(names)} transformers Conv1D modules "
+            f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) "
+            "stay in float: fp8q quantizes nn.Linear modules, and Conv1D "
+            "(GPT-2's layers) is not one", UserWarning, stacklevel=3)
 
 
 def _matches(name, patterns):
@@ -173,6 +209,11 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
     unfused with the reason (a following layer excluded or not W8A8
     per-token, a norm fp8q does not compute, a probe that failed).
 
+    Linears a transformers model keeps in float32 (_keep_in_fp32_modules,
+    such as T5's wo, whose dtype its owner reads) stay float as those
+    torch's modules read. transformers' Conv1D modules (GPT-2) are no
+    nn.Linear: they stay float, with a UserWarning naming them.
+
     Logs a QuantizeSummary (Linear layers quantized, modules left in float
     by kind, weight bytes before and after) at INFO on the "fp8q.torch"
     logger, the object itself as the record's `fp8q_summary`."""
@@ -212,7 +253,9 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
             f"include: {include} match only nn.Linear modules fp8q leaves "
             f"in float ({', '.join(only_kept[:3])}): its owner reads it "
             "without calling it (nn.MultiheadAttention's out_proj, "
-            "nn.TransformerEncoderLayer's linear1 / linear2)")
+            "nn.TransformerEncoderLayer's linear1 / linear2) or keeps it in "
+            "float32 (a transformers model's _keep_in_fp32_modules, such "
+            "as T5's wo)")
     names = {}  # id(module) -> [its names, in named_modules order]
     modules = {}  # id(module) -> module
     for name, module in linears:
@@ -250,5 +293,6 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
         weight_bytes_before=before, weight_bytes_after=weight_bytes(model),
         fused_norms=tuple(fused), unfused_norms=tuple(unfused))
     logger.info("%s", summary, extra={"fp8q_summary": summary})
+    _warn_transposed_linears(model)
     attach_transformers_quantizer(model)
     return model

@@ -90,6 +90,22 @@ def _linear_names(model, skipped):
             if id(module) in replaceable and not _covered(name, skipped)]
 
 
+def _fp8_layer_names(model, skipped, keys):
+    """The nn.Linear modules of a model an fp8q checkpoint loads into
+    fp8q layers: those quantize would replace (_linear_names), and any
+    other Linear that `skipped` does not cover whose weight_scale the
+    checkpoint (its safetensors `keys`) holds, which an fp8q before the
+    rule that keeps it float quantized (T5's wo, MultiheadAttention's
+    out_proj): its FP8 codes loaded into a float Linear would read as
+    numbers."""
+    names = _linear_names(model, skipped)
+    chosen = set(names)
+    return names + [
+        name for name, module in model.named_modules()
+        if isinstance(module, torch.nn.Linear) and name not in chosen
+        and f"{name}.weight_scale" in keys and not _covered(name, skipped)]
+
+
 def _covered(name, skipped):
     """Whether a name in `skipped` covers the module `name` (as whole
     dotted parts, as _linear_names matches them)."""
@@ -244,7 +260,8 @@ class Fp8qHfQuantizer(HfQuantizer):
         if not self.pre_quantized:
             return model
         keys = _checkpoint_keys(checkpoint_files)
-        for name in _linear_names(model, self.modules_to_not_convert):
+        for name in _fp8_layer_names(model, self.modules_to_not_convert,
+                                     keys):
             module = model.get_submodule(name)
             with torch.device(module.weight.device):
                 layer = Linear(module.in_features, module.out_features,
@@ -298,8 +315,11 @@ class Fp8qHfQuantizer(HfQuantizer):
 
     @property
     def is_trainable(self):
-        # The FP8 weights never train; adapters on fp8q layers are issue 26.
-        return False
+        """True: transformers' Trainer takes the model with adapters (peft
+        LoRA trains on fp8q layers: docs/torch.md); the FP8 weights
+        themselves never train, and Trainer refuses a quantized model
+        without adapters."""
+        return True
 
     @property
     def is_compileable(self):
