@@ -3,7 +3,8 @@ wraps fp8q.torch.Linear (an nn.Linear), training moves the adapters only,
 their gradients are those of the float model holding the dequantized
 weights, and merging re-quantizes (fp8q.torch.merge_lora: dequantize, add,
 re-quantize), also through peft's own merge_and_unload / merge_adapter,
-whose unmerge of an FP8 layer says why it cannot."""
+whose unmerge of an FP8 layer says why it cannot. DoRA computes with the
+dequantized weights, as on the float model, and merges the same way."""
 import pytest
 
 torch = pytest.importorskip(
@@ -52,10 +53,10 @@ def fake_quantized_tokens(module, inputs):
     return (x + (rounded - x).detach(),)
 
 
-def models(seed, activations, granularity):
+def models(seed, activations, granularity, **lora):
     """(quantized, float twin holding the dequantized weights and, for
     W8A8, quantizing its inputs per token straight through), each with the
-    same LoRA adapters on up and down."""
+    same LoRA adapters on up and down (more LoraConfig arguments: lora)."""
     torch.manual_seed(seed % (2 ** 31))
     quantized = fpt.quantize(Model(), activations=activations,
                              granularity=granularity, exclude=["head"])
@@ -71,7 +72,7 @@ def models(seed, activations, granularity):
             if activations is not None and name != "head":
                 target.register_forward_pre_hook(fake_quantized_tokens)
     config = dict(r=4, lora_alpha=8, target_modules=["up", "down"],
-                  init_lora_weights=False)
+                  init_lora_weights=False, **lora)
     torch.manual_seed(seed % (2 ** 31) + 1)
     quantized = peft.get_peft_model(quantized, peft.LoraConfig(**config))
     torch.manual_seed(seed % (2 ** 31) + 1)
@@ -212,3 +213,88 @@ def test_peft_unmerge_of_an_fp8_layer_says_why_it_cannot(seed):
         model.unmerge_adapter()
     with torch.no_grad():
         assert torch.equal(model(x), merged)
+
+
+@pytest.mark.parametrize("activations,granularity", MODES, ids=MODE_IDS)
+def test_dora_is_the_float_models_and_trains(activations, granularity, seed):
+    # peft's DoRA read the FP8 codes as the base weight (torch: "Promotion
+    # for Float8 Types is not supported" in get_peft_model).
+    model, twin = models(seed, activations, granularity, use_dora=True)
+    trainable = adapters(model)
+    assert sorted(trainable) == sorted(adapters(twin))
+    assert sum("lora_magnitude_vector" in name for name in trainable) == 2
+    base = model.base_model.model
+    for name in ("up", "down"):
+        # The magnitude vector starts at the norms of the dequantized rows.
+        assert torch.allclose(
+            getattr(base, name).lora_magnitude_vector["default"].weight,
+            torch.linalg.norm(dequantized(getattr(base, name).base_layer)
+                              + getattr(base, name).get_delta_weight(
+                                  "default"), dim=1),
+            rtol=1e-5), name
+    frozen = {name: p.detach().clone() for name, p in
+              model.named_parameters() if not p.requires_grad}
+    optimizer = torch.optim.AdamW(trainable.values(), lr=1e-2)
+    x = torch.randn(5, 96)
+    got = model(x)
+    expected = twin(x)
+    # W8A16: the same float products; W8A8: up to float32's rounding of
+    # the scaled FP8 product.
+    assert torch.allclose(got, expected, rtol=1e-4, atol=1e-5), \
+        f"seed={seed}"
+    got.square().mean().backward()
+    expected.square().mean().backward()
+    twin_adapters = adapters(twin)
+    for name, p in trainable.items():
+        assert torch.allclose(p.grad, twin_adapters[name].grad, rtol=1e-4,
+                              atol=1e-6), f"{name}, seed={seed}"
+    before = {name: p.detach().clone() for name, p in trainable.items()}
+    optimizer.step()
+    for name, tensor in before.items():
+        assert not torch.equal(trainable[name], tensor), name
+    for name, tensor in frozen.items():
+        got = model.get_parameter(name)
+        assert got.dtype == tensor.dtype and torch.equal(
+            got.reshape(-1).view(torch.uint8),
+            tensor.reshape(-1).view(torch.uint8)), name
+
+
+@pytest.mark.parametrize("activations,granularity", MODES, ids=MODE_IDS)
+def test_dora_merge_requantizes_peft_float_merge(activations, granularity,
+                                                 seed):
+    model, twin = models(seed, activations, granularity, use_dora=True)
+    with torch.no_grad():  # the magnitude moves away from the norms
+        for (name, p), (_, q) in zip(adapters(model).items(),
+                                     adapters(twin).items()):
+            if "lora_magnitude_vector" in name:
+                noise = 1 + 0.1 * torch.randn_like(p)
+                p.mul_(noise)
+                q.mul_(noise)
+    merged = model.merge_and_unload()
+    expected = twin.merge_and_unload()
+    assert isinstance(merged.up, fpt.Linear)
+    assert not any("lora_" in name for name, _ in merged.named_modules())
+    for name in ("up", "down"):
+        layer = getattr(merged, name)
+        got = dequantized(layer).double()
+        want = getattr(expected, name).weight.double()
+        scale = (layer.weight_scale.double() if granularity != "block"
+                 else layer.weight_scale.double().repeat_interleave(
+                     128, 0).repeat_interleave(128, 1)[:got.shape[0],
+                                                       :got.shape[1]])
+        # One e4m3 rounding of peft's float32 merge (see
+        # test_merge_lora_requantizes_and_peft_merge_never_drops).
+        bound = (want.abs() * 2.0 ** -4 + scale * 2.0 ** -10
+                 ) * (1 + 1e-5) + 1e-6
+        assert ((got - want).abs() <= bound).all(), f"{name}, seed={seed}"
+
+
+def test_dora_after_a_merged_adapter_is_refused(seed):
+    model, _ = models(seed, None, "row")
+    model.add_adapter("dora", peft.LoraConfig(
+        r=4, target_modules=["up", "down"], use_dora=True,
+        init_lora_weights=False))
+    fpt.merge_lora(model, adapter_names=["default"])
+    with pytest.raises(ValueError, match="'base_model.model.up'.*DoRA "
+                       "adapter 'dora' cannot be merged after"):
+        fpt.merge_lora(model, adapter_names=["dora"])

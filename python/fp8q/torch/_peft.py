@@ -10,12 +10,28 @@ does (dequantize, add in float32, re-quantize with fresh scales); every other
 layer runs peft's own code, unchanged. peft's unmerge of such a layer raises
 a RuntimeError that says why (the re-quantized weight cannot be taken apart)
 and what to do.
+
+peft's DoRA (LoraConfig(use_dora=True)) reads the base layer's weight
+through peft.utils.integrations.dequantize_module_weight (as it does for
+bitsandbytes' and HQQ's layers), which returns the FP8 codes of an
+fp8q.torch.Linear: torch then refuses the arithmetic ("Promotion for Float8
+Types is not supported"). That function is wrapped too, in peft's module
+and in the LoRA modules that imported it by name, so that an
+fp8q.torch.Linear gives its dequantized weight (in its compute_dtype, what
+its W8A16 forward multiplies by) and every other layer peft's own result.
 """
+import torch
+
+from fp8q.torch import _ops
 from fp8q.torch._after_import import after_import
 from fp8q.torch._linear import Linear
 from fp8q.torch._lora import merge_layer
 
 _LAYER_MODULE = "peft.tuners.lora.layer"
+# The modules holding peft's dequantize_module_weight under that name:
+# its own and those that import it by name (DoRA's weight norm and merge).
+_DEQUANTIZE_MODULES = ("peft.utils.integrations", "peft.tuners.lora.dora",
+                       "peft.tuners.lora.variants", _LAYER_MODULE)
 
 
 def _wrap(peft_linear):
@@ -59,7 +75,38 @@ def _wrap_module(module):
         _wrap(peft_linear)
 
 
+def dequantized_weight(layer):
+    """An fp8q.torch.Linear's weight dequantized into its compute_dtype on
+    its device, as a new tensor that does not require grad."""
+    with torch.no_grad():
+        return _ops.dequantize_weight(
+            torch.empty(0, dtype=layer.compute_dtype,
+                        device=layer.weight.device),
+            layer.weight, layer.weight_scale, layer.granularity)
+
+
+def _wrap_dequantize(module):
+    """Replaces module.dequantize_module_weight (once) by a function giving
+    an fp8q.torch.Linear's dequantized weight, peft's result otherwise."""
+    peft_dequantize = getattr(module, "dequantize_module_weight", None)
+    if peft_dequantize is None or getattr(peft_dequantize, "_fp8q", False):
+        return
+
+    def dequantize_module_weight(layer):
+        if isinstance(layer, Linear):
+            return dequantized_weight(layer)
+        return peft_dequantize(layer)
+
+    dequantize_module_weight.__doc__ = peft_dequantize.__doc__
+    dequantize_module_weight.__wrapped__ = peft_dequantize
+    dequantize_module_weight._fp8q = True
+    module.dequantize_module_weight = dequantize_module_weight
+
+
 def install():
-    """Makes peft's merge of fp8q.torch.Linear base layers re-quantize:
-    now if peft's LoRA layers are imported, else when they are."""
+    """Makes peft's merge of fp8q.torch.Linear base layers re-quantize, and
+    peft's dequantize_module_weight (DoRA) dequantize them: now where peft's
+    modules are imported, else when they are."""
     after_import(_LAYER_MODULE, _wrap_module)
+    for name in _DEQUANTIZE_MODULES:
+        after_import(name, _wrap_dequantize)
