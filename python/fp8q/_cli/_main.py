@@ -27,6 +27,7 @@ with each layer (docs/checkpoints.md).
 """
 import argparse
 import errno
+import math
 import os
 import sys
 
@@ -36,6 +37,11 @@ from fp8q._cli import (_bench, _bench_breakdown, _bench_calib,
                        _bench_linear, _bench_model, _bench_weight_only,
                        _convert_checkpoint, _demo)
 from fp8q._cli import _inspect_checkpoint as _inspect
+
+# The largest --size: past it the benchmarks' arrays (up to 16 bytes an
+# element) would exceed what an array can address, which NumPy refuses
+# with a ValueError rather than a MemoryError.
+MAX_SIZE = sys.maxsize // 16
 
 
 def _parse(argv):
@@ -66,7 +72,8 @@ def _parse(argv):
                             "optimum-quanto), eager, decode steps replayed "
                             "from CUDA graphs and compiled (needs torch)")
     bench.add_argument("--size", type=int, default=_bench.DEFAULT_SIZE,
-                       help="elements (default 16M = 2**24)")
+                       help="cast (CPU), calib: elements, at least 1024 "
+                            "(default 16M = 2**24)")
     bench.add_argument("--repeats", type=int, default=_bench.DEFAULT_REPEATS,
                        help="timed repeats per measurement; the median is "
                             "reported (default %(default)s)")
@@ -114,8 +121,9 @@ def _parse(argv):
                        help="model: image tokens of the FLUX block "
                             "(default 4096 on the GPU, 64 on the CPU)")
     bench.add_argument("--time-limit", type=float, metavar="S",
-                       help="model: after S seconds, the groups left print "
-                            "'not run' rows (default: no limit)")
+                       help="model: after S seconds (finite, > 0), the "
+                            "groups left print 'not run' rows (default: no "
+                            "limit)")
     commands.add_parser(
         "demo", help="the main job: FP8-quantize a sentence-embedding model "
                      "(MiniLM) and compare it with the float model")
@@ -199,59 +207,104 @@ def _run(arguments):
     elif arguments.command == "demo":
         return _demo.run()
     else:
-        if arguments.size < 1024 or arguments.repeats < 1:
-            print("fp8q bench: --size must be >= 1024 and --repeats >= 1",
-                  file=sys.stderr)
+        problem = _bench_argument_problem(arguments)
+        if problem is not None:
+            print(f"fp8q bench: {problem}", file=sys.stderr)
             return 2
-        counts = ((arguments.tokens or []) + arguments.decode_tokens
-                  + (arguments.flux_tokens or [])
-                  + [1 if arguments.layers is None else arguments.layers])
-        if min(counts) < 1:
-            print("fp8q bench: --tokens, --decode-tokens, --flux-tokens and "
-                  "--layers must be >= 1", file=sys.stderr)
-            return 2
-        model_options = _bench_model.ModelOptions(
-            tokens=arguments.tokens, repeats=arguments.repeats,
-            compile_models=not arguments.no_compile, layers=arguments.layers,
-            models=tuple(dict.fromkeys(arguments.models)),
-            decode_tokens=tuple(arguments.decode_tokens),
-            flux_tokens=arguments.flux_tokens,
-            time_limit=arguments.time_limit)
-        if arguments.what == "calib":
-            _bench_calib.print_calib_benchmark(arguments.size,
-                                               arguments.repeats)
-            return 0
-        cpu_table, gpu_table = {
-            "gemm": (lambda: _bench_gemm.print_gemm_benchmark(
-                         arguments.full, arguments.repeats),
-                     lambda: _bench_gemm_gpu.print_gpu_gemm_benchmark(
-                         arguments.repeats)),
-            "linear": (lambda: _bench_linear.print_glue_benchmark(
-                           arguments.repeats) if arguments.glue
-                       else _bench_linear.print_linear_benchmark(
-                           arguments.full, arguments.repeats),
-                       lambda: _bench_breakdown.print_breakdown(
-                           arguments.repeats, arguments.tokens)
-                       if arguments.breakdown
-                       else _bench_weight_only.print_weight_only_benchmark(
-                           arguments.repeats) if arguments.weight_only
-                       else _bench_linear.print_gpu_linear_benchmark(
-                           arguments.repeats)),
-            "model": (lambda: _bench_model.print_model_benchmark(
-                          model_options),
-                      lambda: _bench_model.print_gpu_model_benchmark(
-                          model_options)),
-            "cast": (lambda: _bench.print_cast_benchmark(
-                         arguments.size, arguments.repeats),
-                     lambda: _bench_cast_gpu.print_gpu_cast_benchmark(
-                         arguments.repeats)),
-        }[arguments.what]
-        if arguments.device in ("cpu", "all"):
+        return _run_bench(arguments)
+    return 0
+
+
+def _uses_size(arguments):
+    """Whether the benchmark asked for reads --size: calib, and cast's CPU
+    table (the others have their own shapes)."""
+    return (arguments.what == "calib"
+            or (arguments.what == "cast" and arguments.device != "cuda"))
+
+
+def _bench_argument_problem(arguments):
+    """What is wrong with the bench options, one line naming the option,
+    or None: --repeats and the model counts below 1, --size below 1024 or
+    past MAX_SIZE where it is used (_uses_size), a --time-limit that is no
+    finite number of seconds > 0."""
+    if arguments.repeats < 1:
+        return f"--repeats must be >= 1, not {arguments.repeats}"
+    if _uses_size(arguments) and not 1024 <= arguments.size <= MAX_SIZE:
+        return (f"--size must be >= 1024 and <= {MAX_SIZE}, not "
+                f"{arguments.size}")
+    limit = arguments.time_limit
+    if limit is not None and not (math.isfinite(limit) and limit > 0):
+        return ("--time-limit must be a finite number of seconds > 0, not "
+                f"{limit:g}")
+    counts = ((arguments.tokens or []) + arguments.decode_tokens
+              + (arguments.flux_tokens or [])
+              + [1 if arguments.layers is None else arguments.layers])
+    if min(counts) < 1:
+        return ("--tokens, --decode-tokens, --flux-tokens and --layers must "
+                "be >= 1")
+    return None
+
+
+def _sized(arguments, benchmark):
+    """Runs a benchmark that allocates --size elements; returns the exit
+    status: 2 with one line when there is not memory enough for them."""
+    try:
+        benchmark()
+    except MemoryError:
+        print(f"fp8q bench: --size {arguments.size}: not enough memory for "
+              f"the arrays of bench {arguments.what} (its float32 input "
+              f"alone is {arguments.size * 4 / 2**30:,.1f} GiB); give a "
+              "smaller --size", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _run_bench(arguments):
+    """Runs `bench` with checked options; returns the exit status."""
+    model_options = _bench_model.ModelOptions(
+        tokens=arguments.tokens, repeats=arguments.repeats,
+        compile_models=not arguments.no_compile, layers=arguments.layers,
+        models=tuple(dict.fromkeys(arguments.models)),
+        decode_tokens=tuple(arguments.decode_tokens),
+        flux_tokens=arguments.flux_tokens,
+        time_limit=arguments.time_limit)
+    if arguments.what == "calib":
+        return _sized(arguments, lambda: _bench_calib.print_calib_benchmark(
+            arguments.size, arguments.repeats))
+    cpu_table, gpu_table = {
+        "gemm": (lambda: _bench_gemm.print_gemm_benchmark(
+                     arguments.full, arguments.repeats),
+                 lambda: _bench_gemm_gpu.print_gpu_gemm_benchmark(
+                     arguments.repeats)),
+        "linear": (lambda: _bench_linear.print_glue_benchmark(
+                       arguments.repeats) if arguments.glue
+                   else _bench_linear.print_linear_benchmark(
+                       arguments.full, arguments.repeats),
+                   lambda: _bench_breakdown.print_breakdown(
+                       arguments.repeats, arguments.tokens)
+                   if arguments.breakdown
+                   else _bench_weight_only.print_weight_only_benchmark(
+                       arguments.repeats) if arguments.weight_only
+                   else _bench_linear.print_gpu_linear_benchmark(
+                       arguments.repeats)),
+        "model": (lambda: _bench_model.print_model_benchmark(
+                      model_options),
+                  lambda: _bench_model.print_gpu_model_benchmark(
+                      model_options)),
+        "cast": (lambda: _bench.print_cast_benchmark(
+                     arguments.size, arguments.repeats),
+                 lambda: _bench_cast_gpu.print_gpu_cast_benchmark(
+                     arguments.repeats)),
+    }[arguments.what]
+    if arguments.device in ("cpu", "all"):
+        if arguments.what != "cast":
             cpu_table()
-        if arguments.device == "all":
-            print()
-        if arguments.device in ("cuda", "all"):
-            gpu_table()
+        elif _sized(arguments, cpu_table):
+            return 2
+    if arguments.device == "all":
+        print()
+    if arguments.device in ("cuda", "all"):
+        gpu_table()
     return 0
 
 
