@@ -2,7 +2,9 @@
 parameters that never require grad: the state dict keeps today's names,
 dtypes and shapes (vLLM / compressed-tensors), and what nn.Linear tooling
 does to a float weight (initialisation, a second quantize, a loader's dtype
-conversion, optimizers) never corrupts the FP8 codes."""
+conversion, weight tying, optimizers) never corrupts the FP8 codes."""
+import warnings
+
 import pytest
 
 torch = pytest.importorskip(
@@ -11,6 +13,7 @@ torch = pytest.importorskip(
 
 import fp8q  # noqa: E402
 import fp8q.torch as fpt  # noqa: E402
+from fp8q.torch import _linear  # noqa: E402
 
 GRANULARITIES = ["row", "tensor", "block"]
 SCALE_SHAPES = {"row": (160, 1), "tensor": (), "block": (2, 2)}
@@ -175,3 +178,64 @@ def test_a_storage_parameter_of_another_dtype_is_refused(seed):
     model.to(torch.bfloat16)  # converts the bias only (no layer 2 bias)
     assert model[0].compute_dtype == torch.bfloat16
     assert model[0].weight.dtype == torch.float8_e4m3fn
+
+
+def test_a_float_weight_tied_or_resized_in_is_refused_naming_the_fix(seed):
+    # The message blamed a loader's dtype= conversion whatever set it.
+    model = fpt.quantize(float_model(seed))
+    layer = model[2]
+    codes = layer.weight.detach().clone()
+    # Tying the layer to a float weight (as transformers' tie_weights ties
+    # lm_head to the input embeddings), or a resize assigning a new one.
+    with pytest.raises(ValueError) as error:
+        layer.weight = torch.nn.Parameter(torch.randn(40, 160))
+    message = str(error.value)
+    assert "fp8q.torch.Linear '2': weight must stay" in message
+    for cause in ("tie_weights()", "resize_token_embeddings",
+                  "load_checkpoint_and_dispatch(dtype=...)",
+                  "exclude=['2']", "before quantizing"):
+        assert cause in message, cause
+    assert same_bits(layer.weight, codes)
+    # A scale is not tied or resized: the loader and assignment only.
+    with pytest.raises(ValueError, match="a loader converting every "
+                       "floating tensor .* or an assignment") as error:
+        layer._parameters["weight_scale"] = torch.nn.Parameter(
+            layer.weight_scale.to(torch.bfloat16), requires_grad=False)
+    assert "tie_weights" not in str(error.value)
+
+
+def test_transformers_tie_weights_over_a_quantized_lm_head_says_so(seed):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(seed % (2 ** 31))
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, vocab_size=64,
+        tie_word_embeddings=True))
+    quantized = fpt.quantize(model)
+    assert isinstance(quantized.lm_head, fpt.Linear)
+    with pytest.raises(ValueError, match=r"'lm_head': weight must stay(.|\n)*"
+                       r"weight tying(.|\n)*exclude=\['lm_head'\]"):
+        quantized.tie_weights()
+    assert quantized.lm_head.weight.dtype == torch.float8_e4m3fn
+
+
+def test_a_trainable_fp8_weight_is_warned_about_once(seed, monkeypatch):
+    # model.requires_grad_(True) marked the FP8 weights trainable silently:
+    # they never get a gradient, so a "full fine-tune" trained the float
+    # parameters only.
+    monkeypatch.setattr(_linear, "_warned_trainable_weight", False)
+    model = fpt.quantize(float_model(seed))
+    x = torch.randn(2, 200)
+    model[0].bias.requires_grad_(True)  # a float parameter: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model(x).sum().backward()
+        with torch.no_grad():
+            model.requires_grad_(True)(x)  # nothing to train
+    with pytest.warns(UserWarning, match=r"fp8q.torch.Linear '0' .*FP8 "
+                      r"weight requires grad.*never get a gradient"):
+        model(x).sum().backward()
+    assert model[0].weight.grad is None and model[2].weight.grad is None
+    with warnings.catch_warnings():  # once per process
+        warnings.simplefilter("error")
+        model(x).sum().backward()

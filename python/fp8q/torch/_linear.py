@@ -11,7 +11,10 @@ parallel styles) or move parameters (accelerate's offloading and
 dispatch, DDP, FSDP2) treat it as one. What nn.Linear would do to a float
 weight is kept away from the FP8 codes: dtype conversions keep them,
 reset_parameters quantizes a fresh float initialisation, and a weight or
-scale set with another dtype (a loader's dtype= conversion) is refused."""
+scale set with another dtype (weight tying to a float tensor, a loader's
+dtype= conversion) is refused."""
+import warnings
+
 import torch
 
 from fp8q.torch import (_checks, _fused_norm, _ops, _row_quantize,
@@ -64,17 +67,20 @@ def _storage_parameter(tensor):
 class _StorageDict(dict):
     """A Linear's _parameters and _buffers: a tensor given for the FP8
     weight (which must have an FP8 dtype) or a scale (float32) with another
-    dtype is refused, whoever sets it: attribute assignment,
-    register_parameter / register_buffer, or a loader writing the dict
-    itself (accelerate's set_module_tensor_to_device with dtype=, which
-    converts every floating tensor). The converted scales have lost bits,
-    so nothing can be repaired there: the error names the layer (`layer`:
-    its qualified name once fp8q.torch.quantize has set it) and where the
-    conversion came from. `holds_fp8` False lifts the rule for a subclass
-    that keeps a float weight for a while (quanto_compat's QLinear before
-    freeze())."""
+    dtype is refused, whoever sets it: attribute assignment (weight tying:
+    transformers' tie_weights sets lm_head.weight to the input embeddings'
+    float weight), register_parameter / register_buffer, or a loader
+    writing the dict itself (accelerate's set_module_tensor_to_device with
+    dtype=, which converts every floating tensor). A float weight cannot
+    stand for the codes and converted scales have lost bits, so nothing
+    can be repaired there: the error names the layer (`layer`: its
+    qualified name, `name`, once fp8q.torch.quantize has set it), the ways
+    such a tensor gets there and the fix for each. `holds_fp8` False lifts
+    the rule for a subclass that keeps a float weight for a while
+    (quanto_compat's QLinear before freeze())."""
 
     layer = "fp8q.torch.Linear"
+    name = None
     holds_fp8 = True
 
     def __setitem__(self, name, value):
@@ -82,15 +88,39 @@ class _StorageDict(dict):
             expected = (FP8_DTYPES if name == "weight"
                         else (torch.float32,))
             if value.dtype not in expected:
-                raise ValueError(
-                    f"{self.layer}: {name} must stay "
-                    f"{' or '.join(map(str, expected))}, got {value.dtype} "
-                    f"(shape {tuple(value.shape)}). A loader converted it: "
-                    "load FP8 checkpoints without a dtype (accelerate's "
-                    "load_checkpoint_and_dispatch(dtype=...) converts every "
-                    "floating tensor) and convert the model afterwards with "
-                    "model.to(dtype), which keeps FP8 weights and scales")
+                raise ValueError(self._refusal(name, value, expected))
         super().__setitem__(name, value)
+
+    def _refusal(self, name, value, expected):
+        """The message refusing `value` for storage tensor `name`."""
+        head = (f"{self.layer}: {name} must stay "
+                f"{' or '.join(map(str, expected))}, got {value.dtype} "
+                f"(shape {tuple(value.shape)}). ")
+        reload = ("load FP8 checkpoints without a dtype and convert the "
+                  "model afterwards with model.to(dtype), which keeps FP8 "
+                  "weights and scales")
+        if name != "weight":
+            return head + (
+                f"A {value.dtype} tensor is replacing its float32 scales: "
+                "a loader converting every floating tensor (accelerate's "
+                "load_checkpoint_and_dispatch(dtype=...)) or an assignment "
+                f"did it; {reload}, and give scales in float32")
+        layer = repr(self.name) if self.name is not None else "'<layer>'"
+        return head + (
+            f"A {value.dtype} tensor is replacing its FP8 weight, which "
+            "holds FP8 codes with separate scales, so it cannot take a "
+            "float tensor. One gets there by weight tying "
+            "(model.tie_weights(), tie_word_embeddings=True: the output "
+            "layer takes the input embeddings' weight), by resizing "
+            "(resize_token_embeddings) or assigning a float weight, or by "
+            "a loader converting every floating tensor (accelerate's "
+            "load_checkpoint_and_dispatch(dtype=...)). Keep this layer in "
+            f"float (fp8q.torch.quantize(model, exclude=[{layer}])) or "
+            f"tie / resize before quantizing; for a loader, {reload}")
+
+
+# Whether Linear._warn_trainable_weight has warned (once per process).
+_warned_trainable_weight = False
 
 
 def _decomposition_compiles(x):
@@ -325,6 +355,7 @@ class Linear(torch.nn.Linear):
         self.qualified_name = name
         self._parameters.layer = self._buffers.layer = (
             f"fp8q.torch.Linear {name!r}")
+        self._parameters.name = self._buffers.name = name
 
     def _set_storage(self, weight, weight_scale, bias):
         """Replaces the weight, its scales and the bias (shapes checked
@@ -506,9 +537,37 @@ class Linear(torch.nn.Linear):
             return False
         if not torch.is_grad_enabled():
             return True
-        bias = self._parameters["bias"]
+        parameters = self._parameters
+        if parameters["weight"].requires_grad:
+            self._warn_trainable_weight()
+        bias = parameters["bias"]
         return not (x.requires_grad
                     or (bias is not None and bias.requires_grad))
+
+    def _warn_trainable_weight(self):
+        """Warns, once per process (naming the first layer), that an FP8
+        weight requires grad (set by model.requires_grad_(True), peft's
+        modules_to_save, a loop over the parameters) though it never gets a
+        gradient. A warning, not an error: peft's modules_to_save trains a
+        copy of the layer whose bias does train, and a model-wide
+        requires_grad_ is otherwise harmless (the weight stays as it is).
+        Outside torch.compile's tracing only."""
+        global _warned_trainable_weight
+        if _warned_trainable_weight:
+            return
+        _warned_trainable_weight = True
+        warnings.warn(
+            f"{_checks.describe(self)} (and any other fp8q.torch.Linear "
+            "like it): its FP8 weight requires grad "
+            "(model.requires_grad_(True), peft's modules_to_save or a loop "
+            "setting requires_grad on every parameter marks it), but FP8 "
+            "weights and their scales never get a gradient: no optimizer "
+            "changes them, and only float parameters (biases, norms, "
+            "embeddings, LoRA adapters) train. To train a layer's weight, "
+            "keep it in float (fp8q.torch.quantize(model, exclude=[...])) "
+            "or train LoRA adapters on it (peft); "
+            "model.requires_grad_(False) before marking what trains "
+            "silences this", UserWarning, stacklevel=3)
 
     def _traced_forward(self, x):
         """forward through the custom operators: what torch.compile,
