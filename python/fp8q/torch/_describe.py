@@ -1,6 +1,6 @@
 """What a model quantized by fp8q holds, for the quantization_config that a
-library's from_pretrained rebuilds it from (fp8q.torch._diffusers; the same
-rules as fp8q.torch._transformers.describe_model): the settings of its
+library's from_pretrained rebuilds it from (fp8q.torch._transformers and
+fp8q.torch._diffusers, one set of rules for both): the settings of its
 fp8q.torch.Linear layers, the Linear layers it keeps in float, and the
 names a list of modules kept in float covers. No library is imported."""
 import torch

@@ -33,10 +33,9 @@ from transformers.utils.quantization_config import QuantizationConfigMixin
 
 from fp8q._checkpoint._layout_compressed import FP8Q_METADATA_KEY
 from fp8q._safetensors import SafetensorsReader
-from fp8q.torch import _fused_norm
+from fp8q.torch import _describe, _fused_norm
 from fp8q.torch._linear import Linear
-from fp8q.torch._quantize import (quantize, reads_per_token_codes,
-                                  replaceable_linears)
+from fp8q.torch._quantize import quantize, reads_per_token_codes
 
 METHOD = "fp8q"
 logger = logging.getLogger("fp8q.torch")
@@ -80,48 +79,21 @@ class Fp8qConfig(QuantizationConfigMixin):
                 "granularity": self.granularity}
 
 
-def _linear_names(model, skipped):
-    """Names of model's nn.Linear modules that fp8q replaces
-    (replaceable_linears: as quantize chooses them) and no name in `skipped`
-    covers (as whole dotted parts: "lm_head" covers "lm_head", "mlp"
-    covers "layers.0.mlp.up_proj")."""
-    replaceable = replaceable_linears(model)
-    return [name for name, module in model.named_modules()
-            if id(module) in replaceable and not _covered(name, skipped)]
-
-
 def _fp8_layer_names(model, skipped, keys):
     """The nn.Linear modules of a model an fp8q checkpoint loads into
-    fp8q layers: those quantize would replace (_linear_names), and any
-    other Linear that `skipped` does not cover whose weight_scale the
-    checkpoint (its safetensors `keys`) holds, which an fp8q before the
+    fp8q layers: those quantize would replace (_describe.linear_names),
+    and any other Linear that `skipped` does not cover whose weight_scale
+    the checkpoint (its safetensors `keys`) holds, which an fp8q before the
     rule that keeps it float quantized (T5's wo, MultiheadAttention's
     out_proj): its FP8 codes loaded into a float Linear would read as
     numbers."""
-    names = _linear_names(model, skipped)
+    names = _describe.linear_names(model, skipped)
     chosen = set(names)
     return names + [
         name for name, module in model.named_modules()
         if isinstance(module, torch.nn.Linear) and name not in chosen
-        and f"{name}.weight_scale" in keys and not _covered(name, skipped)]
-
-
-def _covered(name, skipped):
-    """Whether a name in `skipped` covers the module `name` (as whole
-    dotted parts, as _linear_names matches them)."""
-    return any(f".{skip}." in f".{name}." for skip in skipped)
-
-
-def _layer_settings(layer):
-    """Fp8qConfig's settings that rebuild the fp8q layer `layer`."""
-    return {"weights": {torch.float8_e4m3fn: "e4m3",
-                        torch.float8_e5m2: "e5m2"}[layer.weight.dtype],
-            "activations": None if layer.activations is None else "e4m3",
-            "granularity": layer.granularity}
-
-
-def _describe(settings):
-    return ", ".join(f"{key}={value}" for key, value in settings.items())
+        and f"{name}.weight_scale" in keys
+        and not _describe.covered(name, skipped)]
 
 
 def _check_ties(model, fp8q_layers):
@@ -155,43 +127,11 @@ def describe_model(model, config=None):
     model: fp8q layers with different settings, a Linear layer whose
     weight is not floating point (another quantization method's), or an
     fp8q layer whose weight the config ties to another tensor."""
-    fp8q_layers, float_layers, foreign = {}, [], []
-    for name, module in model.named_modules():
-        if isinstance(module, Linear):
-            fp8q_layers[name] = _layer_settings(module)
-        elif isinstance(module, torch.nn.Linear):
-            weight = module.weight
-            if weight is None or (weight.is_floating_point()
-                                  and weight.element_size() > 1):
-                float_layers.append(name)
-            else:
-                foreign.append(f"{name} ({type(module).__name__}, "
-                               f"{weight.dtype})")
-    if foreign:
-        raise ValueError(
-            f"save_pretrained: {', '.join(foreign[:3])} hold weights that "
-            "neither fp8q nor a float Linear holds; one quantization_config "
-            "cannot describe layers of fp8q and of another method: quantize "
-            "a float model with fp8q.torch.quantize only")
+    fp8q_layers, float_layers = _describe.survey(model, "transformers")
     _check_ties(model, fp8q_layers)
-    distinct = {}
-    for name, settings in fp8q_layers.items():
-        distinct.setdefault(tuple(settings.items()), name)
-    if len(distinct) > 1:
-        examples = "; ".join(f"{name!r}: {_describe(dict(settings))}"
-                             for settings, name in distinct.items())
-        raise ValueError(
-            f"save_pretrained: the model's fp8q layers have different "
-            f"settings ({examples}); transformers' quantization_config holds "
-            "one setting per model, so from_pretrained would rebuild some "
-            "layers wrong. Quantize every quantized layer with one setting "
-            "(exclude the others to keep them in float)")
-    if distinct:
-        settings = dict(next(iter(distinct)))
-    elif config is not None:
-        settings = config.settings()
-    else:
-        settings = {}
+    settings = _describe.shared_settings(fp8q_layers)
+    if settings is None:
+        settings = config.settings() if config is not None else {}
     # Fused norms are recorded so from_pretrained fuses them again.
     settings["fuse_norms"] = any(_fused_norm.is_fused(module)
                                  for module in model.modules())
@@ -200,7 +140,7 @@ def describe_model(model, config=None):
     for skipped in candidates:
         resolved = HfQuantizer.get_modules_to_not_convert(model, skipped)
         if {name for name in (*fp8q_layers, *float_layers)
-                if not _covered(name, resolved)} == set(fp8q_layers):
+                if not _describe.covered(name, resolved)} == set(fp8q_layers):
             return Fp8qConfig(modules_to_not_convert=skipped, **settings)
     return Fp8qConfig(modules_to_not_convert=sorted(float_layers), **settings)
 
@@ -280,7 +220,8 @@ class Fp8qHfQuantizer(HfQuantizer):
     def _process_model_after_weight_loading(self, model, **kwargs):
         fuse_norms = getattr(self.quantization_config, "fuse_norms", False)
         if not self.pre_quantized:
-            linears = _linear_names(model, self.modules_to_not_convert)
+            linears = _describe.linear_names(model,
+                                             self.modules_to_not_convert)
             if linears:
                 quantize(model, include=linears, fuse_norms=fuse_norms,
                          **self.quantization_config.settings())
