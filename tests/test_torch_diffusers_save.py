@@ -22,6 +22,7 @@ diffusers = pytest.importorskip(
 pytest.importorskip("safetensors", reason="safetensors is not installed")
 
 import fp8q.torch as fpt  # noqa: E402
+from torch_layers import assert_same_layers, fp8_layers  # noqa: E402
 
 UNET = dict(block_out_channels=(32, 64), layers_per_block=1, sample_size=8,
             in_channels=4, out_channels=4,
@@ -45,28 +46,6 @@ def inputs(seed, dtype=torch.float32):
 def run(model, seed, dtype=torch.float32):
     with torch.no_grad():
         return model(*inputs(seed, dtype)).sample
-
-
-def fp8_layers(model):
-    return {name: module for name, module in model.named_modules()
-            if isinstance(module, fpt.Linear)}
-
-
-def assert_same_layers(reloaded, model):
-    ours, theirs = fp8_layers(reloaded), fp8_layers(model)
-    assert ours.keys() == theirs.keys() and ours
-    for name, layer in ours.items():
-        other = theirs[name]
-        assert layer.weight.dtype == other.weight.dtype, name
-        assert layer.granularity == other.granularity, name
-        assert layer.activations == other.activations, name
-        assert torch.equal(layer.weight.view(torch.uint8),
-                           other.weight.view(torch.uint8)), name
-        assert layer.weight_scale.dtype == torch.float32, name
-        assert torch.equal(layer.weight_scale, other.weight_scale), name
-        assert (layer.input_scale is None) == (other.input_scale is None)
-        if layer.input_scale is not None:
-            assert torch.equal(layer.input_scale, other.input_scale), name
 
 
 def saved_config(folder):

@@ -21,6 +21,7 @@ transformers = pytest.importorskip(
 pytest.importorskip("safetensors", reason="safetensors is not installed")
 
 import fp8q.torch as fpt  # noqa: E402
+from torch_layers import assert_same_layers, fp8_layers  # noqa: E402
 
 TOKENS = [[3, 1, 4, 1, 5, 9, 2, 6]]
 
@@ -37,27 +38,6 @@ def llama(seed, **overrides):
 def logits(model):
     with torch.no_grad():
         return model(input_ids=torch.tensor(TOKENS), use_cache=False).logits
-
-
-def fp8_layers(model):
-    return {name: module for name, module in model.named_modules()
-            if isinstance(module, fpt.Linear)}
-
-
-def assert_same_layers(reloaded, model):
-    ours, theirs = fp8_layers(reloaded), fp8_layers(model)
-    assert ours.keys() == theirs.keys() and ours
-    for name, layer in ours.items():
-        other = theirs[name]
-        assert layer.weight.dtype == other.weight.dtype, name
-        assert layer.granularity == other.granularity, name
-        assert layer.activations == other.activations, name
-        assert torch.equal(layer.weight.view(torch.uint8),
-                           other.weight.view(torch.uint8)), name
-        assert torch.equal(layer.weight_scale, other.weight_scale), name
-        assert (layer.input_scale is None) == (other.input_scale is None)
-        if layer.input_scale is not None:
-            assert torch.equal(layer.input_scale, other.input_scale), name
 
 
 CASES = {

@@ -18,6 +18,20 @@ def layer_settings(layer):
             "granularity": layer.granularity}
 
 
+def check_settings(owner, weights, activations, granularity, fuse_norms):
+    """Checks a quantization config's settings (`owner`: the config's
+    class name, for the message): fp8q.torch.Linear's constructor checks
+    weights, activations and granularity; fuse_norms=True needs
+    activations="e4m3" and "row" or "tensor" granularity (the fused norm
+    writes per-token codes)."""
+    Linear(0, 0, weights=weights, activations=activations,
+           granularity=granularity)
+    if fuse_norms and (activations is None or granularity == "block"):
+        raise ValueError(f"{owner}: fuse_norms=True needs "
+                         "activations=\"e4m3\" and \"row\" or \"tensor\" "
+                         "granularity")
+
+
 def covered(name, skipped):
     """Whether a name in `skipped` covers the module `name`, as whole dotted
     parts: "proj_out" covers "proj_out", "ff" covers "blocks.0.ff.net.2"."""

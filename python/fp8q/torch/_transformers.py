@@ -60,12 +60,8 @@ class Fp8qConfig(QuantizationConfigMixin):
     def __init__(self, weights="e4m3", activations=None, granularity="row",
                  modules_to_not_convert=None, fuse_norms=False, **kwargs):
         # kwargs: the rest of config.json's entry (its quant_method).
-        Linear(0, 0, weights=weights, activations=activations,
-               granularity=granularity)
-        if fuse_norms and (activations is None or granularity == "block"):
-            raise ValueError("Fp8qConfig: fuse_norms=True needs "
-                             "activations=\"e4m3\" and \"row\" or "
-                             "\"tensor\" granularity")
+        _describe.check_settings("Fp8qConfig", weights, activations,
+                                 granularity, fuse_norms)
         self.quant_method = METHOD
         self.weights = weights
         self.activations = activations
