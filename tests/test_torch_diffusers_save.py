@@ -110,7 +110,7 @@ def test_excluded_layers_are_saved_as_float(seed, tmp_path):
 
 
 def test_float_folder_with_quantization_config_is_quantized(seed, tmp_path):
-    from fp8q.torch._diffusers import Fp8qDiffusersConfig
+    Fp8qDiffusersConfig = fpt.Fp8qDiffusersConfig
     float_model = unet(seed)
     float_model.save_pretrained(tmp_path / "float")
     loaded = diffusers.UNet2DConditionModel.from_pretrained(

@@ -25,10 +25,14 @@ Imported on demand (`import fp8q.torch`); `import fp8q` never imports torch.
   and `import fp8q.torch` registers it as soon as transformers' quantizers
   are imported. Models quantized in place (quantize, load_checkpoint) save
   with save_pretrained as those loaded with Fp8qConfig do.
+- Fp8qDiffusersConfig: the same for diffusers' models (touching it imports
+  diffusers); `import fp8q.torch` registers "fp8q" with diffusers too.
 
 The GEMMs run through fp8q's scaled_mm on the tensors' device (CPU or
 CUDA, on PyTorch's current stream). docs/torch.md.
 """
+import importlib
+
 from fp8q.torch import _ops  # noqa: F401 (registers torch.ops.fp8q)
 from fp8q.torch import _register_transformers
 from fp8q.torch._calibrate import calibrate, freeze
@@ -45,20 +49,29 @@ from fp8q.torch._summary import QuantizeSummary
 _install_peft_merge()
 _register_transformers.install()
 
-__all__ = ["Fp8qConfig", "InputShapeError", "Linear", "QuantizeSummary",
+__all__ = ["Fp8qConfig", "Fp8qDiffusersConfig", "InputShapeError", "Linear", "QuantizeSummary",
            "calibrate", "freeze", "from_torch", "load_checkpoint",
            "merge_lora", "quantize", "to_torch"]
 
 
+# The configs touching a library imports, by name: (module, library).
+_LIBRARY_CONFIGS = {
+    "Fp8qConfig": ("fp8q.torch._transformers", "transformers"),
+    "Fp8qDiffusersConfig": ("fp8q.torch._diffusers", "diffusers"),
+}
+
+
 def __getattr__(name):
-    """Fp8qConfig on first use: it imports transformers (which fp8q does
-    not need otherwise) and registers fp8q as its quantization method."""
-    if name != "Fp8qConfig":
+    """Fp8qConfig / Fp8qDiffusersConfig on first use: each imports its
+    library (transformers, diffusers; fp8q needs neither otherwise) and
+    registers fp8q as its quantization method."""
+    if name not in _LIBRARY_CONFIGS:
         raise AttributeError(f"module 'fp8q.torch' has no attribute {name!r}")
+    module_name, library = _LIBRARY_CONFIGS[name]
     try:
-        from fp8q.torch._transformers import Fp8qConfig
+        module = importlib.import_module(module_name)
     except ImportError as error:
         raise ImportError(
-            f"fp8q.torch.Fp8qConfig needs Hugging Face transformers "
-            f"(pip install transformers): {error}") from error
-    return Fp8qConfig
+            f"fp8q.torch.{name} needs Hugging Face {library} "
+            f"(pip install {library}): {error}") from error
+    return getattr(module, name)
