@@ -160,8 +160,27 @@ def test_quantize_patterns_and_checks(seed):
     assert isinstance(model.body[2], qc.QLinear)
     assert model.body[2].weight_qtype is qc.qfloat8_e5m2
     assert isinstance(model.body[0], torch.nn.Linear)
-    qc.quantize(model, weights=qc.qfloat8)  # skips the QLinear layers
-    assert model.body[2].weight_qtype is qc.qfloat8_e5m2
+    # As quanto: an unfrozen QLinear is made again with the new qtypes,
+    # sharing its float weight (it used to be skipped, silently).
+    weight = model.body[2].weight
+    qc.quantize(model, weights=qc.qfloat8, activations=qc.qfloat8,
+                include="body.2")
+    assert model.body[2].weight_qtype is qc.qfloat8_e4m3fn
+    assert model.body[2].activation_qtype is qc.qfloat8_e4m3fn
+    assert model.body[2].weight is weight and model.body[2].name == "body.2"
+    qc.freeze(model)
+    qc.quantize(model, weights=qc.qfloat8, activations=qc.qfloat8,
+                include="body.2")  # frozen, same qtypes: left as it is
+    assert model.body[2].frozen
+    with pytest.raises(ValueError, match="'body.2' is a frozen QLinear with "
+                                         "weights=qfloat8_e4m3fn, "
+                                         "activations=qfloat8_e4m3fn; this "
+                                         "call asks for weights="
+                                         "qfloat8_e5m2"):
+        qc.quantize(model, weights=qc.qfloat8_e5m2)
+    assert model.body[2].weight_qtype is qc.qfloat8_e4m3fn
+    assert isinstance(model.body[0], torch.nn.Linear)  # nothing changed
+    assert not isinstance(model.body[0], qc.QLinear)
     with pytest.raises(ValueError, match="the model itself is an nn.Linear"):
         qc.quantize(torch.nn.Linear(4, 4), weights=qc.qfloat8)
 
@@ -223,3 +242,42 @@ def test_e5m2_input_scale_matches_optimum_quanto(seed):
                        theirs.body[0].input_scale.float()), seed
     assert float(ours.body[0].input_scale) == oracle_scales(
         batches(seed), 0.9, qmax=57344.0)
+
+
+@pytest.mark.parametrize("second", [
+    {"weights": "qfloat8", "activations": "qfloat8"},
+    {"weights": "qfloat8_e5m2"}])
+def test_quantize_again_as_optimum_quanto(second, seed):
+    """A second quantize over unfrozen QLinear layers was ignored; quanto
+    makes them again with the new qtypes (input_scale back to 1, the
+    float weight shared), and so does quanto_compat now."""
+    quanto = pytest.importorskip("optimum.quanto",
+                                 reason="optimum-quanto is not installed")
+    x = batches(seed, 1)[0]
+    maps, scales = [], []
+    for lib in (quanto, qc):
+        model = _float_twin(seed)
+        lib.quantize(model, weights="qfloat8", activations="qfloat8")
+        with lib.Calibration(), torch.no_grad():
+            model(x)
+        lib.quantize(model, include="body.2", **second)
+        maps.append(lib.quantization_map(model))
+        scales.append(float(model.body[2].input_scale))
+    assert maps[0] == maps[1]
+    assert scales == [1.0, 1.0]
+
+
+def test_include_of_layers_fp8q_keeps_float_is_refused(seed):
+    """include="0.linear1" quantized nothing, silently (quanto quantizes
+    it; fp8q keeps the linear layers torch's encoder reads directly)."""
+    torch.manual_seed(seed % 2 ** 31)
+    model = torch.nn.Sequential(
+        torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True),
+        torch.nn.Linear(16, 4))
+    for include in ("0.linear1", ["0.self_attn.out_proj", "nope"]):
+        with pytest.raises(ValueError, match="match only nn.Linear modules "
+                                             "fp8q leaves in float"):
+            qc.quantize(model, weights=qc.qfloat8, include=include)
+    assert qc.quantization_map(model) == {}
+    qc.quantize(model, weights=qc.qfloat8, include=["0.linear1", "1"])
+    assert sorted(qc.quantization_map(model)) == ["1"]

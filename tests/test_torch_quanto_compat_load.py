@@ -109,12 +109,20 @@ def test_requantize_errors_name_the_entry(seed):
         qc.requantize(float_model(seed), state,
                       {"norm": {"weights": "qfloat8", "activations": "none"}})
     with pytest.raises(ValueError, match=r"\['up'\]: weights: fp8q supports"):
-        qc.requantize(float_model(seed), state, {"up": {"weights": "qint8"}})
+        qc.requantize(float_model(seed), state,
+                      {"up": {"weights": "qint8", "activations": "none"}})
     with pytest.raises(ValueError, match=r"\['up'\]: activations: fp8q "
                                          "supports.*qfloat8_e4m3fnuz"):
         qc.requantize(float_model(seed), state,
                       {"up": {"weights": "qfloat8",
                               "activations": "qfloat8_e4m3fnuz"}})
+    # quanto: AttributeError from torch / KeyError; here the entry is named.
+    with pytest.raises(ValueError, match=r"\['nope'\]: the model has no "
+                                         "module 'nope'"):
+        qc.requantize(float_model(seed), state,
+                      {"nope": {"weights": "qfloat8", "activations": "none"}})
+    with pytest.raises(ValueError, match=r"\['up'\]: no 'activations' key"):
+        qc.requantize(float_model(seed), state, {"up": {"weights": "qfloat8"}})
     wrong = dict(qmap, head={"weights": "qfloat8", "activations": "none"})
     with pytest.raises(RuntimeError, match="head.weight holds "
                                            "torch.float8_e5m2 codes"):
@@ -203,3 +211,83 @@ def test_wrapper_copies_and_refuses_push_to_hub(tmp_path, seed):
     with pytest.raises(ValueError, match="push_to_hub.*upload_folder"):
         wrapped.save_pretrained(tmp_path, push_to_hub=True)
     assert not (tmp_path / "model.safetensors").exists()
+
+
+def _quanto_saved(quanto, seed, dtype):
+    """A float model and the state dict and map optimum-quanto saves for it
+    quantized (head e5m2, the rest qfloat8 with calibrated activations)
+    and frozen: `weight._data` / `weight._scale` keys."""
+    model = float_model(seed).to(dtype)
+    quanto.quantize(model, weights=quanto.qfloat8,
+                    activations=quanto.qfloat8, include=["up", "down"])
+    quanto.quantize(model, weights=quanto.qfloat8_e5m2, include="head")
+    with quanto.Calibration(), torch.no_grad():
+        model(ids(seed))
+    quanto.freeze(model)
+    return model, model.state_dict(), json.loads(json.dumps(
+        quanto.quantization_map(model)))
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_requantize_loads_optimum_quanto_state_dicts(device, dtype, seed):
+    """A state dict optimum-quanto saved used to load as nothing (its keys
+    ignored under strict=False, the layers unfrozen with the fresh
+    model's random weights); now each mapped layer is frozen with quanto's
+    codes, scales and input_scale, the dequantized weight quanto's own
+    requantize gives, bit for bit."""
+    quanto = pytest.importorskip("optimum.quanto",
+                                 reason="optimum-quanto is not installed")
+    _, state, qmap = _quanto_saved(quanto, seed, dtype)
+    assert "up.weight._data" in state
+    theirs = float_model(seed + 1).to(dtype)
+    quanto.requantize(theirs, dict(state), qmap)
+    ours = float_model(seed + 2, device).to(dtype)
+    qc.requantize(ours, dict(state), qmap)
+    for name in ("up", "down", "head"):
+        mine, want = ours.get_submodule(name), theirs.get_submodule(name)
+        assert mine.frozen, name
+        assert torch.equal(mine.qweight.dequantize(),
+                           want.weight.dequantize()), (name, seed)
+        assert float(mine.input_scale) == float(want.input_scale), name
+    assert torch.equal(ours.norm.weight, theirs.norm.weight)
+    if dtype == torch.float32:
+        # Weight-only layers compute as quanto's to float32 rounding.
+        x = torch.randn(5, 32, generator=torch.Generator().manual_seed(
+            seed % 991))
+        with torch.no_grad():
+            want, got = theirs.head(x), ours.head(x)
+        assert float((got - want).norm() / want.norm()) < 1e-6, seed
+
+
+def test_requantize_refuses_half_of_a_quanto_weight(seed):
+    quanto = pytest.importorskip("optimum.quanto",
+                                 reason="optimum-quanto is not installed")
+    _, state, qmap = _quanto_saved(quanto, seed, torch.float32)
+    del state["up.weight._scale"]
+    with pytest.raises(ValueError, match=r"up.weight._data \(optimum-"
+                                         r"quanto's layout\) but no "
+                                         r"up.weight._scale"):
+        qc.requantize(float_model(seed), state, qmap)
+
+
+def test_from_pretrained_reads_an_optimum_quanto_folder(tmp_path, seed):
+    quanto = pytest.importorskip("optimum.quanto",
+                                 reason="optimum-quanto is not installed")
+    model = tiny_causal_lm(seed)
+    tokens = torch.randint(0, 96, (2, 9), generator=torch.Generator()
+                           .manual_seed(seed % 983))
+    saved_by_quanto = quanto.QuantizedModelForCausalLM.quantize(
+        model, weights=quanto.qfloat8, exclude="lm_head")
+    quanto.freeze(model)
+    with torch.no_grad():
+        want = model(tokens).logits
+    saved_by_quanto.save_pretrained(tmp_path)
+    reloaded = qc.QuantizedModelForCausalLM.from_pretrained(tmp_path)
+    layer = reloaded.model.layers[0].mlp.up_proj
+    assert isinstance(layer, qc.QLinear) and layer.frozen
+    assert torch.equal(layer.qweight.dequantize(),
+                       model.model.layers[0].mlp.up_proj.weight.dequantize())
+    with torch.no_grad():
+        got = reloaded(tokens).logits
+    assert float((got - want).norm() / want.norm()) < 1e-5, seed

@@ -54,8 +54,14 @@ def test_from_module_shares_the_float_parameters(seed):
     assert all(tensor.device.type == "cpu"
                for tensor in layer.state_dict().values())
     assert isinstance(layer.optimizer, qc.AbsmaxOptimizer)
-    with pytest.raises(TypeError, match="float torch.nn.Linear"):
+    # An unfrozen QLinear is made again (quanto's quantize does that).
+    again = qc.QLinear.from_module(layer, weights=qc.qfloat8_e5m2)
+    assert again.weight is linear.weight and again.activation_qtype is None
+    layer.freeze()
+    with pytest.raises(TypeError, match="the QLinear is frozen"):
         qc.QLinear.from_module(layer, weights=qc.qfloat8)
+    with pytest.raises(TypeError, match="float torch.nn.Linear"):
+        qc.QLinear.from_module(fpt.Linear(4, 4), weights=qc.qfloat8)
 
 
 @pytest.mark.parametrize("fmt", ["e4m3", "e5m2"])
@@ -285,3 +291,22 @@ def test_qtypes_pickle_as_themselves():
         assert copy.deepcopy(qtype) is qtype
     custom = qc.qtype("mine", True, 8, torch.float8_e4m3fn, -448.0, 448.0)
     assert pickle.loads(pickle.dumps(custom)) == custom
+
+
+@pytest.mark.parametrize("activations", [None, "qfloat8", "qfloat8_e5m2"])
+def test_bfloat16_input_in_a_float32_layer(activations, seed):
+    """A bfloat16 x in a float32 layer: unfrozen W8A16 and e5m2 layers
+    raised torch's dtype RuntimeError while frozen ones returned
+    bfloat16; now all compute in x's dtype, as fp8q.torch.Linear."""
+    layer = qc.QLinear.from_module(float_linear(seed), weights="qfloat8",
+                                   activations=activations)
+    x = torch.randn(3, 40, generator=torch.Generator().manual_seed(
+        seed % 977)).bfloat16()
+    with torch.no_grad():
+        unfrozen = layer(x)
+        layer.freeze()
+        frozen = layer(x)
+    assert unfrozen.dtype == frozen.dtype == torch.bfloat16
+    assert torch.equal(unfrozen, frozen), seed
+    with pytest.raises(TypeError, match="float32, float16 or bfloat16"):
+        layer(x.double())

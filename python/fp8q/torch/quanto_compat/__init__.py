@@ -23,7 +23,8 @@ that is 1 until Calibration sets it. On purpose different: outputs are not
 quantized (output_scale is recorded only), e5m2 activations are rounded
 by torch and multiplied in float (fp8q's FP8 product takes e4m3fn
 activations), the state dict is fp8q's (weight codes + weight_scale, not
-quanto's weight._data / weight._scale), and the integer qtypes,
+quanto's weight._data / weight._scale, which requantize reads as well),
+and the integer qtypes,
 qfloat8_e4m3fnuz and quanto's tensor classes import but raise, naming what
 fp8q supports, when used. Any other optimum-quanto name raises an
 AttributeError listing what this module offers. docs/torch.md has the

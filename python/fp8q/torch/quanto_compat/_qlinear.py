@@ -136,9 +136,17 @@ class QLinear(QModuleMixin, Linear):
         """An unfrozen QLinear sharing `module`'s weight and bias
         Parameters (module: a torch.nn.Linear), on its device and in its
         dtype, with input_scale and output_scale 1, as quanto's
-        from_module. freeze() it (or the model) for FP8 weights."""
-        if not isinstance(module, torch.nn.Linear) or isinstance(module,
-                                                                 Linear):
+        from_module; `module` may be an unfrozen QLinear (quanto's
+        quantize makes those again with new qtypes), not a frozen one or
+        another fp8q.torch.Linear. freeze() it (or the model) for FP8
+        weights."""
+        if isinstance(module, QLinear) and module.frozen:
+            raise TypeError("from_module: the QLinear is frozen (its float "
+                            "weight is gone); expected a float "
+                            "torch.nn.Linear or an unfrozen QLinear")
+        if not isinstance(module, torch.nn.Linear) or (
+                isinstance(module, Linear) and not isinstance(module,
+                                                              QLinear)):
             raise TypeError("from_module: expected a float torch.nn.Linear, "
                             f"got {type(module).__name__}")
         # Built on the meta device: nothing is allocated for the float
@@ -288,6 +296,9 @@ class QLinear(QModuleMixin, Linear):
             return _ops.linear_fp8(input, codes, scale, self.bias,
                                    self.input_scale, "row")
         weight = _ops.dequantize_weight(input.detach(), codes, scale, "row")
+        # In x's dtype, as fp8q.torch.Linear computes (a bfloat16 x in a
+        # float32 model: bfloat16 out, frozen or not).
+        bias = None if self.bias is None else self.bias.to(weight.dtype)
         if not self.frozen:
             # Straight through: forward uses the rounded weight, the
             # gradient reaches the float one.
@@ -295,7 +306,7 @@ class QLinear(QModuleMixin, Linear):
                 weight.dtype)
         if e5m2:
             input = self._e5m2_input(input)
-        return torch.nn.functional.linear(input, weight, self.bias)
+        return torch.nn.functional.linear(input, weight, bias)
 
     def _e5m2_input(self, x):
         """x rounded to e5m2 with the static input_scale (float32(x) /
