@@ -71,6 +71,31 @@ def _warn_transposed_linears(model):
             "(GPT-2's layers) is not one", UserWarning, stacklevel=3)
 
 
+def check_include_takes_a_layer(model, include, replaceable, note=""):
+    """ValueError when the `include` patterns (None: no check) match
+    nn.Linear modules of `model` only among those fp8q keeps float (neither
+    an fp8q.torch.Linear nor in `replaceable`, replaceable_linears'
+    result): quantizing nothing would leave the model other than asked.
+    `note` ends the message (quanto_compat: what optimum-quanto does)."""
+    if not include:
+        return
+    kept, taken = [], False
+    for name, module in model.named_modules(remove_duplicate=False):
+        if isinstance(module, torch.nn.Linear) and _matches(name, include):
+            if isinstance(module, Linear) or id(module) in replaceable:
+                taken = True
+            else:
+                kept.append(name)
+    if kept and not taken:
+        raise ValueError(
+            f"include: {include} match only nn.Linear modules fp8q leaves "
+            f"in float ({', '.join(kept[:3])}): its owner reads it "
+            "without calling it (nn.MultiheadAttention's out_proj, "
+            "nn.TransformerEncoderLayer's linear1 / linear2) or keeps it in "
+            "float32 (a transformers model's _keep_in_fp32_modules, such "
+            f"as T5's wo){note}")
+
+
 def _matches(name, patterns):
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
@@ -246,16 +271,7 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
         if unused:
             raise ValueError(f"{argument}: no nn.Linear module of the model "
                              f"matches {unused}")
-    only_kept = [name for name in kept if _matches(name, include or [])]
-    if include and only_kept and not any(_matches(name, include)
-                                         for name, _ in linears):
-        raise ValueError(
-            f"include: {include} match only nn.Linear modules fp8q leaves "
-            f"in float ({', '.join(only_kept[:3])}): its owner reads it "
-            "without calling it (nn.MultiheadAttention's out_proj, "
-            "nn.TransformerEncoderLayer's linear1 / linear2) or keeps it in "
-            "float32 (a transformers model's _keep_in_fp32_modules, such "
-            "as T5's wo)")
+    check_include_takes_a_layer(model, include, replaceable)
     names = {}  # id(module) -> [its names, in named_modules order]
     modules = {}  # id(module) -> module
     for name, module in linears:

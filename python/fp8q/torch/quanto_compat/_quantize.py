@@ -6,7 +6,8 @@ import fnmatch
 import torch
 
 from fp8q.torch._linear import Linear
-from fp8q.torch._quantize import replaceable_linears
+from fp8q.torch._quantize import (check_include_takes_a_layer,
+                                  replaceable_linears)
 from fp8q.torch.quanto_compat import _qtypes
 from fp8q.torch.quanto_compat._qlinear import (QLinear, QModuleMixin,
                                                layer_formats)
@@ -24,34 +25,6 @@ def _replace(model, name, module):
 
 def _matches(name, patterns):
     return any(fnmatch.fnmatch(name, pattern) for pattern in patterns)
-
-
-def _check_include_takes_something(model, include, replaceable):
-    """ValueError when the `include` patterns match nn.Linear modules only
-    among those fp8q keeps float (not in `replaceable`), as
-    fp8q.torch.quantize refuses them: quanto would quantize them, and
-    quantizing nothing silently would leave the model other than asked.
-    (fp8q.torch._quantize has this check inline; its wording is kept.)"""
-    if include is None:
-        return
-    kept, taken = [], False
-    for name, module in model.named_modules():
-        if not isinstance(module, torch.nn.Linear) or not _matches(
-                name, include):
-            continue
-        if isinstance(module, Linear) or id(module) in replaceable:
-            taken = True
-        else:
-            kept.append(name)
-    if kept and not taken:
-        raise ValueError(
-            f"include: {include} match only nn.Linear modules fp8q leaves "
-            f"in float ({', '.join(kept[:3])}): its owner reads it "
-            "without calling it (nn.MultiheadAttention's out_proj, "
-            "nn.TransformerEncoderLayer's linear1 / linear2) or keeps it in "
-            "float32 (a transformers model's _keep_in_fp32_modules, such "
-            "as T5's wo); optimum-quanto quantizes them, fp8q's layers "
-            "cannot stand there")
 
 
 def _check_frozen(name, layer, weights, activations):
@@ -98,7 +71,10 @@ def quantize(model, weights=None, activations=None, optimizer=None,
     layer_formats(weights, activations, optimizer)
     include, exclude = _pattern_list(include), _pattern_list(exclude) or []
     replaceable = replaceable_linears(model)
-    _check_include_takes_something(model, include, replaceable)
+    check_include_takes_a_layer(
+        model, include, replaceable,
+        note="; optimum-quanto quantizes them, fp8q's layers cannot stand "
+             "there")
     chosen = [(name, module) for name, module in model.named_modules()
               if (id(module) in replaceable or isinstance(module, QLinear))
               and (include is None or _matches(name, include))
