@@ -48,6 +48,46 @@ def input_shape_error(layer, x):
     return None
 
 
+# The layer's tensors a forward reads, in the order device_error names them.
+LAYER_TENSORS = ("weight", "weight_scale", "bias", "input_scale")
+
+
+def device_error(layer, x):
+    """A RuntimeError naming the layer when x is a real tensor (not on the
+    meta device) and one of the layer's tensors (weight, weight_scale,
+    bias, input_scale) is on another device (as nn.Linear's "Tensor on
+    device meta is not on the expected device cpu!"): the meta device
+    above all, a model built under accelerate's init_empty_weights or
+    torch.device("meta") whose weights were never loaded, where torch
+    would run the custom operator's fake implementation and return an
+    uninitialized tensor. None when the devices agree, and for x on the
+    meta device (shape inference: the fake implementation gives the
+    shape). Read from the module's dicts (a parametrized bias, which is
+    not there, is read by the operator itself)."""
+    if x.is_meta:
+        return None
+    device = x.device
+    for tensors in (layer._parameters, layer._buffers):
+        for name in LAYER_TENSORS:
+            tensor = tensors.get(name)
+            if tensor is None or tensor.device == device:
+                continue
+            if tensor.is_meta:
+                why = ("on the meta device: its weights were never loaded "
+                       "(a model built under accelerate's "
+                       "init_empty_weights or torch.device(\"meta\") needs "
+                       "them loaded first, e.g. load_state_dict(..., "
+                       "assign=True), fp8q.torch.load_checkpoint or "
+                       "accelerate's load_checkpoint_and_dispatch)")
+            else:
+                why = (f"on {tensor.device}: move x or the model so that "
+                       "they are on one device")
+            return RuntimeError(
+                f"{describe(layer)}: x is on {device}, but the layer's "
+                f"{name} is {why}")
+    return None
+
+
 def weight_format_error(layer, state_dict, prefix):
     """A message for the state dict's `prefix + "weight"` when its dtype is
     not the layer's weight dtype (an e5m2 checkpoint loading into an e4m3

@@ -386,12 +386,22 @@ class Linear(torch.nn.Linear):
         if any, is kept."""
         float_layer = torch.nn.Linear(self.in_features, self.out_features,
                                       bias=self.bias is not None,
-                                      device=self.weight.device)
+                                      device=self.weight.device,
+                                      dtype=torch.float32)
         codes, scale = _ops.quantize_weight(
             float_layer.weight.detach(), self.weight.dtype, self.granularity)
         bias = (None if self.bias is None
                 else float_layer.bias.detach().to(self.bias.dtype))
         self._set_storage(codes, scale, bias)
+
+    def __prepare_scriptable__(self):
+        """torch.jit.script calls this first: refused with a clear message
+        (TorchScript cannot compile the forward's Python)."""
+        raise RuntimeError(
+            f"{_checks.describe(self)}: torch.jit.script cannot compile "
+            "fp8q.torch.Linear's forward (Python that TorchScript does not "
+            "support); use torch.jit.trace, torch.export or torch.compile, "
+            "which record its custom operators (torch.ops.fp8q.*)")
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, "
@@ -495,9 +505,9 @@ class Linear(torch.nn.Linear):
         # The tensors are read from the module's dicts:
         # nn.Module.__getattr__ costs 0.4 us per call.
         parameters, buffers = self._parameters, self._buffers
-        weight_scale = (buffers if self.granularity == "tensor"
-                        else parameters)["weight_scale"]
         try:
+            weight_scale = (buffers if self.granularity == "tensor"
+                            else parameters)["weight_scale"]
             if self.activations is None:
                 return _ops.weight_only_forward(
                     input, parameters["weight"], weight_scale,
@@ -516,6 +526,15 @@ class Linear(torch.nn.Linear):
             # A failed call explains a wrong shape as nn.Linear would, and
             # names the layer (the try block is free on the way through
             # from Python 3.11 on).
+            if isinstance(error, KeyError) and self._transformed_storage():
+                # A parametrized or pruned bias (torch.nn.utils.parametrize
+                # / prune) is no longer in _parameters: the operator path
+                # reads it as an attribute (and refuses a transformed
+                # weight or scale).
+                return self._traced_forward(input)
+            device_error = _checks.device_error(self, input)
+            if device_error is not None:
+                raise device_error from None
             if isinstance(error, (ValueError, RuntimeError)):
                 shape_error = _checks.input_shape_error(self, input)
                 if shape_error is not None:
@@ -538,9 +557,12 @@ class Linear(torch.nn.Linear):
         if not torch.is_grad_enabled():
             return True
         parameters = self._parameters
-        if parameters["weight"].requires_grad:
+        try:
+            weight, bias = parameters["weight"], parameters["bias"]
+        except KeyError:  # parametrized or pruned (_transformed_storage)
+            return False
+        if weight.requires_grad:
             self._warn_trainable_weight()
-        bias = parameters["bias"]
         return not (x.requires_grad
                     or (bias is not None and bias.requires_grad))
 
@@ -584,17 +606,52 @@ class Linear(torch.nn.Linear):
 
     def _operator_forward(self, x):
         """_traced_forward's computation: x checked, then the custom
-        operator (per shard under tensor parallelism)."""
+        operator (per shard under tensor parallelism). Under
+        torch.fx.symbolic_trace x is a Proxy, which has no dtype or shape
+        to check: the operator call is recorded as it is."""
+        if isinstance(x, torch.fx.Proxy):
+            return self._operator(x, self.weight, self.weight_scale,
+                                  self.bias, self.input_scale)
+        transformed = self._transformed_storage()
+        if transformed is not None and transformed != "bias":
+            raise RuntimeError(self._transformed_message(transformed))
         if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise TypeError("fp8q.torch.Linear: x must be float32, float16 "
                             f"or bfloat16, got {x.dtype}")
         shape_error = _checks.input_shape_error(self, x)
         if shape_error is not None:
             raise shape_error
+        device_error = _checks.device_error(self, x)
+        if device_error is not None:
+            raise device_error
         if _tensor_parallel.is_sharded(self.weight):
             return _tensor_parallel.forward(self, x, self._operator)
         return self._operator(x, self.weight, self.weight_scale, self.bias,
                               self.input_scale)
+
+    def _transformed_storage(self):
+        """The first of weight, weight_scale and bias that
+        torch.nn.utils.parametrize or prune took out of the module's dicts
+        (the module computes it from an original: a property, or an
+        attribute a pre-hook sets), or None."""
+        for name in ("weight", "weight_scale", "bias"):
+            if name not in self._parameters and name not in self._buffers:
+                value = getattr(self, name, None)
+                if value is not None:
+                    return name
+        return None
+
+    def _transformed_message(self, name):
+        """Why a parametrized or pruned weight or weight_scale is
+        refused."""
+        return (
+            f"{_checks.describe(self)}: its {name} is parametrized or pruned "
+            "(torch.nn.utils.parametrize / prune), which fp8q does not "
+            "support for the FP8 weight or its scales: they hold FP8 codes "
+            "and their scales, not weight values, so a parametrization or a "
+            "pruning mask (magnitudes of codes) would not act on the "
+            "weight. Parametrize or prune the float layer before "
+            "quantizing it (a bias may be parametrized or pruned)")
 
     def _operator(self, x, weight, weight_scale, bias, input_scale):
         """The layer's custom operator on these tensors. Under

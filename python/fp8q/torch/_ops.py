@@ -17,6 +17,7 @@ straight through the activation quantization of W8A8, as optimum-quanto
 and torchao train adapters on FP8 base weights. quantize_weight has none.
 """
 import torch
+from torch._subclasses.fake_tensor import is_fake
 
 import fp8q
 from fp8q import _C
@@ -47,6 +48,22 @@ def _dtype_name(dtype):
 
 def _raise_not_differentiable(ctx, *grad_outputs):
     raise RuntimeError(NOT_DIFFERENTIABLE)
+
+
+def _shape_only(operator, x):
+    """x, checked for a fake (meta) implementation: a fake tensor
+    (torch.compile, torch.export, FakeTensorMode) or a meta tensor. A
+    real x gets there only when another operand is on the meta device
+    (weights never loaded: accelerate's init_empty_weights): torch then
+    dispatches to the fake implementation, whose x.new_empty would be an
+    uninitialized result on x's device, so that is refused, as torch's own
+    operators refuse mixing devices."""
+    if not x.is_meta and not is_fake(x):
+        raise RuntimeError(
+            f"torch.ops.fp8q.{operator}: an operand is on the meta device "
+            f"(a weight never loaded?) while x is on {x.device}; load the "
+            "weights (or move every operand to x's device) first")
+    return x
 
 
 # ---------------------------------------------------------------------------
@@ -91,25 +108,36 @@ def fp8_forward(x, weight, weight_scale, bias, input_scale, granularity,
     scale), x's per-token float8_e4m3fn codes and float32 row scales as
     norm_quantize writes them (exactly fp8q.quantize(x, granularity="row")),
     used instead of quantizing x again (dynamic "row" / "tensor" layers
-    only)."""
+    only). A float64 bias (model.double(), or a layer built with
+    dtype=torch.float64) is added as float32, the precision the product
+    adds any bias in (fp8q._C takes no float64; the weight-only product
+    casts its bias to x's dtype likewise); the cast happens only after
+    fp8q._C refused it, off the common path."""
     if weight.shape[1] == 0:
         return _zero_features(x, weight.shape[0], bias)
-    if quantized is None:
+    try:
+        if quantized is None:
+            if HAS_C_EXCHANGE:
+                return _C.linear_layer(x, weight, weight_scale, bias,
+                                       input_scale, granularity, None)
+            return _through_fp8q_tensors(_C.linear_layer, x, weight,
+                                         weight_scale, bias, input_scale,
+                                         granularity)
         if HAS_C_EXCHANGE:
             return _C.linear_layer(x, weight, weight_scale, bias,
-                                   input_scale, granularity, None)
-        return _through_fp8q_tensors(_C.linear_layer, x, weight,
-                                     weight_scale, bias, input_scale,
-                                     granularity)
-    if HAS_C_EXCHANGE:
-        return _C.linear_layer(x, weight, weight_scale, bias, input_scale,
-                               granularity, None, None, quantized)
-    return to_torch(_C.linear_layer(
-        from_torch(x), from_torch(weight), from_torch(weight_scale),
-        None if bias is None else from_torch(bias),
-        None if input_scale is None else from_torch(input_scale),
-        granularity, current_stream(x), None,
-        tuple(from_torch(t) for t in quantized)))
+                                   input_scale, granularity, None, None,
+                                   quantized)
+        return to_torch(_C.linear_layer(
+            from_torch(x), from_torch(weight), from_torch(weight_scale),
+            None if bias is None else from_torch(bias),
+            None if input_scale is None else from_torch(input_scale),
+            granularity, current_stream(x), None,
+            tuple(from_torch(t) for t in quantized)))
+    except TypeError:
+        if bias is None or bias.dtype != torch.float64:
+            raise
+    return fp8_forward(x, weight, weight_scale, bias.to(torch.float32),
+                       input_scale, granularity, quantized)
 
 
 def weight_only_forward(x, weight, weight_scale, bias, granularity):
@@ -175,6 +203,7 @@ def linear_weight_only(x: torch.Tensor, weight: torch.Tensor,
 
 @linear_weight_only.register_fake
 def _(x, weight, weight_scale, bias, granularity):
+    x = _shape_only("linear_weight_only", x)
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
 
@@ -208,6 +237,7 @@ def linear_fp8(x: torch.Tensor, weight: torch.Tensor,
 
 @linear_fp8.register_fake
 def _(x, weight, weight_scale, bias, input_scale, granularity):
+    x = _shape_only("linear_fp8", x)
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
 
@@ -243,6 +273,7 @@ def linear_fp8_quantized(x: torch.Tensor, codes: torch.Tensor,
 
 @linear_fp8_quantized.register_fake
 def _(x, codes, scale, weight, weight_scale, bias, granularity):
+    x = _shape_only("linear_fp8_quantized", x)
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
 
@@ -296,6 +327,7 @@ def norm_quantize(x: torch.Tensor, weight: torch.Tensor,
 
 @norm_quantize.register_fake
 def _(x, weight, bias, epsilon, layer_norm):
+    _shape_only("norm_quantize", x)
     return (torch.empty_like(x, memory_format=torch.contiguous_format),
             x.new_empty(x.shape, dtype=torch.float8_e4m3fn),
             x.new_empty((*x.shape[:-1], 1), dtype=torch.float32))
@@ -318,7 +350,7 @@ def dequantize_weight(like: torch.Tensor, weight: torch.Tensor,
 
 @dequantize_weight.register_fake
 def _(like, weight, weight_scale, granularity):
-    return like.new_empty(weight.shape)
+    return _shape_only("dequantize_weight", like).new_empty(weight.shape)
 
 
 def _save_weight(ctx, inputs, output):
