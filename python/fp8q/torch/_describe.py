@@ -6,6 +6,7 @@ names a list of modules kept in float covers. No library is imported."""
 import torch
 
 from fp8q.torch._linear import Linear
+from fp8q.torch._module_names import covered
 from fp8q.torch._quantize import replaceable_linears
 
 
@@ -30,12 +31,6 @@ def check_settings(owner, weights, activations, granularity, fuse_norms):
         raise ValueError(f"{owner}: fuse_norms=True needs "
                          "activations=\"e4m3\" and \"row\" or \"tensor\" "
                          "granularity")
-
-
-def covered(name, skipped):
-    """Whether a name in `skipped` covers the module `name`, as whole dotted
-    parts: "proj_out" covers "proj_out", "ff" covers "blocks.0.ff.net.2"."""
-    return any(f".{skip}." in f".{name}." for skip in skipped)
 
 
 def linear_names(model, skipped):

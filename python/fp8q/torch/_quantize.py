@@ -8,6 +8,7 @@ import torch
 
 from fp8q.torch._fused_norm import fuse_decoder_norms
 from fp8q.torch._linear import Linear
+from fp8q.torch._module_names import covered
 from fp8q.torch._register_transformers import attach_transformers_quantizer
 from fp8q.torch._summary import QuantizeSummary, float_modules, weight_bytes
 
@@ -16,18 +17,18 @@ logger = logging.getLogger("fp8q.torch")
 
 def _kept_in_fp32(owner):
     """The nn.Linear modules under a transformers model that it declares
-    must stay in float32 (its _keep_in_fp32_modules and
-    _keep_in_fp32_modules_strict: names matched as whole dotted parts),
-    as ids: T5's feed-forward `wo`, whose owner casts its input to
-    wo.weight.dtype before the call."""
-    fragments = [*(getattr(owner, "_keep_in_fp32_modules", None) or ()),
-                 *(getattr(owner, "_keep_in_fp32_modules_strict", None)
-                   or ())]
+    must stay in float32 (its _keep_in_fp32_modules, names matched as
+    whole dotted parts), as ids: T5's feed-forward `wo`, whose owner casts
+    its input to wo.weight.dtype before the call. As transformers' own
+    quantizers (FineGrainedFP8, bitsandbytes), only that list counts, not
+    _keep_in_fp32_modules_strict (whole sub-models kept in float32 when a
+    float dtype is asked for, which they quantize)."""
+    fragments = getattr(owner, "_keep_in_fp32_modules", None)
     if not fragments:
         return set()
     return {id(module) for name, module in owner.named_modules()
             if isinstance(module, torch.nn.Linear)
-            and any(f".{fragment}." in f".{name}." for fragment in fragments)}
+            and covered(name, fragments)}
 
 
 def replaceable_linears(model):
