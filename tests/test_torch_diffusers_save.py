@@ -157,3 +157,63 @@ def test_reload_in_a_fresh_process_whatever_the_import_order(seed, tmp_path,
     subprocess.run([sys.executable, "-c", script, str(tmp_path),
                     str(__import__("pathlib").Path(__file__).parent)],
                    check=True)
+
+
+def test_float_model_built_from_a_quantized_config_is_refused_at_load(
+        seed, tmp_path):
+    # from_config(quantized.config) (EMA copies, training scripts) copies
+    # its quantization_config into a float model, whose save_pretrained
+    # writes it: the reload built fp8q layers, cast the float weights to
+    # FP8 and left the scales on the meta device (forward failed later).
+    quantized = fpt.quantize(unet(seed))
+    float_copy = diffusers.UNet2DConditionModel.from_config(quantized.config)
+    float_copy.save_pretrained(tmp_path)
+    assert saved_config(tmp_path)["quant_method"] == "fp8q"
+    with pytest.raises(ValueError, match="its weights are float.*"
+                       "Remove quantization_config from its config.json"):
+        diffusers.UNet2DConditionModel.from_pretrained(tmp_path)
+    # The fix the message names: the folder loads as the float model.
+    config = json.loads((tmp_path / "config.json").read_text())
+    del config["quantization_config"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    reloaded = diffusers.UNet2DConditionModel.from_pretrained(tmp_path)
+    assert not fp8_layers(reloaded)
+    assert torch.equal(run(reloaded, seed), run(float_copy, seed))
+
+
+@pytest.mark.parametrize("saved,edited", [
+    (dict(weights="e5m2"), dict(weights="e4m3")),
+    (dict(weights="e4m3"), dict(weights="e5m2")),
+    (dict(granularity="row"), dict(granularity="tensor")),
+], ids=["e5m2-as-e4m3", "e4m3-as-e5m2", "row-as-tensor"])
+def test_checkpoint_not_matching_its_config_is_refused(seed, tmp_path, saved,
+                                                       edited):
+    # diffusers converts each tensor to the rebuilt layer's dtype before
+    # any quantizer hook sees it: e5m2 codes under an e4m3 config loaded
+    # clipped to 448 (25% off), no error. The safetensors headers are
+    # checked before loading.
+    fpt.quantize(unet(seed), **saved).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["quantization_config"].update(edited)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError,
+                       match="does not match its quantization_config"):
+        diffusers.UNet2DConditionModel.from_pretrained(tmp_path)
+
+
+def test_quantizer_is_trainable_as_transformers_says(seed):
+    model = fpt.quantize(unet(seed))
+    assert model.hf_quantizer.is_trainable is True
+
+
+def test_torch_dtype_keeps_modules_covered_by_dotted_names(seed):
+    # _keep_in_fp32_modules matched only single name parts; fp8q's rule
+    # (_module_names.covered) takes whole dotted parts ("time_embedding.
+    # linear_1"), as modules_to_not_convert does.
+    from fp8q.torch._diffusers import _convert
+    model = unet(seed)
+    _convert(model, torch.bfloat16, ["time_embedding.linear_1", "conv_in"])
+    assert model.time_embedding.linear_1.weight.dtype == torch.float32
+    assert model.conv_in.weight.dtype == torch.float32
+    assert model.time_embedding.linear_2.weight.dtype == torch.bfloat16
+    assert model.conv_out.weight.dtype == torch.bfloat16

@@ -23,6 +23,7 @@ before it writes any file, and refuses one that one config cannot
 describe (fp8q layers with different settings, Linear layers of another
 method)."""
 import json
+import os
 
 import torch
 from diffusers.quantizers import auto as _auto
@@ -30,7 +31,9 @@ from diffusers.quantizers.base import DiffusersQuantizer
 from diffusers.quantizers.quantization_config import QuantizationConfigMixin
 
 from fp8q._checkpoint._layout_compressed import FP8Q_METADATA_KEY
+from fp8q._safetensors import SafetensorsReader
 from fp8q.torch import _describe, _fused_norm
+from fp8q.torch._module_names import covered
 from fp8q.torch._linear import STORAGE, Linear
 from fp8q.torch._quantize import quantize, reads_per_token_codes
 
@@ -72,10 +75,12 @@ class Fp8qDiffusersConfig(QuantizationConfigMixin):
         self.fuse_norms = bool(fuse_norms)
 
     def to_dict(self):
+        """config.json's quantization_config: every field, quant_method
+        "fp8q" as a plain string."""
         return {**super().to_dict(), "quant_method": METHOD}
 
     def to_diff_dict(self):
-        # to_json_string (and so repr) reads it; every field is written.
+        """to_dict(): every field (to_json_string and so repr read it)."""
         return self.to_dict()
 
     def settings(self):
@@ -137,14 +142,32 @@ def attach(model):
 
 def _convert(model, dtype, keep_in_fp32_modules):
     """model's floating tensors converted to dtype, as diffusers' loading
-    converts them: but those whose dotted name has a part in
-    keep_in_fp32_modules, and the FP8 codes and scales of fp8q layers
+    converts them: but those whose name keep_in_fp32_modules covers (as
+    whole dotted parts, _module_names.covered), and the FP8 codes and scales of fp8q layers
     (Linear._apply keeps them)."""
     kept = {id(tensor) for name, tensor in (*model.named_parameters(),
                                             *model.named_buffers())
-            if any(part in keep_in_fp32_modules for part in name.split("."))}
+            if covered(name, keep_in_fp32_modules)}
     model._apply(lambda tensor: tensor if id(tensor) in kept
                  or not tensor.is_floating_point() else tensor.to(dtype))
+
+
+# torch dtype -> safetensors dtype code, for the tensors of an fp8q layer.
+_CODES = {torch.float8_e4m3fn: "F8_E4M3", torch.float8_e5m2: "F8_E5M2",
+          torch.float32: "F32", torch.float16: "F16",
+          torch.bfloat16: "BF16", torch.float64: "F64"}
+
+
+def _checkpoint_entries(checkpoint_files):
+    """Tensor name -> (safetensors dtype code, shape) of the safetensors
+    files among checkpoint_files (their headers; no tensor is read)."""
+    entries = {}
+    for path in checkpoint_files or ():
+        if str(path).endswith(".safetensors"):
+            reader = SafetensorsReader(path)
+            entries.update(reader.entries)
+            reader.close()
+    return entries
 
 
 class Fp8qDiffusersQuantizer(DiffusersQuantizer):
@@ -164,6 +187,8 @@ class Fp8qDiffusersQuantizer(DiffusersQuantizer):
         super().__init__(quantization_config, **kwargs)
         self.model = None
         self.loaded_keys = set()
+        self.checkpoint_entries = {}  # the safetensors headers' tensors
+        self.checkpoint_files = []
         self.torch_dtype = None  # update_torch_dtype's, for a saved model
         self.keep_in_fp32_modules = []
 
@@ -171,12 +196,16 @@ class Fp8qDiffusersQuantizer(DiffusersQuantizer):
         return self.quantization_config.modules_to_not_convert or []
 
     def preprocess_model(self, model, **kwargs):
+        """_process_model_before_weight_loading, without setting
+        model.is_quantized."""
         # diffusers' own sets model.is_quantized, which refuses
         # model.to(dtype); an fp8q layer converts its float parts only.
         model.quantization_method = self.quantization_config.quant_method
         return self._process_model_before_weight_loading(model, **kwargs)
 
     def update_torch_dtype(self, torch_dtype):
+        """torch_dtype for a float folder; None (and torch_dtype kept for
+        after loading) for an fp8q folder."""
         # diffusers' loading converts every floating tensor of the
         # checkpoint but float8_e4m3fn ones to torch_dtype before a
         # quantizer sees it (float32 scales and e5m2 codes would lose
@@ -188,17 +217,76 @@ class Fp8qDiffusersQuantizer(DiffusersQuantizer):
         return None
 
     def maybe_update_loaded_keys(self, loaded_keys, checkpoint_files):
+        """Records the checkpoint's tensor names and, for safetensors files,
+        their dtypes and shapes (headers only), which the layers built
+        before loading are checked against. Returns loaded_keys as is."""
         self.loaded_keys = set(loaded_keys)
+        self.checkpoint_files = list(checkpoint_files or [])
+        if self.pre_quantized:
+            self.checkpoint_entries = _checkpoint_entries(checkpoint_files)
         return loaded_keys
+
+    def _folder(self):
+        if self.checkpoint_files:
+            return os.path.dirname(str(self.checkpoint_files[0]))
+        return "the checkpoint"
+
+    def _check_float_weights(self, names):
+        """ValueError when the checkpoint holds no weight_scale for a layer
+        fp8q is about to build: the folder's config says fp8q, its
+        weights are float."""
+        missing = [name for name in names
+                   if name + ".weight_scale" not in self.loaded_keys]
+        if not missing:
+            return
+        shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
+        raise ValueError(
+            f"from_pretrained: {self._folder()}: config.json's "
+            "quantization_config says quant_method \"fp8q\", but its weights "
+            f"are float: no weight_scale for {len(missing)} of the "
+            f"{len(names)} Linear layers fp8q would rebuild ({shown}). Such "
+            "a folder is typically saved from a float model built from a "
+            "quantized model's config (from_config(quantized.config) copies "
+            "its quantization_config). Remove quantization_config from its "
+            "config.json to load it as float, or quantize the model "
+            "(fp8q.torch.quantize) before save_pretrained.")
+
+    def _check_layer(self, name, layer):
+        """ValueError when the checkpoint's header gives one of the layer's
+        FP8 weight, weight_scale or input_scale another dtype or shape than
+        the layer its quantization_config rebuilds holds (safetensors files
+        only; diffusers converts each tensor to the layer's dtype before
+        any later hook sees it)."""
+        for leaf in STORAGE:
+            entry = self.checkpoint_entries.get(f"{name}.{leaf}")
+            current = getattr(layer, leaf, None)
+            if entry is None or current is None:
+                continue
+            code, shape = entry
+            expected = _CODES.get(current.dtype, str(current.dtype))
+            if code != expected or tuple(shape) != tuple(current.shape):
+                raise ValueError(
+                    f"from_pretrained: {name}.{leaf} is {code} of shape "
+                    f"{tuple(shape)} in the checkpoint, the fp8q layer that "
+                    f"its quantization_config rebuilds holds {expected} of "
+                    f"shape {tuple(current.shape)}: the checkpoint does not "
+                    "match its quantization_config "
+                    f"({self.quantization_config.settings()})")
 
     def _process_model_before_weight_loading(self, model,
                                              keep_in_fp32_modules=None,
                                              **kwargs):
+        """For an fp8q folder: checks the checkpoint against its
+        quantization_config (_check_float_weights, _check_layer) and
+        replaces the Linear layers it quantizes with fp8q.torch.Linear
+        layers; a float folder is left as is."""
         self.modules_to_not_convert = self._skipped()
         self.keep_in_fp32_modules = list(keep_in_fp32_modules or [])
         if not self.pre_quantized:
             return model
-        for name in _describe.linear_names(model, self.modules_to_not_convert):
+        names = _describe.linear_names(model, self.modules_to_not_convert)
+        self._check_float_weights(names)
+        for name in names:
             module = model.get_submodule(name)
             weight = module.weight
             with torch.device(weight.device):
@@ -212,6 +300,7 @@ class Fp8qDiffusersQuantizer(DiffusersQuantizer):
                 with torch.device("cpu"):
                     layer.set_input_scale(1.0)
             layer.set_name(name)  # for the layer's error messages
+            self._check_layer(name, layer)
             parent_name, _, child = name.rpartition(".")
             setattr(model.get_submodule(parent_name) if parent_name
                     else model, child, layer)
@@ -233,6 +322,9 @@ class Fp8qDiffusersQuantizer(DiffusersQuantizer):
 
     def check_quantized_param_shape(self, param_name, current_param,
                                     loaded_param):
+        """Called by diffusers for an fp8q layer's tensor whose checkpoint
+        shape differs from the layer's (a .bin checkpoint; a safetensors
+        one was checked before loading): always a ValueError."""
         raise ValueError(
             f"from_pretrained: {param_name} has shape "
             f"{tuple(loaded_param.shape)} in the checkpoint, the fp8q layer "
@@ -243,20 +335,17 @@ class Fp8qDiffusersQuantizer(DiffusersQuantizer):
     def create_quantized_param(self, model, param_value, param_name,
                                target_device, state_dict,
                                unexpected_keys=None, **kwargs):
+        """Sets an fp8q layer's FP8 weight or scale as diffusers passes it
+        (already in the layer's dtype; its checkpoint dtype and shape were
+        checked before loading, _check_layer)."""
         from accelerate.utils import set_module_tensor_to_device
-        module_name, _, leaf = param_name.rpartition(".")
-        current = getattr(model.get_submodule(module_name), leaf)
-        if current is not None and current.dtype != param_value.dtype:
-            raise ValueError(
-                f"from_pretrained: {param_name} is {param_value.dtype} in "
-                f"the checkpoint, the fp8q layer that its "
-                f"quantization_config rebuilds holds {current.dtype}: the "
-                "checkpoint does not match its quantization_config "
-                f"({self.quantization_config.settings()})")
         set_module_tensor_to_device(model, param_name, target_device,
                                     value=param_value)
 
     def _process_model_after_weight_loading(self, model, **kwargs):
+        """Quantizes a float folder's model (fp8q.torch.quantize), or converts
+        an fp8q folder's float parts to torch_dtype and fuses its norms;
+        then describes the model as its quantization_config."""
         self.model = model
         fuse_norms = self.quantization_config.fuse_norms
         if not self.pre_quantized:
@@ -290,18 +379,23 @@ class Fp8qDiffusersQuantizer(DiffusersQuantizer):
         return True
 
     def get_state_dict_and_metadata(self, state_dict, safe_serialization=False):
-        # The config's JSON in each safetensors file's metadata too, so
-        # fp8q's load_checkpoint reads a file alone with it.
+        """The state dict unchanged, and as each safetensors file's metadata
+        the config's JSON (fp8q_quantization_config), so fp8q's
+        load_checkpoint reads a file alone with it."""
         return state_dict, {FP8Q_METADATA_KEY: json.dumps(
             self.quantization_config.to_dict(), sort_keys=True)}
 
     @property
     def is_trainable(self):
-        # The FP8 weights never train (adapters on fp8q layers do).
-        return False
+        """True, as transformers' quantizer says: LoRA adapters (peft,
+        diffusers' load_lora_adapter) on fp8q layers train, as do the
+        model's float parts; the FP8 weights and their scales never do
+        (requires_grad False). diffusers 0.42 itself does not read it."""
+        return True
 
     @property
     def is_compileable(self):
+        """True: fp8q layers run under torch.compile (custom operators)."""
         return True
 
 
