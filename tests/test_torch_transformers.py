@@ -5,6 +5,7 @@ weights, no download), then save_pretrained / from_pretrained of the FP8
 model. The oracle is fp8q.torch.quantize applied by hand to the float model
 loaded plainly: the same layers, codes and logits, bit for bit."""
 import json
+import warnings
 
 import pytest
 
@@ -199,28 +200,26 @@ def test_t5_keeps_its_fp32_modules_float(tmp_path, seed):
                        t5_logits(quantized, tokens)), f"seed={seed}"
 
 
-def test_a_checkpoint_with_an_fp8_wo_loads_it_as_fp8(tmp_path, seed):
+def test_a_checkpoint_with_an_fp8_wo_is_refused(tmp_path, seed):
     """A T5 an older fp8q saved with `wo` quantized (before the rule that
-    keeps it float) reloads wo as the fp8q layer it was: its FP8 codes in
-    a float Linear would read as numbers (448 for the largest)."""
+    keeps it float; such a model could not run) is refused by name: its
+    FP8 codes loaded into a float Linear would read as numbers (448 for the
+    largest)."""
     model = fpt.quantize(tiny_t5(seed), exclude=["lm_head"])
-    wo = model.encoder.block[0].layer[1].DenseReluDense.wo
-    fp8_wo = fpt.Linear.from_linear(wo)
-    model.encoder.block[0].layer[1].DenseReluDense.wo = fp8_wo
+    block = model.encoder.block[0].layer[1].DenseReluDense
+    block.wo = fpt.Linear.from_linear(block.wo)
     model.save_pretrained(tmp_path)
-    reloaded = transformers.AutoModelForSeq2SeqLM.from_pretrained(tmp_path)
-    loaded_wo = reloaded.encoder.block[0].layer[1].DenseReluDense.wo
-    assert isinstance(loaded_wo, fpt.Linear)
-    assert torch.equal(codes(loaded_wo), codes(fp8_wo))
-    assert torch.equal(loaded_wo.weight_scale, fp8_wo.weight_scale)
-    assert type(reloaded.decoder.block[0].layer[2].DenseReluDense.wo) is \
-        torch.nn.Linear
+    with pytest.raises(ValueError, match=r"^from_pretrained: the checkpoint "
+                       r"holds FP8 weights for encoder\.block\.0\.layer\.1\."
+                       r"DenseReluDense\.wo, which fp8q keeps in float"):
+        transformers.AutoModelForSeq2SeqLM.from_pretrained(tmp_path)
 
 
 def test_gpt2_conv1d_layers_are_named_in_a_warning(seed):
     """transformers' Conv1D (GPT-2's linear layers) is no nn.Linear and
-    stays float: quantize says so in a UserWarning naming them (it changed
-    nothing and said so only at INFO)."""
+    stays float: quantize says so in a UserWarning naming those its
+    patterns select (it changed nothing and said so only at INFO), and a
+    pattern matching only Conv1D modules is a ValueError saying so."""
     torch.manual_seed(seed % (2 ** 31))
     model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
         n_embd=64, n_layer=2, n_head=4, vocab_size=128))
@@ -228,6 +227,32 @@ def test_gpt2_conv1d_layers_are_named_in_a_warning(seed):
                       r"modules \(transformer\.h\.0\.attn\.c_attn, .*\) stay "
                       "in float"):
         fpt.quantize(model, exclude=["lm_head"])
+    assert not fp8_layers(model)
+    # Only the Conv1D modules the call's patterns select are named.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fpt.quantize(model, include=["lm_head"])
+    with pytest.raises(ValueError, match=r"^include: no nn\.Linear module "
+                       r"of the model matches \['transformer\.h\.1\.attn\.\*'\] "
+                       r"\(it matches transformers Conv1D modules, "
+                       r"transformer\.h\.1\.attn\.c_attn, "
+                       r"transformer\.h\.1\.attn\.c_proj, which fp8q does "
+                       r"not quantize"):
+        fpt.quantize(model, include=["transformer.h.1.attn.*"])
+
+
+def test_gpt2_from_pretrained_with_fp8qconfig_warns(tmp_path, seed):
+    """from_pretrained(gpt2, quantization_config=Fp8qConfig()) leaves every
+    layer float (Conv1D, and lm_head by transformers' default): the same
+    UserWarning names the Conv1D modules (it quantized nothing silently)."""
+    torch.manual_seed(seed % (2 ** 31))
+    transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        n_embd=64, n_layer=1, n_head=4, vocab_size=128)).save_pretrained(
+            tmp_path)
+    with pytest.warns(UserWarning, match=r"^quantize: 4 transformers Conv1D "
+                      r"modules \(transformer\.h\.0\.attn\.c_attn, "):
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            tmp_path, quantization_config=fpt.Fp8qConfig())
     assert not fp8_layers(model)
 
 

@@ -104,12 +104,12 @@ def _amax_array(amax):
     for _float32_amax to refuse."""
     try:
         given = None if isinstance(amax, _C.Tensor) else np.asarray(amax)
-    except (TypeError, ValueError):
+    except TypeError:  # torch's bfloat16, float8 and CUDA tensors
         given = None
     if given is None or given.dtype.kind == "V":
         try:
             return np.asarray(_C.cast(amax, "float32"))
-        except (TypeError, ValueError, BufferError):
+        except (TypeError, ValueError, BufferError, RuntimeError):
             if given is None:
                 raise TypeError("amax: expected a real number or a 1-D array "
                                 f"of them, got {type(amax).__name__}") from None

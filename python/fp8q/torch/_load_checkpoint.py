@@ -18,7 +18,7 @@ from fp8q.torch._checkpoint_values import check_layer_values
 from fp8q.torch._linear import FORMATS, Linear
 from fp8q.torch._meta_tensors import (left_on_meta, put_buffers,
                                       rebuilt_buffers, tie_again, tied_keys)
-from fp8q.torch._register_transformers import attach_transformers_quantizer
+from fp8q.torch._register_transformers import attach_library_quantizer
 
 LISTED = 5  # keys named per problem in an error message
 
@@ -318,7 +318,7 @@ def _load(model, checkpoint, strict, quantization_map):
     put_buffers(model, rebuilt)
     tie_again(model, tied)
     if match.linears:
-        attach_transformers_quantizer(model)
+        attach_library_quantizer(model)
     return CheckpointReport(
         layout=plan.layout,
         fp8_layers={name: layer for name, (layer, _) in match.linears.items()},

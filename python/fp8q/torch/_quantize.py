@@ -9,7 +9,7 @@ import torch
 from fp8q.torch._fused_norm import fuse_decoder_norms
 from fp8q.torch._linear import Linear
 from fp8q.torch._module_names import covered
-from fp8q.torch._register_transformers import attach_transformers_quantizer
+from fp8q.torch._register_transformers import attach_library_quantizer
 from fp8q.torch._summary import QuantizeSummary, float_modules, weight_bytes
 
 logger = logging.getLogger("fp8q.torch")
@@ -56,20 +56,40 @@ def replaceable_linears(model):
             and id(module) not in read_directly}
 
 
-def _warn_transposed_linears(model):
+def warn_transposed_linears(model, wanted=lambda name: True):
     """A UserWarning naming transformers' Conv1D modules (GPT-2's linear
-    layers, their weight stored transposed), which are no nn.Linear and
-    stay float: without it, quantize(gpt2, exclude=["lm_head"]) changed
+    layers, their weight stored transposed) whose name `wanted` accepts
+    (the call's include / exclude patterns): they are no nn.Linear and
+    stay float. Without it, quantize(gpt2, exclude=["lm_head"]) changed
     nothing and said so only in the INFO summary."""
     names = [name for name, module in model.named_modules()
-             if type(module).__name__ == "Conv1D"
-             and type(module).__module__ == "transformers.pytorch_utils"]
+             if _is_transposed_linear(module) and wanted(name)]
     if names:
         warnings.warn(
             f"quantize: {len(names)} transformers Conv1D modules "
             f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) "
             "stay in float: fp8q quantizes nn.Linear modules, and Conv1D "
             "(GPT-2's layers) is not one", UserWarning, stacklevel=3)
+
+
+def _is_transposed_linear(module):
+    """Whether `module` is transformers' Conv1D (GPT-2's linear layers,
+    their weight stored transposed), which fp8q does not quantize."""
+    return (type(module).__name__ == "Conv1D"
+            and type(module).__module__ == "transformers.pytorch_utils")
+
+
+def _transposed_note(model, patterns):
+    """The end of the unmatched-pattern error: the transformers Conv1D
+    modules the patterns match instead, if any."""
+    names = [name for name, module in model.named_modules()
+             if _is_transposed_linear(module) and _matches(name, patterns)]
+    if not names:
+        return ""
+    return (f" (it matches transformers Conv1D modules, "
+            f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''}, "
+            "which fp8q does not quantize: Conv1D, GPT-2's layer, is no "
+            "nn.Linear)")
 
 
 def check_include_takes_a_layer(model, include, replaceable, note=""):
@@ -271,7 +291,8 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
                              for name, _ in all_linears)]
         if unused:
             raise ValueError(f"{argument}: no nn.Linear module of the model "
-                             f"matches {unused}")
+                             f"matches {unused}"
+                             + _transposed_note(model, unused))
     check_include_takes_a_layer(model, include, replaceable)
     names = {}  # id(module) -> [its names, in named_modules order]
     modules = {}  # id(module) -> module
@@ -310,6 +331,8 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
         weight_bytes_before=before, weight_bytes_after=weight_bytes(model),
         fused_norms=tuple(fused), unfused_norms=tuple(unfused))
     logger.info("%s", summary, extra={"fp8q_summary": summary})
-    _warn_transposed_linears(model)
-    attach_transformers_quantizer(model)
+    warn_transposed_linears(
+        model, lambda name: (include is None or _matches(name, include))
+        and not _matches(name, exclude))
+    attach_library_quantizer(model)
     return model

@@ -61,7 +61,7 @@ def is_diffusers_model(model):
                for cls in type(model).__mro__)
 
 
-def attach_transformers_quantizer(model):
+def attach_library_quantizer(model):
     """Gives a transformers PreTrainedModel holding fp8q layers fp8q's
     quantizer and quantization_config (fp8q.torch._transformers.attach),
     and a diffusers ModelMixin fp8q's diffusers quantizer and config

@@ -35,7 +35,8 @@ from fp8q._checkpoint._layout_compressed import FP8Q_METADATA_KEY
 from fp8q._safetensors import SafetensorsReader
 from fp8q.torch import _describe, _fused_norm
 from fp8q.torch._linear import Linear
-from fp8q.torch._quantize import quantize, reads_per_token_codes
+from fp8q.torch._quantize import (quantize, reads_per_token_codes,
+                                  warn_transposed_linears)
 
 METHOD = "fp8q"
 logger = logging.getLogger("fp8q.torch")
@@ -75,21 +76,28 @@ class Fp8qConfig(QuantizationConfigMixin):
                 "granularity": self.granularity}
 
 
-def _fp8_layer_names(model, skipped, keys):
-    """The nn.Linear modules of a model an fp8q checkpoint loads into
-    fp8q layers: those quantize would replace (_describe.linear_names),
-    and any other Linear that `skipped` does not cover whose weight_scale
-    the checkpoint (its safetensors `keys`) holds, which an fp8q before the
-    rule that keeps it float quantized (T5's wo, MultiheadAttention's
-    out_proj): its FP8 codes loaded into a float Linear would read as
-    numbers."""
-    names = _describe.linear_names(model, skipped)
-    chosen = set(names)
-    return names + [
-        name for name, module in model.named_modules()
-        if isinstance(module, torch.nn.Linear) and name not in chosen
-        and f"{name}.weight_scale" in keys
-        and not _describe.covered(name, skipped)]
+def _refuse_fp8_where_kept_float(model, skipped, keys):
+    """ValueError when the checkpoint (its safetensors `keys`) holds the
+    weight_scale of an nn.Linear that `skipped` does not cover but fp8q
+    keeps in float (replaceable_linears: T5's wo, MultiheadAttention's
+    out_proj), quantized by an fp8q before that rule: its FP8 codes loaded
+    into a float Linear would read as numbers, and as an fp8q layer the
+    model cannot run (its owner reads the weight's dtype or the weight)."""
+    chosen = set(_describe.linear_names(model, skipped))
+    stale = [name for name, module in model.named_modules()
+             if isinstance(module, torch.nn.Linear) and name not in chosen
+             and not isinstance(module, Linear)
+             and f"{name}.weight_scale" in keys
+             and not _describe.covered(name, skipped)]
+    if stale:
+        raise ValueError(
+            f"from_pretrained: the checkpoint holds FP8 weights for "
+            f"{', '.join(stale[:3])}{', ...' if len(stale) > 3 else ''}, "
+            "which fp8q keeps in float: the model reads them directly or "
+            "keeps them in float32 (_keep_in_fp32_modules, such as T5's "
+            "wo), so a model saved with them quantized (by an older fp8q) "
+            "cannot run. Quantize the float model again with this fp8q "
+            "and save it")
 
 
 def _check_ties(model, fp8q_layers):
@@ -196,8 +204,9 @@ class Fp8qHfQuantizer(HfQuantizer):
         if not self.pre_quantized:
             return model
         keys = _checkpoint_keys(checkpoint_files)
-        for name in _fp8_layer_names(model, self.modules_to_not_convert,
-                                     keys):
+        _refuse_fp8_where_kept_float(model, self.modules_to_not_convert, keys)
+        for name in _describe.linear_names(model,
+                                           self.modules_to_not_convert):
             module = model.get_submodule(name)
             with torch.device(module.weight.device):
                 layer = Linear(module.in_features, module.out_features,
@@ -218,6 +227,9 @@ class Fp8qHfQuantizer(HfQuantizer):
         if not self.pre_quantized:
             linears = _describe.linear_names(model,
                                              self.modules_to_not_convert)
+            skipped = self.modules_to_not_convert
+            warn_transposed_linears(
+                model, lambda name: not _describe.covered(name, skipped))
             if linears:
                 quantize(model, include=linears, fuse_norms=fuse_norms,
                          **self.quantization_config.settings())
@@ -254,8 +266,9 @@ class Fp8qHfQuantizer(HfQuantizer):
     def is_trainable(self):
         """True: transformers' Trainer takes the model with adapters (peft
         LoRA trains on fp8q layers: docs/torch.md); the FP8 weights
-        themselves never train, and Trainer refuses a quantized model
-        without adapters."""
+        themselves never train. Trainer refuses a model from_pretrained
+        quantized (is_quantized) without adapters; one quantized in place
+        is not marked so, and Trainer trains its float parameters only."""
         return True
 
     @property
