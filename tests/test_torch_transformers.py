@@ -156,6 +156,19 @@ def test_import_fp8q_torch_registers_without_importing_transformers():
     assert out.split() == ["False", "True"]
 
 
+def test_star_import_needs_neither_library():
+    """`from fp8q.torch import *` imports neither transformers nor
+    diffusers, and works where both are missing (the library configs are
+    not in __all__: naming Fp8qDiffusersConfig there made it an
+    ImportError without diffusers)."""
+    out = python_output(
+        "import sys\n"
+        "sys.modules['transformers'] = sys.modules['diffusers'] = None\n"
+        "from fp8q.torch import *\n"
+        "print(callable(quantize), 'Fp8qConfig' in dir())\n")
+    assert out.split() == ["True", "False"]
+
+
 def tiny_t5(seed):
     torch.manual_seed(seed % (2 ** 31))
     return transformers.T5ForConditionalGeneration(transformers.T5Config(
@@ -249,7 +262,8 @@ def test_gpt2_from_pretrained_with_fp8qconfig_warns(tmp_path, seed):
     transformers.GPT2LMHeadModel(transformers.GPT2Config(
         n_embd=64, n_layer=1, n_head=4, vocab_size=128)).save_pretrained(
             tmp_path)
-    with pytest.warns(UserWarning, match=r"^quantize: 4 transformers Conv1D "
+    with pytest.warns(UserWarning, match=r"^from_pretrained: 4 transformers "
+                      r"Conv1D "
                       r"modules \(transformer\.h\.0\.attn\.c_attn, "):
         model = transformers.AutoModelForCausalLM.from_pretrained(
             tmp_path, quantization_config=fpt.Fp8qConfig())

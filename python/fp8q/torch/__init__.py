@@ -49,9 +49,11 @@ from fp8q.torch._summary import QuantizeSummary
 _install_peft_merge()
 _register_transformers.install()
 
-__all__ = ["Fp8qConfig", "Fp8qDiffusersConfig", "InputShapeError", "Linear", "QuantizeSummary",
-           "calibrate", "freeze", "from_torch", "load_checkpoint",
-           "merge_lora", "quantize", "to_torch"]
+# Fp8qConfig and Fp8qDiffusersConfig are left out: a star import would
+# import their library (and fail where it is missing).
+__all__ = ["InputShapeError", "Linear", "QuantizeSummary", "calibrate",
+           "freeze", "from_torch", "load_checkpoint", "merge_lora",
+           "quantize", "to_torch"]
 
 
 # The configs touching a library imports, by name: (module, library).

@@ -33,8 +33,9 @@ from diffusers.quantizers.quantization_config import QuantizationConfigMixin
 from fp8q._checkpoint._layout_compressed import FP8Q_METADATA_KEY
 from fp8q._safetensors import SafetensorsReader
 from fp8q.torch import _describe, _fused_norm
-from fp8q.torch._module_names import covered
+from fp8q.torch._checkpoint_dtypes import CODES
 from fp8q.torch._linear import STORAGE, Linear
+from fp8q.torch._module_names import covered
 from fp8q.torch._quantize import quantize, reads_per_token_codes
 
 METHOD = "fp8q"
@@ -153,11 +154,6 @@ def _convert(model, dtype, keep_in_fp32_modules):
 
 
 # torch dtype -> safetensors dtype code, for the tensors of an fp8q layer.
-_CODES = {torch.float8_e4m3fn: "F8_E4M3", torch.float8_e5m2: "F8_E5M2",
-          torch.float32: "F32", torch.float16: "F16",
-          torch.bfloat16: "BF16", torch.float64: "F64"}
-
-
 def _checkpoint_entries(checkpoint_files):
     """Tensor name -> (safetensors dtype code, shape) of the safetensors
     files among checkpoint_files (their headers; no tensor is read)."""
@@ -165,8 +161,10 @@ def _checkpoint_entries(checkpoint_files):
     for path in checkpoint_files or ():
         if str(path).endswith(".safetensors"):
             reader = SafetensorsReader(path)
-            entries.update(reader.entries)
-            reader.close()
+            try:
+                entries.update(reader.entries)
+            finally:
+                reader.close()
     return entries
 
 
@@ -227,6 +225,7 @@ class Fp8qDiffusersQuantizer(DiffusersQuantizer):
         return loaded_keys
 
     def _folder(self):
+        """The checkpoint's folder (for messages), or "the checkpoint"."""
         if self.checkpoint_files:
             return os.path.dirname(str(self.checkpoint_files[0]))
         return "the checkpoint"
@@ -263,7 +262,7 @@ class Fp8qDiffusersQuantizer(DiffusersQuantizer):
             if entry is None or current is None:
                 continue
             code, shape = entry
-            expected = _CODES.get(current.dtype, str(current.dtype))
+            expected = CODES.get(current.dtype, str(current.dtype))
             if code != expected or tuple(shape) != tuple(current.shape):
                 raise ValueError(
                     f"from_pretrained: {name}.{leaf} is {code} of shape "
@@ -336,8 +335,11 @@ class Fp8qDiffusersQuantizer(DiffusersQuantizer):
                                target_device, state_dict,
                                unexpected_keys=None, **kwargs):
         """Sets an fp8q layer's FP8 weight or scale as diffusers passes it
-        (already in the layer's dtype; its checkpoint dtype and shape were
-        checked before loading, _check_layer)."""
+        (already in the layer's dtype). A safetensors checkpoint's dtype
+        and shape were checked before loading (_check_layer); a .bin
+        checkpoint's are not read beforehand, so only its shapes are
+        checked (check_quantized_param_shape) and a dtype its config does
+        not name is converted, as docs/torch.md says."""
         from accelerate.utils import set_module_tensor_to_device
         set_module_tensor_to_device(model, param_name, target_device,
                                     value=param_value)

@@ -61,8 +61,9 @@ def _shape_only(operator, x):
     if not x.is_meta and not is_fake(x):
         raise RuntimeError(
             f"torch.ops.fp8q.{operator}: an operand is on the meta device "
-            f"(a weight never loaded?) while x is on {x.device}; load the "
-            "weights (or move every operand to x's device) first")
+            f"(a weight never loaded?) or a fake tensor outside its "
+            f"FakeTensorMode while x is a real tensor on {x.device}; load "
+            "the weights (or move every operand to x's device) first")
     return x
 
 

@@ -56,20 +56,22 @@ def replaceable_linears(model):
             and id(module) not in read_directly}
 
 
-def warn_transposed_linears(model, wanted=lambda name: True):
+def warn_transposed_linears(model, wanted=lambda name: True,
+                            caller="quantize", stacklevel=3):
     """A UserWarning naming transformers' Conv1D modules (GPT-2's linear
     layers, their weight stored transposed) whose name `wanted` accepts
     (the call's include / exclude patterns): they are no nn.Linear and
-    stay float. Without it, quantize(gpt2, exclude=["lm_head"]) changed
-    nothing and said so only in the INFO summary."""
-    names = [name for name, module in model.named_modules()
-             if _is_transposed_linear(module) and wanted(name)]
+    stay float. `caller` begins the message (quantize, from_pretrained);
+    `stacklevel` points the warning at the user's call. Without it,
+    quantize(gpt2, exclude=["lm_head"]) changed nothing and said so only in
+    the INFO summary."""
+    names = _transposed_linear_names(model, wanted)
     if names:
         warnings.warn(
-            f"quantize: {len(names)} transformers Conv1D modules "
+            f"{caller}: {len(names)} transformers Conv1D modules "
             f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) "
             "stay in float: fp8q quantizes nn.Linear modules, and Conv1D "
-            "(GPT-2's layers) is not one", UserWarning, stacklevel=3)
+            "(GPT-2's layers) is not one", UserWarning, stacklevel=stacklevel)
 
 
 def _is_transposed_linear(module):
@@ -79,11 +81,18 @@ def _is_transposed_linear(module):
             and type(module).__module__ == "transformers.pytorch_utils")
 
 
+def _transposed_linear_names(model, wanted):
+    """Names of model's transformers Conv1D modules that `wanted`
+    accepts."""
+    return [name for name, module in model.named_modules()
+            if _is_transposed_linear(module) and wanted(name)]
+
+
 def _transposed_note(model, patterns):
     """The end of the unmatched-pattern error: the transformers Conv1D
     modules the patterns match instead, if any."""
-    names = [name for name, module in model.named_modules()
-             if _is_transposed_linear(module) and _matches(name, patterns)]
+    names = _transposed_linear_names(
+        model, lambda name: matches_any(name, patterns))
     if not names:
         return ""
     return (f" (it matches transformers Conv1D modules, "
@@ -102,7 +111,7 @@ def check_include_takes_a_layer(model, include, replaceable, note=""):
         return
     kept, taken = [], False
     for name, module in model.named_modules(remove_duplicate=False):
-        if isinstance(module, torch.nn.Linear) and _matches(name, include):
+        if isinstance(module, torch.nn.Linear) and matches_any(name, include):
             if isinstance(module, Linear) or id(module) in replaceable:
                 taken = True
             else:
@@ -117,7 +126,9 @@ def check_include_takes_a_layer(model, include, replaceable, note=""):
             f"as T5's wo){note}")
 
 
-def _matches(name, patterns):
+def matches_any(name, patterns):
+    """Whether the module name matches any of the shell-style patterns,
+    case-sensitively on every system (fnmatchcase: module names are)."""
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
@@ -303,8 +314,8 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
     # it is quantized once, at all of them, unless exclude names one.
     chosen = [(names[key][0], module) for key, module in modules.items()
               if (include is None
-                  or any(_matches(name, include) for name in names[key]))
-              and not any(_matches(name, exclude) for name in names[key])]
+                  or any(matches_any(name, include) for name in names[key]))
+              and not any(matches_any(name, exclude) for name in names[key])]
     if any("" in names[id(module)] for _, module in chosen):
         raise ValueError("quantize: the model itself is an nn.Linear; use "
                          "fp8q.torch.Linear.from_linear(model)")
@@ -332,7 +343,7 @@ def quantize(model, weights="e4m3", activations=None, granularity="row",
         fused_norms=tuple(fused), unfused_norms=tuple(unfused))
     logger.info("%s", summary, extra={"fp8q_summary": summary})
     warn_transposed_linears(
-        model, lambda name: (include is None or _matches(name, include))
-        and not _matches(name, exclude))
+        model, lambda name: (include is None or matches_any(name, include))
+        and not matches_any(name, exclude))
     attach_library_quantizer(model)
     return model

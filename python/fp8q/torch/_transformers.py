@@ -229,7 +229,8 @@ class Fp8qHfQuantizer(HfQuantizer):
                                              self.modules_to_not_convert)
             skipped = self.modules_to_not_convert
             warn_transposed_linears(
-                model, lambda name: not _describe.covered(name, skipped))
+                model, lambda name: not _describe.covered(name, skipped),
+                caller="from_pretrained", stacklevel=6)
             if linears:
                 quantize(model, include=linears, fuse_norms=fuse_norms,
                          **self.quantization_config.settings())

@@ -1,12 +1,10 @@
 """quanto_compat's model-level functions, as optimum-quanto's: quantize
 (nn.Linear -> unfrozen QLinear), freeze, quantization_map and requantize
 (reloading a saved model, the model built on the meta device included)."""
-import fnmatch
-
 import torch
 
 from fp8q.torch._linear import Linear
-from fp8q.torch._quantize import (check_include_takes_a_layer,
+from fp8q.torch._quantize import (check_include_takes_a_layer, matches_any,
                                   replaceable_linears)
 from fp8q.torch.quanto_compat import _qtypes
 from fp8q.torch.quanto_compat._qlinear import (QLinear, QModuleMixin,
@@ -21,10 +19,6 @@ def _replace(model, name, module):
     parent_name, _, child = name.rpartition(".")
     setattr(model.get_submodule(parent_name) if parent_name else model,
             child, module)
-
-
-def _matches(name, patterns):
-    return any(fnmatch.fnmatch(name, pattern) for pattern in patterns)
 
 
 def _check_frozen(name, layer, weights, activations):
@@ -77,8 +71,8 @@ def quantize(model, weights=None, activations=None, optimizer=None,
              "there")
     chosen = [(name, module) for name, module in model.named_modules()
               if (id(module) in replaceable or isinstance(module, QLinear))
-              and (include is None or _matches(name, include))
-              and not _matches(name, exclude)]
+              and (include is None or matches_any(name, include))
+              and not matches_any(name, exclude)]
     if any(name == "" for name, _ in chosen):
         raise ValueError("quantize: the model itself is an nn.Linear; use "
                          "QLinear.from_module(model, weights=...)")
