@@ -246,7 +246,8 @@ def test_gpt2_conv1d_layers_are_named_in_a_warning(seed):
         warnings.simplefilter("error")
         fpt.quantize(model, include=["lm_head"])
     with pytest.raises(ValueError, match=r"^include: no nn\.Linear module "
-                       r"of the model matches \['transformer\.h\.1\.attn\.\*'\] "
+                       r"of the model matches "
+                       r"\['transformer\.h\.1\.attn\.\*'\] "
                        r"\(it matches transformers Conv1D modules, "
                        r"transformer\.h\.1\.attn\.c_attn, "
                        r"transformer\.h\.1\.attn\.c_proj, which fp8q does "

@@ -111,8 +111,9 @@ def _amax_array(amax):
             return np.asarray(_C.cast(amax, "float32"))
         except (TypeError, ValueError, BufferError, RuntimeError):
             if given is None:
-                raise TypeError("amax: expected a real number or a 1-D array "
-                                f"of them, got {type(amax).__name__}") from None
+                raise TypeError(
+                    "amax: expected a real number or a 1-D array of them, "
+                    f"got {type(amax).__name__}") from None
     return given
 
 

@@ -144,8 +144,8 @@ def attach(model):
 def _convert(model, dtype, keep_in_fp32_modules):
     """model's floating tensors converted to dtype, as diffusers' loading
     converts them: but those whose name keep_in_fp32_modules covers (as
-    whole dotted parts, _module_names.covered), and the FP8 codes and scales of fp8q layers
-    (Linear._apply keeps them)."""
+    whole dotted parts, _module_names.covered), and the FP8 codes and
+    scales of fp8q layers (Linear._apply keeps them)."""
     kept = {id(tensor) for name, tensor in (*model.named_parameters(),
                                             *model.named_buffers())
             if covered(name, keep_in_fp32_modules)}
