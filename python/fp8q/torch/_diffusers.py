@@ -153,7 +153,6 @@ def _convert(model, dtype, keep_in_fp32_modules):
                  or not tensor.is_floating_point() else tensor.to(dtype))
 
 
-# torch dtype -> safetensors dtype code, for the tensors of an fp8q layer.
 def _checkpoint_entries(checkpoint_files):
     """Tensor name -> (safetensors dtype code, shape) of the safetensors
     files among checkpoint_files (their headers; no tensor is read)."""
