@@ -621,13 +621,19 @@ class Linear(torch.nn.Linear):
         shape_error = _checks.input_shape_error(self, x)
         if shape_error is not None:
             raise shape_error
-        device_error = _checks.device_error(self, x)
-        if device_error is not None:
-            raise device_error
-        if _tensor_parallel.is_sharded(self.weight):
-            return _tensor_parallel.forward(self, x, self._operator)
-        return self._operator(x, self.weight, self.weight_scale, self.bias,
-                              self.input_scale)
+        try:
+            if _tensor_parallel.is_sharded(self.weight):
+                return _tensor_parallel.forward(self, x, self._operator)
+            return self._operator(x, self.weight, self.weight_scale,
+                                  self.bias, self.input_scale)
+        except (RuntimeError, ValueError, TypeError):
+            # Devices are compared only once a call failed (the operators'
+            # fake implementations refuse a real x beside meta weights):
+            # the error then names the layer and the tensor.
+            device_error = _checks.device_error(self, x)
+            if device_error is not None:
+                raise device_error from None
+            raise
 
     def _transformed_storage(self):
         """The first of weight, weight_scale and bias that
